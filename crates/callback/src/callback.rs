@@ -1,0 +1,257 @@
+//! [`Callback`]: a type-erased `FnOnce() + Send + 'static` kept in a fixed inline buffer.
+//!
+//! # Contract
+//!
+//! * [`InlineCallback::new`] never allocates. A closure that does not fit the space `S` in size
+//!   or in alignment is a compile error naming the problem, not a silent move to the heap.
+//! * [`InlineCallback::spill`] is the one way to store a closure that does not fit: it boxes the
+//!   closure (one allocation, one free) and [`InlineCallback::is_inline`] then returns `false`.
+//! * [`InlineCallback::call`] runs the closure exactly once, consuming the callback. If the
+//!   closure panics, its captures are dropped exactly once while unwinding.
+//! * A callback dropped without being called drops the closure's captures exactly once.
+//!
+//! # How it is stored
+//!
+//! [`Callback`] is [`InlineCallback`] in the default space.
+//!
+//! The closure `F` is stored by value in a `smallbox::SmallBox<dyn Invoke, S>`, which keeps
+//! the value in its space `S` beside a 16-byte trait-object pointer (smallbox's marker for
+//! "inline" plus the vtable). `Invoke` is implemented for the closure's wrapper: calling it
+//! moves the closure out of the buffer and runs it, after which the buffer is forgotten
+//! rather than dropped. Because a `Callback`'s box is inline by construction (checked at
+//! compile time; `spill` stores a thin `Box<F>` inline), forgetting it frees nothing.
+//!
+//! A common alternative stores `Option<F>` and `take()`s it on call. It costs a tag that
+//! can grow the closure by up to its alignment (8 bytes for most closures) and a branch on
+//! every call; moving out and forgetting needs neither.
+
+use core::fmt;
+use core::mem::{self, ManuallyDrop};
+use core::ptr;
+
+use smallbox::SmallBox;
+
+use crate::space::DefaultSpace;
+
+/// A closure that can be run once, in place, out of the storage that holds it.
+trait Invoke: Send {
+    /// Moves the closure out of `*self` and runs it.
+    ///
+    /// # Safety
+    ///
+    /// `*self` must be initialised. After this call returns or unwinds, `*self` is moved
+    /// out: the caller must neither use nor drop it again (it forgets the storage).
+    unsafe fn invoke_in_place(&mut self);
+
+    /// Whether the closure lives on the heap (see [`InlineCallback::spill`]).
+    fn is_spilled(&self) -> bool;
+}
+
+/// A closure stored by value in the callback's space.
+#[repr(transparent)]
+struct InPlace<F>(F);
+
+impl<F: FnOnce() + Send> Invoke for InPlace<F> {
+    #[inline]
+    unsafe fn invoke_in_place(&mut self) {
+        // SAFETY: the caller guarantees `self.0` is initialised and is never used or dropped
+        // after this call, so this read makes `f` the closure's only owner. If `f()`
+        // unwinds, `f` (already consumed by the call) drops its captures once.
+        let f = unsafe { ptr::read(&self.0) };
+        f()
+    }
+
+    #[inline]
+    fn is_spilled(&self) -> bool {
+        false
+    }
+}
+
+/// A closure too large for the space, boxed by [`InlineCallback::spill`]; the thin `Box` itself
+/// is what sits in the space.
+struct Spilled<F>(Box<F>);
+
+impl<F: FnOnce() + Send> Invoke for Spilled<F> {
+    #[inline]
+    unsafe fn invoke_in_place(&mut self) {
+        // SAFETY: as for `InPlace`: the caller never uses or drops `self.0` again, so the
+        // read `Box` is the closure's only owner and frees it once, after the call or while
+        // unwinding from it.
+        let f = unsafe { ptr::read(&self.0) };
+        f()
+    }
+
+    #[inline]
+    fn is_spilled(&self) -> bool {
+        true
+    }
+}
+
+/// A type-erased `FnOnce() + Send + 'static`, stored inline in the [`DefaultSpace`]
+/// (32 bytes, aligned to 8): the callback type almost everyone wants. See
+/// [`InlineCallback`] for the API and for other spaces.
+pub type Callback = InlineCallback<DefaultSpace>;
+
+/// A type-erased `FnOnce() + Send + 'static`, stored inline in a space `S`.
+///
+/// Most code names it through the [`Callback`] alias (the default space); a different
+/// space is a type away: `InlineCallback::<Align8<64>>::new(f)`, or an alias of your own.
+///
+/// `size_of::<Callback>()` is 48 bytes on 64-bit targets: the 32-byte space and smallbox's
+/// 16-byte trait-object pointer. In general it is `size_of::<S>()` plus two pointers,
+/// rounded up to the alignment of `S`.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use zerodispatch_callback::Callback;
+///
+/// static CONFIRMED: AtomicU64 = AtomicU64::new(0);
+///
+/// let (queue, guid, sub_queue) = (7_u32, [0xab_u8; 16], 1_u32);
+/// let confirm = Callback::new(move || {
+///     assert_eq!((queue, guid[0], sub_queue), (7, 0xab, 1));
+///     CONFIRMED.fetch_add(1, Ordering::Relaxed);
+/// });
+/// assert!(confirm.is_inline());
+///
+/// // Callbacks are `Send`: run it on another thread.
+/// std::thread::spawn(move || confirm.call()).join().unwrap();
+/// assert_eq!(CONFIRMED.load(Ordering::Relaxed), 1);
+/// ```
+///
+/// A closure larger than the space does not compile:
+///
+/// ```compile_fail
+/// use zerodispatch_callback::Callback;
+/// let big = [0_u8; 64];
+/// let cb = Callback::new(move || assert_eq!(big[0], 0)); // error: does not fit the inline space
+/// ```
+pub struct InlineCallback<S> {
+    /// The closure. Invariant: never on the heap (`!body.is_heap()`), so that forgetting
+    /// it after `invoke_in_place` frees nothing.
+    body: SmallBox<dyn Invoke, S>,
+}
+
+impl<S> InlineCallback<S> {
+    /// Whether a closure of type `F` fits the space `S`, that is, whether
+    /// [`InlineCallback::new`] accepts it.
+    #[must_use]
+    pub const fn fits<F>() -> bool {
+        mem::size_of::<F>() <= mem::size_of::<S>() && mem::align_of::<F>() <= mem::align_of::<S>()
+    }
+
+    /// Whether the closure `f` fits the space `S`: [`InlineCallback::fits`] for a closure
+    /// whose type cannot be named.
+    #[must_use]
+    pub const fn fits_closure<F>(_f: &F) -> bool {
+        Self::fits::<F>()
+    }
+
+    /// Stores `f` inline. Never allocates.
+    ///
+    /// # Compile errors
+    ///
+    /// Fails to compile, with a message saying which, if `f` is larger than the space `S`
+    /// or more aligned than it. Capture less (a handle or an index rather than the data),
+    /// pick a larger space (`InlineCallback<Align8<64>>`, `InlineCallback<Align16<32>>`), or, for a
+    /// rare large closure, use [`InlineCallback::spill`].
+    #[inline]
+    pub fn new<F>(f: F) -> Self
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        const {
+            assert!(
+                mem::size_of::<F>() <= mem::size_of::<S>(),
+                "zerodispatch: the closure is too large for the Callback's inline space: \
+                 capture less, use a larger space, or use Callback::spill (allocates)"
+            );
+            assert!(
+                mem::align_of::<F>() <= mem::align_of::<S>(),
+                "zerodispatch: the closure is more aligned than the Callback's inline space: \
+                 use an Align16 space, or Callback::spill (allocates)"
+            );
+        }
+        Self::from_invoke(InPlace(f))
+    }
+
+    /// Stores `f` on the heap: the escape hatch for a closure that does not fit the space.
+    ///
+    /// This allocates once here and frees once when the callback is called or dropped,
+    /// possibly on another thread. [`InlineCallback::is_inline`] returns `false`, and a
+    /// dispatcher counts such callbacks in its stats, so that a spill on a hot path shows.
+    ///
+    /// # Compile errors
+    ///
+    /// Fails to compile if the space is too small for a pointer (fewer than 8 bytes on a
+    /// 64-bit target).
+    pub fn spill<F>(f: F) -> Self
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        const {
+            assert!(
+                Self::fits::<Spilled<F>>(),
+                "zerodispatch: the Callback's inline space cannot hold even a pointer"
+            );
+        }
+        Self::from_invoke(Spilled(Box::new(f)))
+    }
+
+    /// Stores `f` inline if it fits the space, and spills it to the heap otherwise.
+    ///
+    /// For generic code that cannot know the closure's size; prefer [`InlineCallback::new`],
+    /// which turns a closure that would allocate into a compile error.
+    pub fn new_or_spill<F>(f: F) -> Self
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        if Self::fits::<F>() {
+            Self::from_invoke(InPlace(f))
+        } else {
+            Self::spill(f)
+        }
+    }
+
+    #[inline]
+    fn from_invoke<I: Invoke + 'static>(body: I) -> Self {
+        debug_assert!(Self::fits::<I>());
+        let body: SmallBox<dyn Invoke, S> = smallbox::smallbox!(body);
+        debug_assert!(!body.is_heap(), "a Callback's body must be inline");
+        Self { body }
+    }
+
+    /// Runs the closure, exactly once.
+    ///
+    /// If the closure panics, the panic propagates to the caller after the closure's
+    /// captures have been dropped (once). A spilled closure's box is freed here.
+    #[inline]
+    pub fn call(self) {
+        let mut body = ManuallyDrop::new(self.body);
+        // SAFETY: `body` holds an initialised closure (nothing has moved it out: `call`
+        // takes `self` by value) and, being `ManuallyDrop`, is never dropped; it is not used
+        // after this line. Its storage is inline (the invariant of `Callback::body`), so
+        // forgetting it leaks nothing: the closure and any spilled box are owned by
+        // `invoke_in_place` from here on.
+        unsafe { body.invoke_in_place() }
+    }
+
+    /// `true` if the closure is stored inline, `false` if it was spilled to the heap by
+    /// [`InlineCallback::spill`] or [`InlineCallback::new_or_spill`].
+    #[inline]
+    #[must_use]
+    pub fn is_inline(&self) -> bool {
+        !self.body.is_spilled()
+    }
+}
+
+impl<S> fmt::Debug for InlineCallback<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Callback")
+            .field("inline", &self.is_inline())
+            .field("space_bytes", &mem::size_of::<S>())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,254 @@
+//! Behaviour of `Callback` and `BoxedCallback`: run once, drop once, panics, sizes,
+//! alignment, threads. Small enough to run under Miri.
+
+use std::mem::{align_of, size_of};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use zerodispatch_callback::{Align8, Align16, BoxedCallback, Callback, InlineCallback};
+
+/// Counts how many times it is dropped.
+struct DropCount(Arc<AtomicUsize>);
+
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn counters() -> (Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)))
+}
+
+#[test]
+fn size_of_callback_is_48_bytes() {
+    assert_eq!(size_of::<Callback>(), 48);
+    assert_eq!(align_of::<Callback>(), 8);
+    assert_eq!(size_of::<InlineCallback<Align8<64>>>(), 80);
+    assert_eq!(size_of::<InlineCallback<Align16<32>>>(), 48);
+    assert_eq!(align_of::<InlineCallback<Align16<32>>>(), 16);
+    assert_eq!(size_of::<BoxedCallback>(), 16);
+}
+
+#[test]
+fn call_runs_exactly_once_and_drops_captures_once() {
+    let (runs, drops) = counters();
+    let guard = DropCount(drops.clone());
+    let r = runs.clone();
+    let cb = Callback::new(move || {
+        let _keep = &guard;
+        r.fetch_add(1, Ordering::SeqCst);
+    });
+    assert!(cb.is_inline());
+    assert_eq!(
+        (runs.load(Ordering::SeqCst), drops.load(Ordering::SeqCst)),
+        (0, 0)
+    );
+    cb.call();
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn drop_without_call_drops_captures_once_and_never_runs() {
+    let (runs, drops) = counters();
+    let guard = DropCount(drops.clone());
+    let r = runs.clone();
+    let cb = Callback::new(move || {
+        let _keep = &guard;
+        r.fetch_add(1, Ordering::SeqCst);
+    });
+    drop(cb);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn panic_during_call_drops_captures_once_and_runs_once() {
+    let (runs, drops) = counters();
+    let guard = DropCount(drops.clone());
+    let r = runs.clone();
+    let cb = Callback::new(move || {
+        let _keep = &guard;
+        r.fetch_add(1, Ordering::SeqCst);
+        panic!("confirm handler failed");
+    });
+    let outcome = catch_unwind(AssertUnwindSafe(move || cb.call()));
+    let message = outcome.expect_err("the panic must reach the caller");
+    assert_eq!(
+        message.downcast_ref::<&str>(),
+        Some(&"confirm handler failed")
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn captures_are_moved_in_and_out_intact() {
+    let guid: [u8; 16] = core::array::from_fn(|i| i as u8);
+    let (queue, sub_queue) = (0xdead_beef_u32, 42_u32);
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = seen.clone();
+    let cb = Callback::new(move || {
+        assert_eq!(queue, 0xdead_beef);
+        assert_eq!(sub_queue, 42);
+        assert!(guid.iter().enumerate().all(|(i, b)| *b == i as u8));
+        s.fetch_add(1, Ordering::SeqCst);
+    });
+    // Move the callback around (into a Vec and out, through an Option) before calling it.
+    let mut slot = vec![cb];
+    let mut option = slot.pop();
+    let cb = option.take().unwrap();
+    cb.call();
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn zero_sized_closure_fits_a_zero_byte_space() {
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    let f = || {
+        RUNS.fetch_add(1, Ordering::SeqCst);
+    };
+    assert_eq!(size_of_val(&f), 0);
+    let cb = InlineCallback::<Align8<0>>::new(f);
+    assert!(cb.is_inline());
+    assert_eq!(size_of::<InlineCallback<Align8<0>>>(), 16);
+    cb.call();
+    assert_eq!(RUNS.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn over_aligned_capture_fits_an_align16_space() {
+    #[repr(align(16))]
+    #[derive(Clone, Copy)]
+    struct Guid([u8; 16]);
+    let guid = Guid([9; 16]);
+    let f = move || {
+        let p = &guid as *const Guid as usize;
+        assert_eq!(p % 16, 0, "capture must keep its alignment in the space");
+        assert_eq!(guid.0, [9; 16]);
+    };
+    assert_eq!(align_of_val(&f), 16);
+    assert!(!Callback::fits_closure(&f));
+    assert!(InlineCallback::<Align16<32>>::fits_closure(&f));
+    let cb = InlineCallback::<Align16<32>>::new(f);
+    assert!(cb.is_inline());
+    cb.call();
+}
+
+#[test]
+fn moves_across_threads() {
+    let (runs, drops) = counters();
+    let mut handles = Vec::new();
+    let callbacks: Vec<Callback> = (0..4)
+        .map(|i| {
+            let guard = DropCount(drops.clone());
+            let r = runs.clone();
+            Callback::new(move || {
+                let _keep = &guard;
+                r.fetch_add(i + 1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    for cb in callbacks {
+        handles.push(std::thread::spawn(move || cb.call()));
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1 + 2 + 3 + 4);
+    assert_eq!(drops.load(Ordering::SeqCst), 4);
+}
+
+#[test]
+fn spill_stores_a_large_closure_on_the_heap_and_says_so() {
+    let (runs, drops) = counters();
+    let guard = DropCount(drops.clone());
+    let r = runs.clone();
+    let big = [3_u64; 16];
+    let f = move || {
+        let _keep = &guard;
+        assert_eq!(big.iter().sum::<u64>(), 48);
+        r.fetch_add(1, Ordering::SeqCst);
+    };
+    assert!(!Callback::fits_closure(&f));
+    let cb = Callback::spill(f);
+    assert!(!cb.is_inline());
+    cb.call();
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+
+    // Dropped unrun, a spilled closure is freed and its captures dropped once.
+    let guard = DropCount(drops.clone());
+    let cb = Callback::spill(move || {
+        let _keep = (&guard, big);
+    });
+    drop(cb);
+    assert_eq!(drops.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn spilled_closure_that_panics_drops_once() {
+    let (_, drops) = counters();
+    let guard = DropCount(drops.clone());
+    let big = [0_u8; 100];
+    let cb = Callback::spill(move || {
+        let _keep = (&guard, big);
+        panic!("boom");
+    });
+    assert!(catch_unwind(AssertUnwindSafe(move || cb.call())).is_err());
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn new_or_spill_picks_inline_when_it_fits() {
+    let small = [1_u8; 8];
+    let big = [1_u8; 64];
+    let a = Callback::new_or_spill(move || assert_eq!(small[0], 1));
+    let b = Callback::new_or_spill(move || assert_eq!(big[63], 1));
+    assert!(a.is_inline());
+    assert!(!b.is_inline());
+    a.call();
+    b.call();
+}
+
+#[test]
+fn boxed_callback_runs_once_and_drops_once() {
+    let (runs, drops) = counters();
+    let guard = DropCount(drops.clone());
+    let r = runs.clone();
+    let cb = BoxedCallback::new(move || {
+        let _keep = &guard;
+        r.fetch_add(1, Ordering::SeqCst);
+    });
+    assert!(!cb.is_inline());
+    cb.call();
+    assert_eq!(
+        (runs.load(Ordering::SeqCst), drops.load(Ordering::SeqCst)),
+        (1, 1)
+    );
+
+    let guard = DropCount(drops.clone());
+    drop(BoxedCallback::new(move || {
+        let _keep = &guard;
+    }));
+    assert_eq!(drops.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn debug_says_where_the_closure_lives() {
+    let inline = Callback::new(|| ());
+    let big = [0_u8; 64];
+    let spilled = Callback::spill(move || {
+        std::hint::black_box(big);
+    });
+    assert_eq!(
+        format!("{inline:?}"),
+        "Callback { inline: true, space_bytes: 32, .. }"
+    );
+    assert_eq!(
+        format!("{spilled:?}"),
+        "Callback { inline: false, space_bytes: 32, .. }"
+    );
+}

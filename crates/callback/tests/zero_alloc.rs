@@ -1,0 +1,147 @@
+//! Proof that an inline `Callback` allocates nothing on a cross-thread hop, and that the
+//! counter used to prove it does see the allocations of a `BoxedCallback`.
+//!
+//! Its own test binary, because it installs a counting `#[global_allocator]` that counts
+//! every allocation on every thread. It holds a single `#[test]` so that no other test
+//! (nor the harness starting one) allocates while it measures.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+
+use crossbeam_queue::ArrayQueue;
+use zerodispatch_callback::{BoxedCallback, Callback};
+
+/// Counts allocations (including reallocations) on all threads.
+struct CountingAllocator;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so
+// `System`'s guarantees are ours; the counter has no effect on the memory returned.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc::alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: `ptr` and `layout` come from this allocator, hence from `System`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` and `layout` come from this allocator, hence from `System`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+const EVENTS: u64 = 1_000_000;
+const WARM_UP: u64 = 10_000;
+
+/// What every confirm callback adds to, so that the test can check each one ran.
+static CONFIRMED_SUM: AtomicU64 = AtomicU64::new(0);
+
+/// A confirm functor's worth of captures: queue id, message GUID, sub-queue id.
+fn confirm(seq: u64) -> impl FnOnce() + Send + 'static {
+    let queue = (seq % 8) as u32;
+    let mut guid = [0_u8; 16];
+    guid[..8].copy_from_slice(&seq.to_le_bytes());
+    let sub_queue = 1_u32;
+    move || {
+        let seq = u64::from_le_bytes(guid[..8].try_into().unwrap());
+        assert_eq!(queue as u64, seq % 8);
+        CONFIRMED_SUM.fetch_add(seq + u64::from(sub_queue), Ordering::Relaxed);
+    }
+}
+
+/// Runs `WARM_UP` then `EVENTS` callbacks made by `make` on this thread through an
+/// `ArrayQueue` to a consumer thread that calls them; returns the allocations counted
+/// during the `EVENTS`, on all threads.
+fn allocations_per_hop<T: Send + 'static>(make: fn(u64) -> T, call: fn(T)) -> u64 {
+    let queue = Arc::new(ArrayQueue::<T>::new(1024));
+    let consumed = Arc::new(AtomicU64::new(0));
+    let total = WARM_UP + EVENTS;
+    let consumer = {
+        let (queue, consumed) = (queue.clone(), consumed.clone());
+        thread::spawn(move || {
+            let mut n = 0;
+            while n < total {
+                match queue.pop() {
+                    Some(cb) => {
+                        call(cb);
+                        n += 1;
+                        consumed.store(n, Ordering::Release);
+                    }
+                    None => thread::yield_now(),
+                }
+            }
+        })
+    };
+    let produce = |range: std::ops::Range<u64>| {
+        for seq in range {
+            let mut item = make(seq);
+            while let Err(back) = queue.push(item) {
+                item = back;
+                thread::yield_now();
+            }
+        }
+    };
+    let wait_consumed = |n: u64| {
+        while consumed.load(Ordering::Acquire) < n {
+            thread::yield_now();
+        }
+    };
+
+    produce(0..WARM_UP);
+    wait_consumed(WARM_UP);
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    produce(WARM_UP..total);
+    wait_consumed(total);
+    let after = ALLOCATIONS.load(Ordering::SeqCst);
+    consumer.join().unwrap();
+    after - before
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "a million cross-thread hops; the unsafe code it exercises is covered by tests/callback.rs under Miri"
+)]
+fn inline_callbacks_allocate_nothing_boxed_ones_allocate_per_event() {
+    let expected_sum = (0..WARM_UP + EVENTS).map(|seq| seq + 1).sum::<u64>();
+
+    CONFIRMED_SUM.store(0, Ordering::SeqCst);
+    let inline = allocations_per_hop(|seq| Callback::new(confirm(seq)), Callback::call);
+    assert_eq!(
+        CONFIRMED_SUM.load(Ordering::SeqCst),
+        expected_sum,
+        "every callback ran once"
+    );
+    assert_eq!(
+        inline, 0,
+        "{EVENTS} inline callbacks across threads allocated {inline} times"
+    );
+
+    CONFIRMED_SUM.store(0, Ordering::SeqCst);
+    let boxed = allocations_per_hop(|seq| BoxedCallback::new(confirm(seq)), BoxedCallback::call);
+    assert_eq!(
+        CONFIRMED_SUM.load(Ordering::SeqCst),
+        expected_sum,
+        "every callback ran once"
+    );
+    assert!(
+        boxed >= EVENTS,
+        "the counter must see one allocation per boxed callback: counted {boxed} for {EVENTS}"
+    );
+    println!("allocations for {EVENTS} hops: inline {inline}, boxed {boxed}");
+}

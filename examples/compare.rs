@@ -1,0 +1,123 @@
+//! The side-by-side comparison a newcomer runs first:
+//!
+//! ```text
+//! cargo run --release --example compare
+//! ```
+//!
+//! It measures, in this run and on this machine, the cost per callback of a confirm
+//! functor carried three ways: called directly (the work alone), as an inline `Callback`,
+//! and as a `BoxedCallback` (`Box<dyn FnOnce>`), on one thread and across two threads.
+//! Each case runs several rounds, interleaved so that noise from other processes falls on
+//! all cases alike, and the table shows the median. Criterion versions of the same
+//! measurements: `cargo bench --bench callback`.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use zerodispatch::measure::Relay;
+use zerodispatch::workload::confirm_functor;
+use zerodispatch::{BoxedCallback, Callback};
+
+const ROUNDS: usize = 7;
+const SAME_THREAD_CALLS: u64 = 20_000_000;
+const CROSS_THREAD_CALLS: u64 = 2_000_000;
+/// The same queue capacity as `benches/callback.rs`.
+const RELAY_CAPACITY: usize = 1024;
+
+fn time_per_call(calls: u64, f: impl FnOnce(u64) -> Duration) -> f64 {
+    f(calls).as_nanos() as f64 / calls as f64
+}
+
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+fn same_thread<C>(calls: u64, make: impl Fn(u64) -> C, call: impl Fn(C)) -> Duration {
+    let start = Instant::now();
+    for seq in 0..calls {
+        call(black_box(make(seq)));
+    }
+    start.elapsed()
+}
+
+fn main() {
+    let mut direct = Vec::new();
+    let mut inline = Vec::new();
+    let mut boxed = Vec::new();
+    let mut x_inline = Vec::new();
+    let mut x_boxed = Vec::new();
+    let mut seq = 0_u64;
+
+    println!("measuring {ROUNDS} interleaved rounds (about 10-20 s)...");
+    for _ in 0..ROUNDS {
+        direct.push(time_per_call(SAME_THREAD_CALLS, |n| {
+            same_thread(n, confirm_functor, |f| f())
+        }));
+        inline.push(time_per_call(SAME_THREAD_CALLS, |n| {
+            same_thread(n, |s| Callback::new(confirm_functor(s)), Callback::call)
+        }));
+        boxed.push(time_per_call(SAME_THREAD_CALLS, |n| {
+            same_thread(
+                n,
+                |s| BoxedCallback::new(confirm_functor(s)),
+                BoxedCallback::call,
+            )
+        }));
+        // One consumer thread at a time, so that an idle one does not share the cores.
+        let relay = Relay::start(RELAY_CAPACITY, Callback::call);
+        x_inline.push(time_per_call(CROSS_THREAD_CALLS, |n| {
+            relay.run(n, || {
+                seq += 1;
+                Callback::new(confirm_functor(seq))
+            })
+        }));
+        drop(relay);
+        let relay = Relay::start(RELAY_CAPACITY, BoxedCallback::call);
+        x_boxed.push(time_per_call(CROSS_THREAD_CALLS, |n| {
+            relay.run(n, || {
+                seq += 1;
+                BoxedCallback::new(confirm_functor(seq))
+            })
+        }));
+    }
+
+    let (direct, inline, boxed) = (median(direct), median(inline), median(boxed));
+    let (x_inline, x_boxed) = (median(x_inline), median(x_boxed));
+    println!();
+    println!("confirm functor (24 bytes of captures), median of {ROUNDS} rounds, ns per callback");
+    println!();
+    println!("| case                          | ns/callback | vs inline |");
+    println!("| ----------------------------- | ----------- | --------- |");
+    println!(
+        "| same thread: direct (work)    | {direct:>11.2} | {:>8.2}x |",
+        direct / inline
+    );
+    println!(
+        "| same thread: inline Callback  | {inline:>11.2} | {:>8.2}x |",
+        1.0
+    );
+    println!(
+        "| same thread: BoxedCallback    | {boxed:>11.2} | {:>8.2}x |",
+        boxed / inline
+    );
+    println!(
+        "| cross thread: inline Callback | {x_inline:>11.2} | {:>8.2}x |",
+        1.0
+    );
+    println!(
+        "| cross thread: BoxedCallback   | {x_boxed:>11.2} | {:>8.2}x |",
+        x_boxed / x_inline
+    );
+    println!();
+    let (inline_cost, boxed_cost) = (inline - direct, boxed - direct);
+    println!(
+        "mechanism cost over the work: inline {inline_cost:.2} ns, boxed {boxed_cost:.2} ns ({:.1}x)",
+        boxed_cost / inline_cost.max(0.01)
+    );
+    println!(
+        "cross thread: inline is {:.1}x faster than boxed (a box is freed on another thread \
+         than the one that allocated it)",
+        x_boxed / x_inline
+    );
+}

@@ -1,0 +1,25 @@
+//! zerodispatch: the dispatcher core a message broker links into its own code to move work
+//! between its threads without a heap allocation per event.
+//!
+//! This facade re-exports the member crates:
+//!
+//! * [`callback`] (`zerodispatch-callback`): [`Callback`], a type-erased
+//!   `FnOnce() + Send + 'static` stored in a fixed inline buffer, and [`BoxedCallback`],
+//!   the boxed baseline.
+//!
+//! [`workload`] is the confirm-shaped work the benches and examples run, and [`measure`]
+//! the harnesses they share.
+
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub use zerodispatch_callback as callback;
+pub use zerodispatch_callback::{BoxedCallback, Callback, InlineCallback};
+
+pub mod measure;
+pub mod workload;
+
+/// The README's code blocks, compiled and run as doctests so that they stay true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
