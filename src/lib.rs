@@ -6,6 +6,8 @@
 //! * [`callback`] (`zerodispatch-callback`): [`Callback`], a type-erased
 //!   `FnOnce() + Send + 'static` stored in a fixed inline buffer, and [`BoxedCallback`],
 //!   the boxed baseline.
+//! * [`core`] (`zerodispatch-core`): the [`Dispatcher`], its processors, clients, events,
+//!   flush contract, wake protocol, shutdown and stats.
 //!
 //! [`workload`] is the confirm-shaped work the benches and examples run, and [`measure`]
 //! the harnesses they share.
@@ -15,6 +17,11 @@
 
 pub use zerodispatch_callback as callback;
 pub use zerodispatch_callback::{BoxedCallback, Callback, InlineCallback};
+pub use zerodispatch_core as core;
+pub use zerodispatch_core::{
+    Client, ClientEvent, ClientHandle, ClientType, Context, DispatchError, Dispatcher,
+    DispatcherHandle, Event, Placement, PoolConfig, WaitStrategy,
+};
 
 pub mod measure;
 pub mod workload;

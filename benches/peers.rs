@@ -1,0 +1,417 @@
+//! The peers the dispatcher is compared against: other ways to hop a confirm-sized unit of
+//! work from one thread to another, each running the same work
+//! ([`zerodispatch::workload::handle_confirm`]).
+//!
+//! * [`CrossbeamBoxed`]: a `Box<dyn FnOnce() + Send>` per item over a bounded
+//!   `crossbeam_channel`, the consumer blocking in `recv`.
+//! * [`StdMpscBoxed`]: the same over `std::sync::mpsc::sync_channel`.
+//! * [`DisruptorTyped`]: plain [`Confirm`] events in a `disruptor` ring buffer, one
+//!   producer publishing one event at a time, the consumer busy-spinning.
+//! * [`DisruptorTypedBatch`]: the same, publishing [`BATCH`] events at a time: what
+//!   batching buys.
+//!
+//! Every peer is started once and then [`run`](CrossbeamBoxed::run) many times (criterion
+//! calls with small iteration counts, and a thread start would swamp them); each run returns
+//! the wall time from the first send until the consumer has handled every item of the run.
+//! Dropping a peer stops and joins its threads.
+//!
+//! A busy-spinning disruptor consumer keeps a core busy for as long as its peer lives, even
+//! between runs: drop each peer before measuring the next.
+//!
+//! This file is a module, not a bench target: benches include it with `mod peers;`.
+
+// Shared between bench binaries, each of which may use only some of the peers: an item one
+// binary leaves unused is not dead in another.
+#![allow(dead_code)]
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::{Backoff, CachePadded};
+use disruptor::{BusySpin, Producer, Sequence, SingleConsumerBarrier, SingleProducer};
+use zerodispatch::workload::{Confirm, confirm_functor, handle_confirm};
+
+/// The capacity of the channel peers' channels.
+pub const CHANNEL_CAPACITY: usize = 4096;
+
+/// The size of the disruptor peers' ring buffers (the crate requires a power of two).
+pub const RING_SIZE: usize = 4096;
+
+/// How many events [`DisruptorTypedBatch`] publishes at a time.
+pub const BATCH: u64 = 16;
+
+/// The item the channel peers carry: a boxed confirm functor.
+type Task = Box<dyn FnOnce() + Send>;
+
+/// How many items a consumer has handled, on a cache line of its own; written only by the
+/// consumer, with Release, so that an Acquire load that sees `n` sees `n` items done.
+type Progress = Arc<CachePadded<AtomicU64>>;
+
+/// A new [`Progress`] at zero.
+fn new_progress() -> Progress {
+    Arc::new(CachePadded::new(AtomicU64::new(0)))
+}
+
+/// Waits until `progress` reaches `target`, spinning with a short backoff.
+///
+/// # Panics
+///
+/// If `consumer_gone` says the consumer has exited first: the target would never come.
+fn wait_until(progress: &AtomicU64, target: u64, consumer_gone: impl Fn() -> bool) {
+    let backoff = Backoff::new();
+    while progress.load(Ordering::Acquire) < target {
+        assert!(!consumer_gone(), "the consumer thread exited during a run");
+        backoff.snooze();
+    }
+}
+
+/// The sending half of a channel that carries [`Task`]s.
+trait TaskSender: Clone + Send + 'static {
+    /// Sends `task`, blocking while the channel is full.
+    ///
+    /// # Panics
+    ///
+    /// If the receiver is gone, which happens only when the consumer thread has exited.
+    fn send_task(&self, task: Task);
+}
+
+/// The receiving half of a channel that carries [`Task`]s.
+trait TaskReceiver: Send + 'static {
+    /// Receives a task, blocking while the channel is empty; `None` once every sender is
+    /// gone and the channel is drained.
+    fn recv_task(&self) -> Option<Task>;
+}
+
+impl TaskSender for crossbeam_channel::Sender<Task> {
+    fn send_task(&self, task: Task) {
+        self.send(task)
+            .expect("the consumer holds the receiver until every sender is gone");
+    }
+}
+
+impl TaskReceiver for crossbeam_channel::Receiver<Task> {
+    fn recv_task(&self) -> Option<Task> {
+        self.recv().ok()
+    }
+}
+
+impl TaskSender for mpsc::SyncSender<Task> {
+    fn send_task(&self, task: Task) {
+        self.send(task)
+            .expect("the consumer holds the receiver until every sender is gone");
+    }
+}
+
+impl TaskReceiver for mpsc::Receiver<Task> {
+    fn recv_task(&self) -> Option<Task> {
+        self.recv().ok()
+    }
+}
+
+/// Sends the confirm functors of the messages `seqs`, boxed, one at a time.
+fn send_confirms<S: TaskSender>(sender: &S, seqs: Range<u64>) {
+    for seq in seqs {
+        sender.send_task(Box::new(confirm_functor(seq)));
+    }
+}
+
+/// A channel peer: a consumer thread that runs every task it receives, the caller as a
+/// producer, and `producers - 1` persistent helper producer threads.
+///
+/// A helper blocks on a job channel of its own between runs, so that it costs nothing while
+/// idle (the machine may have few cores); a run hands each helper its share of the items as a
+/// range of sequence numbers, so that the per-run cost of several producers is one wake-up
+/// per helper, not a thread start.
+struct ChannelPeer<S> {
+    /// The caller's sender; `None` only while dropping, so that the consumer sees the
+    /// channel close.
+    sender: Option<S>,
+    /// Each helper's job channel and thread.
+    helpers: Vec<(mpsc::Sender<Range<u64>>, JoinHandle<()>)>,
+    /// How many tasks the consumer has run.
+    progress: Progress,
+    /// The sequence number of the next confirm to send.
+    next_seq: AtomicU64,
+    /// The consumer thread; `None` only once joined.
+    consumer: Option<JoinHandle<()>>,
+}
+
+impl<S: TaskSender> ChannelPeer<S> {
+    /// Starts the consumer on `receiver` and `producers - 1` helpers on clones of `sender`.
+    ///
+    /// # Panics
+    ///
+    /// If `producers` is zero.
+    fn start<R: TaskReceiver>(producers: usize, (sender, receiver): (S, R)) -> Self {
+        assert!(producers >= 1, "a peer needs at least one producer");
+        let progress = new_progress();
+        let consumer = {
+            let progress = progress.clone();
+            thread::spawn(move || {
+                let mut n = 0_u64;
+                while let Some(task) = receiver.recv_task() {
+                    task();
+                    n += 1;
+                    progress.store(n, Ordering::Release);
+                }
+            })
+        };
+        let helpers = (1..producers)
+            .map(|_| {
+                let (jobs, job_receiver) = mpsc::channel::<Range<u64>>();
+                let sender = sender.clone();
+                let helper = thread::spawn(move || {
+                    while let Ok(seqs) = job_receiver.recv() {
+                        send_confirms(&sender, seqs);
+                    }
+                });
+                (jobs, helper)
+            })
+            .collect();
+        Self {
+            sender: Some(sender),
+            helpers,
+            progress,
+            next_seq: AtomicU64::new(0),
+            consumer: Some(consumer),
+        }
+    }
+
+    /// Sends `count` confirm functors, split evenly among the producers (the caller takes
+    /// the remainder), waits until the consumer has run all of them, and returns the time
+    /// from handing out the first share to the last run.
+    ///
+    /// Runs on one peer must not overlap: the target is read at the start of the run.
+    fn run(&self, count: u64) -> Duration {
+        let sender = self
+            .sender
+            .as_ref()
+            .expect("the sender is taken only when dropping");
+        let first = self.next_seq.fetch_add(count, Ordering::Relaxed);
+        let target = self.progress.load(Ordering::Acquire) + count;
+        let share = count / (self.helpers.len() as u64 + 1);
+        let start = Instant::now();
+        let mut next = first;
+        for (jobs, _) in &self.helpers {
+            jobs.send(next..next + share)
+                .expect("a helper waits for jobs until its job channel closes");
+            next += share;
+        }
+        send_confirms(sender, next..first + count);
+        wait_until(&self.progress, target, || {
+            self.consumer.as_ref().is_none_or(JoinHandle::is_finished)
+        });
+        start.elapsed()
+    }
+}
+
+impl<S> Drop for ChannelPeer<S> {
+    fn drop(&mut self) {
+        // Closing a helper's job channel ends the helper, which drops its sender.
+        for (jobs, helper) in self.helpers.drain(..) {
+            drop(jobs);
+            // A helper that panicked has nothing left to report here.
+            let _ = helper.join();
+        }
+        // With the last sender gone, the consumer drains the channel and ends.
+        self.sender = None;
+        if let Some(consumer) = self.consumer.take() {
+            // A consumer that panicked (in a task) has nothing left to report here.
+            let _ = consumer.join();
+        }
+    }
+}
+
+/// Boxed confirm functors over a `crossbeam_channel::bounded(CHANNEL_CAPACITY)` channel to
+/// one consumer thread that blocks in `recv`.
+///
+/// With one producer the caller of [`run`](Self::run) sends everything; with more, it sends
+/// its share while persistent helper threads, woken once per run, send theirs.
+pub struct CrossbeamBoxed(ChannelPeer<crossbeam_channel::Sender<Task>>);
+
+impl CrossbeamBoxed {
+    /// Starts the consumer thread and `producers - 1` helper producer threads.
+    ///
+    /// # Panics
+    ///
+    /// If `producers` is zero.
+    #[must_use]
+    pub fn new(producers: usize) -> Self {
+        Self(ChannelPeer::start(
+            producers,
+            crossbeam_channel::bounded(CHANNEL_CAPACITY),
+        ))
+    }
+
+    /// Sends `count` confirm functors split among the producers and returns the time from
+    /// the first send until the consumer has run them all.
+    pub fn run(&self, count: u64) -> Duration {
+        self.0.run(count)
+    }
+}
+
+/// Boxed confirm functors over a `std::sync::mpsc::sync_channel(CHANNEL_CAPACITY)` to one
+/// consumer thread that blocks in `recv`; producers as in [`CrossbeamBoxed`].
+pub struct StdMpscBoxed(ChannelPeer<mpsc::SyncSender<Task>>);
+
+impl StdMpscBoxed {
+    /// Starts the consumer thread and `producers - 1` helper producer threads.
+    ///
+    /// # Panics
+    ///
+    /// If `producers` is zero.
+    #[must_use]
+    pub fn new(producers: usize) -> Self {
+        Self(ChannelPeer::start(
+            producers,
+            mpsc::sync_channel(CHANNEL_CAPACITY),
+        ))
+    }
+
+    /// Sends `count` confirm functors split among the producers and returns the time from
+    /// the first send until the consumer has run them all.
+    pub fn run(&self, count: u64) -> Duration {
+        self.0.run(count)
+    }
+}
+
+/// The state a disruptor run needs exclusively: `Producer::publish` takes `&mut self`.
+struct Ring {
+    /// The single producer; dropping it stops and joins the consumer thread.
+    producer: SingleProducer<Confirm, SingleConsumerBarrier>,
+    /// The sequence number of the next confirm to publish.
+    next_seq: u64,
+}
+
+/// A disruptor peer: a ring of [`Confirm`] events with one busy-spinning consumer thread
+/// (managed by the `disruptor` crate) that handles each event.
+struct DisruptorPeer {
+    /// The producer, behind a lock so that runs can take `&self`; a run locks it once.
+    ring: Mutex<Ring>,
+    /// How many events the consumer has handled.
+    progress: Progress,
+}
+
+impl DisruptorPeer {
+    /// Builds the ring and starts its consumer thread.
+    fn start() -> Self {
+        let progress = new_progress();
+        let handler = {
+            let progress = progress.clone();
+            let mut n = 0_u64;
+            move |confirm: &Confirm, _: Sequence, _: bool| {
+                handle_confirm(*confirm);
+                n += 1;
+                progress.store(n, Ordering::Release);
+            }
+        };
+        let producer =
+            disruptor::build_single_producer(RING_SIZE, || Confirm::for_seq(0), BusySpin)
+                .handle_events_with(handler)
+                .build();
+        Self {
+            ring: Mutex::new(Ring {
+                producer,
+                next_seq: 0,
+            }),
+            progress,
+        }
+    }
+
+    /// Publishes `count` confirms, `batch` at a time (the last batch takes the remainder),
+    /// waits until the consumer has handled them, and returns the time from the first
+    /// publication to the last handling.
+    ///
+    /// # Panics
+    ///
+    /// If `batch` is zero or larger than the ring.
+    fn run(&self, count: u64, batch: u64) -> Duration {
+        assert!(
+            (1..=RING_SIZE as u64).contains(&batch),
+            "a batch must fit the ring"
+        );
+        // Nothing panics while the lock is held (the update closures cannot), so a poisoned
+        // lock would not mean a half-published ring; take the guard either way.
+        let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
+        let Ring { producer, next_seq } = &mut *ring;
+        let target = self.progress.load(Ordering::Acquire) + count;
+        let end = *next_seq + count;
+        let start = Instant::now();
+        if batch == 1 {
+            for seq in *next_seq..end {
+                producer.publish(|slot| *slot = Confirm::for_seq(seq));
+            }
+        } else {
+            let mut seq = *next_seq;
+            while seq < end {
+                let n = batch.min(end - seq);
+                producer.batch_publish(n as usize, |slots| {
+                    for (slot, s) in slots.zip(seq..) {
+                        *slot = Confirm::for_seq(s);
+                    }
+                });
+                seq += n;
+            }
+        }
+        *next_seq = end;
+        // The crate does not expose its consumer thread: a panicking handler would hang
+        // this wait, but `handle_confirm` does not panic.
+        wait_until(&self.progress, target, || false);
+        start.elapsed()
+    }
+}
+
+/// Plain [`Confirm`] events through a `disruptor` ring of [`RING_SIZE`] slots: a single
+/// producer (the caller of [`run`](Self::run)) publishing one event at a time and one
+/// consumer thread, busy-spinning (`BusySpin`), that calls `handle_confirm` on each.
+///
+/// The consumer spins for as long as the peer lives; dropping the peer drops the producer,
+/// which stops and joins it.
+pub struct DisruptorTyped(DisruptorPeer);
+
+impl DisruptorTyped {
+    /// Builds the ring and starts the consumer thread.
+    #[must_use]
+    pub fn new() -> Self {
+        Self(DisruptorPeer::start())
+    }
+
+    /// Publishes `count` confirms one at a time and returns the time from the first
+    /// publication until the consumer has handled them all.
+    pub fn run(&self, count: u64) -> Duration {
+        self.0.run(count, 1)
+    }
+}
+
+impl Default for DisruptorTyped {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// [`DisruptorTyped`] publishing [`BATCH`] events at a time with `batch_publish`; a count
+/// that is not a multiple of [`BATCH`] ends with one smaller batch.
+pub struct DisruptorTypedBatch(DisruptorPeer);
+
+impl DisruptorTypedBatch {
+    /// Builds the ring and starts the consumer thread.
+    #[must_use]
+    pub fn new() -> Self {
+        Self(DisruptorPeer::start())
+    }
+
+    /// Publishes `count` confirms [`BATCH`] at a time and returns the time from the first
+    /// publication until the consumer has handled them all.
+    pub fn run(&self, count: u64) -> Duration {
+        self.0.run(count, BATCH)
+    }
+}
+
+impl Default for DisruptorTypedBatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,189 @@
+//! Clients: what a processor delivers events to, and the handles that name them.
+//!
+//! A client is registered once with the dispatcher, which moves it to one processor's
+//! thread; from then on only that thread touches it, so it needs no lock. Events name
+//! their client by a [`ClientHandle`], a small `Copy` value: the processor finds the
+//! client in its own table by index, with no lock, no hash and no reference count per
+//! event.
+
+use std::fmt;
+
+use zerodispatch_callback::Callback;
+
+use crate::dispatcher::DispatcherHandle;
+
+/// The kinds of client, each with its own pool of processors (as in BlazingMQ).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ClientType {
+    /// Client sessions: the connections of producers and consumers.
+    Session = 0,
+    /// Queues.
+    Queue = 1,
+    /// Cluster state and replication.
+    Cluster = 2,
+}
+
+impl ClientType {
+    /// Every client type, in index order.
+    pub const ALL: [ClientType; 3] = [ClientType::Session, ClientType::Queue, ClientType::Cluster];
+
+    /// The lower-case name used in thread names (`zd-queue-0`) and logs.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            ClientType::Session => "session",
+            ClientType::Queue => "queue",
+            ClientType::Cluster => "cluster",
+        }
+    }
+
+    pub(crate) const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for ClientType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Names one processor: its client type and its index in that type's pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProcessorId {
+    /// The pool.
+    pub client_type: ClientType,
+    /// The index in the pool.
+    pub index: u16,
+}
+
+impl fmt::Display for ProcessorId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "zd-{}-{}", self.client_type, self.index)
+    }
+}
+
+/// Where a client lives and which one it is: returned by
+/// [`DispatcherHandle::register`], named by every event sent to the client.
+///
+/// A handle stays valid until the client is unregistered. Events sent with it afterwards
+/// are dropped by the processor and counted as `stale` in its stats (the generation
+/// number tells a reused table slot from the client that held it before).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ClientHandle {
+    pub(crate) processor: ProcessorId,
+    pub(crate) key: ClientKey,
+}
+
+impl ClientHandle {
+    /// The processor that owns the client.
+    #[must_use]
+    pub fn processor(&self) -> ProcessorId {
+        self.processor
+    }
+
+    /// The client's type.
+    #[must_use]
+    pub fn client_type(&self) -> ClientType {
+        self.processor.client_type
+    }
+}
+
+impl From<ClientHandle> for ProcessorId {
+    fn from(handle: ClientHandle) -> Self {
+        handle.processor
+    }
+}
+
+impl fmt::Display for ClientHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/client-{}.{}", self.processor, self.key.slot, self.key.generation)
+    }
+}
+
+/// A client's place in its processor's table: the part of a handle that travels in an
+/// event (4 bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ClientKey {
+    /// Index in the processor's client table.
+    pub(crate) slot: u16,
+    /// Bumped each time the slot is freed, so a stale handle does not reach the slot's
+    /// next client.
+    pub(crate) generation: u16,
+}
+
+/// What a processor delivers to a client.
+#[derive(Debug)]
+pub enum ClientEvent<M> {
+    /// A callback dispatched to this client; the client decides how to run it (usually
+    /// `callback.call()`), typically buffering output until [`Client::flush`].
+    Callback(Callback),
+    /// A typed message of the broker's own.
+    Message(M),
+}
+
+/// An object owned by one processor thread that receives events and is flushed.
+///
+/// # The flush contract
+///
+/// A client that received an event (either kind of [`ClientEvent`]) is put on its
+/// processor's flush list, once however many events it receives. The processor calls
+/// [`flush`](Client::flush) on every client of the list, in the order they joined it:
+///
+/// 1. when its queue is drained (no event is waiting),
+/// 2. before it runs a dispatcher callback (which bypasses clients and may depend on their
+///    output having been sent),
+/// 3. after at most `max_batch` events since the last flush, so that a queue that never
+///    drains still flushes (this is where zerodispatch departs from BlazingMQ, whose
+///    flush waits for the queue to drain),
+/// 4. before the client is unregistered, and at shutdown.
+///
+/// So a client batches on the event path and sends on flush: at low rates every event is
+/// flushed at once (the queue drains after each), and under load batches grow up to
+/// `max_batch` by themselves. A client may turn flushing off for itself with
+/// [`Context::set_flush_enabled`].
+///
+/// A panic in `on_event` or `flush` is caught, counted in the processor's stats and
+/// logged; the processor goes on with the next event.
+pub trait Client<M: Send + 'static>: Send + 'static {
+    /// Handles one event. Runs on the client's processor thread.
+    fn on_event(&mut self, event: ClientEvent<M>, ctx: &mut Context<'_, M>);
+
+    /// Sends what the events since the last flush produced. Runs on the client's
+    /// processor thread.
+    fn flush(&mut self, ctx: &mut Context<'_, M>);
+}
+
+/// What a client can reach while it handles an event or flushes: its own handle, and the
+/// dispatcher, to send events to other clients (without allocating).
+pub struct Context<'a, M: Send + 'static> {
+    pub(crate) dispatcher: &'a DispatcherHandle<M>,
+    pub(crate) me: ClientHandle,
+    pub(crate) flush_enabled: &'a mut bool,
+}
+
+impl<M: Send + 'static> Context<'_, M> {
+    /// The dispatcher, to dispatch to other clients and processors.
+    #[must_use]
+    pub fn dispatcher(&self) -> &DispatcherHandle<M> {
+        self.dispatcher
+    }
+
+    /// This client's handle.
+    #[must_use]
+    pub fn handle(&self) -> ClientHandle {
+        self.me
+    }
+
+    /// Turns flushing of this client on or off. While off, events to the client do not
+    /// put it on the flush list (BlazingMQ's flush gate).
+    pub fn set_flush_enabled(&mut self, enabled: bool) {
+        *self.flush_enabled = enabled;
+    }
+}
+
+impl<M: Send + 'static> fmt::Debug for Context<'_, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context").field("me", &self.me).finish_non_exhaustive()
+    }
+}

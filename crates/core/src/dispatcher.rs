@@ -1,0 +1,591 @@
+//! The dispatcher: its builder, the owner that shuts it down, and the cloneable handle
+//! every producer and client dispatches through.
+//!
+//! # Shutdown
+//!
+//! [`Dispatcher::shutdown`] (also run when the `Dispatcher` is dropped):
+//!
+//! 1. marks the dispatcher as shutting down and stops the monitor thread;
+//! 2. for each client type in the shutdown order (queue, session, cluster unless
+//!    configured otherwise): closes the dispatch gate of each of its processors, so that
+//!    every later dispatch to them hands its event back (`ShutDown`); waits until no
+//!    producer is inside a gate; tells the processors to stop; each drains its queue,
+//!    flushes its clients, drops them and exits; and joins them.
+//!
+//! Nothing accepted is lost: an event is either handed back to its producer or run, and
+//! the clients are flushed after their last event. Processors of a type still running can
+//! dispatch to one already stopped and get their event back.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use zerodispatch_callback::Callback;
+
+use crate::client::{Client, ClientHandle, ClientType, ProcessorId};
+use crate::config::{ConfigError, GlobalConfig, PoolConfig, Problem};
+use crate::event::{DispatchError, Event, Item};
+use crate::monitor;
+use crate::processor::{ProcessorShared, Runner, current_processor};
+use crate::stats::ProcessorSnapshot;
+
+/// Each dispatcher's identity, so that `in_dispatcher_thread` tells dispatchers apart.
+static NEXT_DISPATCHER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A message type for dispatchers that carry callbacks only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoMessage {}
+
+/// What all handles share.
+pub(crate) struct Shared<M> {
+    id: u64,
+    pools: [Box<[Arc<ProcessorShared<M>>]>; 3],
+    pub(crate) global: GlobalConfig,
+    shutting_down: AtomicBool,
+}
+
+impl<M> Shared<M> {
+    pub(crate) fn processors(&self) -> impl Iterator<Item = &Arc<ProcessorShared<M>>> {
+        self.pools.iter().flat_map(|p| p.iter())
+    }
+
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Acquire)
+    }
+}
+
+/// A cloneable handle to a running dispatcher: dispatch events, register clients,
+/// synchronize, read stats.
+///
+/// Handles are cheap to clone (one `Arc`) and stay usable after shutdown, when every
+/// dispatch hands its event back with [`DispatchError::ShutDown`].
+pub struct DispatcherHandle<M> {
+    shared: Arc<Shared<M>>,
+}
+
+impl<M> Clone for DispatcherHandle<M> {
+    fn clone(&self) -> Self {
+        Self { shared: self.shared.clone() }
+    }
+}
+
+impl<M> fmt::Debug for DispatcherHandle<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DispatcherHandle").field("id", &self.shared.id).finish_non_exhaustive()
+    }
+}
+
+/// Where to register a client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// On the processor of its type with the fewest clients (ties: the lowest index).
+    #[default]
+    LeastLoaded,
+    /// On this processor of its type.
+    Processor(u16),
+}
+
+/// Why a client could not be registered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RegisterError {
+    /// No processor of this type was configured.
+    NoProcessors(ClientType),
+    /// `Placement::Processor(index)` names no processor of this type.
+    NoSuchProcessor(ProcessorId),
+    /// The processor's client table is full (65,535 clients).
+    TableFull(ProcessorId),
+    /// Shutdown has started; the client was dropped.
+    ShutDown,
+}
+
+impl fmt::Display for RegisterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RegisterError::NoProcessors(t) => write!(f, "no {t} processors are configured"),
+            RegisterError::NoSuchProcessor(p) => write!(f, "there is no processor {p}"),
+            RegisterError::TableFull(p) => write!(f, "processor {p} has no free client slot"),
+            RegisterError::ShutDown => write!(f, "the dispatcher is shutting down"),
+        }
+    }
+}
+
+impl std::error::Error for RegisterError {}
+
+/// Why [`DispatcherHandle::synchronize`] could not wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncError {
+    /// Called on the very processor thread it would wait for: it would wait for itself.
+    OwnThread(ProcessorId),
+    /// Shutdown has started.
+    ShutDown,
+    /// No such processor.
+    NoSuchProcessor(ProcessorId),
+}
+
+impl fmt::Display for SyncError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SyncError::OwnThread(p) => {
+                write!(f, "synchronize called on {p}'s own thread, which would wait for itself forever")
+            }
+            SyncError::ShutDown => write!(f, "the dispatcher is shutting down"),
+            SyncError::NoSuchProcessor(p) => write!(f, "there is no processor {p}"),
+        }
+    }
+}
+
+impl std::error::Error for SyncError {}
+
+impl<M: Send + 'static> DispatcherHandle<M> {
+    pub(crate) fn id(&self) -> u64 {
+        self.shared.id
+    }
+
+    fn processor(&self, id: ProcessorId) -> Option<&Arc<ProcessorShared<M>>> {
+        self.shared.pools[id.client_type.index()].get(usize::from(id.index))
+    }
+
+    fn target(&self, handle: ClientHandle) -> &ProcessorShared<M> {
+        // A handle is only made by `register` of a dispatcher, whose pools never change.
+        self.processor(handle.processor).expect("a ClientHandle from another dispatcher")
+    }
+
+    /// Enqueues `event` for the client `to`, or hands it back at once if the processor's
+    /// queue is full or shutdown has started. Never blocks, never allocates.
+    ///
+    /// # Panics
+    ///
+    /// If `to` was issued by another dispatcher with a different set of processors.
+    #[inline]
+    pub fn try_dispatch(&self, to: ClientHandle, event: Event<M>) -> Result<(), DispatchError<Event<M>>> {
+        self.target(to).try_push(Item::new(to.key, event)).map_err(|e| e.map(Item::into_event))
+    }
+
+    /// Enqueues `event` for the client `to`, waiting with backoff while the queue is full.
+    /// Hands the event back if shutdown has started, or if the queue is full and this is
+    /// the processor's own thread (where waiting could never end). Never allocates.
+    ///
+    /// # Panics
+    ///
+    /// As [`try_dispatch`](Self::try_dispatch).
+    #[inline]
+    pub fn dispatch(&self, to: ClientHandle, event: Event<M>) -> Result<(), DispatchError<Event<M>>> {
+        self.target(to).push(Item::new(to.key, event)).map_err(|e| e.map(Item::into_event))
+    }
+
+    /// Runs `callback` on `processor` as a dispatcher callback (after flushing its
+    /// clients), waiting while its queue is full, like [`dispatch`](Self::dispatch).
+    pub fn execute(&self, processor: ProcessorId, callback: Callback) -> Result<(), DispatchError<Callback>> {
+        let Some(p) = self.processor(processor) else {
+            return Err(DispatchError::ShutDown(callback));
+        };
+        p.push(Item::DispatcherCallback(callback)).map_err(|e| {
+            e.map(|item| match item.into_event() {
+                Event::DispatcherCallback(cb) => cb,
+                _ => unreachable!("a dispatcher callback comes back as one"),
+            })
+        })
+    }
+
+    /// An executor running closures on `processor`.
+    #[must_use]
+    pub fn executor(&self, processor: ProcessorId) -> Executor<M> {
+        Executor { dispatcher: self.clone(), processor }
+    }
+
+    /// Registers `client` on a processor of `client_type`; it is owned by that processor's
+    /// thread from now on. Events dispatched with the returned handle after this returns
+    /// reach the client (the registration is queued before them).
+    ///
+    /// Allocates (the client is boxed): registration is not on the event path.
+    ///
+    /// # Errors
+    ///
+    /// [`RegisterError`] says why; the client is then dropped.
+    pub fn register(
+        &self,
+        client_type: ClientType,
+        client: impl Client<M>,
+        placement: Placement,
+    ) -> Result<ClientHandle, RegisterError> {
+        let pool = &self.shared.pools[client_type.index()];
+        if pool.is_empty() {
+            return Err(RegisterError::NoProcessors(client_type));
+        }
+        let processor = match placement {
+            Placement::Processor(index) => pool
+                .get(usize::from(index))
+                .ok_or(RegisterError::NoSuchProcessor(ProcessorId { client_type, index }))?,
+            Placement::LeastLoaded => pool
+                .iter()
+                .min_by_key(|p| p.slots.lock().unwrap_or_else(|e| e.into_inner()).live)
+                .expect("the pool is not empty"),
+        };
+        if processor.is_closed() {
+            return Err(RegisterError::ShutDown);
+        }
+        let key = processor
+            .slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .ok_or(RegisterError::TableFull(processor.id))?;
+        match processor.push(Item::Register { key, client: Box::new(client) }) {
+            Ok(()) => Ok(ClientHandle { processor: processor.id, key }),
+            Err(_) => {
+                processor.slots.lock().unwrap_or_else(|e| e.into_inner()).release(key);
+                Err(RegisterError::ShutDown)
+            }
+        }
+    }
+
+    /// Unregisters a client: its processor flushes it if it is on the flush list, then drops
+    /// it, in queue order (events dispatched to it before this call reach it first). Later
+    /// events with this handle are dropped and counted as `stale`.
+    ///
+    /// # Errors
+    ///
+    /// `ShutDown` if shutdown has started (the processor drops its clients itself then).
+    pub fn unregister(&self, handle: ClientHandle) -> Result<(), DispatchError<ClientHandle>> {
+        self.target(handle).push(Item::Unregister { key: handle.key }).map_err(|e| e.map(|_| handle))
+    }
+
+    /// Whether the current thread is the processor thread that owns `handle`'s client.
+    /// A thread-local read: no syscall.
+    #[must_use]
+    pub fn in_dispatcher_thread(&self, handle: ClientHandle) -> bool {
+        current_processor() == Some((self.shared.id, handle.processor))
+    }
+
+    /// Waits until the processor (of a client, or named) has handled everything enqueued to
+    /// it before this call.
+    ///
+    /// # Errors
+    ///
+    /// [`SyncError::OwnThread`] if called on that processor's own thread (it would wait for
+    /// itself), `ShutDown` if shutdown has started, `NoSuchProcessor` for a bad id.
+    pub fn synchronize(&self, target: impl Into<ProcessorId>) -> Result<(), SyncError> {
+        let id = target.into();
+        let processor = self.processor(id).ok_or(SyncError::NoSuchProcessor(id))?;
+        if current_processor() == Some((self.shared.id, id)) {
+            return Err(SyncError::OwnThread(id));
+        }
+        let signal = Arc::new((Mutex::new(false), Condvar::new()));
+        let remote = signal.clone();
+        let marker = Callback::new(move || {
+            let (done, cv) = &*remote;
+            *done.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            cv.notify_all();
+        });
+        processor.push(Item::DispatcherCallback(marker)).map_err(|_| SyncError::ShutDown)?;
+        let (done, cv) = &*signal;
+        let mut guard = done.lock().unwrap_or_else(|e| e.into_inner());
+        while !*guard {
+            guard = cv.wait(guard).unwrap_or_else(|e| e.into_inner());
+        }
+        Ok(())
+    }
+
+    /// Runs `f` once on every processor of `client_type` (as a dispatcher callback), then
+    /// `done` once, on the processor that ran `f` last.
+    ///
+    /// Allocates one shared record: this is a management operation.
+    ///
+    /// # Errors
+    ///
+    /// `ShutDown` with `done` handed back if shutdown had started before any `f` was
+    /// enqueued. If it starts part way, the processors already reached run `f` and `done`
+    /// still runs once, after them.
+    pub fn execute_on_all<F, D>(&self, client_type: ClientType, f: F, done: D) -> Result<(), DispatchError<D>>
+    where
+        F: Fn() + Send + Sync + 'static,
+        D: FnOnce() + Send + 'static,
+    {
+        struct All<F> {
+            f: F,
+            remaining: std::sync::atomic::AtomicUsize,
+            done: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+        }
+        impl<F> All<F> {
+            fn finish_one(&self) {
+                if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    let done = self.done.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    if let Some(done) = done {
+                        done();
+                    }
+                }
+            }
+        }
+        let pool = &self.shared.pools[client_type.index()];
+        if self.shared.is_shutting_down() || pool.iter().all(|p| p.is_closed()) {
+            return Err(DispatchError::ShutDown(done));
+        }
+        if pool.is_empty() {
+            done();
+            return Ok(());
+        }
+        // One extra count held by this call, released after every processor was tried, so
+        // that `done` cannot run before all `f`s were enqueued.
+        let all = Arc::new(All {
+            f,
+            remaining: std::sync::atomic::AtomicUsize::new(pool.len() + 1),
+            done: Mutex::new(Some(Box::new(done))),
+        });
+        for processor in pool.iter() {
+            let mine = all.clone();
+            let task = Callback::new(move || {
+                (mine.f)();
+                mine.finish_one();
+            });
+            if processor.push(Item::DispatcherCallback(task)).is_err() {
+                all.finish_one();
+            }
+        }
+        all.finish_one();
+        Ok(())
+    }
+
+    /// Statistics of every processor, read while they run.
+    #[must_use]
+    pub fn stats(&self) -> Vec<ProcessorSnapshot> {
+        self.shared.processors().map(|p| p.stats.snapshot(p.id, p.queue.len())).collect()
+    }
+
+    /// The processors of `client_type`.
+    #[must_use]
+    pub fn processors(&self, client_type: ClientType) -> Vec<ProcessorId> {
+        self.shared.pools[client_type.index()].iter().map(|p| p.id).collect()
+    }
+}
+
+/// Runs closures on one processor: BlazingMQ's executor.
+#[derive(Clone, Debug)]
+pub struct Executor<M> {
+    dispatcher: DispatcherHandle<M>,
+    processor: ProcessorId,
+}
+
+impl<M: Send + 'static> Executor<M> {
+    /// Always enqueues `f`, to run as a dispatcher callback (after the processor's flush).
+    ///
+    /// # Errors
+    ///
+    /// As [`DispatcherHandle::execute`].
+    pub fn post(&self, f: Callback) -> Result<(), DispatchError<Callback>> {
+        self.dispatcher.execute(self.processor, f)
+    }
+
+    /// Runs `f` at once if called on the processor's own thread; enqueues it otherwise.
+    ///
+    /// # Errors
+    ///
+    /// As [`post`](Self::post).
+    pub fn dispatch(&self, f: Callback) -> Result<(), DispatchError<Callback>> {
+        if current_processor() == Some((self.dispatcher.id(), self.processor)) {
+            f.call();
+            Ok(())
+        } else {
+            self.post(f)
+        }
+    }
+
+    /// The processor this executor runs on.
+    #[must_use]
+    pub fn processor(&self) -> ProcessorId {
+        self.processor
+    }
+}
+
+/// Builds a [`Dispatcher`]: one pool of processors per client type that has one.
+///
+/// ```
+/// use zerodispatch_core::{ClientType, Dispatcher, NoMessage, PoolConfig};
+///
+/// let dispatcher = Dispatcher::<NoMessage>::builder()
+///     .pool(ClientType::Session, PoolConfig::new(2))
+///     .pool(ClientType::Queue, PoolConfig::new(4).capacity(1 << 14))
+///     .pool(ClientType::Cluster, PoolConfig::new(1))
+///     .build()
+///     .expect("a valid configuration");
+/// assert_eq!(dispatcher.handle().processors(ClientType::Queue).len(), 4);
+///
+/// // Invalid settings are errors with a message, not panics.
+/// let err = Dispatcher::<NoMessage>::builder()
+///     .pool(ClientType::Queue, PoolConfig::new(1).watermarks(10, 5))
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(err.to_string(), "queue pool: low watermark 10 must be below the high watermark 5");
+/// ```
+#[derive(Debug)]
+pub struct DispatcherBuilder<M> {
+    pools: [Option<PoolConfig>; 3],
+    global: GlobalConfig,
+    _message: std::marker::PhantomData<fn(M)>,
+}
+
+impl<M: Send + 'static> DispatcherBuilder<M> {
+    /// Configures the pool of `client_type` (replacing an earlier configuration of it).
+    #[must_use]
+    pub fn pool(mut self, client_type: ClientType, config: PoolConfig) -> Self {
+        self.pools[client_type.index()] = Some(config);
+        self
+    }
+
+    /// How long one event may run before the monitor reports its processor as stuck.
+    /// Default 1 s.
+    #[must_use]
+    pub fn stuck_warning(mut self, after: Duration) -> Self {
+        self.global.stuck_warning = after;
+        self
+    }
+
+    /// How often the monitor thread probes processors (time in queue, stuck detection).
+    /// Default 10 ms.
+    #[must_use]
+    pub fn monitor_interval(mut self, every: Duration) -> Self {
+        self.global.monitor_interval = every;
+        self
+    }
+
+    /// The order in which client types are shut down. Default: queue, session, cluster.
+    #[must_use]
+    pub fn shutdown_order(mut self, order: [ClientType; 3]) -> Self {
+        self.global.shutdown_order = order;
+        self
+    }
+
+    /// Validates the configuration and starts every processor and the monitor thread.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the pool and the problem: no pool at all, 0 processors, a
+    /// capacity of 0, watermarks out of order, a `max_batch` of 0, a core id of 1024 or more
+    /// or one outside this process's affinity mask, a zero duration.
+    pub fn build(self) -> Result<Dispatcher<M>, ConfigError> {
+        self.global.validate()?;
+        if self.pools.iter().all(Option::is_none) {
+            return Err(ConfigError { client_type: None, problem: Problem::NoPools });
+        }
+        // Read the usable cores once, before any thread is pinned: `get_core_ids` reports
+        // the calling thread's affinity mask.
+        let wants_pinning = self.pools.iter().flatten().any(|p| !p.cores.is_empty());
+        let usable: Vec<usize> = if wants_pinning {
+            core_affinity::get_core_ids().unwrap_or_default().into_iter().map(|c| c.id).collect()
+        } else {
+            Vec::new()
+        };
+        for (client_type, pool) in ClientType::ALL.iter().zip(&self.pools) {
+            if let Some(pool) = pool {
+                pool.validate(*client_type, &usable)?;
+            }
+        }
+
+        let pools = ClientType::ALL.map(|client_type| {
+            let Some(config) = &self.pools[client_type.index()] else {
+                return Vec::new().into_boxed_slice();
+            };
+            (0..config.processors)
+                .map(|i| {
+                    let index = u16::try_from(i).expect("processors validated against MAX_PROCESSORS");
+                    Arc::new(ProcessorShared::new(ProcessorId { client_type, index }, config.clone()))
+                })
+                .collect()
+        });
+        let shared = Arc::new(Shared {
+            id: NEXT_DISPATCHER_ID.fetch_add(1, Ordering::Relaxed),
+            pools,
+            global: self.global,
+            shutting_down: AtomicBool::new(false),
+        });
+        let handle = DispatcherHandle { shared };
+
+        let mut threads = Vec::new();
+        for processor in handle.shared.processors() {
+            let cores = &processor.config.cores;
+            let core = (!cores.is_empty()).then(|| cores[usize::from(processor.id.index) % cores.len()]);
+            let runner = Runner::new(handle.clone(), processor.clone());
+            let spawned = thread::Builder::new().name(processor.id.to_string()).spawn(move || runner.run(core));
+            let thread = match spawned {
+                Ok(thread) => thread,
+                Err(e) => panic!("cannot spawn processor thread {}: {e}", processor.id),
+            };
+            let _ = processor.thread.set(thread.thread().clone());
+            threads.push((processor.id, thread));
+        }
+        let monitor = monitor::Monitor::start(handle.shared.clone());
+        Ok(Dispatcher { handle, threads, monitor: Some(monitor) })
+    }
+}
+
+/// The owner of a running dispatcher: its processor threads and its monitor.
+///
+/// Dispatch through [`handle`](Dispatcher::handle) (or `Deref`). Dropping the dispatcher
+/// shuts it down (see the module documentation of the shutdown order).
+pub struct Dispatcher<M: Send + 'static> {
+    handle: DispatcherHandle<M>,
+    threads: Vec<(ProcessorId, JoinHandle<()>)>,
+    monitor: Option<monitor::Monitor>,
+}
+
+impl<M: Send + 'static> Dispatcher<M> {
+    /// A builder with no pools configured.
+    #[must_use]
+    pub fn builder() -> DispatcherBuilder<M> {
+        DispatcherBuilder { pools: [None, None, None], global: GlobalConfig::default(), _message: std::marker::PhantomData }
+    }
+
+    /// A handle to dispatch through; clone it for each producer.
+    #[must_use]
+    pub fn handle(&self) -> DispatcherHandle<M> {
+        self.handle.clone()
+    }
+
+    /// Shuts down in order, draining every queue and flushing every client, and joins every
+    /// thread. Idempotent.
+    pub fn shutdown(&mut self) {
+        let shared = &self.handle.shared;
+        shared.shutting_down.store(true, Ordering::Release);
+        if let Some(monitor) = self.monitor.take() {
+            monitor.stop();
+        }
+        for client_type in shared.global.shutdown_order {
+            let pool = &shared.pools[client_type.index()];
+            for processor in pool.iter() {
+                processor.close();
+            }
+            for processor in pool.iter() {
+                processor.stop_when_quiescent();
+            }
+            let (now, later): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut self.threads).into_iter().partition(|(id, _)| id.client_type == client_type);
+            self.threads = later;
+            for (id, thread) in now {
+                if thread.join().is_err() {
+                    tracing::error!(processor = %id, "processor thread panicked outside a handler");
+                }
+            }
+        }
+    }
+}
+
+impl<M: Send + 'static> std::ops::Deref for Dispatcher<M> {
+    type Target = DispatcherHandle<M>;
+
+    fn deref(&self) -> &DispatcherHandle<M> {
+        &self.handle
+    }
+}
+
+impl<M: Send + 'static> Drop for Dispatcher<M> {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl<M: Send + 'static> fmt::Debug for Dispatcher<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dispatcher").field("handle", &self.handle).field("threads", &self.threads.len()).finish()
+    }
+}

@@ -1,0 +1,91 @@
+//! The dispatcher core of zerodispatch: pinned processor threads that pull inline events
+//! from bounded lock-free queues and flush their clients when a queue drains.
+//!
+//! # Shape
+//!
+//! * Three [client types](ClientType) (session, queue, cluster), each with its own pool of
+//!   processors ([`PoolConfig`]). A processor is one OS thread (`zd-queue-0`, ...),
+//!   optionally pinned to a core, draining one `crossbeam_queue::ArrayQueue` of events.
+//! * [Clients](Client) are registered once and owned by one processor thread; events name
+//!   them by a [`ClientHandle`]. Nothing on the event path allocates.
+//! * [Events](Event): a callback through the client, a typed message `M` of the broker's
+//!   own through the client, or a dispatcher callback that flushes first and bypasses the
+//!   client. Callbacks are [`Callback`]s: inline, never boxed.
+//! * The flush contract is written on [`Client`]; the wake protocol in `wake.rs`, the
+//!   shutdown gate in `gate.rs`, the processor loop in `processor.rs`, shutdown on
+//!   [`Dispatcher`].
+//!
+//! # Example
+//!
+//! ```
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//! use std::sync::Arc;
+//! use zerodispatch_core::*;
+//!
+//! /// A queue that counts confirms and "sends" on flush.
+//! struct Queue { pending: u64, sent: Arc<AtomicU64> }
+//!
+//! impl Client<u64> for Queue {
+//!     fn on_event(&mut self, event: ClientEvent<u64>, _ctx: &mut Context<'_, u64>) {
+//!         match event {
+//!             ClientEvent::Message(confirms) => self.pending += confirms,
+//!             ClientEvent::Callback(cb) => cb.call(),
+//!         }
+//!     }
+//!     fn flush(&mut self, _ctx: &mut Context<'_, u64>) {
+//!         self.sent.fetch_add(std::mem::take(&mut self.pending), Ordering::Relaxed);
+//!     }
+//! }
+//!
+//! let dispatcher = Dispatcher::<u64>::builder()
+//!     .pool(ClientType::Queue, PoolConfig::new(1))
+//!     .build()?;
+//! let sent = Arc::new(AtomicU64::new(0));
+//! let queue = dispatcher.register(
+//!     ClientType::Queue,
+//!     Queue { pending: 0, sent: sent.clone() },
+//!     Placement::LeastLoaded,
+//! )?;
+//! for _ in 0..10 {
+//!     dispatcher.dispatch(queue, Event::Message(1))?;
+//! }
+//! dispatcher.synchronize(queue)?;
+//! assert_eq!(sent.load(Ordering::Relaxed), 10);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![warn(missing_docs)]
+#![deny(unsafe_code)]
+
+mod client;
+mod config;
+mod dispatcher;
+mod event;
+mod gate;
+mod monitor;
+mod processor;
+mod stats;
+mod sync;
+mod wake;
+
+#[cfg(all(test, loom))]
+mod loom_tests;
+
+pub use client::{Client, ClientEvent, ClientHandle, ClientType, Context, ProcessorId};
+pub use config::{ConfigError, MAX_CORE_ID, MAX_PROCESSORS, PoolConfig, Problem, WaitStrategy};
+pub use dispatcher::{
+    Dispatcher, DispatcherBuilder, DispatcherHandle, Executor, NoMessage, Placement, RegisterError, SyncError,
+};
+pub use event::{DispatchError, Event};
+pub use stats::{Percentiles, Pinning, ProcessorSnapshot};
+pub use zerodispatch_callback::{BoxedCallback, Callback};
+
+#[doc(hidden)]
+pub mod __private {
+    //! Sizes for tests; not part of the API.
+    /// `size_of` of a queued item for message type `M`.
+    #[must_use]
+    pub const fn item_size<M>() -> usize {
+        std::mem::size_of::<crate::event::Item<M>>()
+    }
+}

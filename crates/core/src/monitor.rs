@@ -1,0 +1,90 @@
+//! The monitor thread: probes each awake processor's queue to sample time in queue, and
+//! reports a processor stuck in one event.
+//!
+//! Every `monitor_interval`, for each processor that is not asleep and has no probe in its
+//! queue yet, the monitor enqueues a probe stamped with the time; the processor records
+//! the probe's time in queue when it reaches it. A processor that is not asleep, has a
+//! non-empty queue, and has handled nothing for `stuck_warning` is stuck in one event: the
+//! monitor logs a warning and counts it, once per episode, and logs again when the
+//! processor moves on. Probes keep the queue non-empty while a processor is stuck, so a
+//! long event is seen even when nothing else is queued.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::{self, JoinHandle};
+use std::time::Instant;
+
+use crate::dispatcher::Shared;
+use crate::event::Item;
+
+/// The running monitor thread.
+pub(crate) struct Monitor {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+/// What the monitor remembers of a processor between ticks.
+#[derive(Clone, Copy)]
+struct Watch {
+    processed: u64,
+    since: Instant,
+    reported: bool,
+}
+
+impl Monitor {
+    pub(crate) fn start<M: Send + 'static>(shared: Arc<Shared<M>>) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = thread::Builder::new()
+            .name("zd-monitor".into())
+            .spawn(move || run(&shared, &flag))
+            .expect("cannot spawn the monitor thread");
+        Self { stop, thread }
+    }
+
+    /// Stops the monitor and joins it.
+    pub(crate) fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        self.thread.thread().unpark();
+        let _ = self.thread.join();
+    }
+}
+
+fn run<M: Send + 'static>(shared: &Shared<M>, stop: &AtomicBool) {
+    let start = Instant::now();
+    let mut watches: Vec<Watch> =
+        shared.processors().map(|_| Watch { processed: 0, since: start, reported: false }).collect();
+    // `park_timeout` returns early on `stop`'s unpark; the park token makes an unpark that
+    // comes before the park count too, so the stop is never missed.
+    while !stop.load(Ordering::Acquire) {
+        thread::park_timeout(shared.global.monitor_interval);
+        if stop.load(Ordering::Acquire) || shared.is_shutting_down() {
+            break;
+        }
+        let now = Instant::now();
+        for (processor, watch) in shared.processors().zip(watches.iter_mut()) {
+            let processed = processor.stats.counters.processed.get();
+            let asleep = processor.is_sleeping();
+            if processed != watch.processed || asleep || processor.queue.is_empty() {
+                if watch.reported {
+                    tracing::info!(processor = %processor.id, "processor is making progress again");
+                }
+                *watch = Watch { processed, since: now, reported: false };
+            } else if !watch.reported && now.duration_since(watch.since) >= shared.global.stuck_warning {
+                watch.reported = true;
+                processor.stats.counters.stuck_reports.add_shared(1);
+                tracing::warn!(
+                    processor = %processor.id,
+                    stuck_for = ?now.duration_since(watch.since),
+                    depth = processor.queue.len(),
+                    "processor stuck: one event has been running longer than the warning time"
+                );
+            }
+            if !asleep && !processor.probe_pending.swap(true, Ordering::Relaxed) {
+                if processor.try_push(Item::Probe(Instant::now())).is_err() {
+                    processor.probe_pending.store(false, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}

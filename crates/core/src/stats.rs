@@ -1,0 +1,228 @@
+//! Per-processor statistics, written by the processor thread and read by anyone while it
+//! runs.
+//!
+//! Counters have a single writer (the processor), so it updates them with a relaxed load
+//! and store rather than a read-modify-write; readers see a recent value. They sit on
+//! their own cache line, away from what producers write. Histograms are recorded into the
+//! processor's private copies and merged into the shared ones at flush points, when the
+//! shared lock is free (`try_lock`): the processor never waits for a reader.
+
+use std::sync::Mutex;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+use hdrhistogram::Histogram;
+
+/// Largest time in queue the histogram tracks, in nanoseconds (larger values are recorded
+/// as this): 60 s.
+const MAX_TIME_IN_QUEUE_NS: u64 = 60_000_000_000;
+/// Largest batch size the histogram tracks (larger batches are recorded as this).
+const MAX_BATCH: u64 = 1 << 20;
+/// Significant decimal digits of the histograms: 1% precision.
+const SIGFIG: u8 = 2;
+
+/// A counter with one writer.
+#[derive(Debug, Default)]
+pub(crate) struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds `n`. Only the owning processor thread calls this.
+    #[inline]
+    pub(crate) fn add(&self, n: u64) {
+        // Relaxed load and store, not fetch_add: this thread is the only writer.
+        self.0.store(self.0.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+    }
+
+    /// Adds `n` from a thread other than the owner (the monitor): a read-modify-write.
+    pub(crate) fn add_shared(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn max(&self, n: u64) {
+        if n > self.0.load(Ordering::Relaxed) {
+            self.0.store(n, Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The counters of one processor.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) processed: Counter,
+    pub(crate) flushes: Counter,
+    pub(crate) panics: Counter,
+    pub(crate) spilled: Counter,
+    pub(crate) stale: Counter,
+    pub(crate) max_depth: Counter,
+    pub(crate) high_watermark_alarms: Counter,
+    pub(crate) stuck_reports: Counter,
+    pub(crate) parks: Counter,
+}
+
+/// Whether a processor was pinned to a core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pinning {
+    /// No core was configured for it.
+    NotRequested,
+    /// Pinned to this core.
+    Pinned(usize),
+    /// The OS refused to pin it to this core (some containers do); it runs unpinned.
+    Refused(usize),
+}
+
+/// The histograms of one processor.
+#[derive(Clone, Debug)]
+pub(crate) struct Histograms {
+    /// Nanoseconds a probe spent in the queue.
+    pub(crate) time_in_queue_ns: Histogram<u64>,
+    /// Events between two flush points.
+    pub(crate) batch: Histogram<u64>,
+}
+
+impl Histograms {
+    pub(crate) fn new() -> Self {
+        let make = |max| Histogram::new_with_bounds(1, max, SIGFIG).expect("valid histogram bounds");
+        Self { time_in_queue_ns: make(MAX_TIME_IN_QUEUE_NS), batch: make(MAX_BATCH) }
+    }
+
+    /// Records a time in queue. Never allocates (fixed bounds; values above are clamped).
+    #[inline]
+    pub(crate) fn record_time_in_queue(&mut self, elapsed: Duration) {
+        let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        self.time_in_queue_ns.saturating_record(ns.clamp(1, MAX_TIME_IN_QUEUE_NS));
+    }
+
+    /// Records a batch size. Never allocates.
+    #[inline]
+    pub(crate) fn record_batch(&mut self, events: u64) {
+        self.batch.saturating_record(events.clamp(1, MAX_BATCH));
+    }
+
+    /// Moves these counts into `shared`, leaving these empty. Never allocates: both have
+    /// the same bounds.
+    pub(crate) fn drain_into(&mut self, shared: &mut Histograms) {
+        // Same bounds on both sides: `add` cannot fail or resize.
+        let _ = shared.time_in_queue_ns.add(&self.time_in_queue_ns);
+        let _ = shared.batch.add(&self.batch);
+        self.time_in_queue_ns.reset();
+        self.batch.reset();
+    }
+}
+
+/// Everything a processor publishes about itself.
+#[derive(Debug)]
+pub(crate) struct ProcessorStats {
+    pub(crate) counters: CachePadded<Counters>,
+    pub(crate) histograms: Mutex<Histograms>,
+    pub(crate) pinning: OnceLock<Pinning>,
+}
+
+impl ProcessorStats {
+    pub(crate) fn new() -> Self {
+        Self {
+            counters: CachePadded::new(Counters::default()),
+            histograms: Mutex::new(Histograms::new()),
+            pinning: OnceLock::new(),
+        }
+    }
+}
+
+/// Percentiles of a histogram.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Percentiles {
+    /// Values recorded.
+    pub count: u64,
+    /// Median.
+    pub p50: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// Largest value recorded.
+    pub max: u64,
+    /// Mean.
+    pub mean: f64,
+}
+
+impl Percentiles {
+    fn of(h: &Histogram<u64>) -> Self {
+        Self {
+            count: h.len(),
+            p50: h.value_at_quantile(0.5),
+            p99: h.value_at_quantile(0.99),
+            max: h.max(),
+            mean: h.mean(),
+        }
+    }
+}
+
+/// A snapshot of one processor's statistics, read while it runs.
+#[derive(Clone, Debug)]
+pub struct ProcessorSnapshot {
+    /// Which processor.
+    pub processor: crate::ProcessorId,
+    /// Events accepted into its queue: `processed + depth` at the time of the snapshot.
+    pub enqueued: u64,
+    /// Events and control items it has handled.
+    pub processed: u64,
+    /// Events in its queue now.
+    pub depth: usize,
+    /// The deepest its queue has been, sampled at the start of each batch and every 64
+    /// events.
+    pub max_depth: u64,
+    /// Client flushes it has made.
+    pub flushes: u64,
+    /// Panics caught in client handlers, flushes and dispatcher callbacks.
+    pub panics: u64,
+    /// Callbacks it ran that had been spilled to the heap (`Callback::spill`).
+    pub spilled: u64,
+    /// Events dropped because their client had been unregistered.
+    pub stale: u64,
+    /// Times the high-watermark alarm was raised.
+    pub high_watermark_alarms: u64,
+    /// Times the monitor reported it stuck in one event.
+    pub stuck_reports: u64,
+    /// Times it parked its thread.
+    pub parks: u64,
+    /// Whether it is pinned to a core.
+    pub pinning: Pinning,
+    /// Time in queue in nanoseconds, sampled by the monitor's probes (one every
+    /// `monitor_interval` while the processor is awake).
+    pub time_in_queue_ns: Percentiles,
+    /// Events per batch (between two flush points).
+    pub batch_size: Percentiles,
+}
+
+impl ProcessorStats {
+    pub(crate) fn snapshot(&self, processor: crate::ProcessorId, depth: usize) -> ProcessorSnapshot {
+        let c = &self.counters;
+        let (time_in_queue_ns, batch_size) = {
+            let h = self.histograms.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            (Percentiles::of(&h.time_in_queue_ns), Percentiles::of(&h.batch))
+        };
+        let processed = c.processed.get();
+        ProcessorSnapshot {
+            processor,
+            enqueued: processed + depth as u64,
+            processed,
+            depth,
+            max_depth: c.max_depth.get(),
+            flushes: c.flushes.get(),
+            panics: c.panics.get(),
+            spilled: c.spilled.get(),
+            stale: c.stale.get(),
+            high_watermark_alarms: c.high_watermark_alarms.get(),
+            stuck_reports: c.stuck_reports.get(),
+            parks: c.parks.get(),
+            pinning: self.pinning.get().copied().unwrap_or(Pinning::NotRequested),
+            time_in_queue_ns,
+            batch_size,
+        }
+    }
+}
