@@ -9,6 +9,9 @@
 //!   producer publishing one event at a time, the consumer busy-spinning.
 //! * [`DisruptorTypedBatch`]: the same, publishing [`BATCH`] events at a time: what
 //!   batching buys.
+//! * [`CrossbeamBoxedFanOut`]: several producers sending boxed functors round-robin over
+//!   several crossbeam channels, each with its own consumer thread: the channel-based shape
+//!   of a dispatcher with one processor per client type.
 //!
 //! Every peer is started once and then [`run`](CrossbeamBoxed::run) many times (criterion
 //! calls with small iteration counts, and a thread start would swamp them); each run returns
@@ -413,5 +416,149 @@ impl DisruptorTypedBatch {
 impl Default for DisruptorTypedBatch {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// Boxed confirm functors from several producers, round-robin over several
+/// `crossbeam_channel::bounded(CHANNEL_CAPACITY)` channels, each drained by a consumer thread
+/// of its own that blocks in `recv`: the channel-based counterpart of a dispatcher with one
+/// processor per client type and one client on each.
+///
+/// Each producer sends its share of a run's items to the channels in turn (its first item
+/// to channel 0). The caller of [`run`](Self::run) is one producer; `producers - 1`
+/// persistent helper threads, woken once per run as in [`CrossbeamBoxed`], are the others.
+pub struct CrossbeamBoxedFanOut {
+    /// The caller's senders, one per channel; `None` only while dropping, so that the
+    /// consumers see their channels close.
+    senders: Option<Vec<crossbeam_channel::Sender<Task>>>,
+    /// Each helper's job channel and thread.
+    helpers: Vec<(mpsc::Sender<Range<u64>>, JoinHandle<()>)>,
+    /// Each consumer's progress and thread.
+    consumers: Vec<(Progress, JoinHandle<()>)>,
+    /// The sequence number of the next confirm to send.
+    next_seq: AtomicU64,
+}
+
+/// Sends the confirm functors of the messages `seqs`, boxed, one at a time, to `senders` in
+/// turn, starting with the first.
+fn send_confirms_round_robin(senders: &[crossbeam_channel::Sender<Task>], seqs: Range<u64>) {
+    let mut next = 0;
+    for seq in seqs {
+        senders[next].send_task(Box::new(confirm_functor(seq)));
+        next += 1;
+        if next == senders.len() {
+            next = 0;
+        }
+    }
+}
+
+impl CrossbeamBoxedFanOut {
+    /// Starts `consumers` channels with a consumer thread each, and `producers - 1` helper
+    /// producer threads.
+    ///
+    /// # Panics
+    ///
+    /// If `producers` or `consumers` is zero.
+    #[must_use]
+    pub fn new(producers: usize, consumers: usize) -> Self {
+        assert!(producers >= 1, "a peer needs at least one producer");
+        assert!(consumers >= 1, "a peer needs at least one consumer");
+        let (senders, consumers): (Vec<_>, Vec<_>) = (0..consumers)
+            .map(|_| {
+                let (sender, receiver) = crossbeam_channel::bounded::<Task>(CHANNEL_CAPACITY);
+                let progress = new_progress();
+                let consumer = {
+                    let progress = progress.clone();
+                    thread::spawn(move || {
+                        let mut n = 0_u64;
+                        while let Some(task) = receiver.recv_task() {
+                            task();
+                            n += 1;
+                            progress.store(n, Ordering::Release);
+                        }
+                    })
+                };
+                (sender, (progress, consumer))
+            })
+            .unzip();
+        let helpers = (1..producers)
+            .map(|_| {
+                let (jobs, job_receiver) = mpsc::channel::<Range<u64>>();
+                let senders = senders.clone();
+                let helper = thread::spawn(move || {
+                    while let Ok(seqs) = job_receiver.recv() {
+                        send_confirms_round_robin(&senders, seqs);
+                    }
+                });
+                (jobs, helper)
+            })
+            .collect();
+        Self {
+            senders: Some(senders),
+            helpers,
+            consumers,
+            next_seq: AtomicU64::new(0),
+        }
+    }
+
+    /// Items the consumers have run so far, all together.
+    fn handled(&self) -> u64 {
+        self.consumers
+            .iter()
+            .map(|(progress, _)| progress.load(Ordering::Acquire))
+            .sum()
+    }
+
+    /// Sends `count` confirm functors, split evenly among the producers (the caller takes
+    /// the remainder), waits until the consumers have run all of them, and returns the time
+    /// from handing out the first share to the last run.
+    ///
+    /// Runs must not overlap: the target is read at the start of the run.
+    ///
+    /// # Panics
+    ///
+    /// If a consumer thread exits during the run.
+    pub fn run(&self, count: u64) -> Duration {
+        let senders = self
+            .senders
+            .as_ref()
+            .expect("the senders are taken only when dropping");
+        let first = self.next_seq.fetch_add(count, Ordering::Relaxed);
+        let target = self.handled() + count;
+        let share = count / (self.helpers.len() as u64 + 1);
+        let start = Instant::now();
+        let mut next = first;
+        for (jobs, _) in &self.helpers {
+            jobs.send(next..next + share)
+                .expect("a helper waits for jobs until its job channel closes");
+            next += share;
+        }
+        send_confirms_round_robin(senders, next..first + count);
+        let backoff = Backoff::new();
+        while self.handled() < target {
+            assert!(
+                !self.consumers.iter().any(|(_, c)| c.is_finished()),
+                "a consumer thread exited during a run"
+            );
+            backoff.snooze();
+        }
+        start.elapsed()
+    }
+}
+
+impl Drop for CrossbeamBoxedFanOut {
+    fn drop(&mut self) {
+        // Closing a helper's job channel ends the helper, which drops its senders.
+        for (jobs, helper) in self.helpers.drain(..) {
+            drop(jobs);
+            // A helper that panicked has nothing left to report here.
+            let _ = helper.join();
+        }
+        // With the last senders gone, each consumer drains its channel and ends.
+        self.senders = None;
+        for (_, consumer) in self.consumers.drain(..) {
+            // A consumer that panicked (in a task) has nothing left to report here.
+            let _ = consumer.join();
+        }
     }
 }

@@ -33,12 +33,12 @@ use crate::dispatcher::DispatcherHandle;
 use crate::event::{DispatchError, Item};
 use crate::gate::Gate;
 use crate::stats::{Histograms, Pinning, ProcessorStats};
-use crate::wake::Sleeper;
 
 /// Check the queue depth (watermarks, max depth) every this many events within a drain,
-/// besides at its start: often enough to see a queue filling up under sustained load,
-/// rarely enough that the two loads of head and tail (cache lines the producers write)
-/// cost nothing measurable.
+/// starting after its first event (which may have been a long one, during which the queue
+/// filled): often enough to see a queue filling up under sustained load, rarely enough
+/// that the loads of head and tail (cache lines the producers write) cost nothing
+/// measurable.
 const DEPTH_CHECK_INTERVAL: u64 = 64;
 
 /// The state of a processor that other threads see.
@@ -46,10 +46,8 @@ pub(crate) struct ProcessorShared<M> {
     pub(crate) id: ProcessorId,
     pub(crate) config: PoolConfig,
     pub(crate) queue: ArrayQueue<Item<M>>,
-    /// Written by producers only.
+    /// Passed by producers on every push; also carries the processor's sleeping flag.
     gate: CachePadded<Gate>,
-    /// Written by the processor, read by producers after each push.
-    sleeper: CachePadded<Sleeper>,
     /// Set by shutdown once the gate is closed and empty.
     stop: AtomicBool,
     /// The processor's thread, for unparking; set right after it is spawned, before any
@@ -70,7 +68,6 @@ impl<M: Send + 'static> ProcessorShared<M> {
             queue: ArrayQueue::new(config.capacity),
             config,
             gate: CachePadded::new(Gate::default()),
-            sleeper: CachePadded::new(Sleeper::default()),
             stop: AtomicBool::new(false),
             thread: OnceLock::new(),
             stats: ProcessorStats::new(),
@@ -83,20 +80,15 @@ impl<M: Send + 'static> ProcessorShared<M> {
     /// processor if it is going to sleep.
     #[inline]
     pub(crate) fn try_push(&self, item: Item<M>) -> Result<(), DispatchError<Item<M>>> {
-        let Some(pass) = self.gate.enter() else {
+        if !self.gate.enter() {
             return Err(DispatchError::ShutDown(item));
-        };
-        let pushed = self.queue.push(item);
-        // Leaving the gate is a SeqCst read-modify-write: the fence between the push and
-        // the sleeping-flag load that the wake protocol needs.
-        drop(pass);
-        match pushed {
-            Ok(()) => {
-                self.sleeper.notify(|| self.unpark());
-                Ok(())
-            }
-            Err(item) => Err(DispatchError::Full(item)),
         }
+        let pushed = self.queue.push(item);
+        // Leaving tells whether the processor announced sleep (the wake protocol).
+        if self.gate.leave() {
+            self.unpark();
+        }
+        pushed.map_err(DispatchError::Full)
     }
 
     /// Enqueues `item`, waiting with backoff while the queue is full; on the processor's own
@@ -123,7 +115,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
 
     /// Whether the processor has announced that it is going to sleep.
     pub(crate) fn is_sleeping(&self) -> bool {
-        self.sleeper.is_sleeping()
+        self.gate.is_sleeping()
     }
 
     /// Closes the gate: later pushes are refused.
@@ -139,7 +131,8 @@ impl<M: Send + 'static> ProcessorShared<M> {
         while !self.gate.is_quiescent() {
             backoff.snooze();
         }
-        // SeqCst: read by the processor's wait re-check, ordered with its sleeping flag.
+        // The stop needs no ordering with the sleeping flag: the unconditional unpark below
+        // leaves a token if the processor is not parked yet, and it re-checks `stop` after.
         self.stop.store(true, Ordering::SeqCst);
         self.unpark();
     }
@@ -269,7 +262,6 @@ impl<M: Send + 'static> Runner<M> {
     fn drain(&mut self) {
         let max_batch = self.shared.config.max_batch as u64;
         let mut popped = 0_u64;
-        self.check_depth();
         while let Some(item) = self.shared.queue.pop() {
             self.handle(item);
             popped += 1;
@@ -278,7 +270,7 @@ impl<M: Send + 'static> Runner<M> {
             if self.since_flush >= max_batch {
                 self.flush_all();
             }
-            if popped % DEPTH_CHECK_INTERVAL == 0 {
+            if popped % DEPTH_CHECK_INTERVAL == 1 {
                 self.check_depth();
             }
         }
@@ -309,7 +301,7 @@ impl<M: Send + 'static> Runner<M> {
                 backoff.snooze();
             }
         }
-        if shared.sleeper.sleep_unless(has_work, thread::park) {
+        if shared.gate.sleep_unless(has_work, thread::park) {
             shared.stats.counters.parks.add(1);
         }
     }

@@ -173,8 +173,8 @@ pub struct ProcessorSnapshot {
     pub processed: u64,
     /// Events in its queue now.
     pub depth: usize,
-    /// The deepest its queue has been, sampled at the start of each batch and every 64
-    /// events.
+    /// The deepest its queue has been, sampled after the first event of each drain and
+    /// every 64 events after it.
     pub max_depth: u64,
     /// Client flushes it has made.
     pub flushes: u64,

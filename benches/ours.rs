@@ -1,0 +1,376 @@
+//! The dispatcher's side of the dispatch benches: a [`Dispatcher`] with one processor per
+//! client type asked for, one counting client on each, and persistent producer threads,
+//! run many times like the peers of `peers.rs`.
+//!
+//! * [`Variant`]: what one event carries ([`Inline`], [`Typed`], [`Boxed`]), each doing
+//!   the same confirm work ([`handle_confirm`]).
+//! * [`Ours`]: the running dispatcher; [`Ours::run`] measures a stream of events,
+//!   [`Ours::round_trips`] one event at a time.
+//! * [`throughput_group`] and [`bench_runs`]: the criterion settings and the
+//!   start-bench-drop shape every function of the dispatch benches follows.
+//!
+//! This file is a module, not a bench target: benches include it with `mod ours;`.
+
+// Shared between bench binaries, each of which uses only some of it: an item one binary
+// leaves unused is not dead in another.
+#![allow(dead_code)]
+
+use std::hint::spin_loop;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, Throughput};
+use crossbeam_utils::{Backoff, CachePadded};
+use zerodispatch::core::{Dispatcher, DispatcherHandle};
+use zerodispatch::workload::{Confirm, confirm_functor, handle_confirm};
+use zerodispatch::{
+    BoxedCallback, Callback, Client, ClientEvent, ClientHandle, ClientType, Context, Event,
+    Placement, PoolConfig, WaitStrategy,
+};
+
+/// The capacity of each processor's queue: the dispatcher's default, the same as the
+/// channel peers' capacity.
+pub const CAPACITY: usize = PoolConfig::DEFAULT_CAPACITY;
+
+/// Sets up a group of the dispatch benches: throughput per message, and few samples of many
+/// items each, so that a sample measures a steady stream (hundreds of thousands of items)
+/// rather than the start and end of a short burst.
+pub fn throughput_group<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTime> {
+    let mut group = c.benchmark_group(name);
+    group
+        .throughput(Throughput::Elements(1))
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    group
+}
+
+/// Starts a subject with `start`, benches `run` on it as `name` (`run(subject, n)` handles
+/// `n` items and returns the time they took), and drops it before returning, so that its
+/// threads (a spinning one would take a core of its own) are gone before the next function
+/// starts.
+pub fn bench_runs<P>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    start: impl FnOnce() -> P,
+    run: impl Fn(&P, u64) -> Duration,
+) {
+    let subject = start();
+    group.bench_function(name, |b| b.iter_custom(|iters| run(&subject, iters)));
+    drop(subject);
+}
+
+/// The work a typed message does when its client receives it.
+pub trait Work: Send + 'static {
+    /// Does the message's work.
+    fn run(self);
+}
+
+impl Work for Confirm {
+    #[inline]
+    fn run(self) {
+        handle_confirm(self);
+    }
+}
+
+impl Work for BoxedCallback {
+    #[inline]
+    fn run(self) {
+        self.call();
+    }
+}
+
+/// What one event carries: the dispatcher's message type and how the event for the confirm
+/// of message `seq` is made.
+pub trait Variant: Send + Sync + 'static {
+    /// The dispatcher's message type `M`.
+    type Message: Work;
+
+    /// The event for the confirm of message `seq`.
+    fn event(seq: u64) -> Event<Self::Message>;
+}
+
+/// Our inline callbacks: `Event::Callback(Callback::new(confirm_functor(seq)))`, run by the
+/// client with `call()`.
+pub struct Inline;
+
+impl Variant for Inline {
+    type Message = Confirm;
+
+    #[inline]
+    fn event(seq: u64) -> Event<Confirm> {
+        Event::Callback(Callback::new(confirm_functor(seq)))
+    }
+}
+
+/// Typed messages: `Event::Message(Confirm::for_seq(seq))`, handled by the client with
+/// `handle_confirm`.
+pub struct Typed;
+
+impl Variant for Typed {
+    type Message = Confirm;
+
+    #[inline]
+    fn event(seq: u64) -> Event<Confirm> {
+        Event::Message(Confirm::for_seq(seq))
+    }
+}
+
+/// Our dispatcher carrying boxed callbacks: a dispatcher whose message type `M` is
+/// `BoxedCallback`, each event an `Event::Message(BoxedCallback::new(confirm_functor(seq)))`
+/// that the client calls. The same queue, processor and client as [`Inline`], with one heap
+/// allocation per event (and its free on the processor thread): what inline callbacks save.
+pub struct Boxed;
+
+impl Variant for Boxed {
+    type Message = BoxedCallback;
+
+    #[inline]
+    fn event(seq: u64) -> Event<BoxedCallback> {
+        Event::Message(BoxedCallback::new(confirm_functor(seq)))
+    }
+}
+
+/// How many events a client has handled, on a cache line of its own; written only by the
+/// client's processor thread, with Release, so that an Acquire load that sees `n` sees `n`
+/// events handled.
+type Progress = Arc<CachePadded<AtomicU64>>;
+
+/// A client that runs each event's work and counts the events it has handled.
+struct Counting {
+    /// Events handled, published for the producer that waits for them.
+    progress: Progress,
+    /// Events handled: the thread's own copy, so that counting needs no read-modify-write.
+    handled: u64,
+}
+
+impl<M: Work> Client<M> for Counting {
+    #[inline]
+    fn on_event(&mut self, event: ClientEvent<M>, _ctx: &mut Context<'_, M>) {
+        match event {
+            ClientEvent::Callback(callback) => callback.call(),
+            ClientEvent::Message(message) => message.run(),
+        }
+        self.handled += 1;
+        self.progress.store(self.handled, Ordering::Release);
+    }
+
+    fn flush(&mut self, _ctx: &mut Context<'_, M>) {
+        // Nothing buffered: the bench measures the dispatch path, not a client's output.
+    }
+}
+
+/// Dispatches the events of the messages `seqs` to `targets` in turn (the first message to
+/// the first target), each with the blocking `dispatch`, which waits with backoff while a
+/// queue is full.
+///
+/// # Panics
+///
+/// If the dispatcher hands an event back: it is shut down only after the producers stop.
+fn send<V: Variant>(
+    dispatcher: &DispatcherHandle<V::Message>,
+    targets: &[ClientHandle],
+    seqs: Range<u64>,
+) {
+    let accepted = "the dispatcher runs until the bench subject is dropped";
+    if let [to] = targets {
+        for seq in seqs {
+            dispatcher.dispatch(*to, V::event(seq)).expect(accepted);
+        }
+    } else {
+        let mut next = 0;
+        for seq in seqs {
+            dispatcher
+                .dispatch(targets[next], V::event(seq))
+                .expect(accepted);
+            next += 1;
+            if next == targets.len() {
+                next = 0;
+            }
+        }
+    }
+}
+
+/// A running dispatcher with one processor (queue capacity [`CAPACITY`]) per client type it
+/// was started with, a [`Counting`] client on each, and `producers - 1` persistent helper
+/// producer threads besides the caller.
+///
+/// A helper blocks on a job channel of its own between runs, so that it costs nothing while
+/// idle; a run hands each helper its share of the messages as a range of sequence numbers,
+/// so that the per-run cost of several producers is one wake-up per helper, not a thread
+/// start. Every producer sends its share round-robin to the clients. Dropping it stops the
+/// helpers, then shuts the dispatcher down.
+pub struct Ours<V: Variant> {
+    /// Each helper's job channel and thread.
+    helpers: Vec<(mpsc::Sender<Range<u64>>, JoinHandle<()>)>,
+    /// The clients, one per processor, in the order of the client types given.
+    targets: Arc<[ClientHandle]>,
+    /// Each client's progress, in the order of `targets`.
+    progress: Vec<Progress>,
+    /// The sequence number of the next confirm to send.
+    next_seq: AtomicU64,
+    /// The dispatcher; dropped (shut down) after the helpers are joined.
+    dispatcher: Dispatcher<V::Message>,
+}
+
+impl<V: Variant> Ours<V> {
+    /// Starts a dispatcher with one processor of each of `types`, all waiting by `wait`,
+    /// registers a [`Counting`] client on each, and starts `producers - 1` helpers.
+    ///
+    /// # Panics
+    ///
+    /// If `types` is empty or `producers` is zero.
+    #[must_use]
+    pub fn new(types: &[ClientType], wait: WaitStrategy, producers: usize) -> Self {
+        assert!(producers >= 1, "a bench needs at least one producer");
+        let builder = types
+            .iter()
+            .fold(Dispatcher::<V::Message>::builder(), |builder, &t| {
+                builder.pool(t, PoolConfig::new(1).capacity(CAPACITY).wait(wait))
+            });
+        let dispatcher = builder.build().expect("a valid bench configuration");
+        let (targets, progress): (Vec<_>, Vec<_>) = types
+            .iter()
+            .map(|&t| {
+                let progress: Progress = Arc::new(CachePadded::new(AtomicU64::new(0)));
+                let client = Counting {
+                    progress: progress.clone(),
+                    handled: 0,
+                };
+                let handle = dispatcher
+                    .register(t, client, Placement::LeastLoaded)
+                    .expect("a running dispatcher with a processor of this type");
+                (handle, progress)
+            })
+            .unzip();
+        let targets: Arc<[ClientHandle]> = targets.into();
+        let helpers = (1..producers)
+            .map(|_| {
+                let (jobs, job_receiver) = mpsc::channel::<Range<u64>>();
+                let (dispatcher, targets) = (dispatcher.handle(), targets.clone());
+                let helper = thread::spawn(move || {
+                    while let Ok(seqs) = job_receiver.recv() {
+                        send::<V>(&dispatcher, &targets, seqs);
+                    }
+                });
+                (jobs, helper)
+            })
+            .collect();
+        Self {
+            helpers,
+            targets,
+            progress,
+            next_seq: AtomicU64::new(0),
+            dispatcher,
+        }
+    }
+
+    /// One producer (the caller) into one processor with one client, the processor waiting
+    /// by the default `SpinThenPark`.
+    #[must_use]
+    pub fn one_to_one(producers: usize) -> Self {
+        Self::new(&[ClientType::Queue], WaitStrategy::default(), producers)
+    }
+
+    /// Events the clients have handled so far, all together.
+    fn handled(&self) -> u64 {
+        self.progress
+            .iter()
+            .map(|p| p.load(Ordering::Acquire))
+            .sum()
+    }
+
+    /// Sends `count` events, split evenly among the producers (the caller takes the
+    /// remainder), each producer round-robin over the clients; waits until the clients
+    /// have handled all of them, and returns the time from handing out the first share to
+    /// the last event handled.
+    ///
+    /// Runs must not overlap: the target is read at the start of the run.
+    ///
+    /// # Panics
+    ///
+    /// If a helper thread exits during the run.
+    pub fn run(&self, count: u64) -> Duration {
+        let first = self.next_seq.fetch_add(count, Ordering::Relaxed);
+        let target = self.handled() + count;
+        let share = count / (self.helpers.len() as u64 + 1);
+        let start = Instant::now();
+        let mut next = first;
+        for (jobs, _) in &self.helpers {
+            jobs.send(next..next + share)
+                .expect("a helper waits for jobs until its job channel closes");
+            next += share;
+        }
+        send::<V>(&self.dispatcher, &self.targets, next..first + count);
+        let backoff = Backoff::new();
+        while self.handled() < target {
+            assert!(
+                !self.helpers.iter().any(|(_, h)| h.is_finished()),
+                "a helper thread exited during a run"
+            );
+            backoff.snooze();
+        }
+        start.elapsed()
+    }
+
+    /// Makes `count` round trips from the caller to the first client and back: dispatches
+    /// one event, spins until the client has handled it, and only then sends the next.
+    /// Returns the time of the round trips alone.
+    ///
+    /// With a zero `gap` the round trips follow each other at once and are timed together.
+    /// Otherwise the caller spins for `gap` before each one, untimed, so that a processor
+    /// that parks when idle is asleep when the event comes: each round trip is then timed
+    /// on its own and includes the processor's wake-up.
+    ///
+    /// # Panics
+    ///
+    /// If the dispatcher hands the event back.
+    pub fn round_trips(&self, count: u64, gap: Duration) -> Duration {
+        let to = self.targets[0];
+        let progress = &self.progress[0];
+        let first = self.next_seq.fetch_add(count, Ordering::Relaxed);
+        let mut handled = progress.load(Ordering::Acquire);
+        let mut total = Duration::ZERO;
+        let mut batch_start = Instant::now();
+        for seq in first..first + count {
+            if !gap.is_zero() {
+                let idle = Instant::now();
+                while idle.elapsed() < gap {
+                    spin_loop();
+                }
+                batch_start = Instant::now();
+            }
+            self.dispatcher
+                .dispatch(to, V::event(seq))
+                .expect("the dispatcher runs until the bench subject is dropped");
+            handled += 1;
+            while progress.load(Ordering::Acquire) < handled {
+                spin_loop();
+            }
+            if !gap.is_zero() {
+                total += batch_start.elapsed();
+            }
+        }
+        if gap.is_zero() {
+            batch_start.elapsed()
+        } else {
+            total
+        }
+    }
+}
+
+impl<V: Variant> Drop for Ours<V> {
+    fn drop(&mut self) {
+        // Closing a helper's job channel ends the helper, which drops its dispatcher handle.
+        for (jobs, helper) in self.helpers.drain(..) {
+            drop(jobs);
+            // A helper that panicked has nothing left to report here.
+            let _ = helper.join();
+        }
+        // The dispatcher field drops next: it shuts down, draining and joining processors.
+    }
+}
