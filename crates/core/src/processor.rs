@@ -274,6 +274,10 @@ impl<M: Send + 'static> Runner<M> {
                 self.check_depth();
             }
         }
+        if self.high_alarm {
+            // Drained: the alarm can clear.
+            self.check_depth();
+        }
     }
 
     fn wait_for_work(&mut self) {
