@@ -97,7 +97,11 @@ impl From<ClientHandle> for ProcessorId {
 
 impl fmt::Display for ClientHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/client-{}.{}", self.processor, self.key.slot, self.key.generation)
+        write!(
+            f,
+            "{}/client-{}.{}",
+            self.processor, self.key.slot, self.key.generation
+        )
     }
 }
 
@@ -184,6 +188,8 @@ impl<M: Send + 'static> Context<'_, M> {
 
 impl<M: Send + 'static> fmt::Debug for Context<'_, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Context").field("me", &self.me).finish_non_exhaustive()
+        f.debug_struct("Context")
+            .field("me", &self.me)
+            .finish_non_exhaustive()
     }
 }

@@ -37,7 +37,9 @@ impl WaitStrategy {
 
 impl Default for WaitStrategy {
     fn default() -> Self {
-        WaitStrategy::SpinThenPark { spins: Self::DEFAULT_SPINS }
+        WaitStrategy::SpinThenPark {
+            spins: Self::DEFAULT_SPINS,
+        }
     }
 }
 
@@ -144,8 +146,17 @@ impl PoolConfig {
         self
     }
 
-    pub(crate) fn validate(&self, client_type: ClientType, usable: &[usize]) -> Result<(), ConfigError> {
-        let err = |problem| Err(ConfigError { client_type: Some(client_type), problem });
+    pub(crate) fn validate(
+        &self,
+        client_type: ClientType,
+        usable: &[usize],
+    ) -> Result<(), ConfigError> {
+        let err = |problem| {
+            Err(ConfigError {
+                client_type: Some(client_type),
+                problem,
+            })
+        };
         if self.processors == 0 {
             return err(Problem::NoProcessors);
         }
@@ -156,10 +167,16 @@ impl PoolConfig {
             return err(Problem::ZeroCapacity);
         }
         if self.low_watermark >= self.high_watermark {
-            return err(Problem::Watermarks { low: self.low_watermark, high: self.high_watermark });
+            return err(Problem::Watermarks {
+                low: self.low_watermark,
+                high: self.high_watermark,
+            });
         }
         if self.high_watermark > self.capacity {
-            return err(Problem::HighAboveCapacity { high: self.high_watermark, capacity: self.capacity });
+            return err(Problem::HighAboveCapacity {
+                high: self.high_watermark,
+                capacity: self.capacity,
+            });
         }
         if self.max_batch == 0 {
             return err(Problem::ZeroMaxBatch);
@@ -169,7 +186,10 @@ impl PoolConfig {
                 return err(Problem::CoreIdOutOfRange(core));
             }
             if !usable.contains(&core) {
-                return err(Problem::CoreNotUsable { core, usable: usable.to_vec() });
+                return err(Problem::CoreNotUsable {
+                    core,
+                    usable: usable.to_vec(),
+                });
             }
         }
         Ok(())
@@ -203,7 +223,12 @@ impl Default for GlobalConfig {
 
 impl GlobalConfig {
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        let err = |problem| Err(ConfigError { client_type: None, problem });
+        let err = |problem| {
+            Err(ConfigError {
+                client_type: None,
+                problem,
+            })
+        };
         if self.stuck_warning.is_zero() {
             return err(Problem::ZeroDuration("stuck_warning"));
         }
@@ -276,27 +301,48 @@ impl fmt::Display for ConfigError {
             write!(f, "{t} pool: ")?;
         }
         match &self.problem {
-            Problem::NoPools => write!(f, "no pool has a processor; configure at least one client type"),
-            Problem::NoProcessors => write!(f, "0 processors; a pool needs at least 1 (omit the pool to have none)"),
+            Problem::NoPools => write!(
+                f,
+                "no pool has a processor; configure at least one client type"
+            ),
+            Problem::NoProcessors => write!(
+                f,
+                "0 processors; a pool needs at least 1 (omit the pool to have none)"
+            ),
             Problem::TooManyProcessors(n) => write!(f, "{n} processors; at most {MAX_PROCESSORS}"),
             Problem::ZeroCapacity => write!(f, "queue capacity 0; it must hold at least 1 event"),
             Problem::Watermarks { low, high } => {
-                write!(f, "low watermark {low} must be below the high watermark {high}")
+                write!(
+                    f,
+                    "low watermark {low} must be below the high watermark {high}"
+                )
             }
             Problem::HighAboveCapacity { high, capacity } => write!(
                 f,
                 "high watermark {high} is above the queue capacity {capacity}: the alarm could never be raised"
             ),
-            Problem::ZeroMaxBatch => write!(f, "max_batch 0; clients must be flushed at least every 1 event"),
+            Problem::ZeroMaxBatch => write!(
+                f,
+                "max_batch 0; clients must be flushed at least every 1 event"
+            ),
             Problem::CoreIdOutOfRange(id) => {
-                write!(f, "core id {id} is out of range (ids must be below {MAX_CORE_ID})")
+                write!(
+                    f,
+                    "core id {id} is out of range (ids must be below {MAX_CORE_ID})"
+                )
             }
             Problem::CoreNotUsable { core, usable } => {
-                write!(f, "core id {core} is not one this process may run on; usable: {usable:?}")
+                write!(
+                    f,
+                    "core id {core} is not one this process may run on; usable: {usable:?}"
+                )
             }
             Problem::ZeroDuration(what) => write!(f, "{what} must be greater than zero"),
             Problem::ShutdownOrder(order) => {
-                write!(f, "shutdown order {order:?} must name session, queue and cluster once each")
+                write!(
+                    f,
+                    "shutdown order {order:?} must name session, queue and cluster once each"
+                )
             }
         }
     }

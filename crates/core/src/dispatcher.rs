@@ -67,13 +67,17 @@ pub struct DispatcherHandle<M> {
 
 impl<M> Clone for DispatcherHandle<M> {
     fn clone(&self) -> Self {
-        Self { shared: self.shared.clone() }
+        Self {
+            shared: self.shared.clone(),
+        }
     }
 }
 
 impl<M> fmt::Debug for DispatcherHandle<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DispatcherHandle").field("id", &self.shared.id).finish_non_exhaustive()
+        f.debug_struct("DispatcherHandle")
+            .field("id", &self.shared.id)
+            .finish_non_exhaustive()
     }
 }
 
@@ -128,7 +132,10 @@ impl fmt::Display for SyncError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SyncError::OwnThread(p) => {
-                write!(f, "synchronize called on {p}'s own thread, which would wait for itself forever")
+                write!(
+                    f,
+                    "synchronize called on {p}'s own thread, which would wait for itself forever"
+                )
             }
             SyncError::ShutDown => write!(f, "the dispatcher is shutting down"),
             SyncError::NoSuchProcessor(p) => write!(f, "there is no processor {p}"),
@@ -149,7 +156,8 @@ impl<M: Send + 'static> DispatcherHandle<M> {
 
     fn target(&self, handle: ClientHandle) -> &ProcessorShared<M> {
         // A handle is only made by `register` of a dispatcher, whose pools never change.
-        self.processor(handle.processor).expect("a ClientHandle from another dispatcher")
+        self.processor(handle.processor)
+            .expect("a ClientHandle from another dispatcher")
     }
 
     /// Enqueues `event` for the client `to`, or hands it back at once if the processor's
@@ -159,8 +167,14 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     ///
     /// If `to` was issued by another dispatcher with a different set of processors.
     #[inline]
-    pub fn try_dispatch(&self, to: ClientHandle, event: Event<M>) -> Result<(), DispatchError<Event<M>>> {
-        self.target(to).try_push(Item::new(to.key, event)).map_err(|e| e.map(Item::into_event))
+    pub fn try_dispatch(
+        &self,
+        to: ClientHandle,
+        event: Event<M>,
+    ) -> Result<(), DispatchError<Event<M>>> {
+        self.target(to)
+            .try_push(Item::new(to.key, event))
+            .map_err(|e| e.map(Item::into_event))
     }
 
     /// Enqueues `event` for the client `to`, waiting with backoff while the queue is full.
@@ -171,13 +185,23 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     ///
     /// As [`try_dispatch`](Self::try_dispatch).
     #[inline]
-    pub fn dispatch(&self, to: ClientHandle, event: Event<M>) -> Result<(), DispatchError<Event<M>>> {
-        self.target(to).push(Item::new(to.key, event)).map_err(|e| e.map(Item::into_event))
+    pub fn dispatch(
+        &self,
+        to: ClientHandle,
+        event: Event<M>,
+    ) -> Result<(), DispatchError<Event<M>>> {
+        self.target(to)
+            .push(Item::new(to.key, event))
+            .map_err(|e| e.map(Item::into_event))
     }
 
     /// Runs `callback` on `processor` as a dispatcher callback (after flushing its
     /// clients), waiting while its queue is full, like [`dispatch`](Self::dispatch).
-    pub fn execute(&self, processor: ProcessorId, callback: Callback) -> Result<(), DispatchError<Callback>> {
+    pub fn execute(
+        &self,
+        processor: ProcessorId,
+        callback: Callback,
+    ) -> Result<(), DispatchError<Callback>> {
         let Some(p) = self.processor(processor) else {
             return Err(DispatchError::ShutDown(callback));
         };
@@ -192,7 +216,10 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// An executor running closures on `processor`.
     #[must_use]
     pub fn executor(&self, processor: ProcessorId) -> Executor<M> {
-        Executor { dispatcher: self.clone(), processor }
+        Executor {
+            dispatcher: self.clone(),
+            processor,
+        }
     }
 
     /// Registers `client` on a processor of `client_type`; it is owned by that processor's
@@ -215,9 +242,13 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             return Err(RegisterError::NoProcessors(client_type));
         }
         let processor = match placement {
-            Placement::Processor(index) => pool
-                .get(usize::from(index))
-                .ok_or(RegisterError::NoSuchProcessor(ProcessorId { client_type, index }))?,
+            Placement::Processor(index) => {
+                pool.get(usize::from(index))
+                    .ok_or(RegisterError::NoSuchProcessor(ProcessorId {
+                        client_type,
+                        index,
+                    }))?
+            }
             Placement::LeastLoaded => pool
                 .iter()
                 .min_by_key(|p| p.slots.lock().unwrap_or_else(|e| e.into_inner()).live)
@@ -232,10 +263,20 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             .unwrap_or_else(|e| e.into_inner())
             .take()
             .ok_or(RegisterError::TableFull(processor.id))?;
-        match processor.push(Item::Register { key, client: Box::new(client) }) {
-            Ok(()) => Ok(ClientHandle { processor: processor.id, key }),
+        match processor.push(Item::Register {
+            key,
+            client: Box::new(client),
+        }) {
+            Ok(()) => Ok(ClientHandle {
+                processor: processor.id,
+                key,
+            }),
             Err(_) => {
-                processor.slots.lock().unwrap_or_else(|e| e.into_inner()).release(key);
+                processor
+                    .slots
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .release(key);
                 Err(RegisterError::ShutDown)
             }
         }
@@ -249,7 +290,9 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     ///
     /// `ShutDown` if shutdown has started (the processor drops its clients itself then).
     pub fn unregister(&self, handle: ClientHandle) -> Result<(), DispatchError<ClientHandle>> {
-        self.target(handle).push(Item::Unregister { key: handle.key }).map_err(|e| e.map(|_| handle))
+        self.target(handle)
+            .push(Item::Unregister { key: handle.key })
+            .map_err(|e| e.map(|_| handle))
     }
 
     /// Whether the current thread is the processor thread that owns `handle`'s client.
@@ -279,7 +322,9 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             *done.lock().unwrap_or_else(|e| e.into_inner()) = true;
             cv.notify_all();
         });
-        processor.push(Item::DispatcherCallback(marker)).map_err(|_| SyncError::ShutDown)?;
+        processor
+            .push(Item::DispatcherCallback(marker))
+            .map_err(|_| SyncError::ShutDown)?;
         let (done, cv) = &*signal;
         let mut guard = done.lock().unwrap_or_else(|e| e.into_inner());
         while !*guard {
@@ -298,7 +343,12 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// `ShutDown` with `done` handed back if shutdown had started before any `f` was
     /// enqueued. If it starts part way, the processors already reached run `f` and `done`
     /// still runs once, after them.
-    pub fn execute_on_all<F, D>(&self, client_type: ClientType, f: F, done: D) -> Result<(), DispatchError<D>>
+    pub fn execute_on_all<F, D>(
+        &self,
+        client_type: ClientType,
+        f: F,
+        done: D,
+    ) -> Result<(), DispatchError<D>>
     where
         F: Fn() + Send + Sync + 'static,
         D: FnOnce() + Send + 'static,
@@ -350,13 +400,19 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// Statistics of every processor, read while they run.
     #[must_use]
     pub fn stats(&self) -> Vec<ProcessorSnapshot> {
-        self.shared.processors().map(|p| p.stats.snapshot(p.id, p.queue.len())).collect()
+        self.shared
+            .processors()
+            .map(|p| p.stats.snapshot(p.id, p.queue.len()))
+            .collect()
     }
 
     /// The processors of `client_type`.
     #[must_use]
     pub fn processors(&self, client_type: ClientType) -> Vec<ProcessorId> {
-        self.shared.pools[client_type.index()].iter().map(|p| p.id).collect()
+        self.shared.pools[client_type.index()]
+            .iter()
+            .map(|p| p.id)
+            .collect()
     }
 }
 
@@ -466,13 +522,20 @@ impl<M: Send + 'static> DispatcherBuilder<M> {
     pub fn build(self) -> Result<Dispatcher<M>, ConfigError> {
         self.global.validate()?;
         if self.pools.iter().all(Option::is_none) {
-            return Err(ConfigError { client_type: None, problem: Problem::NoPools });
+            return Err(ConfigError {
+                client_type: None,
+                problem: Problem::NoPools,
+            });
         }
         // Read the usable cores once, before any thread is pinned: `get_core_ids` reports
         // the calling thread's affinity mask.
         let wants_pinning = self.pools.iter().flatten().any(|p| !p.cores.is_empty());
         let usable: Vec<usize> = if wants_pinning {
-            core_affinity::get_core_ids().unwrap_or_default().into_iter().map(|c| c.id).collect()
+            core_affinity::get_core_ids()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| c.id)
+                .collect()
         } else {
             Vec::new()
         };
@@ -488,8 +551,12 @@ impl<M: Send + 'static> DispatcherBuilder<M> {
             };
             (0..config.processors)
                 .map(|i| {
-                    let index = u16::try_from(i).expect("processors validated against MAX_PROCESSORS");
-                    Arc::new(ProcessorShared::new(ProcessorId { client_type, index }, config.clone()))
+                    let index =
+                        u16::try_from(i).expect("processors validated against MAX_PROCESSORS");
+                    Arc::new(ProcessorShared::new(
+                        ProcessorId { client_type, index },
+                        config.clone(),
+                    ))
                 })
                 .collect()
         });
@@ -504,9 +571,12 @@ impl<M: Send + 'static> DispatcherBuilder<M> {
         let mut threads = Vec::new();
         for processor in handle.shared.processors() {
             let cores = &processor.config.cores;
-            let core = (!cores.is_empty()).then(|| cores[usize::from(processor.id.index) % cores.len()]);
+            let core =
+                (!cores.is_empty()).then(|| cores[usize::from(processor.id.index) % cores.len()]);
             let runner = Runner::new(handle.clone(), processor.clone());
-            let spawned = thread::Builder::new().name(processor.id.to_string()).spawn(move || runner.run(core));
+            let spawned = thread::Builder::new()
+                .name(processor.id.to_string())
+                .spawn(move || runner.run(core));
             let thread = match spawned {
                 Ok(thread) => thread,
                 Err(e) => panic!("cannot spawn processor thread {}: {e}", processor.id),
@@ -515,7 +585,11 @@ impl<M: Send + 'static> DispatcherBuilder<M> {
             threads.push((processor.id, thread));
         }
         let monitor = monitor::Monitor::start(handle.shared.clone());
-        Ok(Dispatcher { handle, threads, monitor: Some(monitor) })
+        Ok(Dispatcher {
+            handle,
+            threads,
+            monitor: Some(monitor),
+        })
     }
 }
 
@@ -533,7 +607,11 @@ impl<M: Send + 'static> Dispatcher<M> {
     /// A builder with no pools configured.
     #[must_use]
     pub fn builder() -> DispatcherBuilder<M> {
-        DispatcherBuilder { pools: [None, None, None], global: GlobalConfig::default(), _message: std::marker::PhantomData }
+        DispatcherBuilder {
+            pools: [None, None, None],
+            global: GlobalConfig::default(),
+            _message: std::marker::PhantomData,
+        }
     }
 
     /// A handle to dispatch through; clone it for each producer.
@@ -558,8 +636,9 @@ impl<M: Send + 'static> Dispatcher<M> {
             for processor in pool.iter() {
                 processor.stop_when_quiescent();
             }
-            let (now, later): (Vec<_>, Vec<_>) =
-                std::mem::take(&mut self.threads).into_iter().partition(|(id, _)| id.client_type == client_type);
+            let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.threads)
+                .into_iter()
+                .partition(|(id, _)| id.client_type == client_type);
             self.threads = later;
             for (id, thread) in now {
                 if thread.join().is_err() {
@@ -586,6 +665,9 @@ impl<M: Send + 'static> Drop for Dispatcher<M> {
 
 impl<M: Send + 'static> fmt::Debug for Dispatcher<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Dispatcher").field("handle", &self.handle).field("threads", &self.threads.len()).finish()
+        f.debug_struct("Dispatcher")
+            .field("handle", &self.handle)
+            .field("threads", &self.threads.len())
+            .finish()
     }
 }

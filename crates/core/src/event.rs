@@ -43,14 +43,25 @@ impl<M> Event<M> {
 /// What a processor's queue holds: an [`Event`] with its target flattened in, plus the
 /// dispatcher's own control items.
 pub(crate) enum Item<M> {
-    Callback { key: ClientKey, callback: Callback },
-    Message { key: ClientKey, message: M },
+    Callback {
+        key: ClientKey,
+        callback: Callback,
+    },
+    Message {
+        key: ClientKey,
+        message: M,
+    },
     DispatcherCallback(Callback),
     /// A monitor's probe: the time it was enqueued, to sample time in queue and detect a
     /// stuck processor.
     Probe(Instant),
-    Register { key: ClientKey, client: Box<dyn Client<M>> },
-    Unregister { key: ClientKey },
+    Register {
+        key: ClientKey,
+        client: Box<dyn Client<M>>,
+    },
+    Unregister {
+        key: ClientKey,
+    },
 }
 
 impl<M> Item<M> {
@@ -115,7 +126,9 @@ impl<T> fmt::Debug for DispatchError<T> {
 impl<T> fmt::Display for DispatchError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DispatchError::Full(_) => f.write_str("the processor's queue is full; the event is handed back"),
+            DispatchError::Full(_) => {
+                f.write_str("the processor's queue is full; the event is handed back")
+            }
             DispatchError::ShutDown(_) => {
                 f.write_str("the dispatcher is shutting down; the event is handed back")
             }

@@ -66,7 +66,10 @@ impl Gate {
         // shutdown's quiescence check; Acquire pairs with the processor's `fetch_or` of
         // SLEEPING, so that reading the flag here means the processor's check comes after.
         let before = self.word.fetch_sub(PRODUCER, Ordering::AcqRel);
-        debug_assert!(before >= PRODUCER, "gate left without entering; word = {before:#x}");
+        debug_assert!(
+            before >= PRODUCER,
+            "gate left without entering; word = {before:#x}"
+        );
         before & SLEEPING != 0
     }
 

@@ -55,7 +55,7 @@
 //! ```
 
 #![warn(missing_docs)]
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 mod client;
 mod config;
@@ -74,7 +74,8 @@ mod loom_tests;
 pub use client::{Client, ClientEvent, ClientHandle, ClientType, Context, ProcessorId};
 pub use config::{ConfigError, MAX_CORE_ID, MAX_PROCESSORS, PoolConfig, Problem, WaitStrategy};
 pub use dispatcher::{
-    Dispatcher, DispatcherBuilder, DispatcherHandle, Executor, NoMessage, Placement, RegisterError, SyncError,
+    Dispatcher, DispatcherBuilder, DispatcherHandle, Executor, NoMessage, Placement, RegisterError,
+    SyncError,
 };
 pub use event::{DispatchError, Event};
 pub use stats::{Percentiles, Pinning, ProcessorSnapshot};

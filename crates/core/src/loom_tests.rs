@@ -28,7 +28,10 @@ impl Model {
     fn try_pop(&self) -> bool {
         let mut len = self.queue_len.load(Ordering::Acquire);
         while len > 0 {
-            match self.queue_len.compare_exchange(len, len - 1, Ordering::AcqRel, Ordering::Acquire) {
+            match self
+                .queue_len
+                .compare_exchange(len, len - 1, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => return true,
                 Err(now) => len = now,
             }

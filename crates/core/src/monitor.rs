@@ -52,8 +52,14 @@ impl Monitor {
 
 fn run<M: Send + 'static>(shared: &Shared<M>, stop: &AtomicBool) {
     let start = Instant::now();
-    let mut watches: Vec<Watch> =
-        shared.processors().map(|_| Watch { processed: 0, since: start, reported: false }).collect();
+    let mut watches: Vec<Watch> = shared
+        .processors()
+        .map(|_| Watch {
+            processed: 0,
+            since: start,
+            reported: false,
+        })
+        .collect();
     // `park_timeout` returns early on `stop`'s unpark; the park token makes an unpark that
     // comes before the park count too, so the stop is never missed.
     while !stop.load(Ordering::Acquire) {
@@ -69,8 +75,14 @@ fn run<M: Send + 'static>(shared: &Shared<M>, stop: &AtomicBool) {
                 if watch.reported {
                     tracing::info!(processor = %processor.id, "processor is making progress again");
                 }
-                *watch = Watch { processed, since: now, reported: false };
-            } else if !watch.reported && now.duration_since(watch.since) >= shared.global.stuck_warning {
+                *watch = Watch {
+                    processed,
+                    since: now,
+                    reported: false,
+                };
+            } else if !watch.reported
+                && now.duration_since(watch.since) >= shared.global.stuck_warning
+            {
                 watch.reported = true;
                 processor.stats.counters.stuck_reports.add_shared(1);
                 tracing::warn!(
@@ -80,10 +92,9 @@ fn run<M: Send + 'static>(shared: &Shared<M>, stop: &AtomicBool) {
                     "processor stuck: one event has been running longer than the warning time"
                 );
             }
-            if !asleep && !processor.probe_pending.swap(true, Ordering::Relaxed) {
-                if processor.try_push(Item::Probe(Instant::now())).is_err() {
-                    processor.probe_pending.store(false, Ordering::Relaxed);
-                }
+            let probe = !asleep && !processor.probe_pending.swap(true, Ordering::Relaxed);
+            if probe && processor.try_push(Item::Probe(Instant::now())).is_err() {
+                processor.probe_pending.store(false, Ordering::Relaxed);
             }
         }
     }

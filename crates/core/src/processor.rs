@@ -175,7 +175,10 @@ impl SlotAllocator {
             }
         };
         self.live += 1;
-        Some(ClientKey { slot, generation: self.generations[usize::from(slot)] })
+        Some(ClientKey {
+            slot,
+            generation: self.generations[usize::from(slot)],
+        })
     }
 
     /// Releases a slot; its next client gets a new generation.
@@ -368,7 +371,11 @@ impl<M: Send + 'static> Runner<M> {
     #[inline]
     fn deliver(&mut self, key: ClientKey, event: ClientEvent<M>) {
         let slot = usize::from(key.slot);
-        let Some(entry) = self.clients.get_mut(slot).and_then(Option::as_mut).filter(|e| e.generation == key.generation)
+        let Some(entry) = self
+            .clients
+            .get_mut(slot)
+            .and_then(Option::as_mut)
+            .filter(|e| e.generation == key.generation)
         else {
             self.shared.stats.counters.stale.add(1);
             tracing::debug!(processor = %self.shared.id, slot, generation = key.generation, "event for an unregistered client dropped");
@@ -378,8 +385,15 @@ impl<M: Send + 'static> Runner<M> {
             ClientEvent::Callback(_) => "callback",
             ClientEvent::Message(_) => "message",
         };
-        let me = ClientHandle { processor: self.shared.id, key };
-        let mut ctx = Context { dispatcher: &self.dispatcher, me, flush_enabled: &mut entry.flush_enabled };
+        let me = ClientHandle {
+            processor: self.shared.id,
+            key,
+        };
+        let mut ctx = Context {
+            dispatcher: &self.dispatcher,
+            me,
+            flush_enabled: &mut entry.flush_enabled,
+        };
         let client = &mut entry.client;
         if catch_unwind(AssertUnwindSafe(|| client.on_event(event, &mut ctx))).is_err() {
             self.shared.stats.counters.panics.add(1);
@@ -406,12 +420,26 @@ impl<M: Send + 'static> Runner<M> {
     }
 
     fn flush_one(&mut self, slot: u16) {
-        let Some(entry) = self.clients.get_mut(usize::from(slot)).and_then(Option::as_mut) else {
+        let Some(entry) = self
+            .clients
+            .get_mut(usize::from(slot))
+            .and_then(Option::as_mut)
+        else {
             return;
         };
         entry.on_flush_list = false;
-        let me = ClientHandle { processor: self.shared.id, key: ClientKey { slot, generation: entry.generation } };
-        let mut ctx = Context { dispatcher: &self.dispatcher, me, flush_enabled: &mut entry.flush_enabled };
+        let me = ClientHandle {
+            processor: self.shared.id,
+            key: ClientKey {
+                slot,
+                generation: entry.generation,
+            },
+        };
+        let mut ctx = Context {
+            dispatcher: &self.dispatcher,
+            me,
+            flush_enabled: &mut entry.flush_enabled,
+        };
         let client = &mut entry.client;
         self.shared.stats.counters.flushes.add(1);
         if catch_unwind(AssertUnwindSafe(|| client.flush(&mut ctx))).is_err() {
@@ -424,7 +452,11 @@ impl<M: Send + 'static> Runner<M> {
     /// exit, waiting for the reader).
     fn publish_histograms(&mut self, wait: bool) {
         let shared = &self.shared.stats.histograms;
-        let guard = if wait { Some(shared.lock().unwrap_or_else(|p| p.into_inner())) } else { shared.try_lock().ok() };
+        let guard = if wait {
+            Some(shared.lock().unwrap_or_else(|p| p.into_inner()))
+        } else {
+            shared.try_lock().ok()
+        };
         if let Some(mut shared) = guard {
             self.histograms.drain_into(&mut shared);
         }
@@ -437,16 +469,25 @@ impl<M: Send + 'static> Runner<M> {
             // Room for every client on the flush list, so that pushing to it never
             // allocates on the event path.
             let room = self.clients.len();
-            self.flush_list.reserve(room.saturating_sub(self.flush_list.len()));
+            self.flush_list
+                .reserve(room.saturating_sub(self.flush_list.len()));
         }
         debug_assert!(self.clients[slot].is_none(), "slot {slot} registered twice");
-        self.clients[slot] =
-            Some(Entry { client, generation: key.generation, on_flush_list: false, flush_enabled: true });
+        self.clients[slot] = Some(Entry {
+            client,
+            generation: key.generation,
+            on_flush_list: false,
+            flush_enabled: true,
+        });
     }
 
     fn unregister(&mut self, key: ClientKey) {
         let slot = usize::from(key.slot);
-        let registered = self.clients.get(slot).and_then(Option::as_ref).is_some_and(|e| e.generation == key.generation);
+        let registered = self
+            .clients
+            .get(slot)
+            .and_then(Option::as_ref)
+            .is_some_and(|e| e.generation == key.generation);
         if !registered {
             self.shared.stats.counters.stale.add(1);
             return;
@@ -461,6 +502,10 @@ impl<M: Send + 'static> Runner<M> {
         if catch_unwind(AssertUnwindSafe(|| drop(entry))).is_err() {
             self.shared.stats.counters.panics.add(1);
         }
-        self.shared.slots.lock().unwrap_or_else(|p| p.into_inner()).release(key);
+        self.shared
+            .slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .release(key);
     }
 }

@@ -32,7 +32,8 @@ impl Counter {
     #[inline]
     pub(crate) fn add(&self, n: u64) {
         // Relaxed load and store, not fetch_add: this thread is the only writer.
-        self.0.store(self.0.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+        self.0
+            .store(self.0.load(Ordering::Relaxed) + n, Ordering::Relaxed);
     }
 
     /// Adds `n` from a thread other than the owner (the monitor): a read-modify-write.
@@ -89,15 +90,20 @@ pub(crate) struct Histograms {
 
 impl Histograms {
     pub(crate) fn new() -> Self {
-        let make = |max| Histogram::new_with_bounds(1, max, SIGFIG).expect("valid histogram bounds");
-        Self { time_in_queue_ns: make(MAX_TIME_IN_QUEUE_NS), batch: make(MAX_BATCH) }
+        let make =
+            |max| Histogram::new_with_bounds(1, max, SIGFIG).expect("valid histogram bounds");
+        Self {
+            time_in_queue_ns: make(MAX_TIME_IN_QUEUE_NS),
+            batch: make(MAX_BATCH),
+        }
     }
 
     /// Records a time in queue. Never allocates (fixed bounds; values above are clamped).
     #[inline]
     pub(crate) fn record_time_in_queue(&mut self, elapsed: Duration) {
         let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        self.time_in_queue_ns.saturating_record(ns.clamp(1, MAX_TIME_IN_QUEUE_NS));
+        self.time_in_queue_ns
+            .saturating_record(ns.clamp(1, MAX_TIME_IN_QUEUE_NS));
     }
 
     /// Records a batch size. Never allocates.
@@ -200,11 +206,21 @@ pub struct ProcessorSnapshot {
 }
 
 impl ProcessorStats {
-    pub(crate) fn snapshot(&self, processor: crate::ProcessorId, depth: usize) -> ProcessorSnapshot {
+    pub(crate) fn snapshot(
+        &self,
+        processor: crate::ProcessorId,
+        depth: usize,
+    ) -> ProcessorSnapshot {
         let c = &self.counters;
         let (time_in_queue_ns, batch_size) = {
-            let h = self.histograms.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            (Percentiles::of(&h.time_in_queue_ns), Percentiles::of(&h.batch))
+            let h = self
+                .histograms
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            (
+                Percentiles::of(&h.time_in_queue_ns),
+                Percentiles::of(&h.batch),
+            )
         };
         let processed = c.processed.get();
         ProcessorSnapshot {

@@ -54,12 +54,20 @@ use crate::sync::Ordering;
 impl Gate {
     /// Processor side: announces sleep, re-checks `has_work`, and parks with `park` unless
     /// there is work. Returns `true` if it parked (a wake-up may also be spurious).
-    pub(crate) fn sleep_unless(&self, has_work: impl FnOnce() -> bool, park: impl FnOnce()) -> bool {
+    pub(crate) fn sleep_unless(
+        &self,
+        has_work: impl FnOnce() -> bool,
+        park: impl FnOnce(),
+    ) -> bool {
         // AcqRel: Acquire makes every push whose `leave` precedes this in the word's order
         // visible to `has_work`; Release makes the flag's meaning (the check follows) visible
         // to a producer that reads it.
         let before = self.word.fetch_or(SLEEPING, Ordering::AcqRel);
-        debug_assert_eq!(before & SLEEPING, 0, "processor announced sleep twice; word = {before:#x}");
+        debug_assert_eq!(
+            before & SLEEPING,
+            0,
+            "processor announced sleep twice; word = {before:#x}"
+        );
         let parked = !has_work();
         if parked {
             park();

@@ -13,7 +13,10 @@ use common::{Recorder, Seen};
 use zerodispatch_core::*;
 
 fn one_queue(config: PoolConfig) -> Dispatcher<u64> {
-    Dispatcher::builder().pool(ClientType::Queue, config).build().expect("valid config")
+    Dispatcher::builder()
+        .pool(ClientType::Queue, config)
+        .build()
+        .expect("valid config")
 }
 
 /// One queue processor and a monitor that never probes in the test's lifetime, for tests
@@ -47,29 +50,56 @@ fn block_processor(d: &DispatcherHandle<u64>, handle: ClientHandle) -> Arc<Barri
 
 #[test]
 fn invalid_configurations_are_errors_with_messages() {
-    let build = |c: PoolConfig| Dispatcher::<u64>::builder().pool(ClientType::Queue, c).build().map(drop);
+    let build = |c: PoolConfig| {
+        Dispatcher::<u64>::builder()
+            .pool(ClientType::Queue, c)
+            .build()
+            .map(drop)
+    };
     let msg = |r: Result<(), ConfigError>| r.unwrap_err().to_string();
-    assert_eq!(msg(build(PoolConfig::new(0))), "queue pool: 0 processors; a pool needs at least 1 (omit the pool to have none)");
-    assert_eq!(msg(build(PoolConfig::new(1).capacity(0).watermarks(0, 0))).contains("capacity 0"), true);
-    assert!(msg(build(PoolConfig::new(1).watermarks(8, 8))).contains("low watermark 8 must be below the high watermark 8"));
-    assert!(msg(build(PoolConfig::new(1).capacity(16).watermarks(1, 17))).contains("above the queue capacity 16"));
+    assert_eq!(
+        msg(build(PoolConfig::new(0))),
+        "queue pool: 0 processors; a pool needs at least 1 (omit the pool to have none)"
+    );
+    assert!(msg(build(PoolConfig::new(1).capacity(0).watermarks(0, 0))).contains("capacity 0"));
+    assert!(
+        msg(build(PoolConfig::new(1).watermarks(8, 8)))
+            .contains("low watermark 8 must be below the high watermark 8")
+    );
+    assert!(
+        msg(build(PoolConfig::new(1).capacity(16).watermarks(1, 17)))
+            .contains("above the queue capacity 16")
+    );
     assert!(msg(build(PoolConfig::new(1).max_batch(0))).contains("max_batch 0"));
     assert!(msg(build(PoolConfig::new(1).pin_to([1024]))).contains("core id 1024 is out of range"));
     assert!(msg(build(PoolConfig::new(1).pin_to([usize::MAX]))).contains("out of range"));
-    assert!(msg(build(PoolConfig::new(1).pin_to([1000]))).contains("core id 1000 is not one this process may run on"));
-    assert_eq!(Dispatcher::<u64>::builder().build().unwrap_err().problem, Problem::NoPools);
+    assert!(
+        msg(build(PoolConfig::new(1).pin_to([1000])))
+            .contains("core id 1000 is not one this process may run on")
+    );
+    assert_eq!(
+        Dispatcher::<u64>::builder().build().unwrap_err().problem,
+        Problem::NoPools
+    );
     let zero = Dispatcher::<u64>::builder()
         .pool(ClientType::Queue, PoolConfig::new(1))
         .stuck_warning(Duration::ZERO)
         .build()
         .unwrap_err();
-    assert!(zero.to_string().contains("stuck_warning must be greater than zero"));
+    assert!(
+        zero.to_string()
+            .contains("stuck_warning must be greater than zero")
+    );
     let order = Dispatcher::<u64>::builder()
         .pool(ClientType::Queue, PoolConfig::new(1))
         .shutdown_order([ClientType::Queue, ClientType::Queue, ClientType::Cluster])
         .build()
         .unwrap_err();
-    assert!(order.to_string().contains("must name session, queue and cluster once each"));
+    assert!(
+        order
+            .to_string()
+            .contains("must name session, queue and cluster once each")
+    );
 }
 
 #[test]
@@ -77,12 +107,19 @@ fn pinning_to_a_usable_core_is_reported_in_stats() {
     let cores: Vec<usize> = core_affinity_ids();
     let d = one_queue(PoolConfig::new(1).pin_to([cores[0]]));
     let (client, _log) = Recorder::new();
-    let h = d.register(ClientType::Queue, client, Placement::LeastLoaded).unwrap();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
     d.synchronize(h).unwrap();
     let pinning = d.stats()[0].pinning;
-    assert!(matches!(pinning, Pinning::Pinned(c) | Pinning::Refused(c) if c == cores[0]), "{pinning:?}");
+    assert!(
+        matches!(pinning, Pinning::Pinned(c) | Pinning::Refused(c) if c == cores[0]),
+        "{pinning:?}"
+    );
     let unpinned = one_queue(PoolConfig::new(1));
-    unpinned.synchronize(unpinned.processors(ClientType::Queue)[0]).unwrap();
+    unpinned
+        .synchronize(unpinned.processors(ClientType::Queue)[0])
+        .unwrap();
     assert_eq!(unpinned.stats()[0].pinning, Pinning::NotRequested);
 }
 
@@ -90,7 +127,10 @@ fn core_affinity_ids() -> Vec<usize> {
     // The usable cores are exactly those a pool may be pinned to: probe by building.
     (0..MAX_CORE_ID)
         .filter(|&c| {
-            Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(1).pin_to([c])).build().is_ok()
+            Dispatcher::<u64>::builder()
+                .pool(ClientType::Queue, PoolConfig::new(1).pin_to([c]))
+                .build()
+                .is_ok()
         })
         .take(1)
         .collect()
@@ -106,13 +146,28 @@ fn processors_are_named_threads_per_client_type() {
         .build()
         .unwrap();
     let names = Arc::new(Mutex::new(Vec::new()));
-    for p in d.processors(ClientType::Session).into_iter().chain(d.processors(ClientType::Cluster)) {
+    for p in d
+        .processors(ClientType::Session)
+        .into_iter()
+        .chain(d.processors(ClientType::Cluster))
+    {
         let names = names.clone();
-        d.execute(p, Callback::new(move || names.lock().unwrap().push(thread::current().name().unwrap().to_owned())))
-            .unwrap();
+        d.execute(
+            p,
+            Callback::new(move || {
+                names
+                    .lock()
+                    .unwrap()
+                    .push(thread::current().name().unwrap().to_owned())
+            }),
+        )
+        .unwrap();
         d.synchronize(p).unwrap();
     }
-    assert_eq!(*names.lock().unwrap(), ["zd-session-0", "zd-session-1", "zd-cluster-0"]);
+    assert_eq!(
+        *names.lock().unwrap(),
+        ["zd-session-0", "zd-session-1", "zd-cluster-0"]
+    );
     assert!(d.processors(ClientType::Queue).is_empty());
 }
 
@@ -121,21 +176,44 @@ fn processors_are_named_threads_per_client_type() {
 #[test]
 fn least_loaded_placement_spreads_clients_and_explicit_placement_pins_them() {
     let d = one_queue(PoolConfig::new(3));
-    let handles: Vec<ClientHandle> =
-        (0..6).map(|_| d.register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded).unwrap()).collect();
+    let handles: Vec<ClientHandle> = (0..6)
+        .map(|_| {
+            d.register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
+                .unwrap()
+        })
+        .collect();
     let mut per_processor = [0; 3];
     for h in &handles {
         per_processor[usize::from(h.processor().index)] += 1;
     }
     assert_eq!(per_processor, [2, 2, 2]);
-    let pinned = d.register(ClientType::Queue, Recorder::new().0, Placement::Processor(1)).unwrap();
+    let pinned = d
+        .register(
+            ClientType::Queue,
+            Recorder::new().0,
+            Placement::Processor(1),
+        )
+        .unwrap();
     assert_eq!(pinned.processor().index, 1);
     assert_eq!(
-        d.register(ClientType::Queue, Recorder::new().0, Placement::Processor(3)).unwrap_err(),
-        RegisterError::NoSuchProcessor(ProcessorId { client_type: ClientType::Queue, index: 3 })
+        d.register(
+            ClientType::Queue,
+            Recorder::new().0,
+            Placement::Processor(3)
+        )
+        .unwrap_err(),
+        RegisterError::NoSuchProcessor(ProcessorId {
+            client_type: ClientType::Queue,
+            index: 3
+        })
     );
     assert_eq!(
-        d.register(ClientType::Session, Recorder::new().0, Placement::LeastLoaded).unwrap_err(),
+        d.register(
+            ClientType::Session,
+            Recorder::new().0,
+            Placement::LeastLoaded
+        )
+        .unwrap_err(),
         RegisterError::NoProcessors(ClientType::Session)
     );
 }
@@ -143,13 +221,33 @@ fn least_loaded_placement_spreads_clients_and_explicit_placement_pins_them() {
 #[test]
 fn in_dispatcher_thread_is_true_only_on_the_owning_processor() {
     let d = one_queue(PoolConfig::new(2));
-    let a = d.register(ClientType::Queue, Recorder::new().0, Placement::Processor(0)).unwrap();
-    let b = d.register(ClientType::Queue, Recorder::new().0, Placement::Processor(1)).unwrap();
+    let a = d
+        .register(
+            ClientType::Queue,
+            Recorder::new().0,
+            Placement::Processor(0),
+        )
+        .unwrap();
+    let b = d
+        .register(
+            ClientType::Queue,
+            Recorder::new().0,
+            Placement::Processor(1),
+        )
+        .unwrap();
     assert!(!d.in_dispatcher_thread(a));
     let answers = Arc::new(Mutex::new(None));
     let (handle, out) = (d.handle(), answers.clone());
-    d.execute(a.processor(), Callback::new(move || *out.lock().unwrap() = Some((handle.in_dispatcher_thread(a), handle.in_dispatcher_thread(b)))))
-        .unwrap();
+    d.execute(
+        a.processor(),
+        Callback::new(move || {
+            *out.lock().unwrap() = Some((
+                handle.in_dispatcher_thread(a),
+                handle.in_dispatcher_thread(b),
+            ))
+        }),
+    )
+    .unwrap();
     d.synchronize(a).unwrap();
     assert_eq!(*answers.lock().unwrap(), Some((true, false)));
 }
@@ -158,7 +256,9 @@ fn in_dispatcher_thread_is_true_only_on_the_owning_processor() {
 fn unregister_flushes_then_drops_and_later_events_are_stale() {
     let d = one_queue(PoolConfig::new(1));
     let (client, log) = Recorder::new();
-    let h = d.register(ClientType::Queue, client, Placement::LeastLoaded).unwrap();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
     let gate = block_processor(&d, h);
     d.dispatch(h, Event::Message(1)).unwrap();
     d.unregister(h).unwrap();
@@ -169,7 +269,9 @@ fn unregister_flushes_then_drops_and_later_events_are_stale() {
     assert_eq!(d.stats()[0].stale, 1);
     // The slot is reused with a new generation: the old handle still does not reach it.
     let (client2, log2) = Recorder::new();
-    let h2 = d.register(ClientType::Queue, client2, Placement::LeastLoaded).unwrap();
+    let h2 = d
+        .register(ClientType::Queue, client2, Placement::LeastLoaded)
+        .unwrap();
     assert_ne!(h, h2);
     d.dispatch(h, Event::Message(3)).unwrap();
     d.dispatch(h2, Event::Message(4)).unwrap();
@@ -184,13 +286,21 @@ fn unregister_flushes_then_drops_and_later_events_are_stale() {
 fn events_reach_the_client_in_order_and_one_flush_follows_a_drained_batch() {
     let d = one_queue(PoolConfig::new(1));
     let (client, log) = Recorder::new();
-    let h = d.register(ClientType::Queue, client, Placement::LeastLoaded).unwrap();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
     let gate = block_processor(&d, h);
     let ran = Arc::new(AtomicUsize::new(0));
     for i in 0..5 {
         d.dispatch(h, Event::Message(i)).unwrap();
         let r = ran.clone();
-        d.dispatch(h, Event::Callback(Callback::new(move || drop(r.fetch_add(1, Ordering::SeqCst))))).unwrap();
+        d.dispatch(
+            h,
+            Event::Callback(Callback::new(move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            })),
+        )
+        .unwrap();
     }
     gate.wait();
     d.synchronize(h).unwrap();
@@ -208,17 +318,31 @@ fn events_reach_the_client_in_order_and_one_flush_follows_a_drained_batch() {
 fn a_dispatcher_callback_flushes_first_and_bypasses_the_client() {
     let d = one_queue(PoolConfig::new(1));
     let (client, log) = Recorder::new();
-    let h = d.register(ClientType::Queue, client, Placement::LeastLoaded).unwrap();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
     let gate = block_processor(&d, h);
     d.dispatch(h, Event::Message(1)).unwrap();
     let l = log.clone();
-    d.dispatch(h, Event::DispatcherCallback(Callback::new(move || l.lock().unwrap().push(Seen::Message(99))))).unwrap();
+    d.dispatch(
+        h,
+        Event::DispatcherCallback(Callback::new(move || {
+            l.lock().unwrap().push(Seen::Message(99))
+        })),
+    )
+    .unwrap();
     d.dispatch(h, Event::Message(2)).unwrap();
     gate.wait();
     d.synchronize(h).unwrap();
     assert_eq!(
         *log.lock().unwrap(),
-        [Seen::Message(1), Seen::Flush, Seen::Message(99), Seen::Message(2), Seen::Flush]
+        [
+            Seen::Message(1),
+            Seen::Flush,
+            Seen::Message(99),
+            Seen::Message(2),
+            Seen::Flush
+        ]
     );
 }
 
@@ -226,7 +350,9 @@ fn a_dispatcher_callback_flushes_first_and_bypasses_the_client() {
 fn a_queue_that_never_drains_still_flushes_every_max_batch_events() {
     let d = one_queue(PoolConfig::new(1).max_batch(4));
     let (client, log) = Recorder::new();
-    let h = d.register(ClientType::Queue, client, Placement::LeastLoaded).unwrap();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
     let gate = block_processor(&d, h);
     for i in 0..10 {
         d.dispatch(h, Event::Message(i)).unwrap();
@@ -235,11 +361,26 @@ fn a_queue_that_never_drains_still_flushes_every_max_batch_events() {
     d.synchronize(h).unwrap();
     let log = log.lock().unwrap().clone();
     // The barrier callback counts as the first event of the first batch.
-    let flushes_at: Vec<usize> = log.iter().enumerate().filter(|(_, s)| **s == Seen::Flush).map(|(i, _)| i).collect();
-    assert_eq!(log.iter().filter(|s| matches!(s, Seen::Message(_))).count(), 10);
-    assert!(flushes_at.len() >= 3, "a flush at least every 4 events: {log:?}");
+    let flushes_at: Vec<usize> = log
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| **s == Seen::Flush)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(
+        log.iter().filter(|s| matches!(s, Seen::Message(_))).count(),
+        10
+    );
+    assert!(
+        flushes_at.len() >= 3,
+        "a flush at least every 4 events: {log:?}"
+    );
     let stats = &d.stats()[0];
-    assert!(stats.batch_size.max <= 4, "no batch above max_batch: {:?}", stats.batch_size);
+    assert!(
+        stats.batch_size.max <= 4,
+        "no batch above max_batch: {:?}",
+        stats.batch_size
+    );
 }
 
 #[test]
@@ -257,7 +398,13 @@ fn the_flush_gate_keeps_a_client_off_the_flush_list() {
     }
     let d = one_queue(PoolConfig::new(1));
     let flushes = Arc::new(AtomicUsize::new(0));
-    let h = d.register(ClientType::Queue, Gated(flushes.clone()), Placement::LeastLoaded).unwrap();
+    let h = d
+        .register(
+            ClientType::Queue,
+            Gated(flushes.clone()),
+            Placement::LeastLoaded,
+        )
+        .unwrap();
     d.dispatch(h, Event::Message(0)).unwrap();
     d.synchronize(h).unwrap();
     assert_eq!(flushes.load(Ordering::SeqCst), 0);
@@ -274,7 +421,9 @@ fn a_client_dispatches_to_another_processor_through_its_context() {
     impl Client<u64> for Forwarder {
         fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<'_, u64>) {
             if let ClientEvent::Message(m) = event {
-                ctx.dispatcher().dispatch(self.to, Event::Message(m * 10)).unwrap();
+                ctx.dispatcher()
+                    .dispatch(self.to, Event::Message(m * 10))
+                    .unwrap();
             }
         }
         fn flush(&mut self, _ctx: &mut Context<'_, u64>) {}
@@ -285,8 +434,16 @@ fn a_client_dispatches_to_another_processor_through_its_context() {
         .build()
         .unwrap();
     let (sink, log) = Recorder::new();
-    let sink = d.register(ClientType::Queue, sink, Placement::LeastLoaded).unwrap();
-    let fwd = d.register(ClientType::Session, Forwarder { to: sink }, Placement::LeastLoaded).unwrap();
+    let sink = d
+        .register(ClientType::Queue, sink, Placement::LeastLoaded)
+        .unwrap();
+    let fwd = d
+        .register(
+            ClientType::Session,
+            Forwarder { to: sink },
+            Placement::LeastLoaded,
+        )
+        .unwrap();
     d.dispatch(fwd, Event::Message(7)).unwrap();
     d.synchronize(fwd).unwrap();
     d.synchronize(sink).unwrap();
@@ -314,7 +471,9 @@ fn event_sizes() {
 fn a_full_queue_hands_the_event_back_and_dispatch_waits() {
     let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
     let (client, log) = Recorder::new();
-    let h = d.register(ClientType::Queue, client, Placement::LeastLoaded).unwrap();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
     let gate = block_processor(&d, h);
     for i in 0..4 {
         d.try_dispatch(h, Event::Message(i)).unwrap();
@@ -331,20 +490,37 @@ fn a_full_queue_hands_the_event_back_and_dispatch_waits() {
     gate.wait();
     waiter.join().unwrap().unwrap();
     d.synchronize(h).unwrap();
-    let messages: Vec<Seen> = log.lock().unwrap().iter().filter(|s| **s != Seen::Flush).cloned().collect();
+    let messages: Vec<Seen> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| **s != Seen::Flush)
+        .cloned()
+        .collect();
     assert_eq!(messages, (0..5).map(Seen::Message).collect::<Vec<_>>());
 }
 
 #[test]
 fn dispatch_after_shutdown_hands_the_event_back() {
     let mut d = one_queue(PoolConfig::new(1));
-    let h = d.register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded).unwrap();
+    let h = d
+        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
+        .unwrap();
     let handle = d.handle();
     d.shutdown();
-    assert!(matches!(handle.try_dispatch(h, Event::Message(1)), Err(DispatchError::ShutDown(Event::Message(1)))));
-    assert!(matches!(handle.dispatch(h, Event::Message(2)), Err(DispatchError::ShutDown(Event::Message(2)))));
+    assert!(matches!(
+        handle.try_dispatch(h, Event::Message(1)),
+        Err(DispatchError::ShutDown(Event::Message(1)))
+    ));
+    assert!(matches!(
+        handle.dispatch(h, Event::Message(2)),
+        Err(DispatchError::ShutDown(Event::Message(2)))
+    ));
     assert_eq!(handle.synchronize(h), Err(SyncError::ShutDown));
-    assert_eq!(handle.register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded), Err(RegisterError::ShutDown));
+    assert_eq!(
+        handle.register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded),
+        Err(RegisterError::ShutDown)
+    );
     d.shutdown(); // idempotent
 }
 
@@ -371,8 +547,15 @@ fn shutdown_drains_every_queue_and_flushes_in_order() {
         .build()
         .unwrap();
     let mut handles = Vec::new();
-    for (t, name) in [(ClientType::Cluster, "cluster"), (ClientType::Session, "session"), (ClientType::Queue, "queue")] {
-        handles.push(d.register(t, Last(order.clone(), name, 0), Placement::LeastLoaded).unwrap());
+    for (t, name) in [
+        (ClientType::Cluster, "cluster"),
+        (ClientType::Session, "session"),
+        (ClientType::Queue, "queue"),
+    ] {
+        handles.push(
+            d.register(t, Last(order.clone(), name, 0), Placement::LeastLoaded)
+                .unwrap(),
+        );
     }
     for h in &handles {
         for i in 0..1000 {
@@ -388,19 +571,33 @@ fn dropping_the_dispatcher_shuts_it_down() {
     let ran = Arc::new(AtomicUsize::new(0));
     {
         let d = one_queue(PoolConfig::new(1));
-        let h = d.register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded).unwrap();
+        let h = d
+            .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
+            .unwrap();
         for _ in 0..100 {
             let r = ran.clone();
-            d.dispatch(h, Event::Callback(Callback::new(move || drop(r.fetch_add(1, Ordering::SeqCst))))).unwrap();
+            d.dispatch(
+                h,
+                Event::Callback(Callback::new(move || {
+                    r.fetch_add(1, Ordering::SeqCst);
+                })),
+            )
+            .unwrap();
         }
     }
-    assert_eq!(ran.load(Ordering::SeqCst), 100, "every accepted event ran before the drop returned");
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        100,
+        "every accepted event ran before the drop returned"
+    );
 }
 
 #[test]
 fn watermark_alarms_are_edge_triggered_and_clear_at_the_low_mark() {
     let d = one_queue_unprobed(PoolConfig::new(1).capacity(256).watermarks(16, 128));
-    let h = d.register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded).unwrap();
+    let h = d
+        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
+        .unwrap();
     for _round in 0..2 {
         // Depth is sampled after the first event of a drain and every 64 events after it: with
         // 200 queued, a sample within the drain sees at least 135, above the high mark.
@@ -412,7 +609,10 @@ fn watermark_alarms_are_edge_triggered_and_clear_at_the_low_mark() {
         d.synchronize(h).unwrap();
     }
     let s = &d.stats()[0];
-    assert_eq!(s.high_watermark_alarms, 2, "raised once per fill, cleared in between: {s:?}");
+    assert_eq!(
+        s.high_watermark_alarms, 2,
+        "raised once per fill, cleared in between: {s:?}"
+    );
     assert!(s.max_depth >= 128);
 }
 
@@ -427,9 +627,11 @@ fn executor_posts_always_and_dispatches_in_place_on_its_own_thread() {
     let (o, e) = (order.clone(), exec.clone());
     exec.post(Callback::new(move || {
         let o2 = o.clone();
-        e.post(Callback::new(move || o2.lock().unwrap().push("posted"))).unwrap();
+        e.post(Callback::new(move || o2.lock().unwrap().push("posted")))
+            .unwrap();
         let o3 = o.clone();
-        e.dispatch(Callback::new(move || o3.lock().unwrap().push("in place"))).unwrap();
+        e.dispatch(Callback::new(move || o3.lock().unwrap().push("in place")))
+            .unwrap();
         o.lock().unwrap().push("outer done");
     }))
     .unwrap();
@@ -446,7 +648,11 @@ fn execute_on_all_runs_f_on_every_processor_then_done_once() {
     let (t, dn, t2) = (threads.clone(), done.clone(), threads.clone());
     d.execute_on_all(
         ClientType::Queue,
-        move || t.lock().unwrap().push(thread::current().name().unwrap().to_owned()),
+        move || {
+            t.lock()
+                .unwrap()
+                .push(thread::current().name().unwrap().to_owned())
+        },
         move || {
             assert_eq!(t2.lock().unwrap().len(), 3, "done runs after every f");
             dn.fetch_add(1, Ordering::SeqCst);
@@ -466,30 +672,50 @@ fn execute_on_all_runs_f_on_every_processor_then_done_once() {
 fn synchronize_waits_for_earlier_events_and_refuses_its_own_thread() {
     let d = one_queue(PoolConfig::new(1));
     let (client, log) = Recorder::new();
-    let h = d.register(ClientType::Queue, client, Placement::LeastLoaded).unwrap();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
     for i in 0..1000 {
         d.dispatch(h, Event::Message(i)).unwrap();
     }
     d.synchronize(h).unwrap();
-    assert_eq!(log.lock().unwrap().iter().filter(|s| matches!(s, Seen::Message(_))).count(), 1000);
+    assert_eq!(
+        log.lock()
+            .unwrap()
+            .iter()
+            .filter(|s| matches!(s, Seen::Message(_)))
+            .count(),
+        1000
+    );
     let result = Arc::new(Mutex::new(None));
     let (handle, r) = (d.handle(), result.clone());
-    d.execute(h.processor(), Callback::new(move || *r.lock().unwrap() = Some(handle.synchronize(h)))).unwrap();
+    d.execute(
+        h.processor(),
+        Callback::new(move || *r.lock().unwrap() = Some(handle.synchronize(h))),
+    )
+    .unwrap();
     d.synchronize(h).unwrap();
-    assert_eq!(*result.lock().unwrap(), Some(Err(SyncError::OwnThread(h.processor()))));
+    assert_eq!(
+        *result.lock().unwrap(),
+        Some(Err(SyncError::OwnThread(h.processor())))
+    );
 }
 
 #[test]
 fn dispatch_on_its_own_full_queue_hands_back_instead_of_deadlocking() {
     let d = one_queue_unprobed(PoolConfig::new(1).capacity(2));
-    let h = d.register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded).unwrap();
+    let h = d
+        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
+        .unwrap();
     let outcome = Arc::new(Mutex::new(Vec::new()));
     let (handle, out) = (d.handle(), outcome.clone());
     d.execute(
         h.processor(),
         Callback::new(move || {
             for i in 0..3 {
-                out.lock().unwrap().push(handle.dispatch(h, Event::Message(i)).is_ok());
+                out.lock()
+                    .unwrap()
+                    .push(handle.dispatch(h, Event::Message(i)).is_ok());
             }
         }),
     )
@@ -498,8 +724,8 @@ fn dispatch_on_its_own_full_queue_hands_back_instead_of_deadlocking() {
     // The queue holds 2 (one slot may be taken by the test's own `synchronize` marker):
     // the dispatch that finds it full hands its event back instead of waiting for itself.
     let outcome = outcome.lock().unwrap().clone();
-    assert_eq!(outcome[0], true);
-    assert_eq!(outcome[2], false, "{outcome:?}");
+    assert!(outcome[0]);
+    assert!(!outcome[2], "{outcome:?}");
 }
 
 // 9. Faults --------------------------------------------------------------------------------
@@ -516,17 +742,35 @@ fn a_panicking_handler_flush_or_callback_is_counted_and_the_processor_goes_on() 
     let d = one_queue(PoolConfig::new(1));
     let (mut client, log) = Recorder::new();
     client.panic_on = Some(2);
-    let h = d.register(ClientType::Queue, client, Placement::LeastLoaded).unwrap();
-    let f = d.register(ClientType::Queue, PanickyFlush, Placement::LeastLoaded).unwrap();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
+    let f = d
+        .register(ClientType::Queue, PanickyFlush, Placement::LeastLoaded)
+        .unwrap();
     for i in 0..4 {
         d.dispatch(h, Event::Message(i)).unwrap();
     }
-    d.dispatch(h, Event::Callback(Callback::new(|| panic!("callback fails")))).unwrap();
+    d.dispatch(
+        h,
+        Event::Callback(Callback::new(|| panic!("callback fails"))),
+    )
+    .unwrap();
     d.dispatch(f, Event::Message(0)).unwrap();
-    d.execute(h.processor(), Callback::new(|| panic!("dispatcher callback fails"))).unwrap();
+    d.execute(
+        h.processor(),
+        Callback::new(|| panic!("dispatcher callback fails")),
+    )
+    .unwrap();
     d.dispatch(h, Event::Message(5)).unwrap();
     d.synchronize(h).unwrap();
-    let messages: Vec<Seen> = log.lock().unwrap().iter().filter(|s| matches!(s, Seen::Message(_))).cloned().collect();
+    let messages: Vec<Seen> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| matches!(s, Seen::Message(_)))
+        .cloned()
+        .collect();
     assert_eq!(messages, [0, 1, 2, 3, 5].map(Seen::Message));
     assert_eq!(d.stats()[0].panics, 4);
 }
@@ -540,7 +784,11 @@ fn a_stuck_processor_is_reported() {
         .build()
         .unwrap();
     let p = d.processors(ClientType::Queue)[0];
-    d.execute(p, Callback::new(|| thread::sleep(Duration::from_millis(300)))).unwrap();
+    d.execute(
+        p,
+        Callback::new(|| thread::sleep(Duration::from_millis(300))),
+    )
+    .unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while d.stats()[0].stuck_reports == 0 && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(10));
@@ -560,9 +808,15 @@ fn stats_count_while_the_processor_runs() {
         .build()
         .unwrap();
     let (client, _log) = Recorder::new();
-    let h = d.register(ClientType::Queue, client, Placement::LeastLoaded).unwrap();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
     let big = [1_u8; 64];
-    d.dispatch(h, Event::Callback(Callback::spill(move || assert_eq!(big[0], 1)))).unwrap();
+    d.dispatch(
+        h,
+        Event::Callback(Callback::spill(move || assert_eq!(big[0], 1))),
+    )
+    .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicU64::new(0));
     let producer = {
@@ -587,5 +841,8 @@ fn stats_count_while_the_processor_runs() {
     assert_eq!(s.enqueued, s.processed + s.depth as u64);
     assert!(s.flushes > 0);
     assert!(s.batch_size.count > 0);
-    assert!(s.time_in_queue_ns.count > 0, "probes sampled the time in queue: {s:?}");
+    assert!(
+        s.time_in_queue_ns.count > 0,
+        "probes sampled the time in queue: {s:?}"
+    );
 }

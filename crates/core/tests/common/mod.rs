@@ -27,7 +27,13 @@ pub struct Recorder {
 impl Recorder {
     pub fn new() -> (Self, Arc<Mutex<Vec<Seen>>>) {
         let log = Arc::new(Mutex::new(Vec::new()));
-        (Self { log: log.clone(), panic_on: None }, log)
+        (
+            Self {
+                log: log.clone(),
+                panic_on: None,
+            },
+            log,
+        )
     }
 }
 

@@ -1,0 +1,206 @@
+//! Stress: 4 producer threads into every processor, mixed callbacks, typed messages and
+//! dispatcher callbacks, one in 1000 panicking. Every event is run exactly once or handed
+//! back, and the accounting is checked; then a second stream is cut by shutdown in its
+//! middle, with the same accounting. Bounded to a few seconds.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+
+use zerodispatch_core::*;
+
+const PRODUCERS: u64 = 4;
+const PER_PRODUCER: u64 = if cfg!(debug_assertions) {
+    50_000
+} else {
+    250_000
+};
+
+/// Runs callbacks; counts messages; panics on every message whose value is 999 mod 1000.
+struct Counting {
+    messages: Arc<AtomicU64>,
+}
+
+impl Client<u64> for Counting {
+    fn on_event(&mut self, event: ClientEvent<u64>, _ctx: &mut Context<'_, u64>) {
+        match event {
+            ClientEvent::Callback(cb) => cb.call(),
+            ClientEvent::Message(m) => {
+                self.messages.fetch_add(1, Ordering::Relaxed);
+                if m % 1000 == 999 {
+                    panic!("planned panic on message {m}");
+                }
+            }
+        }
+    }
+    fn flush(&mut self, _ctx: &mut Context<'_, u64>) {}
+}
+
+#[derive(Default)]
+struct Tally {
+    callbacks_run: AtomicU64,
+    accepted: AtomicU64,
+    handed_back: AtomicU64,
+    refused_at_shutdown: AtomicU64,
+    panicking_sent: AtomicU64,
+}
+
+fn dispatcher() -> Dispatcher<u64> {
+    // The planned panics are caught and counted by the processors; keep the default hook
+    // from printing a report (and a backtrace) for each of them.
+    std::panic::set_hook(Box::new(|_| {}));
+    Dispatcher::builder()
+        .pool(ClientType::Session, PoolConfig::new(1).capacity(512))
+        .pool(ClientType::Queue, PoolConfig::new(2).capacity(512))
+        .pool(ClientType::Cluster, PoolConfig::new(1).capacity(512))
+        .build()
+        .unwrap()
+}
+
+/// Sends `PER_PRODUCER` events from each of `PRODUCERS` threads round-robin to `clients`;
+/// a producer stops early at its first `ShutDown` (or once `stop` is set).
+fn run_producers(
+    handle: &DispatcherHandle<u64>,
+    clients: &[ClientHandle],
+    tally: &Arc<Tally>,
+    stop: &Arc<AtomicBool>,
+) -> Vec<thread::JoinHandle<()>> {
+    (0..PRODUCERS)
+        .map(|p| {
+            let (handle, clients, tally, stop) = (
+                handle.clone(),
+                clients.to_vec(),
+                tally.clone(),
+                stop.clone(),
+            );
+            thread::spawn(move || {
+                for i in 0..PER_PRODUCER {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let to = clients[((p + i) % clients.len() as u64) as usize];
+                    let event = match i % 3 {
+                        0 => {
+                            if i % 1000 == 999 {
+                                tally.panicking_sent.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Event::Message(i)
+                        }
+                        1 => {
+                            let t = tally.clone();
+                            Event::Callback(Callback::new(move || {
+                                t.callbacks_run.fetch_add(1, Ordering::Relaxed);
+                            }))
+                        }
+                        _ => {
+                            let t = tally.clone();
+                            Event::DispatcherCallback(Callback::new(move || {
+                                t.callbacks_run.fetch_add(1, Ordering::Relaxed);
+                            }))
+                        }
+                    };
+                    let result = if i % 2 == 0 {
+                        handle.dispatch(to, event)
+                    } else {
+                        handle.try_dispatch(to, event)
+                    };
+                    match result {
+                        Ok(()) => {
+                            tally.accepted.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(DispatchError::Full(_)) => {
+                            tally.handed_back.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(DispatchError::ShutDown(_)) => {
+                            tally.handed_back.fetch_add(1, Ordering::Relaxed);
+                            tally.refused_at_shutdown.fetch_add(1, Ordering::Relaxed);
+                            // Every later dispatch would be refused too.
+                            break;
+                        }
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+fn register_all(d: &Dispatcher<u64>, messages: &Arc<AtomicU64>) -> Vec<ClientHandle> {
+    let mut clients = Vec::new();
+    for t in ClientType::ALL {
+        for p in d.processors(t) {
+            for _ in 0..2 {
+                let client = Counting {
+                    messages: messages.clone(),
+                };
+                clients.push(
+                    d.register(t, client, Placement::Processor(p.index))
+                        .unwrap(),
+                );
+            }
+        }
+    }
+    clients
+}
+
+#[test]
+fn every_event_runs_once_or_is_handed_back() {
+    let mut d = dispatcher();
+    let messages = Arc::new(AtomicU64::new(0));
+    let clients = register_all(&d, &messages);
+    let tally = Arc::new(Tally::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    for t in run_producers(&d.handle(), &clients, &tally, &stop) {
+        t.join().unwrap();
+    }
+    d.shutdown();
+    let stats = d.stats();
+    let sent = PRODUCERS * PER_PRODUCER;
+    let accepted = tally.accepted.load(Ordering::Relaxed);
+    let ran = tally.callbacks_run.load(Ordering::Relaxed) + messages.load(Ordering::Relaxed);
+    assert_eq!(accepted + tally.handed_back.load(Ordering::Relaxed), sent);
+    assert_eq!(ran, accepted, "every accepted event ran exactly once");
+    // A panicking message may have been handed back (full queue) rather than run, so the
+    // panics caught are at most the panicking messages sent.
+    let panics: u64 = stats.iter().map(|s| s.panics).sum();
+    assert!(panics > 0 && panics <= tally.panicking_sent.load(Ordering::Relaxed));
+    println!(
+        "stress: sent {sent}, accepted {accepted}, handed back (full) {}, ran {ran}, panics caught {panics}",
+        tally.handed_back.load(Ordering::Relaxed)
+    );
+}
+
+#[test]
+fn shutdown_in_the_middle_of_a_stream_loses_nothing() {
+    let mut d = dispatcher();
+    let messages = Arc::new(AtomicU64::new(0));
+    let clients = register_all(&d, &messages);
+    let tally = Arc::new(Tally::default());
+    let stop = Arc::new(AtomicBool::new(false)); // never set: producers stop at ShutDown
+    let producers = run_producers(&d.handle(), &clients, &tally, &stop);
+    while tally.accepted.load(Ordering::Relaxed) < PER_PRODUCER {
+        thread::yield_now();
+    }
+    d.shutdown();
+    for t in producers {
+        t.join().unwrap();
+    }
+    let accepted = tally.accepted.load(Ordering::Relaxed);
+    let ran = tally.callbacks_run.load(Ordering::Relaxed) + messages.load(Ordering::Relaxed);
+    let refused = tally.refused_at_shutdown.load(Ordering::Relaxed);
+    assert_eq!(
+        ran, accepted,
+        "every event accepted before shutdown ran exactly once"
+    );
+    assert!(
+        accepted < PRODUCERS * PER_PRODUCER,
+        "shutdown came in the middle of the stream"
+    );
+    assert!(
+        refused > 0,
+        "producers still sending were handed their events back"
+    );
+    println!(
+        "shutdown mid-stream: accepted {accepted}, ran {ran}, handed back {} ({refused} at shutdown)",
+        tally.handed_back.load(Ordering::Relaxed)
+    );
+}

@@ -1,0 +1,193 @@
+//! Proof that a running dispatcher allocates nothing per event: a counting
+//! `#[global_allocator]` over all threads (producers, processors, the monitor), 1,000,000
+//! events after warm-up, callbacks and typed messages, with flushes.
+//!
+//! Its own test binary with a single `#[test]`, so that no other test allocates while it
+//! measures.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+
+use zerodispatch_core::*;
+
+struct CountingAllocator;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged; the
+// counter has no effect on the memory returned.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc::alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: `ptr` and `layout` come from this allocator, hence from `System`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` and `layout` come from this allocator, hence from `System`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+const EVENTS: u64 = 1_000_000;
+const WARM_UP: u64 = 20_000;
+
+/// A confirm: queue id, message GUID, sub-queue id.
+#[derive(Clone, Copy)]
+struct Confirm {
+    queue: u32,
+    guid: [u8; 16],
+    sub_queue: u32,
+}
+
+/// Counts what it handles and flushes; single writer, so plain loads and stores.
+struct Queue {
+    handled: Arc<AtomicU64>,
+    sum: Arc<AtomicU64>,
+    flushes: Arc<AtomicU64>,
+}
+
+impl Client<Confirm> for Queue {
+    fn on_event(&mut self, event: ClientEvent<Confirm>, _ctx: &mut Context<'_, Confirm>) {
+        match event {
+            ClientEvent::Callback(cb) => cb.call(),
+            ClientEvent::Message(c) => {
+                let seq = u64::from_le_bytes(c.guid[..8].try_into().unwrap());
+                assert_eq!((c.queue, c.sub_queue), ((seq % 8) as u32, 1));
+                self.sum
+                    .store(self.sum.load(Ordering::Relaxed) + seq, Ordering::Relaxed);
+            }
+        }
+        self.handled
+            .store(self.handled.load(Ordering::Relaxed) + 1, Ordering::Release);
+    }
+
+    fn flush(&mut self, _ctx: &mut Context<'_, Confirm>) {
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn confirm(seq: u64) -> Confirm {
+    let mut guid = [0; 16];
+    guid[..8].copy_from_slice(&seq.to_le_bytes());
+    Confirm {
+        queue: (seq % 8) as u32,
+        guid,
+        sub_queue: 1,
+    }
+}
+
+#[test]
+fn a_running_dispatcher_allocates_nothing_per_event() {
+    let dispatcher = Dispatcher::<Confirm>::builder()
+        .pool(ClientType::Queue, PoolConfig::new(1).max_batch(64))
+        .pool(ClientType::Session, PoolConfig::new(1))
+        .build()
+        .unwrap();
+    let (handled, sum, flushes) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let queue = dispatcher
+        .register(
+            ClientType::Queue,
+            Queue {
+                handled: handled.clone(),
+                sum: sum.clone(),
+                flushes: flushes.clone(),
+            },
+            Placement::LeastLoaded,
+        )
+        .unwrap();
+    let callback_sum = Arc::new(AtomicU64::new(0));
+    let session = dispatcher.processors(ClientType::Session)[0];
+    let session_ran = Arc::new(AtomicU64::new(0));
+
+    // Typed confirms and callbacks to the queue client, and every 1000th event a
+    // dispatcher callback to the session processor (which flushes first).
+    let send = |range: std::ops::Range<u64>| {
+        for seq in range {
+            let c = confirm(seq);
+            let event = if seq % 2 == 0 {
+                Event::Message(c)
+            } else {
+                // Cloning an Arc is no allocation; the closure is inline.
+                let s = callback_sum.clone();
+                Event::Callback(Callback::new(move || {
+                    s.fetch_add(
+                        u64::from_le_bytes(c.guid[..8].try_into().unwrap()),
+                        Ordering::Relaxed,
+                    );
+                }))
+            };
+            dispatcher.dispatch(queue, event).unwrap();
+            if seq % 1000 == 0 {
+                let r = session_ran.clone();
+                dispatcher
+                    .execute(
+                        session,
+                        Callback::new(move || {
+                            r.fetch_add(1, Ordering::Relaxed);
+                        }),
+                    )
+                    .unwrap();
+            }
+        }
+    };
+    let wait_for = |n: u64| {
+        while handled.load(Ordering::Acquire) < n {
+            thread::yield_now();
+        }
+    };
+
+    send(0..WARM_UP);
+    wait_for(WARM_UP);
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    send(WARM_UP..WARM_UP + EVENTS);
+    wait_for(WARM_UP + EVENTS);
+    let after = ALLOCATIONS.load(Ordering::SeqCst);
+
+    let total = WARM_UP + EVENTS;
+    let even: u64 = (0..total).filter(|s| s % 2 == 0).sum();
+    let odd: u64 = (0..total).filter(|s| s % 2 == 1).sum();
+    assert_eq!(
+        sum.load(Ordering::Relaxed),
+        even,
+        "every typed confirm handled once"
+    );
+    assert_eq!(
+        callback_sum.load(Ordering::Relaxed),
+        odd,
+        "every callback ran once"
+    );
+    assert!(
+        flushes.load(Ordering::Relaxed) >= EVENTS / 64,
+        "flushed at least every max_batch events"
+    );
+    assert_eq!(
+        after - before,
+        0,
+        "{EVENTS} events through a running dispatcher allocated {} times",
+        after - before
+    );
+    drop(dispatcher);
+    assert_eq!(
+        session_ran.load(Ordering::Relaxed),
+        (WARM_UP + EVENTS) / 1000
+    );
+}
