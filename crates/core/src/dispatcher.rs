@@ -100,6 +100,9 @@ pub enum RegisterError {
     NoSuchProcessor(ProcessorId),
     /// The processor's client table is full (65,535 clients).
     TableFull(ProcessorId),
+    /// Registering from the processor's own thread while its queue is full (waiting
+    /// could never end); the client was dropped.
+    QueueFull(ProcessorId),
     /// Shutdown has started; the client was dropped.
     ShutDown,
 }
@@ -110,6 +113,12 @@ impl fmt::Display for RegisterError {
             RegisterError::NoProcessors(t) => write!(f, "no {t} processors are configured"),
             RegisterError::NoSuchProcessor(p) => write!(f, "there is no processor {p}"),
             RegisterError::TableFull(p) => write!(f, "processor {p} has no free client slot"),
+            RegisterError::QueueFull(p) => {
+                write!(
+                    f,
+                    "registering on {p} from its own thread while its queue is full"
+                )
+            }
             RegisterError::ShutDown => write!(f, "the dispatcher is shutting down"),
         }
     }
@@ -154,56 +163,61 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         self.shared.pools[id.client_type.index()].get(usize::from(id.index))
     }
 
-    fn target(&self, handle: ClientHandle) -> &ProcessorShared<M> {
-        // A handle is only made by `register` of a dispatcher, whose pools never change.
-        self.processor(handle.processor)
-            .expect("a ClientHandle from another dispatcher")
-    }
-
     /// Enqueues `event` for the client `to`, or hands it back at once if the processor's
     /// queue is full or shutdown has started. Never blocks, never allocates.
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// If `to` was issued by another dispatcher with a different set of processors.
+    /// The event comes back in [`DispatchError::Full`], [`DispatchError::ShutDown`], or
+    /// [`DispatchError::NoSuchProcessor`] for a handle of another dispatcher.
     #[inline]
     pub fn try_dispatch(
         &self,
         to: ClientHandle,
         event: Event<M>,
     ) -> Result<(), DispatchError<Event<M>>> {
-        self.target(to)
+        let Some(target) = self.processor(to.processor) else {
+            return Err(DispatchError::NoSuchProcessor(event));
+        };
+        target
             .try_push(Item::new(to.key, event))
             .map_err(|e| e.map(Item::into_event))
     }
 
     /// Enqueues `event` for the client `to`, waiting with backoff while the queue is full.
-    /// Hands the event back if shutdown has started, or if the queue is full and this is
-    /// the processor's own thread (where waiting could never end). Never allocates.
+    /// Never allocates.
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// As [`try_dispatch`](Self::try_dispatch).
+    /// As [`try_dispatch`](Self::try_dispatch), except that a full queue is waited for;
+    /// `Full` comes back only on the processor's own thread, where waiting could never end.
     #[inline]
     pub fn dispatch(
         &self,
         to: ClientHandle,
         event: Event<M>,
     ) -> Result<(), DispatchError<Event<M>>> {
-        self.target(to)
+        let Some(target) = self.processor(to.processor) else {
+            return Err(DispatchError::NoSuchProcessor(event));
+        };
+        target
             .push(Item::new(to.key, event))
             .map_err(|e| e.map(Item::into_event))
     }
 
     /// Runs `callback` on `processor` as a dispatcher callback (after flushing its
     /// clients), waiting while its queue is full, like [`dispatch`](Self::dispatch).
+    ///
+    /// # Errors
+    ///
+    /// As [`dispatch`](Self::dispatch), with the callback handed back.
     pub fn execute(
         &self,
         processor: ProcessorId,
         callback: Callback,
     ) -> Result<(), DispatchError<Callback>> {
         let Some(p) = self.processor(processor) else {
-            return Err(DispatchError::ShutDown(callback));
+            return Err(DispatchError::NoSuchProcessor(callback));
         };
         p.push(Item::DispatcherCallback(callback)).map_err(|e| {
             e.map(|item| match item.into_event() {
@@ -271,13 +285,16 @@ impl<M: Send + 'static> DispatcherHandle<M> {
                 processor: processor.id,
                 key,
             }),
-            Err(_) => {
+            Err(e) => {
                 processor
                     .slots
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .release(key);
-                Err(RegisterError::ShutDown)
+                Err(match e {
+                    DispatchError::Full(_) => RegisterError::QueueFull(processor.id),
+                    _ => RegisterError::ShutDown,
+                })
             }
         }
     }
@@ -288,9 +305,13 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     ///
     /// # Errors
     ///
-    /// `ShutDown` if shutdown has started (the processor drops its clients itself then).
+    /// `ShutDown` if shutdown has started (the processor drops its clients itself then),
+    /// `NoSuchProcessor` for a handle of another dispatcher.
     pub fn unregister(&self, handle: ClientHandle) -> Result<(), DispatchError<ClientHandle>> {
-        self.target(handle)
+        let Some(target) = self.processor(handle.processor) else {
+            return Err(DispatchError::NoSuchProcessor(handle));
+        };
+        target
             .push(Item::Unregister { key: handle.key })
             .map_err(|e| e.map(|_| handle))
     }
@@ -369,7 +390,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             }
         }
         let pool = &self.shared.pools[client_type.index()];
-        if self.shared.is_shutting_down() || pool.iter().all(|p| p.is_closed()) {
+        if self.shared.is_shutting_down() {
             return Err(DispatchError::ShutDown(done));
         }
         if pool.is_empty() {

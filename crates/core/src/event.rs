@@ -96,13 +96,18 @@ pub enum DispatchError<T> {
     Full(T),
     /// Shutdown has started: the processor accepts no more events.
     ShutDown(T),
+    /// The handle or processor id names no processor of this dispatcher (it came from
+    /// another dispatcher, or was made up).
+    NoSuchProcessor(T),
 }
 
 impl<T> DispatchError<T> {
     /// The event handed back.
     pub fn into_inner(self) -> T {
         match self {
-            DispatchError::Full(t) | DispatchError::ShutDown(t) => t,
+            DispatchError::Full(t)
+            | DispatchError::ShutDown(t)
+            | DispatchError::NoSuchProcessor(t) => t,
         }
     }
 
@@ -110,6 +115,7 @@ impl<T> DispatchError<T> {
         match self {
             DispatchError::Full(t) => DispatchError::Full(f(t)),
             DispatchError::ShutDown(t) => DispatchError::ShutDown(f(t)),
+            DispatchError::NoSuchProcessor(t) => DispatchError::NoSuchProcessor(f(t)),
         }
     }
 }
@@ -119,6 +125,7 @@ impl<T> fmt::Debug for DispatchError<T> {
         match self {
             DispatchError::Full(_) => f.write_str("Full(..)"),
             DispatchError::ShutDown(_) => f.write_str("ShutDown(..)"),
+            DispatchError::NoSuchProcessor(_) => f.write_str("NoSuchProcessor(..)"),
         }
     }
 }
@@ -131,6 +138,9 @@ impl<T> fmt::Display for DispatchError<T> {
             }
             DispatchError::ShutDown(_) => {
                 f.write_str("the dispatcher is shutting down; the event is handed back")
+            }
+            DispatchError::NoSuchProcessor(_) => {
+                f.write_str("no processor of this dispatcher has that id; the event is handed back")
             }
         }
     }

@@ -846,3 +846,33 @@ fn stats_count_while_the_processor_runs() {
         "probes sampled the time in queue: {s:?}"
     );
 }
+
+#[test]
+fn ids_of_another_dispatcher_are_errors_that_hand_the_event_back() {
+    let small = one_queue(PoolConfig::new(1));
+    let big = one_queue(PoolConfig::new(3));
+    let far = big
+        .register(
+            ClientType::Queue,
+            Recorder::new().0,
+            Placement::Processor(2),
+        )
+        .unwrap();
+    assert!(matches!(
+        small.try_dispatch(far, Event::Message(1)),
+        Err(DispatchError::NoSuchProcessor(Event::Message(1)))
+    ));
+    assert!(matches!(
+        small.dispatch(far, Event::Message(2)),
+        Err(DispatchError::NoSuchProcessor(Event::Message(2)))
+    ));
+    assert!(matches!(
+        small.execute(far.processor(), Callback::new(|| ())),
+        Err(DispatchError::NoSuchProcessor(_))
+    ));
+    assert_eq!(
+        small.synchronize(far),
+        Err(SyncError::NoSuchProcessor(far.processor()))
+    );
+    assert!(matches!(small.unregister(far), Err(DispatchError::NoSuchProcessor(h)) if h == far));
+}
