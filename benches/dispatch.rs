@@ -20,7 +20,9 @@
 //! Every subject is started once per function and dropped before the next starts: on a
 //! small machine an idle-spinning one would take a core from the next.
 //!
-//! Run: `cargo bench --bench dispatch`. Figures: `docs/benchmarks.md`.
+//! Run: `cargo bench --bench dispatch`; with `ZERODISPATCH_BENCH_STATS=1` each of our
+//! dispatchers also prints its processors' parks, flushes and batch sizes when its function
+//! ends. Figures: `docs/benchmarks.md`.
 
 mod ours;
 mod peers;

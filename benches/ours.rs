@@ -36,6 +36,11 @@ use zerodispatch::{
 /// channel peers' capacity.
 pub const CAPACITY: usize = PoolConfig::DEFAULT_CAPACITY;
 
+/// When this environment variable is set, each [`Ours`] prints its processors' statistics
+/// (parks, flushes, batch sizes) to stderr when it is dropped, at the end of its function:
+/// what to look at when retuning the wait strategy.
+pub const STATS_VAR: &str = "ZERODISPATCH_BENCH_STATS";
+
 /// Sets up a group of the dispatch benches: throughput per message, and few samples of many
 /// items each, so that a sample measures a steady stream (hundreds of thousands of items)
 /// rather than the start and end of a short burst.
@@ -370,6 +375,20 @@ impl<V: Variant> Drop for Ours<V> {
             drop(jobs);
             // A helper that panicked has nothing left to report here.
             let _ = helper.join();
+        }
+        if std::env::var_os(STATS_VAR).is_some() {
+            for s in self.dispatcher.stats() {
+                eprintln!(
+                    "{}: processed {} parks {} flushes {} batch p50 {} mean {:.1} max depth {}",
+                    s.processor,
+                    s.processed,
+                    s.parks,
+                    s.flushes,
+                    s.batch_size.p50,
+                    s.batch_size.mean,
+                    s.max_depth
+                );
+            }
         }
         // The dispatcher field drops next: it shuts down, draining and joining processors.
     }

@@ -69,6 +69,10 @@ fn run<M: Send + 'static>(shared: &Shared<M>, stop: &AtomicBool) {
         }
         let now = Instant::now();
         for (processor, watch) in shared.processors().zip(watches.iter_mut()) {
+            processor
+                .stats
+                .publish_requested
+                .store(true, Ordering::Relaxed);
             let processed = processor.stats.counters.processed.get();
             let asleep = processor.is_sleeping();
             if processed != watch.processed || asleep || processor.queue.is_empty() {

@@ -284,23 +284,37 @@ impl<M: Send + 'static> Runner<M> {
     }
 
     fn wait_for_work(&mut self) {
+        if self.spin_for_work() {
+            return;
+        }
+        // Going to sleep: a requested histogram merge costs the event path nothing now.
+        self.publish_histograms(false);
         let shared = &*self.shared;
         let has_work = || !shared.queue.is_empty() || shared.stop.load(Ordering::SeqCst);
+        if shared.gate.sleep_unless(has_work, thread::park) {
+            shared.stats.counters.parks.add(1);
+        }
+    }
+
+    /// Polls for work by the wait strategy; `true` if work (or a stop) came, `false` if
+    /// it is time to park.
+    fn spin_for_work(&self) -> bool {
+        let shared = &*self.shared;
+        let has_work = || !shared.queue.is_empty() || shared.stop.load(Ordering::SeqCst);
+        let backoff = Backoff::new();
         let spins = match shared.config.wait {
             WaitStrategy::BusySpin => {
-                let backoff = Backoff::new();
                 while !has_work() {
                     backoff.spin();
                 }
-                return;
+                return true;
             }
             WaitStrategy::SpinThenPark { spins } => spins,
             WaitStrategy::Park => 0,
         };
-        let backoff = Backoff::new();
         for _ in 0..spins {
             if has_work() {
-                return;
+                return true;
             }
             if backoff.is_completed() {
                 thread::yield_now();
@@ -308,9 +322,7 @@ impl<M: Send + 'static> Runner<M> {
                 backoff.snooze();
             }
         }
-        if shared.gate.sleep_unless(has_work, thread::park) {
-            shared.stats.counters.parks.add(1);
-        }
+        false
     }
 
     /// Samples the queue depth: max depth and the watermark alarm (edge-triggered, cleared
@@ -448,16 +460,23 @@ impl<M: Send + 'static> Runner<M> {
         }
     }
 
-    /// Merges the private histograms into the shared ones, if no reader holds them (or, at
-    /// exit, waiting for the reader).
-    fn publish_histograms(&mut self, wait: bool) {
+    /// Merges the private histograms into the shared ones: at exit (waiting for a reader
+    /// that holds them), otherwise only when the monitor or a reader asked and no reader
+    /// holds them. A merge walks every bucket (thousands), far too much for every flush
+    /// point; on request it happens about once per `monitor_interval`.
+    fn publish_histograms(&mut self, at_exit: bool) {
+        let requested = &self.shared.stats.publish_requested;
+        if !at_exit && !requested.load(Ordering::Relaxed) {
+            return;
+        }
         let shared = &self.shared.stats.histograms;
-        let guard = if wait {
+        let guard = if at_exit {
             Some(shared.lock().unwrap_or_else(|p| p.into_inner()))
         } else {
             shared.try_lock().ok()
         };
         if let Some(mut shared) = guard {
+            requested.store(false, Ordering::Relaxed);
             self.histograms.drain_into(&mut shared);
         }
     }

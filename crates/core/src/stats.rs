@@ -9,7 +9,7 @@
 
 use std::sync::Mutex;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
@@ -123,11 +123,15 @@ impl Histograms {
     }
 }
 
-/// Everything a processor publishes about itself.
+/// Everything a processor publishes about itself. Histograms lag by up to one
+/// `monitor_interval` (or until the processor's next flush point or sleep).
 #[derive(Debug)]
 pub(crate) struct ProcessorStats {
     pub(crate) counters: CachePadded<Counters>,
     pub(crate) histograms: Mutex<Histograms>,
+    /// Set by the monitor (every tick) and by readers; the processor merges its private
+    /// histograms into `histograms` at its next flush point or before it sleeps.
+    pub(crate) publish_requested: AtomicBool,
     pub(crate) pinning: OnceLock<Pinning>,
 }
 
@@ -136,6 +140,7 @@ impl ProcessorStats {
         Self {
             counters: CachePadded::new(Counters::default()),
             histograms: Mutex::new(Histograms::new()),
+            publish_requested: AtomicBool::new(false),
             pinning: OnceLock::new(),
         }
     }

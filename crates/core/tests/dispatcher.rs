@@ -46,6 +46,23 @@ fn block_processor(d: &DispatcherHandle<u64>, handle: ClientHandle) -> Arc<Barri
     barrier
 }
 
+/// The first processor's stats once `ready` holds: histograms are merged into the shared
+/// copy on request (every monitor tick, or a read), at the processor's next flush point or
+/// before it sleeps.
+fn stats_once_published(
+    d: &Dispatcher<u64>,
+    ready: impl Fn(&ProcessorSnapshot) -> bool,
+) -> ProcessorSnapshot {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = d.stats()[0].clone();
+        if ready(&s) || Instant::now() > deadline {
+            return s;
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
 // 1. Configuration ---------------------------------------------------------------------
 
 #[test]

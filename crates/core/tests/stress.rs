@@ -111,6 +111,9 @@ fn run_producers(
                         Err(DispatchError::Full(_)) => {
                             tally.handed_back.fetch_add(1, Ordering::Relaxed);
                         }
+                        Err(DispatchError::NoSuchProcessor(_)) => {
+                            unreachable!("every handle is of this dispatcher")
+                        }
                         Err(DispatchError::ShutDown(_)) => {
                             tally.handed_back.fetch_add(1, Ordering::Relaxed);
                             tally.refused_at_shutdown.fetch_add(1, Ordering::Relaxed);
