@@ -4,15 +4,25 @@
 //! cargo run --release --example compare
 //! ```
 //!
-//! It measures, in this run and on this machine, the cost per callback of a confirm
-//! functor carried three ways: called directly (the work alone), as an inline `Callback`,
-//! and as a `BoxedCallback` (`Box<dyn FnOnce>`), on one thread and across two threads.
-//! Each case runs several rounds, interleaved so that noise from other processes falls on
-//! all cases alike, and the table shows the median. Criterion versions of the same
-//! measurements: `cargo bench --bench callback`.
+//! It measures, in this run and on this machine:
+//!
+//! 1. the cost per callback of a confirm functor carried three ways: called directly (the
+//!    work alone), as an inline `Callback`, and as a `BoxedCallback` (`Box<dyn FnOnce>`), on
+//!    one thread and across two threads;
+//! 2. one producer thread into one processor: our dispatcher carrying inline callbacks,
+//!    typed confirms and boxed callbacks, against crossbeam-channel and std `sync_channel`
+//!    carrying boxed closures, and the `disruptor` crate carrying plain data.
+//!
+//! Each case runs several rounds and the table shows the median. Criterion versions of the
+//! same measurements: `cargo bench --bench callback` and `cargo bench --bench dispatch`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
+
+#[path = "../benches/ours.rs"]
+mod ours;
+#[path = "../benches/peers.rs"]
+mod peers;
 
 use zerodispatch::measure::Relay;
 use zerodispatch::workload::confirm_functor;
@@ -39,6 +49,68 @@ fn same_thread<C>(calls: u64, make: impl Fn(u64) -> C, call: impl Fn(C)) -> Dura
         call(black_box(make(seq)));
     }
     start.elapsed()
+}
+
+/// Events per round of the dispatch comparison.
+const DISPATCH_EVENTS: u64 = 1_000_000;
+/// Rounds per subject of the dispatch comparison (after one warm-up round).
+const DISPATCH_ROUNDS: usize = 3;
+
+/// Median ns per event of `run` over the rounds, after one warm-up round.
+fn dispatch_ns<P>(subject: P, run: impl Fn(&P, u64) -> Duration) -> f64 {
+    run(&subject, DISPATCH_EVENTS / 4);
+    let samples = (0..DISPATCH_ROUNDS)
+        .map(|_| time_per_call(DISPATCH_EVENTS, |n| run(&subject, n)))
+        .collect();
+    median(samples)
+}
+
+fn compare_dispatch() {
+    println!();
+    println!(
+        "one producer thread -> one processor or consumer thread, {DISPATCH_EVENTS} confirms, median of {DISPATCH_ROUNDS} rounds"
+    );
+    println!();
+    // One subject at a time: a spinning consumer left running would take a core.
+    let rows: Vec<(&str, f64)> = vec![
+        (
+            "zerodispatch, inline Callback",
+            dispatch_ns(ours::Ours::<ours::Inline>::one_to_one(1), ours::Ours::run),
+        ),
+        (
+            "zerodispatch, typed message",
+            dispatch_ns(ours::Ours::<ours::Typed>::one_to_one(1), ours::Ours::run),
+        ),
+        (
+            "zerodispatch, BoxedCallback",
+            dispatch_ns(ours::Ours::<ours::Boxed>::one_to_one(1), ours::Ours::run),
+        ),
+        (
+            "crossbeam-channel, Box<dyn FnOnce>",
+            dispatch_ns(peers::CrossbeamBoxed::new(1), peers::CrossbeamBoxed::run),
+        ),
+        (
+            "std sync_channel, Box<dyn FnOnce>",
+            dispatch_ns(peers::StdMpscBoxed::new(1), peers::StdMpscBoxed::run),
+        ),
+        (
+            "disruptor, plain data, one at a time",
+            dispatch_ns(peers::DisruptorTyped::new(), peers::DisruptorTyped::run),
+        ),
+        (
+            "disruptor, plain data, batches of 16",
+            dispatch_ns(
+                peers::DisruptorTypedBatch::new(),
+                peers::DisruptorTypedBatch::run,
+            ),
+        ),
+    ];
+    let inline = rows[0].1;
+    println!("| case                                 | ns/event | vs zerodispatch inline |");
+    println!("| ------------------------------------ | -------- | ---------------------- |");
+    for (name, ns) in &rows {
+        println!("| {name:<36} | {ns:>8.1} | {:>21.2}x |", ns / inline);
+    }
 }
 
 fn main() {
@@ -120,4 +192,5 @@ fn main() {
          than the one that allocated it)",
         x_boxed / x_inline
     );
+    compare_dispatch();
 }

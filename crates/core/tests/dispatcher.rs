@@ -392,7 +392,8 @@ fn a_queue_that_never_drains_still_flushes_every_max_batch_events() {
         flushes_at.len() >= 3,
         "a flush at least every 4 events: {log:?}"
     );
-    let stats = &d.stats()[0];
+    let stats = stats_once_published(&d, |s| s.batch_size.count > 0);
+    assert!(stats.batch_size.count > 0);
     assert!(
         stats.batch_size.max <= 4,
         "no batch above max_batch: {:?}",
@@ -857,9 +858,12 @@ fn stats_count_while_the_processor_runs() {
     assert!(s.processed >= sent.load(Ordering::Relaxed) + 3);
     assert_eq!(s.enqueued, s.processed + s.depth as u64);
     assert!(s.flushes > 0);
+    let s = stats_once_published(&d, |s| {
+        s.batch_size.count > 0 && s.time_in_queue_ns.count > 0
+    });
     assert!(s.batch_size.count > 0);
     assert!(
-        s.time_in_queue_ns.count > 0,
+        s.time_in_queue_ns.count > 0 && s.time_in_queue_ns.max > 0,
         "probes sampled the time in queue: {s:?}"
     );
 }
