@@ -123,8 +123,12 @@ impl Histograms {
     }
 }
 
-/// Everything a processor publishes about itself. Histograms lag by up to one
-/// `monitor_interval` (or until the processor's next flush point or sleep).
+/// Everything a processor publishes about itself.
+///
+/// Counters are current. Histograms are merged into the shared copy when asked (every
+/// monitor tick, and by each read) at the processor's next flush point or before it
+/// sleeps: a busy processor's lag by about one `monitor_interval`, and an idle one's show
+/// everything up to its last sleep once it next wakes.
 #[derive(Debug)]
 pub(crate) struct ProcessorStats {
     pub(crate) counters: CachePadded<Counters>,
@@ -174,6 +178,11 @@ impl Percentiles {
 }
 
 /// A snapshot of one processor's statistics, read while it runs.
+///
+/// Counters are current. The histograms are what the processor last published: it merges
+/// them when asked (every monitor tick, and by each read) at its next flush point or before
+/// it sleeps, so a busy processor's lag by about one `monitor_interval`, and an idle one
+/// publishes when it next wakes.
 #[derive(Clone, Debug)]
 pub struct ProcessorSnapshot {
     /// Which processor.

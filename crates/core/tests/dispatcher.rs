@@ -46,20 +46,22 @@ fn block_processor(d: &DispatcherHandle<u64>, handle: ClientHandle) -> Arc<Barri
     barrier
 }
 
-/// The first processor's stats once `ready` holds: histograms are merged into the shared
-/// copy on request (every monitor tick, or a read), at the processor's next flush point or
-/// before it sleeps.
+/// The first processor's stats once `ready` holds. Histograms are merged into the shared
+/// copy when asked (by `stats()` or the monitor) at the processor's next flush point or
+/// before it sleeps, so an idle processor publishes when it next wakes: `synchronize`
+/// wakes it.
 fn stats_once_published(
     d: &Dispatcher<u64>,
     ready: impl Fn(&ProcessorSnapshot) -> bool,
 ) -> ProcessorSnapshot {
     let deadline = Instant::now() + Duration::from_secs(10);
+    let processor = d.processors(ClientType::Queue)[0];
     loop {
         let s = d.stats()[0].clone();
         if ready(&s) || Instant::now() > deadline {
             return s;
         }
-        thread::sleep(Duration::from_millis(2));
+        d.synchronize(processor).unwrap();
     }
 }
 
