@@ -32,10 +32,8 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use zerodispatch::{ClientType, WaitStrategy};
 
-use ours::{Boxed, Inline, Ours, Typed, bench_runs, throughput_group};
-use peers::{
-    CrossbeamBoxed, CrossbeamBoxedFanOut, DisruptorTyped, DisruptorTypedBatch, StdMpscBoxed,
-};
+use ours::{Inline, Ours, bench_runs, throughput_group};
+use peers::{CrossbeamBoxedFanOut, DisruptorTyped, DisruptorTypedBatch, StdMpscBoxed};
 
 /// How long the bench thread waits, untimed, before each `wake_latency/park` round trip: a
 /// `Park` processor parks within a few microseconds of its last event, so after this it is
@@ -48,31 +46,7 @@ const OVERSUBSCRIBED_PRODUCERS: usize = 4;
 /// One producer, one processor: the dispatcher's three kinds of event and the peers.
 fn one_producer(c: &mut Criterion) {
     let mut group = throughput_group(c, "dispatch_1p1c");
-    bench_runs(
-        &mut group,
-        "inline",
-        || Ours::<Inline>::one_to_one(1),
-        Ours::run,
-    );
-    bench_runs(
-        &mut group,
-        "typed",
-        || Ours::<Typed>::one_to_one(1),
-        Ours::run,
-    );
-    // Our dispatcher carrying boxed callbacks as its message type (`M = BoxedCallback`).
-    bench_runs(
-        &mut group,
-        "boxed",
-        || Ours::<Boxed>::one_to_one(1),
-        Ours::run,
-    );
-    bench_runs(
-        &mut group,
-        "crossbeam_channel_boxed",
-        || CrossbeamBoxed::new(1),
-        CrossbeamBoxed::run,
-    );
+    ours::bench_ours_then_crossbeam(&mut group, 1);
     bench_runs(
         &mut group,
         "std_mpsc_boxed",
@@ -98,31 +72,7 @@ fn one_producer(c: &mut Criterion) {
 /// peers (the disruptor peers have a single producer).
 fn two_producers(c: &mut Criterion) {
     let mut group = throughput_group(c, "dispatch_2p1c");
-    bench_runs(
-        &mut group,
-        "inline",
-        || Ours::<Inline>::one_to_one(2),
-        Ours::run,
-    );
-    bench_runs(
-        &mut group,
-        "typed",
-        || Ours::<Typed>::one_to_one(2),
-        Ours::run,
-    );
-    // Our dispatcher carrying boxed callbacks as its message type (`M = BoxedCallback`).
-    bench_runs(
-        &mut group,
-        "boxed",
-        || Ours::<Boxed>::one_to_one(2),
-        Ours::run,
-    );
-    bench_runs(
-        &mut group,
-        "crossbeam_channel_boxed",
-        || CrossbeamBoxed::new(2),
-        CrossbeamBoxed::run,
-    );
+    ours::bench_ours_then_crossbeam(&mut group, 2);
     bench_runs(
         &mut group,
         "std_mpsc_boxed",

@@ -14,8 +14,7 @@ mod peers;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 
-use ours::{Boxed, Inline, Ours, Typed, bench_runs, throughput_group};
-use peers::CrossbeamBoxed;
+use ours::throughput_group;
 
 /// Every allocation of this bench binary, the boxes of the boxed variants included, goes
 /// through mimalloc.
@@ -25,31 +24,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// One producer, one processor, under mimalloc.
 fn one_producer(c: &mut Criterion) {
     let mut group = throughput_group(c, "dispatch_1p1c_mimalloc");
-    bench_runs(
-        &mut group,
-        "inline",
-        || Ours::<Inline>::one_to_one(1),
-        Ours::run,
-    );
-    bench_runs(
-        &mut group,
-        "typed",
-        || Ours::<Typed>::one_to_one(1),
-        Ours::run,
-    );
-    // Our dispatcher carrying boxed callbacks as its message type (`M = BoxedCallback`).
-    bench_runs(
-        &mut group,
-        "boxed",
-        || Ours::<Boxed>::one_to_one(1),
-        Ours::run,
-    );
-    bench_runs(
-        &mut group,
-        "crossbeam_channel_boxed",
-        || CrossbeamBoxed::new(1),
-        CrossbeamBoxed::run,
-    );
+    ours::bench_ours_then_crossbeam(&mut group, 1);
     group.finish();
 }
 

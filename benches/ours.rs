@@ -69,6 +69,37 @@ pub fn bench_runs<P>(
     drop(subject);
 }
 
+/// Benches our three kinds of event (`inline`, `typed`, `boxed`) with `producers`
+/// producers into one processor, then `Box<dyn FnOnce>` over crossbeam-channel in the same
+/// shape (`crossbeam_channel_boxed`): the functions every throughput group starts with.
+pub fn bench_ours_then_crossbeam(group: &mut BenchmarkGroup<'_, WallTime>, producers: usize) {
+    bench_runs(
+        group,
+        "inline",
+        || Ours::<Inline>::one_to_one(producers),
+        Ours::run,
+    );
+    bench_runs(
+        group,
+        "typed",
+        || Ours::<Typed>::one_to_one(producers),
+        Ours::run,
+    );
+    // Our dispatcher carrying boxed callbacks as its message type (`M = BoxedCallback`).
+    bench_runs(
+        group,
+        "boxed",
+        || Ours::<Boxed>::one_to_one(producers),
+        Ours::run,
+    );
+    bench_runs(
+        group,
+        "crossbeam_channel_boxed",
+        || crate::peers::CrossbeamBoxed::new(producers),
+        crate::peers::CrossbeamBoxed::run,
+    );
+}
+
 /// The work a typed message does when its client receives it.
 pub trait Work: Send + 'static {
     /// Does the message's work.

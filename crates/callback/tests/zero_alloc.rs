@@ -5,7 +5,6 @@
 //! every allocation on every thread. It holds a single `#[test]` so that no other test
 //! (nor the harness starting one) allocates while it measures.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -13,34 +12,7 @@ use std::thread;
 use crossbeam_queue::ArrayQueue;
 use zerodispatch_callback::{BoxedCallback, Callback};
 
-/// Counts allocations (including reallocations) on all threads.
-struct CountingAllocator;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so
-// `System`'s guarantees are ours; the counter has no effect on the memory returned.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc::alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: `ptr` and `layout` come from this allocator, hence from `System`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` and `layout` come from this allocator, hence from `System`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use zerodispatch_testkit::CountingAllocator;
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
@@ -104,10 +76,10 @@ fn allocations_per_hop<T: Send + 'static>(make: fn(u64) -> T, call: fn(T)) -> u6
 
     produce(0..WARM_UP);
     wait_consumed(WARM_UP);
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    let before = CountingAllocator::allocations();
     produce(WARM_UP..total);
     wait_consumed(total);
-    let after = ALLOCATIONS.load(Ordering::SeqCst);
+    let after = CountingAllocator::allocations();
     consumer.join().unwrap();
     after - before
 }

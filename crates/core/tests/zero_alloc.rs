@@ -5,40 +5,13 @@
 //! Its own test binary with a single `#[test]`, so that no other test allocates while it
 //! measures.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 
 use zerodispatch_core::*;
 
-struct CountingAllocator;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged; the
-// counter has no effect on the memory returned.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc::alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: `ptr` and `layout` come from this allocator, hence from `System`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` and `layout` come from this allocator, hence from `System`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use zerodispatch_testkit::CountingAllocator;
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
@@ -157,10 +130,10 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
 
     send(0..WARM_UP);
     wait_for(WARM_UP);
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    let before = CountingAllocator::allocations();
     send(WARM_UP..WARM_UP + EVENTS);
     wait_for(WARM_UP + EVENTS);
-    let after = ALLOCATIONS.load(Ordering::SeqCst);
+    let after = CountingAllocator::allocations();
 
     let total = WARM_UP + EVENTS;
     let even: u64 = (0..total).filter(|s| s % 2 == 0).sum();

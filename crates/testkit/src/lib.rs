@@ -1,0 +1,74 @@
+//! Test support shared by the zerodispatch crates.
+//!
+//! [`CountingAllocator`] proves "no allocation per event": a test binary installs it as its
+//! `#[global_allocator]`, warms up, reads [`CountingAllocator::allocations`], runs the
+//! events, and asserts the difference is exactly zero. It counts on every thread, so the
+//! processors' and producers' allocations are seen too.
+//!
+//! ```
+//! use zerodispatch_testkit::CountingAllocator;
+//!
+//! #[global_allocator]
+//! static GLOBAL: CountingAllocator = CountingAllocator;
+//!
+//! fn main() {
+//!     let before = CountingAllocator::allocations();
+//!     let on_the_stack = [1_u64; 4];
+//!     assert_eq!(CountingAllocator::allocations() - before, 0);
+//!     let on_the_heap = vec![on_the_stack];
+//!     assert!(CountingAllocator::allocations() - before >= 1);
+//!     drop(on_the_heap);
+//! }
+//! ```
+
+#![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Allocations (including reallocations) made through a [`CountingAllocator`], on all
+/// threads.
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+/// The system allocator, counting every allocation and reallocation on every thread.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CountingAllocator;
+
+impl CountingAllocator {
+    /// Allocations and reallocations so far, on all threads.
+    #[must_use]
+    pub fn allocations() -> u64 {
+        // SeqCst: a test reads the count before and after a run on another thread's
+        // behalf; the run's own synchronisation orders its allocations before the read.
+        ALLOCATIONS.load(Ordering::SeqCst)
+    }
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so
+// `System`'s guarantees are ours; the counter has no effect on the memory returned.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc::alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: `ptr` and `layout` come from this allocator, hence from `System`, and the
+        // caller upholds `GlobalAlloc::realloc`'s contract for `new_size`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` and `layout` come from this allocator, hence from `System`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
