@@ -1,0 +1,541 @@
+//! The broker: configuration, start-up, and the calls an application (or a test, or the
+//! perftest) makes: open producers and consumers, publish, close, inject replica confirms,
+//! query the cluster, read stats, shut down.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+use crossbeam_utils::CachePadded;
+use zerodispatch_callback::Callback;
+use zerodispatch_core::{
+    ClientHandle, ClientType, ConfigError, Dispatcher, DispatcherHandle, Event, Placement,
+    PoolConfig, RegisterError,
+};
+
+use crate::cluster::ClusterClient;
+use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
+use crate::message::{Ack, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute, Delivery};
+use crate::queue::{MAX_APPS, QueueClient, QueueEngine, QueueMode};
+use crate::session::{ConsumerSession, ProducerSession};
+use crate::stats::{
+    ClusterCounters, ClusterState, QueueCounters, QueueStats, SessionCounters, SessionStats,
+};
+
+/// One queue of the broker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueConfig {
+    /// Priority or fanout.
+    pub mode: QueueMode,
+    /// Messages the queue holds at most (its table is allocated at start).
+    pub capacity: usize,
+    /// Unconfirmed shares a consumer may hold.
+    pub window: u32,
+}
+
+impl QueueConfig {
+    /// A queue of `mode` holding 16,384 messages, each consumer holding up to 1,024
+    /// unconfirmed.
+    #[must_use]
+    pub fn new(mode: QueueMode) -> Self {
+        Self {
+            mode,
+            capacity: 1 << 14,
+            window: 1 << 10,
+        }
+    }
+}
+
+/// The broker's configuration.
+#[derive(Clone, Debug)]
+pub struct BrokerConfig {
+    /// The queues, in queue-id order.
+    pub queues: Vec<QueueConfig>,
+    /// Session processors (producers' and consumers' sessions).
+    pub session_processors: usize,
+    /// Queue processors.
+    pub queue_processors: usize,
+    /// Each processor's queue capacity. Session processors receive a queue's PUSHes (at most
+    /// consumers x window) and ACKs (at most the queues' capacity): size it above their sum
+    /// so that queue processors never wait on a full session processor.
+    pub event_capacity: usize,
+    /// Each processor's `max_batch`.
+    pub max_batch: usize,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        Self {
+            queues: Vec::new(),
+            session_processors: 1,
+            queue_processors: 1,
+            event_capacity: 1 << 16,
+            max_batch: 256,
+        }
+    }
+}
+
+/// Why the broker could not start or a call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BrokerError {
+    /// The dispatcher's configuration is invalid.
+    Config(ConfigError),
+    /// A queue's configuration is invalid.
+    Queue(QueueId, &'static str),
+    /// Registering a session or queue failed.
+    Register(RegisterError),
+    /// No such queue.
+    UnknownQueue(QueueId),
+    /// The app is not one of the queue's.
+    UnknownApp(QueueId, AppId),
+    /// The broker is shutting down.
+    ShutDown,
+}
+
+impl fmt::Display for BrokerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BrokerError::Config(e) => write!(f, "invalid dispatcher configuration: {e}"),
+            BrokerError::Queue(q, why) => write!(f, "queue {}: {why}", q.0),
+            BrokerError::Register(e) => write!(f, "cannot register a client: {e}"),
+            BrokerError::UnknownQueue(q) => write!(f, "no queue {}", q.0),
+            BrokerError::UnknownApp(q, a) => write!(f, "queue {} has no app {}", q.0, a.0),
+            BrokerError::ShutDown => write!(f, "the broker is shutting down"),
+        }
+    }
+}
+
+impl std::error::Error for BrokerError {}
+
+impl From<ConfigError> for BrokerError {
+    fn from(e: ConfigError) -> Self {
+        BrokerError::Config(e)
+    }
+}
+
+impl From<RegisterError> for BrokerError {
+    fn from(e: RegisterError) -> Self {
+        match e {
+            RegisterError::ShutDown => BrokerError::ShutDown,
+            other => BrokerError::Register(other),
+        }
+    }
+}
+
+/// How a consumer confirms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConsumerOptions {
+    /// Inline functor, typed message or boxed functor.
+    pub mode: ConfirmMode,
+    /// Straight to the queue, or through the cluster processor.
+    pub route: ConfirmRoute,
+}
+
+/// A producer: publishes from any thread of the application.
+#[derive(Debug)]
+pub struct Producer {
+    id: ProducerId,
+    session: ClientHandle,
+    next_seq: AtomicU64,
+    dispatcher: DispatcherHandle<BrokerMsg>,
+}
+
+impl Producer {
+    /// This producer's id.
+    #[must_use]
+    pub fn id(&self) -> ProducerId {
+        self.id
+    }
+
+    /// Publishes a message to `queue`; its outcome comes to the producer's `on_ack` (an
+    /// unknown queue, a full table and closing are outcomes too). Waits while the session
+    /// processor's queue is full. Allocates nothing.
+    ///
+    /// # Errors
+    ///
+    /// `ShutDown` once the broker is shutting down (the message was not published).
+    pub fn publish(&self, queue: QueueId, payload: Payload) -> Result<Guid, BrokerError> {
+        let guid = Guid::new(self.id, self.next_seq.fetch_add(1, Ordering::Relaxed));
+        let publish = BrokerMsg::Publish {
+            queue,
+            guid,
+            payload,
+        };
+        match self
+            .dispatcher
+            .dispatch(self.session, Event::Message(publish))
+        {
+            Ok(()) => Ok(guid),
+            Err(_) => Err(BrokerError::ShutDown),
+        }
+    }
+}
+
+/// A consumer, as its application holds it.
+#[derive(Debug, Clone, Copy)]
+pub struct Consumer {
+    id: ConsumerId,
+    queue: QueueId,
+    session: ClientHandle,
+}
+
+impl Consumer {
+    /// This consumer's id.
+    #[must_use]
+    pub fn id(&self) -> ConsumerId {
+        self.id
+    }
+}
+
+/// A broker's confirm path, in-process: queues on queue processors, sessions on session
+/// processors, one cluster processor.
+pub struct Broker {
+    dispatcher: Dispatcher<BrokerMsg>,
+    queues: Arc<[ClientHandle]>,
+    queue_configs: Vec<QueueConfig>,
+    queue_counters: Vec<Arc<CachePadded<QueueCounters>>>,
+    session_counters: Mutex<Vec<Arc<CachePadded<SessionCounters>>>>,
+    cluster: ClientHandle,
+    cluster_counters: Arc<CachePadded<ClusterCounters>>,
+    max_batch: usize,
+    next_producer: AtomicU32,
+    next_consumer: AtomicU32,
+}
+
+impl fmt::Debug for Broker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Broker")
+            .field("queues", &self.queues.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Broker {
+    /// Starts the dispatcher and creates the queues and the cluster client.
+    ///
+    /// # Errors
+    ///
+    /// An invalid dispatcher or queue configuration.
+    pub fn start(config: BrokerConfig) -> Result<Self, BrokerError> {
+        for (i, q) in config.queues.iter().enumerate() {
+            let id = QueueId(i as u32);
+            if q.capacity == 0 || u32::try_from(q.capacity).is_err() {
+                return Err(BrokerError::Queue(
+                    id,
+                    "capacity must be between 1 and u32::MAX",
+                ));
+            }
+            if q.mode.apps() == 0 || q.mode.apps() > MAX_APPS {
+                return Err(BrokerError::Queue(id, "a fanout queue has 1 to 16 apps"));
+            }
+            if q.window == 0 {
+                return Err(BrokerError::Queue(
+                    id,
+                    "the consumer window must be at least 1",
+                ));
+            }
+        }
+        let pool = |n| {
+            PoolConfig::new(n)
+                .capacity(config.event_capacity)
+                .max_batch(config.max_batch)
+        };
+        let dispatcher = Dispatcher::<BrokerMsg>::builder()
+            .pool(ClientType::Session, pool(config.session_processors))
+            .pool(ClientType::Queue, pool(config.queue_processors))
+            .pool(ClientType::Cluster, pool(1))
+            .build()?;
+        let mut handles = Vec::with_capacity(config.queues.len());
+        let mut queue_counters = Vec::with_capacity(config.queues.len());
+        for (i, q) in config.queues.iter().enumerate() {
+            let counters = Arc::new(CachePadded::new(QueueCounters::default()));
+            let engine = QueueEngine::new(
+                QueueId(i as u32),
+                q.mode,
+                q.capacity,
+                q.window,
+                counters.clone(),
+            );
+            handles.push(dispatcher.register(
+                ClientType::Queue,
+                QueueClient::new(engine),
+                Placement::LeastLoaded,
+            )?);
+            queue_counters.push(counters);
+        }
+        let queues: Arc<[ClientHandle]> = handles.into();
+        let cluster_counters = Arc::new(CachePadded::new(ClusterCounters::default()));
+        let cluster = dispatcher.register(
+            ClientType::Cluster,
+            ClusterClient {
+                queues: queues.clone(),
+                counters: cluster_counters.clone(),
+            },
+            Placement::LeastLoaded,
+        )?;
+        Ok(Self {
+            dispatcher,
+            queues,
+            queue_configs: config.queues,
+            queue_counters,
+            session_counters: Mutex::new(Vec::new()),
+            cluster,
+            cluster_counters,
+            max_batch: config.max_batch,
+            next_producer: AtomicU32::new(0),
+            next_consumer: AtomicU32::new(0),
+        })
+    }
+
+    fn session_counters(&self) -> Arc<CachePadded<SessionCounters>> {
+        let counters = Arc::new(CachePadded::new(SessionCounters::default()));
+        self.session_counters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(counters.clone());
+        counters
+    }
+
+    /// Opens a producer whose session (on the least-loaded session processor) keeps up to
+    /// `max_unacked` messages unacknowledged, and reports outcomes in batches to `on_ack`.
+    ///
+    /// # Errors
+    ///
+    /// `ShutDown`, or a registration failure.
+    pub fn open_producer(
+        &self,
+        max_unacked: usize,
+        on_ack: impl FnMut(&[Ack]) + Send + 'static,
+    ) -> Result<Producer, BrokerError> {
+        let id = ProducerId(self.next_producer.fetch_add(1, Ordering::Relaxed));
+        let session = ProducerSession::new(
+            id,
+            self.queues.clone(),
+            max_unacked.max(1),
+            self.max_batch,
+            Box::new(on_ack),
+            self.session_counters(),
+        );
+        let session =
+            self.dispatcher
+                .register(ClientType::Session, session, Placement::LeastLoaded)?;
+        Ok(Producer {
+            id,
+            session,
+            next_seq: AtomicU64::new(0),
+            dispatcher: self.dispatcher.handle(),
+        })
+    }
+
+    /// Closes a producer: every message it has not had an outcome for is reported `Closed`
+    /// (in its `on_ack`), and later ACKs for it are counted as late. Later publishes are
+    /// reported `Closed` too.
+    ///
+    /// # Errors
+    ///
+    /// `ShutDown` (the session reports its pending messages at shutdown itself).
+    pub fn close_producer(&self, producer: &Producer) -> Result<(), BrokerError> {
+        self.dispatcher
+            .dispatch(producer.session, Event::Message(BrokerMsg::Close))
+            .map_err(|_| BrokerError::ShutDown)
+    }
+
+    /// Opens a consumer of `app` on `queue` (app 0 for a priority queue); `on_delivery` is
+    /// called with each batch of messages, on the consumer's session processor, and each is
+    /// confirmed when it returns.
+    ///
+    /// # Errors
+    ///
+    /// An unknown queue or app, `ShutDown`, or a registration failure.
+    pub fn open_consumer(
+        &self,
+        queue: QueueId,
+        app: AppId,
+        options: ConsumerOptions,
+        on_delivery: impl FnMut(&[Delivery]) + Send + 'static,
+    ) -> Result<Consumer, BrokerError> {
+        let &queue_handle = self
+            .queues
+            .get(queue.0 as usize)
+            .ok_or(BrokerError::UnknownQueue(queue))?;
+        if app.0 >= self.queue_configs[queue.0 as usize].mode.apps() {
+            return Err(BrokerError::UnknownApp(queue, app));
+        }
+        let id = ConsumerId(self.next_consumer.fetch_add(1, Ordering::Relaxed));
+        let session = ConsumerSession {
+            id,
+            app,
+            queue: queue_handle,
+            cluster: Some(self.cluster),
+            mode: options.mode,
+            route: options.route,
+            deliveries: Vec::with_capacity(self.max_batch),
+            on_delivery: Box::new(on_delivery),
+            closed: false,
+            counters: self.session_counters(),
+        };
+        let session =
+            self.dispatcher
+                .register(ClientType::Session, session, Placement::LeastLoaded)?;
+        self.dispatcher
+            .dispatch(
+                queue_handle,
+                Event::Message(BrokerMsg::Attach {
+                    consumer: id,
+                    app,
+                    session,
+                }),
+            )
+            .map_err(|_| BrokerError::ShutDown)?;
+        Ok(Consumer { id, queue, session })
+    }
+
+    /// Closes a consumer. Its unconfirmed messages become deliverable to the other consumers
+    /// of a priority queue; in a fanout queue its share of them is dropped. PUSHes that
+    /// reach it afterwards are dropped and counted.
+    ///
+    /// # Errors
+    ///
+    /// `ShutDown`.
+    pub fn close_consumer(&self, consumer: &Consumer) -> Result<(), BrokerError> {
+        let queue = self.queues[consumer.queue.0 as usize];
+        let shut = |_| BrokerError::ShutDown;
+        self.dispatcher
+            .dispatch(consumer.session, Event::Message(BrokerMsg::Close))
+            .map_err(shut)?;
+        self.dispatcher
+            .dispatch(
+                queue,
+                Event::Message(BrokerMsg::Detach {
+                    consumer: consumer.id,
+                }),
+            )
+            .map_err(shut)?;
+        Ok(())
+    }
+
+    /// A confirm from a replica node, routed by the cluster processor to its queue in
+    /// `mode`. Call it from the threads that model the replicas.
+    ///
+    /// # Errors
+    ///
+    /// `ShutDown`.
+    pub fn replica_confirm(&self, confirm: Confirm, mode: ConfirmMode) -> Result<(), BrokerError> {
+        self.dispatcher
+            .dispatch(
+                self.cluster,
+                Event::Message(BrokerMsg::Route(confirm, mode)),
+            )
+            .map_err(|_| BrokerError::ShutDown)
+    }
+
+    /// The cluster's state, answered by a dispatcher callback on the cluster processor (so
+    /// after every confirm enqueued to it before this call was routed).
+    ///
+    /// # Errors
+    ///
+    /// `ShutDown`.
+    pub fn cluster_state(&self) -> Result<ClusterState, BrokerError> {
+        let answer = Arc::new((Mutex::new(None), Condvar::new()));
+        let (remote, counters, queues) = (
+            answer.clone(),
+            self.cluster_counters.clone(),
+            self.queues.len(),
+        );
+        let query = Callback::new(move || {
+            let state = ClusterState {
+                routed: counters.routed.get(),
+                unknown_queue: counters.unknown_queue.get(),
+                queues,
+            };
+            *remote.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(state);
+            remote.1.notify_all();
+        });
+        self.dispatcher
+            .execute(self.cluster.processor(), query)
+            .map_err(|_| BrokerError::ShutDown)?;
+        let mut state = answer.0.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(s) = *state {
+                return Ok(s);
+            }
+            state = answer.1.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Each queue's statistics, by queue id.
+    #[must_use]
+    pub fn queue_stats(&self) -> Vec<QueueStats> {
+        self.queue_counters.iter().map(|c| c.snapshot()).collect()
+    }
+
+    /// All sessions' statistics together.
+    #[must_use]
+    pub fn session_stats(&self) -> SessionStats {
+        let mut total = SessionStats::default();
+        for c in self
+            .session_counters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            total.add(c);
+        }
+        total
+    }
+
+    /// Waits until every event in flight has been handled: synchronizes every processor
+    /// (in path order: sessions, cluster, queues, sessions again) until a full round finds
+    /// no processor with work left and no counter moved.
+    ///
+    /// # Errors
+    ///
+    /// `ShutDown`.
+    pub fn quiesce(&self) -> Result<(), BrokerError> {
+        let order = [ClientType::Session, ClientType::Cluster, ClientType::Queue];
+        let mut last = None;
+        loop {
+            for t in order {
+                for p in self.dispatcher.processors(t) {
+                    self.dispatcher
+                        .synchronize(p)
+                        .map_err(|_| BrokerError::ShutDown)?;
+                }
+            }
+            let now = (
+                self.queue_stats(),
+                self.session_stats(),
+                self.dispatcher
+                    .stats()
+                    .iter()
+                    .map(|s| s.processed)
+                    .sum::<u64>(),
+            );
+            let idle = self.dispatcher.stats().iter().all(|s| s.depth == 0);
+            // `processed` moves with every synchronize marker (3 per processor per round);
+            // compare the broker's own counters, and the queues' depths.
+            if idle
+                && last
+                    .as_ref()
+                    .is_some_and(|(q, s, _): &(Vec<QueueStats>, SessionStats, u64)| {
+                        *q == now.0 && *s == now.1
+                    })
+            {
+                return Ok(());
+            }
+            last = Some(now);
+        }
+    }
+
+    /// The dispatcher, for its statistics and for applications that add clients of their own.
+    #[must_use]
+    pub fn dispatcher(&self) -> &Dispatcher<BrokerMsg> {
+        &self.dispatcher
+    }
+
+    /// Shuts the broker down: queues drain first, then sessions (each producer session
+    /// reports its unacknowledged messages `Closed`), then the cluster.
+    pub fn shutdown(mut self) {
+        self.dispatcher.shutdown();
+    }
+}

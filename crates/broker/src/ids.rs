@@ -1,0 +1,73 @@
+//! Message identity and data: GUIDs, queue, app, producer and consumer ids, payload handles.
+
+use std::fmt;
+
+/// A 16-byte message GUID, unique per broker: the producer's id, the producer's sequence
+/// number of the message, and a constant tag.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Guid(pub [u8; 16]);
+
+impl Guid {
+    /// The tag in the last four bytes of every GUID this crate makes.
+    const TAG: u32 = 0x5a44_4d51;
+
+    /// The GUID of message `seq` of `producer`.
+    #[must_use]
+    pub fn new(producer: ProducerId, seq: u64) -> Self {
+        let mut bytes = [0; 16];
+        bytes[..4].copy_from_slice(&producer.0.to_le_bytes());
+        bytes[4..12].copy_from_slice(&seq.to_le_bytes());
+        bytes[12..].copy_from_slice(&Self::TAG.to_le_bytes());
+        Self(bytes)
+    }
+
+    /// The producer that published the message.
+    #[must_use]
+    pub fn producer(&self) -> ProducerId {
+        ProducerId(u32::from_le_bytes(self.0[..4].try_into().expect("4 bytes")))
+    }
+
+    /// The producer's sequence number of the message.
+    #[must_use]
+    pub fn seq(&self) -> u64 {
+        u64::from_le_bytes(self.0[4..12].try_into().expect("8 bytes"))
+    }
+}
+
+impl fmt::Debug for Guid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Guid({}:{})", self.producer().0, self.seq())
+    }
+}
+
+/// A queue's id: an index into the broker's queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QueueId(pub u32);
+
+/// A sub-queue (app) id: in a fanout queue, each app gets every message; a priority queue
+/// has the single app 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AppId(pub u16);
+
+/// A producer's id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProducerId(pub u32);
+
+/// A consumer's id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConsumerId(pub u32);
+
+/// A message's payload, by reference: a handle the application gives at publish and gets
+/// back at delivery, and the payload's length.
+///
+/// The broker never touches payload bytes: it carries 16 bytes per message and allocates
+/// nothing for them. The application keeps the bytes where it likes (a preallocated arena
+/// indexed by `handle`, a buffer pool, a memory-mapped file) and owns their lifetime: a
+/// payload must stay readable until its message is acknowledged or reported.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Payload {
+    /// The application's handle for the bytes (an index, an offset).
+    pub handle: u64,
+    /// The payload's length in bytes.
+    pub len: u32,
+}

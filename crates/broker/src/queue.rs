@@ -1,0 +1,501 @@
+//! A queue: its message table and the client that owns it on a queue processor.
+//!
+//! # The path of one message through a queue
+//!
+//! * PUT: the message is stored in a free slot of a table preallocated at the queue's
+//!   capacity (and in a GUID index preallocated likewise), with one pending share per app
+//!   (one for a priority queue, one per app for fanout). A full table rejects the PUT with
+//!   an ACK `RejectedQueueFull`: never a lost or overwritten message.
+//! * On flush, every undelivered share is PUSHed to a consumer of its app that has room in
+//!   its window (round-robin among the app's consumers); a share with no consumer waits.
+//! * CONFIRM releases a share; when none remain, the message is released and its ACK queued
+//!   for the producer's session, sent on flush.
+//!
+//! # How confirms reach the table
+//!
+//! The table lives in a per-thread registry of the queue processor (`ENGINES`), indexed
+//! by queue id, so that a confirm functor built in place by a consumer session (the inline
+//! mode, like BlazingMQ's `ConfirmFunctor`) can find its queue by id when the processor
+//! runs it, exactly as a typed confirm does. The queue's client installs its table there on
+//! its first event and removes it when it is dropped.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+use zerodispatch_callback::{BoxedCallback, Callback};
+use zerodispatch_core::{
+    Client, ClientEvent, ClientHandle, Context, DispatchError, DispatcherHandle, Event,
+};
+
+use crate::ids::{AppId, ConsumerId, Guid, Payload, QueueId};
+use crate::message::{AckStatus, BrokerMsg, Confirm, ConfirmMode};
+use crate::stats::QueueCounters;
+
+/// Fanout apps per queue, at most: a message's pending shares are a bit mask.
+pub const MAX_APPS: u16 = 16;
+
+/// How a queue hands out its messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueMode {
+    /// Each message goes to one consumer (round-robin among those with room).
+    Priority,
+    /// Each message goes to every app `0..apps` (one consumer of each app).
+    Fanout {
+        /// Apps (sub-queues), 1 to [`MAX_APPS`].
+        apps: u16,
+    },
+}
+
+impl QueueMode {
+    pub(crate) fn apps(self) -> u16 {
+        match self {
+            QueueMode::Priority => 1,
+            QueueMode::Fanout { apps } => apps,
+        }
+    }
+}
+
+/// A hasher for GUIDs: they are unique and well spread already (a producer id and a
+/// sequence number), so mixing two words is enough, and far cheaper than SipHash.
+#[derive(Default)]
+pub(crate) struct GuidHasher(u64);
+
+impl Hasher for GuidHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0_u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word))
+                .wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+}
+
+/// A stored message.
+#[derive(Clone, Copy)]
+struct Slot {
+    guid: Guid,
+    payload: Payload,
+    /// The producer's session, for the ACK (`None` in a free slot).
+    producer: Option<ClientHandle>,
+    /// Apps that have not confirmed yet (bit `app`).
+    pending: u16,
+    /// Apps whose share has not been pushed yet.
+    undelivered: u16,
+    /// Whether the slot is in `to_push`.
+    queued: bool,
+    /// The consumer each app's share was pushed to.
+    assigned: [ConsumerId; MAX_APPS as usize],
+}
+
+/// An attached consumer.
+struct Attached {
+    id: ConsumerId,
+    app: AppId,
+    session: ClientHandle,
+    /// Shares pushed to it and not confirmed yet.
+    in_flight: u32,
+}
+
+/// A queue's table and delivery state. Owned by its queue processor's thread.
+pub(crate) struct QueueEngine {
+    id: QueueId,
+    mode: QueueMode,
+    /// Unconfirmed shares a consumer may hold: PUSHes beyond it wait for confirms. Bounds
+    /// what a queue sends to a session processor, so that its queue does not fill.
+    window: u32,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    index: HashMap<Guid, u32, BuildHasherDefault<GuidHasher>>,
+    /// Slots with undelivered shares, oldest first.
+    to_push: Vec<u32>,
+    /// ACKs to send on flush: the producer's session, the GUID, the outcome.
+    acks: Vec<(ClientHandle, Guid, AckStatus)>,
+    consumers: Vec<Attached>,
+    next_consumer: usize,
+    counters: Arc<CachePadded<QueueCounters>>,
+}
+
+impl QueueEngine {
+    /// A queue with every table allocated for `capacity` messages.
+    pub(crate) fn new(
+        id: QueueId,
+        mode: QueueMode,
+        capacity: usize,
+        window: u32,
+        counters: Arc<CachePadded<QueueCounters>>,
+    ) -> Self {
+        let empty = Slot {
+            guid: Guid([0; 16]),
+            payload: Payload::default(),
+            producer: None,
+            pending: 0,
+            undelivered: 0,
+            queued: false,
+            assigned: [ConsumerId(u32::MAX); MAX_APPS as usize],
+        };
+        let capacity_u32 = u32::try_from(capacity).expect("queue capacity fits u32");
+        Self {
+            id,
+            mode,
+            window,
+            slots: vec![empty; capacity],
+            free: (0..capacity_u32).rev().collect(),
+            // Twice the capacity: hashbrown then always rehashes its tombstones in place
+            // rather than growing (it grows when more than half full and out of room).
+            index: HashMap::with_capacity_and_hasher(2 * capacity, BuildHasherDefault::default()),
+            to_push: Vec::with_capacity(capacity),
+            acks: Vec::with_capacity(capacity),
+            consumers: Vec::new(),
+            next_consumer: 0,
+            counters,
+        }
+    }
+
+    fn all_apps(&self) -> u16 {
+        let apps = self.mode.apps();
+        if apps >= 16 {
+            u16::MAX
+        } else {
+            (1 << apps) - 1
+        }
+    }
+
+    /// Stores a message, or queues its rejection.
+    pub(crate) fn put(&mut self, producer: ClientHandle, guid: Guid, payload: Payload) {
+        let Some(slot) = self.free.pop() else {
+            self.counters.rejected_full.add(1);
+            self.acks
+                .push((producer, guid, AckStatus::RejectedQueueFull));
+            return;
+        };
+        let all = self.all_apps();
+        self.slots[slot as usize] = Slot {
+            guid,
+            payload,
+            producer: Some(producer),
+            pending: all,
+            undelivered: all,
+            queued: true,
+            ..self.slots[slot as usize]
+        };
+        self.index.insert(guid, slot);
+        self.to_push.push(slot);
+        self.counters.stored.add(1);
+        self.counters.held.add(1);
+    }
+
+    /// Applies a confirm.
+    pub(crate) fn confirm(&mut self, c: Confirm) {
+        let Some(&slot) = self.index.get(&c.guid) else {
+            self.counters.unknown_guid.add(1);
+            tracing::debug!(queue = self.id.0, guid = ?c.guid, "confirm for a message the queue does not hold");
+            return;
+        };
+        let bit = 1_u16.checked_shl(u32::from(c.app.0)).unwrap_or(0);
+        let s = &mut self.slots[slot as usize];
+        if bit == 0 || s.pending & bit == 0 {
+            self.counters.duplicate_confirms.add(1);
+            tracing::debug!(queue = self.id.0, guid = ?c.guid, app = c.app.0, "duplicate confirm");
+            return;
+        }
+        if s.undelivered & bit != 0 || s.assigned[usize::from(c.app.0)] != c.consumer {
+            self.counters.gone_consumer.add(1);
+            tracing::debug!(queue = self.id.0, guid = ?c.guid, consumer = c.consumer.0, "confirm from a consumer the share is not pushed to");
+            return;
+        }
+        s.pending &= !bit;
+        let release = s.pending == 0;
+        if let Some(consumer) = self.consumers.iter_mut().find(|a| a.id == c.consumer) {
+            consumer.in_flight = consumer.in_flight.saturating_sub(1);
+        }
+        self.counters.confirms.add(1);
+        if release {
+            self.release(slot, AckStatus::Acked);
+        }
+    }
+
+    fn release(&mut self, slot: u32, status: AckStatus) {
+        let s = self.slots[slot as usize];
+        self.index.remove(&s.guid);
+        self.free.push(slot);
+        if let Some(producer) = s.producer {
+            self.acks.push((producer, s.guid, status));
+        }
+        self.counters.released.add(1);
+        if status == AckStatus::Acked {
+            self.counters.acked.add(1);
+        }
+    }
+
+    pub(crate) fn attach(&mut self, id: ConsumerId, app: AppId, session: ClientHandle) {
+        if app.0 >= self.mode.apps() {
+            tracing::warn!(
+                queue = self.id.0,
+                app = app.0,
+                "attach for an app the queue does not have: ignored"
+            );
+            return;
+        }
+        self.consumers.push(Attached {
+            id,
+            app,
+            session,
+            in_flight: 0,
+        });
+    }
+
+    /// Detaches a consumer: in priority mode its unconfirmed shares become deliverable
+    /// again; in fanout mode they are dropped (and a message whose last share that was is
+    /// released and acknowledged).
+    pub(crate) fn detach(&mut self, id: ConsumerId) {
+        let Some(at) = self.consumers.iter().position(|a| a.id == id) else {
+            return;
+        };
+        let gone = self.consumers.remove(at);
+        let bit = 1_u16 << gone.app.0;
+        for slot in 0..self.slots.len() as u32 {
+            let s = &mut self.slots[slot as usize];
+            let holds = s.pending & bit != 0
+                && s.undelivered & bit == 0
+                && s.assigned[usize::from(gone.app.0)] == id;
+            let in_use = self.index.get(&s.guid) == Some(&slot);
+            if !holds || !in_use {
+                continue;
+            }
+            match self.mode {
+                QueueMode::Priority => {
+                    s.undelivered |= bit;
+                    let requeue = !s.queued;
+                    s.queued = true;
+                    self.counters.redelivered.add(1);
+                    if requeue {
+                        self.to_push.push(slot);
+                    }
+                }
+                QueueMode::Fanout { .. } => {
+                    s.pending &= !bit;
+                    let last = s.pending == 0;
+                    self.counters.dropped_shares.add(1);
+                    if last {
+                        self.release(slot, AckStatus::Acked);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Pushes what can be pushed and sends the ACKs.
+    pub(crate) fn flush(&mut self, dispatcher: &DispatcherHandle<BrokerMsg>) {
+        let mut keep = 0;
+        for i in 0..self.to_push.len() {
+            let slot = self.to_push[i];
+            let done = self.push_shares(slot, dispatcher);
+            if done {
+                self.slots[slot as usize].queued = false;
+            } else {
+                self.to_push[keep] = slot;
+                keep += 1;
+            }
+        }
+        self.to_push.truncate(keep);
+        for (producer, guid, status) in self.acks.drain(..) {
+            if dispatcher
+                .dispatch(producer, Event::Message(BrokerMsg::Ack { guid, status }))
+                .is_err()
+            {
+                tracing::debug!(guid = ?guid, "ACK refused: the producer's session is shutting down");
+            }
+        }
+    }
+
+    /// Pushes the undelivered shares of `slot` that a consumer has room for; `true` when
+    /// none is left undelivered.
+    fn push_shares(&mut self, slot: u32, dispatcher: &DispatcherHandle<BrokerMsg>) -> bool {
+        let s = self.slots[slot as usize];
+        if self.index.get(&s.guid) != Some(&slot) {
+            return true; // released meanwhile
+        }
+        let mut undelivered = s.undelivered;
+        while undelivered != 0 {
+            let app = undelivered.trailing_zeros() as u16;
+            undelivered &= undelivered - 1;
+            let Some(c) = self.pick_consumer(AppId(app)) else {
+                continue;
+            };
+            let consumer = &mut self.consumers[c];
+            let push = BrokerMsg::Push {
+                consumer: consumer.id,
+                queue: self.id,
+                guid: s.guid,
+                payload: s.payload,
+            };
+            match dispatcher.dispatch(consumer.session, Event::Message(push)) {
+                Ok(()) => {
+                    consumer.in_flight += 1;
+                    let s = &mut self.slots[slot as usize];
+                    s.undelivered &= !(1 << app);
+                    s.assigned[usize::from(app)] = consumer.id;
+                    self.counters.pushed.add(1);
+                }
+                Err(_) => tracing::debug!(
+                    queue = self.id.0,
+                    "PUSH refused: the session is shutting down"
+                ),
+            }
+        }
+        self.slots[slot as usize].undelivered == 0
+    }
+
+    /// A consumer of `app` with room in its window, round-robin.
+    fn pick_consumer(&mut self, app: AppId) -> Option<usize> {
+        let n = self.consumers.len();
+        for k in 0..n {
+            let i = (self.next_consumer + k) % n;
+            let c = &self.consumers[i];
+            if c.app == app && c.in_flight < self.window {
+                self.next_consumer = (i + 1) % n;
+                return Some(i);
+            }
+        }
+        None
+    }
+}
+
+thread_local! {
+    /// The queue tables of the queues owned by this (queue processor) thread, by queue id.
+    static ENGINES: RefCell<Vec<Option<QueueEngine>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on the table of `queue` if this thread owns it.
+fn with_engine<R>(queue: QueueId, f: impl FnOnce(&mut QueueEngine) -> R) -> Option<R> {
+    ENGINES.with_borrow_mut(|engines| {
+        engines
+            .get_mut(queue.0 as usize)
+            .and_then(Option::as_mut)
+            .map(f)
+    })
+}
+
+/// Applies a confirm on the queue processor that owns its queue: the body of every confirm,
+/// whichever way it travelled.
+pub(crate) fn confirm_here(c: Confirm) {
+    if with_engine(c.queue, |q| q.confirm(c)).is_none() {
+        tracing::debug!(
+            queue = c.queue.0,
+            "confirm run on a thread that does not own its queue"
+        );
+    }
+}
+
+/// Sends a confirm to `queue` (the queue's client) the way `mode` says.
+pub(crate) fn send_confirm(
+    dispatcher: &DispatcherHandle<BrokerMsg>,
+    queue: ClientHandle,
+    c: Confirm,
+    mode: ConfirmMode,
+) -> Result<(), DispatchError<Event<BrokerMsg>>> {
+    let event = match mode {
+        // 28 bytes of captures: inline in the default 32-byte space.
+        ConfirmMode::Inline => Event::Callback(Callback::new(move || confirm_here(c))),
+        ConfirmMode::Typed => Event::Message(BrokerMsg::Confirm(c)),
+        ConfirmMode::Boxed => {
+            Event::Message(BrokerMsg::BoxedConfirm(BoxedCallback::new(move || {
+                confirm_here(c)
+            })))
+        }
+    };
+    dispatcher.dispatch(queue, event)
+}
+
+/// The client that owns a queue on its processor.
+pub(crate) struct QueueClient {
+    id: QueueId,
+    /// The table until it is installed in `ENGINES` on the processor thread.
+    engine: Option<QueueEngine>,
+}
+
+impl QueueClient {
+    pub(crate) fn new(engine: QueueEngine) -> Self {
+        Self {
+            id: engine.id,
+            engine: Some(engine),
+        }
+    }
+
+    /// Moves the table into this thread's registry (once, on the first event).
+    #[inline]
+    fn install(&mut self) {
+        if let Some(engine) = self.engine.take() {
+            let at = self.id.0 as usize;
+            ENGINES.with_borrow_mut(|engines| {
+                if engines.len() <= at {
+                    engines.resize_with(at + 1, || None);
+                }
+                engines[at] = Some(engine);
+            });
+        }
+    }
+}
+
+impl Client<BrokerMsg> for QueueClient {
+    fn on_event(&mut self, event: ClientEvent<BrokerMsg>, _ctx: &mut Context<'_, BrokerMsg>) {
+        self.install();
+        let id = self.id;
+        match event {
+            // An inline confirm functor (it calls `confirm_here`), or any other callback.
+            ClientEvent::Callback(callback) => callback.call(),
+            ClientEvent::Message(BrokerMsg::BoxedConfirm(callback)) => callback.call(),
+            ClientEvent::Message(BrokerMsg::Confirm(c)) => {
+                with_engine(id, |q| q.confirm(c));
+            }
+            ClientEvent::Message(BrokerMsg::Put {
+                producer,
+                guid,
+                payload,
+            }) => {
+                with_engine(id, |q| q.put(producer, guid, payload));
+            }
+            ClientEvent::Message(BrokerMsg::Attach {
+                consumer,
+                app,
+                session,
+            }) => {
+                with_engine(id, |q| q.attach(consumer, app, session));
+            }
+            ClientEvent::Message(BrokerMsg::Detach { consumer }) => {
+                with_engine(id, |q| q.detach(consumer));
+            }
+            ClientEvent::Message(other) => {
+                tracing::warn!(queue = id.0, ?other, "unexpected message for a queue")
+            }
+        }
+    }
+
+    fn flush(&mut self, ctx: &mut Context<'_, BrokerMsg>) {
+        self.install();
+        let dispatcher = ctx.dispatcher();
+        with_engine(self.id, |q| q.flush(dispatcher));
+    }
+}
+
+impl Drop for QueueClient {
+    fn drop(&mut self) {
+        let at = self.id.0 as usize;
+        // Dropped on its processor thread (at unregistration or shutdown): remove the table
+        // from this thread's registry. `try_with`: the registry may already be gone if the
+        // thread is exiting.
+        let _ = ENGINES.try_with(|engines| {
+            if let Some(slot) = engines.borrow_mut().get_mut(at) {
+                *slot = None;
+            }
+        });
+    }
+}

@@ -1,0 +1,159 @@
+//! The broker's counters: one block per writer (each queue, each session, the cluster), on a
+//! cache line of its own, so that counting never makes two processors share a line.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A counter written by one processor thread at a time.
+#[derive(Debug, Default)]
+pub(crate) struct Counter(AtomicU64);
+
+impl Counter {
+    #[inline]
+    pub(crate) fn add(&self, n: u64) {
+        // Relaxed: a count, read for stats and by tests after `Broker::quiesce`, whose
+        // synchronization orders it.
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Written by a queue's processor.
+#[derive(Debug, Default)]
+pub(crate) struct QueueCounters {
+    pub(crate) stored: Counter,
+    pub(crate) rejected_full: Counter,
+    pub(crate) pushed: Counter,
+    pub(crate) redelivered: Counter,
+    pub(crate) confirms: Counter,
+    pub(crate) duplicate_confirms: Counter,
+    pub(crate) unknown_guid: Counter,
+    pub(crate) gone_consumer: Counter,
+    pub(crate) dropped_shares: Counter,
+    pub(crate) acked: Counter,
+    pub(crate) held: Counter,
+    pub(crate) released: Counter,
+}
+
+/// Written by a session's processor.
+#[derive(Debug, Default)]
+pub(crate) struct SessionCounters {
+    pub(crate) published: Counter,
+    pub(crate) rejected_producer_full: Counter,
+    pub(crate) rejected_unknown_queue: Counter,
+    pub(crate) acks: Counter,
+    pub(crate) late_acks: Counter,
+    pub(crate) closed_reported: Counter,
+    pub(crate) delivered: Counter,
+    pub(crate) pushes_to_closed: Counter,
+    pub(crate) confirms_sent: Counter,
+    pub(crate) confirms_refused: Counter,
+}
+
+/// Written by the cluster processor (and by `Broker::replica_confirm` for unknown queues).
+#[derive(Debug, Default)]
+pub(crate) struct ClusterCounters {
+    pub(crate) routed: Counter,
+    pub(crate) unknown_queue: Counter,
+}
+
+/// A queue's statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Messages stored (PUTs accepted).
+    pub stored: u64,
+    /// PUTs refused because the message table was full (reported to the producer).
+    pub rejected_full: u64,
+    /// PUSHes sent to consumers (one per app share; redeliveries included).
+    pub pushed: u64,
+    /// Shares made deliverable again because their consumer closed (priority mode).
+    pub redelivered: u64,
+    /// Confirms that released a share.
+    pub confirms: u64,
+    /// Confirms for a share already confirmed, while the message was still held.
+    pub duplicate_confirms: u64,
+    /// Confirms for a GUID the queue does not hold (never stored, or already released:
+    /// a confirm arriving after its message was released counts here).
+    pub unknown_guid: u64,
+    /// Confirms from a consumer that is not (or no longer) the one the share was pushed to.
+    pub gone_consumer: u64,
+    /// Shares dropped because their consumer closed (fanout mode).
+    pub dropped_shares: u64,
+    /// Messages released with an `Acked` outcome.
+    pub acked: u64,
+    /// Messages held now.
+    pub held: u64,
+}
+
+impl QueueCounters {
+    pub(crate) fn snapshot(&self) -> QueueStats {
+        QueueStats {
+            stored: self.stored.get(),
+            rejected_full: self.rejected_full.get(),
+            pushed: self.pushed.get(),
+            redelivered: self.redelivered.get(),
+            confirms: self.confirms.get(),
+            duplicate_confirms: self.duplicate_confirms.get(),
+            unknown_guid: self.unknown_guid.get(),
+            gone_consumer: self.gone_consumer.get(),
+            dropped_shares: self.dropped_shares.get(),
+            acked: self.acked.get(),
+            held: self.held.get() - self.released.get(),
+        }
+    }
+}
+
+/// Statistics of all sessions together.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    /// Messages the producers' applications published (accepted by their sessions or
+    /// rejected there).
+    pub published: u64,
+    /// Publishes rejected because the producer's unacknowledged table was full.
+    pub rejected_producer_full: u64,
+    /// Publishes rejected because the queue does not exist.
+    pub rejected_unknown_queue: u64,
+    /// Outcomes reported to producers' applications from queues.
+    pub acks: u64,
+    /// Outcomes that arrived for a producer already closed (counted, not reported).
+    pub late_acks: u64,
+    /// Pending messages reported `Closed` when their producer closed.
+    pub closed_reported: u64,
+    /// Messages handed to consumers' applications.
+    pub delivered: u64,
+    /// PUSHes that reached a consumer already closed (dropped; the queue redelivers or
+    /// drops the share when it handles the detach).
+    pub pushes_to_closed: u64,
+    /// Confirms sent.
+    pub confirms_sent: u64,
+    /// Confirms the dispatcher refused (shutdown).
+    pub confirms_refused: u64,
+}
+
+impl SessionStats {
+    pub(crate) fn add(&mut self, c: &SessionCounters) {
+        self.published += c.published.get();
+        self.rejected_producer_full += c.rejected_producer_full.get();
+        self.rejected_unknown_queue += c.rejected_unknown_queue.get();
+        self.acks += c.acks.get();
+        self.late_acks += c.late_acks.get();
+        self.closed_reported += c.closed_reported.get();
+        self.delivered += c.delivered.get();
+        self.pushes_to_closed += c.pushes_to_closed.get();
+        self.confirms_sent += c.confirms_sent.get();
+        self.confirms_refused += c.confirms_refused.get();
+    }
+}
+
+/// The cluster processor's state, as its state query answers it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClusterState {
+    /// Confirms routed to their queue's processor.
+    pub routed: u64,
+    /// Confirms naming a queue the broker does not have (counted, not routed).
+    pub unknown_queue: u64,
+    /// Queues the cluster routes to.
+    pub queues: usize,
+}
