@@ -14,37 +14,67 @@ fn log<T>() -> Log<T> {
 }
 
 fn start(queues: Vec<QueueConfig>, session_processors: usize) -> Broker {
-    Broker::start(BrokerConfig { queues, session_processors, ..BrokerConfig::default() }).expect("valid config")
+    Broker::start(BrokerConfig {
+        queues,
+        session_processors,
+        ..BrokerConfig::default()
+    })
+    .expect("valid config")
 }
 
 fn producer(broker: &Broker, max_unacked: usize) -> (Producer, Log<Ack>) {
     let acks = log();
     let sink = acks.clone();
-    let p = broker.open_producer(max_unacked, move |batch: &[Ack]| sink.lock().unwrap().extend_from_slice(batch)).unwrap();
+    let p = broker
+        .open_producer(max_unacked, move |batch: &[Ack]| {
+            sink.lock().unwrap().extend_from_slice(batch)
+        })
+        .unwrap();
     (p, acks)
 }
 
-fn consumer(broker: &Broker, queue: u32, app: u16, options: ConsumerOptions) -> (Consumer, Log<Delivery>) {
+fn consumer(
+    broker: &Broker,
+    queue: u32,
+    app: u16,
+    options: ConsumerOptions,
+) -> (Consumer, Log<Delivery>) {
     let seen = log();
     let sink = seen.clone();
     let c = broker
-        .open_consumer(QueueId(queue), AppId(app), options, move |batch: &[Delivery]| {
-            sink.lock().unwrap().extend_from_slice(batch)
-        })
+        .open_consumer(
+            QueueId(queue),
+            AppId(app),
+            options,
+            move |batch: &[Delivery]| sink.lock().unwrap().extend_from_slice(batch),
+        )
         .unwrap();
     (c, seen)
 }
 
 fn publish(p: &Producer, queue: u32, n: u64) -> Vec<Guid> {
-    (0..n).map(|i| p.publish(QueueId(queue), Payload { handle: i, len: 8 }).unwrap()).collect()
+    (0..n)
+        .map(|i| {
+            p.publish(QueueId(queue), Payload { handle: i, len: 8 })
+                .unwrap()
+        })
+        .collect()
 }
 
 /// Each published GUID has exactly one outcome, and the outcomes add up: published ==
 /// acked + rejected + closed + held in the queues (held messages have no outcome yet).
-fn check_conservation(broker: &Broker, published: &[Guid], acks: &[Ack]) -> HashMap<Guid, AckStatus> {
+fn check_conservation(
+    broker: &Broker,
+    published: &[Guid],
+    acks: &[Ack],
+) -> HashMap<Guid, AckStatus> {
     let mut outcome = HashMap::new();
     for a in acks {
-        assert!(outcome.insert(a.guid, a.status).is_none(), "{:?} has two outcomes", a.guid);
+        assert!(
+            outcome.insert(a.guid, a.status).is_none(),
+            "{:?} has two outcomes",
+            a.guid
+        );
     }
     for g in published {
         let _ = outcome.get(g); // held messages have none yet
@@ -52,16 +82,36 @@ fn check_conservation(broker: &Broker, published: &[Guid], acks: &[Ack]) -> Hash
     let queues = broker.queue_stats();
     let sessions = broker.session_stats();
     let held: u64 = queues.iter().map(|q| q.held).sum();
-    let closed = outcome.values().filter(|s| **s == AckStatus::Closed).count() as u64;
-    let no_outcome = published.iter().filter(|g| !outcome.contains_key(g)).count() as u64;
+    let closed = outcome
+        .values()
+        .filter(|s| **s == AckStatus::Closed)
+        .count() as u64;
+    let no_outcome = published
+        .iter()
+        .filter(|g| !outcome.contains_key(g))
+        .count() as u64;
     assert_eq!(sessions.published, published.len() as u64);
-    assert_eq!(outcome.len() as u64 + no_outcome, published.len() as u64, "no outcome for a GUID not published");
+    assert_eq!(
+        outcome.len() as u64 + no_outcome,
+        published.len() as u64,
+        "no outcome for a GUID not published"
+    );
     // A message without an outcome is held by its queue; a closed one may be held too.
-    assert!(no_outcome <= held, "{no_outcome} messages without outcome but only {held} held");
-    assert!(held <= no_outcome + closed, "held messages are pending or reported closed");
+    assert!(
+        no_outcome <= held,
+        "{no_outcome} messages without outcome but only {held} held"
+    );
+    assert!(
+        held <= no_outcome + closed,
+        "held messages are pending or reported closed"
+    );
     let stored: u64 = queues.iter().map(|q| q.stored).sum();
     let acked: u64 = queues.iter().map(|q| q.acked).sum();
-    assert_eq!(stored, acked + held, "every stored message is acked or held");
+    assert_eq!(
+        stored,
+        acked + held,
+        "every stored message is acked or held"
+    );
     outcome
 }
 
@@ -73,8 +123,16 @@ fn priority_delivers_each_message_to_one_consumer_and_acks_it_once() {
     let (_b, seen_b) = consumer(&broker, 0, 0, ConsumerOptions::default());
     let guids = publish(&p, 0, 2000);
     broker.quiesce().unwrap();
-    let (a, b) = (seen_a.lock().unwrap().clone(), seen_b.lock().unwrap().clone());
-    assert!(!a.is_empty() && !b.is_empty(), "both consumers got messages: {} and {}", a.len(), b.len());
+    let (a, b) = (
+        seen_a.lock().unwrap().clone(),
+        seen_b.lock().unwrap().clone(),
+    );
+    assert!(
+        !a.is_empty() && !b.is_empty(),
+        "both consumers got messages: {} and {}",
+        a.len(),
+        b.len()
+    );
     let mut delivered: Vec<Guid> = a.iter().chain(&b).map(|d| d.guid).collect();
     delivered.sort();
     let mut expected = guids.clone();
@@ -83,20 +141,30 @@ fn priority_delivers_each_message_to_one_consumer_and_acks_it_once() {
     let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
     assert!(guids.iter().all(|g| outcome[g] == AckStatus::Acked));
     let q = broker.queue_stats()[0];
-    assert_eq!((q.stored, q.pushed, q.confirms, q.acked, q.held), (2000, 2000, 2000, 2000, 0));
+    assert_eq!(
+        (q.stored, q.pushed, q.confirms, q.acked, q.held),
+        (2000, 2000, 2000, 2000, 0)
+    );
 }
 
 #[test]
 fn fanout_delivers_every_message_to_every_app_and_acks_after_the_last() {
     let broker = start(vec![QueueConfig::new(QueueMode::Fanout { apps: 3 })], 2);
     let (p, acks) = producer(&broker, 4096);
-    let seen: Vec<_> = (0..3).map(|app| consumer(&broker, 0, app, ConsumerOptions::default())).collect();
+    let seen: Vec<_> = (0..3)
+        .map(|app| consumer(&broker, 0, app, ConsumerOptions::default()))
+        .collect();
     let guids = publish(&p, 0, 1000);
     broker.quiesce().unwrap();
     for (app, (_, log)) in seen.iter().enumerate() {
         let got: Vec<Guid> = log.lock().unwrap().iter().map(|d| d.guid).collect();
         assert_eq!(got, guids, "app {app} got every message once, in order");
-        assert!(log.lock().unwrap().iter().all(|d| d.app == AppId(app as u16)));
+        assert!(
+            log.lock()
+                .unwrap()
+                .iter()
+                .all(|d| d.app == AppId(app as u16))
+        );
     }
     let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
     assert!(guids.iter().all(|g| outcome[g] == AckStatus::Acked));
@@ -106,19 +174,36 @@ fn fanout_delivers_every_message_to_every_app_and_acks_after_the_last() {
 
 #[test]
 fn a_full_table_rejects_with_a_clear_status_and_overwrites_nothing() {
-    let broker = start(vec![QueueConfig { capacity: 4, ..QueueConfig::new(QueueMode::Priority) }], 1);
+    let broker = start(
+        vec![QueueConfig {
+            capacity: 4,
+            ..QueueConfig::new(QueueMode::Priority)
+        }],
+        1,
+    );
     let (p, acks) = producer(&broker, 100);
     let guids = publish(&p, 0, 10);
     broker.quiesce().unwrap();
     let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
-    let rejected: Vec<&Guid> = guids.iter().filter(|g| outcome.get(g) == Some(&AckStatus::RejectedQueueFull)).collect();
+    let rejected: Vec<&Guid> = guids
+        .iter()
+        .filter(|g| outcome.get(g) == Some(&AckStatus::RejectedQueueFull))
+        .collect();
     assert_eq!(rejected.len(), 6);
     assert_eq!(broker.queue_stats()[0].held, 4);
     // The four held messages are the first four, intact: a consumer now gets exactly them.
     let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
     broker.quiesce().unwrap();
-    let got: Vec<(Guid, u64)> = seen.lock().unwrap().iter().map(|d| (d.guid, d.payload.handle)).collect();
-    assert_eq!(got, guids[..4].iter().copied().zip(0..4).collect::<Vec<_>>());
+    let got: Vec<(Guid, u64)> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|d| (d.guid, d.payload.handle))
+        .collect();
+    assert_eq!(
+        got,
+        guids[..4].iter().copied().zip(0..4).collect::<Vec<_>>()
+    );
     check_conservation(&broker, &guids, &acks.lock().unwrap());
     assert_eq!(broker.queue_stats()[0].held, 0);
 }
@@ -131,7 +216,13 @@ fn a_producer_past_its_unacked_cap_gets_rejections_and_unknown_queues_are_reject
     guids.push(p.publish(QueueId(9), Payload::default()).unwrap());
     broker.quiesce().unwrap();
     let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
-    assert_eq!(outcome.values().filter(|s| **s == AckStatus::RejectedProducerFull).count(), 2);
+    assert_eq!(
+        outcome
+            .values()
+            .filter(|s| **s == AckStatus::RejectedProducerFull)
+            .count(),
+        2
+    );
     assert_eq!(outcome[&guids[5]], AckStatus::RejectedUnknownQueue);
     let s = broker.session_stats();
     assert_eq!((s.rejected_producer_full, s.rejected_unknown_queue), (2, 1));
@@ -145,25 +236,59 @@ fn robustness_cases_are_counted_never_a_panic() {
     let (c0, _) = consumer(&broker, 0, 0, ConsumerOptions::default());
     broker.quiesce().unwrap();
     let g = guids[0];
-    let confirm = |guid, consumer: ConsumerId, app| Confirm { queue: QueueId(0), guid, consumer, app: AppId(app) };
+    let confirm = |guid, consumer: ConsumerId, app| Confirm {
+        queue: QueueId(0),
+        guid,
+        consumer,
+        app: AppId(app),
+    };
     // Unknown GUID.
-    broker.replica_confirm(confirm(Guid::new(ProducerId(77), 1), c0.id(), 0), ConfirmMode::Typed).unwrap();
+    broker
+        .replica_confirm(
+            confirm(Guid::new(ProducerId(77), 1), c0.id(), 0),
+            ConfirmMode::Typed,
+        )
+        .unwrap();
     // Unknown queue.
-    broker.replica_confirm(Confirm { queue: QueueId(5), ..confirm(g, c0.id(), 0) }, ConfirmMode::Inline).unwrap();
+    broker
+        .replica_confirm(
+            Confirm {
+                queue: QueueId(5),
+                ..confirm(g, c0.id(), 0)
+            },
+            ConfirmMode::Inline,
+        )
+        .unwrap();
     // App 0 already confirmed (consumer 0 did): a duplicate, while app 1 keeps the message.
-    broker.replica_confirm(confirm(g, c0.id(), 0), ConfirmMode::Inline).unwrap();
+    broker
+        .replica_confirm(confirm(g, c0.id(), 0), ConfirmMode::Inline)
+        .unwrap();
     // App 1 has no consumer: a confirm for it comes from a consumer the share is not
     // pushed to.
-    broker.replica_confirm(confirm(g, ConsumerId(99), 1), ConfirmMode::Boxed).unwrap();
+    broker
+        .replica_confirm(confirm(g, ConsumerId(99), 1), ConfirmMode::Boxed)
+        .unwrap();
     broker.quiesce().unwrap();
     let q = broker.queue_stats()[0];
-    assert_eq!((q.unknown_guid, q.duplicate_confirms, q.gone_consumer), (1, 1, 1));
-    assert_eq!(broker.cluster_state().unwrap(), ClusterState { routed: 3, unknown_queue: 1, queues: 1 });
+    assert_eq!(
+        (q.unknown_guid, q.duplicate_confirms, q.gone_consumer),
+        (1, 1, 1)
+    );
+    assert_eq!(
+        broker.cluster_state().unwrap(),
+        ClusterState {
+            routed: 3,
+            unknown_queue: 1,
+            queues: 1
+        }
+    );
     assert_eq!(q.held, 1, "still waiting for app 1");
     // A confirm arriving twice after release: the second finds no message (unknown GUID).
     let (c1, _) = consumer(&broker, 0, 1, ConsumerOptions::default());
     broker.quiesce().unwrap();
-    broker.replica_confirm(confirm(g, c1.id(), 1), ConfirmMode::Typed).unwrap();
+    broker
+        .replica_confirm(confirm(g, c1.id(), 1), ConfirmMode::Typed)
+        .unwrap();
     broker.quiesce().unwrap();
     assert_eq!(broker.queue_stats()[0].unknown_guid, 2);
     let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
@@ -202,13 +327,18 @@ fn blocking_consumer(broker: &Broker, app: u16, gate: Arc<Barrier>) -> (Consumer
     let sink = seen.clone();
     let mut first = true;
     let c = broker
-        .open_consumer(QueueId(0), AppId(app), ConsumerOptions::default(), move |batch: &[Delivery]| {
-            sink.lock().unwrap().extend_from_slice(batch);
-            if std::mem::take(&mut first) {
-                gate.wait();
-                gate.wait();
-            }
-        })
+        .open_consumer(
+            QueueId(0),
+            AppId(app),
+            ConsumerOptions::default(),
+            move |batch: &[Delivery]| {
+                sink.lock().unwrap().extend_from_slice(batch);
+                if std::mem::take(&mut first) {
+                    gate.wait();
+                    gate.wait();
+                }
+            },
+        )
         .unwrap();
     (c, seen)
 }
@@ -231,15 +361,25 @@ fn closing_a_priority_consumer_redelivers_its_unconfirmed_messages() {
     gate.wait();
     broker.quiesce().unwrap();
     let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
-    assert!(guids.iter().all(|g| outcome[g] == AckStatus::Acked), "{outcome:?}");
+    assert!(
+        guids.iter().all(|g| outcome[g] == AckStatus::Acked),
+        "{outcome:?}"
+    );
     let q = broker.queue_stats()[0];
     assert!(q.redelivered >= 1, "{q:?}");
     let mut b_got: Vec<Guid> = seen_b.lock().unwrap().iter().map(|d| d.guid).collect();
     b_got.sort();
     b_got.dedup();
-    assert_eq!(b_got.len(), 10, "b got every message, its own and a's redelivered");
+    assert_eq!(
+        b_got.len(),
+        10,
+        "b got every message, its own and a's redelivered"
+    );
     // a's late confirms found its shares gone to b (or already released).
-    assert_eq!(q.gone_consumer + q.unknown_guid, q.redelivered.min(q.gone_consumer + q.unknown_guid));
+    assert_eq!(
+        q.gone_consumer + q.unknown_guid,
+        q.redelivered.min(q.gone_consumer + q.unknown_guid)
+    );
 }
 
 #[test]
@@ -263,7 +403,11 @@ fn closing_a_fanout_consumer_drops_its_share() {
     assert_eq!(seen0.lock().unwrap().len(), 6);
     let q = broker.queue_stats()[0];
     assert!(q.dropped_shares >= 1 && q.dropped_shares <= 6, "{q:?}");
-    assert_eq!(q.confirms + q.dropped_shares, 12, "each of the 12 shares confirmed or dropped: {q:?}");
+    assert_eq!(
+        q.confirms + q.dropped_shares,
+        12,
+        "each of the 12 shares confirmed or dropped: {q:?}"
+    );
 }
 
 #[test]
@@ -274,13 +418,25 @@ fn the_three_confirm_modes_and_both_routes_give_identical_results() {
             let broker = start(vec![QueueConfig::new(QueueMode::Fanout { apps: 2 })], 2);
             let (p, acks) = producer(&broker, 1000);
             let options = ConsumerOptions { mode, route };
-            let _consumers: Vec<_> = (0..2).map(|app| consumer(&broker, 0, app, options)).collect();
+            let _consumers: Vec<_> = (0..2)
+                .map(|app| consumer(&broker, 0, app, options))
+                .collect();
             let guids = publish(&p, 0, 500);
             broker.quiesce().unwrap();
             let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
-            assert!(guids.iter().all(|g| outcome[g] == AckStatus::Acked), "{mode:?} {route:?}");
+            assert!(
+                guids.iter().all(|g| outcome[g] == AckStatus::Acked),
+                "{mode:?} {route:?}"
+            );
             let routed = broker.cluster_state().unwrap().routed;
-            assert_eq!(routed, if route == ConfirmRoute::ViaCluster { 1000 } else { 0 });
+            assert_eq!(
+                routed,
+                if route == ConfirmRoute::ViaCluster {
+                    1000
+                } else {
+                    0
+                }
+            );
             results.push(broker.queue_stats()[0]);
             broker.shutdown();
         }
@@ -297,18 +453,57 @@ fn shutdown_reports_unacknowledged_messages_closed() {
     broker.shutdown();
     let acks = acks.lock().unwrap();
     assert_eq!(acks.len(), 3);
-    assert!(acks.iter().all(|a| a.status == AckStatus::Closed && guids.contains(&a.guid)));
-    assert!(p.publish(QueueId(0), Payload::default()).is_err(), "publishing after shutdown is an error");
+    assert!(
+        acks.iter()
+            .all(|a| a.status == AckStatus::Closed && guids.contains(&a.guid))
+    );
+    assert!(
+        p.publish(QueueId(0), Payload::default()).is_err(),
+        "publishing after shutdown is an error"
+    );
 }
 
 #[test]
 fn invalid_queue_configurations_are_errors() {
-    let err = |q: QueueConfig| Broker::start(BrokerConfig { queues: vec![q], ..BrokerConfig::default() }).unwrap_err();
-    assert!(err(QueueConfig { capacity: 0, ..QueueConfig::new(QueueMode::Priority) }).to_string().contains("capacity"));
-    assert!(err(QueueConfig::new(QueueMode::Fanout { apps: 17 })).to_string().contains("1 to 16 apps"));
-    assert!(err(QueueConfig { window: 0, ..QueueConfig::new(QueueMode::Priority) }).to_string().contains("window"));
+    let err = |q: QueueConfig| {
+        Broker::start(BrokerConfig {
+            queues: vec![q],
+            ..BrokerConfig::default()
+        })
+        .unwrap_err()
+    };
+    assert!(
+        err(QueueConfig {
+            capacity: 0,
+            ..QueueConfig::new(QueueMode::Priority)
+        })
+        .to_string()
+        .contains("capacity")
+    );
+    assert!(
+        err(QueueConfig::new(QueueMode::Fanout { apps: 17 }))
+            .to_string()
+            .contains("1 to 16 apps")
+    );
+    assert!(
+        err(QueueConfig {
+            window: 0,
+            ..QueueConfig::new(QueueMode::Priority)
+        })
+        .to_string()
+        .contains("window")
+    );
     let broker = start(vec![QueueConfig::new(QueueMode::Fanout { apps: 2 })], 1);
-    let open = |q, a| broker.open_consumer(QueueId(q), AppId(a), ConsumerOptions::default(), |_: &[Delivery]| {}).unwrap_err();
+    let open = |q, a| {
+        broker
+            .open_consumer(
+                QueueId(q),
+                AppId(a),
+                ConsumerOptions::default(),
+                |_: &[Delivery]| {},
+            )
+            .unwrap_err()
+    };
     assert_eq!(open(0, 2), BrokerError::UnknownApp(QueueId(0), AppId(2)));
     assert_eq!(open(3, 0), BrokerError::UnknownQueue(QueueId(3)));
 }
