@@ -8,6 +8,9 @@
 //!   the boxed baseline.
 //! * [`core`] (`zerodispatch-core`): the [`Dispatcher`], its processors, clients, events,
 //!   flush contract, wake protocol, shutdown and stats.
+//! * [`broker`] (`zerodispatch-broker`): a message broker's confirm path built on the
+//!   dispatcher: queues, producer and consumer sessions, cluster routing of confirms, in
+//!   the three confirm modes (inline functor, typed message, boxed functor).
 //!
 //! [`workload`] is the confirm-shaped work the benches and examples run, and [`measure`]
 //! the harnesses they share.
@@ -15,6 +18,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub use zerodispatch_broker as broker;
 pub use zerodispatch_callback as callback;
 pub use zerodispatch_callback::{BoxedCallback, Callback, InlineCallback};
 pub use zerodispatch_core as core;

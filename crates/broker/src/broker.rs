@@ -198,6 +198,7 @@ pub struct Broker {
     cluster: ClientHandle,
     cluster_counters: Arc<CachePadded<ClusterCounters>>,
     max_batch: usize,
+    event_capacity: usize,
     next_producer: AtomicU32,
     next_consumer: AtomicU32,
 }
@@ -282,6 +283,7 @@ impl Broker {
             cluster,
             cluster_counters,
             max_batch: config.max_batch,
+            event_capacity: config.event_capacity,
             next_producer: AtomicU32::new(0),
             next_consumer: AtomicU32::new(0),
         })
@@ -377,6 +379,7 @@ impl Broker {
         let session =
             self.dispatcher
                 .register(ClientType::Session, session, Placement::LeastLoaded)?;
+        self.warn_if_undersized(id);
         self.dispatcher
             .dispatch(
                 queue_handle,
@@ -388,6 +391,30 @@ impl Broker {
             )
             .map_err(|_| BrokerError::ShutDown)?;
         Ok(Consumer { id, queue, session })
+    }
+
+    /// Warns when the session processors' event capacity is below what the queues may send
+    /// them (every consumer's window of PUSHes and every held message's ACK): past it, a
+    /// queue processor and a session processor can each wait for the other's full queue.
+    fn warn_if_undersized(&self, newest: ConsumerId) {
+        let consumers = newest.0 as usize + 1;
+        let window = self
+            .queue_configs
+            .iter()
+            .map(|q| q.window as usize)
+            .max()
+            .unwrap_or(0);
+        let held: usize = self.queue_configs.iter().map(|q| q.capacity).sum();
+        let need = consumers * window + held;
+        if need > self.event_capacity {
+            tracing::warn!(
+                consumers,
+                window,
+                held,
+                event_capacity = self.event_capacity,
+                "event capacity below consumers x window + queue capacity: processors may wait on each other"
+            );
+        }
     }
 
     /// Closes a consumer. Its unconfirmed messages become deliverable to the other consumers

@@ -91,6 +91,8 @@ struct Slot {
     undelivered: u16,
     /// Whether the slot is in `to_push`.
     queued: bool,
+    /// Whether the slot holds a message (set at PUT, cleared at release).
+    live: bool,
     /// The consumer each app's share was pushed to.
     assigned: [ConsumerId; MAX_APPS as usize],
 }
@@ -139,6 +141,7 @@ impl QueueEngine {
             pending: 0,
             undelivered: 0,
             queued: false,
+            live: false,
             assigned: [ConsumerId(u32::MAX); MAX_APPS as usize],
         };
         let capacity_u32 = u32::try_from(capacity).expect("queue capacity fits u32");
@@ -184,6 +187,7 @@ impl QueueEngine {
             pending: all,
             undelivered: all,
             queued: true,
+            live: true,
             ..self.slots[slot as usize]
         };
         self.index.insert(guid, slot);
@@ -223,6 +227,7 @@ impl QueueEngine {
     }
 
     fn release(&mut self, slot: u32, status: AckStatus) {
+        self.slots[slot as usize].live = false;
         let s = self.slots[slot as usize];
         self.index.remove(&s.guid);
         self.free.push(slot);
@@ -266,8 +271,7 @@ impl QueueEngine {
             let holds = s.pending & bit != 0
                 && s.undelivered & bit == 0
                 && s.assigned[usize::from(gone.app.0)] == id;
-            let in_use = self.index.get(&s.guid) == Some(&slot);
-            if !holds || !in_use {
+            if !holds || !s.live {
                 continue;
             }
             match self.mode {
@@ -294,10 +298,23 @@ impl QueueEngine {
 
     /// Pushes what can be pushed and sends the ACKs.
     pub(crate) fn flush(&mut self, dispatcher: &DispatcherHandle<BrokerMsg>) {
-        let mut keep = 0;
-        for i in 0..self.to_push.len() {
+        // Walk the backlog oldest first, but only while some app has a consumer with room:
+        // a backlog waiting for confirms (or for a consumer) costs nothing per flush.
+        let mut ready = self.apps_with_room();
+        let (mut keep, mut i) = (0, 0);
+        while i < self.to_push.len() && ready != 0 {
             let slot = self.to_push[i];
-            let done = self.push_shares(slot, dispatcher);
+            i += 1;
+            let s = &self.slots[slot as usize];
+            let done = if !s.live {
+                true // released meanwhile
+            } else if s.undelivered & ready == 0 {
+                false
+            } else {
+                let done = self.push_shares(slot, dispatcher);
+                ready = self.apps_with_room();
+                done
+            };
             if done {
                 self.slots[slot as usize].queued = false;
             } else {
@@ -305,7 +322,10 @@ impl QueueEngine {
                 keep += 1;
             }
         }
-        self.to_push.truncate(keep);
+        // Slide the part not walked down behind what was kept.
+        let rest = self.to_push.len() - i;
+        self.to_push.copy_within(i.., keep);
+        self.to_push.truncate(keep + rest);
         for (producer, guid, status) in self.acks.drain(..) {
             if dispatcher
                 .dispatch(producer, Event::Message(BrokerMsg::Ack { guid, status }))
@@ -320,9 +340,6 @@ impl QueueEngine {
     /// none is left undelivered.
     fn push_shares(&mut self, slot: u32, dispatcher: &DispatcherHandle<BrokerMsg>) -> bool {
         let s = self.slots[slot as usize];
-        if self.index.get(&s.guid) != Some(&slot) {
-            return true; // released meanwhile
-        }
         let mut undelivered = s.undelivered;
         while undelivered != 0 {
             let app = undelivered.trailing_zeros() as u16;
@@ -352,6 +369,14 @@ impl QueueEngine {
             }
         }
         self.slots[slot as usize].undelivered == 0
+    }
+
+    /// The apps (bit `app`) that have a consumer with room in its window.
+    fn apps_with_room(&self) -> u16 {
+        self.consumers
+            .iter()
+            .filter(|c| c.in_flight < self.window)
+            .fold(0, |apps, c| apps | 1 << c.app.0)
     }
 
     /// A consumer of `app` with room in its window, round-robin.

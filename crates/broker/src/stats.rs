@@ -14,7 +14,8 @@ impl Counter {
         // A relaxed load and store rather than a read-modify-write: this thread is the only
         // writer. Relaxed: a count, read for stats, and by tests after `Broker::quiesce`,
         // whose synchronization orders it.
-        self.0.store(self.0.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+        self.0
+            .store(self.0.load(Ordering::Relaxed) + n, Ordering::Relaxed);
     }
 
     pub(crate) fn get(&self) -> u64 {
@@ -54,7 +55,7 @@ pub(crate) struct SessionCounters {
     pub(crate) confirms_refused: Counter,
 }
 
-/// Written by the cluster processor (and by `Broker::replica_confirm` for unknown queues).
+/// Written by the cluster processor.
 #[derive(Debug, Default)]
 pub(crate) struct ClusterCounters {
     pub(crate) routed: Counter,

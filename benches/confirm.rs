@@ -1,0 +1,367 @@
+//! The broker's confirm path (`zerodispatch-broker`), end to end, in its three confirm modes:
+//! `inline` (a `Callback` confirm functor), `typed` (a `BrokerMsg::Confirm`) and `boxed` (a
+//! `BoxedCallback`, one allocation per confirm). Every broker has one session processor,
+//! one queue processor and the cluster processor (`SpinThenPark`, the default capacity and
+//! batch).
+//!
+//! * `confirm_priority`: messages per second through the whole path: the bench thread
+//!   publishes (one producer), the session sends the PUT, the priority queue stores it and
+//!   PUSHes it to its one consumer, the consumer's session hands it to a no-op `on_delivery`
+//!   and sends the CONFIRM in the function's mode, the queue releases the message and sends
+//!   the ACK, and the producer's session reports it to `on_ack`. A run publishes `iters`
+//!   messages and is timed until `iters` more `Acked` outcomes have been reported; the bench
+//!   thread keeps at most [`IN_FLIGHT`] messages unacknowledged, so nothing is ever
+//!   rejected. Any outcome other than `Acked` panics the bench.
+//! * `confirm_fanout4`: the same with a fanout queue of 4 apps and one consumer per app: per
+//!   message, 4 PUSHes, 4 deliveries and 4 CONFIRMs before its ACK.
+//! * `confirm_cluster`: confirms per second through the cluster processor: the bench thread
+//!   plays a replica calling `Broker::replica_confirm`, the cluster processor routes each
+//!   confirm to the queue's processor in the function's mode, and the queue applies it. The
+//!   queue holds [`HELD`] messages published with no consumer attached, and the confirms
+//!   cycle over their GUIDs; as no consumer holds their shares, every confirm is counted
+//!   `gone_consumer` and changes nothing, so a run can repeat them forever. A run sends
+//!   `iters` confirms and is timed until the queue has counted `iters` more. What is
+//!   measured is the bench thread's dispatch, the routing, the cluster-to-queue hop and the
+//!   queue's GUID lookup; not a release or an ACK.
+//!
+//! Every subject is started once per function and dropped (shut down) before the next
+//! starts. With `ZERODISPATCH_BENCH_STATS=1` each broker prints its processors' parks,
+//! flushes and batch sizes when its function ends.
+//!
+//! Run: `cargo bench --bench confirm`.
+
+mod ours;
+mod peers;
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use crossbeam_utils::{Backoff, CachePadded};
+use zerodispatch::broker::{
+    Ack, AckStatus, AppId, Broker, BrokerConfig, Confirm, ConfirmMode, ConsumerId, ConsumerOptions,
+    Delivery, Guid, Payload, Producer, QueueConfig, QueueId, QueueMode, QueueStats,
+};
+
+use ours::{STATS_VAR, bench_runs, throughput_group};
+
+/// The functions of every group: the consumer's (or the cluster's) confirm mode.
+const MODES: [(&str, ConfirmMode); 3] = [
+    ("inline", ConfirmMode::Inline),
+    ("typed", ConfirmMode::Typed),
+    ("boxed", ConfirmMode::Boxed),
+];
+
+/// Messages the bench thread keeps unacknowledged at most in the end-to-end groups. Bounds
+/// what sits in each processor's queue: at most `IN_FLIGHT` publishes, PUTs and ACKs plus
+/// `apps * IN_FLIGHT` PUSHes or CONFIRMs, 49,152 events for the fanout queue, under the
+/// default event capacity of 65,536 (16,384 would reach it exactly).
+const IN_FLIGHT: u64 = 1 << 13;
+
+/// The queue's table: room for every message in flight, so that nothing is rejected.
+const QUEUE_CAPACITY: usize = 1 << 16;
+
+/// The producer's table of unacknowledged messages: far above [`IN_FLIGHT`].
+const MAX_UNACKED: usize = 1 << 16;
+
+/// Messages held in the `confirm_cluster` queue, whose GUIDs the confirms cycle over. Few
+/// on purpose: every flush of the queue (after each batch it drains) walks all the messages
+/// it holds undelivered looking for a consumer, and these never get one, so the flush costs
+/// a GUID lookup per held message, whatever the batch.
+const HELD: u64 = 16;
+
+/// One producer, one priority queue, one consumer.
+fn confirm_priority(c: &mut Criterion) {
+    let mut group = throughput_group(c, "confirm_priority");
+    for (name, mode) in MODES {
+        bench_runs(
+            &mut group,
+            name,
+            || EndToEnd::start(QueueMode::Priority, mode),
+            EndToEnd::run,
+        );
+    }
+    group.finish();
+}
+
+/// One producer, one fanout queue of 4 apps, one consumer per app.
+fn confirm_fanout4(c: &mut Criterion) {
+    let mut group = throughput_group(c, "confirm_fanout4");
+    for (name, mode) in MODES {
+        bench_runs(
+            &mut group,
+            name,
+            || EndToEnd::start(QueueMode::Fanout { apps: 4 }, mode),
+            EndToEnd::run,
+        );
+    }
+    group.finish();
+}
+
+/// Replica confirms routed by the cluster processor to one queue processor.
+fn confirm_cluster(c: &mut Criterion) {
+    let mut group = throughput_group(c, "confirm_cluster");
+    for (name, mode) in MODES {
+        bench_runs(
+            &mut group,
+            name,
+            || ReplicaConfirms::start(mode),
+            ReplicaConfirms::run,
+        );
+    }
+    group.finish();
+}
+
+/// A broker of one session processor, one queue processor and the cluster processor, with
+/// one queue.
+fn one_queue_broker(queue: QueueConfig) -> Broker {
+    Broker::start(BrokerConfig {
+        queues: vec![queue],
+        session_processors: 1,
+        queue_processors: 1,
+        ..Default::default()
+    })
+    .expect("a valid bench configuration")
+}
+
+/// Waits, spinning then yielding, until `done` returns `Some`.
+fn wait_for<T>(mut done: impl FnMut() -> Option<T>) -> T {
+    let backoff = Backoff::new();
+    loop {
+        if let Some(value) = done() {
+            return value;
+        }
+        backoff.snooze();
+    }
+}
+
+/// Prints the broker's processors' statistics when [`STATS_VAR`] is set.
+fn print_stats(broker: &Broker) {
+    if std::env::var_os(STATS_VAR).is_none() {
+        return;
+    }
+    for s in broker.dispatcher().stats() {
+        eprintln!(
+            "{}: processed {} parks {} flushes {} batch p50 {} mean {:.1} max depth {}",
+            s.processor,
+            s.processed,
+            s.parks,
+            s.flushes,
+            s.batch_size.p50,
+            s.batch_size.mean,
+            s.max_depth
+        );
+    }
+}
+
+/// What the producer's `on_ack` counts, on the session processor.
+#[derive(Default)]
+struct AckCounts {
+    /// `Acked` outcomes so far; Release, so that the bench thread's Acquire load orders it.
+    acked: CachePadded<AtomicU64>,
+    /// Any other outcome: the bench is wrong.
+    other: AtomicU64,
+}
+
+/// The whole path: one producer (the bench thread), one queue, one consumer per app.
+struct EndToEnd {
+    /// Taken and shut down on drop.
+    broker: Option<Broker>,
+    producer: Producer,
+    counts: Arc<AckCounts>,
+    /// Messages published (and, between runs, acknowledged) so far.
+    published: Cell<u64>,
+}
+
+impl EndToEnd {
+    fn start(mode: QueueMode, confirm: ConfirmMode) -> Self {
+        let broker = one_queue_broker(QueueConfig {
+            mode,
+            capacity: QUEUE_CAPACITY,
+            // Every message in flight can be pushed at once: none waits in the queue for
+            // room in a consumer's window.
+            window: IN_FLIGHT as u32,
+        });
+        let apps = match mode {
+            QueueMode::Priority => 1,
+            QueueMode::Fanout { apps } => apps,
+        };
+        let options = ConsumerOptions {
+            mode: confirm,
+            ..ConsumerOptions::default()
+        };
+        for app in 0..apps {
+            broker
+                .open_consumer(QueueId(0), AppId(app), options, |_: &[Delivery]| {})
+                .expect("a running broker with this queue and app");
+        }
+        let counts = Arc::new(AckCounts::default());
+        let on_ack = {
+            let counts = counts.clone();
+            move |batch: &[Ack]| {
+                let acked = batch
+                    .iter()
+                    .filter(|a| a.status == AckStatus::Acked)
+                    .count() as u64;
+                if acked < batch.len() as u64 {
+                    counts
+                        .other
+                        .fetch_add(batch.len() as u64 - acked, Ordering::Relaxed);
+                }
+                counts.acked.fetch_add(acked, Ordering::Release);
+            }
+        };
+        let producer = broker
+            .open_producer(MAX_UNACKED, on_ack)
+            .expect("a running broker");
+        Self {
+            broker: Some(broker),
+            producer,
+            counts,
+            published: Cell::new(0),
+        }
+    }
+
+    /// Waits until at least `target` messages are acknowledged; returns how many are.
+    fn wait_acked(&self, target: u64) -> u64 {
+        wait_for(|| {
+            let other = self.counts.other.load(Ordering::Relaxed);
+            assert_eq!(other, 0, "{other} messages had an outcome other than Acked");
+            let acked = self.counts.acked.load(Ordering::Acquire);
+            (acked >= target).then_some(acked)
+        })
+    }
+
+    /// Publishes `count` messages, at most [`IN_FLIGHT`] unacknowledged, and returns the
+    /// time until all of them are acknowledged.
+    fn run(&self, count: u64) -> Duration {
+        let first = self.published.get();
+        let mut acked = first;
+        let start = Instant::now();
+        for seq in first..first + count {
+            if seq - acked >= IN_FLIGHT {
+                acked = self.wait_acked(seq - IN_FLIGHT + 1);
+            }
+            let payload = Payload {
+                handle: seq,
+                len: 64,
+            };
+            self.producer
+                .publish(QueueId(0), payload)
+                .expect("the broker runs until the subject is dropped");
+        }
+        self.wait_acked(first + count);
+        let elapsed = start.elapsed();
+        self.published.set(first + count);
+        elapsed
+    }
+}
+
+impl Drop for EndToEnd {
+    fn drop(&mut self) {
+        if let Some(broker) = self.broker.take() {
+            print_stats(&broker);
+            broker.shutdown();
+        }
+    }
+}
+
+/// A replica (the bench thread) confirming through the cluster processor.
+struct ReplicaConfirms {
+    /// Taken and shut down on drop.
+    broker: Option<Broker>,
+    mode: ConfirmMode,
+    /// The held messages' GUIDs.
+    guids: Vec<Guid>,
+    /// Confirms sent (and, between runs, counted by the queue) so far.
+    sent: Cell<u64>,
+}
+
+/// The queue's count of confirms it has handled, whatever their outcome.
+fn confirms_handled(stats: &QueueStats) -> u64 {
+    stats.confirms + stats.duplicate_confirms + stats.unknown_guid + stats.gone_consumer
+}
+
+impl ReplicaConfirms {
+    fn start(mode: ConfirmMode) -> Self {
+        let broker = one_queue_broker(QueueConfig::new(QueueMode::Priority));
+        let producer = broker
+            .open_producer(MAX_UNACKED, |_: &[Ack]| {})
+            .expect("a running broker");
+        let guids = (0..HELD)
+            .map(|handle| {
+                producer
+                    .publish(QueueId(0), Payload { handle, len: 64 })
+                    .expect("a running broker")
+            })
+            .collect();
+        broker.quiesce().expect("a running broker");
+        let stats = broker.queue_stats()[0];
+        assert_eq!(
+            (stats.stored, stats.held),
+            (HELD, HELD),
+            "every message is held"
+        );
+        Self {
+            broker: Some(broker),
+            mode,
+            guids,
+            sent: Cell::new(0),
+        }
+    }
+
+    fn broker(&self) -> &Broker {
+        self.broker.as_ref().expect("the broker runs until drop")
+    }
+
+    /// Sends `count` replica confirms and returns the time until the queue has handled them.
+    fn run(&self, count: u64) -> Duration {
+        let broker = self.broker();
+        let first = self.sent.get();
+        let start = Instant::now();
+        for seq in first..first + count {
+            let confirm = Confirm {
+                queue: QueueId(0),
+                guid: self.guids[(seq % HELD) as usize],
+                // No consumer holds the share: the queue counts the confirm `gone_consumer`.
+                consumer: ConsumerId(0),
+                app: AppId(0),
+            };
+            broker
+                .replica_confirm(confirm, self.mode)
+                .expect("the broker runs until the subject is dropped");
+        }
+        let target = first + count;
+        wait_for(|| (confirms_handled(&broker.queue_stats()[0]) >= target).then_some(()));
+        let elapsed = start.elapsed();
+        self.sent.set(target);
+        elapsed
+    }
+}
+
+impl Drop for ReplicaConfirms {
+    fn drop(&mut self) {
+        let Some(broker) = self.broker.take() else {
+            return;
+        };
+        if !std::thread::panicking() {
+            broker.quiesce().expect("a running broker");
+            let sent = self.sent.get();
+            let cluster = broker.cluster_state().expect("a running broker");
+            let queue = broker.queue_stats()[0];
+            assert_eq!(cluster.routed, sent, "every confirm was routed");
+            assert_eq!(
+                (queue.gone_consumer, queue.confirms, queue.held),
+                (sent, 0, HELD),
+                "every confirm found its message held and no consumer holding it"
+            );
+        }
+        print_stats(&broker);
+        broker.shutdown();
+    }
+}
+
+criterion_group!(benches, confirm_priority, confirm_fanout4, confirm_cluster);
+criterion_main!(benches);
