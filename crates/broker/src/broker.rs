@@ -3,8 +3,10 @@
 //! query the cluster, read stats, shut down.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 use zerodispatch_callback::Callback;
@@ -14,10 +16,13 @@ use zerodispatch_core::{
 };
 
 use crate::cluster::ClusterClient;
+use crate::credits::Credits;
 use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 use crate::message::{Ack, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute, Delivery};
 use crate::queue::{MAX_APPS, QueueClient, QueueEngine, QueueMode};
-use crate::session::{ConsumerSession, ProducerSession};
+use crate::session::{
+    ConsumerSession, FRAME_OVERHEAD, FlushStrategy, ProducerConfig, ProducerSession,
+};
 use crate::stats::{
     ClusterCounters, ClusterState, QueueCounters, QueueStats, SessionCounters, SessionStats,
 };
@@ -90,6 +95,8 @@ pub enum BrokerError {
     UnknownApp(QueueId, AppId),
     /// The broker is shutting down.
     ShutDown,
+    /// A producer's configuration is invalid.
+    Producer(&'static str),
 }
 
 impl fmt::Display for BrokerError {
@@ -101,6 +108,7 @@ impl fmt::Display for BrokerError {
             BrokerError::UnknownQueue(q) => write!(f, "no queue {}", q.0),
             BrokerError::UnknownApp(q, a) => write!(f, "queue {} has no app {}", q.0, a.0),
             BrokerError::ShutDown => write!(f, "the broker is shutting down"),
+            BrokerError::Producer(why) => write!(f, "invalid producer configuration: {why}"),
         }
     }
 }
@@ -131,13 +139,58 @@ pub struct ConsumerOptions {
     pub route: ConfirmRoute,
 }
 
-/// A producer: publishes from any thread of the application.
+/// Why `send` did not send.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SendError {
+    /// The unconfirmed-message cap is reached (from `try_send`); the payload is handed back.
+    Full(Payload),
+    /// The message would not fit `max_frame_bytes` even alone.
+    TooLarge {
+        /// Bytes it needs (payload plus [`FRAME_OVERHEAD`](crate::FRAME_OVERHEAD)).
+        needs: usize,
+        /// The producer's `max_frame_bytes`.
+        max_frame_bytes: usize,
+    },
+    /// The producer is closed, or the broker is shutting down.
+    Closed(Payload),
+}
+
+impl fmt::Display for SendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendError::Full(_) => write!(
+                f,
+                "the unconfirmed-message cap is reached; the message is handed back"
+            ),
+            SendError::TooLarge {
+                needs,
+                max_frame_bytes,
+            } => {
+                write!(
+                    f,
+                    "the message needs {needs} bytes, more than a frame's {max_frame_bytes}"
+                )
+            }
+            SendError::Closed(_) => write!(f, "the producer is closed; the message is handed back"),
+        }
+    }
+}
+
+impl std::error::Error for SendError {}
+
+/// A producer: publishes from any thread of the application. Dropping it closes it
+/// (waiting up to 1 s for the outcomes of what is in flight).
 #[derive(Debug)]
 pub struct Producer {
     id: ProducerId,
     session: ClientHandle,
     next_seq: AtomicU64,
     dispatcher: DispatcherHandle<BrokerMsg>,
+    config: ProducerConfig,
+    credits: Arc<Credits>,
+    closed: AtomicBool,
+    /// The thread that sends `Tick`s (timer aggregation, confirm timeouts), if any.
+    ticker: Mutex<Option<(Arc<AtomicBool>, JoinHandle<()>)>>,
 }
 
 impl Producer {
@@ -147,28 +200,149 @@ impl Producer {
         self.id
     }
 
-    /// Publishes a message to `queue`; its outcome comes to the producer's `on_ack` (an
-    /// unknown queue, a full table and closing are outcomes too). Waits while the session
-    /// processor's queue is full. Allocates nothing.
+    /// Publishes a message to `queue` without taking a credit: no back-pressure beyond the
+    /// session's table, which rejects past `max_unconfirmed` (`RejectedProducerFull`). Its
+    /// outcome comes to the producer's `on_ack`. Waits while the session processor's queue
+    /// is full. Allocates nothing.
     ///
     /// # Errors
     ///
     /// `ShutDown` once the broker is shutting down (the message was not published).
     pub fn publish(&self, queue: QueueId, payload: Payload) -> Result<Guid, BrokerError> {
+        self.enqueue(queue, payload, false)
+            .map_err(|_| BrokerError::ShutDown)
+    }
+
+    fn check(&self, payload: Payload) -> Result<(), SendError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(SendError::Closed(payload));
+        }
+        let needs = payload.len as usize + FRAME_OVERHEAD;
+        if needs > self.config.max_frame_bytes {
+            return Err(SendError::TooLarge {
+                needs,
+                max_frame_bytes: self.config.max_frame_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    fn enqueue(&self, queue: QueueId, payload: Payload, credited: bool) -> Result<Guid, SendError> {
         let guid = Guid::new(self.id, self.next_seq.fetch_add(1, Ordering::Relaxed));
         let publish = BrokerMsg::Publish {
             queue,
             guid,
             payload,
+            credited,
         };
         match self
             .dispatcher
             .dispatch(self.session, Event::Message(publish))
         {
             Ok(()) => Ok(guid),
-            Err(_) => Err(BrokerError::ShutDown),
+            Err(_) => {
+                if credited {
+                    self.credits.give_back(1);
+                }
+                Err(SendError::Closed(payload))
+            }
         }
     }
+
+    /// Sends a message to `queue`, waiting while `max_unconfirmed` messages are without an
+    /// outcome. The outcome (confirmed, timed out, rejected, not sent or closed) comes to
+    /// `on_ack`, exactly once. Allocates nothing.
+    ///
+    /// # Errors
+    ///
+    /// `TooLarge` for a message that cannot fit a frame; `Closed` after `close` or shutdown.
+    pub fn send(&self, queue: QueueId, payload: Payload) -> Result<Guid, SendError> {
+        self.check(payload)?;
+        self.credits.take(None);
+        self.enqueue(queue, payload, true)
+    }
+
+    /// Sends a message to `queue` if the cap allows, and hands it back otherwise.
+    ///
+    /// # Errors
+    ///
+    /// `Full` at the cap, and as [`send`](Self::send).
+    pub fn try_send(&self, queue: QueueId, payload: Payload) -> Result<Guid, SendError> {
+        self.check(payload)?;
+        if !self.credits.try_take() {
+            return Err(SendError::Full(payload));
+        }
+        self.enqueue(queue, payload, true)
+    }
+
+    /// Messages sent with `send` or `try_send` and without an outcome yet.
+    #[must_use]
+    pub fn unconfirmed(&self) -> usize {
+        self.credits.in_flight()
+    }
+
+    /// Closes the producer: messages not sent yet are reported `NotSent`; messages in
+    /// flight keep their chance for `wait`, and whatever has no outcome then is reported
+    /// `Closed`. Every message gets exactly one outcome. Later sends fail with `Closed`.
+    /// Returns whether everything in flight had its outcome within `wait`.
+    pub fn close(&self, wait: Duration) -> bool {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return true;
+        }
+        let drained = self
+            .dispatcher
+            .dispatch(self.session, Event::Message(BrokerMsg::Drain))
+            .is_ok()
+            && self.credits.wait_empty(wait);
+        let _ = self
+            .dispatcher
+            .dispatch(self.session, Event::Message(BrokerMsg::Close));
+        if let Some((stop, ticker)) = self.ticker.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            stop.store(true, Ordering::Release);
+            ticker.thread().unpark();
+            let _ = ticker.join();
+        }
+        drained
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        self.close(Duration::from_secs(1));
+    }
+}
+
+/// Starts a thread that sends `Tick` to `session` every `every`, until `stop`.
+fn start_ticker(
+    dispatcher: DispatcherHandle<BrokerMsg>,
+    session: ClientHandle,
+    every: Duration,
+) -> (Arc<AtomicBool>, JoinHandle<()>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let ticker = thread::Builder::new()
+        .name("zd-producer-ticker".into())
+        .spawn(move || {
+            let mut next = Instant::now() + every;
+            while !flag.load(Ordering::Acquire) {
+                // Free-running: ticks fall every `every` whatever the load, as the old
+                // clients' aggregation timer did.
+                let left = next.saturating_duration_since(Instant::now());
+                if !left.is_zero() {
+                    thread::park_timeout(left);
+                    continue;
+                }
+                next += every;
+                if dispatcher
+                    .dispatch(session, Event::Message(BrokerMsg::Tick))
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        })
+        .expect("cannot spawn a producer's ticker thread");
+    (stop, ticker)
 }
 
 /// A consumer, as its application holds it.
@@ -309,23 +483,74 @@ impl Broker {
         max_unacked: usize,
         on_ack: impl FnMut(&[Ack]) + Send + 'static,
     ) -> Result<Producer, BrokerError> {
+        let config = ProducerConfig {
+            max_unconfirmed: max_unacked.max(1),
+            ..ProducerConfig::default()
+        };
+        self.open_producer_with(config, on_ack)
+    }
+
+    /// Opens a producer with a full configuration: flush strategy, caps, confirm timeout.
+    ///
+    /// # Errors
+    ///
+    /// `ShutDown`, a registration failure, or `Producer` for an invalid configuration.
+    pub fn open_producer_with(
+        &self,
+        config: ProducerConfig,
+        on_ack: impl FnMut(&[Ack]) + Send + 'static,
+    ) -> Result<Producer, BrokerError> {
+        if config.max_unconfirmed == 0
+            || config.batch_size == 0
+            || config.max_frame_bytes <= FRAME_OVERHEAD
+        {
+            return Err(BrokerError::Producer(
+                "max_unconfirmed and batch_size must be at least 1, and max_frame_bytes above FRAME_OVERHEAD",
+            ));
+        }
+        if matches!(config.flush, FlushStrategy::Timer(d) if d.is_zero())
+            || config.confirm_timeout.is_some_and(|d| d.is_zero())
+        {
+            return Err(BrokerError::Producer(
+                "timer intervals and timeouts must be above zero",
+            ));
+        }
         let id = ProducerId(self.next_producer.fetch_add(1, Ordering::Relaxed));
+        let credits = Arc::new(Credits::new(config.max_unconfirmed));
         let session = ProducerSession::new(
             id,
             self.queues.clone(),
-            max_unacked.max(1),
-            self.max_batch,
+            config,
+            credits.clone(),
             Box::new(on_ack),
             self.session_counters(),
         );
         let session =
             self.dispatcher
                 .register(ClientType::Session, session, Placement::LeastLoaded)?;
+        // Ticks: the timer's interval, and a quarter of the confirm timeout (so that a
+        // timeout is reported at most a quarter late), whichever is shorter.
+        let timer = match config.flush {
+            FlushStrategy::Timer(d) => Some(d),
+            FlushStrategy::Dynamic => None,
+        };
+        let expiry = config
+            .confirm_timeout
+            .map(|t| (t / 4).max(Duration::from_micros(100)));
+        let tick = match (timer, expiry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let ticker = tick.map(|every| start_ticker(self.dispatcher.handle(), session, every));
         Ok(Producer {
             id,
             session,
             next_seq: AtomicU64::new(0),
             dispatcher: self.dispatcher.handle(),
+            config,
+            credits,
+            closed: AtomicBool::new(false),
+            ticker: Mutex::new(ticker),
         })
     }
 

@@ -50,6 +50,7 @@
 
 mod broker;
 mod cluster;
+mod credits;
 mod ids;
 mod message;
 mod queue;
@@ -62,5 +63,5 @@ pub use broker::{
 pub use ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 pub use message::{Ack, AckStatus, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute, Delivery};
 pub use queue::{MAX_APPS, QueueMode};
-pub use session::{AckHandler, DeliveryHandler};
+pub use session::{AckHandler, DeliveryHandler, FRAME_OVERHEAD, FlushStrategy, ProducerConfig};
 pub use stats::{ClusterState, QueueStats, SessionStats};

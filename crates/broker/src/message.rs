@@ -46,6 +46,11 @@ pub enum AckStatus {
     RejectedUnknownQueue,
     /// The producer was closed before the message was acknowledged.
     Closed,
+    /// No outcome came within the producer's confirm timeout; a late one is counted and
+    /// not reported.
+    TimedOut,
+    /// The producer was closed before the message was sent to its queue.
+    NotSent,
 }
 
 /// An acknowledgement, as a producer's application sees it.
@@ -100,7 +105,14 @@ pub enum BrokerMsg {
         guid: Guid,
         /// Its payload.
         payload: Payload,
+        /// Whether it holds one of the producer's credits (sent with `send`).
+        credited: bool,
     },
+    /// Ticker -> producer session: time to send (timer aggregation) and to check timeouts.
+    Tick,
+    /// Application -> producer session: report what is not sent yet as `NotSent`, accept
+    /// no more publishes, and keep waiting for the outcomes of what is in flight.
+    Drain,
     /// Producer session -> queue: store this message.
     Put {
         /// The producer's session, to ACK.

@@ -5,13 +5,15 @@
 //! collects ACKs and reports them to the application on flush; a consumer session collects
 //! PUSHes, hands the batch to the application on flush, then confirms each message.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
 use zerodispatch_core::{Client, ClientEvent, ClientHandle, Context, Event};
 
+use crate::credits::Credits;
 use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 use crate::message::{Ack, AckStatus, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute, Delivery};
 use crate::queue::{GuidHasher, send_confirm};
@@ -25,20 +27,84 @@ pub type AckHandler = Box<dyn FnMut(&[Ack]) + Send>;
 /// batch of deliveries; every message of the batch is confirmed when it returns.
 pub type DeliveryHandler = Box<dyn FnMut(&[Delivery]) + Send>;
 
+/// When a producer's session sends the PUTs it has collected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FlushStrategy {
+    /// Dynamic send (natural batching): when the session's processor has drained its
+    /// queue (the flush contract), when the batch reaches `batch_size`, or when the next
+    /// message would not fit `max_frame_bytes`. At low rates each message goes at once;
+    /// under load batches grow by themselves.
+    #[default]
+    Dynamic,
+    /// Timer aggregation, the baseline: every `interval` (a free-running ticker), or when
+    /// the batch reaches `batch_size` or the frame is full.
+    Timer(std::time::Duration),
+}
+
+/// How a producer sends: its flush strategy, its caps and its timeouts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProducerConfig {
+    /// Messages sent and without an outcome, at most: `send` waits and `try_send` hands the
+    /// message back while the cap is reached. Default 10,000.
+    pub max_unconfirmed: usize,
+    /// When batches are sent.
+    pub flush: FlushStrategy,
+    /// Messages per batch (PUT frame), at most. Default 256.
+    pub batch_size: usize,
+    /// Bytes per frame, at most: payload lengths plus [`FRAME_OVERHEAD`] per message. A
+    /// message that cannot fit even alone is refused by `send`. Default 1 MiB.
+    pub max_frame_bytes: usize,
+    /// A message without an outcome after this long is reported `TimedOut`, once.
+    pub confirm_timeout: Option<std::time::Duration>,
+}
+
+/// Bytes a message adds to a frame besides its payload: its GUID, queue and length
+/// fields, as a wire protocol would carry them.
+pub const FRAME_OVERHEAD: usize = 32;
+
+impl Default for ProducerConfig {
+    fn default() -> Self {
+        Self {
+            max_unconfirmed: 10_000,
+            flush: FlushStrategy::Dynamic,
+            batch_size: 256,
+            max_frame_bytes: 1 << 20,
+            confirm_timeout: None,
+        }
+    }
+}
+
+/// A message the session waits for an outcome of.
+#[derive(Clone, Copy)]
+pub(crate) struct Unacked {
+    queue: QueueId,
+    payload: Payload,
+    /// Holds one of the producer's credits (sent with `send` or `try_send`).
+    credited: bool,
+}
+
 /// A producer's session.
 pub(crate) struct ProducerSession {
     pub(crate) id: ProducerId,
     /// The queues' clients, by queue id.
     pub(crate) queues: Arc<[ClientHandle]>,
-    /// Messages sent and not yet acknowledged, with where they went.
-    pub(crate) unacked: HashMap<Guid, (QueueId, Payload), BuildHasherDefault<GuidHasher>>,
-    pub(crate) max_unacked: usize,
-    /// PUTs to send on flush.
-    pub(crate) outbox: Vec<(ClientHandle, Guid, Payload)>,
+    config: ProducerConfig,
+    /// Messages sent or to be sent, and not yet acknowledged.
+    unacked: HashMap<Guid, Unacked, BuildHasherDefault<GuidHasher>>,
+    /// PUTs to send: the batch being built.
+    outbox: Vec<(ClientHandle, Guid, Payload)>,
+    /// Bytes of the batch being built.
+    frame_bytes: usize,
+    /// With a confirm timeout: messages in the order sent, with when.
+    sent_at: VecDeque<(Guid, Instant)>,
     /// Outcomes to report on flush.
-    pub(crate) acks: Vec<Ack>,
-    pub(crate) on_ack: AckHandler,
-    pub(crate) closed: bool,
+    acks: Vec<Ack>,
+    /// Credited outcomes among `acks`, to give back once reported.
+    credited_outcomes: usize,
+    credits: Arc<Credits>,
+    on_ack: AckHandler,
+    /// Refusing publishes (`Close` or `Drain` received).
+    closed: bool,
     pub(crate) counters: Arc<CachePadded<SessionCounters>>,
 }
 
@@ -46,115 +112,99 @@ impl ProducerSession {
     pub(crate) fn new(
         id: ProducerId,
         queues: Arc<[ClientHandle]>,
-        max_unacked: usize,
-        batch: usize,
+        config: ProducerConfig,
+        credits: Arc<Credits>,
         on_ack: AckHandler,
         counters: Arc<CachePadded<SessionCounters>>,
     ) -> Self {
+        let cap = config.max_unconfirmed;
         Self {
             id,
             queues,
+            config,
             // Twice the cap: removals leave tombstones, which hashbrown then rehashes in
             // place instead of growing the table (no allocation in steady state).
-            unacked: HashMap::with_capacity_and_hasher(
-                2 * max_unacked,
-                BuildHasherDefault::default(),
-            ),
-            max_unacked,
-            outbox: Vec::with_capacity(batch),
-            acks: Vec::with_capacity(batch.max(max_unacked)),
+            unacked: HashMap::with_capacity_and_hasher(2 * cap, BuildHasherDefault::default()),
+            outbox: Vec::with_capacity(config.batch_size),
+            frame_bytes: 0,
+            sent_at: VecDeque::with_capacity(if config.confirm_timeout.is_some() {
+                cap
+            } else {
+                0
+            }),
+            acks: Vec::with_capacity(cap),
+            credited_outcomes: 0,
+            credits,
             on_ack,
             closed: false,
             counters,
         }
     }
 
-    fn publish(&mut self, queue: QueueId, guid: Guid, payload: Payload) {
-        self.counters.published.add(1);
-        let reject = |status| Ack {
+    fn report(&mut self, guid: Guid, u: Unacked, status: AckStatus) {
+        self.acks.push(Ack {
             guid,
+            queue: u.queue,
+            payload: u.payload,
+            status,
+        });
+        self.credited_outcomes += usize::from(u.credited);
+    }
+
+    fn publish(
+        &mut self,
+        queue: QueueId,
+        guid: Guid,
+        payload: Payload,
+        credited: bool,
+        ctx: &mut Context<'_, BrokerMsg>,
+    ) {
+        self.counters.published.add(1);
+        let u = Unacked {
             queue,
             payload,
-            status,
+            credited,
         };
         if self.closed {
-            self.acks.push(reject(AckStatus::Closed));
             self.counters.closed_reported.add(1);
+            self.report(guid, u, AckStatus::Closed);
             return;
         }
         let Some(&target) = self.queues.get(queue.0 as usize) else {
             self.counters.rejected_unknown_queue.add(1);
-            self.acks.push(reject(AckStatus::RejectedUnknownQueue));
+            self.report(guid, u, AckStatus::RejectedUnknownQueue);
             return;
         };
-        if self.unacked.len() >= self.max_unacked {
+        if self.unacked.len() >= self.config.max_unconfirmed {
             self.counters.rejected_producer_full.add(1);
-            self.acks.push(reject(AckStatus::RejectedProducerFull));
+            self.report(guid, u, AckStatus::RejectedProducerFull);
             return;
         }
-        self.unacked.insert(guid, (queue, payload));
+        let bytes = payload.len as usize + FRAME_OVERHEAD;
+        if !self.outbox.is_empty() && self.frame_bytes + bytes > self.config.max_frame_bytes {
+            self.send_batch(ctx); // the next message would not fit the frame
+        }
+        self.unacked.insert(guid, u);
+        if self.config.confirm_timeout.is_some() {
+            self.sent_at.push_back((guid, Instant::now()));
+        }
         self.outbox.push((target, guid, payload));
+        self.frame_bytes += bytes;
+        if self.outbox.len() >= self.config.batch_size {
+            self.send_batch(ctx); // the batch is full
+        }
     }
 
-    fn ack(&mut self, guid: Guid, status: AckStatus) {
-        let Some((queue, payload)) = self.unacked.remove(&guid) else {
-            // Closed (reported already), or not ours.
-            self.counters.late_acks.add(1);
-            tracing::debug!(
-                producer = self.id.0,
-                ?guid,
-                "ACK for a message the producer no longer waits for"
-            );
+    /// Sends the batch being built: one PUT per message, one frame.
+    fn send_batch(&mut self, ctx: &mut Context<'_, BrokerMsg>) {
+        if self.outbox.is_empty() {
             return;
-        };
-        self.counters.acks.add(1);
-        self.acks.push(Ack {
-            guid,
-            queue,
-            payload,
-            status,
-        });
-    }
-
-    /// Reports every unacknowledged message as `Closed` and refuses later publishes.
-    fn close(&mut self) {
-        self.closed = true;
-        for (guid, (queue, payload)) in self.unacked.drain() {
-            self.counters.closed_reported.add(1);
-            self.acks.push(Ack {
-                guid,
-                queue,
-                payload,
-                status: AckStatus::Closed,
-            });
         }
-        // PUTs not sent yet are reported above; do not send them.
-        self.outbox.clear();
-    }
-}
-
-impl Client<BrokerMsg> for ProducerSession {
-    fn on_event(&mut self, event: ClientEvent<BrokerMsg>, _ctx: &mut Context<'_, BrokerMsg>) {
-        match event {
-            ClientEvent::Message(BrokerMsg::Publish {
-                queue,
-                guid,
-                payload,
-            }) => self.publish(queue, guid, payload),
-            ClientEvent::Message(BrokerMsg::Ack { guid, status }) => self.ack(guid, status),
-            ClientEvent::Message(BrokerMsg::Close) => self.close(),
-            ClientEvent::Callback(callback) => callback.call(),
-            ClientEvent::Message(other) => tracing::warn!(
-                producer = self.id.0,
-                ?other,
-                "unexpected message for a producer"
-            ),
-        }
-    }
-
-    fn flush(&mut self, ctx: &mut Context<'_, BrokerMsg>) {
+        self.counters.put_frames.add(1);
+        self.counters.put_messages.add(self.outbox.len() as u64);
         let me = ctx.handle();
-        for (queue, guid, payload) in self.outbox.drain(..) {
+        for i in 0..self.outbox.len() {
+            let (queue, guid, payload) = self.outbox[i];
             let put = BrokerMsg::Put {
                 producer: me,
                 guid,
@@ -165,32 +215,132 @@ impl Client<BrokerMsg> for ProducerSession {
                 .dispatch(queue, Event::Message(put))
                 .is_err()
             {
-                // Shutting down: the message was never stored; report it closed.
-                if let Some((q, p)) = self.unacked.remove(&guid) {
+                // Shutting down: the message was never stored.
+                if let Some(u) = self.unacked.remove(&guid) {
                     self.counters.closed_reported.add(1);
-                    self.acks.push(Ack {
-                        guid,
-                        queue: q,
-                        payload: p,
-                        status: AckStatus::Closed,
-                    });
+                    self.report(guid, u, AckStatus::NotSent);
                 }
             }
         }
-        if !self.acks.is_empty() {
-            (self.on_ack)(&self.acks);
-            self.acks.clear();
+        self.outbox.clear();
+        self.frame_bytes = 0;
+    }
+
+    fn ack(&mut self, guid: Guid, status: AckStatus) {
+        let Some(u) = self.unacked.remove(&guid) else {
+            // Timed out or closed (reported already), or not ours.
+            self.counters.late_acks.add(1);
+            tracing::debug!(
+                producer = self.id.0,
+                ?guid,
+                "ACK for a message the producer no longer waits for"
+            );
+            return;
+        };
+        self.counters.acks.add(1);
+        self.report(guid, u, status);
+    }
+
+    /// Reports messages past the confirm timeout.
+    fn expire(&mut self) {
+        let Some(timeout) = self.config.confirm_timeout else {
+            return;
+        };
+        let now = Instant::now();
+        while let Some(&(guid, at)) = self.sent_at.front() {
+            if now.duration_since(at) < timeout {
+                break;
+            }
+            self.sent_at.pop_front();
+            if let Some(u) = self.unacked.remove(&guid) {
+                self.counters.timed_out.add(1);
+                self.report(guid, u, AckStatus::TimedOut);
+            }
         }
+    }
+
+    /// Refuses later publishes and reports every message not sent yet `NotSent`; what is in
+    /// flight keeps waiting for its outcome.
+    fn drain(&mut self) {
+        self.closed = true;
+        for i in 0..self.outbox.len() {
+            let guid = self.outbox[i].1;
+            if let Some(u) = self.unacked.remove(&guid) {
+                self.counters.closed_reported.add(1);
+                self.report(guid, u, AckStatus::NotSent);
+            }
+        }
+        self.outbox.clear();
+        self.frame_bytes = 0;
+    }
+
+    /// Drains, then reports everything still in flight `Closed`.
+    fn close(&mut self) {
+        self.drain();
+        let pending: Vec<(Guid, Unacked)> = self.unacked.drain().collect();
+        for (guid, u) in pending {
+            self.counters.closed_reported.add(1);
+            self.report(guid, u, AckStatus::Closed);
+        }
+    }
+
+    /// Hands the outcomes to the application, then gives their credits back.
+    fn report_outcomes(&mut self) {
+        if self.acks.is_empty() {
+            return;
+        }
+        (self.on_ack)(&self.acks);
+        self.acks.clear();
+        self.credits
+            .give_back(std::mem::take(&mut self.credited_outcomes));
+    }
+}
+
+impl Client<BrokerMsg> for ProducerSession {
+    fn on_event(&mut self, event: ClientEvent<BrokerMsg>, ctx: &mut Context<'_, BrokerMsg>) {
+        match event {
+            ClientEvent::Message(BrokerMsg::Publish {
+                queue,
+                guid,
+                payload,
+                credited,
+            }) => {
+                self.publish(queue, guid, payload, credited, ctx);
+            }
+            ClientEvent::Message(BrokerMsg::Ack { guid, status }) => self.ack(guid, status),
+            ClientEvent::Message(BrokerMsg::Tick) => {
+                if matches!(self.config.flush, FlushStrategy::Timer(_)) {
+                    self.send_batch(ctx);
+                }
+                self.expire();
+            }
+            ClientEvent::Message(BrokerMsg::Drain) => self.drain(),
+            ClientEvent::Message(BrokerMsg::Close) => self.close(),
+            ClientEvent::Callback(callback) => callback.call(),
+            ClientEvent::Message(other) => {
+                tracing::warn!(
+                    producer = self.id.0,
+                    ?other,
+                    "unexpected message for a producer"
+                );
+            }
+        }
+    }
+
+    fn flush(&mut self, ctx: &mut Context<'_, BrokerMsg>) {
+        if self.config.flush == FlushStrategy::Dynamic {
+            self.send_batch(ctx);
+        }
+        self.report_outcomes();
     }
 }
 
 impl Drop for ProducerSession {
     fn drop(&mut self) {
-        // At shutdown: whatever is still unacknowledged is reported closed.
-        if !self.unacked.is_empty() {
+        // At shutdown: whatever has no outcome yet is reported closed.
+        if !self.unacked.is_empty() || !self.acks.is_empty() {
             self.close();
-            (self.on_ack)(&self.acks);
-            self.acks.clear();
+            self.report_outcomes();
         }
     }
 }

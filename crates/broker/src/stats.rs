@@ -53,6 +53,9 @@ pub(crate) struct SessionCounters {
     pub(crate) pushes_to_closed: Counter,
     pub(crate) confirms_sent: Counter,
     pub(crate) confirms_refused: Counter,
+    pub(crate) timed_out: Counter,
+    pub(crate) put_frames: Counter,
+    pub(crate) put_messages: Counter,
 }
 
 /// Written by the cluster processor.
@@ -133,6 +136,12 @@ pub struct SessionStats {
     pub confirms_sent: u64,
     /// Confirms the dispatcher refused (shutdown).
     pub confirms_refused: u64,
+    /// Messages reported `TimedOut`.
+    pub timed_out: u64,
+    /// PUT batches (frames) producers sent.
+    pub put_frames: u64,
+    /// Messages in those frames: `put_messages / put_frames` is the mean batch.
+    pub put_messages: u64,
 }
 
 impl SessionStats {
@@ -147,6 +156,9 @@ impl SessionStats {
         self.pushes_to_closed += c.pushes_to_closed.get();
         self.confirms_sent += c.confirms_sent.get();
         self.confirms_refused += c.confirms_refused.get();
+        self.timed_out += c.timed_out.get();
+        self.put_frames += c.put_frames.get();
+        self.put_messages += c.put_messages.get();
     }
 }
 

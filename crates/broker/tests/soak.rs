@@ -83,7 +83,9 @@ fn conservation_holds_under_random_load_churn_and_shutdown() {
                     }
                     thread::sleep(Duration::from_micros(rng.below(2000)));
                 }
-                published
+                // Keep the producer open until the test has checked: dropping it closes it,
+                // and messages still waiting for a consumer would be reported `Closed`.
+                (published, p)
             })
         })
         .collect();
@@ -122,10 +124,9 @@ fn conservation_holds_under_random_load_churn_and_shutdown() {
         thread::sleep(Duration::from_millis(rng.below(50)));
     }
     stop.store(true, Ordering::Relaxed);
-    let published: Vec<Guid> = producers
-        .into_iter()
-        .flat_map(|p| p.join().unwrap())
-        .collect();
+    let (published, open_producers): (Vec<Vec<Guid>>, Vec<Producer>) =
+        producers.into_iter().map(|t| t.join().unwrap()).unzip();
+    let published: Vec<Guid> = published.into_iter().flatten().collect();
 
     // Make sure every app has a consumer, let everything drain, then check.
     for (queue, app) in [(0, 0), (1, 0), (1, 1)] {
@@ -166,6 +167,7 @@ fn conservation_holds_under_random_load_churn_and_shutdown() {
         stats[0].redelivered + stats[1].redelivered,
         stats[1].dropped_shares
     );
+    drop(open_producers);
     Arc::try_unwrap(broker)
         .expect("every producer thread has finished")
         .shutdown();

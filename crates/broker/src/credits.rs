@@ -1,0 +1,119 @@
+//! The unconfirmed-message cap: how `Producer::send` waits, without losing a wake-up, until
+//! outcomes free room.
+//!
+//! # Protocol
+//!
+//! `in_flight` counts messages sent and without an outcome. A sender takes a credit with
+//! `fetch_add(1)`; if that reaches past the cap it gives it back and waits. The session
+//! gives credits back in one `fetch_sub(n)` per batch of outcomes, then takes the lock and
+//! notifies every waiter.
+//!
+//! A waiter re-tries under the lock and waits on the condition variable, which releases the
+//! lock atomically. The releaser's `fetch_sub` precedes its taking of the lock, so either
+//! the releaser's notify comes after the waiter has started waiting (and wakes it), or the
+//! releaser unlocked before the waiter locked, and the waiter's re-try, which then happens
+//! after the `fetch_sub`, sees the room. Taking the lock once per batch of outcomes (one
+//! flush of the session) is cheap; it allocates nothing.
+//!
+//! The cap is never exceeded: a credit is taken before the message is sent and given back
+//! only for a reported outcome, and a failed take is undone before anyone else can count on
+//! it (another sender may see the count one over the cap for that instant and back off too;
+//! it is never *used* over the cap).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// A producer's credits: at most `cap` messages in flight.
+#[derive(Debug)]
+pub(crate) struct Credits {
+    cap: usize,
+    in_flight: AtomicUsize,
+    lock: Mutex<()>,
+    room: Condvar,
+}
+
+impl Credits {
+    pub(crate) fn new(cap: usize) -> Self {
+        Self {
+            cap,
+            in_flight: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            room: Condvar::new(),
+        }
+    }
+
+    /// Takes a credit if one is free.
+    pub(crate) fn try_take(&self) -> bool {
+        // AcqRel: pairs with `give_back`'s release, so that room seen is room freed.
+        if self.in_flight.fetch_add(1, Ordering::AcqRel) < self.cap {
+            return true;
+        }
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        false
+    }
+
+    /// Takes a credit, waiting for one; `false` if `deadline` passed first.
+    pub(crate) fn take(&self, deadline: Option<Instant>) -> bool {
+        if self.try_take() {
+            return true;
+        }
+        let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if self.try_take() {
+                return true;
+            }
+            match deadline {
+                None => guard = self.room.wait(guard).unwrap_or_else(|e| e.into_inner()),
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return false;
+                    }
+                    guard = self
+                        .room
+                        .wait_timeout(guard, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+        }
+    }
+
+    /// Gives back `n` credits (outcomes reported) and wakes the waiters.
+    pub(crate) fn give_back(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let before = self.in_flight.fetch_sub(n, Ordering::AcqRel);
+        debug_assert!(
+            before >= n,
+            "more outcomes than messages in flight: {before} < {n}"
+        );
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.room.notify_all();
+    }
+
+    /// Messages in flight now.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Waits until nothing is in flight, or `timeout`.
+    pub(crate) fn wait_empty(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        while self.in_flight() > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            guard = self
+                .room
+                .wait_timeout(guard, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        true
+    }
+}
