@@ -285,6 +285,11 @@ impl Producer {
     /// flight keep their chance for `wait`, and whatever has no outcome then is reported
     /// `Closed`. Every message gets exactly one outcome. Later sends fail with `Closed`.
     /// Returns whether everything in flight had its outcome within `wait`.
+    ///
+    /// "Not sent yet" means still in the session's batch: with timer aggregation, the
+    /// messages waiting for the tick; with dynamic send, only those that reach the session
+    /// in the same instant as the close (the session sends its batch as soon as its queue
+    /// drains).
     pub fn close(&self, wait: Duration) -> bool {
         if self.closed.swap(true, Ordering::AcqRel) {
             return true;

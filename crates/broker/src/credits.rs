@@ -3,8 +3,8 @@
 //!
 //! # Protocol
 //!
-//! `in_flight` counts messages sent and without an outcome. A sender takes a credit with
-//! `fetch_add(1)`; if that reaches past the cap it gives it back and waits. The session
+//! `in_flight` counts messages sent and without an outcome. A sender takes a credit with a
+//! compare-and-swap from `n` to `n + 1` while `n` is below the cap, and waits otherwise. The session
 //! gives credits back in one `fetch_sub(n)` per batch of outcomes, then takes the lock and
 //! notifies every waiter.
 //!
@@ -15,10 +15,9 @@
 //! after the `fetch_sub`, sees the room. Taking the lock once per batch of outcomes (one
 //! flush of the session) is cheap; it allocates nothing.
 //!
-//! The cap is never exceeded: a credit is taken before the message is sent and given back
-//! only for a reported outcome, and a failed take is undone before anyone else can count on
-//! it (another sender may see the count one over the cap for that instant and back off too;
-//! it is never *used* over the cap).
+//! The cap is never exceeded: a credit is taken before the message is sent, by a
+//! compare-and-swap that never moves the count past the cap, and given back only for a
+//! reported outcome.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -43,13 +42,22 @@ impl Credits {
         }
     }
 
-    /// Takes a credit if one is free.
+    /// Takes a credit if one is free. A compare-and-swap, not an increment undone on
+    /// failure, so that the count itself never goes past the cap.
     pub(crate) fn try_take(&self) -> bool {
-        // AcqRel: pairs with `give_back`'s release, so that room seen is room freed.
-        if self.in_flight.fetch_add(1, Ordering::AcqRel) < self.cap {
-            return true;
+        // Acquire/AcqRel: pairs with `give_back`'s release, so that room seen is room freed.
+        let mut now = self.in_flight.load(Ordering::Acquire);
+        while now < self.cap {
+            match self.in_flight.compare_exchange_weak(
+                now,
+                now + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(seen) => now = seen,
+            }
         }
-        self.in_flight.fetch_sub(1, Ordering::AcqRel);
         false
     }
 

@@ -58,7 +58,7 @@ mod session;
 mod stats;
 
 pub use broker::{
-    Broker, BrokerConfig, BrokerError, Consumer, ConsumerOptions, Producer, QueueConfig,
+    Broker, BrokerConfig, BrokerError, Consumer, ConsumerOptions, Producer, QueueConfig, SendError,
 };
 pub use ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 pub use message::{Ack, AckStatus, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute, Delivery};

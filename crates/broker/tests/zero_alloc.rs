@@ -23,7 +23,7 @@ const IN_FLIGHT: u64 = 4096;
 /// A broker with one queue of `apps` apps, two consumers per app (one confirming straight
 /// to the queue, one through the cluster) and one producer; returns the allocations made
 /// while `messages` messages went through, after a warm-up.
-fn allocations(apps: u16, mode: ConfirmMode, messages: u64) -> u64 {
+fn allocations(apps: u16, mode: ConfirmMode, messages: u64, via_send: bool) -> u64 {
     let mode_for = if apps == 1 {
         QueueMode::Priority
     } else {
@@ -74,9 +74,12 @@ fn allocations(apps: u16, mode: ConfirmMode, messages: u64) -> u64 {
             while i - acked.load(Ordering::Acquire) >= IN_FLIGHT {
                 thread::yield_now();
             }
-            producer
-                .publish(QueueId(0), Payload { handle: i, len: 64 })
-                .unwrap();
+            let payload = Payload { handle: i, len: 64 };
+            if via_send {
+                producer.send(QueueId(0), payload).unwrap();
+            } else {
+                producer.publish(QueueId(0), payload).unwrap();
+            }
         }
     };
     let wait_acked = |n: u64| {
@@ -110,7 +113,7 @@ fn the_confirm_path_allocates_nothing_per_message() {
     let per_case = MESSAGES / 4;
     for apps in [1, 3] {
         for mode in [ConfirmMode::Inline, ConfirmMode::Typed] {
-            let n = allocations(apps, mode, per_case);
+            let n = allocations(apps, mode, per_case, false);
             println!("fanout {apps}, {mode:?}: {per_case} messages, {n} allocations");
             assert_eq!(
                 n, 0,
@@ -118,7 +121,12 @@ fn the_confirm_path_allocates_nothing_per_message() {
             );
         }
     }
-    let boxed = allocations(3, ConfirmMode::Boxed, 10_000);
+    // The sending side of dynamic send: `send` with its unconfirmed cap (credits taken and
+    // given back) and frames cut by the drain.
+    let n = allocations(1, ConfirmMode::Typed, per_case, true);
+    println!("fanout 1, Typed, via send: {per_case} messages, {n} allocations");
+    assert_eq!(n, 0, "dynamic send allocated {n} times");
+    let boxed = allocations(3, ConfirmMode::Boxed, 10_000, false);
     println!("fanout 3, Boxed: 10000 messages, {boxed} allocations");
     assert!(
         boxed >= 30_000,

@@ -1,0 +1,487 @@
+//! The producer's sending side: the flush decision (queue drained, batch cap, frame size,
+//! timer), the unconfirmed cap with back-pressure and no lost wake-up, confirm timeouts,
+//! and close: every message gets exactly one outcome.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zerodispatch_broker::*;
+
+type Log<T> = Arc<Mutex<Vec<T>>>;
+
+fn broker() -> Broker {
+    Broker::start(BrokerConfig {
+        queues: vec![QueueConfig::new(QueueMode::Priority)],
+        ..BrokerConfig::default()
+    })
+    .unwrap()
+}
+
+fn open(broker: &Broker, config: ProducerConfig) -> (Producer, Log<Ack>) {
+    let acks: Log<Ack> = Arc::default();
+    let sink = acks.clone();
+    let p = broker
+        .open_producer_with(config, move |b: &[Ack]| {
+            sink.lock().unwrap().extend_from_slice(b)
+        })
+        .unwrap();
+    (p, acks)
+}
+
+fn consume(broker: &Broker) -> Consumer {
+    broker
+        .open_consumer(
+            QueueId(0),
+            AppId(0),
+            ConsumerOptions::default(),
+            |_: &[Delivery]| {},
+        )
+        .unwrap()
+}
+
+fn payload(len: u32) -> Payload {
+    Payload { handle: 0, len }
+}
+
+/// Each GUID's single outcome; panics on a second one.
+fn outcomes(acks: &[Ack]) -> HashMap<Guid, AckStatus> {
+    let mut map = HashMap::new();
+    for a in acks {
+        assert!(
+            map.insert(a.guid, a.status).is_none(),
+            "{:?} reported twice",
+            a.guid
+        );
+    }
+    map
+}
+
+fn frames(broker: &Broker) -> (u64, u64) {
+    let s = broker.session_stats();
+    (s.put_frames, s.put_messages)
+}
+
+#[test]
+fn dynamic_send_flushes_each_message_at_once_when_the_queue_drains() {
+    let broker = broker();
+    let _c = consume(&broker);
+    let (p, acks) = open(&broker, ProducerConfig::default());
+    for _ in 0..20 {
+        p.send(QueueId(0), payload(8)).unwrap();
+        broker.quiesce().unwrap(); // low rate: the session's queue drains after each message
+    }
+    assert_eq!(
+        frames(&broker),
+        (20, 20),
+        "one frame per message at a low rate"
+    );
+    assert!(
+        outcomes(&acks.lock().unwrap())
+            .values()
+            .all(|s| *s == AckStatus::Acked)
+    );
+}
+
+#[test]
+fn a_batch_is_sent_when_it_reaches_batch_size_or_fills_a_frame() {
+    let broker = broker();
+    // Hold the session's processor so that its queue never drains while we publish.
+    let (p, _acks) = open(
+        &broker,
+        ProducerConfig {
+            batch_size: 4,
+            ..ProducerConfig::default()
+        },
+    );
+    let gate = Arc::new(std::sync::Barrier::new(2));
+    let g = gate.clone();
+    let session_processor = broker
+        .dispatcher()
+        .processors(zerodispatch_core::ClientType::Session)[0];
+    broker
+        .dispatcher()
+        .execute(
+            session_processor,
+            zerodispatch_core::Callback::new(move || {
+                g.wait();
+                g.wait();
+            }),
+        )
+        .unwrap();
+    gate.wait();
+    for _ in 0..10 {
+        p.send(QueueId(0), payload(8)).unwrap();
+    }
+    gate.wait();
+    broker.quiesce().unwrap();
+    // 10 messages, batches of at most 4 cut by the cap: 4 + 4 + 2 (the last at the drain).
+    assert_eq!(frames(&broker), (3, 10));
+
+    // Frame size: 3 messages of 100 bytes fit (3 x 132 = 396 <= 400), a fourth does not.
+    let broker = self::broker();
+    let config = ProducerConfig {
+        max_frame_bytes: 400,
+        ..ProducerConfig::default()
+    };
+    let (p, _acks) = open(&broker, config);
+    let gate = Arc::new(std::sync::Barrier::new(2));
+    let g = gate.clone();
+    let session_processor = broker
+        .dispatcher()
+        .processors(zerodispatch_core::ClientType::Session)[0];
+    broker
+        .dispatcher()
+        .execute(
+            session_processor,
+            zerodispatch_core::Callback::new(move || {
+                g.wait();
+                g.wait();
+            }),
+        )
+        .unwrap();
+    gate.wait();
+    for _ in 0..7 {
+        p.send(QueueId(0), payload(100)).unwrap();
+    }
+    gate.wait();
+    broker.quiesce().unwrap();
+    assert_eq!(frames(&broker), (3, 7), "frames of 3, 3 and 1");
+}
+
+#[test]
+fn a_message_larger_than_a_frame_is_refused_at_send() {
+    let broker = broker();
+    let (p, _acks) = open(
+        &broker,
+        ProducerConfig {
+            max_frame_bytes: 1000,
+            ..ProducerConfig::default()
+        },
+    );
+    assert_eq!(
+        p.send(QueueId(0), payload(1000)),
+        Err(SendError::TooLarge {
+            needs: 1000 + FRAME_OVERHEAD,
+            max_frame_bytes: 1000
+        })
+    );
+    assert!(
+        p.send(QueueId(0), payload(1000 - FRAME_OVERHEAD as u32))
+            .is_ok()
+    );
+}
+
+#[test]
+fn timer_aggregation_waits_for_the_tick() {
+    let broker = broker();
+    let _c = consume(&broker);
+    let config = ProducerConfig {
+        flush: FlushStrategy::Timer(Duration::from_millis(50)),
+        ..ProducerConfig::default()
+    };
+    let (p, acks) = open(&broker, config);
+    let start = Instant::now();
+    for _ in 0..5 {
+        p.send(QueueId(0), payload(8)).unwrap();
+    }
+    // Nothing is sent before a tick, however long the session's queue has been drained.
+    thread::sleep(Duration::from_millis(10));
+    assert!(acks.lock().unwrap().is_empty(), "sent before the tick");
+    while acks.lock().unwrap().len() < 5 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the tick never came"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+    let (frames, messages) = frames(&broker);
+    assert_eq!(messages, 5);
+    assert!(
+        frames <= 2,
+        "the five messages went in one tick (two if a tick fell between sends): {frames}"
+    );
+}
+
+#[test]
+fn the_cap_blocks_send_and_try_send_hands_back_without_exceeding_it() {
+    let broker = broker();
+    let (p, acks) = open(
+        &broker,
+        ProducerConfig {
+            max_unconfirmed: 3,
+            ..ProducerConfig::default()
+        },
+    );
+    for _ in 0..3 {
+        p.try_send(QueueId(0), payload(8)).unwrap();
+    }
+    assert_eq!(
+        p.try_send(QueueId(0), payload(9)),
+        Err(SendError::Full(payload(9)))
+    );
+    assert_eq!(p.unconfirmed(), 3);
+    // A blocking send waits until a consumer confirms something.
+    let p = Arc::new(p);
+    let sender = {
+        let p = p.clone();
+        thread::spawn(move || p.send(QueueId(0), payload(10)))
+    };
+    thread::sleep(Duration::from_millis(30));
+    assert!(!sender.is_finished(), "send must wait at the cap");
+    let _c = consume(&broker);
+    sender.join().unwrap().unwrap();
+    broker.quiesce().unwrap();
+    assert_eq!(outcomes(&acks.lock().unwrap()).len(), 4);
+    assert_eq!(p.unconfirmed(), 0);
+}
+
+#[test]
+fn many_senders_at_a_tiny_cap_never_exceed_it_and_never_hang() {
+    let broker = Arc::new(broker());
+    let _c = consume(&broker);
+    let cap = 4;
+    let peak = Arc::new(AtomicUsize::new(0));
+    let (p, acks) = open(
+        &broker,
+        ProducerConfig {
+            max_unconfirmed: cap,
+            ..ProducerConfig::default()
+        },
+    );
+    let p = Arc::new(p);
+    let senders: Vec<_> = (0..4)
+        .map(|_| {
+            let (p, peak) = (p.clone(), peak.clone());
+            thread::spawn(move || {
+                for _ in 0..2000 {
+                    p.send(QueueId(0), payload(8)).unwrap();
+                    peak.fetch_max(p.unconfirmed(), Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for s in senders {
+        while !s.is_finished() {
+            assert!(
+                Instant::now() < deadline,
+                "a sender is stuck: a lost wake-up"
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
+        s.join().unwrap();
+    }
+    broker.quiesce().unwrap();
+    assert!(
+        peak.load(Ordering::Relaxed) <= cap,
+        "the cap was exceeded: {}",
+        peak.load(Ordering::Relaxed)
+    );
+    let all = outcomes(&acks.lock().unwrap());
+    assert_eq!(all.len(), 8000);
+    assert!(all.values().all(|s| *s == AckStatus::Acked));
+}
+
+#[test]
+fn an_unconfirmed_message_times_out_once_and_a_late_ack_is_counted() {
+    let broker = broker();
+    let config = ProducerConfig {
+        confirm_timeout: Some(Duration::from_millis(40)),
+        ..ProducerConfig::default()
+    };
+    let (p, acks) = open(&broker, config);
+    let guids: Vec<Guid> = (0..5)
+        .map(|_| p.send(QueueId(0), payload(8)).unwrap())
+        .collect();
+    let start = Instant::now();
+    while acks.lock().unwrap().len() < 5 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "no timeout reported"
+        );
+        thread::sleep(Duration::from_millis(2));
+    }
+    assert!(start.elapsed() >= Duration::from_millis(30));
+    let all = outcomes(&acks.lock().unwrap());
+    assert!(guids.iter().all(|g| all[g] == AckStatus::TimedOut));
+    assert_eq!(
+        p.unconfirmed(),
+        0,
+        "a timed-out message gives its credit back"
+    );
+    // A consumer now confirms them: the ACKs come late, are counted, not reported again.
+    let _c = consume(&broker);
+    broker.quiesce().unwrap();
+    assert_eq!(acks.lock().unwrap().len(), 5);
+    let s = broker.session_stats();
+    assert_eq!((s.timed_out, s.late_acks), (5, 5));
+}
+
+/// Waits until the producer's session has handled what was sent to it (and, with dynamic
+/// send, sent it on: the flush point after its queue drained).
+fn sent_on(broker: &Broker) {
+    let session = broker
+        .dispatcher()
+        .processors(zerodispatch_core::ClientType::Session)[0];
+    broker.dispatcher().synchronize(session).unwrap();
+}
+
+#[test]
+fn close_reports_unsent_as_not_sent_and_gives_in_flight_its_time() {
+    // In flight, with a consumer holding them unconfirmed for a moment: confirmed within
+    // the wait.
+    let broker = broker();
+    let gate = Arc::new(std::sync::Barrier::new(2));
+    let g = gate.clone();
+    let mut first = true;
+    let _c = broker
+        .open_consumer(
+            QueueId(0),
+            AppId(0),
+            ConsumerOptions::default(),
+            move |_: &[Delivery]| {
+                if std::mem::take(&mut first) {
+                    g.wait();
+                }
+            },
+        )
+        .unwrap();
+    let (p, acks) = open(&broker, ProducerConfig::default());
+    let guids: Vec<Guid> = (0..50)
+        .map(|_| p.send(QueueId(0), payload(8)).unwrap())
+        .collect();
+    sent_on(&broker);
+    let releaser = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(20));
+        gate.wait();
+    });
+    assert!(
+        p.close(Duration::from_secs(5)),
+        "everything had its outcome within the wait"
+    );
+    releaser.join().unwrap();
+    let all = outcomes(&acks.lock().unwrap());
+    assert!(guids.iter().all(|g| all[g] == AckStatus::Acked), "{all:?}");
+    assert!(matches!(
+        p.send(QueueId(0), payload(8)),
+        Err(SendError::Closed(_))
+    ));
+
+    // In flight with no consumer: reported Closed when the wait ends.
+    let broker = self::broker();
+    let (p, acks) = open(&broker, ProducerConfig::default());
+    let guids: Vec<Guid> = (0..5)
+        .map(|_| p.send(QueueId(0), payload(8)).unwrap())
+        .collect();
+    sent_on(&broker);
+    assert!(
+        !p.close(Duration::from_millis(30)),
+        "nothing could confirm them"
+    );
+    broker.quiesce().unwrap();
+    let all = outcomes(&acks.lock().unwrap());
+    assert!(guids.iter().all(|g| all[g] == AckStatus::Closed), "{all:?}");
+
+    // Not sent yet (timer strategy, before the tick): reported NotSent.
+    let broker = self::broker();
+    let config = ProducerConfig {
+        flush: FlushStrategy::Timer(Duration::from_secs(3600)),
+        ..ProducerConfig::default()
+    };
+    let (p, acks) = open(&broker, config);
+    let guids: Vec<Guid> = (0..5)
+        .map(|_| p.send(QueueId(0), payload(8)).unwrap())
+        .collect();
+    sent_on(&broker);
+    assert!(p.close(Duration::from_secs(1)));
+    let all = outcomes(&acks.lock().unwrap());
+    assert!(
+        guids.iter().all(|g| all[g] == AckStatus::NotSent),
+        "{all:?}"
+    );
+    assert_eq!(
+        broker.queue_stats()[0].stored,
+        0,
+        "nothing reached the queue"
+    );
+}
+
+#[test]
+fn every_message_gets_exactly_one_outcome_under_a_random_close() {
+    for seed in 1..=6_u64 {
+        let broker = broker();
+        let _c = consume(&broker);
+        let config = ProducerConfig {
+            max_unconfirmed: 64,
+            flush: if seed % 2 == 0 {
+                FlushStrategy::Dynamic
+            } else {
+                FlushStrategy::Timer(Duration::from_millis(2))
+            },
+            confirm_timeout: Some(Duration::from_millis(5 + seed)),
+            ..ProducerConfig::default()
+        };
+        let (p, acks) = open(&broker, config);
+        let p = Arc::new(p);
+        let sent: Arc<Mutex<Vec<Guid>>> = Arc::default();
+        let sender = {
+            let (p, sent) = (p.clone(), sent.clone());
+            thread::spawn(move || {
+                while let Ok(g) = p.send(QueueId(0), payload(8)) {
+                    sent.lock().unwrap().push(g);
+                }
+            })
+        };
+        thread::sleep(Duration::from_millis(5 * seed));
+        p.close(Duration::from_millis(seed));
+        sender.join().unwrap();
+        broker.quiesce().unwrap();
+        let all = outcomes(&acks.lock().unwrap());
+        let sent = sent.lock().unwrap();
+        assert!(!sent.is_empty());
+        assert_eq!(
+            all.len(),
+            sent.len(),
+            "seed {seed}: an outcome for every message sent, no more"
+        );
+        assert!(sent.iter().all(|g| all.contains_key(g)));
+        assert_eq!(p.unconfirmed(), 0);
+    }
+}
+
+#[test]
+fn invalid_producer_configurations_are_errors() {
+    let broker = broker();
+    let err = |c: ProducerConfig| broker.open_producer_with(c, |_: &[Ack]| {}).unwrap_err();
+    assert!(matches!(
+        err(ProducerConfig {
+            max_unconfirmed: 0,
+            ..ProducerConfig::default()
+        }),
+        BrokerError::Producer(_)
+    ));
+    assert!(matches!(
+        err(ProducerConfig {
+            batch_size: 0,
+            ..ProducerConfig::default()
+        }),
+        BrokerError::Producer(_)
+    ));
+    assert!(matches!(
+        err(ProducerConfig {
+            max_frame_bytes: FRAME_OVERHEAD,
+            ..ProducerConfig::default()
+        }),
+        BrokerError::Producer(_)
+    ));
+    assert!(matches!(
+        err(ProducerConfig {
+            flush: FlushStrategy::Timer(Duration::ZERO),
+            ..ProducerConfig::default()
+        }),
+        BrokerError::Producer(_)
+    ));
+}
