@@ -12,7 +12,7 @@ use crossbeam_utils::CachePadded;
 use zerodispatch_callback::Callback;
 use zerodispatch_core::{
     ClientHandle, ClientType, ConfigError, Dispatcher, DispatcherHandle, Event, Placement,
-    PoolConfig, RegisterError,
+    PoolConfig, RegisterError, WaitStrategy,
 };
 
 use crate::cluster::ClusterClient;
@@ -66,6 +66,11 @@ pub struct BrokerConfig {
     pub event_capacity: usize,
     /// Each processor's `max_batch`.
     pub max_batch: usize,
+    /// How every processor waits for work.
+    pub wait: WaitStrategy,
+    /// Cores to pin each pool's processors to (round-robin within each pool); empty for
+    /// none.
+    pub cores: Vec<usize>,
 }
 
 impl Default for BrokerConfig {
@@ -76,6 +81,8 @@ impl Default for BrokerConfig {
             queue_processors: 1,
             event_capacity: 1 << 16,
             max_batch: 256,
+            wait: WaitStrategy::default(),
+            cores: Vec::new(),
         }
     }
 }
@@ -419,6 +426,8 @@ impl Broker {
             PoolConfig::new(n)
                 .capacity(config.event_capacity)
                 .max_batch(config.max_batch)
+                .wait(config.wait)
+                .pin_to(config.cores.iter().copied())
         };
         let dispatcher = Dispatcher::<BrokerMsg>::builder()
             .pool(ClientType::Session, pool(config.session_processors))

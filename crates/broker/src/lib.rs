@@ -65,3 +65,4 @@ pub use message::{Ack, AckStatus, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute,
 pub use queue::{MAX_APPS, QueueMode};
 pub use session::{AckHandler, DeliveryHandler, FRAME_OVERHEAD, FlushStrategy, ProducerConfig};
 pub use stats::{ClusterState, QueueStats, SessionStats};
+pub use zerodispatch_core::WaitStrategy;
