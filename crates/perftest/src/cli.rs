@@ -1,0 +1,403 @@
+//! The command line: flags, their defaults, and the parsers of durations and flush strategies.
+
+use std::fmt;
+use std::thread;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use zerodispatch_broker::{ConfirmMode, FlushStrategy, WaitStrategy};
+
+/// An open-loop perftest of the broker's confirm path.
+///
+/// Publishers send at a fixed rate each (open loop: every message has a scheduled send
+/// time, and latency is measured from it, so a stall shows up as latency instead of
+/// hiding as a slower send rate), consumers confirm every delivery, and the tool reports
+/// throughput, publish -> consume and publish -> confirm latency, and the mean number of
+/// messages per PUT frame.
+///
+/// Queue shape: with `--fanout 0` or `1`, one priority queue whose `--consumers` consumers
+/// share the messages (each message goes to one of them). With `--fanout N` (N >= 2), one
+/// fanout queue of N apps, each app getting every message, with `--consumers` consumers
+/// per app sharing that app's copies; a message is confirmed to its publisher once every
+/// app has confirmed it.
+#[derive(Parser, Debug, Clone, PartialEq)]
+#[command(name = "perftest", version, about, long_about)]
+pub struct Args {
+    /// Publisher threads, each with a producer of its own.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub publishers: u32,
+
+    /// Consumers: of the priority queue, or of each app of a fanout queue.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub consumers: u32,
+
+    /// Messages per second per publisher, open loop; 0 sends as fast as possible.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_rate)]
+    pub rate: f64,
+
+    /// Payload length in bytes (the broker carries a handle and this length, not bytes).
+    #[arg(long, default_value_t = 8)]
+    pub size: u32,
+
+    /// The producers' flush strategy: `dynamic`, or `timer:<interval>` (`timer:100ms`;
+    /// a bare number is milliseconds: `timer:100`).
+    #[arg(long, default_value = "dynamic", value_parser = parse_flush)]
+    pub flush: Flush,
+
+    /// Messages per PUT frame, at most.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch_size: u32,
+
+    /// Messages a producer keeps without an outcome, at most: `send` blocks at the cap.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_unconfirmed: u32,
+
+    /// How consumers confirm.
+    #[arg(long, value_enum, default_value_t = Callbacks::Inline)]
+    pub callbacks: Callbacks,
+
+    /// 0 or 1: a priority queue; N >= 2: a fanout queue of N apps (at most 16).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=16))]
+    pub fanout: u16,
+
+    /// Session processors.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub session_processors: u32,
+
+    /// Queue processors.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub queue_processors: u32,
+
+    /// How the broker's processors wait for work when their queue is empty.
+    #[arg(long, value_enum, default_value_t = Wait::SpinThenPark)]
+    pub wait: Wait,
+
+    /// Pin the broker's processors: `--pin` to cores 0..N (N: the cores available), or
+    /// `--pin=2,3` to those. Each pool (sessions, queues, cluster) pins its processor `i`
+    /// to the `i`-th core of the list, round-robin: the pools' first processors share the
+    /// first core. Publisher threads are not pinned.
+    #[arg(long, value_name = "CORES", num_args = 0..=1, require_equals = true,
+          default_missing_value = "all", value_parser = parse_cores)]
+    pub pin: Option<Cores>,
+
+    /// How long to publish: `10s`, `500ms`, `2m`, `1.5s` [default: 10s; 3s per run with
+    /// --compare].
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Print one JSON object at the end instead of the human summary (the per-second lines
+    /// go to stderr).
+    #[arg(long)]
+    pub json: bool,
+
+    /// No per-second lines.
+    #[arg(long, short)]
+    pub quiet: bool,
+
+    /// Run the seed's scenario: rate 50, one publisher, one consumer, `--flush dynamic`
+    /// then `--flush timer:100ms`, and print them side by side.
+    #[arg(long)]
+    pub compare: bool,
+}
+
+impl Args {
+    /// How long each run publishes: `--duration`, or 10 s (3 s per run with `--compare`).
+    #[must_use]
+    pub fn duration(&self) -> Duration {
+        self.duration.unwrap_or(if self.compare {
+            Duration::from_secs(3)
+        } else {
+            Duration::from_secs(10)
+        })
+    }
+}
+
+/// A producer's flush strategy, as given on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flush {
+    /// Flush when the session's processor drains its queue (natural batching).
+    Dynamic,
+    /// Flush on a timer of this interval.
+    Timer(Duration),
+}
+
+impl Flush {
+    /// The broker's strategy.
+    #[must_use]
+    pub fn strategy(self) -> FlushStrategy {
+        match self {
+            Flush::Dynamic => FlushStrategy::Dynamic,
+            Flush::Timer(d) => FlushStrategy::Timer(d),
+        }
+    }
+}
+
+impl fmt::Display for Flush {
+    /// `dynamic`, or `timer:` and the interval (`timer:100ms`, `timer:500us`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Flush::Dynamic => f.write_str("dynamic"),
+            Flush::Timer(d) => write!(f, "timer:{}", format_duration(*d)),
+        }
+    }
+}
+
+/// How consumers confirm: the broker's [`ConfirmMode`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Callbacks {
+    /// An inline confirm functor (no allocation).
+    Inline,
+    /// A typed confirm message.
+    Typed,
+    /// A boxed functor (one allocation per confirm): the baseline.
+    Boxed,
+}
+
+impl Callbacks {
+    /// The broker's mode.
+    #[must_use]
+    pub fn mode(self) -> ConfirmMode {
+        match self {
+            Callbacks::Inline => ConfirmMode::Inline,
+            Callbacks::Typed => ConfirmMode::Typed,
+            Callbacks::Boxed => ConfirmMode::Boxed,
+        }
+    }
+}
+
+/// How the broker's processors wait for work: the broker's [`WaitStrategy`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Wait {
+    /// Park as soon as the queue is empty.
+    Park,
+    /// Busy-spin: never sleep (a core per processor, even idle).
+    Spin,
+    /// Spin a while, then park: the broker's default.
+    SpinThenPark,
+}
+
+impl Wait {
+    /// The broker's strategy.
+    #[must_use]
+    pub fn strategy(self) -> WaitStrategy {
+        match self {
+            Wait::Park => WaitStrategy::Park,
+            Wait::Spin => WaitStrategy::BusySpin,
+            Wait::SpinThenPark => WaitStrategy::default(),
+        }
+    }
+
+    /// The name the command line uses.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Wait::Park => "park",
+            Wait::Spin => "spin",
+            Wait::SpinThenPark => "spin-then-park",
+        }
+    }
+}
+
+/// The cores to pin the broker's processors to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cores {
+    /// Cores 0..N, N the cores this process may use.
+    All,
+    /// These core ids.
+    List(Vec<usize>),
+}
+
+impl Cores {
+    /// The core ids.
+    #[must_use]
+    pub fn ids(&self) -> Vec<usize> {
+        match self {
+            Cores::All => (0..thread::available_parallelism().map_or(1, |n| n.get())).collect(),
+            Cores::List(ids) => ids.clone(),
+        }
+    }
+}
+
+/// Parses `--pin`'s value: `all`, or core ids separated by commas (`2,3`).
+fn parse_cores(s: &str) -> Result<Cores, String> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("all") {
+        return Ok(Cores::All);
+    }
+    let ids = t
+        .split(',')
+        .map(|id| {
+            id.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("`{id}` is not a core id (use --pin or --pin=0,1)"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Cores::List(ids))
+}
+
+/// Parses a rate: a non-negative, finite number of messages per second.
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let rate: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of messages per second"))?;
+    if !rate.is_finite() || rate < 0.0 {
+        return Err(format!("the rate must be 0 or more, not {s}"));
+    }
+    Ok(rate)
+}
+
+/// Parses a duration: a number (decimals allowed) and a unit among `ns`, `us`, `ms`, `s`,
+/// `m`, `h` (`10s`, `500ms`, `2m`, `1.5s`). A bare number is seconds.
+///
+/// # Errors
+///
+/// A message saying what is wrong, for clap to print.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    parse_duration_in(s, 1.0)
+}
+
+/// As [`parse_duration`], a bare number being `bare_unit` seconds.
+fn parse_duration_in(s: &str, bare_unit: f64) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (try 10s, 500ms, 2m)"))?;
+    let seconds = match unit.trim() {
+        "" => bare_unit,
+        "ns" => 1e-9,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "s" | "sec" | "secs" => 1.0,
+        "m" | "min" | "mins" => 60.0,
+        "h" => 3600.0,
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` in `{s}` (use ns, us, ms, s, m or h)"
+            ));
+        }
+    };
+    Duration::try_from_secs_f64(value * seconds).map_err(|e| format!("`{s}`: {e}"))
+}
+
+/// Parses a flush strategy: `dynamic`, or `timer:<interval>` with a duration (`100ms`) or
+/// a bare number of milliseconds. The interval must be above zero.
+///
+/// # Errors
+///
+/// A message saying what is wrong, for clap to print.
+pub fn parse_flush(s: &str) -> Result<Flush, String> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("dynamic") {
+        return Ok(Flush::Dynamic);
+    }
+    let Some(interval) = t.strip_prefix("timer:") else {
+        return Err(format!(
+            "`{s}` is not a flush strategy (use dynamic or timer:<ms>, e.g. timer:100ms)"
+        ));
+    };
+    let d = parse_duration_in(interval, 1e-3)?;
+    if d.is_zero() {
+        return Err("the timer's interval must be above zero".into());
+    }
+    Ok(Flush::Timer(d))
+}
+
+/// A duration as the command line writes it: whole `s`, `ms` or `us` where exact,
+/// otherwise microseconds with decimals.
+#[must_use]
+pub fn format_duration(d: Duration) -> String {
+    let ns = d.as_nanos();
+    if ns == 0 {
+        "0ms".into()
+    } else if ns % 1_000_000_000 == 0 {
+        format!("{}s", ns / 1_000_000_000)
+    } else if ns % 1_000_000 == 0 {
+        format!("{}ms", ns / 1_000_000)
+    } else if ns % 1_000 == 0 {
+        format!("{}us", ns / 1_000)
+    } else {
+        format!("{}ns", ns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn flush_parses_dynamic_and_timers() {
+        assert_eq!(parse_flush("dynamic"), Ok(Flush::Dynamic));
+        assert_eq!(
+            parse_flush("timer:100ms"),
+            Ok(Flush::Timer(Duration::from_millis(100)))
+        );
+        assert_eq!(
+            parse_flush("timer:100"),
+            Ok(Flush::Timer(Duration::from_millis(100)))
+        );
+        assert_eq!(
+            parse_flush("timer:250us"),
+            Ok(Flush::Timer(Duration::from_micros(250)))
+        );
+        assert!(parse_flush("timer:0ms").is_err());
+        assert!(parse_flush("timer:").is_err());
+        assert!(parse_flush("sometimes").is_err());
+        assert_eq!(
+            Flush::Timer(Duration::from_millis(100)).to_string(),
+            "timer:100ms"
+        );
+        assert_eq!(Flush::Dynamic.to_string(), "dynamic");
+
+        let args = Args::try_parse_from(["perftest", "--flush", "timer:100ms"]).unwrap();
+        assert_eq!(args.flush, Flush::Timer(Duration::from_millis(100)));
+        assert_eq!(
+            args.flush.strategy(),
+            FlushStrategy::Timer(Duration::from_millis(100))
+        );
+    }
+
+    #[test]
+    fn durations_parse_humantime_style() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("10 parsecs").is_err());
+        assert!(parse_duration("s").is_err());
+
+        let args = Args::try_parse_from(["perftest", "--duration", "500ms"]).unwrap();
+        assert_eq!(args.duration(), Duration::from_millis(500));
+        let defaults = Args::try_parse_from(["perftest"]).unwrap();
+        assert_eq!(defaults.duration(), Duration::from_secs(10));
+        let compare = Args::try_parse_from(["perftest", "--compare"]).unwrap();
+        assert_eq!(compare.duration(), Duration::from_secs(3));
+        assert!(Args::try_parse_from(["perftest", "--duration", "fast"]).is_err());
+    }
+
+    #[test]
+    fn wait_and_pin_parse() {
+        let defaults = Args::try_parse_from(["perftest"]).unwrap();
+        assert_eq!(defaults.wait.strategy(), WaitStrategy::default());
+        assert_eq!(defaults.pin, None);
+        let args = Args::try_parse_from(["perftest", "--wait", "spin", "--pin", "--json"]).unwrap();
+        assert_eq!(args.wait.strategy(), WaitStrategy::BusySpin);
+        assert_eq!(args.pin, Some(Cores::All));
+        assert!(args.json);
+        let args = Args::try_parse_from(["perftest", "--pin=0,1", "--wait", "park"]).unwrap();
+        assert_eq!(args.pin, Some(Cores::List(vec![0, 1])));
+        assert_eq!(args.wait.strategy(), WaitStrategy::Park);
+        assert!(Args::try_parse_from(["perftest", "--pin=x"]).is_err());
+    }
+}

@@ -1,0 +1,734 @@
+//! One run: start a broker, attach the consumers, publish open loop from the publisher
+//! threads while the main thread prints a line a second, then drain, close, quiesce, and
+//! gather the counts, the latency histograms and the broker's statistics.
+//!
+//! # Latency without coordinated omission
+//!
+//! Every message has a scheduled send time: publisher `p` sends message `i` at
+//! `go + offset(p) + i / rate` (publishers staggered evenly over one interval). The
+//! publisher waits for that time (sleeping for waits above ~100 us, then spinning) and
+//! sends; `send` may block at the unconfirmed cap. The scheduled time, in nanoseconds
+//! since the run's epoch, travels as the message's `Payload::handle`, so the consumer's
+//! `on_delivery` (publish -> consume) and the producer's `on_ack` (publish -> confirm,
+//! `Acked` outcomes only) measure from when the message *should* have gone, and any stall
+//! (a blocked `send`, a late publisher thread, a flush timer) shows up as latency. With
+//! rate 0 the publisher sends as fast as it can and the scheduled time is the time just
+//! before `send`.
+//!
+//! A publisher that falls behind its schedule keeps sending late messages (their latency
+//! counts from their scheduled times) until the run's end; the messages still scheduled
+//! before the end but not sent by then are counted as `behind`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use zerodispatch_broker::{
+    Ack, AckStatus, AppId, Broker, BrokerConfig, BrokerError, ConsumerOptions, Delivery, Payload,
+    Producer, ProducerConfig, QueueConfig, QueueId, QueueMode,
+};
+
+use crate::cli::{Args, Callbacks, Cores, Flush, Wait};
+use crate::report;
+
+/// Latencies above this (in microseconds: one hour) are recorded as this.
+const MAX_LATENCY_US: u64 = 3_600_000_000;
+
+/// Significant figures of the latency histograms.
+const SIGFIGS: u8 = 3;
+
+/// Unconfirmed shares each consumer may hold (the queue's window).
+const WINDOW: u32 = 1 << 10;
+
+/// How long to wait, after publishing, for the outcomes of what is in flight.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where the per-second lines go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// Standard output.
+    Stdout,
+    /// Standard error (so that standard output holds only the JSON summary).
+    Stderr,
+    /// Nowhere.
+    Off,
+}
+
+/// What a run is: the command line's settings that shape it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    /// Publisher threads.
+    pub publishers: u32,
+    /// Consumers (of the priority queue, or of each app).
+    pub consumers: u32,
+    /// Messages per second per publisher; 0: as fast as possible.
+    pub rate: f64,
+    /// Payload length.
+    pub size: u32,
+    /// The producers' flush strategy.
+    pub flush: Flush,
+    /// Messages per PUT frame, at most.
+    pub batch_size: u32,
+    /// A producer's unconfirmed cap.
+    pub max_unconfirmed: u32,
+    /// How consumers confirm.
+    pub callbacks: Callbacks,
+    /// `--fanout`: 0 or 1 for a priority queue, N >= 2 for N apps.
+    pub fanout: u16,
+    /// Session processors.
+    pub session_processors: u32,
+    /// Queue processors.
+    pub queue_processors: u32,
+    /// How the processors wait for work.
+    pub wait: Wait,
+    /// Cores to pin the processors to, if any.
+    pub pin: Option<Vec<usize>>,
+    /// How long to publish.
+    pub duration: Duration,
+}
+
+impl Scenario {
+    /// The scenario the command line describes.
+    #[must_use]
+    pub fn from_args(args: &Args) -> Self {
+        Self {
+            publishers: args.publishers,
+            consumers: args.consumers,
+            rate: args.rate,
+            size: args.size,
+            flush: args.flush,
+            batch_size: args.batch_size,
+            max_unconfirmed: args.max_unconfirmed,
+            callbacks: args.callbacks,
+            fanout: args.fanout,
+            session_processors: args.session_processors,
+            queue_processors: args.queue_processors,
+            wait: args.wait,
+            pin: args.pin.as_ref().map(Cores::ids),
+            duration: args.duration(),
+        }
+    }
+
+    /// Apps of the queue: 1 (priority) or `fanout`.
+    #[must_use]
+    pub fn apps(&self) -> u16 {
+        self.fanout.max(1)
+    }
+
+    /// The broker's configuration: one queue large enough for every producer's cap, and
+    /// processor queues large enough for the queue and every consumer's window.
+    fn broker_config(&self) -> BrokerConfig {
+        let mode = if self.fanout >= 2 {
+            QueueMode::Fanout { apps: self.fanout }
+        } else {
+            QueueMode::Priority
+        };
+        let capacity = (self.publishers as usize * self.max_unconfirmed as usize)
+            .max(QueueConfig::new(mode).capacity);
+        let consumers = self.consumers as usize * self.apps() as usize;
+        let event_capacity = (capacity + consumers * WINDOW as usize)
+            .next_power_of_two()
+            .max(BrokerConfig::default().event_capacity);
+        BrokerConfig {
+            queues: vec![QueueConfig {
+                mode,
+                capacity,
+                window: WINDOW,
+            }],
+            session_processors: self.session_processors as usize,
+            queue_processors: self.queue_processors as usize,
+            event_capacity,
+            wait: self.wait.strategy(),
+            cores: self.pin.clone().unwrap_or_default(),
+            ..BrokerConfig::default()
+        }
+    }
+}
+
+/// Outcomes of published messages, by status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outcomes {
+    /// Confirmed by every app and released.
+    pub acked: u64,
+    /// The queue was full.
+    pub rejected_queue_full: u64,
+    /// The producer's table was full.
+    pub rejected_producer_full: u64,
+    /// No such queue.
+    pub rejected_unknown_queue: u64,
+    /// Reported when the producer closed.
+    pub closed: u64,
+    /// No outcome within the confirm timeout.
+    pub timed_out: u64,
+    /// Not sent before the producer closed.
+    pub not_sent: u64,
+}
+
+impl Outcomes {
+    /// Every outcome, whatever its status.
+    #[must_use]
+    pub fn total(&self) -> u64 {
+        self.acked
+            + self.rejected_queue_full
+            + self.rejected_producer_full
+            + self.rejected_unknown_queue
+            + self.closed
+            + self.timed_out
+            + self.not_sent
+    }
+}
+
+/// Outcome counters, written by the producers' `on_ack` (on session processors).
+#[derive(Debug, Default)]
+struct OutcomeCounters([AtomicU64; 7]);
+
+impl OutcomeCounters {
+    fn index(status: AckStatus) -> usize {
+        match status {
+            AckStatus::Acked => 0,
+            AckStatus::RejectedQueueFull => 1,
+            AckStatus::RejectedProducerFull => 2,
+            AckStatus::RejectedUnknownQueue => 3,
+            AckStatus::Closed => 4,
+            AckStatus::TimedOut => 5,
+            AckStatus::NotSent => 6,
+        }
+    }
+
+    fn add(&self, status: AckStatus, n: u64) {
+        if n > 0 {
+            self.0[Self::index(status)].fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    fn snapshot(&self) -> Outcomes {
+        let get = |i: usize| self.0[i].load(Ordering::Relaxed);
+        Outcomes {
+            acked: get(0),
+            rejected_queue_full: get(1),
+            rejected_producer_full: get(2),
+            rejected_unknown_queue: get(3),
+            closed: get(4),
+            timed_out: get(5),
+            not_sent: get(6),
+        }
+    }
+}
+
+/// A latency recorder: the last interval's histogram (taken by the reporter each second)
+/// and the whole run's. One per producer or consumer, locked once per callback batch.
+struct Recorder {
+    interval: Histogram<u64>,
+    total: Histogram<u64>,
+}
+
+impl Recorder {
+    fn new() -> Self {
+        Self {
+            interval: new_histogram(),
+            total: new_histogram(),
+        }
+    }
+
+    fn record(&mut self, us: u64) {
+        self.interval.saturating_record(us);
+        self.total.saturating_record(us);
+    }
+}
+
+type Shared = Arc<Mutex<Recorder>>;
+
+fn lock(recorder: &Shared) -> MutexGuard<'_, Recorder> {
+    recorder.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// An empty latency histogram: 1 us to one hour, three significant figures.
+#[must_use]
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_LATENCY_US, SIGFIGS).expect("valid histogram bounds")
+}
+
+/// Merges every recorder's interval histogram into one and resets them.
+fn take_interval(recorders: &[Shared]) -> Histogram<u64> {
+    let mut merged = new_histogram();
+    for r in recorders {
+        let mut r = lock(r);
+        merged.add(&r.interval).expect("same bounds");
+        r.interval.reset();
+    }
+    merged
+}
+
+/// Merges every recorder's whole-run histogram into one.
+fn merge_total(recorders: &[Shared]) -> Histogram<u64> {
+    let mut merged = new_histogram();
+    for r in recorders {
+        merged.add(&lock(r).total).expect("same bounds");
+    }
+    merged
+}
+
+/// The run's clock: nanoseconds since its epoch.
+#[derive(Clone, Copy, Debug)]
+struct Clock(Instant);
+
+impl Clock {
+    fn now_ns(self) -> u64 {
+        u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Waits until `target_ns`: sleeps while more than ~100 us are left, then spins
+    /// (yielding while more than 20 us are left, so that a processor sharing the core runs).
+    fn wait_until(self, target_ns: u64) {
+        loop {
+            let now = self.now_ns();
+            if now >= target_ns {
+                return;
+            }
+            let left = target_ns - now;
+            if left > 100_000 {
+                // The kernel's timer slack (~50 us) makes sleeps late: wake early, then spin.
+                thread::sleep(Duration::from_nanos(left - 80_000));
+            } else if left > 20_000 {
+                thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// What a publisher thread did.
+#[derive(Clone, Copy, Debug, Default)]
+struct PublisherEnd {
+    /// Messages `send` accepted.
+    sent: u64,
+    /// Messages scheduled before the end but not sent by then (the publisher was behind).
+    behind: u64,
+    /// `send` failures (the publisher stops at the first).
+    errors: u64,
+    /// When it stopped, in ns since the epoch.
+    ended_ns: u64,
+}
+
+/// A publisher's schedule.
+#[derive(Clone, Copy, Debug)]
+struct Schedule {
+    clock: Clock,
+    /// When publishing starts (ns since the epoch).
+    go_ns: u64,
+    /// When publishing stops.
+    end_ns: u64,
+    /// Nanoseconds between two messages of this publisher; `None`: as fast as possible.
+    interval_ns: Option<f64>,
+    /// This publisher's offset within one interval (publishers are staggered evenly).
+    offset_ns: u64,
+    size: u32,
+}
+
+/// Publishes open loop until the schedule's end.
+fn publish(producer: &Producer, schedule: Schedule, published: &AtomicU64) -> PublisherEnd {
+    let clock = schedule.clock;
+    let mut end = PublisherEnd::default();
+    let mut i: u64 = 0;
+    loop {
+        let now = clock.now_ns();
+        let at = match schedule.interval_ns {
+            Some(interval) => schedule.go_ns + schedule.offset_ns + (i as f64 * interval) as u64,
+            None => now,
+        };
+        if at >= schedule.end_ns {
+            break;
+        }
+        if now >= schedule.end_ns {
+            // Behind schedule at the end: count what was due and not sent.
+            let interval = schedule.interval_ns.unwrap_or(f64::INFINITY);
+            let due = ((schedule.end_ns - schedule.go_ns - schedule.offset_ns) as f64 / interval)
+                .ceil() as u64;
+            end.behind = due.saturating_sub(i);
+            break;
+        }
+        if schedule.interval_ns.is_some() {
+            clock.wait_until(at);
+        }
+        let payload = Payload {
+            handle: at,
+            len: schedule.size,
+        };
+        match producer.send(QueueId(0), payload) {
+            Ok(_) => {
+                i += 1;
+                published.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                eprintln!("perftest: publisher {}: send failed: {e}", producer.id().0);
+                end.errors += 1;
+                break;
+            }
+        }
+    }
+    end.sent = i;
+    end.ended_ns = clock.now_ns();
+    end
+}
+
+/// A latency distribution's summary, in microseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Percentiles {
+    /// Samples.
+    pub count: u64,
+    /// Median.
+    pub p50: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Largest.
+    pub max: u64,
+    /// Mean.
+    pub mean: f64,
+}
+
+impl Percentiles {
+    /// The summary of `h`.
+    #[must_use]
+    pub fn of(h: &Histogram<u64>) -> Self {
+        Self {
+            count: h.len(),
+            p50: h.value_at_quantile(0.5),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+            mean: h.mean(),
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunResult {
+    /// What was run.
+    pub scenario: Scenario,
+    /// Seconds of publishing: the configured duration, or until the last publisher stopped
+    /// if later.
+    pub duration_s: f64,
+    /// Seconds from the end of publishing until every outcome was in (and the producers
+    /// closed).
+    pub drain_s: f64,
+    /// Messages `send` accepted.
+    pub published: u64,
+    /// Messages published according to the broker's sessions (a cross-check).
+    pub broker_published: u64,
+    /// Outcomes, by status.
+    pub outcomes: Outcomes,
+    /// Deliveries to consumers (every app's; redeliveries included).
+    pub consumed: u64,
+    /// Published messages without an outcome: `published - outcomes` when positive.
+    pub lost: u64,
+    /// Outcomes beyond the published messages (duplicates): `outcomes - published` when
+    /// positive.
+    pub extra_outcomes: u64,
+    /// Messages scheduled but not sent by the end (the publishers were behind).
+    pub behind: u64,
+    /// `send` failures.
+    pub send_errors: u64,
+    /// Publish -> confirm latency of `Acked` outcomes.
+    pub confirm_latency: Percentiles,
+    /// Publish -> consume latency of every delivery.
+    pub consume_latency: Percentiles,
+    /// PUT frames the producers sent.
+    pub put_frames: u64,
+    /// Messages in them.
+    pub put_messages: u64,
+    /// Shares redelivered by the queue (a consumer closed).
+    pub redelivered: u64,
+    /// Whether every producer had every outcome before closing.
+    pub drained: bool,
+}
+
+impl RunResult {
+    /// Mean messages per PUT frame.
+    #[must_use]
+    pub fn mean_batch(&self) -> f64 {
+        if self.put_frames == 0 {
+            0.0
+        } else {
+            self.put_messages as f64 / self.put_frames as f64
+        }
+    }
+
+    /// Messages published per second.
+    #[must_use]
+    pub fn publish_rate(&self) -> f64 {
+        per_second(self.published, self.duration_s)
+    }
+
+    /// Messages confirmed (`Acked`) per second of publishing.
+    #[must_use]
+    pub fn confirm_rate(&self) -> f64 {
+        per_second(self.outcomes.acked, self.duration_s)
+    }
+
+    /// Deliveries per second of publishing.
+    #[must_use]
+    pub fn consume_rate(&self) -> f64 {
+        per_second(self.consumed, self.duration_s)
+    }
+
+    /// No message lost or duplicated, none failed, and every acked message delivered to
+    /// every app.
+    #[must_use]
+    pub fn ok(&self) -> bool {
+        self.lost == 0
+            && self.extra_outcomes == 0
+            && self.send_errors == 0
+            && self.broker_published == self.published
+            && self.consumed >= self.outcomes.acked * u64::from(self.scenario.apps())
+    }
+}
+
+fn per_second(n: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        n as f64 / seconds
+    } else {
+        0.0
+    }
+}
+
+/// Runs `scenario` and returns what it measured, printing a line a second to `progress`.
+///
+/// # Errors
+///
+/// The broker refused to start or to open a producer or consumer.
+pub fn run(scenario: &Scenario, progress: Progress) -> Result<RunResult, BrokerError> {
+    let clock = Clock(Instant::now());
+    let broker = Broker::start(scenario.broker_config())?;
+
+    // Consumers: per app, `consumers` of them.
+    let consumed = Arc::new(AtomicU64::new(0));
+    let mut consume_recorders = Vec::new();
+    let options = ConsumerOptions {
+        mode: scenario.callbacks.mode(),
+        ..ConsumerOptions::default()
+    };
+    for app in 0..scenario.apps() {
+        for _ in 0..scenario.consumers {
+            let recorder: Shared = Arc::new(Mutex::new(Recorder::new()));
+            consume_recorders.push(recorder.clone());
+            let consumed = consumed.clone();
+            broker.open_consumer(
+                QueueId(0),
+                AppId(app),
+                options,
+                move |batch: &[Delivery]| {
+                    let now = clock.now_ns();
+                    let mut r = lock(&recorder);
+                    for d in batch {
+                        r.record(now.saturating_sub(d.payload.handle) / 1_000);
+                    }
+                    drop(r);
+                    consumed.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                },
+            )?;
+        }
+    }
+
+    // Producers, one per publisher.
+    let outcomes = Arc::new(OutcomeCounters::default());
+    let mut confirm_recorders = Vec::new();
+    let mut producers = Vec::new();
+    let config = ProducerConfig {
+        max_unconfirmed: scenario.max_unconfirmed as usize,
+        flush: scenario.flush.strategy(),
+        batch_size: scenario.batch_size as usize,
+        ..ProducerConfig::default()
+    };
+    for _ in 0..scenario.publishers {
+        let recorder: Shared = Arc::new(Mutex::new(Recorder::new()));
+        confirm_recorders.push(recorder.clone());
+        let outcomes = outcomes.clone();
+        producers.push(broker.open_producer_with(config, move |batch: &[Ack]| {
+            let now = clock.now_ns();
+            let mut acked = 0;
+            let mut r = lock(&recorder);
+            for a in batch {
+                if a.status == AckStatus::Acked {
+                    acked += 1;
+                    r.record(now.saturating_sub(a.payload.handle) / 1_000);
+                } else {
+                    outcomes.add(a.status, 1);
+                }
+            }
+            drop(r);
+            outcomes.add(AckStatus::Acked, acked);
+        })?);
+    }
+    // Let the consumers attach before the clock starts.
+    broker.quiesce()?;
+
+    let published = AtomicU64::new(0);
+    let interval_ns = (scenario.rate > 0.0).then(|| 1e9 / scenario.rate);
+    let go_ns = clock.now_ns() + 1_000_000;
+    let end_ns = go_ns + u64::try_from(scenario.duration.as_nanos()).unwrap_or(u64::MAX / 2);
+    let ends: Vec<PublisherEnd> = thread::scope(|s| {
+        let handles: Vec<_> = producers
+            .iter()
+            .enumerate()
+            .map(|(p, producer)| {
+                let schedule = Schedule {
+                    clock,
+                    go_ns,
+                    end_ns,
+                    interval_ns,
+                    offset_ns: interval_ns.map_or(0, |i| {
+                        (i * p as f64 / f64::from(scenario.publishers)) as u64
+                    }),
+                    size: scenario.size,
+                };
+                let published = &published;
+                thread::Builder::new()
+                    .name(format!("perftest-pub-{p}"))
+                    .spawn_scoped(s, move || publish(producer, schedule, published))
+                    .expect("cannot spawn a publisher thread")
+            })
+            .collect();
+        report_each_second(
+            clock,
+            go_ns,
+            progress,
+            &handles,
+            [&published, &outcomes.0[0], consumed.as_ref()],
+            &confirm_recorders,
+        );
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a publisher thread panicked"))
+            .collect()
+    });
+    let ended_ns = ends.iter().map(|e| e.ended_ns).max().unwrap_or(end_ns);
+
+    // Drain: wait for every outcome (so that a timer's last batch goes out instead of being
+    // reported `NotSent` by `close`), then close the producers and settle the broker.
+    let deadline = Instant::now() + DRAIN_TIMEOUT + timer_interval(scenario.flush) * 2;
+    while producers.iter().any(|p| p.unconfirmed() > 0) && Instant::now() < deadline {
+        thread::sleep(Duration::from_micros(200));
+    }
+    let mut drained = true;
+    for p in &producers {
+        drained &= p.close(Duration::from_secs(5));
+    }
+    broker.quiesce()?;
+    let drain_s = (clock.now_ns().saturating_sub(ended_ns)) as f64 / 1e9;
+
+    let stats = broker.session_stats();
+    let queue_stats = broker.queue_stats();
+    let outcomes = outcomes.snapshot();
+    let published = published.load(Ordering::Relaxed);
+    let total = outcomes.total();
+    let result = RunResult {
+        scenario: scenario.clone(),
+        // The publishing window: the configured one, or longer if a publisher overran it.
+        duration_s: ended_ns.max(end_ns).saturating_sub(go_ns) as f64 / 1e9,
+        drain_s,
+        published,
+        broker_published: stats.published,
+        outcomes,
+        consumed: consumed.load(Ordering::Relaxed),
+        lost: published.saturating_sub(total),
+        extra_outcomes: total.saturating_sub(published),
+        behind: ends.iter().map(|e| e.behind).sum(),
+        send_errors: ends.iter().map(|e| e.errors).sum(),
+        confirm_latency: Percentiles::of(&merge_total(&confirm_recorders)),
+        consume_latency: Percentiles::of(&merge_total(&consume_recorders)),
+        put_frames: stats.put_frames,
+        put_messages: stats.put_messages,
+        redelivered: queue_stats.iter().map(|q| q.redelivered).sum(),
+        drained,
+    };
+    drop(producers);
+    broker.shutdown();
+    Ok(result)
+}
+
+fn timer_interval(flush: Flush) -> Duration {
+    match flush {
+        Flush::Dynamic => Duration::ZERO,
+        Flush::Timer(d) => d,
+    }
+}
+
+/// Prints a line a second while the publishers run: the last second's rates of published,
+/// confirmed and consumed messages, and the last second's confirm latency.
+fn report_each_second<T>(
+    clock: Clock,
+    go_ns: u64,
+    progress: Progress,
+    publishers: &[thread::ScopedJoinHandle<'_, T>],
+    counters: [&AtomicU64; 3],
+    confirm_recorders: &[Shared],
+) {
+    let read = || counters.map(|c| c.load(Ordering::Relaxed));
+    clock.wait_until(go_ns);
+    let mut last = read();
+    let mut last_ns = go_ns;
+    let mut next_ns = go_ns + 1_000_000_000;
+    loop {
+        // Wake every 50 ms to notice the publishers' end.
+        while clock.now_ns() < next_ns && !publishers.iter().all(|h| h.is_finished()) {
+            let left = next_ns.saturating_sub(clock.now_ns());
+            thread::sleep(Duration::from_nanos(left.min(50_000_000)));
+        }
+        let done = publishers.iter().all(|h| h.is_finished());
+        let now_ns = clock.now_ns();
+        let now = read();
+        let seconds = (now_ns - last_ns) as f64 / 1e9;
+        let interval = take_interval(confirm_recorders);
+        // A last fraction of a second shorter than a tenth is not worth a line.
+        if progress != Progress::Off && (!done || seconds >= 0.1) {
+            let rates = [0, 1, 2].map(|i| (now[i] - last[i]) as f64 / seconds);
+            let line = report::progress_line(rates, &interval);
+            match progress {
+                Progress::Stdout => println!("{line}"),
+                Progress::Stderr => eprintln!("{line}"),
+                Progress::Off => {}
+            }
+        }
+        if done {
+            return;
+        }
+        last = now;
+        last_ns = now_ns;
+        next_ns += 1_000_000_000;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_broker_is_sized_for_every_producer_and_consumer() {
+        let args = <Args as clap::Parser>::try_parse_from([
+            "perftest",
+            "--publishers",
+            "4",
+            "--consumers",
+            "2",
+            "--fanout",
+            "3",
+        ])
+        .unwrap();
+        let scenario = Scenario::from_args(&args);
+        let config = scenario.broker_config();
+        assert_eq!(config.queues[0].mode, QueueMode::Fanout { apps: 3 });
+        assert!(config.queues[0].capacity >= 4 * 10_000);
+        assert!(config.event_capacity >= config.queues[0].capacity + 6 * WINDOW as usize);
+        let priority = Scenario {
+            fanout: 1,
+            ..scenario
+        };
+        assert_eq!(priority.broker_config().queues[0].mode, QueueMode::Priority);
+    }
+}
