@@ -68,8 +68,8 @@ pub struct BrokerConfig {
     pub max_batch: usize,
     /// How every processor waits for work.
     pub wait: WaitStrategy,
-    /// Cores to pin each pool's processors to (round-robin within each pool); empty for
-    /// none.
+    /// Cores to pin the processors to, dealt out in turn across all pools (sessions first,
+    /// then queues, then the cluster), wrapping around; empty for none.
     pub cores: Vec<usize>,
 }
 
@@ -422,17 +422,31 @@ impl Broker {
                 ));
             }
         }
-        let pool = |n| {
+        // One list of cores for all pools, dealt out in turn: the session processors take
+        // the first, the queue processors the next, the cluster processor the one after.
+        let cores_from = |first: usize| -> Vec<usize> {
+            let n = config.cores.len();
+            (0..n)
+                .map(|i| config.cores[(first + i) % n.max(1)])
+                .collect()
+        };
+        let pool = |n, first_core| {
             PoolConfig::new(n)
                 .capacity(config.event_capacity)
                 .max_batch(config.max_batch)
                 .wait(config.wait)
-                .pin_to(config.cores.iter().copied())
+                .pin_to(cores_from(first_core))
         };
         let dispatcher = Dispatcher::<BrokerMsg>::builder()
-            .pool(ClientType::Session, pool(config.session_processors))
-            .pool(ClientType::Queue, pool(config.queue_processors))
-            .pool(ClientType::Cluster, pool(1))
+            .pool(ClientType::Session, pool(config.session_processors, 0))
+            .pool(
+                ClientType::Queue,
+                pool(config.queue_processors, config.session_processors),
+            )
+            .pool(
+                ClientType::Cluster,
+                pool(1, config.session_processors + config.queue_processors),
+            )
             .build()?;
         let mut handles = Vec::with_capacity(config.queues.len());
         let mut queue_counters = Vec::with_capacity(config.queues.len());
