@@ -85,10 +85,26 @@ fn dynamic_send_flushes_each_message_at_once_when_the_queue_drains() {
     );
 }
 
+/// Holds the session processor busy, so that its queue does not drain, until the returned
+/// barrier is waited on.
+fn hold_session_processor(broker: &Broker) -> Arc<std::sync::Barrier> {
+    let gate = Arc::new(std::sync::Barrier::new(2));
+    let g = gate.clone();
+    let session = broker
+        .dispatcher()
+        .processors(zerodispatch_core::ClientType::Session)[0];
+    let hold = zerodispatch_core::Callback::new(move || {
+        g.wait();
+        g.wait();
+    });
+    broker.dispatcher().execute(session, hold).unwrap();
+    gate.wait();
+    gate
+}
+
 #[test]
 fn a_batch_is_sent_when_it_reaches_batch_size_or_fills_a_frame() {
     let broker = broker();
-    // Hold the session's processor so that its queue never drains while we publish.
     let (p, _acks) = open(
         &broker,
         ProducerConfig {
@@ -96,22 +112,7 @@ fn a_batch_is_sent_when_it_reaches_batch_size_or_fills_a_frame() {
             ..ProducerConfig::default()
         },
     );
-    let gate = Arc::new(std::sync::Barrier::new(2));
-    let g = gate.clone();
-    let session_processor = broker
-        .dispatcher()
-        .processors(zerodispatch_core::ClientType::Session)[0];
-    broker
-        .dispatcher()
-        .execute(
-            session_processor,
-            zerodispatch_core::Callback::new(move || {
-                g.wait();
-                g.wait();
-            }),
-        )
-        .unwrap();
-    gate.wait();
+    let gate = hold_session_processor(&broker);
     for _ in 0..10 {
         p.send(QueueId(0), payload(8)).unwrap();
     }
@@ -127,22 +128,7 @@ fn a_batch_is_sent_when_it_reaches_batch_size_or_fills_a_frame() {
         ..ProducerConfig::default()
     };
     let (p, _acks) = open(&broker, config);
-    let gate = Arc::new(std::sync::Barrier::new(2));
-    let g = gate.clone();
-    let session_processor = broker
-        .dispatcher()
-        .processors(zerodispatch_core::ClientType::Session)[0];
-    broker
-        .dispatcher()
-        .execute(
-            session_processor,
-            zerodispatch_core::Callback::new(move || {
-                g.wait();
-                g.wait();
-            }),
-        )
-        .unwrap();
-    gate.wait();
+    let gate = hold_session_processor(&broker);
     for _ in 0..7 {
         p.send(QueueId(0), payload(100)).unwrap();
     }
