@@ -97,6 +97,57 @@ impl<M: Send + 'static> ProcessorShared<M> {
         pushed.map_err(DispatchError::Full)
     }
 
+    /// Enqueues items from `items` until it runs out or the queue is full, passing the gate
+    /// once for all of them: two read-modify-writes on the gate word per batch instead of
+    /// per item. The item that did not fit (or, after shutdown, the first item) comes back
+    /// in the error; the rest stay in `items`. Adds the items pushed to `pushed`.
+    pub(crate) fn try_push_batch(
+        &self,
+        items: &mut impl Iterator<Item = Item<M>>,
+        pushed: &mut usize,
+    ) -> Result<(), DispatchError<Item<M>>> {
+        if !self.gate.enter() {
+            return match items.next() {
+                Some(item) => Err(DispatchError::ShutDown(item)),
+                None => Ok(()),
+            };
+        }
+        let mut result = Ok(());
+        for item in items.by_ref() {
+            if let Err(back) = self.queue.push(item) {
+                result = Err(DispatchError::Full(back));
+                break;
+            }
+            *pushed += 1;
+        }
+        if self.gate.leave() {
+            self.unpark();
+        }
+        result
+    }
+
+    /// Enqueues every item of `items`, in order, waiting for room as [`push`](Self::push)
+    /// does. On an error, the item that failed comes back and the rest stay in `items`.
+    pub(crate) fn push_batch(
+        &self,
+        items: &mut impl Iterator<Item = Item<M>>,
+        pushed: &mut usize,
+    ) -> Result<(), DispatchError<Item<M>>> {
+        let on_own_thread = current_processor().is_some_and(|(_, id)| id == self.id);
+        let backoff = Backoff::new();
+        let mut retry: Option<Item<M>> = None;
+        loop {
+            let mut next = retry.take().into_iter().chain(items.by_ref());
+            match self.try_push_batch(&mut next, pushed) {
+                Err(DispatchError::Full(back)) if !on_own_thread => {
+                    retry = Some(back);
+                    self.wait_for_room(&backoff);
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Enqueues `item`, waiting with backoff while the queue is full; on the processor's own
     /// thread, where waiting could never end, a full queue is an error instead.
     pub(crate) fn push(&self, mut item: Item<M>) -> Result<(), DispatchError<Item<M>>> {

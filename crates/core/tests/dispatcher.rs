@@ -899,3 +899,59 @@ fn ids_of_another_dispatcher_are_errors_that_hand_the_event_back() {
     );
     assert!(matches!(small.unregister(far), Err(DispatchError::NoSuchProcessor(h)) if h == far));
 }
+
+#[test]
+fn a_batch_goes_in_order_and_a_full_queue_hands_back_the_event_that_did_not_fit() {
+    let d = one_queue_unprobed(PoolConfig::new(1).capacity(8));
+    let (client, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
+    let gate = block_processor(&d, h);
+    let mut events = (0..12).map(Event::Message);
+    match d.try_dispatch_batch(h, &mut events) {
+        Err((8, DispatchError::Full(Event::Message(8)))) => {}
+        other => panic!("expected 8 enqueued and Message(8) handed back, got {other:?}"),
+    }
+    // The events after the one handed back are still in the caller's iterator.
+    assert_eq!(events.map(|e| matches!(e, Event::Message(_))).count(), 3);
+    // The blocking batch waits for room and enqueues everything.
+    let handle = d.handle();
+    let waiter =
+        thread::spawn(move || handle.dispatch_batch(h, &mut (100..120).map(Event::Message)));
+    thread::sleep(Duration::from_millis(20));
+    assert!(!waiter.is_finished());
+    gate.wait();
+    assert_eq!(waiter.join().unwrap().unwrap(), 20);
+    d.synchronize(h).unwrap();
+    let got: Vec<u64> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|s| match s {
+            Seen::Message(m) => Some(*m),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(got, (0..8).chain(100..120).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_batch_after_shutdown_hands_back_its_first_event() {
+    let mut d = one_queue(PoolConfig::new(1));
+    let h = d
+        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
+        .unwrap();
+    let handle = d.handle();
+    d.shutdown();
+    let mut events = (0..3).map(Event::Message);
+    assert!(matches!(
+        handle.dispatch_batch(h, &mut events),
+        Err((0, DispatchError::ShutDown(Event::Message(0))))
+    ));
+    assert_eq!(events.count(), 2);
+    assert!(matches!(
+        handle.try_dispatch_batch(h, &mut std::iter::empty()),
+        Ok(0)
+    ));
+}
