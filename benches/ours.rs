@@ -94,6 +94,12 @@ pub fn bench_ours_then_crossbeam(group: &mut BenchmarkGroup<'_, WallTime>, produ
     );
     bench_runs(
         group,
+        "inline_batch16",
+        || Ours::<InlineBatch16>::one_to_one(producers),
+        Ours::run,
+    );
+    bench_runs(
+        group,
         "crossbeam_channel_boxed",
         || crate::peers::CrossbeamBoxed::new(producers),
         crate::peers::CrossbeamBoxed::run,
@@ -128,6 +134,9 @@ pub trait Variant: Send + Sync + 'static {
 
     /// The event for the confirm of message `seq`.
     fn event(seq: u64) -> Event<Self::Message>;
+
+    /// Events a producer hands to `dispatch_batch` at once; 1 sends each with `dispatch`.
+    const BATCH: u64 = 1;
 }
 
 /// Our inline callbacks: `Event::Callback(Callback::new(confirm_functor(seq)))`, run by the
@@ -141,6 +150,21 @@ impl Variant for Inline {
     fn event(seq: u64) -> Event<Confirm> {
         Event::Callback(Callback::new(confirm_functor(seq)))
     }
+}
+
+/// [`Inline`] events sent 16 at a time with `dispatch_batch` (one pass through the
+/// processor's gate per 16 events): the counterpart of the disruptor's `batch_publish` of 16.
+pub struct InlineBatch16;
+
+impl Variant for InlineBatch16 {
+    type Message = Confirm;
+
+    #[inline]
+    fn event(seq: u64) -> Event<Confirm> {
+        Inline::event(seq)
+    }
+
+    const BATCH: u64 = 16;
 }
 
 /// Typed messages: `Event::Message(Confirm::for_seq(seq))`, handled by the client with
@@ -213,7 +237,17 @@ fn send<V: Variant>(
     seqs: Range<u64>,
 ) {
     let accepted = "the dispatcher runs until the bench subject is dropped";
-    if let [to] = targets {
+    if let ([to], true) = (targets, V::BATCH > 1) {
+        let mut start = seqs.start;
+        while start < seqs.end {
+            let end = (start + V::BATCH).min(seqs.end);
+            let mut events = (start..end).map(V::event);
+            if dispatcher.dispatch_batch(*to, &mut events).is_err() {
+                panic!("{accepted}");
+            }
+            start = end;
+        }
+    } else if let [to] = targets {
         for seq in seqs {
             dispatcher.dispatch(*to, V::event(seq)).expect(accepted);
         }

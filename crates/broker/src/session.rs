@@ -203,24 +203,34 @@ impl ProducerSession {
         self.counters.put_frames.add(1);
         self.counters.put_messages.add(self.outbox.len() as u64);
         let me = ctx.handle();
-        for i in 0..self.outbox.len() {
-            let (queue, guid, payload) = self.outbox[i];
-            let put = BrokerMsg::Put {
-                producer: me,
-                guid,
-                payload,
-            };
-            if ctx
-                .dispatcher()
-                .dispatch(queue, Event::Message(put))
-                .is_err()
-            {
-                // Shutting down: the message was never stored.
-                if let Some(u) = self.unacked.remove(&guid) {
-                    self.counters.closed_reported.add(1);
-                    self.report(guid, u, AckStatus::NotSent);
+        // One `dispatch_batch` per run of PUTs to the same queue (usually the whole frame):
+        // one pass through the queue processor's gate per frame, not per message.
+        let mut start = 0;
+        while start < self.outbox.len() {
+            let queue = self.outbox[start].0;
+            let end = start
+                + self.outbox[start..]
+                    .iter()
+                    .take_while(|(q, _, _)| *q == queue)
+                    .count();
+            let mut puts = self.outbox[start..end].iter().map(|&(_, guid, payload)| {
+                Event::Message(BrokerMsg::Put {
+                    producer: me,
+                    guid,
+                    payload,
+                })
+            });
+            if let Err((sent, _)) = ctx.dispatcher().dispatch_batch(queue, &mut puts) {
+                // Shutting down: the messages from the one refused on were never stored.
+                for i in start + sent..end {
+                    let guid = self.outbox[i].1;
+                    if let Some(u) = self.unacked.remove(&guid) {
+                        self.counters.closed_reported.add(1);
+                        self.report(guid, u, AckStatus::NotSent);
+                    }
                 }
             }
+            start = end;
         }
         self.outbox.clear();
         self.frame_bytes = 0;
