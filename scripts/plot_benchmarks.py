@@ -20,7 +20,7 @@ GROUPS = [
     ("dispatch_oversubscribed", "4 producers -> 3 processors (7 busy threads, 2 cores)"),
     ("dispatch_1p1c_mimalloc", "one producer -> one processor, mimalloc"),
 ]
-OURS = ("inline", "typed", "boxed")
+OURS = ("inline", "typed", "boxed", "inline_batch16")
 
 
 def estimate_ns(path):
