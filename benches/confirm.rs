@@ -45,7 +45,7 @@ use zerodispatch::broker::{
     Delivery, Guid, Payload, Producer, QueueConfig, QueueId, QueueMode, QueueStats,
 };
 
-use ours::{STATS_VAR, bench_runs, throughput_group};
+use ours::{bench_runs, throughput_group};
 
 /// The functions of every group: the consumer's (or the cluster's) confirm mode.
 const MODES: [(&str, ConfirmMode); 3] = [
@@ -134,25 +134,6 @@ fn wait_for<T>(mut done: impl FnMut() -> Option<T>) -> T {
             return value;
         }
         backoff.snooze();
-    }
-}
-
-/// Prints the broker's processors' statistics when [`STATS_VAR`] is set.
-fn print_stats(broker: &Broker) {
-    if std::env::var_os(STATS_VAR).is_none() {
-        return;
-    }
-    for s in broker.dispatcher().stats() {
-        eprintln!(
-            "{}: processed {} parks {} flushes {} batch p50 {} mean {:.1} max depth {}",
-            s.processor,
-            s.processed,
-            s.parks,
-            s.flushes,
-            s.batch_size.p50,
-            s.batch_size.mean,
-            s.max_depth
-        );
     }
 }
 
@@ -262,7 +243,7 @@ impl EndToEnd {
 impl Drop for EndToEnd {
     fn drop(&mut self) {
         if let Some(broker) = self.broker.take() {
-            print_stats(&broker);
+            ours::print_stats(broker.dispatcher());
             broker.shutdown();
         }
     }
@@ -358,7 +339,7 @@ impl Drop for ReplicaConfirms {
                 "every confirm found its message held and no consumer holding it"
             );
         }
-        print_stats(&broker);
+        ours::print_stats(broker.dispatcher());
         broker.shutdown();
     }
 }

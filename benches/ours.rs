@@ -17,15 +17,16 @@
 
 use std::hint::spin_loop;
 use std::ops::Range;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, mpsc};
-use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput};
 use crossbeam_utils::{Backoff, CachePadded};
 use zerodispatch::core::{Dispatcher, DispatcherHandle};
+
+use crate::peers::Helpers;
 use zerodispatch::workload::{Confirm, confirm_functor, handle_confirm};
 use zerodispatch::{
     BoxedCallback, Callback, Client, ClientEvent, ClientHandle, ClientType, Context, Event,
@@ -266,17 +267,13 @@ fn send<V: Variant>(
 }
 
 /// A running dispatcher with one processor (queue capacity [`CAPACITY`]) per client type it
-/// was started with, a [`Counting`] client on each, and `producers - 1` persistent helper
-/// producer threads besides the caller.
-///
-/// A helper blocks on a job channel of its own between runs, so that it costs nothing while
-/// idle; a run hands each helper its share of the messages as a range of sequence numbers,
-/// so that the per-run cost of several producers is one wake-up per helper, not a thread
-/// start. Every producer sends its share round-robin to the clients. Dropping it stops the
-/// helpers, then shuts the dispatcher down.
+/// was started with, a [`Counting`] client on each, and `producers - 1` persistent
+/// [`Helpers`](crate::peers::Helpers) besides the caller. Every producer sends its share
+/// round-robin to the clients. Dropping it stops the helpers, then shuts the dispatcher
+/// down.
 pub struct Ours<V: Variant> {
-    /// Each helper's job channel and thread.
-    helpers: Vec<(mpsc::Sender<Range<u64>>, JoinHandle<()>)>,
+    /// The other producers; dropped (joined) before the dispatcher.
+    helpers: Helpers,
     /// The clients, one per processor, in the order of the client types given.
     targets: Arc<[ClientHandle]>,
     /// Each client's progress, in the order of `targets`.
@@ -296,7 +293,6 @@ impl<V: Variant> Ours<V> {
     /// If `types` is empty or `producers` is zero.
     #[must_use]
     pub fn new(types: &[ClientType], wait: WaitStrategy, producers: usize) -> Self {
-        assert!(producers >= 1, "a bench needs at least one producer");
         let builder = types
             .iter()
             .fold(Dispatcher::<V::Message>::builder(), |builder, &t| {
@@ -318,18 +314,12 @@ impl<V: Variant> Ours<V> {
             })
             .unzip();
         let targets: Arc<[ClientHandle]> = targets.into();
-        let helpers = (1..producers)
-            .map(|_| {
-                let (jobs, job_receiver) = mpsc::channel::<Range<u64>>();
-                let (dispatcher, targets) = (dispatcher.handle(), targets.clone());
-                let helper = thread::spawn(move || {
-                    while let Ok(seqs) = job_receiver.recv() {
-                        send::<V>(&dispatcher, &targets, seqs);
-                    }
-                });
-                (jobs, helper)
+        let helpers = {
+            let (dispatcher, targets) = (dispatcher.handle(), targets.clone());
+            Helpers::start(producers, move |seqs| {
+                send::<V>(&dispatcher, &targets, seqs)
             })
-            .collect();
+        };
         Self {
             helpers,
             targets,
@@ -367,19 +357,13 @@ impl<V: Variant> Ours<V> {
     pub fn run(&self, count: u64) -> Duration {
         let first = self.next_seq.fetch_add(count, Ordering::Relaxed);
         let target = self.handled() + count;
-        let share = count / (self.helpers.len() as u64 + 1);
         let start = Instant::now();
-        let mut next = first;
-        for (jobs, _) in &self.helpers {
-            jobs.send(next..next + share)
-                .expect("a helper waits for jobs until its job channel closes");
-            next += share;
-        }
-        send::<V>(&self.dispatcher, &self.targets, next..first + count);
+        let mine = self.helpers.hand_out(first..first + count);
+        send::<V>(&self.dispatcher, &self.targets, mine);
         let backoff = Backoff::new();
         while self.handled() < target {
             assert!(
-                !self.helpers.iter().any(|(_, h)| h.is_finished()),
+                !self.helpers.any_finished(),
                 "a helper thread exited during a run"
             );
             backoff.snooze();
@@ -435,26 +419,28 @@ impl<V: Variant> Ours<V> {
 
 impl<V: Variant> Drop for Ours<V> {
     fn drop(&mut self) {
-        // Closing a helper's job channel ends the helper, which drops its dispatcher handle.
-        for (jobs, helper) in self.helpers.drain(..) {
-            drop(jobs);
-            // A helper that panicked has nothing left to report here.
-            let _ = helper.join();
-        }
-        if std::env::var_os(STATS_VAR).is_some() {
-            for s in self.dispatcher.stats() {
-                eprintln!(
-                    "{}: processed {} parks {} flushes {} batch p50 {} mean {:.1} max depth {}",
-                    s.processor,
-                    s.processed,
-                    s.parks,
-                    s.flushes,
-                    s.batch_size.p50,
-                    s.batch_size.mean,
-                    s.max_depth
-                );
-            }
-        }
-        // The dispatcher field drops next: it shuts down, draining and joining processors.
+        print_stats(&self.dispatcher);
+        // The fields drop next, in order: the helpers end (dropping their dispatcher
+        // handles), then the dispatcher shuts down, draining and joining its processors.
+    }
+}
+
+/// Prints each processor's statistics to stderr when [`STATS_VAR`] is set: what to look at
+/// when retuning the wait strategy.
+pub fn print_stats<M: Send + 'static>(dispatcher: &DispatcherHandle<M>) {
+    if std::env::var_os(STATS_VAR).is_none() {
+        return;
+    }
+    for s in dispatcher.stats() {
+        eprintln!(
+            "{}: processed {} parks {} flushes {} batch p50 {} mean {:.1} max depth {}",
+            s.processor,
+            s.processed,
+            s.parks,
+            s.flushes,
+            s.batch_size.p50,
+            s.batch_size.mean,
+            s.max_depth
+        );
     }
 }

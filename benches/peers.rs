@@ -71,6 +71,91 @@ fn wait_until(progress: &AtomicU64, target: u64, consumer_gone: impl Fn() -> boo
     }
 }
 
+/// `producers - 1` persistent helper producer threads, besides the caller of a run.
+///
+/// A helper blocks on a job channel of its own between runs, so that it costs nothing while
+/// idle (the machine may have few cores); a run hands each helper its share of the items as
+/// a range of sequence numbers, so that the per-run cost of several producers is one
+/// wake-up per helper, not a thread start. Dropping them closes the job channels and joins
+/// the threads, which drops what their `send` captured (senders, dispatcher handles).
+#[derive(Default)]
+pub struct Helpers {
+    /// Each helper's job channel and thread.
+    threads: Vec<(mpsc::Sender<Range<u64>>, JoinHandle<()>)>,
+}
+
+impl Helpers {
+    /// Starts `producers - 1` helpers, each calling its own clone of `send` with the
+    /// sequence numbers of every share it is handed.
+    ///
+    /// # Panics
+    ///
+    /// If `producers` is zero.
+    pub fn start(producers: usize, send: impl Fn(Range<u64>) + Clone + Send + 'static) -> Self {
+        assert!(producers >= 1, "a run needs at least one producer");
+        let threads = (1..producers)
+            .map(|_| {
+                let (jobs, job_receiver) = mpsc::channel::<Range<u64>>();
+                let send = send.clone();
+                let helper = thread::spawn(move || {
+                    while let Ok(seqs) = job_receiver.recv() {
+                        send(seqs);
+                    }
+                });
+                (jobs, helper)
+            })
+            .collect();
+        Self { threads }
+    }
+
+    /// Hands each helper an even share of `seqs` (the first shares, in order) and returns
+    /// the caller's share: the rest, remainder included.
+    pub fn hand_out(&self, seqs: Range<u64>) -> Range<u64> {
+        let share = (seqs.end - seqs.start) / (self.threads.len() as u64 + 1);
+        let mut next = seqs.start;
+        for (jobs, _) in &self.threads {
+            jobs.send(next..next + share)
+                .expect("a helper waits for jobs until its job channel closes");
+            next += share;
+        }
+        next..seqs.end
+    }
+
+    /// Whether a helper thread has exited (it would never finish its share).
+    pub fn any_finished(&self) -> bool {
+        self.threads.iter().any(|(_, h)| h.is_finished())
+    }
+}
+
+impl Drop for Helpers {
+    fn drop(&mut self) {
+        // Closing a helper's job channel ends the helper.
+        for (jobs, helper) in self.threads.drain(..) {
+            drop(jobs);
+            // A helper that panicked has nothing left to report here.
+            let _ = helper.join();
+        }
+    }
+}
+
+/// Starts a consumer thread that runs every task it receives until the channel closes,
+/// counting them in the returned [`Progress`].
+fn spawn_consumer<R: TaskReceiver>(receiver: R) -> (Progress, JoinHandle<()>) {
+    let progress = new_progress();
+    let consumer = {
+        let progress = progress.clone();
+        thread::spawn(move || {
+            let mut n = 0_u64;
+            while let Some(task) = receiver.recv_task() {
+                task();
+                n += 1;
+                progress.store(n, Ordering::Release);
+            }
+        })
+    };
+    (progress, consumer)
+}
+
 /// The sending half of a channel that carries [`Task`]s.
 trait TaskSender: Clone + Send + 'static {
     /// Sends `task`, blocking while the channel is full.
@@ -122,18 +207,13 @@ fn send_confirms<S: TaskSender>(sender: &S, seqs: Range<u64>) {
 }
 
 /// A channel peer: a consumer thread that runs every task it receives, the caller as a
-/// producer, and `producers - 1` persistent helper producer threads.
-///
-/// A helper blocks on a job channel of its own between runs, so that it costs nothing while
-/// idle (the machine may have few cores); a run hands each helper its share of the items as a
-/// range of sequence numbers, so that the per-run cost of several producers is one wake-up
-/// per helper, not a thread start.
+/// producer, and `producers - 1` persistent [`Helpers`].
 struct ChannelPeer<S> {
     /// The caller's sender; `None` only while dropping, so that the consumer sees the
     /// channel close.
     sender: Option<S>,
-    /// Each helper's job channel and thread.
-    helpers: Vec<(mpsc::Sender<Range<u64>>, JoinHandle<()>)>,
+    /// The other producers.
+    helpers: Helpers,
     /// How many tasks the consumer has run.
     progress: Progress,
     /// The sequence number of the next confirm to send.
@@ -149,31 +229,11 @@ impl<S: TaskSender> ChannelPeer<S> {
     ///
     /// If `producers` is zero.
     fn start<R: TaskReceiver>(producers: usize, (sender, receiver): (S, R)) -> Self {
-        assert!(producers >= 1, "a peer needs at least one producer");
-        let progress = new_progress();
-        let consumer = {
-            let progress = progress.clone();
-            thread::spawn(move || {
-                let mut n = 0_u64;
-                while let Some(task) = receiver.recv_task() {
-                    task();
-                    n += 1;
-                    progress.store(n, Ordering::Release);
-                }
-            })
+        let (progress, consumer) = spawn_consumer(receiver);
+        let helpers = {
+            let sender = sender.clone();
+            Helpers::start(producers, move |seqs| send_confirms(&sender, seqs))
         };
-        let helpers = (1..producers)
-            .map(|_| {
-                let (jobs, job_receiver) = mpsc::channel::<Range<u64>>();
-                let sender = sender.clone();
-                let helper = thread::spawn(move || {
-                    while let Ok(seqs) = job_receiver.recv() {
-                        send_confirms(&sender, seqs);
-                    }
-                });
-                (jobs, helper)
-            })
-            .collect();
         Self {
             sender: Some(sender),
             helpers,
@@ -195,15 +255,8 @@ impl<S: TaskSender> ChannelPeer<S> {
             .expect("the sender is taken only when dropping");
         let first = self.next_seq.fetch_add(count, Ordering::Relaxed);
         let target = self.progress.load(Ordering::Acquire) + count;
-        let share = count / (self.helpers.len() as u64 + 1);
         let start = Instant::now();
-        let mut next = first;
-        for (jobs, _) in &self.helpers {
-            jobs.send(next..next + share)
-                .expect("a helper waits for jobs until its job channel closes");
-            next += share;
-        }
-        send_confirms(sender, next..first + count);
+        send_confirms(sender, self.helpers.hand_out(first..first + count));
         wait_until(&self.progress, target, || {
             self.consumer.as_ref().is_none_or(JoinHandle::is_finished)
         });
@@ -213,12 +266,8 @@ impl<S: TaskSender> ChannelPeer<S> {
 
 impl<S> Drop for ChannelPeer<S> {
     fn drop(&mut self) {
-        // Closing a helper's job channel ends the helper, which drops its sender.
-        for (jobs, helper) in self.helpers.drain(..) {
-            drop(jobs);
-            // A helper that panicked has nothing left to report here.
-            let _ = helper.join();
-        }
+        // The helpers end and drop their senders.
+        drop(std::mem::take(&mut self.helpers));
         // With the last sender gone, the consumer drains the channel and ends.
         self.sender = None;
         if let Some(consumer) = self.consumer.take() {
@@ -431,8 +480,8 @@ pub struct CrossbeamBoxedFanOut {
     /// The caller's senders, one per channel; `None` only while dropping, so that the
     /// consumers see their channels close.
     senders: Option<Vec<crossbeam_channel::Sender<Task>>>,
-    /// Each helper's job channel and thread.
-    helpers: Vec<(mpsc::Sender<Range<u64>>, JoinHandle<()>)>,
+    /// The other producers.
+    helpers: Helpers,
     /// Each consumer's progress and thread.
     consumers: Vec<(Progress, JoinHandle<()>)>,
     /// The sequence number of the next confirm to send.
@@ -461,38 +510,19 @@ impl CrossbeamBoxedFanOut {
     /// If `producers` or `consumers` is zero.
     #[must_use]
     pub fn new(producers: usize, consumers: usize) -> Self {
-        assert!(producers >= 1, "a peer needs at least one producer");
         assert!(consumers >= 1, "a peer needs at least one consumer");
         let (senders, consumers): (Vec<_>, Vec<_>) = (0..consumers)
             .map(|_| {
                 let (sender, receiver) = crossbeam_channel::bounded::<Task>(CHANNEL_CAPACITY);
-                let progress = new_progress();
-                let consumer = {
-                    let progress = progress.clone();
-                    thread::spawn(move || {
-                        let mut n = 0_u64;
-                        while let Some(task) = receiver.recv_task() {
-                            task();
-                            n += 1;
-                            progress.store(n, Ordering::Release);
-                        }
-                    })
-                };
-                (sender, (progress, consumer))
+                (sender, spawn_consumer(receiver))
             })
             .unzip();
-        let helpers = (1..producers)
-            .map(|_| {
-                let (jobs, job_receiver) = mpsc::channel::<Range<u64>>();
-                let senders = senders.clone();
-                let helper = thread::spawn(move || {
-                    while let Ok(seqs) = job_receiver.recv() {
-                        send_confirms_round_robin(&senders, seqs);
-                    }
-                });
-                (jobs, helper)
+        let helpers = {
+            let senders = senders.clone();
+            Helpers::start(producers, move |seqs| {
+                send_confirms_round_robin(&senders, seqs)
             })
-            .collect();
+        };
         Self {
             senders: Some(senders),
             helpers,
@@ -525,15 +555,8 @@ impl CrossbeamBoxedFanOut {
             .expect("the senders are taken only when dropping");
         let first = self.next_seq.fetch_add(count, Ordering::Relaxed);
         let target = self.handled() + count;
-        let share = count / (self.helpers.len() as u64 + 1);
         let start = Instant::now();
-        let mut next = first;
-        for (jobs, _) in &self.helpers {
-            jobs.send(next..next + share)
-                .expect("a helper waits for jobs until its job channel closes");
-            next += share;
-        }
-        send_confirms_round_robin(senders, next..first + count);
+        send_confirms_round_robin(senders, self.helpers.hand_out(first..first + count));
         let backoff = Backoff::new();
         while self.handled() < target {
             assert!(
@@ -548,12 +571,8 @@ impl CrossbeamBoxedFanOut {
 
 impl Drop for CrossbeamBoxedFanOut {
     fn drop(&mut self) {
-        // Closing a helper's job channel ends the helper, which drops its senders.
-        for (jobs, helper) in self.helpers.drain(..) {
-            drop(jobs);
-            // A helper that panicked has nothing left to report here.
-            let _ = helper.join();
-        }
+        // The helpers end and drop their senders.
+        drop(std::mem::take(&mut self.helpers));
         // With the last senders gone, each consumer drains its channel and ends.
         self.senders = None;
         for (_, consumer) in self.consumers.drain(..) {
