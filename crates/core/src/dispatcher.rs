@@ -163,6 +163,29 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         self.shared.pools[id.client_type.index()].get(usize::from(id.index))
     }
 
+    /// Enqueues the events of `events` for the client `to`, in order, through one pass of
+    /// the processor's gate per run that fits; with `wait`, waiting for room. The body of
+    /// both batch calls.
+    fn enqueue(
+        &self,
+        to: ClientHandle,
+        events: &mut impl Iterator<Item = Event<M>>,
+        wait: bool,
+    ) -> Result<usize, (usize, DispatchError<Event<M>>)> {
+        let Some(target) = self.processor(to.processor) else {
+            return match events.next() {
+                Some(event) => Err((0, DispatchError::NoSuchProcessor(event))),
+                None => Ok(0),
+            };
+        };
+        let mut pushed = 0;
+        let mut items = events.map(|event| Item::new(to.key, event));
+        match target.push_batch(&mut items, &mut pushed, wait) {
+            Ok(()) => Ok(pushed),
+            Err(e) => Err((pushed, e.map(Item::into_event))),
+        }
+    }
+
     /// Enqueues `event` for the client `to`, or hands it back at once if the processor's
     /// queue is full or shutdown has started. Never blocks, never allocates.
     ///
@@ -181,6 +204,27 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         };
         target
             .try_push(Item::new(to.key, event))
+            .map_err(|e| e.map(Item::into_event))
+    }
+
+    /// Enqueues `event` for the client `to`, waiting with backoff while the queue is full.
+    /// Never allocates.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_dispatch`](Self::try_dispatch), except that a full queue is waited for;
+    /// `Full` comes back only on the processor's own thread, where waiting could never end.
+    #[inline]
+    pub fn dispatch(
+        &self,
+        to: ClientHandle,
+        event: Event<M>,
+    ) -> Result<(), DispatchError<Event<M>>> {
+        let Some(target) = self.processor(to.processor) else {
+            return Err(DispatchError::NoSuchProcessor(event));
+        };
+        target
+            .push(Item::new(to.key, event))
             .map_err(|e| e.map(Item::into_event))
     }
 
@@ -213,18 +257,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         to: ClientHandle,
         events: &mut impl Iterator<Item = Event<M>>,
     ) -> Result<usize, (usize, DispatchError<Event<M>>)> {
-        let Some(target) = self.processor(to.processor) else {
-            return match events.next() {
-                Some(event) => Err((0, DispatchError::NoSuchProcessor(event))),
-                None => Ok(0),
-            };
-        };
-        let mut pushed = 0;
-        let mut items = events.map(|event| Item::new(to.key, event));
-        match target.try_push_batch(&mut items, &mut pushed) {
-            Ok(()) => Ok(pushed),
-            Err(e) => Err((pushed, e.map(Item::into_event))),
-        }
+        self.enqueue(to, events, false)
     }
 
     /// Enqueues every event of `events` for the client `to`, in order, waiting for room
@@ -240,39 +273,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         to: ClientHandle,
         events: &mut impl Iterator<Item = Event<M>>,
     ) -> Result<usize, (usize, DispatchError<Event<M>>)> {
-        let Some(target) = self.processor(to.processor) else {
-            return match events.next() {
-                Some(event) => Err((0, DispatchError::NoSuchProcessor(event))),
-                None => Ok(0),
-            };
-        };
-        let mut pushed = 0;
-        let mut items = events.map(|event| Item::new(to.key, event));
-        match target.push_batch(&mut items, &mut pushed) {
-            Ok(()) => Ok(pushed),
-            Err(e) => Err((pushed, e.map(Item::into_event))),
-        }
-    }
-
-    /// Enqueues `event` for the client `to`, waiting with backoff while the queue is full.
-    /// Never allocates.
-    ///
-    /// # Errors
-    ///
-    /// As [`try_dispatch`](Self::try_dispatch), except that a full queue is waited for;
-    /// `Full` comes back only on the processor's own thread, where waiting could never end.
-    #[inline]
-    pub fn dispatch(
-        &self,
-        to: ClientHandle,
-        event: Event<M>,
-    ) -> Result<(), DispatchError<Event<M>>> {
-        let Some(target) = self.processor(to.processor) else {
-            return Err(DispatchError::NoSuchProcessor(event));
-        };
-        target
-            .push(Item::new(to.key, event))
-            .map_err(|e| e.map(Item::into_event))
+        self.enqueue(to, events, true)
     }
 
     /// Runs `callback` on `processor` as a dispatcher callback (after flushing its

@@ -20,7 +20,7 @@
 //! 2. re-check for work: the queue is not empty, or a stop was requested;
 //! 3. if there is none, park; then `fetch_and(!SLEEPING)`.
 //!
-//! Producer (`ProcessorShared::try_push`): push; `fetch_sub(PRODUCER)` on the gate word
+//! Producer (`ProcessorShared::try_push`, and `try_push_batch` for a batch): push; `fetch_sub(PRODUCER)` on the gate word
 //! ([`Gate::leave`]); if the value it replaced had `SLEEPING`, unpark the processor.
 //!
 //! # Why no wake-up is lost
