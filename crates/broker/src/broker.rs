@@ -265,7 +265,7 @@ impl Producer {
     /// `TooLarge` for a message that cannot fit a frame; `Closed` after `close` or shutdown.
     pub fn send(&self, queue: QueueId, payload: Payload) -> Result<Guid, SendError> {
         self.check(payload)?;
-        self.credits.take(None);
+        self.credits.take();
         self.enqueue(queue, payload, true)
     }
 

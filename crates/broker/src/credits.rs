@@ -61,30 +61,10 @@ impl Credits {
         false
     }
 
-    /// Takes a credit, waiting for one; `false` if `deadline` passed first.
-    pub(crate) fn take(&self, deadline: Option<Instant>) -> bool {
-        if self.try_take() {
-            return true;
-        }
-        let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if self.try_take() {
-                return true;
-            }
-            match deadline {
-                None => guard = self.room.wait(guard).unwrap_or_else(|e| e.into_inner()),
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return false;
-                    }
-                    guard = self
-                        .room
-                        .wait_timeout(guard, left)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
-                }
-            }
+    /// Takes a credit, waiting for one.
+    pub(crate) fn take(&self) {
+        if !self.try_take() {
+            self.wait_until(|| self.try_take(), None);
         }
     }
 
@@ -107,21 +87,32 @@ impl Credits {
         self.in_flight.load(Ordering::Acquire)
     }
 
-    /// Waits until nothing is in flight, or `timeout`.
+    /// Waits until nothing is in flight, or `timeout`; `true` if nothing is.
     pub(crate) fn wait_empty(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+        self.wait_until(|| self.in_flight() == 0, Some(Instant::now() + timeout))
+    }
+
+    /// Waits under the lock until `ready` holds (re-checked after every `give_back`), or
+    /// `deadline` passes; returns whether `ready` held.
+    fn wait_until(&self, mut ready: impl FnMut() -> bool, deadline: Option<Instant>) -> bool {
         let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        while self.in_flight() > 0 {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
+        loop {
+            if ready() {
+                return true;
             }
-            guard = self
-                .room
-                .wait_timeout(guard, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            guard = match deadline {
+                None => self.room.wait(guard).unwrap_or_else(|e| e.into_inner()),
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return false;
+                    }
+                    self.room
+                        .wait_timeout(guard, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+            };
         }
-        true
     }
 }
