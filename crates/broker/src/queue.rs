@@ -193,7 +193,7 @@ impl QueueEngine {
         self.index.insert(guid, slot);
         self.to_push.push(slot);
         self.counters.stored.add(1);
-        self.counters.held.add(1);
+        self.counters.held.up();
     }
 
     /// Applies a confirm.
@@ -234,7 +234,7 @@ impl QueueEngine {
         if let Some(producer) = s.producer {
             self.acks.push((producer, s.guid, status));
         }
-        self.counters.released.add(1);
+        self.counters.held.down();
         if status == AckStatus::Acked {
             self.counters.acked.add(1);
         }

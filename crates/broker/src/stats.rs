@@ -23,6 +23,37 @@ impl Counter {
     }
 }
 
+/// A live count with a single writer (the processor thread that owns it), which moves it up
+/// and down: a reader sees one value the writer stored, so never a figure made of two
+/// counters read at different times.
+#[derive(Debug, Default)]
+pub(crate) struct Gauge(AtomicU64);
+
+impl Gauge {
+    #[inline]
+    pub(crate) fn up(&self) {
+        // Load and store rather than a read-modify-write: this thread is the only writer.
+        // Relaxed: a figure for stats; nothing is published through it.
+        self.0
+            .store(self.0.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// # Panics
+    ///
+    /// In debug builds, below zero (more releases than stores: a bug of the writer).
+    #[inline]
+    pub(crate) fn down(&self) {
+        let now = self.0.load(Ordering::Relaxed);
+        debug_assert!(now > 0, "a gauge taken below zero");
+        // Relaxed, as in `up`.
+        self.0.store(now.saturating_sub(1), Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// Written by a queue's processor.
 #[derive(Debug, Default)]
 pub(crate) struct QueueCounters {
@@ -36,8 +67,9 @@ pub(crate) struct QueueCounters {
     pub(crate) gone_consumer: Counter,
     pub(crate) dropped_shares: Counter,
     pub(crate) acked: Counter,
-    pub(crate) held: Counter,
-    pub(crate) released: Counter,
+    /// Messages held now: up at each store, down at each release, by the queue's processor
+    /// only, so that it is always between 0 and the queue's capacity.
+    pub(crate) held: Gauge,
 }
 
 /// Written by a session's processor.
@@ -89,7 +121,8 @@ pub struct QueueStats {
     pub dropped_shares: u64,
     /// Messages released with an `Acked` outcome.
     pub acked: u64,
-    /// Messages held now.
+    /// Messages held now: at most the queue's capacity (a value the queue's processor
+    /// stored, read whole).
     pub held: u64,
 }
 
@@ -106,7 +139,7 @@ impl QueueCounters {
             gone_consumer: self.gone_consumer.get(),
             dropped_shares: self.dropped_shares.get(),
             acked: self.acked.get(),
-            held: self.held.get() - self.released.get(),
+            held: self.held.get(),
         }
     }
 }
