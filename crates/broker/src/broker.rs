@@ -242,6 +242,7 @@ impl Producer {
             payload,
             credited,
         };
+        self.credits.accept();
         match self
             .dispatcher
             .dispatch(self.session, Event::Message(publish))
@@ -251,6 +252,7 @@ impl Producer {
                 if credited {
                     self.credits.give_back(1);
                 }
+                self.credits.reported(1);
                 Err(SendError::Closed(payload))
             }
         }
@@ -289,9 +291,10 @@ impl Producer {
     }
 
     /// Closes the producer: messages not sent yet are reported `NotSent`; messages in
-    /// flight keep their chance for `wait`, and whatever has no outcome then is reported
-    /// `Closed`. Every message gets exactly one outcome. Later sends fail with `Closed`.
-    /// Returns whether everything in flight had its outcome within `wait`.
+    /// flight (sent with `send`, `try_send` or `publish` before this call) keep their
+    /// chance for `wait`, and whatever has no outcome then is reported `Closed`. Every
+    /// message gets exactly one outcome. Later sends fail with `Closed`. Returns whether
+    /// every message in flight had its outcome reported (`on_ack` returned) within `wait`.
     ///
     /// "Not sent yet" means still in the session's batch: with timer aggregation, the
     /// messages waiting for the tick; with dynamic send, only those that reach the session
@@ -305,7 +308,7 @@ impl Producer {
             .dispatcher
             .dispatch(self.session, Event::Message(BrokerMsg::Drain))
             .is_ok()
-            && self.credits.wait_empty(wait);
+            && self.credits.wait_reported(wait);
         let _ = self
             .dispatcher
             .dispatch(self.session, Event::Message(BrokerMsg::Close));
@@ -617,18 +620,16 @@ impl Broker {
             return Err(BrokerError::UnknownApp(queue, app));
         }
         let id = ConsumerId(self.next_consumer.fetch_add(1, Ordering::Relaxed));
-        let session = ConsumerSession {
+        let session = ConsumerSession::new(
             id,
             app,
-            queue: queue_handle,
-            cluster: Some(self.cluster),
-            mode: options.mode,
-            route: options.route,
-            deliveries: Vec::with_capacity(self.max_batch),
-            on_delivery: Box::new(on_delivery),
-            closed: false,
-            counters: self.session_counters(),
-        };
+            queue_handle,
+            Some(self.cluster),
+            (options.mode, options.route),
+            self.max_batch,
+            Box::new(on_delivery),
+            self.session_counters(),
+        );
         let session =
             self.dispatcher
                 .register(ClientType::Session, session, Placement::LeastLoaded)?;

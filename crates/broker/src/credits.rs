@@ -1,33 +1,51 @@
-//! The unconfirmed-message cap: how `Producer::send` waits, without losing a wake-up, until
-//! outcomes free room.
+//! A producer's two counts of messages without an outcome: the unconfirmed-message cap that
+//! `Producer::send` waits on, and the count of everything accepted and not yet reported,
+//! that `Producer::close` waits on; each wait without losing a wake-up.
 //!
 //! # Protocol
 //!
-//! `in_flight` counts messages sent and without an outcome. A sender takes a credit with a
-//! compare-and-swap from `n` to `n + 1` while `n` is below the cap, and waits otherwise. The session
-//! gives credits back in one `fetch_sub(n)` per batch of outcomes, then takes the lock and
-//! notifies every waiter.
+//! `in_flight` counts messages sent with a credit (`send`, `try_send`) whose outcome has not
+//! been taken out for reporting. A sender takes a credit with a compare-and-swap from `n` to
+//! `n + 1` while `n` is below the cap, and waits otherwise.
+//!
+//! `unreported` counts every message the producer handed to its session (`send`,
+//! `try_send` and `publish` alike) whose outcome has not yet been handed to `on_ack`. The
+//! producer adds one before it dispatches the message (and takes it off again if the
+//! dispatch fails).
+//!
+//! For each batch of outcomes the session, on its processor thread:
+//!
+//! 1. gives the batch's credits back (one `fetch_sub`), then takes the lock and notifies;
+//! 2. calls `on_ack` with the batch (so that `on_ack` may `send` again even at a cap of 1:
+//!    its credit is free before it runs);
+//! 3. takes the batch off `unreported` (one `fetch_sub`), then takes the lock and notifies
+//!    (so that `close` returns only after every outcome it waited for was reported).
 //!
 //! A waiter re-tries under the lock and waits on the condition variable, which releases the
-//! lock atomically. The releaser's `fetch_sub` precedes its taking of the lock, so either
-//! the releaser's notify comes after the waiter has started waiting (and wakes it), or the
-//! releaser unlocked before the waiter locked, and the waiter's re-try, which then happens
-//! after the `fetch_sub`, sees the room. Taking the lock once per batch of outcomes (one
-//! flush of the session) is cheap; it allocates nothing.
+//! lock atomically. Each releaser's `fetch_sub` precedes its taking of the lock, so either
+//! its notify comes after the waiter has started waiting (and wakes it), or it unlocked
+//! before the waiter locked, and the waiter's re-try, which then happens after the
+//! `fetch_sub`, sees it. Taking the lock twice per batch of outcomes (one flush of the
+//! session) is cheap; it allocates nothing.
 //!
 //! The cap is never exceeded: a credit is taken before the message is sent, by a
-//! compare-and-swap that never moves the count past the cap, and given back only for a
-//! reported outcome.
+//! compare-and-swap that never moves the count past the cap, and given back only for an
+//! outcome taken out for reporting.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// A producer's credits: at most `cap` messages in flight.
+/// A producer's credits (at most `cap` credited messages in flight) and its count of
+/// messages not yet reported.
 #[derive(Debug)]
 pub(crate) struct Credits {
     cap: usize,
+    /// Credited messages without an outcome taken out for reporting: at most `cap`.
     in_flight: AtomicUsize,
+    /// Messages handed to the session, credited or not, whose outcome `on_ack` has not
+    /// yet returned from: at least `in_flight`, except while a batch is being reported.
+    unreported: AtomicUsize,
     lock: Mutex<()>,
     room: Condvar,
 }
@@ -37,6 +55,7 @@ impl Credits {
         Self {
             cap,
             in_flight: AtomicUsize::new(0),
+            unreported: AtomicUsize::new(0),
             lock: Mutex::new(()),
             room: Condvar::new(),
         }
@@ -68,32 +87,67 @@ impl Credits {
         }
     }
 
-    /// Gives back `n` credits (outcomes reported) and wakes the waiters.
+    /// Counts a message the producer is about to hand to its session; its outcome must
+    /// later be [`reported`](Self::reported) (or the hand-over undone with `reported(1)`).
+    pub(crate) fn accept(&self) {
+        // Relaxed: a count. A `close` that must see it happens after this call (program
+        // order, or the application's own synchronization), which coherence makes enough.
+        self.unreported.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Gives back `n` credits (outcomes taken out for reporting) and wakes the waiters.
     pub(crate) fn give_back(&self, n: usize) {
         if n == 0 {
             return;
         }
+        // AcqRel: releases the room to `try_take`'s acquire.
         let before = self.in_flight.fetch_sub(n, Ordering::AcqRel);
         debug_assert!(
             before >= n,
             "more outcomes than messages in flight: {before} < {n}"
         );
+        self.notify();
+    }
+
+    /// Takes `n` messages off the unreported count (their outcomes were handed to `on_ack`,
+    /// or they were never handed to the session) and wakes the waiters.
+    pub(crate) fn reported(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        // Release: whatever `on_ack` did is visible to a `close` that acquires the zero.
+        let before = self.unreported.fetch_sub(n, Ordering::Release);
+        debug_assert!(
+            before >= n,
+            "more outcomes reported than messages accepted: {before} < {n}"
+        );
+        self.notify();
+    }
+
+    fn notify(&self) {
         let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         self.room.notify_all();
     }
 
-    /// Messages in flight now.
+    /// Credited messages in flight now.
     pub(crate) fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Acquire)
     }
 
-    /// Waits until nothing is in flight, or `timeout`; `true` if nothing is.
-    pub(crate) fn wait_empty(&self, timeout: Duration) -> bool {
-        self.wait_until(|| self.in_flight() == 0, Some(Instant::now() + timeout))
+    /// Messages handed to the session and not reported yet.
+    pub(crate) fn unreported(&self) -> usize {
+        // Acquire: pairs with `reported`'s release.
+        self.unreported.load(Ordering::Acquire)
     }
 
-    /// Waits under the lock until `ready` holds (re-checked after every `give_back`), or
-    /// `deadline` passes; returns whether `ready` held.
+    /// Waits until every message handed to the session has had its outcome reported, or
+    /// `timeout`; `true` if all have.
+    pub(crate) fn wait_reported(&self, timeout: Duration) -> bool {
+        self.wait_until(|| self.unreported() == 0, Some(Instant::now() + timeout))
+    }
+
+    /// Waits under the lock until `ready` holds (re-checked after every `give_back` and
+    /// `reported`), or `deadline` passes; returns whether `ready` held.
     fn wait_until(&self, mut ready: impl FnMut() -> bool, deadline: Option<Instant>) -> bool {
         let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         loop {

@@ -4,9 +4,23 @@
 //! producer session collects its application's publishes and sends the PUTs on flush, and
 //! collects ACKs and reports them to the application on flush; a consumer session collects
 //! PUSHes, hands the batch to the application on flush, then confirms each message.
+//!
+//! # Calling the application
+//!
+//! Both sessions call their application's handler on flush, with a batch taken out of the
+//! session first: the batch is swapped with a preallocated spare (no allocation), and the
+//! producer's credits for it are given back, before the handler runs. So whatever the
+//! handler does, the batch is handed over once:
+//!
+//! * it may panic: the session catches the panic (counted in
+//!   [`SessionStats::handler_panics`](crate::SessionStats::handler_panics)), and a consumer
+//!   still confirms every message of the batch;
+//! * it may `send` again from inside `on_ack`, even at a cap of 1: the credits of the batch
+//!   are free already, so the send does not wait for the very thread that is running it.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -20,11 +34,15 @@ use crate::queue::{GuidHasher, send_confirm};
 use crate::stats::SessionCounters;
 
 /// What a producer's application is called with, on its session's processor, for each
-/// batch of outcomes. It must not block for long: it runs on a processor thread.
+/// batch of outcomes. It must not block for long: it runs on a processor thread. The
+/// credits of the batch's messages are given back before it is called. A panic in it is
+/// caught and counted ([`SessionStats::handler_panics`](crate::SessionStats::handler_panics));
+/// the batch is not reported again.
 pub type AckHandler = Box<dyn FnMut(&[Ack]) + Send>;
 
 /// What a consumer's application is called with, on its session's processor, for each
-/// batch of deliveries; every message of the batch is confirmed when it returns.
+/// batch of deliveries; every message of the batch is confirmed when it returns, or when it
+/// panics (the panic is caught and counted; the batch is not delivered again).
 pub type DeliveryHandler = Box<dyn FnMut(&[Delivery]) + Send>;
 
 /// When a producer's session sends the PUTs it has collected.
@@ -99,6 +117,9 @@ pub(crate) struct ProducerSession {
     sent_at: VecDeque<(Guid, Instant)>,
     /// Outcomes to report on flush.
     acks: Vec<Ack>,
+    /// The batch being reported, taken out of `acks` (swapped: the two vectors trade their
+    /// preallocated buffers) before `on_ack` runs; empty outside `report_outcomes`.
+    reporting: Vec<Ack>,
     /// Credited outcomes among `acks`, to give back once reported.
     credited_outcomes: usize,
     credits: Arc<Credits>,
@@ -133,6 +154,7 @@ impl ProducerSession {
                 0
             }),
             acks: Vec::with_capacity(cap),
+            reporting: Vec::with_capacity(cap),
             credited_outcomes: 0,
             credits,
             on_ack,
@@ -294,15 +316,32 @@ impl ProducerSession {
         }
     }
 
-    /// Hands the outcomes to the application, then gives their credits back.
+    /// Takes the outcomes out, gives their credits back, hands them to the application
+    /// (see the module's "Calling the application"), then counts them reported (the
+    /// protocol in `credits.rs`).
     fn report_outcomes(&mut self) {
         if self.acks.is_empty() {
             return;
         }
-        (self.on_ack)(&self.acks);
-        self.acks.clear();
+        debug_assert!(
+            self.reporting.is_empty(),
+            "a batch left from the last report"
+        );
+        std::mem::swap(&mut self.acks, &mut self.reporting);
         self.credits
             .give_back(std::mem::take(&mut self.credited_outcomes));
+        let (on_ack, batch) = (&mut self.on_ack, &self.reporting);
+        if catch_unwind(AssertUnwindSafe(|| on_ack(batch))).is_err() {
+            self.counters.handler_panics.add(1);
+            tracing::warn!(
+                producer = self.id.0,
+                outcomes = batch.len(),
+                "on_ack panicked; its outcomes count as reported"
+            );
+        }
+        let reported = self.reporting.len();
+        self.reporting.clear();
+        self.credits.reported(reported);
     }
 }
 
@@ -363,10 +402,44 @@ pub(crate) struct ConsumerSession {
     pub(crate) cluster: Option<ClientHandle>,
     pub(crate) mode: ConfirmMode,
     pub(crate) route: ConfirmRoute,
-    pub(crate) deliveries: Vec<Delivery>,
-    pub(crate) on_delivery: DeliveryHandler,
-    pub(crate) closed: bool,
+    /// PUSHes received since the last flush: at most the processor's `max_batch`.
+    deliveries: Vec<Delivery>,
+    /// The batch being delivered and confirmed, taken out of `deliveries` (swapped) before
+    /// `on_delivery` runs; empty outside `flush`.
+    delivering: Vec<Delivery>,
+    on_delivery: DeliveryHandler,
+    closed: bool,
     pub(crate) counters: Arc<CachePadded<SessionCounters>>,
+}
+
+impl ConsumerSession {
+    /// A consumer session whose batches (at most `max_batch` deliveries, the processor's
+    /// flush period) are preallocated.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        id: ConsumerId,
+        app: AppId,
+        queue: ClientHandle,
+        cluster: Option<ClientHandle>,
+        options: (ConfirmMode, ConfirmRoute),
+        max_batch: usize,
+        on_delivery: DeliveryHandler,
+        counters: Arc<CachePadded<SessionCounters>>,
+    ) -> Self {
+        Self {
+            id,
+            app,
+            queue,
+            cluster,
+            mode: options.0,
+            route: options.1,
+            deliveries: Vec::with_capacity(max_batch),
+            delivering: Vec::with_capacity(max_batch),
+            on_delivery,
+            closed: false,
+            counters,
+        }
+    }
 }
 
 impl Client<BrokerMsg> for ConsumerSession {
@@ -406,9 +479,23 @@ impl Client<BrokerMsg> for ConsumerSession {
         if self.deliveries.is_empty() {
             return;
         }
-        self.counters.delivered.add(self.deliveries.len() as u64);
-        (self.on_delivery)(&self.deliveries);
-        for d in self.deliveries.drain(..) {
+        // Take the batch out first (see the module's "Calling the application").
+        debug_assert!(
+            self.delivering.is_empty(),
+            "a batch left from the last flush"
+        );
+        std::mem::swap(&mut self.deliveries, &mut self.delivering);
+        self.counters.delivered.add(self.delivering.len() as u64);
+        let (on_delivery, batch) = (&mut self.on_delivery, &self.delivering);
+        if catch_unwind(AssertUnwindSafe(|| on_delivery(batch))).is_err() {
+            self.counters.handler_panics.add(1);
+            tracing::warn!(
+                consumer = self.id.0,
+                deliveries = batch.len(),
+                "on_delivery panicked; its messages are confirmed all the same"
+            );
+        }
+        for d in self.delivering.drain(..) {
             let c = Confirm {
                 queue: d.queue,
                 guid: d.guid,

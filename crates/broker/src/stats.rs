@@ -88,6 +88,7 @@ pub(crate) struct SessionCounters {
     pub(crate) timed_out: Counter,
     pub(crate) put_frames: Counter,
     pub(crate) put_messages: Counter,
+    pub(crate) handler_panics: Counter,
 }
 
 /// Written by the cluster processor.
@@ -175,6 +176,10 @@ pub struct SessionStats {
     pub put_frames: u64,
     /// Messages in those frames: `put_messages / put_frames` is the mean batch.
     pub put_messages: u64,
+    /// Panics caught in the applications' `on_ack` and `on_delivery` handlers. The batch a
+    /// panicking handler was called with counts as reported (outcomes) or delivered (and
+    /// its messages are confirmed all the same): it is never handed over again.
+    pub handler_panics: u64,
 }
 
 impl SessionStats {
@@ -192,6 +197,7 @@ impl SessionStats {
         self.timed_out += c.timed_out.get();
         self.put_frames += c.put_frames.get();
         self.put_messages += c.put_messages.get();
+        self.handler_panics += c.handler_panics.get();
     }
 }
 

@@ -2,13 +2,16 @@
 //! defect, named after what it guards. Each failed on the code before its fix. A test that
 //! used to hang runs under [`within`], a watchdog that fails it instead.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use zerodispatch_broker::*;
+
+type Log<T> = Arc<Mutex<Vec<T>>>;
 
 /// Runs `f` on a thread of its own and returns its result; fails the test if it has not
 /// finished after `limit` (the thread is left behind: the test binary exits without it).
@@ -62,6 +65,19 @@ fn payload(handle: u64) -> Payload {
     Payload { handle, len: 8 }
 }
 
+/// Each GUID's single outcome; panics on a second one.
+fn outcomes(acks: &[Ack]) -> HashMap<Guid, AckStatus> {
+    let mut map = HashMap::new();
+    for a in acks {
+        assert!(
+            map.insert(a.guid, a.status).is_none(),
+            "{:?} reported twice: {acks:?}",
+            a.guid
+        );
+    }
+    map
+}
+
 /// Defect 8: `held` was `held - released` from two unordered loads, and wrapped (a panic in
 /// debug builds) when a release fell between them.
 #[test]
@@ -106,5 +122,149 @@ fn queue_stats_held_never_wraps_while_messages_flow() {
         broker.quiesce().unwrap();
         assert!(reads > 0 && sent > 0);
         assert_eq!(broker.queue_stats()[0].held, 0);
+    });
+}
+
+/// Defect 10 (producer side): a panic in `on_ack` left its batch in place, to be reported
+/// again at the next flush (3 outcomes for 2 messages), with its credits never given back.
+#[test]
+fn a_panicking_on_ack_reports_each_outcome_once() {
+    let broker = start(vec![priority()], 1);
+    let _c = consume(&broker, 0);
+    let acks: Log<Ack> = Arc::default();
+    let sink = acks.clone();
+    let mut first = true;
+    let p = broker
+        .open_producer(100, move |b: &[Ack]| {
+            sink.lock().unwrap().extend_from_slice(b);
+            if std::mem::take(&mut first) {
+                panic!("on_ack fails once (expected by the test)");
+            }
+        })
+        .unwrap();
+    let g1 = p.send(QueueId(0), payload(1)).unwrap();
+    broker.quiesce().unwrap();
+    let g2 = p.send(QueueId(0), payload(2)).unwrap();
+    broker.quiesce().unwrap();
+    let all = outcomes(&acks.lock().unwrap());
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert_eq!((all[&g1], all[&g2]), (AckStatus::Acked, AckStatus::Acked));
+    assert_eq!(
+        p.unconfirmed(),
+        0,
+        "the panicking batch gave its credits back"
+    );
+    assert_eq!(broker.session_stats().handler_panics, 1);
+}
+
+/// Defect 10 (consumer side): a panic in `on_delivery` left the batch to be delivered again
+/// and sent none of its confirms.
+#[test]
+fn a_panicking_on_delivery_delivers_each_message_once_and_confirms_it() {
+    let broker = start(vec![priority()], 1);
+    let seen: Log<Delivery> = Arc::default();
+    let sink = seen.clone();
+    let mut first = true;
+    let _c = broker
+        .open_consumer(
+            QueueId(0),
+            AppId(0),
+            ConsumerOptions::default(),
+            move |b: &[Delivery]| {
+                sink.lock().unwrap().extend_from_slice(b);
+                if std::mem::take(&mut first) {
+                    panic!("on_delivery fails once (expected by the test)");
+                }
+            },
+        )
+        .unwrap();
+    let acks: Log<Ack> = Arc::default();
+    let sink = acks.clone();
+    let p = broker
+        .open_producer(100, move |b: &[Ack]| {
+            sink.lock().unwrap().extend_from_slice(b)
+        })
+        .unwrap();
+    let g1 = p.publish(QueueId(0), payload(1)).unwrap();
+    broker.quiesce().unwrap();
+    let g2 = p.publish(QueueId(0), payload(2)).unwrap();
+    broker.quiesce().unwrap();
+    let delivered: Vec<Guid> = seen.lock().unwrap().iter().map(|d| d.guid).collect();
+    assert_eq!(delivered, [g1, g2], "each message delivered once");
+    let all = outcomes(&acks.lock().unwrap());
+    assert_eq!(
+        (all.get(&g1), all.get(&g2)),
+        (Some(&AckStatus::Acked), Some(&AckStatus::Acked)),
+        "the panicking batch was confirmed all the same"
+    );
+    let s = broker.session_stats();
+    assert_eq!((s.delivered, s.confirms_sent, s.handler_panics), (2, 2, 1));
+}
+
+/// Defect 2: `on_ack` ran before the credits of its batch were given back, so a producer at
+/// its cap calling `send` from its own `on_ack` waited forever for a credit that only its
+/// own (blocked) session processor could free.
+#[test]
+fn send_from_on_ack_at_a_cap_of_one_does_not_hang() {
+    const CHAIN: usize = 20;
+    within(Duration::from_secs(10), "send from on_ack", || {
+        let broker = start(vec![priority()], 1);
+        let _c = consume(&broker, 0);
+        let me: Arc<OnceLock<Weak<Producer>>> = Arc::default();
+        let acked = Arc::new(AtomicUsize::new(0));
+        let (mine, count) = (me.clone(), acked.clone());
+        let p = Arc::new(
+            broker
+                .open_producer(1, move |b: &[Ack]| {
+                    assert!(b.iter().all(|a| a.status == AckStatus::Acked), "{b:?}");
+                    let n = count.fetch_add(b.len(), Ordering::AcqRel) + b.len();
+                    if n < CHAIN {
+                        if let Some(p) = mine.get().and_then(Weak::upgrade) {
+                            p.send(QueueId(0), payload(n as u64)).unwrap();
+                        }
+                    }
+                })
+                .unwrap(),
+        );
+        me.set(Arc::downgrade(&p)).unwrap();
+        p.send(QueueId(0), payload(0)).unwrap();
+        while acked.load(Ordering::Acquire) < CHAIN {
+            thread::sleep(Duration::from_millis(1));
+        }
+        broker.quiesce().unwrap();
+        assert_eq!(acked.load(Ordering::Acquire), CHAIN);
+    });
+}
+
+/// Defect 13: `close` waited only for messages sent with `send` (credited): messages
+/// published with `publish` and still in flight were reported `Closed` at once.
+#[test]
+fn close_waits_for_published_messages_too() {
+    within(Duration::from_secs(20), "close after publish", || {
+        let broker = start(vec![priority()], 1);
+        let acks: Log<Ack> = Arc::default();
+        let sink = acks.clone();
+        let p = broker
+            .open_producer(1000, move |b: &[Ack]| {
+                sink.lock().unwrap().extend_from_slice(b)
+            })
+            .unwrap();
+        let guids: Vec<Guid> = (0..50)
+            .map(|i| p.publish(QueueId(0), payload(i)).unwrap())
+            .collect();
+        // Stored in the queue, which has no consumer yet: in flight.
+        broker.quiesce().unwrap();
+        assert_eq!(broker.queue_stats()[0].held, 50);
+        let closed = thread::scope(|s| {
+            s.spawn(|| {
+                thread::sleep(Duration::from_millis(30));
+                consume(&broker, 0)
+            });
+            p.close(Duration::from_secs(5))
+        });
+        assert!(closed, "everything had its outcome within the wait");
+        let all = outcomes(&acks.lock().unwrap());
+        assert_eq!(all.len(), guids.len());
+        assert!(guids.iter().all(|g| all[g] == AckStatus::Acked), "{all:?}");
     });
 }
