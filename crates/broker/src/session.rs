@@ -113,7 +113,10 @@ pub(crate) struct ProducerSession {
     outbox: Vec<(ClientHandle, Guid, Payload)>,
     /// Bytes of the batch being built.
     frame_bytes: usize,
-    /// With a confirm timeout: messages in the order sent, with when.
+    /// With a confirm timeout: messages in the order sent, with when. An entry leaves at
+    /// expiry, or when the queue reaches [`Self::sent_at_limit`] and is swept of messages
+    /// with an outcome already (see `remember_sent`): it never holds more than twice
+    /// `max_unconfirmed` entries, and never grows past its preallocated capacity.
     sent_at: VecDeque<(Guid, Instant)>,
     /// Outcomes to report on flush.
     acks: Vec<Ack>,
@@ -149,7 +152,7 @@ impl ProducerSession {
             outbox: Vec::with_capacity(config.batch_size),
             frame_bytes: 0,
             sent_at: VecDeque::with_capacity(if config.confirm_timeout.is_some() {
-                cap
+                Self::sent_at_limit(cap)
             } else {
                 0
             }),
@@ -208,7 +211,7 @@ impl ProducerSession {
         }
         self.unacked.insert(guid, u);
         if self.config.confirm_timeout.is_some() {
-            self.sent_at.push_back((guid, Instant::now()));
+            self.remember_sent(guid);
         }
         self.outbox.push((target, guid, payload));
         self.frame_bytes += bytes;
@@ -271,6 +274,30 @@ impl ProducerSession {
         };
         self.counters.acks.add(1);
         self.report(guid, u, status);
+    }
+
+    /// Entries of `sent_at` at most, for a cap of `max_unconfirmed`: twice the cap, so that
+    /// a sweep (which leaves at most the cap: only messages still without an outcome) frees
+    /// at least the cap's worth of entries. Retune: a larger factor sweeps less often, for
+    /// more memory; 2 makes a sweep cost at most two entry visits per message.
+    fn sent_at_limit(max_unconfirmed: usize) -> usize {
+        max_unconfirmed.saturating_mul(2)
+    }
+
+    /// Records when `guid` (just added to `unacked`) was sent. When `sent_at` is full,
+    /// first sweeps it of messages that had their outcome (acknowledged, rejected): at most
+    /// `max_unconfirmed` entries stay, so the sweep, O(limit), comes at most once per
+    /// `max_unconfirmed` messages, and the queue never reallocates.
+    fn remember_sent(&mut self, guid: Guid) {
+        if self.sent_at.len() >= Self::sent_at_limit(self.config.max_unconfirmed) {
+            let unacked = &self.unacked;
+            self.sent_at.retain(|(g, _)| unacked.contains_key(g));
+        }
+        debug_assert!(
+            self.sent_at.len() < Self::sent_at_limit(self.config.max_unconfirmed),
+            "more messages without an outcome than the cap"
+        );
+        self.sent_at.push_back((guid, Instant::now()));
     }
 
     /// Reports messages past the confirm timeout.

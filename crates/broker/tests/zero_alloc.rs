@@ -1,13 +1,16 @@
 //! Proof that the confirm path allocates nothing per message: PUT -> PUSH -> CONFIRM (half
 //! of them through the cluster processor) -> ACK, in fanout 1 and fanout 3, with inline and
 //! typed confirms: 1,000,000 messages in all after warm-up, allocation delta exactly 0 on
-//! every thread; the same with boxed confirms allocates (so the counter is seen to work).
+//! every thread; then the sending side with `send` and with a confirm timeout on (the
+//! session's send-time queue stays within its preallocated bound); the same with boxed
+//! confirms allocates (so the counter is seen to work).
 //!
 //! Its own test binary with a single `#[test]`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
+use std::time::Duration;
 
 use zerodispatch_broker::*;
 use zerodispatch_testkit::CountingAllocator;
@@ -21,9 +24,16 @@ const WARM_UP: u64 = 20_000;
 const IN_FLIGHT: u64 = 4096;
 
 /// A broker with one queue of `apps` apps, two consumers per app (one confirming straight
-/// to the queue, one through the cluster) and one producer; returns the allocations made
-/// while `messages` messages went through, after a warm-up.
-fn allocations(apps: u16, mode: ConfirmMode, messages: u64, via_send: bool) -> u64 {
+/// to the queue, one through the cluster) and one producer (with `confirm_timeout`, if
+/// any); returns the allocations made while `messages` messages went through, after a
+/// warm-up.
+fn allocations(
+    apps: u16,
+    mode: ConfirmMode,
+    messages: u64,
+    via_send: bool,
+    confirm_timeout: Option<Duration>,
+) -> u64 {
     let mode_for = if apps == 1 {
         QueueMode::Priority
     } else {
@@ -40,8 +50,13 @@ fn allocations(apps: u16, mode: ConfirmMode, messages: u64, via_send: bool) -> u
     .unwrap();
     let acked = Arc::new(AtomicU64::new(0));
     let sink = acked.clone();
+    let config = ProducerConfig {
+        max_unconfirmed: 2 * IN_FLIGHT as usize,
+        confirm_timeout,
+        ..ProducerConfig::default()
+    };
     let producer = broker
-        .open_producer(2 * IN_FLIGHT as usize, move |batch: &[Ack]| {
+        .open_producer_with(config, move |batch: &[Ack]| {
             assert!(
                 batch.iter().all(|a| a.status == AckStatus::Acked),
                 "every message acked"
@@ -113,7 +128,7 @@ fn the_confirm_path_allocates_nothing_per_message() {
     let per_case = MESSAGES / 4;
     for apps in [1, 3] {
         for mode in [ConfirmMode::Inline, ConfirmMode::Typed] {
-            let n = allocations(apps, mode, per_case, false);
+            let n = allocations(apps, mode, per_case, false, None);
             println!("fanout {apps}, {mode:?}: {per_case} messages, {n} allocations");
             assert_eq!(
                 n, 0,
@@ -123,10 +138,25 @@ fn the_confirm_path_allocates_nothing_per_message() {
     }
     // The sending side of dynamic send: `send` with its unconfirmed cap (credits taken and
     // given back) and frames cut by the drain.
-    let n = allocations(1, ConfirmMode::Typed, per_case, true);
+    let n = allocations(1, ConfirmMode::Typed, per_case, true, None);
     println!("fanout 1, Typed, via send: {per_case} messages, {n} allocations");
     assert_eq!(n, 0, "dynamic send allocated {n} times");
-    let boxed = allocations(3, ConfirmMode::Boxed, 10_000, false);
+    // With a confirm timeout: the send-time queue gets an entry per message and stays
+    // within its preallocated bound (nothing times out; the ticks that check run all
+    // along, one every 500 ms).
+    let n = allocations(
+        1,
+        ConfirmMode::Typed,
+        per_case,
+        true,
+        Some(Duration::from_secs(2)),
+    );
+    println!("fanout 1, Typed, confirm timeout: {per_case} messages, {n} allocations");
+    assert_eq!(
+        n, 0,
+        "a producer with a confirm timeout allocated {n} times"
+    );
+    let boxed = allocations(3, ConfirmMode::Boxed, 10_000, false, None);
     println!("fanout 3, Boxed: 10000 messages, {boxed} allocations");
     assert!(
         boxed >= 30_000,
