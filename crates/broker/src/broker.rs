@@ -19,20 +19,30 @@ use crate::cluster::ClusterClient;
 use crate::credits::Credits;
 use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 use crate::message::{Ack, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute, Delivery};
-use crate::queue::{MAX_APPS, QueueClient, QueueEngine, QueueMode};
+use crate::queue::{MAX_APPS, MAX_QUEUE_CAPACITY, QueueClient, QueueEngine, QueueMode};
 use crate::session::{
-    ConsumerSession, FRAME_OVERHEAD, FlushStrategy, ProducerConfig, ProducerSession,
+    ConsumerSession, FRAME_OVERHEAD, FlushStrategy, MAX_UNCONFIRMED, ProducerConfig,
+    ProducerSession,
 };
 use crate::stats::{
     ClusterCounters, ClusterState, QueueCounters, QueueStats, SessionCounters, SessionStats,
 };
+
+/// The message of a queue capacity out of range; it names [`MAX_QUEUE_CAPACITY`]'s value.
+const CAPACITY_RANGE: &str = "capacity must be between 1 and MAX_QUEUE_CAPACITY (16777216)";
+const _: () = assert!(MAX_QUEUE_CAPACITY == 16_777_216, "update CAPACITY_RANGE");
+
+/// The message of a producer cap out of range; it names [`MAX_UNCONFIRMED`]'s value.
+const UNCONFIRMED_RANGE: &str = "max_unconfirmed must be between 1 and MAX_UNCONFIRMED (16777216), batch_size at least 1, and max_frame_bytes above FRAME_OVERHEAD";
+const _: () = assert!(MAX_UNCONFIRMED == 16_777_216, "update UNCONFIRMED_RANGE");
 
 /// One queue of the broker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueConfig {
     /// Priority or fanout.
     pub mode: QueueMode,
-    /// Messages the queue holds at most (its table is allocated at start).
+    /// Messages the queue holds at most (its table is allocated at start): 1 to
+    /// [`MAX_QUEUE_CAPACITY`].
     pub capacity: usize,
     /// Unconfirmed shares a consumer may hold.
     pub window: u32,
@@ -405,15 +415,14 @@ impl Broker {
     ///
     /// # Errors
     ///
-    /// An invalid dispatcher or queue configuration.
+    /// An invalid dispatcher or queue configuration (a capacity above
+    /// [`MAX_QUEUE_CAPACITY`] included), or a queue whose tables cannot be allocated: an
+    /// error, never an abort.
     pub fn start(config: BrokerConfig) -> Result<Self, BrokerError> {
         for (i, q) in config.queues.iter().enumerate() {
             let id = QueueId(i as u32);
-            if q.capacity == 0 || u32::try_from(q.capacity).is_err() {
-                return Err(BrokerError::Queue(
-                    id,
-                    "capacity must be between 1 and u32::MAX",
-                ));
+            if q.capacity == 0 || q.capacity > MAX_QUEUE_CAPACITY {
+                return Err(BrokerError::Queue(id, CAPACITY_RANGE));
             }
             if q.mode.apps() == 0 || q.mode.apps() > MAX_APPS {
                 return Err(BrokerError::Queue(id, "a fanout queue has 1 to 16 apps"));
@@ -455,13 +464,14 @@ impl Broker {
         let mut queue_counters = Vec::with_capacity(config.queues.len());
         for (i, q) in config.queues.iter().enumerate() {
             let counters = Arc::new(CachePadded::new(QueueCounters::default()));
-            let engine = QueueEngine::new(
-                QueueId(i as u32),
-                q.mode,
-                q.capacity,
-                q.window,
-                counters.clone(),
-            );
+            let id = QueueId(i as u32);
+            let engine = QueueEngine::new(id, q.mode, q.capacity, q.window, counters.clone())
+                .map_err(|_| {
+                    BrokerError::Queue(
+                        id,
+                        "cannot allocate the queue's tables: capacity too large for this machine",
+                    )
+                })?;
             handles.push(dispatcher.register(
                 ClientType::Queue,
                 QueueClient::new(engine),
@@ -532,12 +542,11 @@ impl Broker {
         on_ack: impl FnMut(&[Ack]) + Send + 'static,
     ) -> Result<Producer, BrokerError> {
         if config.max_unconfirmed == 0
+            || config.max_unconfirmed > MAX_UNCONFIRMED
             || config.batch_size == 0
             || config.max_frame_bytes <= FRAME_OVERHEAD
         {
-            return Err(BrokerError::Producer(
-                "max_unconfirmed and batch_size must be at least 1, and max_frame_bytes above FRAME_OVERHEAD",
-            ));
+            return Err(BrokerError::Producer(UNCONFIRMED_RANGE));
         }
         if matches!(config.flush, FlushStrategy::Timer(d) if d.is_zero())
             || config.confirm_timeout.is_some_and(|d| d.is_zero())
@@ -555,7 +564,12 @@ impl Broker {
             credits.clone(),
             Box::new(on_ack),
             self.session_counters(),
-        );
+        )
+        .map_err(|_| {
+            BrokerError::Producer(
+                "cannot allocate the session's tables: max_unconfirmed too large for this machine",
+            )
+        })?;
         let session =
             self.dispatcher
                 .register(ClientType::Session, session, Placement::LeastLoaded)?;
@@ -620,16 +634,27 @@ impl Broker {
             return Err(BrokerError::UnknownApp(queue, app));
         }
         let id = ConsumerId(self.next_consumer.fetch_add(1, Ordering::Relaxed));
+        let config = &self.queue_configs[queue.0 as usize];
+        let batch = self
+            .max_batch
+            .min(config.window as usize)
+            .min(config.capacity);
         let session = ConsumerSession::new(
             id,
             app,
             queue_handle,
             Some(self.cluster),
             (options.mode, options.route),
-            self.max_batch,
+            batch,
             Box::new(on_delivery),
             self.session_counters(),
-        );
+        )
+        .map_err(|_| {
+            BrokerError::Queue(
+                queue,
+                "cannot allocate a consumer's batch for this queue's window",
+            )
+        })?;
         let session =
             self.dispatcher
                 .register(ClientType::Session, session, Placement::LeastLoaded)?;

@@ -56,13 +56,16 @@ mod message;
 mod queue;
 mod session;
 mod stats;
+mod tables;
 
 pub use broker::{
     Broker, BrokerConfig, BrokerError, Consumer, ConsumerOptions, Producer, QueueConfig, SendError,
 };
 pub use ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 pub use message::{Ack, AckStatus, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute, Delivery};
-pub use queue::{MAX_APPS, QueueMode};
-pub use session::{AckHandler, DeliveryHandler, FRAME_OVERHEAD, FlushStrategy, ProducerConfig};
+pub use queue::{MAX_APPS, MAX_QUEUE_CAPACITY, QueueMode};
+pub use session::{
+    AckHandler, DeliveryHandler, FRAME_OVERHEAD, FlushStrategy, MAX_UNCONFIRMED, ProducerConfig,
+};
 pub use stats::{ClusterState, QueueStats, SessionStats};
 pub use zerodispatch_core::WaitStrategy;

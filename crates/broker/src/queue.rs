@@ -20,7 +20,7 @@
 //! its first event and removes it when it is dropped.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, TryReserveError};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
@@ -33,9 +33,22 @@ use zerodispatch_core::{
 use crate::ids::{AppId, ConsumerId, Guid, Payload, QueueId};
 use crate::message::{AckStatus, BrokerMsg, Confirm, ConfirmMode};
 use crate::stats::QueueCounters;
+use crate::tables;
 
 /// Fanout apps per queue, at most: a message's pending shares are a bit mask.
 pub const MAX_APPS: u16 = 16;
+
+/// Messages a queue may be configured to hold, at most: 2^24 (16,777,216).
+///
+/// A queue allocates its tables for its whole capacity when the broker starts, about 250
+/// bytes per message (the message table's 112-byte slots, a GUID index at twice the
+/// capacity, and the free, push and ACK lists), so about 4 GiB at this limit. Past it a
+/// capacity is refused by [`Broker::start`](crate::Broker::start); below it, an allocation
+/// the machine cannot provide is an error too, not an abort. Retune by measuring a queue's
+/// footprint (`Broker::start` with one queue, resident memory before and after) against
+/// the memory a deployment gives the broker; slot indexes are `u32`, so it can go no
+/// higher than `u32::MAX`.
+pub const MAX_QUEUE_CAPACITY: usize = 1 << 24;
 
 /// How a queue hands out its messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,13 +140,19 @@ pub(crate) struct QueueEngine {
 
 impl QueueEngine {
     /// A queue with every table allocated for `capacity` messages.
+    ///
+    /// # Errors
+    ///
+    /// The allocation failed (the caller has checked `capacity` against
+    /// [`MAX_QUEUE_CAPACITY`]; what the machine can provide may be less).
     pub(crate) fn new(
         id: QueueId,
         mode: QueueMode,
         capacity: usize,
         window: u32,
         counters: Arc<CachePadded<QueueCounters>>,
-    ) -> Self {
+    ) -> Result<Self, TryReserveError> {
+        debug_assert!((1..=MAX_QUEUE_CAPACITY).contains(&capacity));
         let empty = Slot {
             guid: Guid([0; 16]),
             payload: Payload::default(),
@@ -144,22 +163,24 @@ impl QueueEngine {
             live: false,
             assigned: [ConsumerId(u32::MAX); MAX_APPS as usize],
         };
-        let capacity_u32 = u32::try_from(capacity).expect("queue capacity fits u32");
-        Self {
+        let capacity_u32 = u32::try_from(capacity).expect("MAX_QUEUE_CAPACITY fits u32");
+        let mut free = tables::vec(capacity)?;
+        free.extend((0..capacity_u32).rev());
+        Ok(Self {
             id,
             mode,
             window,
-            slots: vec![empty; capacity],
-            free: (0..capacity_u32).rev().collect(),
+            slots: tables::filled(capacity, empty)?,
+            free,
             // Twice the capacity: hashbrown then always rehashes its tombstones in place
             // rather than growing (it grows when more than half full and out of room).
-            index: HashMap::with_capacity_and_hasher(2 * capacity, BuildHasherDefault::default()),
-            to_push: Vec::with_capacity(capacity),
-            acks: Vec::with_capacity(capacity),
+            index: tables::map(2 * capacity)?,
+            to_push: tables::vec(capacity)?,
+            acks: tables::vec(capacity)?,
             consumers: Vec::new(),
             next_consumer: 0,
             counters,
-        }
+        })
     }
 
     fn all_apps(&self) -> u16 {
@@ -522,5 +543,15 @@ impl Drop for QueueClient {
                 *slot = None;
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_is_the_size_max_queue_capacity_is_computed_with() {
+        assert_eq!(std::mem::size_of::<Slot>(), 112);
     }
 }

@@ -18,7 +18,7 @@
 //! * it may `send` again from inside `on_ack`, even at a cap of 1: the credits of the batch
 //!   are free already, so the send does not wait for the very thread that is running it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, TryReserveError, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -32,6 +32,7 @@ use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 use crate::message::{Ack, AckStatus, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute, Delivery};
 use crate::queue::{GuidHasher, send_confirm};
 use crate::stats::SessionCounters;
+use crate::tables;
 
 /// What a producer's application is called with, on its session's processor, for each
 /// batch of outcomes. It must not block for long: it runs on a processor thread. The
@@ -63,7 +64,7 @@ pub enum FlushStrategy {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProducerConfig {
     /// Messages sent and without an outcome, at most: `send` waits and `try_send` hands the
-    /// message back while the cap is reached. Default 10,000.
+    /// message back while the cap is reached. 1 to [`MAX_UNCONFIRMED`]; default 10,000.
     pub max_unconfirmed: usize,
     /// When batches are sent.
     pub flush: FlushStrategy,
@@ -75,6 +76,15 @@ pub struct ProducerConfig {
     /// A message without an outcome after this long is reported `TimedOut`, once.
     pub confirm_timeout: Option<std::time::Duration>,
 }
+
+/// A producer's `max_unconfirmed`, at most: 2^24 (16,777,216).
+///
+/// A producer's session allocates its tables for the whole cap when it opens, about 150
+/// bytes per message (the unacknowledged index at twice the cap, and the outcome lists),
+/// so about 2.4 GiB at this limit. Past it the cap is refused by `open_producer`; below
+/// it, an allocation the machine cannot provide is an error too, not an abort. Retune by
+/// measuring a session's footprint against the memory a deployment gives its producers.
+pub const MAX_UNCONFIRMED: usize = 1 << 24;
 
 /// Bytes a message adds to a frame besides its payload: its GUID, queue and length
 /// fields, as a wire protocol would carry them.
@@ -133,6 +143,12 @@ pub(crate) struct ProducerSession {
 }
 
 impl ProducerSession {
+    /// A producer's session with every table allocated for `config.max_unconfirmed`
+    /// messages (at most [`MAX_UNCONFIRMED`], checked by the caller).
+    ///
+    /// # Errors
+    ///
+    /// The allocation failed.
     pub(crate) fn new(
         id: ProducerId,
         queues: Arc<[ClientHandle]>,
@@ -140,30 +156,32 @@ impl ProducerSession {
         credits: Arc<Credits>,
         on_ack: AckHandler,
         counters: Arc<CachePadded<SessionCounters>>,
-    ) -> Self {
+    ) -> Result<Self, TryReserveError> {
         let cap = config.max_unconfirmed;
-        Self {
+        debug_assert!((1..=MAX_UNCONFIRMED).contains(&cap));
+        Ok(Self {
             id,
             queues,
             config,
             // Twice the cap: removals leave tombstones, which hashbrown then rehashes in
             // place instead of growing the table (no allocation in steady state).
-            unacked: HashMap::with_capacity_and_hasher(2 * cap, BuildHasherDefault::default()),
-            outbox: Vec::with_capacity(config.batch_size),
+            unacked: tables::map(2 * cap)?,
+            // A batch holds messages of `unacked`: never more than the cap.
+            outbox: tables::vec(config.batch_size.min(cap))?,
             frame_bytes: 0,
-            sent_at: VecDeque::with_capacity(if config.confirm_timeout.is_some() {
+            sent_at: tables::deque(if config.confirm_timeout.is_some() {
                 Self::sent_at_limit(cap)
             } else {
                 0
-            }),
-            acks: Vec::with_capacity(cap),
-            reporting: Vec::with_capacity(cap),
+            })?,
+            acks: tables::vec(cap)?,
+            reporting: tables::vec(cap)?,
             credited_outcomes: 0,
             credits,
             on_ack,
             closed: false,
             counters,
-        }
+        })
     }
 
     fn report(&mut self, guid: Guid, u: Unacked, status: AckStatus) {
@@ -440,8 +458,13 @@ pub(crate) struct ConsumerSession {
 }
 
 impl ConsumerSession {
-    /// A consumer session whose batches (at most `max_batch` deliveries, the processor's
-    /// flush period) are preallocated.
+    /// A consumer session whose batches are preallocated for `batch` deliveries: the most
+    /// it can receive between two flushes (the processor's `max_batch`, and no more than
+    /// the queue's window, which bounds what it holds unconfirmed).
+    ///
+    /// # Errors
+    ///
+    /// The allocation failed.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         id: ConsumerId,
@@ -449,23 +472,23 @@ impl ConsumerSession {
         queue: ClientHandle,
         cluster: Option<ClientHandle>,
         options: (ConfirmMode, ConfirmRoute),
-        max_batch: usize,
+        batch: usize,
         on_delivery: DeliveryHandler,
         counters: Arc<CachePadded<SessionCounters>>,
-    ) -> Self {
-        Self {
+    ) -> Result<Self, TryReserveError> {
+        Ok(Self {
             id,
             app,
             queue,
             cluster,
             mode: options.0,
             route: options.1,
-            deliveries: Vec::with_capacity(max_batch),
-            delivering: Vec::with_capacity(max_batch),
+            deliveries: tables::vec(batch)?,
+            delivering: tables::vec(batch)?,
             on_delivery,
             closed: false,
             counters,
-        }
+        })
     }
 }
 

@@ -268,3 +268,48 @@ fn close_waits_for_published_messages_too() {
         assert!(guids.iter().all(|g| all[g] == AckStatus::Acked), "{all:?}");
     });
 }
+
+/// Defect 18: a queue capacity of `u32::MAX` passed validation, then aborted the process
+/// on allocation.
+#[test]
+fn a_huge_queue_capacity_is_an_error_not_an_abort() {
+    for capacity in [
+        u32::MAX as usize,
+        usize::MAX,
+        MAX_QUEUE_CAPACITY + 1,
+        1 << 40,
+    ] {
+        let err = Broker::start(BrokerConfig {
+            queues: vec![QueueConfig {
+                capacity,
+                ..priority()
+            }],
+            ..BrokerConfig::default()
+        })
+        .unwrap_err();
+        assert!(
+            matches!(err, BrokerError::Queue(QueueId(0), _)),
+            "{capacity}: {err:?}"
+        );
+        assert!(
+            err.to_string().contains(&MAX_QUEUE_CAPACITY.to_string()),
+            "the message says the limit: {err}"
+        );
+    }
+    // A huge producer cap is refused the same way, not a "capacity overflow" panic.
+    let broker = start(vec![priority()], 1);
+    for cap in [usize::MAX, MAX_UNCONFIRMED + 1] {
+        let err = broker.open_producer(cap, |_: &[Ack]| {}).unwrap_err();
+        assert!(matches!(err, BrokerError::Producer(_)), "{cap}: {err:?}");
+    }
+    // A batch never holds more than the cap: a huge batch size allocates no more.
+    broker
+        .open_producer_with(
+            ProducerConfig {
+                batch_size: usize::MAX,
+                ..ProducerConfig::default()
+            },
+            |_: &[Ack]| {},
+        )
+        .unwrap();
+}
