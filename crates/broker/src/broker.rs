@@ -3,7 +3,7 @@
 //! query the cluster, read stats, shut down.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use zerodispatch_callback::Callback;
 use zerodispatch_core::{
-    ClientHandle, ClientType, ConfigError, Dispatcher, DispatcherHandle, Event, Placement,
-    PoolConfig, RegisterError, WaitStrategy,
+    ClientHandle, ClientType, ConfigError, DispatchError, Dispatcher, DispatcherHandle, Event,
+    Placement, PoolConfig, RegisterError, WaitStrategy,
 };
 
 use crate::cluster::ClusterClient;
@@ -25,7 +25,7 @@ use crate::session::{
     ProducerSession,
 };
 use crate::stats::{
-    ClusterCounters, ClusterState, QueueCounters, QueueStats, SessionCounters, SessionStats,
+    ClusterCounters, ClusterState, QueueCounters, QueueStats, SessionRegistry, SessionStats,
 };
 
 /// The message of a queue capacity out of range; it names [`MAX_QUEUE_CAPACITY`]'s value.
@@ -114,6 +114,8 @@ pub enum BrokerError {
     ShutDown,
     /// A producer's configuration is invalid.
     Producer(&'static str),
+    /// The producer is closed: the message was not published.
+    ProducerClosed(ProducerId),
 }
 
 impl fmt::Display for BrokerError {
@@ -126,6 +128,7 @@ impl fmt::Display for BrokerError {
             BrokerError::UnknownApp(q, a) => write!(f, "queue {} has no app {}", q.0, a.0),
             BrokerError::ShutDown => write!(f, "the broker is shutting down"),
             BrokerError::Producer(why) => write!(f, "invalid producer configuration: {why}"),
+            BrokerError::ProducerClosed(p) => write!(f, "producer {} is closed", p.0),
         }
     }
 }
@@ -196,7 +199,30 @@ impl fmt::Display for SendError {
 impl std::error::Error for SendError {}
 
 /// A producer: publishes from any thread of the application. Dropping it closes it
-/// (waiting up to 1 s for the outcomes of what is in flight).
+/// (waiting up to 1 s for the outcomes of what is in flight, or not at all on a processor
+/// thread).
+///
+/// # Closing, and the calls that race it
+///
+/// Closing unregisters the producer's session, which frees its client slot and its tables:
+/// a message that reached the session after that would be lost. So the unregistration is
+/// ordered after every publish that passed the closed check, with `state`, one word that
+/// holds two flags and the count of calls inside [`enqueue`](Self::enqueue):
+///
+/// 1. A publishing call enters by a compare-and-swap that adds one to the count only while
+///    `CLOSED` is clear (so no call enters once it is set), dispatches its message, and
+///    leaves by subtracting one.
+/// 2. `close` sets `CLOSED` (later calls fail with `Closed`), gives the messages in flight
+///    their wait, sends the session `Close` (everything still without an outcome is
+///    reported then), and sets `RETIRED`.
+/// 3. The session is unregistered by whoever brings the word to `CLOSED | RETIRED` with a
+///    count of zero: `close`, if no call was inside when it set `RETIRED`, or else the last
+///    call to leave. Exactly one of them sees that transition, since every change of the
+///    word is a read-modify-write.
+///
+/// A call inside when `CLOSED` was set may reach the session after its `Close`: the session
+/// reports such a message `Closed`, and the message still reaches it before the
+/// unregistration. Neither side ever waits for the other.
 #[derive(Debug)]
 pub struct Producer {
     id: ProducerId,
@@ -205,10 +231,20 @@ pub struct Producer {
     dispatcher: DispatcherHandle<BrokerMsg>,
     config: ProducerConfig,
     credits: Arc<Credits>,
-    closed: AtomicBool,
+    /// `CLOSED`, `RETIRED`, and the count of calls inside `enqueue` (the bits below
+    /// `RETIRED`): the protocol above.
+    state: AtomicUsize,
     /// The thread that sends `Tick`s (timer aggregation, confirm timeouts), if any.
     ticker: Mutex<Option<(Arc<AtomicBool>, JoinHandle<()>)>>,
 }
+
+/// `Producer::state`: closed; no call enters `enqueue` any more.
+const CLOSED: usize = 1 << (usize::BITS - 1);
+/// `Producer::state`: `close` has sent the session `Close`; the session may go once no call
+/// is inside `enqueue`.
+const RETIRED: usize = 1 << (usize::BITS - 2);
+/// `Producer::state`: the bits that count the calls inside `enqueue`.
+const INSIDE: usize = RETIRED - 1;
 
 impl Producer {
     /// This producer's id.
@@ -224,14 +260,22 @@ impl Producer {
     ///
     /// # Errors
     ///
-    /// `ShutDown` once the broker is shutting down (the message was not published).
+    /// `ProducerClosed` after `close` (or `Broker::close_producer`), `ShutDown` once the
+    /// broker is shutting down; the message was not published.
     pub fn publish(&self, queue: QueueId, payload: Payload) -> Result<Guid, BrokerError> {
-        self.enqueue(queue, payload, false)
-            .map_err(|_| BrokerError::ShutDown)
+        self.enqueue(queue, payload, false).map_err(|e| match e {
+            // Relaxed: only the flag is read (see `enqueue`).
+            SendError::Closed(_) if self.state.load(Ordering::Relaxed) & CLOSED != 0 => {
+                BrokerError::ProducerClosed(self.id)
+            }
+            _ => BrokerError::ShutDown,
+        })
     }
 
     fn check(&self, payload: Payload) -> Result<(), SendError> {
-        if self.closed.load(Ordering::Acquire) {
+        // An early answer only, so that `send` does not wait for a credit when closed:
+        // `enqueue` checks again as it enters. Relaxed: only the flag is read.
+        if self.state.load(Ordering::Relaxed) & CLOSED != 0 {
             return Err(SendError::Closed(payload));
         }
         let needs = payload.len as usize + FRAME_OVERHEAD;
@@ -244,7 +288,37 @@ impl Producer {
         Ok(())
     }
 
+    /// Hands a message to the session, inside the close protocol (step 1); a credited
+    /// message's credit is given back if it is not handed over.
     fn enqueue(&self, queue: QueueId, payload: Payload, credited: bool) -> Result<Guid, SendError> {
+        // A compare-and-swap, not a `fetch_add` undone on failure: no call may enter once
+        // CLOSED is set, or the count could come back to zero a second time after RETIRED.
+        // Relaxed: every change of `state` is a read-modify-write, so all of them are in one
+        // order whatever the ordering, which is all that entering needs (it reads nothing
+        // `close` wrote but the flag). The orderings that matter are `leave`'s and
+        // RETIRED's.
+        let mut now = self.state.load(Ordering::Relaxed);
+        loop {
+            if now & CLOSED != 0 {
+                if credited {
+                    self.credits.give_back(1);
+                }
+                return Err(SendError::Closed(payload));
+            }
+            debug_assert!(
+                now & INSIDE < INSIDE,
+                "more calls inside than the count holds"
+            );
+            match self.state.compare_exchange_weak(
+                now,
+                now + 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(seen) => now = seen,
+            }
+        }
         let guid = Guid::new(self.id, self.next_seq.fetch_add(1, Ordering::Relaxed));
         let publish = BrokerMsg::Publish {
             queue,
@@ -253,18 +327,38 @@ impl Producer {
             credited,
         };
         self.credits.accept();
-        match self
+        let sent = self
             .dispatcher
-            .dispatch(self.session, Event::Message(publish))
-        {
-            Ok(()) => Ok(guid),
-            Err(_) => {
-                if credited {
-                    self.credits.give_back(1);
-                }
-                self.credits.reported(1);
-                Err(SendError::Closed(payload))
+            .dispatch(self.session, Event::Message(publish));
+        if sent.is_err() {
+            if credited {
+                self.credits.give_back(1);
             }
+            self.credits.reported(1);
+        }
+        self.leave();
+        sent.map(|()| guid).map_err(|_| SendError::Closed(payload))
+    }
+
+    /// Leaves `enqueue` (step 1), unregistering the session if this is the last call out
+    /// after `close` has finished (step 3).
+    fn leave(&self) {
+        // AcqRel: release, so that this call's dispatch happens before the unregistration
+        // by whoever does it; acquire, so that if it is this call, `close`'s `Close`
+        // happens before it.
+        let before = self.state.fetch_sub(1, Ordering::AcqRel);
+        if before == CLOSED | RETIRED | 1 {
+            self.unregister();
+        }
+    }
+
+    fn unregister(&self) {
+        if let Err(e) = self.dispatcher.unregister(self.session) {
+            tracing::debug!(
+                producer = self.id.0,
+                ?e,
+                "the session was not unregistered (shutting down: the dispatcher drops it)"
+            );
         }
     }
 
@@ -303,31 +397,83 @@ impl Producer {
     /// Closes the producer: messages not sent yet are reported `NotSent`; messages in
     /// flight (sent with `send`, `try_send` or `publish` before this call) keep their
     /// chance for `wait`, and whatever has no outcome then is reported `Closed`. Every
-    /// message gets exactly one outcome. Later sends fail with `Closed`. Returns whether
-    /// every message in flight had its outcome reported (`on_ack` returned) within `wait`.
+    /// message gets exactly one outcome. Later sends fail with `Closed`, later publishes
+    /// with `ProducerClosed`. Returns whether every message in flight had its outcome
+    /// reported (`on_ack` returned) within `wait`; `true` if it was closed already.
+    ///
+    /// The session is then unregistered: its client slot and its tables are freed, and
+    /// outcomes that arrive for it later are dropped by the dispatcher (counted `stale` in
+    /// the processor's stats). Its counters stay in [`Broker::session_stats`].
+    ///
+    /// On one of the broker's processor threads (in `on_ack` or `on_delivery`, or a
+    /// dispatcher callback) it does not wait at all, whatever `wait` says: that thread
+    /// may be the one the outcomes must come through. What is in flight is reported
+    /// `Closed` at once.
     ///
     /// "Not sent yet" means still in the session's batch: with timer aggregation, the
     /// messages waiting for the tick; with dynamic send, only those that reach the session
     /// in the same instant as the close (the session sends its batch as soon as its queue
     /// drains).
     pub fn close(&self, wait: Duration) -> bool {
-        if self.closed.swap(true, Ordering::AcqRel) {
-            return true;
+        self.shut(wait).unwrap_or(false)
+    }
+
+    /// `close`, saying whether the session could be told (`ShutDown` if the broker is
+    /// shutting down: the session then reports its messages itself as it is dropped).
+    fn shut(&self, wait: Duration) -> Result<bool, BrokerError> {
+        // Step 2 of the protocol. A swap of the flag (`fetch_or`), not a compare-and-swap:
+        // the count may change under it. Relaxed, as entering (see `enqueue`).
+        if self.state.fetch_or(CLOSED, Ordering::Relaxed) & CLOSED != 0 {
+            return Ok(true);
         }
-        let drained = self
-            .dispatcher
-            .dispatch(self.session, Event::Message(BrokerMsg::Drain))
-            .is_ok()
-            && self.credits.wait_reported(wait);
-        let _ = self
+        let on_processor = self.on_processor_thread();
+        let drained = if wait.is_zero() || on_processor {
+            // No wait: the `Close` below drains as well.
+            self.credits.unreported() == 0
+        } else {
+            self.dispatcher
+                .dispatch(self.session, Event::Message(BrokerMsg::Drain))
+                .is_ok()
+                && self.credits.wait_reported(wait)
+        };
+        let told = self
             .dispatcher
             .dispatch(self.session, Event::Message(BrokerMsg::Close));
         if let Some((stop, ticker)) = self.ticker.lock().unwrap_or_else(|e| e.into_inner()).take() {
             stop.store(true, Ordering::Release);
             ticker.thread().unpark();
-            let _ = ticker.join();
+            // On a processor thread, not joined: the ticker may be waiting to dispatch to
+            // this very thread's full queue. It sees `stop` and ends by itself.
+            if !on_processor {
+                let _ = ticker.join();
+            }
         }
-        drained
+        // Step 3. AcqRel: release, so that the `Close` above happens before the
+        // unregistration if the last call to leave does it (its `fetch_sub` acquires);
+        // acquire, so that the dispatches of the calls that left (each `fetch_sub` releases)
+        // happen before it if this call does it.
+        if self.state.fetch_or(RETIRED, Ordering::AcqRel) & INSIDE == 0 {
+            self.unregister();
+        }
+        match told {
+            Ok(()) => Ok(drained),
+            Err(DispatchError::ShutDown(_)) => Err(BrokerError::ShutDown),
+            Err(e) => {
+                // Its own processor's queue full on its own thread: the session reports
+                // everything `Closed` as it is dropped at the unregistration.
+                tracing::warn!(
+                    producer = self.id.0,
+                    ?e,
+                    "Close not delivered to the session"
+                );
+                Ok(drained)
+            }
+        }
+    }
+
+    /// Whether the calling thread is the producer's session processor.
+    fn on_processor_thread(&self) -> bool {
+        self.dispatcher.in_dispatcher_thread(self.session)
     }
 }
 
@@ -393,7 +539,7 @@ pub struct Broker {
     queues: Arc<[ClientHandle]>,
     queue_configs: Vec<QueueConfig>,
     queue_counters: Vec<Arc<CachePadded<QueueCounters>>>,
-    session_counters: Mutex<Vec<Arc<CachePadded<SessionCounters>>>>,
+    sessions: Arc<SessionRegistry>,
     cluster: ClientHandle,
     cluster_counters: Arc<CachePadded<ClusterCounters>>,
     max_batch: usize,
@@ -494,7 +640,7 @@ impl Broker {
             queues,
             queue_configs: config.queues,
             queue_counters,
-            session_counters: Mutex::new(Vec::new()),
+            sessions: Arc::default(),
             cluster,
             cluster_counters,
             max_batch: config.max_batch,
@@ -502,15 +648,6 @@ impl Broker {
             next_producer: AtomicU32::new(0),
             next_consumer: AtomicU32::new(0),
         })
-    }
-
-    fn session_counters(&self) -> Arc<CachePadded<SessionCounters>> {
-        let counters = Arc::new(CachePadded::new(SessionCounters::default()));
-        self.session_counters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(counters.clone());
-        counters
     }
 
     /// Opens a producer whose session (on the least-loaded session processor) keeps up to
@@ -563,7 +700,7 @@ impl Broker {
             config,
             credits.clone(),
             Box::new(on_ack),
-            self.session_counters(),
+            self.sessions.open(),
         )
         .map_err(|_| {
             BrokerError::Producer(
@@ -594,22 +731,21 @@ impl Broker {
             dispatcher: self.dispatcher.handle(),
             config,
             credits,
-            closed: AtomicBool::new(false),
+            state: AtomicUsize::new(0),
             ticker: Mutex::new(ticker),
         })
     }
 
-    /// Closes a producer: every message it has not had an outcome for is reported `Closed`
-    /// (in its `on_ack`), and later ACKs for it are counted as late. Later publishes are
-    /// reported `Closed` too.
+    /// Closes a producer without waiting: [`Producer::close`] with no wait. Every message
+    /// it has not had an outcome for is reported `Closed` (in its `on_ack`), its session is
+    /// unregistered (outcomes that arrive later are dropped as stale), and later sends and
+    /// publishes fail.
     ///
     /// # Errors
     ///
     /// `ShutDown` (the session reports its pending messages at shutdown itself).
     pub fn close_producer(&self, producer: &Producer) -> Result<(), BrokerError> {
-        self.dispatcher
-            .dispatch(producer.session, Event::Message(BrokerMsg::Close))
-            .map_err(|_| BrokerError::ShutDown)
+        producer.shut(Duration::ZERO).map(|_| ())
     }
 
     /// Opens a consumer of `app` on `queue` (app 0 for a priority queue); `on_delivery` is
@@ -647,7 +783,7 @@ impl Broker {
             (options.mode, options.route),
             batch,
             Box::new(on_delivery),
-            self.session_counters(),
+            self.sessions.open(),
         )
         .map_err(|_| {
             BrokerError::Queue(
@@ -697,8 +833,11 @@ impl Broker {
     }
 
     /// Closes a consumer. Its unconfirmed messages become deliverable to the other consumers
-    /// of a priority queue; in a fanout queue its share of them is dropped. PUSHes that
-    /// reach it afterwards are dropped and counted.
+    /// of a priority queue; in a fanout queue its share of them is dropped. Its session is
+    /// then unregistered (its client slot freed; its counters stay in
+    /// [`session_stats`](Self::session_stats)): PUSHes that reach it afterwards are dropped,
+    /// counted `pushes_to_closed` while it is still registered and `stale` (in the
+    /// processor's stats) after. Closing it again does nothing more.
     ///
     /// # Errors
     ///
@@ -717,7 +856,11 @@ impl Broker {
                 }),
             )
             .map_err(shut)?;
-        Ok(())
+        // After the `Close`, in queue order: the session is flushed (nothing to deliver
+        // once closed) and dropped.
+        self.dispatcher
+            .unregister(consumer.session)
+            .map_err(|_| BrokerError::ShutDown)
     }
 
     /// A confirm from a replica node, routed by the cluster processor to its queue in
@@ -775,19 +918,10 @@ impl Broker {
         self.queue_counters.iter().map(|c| c.snapshot()).collect()
     }
 
-    /// All sessions' statistics together.
+    /// All sessions' statistics together, closed sessions' included.
     #[must_use]
     pub fn session_stats(&self) -> SessionStats {
-        let mut total = SessionStats::default();
-        for c in self
-            .session_counters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-        {
-            total.add(c);
-        }
-        total
+        self.sessions.total()
     }
 
     /// Waits until every event in flight has been handled: synchronizes every processor

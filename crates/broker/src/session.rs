@@ -24,14 +24,13 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_utils::CachePadded;
 use zerodispatch_core::{Client, ClientEvent, ClientHandle, Context, Event};
 
 use crate::credits::Credits;
 use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 use crate::message::{Ack, AckStatus, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute, Delivery};
 use crate::queue::{GuidHasher, send_confirm};
-use crate::stats::SessionCounters;
+use crate::stats::SessionTally;
 use crate::tables;
 
 /// What a producer's application is called with, on its session's processor, for each
@@ -139,7 +138,7 @@ pub(crate) struct ProducerSession {
     on_ack: AckHandler,
     /// Refusing publishes (`Close` or `Drain` received).
     closed: bool,
-    pub(crate) counters: Arc<CachePadded<SessionCounters>>,
+    pub(crate) counters: SessionTally,
 }
 
 impl ProducerSession {
@@ -155,7 +154,7 @@ impl ProducerSession {
         config: ProducerConfig,
         credits: Arc<Credits>,
         on_ack: AckHandler,
-        counters: Arc<CachePadded<SessionCounters>>,
+        counters: SessionTally,
     ) -> Result<Self, TryReserveError> {
         let cap = config.max_unconfirmed;
         debug_assert!((1..=MAX_UNCONFIRMED).contains(&cap));
@@ -454,7 +453,7 @@ pub(crate) struct ConsumerSession {
     delivering: Vec<Delivery>,
     on_delivery: DeliveryHandler,
     closed: bool,
-    pub(crate) counters: Arc<CachePadded<SessionCounters>>,
+    pub(crate) counters: SessionTally,
 }
 
 impl ConsumerSession {
@@ -474,7 +473,7 @@ impl ConsumerSession {
         options: (ConfirmMode, ConfirmRoute),
         batch: usize,
         on_delivery: DeliveryHandler,
-        counters: Arc<CachePadded<SessionCounters>>,
+        counters: SessionTally,
     ) -> Result<Self, TryReserveError> {
         Ok(Self {
             id,

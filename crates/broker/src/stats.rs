@@ -1,7 +1,15 @@
 //! The broker's counters: one block per writer (each queue, each session, the cluster), on a
 //! cache line of its own, so that counting never makes two processors share a line.
+//!
+//! Sessions come and go: a session's counters are listed in the [`SessionRegistry`] while
+//! it lives, and folded into the registry's retired total when it is dropped, so that the
+//! totals stay whole and the list holds only the sessions alive now.
 
+use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crossbeam_utils::CachePadded;
 
 /// A counter with a single writer: the processor thread that owns the queue, session or
 /// cluster client it belongs to.
@@ -210,4 +218,118 @@ pub struct ClusterState {
     pub unknown_queue: u64,
     /// Queues the cluster routes to.
     pub queues: usize,
+}
+
+/// The counters of every session: those alive, in a slab whose free places are reused, and
+/// the total of those retired.
+#[derive(Debug, Default)]
+pub(crate) struct SessionRegistry {
+    sessions: Mutex<Sessions>,
+}
+
+#[derive(Debug, Default)]
+struct Sessions {
+    /// The live sessions' counters; `None` in a free place. Never longer than the most
+    /// sessions alive at once.
+    live: Vec<Option<Arc<CachePadded<SessionCounters>>>>,
+    /// Free places of `live`.
+    free: Vec<usize>,
+    /// The counts of the sessions dropped so far, folded in at their drop.
+    retired: SessionStats,
+}
+
+impl SessionRegistry {
+    /// Lists a new session's counters; they are retired when the returned tally is dropped
+    /// (with the session that owns it).
+    pub(crate) fn open(self: &Arc<Self>) -> SessionTally {
+        let counters = Arc::new(CachePadded::new(SessionCounters::default()));
+        let mut s = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let place = match s.free.pop() {
+            Some(place) => {
+                s.live[place] = Some(counters.clone());
+                place
+            }
+            None => {
+                s.live.push(Some(counters.clone()));
+                s.live.len() - 1
+            }
+        };
+        SessionTally {
+            counters,
+            registry: self.clone(),
+            place,
+        }
+    }
+
+    /// The sum of every session's counters, retired ones included.
+    pub(crate) fn total(&self) -> SessionStats {
+        let s = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut total = s.retired;
+        for c in s.live.iter().flatten() {
+            total.add(c);
+        }
+        total
+    }
+}
+
+/// A session's counters, as the session holds them: listed in the registry until this is
+/// dropped, then folded into its retired total (under the registry's lock, so that a reader
+/// counts them once, live or retired). A session is dropped on its processor thread after
+/// its last event and flush, so nothing counts after the fold.
+#[derive(Debug)]
+pub(crate) struct SessionTally {
+    counters: Arc<CachePadded<SessionCounters>>,
+    registry: Arc<SessionRegistry>,
+    /// The place of `counters` in the registry's list.
+    place: usize,
+}
+
+impl Deref for SessionTally {
+    type Target = SessionCounters;
+
+    fn deref(&self) -> &SessionCounters {
+        &self.counters
+    }
+}
+
+impl Drop for SessionTally {
+    fn drop(&mut self) {
+        let mut s = self
+            .registry
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let s = &mut *s;
+        debug_assert!(
+            s.live[self.place]
+                .as_ref()
+                .is_some_and(|c| Arc::ptr_eq(c, &self.counters)),
+            "a session's place in the registry holds another's counters"
+        );
+        s.retired.add(&self.counters);
+        s.live[self.place] = None;
+        s.free.push(self.place);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retired_sessions_keep_their_counts_and_free_their_place() {
+        let registry = Arc::new(SessionRegistry::default());
+        let keep = registry.open();
+        keep.published.add(1);
+        for _ in 0..1000 {
+            let gone = registry.open();
+            gone.published.add(2);
+            gone.handler_panics.add(1);
+        }
+        let total = registry.total();
+        assert_eq!((total.published, total.handler_panics), (2001, 1000));
+        assert_eq!(registry.sessions.lock().unwrap().live.len(), 2);
+        drop(keep);
+        assert_eq!(registry.total().published, 2001);
+    }
 }

@@ -296,7 +296,7 @@ fn robustness_cases_are_counted_never_a_panic() {
 }
 
 #[test]
-fn closing_a_producer_reports_every_pending_message_and_later_acks_are_counted() {
+fn closing_a_producer_reports_every_pending_message_and_later_acks_are_dropped() {
     let broker = start(vec![QueueConfig::new(QueueMode::Priority)], 1);
     let (p, acks) = producer(&broker, 100);
     let guids = publish(&p, 0, 5);
@@ -306,18 +306,23 @@ fn closing_a_producer_reports_every_pending_message_and_later_acks_are_counted()
     let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
     assert!(guids.iter().all(|g| outcome[g] == AckStatus::Closed));
     // The queue still holds them; a consumer now confirms them, and their ACKs reach a
-    // closed producer: counted, not reported twice.
+    // producer whose session is gone: dropped by the dispatcher as stale, not reported
+    // twice.
+    let stale =
+        |broker: &Broker| -> u64 { broker.dispatcher().stats().iter().map(|s| s.stale).sum() };
+    let stale_before = stale(&broker);
     let (_c, _) = consumer(&broker, 0, 0, ConsumerOptions::default());
     broker.quiesce().unwrap();
     let s = broker.session_stats();
-    assert_eq!((s.closed_reported, s.late_acks), (5, 5));
+    assert_eq!((s.closed_reported, s.late_acks), (5, 0));
+    assert_eq!(stale(&broker) - stale_before, 5);
     assert_eq!(acks.lock().unwrap().len(), 5);
-    // Publishing after close is reported closed too.
-    let late = p.publish(QueueId(0), Payload::default()).unwrap();
-    broker.quiesce().unwrap();
-    let all: Vec<Guid> = guids.iter().copied().chain([late]).collect();
-    let outcome = check_conservation(&broker, &all, &acks.lock().unwrap());
-    assert_eq!(outcome[&late], AckStatus::Closed);
+    // Publishing after close is refused.
+    assert_eq!(
+        p.publish(QueueId(0), Payload::default()),
+        Err(BrokerError::ProducerClosed(p.id()))
+    );
+    check_conservation(&broker, &guids, &acks.lock().unwrap());
 }
 
 /// A consumer whose delivery handler blocks on `gate` (twice: "I am in", "let me out")

@@ -78,6 +78,15 @@ fn outcomes(acks: &[Ack]) -> HashMap<Guid, AckStatus> {
     map
 }
 
+/// Waits until `done` holds, failing the test after `limit`.
+fn wait_for(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Defect 8: `held` was `held - released` from two unordered loads, and wrapped (a panic in
 /// debug builds) when a release fell between them.
 #[test]
@@ -236,6 +245,63 @@ fn send_from_on_ack_at_a_cap_of_one_does_not_hang() {
     });
 }
 
+/// Defect 11: closing a session never unregistered it, so each close kept its client slot
+/// (and its tables) and `open_producer` failed after 65,535 of them. 40,000 rounds of a
+/// producer and a consumer opened and closed: 80,000 sessions on one processor.
+#[test]
+fn closed_sessions_free_their_slots() {
+    const ROUNDS: u64 = 40_000;
+    within(Duration::from_secs(60), "open and close", || {
+        let broker = start(
+            vec![QueueConfig {
+                capacity: 16,
+                window: 4,
+                ..priority()
+            }],
+            1,
+        );
+        let acks: Log<Ack> = Arc::default();
+        for i in 0..ROUNDS {
+            let sink = acks.clone();
+            let p = broker
+                .open_producer(1, move |b: &[Ack]| {
+                    sink.lock().unwrap().extend_from_slice(b)
+                })
+                .unwrap_or_else(|e| panic!("round {i}: {e}"));
+            let c = broker
+                .open_consumer(
+                    QueueId(0),
+                    AppId(0),
+                    ConsumerOptions::default(),
+                    |_: &[Delivery]| {},
+                )
+                .unwrap_or_else(|e| panic!("round {i}: {e}"));
+            if i % 1000 == 0 {
+                p.publish(QueueId(0), payload(i)).unwrap();
+                broker.quiesce().unwrap();
+            }
+            broker.close_consumer(&c).unwrap();
+            if i % 2 == 0 {
+                broker.close_producer(&p).unwrap();
+                // Its session is gone: a later publish is refused, not lost.
+                assert!(p.publish(QueueId(0), payload(i)).is_err());
+            } else {
+                drop(p);
+            }
+        }
+        broker.quiesce().unwrap();
+        // The closed sessions' counters are still in the totals.
+        let s = broker.session_stats();
+        assert_eq!(s.published, ROUNDS / 1000);
+        assert_eq!(s.delivered, ROUNDS / 1000);
+        assert_eq!(s.confirms_sent, ROUNDS / 1000);
+        assert_eq!(s.acks, ROUNDS / 1000);
+        let all = outcomes(&acks.lock().unwrap());
+        assert_eq!(all.len() as u64, ROUNDS / 1000);
+        assert!(all.values().all(|s| *s == AckStatus::Acked), "{all:?}");
+    });
+}
+
 /// Defect 13: `close` waited only for messages sent with `send` (credited): messages
 /// published with `publish` and still in flight were reported `Closed` at once.
 #[test]
@@ -312,4 +378,49 @@ fn a_huge_queue_capacity_is_an_error_not_an_abort() {
             |_: &[Ack]| {},
         )
         .unwrap();
+}
+
+/// Defect 20 (second half): dropping a producer inside its own `on_ack` waited on the
+/// session processor, which alone could report the outcomes waited for, for the whole
+/// second of the close wait.
+#[test]
+fn dropping_a_producer_in_its_own_on_ack_does_not_stall_its_processor() {
+    within(Duration::from_secs(20), "drop in on_ack", || {
+        // Queue 1 has no consumer: its message stays in flight.
+        let broker = start(vec![priority(), priority()], 1);
+        let _c = consume(&broker, 0);
+        let holder: Arc<Mutex<Option<Producer>>> = Arc::default();
+        let took: Arc<Mutex<Option<Duration>>> = Arc::default();
+        let acks: Log<Ack> = Arc::default();
+        let (mine, time, sink) = (holder.clone(), took.clone(), acks.clone());
+        let p = broker
+            .open_producer(100, move |b: &[Ack]| {
+                sink.lock().unwrap().extend_from_slice(b);
+                let p = mine.lock().unwrap().take();
+                if let Some(p) = p {
+                    let t = Instant::now();
+                    drop(p);
+                    *time.lock().unwrap() = Some(t.elapsed());
+                }
+            })
+            .unwrap();
+        let stays = p.send(QueueId(1), payload(1)).unwrap();
+        broker.quiesce().unwrap();
+        let mut slot = holder.lock().unwrap();
+        let acked = slot.insert(p).send(QueueId(0), payload(0)).unwrap();
+        drop(slot);
+        wait_for(Duration::from_secs(5), "the drop in on_ack", || {
+            took.lock().unwrap().is_some()
+        });
+        let took = took.lock().unwrap().unwrap();
+        assert!(
+            took < Duration::from_millis(300),
+            "the drop stalled the session processor for {took:?}"
+        );
+        broker.quiesce().unwrap();
+        let all = outcomes(&acks.lock().unwrap());
+        assert_eq!(all[&acked], AckStatus::Acked);
+        assert_eq!(all[&stays], AckStatus::Closed);
+        assert_eq!(all.len(), 2);
+    });
 }
