@@ -71,6 +71,10 @@ impl fmt::Display for ProcessorId {
 /// number tells a reused table slot from the client that held it before).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ClientHandle {
+    /// The dispatcher that issued the handle: a handle is refused by every other
+    /// dispatcher (`NoSuchProcessor`), even one with a processor of the same id. Checked on
+    /// the producer's side; it does not travel in the queued event.
+    pub(crate) dispatcher: u64,
     pub(crate) processor: ProcessorId,
     pub(crate) key: ClientKey,
 }
@@ -107,12 +111,16 @@ impl fmt::Display for ClientHandle {
 
 /// A client's place in its processor's table: the part of a handle that travels in an
 /// event (4 bytes).
+///
+/// A `(slot, generation)` pair is never issued twice by a processor: a slot whose
+/// generation would wrap is retired instead of reused (see `SlotAllocator::release`), so
+/// a stale handle can never reach a later client of its slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct ClientKey {
     /// Index in the processor's client table.
     pub(crate) slot: u16,
     /// Bumped each time the slot is freed, so a stale handle does not reach the slot's
-    /// next client.
+    /// next client; never wraps (the slot is retired at `u16::MAX`).
     pub(crate) generation: u16,
 }
 
@@ -154,8 +162,10 @@ pub trait Client<M: Send + 'static>: Send + 'static {
     fn on_event(&mut self, event: ClientEvent<M>, ctx: &mut Context<'_, M>);
 
     /// Sends what the events since the last flush produced. Runs on the client's
-    /// processor thread.
-    fn flush(&mut self, ctx: &mut Context<'_, M>);
+    /// processor thread. The default does nothing, for clients that do not batch.
+    fn flush(&mut self, ctx: &mut Context<'_, M>) {
+        let _ = ctx;
+    }
 }
 
 /// What a client can reach while it handles an event or flushes: its own handle, and the
@@ -163,7 +173,26 @@ pub trait Client<M: Send + 'static>: Send + 'static {
 pub struct Context<'a, M: Send + 'static> {
     pub(crate) dispatcher: &'a DispatcherHandle<M>,
     pub(crate) me: ClientHandle,
-    pub(crate) flush_enabled: &'a mut bool,
+    pub(crate) flags: &'a mut ClientFlags,
+}
+
+/// What a client asks of its processor through its [`Context`].
+#[derive(Debug)]
+pub(crate) struct ClientFlags {
+    /// The flush gate: while `false`, events do not put the client on the flush list.
+    pub(crate) flush_enabled: bool,
+    /// Set by [`Context::flush_again`]: flush the client at the next loop turn even if no
+    /// event arrives. Cleared by the processor when it reads it.
+    pub(crate) flush_again: bool,
+}
+
+impl Default for ClientFlags {
+    fn default() -> Self {
+        Self {
+            flush_enabled: true,
+            flush_again: false,
+        }
+    }
 }
 
 impl<M: Send + 'static> Context<'_, M> {
@@ -182,7 +211,18 @@ impl<M: Send + 'static> Context<'_, M> {
     /// Turns flushing of this client on or off. While off, events to the client do not
     /// put it on the flush list (BlazingMQ's flush gate).
     pub fn set_flush_enabled(&mut self, enabled: bool) {
-        *self.flush_enabled = enabled;
+        self.flags.flush_enabled = enabled;
+    }
+
+    /// Asks to be flushed again at the processor's next loop turn, even if no event
+    /// arrives meanwhile: for a client whose flush could not hand everything on because a
+    /// dispatch came back [`Full`](crate::DispatchError::Full) (its processor's outbox was
+    /// full). The processor first retries its outbox, then flushes the client; while such
+    /// a request is pending it does not park for longer than a millisecond, and it does not
+    /// exit at shutdown. Ask only when there is something left to hand on: a client that
+    /// asks on every flush keeps its processor awake.
+    pub fn flush_again(&mut self) {
+        self.flags.flush_again = true;
     }
 }
 

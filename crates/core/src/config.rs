@@ -60,8 +60,13 @@ impl Default for WaitStrategy {
 pub struct PoolConfig {
     /// Processor threads in the pool (at least 1).
     pub processors: usize,
-    /// Events each processor's queue holds (at least 1). Default 4096.
+    /// Events each processor's queue holds (1 to [`MAX_CAPACITY`]). Default 4096.
     pub capacity: usize,
+    /// Events each processor's outbox holds (1 to [`MAX_CAPACITY`]): what the processor's
+    /// clients dispatched to full queues, waiting to be handed on (see `outbox.rs`). A
+    /// blocking dispatch on a processor thread returns `Full` only when its outbox is
+    /// full. Default: the capacity. Preallocated, like the queue.
+    pub outbox_capacity: usize,
     /// Queue depth at which a raised high-watermark alarm clears. Default: a quarter of the
     /// capacity.
     pub low_watermark: usize,
@@ -95,6 +100,7 @@ impl PoolConfig {
         Self {
             processors,
             capacity,
+            outbox_capacity: capacity,
             low_watermark: capacity / 4,
             high_watermark: capacity / 4 * 3,
             max_batch: Self::DEFAULT_MAX_BATCH,
@@ -105,14 +111,24 @@ impl PoolConfig {
     }
 
     /// Sets the queue capacity; unless set explicitly, the watermarks follow it (a quarter
-    /// and three quarters).
+    /// and three quarters), and so does the outbox capacity.
     #[must_use]
     pub fn capacity(mut self, capacity: usize) -> Self {
+        if self.outbox_capacity == self.capacity {
+            self.outbox_capacity = capacity;
+        }
         self.capacity = capacity;
         if !self.watermarks_set {
             self.low_watermark = capacity / 4;
             self.high_watermark = capacity - capacity / 4;
         }
+        self
+    }
+
+    /// Sets the outbox capacity (see [`PoolConfig::outbox_capacity`]).
+    #[must_use]
+    pub fn outbox_capacity(mut self, outbox_capacity: usize) -> Self {
+        self.outbox_capacity = outbox_capacity;
         self
     }
 
@@ -163,8 +179,13 @@ impl PoolConfig {
         if self.processors > MAX_PROCESSORS {
             return err(Problem::TooManyProcessors(self.processors));
         }
-        if self.capacity == 0 {
+        if self.capacity == 0 || self.outbox_capacity == 0 {
             return err(Problem::ZeroCapacity);
+        }
+        for capacity in [self.capacity, self.outbox_capacity] {
+            if capacity > MAX_CAPACITY {
+                return err(Problem::CapacityTooLarge(capacity));
+            }
         }
         if self.low_watermark >= self.high_watermark {
             return err(Problem::Watermarks {
@@ -195,6 +216,12 @@ impl PoolConfig {
         Ok(())
     }
 }
+
+/// Queue and outbox capacities, at most: 2^24 events, 1 GiB of 64-byte slots per
+/// processor. Both are allocated when the dispatcher is built (an `ArrayQueue` cannot
+/// report an allocation failure, so a larger request would abort the process); beyond this
+/// a bounded queue stops being a latency bound anyway.
+pub const MAX_CAPACITY: usize = 1 << 24;
 
 /// Processors per client type, at most: a processor's index travels in a `u16`.
 pub const MAX_PROCESSORS: usize = 1 << 12;
@@ -262,8 +289,10 @@ pub enum Problem {
     NoProcessors,
     /// A pool was given more than [`MAX_PROCESSORS`] processors.
     TooManyProcessors(usize),
-    /// A queue capacity of 0.
+    /// A queue or outbox capacity of 0.
     ZeroCapacity,
+    /// A queue or outbox capacity above [`MAX_CAPACITY`].
+    CapacityTooLarge(usize),
     /// `low >= high`.
     Watermarks {
         /// The low watermark given.
@@ -310,7 +339,14 @@ impl fmt::Display for ConfigError {
                 "0 processors; a pool needs at least 1 (omit the pool to have none)"
             ),
             Problem::TooManyProcessors(n) => write!(f, "{n} processors; at most {MAX_PROCESSORS}"),
-            Problem::ZeroCapacity => write!(f, "queue capacity 0; it must hold at least 1 event"),
+            Problem::ZeroCapacity => write!(
+                f,
+                "queue or outbox capacity 0; each must hold at least 1 event"
+            ),
+            Problem::CapacityTooLarge(n) => write!(
+                f,
+                "capacity {n} is above the limit of {MAX_CAPACITY} events (every slot is allocated when the dispatcher is built)"
+            ),
             Problem::Watermarks { low, high } => {
                 write!(
                     f,

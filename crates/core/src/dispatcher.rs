@@ -129,38 +129,145 @@ impl std::error::Error for RegisterError {}
 /// Why [`DispatcherHandle::synchronize`] could not wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SyncError {
-    /// Called on the very processor thread it would wait for: it would wait for itself.
-    OwnThread(ProcessorId),
+    /// Called on a processor thread of this dispatcher (the one named): a processor never
+    /// waits for a processor, its own or another (waiting for itself could never end, and
+    /// two processors waiting for each other would deadlock).
+    OnProcessorThread(ProcessorId),
     /// Shutdown has started.
     ShutDown,
     /// No such processor.
     NoSuchProcessor(ProcessorId),
+    /// The processor dropped the request without running it: its thread died.
+    Dropped(ProcessorId),
 }
 
 impl fmt::Display for SyncError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SyncError::OwnThread(p) => {
-                write!(
-                    f,
-                    "synchronize called on {p}'s own thread, which would wait for itself forever"
-                )
-            }
+            SyncError::OnProcessorThread(p) => write!(
+                f,
+                "called on processor thread {p}, which must never wait for a processor"
+            ),
             SyncError::ShutDown => write!(f, "the dispatcher is shutting down"),
             SyncError::NoSuchProcessor(p) => write!(f, "there is no processor {p}"),
+            SyncError::Dropped(p) => {
+                write!(
+                    f,
+                    "processor {p} dropped the request unrun: its thread died"
+                )
+            }
         }
     }
 }
 
 impl std::error::Error for SyncError {}
 
+/// The one-shot a [`DispatcherHandle::synchronize`] call waits on.
+#[derive(Debug, Default)]
+struct SyncSignal {
+    state: Mutex<u8>,
+    changed: Condvar,
+}
+
+impl SyncSignal {
+    const WAITING: u8 = 0;
+    const RAN: u8 = 1;
+    const DROPPED: u8 = 2;
+
+    /// Moves from `WAITING` to `state` (the first setter wins) and wakes the waiter.
+    fn set(&self, state: u8) {
+        let mut now = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if *now == Self::WAITING {
+            *now = state;
+            self.changed.notify_all();
+        }
+    }
+
+    /// Waits until set; returns the state.
+    fn wait(&self) -> u8 {
+        let mut now = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        while *now == Self::WAITING {
+            now = self.changed.wait(now).unwrap_or_else(|e| e.into_inner());
+        }
+        *now
+    }
+}
+
+/// Travels in a `synchronize` marker: sets its signal `RAN` when run, and `DROPPED` if the
+/// marker is dropped unrun (its processor died), so that the waiter never hangs.
+struct SyncMarker {
+    signal: Arc<SyncSignal>,
+}
+
+impl SyncMarker {
+    fn ran(self) {
+        self.signal.set(SyncSignal::RAN);
+    }
+}
+
+impl Drop for SyncMarker {
+    fn drop(&mut self) {
+        self.signal.set(SyncSignal::DROPPED);
+    }
+}
+
 impl<M: Send + 'static> DispatcherHandle<M> {
     pub(crate) fn id(&self) -> u64 {
         self.shared.id
     }
 
-    fn processor(&self, id: ProcessorId) -> Option<&Arc<ProcessorShared<M>>> {
+    pub(crate) fn processor(&self, id: ProcessorId) -> Option<&Arc<ProcessorShared<M>>> {
         self.shared.pools[id.client_type.index()].get(usize::from(id.index))
+    }
+
+    /// The processor a handle names, if the handle is this dispatcher's.
+    #[inline]
+    fn target(&self, handle: ClientHandle) -> Option<&Arc<ProcessorShared<M>>> {
+        if handle.dispatcher != self.shared.id {
+            return None;
+        }
+        self.processor(handle.processor)
+    }
+
+    /// The processor of this dispatcher whose thread is the calling thread, if any.
+    #[inline]
+    fn current(&self) -> Option<&Arc<ProcessorShared<M>>> {
+        match current_processor() {
+            Some((dispatcher, id)) if dispatcher == self.shared.id => self.processor(id),
+            _ => None,
+        }
+    }
+
+    /// Which of this dispatcher's processors the calling thread is, if it is one of them.
+    /// A thread-local read. On a processor thread nothing waits for a processor: a
+    /// blocking dispatch goes through the processor's outbox, `synchronize` is refused.
+    ///
+    /// ```
+    /// # use zerodispatch_core::*;
+    /// let d = Dispatcher::<NoMessage>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build()?;
+    /// assert_eq!(d.current_processor(), None); // an application thread
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn current_processor(&self) -> Option<ProcessorId> {
+        self.current().map(|p| p.id)
+    }
+
+    /// Sends `item` to `target` by the rules of the calling thread: on one of this
+    /// dispatcher's processor threads by the outbox protocol (never waiting; see
+    /// `outbox.rs`); elsewhere straight to the queue, waiting while it is full if `wait`.
+    #[inline]
+    fn send(
+        &self,
+        target: &ProcessorShared<M>,
+        item: Item<M>,
+        wait: bool,
+    ) -> Result<(), DispatchError<Item<M>>> {
+        match self.current() {
+            Some(own) => own.send_from(target, item, wait),
+            None if wait => target.push(item),
+            None => target.try_push(item),
+        }
     }
 
     /// Enqueues the events of `events` for the client `to`, in order, through one pass of
@@ -172,7 +279,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         events: &mut impl Iterator<Item = Event<M>>,
         wait: bool,
     ) -> Result<usize, (usize, DispatchError<Event<M>>)> {
-        let Some(target) = self.processor(to.processor) else {
+        let Some(target) = self.target(to) else {
             return match events.next() {
                 Some(event) => Err((0, DispatchError::NoSuchProcessor(event))),
                 None => Ok(0),
@@ -180,7 +287,11 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         };
         let mut pushed = 0;
         let mut items = events.map(|event| Item::new(to.key, event));
-        match target.push_batch(&mut items, &mut pushed, wait) {
+        let sent = match self.current() {
+            Some(own) => own.send_batch_from(target, &mut items, &mut pushed, wait),
+            None => target.push_batch(&mut items, &mut pushed, wait),
+        };
+        match sent {
             Ok(()) => Ok(pushed),
             Err(e) => Err((pushed, e.map(Item::into_event))),
         }
@@ -192,39 +303,47 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// # Errors
     ///
     /// The event comes back in [`DispatchError::Full`], [`DispatchError::ShutDown`], or
-    /// [`DispatchError::NoSuchProcessor`] for a handle of another dispatcher.
+    /// [`DispatchError::NoSuchProcessor`] for a handle of another dispatcher. On a
+    /// processor thread, also `Full` while earlier events of that processor wait in its
+    /// outbox (they must not be overtaken).
     #[inline]
     pub fn try_dispatch(
         &self,
         to: ClientHandle,
         event: Event<M>,
     ) -> Result<(), DispatchError<Event<M>>> {
-        let Some(target) = self.processor(to.processor) else {
+        let Some(target) = self.target(to) else {
             return Err(DispatchError::NoSuchProcessor(event));
         };
-        target
-            .try_push(Item::new(to.key, event))
+        self.send(target, Item::new(to.key, event), false)
             .map_err(|e| e.map(Item::into_event))
     }
 
     /// Enqueues `event` for the client `to`, waiting with backoff while the queue is full.
     /// Never allocates.
     ///
+    /// On a processor thread of this dispatcher it never waits: a processor never waits for
+    /// a processor (two that dispatch to each other would deadlock). An event whose queue is
+    /// full waits in the calling processor's outbox instead, is handed on by that processor
+    /// as soon as there is room, in order, and counts as accepted: it is run, even across a
+    /// shutdown (the protocol is in `outbox.rs`).
+    ///
     /// # Errors
     ///
-    /// As [`try_dispatch`](Self::try_dispatch), except that a full queue is waited for;
-    /// `Full` comes back only on the processor's own thread, where waiting could never end.
+    /// As [`try_dispatch`](Self::try_dispatch), except that a full queue is waited for (or,
+    /// on a processor thread, outboxed); `Full` comes back only on a processor thread whose
+    /// outbox is full too (`PoolConfig::outbox_capacity`): keep the event and retry at the
+    /// next flush ([`Context::flush_again`](crate::Context::flush_again)).
     #[inline]
     pub fn dispatch(
         &self,
         to: ClientHandle,
         event: Event<M>,
     ) -> Result<(), DispatchError<Event<M>>> {
-        let Some(target) = self.processor(to.processor) else {
+        let Some(target) = self.target(to) else {
             return Err(DispatchError::NoSuchProcessor(event));
         };
-        target
-            .push(Item::new(to.key, event))
+        self.send(target, Item::new(to.key, event), true)
             .map_err(|e| e.map(Item::into_event))
     }
 
@@ -267,7 +386,8 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// # Errors
     ///
     /// As [`try_dispatch_batch`](Self::try_dispatch_batch), except that a full queue is
-    /// waited for (`Full` only on the processor's own thread).
+    /// waited for, or on a processor thread outboxed, as by [`dispatch`](Self::dispatch)
+    /// (`Full` only on a processor thread whose outbox is full).
     pub fn dispatch_batch(
         &self,
         to: ClientHandle,
@@ -290,12 +410,13 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         let Some(p) = self.processor(processor) else {
             return Err(DispatchError::NoSuchProcessor(callback));
         };
-        p.push(Item::DispatcherCallback(callback)).map_err(|e| {
-            e.map(|item| match item.into_event() {
-                Event::DispatcherCallback(cb) => cb,
-                _ => unreachable!("a dispatcher callback comes back as one"),
+        self.send(p, Item::DispatcherCallback(callback), true)
+            .map_err(|e| {
+                e.map(|item| match item.into_event() {
+                    Event::DispatcherCallback(cb) => cb,
+                    _ => unreachable!("a dispatcher callback comes back as one"),
+                })
             })
-        })
     }
 
     /// An executor running closures on `processor`.
@@ -348,11 +469,13 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             .unwrap_or_else(|e| e.into_inner())
             .take()
             .ok_or(RegisterError::TableFull(processor.id))?;
-        match processor.push(Item::Register {
+        let register = Item::Register {
             key,
             client: Box::new(client),
-        }) {
+        };
+        match self.send(processor, register, true) {
             Ok(()) => Ok(ClientHandle {
+                dispatcher: self.shared.id,
                 processor: processor.id,
                 key,
             }),
@@ -379,11 +502,10 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// `ShutDown` if shutdown has started (the processor drops its clients itself then),
     /// `NoSuchProcessor` for a handle of another dispatcher.
     pub fn unregister(&self, handle: ClientHandle) -> Result<(), DispatchError<ClientHandle>> {
-        let Some(target) = self.processor(handle.processor) else {
+        let Some(target) = self.target(handle) else {
             return Err(DispatchError::NoSuchProcessor(handle));
         };
-        target
-            .push(Item::Unregister { key: handle.key })
+        self.send(target, Item::Unregister { key: handle.key }, true)
             .map_err(|e| e.map(|_| handle))
     }
 
@@ -391,56 +513,59 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// A thread-local read: no syscall.
     #[must_use]
     pub fn in_dispatcher_thread(&self, handle: ClientHandle) -> bool {
-        current_processor() == Some((self.shared.id, handle.processor))
+        handle.dispatcher == self.shared.id
+            && current_processor() == Some((self.shared.id, handle.processor))
     }
 
     /// Waits until the processor (of a client, or named) has handled everything enqueued to
-    /// it before this call.
+    /// it before this call. For application threads: a processor thread never waits for a
+    /// processor.
     ///
     /// # Errors
     ///
-    /// [`SyncError::OwnThread`] if called on that processor's own thread (it would wait for
-    /// itself), `ShutDown` if shutdown has started, `NoSuchProcessor` for a bad id.
+    /// [`SyncError::OnProcessorThread`] if called on any processor thread of this
+    /// dispatcher (waiting there could deadlock: for itself, or two processors for each
+    /// other), `ShutDown` if shutdown has started, `NoSuchProcessor` for a bad id,
+    /// `Dropped` if the processor's thread died before it got there.
     pub fn synchronize(&self, target: impl Into<ProcessorId>) -> Result<(), SyncError> {
         let id = target.into();
         let processor = self.processor(id).ok_or(SyncError::NoSuchProcessor(id))?;
-        if current_processor() == Some((self.shared.id, id)) {
-            return Err(SyncError::OwnThread(id));
+        if let Some(own) = self.current() {
+            return Err(SyncError::OnProcessorThread(own.id));
         }
-        let signal = Arc::new((Mutex::new(false), Condvar::new()));
-        let remote = signal.clone();
-        let marker = Callback::new(move || {
-            let (done, cv) = &*remote;
-            *done.lock().unwrap_or_else(|e| e.into_inner()) = true;
-            cv.notify_all();
-        });
+        let signal = Arc::new(SyncSignal::default());
+        let marker = SyncMarker {
+            signal: signal.clone(),
+        };
         processor
-            .push(Item::DispatcherCallback(marker))
+            .push(Item::DispatcherCallback(Callback::new(move || {
+                marker.ran()
+            })))
             .map_err(|_| SyncError::ShutDown)?;
-        let (done, cv) = &*signal;
-        let mut guard = done.lock().unwrap_or_else(|e| e.into_inner());
-        while !*guard {
-            guard = cv.wait(guard).unwrap_or_else(|e| e.into_inner());
+        match signal.wait() {
+            SyncSignal::RAN => Ok(()),
+            _ => Err(SyncError::Dropped(id)),
         }
-        Ok(())
     }
 
     /// Runs `f` once on every processor of `client_type` (as a dispatcher callback), then
-    /// `done` once, on the processor that ran `f` last.
+    /// `done` once, on the processor that finished last. Returns how many processors `f`
+    /// was enqueued to: all of them, unless shutdown started part way, or (on a processor
+    /// thread) an outbox was full. `done` runs once in every case, after every `f` that was
+    /// enqueued, even one that panicked (the panic is counted by its processor).
     ///
     /// Allocates one shared record: this is a management operation.
     ///
     /// # Errors
     ///
     /// `ShutDown` with `done` handed back if shutdown had started before any `f` was
-    /// enqueued. If it starts part way, the processors already reached run `f` and `done`
-    /// still runs once, after them.
+    /// enqueued.
     pub fn execute_on_all<F, D>(
         &self,
         client_type: ClientType,
         f: F,
         done: D,
-    ) -> Result<(), DispatchError<D>>
+    ) -> Result<usize, DispatchError<D>>
     where
         F: Fn() + Send + Sync + 'static,
         D: FnOnce() + Send + 'static,
@@ -450,10 +575,13 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             remaining: std::sync::atomic::AtomicUsize,
             done: Mutex<Option<Box<dyn FnOnce() + Send>>>,
         }
-        impl<F> All<F> {
-            fn finish_one(&self) {
-                if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-                    let done = self.done.lock().unwrap_or_else(|e| e.into_inner()).take();
+        /// One count of `remaining`, given back when dropped: after `f` ran (or panicked),
+        /// or with a task that never ran.
+        struct Share<F>(Arc<All<F>>);
+        impl<F> Drop for Share<F> {
+            fn drop(&mut self) {
+                if self.0.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    let done = self.0.done.lock().unwrap_or_else(|e| e.into_inner()).take();
                     if let Some(done) = done {
                         done();
                     }
@@ -464,10 +592,6 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         if self.shared.is_shutting_down() {
             return Err(DispatchError::ShutDown(done));
         }
-        if pool.is_empty() {
-            done();
-            return Ok(());
-        }
         // One extra count held by this call, released after every processor was tried, so
         // that `done` cannot run before all `f`s were enqueued.
         let all = Arc::new(All {
@@ -475,18 +599,27 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             remaining: std::sync::atomic::AtomicUsize::new(pool.len() + 1),
             done: Mutex::new(Some(Box::new(done))),
         });
+        let mut reached = 0;
         for processor in pool.iter() {
-            let mine = all.clone();
+            let share = Share(all.clone());
             let task = Callback::new(move || {
-                (mine.f)();
-                mine.finish_one();
+                // Run `f`, give the count back (perhaps running `done`) outside any unwind,
+                // then let a panic of `f` reach the processor, which counts it.
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (share.0.f)()));
+                drop(share);
+                if let Err(panic) = ran {
+                    std::panic::resume_unwind(panic);
+                }
             });
-            if processor.push(Item::DispatcherCallback(task)).is_err() {
-                all.finish_one();
+            if self
+                .send(processor, Item::DispatcherCallback(task), true)
+                .is_ok()
+            {
+                reached += 1;
             }
         }
-        all.finish_one();
-        Ok(())
+        drop(Share(all));
+        Ok(reached)
     }
 
     /// Statistics of every processor, read while they run.
@@ -494,7 +627,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     pub fn stats(&self) -> Vec<ProcessorSnapshot> {
         self.shared
             .processors()
-            .map(|p| p.stats.snapshot(p.id, p.queue.len()))
+            .map(|p| p.stats.snapshot(p.id, || p.queue.len()))
             .collect()
     }
 
@@ -714,28 +847,64 @@ impl<M: Send + 'static> Dispatcher<M> {
 
     /// Shuts down in order, draining every queue and flushing every client, and joins every
     /// thread. Idempotent.
+    ///
+    /// Called on one of this dispatcher's own processor threads (a client that drops the
+    /// dispatcher, or the broker that owns it), it cannot join that thread, which is busy
+    /// running the caller: the same ordered shutdown then runs on a thread of its own
+    /// (`zd-shutdown`), and this call returns at once; every processor, the caller's
+    /// included, stops and drops its clients shortly after the caller's handler returns.
     pub fn shutdown(&mut self) {
-        let shared = &self.handle.shared;
+        let shared = self.handle.shared.clone();
         shared.shutting_down.store(true, Ordering::Release);
-        if let Some(monitor) = self.monitor.take() {
-            monitor.stop();
+        let threads = std::mem::take(&mut self.threads);
+        let monitor = self.monitor.take();
+        if self.handle.current().is_none() {
+            shut_down(&shared, threads, monitor);
+            return;
         }
-        for client_type in shared.global.shutdown_order {
-            let pool = &shared.pools[client_type.index()];
-            for processor in pool.iter() {
+        let on_its_own = shared.clone();
+        let spawned = thread::Builder::new()
+            .name("zd-shutdown".into())
+            .spawn(move || shut_down(&on_its_own, threads, monitor));
+        if let Err(e) = spawned {
+            // No thread to join from: stop everything without joining. The threads (and
+            // the monitor, which stops when it sees the shutdown flag) exit on their own.
+            tracing::error!(error = %e, "cannot spawn the shutdown thread; processors stop unjoined");
+            for processor in shared.processors() {
                 processor.close();
             }
-            for processor in pool.iter() {
+            for processor in shared.processors() {
                 processor.stop_when_quiescent();
             }
-            let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.threads)
-                .into_iter()
-                .partition(|(id, _)| id.client_type == client_type);
-            self.threads = later;
-            for (id, thread) in now {
-                if thread.join().is_err() {
-                    tracing::error!(processor = %id, "processor thread panicked outside a handler");
-                }
+        }
+    }
+}
+
+/// The ordered shutdown of the module docs: pool by pool, close every gate, wait until no
+/// producer is inside (outboxed events included), stop, join.
+fn shut_down<M: Send + 'static>(
+    shared: &Shared<M>,
+    mut threads: Vec<(ProcessorId, JoinHandle<()>)>,
+    monitor: Option<monitor::Monitor>,
+) {
+    if let Some(monitor) = monitor {
+        monitor.stop();
+    }
+    for client_type in shared.global.shutdown_order {
+        let pool = &shared.pools[client_type.index()];
+        for processor in pool.iter() {
+            processor.close();
+        }
+        for processor in pool.iter() {
+            processor.stop_when_quiescent();
+        }
+        let (now, later): (Vec<_>, Vec<_>) = threads
+            .into_iter()
+            .partition(|(id, _)| id.client_type == client_type);
+        threads = later;
+        for (id, thread) in now {
+            if thread.join().is_err() {
+                tracing::error!(processor = %id, "processor thread panicked outside a handler");
             }
         }
     }

@@ -12,8 +12,9 @@
 //!   own through the client, or a dispatcher callback that flushes first and bypasses the
 //!   client. Callbacks are [`Callback`]s: inline, never boxed.
 //! * The flush contract is written on [`Client`]; the wake protocol in `wake.rs`, the
-//!   shutdown gate in `gate.rs`, the processor loop in `processor.rs`, shutdown on
-//!   [`Dispatcher`].
+//!   shutdown gate in `gate.rs`, the outbox (how a processor hands events to another
+//!   without ever waiting for it) in `outbox.rs`, the processor loop in `processor.rs`,
+//!   shutdown on [`Dispatcher`].
 //!
 //! # Example
 //!
@@ -63,6 +64,7 @@ mod dispatcher;
 mod event;
 mod gate;
 mod monitor;
+mod outbox;
 mod processor;
 mod stats;
 mod sync;
@@ -72,7 +74,9 @@ mod wake;
 mod loom_tests;
 
 pub use client::{Client, ClientEvent, ClientHandle, ClientType, Context, ProcessorId};
-pub use config::{ConfigError, MAX_CORE_ID, MAX_PROCESSORS, PoolConfig, Problem, WaitStrategy};
+pub use config::{
+    ConfigError, MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, PoolConfig, Problem, WaitStrategy,
+};
 pub use dispatcher::{
     Dispatcher, DispatcherBuilder, DispatcherHandle, Executor, NoMessage, Placement, RegisterError,
     SyncError,

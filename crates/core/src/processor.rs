@@ -3,35 +3,46 @@
 //!
 //! # The loop
 //!
-//! 1. Pop events until the queue is empty, handling each (see below). Every `max_batch`
-//!    events, flush the flush list (the flush contract on [`Client`]).
-//! 2. The queue is drained: flush the flush list.
-//! 3. If shutdown asked this processor to stop (only after its [gate](crate::gate) is
-//!    closed and empty, so nothing more can arrive) and the queue is still empty, drop the
-//!    clients and exit.
-//! 4. Wait for work by the pool's [`WaitStrategy`], then go to 1. Parking follows the wake
-//!    protocol of [`wake`](crate::wake).
+//! 1. Retry the [outbox](crate::outbox): hand on the events this processor's clients
+//!    dispatched to queues that were full.
+//! 2. Pop events until the queue is empty, handling each (see below). Every `max_batch`
+//!    events, flush the flush list (the flush contract on [`Client`]) and retry the
+//!    outbox.
+//! 3. The queue is drained: flush the flush list, retry the outbox.
+//! 4. If shutdown asked this processor to stop (only after its [gate](crate::gate) is
+//!    closed and empty, so nothing more can arrive), the queue and the outbox are empty
+//!    and no client asked to be flushed again, drop the clients and exit.
+//! 5. Wait for work by the pool's [`WaitStrategy`], then go to 1. Parking follows the wake
+//!    protocol of [`wake`](crate::wake). While the outbox holds events or a client asked
+//!    to be flushed again, the park is a short timed one, so that the retries happen.
+//!
+//! The loop never waits for another processor: that is what makes cycles of processors
+//! that dispatch to each other through bounded queues unable to deadlock (see
+//! [`outbox`](crate::outbox)).
 //!
 //! Handling an event: a callback or message for a client looks the client up by its key
 //! (a stale key is counted and the event dropped), hands it the event, and puts it on the
 //! flush list once; a dispatcher callback flushes the list, then runs. Every call into
-//! user code is wrapped in `catch_unwind`: a panic is counted and logged, and the loop
-//! goes on.
+//! user code (handlers, flushes, callbacks, and the drops of clients and of stale events)
+//! is wrapped in `catch_unwind`: a panic is counted and logged, and the loop goes on.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::{self, Thread};
+use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::{Backoff, CachePadded};
-use zerodispatch_callback::Callback;
 
-use crate::client::{Client, ClientEvent, ClientHandle, ClientKey, Context, ProcessorId};
+use crate::client::{
+    Client, ClientEvent, ClientFlags, ClientHandle, ClientKey, Context, ProcessorId,
+};
 use crate::config::{PoolConfig, WaitStrategy};
 use crate::dispatcher::DispatcherHandle;
 use crate::event::{DispatchError, Item};
 use crate::gate::Gate;
+use crate::outbox::Outbox;
 use crate::stats::{Histograms, Pinning, ProcessorStats};
 
 /// Check the queue depth (watermarks, max depth) every this many events within a drain,
@@ -65,6 +76,49 @@ pub(crate) struct ProcessorShared<M> {
     pub(crate) probe_pending: AtomicBool,
     /// Client table slots, taken at registration and released at unregistration.
     pub(crate) slots: Mutex<SlotAllocator>,
+    /// Events this processor's thread could not hand on yet (see [`outbox`](crate::outbox)).
+    /// Locked only by this processor's own thread, so never contended.
+    outbox: Mutex<Outbox<M>>,
+}
+
+/// A producer inside a processor's gate. Dropping it leaves the gate and wakes the
+/// processor if it announced sleep (the wake protocol), so that no path out of a push,
+/// a panic included, can leave a producer counted inside (shutdown would wait for it
+/// forever).
+#[must_use = "dropping it leaves the gate at once"]
+pub(crate) struct Inside<'a, M> {
+    target: &'a ProcessorShared<M>,
+}
+
+impl<M> Inside<'_, M> {
+    /// Hands the entry to an event kept in an outbox: the gate stays entered until the
+    /// outbox pushes the event and leaves on its behalf ([`ProcessorShared::leave`]).
+    fn hand_to_outbox(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl<M> Drop for Inside<'_, M> {
+    #[inline]
+    fn drop(&mut self) {
+        self.target.leave();
+    }
+}
+
+impl<M> ProcessorShared<M> {
+    /// Leaves the gate once, waking the processor if it announced sleep.
+    #[inline]
+    fn leave(&self) {
+        if self.gate.leave() {
+            self.unpark();
+        }
+    }
+
+    fn unpark(&self) {
+        if let Some(thread) = self.thread.get() {
+            thread.unpark();
+        }
+    }
 }
 
 impl<M: Send + 'static> ProcessorShared<M> {
@@ -72,6 +126,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
         Self {
             id,
             queue: ArrayQueue::new(config.capacity),
+            outbox: Mutex::new(Outbox::new(config.outbox_capacity)),
             config,
             gate: CachePadded::new(Gate::default()),
             stop: AtomicBool::new(false),
@@ -82,42 +137,45 @@ impl<M: Send + 'static> ProcessorShared<M> {
         }
     }
 
+    /// Enters the gate; `None` once shutdown has closed it.
+    #[inline]
+    fn enter(&self) -> Option<Inside<'_, M>> {
+        self.gate.enter().then(|| Inside { target: self })
+    }
+
     /// Enqueues items from `items` until it runs out or the queue is full, passing the gate
     /// once for all of them (two read-modify-writes on the gate word per batch, not per
     /// item), and wakes the processor if it is going to sleep. The item that did not fit
     /// (or, after shutdown, the first item) comes back in the error; the rest stay in
     /// `items`. Adds the items pushed to `pushed`.
     ///
+    /// The iterator runs inside the gate (between two pushes): a slow one delays
+    /// shutdown by as long as it takes; a panicking one leaves the gate on the way out.
     pub(crate) fn try_push_batch(
         &self,
         items: &mut impl Iterator<Item = Item<M>>,
         pushed: &mut usize,
     ) -> Result<(), DispatchError<Item<M>>> {
-        if !self.gate.enter() {
+        let Some(_inside) = self.enter() else {
             return match items.next() {
                 Some(item) => Err(DispatchError::ShutDown(item)),
                 None => Ok(()),
             };
-        }
-        let mut result = Ok(());
+        };
         for item in items.by_ref() {
             if let Err(back) = self.queue.push(item) {
-                result = Err(DispatchError::Full(back));
-                break;
+                return Err(DispatchError::Full(back));
             }
             *pushed += 1;
         }
-        // Leaving tells whether the processor announced sleep (the wake protocol).
-        if self.gate.leave() {
-            self.unpark();
-        }
-        result
+        Ok(())
     }
 
-    /// Enqueues the items of `items` in order. With `wait`, a full queue is waited for
-    /// (see [`wait_for_room`](Self::wait_for_room)), except on the processor's own thread,
-    /// where waiting could never end; without, it ends the call. On an error the item that
-    /// failed comes back and the rest stay in `items`.
+    /// Enqueues the items of `items` in order from an application thread. With `wait`, a
+    /// full queue is waited for (see [`wait_for_room`](Self::wait_for_room)); without,
+    /// it ends the call. On an error the item that failed comes back and the rest stay in
+    /// `items`. Never called on a processor thread of this dispatcher (those go through
+    /// [`send_batch_from`](Self::send_batch_from)).
     pub(crate) fn push_batch(
         &self,
         items: &mut impl Iterator<Item = Item<M>>,
@@ -129,8 +187,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
         loop {
             let mut next = retry.take().into_iter().chain(items.by_ref());
             match self.try_push_batch(&mut next, pushed) {
-                // The thread-local read is on the slow path only: a full queue.
-                Err(DispatchError::Full(back)) if wait && !self.on_own_thread() => {
+                Err(DispatchError::Full(back)) if wait => {
                     retry = Some(back);
                     self.wait_for_room(&backoff);
                 }
@@ -144,31 +201,108 @@ impl<M: Send + 'static> ProcessorShared<M> {
     /// hottest path (going through the batch's iterator measured 2-3x slower per event).
     #[inline]
     pub(crate) fn try_push(&self, item: Item<M>) -> Result<(), DispatchError<Item<M>>> {
-        if !self.gate.enter() {
+        let Some(_inside) = self.enter() else {
             return Err(DispatchError::ShutDown(item));
-        }
-        let pushed = self.queue.push(item);
-        // Leaving tells whether the processor announced sleep (the wake protocol).
-        if self.gate.leave() {
-            self.unpark();
-        }
-        pushed.map_err(DispatchError::Full)
+        };
+        self.queue.push(item).map_err(DispatchError::Full)
     }
 
-    /// Enqueues `item`, waiting while the queue is full as [`push_batch`](Self::push_batch)
-    /// does.
+    /// Enqueues `item` from an application thread, waiting while the queue is full.
     #[inline]
     pub(crate) fn push(&self, mut item: Item<M>) -> Result<(), DispatchError<Item<M>>> {
         let backoff = Backoff::new();
         loop {
             match self.try_push(item) {
-                // The thread-local read is on the slow path only: a full queue.
-                Err(DispatchError::Full(back)) if !self.on_own_thread() => {
+                Err(DispatchError::Full(back)) => {
                     item = back;
                     self.wait_for_room(&backoff);
                 }
                 other => return other,
             }
+        }
+    }
+
+    /// Sends `item` to `target` from this processor's own thread, by the
+    /// [outbox protocol](crate::outbox): never waits. With `wait` (a blocking dispatch), a
+    /// full target queue puts the event in the outbox, and `Full` comes back only when
+    /// the outbox is full too; without (`try_dispatch`), a full queue, or events waiting in
+    /// the outbox that it must not overtake, hand it back at once.
+    pub(crate) fn send_from(
+        &self,
+        target: &ProcessorShared<M>,
+        item: Item<M>,
+        wait: bool,
+    ) -> Result<(), DispatchError<Item<M>>> {
+        debug_assert!(self.on_own_thread(), "send_from called off {}", self.id);
+        let Some(inside) = target.enter() else {
+            return Err(DispatchError::ShutDown(item));
+        };
+        let item = if outbox_len() == 0 {
+            match target.queue.push(item) {
+                Ok(()) => return Ok(()),
+                Err(item) => item,
+            }
+        } else {
+            item
+        };
+        if !wait {
+            return Err(DispatchError::Full(item));
+        }
+        self.keep(target, item, inside)
+    }
+
+    /// [`send_from`](Self::send_from) for a run of items to one target: one pass through
+    /// the target's gate while the queue has room, then one gate entry per item kept in
+    /// the outbox.
+    pub(crate) fn send_batch_from(
+        &self,
+        target: &ProcessorShared<M>,
+        items: &mut impl Iterator<Item = Item<M>>,
+        pushed: &mut usize,
+        wait: bool,
+    ) -> Result<(), DispatchError<Item<M>>> {
+        debug_assert!(
+            self.on_own_thread(),
+            "send_batch_from called off {}",
+            self.id
+        );
+        let mut first = None;
+        if outbox_len() == 0 {
+            match target.try_push_batch(items, pushed) {
+                Err(DispatchError::Full(item)) => first = Some(item),
+                other => return other,
+            }
+        }
+        for item in first.into_iter().chain(items.by_ref()) {
+            let Some(inside) = target.enter() else {
+                return Err(DispatchError::ShutDown(item));
+            };
+            if !wait {
+                return Err(DispatchError::Full(item));
+            }
+            self.keep(target, item, inside)?;
+            *pushed += 1;
+        }
+        Ok(())
+    }
+
+    /// Keeps `item` for `target` in this processor's outbox, holding `inside`; hands it
+    /// back (leaving the gate) if the outbox is full.
+    fn keep(
+        &self,
+        target: &ProcessorShared<M>,
+        item: Item<M>,
+        inside: Inside<'_, M>,
+    ) -> Result<(), DispatchError<Item<M>>> {
+        let mut outbox = self.outbox.lock().unwrap_or_else(|e| e.into_inner());
+        match outbox.keep(target.id, item) {
+            Ok(()) => {
+                inside.hand_to_outbox();
+                OUTBOX_LEN.with(|len| len.set(outbox.len()));
+                self.stats.counters.outboxed.add(1);
+                Ok(())
+            }
+            Err(item) => Err(DispatchError::Full(item)),
         }
     }
 
@@ -193,12 +327,6 @@ impl<M: Send + 'static> ProcessorShared<M> {
         }
     }
 
-    fn unpark(&self) {
-        if let Some(thread) = self.thread.get() {
-            thread.unpark();
-        }
-    }
-
     /// Whether the processor has announced that it is going to sleep.
     pub(crate) fn is_sleeping(&self) -> bool {
         self.gate.is_sleeping()
@@ -209,14 +337,20 @@ impl<M: Send + 'static> ProcessorShared<M> {
         self.gate.close();
     }
 
-    /// Waits until no producer is inside the closed gate, then tells the processor to stop
-    /// once its queue is empty.
+    /// Waits until no producer is inside the closed gate (events kept in other
+    /// processors' outboxes included), then tells the processor to stop once its queue is
+    /// empty.
     pub(crate) fn stop_when_quiescent(&self) {
         debug_assert!(self.gate.is_closed());
         let backoff = Backoff::new();
         while !self.gate.is_quiescent() {
             backoff.snooze();
         }
+        self.request_stop();
+    }
+
+    /// Tells the processor to stop once its queue and outbox are empty.
+    pub(crate) fn request_stop(&self) {
         // The stop needs no ordering with the sleeping flag: the unconditional unpark below
         // leaves a token if the processor is not parked yet, and it re-checks `stop` after.
         self.stop.store(true, Ordering::SeqCst);
@@ -231,11 +365,18 @@ impl<M: Send + 'static> ProcessorShared<M> {
 thread_local! {
     /// Which processor, of which dispatcher, the current thread is.
     static CURRENT: std::cell::Cell<Option<(u64, ProcessorId)>> = const { std::cell::Cell::new(None) };
+    /// Events in the current processor thread's outbox: read on every dispatch a processor
+    /// makes (a thread-local read, no lock) to know whether it may push directly.
+    static OUTBOX_LEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// The dispatcher id and processor of the current thread, if it is a processor thread.
 pub(crate) fn current_processor() -> Option<(u64, ProcessorId)> {
     CURRENT.with(std::cell::Cell::get)
+}
+
+fn outbox_len() -> usize {
+    OUTBOX_LEN.with(std::cell::Cell::get)
 }
 
 /// Free and used slots of a processor's client table.
@@ -247,6 +388,8 @@ pub(crate) struct SlotAllocator {
     free: Vec<u16>,
     /// Clients registered now.
     pub(crate) live: usize,
+    /// Slots retired because their generation was spent.
+    retired: usize,
 }
 
 impl SlotAllocator {
@@ -267,13 +410,22 @@ impl SlotAllocator {
         })
     }
 
-    /// Releases a slot; its next client gets a new generation.
+    /// Releases a slot; its next client gets the next generation. A slot whose generation
+    /// would wrap is retired for good instead: reusing it would hand out a key already
+    /// issued 65,536 registrations ago, which a long-stale handle still carries. A slot
+    /// lasts 65,535 registrations, so a processor runs out of slots only after about four
+    /// billion (then `register` fails with `TableFull`).
     pub(crate) fn release(&mut self, key: ClientKey) {
         let generation = &mut self.generations[usize::from(key.slot)];
         debug_assert_eq!(*generation, key.generation, "releasing a slot twice");
-        *generation = generation.wrapping_add(1);
-        self.free.push(key.slot);
         self.live -= 1;
+        match generation.checked_add(1) {
+            Some(next) => {
+                *generation = next;
+                self.free.push(key.slot);
+            }
+            None => self.retired += 1,
+        }
     }
 }
 
@@ -283,9 +435,18 @@ struct Entry<M> {
     generation: u16,
     /// On the flush list now (the dedup flag).
     on_flush_list: bool,
-    /// The flush gate: while `false`, events do not put the client on the flush list.
-    flush_enabled: bool,
+    /// The flush gate and the flush-again request ([`Context`]).
+    flags: ClientFlags,
 }
+
+/// The shortest and longest timed park of a processor that has events in its outbox or
+/// clients asking to be flushed again: it retries that often with nothing else to do,
+/// doubling the wait after each fruitless turn. The minimum keeps a retry within a few
+/// wake-ups of the target draining; the maximum bounds how long a kept event can sit
+/// after room appeared while its sender is idle. Retune with the cycle stress test
+/// (`tests/cycle.rs`) under load.
+const RETRY_PARK_MIN: Duration = Duration::from_micros(20);
+const RETRY_PARK_MAX: Duration = Duration::from_millis(1);
 
 /// The processor thread's own state.
 pub(crate) struct Runner<M: Send + 'static> {
@@ -293,12 +454,70 @@ pub(crate) struct Runner<M: Send + 'static> {
     shared: Arc<ProcessorShared<M>>,
     clients: Vec<Option<Entry<M>>>,
     /// Slots of the clients to flush, in the order they received their first event since
-    /// the last flush.
+    /// the last flush (or asked to be flushed again).
     flush_list: Vec<u16>,
+    /// Clients that asked, during the flush under way, to be flushed again.
+    again: Vec<u16>,
     /// Events since the last flush point.
     since_flush: u64,
+    /// The next timed park while retries are pending (see [`RETRY_PARK_MIN`]).
+    retry_park: Duration,
     histograms: Histograms,
     high_alarm: bool,
+}
+
+/// Runs `f`, containing a panic: counted in `stats` and logged with `what`. Every call
+/// into user code on a processor thread (handlers, flushes, callbacks, and the drops of
+/// clients, captures and messages) goes through here, so that none can end the thread.
+fn contain(stats: &ProcessorStats, id: ProcessorId, what: &'static str, f: impl FnOnce()) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+        stats.counters.panics.add(1);
+        let message = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("(not a string)");
+        tracing::error!(processor = %id, what, message, "panic caught; the processor goes on");
+        // The payload's own drop is user code too.
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+    }
+}
+
+/// Armed for the whole life of a processor thread; if the thread unwinds anyway (a
+/// defect of the dispatcher's own code: user code is contained), it makes every waiter
+/// fail instead of hang: the gate closes (blocking dispatches and `synchronize` get
+/// `ShutDown`), the events kept in the outbox leave the gates they hold, and the events
+/// still queued are dropped, so that a `synchronize` marker among them wakes its waiter
+/// with an error.
+struct DeathWatch<M: Send + 'static> {
+    shared: Arc<ProcessorShared<M>>,
+    dispatcher: DispatcherHandle<M>,
+}
+
+impl<M: Send + 'static> Drop for DeathWatch<M> {
+    fn drop(&mut self) {
+        if !thread::panicking() {
+            return;
+        }
+        let shared = &*self.shared;
+        tracing::error!(processor = %shared.id, "processor thread died; its queue is refused and dropped");
+        shared.close();
+        shared.stop.store(true, Ordering::SeqCst);
+        let mut outbox = shared.outbox.lock().unwrap_or_else(|e| e.into_inner());
+        for (target, item) in outbox.take_all() {
+            if let Some(target) = self.dispatcher.processor(target) {
+                target.leave();
+            }
+            contain(&shared.stats, shared.id, "drop of a kept event", || {
+                drop(item)
+            });
+        }
+        while let Some(item) = shared.queue.pop() {
+            contain(&shared.stats, shared.id, "drop of a queued event", || {
+                drop(item)
+            });
+        }
+    }
 }
 
 impl<M: Send + 'static> Runner<M> {
@@ -308,7 +527,9 @@ impl<M: Send + 'static> Runner<M> {
             shared,
             clients: Vec::new(),
             flush_list: Vec::new(),
+            again: Vec::new(),
             since_flush: 0,
+            retry_park: RETRY_PARK_MIN,
             histograms: Histograms::new(),
             high_alarm: false,
         }
@@ -332,19 +553,65 @@ impl<M: Send + 'static> Runner<M> {
         let _ = self.shared.stats.pinning.set(pinning);
         tracing::debug!(processor = %id, ?pinning, "processor started");
 
+        self.run_loop();
+        self.publish_histograms(true);
+        let mut clients = 0;
+        for entry in self.clients.drain(..).flatten() {
+            clients += 1;
+            // The client's own drop runs here, on its thread, contained like every call
+            // into user code.
+            contain(&self.shared.stats, id, "drop of a client", || drop(entry));
+        }
+        tracing::debug!(processor = %id, clients, "processor stopped");
+    }
+
+    /// The loop of the module docs, until stopped with nothing left to do.
+    fn run_loop(&mut self) {
+        let _watch = DeathWatch {
+            shared: self.shared.clone(),
+            dispatcher: self.dispatcher.clone(),
+        };
         loop {
+            self.retry_outbox();
             self.drain();
             self.flush_all();
-            // SeqCst: pairs with `stop_when_quiescent`.
-            if self.shared.stop.load(Ordering::SeqCst) && self.shared.queue.is_empty() {
-                break;
+            self.retry_outbox();
+            // SeqCst: pairs with `request_stop`.
+            if self.shared.stop.load(Ordering::SeqCst)
+                && self.shared.queue.is_empty()
+                && outbox_len() == 0
+                && self.flush_list.is_empty()
+            {
+                return;
             }
             self.wait_for_work();
         }
-        self.publish_histograms(true);
-        let clients = self.clients.iter().filter(|c| c.is_some()).count();
-        self.clients.clear();
-        tracing::debug!(processor = %id, clients, "processor stopped");
+    }
+
+    /// Hands on what the outbox holds, as far as the targets have room (the
+    /// [outbox protocol](crate::outbox)).
+    fn retry_outbox(&mut self) {
+        if outbox_len() == 0 {
+            return;
+        }
+        let dispatcher = &self.dispatcher;
+        let mut outbox = self.shared.outbox.lock().unwrap_or_else(|e| e.into_inner());
+        let sent = outbox.retry(|target, item| {
+            let target = dispatcher
+                .processor(target)
+                .expect("an outboxed event names a processor of this dispatcher");
+            // The gate was entered when the event was kept, and is still held: shutdown
+            // waits for this push.
+            let pushed = target.queue.push(item);
+            if pushed.is_ok() {
+                target.leave();
+            }
+            pushed
+        });
+        OUTBOX_LEN.with(|len| len.set(outbox.len()));
+        if sent > 0 {
+            self.retry_park = RETRY_PARK_MIN;
+        }
     }
 
     /// Pops and handles events until the queue is empty.
@@ -354,10 +621,11 @@ impl<M: Send + 'static> Runner<M> {
         while let Some(item) = self.shared.queue.pop() {
             self.handle(item);
             popped += 1;
-            self.shared.stats.counters.processed.add(1);
+            self.shared.stats.counters.processed.add_release(1);
             self.since_flush += 1;
             if self.since_flush >= max_batch {
                 self.flush_all();
+                self.retry_outbox();
             }
             if popped % DEPTH_CHECK_INTERVAL == 1 {
                 self.check_depth();
@@ -370,6 +638,11 @@ impl<M: Send + 'static> Runner<M> {
     }
 
     fn wait_for_work(&mut self) {
+        if outbox_len() > 0 || !self.flush_list.is_empty() {
+            self.wait_to_retry();
+            return;
+        }
+        self.retry_park = RETRY_PARK_MIN;
         if self.spin_for_work() {
             return;
         }
@@ -380,6 +653,22 @@ impl<M: Send + 'static> Runner<M> {
         if shared.gate.sleep_unless(has_work, thread::park) {
             shared.stats.counters.parks.add(1);
         }
+    }
+
+    /// Waits a short, growing while (or until an event comes) before retrying the outbox
+    /// and the clients that asked to be flushed again.
+    fn wait_to_retry(&mut self) {
+        let shared = &*self.shared;
+        let park = self.retry_park;
+        // Not woken by a stop: at a stop the retries still have to be made.
+        let has_work = || !shared.queue.is_empty();
+        if shared
+            .gate
+            .sleep_unless(has_work, || thread::park_timeout(park))
+        {
+            shared.stats.counters.parks.add(1);
+        }
+        self.retry_park = (park * 2).min(RETRY_PARK_MAX);
     }
 
     /// Polls for work by the wait strategy; `true` if work (or a stop) came, `false` if
@@ -448,7 +737,12 @@ impl<M: Send + 'static> Runner<M> {
                     self.shared.stats.counters.spilled.add(1);
                 }
                 self.flush_all();
-                self.run_dispatcher_callback(callback);
+                contain(
+                    &self.shared.stats,
+                    self.shared.id,
+                    "dispatcher callback",
+                    || callback.call(),
+                );
             }
             Item::Probe(enqueued) => {
                 self.histograms.record_time_in_queue(enqueued.elapsed());
@@ -456,13 +750,6 @@ impl<M: Send + 'static> Runner<M> {
             }
             Item::Register { key, client } => self.register(key, client),
             Item::Unregister { key } => self.unregister(key),
-        }
-    }
-
-    fn run_dispatcher_callback(&mut self, callback: Callback) {
-        if catch_unwind(AssertUnwindSafe(|| callback.call())).is_err() {
-            self.shared.stats.counters.panics.add(1);
-            tracing::error!(processor = %self.shared.id, event = "dispatcher callback", "panic caught; the processor goes on");
         }
     }
 
@@ -477,33 +764,43 @@ impl<M: Send + 'static> Runner<M> {
         else {
             self.shared.stats.counters.stale.add(1);
             tracing::debug!(processor = %self.shared.id, slot, generation = key.generation, "event for an unregistered client dropped");
+            // The event's drop (its captures, or the message) is user code.
+            contain(
+                &self.shared.stats,
+                self.shared.id,
+                "drop of a stale event",
+                || drop(event),
+            );
             return;
         };
-        let kind = match event {
-            ClientEvent::Callback(_) => "callback",
-            ClientEvent::Message(_) => "message",
-        };
-        let me = ClientHandle {
-            processor: self.shared.id,
-            key,
+        let what = match event {
+            ClientEvent::Callback(_) => "client callback",
+            ClientEvent::Message(_) => "client message",
         };
         let mut ctx = Context {
             dispatcher: &self.dispatcher,
-            me,
-            flush_enabled: &mut entry.flush_enabled,
+            me: ClientHandle {
+                dispatcher: self.dispatcher.id(),
+                processor: self.shared.id,
+                key,
+            },
+            flags: &mut entry.flags,
         };
         let client = &mut entry.client;
-        if catch_unwind(AssertUnwindSafe(|| client.on_event(event, &mut ctx))).is_err() {
-            self.shared.stats.counters.panics.add(1);
-            tracing::error!(client = %me, event = kind, "panic in a client's event handler caught; the processor goes on");
-        }
-        if entry.flush_enabled && !entry.on_flush_list {
+        contain(&self.shared.stats, self.shared.id, what, || {
+            client.on_event(event, &mut ctx);
+        });
+        // A request to be flushed again made while handling an event is met by the flush
+        // the event itself brings.
+        entry.flags.flush_again = false;
+        if entry.flags.flush_enabled && !entry.on_flush_list {
             entry.on_flush_list = true;
             self.flush_list.push(key.slot);
         }
     }
 
     /// Flushes every client on the flush list, in order, and empties it: a flush point.
+    /// Clients that ask to be flushed again go back on the list for the next one.
     fn flush_all(&mut self) {
         if self.since_flush > 0 {
             self.histograms.record_batch(self.since_flush);
@@ -514,6 +811,13 @@ impl<M: Send + 'static> Runner<M> {
             self.flush_one(slot);
         }
         self.flush_list.clear();
+        for &slot in &self.again {
+            if let Some(entry) = self.clients[usize::from(slot)].as_mut() {
+                entry.on_flush_list = true;
+                self.flush_list.push(slot);
+            }
+        }
+        self.again.clear();
         self.publish_histograms(false);
     }
 
@@ -526,23 +830,25 @@ impl<M: Send + 'static> Runner<M> {
             return;
         };
         entry.on_flush_list = false;
-        let me = ClientHandle {
-            processor: self.shared.id,
-            key: ClientKey {
-                slot,
-                generation: entry.generation,
-            },
-        };
         let mut ctx = Context {
             dispatcher: &self.dispatcher,
-            me,
-            flush_enabled: &mut entry.flush_enabled,
+            me: ClientHandle {
+                dispatcher: self.dispatcher.id(),
+                processor: self.shared.id,
+                key: ClientKey {
+                    slot,
+                    generation: entry.generation,
+                },
+            },
+            flags: &mut entry.flags,
         };
         let client = &mut entry.client;
         self.shared.stats.counters.flushes.add(1);
-        if catch_unwind(AssertUnwindSafe(|| client.flush(&mut ctx))).is_err() {
-            self.shared.stats.counters.panics.add(1);
-            tracing::error!(client = %me, event = "flush", "panic in a client's flush caught; the processor goes on");
+        contain(&self.shared.stats, self.shared.id, "flush", || {
+            client.flush(&mut ctx);
+        });
+        if std::mem::take(&mut entry.flags.flush_again) {
+            self.again.push(slot);
         }
     }
 
@@ -571,18 +877,19 @@ impl<M: Send + 'static> Runner<M> {
         let slot = usize::from(key.slot);
         if self.clients.len() <= slot {
             self.clients.resize_with(slot + 1, || None);
-            // Room for every client on the flush list, so that pushing to it never
-            // allocates on the event path.
+            // Room for every client on the flush list and the flush-again list, so that
+            // pushing to them never allocates on the event path.
             let room = self.clients.len();
             self.flush_list
                 .reserve(room.saturating_sub(self.flush_list.len()));
+            self.again.reserve(room.saturating_sub(self.again.len()));
         }
         debug_assert!(self.clients[slot].is_none(), "slot {slot} registered twice");
         self.clients[slot] = Some(Entry {
             client,
             generation: key.generation,
             on_flush_list: false,
-            flush_enabled: true,
+            flags: ClientFlags::default(),
         });
     }
 
@@ -597,20 +904,50 @@ impl<M: Send + 'static> Runner<M> {
             self.shared.stats.counters.stale.add(1);
             return;
         }
-        // Flush it before it goes (flush contract, point 4), and take it off the list.
+        // Flush it before it goes (flush contract, point 4), and take it off the lists.
         if self.clients[slot].as_ref().is_some_and(|e| e.on_flush_list) {
             self.flush_one(key.slot);
             self.flush_list.retain(|&s| s != key.slot);
+            self.again.retain(|&s| s != key.slot);
         }
         let entry = self.clients[slot].take();
         // The client's own drop runs here, on its thread.
-        if catch_unwind(AssertUnwindSafe(|| drop(entry))).is_err() {
-            self.shared.stats.counters.panics.add(1);
-        }
+        contain(
+            &self.shared.stats,
+            self.shared.id,
+            "drop of a client",
+            || drop(entry),
+        );
         self.shared
             .slots
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .release(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `(slot, generation)` key is never issued twice: on the code before the fix the
+    /// generation wrapped after 65,536 cycles and the first key came back.
+    #[test]
+    fn a_slot_key_is_never_reissued() {
+        let mut slots = SlotAllocator::default();
+        let first = slots.take().unwrap();
+        slots.release(first);
+        let mut seen = std::collections::HashSet::new();
+        seen.insert(first);
+        for _ in 0..70_000 {
+            let key = slots.take().unwrap();
+            assert!(seen.insert(key), "key {key:?} issued twice");
+            slots.release(key);
+        }
+        assert_eq!(
+            slots.retired, 1,
+            "slot 0 is retired once its generation is spent"
+        );
+        assert_eq!(slots.live, 0);
     }
 }

@@ -41,6 +41,19 @@ impl Counter {
         self.0.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// [`add`](Self::add) with a release store, for a counter read with
+    /// [`get_acquire`](Self::get_acquire) to bound another value read after it.
+    #[inline]
+    pub(crate) fn add_release(&self, n: u64) {
+        self.0
+            .store(self.0.load(Ordering::Relaxed) + n, Ordering::Release);
+    }
+
+    /// Reads with acquire: whatever the writer did before the value read is visible.
+    pub(crate) fn get_acquire(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+
     #[inline]
     pub(crate) fn max(&self, n: u64) {
         if n > self.0.load(Ordering::Relaxed) {
@@ -66,6 +79,7 @@ pub(crate) struct Counters {
     pub(crate) high_watermark_alarms: Counter,
     pub(crate) stuck_reports: Counter,
     pub(crate) parks: Counter,
+    pub(crate) outboxed: Counter,
 }
 
 /// Whether a processor was pinned to a core.
@@ -187,7 +201,9 @@ impl Percentiles {
 pub struct ProcessorSnapshot {
     /// Which processor.
     pub processor: crate::ProcessorId,
-    /// Events accepted into its queue: `processed + depth` at the time of the snapshot.
+    /// Events accepted into its queue, at least: `processed` read first, plus the depth
+    /// read after it. Never more than were ever enqueued (a dispatch that lands between
+    /// the two reads may or may not be counted).
     pub enqueued: u64,
     /// Events and control items it has handled.
     pub processed: u64,
@@ -210,6 +226,9 @@ pub struct ProcessorSnapshot {
     pub stuck_reports: u64,
     /// Times it parked its thread.
     pub parks: u64,
+    /// Events its clients dispatched that waited in its outbox because their target's
+    /// queue was full (see the outbox protocol).
+    pub outboxed: u64,
     /// Whether it is pinned to a core.
     pub pinning: Pinning,
     /// Time in queue in nanoseconds, sampled by the monitor's probes (one every
@@ -223,9 +242,15 @@ impl ProcessorStats {
     pub(crate) fn snapshot(
         &self,
         processor: crate::ProcessorId,
-        depth: usize,
+        depth: impl FnOnce() -> usize,
     ) -> ProcessorSnapshot {
         let c = &self.counters;
+        // `processed` first, with acquire (the processor adds to it with release after
+        // each pop), then the depth: every event counted in `processed` was popped before
+        // the depth is read, so no event is counted twice and the sum never exceeds what
+        // was enqueued.
+        let processed = c.processed.get_acquire();
+        let depth = depth();
         let (time_in_queue_ns, batch_size) = {
             let h = self
                 .histograms
@@ -236,7 +261,6 @@ impl ProcessorStats {
                 Percentiles::of(&h.batch),
             )
         };
-        let processed = c.processed.get();
         ProcessorSnapshot {
             processor,
             enqueued: processed + depth as u64,
@@ -250,6 +274,7 @@ impl ProcessorStats {
             high_watermark_alarms: c.high_watermark_alarms.get(),
             stuck_reports: c.stuck_reports.get(),
             parks: c.parks.get(),
+            outboxed: c.outboxed.get(),
             pinning: self.pinning.get().copied().unwrap_or(Pinning::NotRequested),
             time_in_queue_ns,
             batch_size,

@@ -257,9 +257,10 @@ fn in_dispatcher_thread_is_true_only_on_the_owning_processor() {
     assert!(!d.in_dispatcher_thread(a));
     let answers = Arc::new(Mutex::new(None));
     let (handle, out) = (d.handle(), answers.clone());
+    // Two 16-byte handles and two pointers: more than the default space holds.
     d.execute(
         a.processor(),
-        Callback::new(move || {
+        Callback::spill(move || {
             *out.lock().unwrap() = Some((
                 handle.in_dispatcher_thread(a),
                 handle.in_dispatcher_thread(b),
@@ -717,22 +718,23 @@ fn synchronize_waits_for_earlier_events_and_refuses_its_own_thread() {
     d.synchronize(h).unwrap();
     assert_eq!(
         *result.lock().unwrap(),
-        Some(Err(SyncError::OwnThread(h.processor())))
+        Some(Err(SyncError::OnProcessorThread(h.processor())))
     );
 }
 
 #[test]
-fn dispatch_on_its_own_full_queue_hands_back_instead_of_deadlocking() {
-    let d = one_queue_unprobed(PoolConfig::new(1).capacity(2));
+fn dispatch_on_its_own_full_queue_waits_in_the_outbox_and_hands_back_only_when_that_is_full() {
+    let d = one_queue_unprobed(PoolConfig::new(1).capacity(2).outbox_capacity(2));
+    let (recorder, log) = Recorder::new();
     let h = d
-        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
+        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
         .unwrap();
     let outcome = Arc::new(Mutex::new(Vec::new()));
     let (handle, out) = (d.handle(), outcome.clone());
     d.execute(
         h.processor(),
         Callback::new(move || {
-            for i in 0..3 {
+            for i in 0..6 {
                 out.lock()
                     .unwrap()
                     .push(handle.dispatch(h, Event::Message(i)).is_ok());
@@ -741,11 +743,32 @@ fn dispatch_on_its_own_full_queue_hands_back_instead_of_deadlocking() {
     )
     .unwrap();
     d.synchronize(h).unwrap();
-    // The queue holds 2 (one slot may be taken by the test's own `synchronize` marker):
-    // the dispatch that finds it full hands its event back instead of waiting for itself.
+    // The queue holds 2 (one slot may be taken by the test's own `synchronize` marker),
+    // the outbox 2 more: the dispatches that find both full hand their events back; none
+    // waits for its own thread, and every accepted event reaches the client.
     let outcome = outcome.lock().unwrap().clone();
-    assert!(outcome[0]);
-    assert!(!outcome[2], "{outcome:?}");
+    assert_eq!(outcome[..3], [true, true, true], "{outcome:?}");
+    assert_eq!(outcome[4..], [false, false], "{outcome:?}");
+    let accepted = outcome.iter().filter(|&&ok| ok).count() as u64;
+    // The outboxed events are handed on at the processor's next loop turns.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let delivered = loop {
+        let delivered: Vec<u64> = log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|s| match s {
+                Seen::Message(m) => Some(*m),
+                _ => None,
+            })
+            .collect();
+        if delivered.len() as u64 >= accepted || Instant::now() > deadline {
+            break delivered;
+        }
+        thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(delivered, (0..accepted).collect::<Vec<_>>());
+    assert!(d.stats()[0].outboxed >= 1);
 }
 
 // 9. Faults --------------------------------------------------------------------------------
