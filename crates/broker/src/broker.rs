@@ -1,6 +1,37 @@
 //! The broker: configuration, start-up, and the calls an application (or a test, or the
 //! perftest) makes: open producers and consumers, publish, close, inject replica confirms,
 //! query the cluster, read stats, shut down.
+//!
+//! # Closing a producer, and the calls that race it
+//!
+//! Closing unregisters the producer's session, which frees its client slot and its tables:
+//! a message that reached the session after that would be lost. So the unregistration is
+//! ordered after every publish that passed the closed check, with `Producer::state`, one
+//! word that holds two flags and the count of calls inside `Producer::enqueue`:
+//!
+//! 1. A publishing call enters by a compare-and-swap that adds one to the count only while
+//!    `CLOSED` is clear (so no call enters once it is set), dispatches its message, and
+//!    leaves by subtracting one.
+//! 2. `close` sets `CLOSED` (later calls fail with `Closed`), gives the messages in flight
+//!    their wait, sends the session `Close` (everything still without an outcome is
+//!    reported then), and sets `RETIRED`.
+//! 3. The session is unregistered by whoever brings the word to `CLOSED | RETIRED` with a
+//!    count of zero: `close`, if no call was inside when it set `RETIRED`, or else the last
+//!    call to leave. Exactly one of them sees that transition, since every change of the
+//!    word is a read-modify-write.
+//!
+//! A call inside when `CLOSED` was set may reach the session after its `Close`: the session
+//! reports such a message `Closed`, and the message still reaches it before the
+//! unregistration. Neither side ever waits for the other.
+//!
+//! # Calls made on a processor thread
+//!
+//! A processor never waits for a processor. The calls below may run on one (from
+//! `on_ack`, `on_delivery` or a dispatcher callback), so none of them waits there: `send`
+//! at the cap hands the message back (`SendError::WouldBlock`), a dispatch that finds the
+//! processor's outbox full comes back as `WouldBlock` or `BrokerError::OnProcessorThread`,
+//! `close` does not wait for outcomes, and the calls that can only wait (`cluster_state`,
+//! `quiesce`) return `OnProcessorThread` at once.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -12,7 +43,7 @@ use crossbeam_utils::CachePadded;
 use zerodispatch_callback::Callback;
 use zerodispatch_core::{
     ClientHandle, ClientType, ConfigError, DispatchError, Dispatcher, DispatcherHandle, Event,
-    Placement, PoolConfig, RegisterError, WaitStrategy,
+    Placement, PoolConfig, Problem, ProcessorId, RegisterError, SyncError, WaitStrategy,
 };
 
 use crate::cluster::ClusterClient;
@@ -70,9 +101,11 @@ pub struct BrokerConfig {
     pub session_processors: usize,
     /// Queue processors.
     pub queue_processors: usize,
-    /// Each processor's queue capacity. Session processors receive a queue's PUSHes (at most
-    /// consumers x window) and ACKs (at most the queues' capacity): size it above their sum
-    /// so that queue processors never wait on a full session processor.
+    /// Each processor's queue capacity, and its outbox's (the events its clients dispatch
+    /// to full queues, handed on as room appears: a processor never waits for another).
+    /// Session processors receive a queue's PUSHes (at most consumers x window) and ACKs
+    /// (at most the queues' capacity): sized above their sum, events rarely wait in an
+    /// outbox; sized below, they do, which costs latency but never stalls the broker.
     pub event_capacity: usize,
     /// Each processor's `max_batch`.
     pub max_batch: usize,
@@ -116,6 +149,11 @@ pub enum BrokerError {
     Producer(&'static str),
     /// The producer is closed: the message was not published.
     ProducerClosed(ProducerId),
+    /// Called on processor thread (named) of the broker's dispatcher, where the call would
+    /// have to wait for a processor (`cluster_state`, `quiesce`), or found the processor's
+    /// outbox full and cannot wait for room: a processor never waits for a processor. Call
+    /// it from an application thread, or later.
+    OnProcessorThread(ProcessorId),
 }
 
 impl fmt::Display for BrokerError {
@@ -129,6 +167,10 @@ impl fmt::Display for BrokerError {
             BrokerError::ShutDown => write!(f, "the broker is shutting down"),
             BrokerError::Producer(why) => write!(f, "invalid producer configuration: {why}"),
             BrokerError::ProducerClosed(p) => write!(f, "producer {} is closed", p.0),
+            BrokerError::OnProcessorThread(p) => write!(
+                f,
+                "called on processor thread {p}, which must never wait for a processor (nor for room in one's queue); call it from an application thread"
+            ),
         }
     }
 }
@@ -166,13 +208,19 @@ pub enum SendError {
     Full(Payload),
     /// The message would not fit `max_frame_bytes` even alone.
     TooLarge {
-        /// Bytes it needs (payload plus [`FRAME_OVERHEAD`](crate::FRAME_OVERHEAD)).
+        /// Bytes it needs (payload plus [`FRAME_OVERHEAD`]).
         needs: usize,
         /// The producer's `max_frame_bytes`.
         max_frame_bytes: usize,
     },
     /// The producer is closed, or the broker is shutting down.
     Closed(Payload),
+    /// Called on one of the broker's processor threads (in `on_ack`, `on_delivery`, a
+    /// dispatcher callback), where the call cannot wait: at the unconfirmed-message cap
+    /// (waiting would block a thread that gives credits back, perhaps this very one), or
+    /// with the processor's outbox full. The payload is handed back; send it later, or
+    /// from an application thread.
+    WouldBlock(Payload),
 }
 
 impl fmt::Display for SendError {
@@ -192,6 +240,10 @@ impl fmt::Display for SendError {
                 )
             }
             SendError::Closed(_) => write!(f, "the producer is closed; the message is handed back"),
+            SendError::WouldBlock(_) => write!(
+                f,
+                "called on a processor thread at the unconfirmed-message cap (or with its outbox full), where waiting would block the thread that frees credits; the message is handed back"
+            ),
         }
     }
 }
@@ -200,29 +252,8 @@ impl std::error::Error for SendError {}
 
 /// A producer: publishes from any thread of the application. Dropping it closes it
 /// (waiting up to 1 s for the outcomes of what is in flight, or not at all on a processor
-/// thread).
-///
-/// # Closing, and the calls that race it
-///
-/// Closing unregisters the producer's session, which frees its client slot and its tables:
-/// a message that reached the session after that would be lost. So the unregistration is
-/// ordered after every publish that passed the closed check, with `state`, one word that
-/// holds two flags and the count of calls inside [`enqueue`](Self::enqueue):
-///
-/// 1. A publishing call enters by a compare-and-swap that adds one to the count only while
-///    `CLOSED` is clear (so no call enters once it is set), dispatches its message, and
-///    leaves by subtracting one.
-/// 2. `close` sets `CLOSED` (later calls fail with `Closed`), gives the messages in flight
-///    their wait, sends the session `Close` (everything still without an outcome is
-///    reported then), and sets `RETIRED`.
-/// 3. The session is unregistered by whoever brings the word to `CLOSED | RETIRED` with a
-///    count of zero: `close`, if no call was inside when it set `RETIRED`, or else the last
-///    call to leave. Exactly one of them sees that transition, since every change of the
-///    word is a read-modify-write.
-///
-/// A call inside when `CLOSED` was set may reach the session after its `Close`: the session
-/// reports such a message `Closed`, and the message still reaches it before the
-/// unregistration. Neither side ever waits for the other.
+/// thread). A publish that races a close from another thread either fails or gets its
+/// outcome: never lost.
 #[derive(Debug)]
 pub struct Producer {
     id: ProducerId,
@@ -232,7 +263,7 @@ pub struct Producer {
     config: ProducerConfig,
     credits: Arc<Credits>,
     /// `CLOSED`, `RETIRED`, and the count of calls inside `enqueue` (the bits below
-    /// `RETIRED`): the protocol above.
+    /// `RETIRED`): the protocol in the module's doc.
     state: AtomicUsize,
     /// The thread that sends `Tick`s (timer aggregation, confirm timeouts), if any.
     ticker: Mutex<Option<(Arc<AtomicBool>, JoinHandle<()>)>>,
@@ -258,12 +289,22 @@ impl Producer {
     /// outcome comes to the producer's `on_ack`. Waits while the session processor's queue
     /// is full. Allocates nothing.
     ///
+    /// On a processor thread of the broker (in `on_ack`, say) it never waits: a full
+    /// queue is waited for in the processor's outbox, and only when that is full too is the
+    /// message refused (`OnProcessorThread`).
+    ///
     /// # Errors
     ///
     /// `ProducerClosed` after `close` (or `Broker::close_producer`), `ShutDown` once the
-    /// broker is shutting down; the message was not published.
+    /// broker is shutting down, `OnProcessorThread` on a processor thread whose outbox is
+    /// full; the message was not published.
     pub fn publish(&self, queue: QueueId, payload: Payload) -> Result<Guid, BrokerError> {
         self.enqueue(queue, payload, false).map_err(|e| match e {
+            SendError::WouldBlock(_) => BrokerError::OnProcessorThread(
+                self.dispatcher
+                    .current_processor()
+                    .unwrap_or(self.session.processor()),
+            ),
             // Relaxed: only the flag is read (see `enqueue`).
             SendError::Closed(_) if self.state.load(Ordering::Relaxed) & CLOSED != 0 => {
                 BrokerError::ProducerClosed(self.id)
@@ -337,7 +378,12 @@ impl Producer {
             self.credits.reported(1);
         }
         self.leave();
-        sent.map(|()| guid).map_err(|_| SendError::Closed(payload))
+        match sent {
+            Ok(()) => Ok(guid),
+            // Only on a processor thread whose outbox is full: nothing is closed.
+            Err(DispatchError::Full(_)) => Err(SendError::WouldBlock(payload)),
+            Err(_) => Err(SendError::Closed(payload)),
+        }
     }
 
     /// Leaves `enqueue` (step 1), unregistering the session if this is the last call out
@@ -366,12 +412,23 @@ impl Producer {
     /// outcome. The outcome (confirmed, timed out, rejected, not sent or closed) comes to
     /// `on_ack`, exactly once. Allocates nothing.
     ///
+    /// On a processor thread of the broker (in `on_ack`, `on_delivery`, a dispatcher
+    /// callback) it never waits: the credits of the batch `on_ack` is called with are free
+    /// already, so sending from `on_ack` works at any cap, but at the cap it hands the
+    /// message back (`WouldBlock`) rather than wait for a processor to free a credit.
+    ///
     /// # Errors
     ///
-    /// `TooLarge` for a message that cannot fit a frame; `Closed` after `close` or shutdown.
+    /// `TooLarge` for a message that cannot fit a frame; `Closed` after `close` or shutdown;
+    /// `WouldBlock` on a processor thread at the cap or with its outbox full.
     pub fn send(&self, queue: QueueId, payload: Payload) -> Result<Guid, SendError> {
         self.check(payload)?;
-        self.credits.take();
+        if !self.credits.try_take() {
+            if self.on_processor_thread() {
+                return Err(SendError::WouldBlock(payload));
+            }
+            self.credits.take();
+        }
         self.enqueue(queue, payload, true)
     }
 
@@ -379,7 +436,7 @@ impl Producer {
     ///
     /// # Errors
     ///
-    /// `Full` at the cap, and as [`send`](Self::send).
+    /// `Full` at the cap (on a processor thread too), and as [`send`](Self::send).
     pub fn try_send(&self, queue: QueueId, payload: Payload) -> Result<Guid, SendError> {
         self.check(payload)?;
         if !self.credits.try_take() {
@@ -459,8 +516,9 @@ impl Producer {
             Ok(()) => Ok(drained),
             Err(DispatchError::ShutDown(_)) => Err(BrokerError::ShutDown),
             Err(e) => {
-                // Its own processor's queue full on its own thread: the session reports
-                // everything `Closed` as it is dropped at the unregistration.
+                // On a processor thread whose outbox is full: the session reports
+                // everything `Closed` as it is dropped at the unregistration (or at
+                // shutdown, if that too found the outbox full).
                 tracing::warn!(
                     producer = self.id.0,
                     ?e,
@@ -471,9 +529,10 @@ impl Producer {
         }
     }
 
-    /// Whether the calling thread is the producer's session processor.
+    /// Whether the calling thread is one of the broker's processor threads, where nothing
+    /// may wait for a processor. A thread-local read.
     fn on_processor_thread(&self) -> bool {
-        self.dispatcher.in_dispatcher_thread(self.session)
+        self.dispatcher.current_processor().is_some()
     }
 }
 
@@ -542,6 +601,12 @@ pub struct Broker {
     sessions: Arc<SessionRegistry>,
     cluster: ClientHandle,
     cluster_counters: Arc<CachePadded<ClusterCounters>>,
+    /// Replica confirms sent to the cluster and not yet routed, at most the cluster
+    /// processor's event capacity (see `cluster.rs`, "Back-pressure").
+    replica_credits: Arc<Credits>,
+    /// Consumers' confirms sent to the cluster and not yet routed, at most the cluster
+    /// processor's event capacity.
+    consumer_credits: Arc<Credits>,
     max_batch: usize,
     event_capacity: usize,
     next_producer: AtomicU32,
@@ -627,12 +692,23 @@ impl Broker {
         }
         let queues: Arc<[ClientHandle]> = handles.into();
         let cluster_counters = Arc::new(CachePadded::new(ClusterCounters::default()));
+        // Confirms sent to the cluster and not yet routed, at most: the cluster processor's
+        // event capacity from replicas, as many from consumers.
+        let replica_credits = Arc::new(Credits::new(config.event_capacity));
+        let consumer_credits = Arc::new(Credits::new(config.event_capacity));
         let cluster = dispatcher.register(
             ClientType::Cluster,
-            ClusterClient {
-                queues: queues.clone(),
-                counters: cluster_counters.clone(),
-            },
+            ClusterClient::new(
+                queues.clone(),
+                cluster_counters.clone(),
+                (replica_credits.clone(), consumer_credits.clone()),
+            )
+            .map_err(|_| {
+                BrokerError::Config(ConfigError {
+                    client_type: Some(ClientType::Cluster),
+                    problem: Problem::CapacityTooLarge(config.event_capacity),
+                })
+            })?,
             Placement::LeastLoaded,
         )?;
         Ok(Self {
@@ -643,6 +719,8 @@ impl Broker {
             sessions: Arc::default(),
             cluster,
             cluster_counters,
+            replica_credits,
+            consumer_credits,
             max_batch: config.max_batch,
             event_capacity: config.event_capacity,
             next_producer: AtomicU32::new(0),
@@ -771,17 +849,17 @@ impl Broker {
         }
         let id = ConsumerId(self.next_consumer.fetch_add(1, Ordering::Relaxed));
         let config = &self.queue_configs[queue.0 as usize];
-        let batch = self
-            .max_batch
-            .min(config.window as usize)
-            .min(config.capacity);
+        // What the consumer can hold unconfirmed, at most, and receive between two flushes.
+        let window = (config.window as usize).min(config.capacity);
+        let batch = self.max_batch.min(window);
         let session = ConsumerSession::new(
             id,
             app,
             queue_handle,
-            Some(self.cluster),
-            (options.mode, options.route),
-            batch,
+            (options.route == ConfirmRoute::ViaCluster)
+                .then(|| (self.cluster, self.consumer_credits.clone())),
+            options.mode,
+            (batch, window),
             Box::new(on_delivery),
             self.sessions.open(),
         )
@@ -804,13 +882,32 @@ impl Broker {
                     session,
                 }),
             )
-            .map_err(|_| BrokerError::ShutDown)?;
+            .map_err(|e| self.refused(e))?;
         Ok(Consumer { id, queue, session })
     }
 
+    /// The error for a dispatch of the broker's own that came back: `Full` only comes back
+    /// on a processor thread whose outbox is full, where it cannot wait for room.
+    fn refused<T>(&self, e: DispatchError<T>) -> BrokerError {
+        match (e, self.dispatcher.current_processor()) {
+            (DispatchError::Full(_), Some(p)) => BrokerError::OnProcessorThread(p),
+            _ => BrokerError::ShutDown,
+        }
+    }
+
+    /// `Err(OnProcessorThread)` on one of the broker's processor threads: for the calls that
+    /// wait for a processor, which a processor must never do.
+    fn off_processor_threads(&self) -> Result<(), BrokerError> {
+        match self.dispatcher.current_processor() {
+            Some(p) => Err(BrokerError::OnProcessorThread(p)),
+            None => Ok(()),
+        }
+    }
+
     /// Warns when the session processors' event capacity is below what the queues may send
-    /// them (every consumer's window of PUSHes and every held message's ACK): past it, a
-    /// queue processor and a session processor can each wait for the other's full queue.
+    /// them (every consumer's window of PUSHes and every held message's ACK): past it,
+    /// events wait in the queue processors' outboxes, and a full outbox makes the queues
+    /// keep PUSHes and ACKs for a later flush. Nothing stalls, but latency grows.
     fn warn_if_undersized(&self, newest: ConsumerId) {
         let consumers = newest.0 as usize + 1;
         let window = self
@@ -827,7 +924,7 @@ impl Broker {
                 window,
                 held,
                 event_capacity = self.event_capacity,
-                "event capacity below consumers x window + queue capacity: processors may wait on each other"
+                "event capacity below consumers x window + queue capacity: events will wait in outboxes"
             );
         }
     }
@@ -841,13 +938,13 @@ impl Broker {
     ///
     /// # Errors
     ///
-    /// `ShutDown`.
+    /// `ShutDown`; `OnProcessorThread` on a processor thread whose outbox is full (the
+    /// consumer may then be closed but not yet detached: call it again).
     pub fn close_consumer(&self, consumer: &Consumer) -> Result<(), BrokerError> {
         let queue = self.queues[consumer.queue.0 as usize];
-        let shut = |_| BrokerError::ShutDown;
         self.dispatcher
             .dispatch(consumer.session, Event::Message(BrokerMsg::Close))
-            .map_err(shut)?;
+            .map_err(|e| self.refused(e))?;
         self.dispatcher
             .dispatch(
                 queue,
@@ -855,36 +952,51 @@ impl Broker {
                     consumer: consumer.id,
                 }),
             )
-            .map_err(shut)?;
+            .map_err(|e| self.refused(e))?;
         // After the `Close`, in queue order: the session is flushed (nothing to deliver
         // once closed) and dropped.
         self.dispatcher
             .unregister(consumer.session)
-            .map_err(|_| BrokerError::ShutDown)
+            .map_err(|e| self.refused(e))
     }
 
     /// A confirm from a replica node, routed by the cluster processor to its queue in
-    /// `mode`. Call it from the threads that model the replicas.
+    /// `mode`. Call it from the threads that model the replicas. Waits while the cluster
+    /// has as many replica confirms not yet routed as its processor's event capacity
+    /// (back-pressure to the replica threads, so that a flood of them cannot grow the
+    /// cluster's tables). Allocates nothing.
     ///
     /// # Errors
     ///
-    /// `ShutDown`.
+    /// `ShutDown`; `OnProcessorThread` on one of the broker's processor threads when it
+    /// would have to wait (no credit free, or the processor's outbox full).
     pub fn replica_confirm(&self, confirm: Confirm, mode: ConfirmMode) -> Result<(), BrokerError> {
+        if !self.replica_credits.try_take() {
+            self.off_processor_threads()?;
+            self.replica_credits.take();
+        }
         self.dispatcher
             .dispatch(
                 self.cluster,
-                Event::Message(BrokerMsg::Route(confirm, mode)),
+                Event::Message(BrokerMsg::Replica(confirm, mode)),
             )
-            .map_err(|_| BrokerError::ShutDown)
+            .map_err(|e| {
+                self.replica_credits.give_back(1);
+                self.refused(e)
+            })
     }
 
     /// The cluster's state, answered by a dispatcher callback on the cluster processor (so
-    /// after every confirm enqueued to it before this call was routed).
+    /// after every confirm enqueued to it before this call was routed). Waits for the
+    /// cluster processor: for application threads only.
     ///
     /// # Errors
     ///
-    /// `ShutDown`.
+    /// `ShutDown`; `OnProcessorThread` when called on one of the broker's processor threads
+    /// (the cluster processor's own would wait for itself forever, and no processor may
+    /// wait for another).
     pub fn cluster_state(&self) -> Result<ClusterState, BrokerError> {
+        self.off_processor_threads()?;
         let answer = Arc::new((Mutex::new(None), Condvar::new()));
         let (remote, counters, queues) = (
             answer.clone(),
@@ -926,20 +1038,23 @@ impl Broker {
 
     /// Waits until every event in flight has been handled: synchronizes every processor
     /// (sessions, cluster, queues, round after round) until a full round finds
-    /// no processor with work left and no counter moved.
+    /// no processor with work left and no counter moved. For application threads only.
     ///
     /// # Errors
     ///
-    /// `ShutDown`.
+    /// `ShutDown`; `OnProcessorThread` when called on one of the broker's processor threads
+    /// (in `on_ack` or `on_delivery`, say), where it must not wait.
     pub fn quiesce(&self) -> Result<(), BrokerError> {
+        self.off_processor_threads()?;
         let order = [ClientType::Session, ClientType::Cluster, ClientType::Queue];
         let mut last = None;
         loop {
             for t in order {
                 for p in self.dispatcher.processors(t) {
-                    self.dispatcher
-                        .synchronize(p)
-                        .map_err(|_| BrokerError::ShutDown)?;
+                    self.dispatcher.synchronize(p).map_err(|e| match e {
+                        SyncError::OnProcessorThread(p) => BrokerError::OnProcessorThread(p),
+                        _ => BrokerError::ShutDown,
+                    })?;
                 }
             }
             // Quiet when a full round moved none of the broker's counters and left no event

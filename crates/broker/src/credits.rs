@@ -2,6 +2,10 @@
 //! `Producer::send` waits on, and the count of everything accepted and not yet reported,
 //! that `Producer::close` waits on; each wait without losing a wake-up.
 //!
+//! The cluster's two pools of credits are `Credits` too, of which only the cap is used: a
+//! confirm for the cluster takes one, the cluster gives it back once the confirm is routed
+//! (see `cluster.rs`).
+//!
 //! # Protocol
 //!
 //! `in_flight` counts messages sent with a credit (`send`, `try_send`) whose outcome has not
@@ -59,6 +63,11 @@ impl Credits {
             lock: Mutex::new(()),
             room: Condvar::new(),
         }
+    }
+
+    /// The cap.
+    pub(crate) fn cap(&self) -> usize {
+        self.cap
     }
 
     /// Takes a credit if one is free. A compare-and-swap, not an increment undone on

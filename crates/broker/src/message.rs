@@ -139,6 +139,9 @@ pub enum BrokerMsg {
     BoxedConfirm(BoxedCallback),
     /// Consumer session -> cluster: a confirm to route to its queue, in the given mode.
     Route(Confirm, ConfirmMode),
+    /// Replica node (`Broker::replica_confirm`) -> cluster: a confirm to route to its
+    /// queue, in the given mode, holding one of the replica credits until it is routed.
+    Replica(Confirm, ConfirmMode),
     /// Queue -> producer session: the outcome of a message.
     Ack {
         /// The message.

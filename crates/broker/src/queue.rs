@@ -41,7 +41,7 @@ pub const MAX_APPS: u16 = 16;
 /// Messages a queue may be configured to hold, at most: 2^24 (16,777,216).
 ///
 /// A queue allocates its tables for its whole capacity when the broker starts, about 250
-/// bytes per message (the message table's 112-byte slots, a GUID index at twice the
+/// bytes per message (the message table's 120-byte slots, a GUID index at twice the
 /// capacity, and the free, push and ACK lists), so about 4 GiB at this limit. Past it a
 /// capacity is refused by [`Broker::start`](crate::Broker::start); below it, an allocation
 /// the machine cannot provide is an error too, not an abort. Retune by measuring a queue's
@@ -131,7 +131,11 @@ pub(crate) struct QueueEngine {
     index: HashMap<Guid, u32, BuildHasherDefault<GuidHasher>>,
     /// Slots with undelivered shares, oldest first.
     to_push: Vec<u32>,
-    /// ACKs to send on flush: the producer's session, the GUID, the outcome.
+    /// ACKs to send on flush: the producer's session, the GUID, the outcome. Those a full
+    /// outbox refused stay, oldest first, for the next flush. Preallocated at the capacity,
+    /// a flush's worth of releases; it grows past that only while the session processors
+    /// are so far behind that this processor's outbox stays full, by at most one ACK per
+    /// message the producers have in flight.
     acks: Vec<(ClientHandle, Guid, AckStatus)>,
     consumers: Vec<Attached>,
     next_consumer: usize,
@@ -317,13 +321,16 @@ impl QueueEngine {
         }
     }
 
-    /// Pushes what can be pushed and sends the ACKs.
-    pub(crate) fn flush(&mut self, dispatcher: &DispatcherHandle<BrokerMsg>) {
+    /// Pushes what can be pushed and sends the ACKs. Returns `true` if a full outbox
+    /// (`DispatchError::Full`) refused something: the shares not pushed stay undelivered
+    /// and the ACKs not sent stay in `acks`, and the caller asks for another flush.
+    pub(crate) fn flush(&mut self, dispatcher: &DispatcherHandle<BrokerMsg>) -> bool {
         // Walk the backlog oldest first, but only while some app has a consumer with room:
         // a backlog waiting for confirms (or for a consumer) costs nothing per flush.
         let mut ready = self.apps_with_room();
         let (mut keep, mut i) = (0, 0);
-        while i < self.to_push.len() && ready != 0 {
+        let mut blocked = false;
+        while i < self.to_push.len() && ready != 0 && !blocked {
             let slot = self.to_push[i];
             i += 1;
             let s = &self.slots[slot as usize];
@@ -332,7 +339,8 @@ impl QueueEngine {
             } else if s.undelivered & ready == 0 {
                 false
             } else {
-                let done = self.push_shares(slot, dispatcher);
+                let (done, full) = self.push_shares(slot, dispatcher);
+                blocked = full;
                 ready = self.apps_with_room();
                 done
             };
@@ -347,19 +355,29 @@ impl QueueEngine {
         let rest = self.to_push.len() - i;
         self.to_push.copy_within(i.., keep);
         self.to_push.truncate(keep + rest);
-        for (producer, guid, status) in self.acks.drain(..) {
-            if dispatcher
-                .dispatch(producer, Event::Message(BrokerMsg::Ack { guid, status }))
-                .is_err()
-            {
-                tracing::debug!(guid = ?guid, "ACK refused: the producer's session is shutting down");
+        // Once one dispatch found the outbox full, every one would until the processor has
+        // handed some on: the ACKs wait for the next flush.
+        let mut sent = 0;
+        while sent < self.acks.len() && !blocked {
+            let (producer, guid, status) = self.acks[sent];
+            match dispatcher.dispatch(producer, Event::Message(BrokerMsg::Ack { guid, status })) {
+                Err(DispatchError::Full(_)) => blocked = true,
+                Err(_) => {
+                    tracing::debug!(guid = ?guid, "ACK refused: the producer's session is gone or shutting down");
+                    sent += 1;
+                }
+                Ok(()) => sent += 1,
             }
         }
+        // Slides what is left down: no allocation.
+        self.acks.drain(..sent);
+        blocked
     }
 
-    /// Pushes the undelivered shares of `slot` that a consumer has room for; `true` when
-    /// none is left undelivered.
-    fn push_shares(&mut self, slot: u32, dispatcher: &DispatcherHandle<BrokerMsg>) -> bool {
+    /// Pushes the undelivered shares of `slot` that a consumer has room for; returns
+    /// whether none is left undelivered, and whether a full outbox refused a PUSH (the
+    /// share stays undelivered; the caller stops pushing).
+    fn push_shares(&mut self, slot: u32, dispatcher: &DispatcherHandle<BrokerMsg>) -> (bool, bool) {
         let s = self.slots[slot as usize];
         let mut undelivered = s.undelivered;
         while undelivered != 0 {
@@ -383,13 +401,14 @@ impl QueueEngine {
                     s.assigned[usize::from(app)] = consumer.id;
                     self.counters.pushed.add(1);
                 }
+                Err(DispatchError::Full(_)) => return (false, true),
                 Err(_) => tracing::debug!(
                     queue = self.id.0,
                     "PUSH refused: the session is shutting down"
                 ),
             }
         }
-        self.slots[slot as usize].undelivered == 0
+        (self.slots[slot as usize].undelivered == 0, false)
     }
 
     /// The apps (bit `app`) that have a consumer with room in its window.
@@ -528,7 +547,9 @@ impl Client<BrokerMsg> for QueueClient {
     fn flush(&mut self, ctx: &mut Context<'_, BrokerMsg>) {
         self.install();
         let dispatcher = ctx.dispatcher();
-        with_engine(self.id, |q| q.flush(dispatcher));
+        if with_engine(self.id, |q| q.flush(dispatcher)) == Some(true) {
+            ctx.flush_again();
+        }
     }
 }
 
@@ -552,6 +573,6 @@ mod tests {
 
     #[test]
     fn a_slot_is_the_size_max_queue_capacity_is_computed_with() {
-        assert_eq!(std::mem::size_of::<Slot>(), 112);
+        assert_eq!(std::mem::size_of::<Slot>(), 120);
     }
 }

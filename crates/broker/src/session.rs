@@ -17,6 +17,16 @@
 //!   still confirms every message of the batch;
 //! * it may `send` again from inside `on_ack`, even at a cap of 1: the credits of the batch
 //!   are free already, so the send does not wait for the very thread that is running it.
+//!
+//! # When a dispatch comes back `Full`
+//!
+//! A session runs on a processor thread, and a processor never waits for another: a
+//! dispatch whose target queue is full waits in the processor's outbox, and only when that
+//! outbox is full too does it come back `Full`. Then nothing is lost and nothing is
+//! reported: a producer session keeps the PUTs at the front of its batch, a consumer
+//! session keeps the confirms, each in a table preallocated for the most it can hold, and
+//! the session asks to be flushed again (`Context::flush_again`) to send them, in order,
+//! before anything newer.
 
 use std::collections::{HashMap, TryReserveError, VecDeque};
 use std::hash::BuildHasherDefault;
@@ -24,11 +34,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Instant;
 
-use zerodispatch_core::{Client, ClientEvent, ClientHandle, Context, Event};
+use zerodispatch_core::{Client, ClientEvent, ClientHandle, Context, DispatchError, Event};
 
 use crate::credits::Credits;
 use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
-use crate::message::{Ack, AckStatus, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute, Delivery};
+use crate::message::{Ack, AckStatus, BrokerMsg, Confirm, ConfirmMode, Delivery};
 use crate::queue::{GuidHasher, send_confirm};
 use crate::stats::SessionTally;
 use crate::tables;
@@ -118,8 +128,14 @@ pub(crate) struct ProducerSession {
     config: ProducerConfig,
     /// Messages sent or to be sent, and not yet acknowledged.
     unacked: HashMap<Guid, Unacked, BuildHasherDefault<GuidHasher>>,
-    /// PUTs to send: the batch being built.
+    /// PUTs to send: the batch being built, behind any PUTs a full outbox refused (see
+    /// `held_back`). Every entry is in `unacked`, so it never holds more than the cap (its
+    /// preallocated size).
     outbox: Vec<(ClientHandle, Guid, Payload)>,
+    /// The last send left PUTs at the front of `outbox`: the processor's outbox was full
+    /// (`DispatchError::Full`). They go at the next flush, which the session asks for
+    /// (`flush_again`), whatever the flush strategy; until then no batch is cut early.
+    held_back: bool,
     /// Bytes of the batch being built.
     frame_bytes: usize,
     /// With a confirm timeout: messages in the order sent, with when. An entry leaves at
@@ -165,8 +181,10 @@ impl ProducerSession {
             // Twice the cap: removals leave tombstones, which hashbrown then rehashes in
             // place instead of growing the table (no allocation in steady state).
             unacked: tables::map(2 * cap)?,
-            // A batch holds messages of `unacked`: never more than the cap.
-            outbox: tables::vec(config.batch_size.min(cap))?,
+            // The batch, and PUTs held back, are messages of `unacked`: never more than the
+            // cap.
+            outbox: tables::vec(cap)?,
+            held_back: false,
             frame_bytes: 0,
             sent_at: tables::deque(if config.confirm_timeout.is_some() {
                 Self::sent_at_limit(cap)
@@ -223,7 +241,10 @@ impl ProducerSession {
             return;
         }
         let bytes = payload.len as usize + FRAME_OVERHEAD;
-        if !self.outbox.is_empty() && self.frame_bytes + bytes > self.config.max_frame_bytes {
+        if !self.outbox.is_empty()
+            && self.frame_bytes + bytes > self.config.max_frame_bytes
+            && !self.held_back
+        {
             self.send_batch(ctx); // the next message would not fit the frame
         }
         self.unacked.insert(guid, u);
@@ -232,22 +253,24 @@ impl ProducerSession {
         }
         self.outbox.push((target, guid, payload));
         self.frame_bytes += bytes;
-        if self.outbox.len() >= self.config.batch_size {
+        if self.outbox.len() >= self.config.batch_size && !self.held_back {
             self.send_batch(ctx); // the batch is full
         }
     }
 
-    /// Sends the batch being built: one PUT per message, one frame.
+    /// Sends the batch being built: one PUT per message, one frame. If the processor's
+    /// outbox is full (`Full`), the PUTs from the refused one on stay at the front of the
+    /// batch, in order, and the session asks to be flushed again to send them (they are
+    /// not lost, and not reported: they have no outcome yet).
     fn send_batch(&mut self, ctx: &mut Context<'_, BrokerMsg>) {
         if self.outbox.is_empty() {
             return;
         }
-        self.counters.put_frames.add(1);
-        self.counters.put_messages.add(self.outbox.len() as u64);
         let me = ctx.handle();
         // One `dispatch_batch` per run of PUTs to the same queue (usually the whole frame):
         // one pass through the queue processor's gate per frame, not per message.
         let mut start = 0;
+        let mut kept_from = None;
         while start < self.outbox.len() {
             let queue = self.outbox[start].0;
             let end = start
@@ -262,20 +285,49 @@ impl ProducerSession {
                     payload,
                 })
             });
-            if let Err((sent, _)) = ctx.dispatcher().dispatch_batch(queue, &mut puts) {
-                // Shutting down: the messages from the one refused on were never stored.
-                for i in start + sent..end {
-                    let guid = self.outbox[i].1;
-                    if let Some(u) = self.unacked.remove(&guid) {
-                        self.counters.closed_reported.add(1);
-                        self.report(guid, u, AckStatus::NotSent);
+            match ctx.dispatcher().dispatch_batch(queue, &mut puts) {
+                Ok(_) => {}
+                Err((sent, DispatchError::Full(_))) => {
+                    kept_from = Some(start + sent);
+                    break;
+                }
+                Err((sent, _)) => {
+                    // Shutting down: the messages from the one refused on were never
+                    // stored.
+                    for i in start + sent..end {
+                        let guid = self.outbox[i].1;
+                        if let Some(u) = self.unacked.remove(&guid) {
+                            self.counters.closed_reported.add(1);
+                            self.report(guid, u, AckStatus::NotSent);
+                        }
                     }
                 }
             }
             start = end;
         }
-        self.outbox.clear();
-        self.frame_bytes = 0;
+        let sent = kept_from.unwrap_or(self.outbox.len());
+        if sent > 0 {
+            self.counters.put_frames.add(1);
+            self.counters.put_messages.add(sent as u64);
+        }
+        match kept_from {
+            None => {
+                self.outbox.clear();
+                self.frame_bytes = 0;
+                self.held_back = false;
+            }
+            Some(kept) => {
+                // Slides the rest down: no allocation.
+                self.outbox.drain(..kept);
+                self.frame_bytes = self
+                    .outbox
+                    .iter()
+                    .map(|(_, _, p)| p.len as usize + FRAME_OVERHEAD)
+                    .sum();
+                self.held_back = true;
+                ctx.flush_again();
+            }
+        }
     }
 
     fn ack(&mut self, guid: Guid, status: AckStatus) {
@@ -348,6 +400,7 @@ impl ProducerSession {
         }
         self.outbox.clear();
         self.frame_bytes = 0;
+        self.held_back = false;
     }
 
     /// Drains, then reports everything still in flight `Closed`.
@@ -421,7 +474,7 @@ impl Client<BrokerMsg> for ProducerSession {
     }
 
     fn flush(&mut self, ctx: &mut Context<'_, BrokerMsg>) {
-        if self.config.flush == FlushStrategy::Dynamic {
+        if self.config.flush == FlushStrategy::Dynamic || self.held_back {
             self.send_batch(ctx);
         }
         self.report_outcomes();
@@ -443,23 +496,31 @@ pub(crate) struct ConsumerSession {
     pub(crate) id: ConsumerId,
     pub(crate) app: AppId,
     pub(crate) queue: ClientHandle,
-    pub(crate) cluster: Option<ClientHandle>,
+    /// For a consumer whose confirms go through the cluster: the cluster's client, and the
+    /// credits each confirm takes before it goes (see `cluster.rs`, "Back-pressure").
+    cluster: Option<(ClientHandle, Arc<Credits>)>,
     pub(crate) mode: ConfirmMode,
-    pub(crate) route: ConfirmRoute,
     /// PUSHes received since the last flush: at most the processor's `max_batch`.
     deliveries: Vec<Delivery>,
     /// The batch being delivered and confirmed, taken out of `deliveries` (swapped) before
     /// `on_delivery` runs; empty outside `flush`.
     delivering: Vec<Delivery>,
+    /// Confirms that could not go yet (a full outbox, `DispatchError::Full`, or no cluster
+    /// credit free), oldest first: sent before any other at the next flush, which the
+    /// session asks for (`flush_again`). Each is an unconfirmed share of the consumer's
+    /// window, as is each delivery, so together they never exceed the window (the
+    /// preallocated size).
+    unsent: Vec<Confirm>,
     on_delivery: DeliveryHandler,
     closed: bool,
     pub(crate) counters: SessionTally,
 }
 
 impl ConsumerSession {
-    /// A consumer session whose batches are preallocated for `batch` deliveries: the most
-    /// it can receive between two flushes (the processor's `max_batch`, and no more than
-    /// the queue's window, which bounds what it holds unconfirmed).
+    /// A consumer session whose tables are preallocated: its batches for `batch`
+    /// deliveries, the most it can receive between two flushes (the processor's
+    /// `max_batch`, and no more than `window`), and its unsent confirms for `window`, the
+    /// most shares it can hold unconfirmed (the queue's window, or its capacity if less).
     ///
     /// # Errors
     ///
@@ -469,25 +530,70 @@ impl ConsumerSession {
         id: ConsumerId,
         app: AppId,
         queue: ClientHandle,
-        cluster: Option<ClientHandle>,
-        options: (ConfirmMode, ConfirmRoute),
-        batch: usize,
+        cluster: Option<(ClientHandle, Arc<Credits>)>,
+        mode: ConfirmMode,
+        (batch, window): (usize, usize),
         on_delivery: DeliveryHandler,
         counters: SessionTally,
     ) -> Result<Self, TryReserveError> {
+        debug_assert!(batch <= window);
         Ok(Self {
             id,
             app,
             queue,
             cluster,
-            mode: options.0,
-            route: options.1,
+            mode,
             deliveries: tables::vec(batch)?,
             delivering: tables::vec(batch)?,
+            unsent: tables::vec(window)?,
             on_delivery,
             closed: false,
             counters,
         })
+    }
+
+    /// Sends one confirm, straight to its queue or through the cluster; `false` if it
+    /// cannot go yet (a full outbox, or no cluster credit free): the caller keeps it. A
+    /// confirm refused at shutdown is counted and dropped: the queue is going too.
+    fn confirm(&self, c: Confirm, ctx: &Context<'_, BrokerMsg>) -> bool {
+        let sent = match &self.cluster {
+            Some((cluster, credits)) => {
+                if !credits.try_take() {
+                    return false;
+                }
+                let sent = ctx
+                    .dispatcher()
+                    .dispatch(*cluster, Event::Message(BrokerMsg::Route(c, self.mode)));
+                if sent.is_err() {
+                    credits.give_back(1);
+                }
+                sent
+            }
+            None => send_confirm(ctx.dispatcher(), self.queue, c, self.mode),
+        };
+        match sent {
+            Ok(()) => {
+                self.counters.confirms_sent.add(1);
+                true
+            }
+            Err(DispatchError::Full(_)) => false,
+            Err(_) => {
+                self.counters.confirms_refused.add(1);
+                true
+            }
+        }
+    }
+
+    /// Sends the confirms kept by earlier flushes, oldest first, until one is refused;
+    /// `true` if some are still kept.
+    fn send_unsent(&mut self, ctx: &Context<'_, BrokerMsg>) -> bool {
+        let mut sent = 0;
+        while sent < self.unsent.len() && self.confirm(self.unsent[sent], ctx) {
+            sent += 1;
+        }
+        // Slides the rest down: no allocation.
+        self.unsent.drain(..sent);
+        !self.unsent.is_empty()
     }
 }
 
@@ -525,44 +631,44 @@ impl Client<BrokerMsg> for ConsumerSession {
     }
 
     fn flush(&mut self, ctx: &mut Context<'_, BrokerMsg>) {
-        if self.deliveries.is_empty() {
-            return;
-        }
-        // Take the batch out first (see the module's "Calling the application").
-        debug_assert!(
-            self.delivering.is_empty(),
-            "a batch left from the last flush"
-        );
-        std::mem::swap(&mut self.deliveries, &mut self.delivering);
-        self.counters.delivered.add(self.delivering.len() as u64);
-        let (on_delivery, batch) = (&mut self.on_delivery, &self.delivering);
-        if catch_unwind(AssertUnwindSafe(|| on_delivery(batch))).is_err() {
-            self.counters.handler_panics.add(1);
-            tracing::warn!(
-                consumer = self.id.0,
-                deliveries = batch.len(),
-                "on_delivery panicked; its messages are confirmed all the same"
+        // Confirms kept at an earlier flush go first, in order.
+        let mut blocked = self.send_unsent(ctx);
+        if !self.deliveries.is_empty() {
+            // Take the batch out first (see the module's "Calling the application").
+            debug_assert!(
+                self.delivering.is_empty(),
+                "a batch left from the last flush"
             );
-        }
-        for d in self.delivering.drain(..) {
-            let c = Confirm {
-                queue: d.queue,
-                guid: d.guid,
-                consumer: self.id,
-                app: d.app,
-            };
-            let sent = match (self.route, self.cluster) {
-                (ConfirmRoute::ViaCluster, Some(cluster)) => ctx
-                    .dispatcher()
-                    .dispatch(cluster, Event::Message(BrokerMsg::Route(c, self.mode)))
-                    .is_ok(),
-                _ => send_confirm(ctx.dispatcher(), self.queue, c, self.mode).is_ok(),
-            };
-            if sent {
-                self.counters.confirms_sent.add(1);
-            } else {
-                self.counters.confirms_refused.add(1);
+            std::mem::swap(&mut self.deliveries, &mut self.delivering);
+            self.counters.delivered.add(self.delivering.len() as u64);
+            let (on_delivery, batch) = (&mut self.on_delivery, &self.delivering);
+            if catch_unwind(AssertUnwindSafe(|| on_delivery(batch))).is_err() {
+                self.counters.handler_panics.add(1);
+                tracing::warn!(
+                    consumer = self.id.0,
+                    deliveries = batch.len(),
+                    "on_delivery panicked; its messages are confirmed all the same"
+                );
             }
+            for i in 0..self.delivering.len() {
+                let d = self.delivering[i];
+                let c = Confirm {
+                    queue: d.queue,
+                    guid: d.guid,
+                    consumer: self.id,
+                    app: d.app,
+                };
+                // Once one is refused, the rest wait behind it.
+                if blocked || !self.confirm(c, ctx) {
+                    debug_assert!(self.unsent.len() < self.unsent.capacity());
+                    self.unsent.push(c);
+                    blocked = true;
+                }
+            }
+            self.delivering.clear();
+        }
+        if blocked {
+            ctx.flush_again();
         }
     }
 }

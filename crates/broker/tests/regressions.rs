@@ -424,3 +424,179 @@ fn dropping_a_producer_in_its_own_on_ack_does_not_stall_its_processor() {
         assert_eq!(all.len(), 2);
     });
 }
+
+/// Defect 2 (second half): `send` on a processor thread at the cap waited for a credit that
+/// only a processor (perhaps this very one) could give back.
+#[test]
+fn send_at_the_cap_on_a_processor_thread_hands_the_message_back() {
+    within(Duration::from_secs(10), "send at the cap in on_ack", || {
+        let broker = start(vec![priority()], 1);
+        let _c = consume(&broker, 0);
+        let me: Arc<OnceLock<Weak<Producer>>> = Arc::default();
+        let results: Log<Result<Guid, SendError>> = Arc::default();
+        let (mine, sink) = (me.clone(), results.clone());
+        let mut first = true;
+        let p = Arc::new(
+            broker
+                .open_producer(1, move |_: &[Ack]| {
+                    if !std::mem::take(&mut first) {
+                        return;
+                    }
+                    if let Some(p) = mine.get().and_then(Weak::upgrade) {
+                        // The first takes the credit just given back; the second finds none.
+                        let mut r = sink.lock().unwrap();
+                        r.push(p.send(QueueId(0), payload(1)));
+                        r.push(p.send(QueueId(0), payload(2)));
+                    }
+                })
+                .unwrap(),
+        );
+        me.set(Arc::downgrade(&p)).unwrap();
+        p.send(QueueId(0), payload(0)).unwrap();
+        wait_for(Duration::from_secs(5), "on_ack's sends", || {
+            results.lock().unwrap().len() == 2
+        });
+        let r = results.lock().unwrap();
+        assert!(r[0].is_ok(), "{:?}", r[0]);
+        assert_eq!(r[1], Err(SendError::WouldBlock(payload(2))));
+        let why = r[1].as_ref().unwrap_err().to_string();
+        assert!(why.contains("processor thread"), "{why}");
+        drop(r);
+        broker.quiesce().unwrap();
+        assert_eq!(p.unconfirmed(), 0);
+    });
+}
+
+/// Defect 12: `cluster_state` called on the cluster processor's own thread waited for
+/// itself forever.
+#[test]
+fn cluster_state_on_a_processor_thread_is_an_error_not_a_hang() {
+    within(
+        Duration::from_secs(10),
+        "cluster_state on the cluster thread",
+        || {
+            let broker = Arc::new(start(vec![priority()], 1));
+            let answer: Arc<Mutex<Option<Result<ClusterState, BrokerError>>>> = Arc::default();
+            let (weak, sink) = (Arc::downgrade(&broker), answer.clone());
+            let cluster = broker
+                .dispatcher()
+                .processors(zerodispatch_core::ClientType::Cluster)[0];
+            broker
+                .dispatcher()
+                .execute(
+                    cluster,
+                    zerodispatch_core::Callback::new(move || {
+                        if let Some(broker) = weak.upgrade() {
+                            *sink.lock().unwrap() = Some(broker.cluster_state());
+                        }
+                    }),
+                )
+                .unwrap();
+            wait_for(Duration::from_secs(5), "the answer", || {
+                answer.lock().unwrap().is_some()
+            });
+            let answer = answer.lock().unwrap().take().unwrap();
+            assert_eq!(answer, Err(BrokerError::OnProcessorThread(cluster)));
+            assert!(answer.unwrap_err().to_string().contains("processor thread"));
+            // From an application thread it answers.
+            assert_eq!(broker.cluster_state().unwrap().queues, 1);
+        },
+    );
+}
+
+/// Defect 20 (first half): `quiesce` called from `on_ack` said `ShutDown`, hiding the real
+/// reason: it was called on a processor thread, where it must not wait.
+#[test]
+fn quiesce_in_on_ack_says_it_is_on_a_processor_thread() {
+    within(Duration::from_secs(10), "quiesce in on_ack", || {
+        let broker = Arc::new(start(vec![priority()], 1));
+        let _c = consume(&broker, 0);
+        let answer: Arc<Mutex<Option<Result<(), BrokerError>>>> = Arc::default();
+        let (weak, sink) = (Arc::downgrade(&broker), answer.clone());
+        let p = broker
+            .open_producer(10, move |_: &[Ack]| {
+                if let Some(broker) = weak.upgrade() {
+                    sink.lock().unwrap().get_or_insert(broker.quiesce());
+                }
+            })
+            .unwrap();
+        p.send(QueueId(0), payload(0)).unwrap();
+        wait_for(Duration::from_secs(5), "the answer", || {
+            answer.lock().unwrap().is_some()
+        });
+        let session = broker
+            .dispatcher()
+            .processors(zerodispatch_core::ClientType::Session)[0];
+        assert_eq!(
+            answer.lock().unwrap().take().unwrap(),
+            Err(BrokerError::OnProcessorThread(session))
+        );
+        broker.quiesce().unwrap();
+    });
+}
+
+/// Defect 12 (second half): a publish made on a processor thread whose outbox was full came
+/// back as `ShutDown` (`SendError::Closed` for `send`), though nothing was shutting down.
+#[test]
+fn a_full_outbox_on_a_processor_thread_is_not_reported_as_closed() {
+    within(Duration::from_secs(20), "publishes from on_ack", || {
+        // Tiny event queues and outboxes (8 events): 200 publishes from one on_ack call
+        // fill the session processor's own queue, then its outbox.
+        let broker = Broker::start(BrokerConfig {
+            queues: vec![priority()],
+            event_capacity: 8,
+            ..BrokerConfig::default()
+        })
+        .unwrap();
+        let _c = consume(&broker, 0);
+        let me: Arc<OnceLock<Weak<Producer>>> = Arc::default();
+        let results: Log<Result<Guid, BrokerError>> = Arc::default();
+        let acks: Log<Ack> = Arc::default();
+        let (mine, sink, outcomes_sink) = (me.clone(), results.clone(), acks.clone());
+        let mut first = true;
+        let p = Arc::new(
+            broker
+                .open_producer(1000, move |b: &[Ack]| {
+                    outcomes_sink.lock().unwrap().extend_from_slice(b);
+                    if !std::mem::take(&mut first) {
+                        return;
+                    }
+                    if let Some(p) = mine.get().and_then(Weak::upgrade) {
+                        let mut r = sink.lock().unwrap();
+                        for i in 0..200 {
+                            r.push(p.publish(QueueId(0), payload(i)));
+                        }
+                    }
+                })
+                .unwrap(),
+        );
+        me.set(Arc::downgrade(&p)).unwrap();
+        let g0 = p.publish(QueueId(0), payload(0)).unwrap();
+        wait_for(Duration::from_secs(5), "on_ack's publishes", || {
+            results.lock().unwrap().len() == 200
+        });
+        let session = broker
+            .dispatcher()
+            .processors(zerodispatch_core::ClientType::Session)[0];
+        let results = results.lock().unwrap().clone();
+        let refused = results.iter().filter(|r| r.is_err()).count();
+        assert!(refused > 0, "the outbox never filled");
+        assert!(
+            results
+                .iter()
+                .all(|r| r.is_ok() || *r == Err(BrokerError::OnProcessorThread(session))),
+            "{results:?}"
+        );
+        // Every accepted message has its one outcome.
+        broker.quiesce().unwrap();
+        let all = outcomes(&acks.lock().unwrap());
+        let accepted: Vec<Guid> = results.iter().filter_map(|r| r.clone().ok()).collect();
+        assert_eq!(all.len(), accepted.len() + 1);
+        assert!(
+            accepted
+                .iter()
+                .chain([&g0])
+                .all(|g| all[g] == AckStatus::Acked)
+        );
+    });
+}

@@ -1,0 +1,219 @@
+//! Processors never stall each other: tiny event queues (16 events, outboxes of 16), tiny
+//! message tables, producers far above them, consumers at random speeds, confirms both
+//! direct and through the cluster processor (the cycles session <-> queue and session ->
+//! queue -> cluster -> queue -> session), and a replica node flooding the cluster with
+//! confirms. A watchdog fails the test on any 3-second stall; at the end every message has
+//! exactly one outcome and the counters conserve.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zerodispatch_broker::*;
+
+const PRODUCERS: u64 = 3;
+/// Messages per producer: about a second in a debug build.
+const MESSAGES: u64 = if cfg!(debug_assertions) {
+    20_000
+} else {
+    200_000
+};
+const STALL: Duration = Duration::from_secs(3);
+
+#[test]
+fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
+    let broker = Arc::new(
+        Broker::start(BrokerConfig {
+            queues: vec![
+                QueueConfig {
+                    capacity: 16,
+                    window: 8,
+                    ..QueueConfig::new(QueueMode::Priority)
+                },
+                QueueConfig {
+                    capacity: 16,
+                    window: 8,
+                    ..QueueConfig::new(QueueMode::Fanout { apps: 2 })
+                },
+            ],
+            session_processors: 2,
+            queue_processors: 2,
+            event_capacity: 16,
+            max_batch: 8,
+            ..BrokerConfig::default()
+        })
+        .unwrap(),
+    );
+    // Consumers: each app of each queue has one direct and one routed through the cluster;
+    // some sleep now and then.
+    let delivered = Arc::new(AtomicU64::new(0));
+    let mut consumers = Vec::new();
+    for (queue, app) in [(0, 0), (1, 0), (1, 1)] {
+        for (n, route) in [ConfirmRoute::Direct, ConfirmRoute::ViaCluster]
+            .into_iter()
+            .enumerate()
+        {
+            let seen = delivered.clone();
+            let mut calls = 0_u64;
+            let slow = n == 1;
+            consumers.push(
+                broker
+                    .open_consumer(
+                        QueueId(queue),
+                        AppId(app),
+                        ConsumerOptions {
+                            mode: ConfirmMode::Typed,
+                            route,
+                        },
+                        move |b: &[Delivery]| {
+                            seen.fetch_add(b.len() as u64, Ordering::Relaxed);
+                            calls += 1;
+                            if slow && calls % 64 == 0 {
+                                thread::sleep(Duration::from_micros(200));
+                            }
+                        },
+                    )
+                    .unwrap(),
+            );
+        }
+    }
+    let outcomes: Arc<Mutex<Vec<Ack>>> = Arc::default();
+    let progress = Arc::new(AtomicU64::new(0));
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|n| {
+            let (broker, outcomes, progress) = (broker.clone(), outcomes.clone(), progress.clone());
+            thread::spawn(move || {
+                let (sink, moved) = (outcomes.clone(), progress.clone());
+                let p = broker
+                    .open_producer(1000, move |b: &[Ack]| {
+                        sink.lock().unwrap().extend_from_slice(b);
+                        moved.fetch_add(b.len() as u64, Ordering::Relaxed);
+                    })
+                    .unwrap();
+                let mut sent = Vec::with_capacity(MESSAGES as usize);
+                for i in 0..MESSAGES {
+                    let queue = QueueId(((i + n) % 2) as u32);
+                    let payload = Payload { handle: i, len: 8 };
+                    // Half with the cap's back-pressure, half without.
+                    let guid = if n % 2 == 0 {
+                        p.send(queue, payload).unwrap()
+                    } else {
+                        p.publish(queue, payload).unwrap()
+                    };
+                    sent.push(guid);
+                }
+                assert!(
+                    p.close(Duration::from_secs(30)),
+                    "producer {n}: outcomes missing"
+                );
+                sent
+            })
+        })
+        .collect();
+
+    // A replica node: confirms for messages the queues never held (counted as unknown),
+    // as fast as the cluster processor takes them.
+    let stop = Arc::new(AtomicBool::new(false));
+    let replica = {
+        let (broker, stop) = (broker.clone(), stop.clone());
+        thread::spawn(move || {
+            let mut sent = 0_u64;
+            while !stop.load(Ordering::Relaxed) {
+                let confirm = Confirm {
+                    queue: QueueId((sent % 2) as u32),
+                    guid: Guid::new(ProducerId(u32::MAX), sent),
+                    consumer: ConsumerId(u32::MAX),
+                    app: AppId(0),
+                };
+                broker.replica_confirm(confirm, ConfirmMode::Typed).unwrap();
+                sent += 1;
+            }
+            sent
+        })
+    };
+
+    // The watchdog: every message's outcome moves `progress`; 3 s without a move is a stall.
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let watched = progress.clone();
+    let watchdog = thread::spawn(move || {
+        let (mut last, mut since) = (0, Instant::now());
+        loop {
+            match done_rx.recv_timeout(Duration::from_millis(50)) {
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                _ => return Ok(()),
+            }
+            let now = watched.load(Ordering::Relaxed);
+            if now != last {
+                (last, since) = (now, Instant::now());
+            } else if since.elapsed() > STALL {
+                return Err(format!("no outcome for {STALL:?}, after {now}"));
+            }
+        }
+    });
+    let mut published = Vec::new();
+    for p in producers {
+        while !p.is_finished() {
+            if watchdog.is_finished() {
+                panic!("{}", watchdog.join().unwrap().unwrap_err());
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        published.extend(p.join().unwrap());
+    }
+    let _ = done_tx.send(());
+    watchdog.join().unwrap().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let replica_confirms = replica.join().unwrap();
+
+    broker.quiesce().unwrap();
+    let outcomes = outcomes.lock().unwrap();
+    let mut outcome: HashMap<Guid, AckStatus> = HashMap::new();
+    for a in outcomes.iter() {
+        assert!(
+            outcome.insert(a.guid, a.status).is_none(),
+            "{:?} has two outcomes",
+            a.guid
+        );
+    }
+    assert_eq!(
+        outcome.len(),
+        published.len(),
+        "an outcome for every message"
+    );
+    assert!(published.iter().all(|g| outcome.contains_key(g)));
+    let acked = outcome.values().filter(|s| **s == AckStatus::Acked).count() as u64;
+    let stats = broker.queue_stats();
+    assert_eq!(stats.iter().map(|q| q.acked).sum::<u64>(), acked);
+    assert_eq!(stats.iter().map(|q| q.held).sum::<u64>(), 0);
+    assert_eq!(
+        stats.iter().map(|q| q.stored).sum::<u64>(),
+        acked,
+        "every stored message acked"
+    );
+    let sessions = broker.session_stats();
+    assert_eq!(sessions.published, published.len() as u64);
+    assert!(acked > 0, "some messages went through");
+    // Every confirm reached its queue once: the consumers' and the replica's.
+    let arrived: u64 = stats
+        .iter()
+        .map(|q| q.confirms + q.duplicate_confirms + q.unknown_guid + q.gone_consumer)
+        .sum();
+    assert_eq!(arrived, sessions.confirms_sent + replica_confirms);
+    let cluster = broker.cluster_state().unwrap();
+    assert!(cluster.routed >= replica_confirms && cluster.unknown_queue == 0);
+    let outboxed: u64 = broker.dispatcher().stats().iter().map(|s| s.outboxed).sum();
+    println!(
+        "no stall: {} published, {acked} acked, {} rejected queue-full, {} delivered, \
+         {replica_confirms} replica confirms, {outboxed} events outboxed",
+        published.len(),
+        stats.iter().map(|q| q.rejected_full).sum::<u64>(),
+        delivered.load(Ordering::Relaxed)
+    );
+    drop(consumers);
+    Arc::try_unwrap(broker)
+        .expect("producers finished")
+        .shutdown();
+}
