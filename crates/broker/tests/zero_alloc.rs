@@ -3,7 +3,9 @@
 //! typed confirms: 1,000,000 messages in all after warm-up, allocation delta exactly 0 on
 //! every thread; then the sending side with `send` and with a confirm timeout on (the
 //! session's send-time queue stays within its preallocated bound); the same with boxed
-//! confirms allocates (so the counter is seen to work).
+//! confirms allocates (so the counter is seen to work). One more run has event queues far
+//! too small for the flow, so that events wait in the processors' outboxes and the
+//! broker's clients keep what a full outbox refuses.
 //!
 //! Its own test binary with a single `#[test]`.
 
@@ -22,6 +24,8 @@ const MESSAGES: u64 = 1_000_000;
 const WARM_UP: u64 = 20_000;
 /// Messages a producer keeps unacknowledged at most (it waits for ACKs beyond).
 const IN_FLIGHT: u64 = 4096;
+/// Each processor's event capacity, but in the run with tiny queues.
+const EVENTS: usize = 1 << 16;
 
 /// A broker with one queue of `apps` apps, two consumers per app (one confirming straight
 /// to the queue, one through the cluster) and one producer (with `confirm_timeout`, if
@@ -33,6 +37,7 @@ fn allocations(
     messages: u64,
     via_send: bool,
     confirm_timeout: Option<Duration>,
+    event_capacity: usize,
 ) -> u64 {
     let mode_for = if apps == 1 {
         QueueMode::Priority
@@ -45,6 +50,7 @@ fn allocations(
             ..QueueConfig::new(mode_for)
         }],
         session_processors: 2,
+        event_capacity,
         ..BrokerConfig::default()
     })
     .unwrap();
@@ -128,7 +134,7 @@ fn the_confirm_path_allocates_nothing_per_message() {
     let per_case = MESSAGES / 4;
     for apps in [1, 3] {
         for mode in [ConfirmMode::Inline, ConfirmMode::Typed] {
-            let n = allocations(apps, mode, per_case, false, None);
+            let n = allocations(apps, mode, per_case, false, None, EVENTS);
             println!("fanout {apps}, {mode:?}: {per_case} messages, {n} allocations");
             assert_eq!(
                 n, 0,
@@ -138,25 +144,33 @@ fn the_confirm_path_allocates_nothing_per_message() {
     }
     // The sending side of dynamic send: `send` with its unconfirmed cap (credits taken and
     // given back) and frames cut by the drain.
-    let n = allocations(1, ConfirmMode::Typed, per_case, true, None);
+    let n = allocations(1, ConfirmMode::Typed, per_case, true, None, EVENTS);
     println!("fanout 1, Typed, via send: {per_case} messages, {n} allocations");
     assert_eq!(n, 0, "dynamic send allocated {n} times");
     // With a confirm timeout: the send-time queue gets an entry per message and stays
     // within its preallocated bound (nothing times out; the ticks that check run all
     // along, one every 500 ms).
+    let half = per_case / 2;
     let n = allocations(
         1,
         ConfirmMode::Typed,
-        per_case,
+        half,
         true,
         Some(Duration::from_secs(2)),
+        EVENTS,
     );
-    println!("fanout 1, Typed, confirm timeout: {per_case} messages, {n} allocations");
+    println!("fanout 1, Typed, confirm timeout: {half} messages, {n} allocations");
     assert_eq!(
         n, 0,
         "a producer with a confirm timeout allocated {n} times"
     );
-    let boxed = allocations(3, ConfirmMode::Boxed, 10_000, false, None);
+    // Processors' queues (and outboxes) of 64 events, far below what flows: events wait
+    // in outboxes, and when those are full the queues, sessions and cluster keep what
+    // they could not hand on for their next flush, all in preallocated tables.
+    let n = allocations(3, ConfirmMode::Inline, half, true, None, 64);
+    println!("fanout 3, Inline, 64-event queues: {half} messages, {n} allocations");
+    assert_eq!(n, 0, "handing on through full outboxes allocated {n} times");
+    let boxed = allocations(3, ConfirmMode::Boxed, 10_000, false, None, EVENTS);
     println!("fanout 3, Boxed: 10000 messages, {boxed} allocations");
     assert!(
         boxed >= 30_000,
