@@ -124,3 +124,49 @@ fn loom_shutdown_racing_a_dispatch_loses_no_event() {
         assert_eq!(model.queue_len.load(Ordering::SeqCst), 0);
     });
 }
+
+/// The outbox's part of shutdown (`outbox.rs`): a processor that found its target's queue
+/// full keeps the event with its gate entry still held, and pushes it later; shutdown,
+/// closing the target's gate meanwhile, must wait for that push, so the target runs the
+/// event before it exits. A second, plain producer races the same shutdown.
+#[test]
+fn loom_an_outboxed_event_holds_its_gate_through_shutdown() {
+    loom::model(|| {
+        let model = Arc::new(Model::default());
+        let target = {
+            let model = model.clone();
+            thread::spawn(move || model.processor_loop(None))
+        };
+        let target_thread = target.thread().clone();
+        // The sending processor: enters, finds the queue "full" (keeps the entry), and
+        // retries on its next loop turn: push, then leave on the event's behalf.
+        let sender = {
+            let (model, target_thread) = (model.clone(), target_thread.clone());
+            thread::spawn(move || {
+                if !model.gate.enter() {
+                    return false;
+                }
+                thread::yield_now(); // the retry comes at a later loop turn
+                model.queue_len.fetch_add(1, Ordering::AcqRel);
+                if model.gate.leave() {
+                    target_thread.unpark();
+                }
+                true
+            })
+        };
+        let producer = {
+            let (model, target_thread) = (model.clone(), target_thread.clone());
+            thread::spawn(move || model.dispatch(&target_thread))
+        };
+        assert!(model.gate.close());
+        while !model.gate.is_quiescent() {
+            thread::yield_now();
+        }
+        model.stop.store(true, Ordering::Release);
+        target_thread.unpark();
+
+        let accepted = usize::from(sender.join().unwrap()) + usize::from(producer.join().unwrap());
+        assert_eq!(target.join().unwrap(), accepted);
+        assert_eq!(model.queue_len.load(Ordering::SeqCst), 0);
+    });
+}

@@ -1,6 +1,8 @@
 //! Proof that a running dispatcher allocates nothing per event: a counting
 //! `#[global_allocator]` over all threads (producers, processors, the monitor), 1,000,000
-//! events after warm-up, callbacks and typed messages, with flushes.
+//! events after warm-up, callbacks and typed messages, with flushes, and a quarter of the
+//! messages relayed by a client on another processor into a queue too small for them, so
+//! that the relay's outbox is in constant use.
 //!
 //! Its own test binary with a single `#[test]`, so that no other test allocates while it
 //! measures.
@@ -54,6 +56,22 @@ impl Client<Confirm> for Queue {
     }
 }
 
+/// On the session processor: forwards every message to the queue client with the blocking
+/// `dispatch`, which on a processor thread never waits: a full queue sends the event
+/// through the processor's outbox.
+struct Relay {
+    queue: ClientHandle,
+}
+
+impl Client<Confirm> for Relay {
+    fn on_event(&mut self, event: ClientEvent<Confirm>, ctx: &mut Context<'_, Confirm>) {
+        if let ClientEvent::Message(c) = event {
+            let sent = ctx.dispatcher().dispatch(self.queue, Event::Message(c));
+            assert!(sent.is_ok(), "the relay's outbox is sized for the test");
+        }
+    }
+}
+
 fn confirm(seq: u64) -> Confirm {
     let mut guid = [0; 16];
     guid[..8].copy_from_slice(&seq.to_le_bytes());
@@ -67,8 +85,14 @@ fn confirm(seq: u64) -> Confirm {
 #[test]
 fn a_running_dispatcher_allocates_nothing_per_event() {
     let dispatcher = Dispatcher::<Confirm>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1).max_batch(64))
-        .pool(ClientType::Session, PoolConfig::new(1))
+        .pool(
+            ClientType::Queue,
+            PoolConfig::new(1).max_batch(64).capacity(64),
+        )
+        .pool(
+            ClientType::Session,
+            PoolConfig::new(1).capacity(256).outbox_capacity(1 << 16),
+        )
         .build()
         .unwrap();
     let (handled, sum, flushes) = (
@@ -86,6 +110,9 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
             },
             Placement::LeastLoaded,
         )
+        .unwrap();
+    let relay = dispatcher
+        .register(ClientType::Session, Relay { queue }, Placement::LeastLoaded)
         .unwrap();
     let callback_sum = Arc::new(AtomicU64::new(0));
     let session = dispatcher.processors(ClientType::Session)[0];
@@ -108,7 +135,8 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
                     );
                 }))
             };
-            dispatcher.dispatch(queue, event).unwrap();
+            let to = if seq % 4 == 2 { relay } else { queue };
+            dispatcher.dispatch(to, event).unwrap();
             if seq % 1000 == 0 {
                 let r = session_ran.clone();
                 dispatcher
@@ -152,6 +180,8 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
         flushes.load(Ordering::Relaxed) >= EVENTS / 64,
         "flushed at least every max_batch events"
     );
+    let outboxed = dispatcher.stats().iter().map(|s| s.outboxed).sum::<u64>();
+    assert!(outboxed > 0, "the relay's outbox was used");
     assert_eq!(
         after - before,
         0,

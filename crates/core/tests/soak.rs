@@ -1,0 +1,376 @@
+//! A fault soak of the dispatcher: for `ZD_SOAK_SECS` seconds (default 20), application
+//! threads and clients pass tokens between processors on tiny queues while faults are
+//! injected at random: panics in handlers, in flushes, in callbacks and in the drop of
+//! messages and captures; clients registered and unregistered under load; stale and
+//! foreign handles; every dispatch form; and finally a shutdown in mid-stream.
+//!
+//! It asserts that every token ends exactly once (run, or dropped after being handed back,
+//! refused or stale: never lost, never twice), that no stretch of 3 s passes without
+//! progress (a watchdog), and that every client registered is dropped exactly once.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zerodispatch_core::*;
+
+/// Tokens the soak can issue, at most (the ledger is preallocated).
+const MAX_TOKENS: usize = 1 << 25;
+
+/// How each token ended: one count per token, which must be exactly 1 at the end.
+struct Ledger {
+    ends: Vec<AtomicU8>,
+    issued: AtomicUsize,
+    finished: AtomicU64,
+    dropped: AtomicU64,
+}
+
+impl Ledger {
+    fn new() -> Self {
+        Self {
+            ends: (0..MAX_TOKENS).map(|_| AtomicU8::new(0)).collect(),
+            issued: AtomicUsize::new(0),
+            finished: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    fn progress(&self) -> u64 {
+        self.finished.load(Ordering::Relaxed) + self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+/// A message: a token with hops left. Ends when consumed at its last hop, or when dropped
+/// anywhere else; some tokens panic in their drop (after recording the end).
+struct Token {
+    id: u32,
+    hops: u8,
+    panic_on_drop: bool,
+    consumed: bool,
+    ledger: Arc<Ledger>,
+}
+
+impl Token {
+    fn issue(ledger: &Arc<Ledger>, rng: &mut Rng) -> Option<Token> {
+        let id = ledger.issued.fetch_add(1, Ordering::Relaxed);
+        if id >= MAX_TOKENS {
+            return None;
+        }
+        Some(Token {
+            id: id as u32,
+            hops: rng.below(4) as u8,
+            panic_on_drop: rng.below(1000) == 0,
+            consumed: false,
+            ledger: ledger.clone(),
+        })
+    }
+
+    fn finish(mut self) {
+        self.consumed = true;
+    }
+}
+
+impl Drop for Token {
+    fn drop(&mut self) {
+        let before = self.ledger.ends[self.id as usize].fetch_add(1, Ordering::Relaxed);
+        assert_eq!(before, 0, "token {} ended twice", self.id);
+        if self.consumed {
+            self.ledger.finished.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.ledger.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        if self.panic_on_drop && !thread::panicking() {
+            panic!("planned panic in a token's drop");
+        }
+    }
+}
+
+/// xorshift64*: a small deterministic generator per thread.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
+
+/// Drops what a refused dispatch handed back: a token in it may panic in its drop (a
+/// planned fault), which must not end the producer's thread.
+fn discard<T>(handed_back: T) {
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(handed_back)));
+}
+
+/// The handles of the live clients, for producers and clients to pick from.
+type Registry = Arc<Mutex<Vec<ClientHandle>>>;
+
+/// Forwards tokens with hops left to a random live client, panics now and then.
+struct Worker {
+    registry: Registry,
+    rng: Rng,
+    drops: Arc<AtomicU64>,
+}
+
+impl Client<Token> for Worker {
+    fn on_event(&mut self, event: ClientEvent<Token>, ctx: &mut Context<'_, Token>) {
+        match event {
+            ClientEvent::Callback(cb) => cb.call(),
+            ClientEvent::Message(mut token) => {
+                if self.rng.below(500) == 0 {
+                    panic!("planned panic in a handler"); // drops the token: it ends
+                }
+                if token.hops == 0 {
+                    return token.finish();
+                }
+                token.hops -= 1;
+                let next = {
+                    let live = self.registry.lock().unwrap();
+                    live[self.rng.below(live.len() as u64) as usize]
+                };
+                // On a processor thread: never waits. `Full` (outbox full), `ShutDown` or
+                // a stale handle: the token comes back, or is dropped, and ends.
+                let _ = ctx.dispatcher().dispatch(next, Event::Message(token));
+            }
+        }
+    }
+
+    fn flush(&mut self, _ctx: &mut Context<'_, Token>) {
+        if self.rng.below(2000) == 0 {
+            panic!("planned panic in a flush");
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.drops.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn soak_secs() -> u64 {
+    std::env::var("ZD_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20)
+}
+
+#[test]
+fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
+    // The planned panics are counted by the processors, not printed; any other is.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("");
+        if !message.starts_with("planned panic") {
+            report(info);
+        }
+    }));
+    let tiny = |n| {
+        PoolConfig::new(n)
+            .capacity(8)
+            .outbox_capacity(16)
+            .max_batch(4)
+    };
+    let mut dispatcher = Dispatcher::<Token>::builder()
+        .pool(ClientType::Session, tiny(2))
+        .pool(ClientType::Queue, tiny(2))
+        .pool(ClientType::Cluster, tiny(1))
+        .build()
+        .unwrap();
+    // A foreign dispatcher: its handles must be refused by ours.
+    let foreign_dispatcher = Dispatcher::<Token>::builder()
+        .pool(ClientType::Queue, PoolConfig::new(1))
+        .build()
+        .unwrap();
+    let worker_drops = Arc::new(AtomicU64::new(0));
+    let foreign = foreign_dispatcher
+        .register(
+            ClientType::Queue,
+            Worker {
+                registry: Arc::new(Mutex::new(Vec::new())),
+                rng: Rng(7),
+                drops: worker_drops.clone(),
+            },
+            Placement::LeastLoaded,
+        )
+        .unwrap();
+    let ledger = Arc::new(Ledger::new());
+    let registry: Registry = Arc::new(Mutex::new(Vec::new()));
+    let registered = Arc::new(AtomicU64::new(1)); // the foreign worker
+    let stale = Arc::new(Mutex::new(Vec::new()));
+    let new_worker = |seed| Worker {
+        registry: registry.clone(),
+        rng: Rng(seed),
+        drops: worker_drops.clone(),
+    };
+    for (i, t) in ClientType::ALL.iter().cycle().take(6).enumerate() {
+        let h = dispatcher
+            .register(*t, new_worker(i as u64 + 11), Placement::LeastLoaded)
+            .unwrap();
+        registered.fetch_add(1, Ordering::Relaxed);
+        registry.lock().unwrap().push(h);
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    // Producers: every dispatch form, to live, stale and foreign handles.
+    for p in 0..3_u64 {
+        let (d, ledger, registry, stale, stop) = (
+            dispatcher.handle(),
+            ledger.clone(),
+            registry.clone(),
+            stale.clone(),
+            stop.clone(),
+        );
+        threads.push(thread::spawn(move || {
+            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (p + 1));
+            while !stop.load(Ordering::Relaxed) {
+                let to = match rng.below(50) {
+                    0 => foreign,
+                    1 => match stale.lock().unwrap().last() {
+                        Some(&h) => h,
+                        None => continue,
+                    },
+                    _ => {
+                        let live = registry.lock().unwrap();
+                        live[rng.below(live.len() as u64) as usize]
+                    }
+                };
+                let Some(token) = Token::issue(&ledger, &mut rng) else {
+                    return;
+                };
+                // A refused token comes back in the error and ends when it is dropped.
+                match rng.below(5) {
+                    0 => discard(d.try_dispatch(to, Event::Message(token))),
+                    1 => {
+                        let mut batch = std::iter::once(token)
+                            .chain(
+                                (0..rng.below(6)).filter_map(|_| Token::issue(&ledger, &mut rng)),
+                            )
+                            .map(Event::Message);
+                        discard(d.dispatch_batch(to, &mut batch));
+                        batch.for_each(discard);
+                    }
+                    2 => {
+                        // A callback that consumes the token, sometimes panicking after.
+                        let panics = rng.below(100) == 0;
+                        let cb = Callback::new(move || {
+                            token.finish();
+                            assert!(!panics, "planned panic in a callback");
+                        });
+                        discard(d.dispatch(to, Event::Callback(cb)));
+                    }
+                    _ => discard(d.dispatch(to, Event::Message(token))),
+                }
+            }
+        }));
+    }
+    // Churn: clients registered and unregistered under load.
+    {
+        let (d, registry, stale, stop, registered) = (
+            dispatcher.handle(),
+            registry.clone(),
+            stale.clone(),
+            stop.clone(),
+            registered.clone(),
+        );
+        let make = new_worker;
+        let mut workers: Vec<Worker> = (0..100_000).map(|i| make(1000 + i)).collect();
+        threads.push(thread::spawn(move || {
+            let mut rng = Rng(99);
+            while !stop.load(Ordering::Relaxed) {
+                thread::sleep(Duration::from_millis(2));
+                let len = registry.lock().unwrap().len();
+                if len > 2 && rng.below(2) == 0 {
+                    let h = registry
+                        .lock()
+                        .unwrap()
+                        .swap_remove(rng.below(len as u64) as usize);
+                    if d.unregister(h).is_ok() {
+                        stale.lock().unwrap().push(h);
+                    }
+                } else if len < 10 {
+                    let Some(worker) = workers.pop() else {
+                        continue;
+                    };
+                    let t = ClientType::ALL[rng.below(3) as usize];
+                    if let Ok(h) = d.register(t, worker, Placement::LeastLoaded) {
+                        registered.fetch_add(1, Ordering::Relaxed);
+                        registry.lock().unwrap().push(h);
+                    }
+                }
+            }
+            // Workers never registered are dropped here: count them as registered.
+            registered.fetch_add(workers.len() as u64, Ordering::Relaxed);
+        }));
+    }
+
+    // The watchdog: progress at least every 3 s, for the soak's length.
+    let end = Instant::now() + Duration::from_secs(soak_secs());
+    let (mut last, mut since) = (ledger.progress(), Instant::now());
+    // (A soak long enough to issue every token ends when they run out.)
+    while Instant::now() < end && ledger.issued.load(Ordering::Relaxed) < MAX_TOKENS {
+        thread::sleep(Duration::from_millis(50));
+        let now = ledger.progress();
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(3),
+            "no token ended for 3 s: stalled; stats {:#?}",
+            dispatcher.stats()
+        );
+    }
+    // Shutdown in mid-stream: producers are still dispatching.
+    let stats = dispatcher.stats();
+    let (shutdown_tx, shutdown_rx) = std::sync::mpsc::channel();
+    let shutting = thread::spawn(move || {
+        dispatcher.shutdown();
+        let _ = shutdown_tx.send(());
+        dispatcher
+    });
+    shutdown_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("shutdown in mid-stream finished within 10 s");
+    let dispatcher = shutting.join().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    drop(dispatcher);
+    drop(foreign_dispatcher);
+
+    let issued = ledger.issued.load(Ordering::Relaxed).min(MAX_TOKENS);
+    let unended: Vec<usize> = (0..issued)
+        .filter(|&i| ledger.ends[i].load(Ordering::Relaxed) != 1)
+        .take(10)
+        .collect();
+    assert!(
+        unended.is_empty(),
+        "tokens that did not end exactly once: {unended:?}"
+    );
+    assert_eq!(
+        worker_drops.load(Ordering::Relaxed),
+        registered.load(Ordering::Relaxed),
+        "every client dropped exactly once"
+    );
+    let panics: u64 = stats.iter().map(|s| s.panics).sum();
+    let outboxed: u64 = stats.iter().map(|s| s.outboxed).sum();
+    let stale_events: u64 = stats.iter().map(|s| s.stale).sum();
+    println!(
+        "soak: {issued} tokens, {} run, {} dropped; {panics} panics contained, {outboxed} outboxed, {stale_events} stale",
+        ledger.finished.load(Ordering::Relaxed),
+        ledger.dropped.load(Ordering::Relaxed),
+    );
+    assert!(
+        panics > 0 && outboxed > 0 && stale_events > 0,
+        "every fault was exercised"
+    );
+}
