@@ -203,7 +203,9 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
         .unwrap();
     let ledger = Arc::new(Ledger::new());
     let registry: Registry = Arc::new(Mutex::new(Vec::new()));
-    let registered = Arc::new(AtomicU64::new(1)); // the foreign worker
+    // Clients handed to `register` (each must be dropped exactly once): the foreign one,
+    // and those registered below.
+    let registered = Arc::new(AtomicU64::new(1));
     let stale = Arc::new(Mutex::new(Vec::new()));
     let new_worker = |seed| Worker {
         registry: registry.clone(),
@@ -301,8 +303,9 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
                         continue;
                     };
                     let t = ClientType::ALL[rng.below(3) as usize];
+                    // A refused registration (shutdown) drops the client: it counts too.
+                    registered.fetch_add(1, Ordering::Relaxed);
                     if let Ok(h) = d.register(t, worker, Placement::LeastLoaded) {
-                        registered.fetch_add(1, Ordering::Relaxed);
                         registry.lock().unwrap().push(h);
                     }
                 }
