@@ -627,7 +627,10 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     pub fn stats(&self) -> Vec<ProcessorSnapshot> {
         self.shared
             .processors()
-            .map(|p| p.stats.snapshot(p.id, || p.queue.len()))
+            .map(|p| {
+                let clients = p.slots.lock().unwrap_or_else(|e| e.into_inner()).live;
+                p.stats.snapshot(p.id, || p.queue.len(), clients)
+            })
             .collect()
     }
 

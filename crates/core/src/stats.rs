@@ -209,6 +209,9 @@ pub struct ProcessorSnapshot {
     pub processed: u64,
     /// Events in its queue now.
     pub depth: usize,
+    /// Clients registered on it now (registrations and unregistrations still queued
+    /// included).
+    pub clients: usize,
     /// The deepest its queue has been, sampled after the first event of each drain and
     /// every 64 events after it.
     pub max_depth: u64,
@@ -243,6 +246,7 @@ impl ProcessorStats {
         &self,
         processor: crate::ProcessorId,
         depth: impl FnOnce() -> usize,
+        clients: usize,
     ) -> ProcessorSnapshot {
         let c = &self.counters;
         // `processed` first, with acquire (the processor adds to it with release after
@@ -266,6 +270,7 @@ impl ProcessorStats {
             enqueued: processed + depth as u64,
             processed,
             depth,
+            clients,
             max_depth: c.max_depth.get(),
             flushes: c.flushes.get(),
             panics: c.panics.get(),
