@@ -16,10 +16,10 @@
 //! the clients are flushed after their last event. Processors of a type still running can
 //! dispatch to one already stopped and get their event back.
 
+use crate::sync::thread::{self, JoinHandle};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use zerodispatch_callback::Callback;

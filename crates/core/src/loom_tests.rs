@@ -1,172 +1,156 @@
-//! `loom` models of the wake protocol and of shutdown racing a dispatch, run with
+//! `loom` models of the wake, shutdown and outbox protocols, run with
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test -p zerodispatch-core --lib --release loom
 //! ```
 //!
-//! They drive the real [`Gate`] (whose atomics become loom's under `--cfg loom`) with
-//! loom's threads and park/unpark. The queue is modelled by its length in one atomic:
-//! push is a read-modify-write (crossbeam's `ArrayQueue` claims a slot with a
-//! compare-and-swap on its tail), the emptiness check a load. Loom reports a processor
-//! parked forever as a deadlock, so a lost wake-up fails the model.
+//! They drive the real code: a [`ProcessorShared`] whose gate, stop flag, thread handle,
+//! thread-locals and queue are loom's under `--cfg loom` (see `sync.rs`; the queue is a
+//! model with `ArrayQueue`'s contract), and its own methods: `try_push` on the producer's
+//! side, `sleep` / `may_exit` in the processor's loop, `close` and `stop_when_quiescent`
+//! for shutdown, `send_from` and `retry_outbox` for the outbox. Only the loop around them
+//! is the model's: pop until empty, exit when allowed, else sleep. Loom reports a
+//! processor parked forever as a deadlock, so a lost wake-up fails a model.
 
 use loom::sync::Arc;
-use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::thread;
 
-use crate::gate::Gate;
+use crate::client::{ClientKey, ClientType, ProcessorId};
+use crate::config::PoolConfig;
+use crate::event::Item;
+use crate::processor::{ProcessorShared, current_outbox_len, set_current};
 
-/// A processor's shared state in the model.
-#[derive(Default)]
-struct Model {
-    queue_len: AtomicUsize,
-    gate: Gate,
-    stop: AtomicBool,
+fn processor(index: u16, capacity: usize) -> Arc<ProcessorShared<u64>> {
+    let id = ProcessorId {
+        client_type: ClientType::Queue,
+        index,
+    };
+    Arc::new(ProcessorShared::new(
+        id,
+        PoolConfig::new(1).capacity(capacity),
+    ))
 }
 
-impl Model {
-    fn try_pop(&self) -> bool {
-        let mut len = self.queue_len.load(Ordering::Acquire);
-        while len > 0 {
-            match self
-                .queue_len
-                .compare_exchange(len, len - 1, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return true,
-                Err(now) => len = now,
-            }
-        }
-        false
+fn message(n: u64) -> Item<u64> {
+    Item::Message {
+        key: ClientKey {
+            slot: 0,
+            generation: 0,
+        },
+        message: n,
     }
+}
 
-    fn has_work(&self) -> bool {
-        self.queue_len.load(Ordering::Acquire) != 0 || self.stop.load(Ordering::Acquire)
+/// The processor's loop around the real protocol steps: pop until empty; return once
+/// `until` events were handled, or when allowed to exit; otherwise sleep by the wake
+/// protocol. Returns the events handled.
+fn run_processor(shared: &ProcessorShared<u64>, until: Option<usize>) -> usize {
+    let mut handled = 0;
+    loop {
+        while shared.queue.pop().is_some() {
+            handled += 1;
+        }
+        if until == Some(handled) || shared.may_exit() {
+            return handled;
+        }
+        shared.sleep(thread::park, true);
     }
+}
 
-    /// The producer's side of `ProcessorShared::try_push`: gate, push, gate exit, notify.
-    fn dispatch(&self, processor: &thread::Thread) -> bool {
-        if !self.gate.enter() {
-            return false;
-        }
-        self.queue_len.fetch_add(1, Ordering::AcqRel);
-        if self.gate.leave() {
-            processor.unpark();
-        }
-        true
-    }
+/// Starts the processor thread of `shared` and publishes its handle, as `build` does
+/// before any producer can reach it.
+fn start(shared: &Arc<ProcessorShared<u64>>, until: Option<usize>) -> thread::JoinHandle<usize> {
+    let me = shared.clone();
+    let handle = thread::spawn(move || run_processor(&me, until));
+    assert!(shared.thread.set(handle.thread().clone()).is_ok());
+    handle
+}
 
-    /// The processor's loop: drain, stop if told to and empty, else sleep unless work.
-    /// Returns the events it processed.
-    fn processor_loop(&self, until: Option<usize>) -> usize {
-        let mut processed = 0;
-        loop {
-            while self.try_pop() {
-                processed += 1;
-            }
-            if until == Some(processed) {
-                return processed;
-            }
-            if self.stop.load(Ordering::Acquire) && self.queue_len.load(Ordering::Acquire) == 0 {
-                return processed;
-            }
-            self.gate.sleep_unless(|| self.has_work(), thread::park);
-        }
-    }
+/// Shutdown of one processor, as `Dispatcher::shutdown` does it.
+fn shut_down(shared: &ProcessorShared<u64>) {
+    shared.close();
+    shared.stop_when_quiescent();
 }
 
 #[test]
 fn loom_wake_protocol_loses_no_wakeup() {
     loom::model(|| {
-        let model = Arc::new(Model::default());
-        let processor = {
-            let model = model.clone();
-            thread::spawn(move || model.processor_loop(Some(2)))
-        };
-        let target = processor.thread().clone();
+        let shared = processor(0, 4);
+        let processor = start(&shared, Some(2));
         let producer = {
-            let (model, target) = (model.clone(), target.clone());
-            thread::spawn(move || assert!(model.dispatch(&target)))
+            let shared = shared.clone();
+            thread::spawn(move || assert!(shared.try_push(message(1)).is_ok()))
         };
-        assert!(model.dispatch(&target));
+        assert!(shared.try_push(message(2)).is_ok());
         producer.join().unwrap();
-        // Both events are processed: had a wake-up been lost, the processor would be
-        // parked forever and loom would report a deadlock here.
+        // Both events are handled: had a wake-up been lost, the processor would be parked
+        // forever and loom would report a deadlock here.
         assert_eq!(processor.join().unwrap(), 2);
     });
 }
 
 #[test]
-fn loom_shutdown_racing_a_dispatch_loses_no_event() {
+fn loom_shutdown_racing_two_dispatches_loses_no_event() {
     loom::model(|| {
-        let model = Arc::new(Model::default());
-        let processor = {
-            let model = model.clone();
-            thread::spawn(move || model.processor_loop(None))
-        };
-        let target = processor.thread().clone();
-        let producer = {
-            let (model, target) = (model.clone(), target.clone());
-            thread::spawn(move || model.dispatch(&target))
-        };
-        // Shutdown, as `Dispatcher::shutdown` does it for one processor.
-        assert!(model.gate.close());
-        while !model.gate.is_quiescent() {
-            thread::yield_now();
-        }
-        model.stop.store(true, Ordering::Release);
-        target.unpark();
-
-        let accepted = producer.join().unwrap();
-        let processed = processor.join().unwrap();
-        // Every event is either handed back (not accepted) or processed: never both, never
+        let shared = processor(0, 4);
+        let processor = start(&shared, None);
+        let producers: Vec<_> = (0..2)
+            .map(|n| {
+                let shared = shared.clone();
+                thread::spawn(move || shared.try_push(message(n)).is_ok())
+            })
+            .collect();
+        shut_down(&shared);
+        let accepted = producers
+            .into_iter()
+            .map(|p| usize::from(p.join().unwrap()))
+            .sum::<usize>();
+        // Every event is either handed back (not accepted) or handled: never both, never
         // neither.
-        assert_eq!(processed, usize::from(accepted));
-        assert_eq!(model.queue_len.load(Ordering::SeqCst), 0);
+        assert_eq!(processor.join().unwrap(), accepted);
+        assert!(shared.queue.is_empty());
     });
 }
 
-/// The outbox's part of shutdown (`outbox.rs`): a processor that found its target's queue
-/// full keeps the event with its gate entry still held, and pushes it later; shutdown,
-/// closing the target's gate meanwhile, must wait for that push, so the target runs the
-/// event before it exits. A second, plain producer races the same shutdown.
+/// The outbox's part of shutdown (`outbox.rs`): processor `X` dispatches to `T`, whose
+/// one-slot queue is full, so the event waits in `X`'s outbox holding its entry in `T`'s
+/// gate; `X` retries until it goes through, while `T` pops its one event and a shutdown
+/// closes `T` and checks for quiescence. Whenever shutdown finds `T`'s gate empty, the
+/// kept event must already be in `T`'s queue, where `T` will drain it before it exits: an
+/// accepted event is never left behind.
+///
+/// (Shutdown's real wait is a loop around that check, and `T`'s drain a loop of pops: the
+/// model takes one turn of each, since loops that wait by yielding multiply loom's paths
+/// beyond what CI can explore, and one turn is where the order is decided.)
 #[test]
 fn loom_an_outboxed_event_holds_its_gate_through_shutdown() {
     loom::model(|| {
-        let model = Arc::new(Model::default());
-        let target = {
-            let model = model.clone();
-            thread::spawn(move || model.processor_loop(None))
+        let target = processor(0, 1);
+        assert!(target.try_push(message(0)).is_ok()); // the one slot is taken
+        // This thread plays `X`: its dispatch finds the queue full and keeps the event.
+        let own = processor(1, 1);
+        set_current(0, own.id);
+        assert!(own.send_from(&target, message(1), true).is_ok());
+        assert_eq!(current_outbox_len(), 1);
+        let drain = {
+            let target = target.clone();
+            thread::spawn(move || assert!(target.queue.pop().is_some()))
         };
-        let target_thread = target.thread().clone();
-        // The sending processor: enters, finds the queue "full" (keeps the entry), and
-        // retries on its next loop turn: push, then leave on the event's behalf.
-        let sender = {
-            let (model, target_thread) = (model.clone(), target_thread.clone());
+        let shutdown = {
+            let target = target.clone();
             thread::spawn(move || {
-                if !model.gate.enter() {
-                    return false;
+                target.close();
+                if target.gate_is_quiescent() {
+                    assert_eq!(target.queue.len(), 1, "quiescent before the kept push");
                 }
-                thread::yield_now(); // the retry comes at a later loop turn
-                model.queue_len.fetch_add(1, Ordering::AcqRel);
-                if model.gate.leave() {
-                    target_thread.unpark();
-                }
-                true
             })
         };
-        let producer = {
-            let (model, target_thread) = (model.clone(), target_thread.clone());
-            thread::spawn(move || model.dispatch(&target_thread))
-        };
-        assert!(model.gate.close());
-        while !model.gate.is_quiescent() {
+        while own.retry_outbox(|_| Some(&*target)) == 0 {
             thread::yield_now();
         }
-        model.stop.store(true, Ordering::Release);
-        target_thread.unpark();
-
-        let accepted = usize::from(sender.join().unwrap()) + usize::from(producer.join().unwrap());
-        assert_eq!(target.join().unwrap(), accepted);
-        assert_eq!(model.queue_len.load(Ordering::SeqCst), 0);
+        drain.join().unwrap();
+        shutdown.join().unwrap();
+        assert_eq!(current_outbox_len(), 0);
+        assert!(target.gate_is_quiescent());
     });
 }

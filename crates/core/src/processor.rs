@@ -27,12 +27,10 @@
 //! is wrapped in `catch_unwind`: a panic is counted and logged, and the loop goes on.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool as StdAtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::thread::{self, Thread};
 use std::time::Duration;
 
-use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::{Backoff, CachePadded};
 
 use crate::client::{
@@ -44,6 +42,7 @@ use crate::event::{DispatchError, Item};
 use crate::gate::Gate;
 use crate::outbox::Outbox;
 use crate::stats::{Histograms, Pinning, ProcessorStats};
+use crate::sync::{self, AtomicBool, BoundedQueue, Ordering, thread};
 
 /// Check the queue depth (watermarks, max depth) every this many events within a drain,
 /// starting after its first event (which may have been a long one, during which the queue
@@ -62,18 +61,18 @@ const REFILL_ROOM_DIVISOR: usize = 4;
 pub(crate) struct ProcessorShared<M> {
     pub(crate) id: ProcessorId,
     pub(crate) config: PoolConfig,
-    pub(crate) queue: ArrayQueue<Item<M>>,
+    pub(crate) queue: BoundedQueue<Item<M>>,
     /// Passed by producers on every push; also carries the processor's sleeping flag.
     gate: CachePadded<Gate>,
     /// Set by shutdown once the gate is closed and empty.
     stop: AtomicBool,
     /// The processor's thread, for unparking; set right after it is spawned, before any
     /// handle to the dispatcher exists.
-    pub(crate) thread: OnceLock<Thread>,
+    pub(crate) thread: OnceLock<thread::Thread>,
     pub(crate) stats: ProcessorStats,
     /// Set by the monitor when it enqueues a probe, cleared when the probe is handled: at
     /// most one probe in the queue.
-    pub(crate) probe_pending: AtomicBool,
+    pub(crate) probe_pending: StdAtomicBool,
     /// Client table slots, taken at registration and released at unregistration.
     pub(crate) slots: Mutex<SlotAllocator>,
     /// Events this processor's thread could not hand on yet (see [`outbox`](crate::outbox)).
@@ -125,14 +124,14 @@ impl<M: Send + 'static> ProcessorShared<M> {
     pub(crate) fn new(id: ProcessorId, config: PoolConfig) -> Self {
         Self {
             id,
-            queue: ArrayQueue::new(config.capacity),
+            queue: BoundedQueue::new(config.capacity),
             outbox: Mutex::new(Outbox::new(config.outbox_capacity)),
             config,
             gate: CachePadded::new(Gate::default()),
             stop: AtomicBool::new(false),
             thread: OnceLock::new(),
             stats: ProcessorStats::new(),
-            probe_pending: AtomicBool::new(false),
+            probe_pending: StdAtomicBool::new(false),
             slots: Mutex::new(SlotAllocator::default()),
         }
     }
@@ -323,7 +322,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
         let capacity = self.queue.capacity();
         let target = capacity - (capacity / REFILL_ROOM_DIVISOR).max(1);
         while self.queue.len() > target && !self.gate.is_closed() {
-            backoff.snooze();
+            sync::snooze(backoff);
         }
     }
 
@@ -344,7 +343,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
         debug_assert!(self.gate.is_closed());
         let backoff = Backoff::new();
         while !self.gate.is_quiescent() {
-            backoff.snooze();
+            sync::snooze(&backoff);
         }
         self.request_stop();
     }
@@ -360,14 +359,99 @@ impl<M: Send + 'static> ProcessorShared<M> {
     pub(crate) fn is_closed(&self) -> bool {
         self.gate.is_closed()
     }
+
+    /// Whether no producer is inside the gate (outboxed events included).
+    #[cfg(all(loom, test))]
+    pub(crate) fn gate_is_quiescent(&self) -> bool {
+        self.gate.is_quiescent()
+    }
+
+    /// Processor side: whether there is an event to pop or a stop to obey.
+    pub(crate) fn has_work(&self) -> bool {
+        // SeqCst: pairs with `request_stop`.
+        !self.queue.is_empty() || self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Processor side: whether it may exit, as far as the queue and the stop say (the
+    /// caller adds its outbox and its flush-again requests).
+    pub(crate) fn may_exit(&self) -> bool {
+        // SeqCst: pairs with `request_stop`.
+        self.stop.load(Ordering::SeqCst) && self.queue.is_empty()
+    }
+
+    /// Processor side: announces sleep, parks with `park` unless there is work (the wake
+    /// protocol of `wake.rs`). With `stop_wakes` false, a stop does not count as work (a
+    /// processor with retries pending must make them first). Returns whether it parked.
+    pub(crate) fn sleep(&self, park: impl FnOnce(), stop_wakes: bool) -> bool {
+        let has_work = || {
+            if stop_wakes {
+                self.has_work()
+            } else {
+                !self.queue.is_empty()
+            }
+        };
+        self.gate.sleep_unless(has_work, park)
+    }
+
+    /// Pushes an event whose gate entry is already held (an outboxed one) and, if it went
+    /// in, leaves the gate on its behalf; hands it back if the queue is still full.
+    pub(crate) fn push_held(&self, item: Item<M>) -> Result<(), Item<M>> {
+        let pushed = self.queue.push(item);
+        if pushed.is_ok() {
+            self.leave();
+        }
+        pushed
+    }
+
+    /// Processor side: hands on what this processor's outbox holds, as far as the targets
+    /// (found by `target`) have room; returns how many went. Runs on this processor's
+    /// thread only.
+    pub(crate) fn retry_outbox<'t>(
+        &self,
+        target: impl Fn(ProcessorId) -> Option<&'t ProcessorShared<M>>,
+    ) -> usize
+    where
+        M: 't,
+    {
+        let mut outbox = self.outbox.lock().unwrap_or_else(|e| e.into_inner());
+        let sent = outbox.retry(|id, item| {
+            // The gate was entered when the event was kept, and is still held: shutdown
+            // waits for this push.
+            target(id)
+                .expect("an outboxed event names a processor of this dispatcher")
+                .push_held(item)
+        });
+        OUTBOX_LEN.with(|len| len.set(outbox.len()));
+        sent
+    }
 }
 
-thread_local! {
+#[cfg(not(loom))]
+std::thread_local! {
     /// Which processor, of which dispatcher, the current thread is.
     static CURRENT: std::cell::Cell<Option<(u64, ProcessorId)>> = const { std::cell::Cell::new(None) };
     /// Events in the current processor thread's outbox: read on every dispatch a processor
     /// makes (a thread-local read, no lock) to know whether it may push directly.
     static OUTBOX_LEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+// Under loom the model's threads share OS threads: its own thread-locals keep them apart.
+#[cfg(loom)]
+loom::thread_local! {
+    static CURRENT: std::cell::Cell<Option<(u64, ProcessorId)>> = std::cell::Cell::new(None);
+    static OUTBOX_LEN: std::cell::Cell<usize> = std::cell::Cell::new(0);
+}
+
+/// Makes the current thread processor `id` of dispatcher `dispatcher`: what a processor
+/// thread does first (and a loom model for the threads it plays).
+pub(crate) fn set_current(dispatcher: u64, id: ProcessorId) {
+    CURRENT.with(|c| c.set(Some((dispatcher, id))));
+}
+
+/// Events in the current processor thread's outbox.
+#[cfg(all(loom, test))]
+pub(crate) fn current_outbox_len() -> usize {
+    outbox_len()
 }
 
 /// The dispatcher id and processor of the current thread, if it is a processor thread.
@@ -538,7 +622,7 @@ impl<M: Send + 'static> Runner<M> {
     /// The thread's body: pins, runs the loop until stopped, drops the clients.
     pub(crate) fn run(mut self, core: Option<usize>) {
         let id = self.shared.id;
-        CURRENT.with(|c| c.set(Some((self.dispatcher.id(), id))));
+        set_current(self.dispatcher.id(), id);
         let pinning = match core {
             None => Pinning::NotRequested,
             Some(core) => {
@@ -576,12 +660,7 @@ impl<M: Send + 'static> Runner<M> {
             self.drain();
             self.flush_all();
             self.retry_outbox();
-            // SeqCst: pairs with `request_stop`.
-            if self.shared.stop.load(Ordering::SeqCst)
-                && self.shared.queue.is_empty()
-                && outbox_len() == 0
-                && self.flush_list.is_empty()
-            {
+            if self.shared.may_exit() && outbox_len() == 0 && self.flush_list.is_empty() {
                 return;
             }
             self.wait_for_work();
@@ -595,20 +674,9 @@ impl<M: Send + 'static> Runner<M> {
             return;
         }
         let dispatcher = &self.dispatcher;
-        let mut outbox = self.shared.outbox.lock().unwrap_or_else(|e| e.into_inner());
-        let sent = outbox.retry(|target, item| {
-            let target = dispatcher
-                .processor(target)
-                .expect("an outboxed event names a processor of this dispatcher");
-            // The gate was entered when the event was kept, and is still held: shutdown
-            // waits for this push.
-            let pushed = target.queue.push(item);
-            if pushed.is_ok() {
-                target.leave();
-            }
-            pushed
-        });
-        OUTBOX_LEN.with(|len| len.set(outbox.len()));
+        let sent = self
+            .shared
+            .retry_outbox(|id| dispatcher.processor(id).map(|p| &**p));
         if sent > 0 {
             self.retry_park = RETRY_PARK_MIN;
         }
@@ -648,25 +716,18 @@ impl<M: Send + 'static> Runner<M> {
         }
         // Going to sleep: a requested histogram merge costs the event path nothing now.
         self.publish_histograms(false);
-        let shared = &*self.shared;
-        let has_work = || !shared.queue.is_empty() || shared.stop.load(Ordering::SeqCst);
-        if shared.gate.sleep_unless(has_work, thread::park) {
-            shared.stats.counters.parks.add(1);
+        if self.shared.sleep(thread::park, true) {
+            self.shared.stats.counters.parks.add(1);
         }
     }
 
     /// Waits a short, growing while (or until an event comes) before retrying the outbox
     /// and the clients that asked to be flushed again.
     fn wait_to_retry(&mut self) {
-        let shared = &*self.shared;
         let park = self.retry_park;
         // Not woken by a stop: at a stop the retries still have to be made.
-        let has_work = || !shared.queue.is_empty();
-        if shared
-            .gate
-            .sleep_unless(has_work, || thread::park_timeout(park))
-        {
-            shared.stats.counters.parks.add(1);
+        if self.shared.sleep(|| sync::park_timeout(park), false) {
+            self.shared.stats.counters.parks.add(1);
         }
         self.retry_park = (park * 2).min(RETRY_PARK_MAX);
     }
@@ -675,7 +736,7 @@ impl<M: Send + 'static> Runner<M> {
     /// it is time to park.
     fn spin_for_work(&self) -> bool {
         let shared = &*self.shared;
-        let has_work = || !shared.queue.is_empty() || shared.stop.load(Ordering::SeqCst);
+        let has_work = || shared.has_work();
         let backoff = Backoff::new();
         let spins = match shared.config.wait {
             WaitStrategy::BusySpin => {

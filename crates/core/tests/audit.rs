@@ -4,6 +4,10 @@
 //! failed (hung, panicked or asserted) on the code before its fix. Tests that used to hang
 //! run under a watchdog, so that a regression fails instead of stalling CI.
 
+// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
+// only the loom models (`--lib`) run then.
+#![cfg(not(loom))]
+
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

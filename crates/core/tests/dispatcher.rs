@@ -2,6 +2,10 @@
 //! configuration, processors, clients, events, flush, back-pressure and shutdown, the
 //! BlazingMQ-style API, faults, stats.
 
+// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
+// only the loom models (`--lib`) run then.
+#![cfg(not(loom))]
+
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

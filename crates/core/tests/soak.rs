@@ -8,6 +8,10 @@
 //! refused or stale: never lost, never twice), that no stretch of 3 s passes without
 //! progress (a watchdog), and that every client registered is dropped exactly once.
 
+// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
+// only the loom models (`--lib`) run then.
+#![cfg(not(loom))]
+
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;

@@ -3,6 +3,10 @@
 //! back, and the accounting is checked; then a second stream is cut by shutdown in its
 //! middle, with the same accounting. Bounded to a few seconds.
 
+// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
+// only the loom models (`--lib`) run then.
+#![cfg(not(loom))]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;

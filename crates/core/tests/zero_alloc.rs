@@ -7,6 +7,10 @@
 //! Its own test binary with a single `#[test]`, so that no other test allocates while it
 //! measures.
 
+// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
+// only the loom models (`--lib`) run then.
+#![cfg(not(loom))]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
