@@ -296,7 +296,13 @@ impl<V: Variant> Ours<V> {
         let builder = types
             .iter()
             .fold(Dispatcher::<V::Message>::builder(), |builder, &t| {
-                builder.pool(t, PoolConfig::new(1).capacity(CAPACITY).wait(wait))
+                let pool = PoolConfig::new(1).capacity(CAPACITY).wait(wait);
+                let pool = if crate::peers::PINNED.load(Ordering::Relaxed) {
+                    pool.pin_to([crate::peers::CONSUMER_CORE])
+                } else {
+                    pool
+                };
+                builder.pool(t, pool)
             });
         let dispatcher = builder.build().expect("a valid bench configuration");
         let (targets, progress): (Vec<_>, Vec<_>) = types

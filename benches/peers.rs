@@ -28,14 +28,34 @@
 #![allow(dead_code)]
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::{Backoff, CachePadded};
-use disruptor::{BusySpin, Producer, Sequence, SingleConsumerBarrier, SingleProducer};
+use disruptor::{
+    BusySpin, ProcessorSettings, Producer, Sequence, SingleConsumerBarrier, SingleProducer,
+};
 use zerodispatch::workload::{Confirm, confirm_functor, handle_confirm};
+
+/// While set, subjects started from then on pin their consumer thread (processor, channel
+/// consumer, disruptor handler) to [`CONSUMER_CORE`]; the bench that sets it pins its own
+/// thread, the producer, to [`PRODUCER_CORE`] (`benches/hop.rs`).
+pub static PINNED: AtomicBool = AtomicBool::new(false);
+
+/// The core a pinned producer runs on.
+pub const PRODUCER_CORE: usize = 0;
+
+/// The core a pinned consumer runs on.
+pub const CONSUMER_CORE: usize = 1;
+
+/// Pins the calling thread to `core` if [`PINNED`] is set; `false` if the OS refused.
+pub fn pin_if_asked(core: usize) -> bool {
+    !PINNED.load(Ordering::Relaxed)
+        || core_affinity::set_for_current(core_affinity::CoreId { id: core })
+}
 
 /// The capacity of the channel peers' channels.
 pub const CHANNEL_CAPACITY: usize = 4096;
@@ -145,6 +165,7 @@ fn spawn_consumer<R: TaskReceiver>(receiver: R) -> (Progress, JoinHandle<()>) {
     let consumer = {
         let progress = progress.clone();
         thread::spawn(move || {
+            pin_if_asked(CONSUMER_CORE);
             let mut n = 0_u64;
             while let Some(task) = receiver.recv_task() {
                 task();
@@ -360,10 +381,13 @@ impl DisruptorPeer {
                 progress.store(n, Ordering::Release);
             }
         };
-        let producer =
-            disruptor::build_single_producer(RING_SIZE, || Confirm::for_seq(0), BusySpin)
-                .handle_events_with(handler)
-                .build();
+        let builder = disruptor::build_single_producer(RING_SIZE, || Confirm::for_seq(0), BusySpin);
+        let builder = if PINNED.load(Ordering::Relaxed) {
+            builder.pin_at_core(CONSUMER_CORE)
+        } else {
+            builder
+        };
+        let producer = builder.handle_events_with(handler).build();
         Self {
             ring: Mutex::new(Ring {
                 producer,
@@ -577,6 +601,164 @@ impl Drop for CrossbeamBoxedFanOut {
         self.senders = None;
         for (_, consumer) in self.consumers.drain(..) {
             // A consumer that panicked (in a task) has nothing left to report here.
+            let _ = consumer.join();
+        }
+    }
+}
+
+/// What a [`RawArrayQueue`] carries: plain data made from a sequence number, holding a
+/// confirm.
+pub trait RawItem: Send + 'static {
+    /// The item for the confirm of message `seq`.
+    fn make(seq: u64) -> Self;
+    /// Its confirm.
+    fn confirm(&self) -> Confirm;
+}
+
+/// 40 bytes of plain data (a 48-byte `ArrayQueue` slot): a confirm with a target handle
+/// and a sequence number, as a broker would hop it with nothing around it.
+#[derive(Clone, Copy, Debug)]
+pub struct Plain40 {
+    confirm: Confirm,
+    seq: u64,
+    target: u64,
+}
+
+impl RawItem for Plain40 {
+    #[inline]
+    fn make(seq: u64) -> Self {
+        Self {
+            confirm: Confirm::for_seq(seq),
+            seq,
+            target: 7,
+        }
+    }
+
+    #[inline]
+    fn confirm(&self) -> Confirm {
+        self.confirm
+    }
+}
+
+/// 56 bytes of plain data, 8-aligned: the size of our queued item, so that an
+/// `ArrayQueue` slot (item and 8-byte stamp) is 64 bytes, straddling two cache lines unless
+/// the buffer happens to start on a line.
+#[derive(Clone, Copy, Debug)]
+pub struct Plain56 {
+    inner: Plain40,
+    padding: [u64; 2],
+}
+
+impl RawItem for Plain56 {
+    #[inline]
+    fn make(seq: u64) -> Self {
+        Self {
+            inner: Plain40::make(seq),
+            padding: [seq, !seq],
+        }
+    }
+
+    #[inline]
+    fn confirm(&self) -> Confirm {
+        self.inner.confirm
+    }
+}
+
+/// The floor under our dispatcher: the same `crossbeam_queue::ArrayQueue` (capacity 4096)
+/// carrying plain data `T` from the caller to one consumer thread that pops in a loop
+/// (spinning with a short backoff when empty) and runs `handle_confirm`; the producer
+/// retries on a full queue. No wake-up, no client, no stats.
+///
+/// With `GATE`, each push is wrapped in the two read-modify-writes our dispatcher's gate
+/// makes on a word of its own (`fetch_add` before, `fetch_sub` after): what they cost,
+/// measured apart from everything else.
+pub struct RawArrayQueue<T, const GATE: bool> {
+    queue: Arc<ArrayQueue<T>>,
+    gate: CachePadded<AtomicU64>,
+    progress: Progress,
+    next_seq: AtomicU64,
+    stop: Arc<AtomicBool>,
+    consumer: Option<JoinHandle<()>>,
+}
+
+impl<T: RawItem, const GATE: bool> RawArrayQueue<T, GATE> {
+    /// Starts the consumer thread.
+    #[must_use]
+    pub fn new() -> Self {
+        let queue = Arc::new(ArrayQueue::<T>::new(CHANNEL_CAPACITY));
+        let progress = new_progress();
+        let stop = Arc::new(AtomicBool::new(false));
+        let consumer = {
+            let (queue, progress, stop) = (queue.clone(), progress.clone(), stop.clone());
+            thread::spawn(move || {
+                pin_if_asked(CONSUMER_CORE);
+                let mut n = 0_u64;
+                let backoff = Backoff::new();
+                while !stop.load(Ordering::Relaxed) {
+                    match queue.pop() {
+                        Some(item) => {
+                            handle_confirm(item.confirm());
+                            n += 1;
+                            progress.store(n, Ordering::Release);
+                            backoff.reset();
+                        }
+                        None => backoff.snooze(),
+                    }
+                }
+            })
+        };
+        Self {
+            queue,
+            gate: CachePadded::new(AtomicU64::new(0)),
+            progress,
+            next_seq: AtomicU64::new(0),
+            stop,
+            consumer: Some(consumer),
+        }
+    }
+
+    /// Pushes `count` items (retrying each on a full queue), waits until the consumer has
+    /// handled them, and returns the time taken.
+    pub fn run(&self, count: u64) -> Duration {
+        let first = self.next_seq.fetch_add(count, Ordering::Relaxed);
+        let target = self.progress.load(Ordering::Acquire) + count;
+        let start = Instant::now();
+        for seq in first..first + count {
+            let mut item = T::make(seq);
+            loop {
+                if GATE {
+                    self.gate.fetch_add(4, Ordering::AcqRel);
+                }
+                let pushed = self.queue.push(item);
+                if GATE {
+                    self.gate.fetch_sub(4, Ordering::AcqRel);
+                }
+                match pushed {
+                    Ok(()) => break,
+                    Err(back) => {
+                        item = back;
+                        std::hint::spin_loop();
+                    }
+                }
+            }
+        }
+        wait_until(&self.progress, target, || {
+            self.consumer.as_ref().is_none_or(JoinHandle::is_finished)
+        });
+        start.elapsed()
+    }
+}
+
+impl<T: RawItem, const GATE: bool> Default for RawArrayQueue<T, GATE> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T, const GATE: bool> Drop for RawArrayQueue<T, GATE> {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(consumer) = self.consumer.take() {
             let _ = consumer.join();
         }
     }
