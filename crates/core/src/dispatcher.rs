@@ -8,8 +8,9 @@
 //! 1. marks the dispatcher as shutting down and stops the monitor thread;
 //! 2. for each client type in the shutdown order (queue, session, cluster unless
 //!    configured otherwise): closes the dispatch gate of each of its processors, so that
-//!    every later dispatch to them hands its event back (`ShutDown`); waits until no
-//!    producer is inside a gate; tells the processors to stop; each drains its queue,
+//!    every later dispatch to them hands its event back (`ShutDown`); tells the processors
+//!    to stop; each drains its queue until its gate is settled (every event accepted
+//!    before the close popped, those still kept in other processors' outboxes included),
 //!    flushes its clients, drops them and exits; and joins them.
 //!
 //! Nothing accepted is lost: an event is either handed back to its producer or run, and
@@ -348,9 +349,9 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     }
 
     /// Enqueues events for the client `to` from `events`, in order, until it runs out or
-    /// the queue is full, passing the processor's gate once for the whole batch (one pair of
-    /// read-modify-writes instead of one per event; the queue's own compare-and-swap per
-    /// event remains). Returns how many were enqueued. Never blocks, never allocates.
+    /// the queue is full, passing the processor's gate once for the whole batch (two
+    /// read-modify-writes for the batch instead of one per event; the queue's own
+    /// compare-and-swap per event remains). Returns how many were enqueued. Never blocks, never allocates.
     ///
     /// # Errors
     ///
@@ -877,14 +878,14 @@ impl<M: Send + 'static> Dispatcher<M> {
                 processor.close();
             }
             for processor in shared.processors() {
-                processor.stop_when_quiescent();
+                processor.request_stop();
             }
         }
     }
 }
 
-/// The ordered shutdown of the module docs: pool by pool, close every gate, wait until no
-/// producer is inside (outboxed events included), stop, join.
+/// The ordered shutdown of the module docs: pool by pool, close every gate, tell every
+/// processor to stop (each exits once its gate is settled), join.
 fn shut_down<M: Send + 'static>(
     shared: &Shared<M>,
     mut threads: Vec<(ProcessorId, JoinHandle<()>)>,
@@ -899,7 +900,7 @@ fn shut_down<M: Send + 'static>(
             processor.close();
         }
         for processor in pool.iter() {
-            processor.stop_when_quiescent();
+            processor.request_stop();
         }
         let (now, later): (Vec<_>, Vec<_>) = threads
             .into_iter()

@@ -1,33 +1,45 @@
-//! The gate: one word per processor that producers pass through on every dispatch. It
-//! carries two protocols with one read-modify-write per side: shutdown (this module) and
-//! waking a sleeping processor ([`wake`](crate::wake)).
+//! The gate: one word per processor that every push passes with **one** read-modify-write.
+//! It carries two protocols: shutdown (this module) and waking a sleeping processor
+//! ([`wake`](crate::wake)).
 //!
-//! # The shutdown gate
+//! # Counting entries
 //!
-//! A dispatch checks that the dispatcher is running and then pushes. Between the check
-//! and the push, shutdown may have started, the processor may have drained its queue for
-//! the last time and exited: the push then succeeds into a queue nobody will read, and the
-//! producer was told its event was accepted. The gate closes that window.
+//! Above its two flags (`CLOSED`, `SLEEPING`) the word counts **entries**: an entry is an
+//! event on its way into the processor's queue.
 //!
-//! * A producer [`enter`](Gate::enter)s with `fetch_add(PRODUCER)`. If `CLOSED` was set,
-//!   it [`leave`](Gate::leave)s again and hands its event back (`ShutDown`). Otherwise it
-//!   pushes, then leaves with `fetch_sub(PRODUCER)`.
-//! * Shutdown [`close`](Gate::close)s with `fetch_or(CLOSED)`, then waits until no
-//!   producer is inside ([`is_quiescent`](Gate::is_quiescent)): from then on none can
-//!   enter. Only then does it tell the processor to stop, and the processor drains its
-//!   queue before exiting. Every push that succeeded happened inside the gate, so before
-//!   the stop, so before the processor's final drain.
+//! * A producer enters with `fetch_add(ENTRY)` before it pushes ([`Gate::enter`]). If
+//!   `CLOSED` was set it undoes the entry ([`Gate::undo`]) and hands the event back
+//!   (`ShutDown`).
+//! * A push that succeeds turns the entry into a queued event: nothing more to do, no second
+//!   read-modify-write. A push refused because the queue is full undoes the entry.
+//! * A batch enters once and, having pushed `k` events, adds the `k - 1` others
+//!   ([`Gate::add`]), or undoes the entry if it pushed none.
+//! * An event kept in an outbox (`outbox.rs`) keeps its entry until it is pushed.
 //!
-//! All are read-modify-writes of one word, so they are totally ordered in its modification
-//! order and each reads the latest value: a producer's `fetch_add` either comes before the
-//! `fetch_or` (the producer is counted, and shutdown waits for it) or after (the producer
-//! sees `CLOSED`). `AcqRel` suffices: the producer's push happens before its `fetch_sub`
-//! (program order, release), which the shutdown thread's quiescence check reads (acquire),
-//! which happens before the stop flag the processor reads.
+//! The processor counts the events it pops. The word's count minus that count is the
+//! number of events entered and not yet popped: queued, being pushed by a producer between
+//! its entry and its push, or kept in an outbox. [`Gate::settled`] says when it is zero.
 //!
-//! The cost is two uncontended read-modify-writes per dispatch when one producer feeds a
-//! processor: the processor writes the word only when it goes to sleep, so while it is busy
-//! the word stays in the producers' caches. Modelled with `loom` (`loom_tests.rs`).
+//! # Shutdown
+//!
+//! Shutdown [`close`](Gate::close)s the gate (`fetch_or(CLOSED)`), so that every later
+//! entry is undone, then tells the processor to stop. The processor exits only once it is
+//! told to stop, its queue is empty and the gate is settled: every entry made before the
+//! close has become an event, and that event has been popped. An entry made after the
+//! close is refused; while it is counted (between its `fetch_add` and its undo) the gate is
+//! not settled, and the processor waits.
+//!
+//! Why nothing accepted is lost: all changes of the word are read-modify-writes, so they are
+//! totally ordered (its modification order) and each reads the latest value. An entry either
+//! comes before the close (it is accepted, and counted in every value of the word after the
+//! close) or after (it reads `CLOSED`, and is refused). The processor reads the word after
+//! it has seen the stop, which shutdown stores after the close, so it reads a value that
+//! includes every accepted entry: it cannot settle before it has popped each of them.
+//!
+//! The price is one uncontended read-modify-write per dispatch (one per batch), made before
+//! the push, when the previous event's slot write may still sit in the store buffer: half
+//! of what the earlier enter-and-leave gate paid (`docs/benchmarks.md`, `dispatch_hop`).
+//! Modelled with `loom` on the real code (`loom_tests.rs`).
 
 use crate::sync::{AtomicUsize, Ordering};
 
@@ -35,42 +47,60 @@ use crate::sync::{AtomicUsize, Ordering};
 pub(crate) const CLOSED: usize = 1;
 /// Bit 1: the processor is going to sleep or asleep (see [`wake`](crate::wake)).
 pub(crate) const SLEEPING: usize = 2;
-/// What one producer inside the gate adds to the word (bits 2 and up count them).
-const PRODUCER: usize = 4;
+/// What one entry adds to the word (bits 2 and up count entries, modulo 2^62).
+const ENTRY: usize = 4;
+
+/// The count of entries a word holds, modulo 2^62.
+pub(crate) const fn entries(word: usize) -> usize {
+    word / ENTRY
+}
+
+/// A count of popped events, modulo 2^62, to compare with [`entries`].
+pub(crate) const fn modulo_entries(popped: usize) -> usize {
+    popped & (usize::MAX / ENTRY)
+}
 
 /// A processor's gate.
 #[derive(Debug, Default)]
 pub(crate) struct Gate {
-    /// `CLOSED` | `SLEEPING` | `PRODUCER` times the producers inside.
+    /// `CLOSED` | `SLEEPING` | `ENTRY` times the entries made (wrapping). Every change is a
+    /// read-modify-write, so that all are totally ordered and each reads the latest value.
     pub(crate) word: AtomicUsize,
 }
 
 impl Gate {
-    /// Enters the gate; `false` (and nothing to leave) if shutdown closed it.
+    /// Enters the gate for one event. `None` (and nothing to undo) if shutdown closed it;
+    /// otherwise whether the processor had announced sleep: then the caller must wake it
+    /// once its push is done (the wake protocol).
     #[inline]
-    pub(crate) fn enter(&self) -> bool {
-        // AcqRel: see the module docs; Acquire is not needed for correctness, Release is.
-        let before = self.word.fetch_add(PRODUCER, Ordering::AcqRel);
+    pub(crate) fn enter(&self) -> Option<bool> {
+        // AcqRel: Acquire pairs with the processor's `fetch_or(SLEEPING)` (reading the flag
+        // means the processor's check comes after this entry); Release orders what the
+        // producer did before against the processor's reads of the count.
+        let before = self.word.fetch_add(ENTRY, Ordering::AcqRel);
         if before & CLOSED != 0 {
-            self.word.fetch_sub(PRODUCER, Ordering::AcqRel);
-            return false;
+            self.undo();
+            return None;
         }
-        true
+        Some(before & SLEEPING != 0)
     }
 
-    /// Leaves the gate after a push (successful or not). Returns `true` if the processor had
-    /// announced sleep at that moment: the caller must then unpark it.
+    /// Adds `n` entries for events already pushed (a batch's others). Returns whether the
+    /// processor had announced sleep: the caller must then wake it.
     #[inline]
-    pub(crate) fn leave(&self) -> bool {
-        // AcqRel: Release publishes the push to the processor's sleep check and to
-        // shutdown's quiescence check; Acquire pairs with the processor's `fetch_or` of
-        // SLEEPING, so that reading the flag here means the processor's check comes after.
-        let before = self.word.fetch_sub(PRODUCER, Ordering::AcqRel);
-        debug_assert!(
-            before >= PRODUCER,
-            "gate left without entering; word = {before:#x}"
-        );
-        before & SLEEPING != 0
+    pub(crate) fn add(&self, n: usize) -> bool {
+        // AcqRel: as `enter`; a processor that parked while this batch was half pushed
+        // reads its `SLEEPING` here, and is woken.
+        self.word.fetch_add(n.wrapping_mul(ENTRY), Ordering::AcqRel) & SLEEPING != 0
+    }
+
+    /// Undoes one entry whose event was not pushed (refused: the gate closed, or the queue
+    /// was full).
+    #[inline]
+    pub(crate) fn undo(&self) {
+        // Release: the undo is the last thing the producer does with this event; the
+        // processor's Acquire read of the count sees it.
+        self.word.fetch_sub(ENTRY, Ordering::Release);
     }
 
     /// Closes the gate: every later [`enter`](Gate::enter) fails. Returns `false` if it was
@@ -79,10 +109,11 @@ impl Gate {
         self.word.fetch_or(CLOSED, Ordering::AcqRel) & CLOSED == 0
     }
 
-    /// Whether no producer is inside the gate (closed or not).
-    pub(crate) fn is_quiescent(&self) -> bool {
-        // Acquire: pairs with the Release of each producer's `leave`.
-        self.word.load(Ordering::Acquire) < PRODUCER
+    /// Whether every entry made so far has become an event that the processor popped,
+    /// `popped` being how many it has popped in all.
+    pub(crate) fn settled(&self, popped: usize) -> bool {
+        // Acquire: pairs with the Release of every entry, addition and undo.
+        entries(self.word.load(Ordering::Acquire)) == modulo_entries(popped)
     }
 
     /// Whether the gate is closed.

@@ -7,8 +7,8 @@
 //! They drive the real code: a [`ProcessorShared`] whose gate, stop flag, thread handle,
 //! thread-locals and queue are loom's under `--cfg loom` (see `sync.rs`; the queue is a
 //! model with `ArrayQueue`'s contract), and its own methods: `try_push` on the producer's
-//! side, `sleep` / `may_exit` in the processor's loop, `close` and `stop_when_quiescent`
-//! for shutdown, `send_from` and `retry_outbox` for the outbox. Only the loop around them
+//! side, `sleep` / `may_exit` in the processor's loop, `close` and `request_stop` for
+//! shutdown, `send_from` and `retry_outbox` for the outbox. Only the loop around them
 //! is the model's: pop until empty, exit when allowed, else sleep. Loom reports a
 //! processor parked forever as a deadlock, so a lost wake-up fails a model.
 
@@ -50,10 +50,16 @@ fn run_processor(shared: &ProcessorShared<u64>, until: Option<usize>) -> usize {
         while shared.queue.pop().is_some() {
             handled += 1;
         }
-        if until == Some(handled) || shared.may_exit() {
+        if until == Some(handled) || shared.may_exit(handled) {
             return handled;
         }
-        shared.sleep(thread::park, true);
+        if shared.stop_requested() {
+            // Told to stop but not settled: look again after a timed park (a yield under
+            // loom), as the processor's loop does.
+            shared.sleep(handled, thread::yield_now, false);
+        } else {
+            shared.sleep(handled, thread::park, true);
+        }
     }
 }
 
@@ -69,7 +75,7 @@ fn start(shared: &Arc<ProcessorShared<u64>>, until: Option<usize>) -> thread::Jo
 /// Shutdown of one processor, as `Dispatcher::shutdown` does it.
 fn shut_down(shared: &ProcessorShared<u64>) {
     shared.close();
-    shared.stop_when_quiescent();
+    shared.request_stop();
 }
 
 #[test]
@@ -114,14 +120,13 @@ fn loom_shutdown_racing_two_dispatches_loses_no_event() {
 
 /// The outbox's part of shutdown (`outbox.rs`): processor `X` dispatches to `T`, whose
 /// one-slot queue is full, so the event waits in `X`'s outbox holding its entry in `T`'s
-/// gate; `X` retries until it goes through, while `T` pops its one event and a shutdown
-/// closes `T` and checks for quiescence. Whenever shutdown finds `T`'s gate empty, the
-/// kept event must already be in `T`'s queue, where `T` will drain it before it exits: an
+/// gate; `X` retries until it goes through, while `T` drains and a shutdown closes `T` and
+/// tells it to stop. Whenever `T` finds it may exit, it must have popped the kept event: an
 /// accepted event is never left behind.
 ///
-/// (Shutdown's real wait is a loop around that check, and `T`'s drain a loop of pops: the
-/// model takes one turn of each, since loops that wait by yielding multiply loom's paths
-/// beyond what CI can explore, and one turn is where the order is decided.)
+/// (`T`'s real loop repeats that look until it may exit; the model takes one pass, since
+/// loops that wait by yielding multiply loom's paths beyond what CI can explore, and one
+/// pass is where the order is decided.)
 #[test]
 fn loom_an_outboxed_event_holds_its_gate_through_shutdown() {
     loom::model(|| {
@@ -132,25 +137,48 @@ fn loom_an_outboxed_event_holds_its_gate_through_shutdown() {
         set_current(0, own.id);
         assert!(own.send_from(&target, message(1), true).is_ok());
         assert_eq!(current_outbox_len(), 1);
-        let drain = {
-            let target = target.clone();
-            thread::spawn(move || assert!(target.queue.pop().is_some()))
-        };
         let shutdown = {
             let target = target.clone();
             thread::spawn(move || {
                 target.close();
-                if target.gate_is_quiescent() {
-                    assert_eq!(target.queue.len(), 1, "quiescent before the kept push");
+                target.request_stop();
+            })
+        };
+        let one_pass = {
+            let target = target.clone();
+            thread::spawn(move || {
+                let mut popped = 0;
+                while target.queue.pop().is_some() {
+                    popped += 1;
                 }
+                if target.may_exit(popped) {
+                    assert_eq!(popped, 2, "may exit before the kept event was popped");
+                }
+                popped
             })
         };
         while own.retry_outbox(|_| Some(&*target)) == 0 {
             thread::yield_now();
         }
-        drain.join().unwrap();
         shutdown.join().unwrap();
-        assert_eq!(current_outbox_len(), 0);
-        assert!(target.gate_is_quiescent());
+        let popped = one_pass.join().unwrap();
+        // What the pass left is still queued: nothing is lost either way.
+        assert_eq!(popped + target.queue.len(), 2);
+    });
+}
+
+/// A batch enters once and adds its other entries after its pushes: the processor may pop
+/// the first event, find the count matching what it popped, and park while the second
+/// event is still to come. The addition then reads `SLEEPING` and the producer wakes it.
+#[test]
+fn loom_a_batch_that_counts_its_events_late_loses_no_wakeup() {
+    loom::model(|| {
+        let shared = processor(0, 4);
+        let processor = start(&shared, Some(2));
+        let mut batch = [message(1), message(2)].into_iter();
+        let mut pushed = 0;
+        assert!(shared.try_push_batch(&mut batch, &mut pushed).is_ok());
+        assert_eq!(pushed, 2);
+        assert_eq!(processor.join().unwrap(), 2);
     });
 }

@@ -20,15 +20,15 @@
 //!
 //! 1. enters `T`'s [gate](crate::gate) (a refused entry means `T` is shutting down: the
 //!    event is handed back, `ShutDown`);
-//! 2. if `X`'s outbox is empty, pushes to `T`'s queue; if that succeeds, leaves the gate
-//!    (waking `T` if it announced sleep) and returns;
+//! 2. if `X`'s outbox is empty, pushes to `T`'s queue; if that succeeds, the entry has
+//!    become the event (waking `T` if it announced sleep) and the call returns;
 //! 3. otherwise (the queue is full, or earlier events wait in the outbox and must not be
 //!    overtaken) appends the event to `X`'s outbox **still holding its entry in `T`'s
-//!    gate**, or, if the outbox is full, leaves the gate and hands the event back (`Full`).
+//!    gate**, or, if the outbox is full, undoes the entry and hands the event back (`Full`).
 //!
 //! `X`'s loop retries its outbox at every turn (before draining, and at every flush point),
 //! front to back, stopping at the first event whose queue is still full: each event that
-//! goes through leaves the gate its entry held. While the outbox is not empty `X` never
+//! goes through turns the entry it held into a queued event. While the outbox is not empty `X` never
 //! parks for longer than a short, growing timeout, so it retries even when nothing else
 //! wakes it.
 //!
@@ -36,10 +36,11 @@
 //!
 //! * No processor waits for anything but its own empty queue, so every queue is drained,
 //!   so every outbox eventually empties: a cycle of full queues cannot stall.
-//! * An event in an outbox is inside its target's gate, so shutdown, which closes the
-//!   target's gate and waits until no one is inside before telling it to stop, waits for
-//!   that event to be pushed; the target keeps draining until then, so the push happens.
-//!   An accepted event is therefore always run, as for an application thread's dispatch.
+//! * An event in an outbox holds an entry in its target's gate, so the target, which
+//!   after shutdown's close exits only once every entry has become an event it popped
+//!   (the gate is settled), waits for that event to be pushed; it keeps draining until
+//!   then, so the push happens. An accepted event is therefore always run, as for an
+//!   application thread's dispatch.
 //! * `X` itself exits only once its outbox is empty.
 //! * Order is kept per sender: once an event waits in the outbox, every later dispatch
 //!   from `X` goes behind it, so two events from one processor to one target arrive in
@@ -77,7 +78,7 @@ impl<M> Outbox<M> {
     }
 
     /// Appends an event for `target`, whose gate the caller has entered on the event's
-    /// behalf; hands it back if the outbox is full (the caller then leaves the gate).
+    /// behalf; hands it back if the outbox is full (the caller then undoes the entry).
     pub(crate) fn keep(&mut self, target: ProcessorId, item: Item<M>) -> Result<(), Item<M>> {
         if self.entries.len() >= self.capacity {
             return Err(item);
@@ -88,8 +89,8 @@ impl<M> Outbox<M> {
     }
 
     /// Hands on events front to back with `push`, until one comes back (its queue is
-    /// still full; it goes back to the front) or none is left. `push` must leave the
-    /// target's gate for each event it accepts. Returns how many went through.
+    /// still full; it goes back to the front) or none is left. Each event `push` accepts
+    /// turns its held entry into a queued event. Returns how many went through.
     pub(crate) fn retry(
         &mut self,
         mut push: impl FnMut(ProcessorId, Item<M>) -> Result<(), Item<M>>,

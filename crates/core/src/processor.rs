@@ -44,6 +44,12 @@ use crate::outbox::Outbox;
 use crate::stats::{Histograms, Pinning, ProcessorStats};
 use crate::sync::{self, AtomicBool, BoundedQueue, Ordering, thread};
 
+/// How long a processor parks when its queue is empty but entries are ahead of what it
+/// popped (a producer between its entry and its push, or an event kept in an outbox): a
+/// push follows its entry within nanoseconds, an outboxed event within the sender's next
+/// retry. Short enough to cost no visible latency, long enough not to spin.
+const BRIEF_PARK: Duration = Duration::from_micros(20);
+
 /// Check the queue depth (watermarks, max depth) every this many events within a drain,
 /// starting after its first event (which may have been a long one, during which the queue
 /// filled): often enough to see a queue filling up under sustained load, rarely enough
@@ -80,19 +86,26 @@ pub(crate) struct ProcessorShared<M> {
     outbox: Mutex<Outbox<M>>,
 }
 
-/// A producer inside a processor's gate. Dropping it leaves the gate and wakes the
-/// processor if it announced sleep (the wake protocol), so that no path out of a push,
-/// a panic included, can leave a producer counted inside (shutdown would wait for it
-/// forever).
-#[must_use = "dropping it leaves the gate at once"]
+/// A producer's entry in a processor's gate (see `gate.rs`), for the events it pushes
+/// while holding it. Dropping it settles the count on every path, a panic included: no
+/// event pushed, the entry is undone; `k` events pushed, the `k - 1` others are added. Then
+/// it wakes the processor if the gate said it was going to sleep (the wake protocol).
+#[must_use = "dropping it undoes the entry at once"]
 pub(crate) struct Inside<'a, M> {
     target: &'a ProcessorShared<M>,
+    /// Events pushed under this entry.
+    pushed: usize,
+    /// The processor had announced sleep when a read-modify-write of this entry ran.
+    wake: bool,
 }
 
 impl<M> Inside<'_, M> {
-    /// Hands the entry to an event kept in an outbox: the gate stays entered until the
-    /// outbox pushes the event and leaves on its behalf ([`ProcessorShared::leave`]).
+    /// Hands the entry to an event kept in an outbox: it stays counted until the outbox
+    /// pushes the event ([`ProcessorShared::push_held`]).
     fn hand_to_outbox(self) {
+        if self.wake {
+            self.target.unpark();
+        }
         std::mem::forget(self);
     }
 }
@@ -100,19 +113,18 @@ impl<M> Inside<'_, M> {
 impl<M> Drop for Inside<'_, M> {
     #[inline]
     fn drop(&mut self) {
-        self.target.leave();
+        match self.pushed {
+            0 => self.target.gate.undo(),
+            1 => {}
+            k => self.wake |= self.target.gate.add(k - 1),
+        }
+        if self.wake {
+            self.target.unpark();
+        }
     }
 }
 
 impl<M> ProcessorShared<M> {
-    /// Leaves the gate once, waking the processor if it announced sleep.
-    #[inline]
-    fn leave(&self) {
-        if self.gate.leave() {
-            self.unpark();
-        }
-    }
-
     fn unpark(&self) {
         if let Some(thread) = self.thread.get() {
             thread.unpark();
@@ -139,12 +151,17 @@ impl<M: Send + 'static> ProcessorShared<M> {
     /// Enters the gate; `None` once shutdown has closed it.
     #[inline]
     fn enter(&self) -> Option<Inside<'_, M>> {
-        self.gate.enter().then(|| Inside { target: self })
+        let wake = self.gate.enter()?;
+        Some(Inside {
+            target: self,
+            pushed: 0,
+            wake,
+        })
     }
 
     /// Enqueues items from `items` until it runs out or the queue is full, passing the gate
-    /// once for all of them (two read-modify-writes on the gate word per batch, not per
-    /// item), and wakes the processor if it is going to sleep. The item that did not fit
+    /// once for all of them (one read-modify-write on the gate word for the first item, one
+    /// for the others together), and wakes the processor if it is going to sleep. The item that did not fit
     /// (or, after shutdown, the first item) comes back in the error; the rest stay in
     /// `items`. Adds the items pushed to `pushed`.
     ///
@@ -155,7 +172,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
         items: &mut impl Iterator<Item = Item<M>>,
         pushed: &mut usize,
     ) -> Result<(), DispatchError<Item<M>>> {
-        let Some(_inside) = self.enter() else {
+        let Some(mut inside) = self.enter() else {
             return match items.next() {
                 Some(item) => Err(DispatchError::ShutDown(item)),
                 None => Ok(()),
@@ -165,6 +182,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
             if let Err(back) = self.queue.push(item) {
                 return Err(DispatchError::Full(back));
             }
+            inside.pushed += 1;
             *pushed += 1;
         }
         Ok(())
@@ -200,10 +218,12 @@ impl<M: Send + 'static> ProcessorShared<M> {
     /// hottest path (going through the batch's iterator measured 2-3x slower per event).
     #[inline]
     pub(crate) fn try_push(&self, item: Item<M>) -> Result<(), DispatchError<Item<M>>> {
-        let Some(_inside) = self.enter() else {
+        let Some(mut inside) = self.enter() else {
             return Err(DispatchError::ShutDown(item));
         };
-        self.queue.push(item).map_err(DispatchError::Full)
+        let pushed = self.queue.push(item);
+        inside.pushed = usize::from(pushed.is_ok());
+        pushed.map_err(DispatchError::Full)
     }
 
     /// Enqueues `item` from an application thread, waiting while the queue is full.
@@ -233,12 +253,15 @@ impl<M: Send + 'static> ProcessorShared<M> {
         wait: bool,
     ) -> Result<(), DispatchError<Item<M>>> {
         debug_assert!(self.on_own_thread(), "send_from called off {}", self.id);
-        let Some(inside) = target.enter() else {
+        let Some(mut inside) = target.enter() else {
             return Err(DispatchError::ShutDown(item));
         };
         let item = if outbox_len() == 0 {
             match target.queue.push(item) {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    inside.pushed = 1;
+                    return Ok(());
+                }
                 Err(item) => item,
             }
         } else {
@@ -336,19 +359,9 @@ impl<M: Send + 'static> ProcessorShared<M> {
         self.gate.close();
     }
 
-    /// Waits until no producer is inside the closed gate (events kept in other
-    /// processors' outboxes included), then tells the processor to stop once its queue is
-    /// empty.
-    pub(crate) fn stop_when_quiescent(&self) {
-        debug_assert!(self.gate.is_closed());
-        let backoff = Backoff::new();
-        while !self.gate.is_quiescent() {
-            sync::snooze(&backoff);
-        }
-        self.request_stop();
-    }
-
-    /// Tells the processor to stop once its queue and outbox are empty.
+    /// Tells the processor to stop once its gate is settled (every event accepted before
+    /// the close popped, events kept in other processors' outboxes included) and its own
+    /// outbox is empty. Called after [`close`](Self::close).
     pub(crate) fn request_stop(&self) {
         // The stop needs no ordering with the sleeping flag: the unconditional unpark below
         // leaves a token if the processor is not parked yet, and it re-checks `stop` after.
@@ -360,10 +373,10 @@ impl<M: Send + 'static> ProcessorShared<M> {
         self.gate.is_closed()
     }
 
-    /// Whether no producer is inside the gate (outboxed events included).
-    #[cfg(all(loom, test))]
-    pub(crate) fn gate_is_quiescent(&self) -> bool {
-        self.gate.is_quiescent()
+    /// Whether shutdown has told the processor to stop.
+    pub(crate) fn stop_requested(&self) -> bool {
+        // SeqCst: pairs with `request_stop`.
+        self.stop.load(Ordering::SeqCst)
     }
 
     /// Processor side: whether there is an event to pop or a stop to obey.
@@ -372,17 +385,20 @@ impl<M: Send + 'static> ProcessorShared<M> {
         !self.queue.is_empty() || self.stop.load(Ordering::SeqCst)
     }
 
-    /// Processor side: whether it may exit, as far as the queue and the stop say (the
-    /// caller adds its outbox and its flush-again requests).
-    pub(crate) fn may_exit(&self) -> bool {
-        // SeqCst: pairs with `request_stop`.
-        self.stop.load(Ordering::SeqCst) && self.queue.is_empty()
+    /// Processor side: whether it may exit, as far as the stop, the queue and the gate say,
+    /// having popped `popped` events in all (the caller adds its outbox and its
+    /// flush-again requests). The gate must be settled: every event accepted popped.
+    pub(crate) fn may_exit(&self, popped: usize) -> bool {
+        // SeqCst: pairs with `request_stop`, which follows the close: the count read next
+        // includes every entry accepted before the close.
+        self.stop.load(Ordering::SeqCst) && self.queue.is_empty() && self.gate.settled(popped)
     }
 
-    /// Processor side: announces sleep, parks with `park` unless there is work (the wake
-    /// protocol of `wake.rs`). With `stop_wakes` false, a stop does not count as work (a
-    /// processor with retries pending must make them first). Returns whether it parked.
-    pub(crate) fn sleep(&self, park: impl FnOnce(), stop_wakes: bool) -> bool {
+    /// Processor side, having popped `popped` events in all: announces sleep and parks with
+    /// `park` unless there is work, or only briefly while entries are ahead of `popped` (the
+    /// wake protocol of `wake.rs`). With `stop_wakes` false, a stop does not count as work
+    /// (a processor with retries pending must make them first). Returns whether it parked.
+    pub(crate) fn sleep(&self, popped: usize, park: impl FnOnce(), stop_wakes: bool) -> bool {
         let has_work = || {
             if stop_wakes {
                 self.has_work()
@@ -390,15 +406,18 @@ impl<M: Send + 'static> ProcessorShared<M> {
                 !self.queue.is_empty()
             }
         };
-        self.gate.sleep_unless(has_work, park)
+        self.gate
+            .sleep_unless(popped, has_work, park, || sync::park_timeout(BRIEF_PARK))
     }
 
-    /// Pushes an event whose gate entry is already held (an outboxed one) and, if it went
-    /// in, leaves the gate on its behalf; hands it back if the queue is still full.
+    /// Pushes an event whose gate entry is already held (an outboxed one): the entry
+    /// becomes the event. Hands it back if the queue is still full. An outboxed push has
+    /// no read-modify-write of its own to read the sleeping flag from: it reads the flag,
+    /// and a processor it misses is one that parks only briefly (the entry was counted).
     pub(crate) fn push_held(&self, item: Item<M>) -> Result<(), Item<M>> {
         let pushed = self.queue.push(item);
-        if pushed.is_ok() {
-            self.leave();
+        if pushed.is_ok() && self.gate.is_sleeping() {
+            self.unpark();
         }
         pushed
     }
@@ -544,6 +563,8 @@ pub(crate) struct Runner<M: Send + 'static> {
     again: Vec<u16>,
     /// Events since the last flush point.
     since_flush: u64,
+    /// Events popped in all (wrapping): what the gate's count of entries is compared with.
+    popped: usize,
     /// The next timed park while retries are pending (see [`RETRY_PARK_MIN`]).
     retry_park: Duration,
     histograms: Histograms,
@@ -590,7 +611,7 @@ impl<M: Send + 'static> Drop for DeathWatch<M> {
         let mut outbox = shared.outbox.lock().unwrap_or_else(|e| e.into_inner());
         for (target, item) in outbox.take_all() {
             if let Some(target) = self.dispatcher.processor(target) {
-                target.leave();
+                target.gate.undo();
             }
             contain(&shared.stats, shared.id, "drop of a kept event", || {
                 drop(item)
@@ -613,6 +634,7 @@ impl<M: Send + 'static> Runner<M> {
             flush_list: Vec::new(),
             again: Vec::new(),
             since_flush: 0,
+            popped: 0,
             retry_park: RETRY_PARK_MIN,
             histograms: Histograms::new(),
             high_alarm: false,
@@ -660,7 +682,8 @@ impl<M: Send + 'static> Runner<M> {
             self.drain();
             self.flush_all();
             self.retry_outbox();
-            if self.shared.may_exit() && outbox_len() == 0 && self.flush_list.is_empty() {
+            if self.shared.may_exit(self.popped) && outbox_len() == 0 && self.flush_list.is_empty()
+            {
                 return;
             }
             self.wait_for_work();
@@ -687,6 +710,7 @@ impl<M: Send + 'static> Runner<M> {
         let max_batch = self.shared.config.max_batch as u64;
         let mut popped = 0_u64;
         while let Some(item) = self.shared.queue.pop() {
+            self.popped = self.popped.wrapping_add(1);
             self.handle(item);
             popped += 1;
             self.shared.stats.counters.processed.add_release(1);
@@ -706,7 +730,9 @@ impl<M: Send + 'static> Runner<M> {
     }
 
     fn wait_for_work(&mut self) {
-        if outbox_len() > 0 || !self.flush_list.is_empty() {
+        // Stopping but not settled (an accepted event still on its way in): wait briefly,
+        // like a retry, rather than spin on the stop.
+        if outbox_len() > 0 || !self.flush_list.is_empty() || self.shared.stop_requested() {
             self.wait_to_retry();
             return;
         }
@@ -716,7 +742,7 @@ impl<M: Send + 'static> Runner<M> {
         }
         // Going to sleep: a requested histogram merge costs the event path nothing now.
         self.publish_histograms(false);
-        if self.shared.sleep(thread::park, true) {
+        if self.shared.sleep(self.popped, thread::park, true) {
             self.shared.stats.counters.parks.add(1);
         }
     }
@@ -726,7 +752,10 @@ impl<M: Send + 'static> Runner<M> {
     fn wait_to_retry(&mut self) {
         let park = self.retry_park;
         // Not woken by a stop: at a stop the retries still have to be made.
-        if self.shared.sleep(|| sync::park_timeout(park), false) {
+        if self
+            .shared
+            .sleep(self.popped, || sync::park_timeout(park), false)
+        {
             self.shared.stats.counters.parks.add(1);
         }
         self.retry_park = (park * 2).min(RETRY_PARK_MAX);

@@ -11,72 +11,85 @@
 //!
 //! # Protocol
 //!
-//! The sleeping flag is the `SLEEPING` bit of the processor's [`Gate`] word, which every
-//! producer already updates with a read-modify-write when it leaves the gate after its push.
+//! The sleeping flag is the `SLEEPING` bit of the processor's [`Gate`] word, whose count of
+//! entries every producer already raises with one read-modify-write **before** its push.
 //!
-//! Processor ([`Gate::sleep_unless`]):
+//! Processor ([`Gate::sleep_unless`]), having popped `popped` events in all:
 //!
-//! 1. `fetch_or(SLEEPING)` on the gate word;
-//! 2. re-check for work: the queue is not empty, or a stop was requested;
-//! 3. if there is none, park; then `fetch_and(!SLEEPING)`.
+//! 1. `fetch_or(SLEEPING)` on the gate word, which returns the count of entries;
+//! 2. re-check for work (its queue is not empty, or a stop it must obey);
+//! 3. if there is none and the count equals `popped` (every entry made so far was popped),
+//!    park; if the count is ahead (a producer between its entry and its push, or an event
+//!    kept in another processor's outbox), park only briefly, then look again;
+//! 4. `fetch_and(!SLEEPING)`.
 //!
-//! Producer (`ProcessorShared::try_push`, and `try_push_batch` for a batch): push; `fetch_sub(PRODUCER)` on the gate word
-//! ([`Gate::leave`]); if the value it replaced had `SLEEPING`, unpark the processor.
+//! Producer: enter (`fetch_add`, [`Gate::enter`]); push; if the value the entry replaced had
+//! `SLEEPING`, unpark the processor. A batch that adds its other entries after its pushes
+//! ([`Gate::add`]) does the same with the value that addition replaced.
 //!
 //! # Why no wake-up is lost
 //!
-//! Both sides' flag operations are read-modify-writes of one word, so they are totally
-//! ordered (its modification order) and each reads the value left by the one before it.
+//! Both sides' operations on the flag and the count are read-modify-writes of one word, so
+//! they are totally ordered and each reads the value left by the one before it.
 //!
-//! * If the producer's `fetch_sub` comes after the processor's `fetch_or`, it reads
-//!   `SLEEPING` and unparks. If the processor has not parked yet, the unpark leaves the
+//! * If a producer's entry comes after the processor's `fetch_or`, it reads `SLEEPING` and
+//!   unparks after its push. If the processor has not parked yet, the unpark leaves the
 //!   thread's token, and the park returns at once.
-//! * If it comes before, the processor's `fetch_or` (acquire) reads the value the producer's
-//!   `fetch_sub` (release) wrote, or a later one in the word's chain of read-modify-writes,
-//!   so the producer's push happens before the processor's re-check, which therefore sees
-//!   the queue non-empty and does not park.
+//! * If it comes before, the count the processor reads includes it: either the processor
+//!   has popped its event already (nothing is left to see), or the count is ahead of
+//!   `popped` and the processor does not park for good. It parks briefly and looks again,
+//!   and the event, whose push follows the entry by a few instructions, is there.
 //!
-//! Putting the flag in its own atomic would make this a Dekker pattern (a store then a load
-//! of another location on each side), which needs `SeqCst` fences on both sides; sharing
-//! the gate's word turns it into ordinary acquire/release on a chain of read-modify-writes
-//! and costs the producer nothing beyond the gate it passes anyway.
+//! A batch that enters once and adds the rest after its pushes is the one case where the
+//! count can match `popped` while events of the batch are still to come (the processor
+//! popped exactly the one entered event). Those events' entries are added after the pushes,
+//! by a read-modify-write that reads `SLEEPING`, and the producer unparks.
 //!
 //! A spurious unpark (the producer read `SLEEPING` after the processor already woke) costs
 //! one syscall and leaves a token that makes the next park return at once; the processor
 //! loops and re-checks, so it is harmless.
 //!
-//! Model-checked with `loom` (`loom_tests.rs`): a producer pushing while the processor goes
-//! to sleep never leaves an event unprocessed.
+//! Model-checked with `loom` on the real code (`loom_tests.rs`): a producer pushing while
+//! the processor goes to sleep never leaves an event unprocessed.
 
-use crate::gate::{Gate, SLEEPING};
+use crate::gate::{Gate, SLEEPING, entries, modulo_entries};
 use crate::sync::Ordering;
 
 impl Gate {
     /// Processor side: announces sleep, re-checks `has_work`, and parks with `park` unless
-    /// there is work. Returns `true` if it parked (a wake-up may also be spurious).
+    /// there is work, or with `park_briefly` while entries are ahead of `popped` (see the
+    /// module docs). Returns `true` if it parked (a wake-up may also be spurious).
     pub(crate) fn sleep_unless(
         &self,
+        popped: usize,
         has_work: impl FnOnce() -> bool,
         park: impl FnOnce(),
+        park_briefly: impl FnOnce(),
     ) -> bool {
-        // AcqRel: Acquire makes every push whose `leave` precedes this in the word's order
-        // visible to `has_work`; Release makes the flag's meaning (the check follows) visible
-        // to a producer that reads it.
+        // AcqRel: Acquire makes every push whose entry precedes this in the word's order, and
+        // whose event was popped, consistent with the count read; Release makes the flag's
+        // meaning (the check follows) visible to a producer that reads it.
         let before = self.word.fetch_or(SLEEPING, Ordering::AcqRel);
         debug_assert_eq!(
             before & SLEEPING,
             0,
             "processor announced sleep twice; word = {before:#x}"
         );
-        let parked = !has_work();
-        if parked {
+        let parked = if has_work() {
+            false
+        } else if entries(before) != modulo_entries(popped) {
+            park_briefly();
+            true
+        } else {
             park();
-        }
+            true
+        };
         self.word.fetch_and(!SLEEPING, Ordering::AcqRel);
         parked
     }
 
-    /// Whether the processor has announced sleep (for the monitor).
+    /// Whether the processor has announced sleep (for the monitor, and for an outboxed
+    /// push, which holds no entry to read the flag from).
     pub(crate) fn is_sleeping(&self) -> bool {
         self.word.load(Ordering::Relaxed) & SLEEPING != 0
     }
