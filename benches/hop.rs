@@ -16,7 +16,9 @@
 //!
 //! * `raw_item_queue`: the bare queue carrying 56-byte items (our queued item's size: a
 //!   64-byte slot, which straddles two cache lines unless the buffer starts on one);
-//! * `raw_item_queue_gate`: the same with our gate's two read-modify-writes around each
+//! * `raw_item_queue_gate1`: the same with the one read-modify-write of our gate before
+//!   each push (it counts entries: `gate.rs`);
+//! * `raw_item_queue_gate`: the same with the two of the gate before that, around each
 //!   push.
 //!
 //! Each criterion sample streams hundreds of thousands to millions of events (10 samples
@@ -82,7 +84,7 @@ fn subjects(c: &mut Criterion, prefix: &str) {
     bench_runs(
         &mut group,
         &name("raw_array_queue"),
-        unpinned_start(RawArrayQueue::<Plain40, false>::new),
+        unpinned_start(RawArrayQueue::<Plain40, 0>::new),
         RawArrayQueue::run,
     );
     bench_runs(
@@ -124,13 +126,19 @@ fn subjects(c: &mut Criterion, prefix: &str) {
     bench_runs(
         &mut group,
         &name("raw_item_queue"),
-        unpinned_start(RawArrayQueue::<Plain56, false>::new),
+        unpinned_start(RawArrayQueue::<Plain56, 0>::new),
+        RawArrayQueue::run,
+    );
+    bench_runs(
+        &mut group,
+        &name("raw_item_queue_gate1"),
+        unpinned_start(RawArrayQueue::<Plain56, 1>::new),
         RawArrayQueue::run,
     );
     bench_runs(
         &mut group,
         &name("raw_item_queue_gate"),
-        unpinned_start(RawArrayQueue::<Plain56, true>::new),
+        unpinned_start(RawArrayQueue::<Plain56, 2>::new),
         RawArrayQueue::run,
     );
     group.finish();

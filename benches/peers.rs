@@ -669,10 +669,11 @@ impl RawItem for Plain56 {
 /// (spinning with a short backoff when empty) and runs `handle_confirm`; the producer
 /// retries on a full queue. No wake-up, no client, no stats.
 ///
-/// With `GATE`, each push is wrapped in the two read-modify-writes our dispatcher's gate
-/// makes on a word of its own (`fetch_add` before, `fetch_sub` after): what they cost,
-/// measured apart from everything else.
-pub struct RawArrayQueue<T, const GATE: bool> {
+/// `RMWS` read-modify-writes on a padded word of their own go with each push: 0, none; 1,
+/// a `fetch_add` before it (the gate that counts entries, `gate.rs`); 2, a `fetch_add`
+/// before and a `fetch_sub` after (the gate before it). What they cost, measured apart
+/// from everything else.
+pub struct RawArrayQueue<T, const RMWS: u8> {
     queue: Arc<ArrayQueue<T>>,
     gate: CachePadded<AtomicU64>,
     progress: Progress,
@@ -681,7 +682,7 @@ pub struct RawArrayQueue<T, const GATE: bool> {
     consumer: Option<JoinHandle<()>>,
 }
 
-impl<T: RawItem, const GATE: bool> RawArrayQueue<T, GATE> {
+impl<T: RawItem, const RMWS: u8> RawArrayQueue<T, RMWS> {
     /// Starts the consumer thread.
     #[must_use]
     pub fn new() -> Self {
@@ -726,11 +727,11 @@ impl<T: RawItem, const GATE: bool> RawArrayQueue<T, GATE> {
         for seq in first..first + count {
             let mut item = T::make(seq);
             loop {
-                if GATE {
+                if RMWS >= 1 {
                     self.gate.fetch_add(4, Ordering::AcqRel);
                 }
                 let pushed = self.queue.push(item);
-                if GATE {
+                if RMWS >= 2 {
                     self.gate.fetch_sub(4, Ordering::AcqRel);
                 }
                 match pushed {
@@ -749,13 +750,13 @@ impl<T: RawItem, const GATE: bool> RawArrayQueue<T, GATE> {
     }
 }
 
-impl<T: RawItem, const GATE: bool> Default for RawArrayQueue<T, GATE> {
+impl<T: RawItem, const RMWS: u8> Default for RawArrayQueue<T, RMWS> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<T, const GATE: bool> Drop for RawArrayQueue<T, GATE> {
+impl<T, const RMWS: u8> Drop for RawArrayQueue<T, RMWS> {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(consumer) = self.consumer.take() {

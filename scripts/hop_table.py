@@ -21,6 +21,7 @@ SUBJECTS = [
     "disruptor_publish1",
     "disruptor_batch16",
     "raw_item_queue",
+    "raw_item_queue_gate1",
     "raw_item_queue_gate",
 ]
 PREFIXES = ["unpinned", "pinned"]
