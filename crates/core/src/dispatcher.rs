@@ -936,3 +936,32 @@ impl<M: Send + 'static> fmt::Debug for Dispatcher<M> {
             .finish()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A `synchronize` marker that a dying processor drops unrun wakes its waiter with
+    /// `Dropped` rather than leaving it waiting forever; one that runs answers `RAN`, and
+    /// its drop after running changes nothing.
+    #[test]
+    fn a_sync_marker_answers_whether_it_ran() {
+        let dropped = Arc::new(SyncSignal::default());
+        let marker = SyncMarker {
+            signal: dropped.clone(),
+        };
+        let waiter = {
+            let signal = dropped.clone();
+            thread::spawn(move || signal.wait())
+        };
+        drop(Callback::new(move || marker.ran())); // dropped unrun
+        assert_eq!(waiter.join().unwrap(), SyncSignal::DROPPED);
+
+        let ran = Arc::new(SyncSignal::default());
+        let marker = SyncMarker {
+            signal: ran.clone(),
+        };
+        Callback::new(move || marker.ran()).call();
+        assert_eq!(ran.wait(), SyncSignal::RAN);
+    }
+}
