@@ -9,9 +9,11 @@
 //! 1. the cost per callback of a confirm functor carried three ways: called directly (the
 //!    work alone), as an inline `Callback`, and as a `BoxedCallback` (`Box<dyn FnOnce>`), on
 //!    one thread and across two threads;
-//! 2. one producer thread into one processor: our dispatcher carrying inline callbacks,
-//!    typed confirms and boxed callbacks, against crossbeam-channel and std `sync_channel`
-//!    carrying boxed closures, and the `disruptor` crate carrying plain data.
+//! 2. one producer thread into one processor, the subjects of the `dispatch_hop` bench
+//!    (unpinned): a bare `ArrayQueue` (the floor), our dispatcher carrying typed confirms,
+//!    inline callbacks, batches of 16 and boxed callbacks, crossbeam-channel and std
+//!    `sync_channel` carrying boxed closures, and the `disruptor` crate carrying plain data,
+//!    one at a time and 16 at a time: median and min-max of 5 rounds of 1,000,000.
 //!
 //! Each case runs several rounds and the table shows the median. Criterion versions of the
 //! same measurements: `cargo bench --bench callback` and `cargo bench --bench dispatch`.
@@ -53,40 +55,59 @@ fn same_thread<C>(calls: u64, make: impl Fn(u64) -> C, call: impl Fn(C)) -> Dura
 
 /// Events per round of the dispatch comparison.
 const DISPATCH_EVENTS: u64 = 1_000_000;
-/// Rounds per subject of the dispatch comparison (after one warm-up round).
-const DISPATCH_ROUNDS: usize = 3;
+/// Rounds per subject of the dispatch comparison (after one warm-up round): as many as
+/// the `dispatch_hop` bench's minimum, so that the spread means something.
+const DISPATCH_ROUNDS: usize = 5;
 
-/// Median ns per event of `run` over the rounds, after one warm-up round.
-fn dispatch_ns<P>(subject: P, run: impl Fn(&P, u64) -> Duration) -> f64 {
+/// Median, min and max ns per event of `run` over the rounds, after one warm-up round.
+fn dispatch_ns<P>(subject: P, run: impl Fn(&P, u64) -> Duration) -> (f64, f64, f64) {
     run(&subject, DISPATCH_EVENTS / 4);
-    let samples = (0..DISPATCH_ROUNDS)
+    let samples: Vec<f64> = (0..DISPATCH_ROUNDS)
         .map(|_| time_per_call(DISPATCH_EVENTS, |n| run(&subject, n)))
         .collect();
-    median(samples)
+    let min = samples.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = samples.iter().copied().fold(0.0, f64::max);
+    (median(samples), min, max)
 }
 
+/// The subjects of the `dispatch_hop` bench (unpinned; the bench adds the pinned run),
+/// with std's `sync_channel` besides.
 fn compare_dispatch() {
     println!();
     println!(
-        "one producer thread -> one processor or consumer thread, {DISPATCH_EVENTS} confirms, median of {DISPATCH_ROUNDS} rounds"
+        "one producer thread -> one processor or consumer thread, {DISPATCH_EVENTS} confirms a round, median (min-max) of {DISPATCH_ROUNDS} rounds"
     );
     println!();
     // One subject at a time: a spinning consumer left running would take a core.
-    let rows: Vec<(&str, f64)> = vec![
+    let rows: Vec<(&str, (f64, f64, f64))> = vec![
         (
-            "zerodispatch, inline Callback",
+            "raw_array_queue (bare ArrayQueue, 40 B)",
+            dispatch_ns(
+                peers::RawArrayQueue::<peers::Plain40, 0>::new(),
+                peers::RawArrayQueue::run,
+            ),
+        ),
+        (
+            "dispatch_typed",
+            dispatch_ns(ours::Ours::<ours::Typed>::one_to_one(1), ours::Ours::run),
+        ),
+        (
+            "dispatch_inline",
             dispatch_ns(ours::Ours::<ours::Inline>::one_to_one(1), ours::Ours::run),
         ),
         (
-            "zerodispatch, typed message",
-            dispatch_ns(ours::Ours::<ours::Typed>::one_to_one(1), ours::Ours::run),
+            "dispatch_batch16",
+            dispatch_ns(
+                ours::Ours::<ours::InlineBatch16>::one_to_one(1),
+                ours::Ours::run,
+            ),
         ),
         (
             "zerodispatch, BoxedCallback",
             dispatch_ns(ours::Ours::<ours::Boxed>::one_to_one(1), ours::Ours::run),
         ),
         (
-            "crossbeam-channel, Box<dyn FnOnce>",
+            "crossbeam_channel_boxed",
             dispatch_ns(peers::CrossbeamBoxed::new(1), peers::CrossbeamBoxed::run),
         ),
         (
@@ -94,22 +115,27 @@ fn compare_dispatch() {
             dispatch_ns(peers::StdMpscBoxed::new(1), peers::StdMpscBoxed::run),
         ),
         (
-            "disruptor, plain data, one at a time",
+            "disruptor_publish1",
             dispatch_ns(peers::DisruptorTyped::new(), peers::DisruptorTyped::run),
         ),
         (
-            "disruptor, plain data, batches of 16",
+            "disruptor_batch16",
             dispatch_ns(
                 peers::DisruptorTypedBatch::new(),
                 peers::DisruptorTypedBatch::run,
             ),
         ),
     ];
-    let inline = rows[0].1;
-    println!("| case                                 | ns/event | vs zerodispatch inline |");
-    println!("| ------------------------------------ | -------- | ---------------------- |");
-    for (name, ns) in &rows {
-        println!("| {name:<36} | {ns:>8.1} | {:>21.2}x |", ns / inline);
+    let raw = rows[0].1.0;
+    println!(
+        "| case                                    | ns/event (min-max)    | x raw_array_queue |"
+    );
+    println!(
+        "| --------------------------------------- | --------------------- | ----------------- |"
+    );
+    for (name, (ns, min, max)) in &rows {
+        let spread = format!("{ns:.1} ({min:.1}-{max:.1})");
+        println!("| {name:<39} | {spread:<21} | {:>16.2}x |", ns / raw);
     }
 }
 
