@@ -23,7 +23,7 @@ pub use zerodispatch_callback as callback;
 pub use zerodispatch_callback::{BoxedCallback, Callback, InlineCallback};
 pub use zerodispatch_core as core;
 pub use zerodispatch_core::{
-    Client, ClientEvent, ClientHandle, ClientType, Context, DispatchError, Dispatcher,
+    BatchError, Client, ClientEvent, ClientHandle, ClientType, Context, DispatchError, Dispatcher,
     DispatcherHandle, Event, Placement, PoolConfig, WaitStrategy,
 };
 

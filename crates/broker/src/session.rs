@@ -34,7 +34,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Instant;
 
-use zerodispatch_core::{Client, ClientEvent, ClientHandle, Context, DispatchError, Event};
+use zerodispatch_core::{
+    BatchError, Client, ClientEvent, ClientHandle, Context, DispatchError, Event,
+};
 
 use crate::credits::Credits;
 use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
@@ -287,11 +289,14 @@ impl ProducerSession {
             });
             match ctx.dispatcher().dispatch_batch(queue, &mut puts) {
                 Ok(_) => {}
-                Err((sent, DispatchError::Full(_))) => {
+                Err(BatchError {
+                    enqueued: sent,
+                    error: DispatchError::Full(_),
+                }) => {
                     kept_from = Some(start + sent);
                     break;
                 }
-                Err((sent, _)) => {
+                Err(BatchError { enqueued: sent, .. }) => {
                     // Shutting down: the messages from the one refused on were never
                     // stored.
                     for i in start + sent..end {

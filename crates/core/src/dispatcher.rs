@@ -27,7 +27,7 @@ use zerodispatch_callback::Callback;
 
 use crate::client::{Client, ClientHandle, ClientType, ProcessorId};
 use crate::config::{ConfigError, GlobalConfig, PoolConfig, Problem};
-use crate::event::{DispatchError, Event, Item};
+use crate::event::{BatchError, DispatchError, Event, Item};
 use crate::monitor;
 use crate::processor::{ProcessorShared, Runner, current_processor};
 use crate::stats::ProcessorSnapshot;
@@ -279,10 +279,13 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         to: ClientHandle,
         events: &mut impl Iterator<Item = Event<M>>,
         wait: bool,
-    ) -> Result<usize, (usize, DispatchError<Event<M>>)> {
+    ) -> Result<usize, BatchError<Event<M>>> {
         let Some(target) = self.target(to) else {
             return match events.next() {
-                Some(event) => Err((0, DispatchError::NoSuchProcessor(event))),
+                Some(event) => Err(BatchError {
+                    enqueued: 0,
+                    error: DispatchError::NoSuchProcessor(event),
+                }),
                 None => Ok(0),
             };
         };
@@ -294,7 +297,10 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         };
         match sent {
             Ok(()) => Ok(pushed),
-            Err(e) => Err((pushed, e.map(Item::into_event))),
+            Err(e) => Err(BatchError {
+                enqueued: pushed,
+                error: e.map(Item::into_event),
+            }),
         }
     }
 
@@ -355,9 +361,9 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     ///
     /// # Errors
     ///
-    /// `(enqueued, error)`: the event that did not fit (`Full`), or the first one after
-    /// shutdown (`ShutDown`), comes back in the error; the events after it stay in `events`,
-    /// so that nothing is lost.
+    /// [`BatchError`]: how many were enqueued, and the event that did not fit (`Full`), or
+    /// the first one after shutdown (`ShutDown`), handed back in it; the events after it
+    /// stay in `events`, so that nothing is lost.
     ///
     /// ```
     /// # use zerodispatch_core::*;
@@ -376,7 +382,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         &self,
         to: ClientHandle,
         events: &mut impl Iterator<Item = Event<M>>,
-    ) -> Result<usize, (usize, DispatchError<Event<M>>)> {
+    ) -> Result<usize, BatchError<Event<M>>> {
         self.enqueue(to, events, false)
     }
 
@@ -393,7 +399,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         &self,
         to: ClientHandle,
         events: &mut impl Iterator<Item = Event<M>>,
-    ) -> Result<usize, (usize, DispatchError<Event<M>>)> {
+    ) -> Result<usize, BatchError<Event<M>>> {
         self.enqueue(to, events, true)
     }
 

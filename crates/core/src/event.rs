@@ -102,7 +102,32 @@ pub enum DispatchError<T> {
 }
 
 impl<T> DispatchError<T> {
-    /// The event handed back.
+    /// Whether the queue (and, on a processor thread, the outbox) was full: retry later.
+    ///
+    /// ```
+    /// use zerodispatch_core::DispatchError;
+    /// let e = DispatchError::Full(7_u64);
+    /// assert!(e.is_full() && !e.is_shut_down());
+    /// assert_eq!(e.into_inner(), 7);
+    /// ```
+    #[must_use]
+    pub fn is_full(&self) -> bool {
+        matches!(self, DispatchError::Full(_))
+    }
+
+    /// Whether the dispatcher is shutting down: retrying will not help.
+    #[must_use]
+    pub fn is_shut_down(&self) -> bool {
+        matches!(self, DispatchError::ShutDown(_))
+    }
+
+    /// Whether the target names no processor of this dispatcher.
+    #[must_use]
+    pub fn is_no_such_processor(&self) -> bool {
+        matches!(self, DispatchError::NoSuchProcessor(_))
+    }
+
+    /// What was handed back: the event, callback or handle the call was given.
     pub fn into_inner(self) -> T {
         match self {
             DispatchError::Full(t)
@@ -133,17 +158,65 @@ impl<T> fmt::Debug for DispatchError<T> {
 impl<T> fmt::Display for DispatchError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DispatchError::Full(_) => {
-                f.write_str("the processor's queue is full; the event is handed back")
-            }
+            DispatchError::Full(_) => f.write_str(
+                "the processor's queue is full (on a processor thread, its outbox too); what was sent is handed back",
+            ),
             DispatchError::ShutDown(_) => {
-                f.write_str("the dispatcher is shutting down; the event is handed back")
+                f.write_str("the dispatcher is shutting down; what was sent is handed back")
             }
-            DispatchError::NoSuchProcessor(_) => {
-                f.write_str("no processor of this dispatcher has that id; the event is handed back")
-            }
+            DispatchError::NoSuchProcessor(_) => f.write_str(
+                "no processor of this dispatcher has that id (a handle of another dispatcher?); what was sent is handed back",
+            ),
         }
     }
 }
 
 impl<T> std::error::Error for DispatchError<T> {}
+
+/// Why a batch call ([`try_dispatch_batch`](crate::DispatcherHandle::try_dispatch_batch),
+/// [`dispatch_batch`](crate::DispatcherHandle::dispatch_batch)) stopped before its last
+/// event: how many it enqueued, and the error of the next one, which comes back in it; the
+/// events after that one are still in the caller's iterator. It is an error type of its
+/// own, so that `?` carries it into `Box<dyn Error>`.
+///
+/// ```
+/// use zerodispatch_core::{BatchError, DispatchError};
+/// let e = BatchError { enqueued: 3, error: DispatchError::Full(4_u64) };
+/// assert_eq!(e.to_string(), format!("3 enqueued, then: {}", e.error));
+/// let boxed: Box<dyn std::error::Error> = Box::new(e);
+/// assert!(boxed.source().is_some());
+/// ```
+pub struct BatchError<T> {
+    /// Events enqueued before the one that was refused.
+    pub enqueued: usize,
+    /// Why the next was refused; it carries that event back.
+    pub error: DispatchError<T>,
+}
+
+impl<T> BatchError<T> {
+    /// The refused event handed back.
+    pub fn into_inner(self) -> T {
+        self.error.into_inner()
+    }
+}
+
+impl<T> fmt::Debug for BatchError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BatchError")
+            .field("enqueued", &self.enqueued)
+            .field("error", &self.error)
+            .finish()
+    }
+}
+
+impl<T> fmt::Display for BatchError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} enqueued, then: {}", self.enqueued, self.error)
+    }
+}
+
+impl<T: 'static> std::error::Error for BatchError<T> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}

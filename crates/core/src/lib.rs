@@ -81,7 +81,7 @@ pub use dispatcher::{
     Dispatcher, DispatcherBuilder, DispatcherHandle, Executor, NoMessage, Placement, RegisterError,
     SyncError,
 };
-pub use event::{DispatchError, Event};
+pub use event::{BatchError, DispatchError, Event};
 pub use stats::{Percentiles, Pinning, ProcessorSnapshot};
 pub use zerodispatch_callback::{BoxedCallback, Callback};
 

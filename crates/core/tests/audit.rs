@@ -265,7 +265,10 @@ fn a_handle_of_another_dispatcher_is_refused() {
     ));
     assert!(matches!(
         b.dispatch_batch(from_a, &mut (0..3).map(Event::Message)),
-        Err((0, DispatchError::NoSuchProcessor(_)))
+        Err(BatchError {
+            enqueued: 0,
+            error: DispatchError::NoSuchProcessor(_)
+        })
     ));
     assert!(matches!(
         b.unregister(from_a),

@@ -937,7 +937,10 @@ fn a_batch_goes_in_order_and_a_full_queue_hands_back_the_event_that_did_not_fit(
     let gate = block_processor(&d, h);
     let mut events = (0..12).map(Event::Message);
     match d.try_dispatch_batch(h, &mut events) {
-        Err((8, DispatchError::Full(Event::Message(8)))) => {}
+        Err(BatchError {
+            enqueued: 8,
+            error: DispatchError::Full(Event::Message(8)),
+        }) => {}
         other => panic!("expected 8 enqueued and Message(8) handed back, got {other:?}"),
     }
     // The events after the one handed back are still in the caller's iterator.
@@ -980,7 +983,10 @@ fn a_batch_after_shutdown_hands_back_its_first_event() {
     let mut events = (0..3).map(Event::Message);
     assert!(matches!(
         handle.dispatch_batch(h, &mut events),
-        Err((0, DispatchError::ShutDown(Event::Message(0))))
+        Err(BatchError {
+            enqueued: 0,
+            error: DispatchError::ShutDown(Event::Message(0))
+        })
     ));
     assert_eq!(events.count(), 2);
     assert!(matches!(
