@@ -158,8 +158,41 @@ pub enum ClientEvent<M> {
 /// A panic in `on_event` or `flush` is caught, counted in the processor's stats and
 /// logged; the processor goes on with the next event.
 pub trait Client<M: Send + 'static>: Send + 'static {
-    /// Handles one event. Runs on the client's processor thread.
-    fn on_event(&mut self, event: ClientEvent<M>, ctx: &mut Context<'_, M>);
+    /// Handles one event. Runs on the client's processor thread. The default runs a
+    /// callback and hands a message to [`on_message`](Client::on_message): a client that
+    /// only handles messages writes only that.
+    ///
+    /// ```
+    /// use zerodispatch_core::*;
+    ///
+    /// /// Sums the confirms it receives; callbacks sent to it just run.
+    /// struct Sum(u64);
+    /// impl Client<u64> for Sum {
+    ///     fn on_message(&mut self, confirms: u64, _ctx: &mut Context<'_, u64>) {
+    ///         self.0 += confirms;
+    ///     }
+    /// }
+    ///
+    /// let d = Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build()?;
+    /// let sum = d.register(ClientType::Queue, Sum(0), Placement::LeastLoaded)?;
+    /// d.dispatch(sum, Event::Message(2))?;
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// d.dispatch_callback(sum, move || tx.send("ran").unwrap())?;
+    /// assert_eq!(rx.recv()?, "ran");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn on_event(&mut self, event: ClientEvent<M>, ctx: &mut Context<'_, M>) {
+        match event {
+            ClientEvent::Callback(callback) => callback.call(),
+            ClientEvent::Message(message) => self.on_message(message, ctx),
+        }
+    }
+
+    /// Handles one typed message, when [`on_event`](Client::on_event) keeps its default.
+    /// The default drops it.
+    fn on_message(&mut self, message: M, ctx: &mut Context<'_, M>) {
+        let _ = (message, ctx);
+    }
 
     /// Sends what the events since the last flush produced. Runs on the client's
     /// processor thread. The default does nothing, for clients that do not batch.

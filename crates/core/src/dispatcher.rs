@@ -354,6 +354,35 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             .map_err(|e| e.map(Item::into_event))
     }
 
+    /// Dispatches the closure `f` to the client `to` as a callback event, as
+    /// [`dispatch`](Self::dispatch) does `Event::Callback(Callback::new(f))`: stored inline,
+    /// and a compile error if it does not fit the callback's space. Never allocates.
+    ///
+    /// ```compile_fail
+    /// # use zerodispatch_core::*;
+    /// # struct Sink;
+    /// # impl Client<u64> for Sink {}
+    /// # let d = Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build().unwrap();
+    /// # let sink = d.register(ClientType::Queue, Sink, Placement::LeastLoaded).unwrap();
+    /// let too_large = [0_u8; 64]; // more than the 32 bytes a `Callback` holds
+    /// d.dispatch_callback(sink, move || drop(too_large)).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`dispatch`](Self::dispatch); the callback comes back inside the event.
+    #[inline]
+    pub fn dispatch_callback<F>(
+        &self,
+        to: ClientHandle,
+        f: F,
+    ) -> Result<(), DispatchError<Event<M>>>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.dispatch(to, Event::Callback(Callback::new(f)))
+    }
+
     /// Enqueues events for the client `to` from `events`, in order, until it runs out or
     /// the queue is full, passing the processor's gate once for the whole batch (two
     /// read-modify-writes for the batch instead of one per event; the queue's own
