@@ -14,6 +14,21 @@
 //!
 //! [`workload`] is the confirm-shaped work the benches and examples run, and [`measure`]
 //! the harnesses they share.
+//!
+//! Every error and id type of the core's API is named from here too:
+//!
+//! ```
+//! use zerodispatch::{
+//!     BatchError, ConfigError, DispatchError, Executor, ProcessorId, Problem, RegisterError,
+//!     SyncError,
+//! };
+//! fn handles_them_all(
+//!     _: Option<(BatchError<u8>, ConfigError, DispatchError<u8>, Executor<u8>)>,
+//!     _: Option<(ProcessorId, Problem, RegisterError, SyncError)>,
+//! ) {
+//! }
+//! handles_them_all(None, None);
+//! ```
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -22,9 +37,13 @@ pub use zerodispatch_broker as broker;
 pub use zerodispatch_callback as callback;
 pub use zerodispatch_callback::{BoxedCallback, Callback, InlineCallback};
 pub use zerodispatch_core as core;
+// Every public item of the core's API that an application names: the dispatcher and its
+// builder, clients, events, every error and id type, configuration and stats.
 pub use zerodispatch_core::{
-    BatchError, Client, ClientEvent, ClientHandle, ClientType, Context, DispatchError, Dispatcher,
-    DispatcherHandle, Event, Placement, PoolConfig, WaitStrategy,
+    BatchError, Client, ClientEvent, ClientHandle, ClientType, ConfigError, Context, DispatchError,
+    Dispatcher, DispatcherBuilder, DispatcherHandle, Event, Executor, MAX_CAPACITY, MAX_CORE_ID,
+    MAX_PROCESSORS, NoMessage, Percentiles, Pinning, Placement, PoolConfig, Problem, ProcessorId,
+    ProcessorSnapshot, RegisterError, SyncError, WaitStrategy,
 };
 
 pub mod measure;
