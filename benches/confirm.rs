@@ -243,7 +243,7 @@ impl EndToEnd {
 impl Drop for EndToEnd {
     fn drop(&mut self) {
         if let Some(broker) = self.broker.take() {
-            ours::print_stats(broker.dispatcher());
+            ours::print_stats(&broker.dispatcher().handle());
             broker.shutdown();
         }
     }
@@ -339,7 +339,7 @@ impl Drop for ReplicaConfirms {
                 "every confirm found its message held and no consumer holding it"
             );
         }
-        ours::print_stats(broker.dispatcher());
+        ours::print_stats(&broker.dispatcher().handle());
         broker.shutdown();
     }
 }

@@ -365,7 +365,7 @@ impl<V: Variant> Ours<V> {
         let target = self.handled() + count;
         let start = Instant::now();
         let mine = self.helpers.hand_out(first..first + count);
-        send::<V>(&self.dispatcher, &self.targets, mine);
+        send::<V>(&self.dispatcher.handle(), &self.targets, mine);
         let backoff = Backoff::new();
         while self.handled() < target {
             assert!(
@@ -425,7 +425,7 @@ impl<V: Variant> Ours<V> {
 
 impl<V: Variant> Drop for Ours<V> {
     fn drop(&mut self) {
-        print_stats(&self.dispatcher);
+        print_stats(&self.dispatcher.handle());
         // The fields drop next, in order: the helpers end (dropping their dispatcher
         // handles), then the dispatcher shuts down, draining and joining its processors.
     }

@@ -859,7 +859,17 @@ impl<M: Send + 'static> DispatcherBuilder<M> {
 
 /// The owner of a running dispatcher: its processor threads and its monitor.
 ///
-/// Dispatch through [`handle`](Dispatcher::handle) (or `Deref`). Dropping the dispatcher
+/// Dispatch through it, or through a [`handle`](Dispatcher::handle) (cloneable, for
+/// other threads and for clients); both offer the same calls. It is not a smart pointer to
+/// its handle (no `Deref`):
+///
+/// ```compile_fail
+/// # use zerodispatch_core::*;
+/// let d = Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build().unwrap();
+/// let handle: &DispatcherHandle<u64> = &d; // no deref coercion: use `d.handle()`
+/// ```
+///
+/// Dropping the dispatcher
 /// shuts it down (see the module documentation of the shutdown order).
 pub struct Dispatcher<M: Send + 'static> {
     handle: DispatcherHandle<M>,
@@ -949,11 +959,171 @@ fn shut_down<M: Send + 'static>(
     }
 }
 
-impl<M: Send + 'static> std::ops::Deref for Dispatcher<M> {
-    type Target = DispatcherHandle<M>;
+/// The owner offers every call of the handle (it does not `Deref` to it: a `Dispatcher` is
+/// not a smart pointer to its handle). Each is [`DispatcherHandle`]'s, documented there.
+impl<M: Send + 'static> Dispatcher<M> {
+    /// [`DispatcherHandle::try_dispatch`].
+    ///
+    /// # Errors
+    ///
+    /// As [`DispatcherHandle::try_dispatch`].
+    #[inline]
+    pub fn try_dispatch(
+        &self,
+        to: ClientHandle,
+        event: Event<M>,
+    ) -> Result<(), DispatchError<Event<M>>> {
+        self.handle.try_dispatch(to, event)
+    }
 
-    fn deref(&self) -> &DispatcherHandle<M> {
-        &self.handle
+    /// [`DispatcherHandle::dispatch`].
+    ///
+    /// # Errors
+    ///
+    /// As [`DispatcherHandle::dispatch`].
+    #[inline]
+    pub fn dispatch(
+        &self,
+        to: ClientHandle,
+        event: Event<M>,
+    ) -> Result<(), DispatchError<Event<M>>> {
+        self.handle.dispatch(to, event)
+    }
+
+    /// [`DispatcherHandle::dispatch_callback`].
+    ///
+    /// # Errors
+    ///
+    /// As [`DispatcherHandle::dispatch_callback`].
+    #[inline]
+    pub fn dispatch_callback<F>(
+        &self,
+        to: ClientHandle,
+        f: F,
+    ) -> Result<(), DispatchError<Event<M>>>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.handle.dispatch_callback(to, f)
+    }
+
+    /// [`DispatcherHandle::try_dispatch_batch`].
+    ///
+    /// # Errors
+    ///
+    /// As [`DispatcherHandle::try_dispatch_batch`].
+    pub fn try_dispatch_batch(
+        &self,
+        to: ClientHandle,
+        events: &mut impl Iterator<Item = Event<M>>,
+    ) -> Result<usize, BatchError<Event<M>>> {
+        self.handle.try_dispatch_batch(to, events)
+    }
+
+    /// [`DispatcherHandle::dispatch_batch`].
+    ///
+    /// # Errors
+    ///
+    /// As [`DispatcherHandle::dispatch_batch`].
+    pub fn dispatch_batch(
+        &self,
+        to: ClientHandle,
+        events: &mut impl Iterator<Item = Event<M>>,
+    ) -> Result<usize, BatchError<Event<M>>> {
+        self.handle.dispatch_batch(to, events)
+    }
+
+    /// [`DispatcherHandle::execute`].
+    ///
+    /// # Errors
+    ///
+    /// As [`DispatcherHandle::execute`].
+    pub fn execute(
+        &self,
+        processor: ProcessorId,
+        callback: Callback,
+    ) -> Result<(), DispatchError<Callback>> {
+        self.handle.execute(processor, callback)
+    }
+
+    /// [`DispatcherHandle::executor`].
+    #[must_use]
+    pub fn executor(&self, processor: ProcessorId) -> Executor<M> {
+        self.handle.executor(processor)
+    }
+
+    /// [`DispatcherHandle::register`].
+    ///
+    /// # Errors
+    ///
+    /// As [`DispatcherHandle::register`].
+    pub fn register(
+        &self,
+        client_type: ClientType,
+        client: impl Client<M>,
+        placement: Placement,
+    ) -> Result<ClientHandle, RegisterError> {
+        self.handle.register(client_type, client, placement)
+    }
+
+    /// [`DispatcherHandle::unregister`].
+    ///
+    /// # Errors
+    ///
+    /// As [`DispatcherHandle::unregister`].
+    pub fn unregister(&self, handle: ClientHandle) -> Result<(), DispatchError<ClientHandle>> {
+        self.handle.unregister(handle)
+    }
+
+    /// [`DispatcherHandle::in_dispatcher_thread`].
+    #[must_use]
+    pub fn in_dispatcher_thread(&self, handle: ClientHandle) -> bool {
+        self.handle.in_dispatcher_thread(handle)
+    }
+
+    /// [`DispatcherHandle::current_processor`].
+    #[must_use]
+    pub fn current_processor(&self) -> Option<ProcessorId> {
+        self.handle.current_processor()
+    }
+
+    /// [`DispatcherHandle::synchronize`].
+    ///
+    /// # Errors
+    ///
+    /// As [`DispatcherHandle::synchronize`].
+    pub fn synchronize(&self, target: impl Into<ProcessorId>) -> Result<(), SyncError> {
+        self.handle.synchronize(target)
+    }
+
+    /// [`DispatcherHandle::execute_on_all`].
+    ///
+    /// # Errors
+    ///
+    /// As [`DispatcherHandle::execute_on_all`].
+    pub fn execute_on_all<F, D>(
+        &self,
+        client_type: ClientType,
+        f: F,
+        done: D,
+    ) -> Result<usize, DispatchError<D>>
+    where
+        F: Fn() + Send + Sync + 'static,
+        D: FnOnce() + Send + 'static,
+    {
+        self.handle.execute_on_all(client_type, f, done)
+    }
+
+    /// [`DispatcherHandle::stats`].
+    #[must_use]
+    pub fn stats(&self) -> Vec<ProcessorSnapshot> {
+        self.handle.stats()
+    }
+
+    /// [`DispatcherHandle::processors`].
+    #[must_use]
+    pub fn processors(&self, client_type: ClientType) -> Vec<ProcessorId> {
+        self.handle.processors(client_type)
     }
 }
 

@@ -283,7 +283,7 @@ fn unregister_flushes_then_drops_and_later_events_are_stale() {
     let h = d
         .register(ClientType::Queue, client, Placement::LeastLoaded)
         .unwrap();
-    let gate = block_processor(&d, h);
+    let gate = block_processor(&d.handle(), h);
     d.dispatch(h, Event::Message(1)).unwrap();
     d.unregister(h).unwrap();
     d.dispatch(h, Event::Message(2)).unwrap();
@@ -313,7 +313,7 @@ fn events_reach_the_client_in_order_and_one_flush_follows_a_drained_batch() {
     let h = d
         .register(ClientType::Queue, client, Placement::LeastLoaded)
         .unwrap();
-    let gate = block_processor(&d, h);
+    let gate = block_processor(&d.handle(), h);
     let ran = Arc::new(AtomicUsize::new(0));
     for i in 0..5 {
         d.dispatch(h, Event::Message(i)).unwrap();
@@ -345,7 +345,7 @@ fn a_dispatcher_callback_flushes_first_and_bypasses_the_client() {
     let h = d
         .register(ClientType::Queue, client, Placement::LeastLoaded)
         .unwrap();
-    let gate = block_processor(&d, h);
+    let gate = block_processor(&d.handle(), h);
     d.dispatch(h, Event::Message(1)).unwrap();
     let l = log.clone();
     d.dispatch(
@@ -377,7 +377,7 @@ fn a_queue_that_never_drains_still_flushes_every_max_batch_events() {
     let h = d
         .register(ClientType::Queue, client, Placement::LeastLoaded)
         .unwrap();
-    let gate = block_processor(&d, h);
+    let gate = block_processor(&d.handle(), h);
     for i in 0..10 {
         d.dispatch(h, Event::Message(i)).unwrap();
     }
@@ -499,7 +499,7 @@ fn a_full_queue_hands_the_event_back_and_dispatch_waits() {
     let h = d
         .register(ClientType::Queue, client, Placement::LeastLoaded)
         .unwrap();
-    let gate = block_processor(&d, h);
+    let gate = block_processor(&d.handle(), h);
     for i in 0..4 {
         d.try_dispatch(h, Event::Message(i)).unwrap();
     }
@@ -626,7 +626,7 @@ fn watermark_alarms_are_edge_triggered_and_clear_at_the_low_mark() {
     for _round in 0..2 {
         // Depth is sampled after the first event of a drain and every 64 events after it: with
         // 200 queued, a sample within the drain sees at least 135, above the high mark.
-        let gate = block_processor(&d, h);
+        let gate = block_processor(&d.handle(), h);
         for i in 0..200 {
             d.dispatch(h, Event::Message(i)).unwrap();
         }
@@ -934,7 +934,7 @@ fn a_batch_goes_in_order_and_a_full_queue_hands_back_the_event_that_did_not_fit(
     let h = d
         .register(ClientType::Queue, client, Placement::LeastLoaded)
         .unwrap();
-    let gate = block_processor(&d, h);
+    let gate = block_processor(&d.handle(), h);
     let mut events = (0..12).map(Event::Message);
     match d.try_dispatch_batch(h, &mut events) {
         Err(BatchError {
