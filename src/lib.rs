@@ -43,7 +43,7 @@ pub use zerodispatch_core::{
     BatchError, Client, ClientEvent, ClientHandle, ClientType, ConfigError, Context, DispatchError,
     Dispatcher, DispatcherBuilder, DispatcherHandle, Event, Executor, MAX_CAPACITY, MAX_CORE_ID,
     MAX_PROCESSORS, NoMessage, Percentiles, Pinning, Placement, PoolConfig, Problem, ProcessorId,
-    ProcessorSnapshot, RegisterError, SyncError, WaitStrategy,
+    ProcessorSnapshot, RegisterError, ShutdownTimedOut, SyncError, WaitStrategy,
 };
 
 pub mod measure;

@@ -894,6 +894,34 @@ impl<M: Send + 'static> Dispatcher<M> {
         self.handle.clone()
     }
 
+    /// Shuts down as [`shutdown`](Self::shutdown) does, but waits at most `timeout` for the
+    /// processors to exit: one stuck in user code does not hold the caller. Every gate is
+    /// closed and every processor told to stop either way; those still running at the
+    /// deadline are named in the error and finish on their own (draining, flushing and
+    /// dropping their clients when their handler returns). Idempotent, like `shutdown`.
+    /// On one of its own processor threads it cannot wait at all: it starts the shutdown on
+    /// a thread of its own, as `shutdown` does, and returns `Ok`.
+    ///
+    /// # Errors
+    ///
+    /// [`ShutdownTimedOut`] with the processors still running at the deadline.
+    pub fn shutdown_timeout(&mut self, timeout: Duration) -> Result<(), ShutdownTimedOut> {
+        if self.handle.current().is_some() {
+            self.shutdown();
+            return Ok(());
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        let shared = self.handle.shared.clone();
+        shared.shutting_down.store(true, Ordering::Release);
+        let threads = std::mem::take(&mut self.threads);
+        let unfinished = shut_down(&shared, threads, self.monitor.take(), Some(deadline));
+        if unfinished.is_empty() {
+            Ok(())
+        } else {
+            Err(ShutdownTimedOut { unfinished })
+        }
+    }
+
     /// Shuts down in order, draining every queue and flushing every client, and joins every
     /// thread. Idempotent.
     ///
@@ -908,13 +936,13 @@ impl<M: Send + 'static> Dispatcher<M> {
         let threads = std::mem::take(&mut self.threads);
         let monitor = self.monitor.take();
         if self.handle.current().is_none() {
-            shut_down(&shared, threads, monitor);
+            shut_down(&shared, threads, monitor, None);
             return;
         }
         let on_its_own = shared.clone();
         let spawned = thread::Builder::new()
             .name("zd-shutdown".into())
-            .spawn(move || shut_down(&on_its_own, threads, monitor));
+            .spawn(move || drop(shut_down(&on_its_own, threads, monitor, None)));
         if let Err(e) = spawned {
             // No thread to join from: stop everything without joining. The threads (and
             // the monitor, which stops when it sees the shutdown flag) exit on their own.
@@ -929,16 +957,41 @@ impl<M: Send + 'static> Dispatcher<M> {
     }
 }
 
+/// Processors that had not exited when [`Dispatcher::shutdown_timeout`] gave up: each was
+/// still in a handler (or draining), has been told to stop, and exits on its own when the
+/// handler returns, after draining its queue and dropping its clients.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShutdownTimedOut {
+    /// The processors still running, in shutdown order.
+    pub unfinished: Vec<ProcessorId>,
+}
+
+impl fmt::Display for ShutdownTimedOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "shutdown timed out; still running:")?;
+        for p in &self.unfinished {
+            write!(f, " {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ShutdownTimedOut {}
+
 /// The ordered shutdown of the module docs: pool by pool, close every gate, tell every
-/// processor to stop (each exits once its gate is settled), join.
+/// processor to stop (each exits once its gate is settled), join. With a `deadline`, a
+/// processor that has not exited by then is left to finish on its own (its thread
+/// detached) and named in the result; the pools after it are still closed and stopped.
 fn shut_down<M: Send + 'static>(
     shared: &Shared<M>,
     mut threads: Vec<(ProcessorId, JoinHandle<()>)>,
     monitor: Option<monitor::Monitor>,
-) {
+    deadline: Option<std::time::Instant>,
+) -> Vec<ProcessorId> {
     if let Some(monitor) = monitor {
         monitor.stop();
     }
+    let mut unfinished = Vec::new();
     for client_type in shared.global.shutdown_order {
         let pool = &shared.pools[client_type.index()];
         for processor in pool.iter() {
@@ -952,11 +1005,26 @@ fn shut_down<M: Send + 'static>(
             .partition(|(id, _)| id.client_type == client_type);
         threads = later;
         for (id, thread) in now {
+            if let Some(deadline) = deadline {
+                let processor = &pool[usize::from(id.index)];
+                // Acquire: pairs with the processor's last store.
+                while !processor.exited.load(Ordering::Acquire)
+                    && std::time::Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                if !processor.exited.load(Ordering::Acquire) {
+                    tracing::warn!(processor = %id, "processor still running at the shutdown deadline; left to finish on its own");
+                    unfinished.push(id);
+                    continue; // dropping the handle detaches the thread
+                }
+            }
             if thread.join().is_err() {
                 tracing::error!(processor = %id, "processor thread panicked outside a handler");
             }
         }
     }
+    unfinished
 }
 
 /// The owner offers every call of the handle (it does not `Deref` to it: a `Dispatcher` is

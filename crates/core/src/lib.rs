@@ -79,7 +79,7 @@ pub use config::{
 };
 pub use dispatcher::{
     Dispatcher, DispatcherBuilder, DispatcherHandle, Executor, NoMessage, Placement, RegisterError,
-    SyncError,
+    ShutdownTimedOut, SyncError,
 };
 pub use event::{BatchError, DispatchError, Event};
 pub use stats::{Percentiles, Pinning, ProcessorSnapshot};

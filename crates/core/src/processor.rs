@@ -79,6 +79,9 @@ pub(crate) struct ProcessorShared<M> {
     /// Set by the monitor when it enqueues a probe, cleared when the probe is handled: at
     /// most one probe in the queue.
     pub(crate) probe_pending: StdAtomicBool,
+    /// Set by the processor thread as its last act, once its clients are dropped: what
+    /// `shutdown_timeout` watches, since a join cannot time out.
+    pub(crate) exited: StdAtomicBool,
     /// Client table slots, taken at registration and released at unregistration.
     pub(crate) slots: Mutex<SlotAllocator>,
     /// Events this processor's thread could not hand on yet (see [`outbox`](crate::outbox)).
@@ -144,6 +147,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
             thread: OnceLock::new(),
             stats: ProcessorStats::new(),
             probe_pending: StdAtomicBool::new(false),
+            exited: StdAtomicBool::new(false),
             slots: Mutex::new(SlotAllocator::default()),
         }
     }
@@ -669,6 +673,8 @@ impl<M: Send + 'static> Runner<M> {
             contain(&self.shared.stats, id, "drop of a client", || drop(entry));
         }
         tracing::debug!(processor = %id, clients, "processor stopped");
+        // Release: whoever sees the flag sees the clients dropped.
+        self.shared.exited.store(true, Ordering::Release);
     }
 
     /// The loop of the module docs, until stopped with nothing left to do.

@@ -537,3 +537,67 @@ fn the_enqueued_figure_never_exceeds_what_was_dispatched() {
         "enqueued exceeded what was dispatched by {worst}"
     );
 }
+
+// 5. Shutdown with a deadline --------------------------------------------------------------
+
+/// A handler stuck in user code held `Drop` (and `shutdown`) for as long as it ran.
+/// `shutdown_timeout` returns at its deadline, names the processor, and the processor
+/// still drains, drops its clients and exits once the handler returns.
+#[test]
+fn shutdown_timeout_names_a_stuck_processor_and_returns() {
+    struct Counted(Arc<AtomicUsize>);
+    impl Client<u64> for Counted {}
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    let mut d = queue_pool(PoolConfig::new(2));
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let stuck = d
+        .register(
+            ClientType::Queue,
+            Counted(dropped.clone()),
+            Placement::Processor(0),
+        )
+        .unwrap();
+    d.register(
+        ClientType::Queue,
+        Counted(dropped.clone()),
+        Placement::Processor(1),
+    )
+    .unwrap();
+    let (entered, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+    let (e, r) = (entered.clone(), release.clone());
+    d.dispatch_callback(stuck, move || {
+        e.wait();
+        r.wait();
+    })
+    .unwrap();
+    entered.wait(); // the processor is inside the handler
+    let started = Instant::now();
+    let outcome = d.shutdown_timeout(Duration::from_millis(100));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "it returned at its deadline"
+    );
+    assert_eq!(
+        outcome,
+        Err(ShutdownTimedOut {
+            unfinished: vec![stuck.processor()]
+        })
+    );
+    // The other processor finished; the stuck one finishes once its handler returns.
+    eventually("the free processor's client dropped", || {
+        dropped.load(Ordering::Relaxed) == 1
+    });
+    release.wait();
+    eventually("the stuck processor's client dropped", || {
+        dropped.load(Ordering::Relaxed) == 2
+    });
+    assert_eq!(
+        d.shutdown_timeout(Duration::from_millis(1)),
+        Ok(()),
+        "idempotent"
+    );
+}
