@@ -4,38 +4,14 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use zerodispatch_broker::*;
+use zerodispatch_testkit::within;
 
 type Log<T> = Arc<Mutex<Vec<T>>>;
-
-/// Runs `f` on a thread of its own and returns its result; fails the test if it has not
-/// finished after `limit` (the thread is left behind: the test binary exits without it).
-fn within<T: Send + 'static>(
-    limit: Duration,
-    what: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> T {
-    let (tx, rx) = mpsc::channel();
-    let worker = thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(v) => {
-            worker.join().expect("the worker finished");
-            v
-        }
-        Err(RecvTimeoutError::Disconnected) => match worker.join() {
-            Err(panic) => std::panic::resume_unwind(panic),
-            Ok(()) => unreachable!("the worker sends before it ends"),
-        },
-        Err(RecvTimeoutError::Timeout) => panic!("{what}: still running after {limit:?} (a hang)"),
-    }
-}
 
 fn start(queues: Vec<QueueConfig>, session_processors: usize) -> Broker {
     Broker::start(BrokerConfig {

@@ -14,6 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use zerodispatch_broker::*;
+use zerodispatch_testkit::quiet_planned_panics;
 
 /// xorshift64*: a small deterministic generator, seeded per thread.
 struct Rng(u64);
@@ -57,23 +58,6 @@ impl Outcomes {
         }
         self.count.fetch_add(batch.len() as u64, Ordering::Relaxed);
     }
-}
-
-/// Keeps the default report for every panic but the planned ones, which the broker
-/// catches and counts.
-fn quiet_planned_panics() {
-    let report = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let payload = info.payload();
-        let message = payload
-            .downcast_ref::<&str>()
-            .copied()
-            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-            .unwrap_or("");
-        if !message.starts_with("planned panic") {
-            report(info);
-        }
-    }));
 }
 
 fn live_clients(broker: &Broker) -> usize {

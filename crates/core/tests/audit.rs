@@ -11,25 +11,13 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier, Mutex, mpsc};
+use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{Recorder, Seen};
 use zerodispatch_core::*;
-
-/// Runs `f` on a thread of its own and fails the test if it has not returned within
-/// `secs` seconds (the thread is left behind: the test process ends soon after).
-fn within<R: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(r) => r,
-        Err(_) => panic!("stalled for {secs} s: {what}"),
-    }
-}
+use zerodispatch_testkit::within;
 
 fn queue_pool(config: PoolConfig) -> Dispatcher<u64> {
     Dispatcher::builder()
@@ -108,25 +96,29 @@ fn two_processors_dispatching_to_each_other_on_tiny_queues_never_deadlock() {
     *peers[1].lock().unwrap() = Some(handles[0]);
 
     let (f, r, dd) = (finished.clone(), refused.clone(), d.clone());
-    within(60, "a cycle of two processors on queues of 8", move || {
-        let producers: Vec<_> = (0..PRODUCERS)
-            .map(|p| {
-                let (d, target) = (dd.handle(), handles[(p % 2) as usize]);
-                thread::spawn(move || {
-                    for _ in 0..PER_PRODUCER {
-                        d.dispatch(target, Event::Message(HOPS)).unwrap();
-                    }
+    within(
+        Duration::from_secs(60),
+        "a cycle of two processors on queues of 8",
+        move || {
+            let producers: Vec<_> = (0..PRODUCERS)
+                .map(|p| {
+                    let (d, target) = (dd.handle(), handles[(p % 2) as usize]);
+                    thread::spawn(move || {
+                        for _ in 0..PER_PRODUCER {
+                            d.dispatch(target, Event::Message(HOPS)).unwrap();
+                        }
+                    })
                 })
-            })
-            .collect();
-        for p in producers {
-            p.join().unwrap();
-        }
-        let total = PRODUCERS * PER_PRODUCER;
-        eventually("every message finishes or is refused", || {
-            f.load(Ordering::Relaxed) + r.load(Ordering::Relaxed) == total
-        });
-    });
+                .collect();
+            for p in producers {
+                p.join().unwrap();
+            }
+            let total = PRODUCERS * PER_PRODUCER;
+            eventually("every message finishes or is refused", || {
+                f.load(Ordering::Relaxed) + r.load(Ordering::Relaxed) == total
+            });
+        },
+    );
     let outboxed: u64 = d.stats().iter().map(|s| s.outboxed).sum();
     assert!(outboxed > 0, "the test never filled a queue");
     assert_eq!(
@@ -170,7 +162,7 @@ fn synchronize_on_a_processor_thread_is_refused_so_two_cannot_wait_for_each_othe
         .unwrap();
     }
     within(
-        10,
+        Duration::from_secs(10),
         "dropping the dispatcher after a mutual synchronize",
         move || {
             eventually("both synchronize calls returned", || {
@@ -305,9 +297,13 @@ fn a_stale_event_whose_drop_panics_is_contained() {
     d.dispatch(h, Event::Callback(Callback::new(move || drop(bomb))))
         .unwrap();
     let handle = d.handle();
-    within(10, "synchronize after a panicking stale drop", move || {
-        handle.synchronize(h).unwrap();
-    });
+    within(
+        Duration::from_secs(10),
+        "synchronize after a panicking stale drop",
+        move || {
+            handle.synchronize(h).unwrap();
+        },
+    );
     assert_eq!(drops.load(Ordering::Relaxed), 1);
     let stats = &d.stats()[0];
     assert_eq!((stats.stale, stats.panics), (1, 1));
@@ -370,9 +366,11 @@ fn a_panicking_batch_iterator_leaves_the_gate() {
     })
     .join();
     assert!(panicked.is_err());
-    within(10, "shutdown after a panicking batch iterator", move || {
-        d.shutdown()
-    });
+    within(
+        Duration::from_secs(10),
+        "shutdown after a panicking batch iterator",
+        move || d.shutdown(),
+    );
 }
 
 /// 14: if `f` panicked on one processor, `done` never ran.
@@ -453,7 +451,7 @@ fn dropping_the_dispatcher_on_its_own_processor_shuts_everything_down() {
         )
         .unwrap();
     within(
-        10,
+        Duration::from_secs(10),
         "every processor stopped and dropped its clients",
         move || {
             eventually("all three clients dropped", || {

@@ -164,18 +164,7 @@ fn soak_secs() -> u64 {
 #[test]
 fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
     // The planned panics are counted by the processors, not printed; any other is.
-    let report = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let payload = info.payload();
-        let message = payload
-            .downcast_ref::<&str>()
-            .copied()
-            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-            .unwrap_or("");
-        if !message.starts_with("planned panic") {
-            report(info);
-        }
-    }));
+    zerodispatch_testkit::quiet_planned_panics();
     let tiny = |n| {
         PoolConfig::new(n)
             .capacity(8)
