@@ -1,4 +1,5 @@
-//! [`Callback`]: a type-erased `FnOnce() + Send + 'static` kept in a fixed inline buffer.
+//! [`Callback`]: a type-erased `FnOnce() + Send + 'static` kept in a fixed inline buffer,
+//! and [`InlineCallbackWith`], its form that is handed a target and a context when it runs.
 //!
 //! # Contract
 //!
@@ -9,12 +10,15 @@
 //! * [`InlineCallback::call`] runs the closure exactly once, consuming the callback. If the
 //!   closure panics, its captures are dropped exactly once while unwinding.
 //! * A callback dropped without being called drops the closure's captures exactly once.
+//! * All of this holds for [`InlineCallbackWith`] too; [`InlineCallback`] is an
+//!   `InlineCallbackWith<(), (), S>` whose closure ignores the two `()` it is handed, so
+//!   there is one storage mechanism and one `unsafe` call path for both.
 //!
 //! # How it is stored
 //!
 //! [`Callback`] is [`InlineCallback`] in the default space.
 //!
-//! The closure `F` is stored by value in a `smallbox::SmallBox<dyn Invoke, S>`, which keeps
+//! The closure `F` is stored by value in a `smallbox::SmallBox<dyn Invoke<T, C>, S>`, which keeps
 //! the value in its space `S` beside a 16-byte trait-object pointer (smallbox's marker for
 //! "inline" plus the vtable). `Invoke` is implemented for the closure's wrapper: calling it
 //! moves the closure out of the buffer and runs it, after which the buffer is forgotten
@@ -33,17 +37,18 @@ use smallbox::SmallBox;
 
 use crate::space::DefaultSpace;
 
-/// A closure that can be run once, in place, out of the storage that holds it.
-trait Invoke: Send {
-    /// Moves the closure out of `*self` and runs it.
+/// A closure that can be run once, in place, out of the storage that holds it, handed a
+/// target `&mut T` and a context `&mut C` (both `()` for a plain [`InlineCallback`]).
+trait Invoke<T: ?Sized, C: ?Sized>: Send {
+    /// Moves the closure out of `*self` and runs it on `target` and `context`.
     ///
     /// # Safety
     ///
     /// `*self` must be initialised. After this call returns or unwinds, `*self` is moved
     /// out: the caller must neither use nor drop it again (it forgets the storage).
-    unsafe fn invoke_in_place(&mut self);
+    unsafe fn invoke_in_place(&mut self, target: &mut T, context: &mut C);
 
-    /// Whether the closure lives on the heap (see [`InlineCallback::spill`]).
+    /// Whether the closure lives on the heap (see [`InlineCallbackWith::spill`]).
     fn is_spilled(&self) -> bool;
 }
 
@@ -51,14 +56,14 @@ trait Invoke: Send {
 #[repr(transparent)]
 struct InPlace<F>(F);
 
-impl<F: FnOnce() + Send> Invoke for InPlace<F> {
+impl<T: ?Sized, C: ?Sized, F: FnOnce(&mut T, &mut C) + Send> Invoke<T, C> for InPlace<F> {
     #[inline]
-    unsafe fn invoke_in_place(&mut self) {
+    unsafe fn invoke_in_place(&mut self, target: &mut T, context: &mut C) {
         // SAFETY: the caller guarantees `self.0` is initialised and is never used or dropped
         // after this call, so this read makes `f` the closure's only owner. If `f()`
         // unwinds, `f` (already consumed by the call) drops its captures once.
         let f = unsafe { ptr::read(&self.0) };
-        f()
+        f(target, context)
     }
 
     #[inline]
@@ -67,24 +72,39 @@ impl<F: FnOnce() + Send> Invoke for InPlace<F> {
     }
 }
 
-/// A closure too large for the space, boxed by [`InlineCallback::spill`]; the thin `Box` itself
-/// is what sits in the space.
+/// A closure too large for the space, boxed by [`InlineCallbackWith::spill`]; the thin
+/// `Box` itself is what sits in the space.
 struct Spilled<F>(Box<F>);
 
-impl<F: FnOnce() + Send> Invoke for Spilled<F> {
+impl<T: ?Sized, C: ?Sized, F: FnOnce(&mut T, &mut C) + Send> Invoke<T, C> for Spilled<F> {
     #[inline]
-    unsafe fn invoke_in_place(&mut self) {
+    unsafe fn invoke_in_place(&mut self, target: &mut T, context: &mut C) {
         // SAFETY: as for `InPlace`: the caller never uses or drops `self.0` again, so the
         // read `Box` is the closure's only owner and frees it once, after the call or while
         // unwinding from it.
         let f = unsafe { ptr::read(&self.0) };
-        f()
+        f(target, context)
     }
 
     #[inline]
     fn is_spilled(&self) -> bool {
         true
     }
+}
+
+/// Fails (at compile time, in a `const` block) unless a closure `F` fits the space `S`,
+/// with a message that says what to do instead.
+const fn assert_fits<F, S>() {
+    assert!(
+        mem::size_of::<F>() <= mem::size_of::<S>(),
+        "zerodispatch: the closure is too large for the Callback's inline space: \
+         capture less, use a larger space, or use Callback::spill (allocates)"
+    );
+    assert!(
+        mem::align_of::<F>() <= mem::align_of::<S>(),
+        "zerodispatch: the closure is more aligned than the Callback's inline space: \
+         use an Align16 space, or Callback::spill (allocates)"
+    );
 }
 
 /// A type-erased `FnOnce() + Send + 'static`, stored inline in the [`DefaultSpace`]
@@ -129,9 +149,8 @@ pub type Callback = InlineCallback<DefaultSpace>;
 /// let cb = Callback::new(move || assert_eq!(big[0], 0)); // error: does not fit the inline space
 /// ```
 pub struct InlineCallback<S> {
-    /// The closure. Invariant: never on the heap (`!body.is_heap()`), so that forgetting
-    /// it after `invoke_in_place` frees nothing.
-    body: SmallBox<dyn Invoke, S>,
+    /// The closure, as a callback with nothing to be handed.
+    inner: InlineCallbackWith<(), (), S>,
 }
 
 impl<S> InlineCallback<S> {
@@ -139,7 +158,7 @@ impl<S> InlineCallback<S> {
     /// [`InlineCallback::new`] accepts it.
     #[must_use]
     pub const fn fits<F>() -> bool {
-        mem::size_of::<F>() <= mem::size_of::<S>() && mem::align_of::<F>() <= mem::align_of::<S>()
+        InlineCallbackWith::<(), (), S>::fits::<F>()
     }
 
     /// Whether the closure `f` fits the space `S`: [`InlineCallback::fits`] for a closure
@@ -162,19 +181,12 @@ impl<S> InlineCallback<S> {
     where
         F: FnOnce() + Send + 'static,
     {
-        const {
-            assert!(
-                mem::size_of::<F>() <= mem::size_of::<S>(),
-                "zerodispatch: the closure is too large for the Callback's inline space: \
-                 capture less, use a larger space, or use Callback::spill (allocates)"
-            );
-            assert!(
-                mem::align_of::<F>() <= mem::align_of::<S>(),
-                "zerodispatch: the closure is more aligned than the Callback's inline space: \
-                 use an Align16 space, or Callback::spill (allocates)"
-            );
+        // Checked here, so that the compile error names the caller's closure rather than
+        // the adapter; the adapter captures `f` alone (same size and alignment).
+        const { assert_fits::<F, S>() };
+        Self {
+            inner: InlineCallbackWith::from_invoke(InPlace(move |_: &mut (), _: &mut ()| f())),
         }
-        Self::from_invoke(InPlace(f))
     }
 
     /// Stores `f` on the heap: the escape hatch for a closure that does not fit the space.
@@ -191,13 +203,9 @@ impl<S> InlineCallback<S> {
     where
         F: FnOnce() + Send + 'static,
     {
-        const {
-            assert!(
-                Self::fits::<Spilled<F>>(),
-                "zerodispatch: the Callback's inline space cannot hold even a pointer"
-            );
+        Self {
+            inner: InlineCallbackWith::spill(move |_: &mut (), _: &mut ()| f()),
         }
-        Self::from_invoke(Spilled(Box::new(f)))
     }
 
     /// Stores `f` inline if it fits the space, and spills it to the heap otherwise.
@@ -208,19 +216,9 @@ impl<S> InlineCallback<S> {
     where
         F: FnOnce() + Send + 'static,
     {
-        if Self::fits::<F>() {
-            Self::from_invoke(InPlace(f))
-        } else {
-            Self::spill(f)
+        Self {
+            inner: InlineCallbackWith::new_or_spill(move |_: &mut (), _: &mut ()| f()),
         }
-    }
-
-    #[inline]
-    fn from_invoke<I: Invoke + 'static>(body: I) -> Self {
-        debug_assert!(Self::fits::<I>());
-        let body: SmallBox<dyn Invoke, S> = smallbox::smallbox!(body);
-        debug_assert!(!body.is_heap(), "a Callback's body must be inline");
-        Self { body }
     }
 
     /// Runs the closure, exactly once.
@@ -229,13 +227,7 @@ impl<S> InlineCallback<S> {
     /// captures have been dropped (once). A spilled closure's box is freed here.
     #[inline]
     pub fn call(self) {
-        let mut body = ManuallyDrop::new(self.body);
-        // SAFETY: `body` holds an initialised closure (nothing has moved it out: `call`
-        // takes `self` by value) and, being `ManuallyDrop`, is never dropped; it is not used
-        // after this line. Its storage is inline (the invariant of `Callback::body`), so
-        // forgetting it leaks nothing: the closure and any spilled box are owned by
-        // `invoke_in_place` from here on.
-        unsafe { body.invoke_in_place() }
+        self.inner.call(&mut (), &mut ());
     }
 
     /// `true` if the closure is stored inline, `false` if it was spilled to the heap by
@@ -243,13 +235,141 @@ impl<S> InlineCallback<S> {
     #[inline]
     #[must_use]
     pub fn is_inline(&self) -> bool {
-        !self.body.is_spilled()
+        self.inner.is_inline()
     }
 }
 
 impl<S> fmt::Debug for InlineCallback<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Callback")
+            .field("inline", &self.is_inline())
+            .field("space_bytes", &mem::size_of::<S>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A type-erased `FnOnce(&mut T, &mut C) + Send + 'static`, stored inline in a space `S`:
+/// a callback handed, when it runs, the object it was sent to (`T`) and a context (`C`).
+///
+/// This is what lets a callback reach its target without the target living in a global or
+/// thread-local registry: the code that runs callbacks owns the target and lends it to
+/// each one. `T` and `C` may be unsized (`dyn Any`, a trait object). Everything else is as
+/// for [`InlineCallback`] (which is this type with nothing to be handed): never
+/// allocates, a closure that does not fit is a compile error, runs exactly once, drops its
+/// captures exactly once. Its size is that of the plain callback in the same space.
+///
+/// # Examples
+///
+/// ```
+/// use zerodispatch_callback::{DefaultSpace, InlineCallbackWith};
+///
+/// struct Queue { confirmed: Vec<[u8; 16]> }
+///
+/// let guid = [7_u8; 16];
+/// let confirm: InlineCallbackWith<Queue, u64, DefaultSpace> =
+///     InlineCallbackWith::new(move |queue: &mut Queue, confirms: &mut u64| {
+///         queue.confirmed.push(guid);
+///         *confirms += 1;
+///     });
+///
+/// let (mut queue, mut confirms) = (Queue { confirmed: Vec::new() }, 0_u64);
+/// confirm.call(&mut queue, &mut confirms);
+/// assert_eq!((queue.confirmed[0], confirms), (guid, 1));
+/// ```
+pub struct InlineCallbackWith<T: ?Sized, C: ?Sized, S = DefaultSpace> {
+    /// The closure. Invariant: never on the heap (`!body.is_heap()`), so that forgetting
+    /// it after `invoke_in_place` frees nothing.
+    body: SmallBox<dyn Invoke<T, C>, S>,
+}
+
+impl<T: ?Sized, C: ?Sized, S> InlineCallbackWith<T, C, S> {
+    /// Whether a closure of type `F` fits the space `S`, that is, whether
+    /// [`InlineCallbackWith::new`] accepts it.
+    #[must_use]
+    pub const fn fits<F>() -> bool {
+        mem::size_of::<F>() <= mem::size_of::<S>() && mem::align_of::<F>() <= mem::align_of::<S>()
+    }
+
+    /// Stores `f` inline. Never allocates.
+    ///
+    /// # Compile errors
+    ///
+    /// As [`InlineCallback::new`]: fails to compile if `f` is larger or more aligned than
+    /// the space `S`.
+    #[inline]
+    pub fn new<F>(f: F) -> Self
+    where
+        F: FnOnce(&mut T, &mut C) + Send + 'static,
+    {
+        const { assert_fits::<F, S>() };
+        Self::from_invoke(InPlace(f))
+    }
+
+    /// Stores `f` on the heap: as [`InlineCallback::spill`] (one allocation, and
+    /// [`InlineCallbackWith::is_inline`] returns `false`).
+    ///
+    /// # Compile errors
+    ///
+    /// Fails to compile if the space is too small for a pointer.
+    pub fn spill<F>(f: F) -> Self
+    where
+        F: FnOnce(&mut T, &mut C) + Send + 'static,
+    {
+        const {
+            assert!(
+                Self::fits::<Spilled<F>>(),
+                "zerodispatch: the Callback's inline space cannot hold even a pointer"
+            );
+        }
+        Self::from_invoke(Spilled(Box::new(f)))
+    }
+
+    /// Stores `f` inline if it fits the space, and spills it to the heap otherwise.
+    pub fn new_or_spill<F>(f: F) -> Self
+    where
+        F: FnOnce(&mut T, &mut C) + Send + 'static,
+    {
+        if Self::fits::<F>() {
+            Self::from_invoke(InPlace(f))
+        } else {
+            Self::spill(f)
+        }
+    }
+
+    #[inline]
+    fn from_invoke<I: Invoke<T, C> + 'static>(body: I) -> Self {
+        debug_assert!(Self::fits::<I>());
+        let body: SmallBox<dyn Invoke<T, C>, S> = smallbox::smallbox!(body);
+        debug_assert!(!body.is_heap(), "a Callback's body must be inline");
+        Self { body }
+    }
+
+    /// Runs the closure on `target` and `context`, exactly once.
+    ///
+    /// If the closure panics, the panic propagates to the caller after the closure's
+    /// captures have been dropped (once). A spilled closure's box is freed here.
+    #[inline]
+    pub fn call(self, target: &mut T, context: &mut C) {
+        let mut body = ManuallyDrop::new(self.body);
+        // SAFETY: `body` holds an initialised closure (nothing has moved it out: `call`
+        // takes `self` by value) and, being `ManuallyDrop`, is never dropped; it is not used
+        // after this line. Its storage is inline (the invariant of `body`), so forgetting
+        // it leaks nothing: the closure and any spilled box are owned by
+        // `invoke_in_place` from here on.
+        unsafe { body.invoke_in_place(target, context) }
+    }
+
+    /// `true` if the closure is stored inline, `false` if it was spilled to the heap.
+    #[inline]
+    #[must_use]
+    pub fn is_inline(&self) -> bool {
+        !self.body.is_spilled()
+    }
+}
+
+impl<T: ?Sized, C: ?Sized, S> fmt::Debug for InlineCallbackWith<T, C, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InlineCallbackWith")
             .field("inline", &self.is_inline())
             .field("space_bytes", &mem::size_of::<S>())
             .finish_non_exhaustive()

@@ -32,5 +32,5 @@ mod callback;
 pub mod space;
 
 pub use boxed::BoxedCallback;
-pub use callback::{Callback, InlineCallback};
+pub use callback::{Callback, InlineCallback, InlineCallbackWith};
 pub use space::{Align8, Align16, DefaultSpace};
