@@ -211,7 +211,7 @@ struct Counting {
 
 impl<M: Work> Client<M> for Counting {
     #[inline]
-    fn on_event(&mut self, event: ClientEvent<M>, _ctx: &mut Context<'_, M>) {
+    fn on_event(&mut self, event: ClientEvent<M>, _ctx: &mut Context<M>) {
         match event {
             ClientEvent::Callback(callback) => callback.call(),
             ClientEvent::Message(message) => message.run(),
@@ -220,7 +220,7 @@ impl<M: Work> Client<M> for Counting {
         self.progress.store(self.handled, Ordering::Release);
     }
 
-    fn flush(&mut self, _ctx: &mut Context<'_, M>) {
+    fn flush(&mut self, _ctx: &mut Context<M>) {
         // Nothing buffered: the bench measures the dispatch path, not a client's output.
     }
 }

@@ -85,7 +85,7 @@ impl ClusterClient {
     }
 
     /// Routes one confirm; `false` if a full outbox refused it (the caller keeps it).
-    fn route(&mut self, (queue, c, mode, replica): ToRoute, ctx: &Context<'_, BrokerMsg>) -> bool {
+    fn route(&mut self, (queue, c, mode, replica): ToRoute, ctx: &Context<BrokerMsg>) -> bool {
         match send_confirm(ctx.dispatcher(), queue, c, mode) {
             Ok(()) => self.counters.routed.add(1),
             Err(DispatchError::Full(_)) => return false,
@@ -100,13 +100,7 @@ impl ClusterClient {
         true
     }
 
-    fn receive(
-        &mut self,
-        c: Confirm,
-        mode: ConfirmMode,
-        replica: bool,
-        ctx: &Context<'_, BrokerMsg>,
-    ) {
+    fn receive(&mut self, c: Confirm, mode: ConfirmMode, replica: bool, ctx: &Context<BrokerMsg>) {
         let Some(&queue) = self.queues.get(c.queue.0 as usize) else {
             self.counters.unknown_queue.add(1);
             self.settle(replica);
@@ -127,7 +121,7 @@ impl ClusterClient {
 }
 
 impl Client<BrokerMsg> for ClusterClient {
-    fn on_event(&mut self, event: ClientEvent<BrokerMsg>, ctx: &mut Context<'_, BrokerMsg>) {
+    fn on_event(&mut self, event: ClientEvent<BrokerMsg>, ctx: &mut Context<BrokerMsg>) {
         match event {
             ClientEvent::Message(BrokerMsg::Route(c, mode)) => self.receive(c, mode, false, ctx),
             ClientEvent::Message(BrokerMsg::Replica(c, mode)) => self.receive(c, mode, true, ctx),
@@ -138,7 +132,7 @@ impl Client<BrokerMsg> for ClusterClient {
         }
     }
 
-    fn flush(&mut self, ctx: &mut Context<'_, BrokerMsg>) {
+    fn flush(&mut self, ctx: &mut Context<BrokerMsg>) {
         // Confirms are routed as they come (the queue's processor batches them); here only
         // those a full outbox refused, oldest first, until one is refused again.
         let mut sent = 0;

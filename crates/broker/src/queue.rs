@@ -511,7 +511,7 @@ impl QueueClient {
 }
 
 impl Client<BrokerMsg> for QueueClient {
-    fn on_event(&mut self, event: ClientEvent<BrokerMsg>, _ctx: &mut Context<'_, BrokerMsg>) {
+    fn on_event(&mut self, event: ClientEvent<BrokerMsg>, _ctx: &mut Context<BrokerMsg>) {
         self.install();
         let id = self.id;
         match event {
@@ -544,7 +544,7 @@ impl Client<BrokerMsg> for QueueClient {
         }
     }
 
-    fn flush(&mut self, ctx: &mut Context<'_, BrokerMsg>) {
+    fn flush(&mut self, ctx: &mut Context<BrokerMsg>) {
         self.install();
         let dispatcher = ctx.dispatcher();
         if with_engine(self.id, |q| q.flush(dispatcher)) == Some(true) {

@@ -219,7 +219,7 @@ impl ProducerSession {
         guid: Guid,
         payload: Payload,
         credited: bool,
-        ctx: &mut Context<'_, BrokerMsg>,
+        ctx: &mut Context<BrokerMsg>,
     ) {
         self.counters.published.add(1);
         let u = Unacked {
@@ -264,7 +264,7 @@ impl ProducerSession {
     /// outbox is full (`Full`), the PUTs from the refused one on stay at the front of the
     /// batch, in order, and the session asks to be flushed again to send them (they are
     /// not lost, and not reported: they have no outcome yet).
-    fn send_batch(&mut self, ctx: &mut Context<'_, BrokerMsg>) {
+    fn send_batch(&mut self, ctx: &mut Context<BrokerMsg>) {
         if self.outbox.is_empty() {
             return;
         }
@@ -448,7 +448,7 @@ impl ProducerSession {
 }
 
 impl Client<BrokerMsg> for ProducerSession {
-    fn on_event(&mut self, event: ClientEvent<BrokerMsg>, ctx: &mut Context<'_, BrokerMsg>) {
+    fn on_event(&mut self, event: ClientEvent<BrokerMsg>, ctx: &mut Context<BrokerMsg>) {
         match event {
             ClientEvent::Message(BrokerMsg::Publish {
                 queue,
@@ -478,7 +478,7 @@ impl Client<BrokerMsg> for ProducerSession {
         }
     }
 
-    fn flush(&mut self, ctx: &mut Context<'_, BrokerMsg>) {
+    fn flush(&mut self, ctx: &mut Context<BrokerMsg>) {
         if self.config.flush == FlushStrategy::Dynamic || self.held_back {
             self.send_batch(ctx);
         }
@@ -560,7 +560,7 @@ impl ConsumerSession {
     /// Sends one confirm, straight to its queue or through the cluster; `false` if it
     /// cannot go yet (a full outbox, or no cluster credit free): the caller keeps it. A
     /// confirm refused at shutdown is counted and dropped: the queue is going too.
-    fn confirm(&self, c: Confirm, ctx: &Context<'_, BrokerMsg>) -> bool {
+    fn confirm(&self, c: Confirm, ctx: &Context<BrokerMsg>) -> bool {
         let sent = match &self.cluster {
             Some((cluster, credits)) => {
                 if !credits.try_take() {
@@ -591,7 +591,7 @@ impl ConsumerSession {
 
     /// Sends the confirms kept by earlier flushes, oldest first, until one is refused;
     /// `true` if some are still kept.
-    fn send_unsent(&mut self, ctx: &Context<'_, BrokerMsg>) -> bool {
+    fn send_unsent(&mut self, ctx: &Context<BrokerMsg>) -> bool {
         let mut sent = 0;
         while sent < self.unsent.len() && self.confirm(self.unsent[sent], ctx) {
             sent += 1;
@@ -603,7 +603,7 @@ impl ConsumerSession {
 }
 
 impl Client<BrokerMsg> for ConsumerSession {
-    fn on_event(&mut self, event: ClientEvent<BrokerMsg>, _ctx: &mut Context<'_, BrokerMsg>) {
+    fn on_event(&mut self, event: ClientEvent<BrokerMsg>, _ctx: &mut Context<BrokerMsg>) {
         match event {
             ClientEvent::Message(BrokerMsg::Push {
                 consumer,
@@ -635,7 +635,7 @@ impl Client<BrokerMsg> for ConsumerSession {
         }
     }
 
-    fn flush(&mut self, ctx: &mut Context<'_, BrokerMsg>) {
+    fn flush(&mut self, ctx: &mut Context<BrokerMsg>) {
         // Confirms kept at an earlier flush go first, in order.
         let mut blocked = self.send_unsent(ctx);
         if !self.deliveries.is_empty() {

@@ -8,7 +8,9 @@
 
 use std::fmt;
 
-use zerodispatch_callback::Callback;
+use std::any::Any;
+
+use zerodispatch_callback::{Callback, InlineCallbackWith};
 
 use crate::dispatcher::DispatcherHandle;
 
@@ -168,7 +170,7 @@ pub trait Client<M: Send + 'static>: Send + 'static {
     /// /// Sums the confirms it receives; callbacks sent to it just run.
     /// struct Sum(u64);
     /// impl Client<u64> for Sum {
-    ///     fn on_message(&mut self, confirms: u64, _ctx: &mut Context<'_, u64>) {
+    ///     fn on_message(&mut self, confirms: u64, _ctx: &mut Context<u64>) {
     ///         self.0 += confirms;
     ///     }
     /// }
@@ -181,7 +183,7 @@ pub trait Client<M: Send + 'static>: Send + 'static {
     /// assert_eq!(rx.recv()?, "ran");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn on_event(&mut self, event: ClientEvent<M>, ctx: &mut Context<'_, M>) {
+    fn on_event(&mut self, event: ClientEvent<M>, ctx: &mut Context<M>) {
         match event {
             ClientEvent::Callback(callback) => callback.call(),
             ClientEvent::Message(message) => self.on_message(message, ctx),
@@ -190,27 +192,32 @@ pub trait Client<M: Send + 'static>: Send + 'static {
 
     /// Handles one typed message, when [`on_event`](Client::on_event) keeps its default.
     /// The default drops it.
-    fn on_message(&mut self, message: M, ctx: &mut Context<'_, M>) {
+    fn on_message(&mut self, message: M, ctx: &mut Context<M>) {
         let _ = (message, ctx);
     }
 
     /// Sends what the events since the last flush produced. Runs on the client's
     /// processor thread. The default does nothing, for clients that do not batch.
-    fn flush(&mut self, ctx: &mut Context<'_, M>) {
+    fn flush(&mut self, ctx: &mut Context<M>) {
         let _ = ctx;
     }
 }
 
 /// What a client can reach while it handles an event or flushes: its own handle, and the
 /// dispatcher, to send events to other clients (without allocating).
-pub struct Context<'a, M: Send + 'static> {
-    pub(crate) dispatcher: &'a DispatcherHandle<M>,
+///
+/// Each processor owns one `Context` and lends it to every call it makes into a client,
+/// setting what names the client before each call: making one costs nothing per event.
+pub struct Context<M> {
+    pub(crate) dispatcher: DispatcherHandle<M>,
     pub(crate) me: ClientHandle,
-    pub(crate) flags: &'a mut ClientFlags,
+    pub(crate) flags: ClientFlags,
+    /// Set by a [`ClientCallback`] that found a client of another type than its own.
+    pub(crate) wrong_type: bool,
 }
 
 /// What a client asks of its processor through its [`Context`].
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct ClientFlags {
     /// The flush gate: while `false`, events do not put the client on the flush list.
     pub(crate) flush_enabled: bool,
@@ -228,11 +235,11 @@ impl Default for ClientFlags {
     }
 }
 
-impl<M: Send + 'static> Context<'_, M> {
+impl<M: Send + 'static> Context<M> {
     /// The dispatcher, to dispatch to other clients and processors.
     #[must_use]
     pub fn dispatcher(&self) -> &DispatcherHandle<M> {
-        self.dispatcher
+        &self.dispatcher
     }
 
     /// This client's handle.
@@ -259,10 +266,113 @@ impl<M: Send + 'static> Context<'_, M> {
     }
 }
 
-impl<M: Send + 'static> fmt::Debug for Context<'_, M> {
+impl<M: Send + 'static> fmt::Debug for Context<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Context")
             .field("me", &self.me)
             .finish_non_exhaustive()
+    }
+}
+
+/// A registered client as its processor keeps it: a [`Client`] that can also be lent as
+/// `&mut dyn Any`, so that a [`ClientCallback`] can reach its concrete type.
+pub(crate) trait Registered<M: Send + 'static>: Client<M> {
+    /// The client, for a downcast to its own type.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<M: Send + 'static, C: Client<M>> Registered<M> for C {
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// A callback that runs on the client it is sent to, handed the client itself (`&mut C`,
+/// its concrete type) and the [`Context`]: BlazingMQ's confirm functor that calls
+/// `queue->confirmMessage(guid)` on the queue's thread, without a registry to find the
+/// queue.
+///
+/// Stored inline like a [`Callback`] (the same 48 bytes, the same compile error for a
+/// closure that does not fit the default space, no allocation), sent as
+/// [`Event::ClientCallback`](crate::Event::ClientCallback), usually through
+/// [`Event::to_client`](crate::Event::to_client). It goes to the client directly, not
+/// through [`Client::on_event`], and puts the client on the flush list like any event.
+///
+/// The client's type is checked on the processor: a callback sent to a client of another
+/// type than `C` is not run (its captures are dropped), is counted as `wrong_client_type`
+/// in the processor's stats and logged.
+///
+/// # Examples
+///
+/// ```
+/// use zerodispatch_core::{
+///     Client, ClientType, Dispatcher, Event, NoMessage, Placement, PoolConfig,
+/// };
+///
+/// #[derive(Default)]
+/// struct Queue { confirmed: u64 }
+/// impl Client<NoMessage> for Queue {}
+///
+/// let mut dispatcher = Dispatcher::<NoMessage>::builder()
+///     .pool(ClientType::Queue, PoolConfig::new(1))
+///     .build()
+///     .unwrap();
+/// let queue = dispatcher
+///     .register(ClientType::Queue, Queue::default(), Placement::LeastLoaded)
+///     .unwrap();
+/// let guid = [7_u8; 16];
+/// dispatcher
+///     .dispatch(queue, Event::to_client(move |q: &mut Queue, _ctx| {
+///         assert_eq!(guid[0], 7);
+///         q.confirmed += 1;
+///     }))
+///     .unwrap();
+/// dispatcher.synchronize(queue).unwrap();
+/// dispatcher.shutdown();
+/// ```
+pub struct ClientCallback<M> {
+    callback: InlineCallbackWith<dyn Any, Context<M>>,
+}
+
+impl<M: Send + 'static> ClientCallback<M> {
+    /// Stores `f`, to run on a client of type `C`. Never allocates.
+    ///
+    /// # Compile errors
+    ///
+    /// As [`Callback::new`]: fails to compile if `f` does not fit the default space.
+    #[inline]
+    pub fn new<C, F>(f: F) -> Self
+    where
+        C: Client<M>,
+        F: FnOnce(&mut C, &mut Context<M>) + Send + 'static,
+    {
+        Self {
+            callback: InlineCallbackWith::new(move |client: &mut dyn Any, ctx: &mut Context<M>| {
+                match client.downcast_mut::<C>() {
+                    Some(client) => f(client, ctx),
+                    None => ctx.wrong_type = true,
+                }
+            }),
+        }
+    }
+
+    /// Runs the callback on `client`; sets `ctx.wrong_type` (and drops the closure unrun)
+    /// if the client is not of the callback's type.
+    #[inline]
+    pub(crate) fn call(self, client: &mut dyn Registered<M>, ctx: &mut Context<M>) {
+        self.callback.call(client.as_any_mut(), ctx);
+    }
+
+    /// Always `true`: a client callback is never spilled to the heap.
+    #[inline]
+    #[must_use]
+    pub fn is_inline(&self) -> bool {
+        self.callback.is_inline()
+    }
+}
+
+impl<M> fmt::Debug for ClientCallback<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientCallback").finish_non_exhaustive()
     }
 }

@@ -398,8 +398,8 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// # use zerodispatch_core::*;
     /// # struct Sink;
     /// # impl Client<u64> for Sink {
-    /// #     fn on_event(&mut self, _: ClientEvent<u64>, _: &mut Context<'_, u64>) {}
-    /// #     fn flush(&mut self, _: &mut Context<'_, u64>) {}
+    /// #     fn on_event(&mut self, _: ClientEvent<u64>, _: &mut Context<u64>) {}
+    /// #     fn flush(&mut self, _: &mut Context<u64>) {}
     /// # }
     /// let d = Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build()?;
     /// let sink = d.register(ClientType::Queue, Sink, Placement::LeastLoaded)?;

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use zerodispatch_callback::Callback;
 
-use crate::client::{Client, ClientKey};
+use crate::client::{Client, ClientCallback, ClientKey, Context, Registered};
 
 /// An event for a client or its processor.
 #[derive(Debug)]
@@ -26,6 +26,26 @@ pub enum Event<M> {
     /// A callback the processor runs itself, bypassing the client, after flushing every
     /// client on its flush list.
     DispatcherCallback(Callback),
+    /// A callback handed the client itself, in its concrete type, and the context (made
+    /// by [`Event::to_client`]); it bypasses [`Client::on_event`] and puts the client on
+    /// its processor's flush list.
+    ClientCallback(ClientCallback<M>),
+}
+
+impl<M: Send + 'static> Event<M> {
+    /// An event that runs `f` on the client it is dispatched to, handed the client as its
+    /// concrete type `C` and the [`Context`]: `Event::to_client(move |queue: &mut Queue,
+    /// ctx| queue.confirm(guid))`. Stored inline, never allocates; a closure that does not
+    /// fit the default space is a compile error. See [`ClientCallback`] (what happens when
+    /// the client is not a `C`).
+    #[inline]
+    pub fn to_client<C, F>(f: F) -> Self
+    where
+        C: Client<M>,
+        F: FnOnce(&mut C, &mut Context<M>) + Send + 'static,
+    {
+        Event::ClientCallback(ClientCallback::new(f))
+    }
 }
 
 impl<M> Event<M> {
@@ -36,6 +56,7 @@ impl<M> Event<M> {
             Event::Callback(_) => "callback",
             Event::Message(_) => "message",
             Event::DispatcherCallback(_) => "dispatcher callback",
+            Event::ClientCallback(_) => "client callback",
         }
     }
 }
@@ -52,12 +73,16 @@ pub(crate) enum Item<M> {
         message: M,
     },
     DispatcherCallback(Callback),
+    ClientCallback {
+        key: ClientKey,
+        callback: ClientCallback<M>,
+    },
     /// A monitor's probe: the time it was enqueued, to sample time in queue and detect a
     /// stuck processor.
     Probe(Instant),
     Register {
         key: ClientKey,
-        client: Box<dyn Client<M>>,
+        client: Box<dyn Registered<M>>,
     },
     Unregister {
         key: ClientKey,
@@ -71,6 +96,7 @@ impl<M> Item<M> {
             Event::Callback(callback) => Item::Callback { key, callback },
             Event::Message(message) => Item::Message { key, message },
             Event::DispatcherCallback(callback) => Item::DispatcherCallback(callback),
+            Event::ClientCallback(callback) => Item::ClientCallback { key, callback },
         }
     }
 
@@ -80,6 +106,7 @@ impl<M> Item<M> {
             Item::Callback { callback, .. } => Event::Callback(callback),
             Item::Message { message, .. } => Event::Message(message),
             Item::DispatcherCallback(callback) => Event::DispatcherCallback(callback),
+            Item::ClientCallback { callback, .. } => Event::ClientCallback(callback),
             Item::Probe(_) | Item::Register { .. } | Item::Unregister { .. } => {
                 unreachable!("control items are never handed back as events")
             }

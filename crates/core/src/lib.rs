@@ -27,13 +27,13 @@
 //! struct Queue { pending: u64, sent: Arc<AtomicU64> }
 //!
 //! impl Client<u64> for Queue {
-//!     fn on_event(&mut self, event: ClientEvent<u64>, _ctx: &mut Context<'_, u64>) {
+//!     fn on_event(&mut self, event: ClientEvent<u64>, _ctx: &mut Context<u64>) {
 //!         match event {
 //!             ClientEvent::Message(confirms) => self.pending += confirms,
 //!             ClientEvent::Callback(cb) => cb.call(),
 //!         }
 //!     }
-//!     fn flush(&mut self, _ctx: &mut Context<'_, u64>) {
+//!     fn flush(&mut self, _ctx: &mut Context<u64>) {
 //!         self.sent.fetch_add(std::mem::take(&mut self.pending), Ordering::Relaxed);
 //!     }
 //! }
@@ -73,7 +73,9 @@ mod wake;
 #[cfg(all(test, loom))]
 mod loom_tests;
 
-pub use client::{Client, ClientEvent, ClientHandle, ClientType, Context, ProcessorId};
+pub use client::{
+    Client, ClientCallback, ClientEvent, ClientHandle, ClientType, Context, ProcessorId,
+};
 pub use config::{
     ConfigError, MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, PoolConfig, Problem, WaitStrategy,
 };

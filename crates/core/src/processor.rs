@@ -34,7 +34,8 @@ use std::time::Duration;
 use crossbeam_utils::{Backoff, CachePadded};
 
 use crate::client::{
-    Client, ClientEvent, ClientFlags, ClientHandle, ClientKey, Context, ProcessorId,
+    ClientCallback, ClientEvent, ClientFlags, ClientHandle, ClientKey, Context, ProcessorId,
+    Registered,
 };
 use crate::config::{PoolConfig, WaitStrategy};
 use crate::dispatcher::DispatcherHandle;
@@ -538,7 +539,7 @@ impl SlotAllocator {
 
 /// A registered client in its processor's table.
 struct Entry<M> {
-    client: Box<dyn Client<M>>,
+    client: Box<dyn Registered<M>>,
     generation: u16,
     /// On the flush list now (the dedup flag).
     on_flush_list: bool,
@@ -558,6 +559,8 @@ const RETRY_PARK_MAX: Duration = Duration::from_millis(1);
 /// The processor thread's own state.
 pub(crate) struct Runner<M: Send + 'static> {
     dispatcher: DispatcherHandle<M>,
+    /// The context lent to every call into a client, set to name the client before each.
+    ctx: Context<M>,
     shared: Arc<ProcessorShared<M>>,
     clients: Vec<Option<Entry<M>>>,
     /// Slots of the clients to flush, in the order they received their first event since
@@ -629,9 +632,47 @@ impl<M: Send + 'static> Drop for DeathWatch<M> {
     }
 }
 
+/// What [`Runner::deliver`] hands a client: an event through [`Client::on_event`], or a
+/// callback that takes the client itself.
+enum Delivery<M> {
+    Event(ClientEvent<M>),
+    Call(ClientCallback<M>),
+}
+
+impl<M> Delivery<M> {
+    /// What the call into user code is, for the panic log.
+    fn what(&self) -> &'static str {
+        match self {
+            Delivery::Event(ClientEvent::Callback(_)) => "client callback",
+            Delivery::Event(ClientEvent::Message(_)) => "client message",
+            Delivery::Call(_) => "callback on the client",
+        }
+    }
+}
+
+impl<M> From<ClientEvent<M>> for Delivery<M> {
+    fn from(event: ClientEvent<M>) -> Self {
+        Delivery::Event(event)
+    }
+}
+
 impl<M: Send + 'static> Runner<M> {
     pub(crate) fn new(dispatcher: DispatcherHandle<M>, shared: Arc<ProcessorShared<M>>) -> Self {
+        let ctx = Context {
+            dispatcher: dispatcher.clone(),
+            me: ClientHandle {
+                dispatcher: dispatcher.id(),
+                processor: shared.id,
+                key: ClientKey {
+                    slot: 0,
+                    generation: 0,
+                },
+            },
+            flags: ClientFlags::default(),
+            wrong_type: false,
+        };
         Self {
+            ctx,
             dispatcher,
             shared,
             clients: Vec::new(),
@@ -825,9 +866,14 @@ impl<M: Send + 'static> Runner<M> {
                 if !callback.is_inline() {
                     self.shared.stats.counters.spilled.add(1);
                 }
-                self.deliver(key, ClientEvent::Callback(callback));
+                self.deliver(key, ClientEvent::Callback(callback).into());
             }
-            Item::Message { key, message } => self.deliver(key, ClientEvent::Message(message)),
+            Item::Message { key, message } => {
+                self.deliver(key, ClientEvent::Message(message).into())
+            }
+            Item::ClientCallback { key, callback } => {
+                self.deliver(key, Delivery::Call(callback));
+            }
             Item::DispatcherCallback(callback) => {
                 if !callback.is_inline() {
                     self.shared.stats.counters.spilled.add(1);
@@ -850,7 +896,7 @@ impl<M: Send + 'static> Runner<M> {
     }
 
     #[inline]
-    fn deliver(&mut self, key: ClientKey, event: ClientEvent<M>) {
+    fn deliver(&mut self, key: ClientKey, delivery: Delivery<M>) {
         let slot = usize::from(key.slot);
         let Some(entry) = self
             .clients
@@ -865,30 +911,34 @@ impl<M: Send + 'static> Runner<M> {
                 &self.shared.stats,
                 self.shared.id,
                 "drop of a stale event",
-                || drop(event),
+                || drop(delivery),
             );
             return;
         };
-        let what = match event {
-            ClientEvent::Callback(_) => "client callback",
-            ClientEvent::Message(_) => "client message",
-        };
-        let mut ctx = Context {
-            dispatcher: &self.dispatcher,
-            me: ClientHandle {
-                dispatcher: self.dispatcher.id(),
-                processor: self.shared.id,
-                key,
+        let what = delivery.what();
+        let ctx = &mut self.ctx;
+        ctx.me.key = key;
+        ctx.flags = entry.flags;
+        let client = &mut *entry.client;
+        contain(
+            &self.shared.stats,
+            self.shared.id,
+            what,
+            || match delivery {
+                Delivery::Event(event) => client.on_event(event, ctx),
+                Delivery::Call(callback) => callback.call(client, ctx),
             },
-            flags: &mut entry.flags,
-        };
-        let client = &mut entry.client;
-        contain(&self.shared.stats, self.shared.id, what, || {
-            client.on_event(event, &mut ctx);
-        });
+        );
         // A request to be flushed again made while handling an event is met by the flush
         // the event itself brings.
-        entry.flags.flush_again = false;
+        entry.flags = ClientFlags {
+            flush_again: false,
+            ..ctx.flags
+        };
+        if std::mem::take(&mut ctx.wrong_type) {
+            self.shared.stats.counters.wrong_client_type.add(1);
+            tracing::warn!(processor = %self.shared.id, client = %ctx.me, "client callback for another client type dropped unrun");
+        }
         if entry.flags.flush_enabled && !entry.on_flush_list {
             entry.on_flush_list = true;
             self.flush_list.push(key.slot);
@@ -926,24 +976,22 @@ impl<M: Send + 'static> Runner<M> {
             return;
         };
         entry.on_flush_list = false;
-        let mut ctx = Context {
-            dispatcher: &self.dispatcher,
-            me: ClientHandle {
-                dispatcher: self.dispatcher.id(),
-                processor: self.shared.id,
-                key: ClientKey {
-                    slot,
-                    generation: entry.generation,
-                },
-            },
-            flags: &mut entry.flags,
+        let ctx = &mut self.ctx;
+        ctx.me.key = ClientKey {
+            slot,
+            generation: entry.generation,
         };
+        ctx.flags = entry.flags;
         let client = &mut entry.client;
         self.shared.stats.counters.flushes.add(1);
         contain(&self.shared.stats, self.shared.id, "flush", || {
-            client.flush(&mut ctx);
+            client.flush(ctx);
         });
-        if std::mem::take(&mut entry.flags.flush_again) {
+        entry.flags = ClientFlags {
+            flush_again: false,
+            ..ctx.flags
+        };
+        if ctx.flags.flush_again {
             self.again.push(slot);
         }
     }
@@ -969,7 +1017,7 @@ impl<M: Send + 'static> Runner<M> {
         }
     }
 
-    fn register(&mut self, key: ClientKey, client: Box<dyn Client<M>>) {
+    fn register(&mut self, key: ClientKey, client: Box<dyn Registered<M>>) {
         let slot = usize::from(key.slot);
         if self.clients.len() <= slot {
             self.clients.resize_with(slot + 1, || None);

@@ -75,6 +75,7 @@ pub(crate) struct Counters {
     pub(crate) panics: Counter,
     pub(crate) spilled: Counter,
     pub(crate) stale: Counter,
+    pub(crate) wrong_client_type: Counter,
     pub(crate) max_depth: Counter,
     pub(crate) high_watermark_alarms: Counter,
     pub(crate) stuck_reports: Counter,
@@ -223,6 +224,9 @@ pub struct ProcessorSnapshot {
     pub spilled: u64,
     /// Events dropped because their client had been unregistered.
     pub stale: u64,
+    /// Client callbacks ([`Event::to_client`](crate::Event::to_client)) dropped unrun
+    /// because the client they were sent to is not of their type.
+    pub wrong_client_type: u64,
     /// Times the high-watermark alarm was raised.
     pub high_watermark_alarms: u64,
     /// Times the monitor reported it stuck in one event.
@@ -276,6 +280,7 @@ impl ProcessorStats {
             panics: c.panics.get(),
             spilled: c.spilled.get(),
             stale: c.stale.get(),
+            wrong_client_type: c.wrong_client_type.get(),
             high_watermark_alarms: c.high_watermark_alarms.get(),
             stuck_reports: c.stuck_reports.get(),
             parks: c.parks.get(),

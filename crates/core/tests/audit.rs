@@ -46,7 +46,7 @@ struct Bouncer {
 }
 
 impl Client<u64> for Bouncer {
-    fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<'_, u64>) {
+    fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<u64>) {
         match event {
             ClientEvent::Message(0) => {
                 self.finished.fetch_add(1, Ordering::Relaxed);
@@ -323,7 +323,7 @@ fn a_stale_event_whose_drop_panics_is_contained() {
 fn clients_whose_drop_panics_at_shutdown_are_contained() {
     struct Grenade(Arc<AtomicUsize>);
     impl Client<u64> for Grenade {
-        fn on_event(&mut self, _: ClientEvent<u64>, _: &mut Context<'_, u64>) {}
+        fn on_event(&mut self, _: ClientEvent<u64>, _: &mut Context<u64>) {}
     }
     impl Drop for Grenade {
         fn drop(&mut self) {
@@ -412,7 +412,7 @@ fn execute_on_all_runs_done_once_even_when_f_panics() {
 fn dropping_the_dispatcher_on_its_own_processor_shuts_everything_down() {
     struct Counted(Arc<AtomicUsize>);
     impl Client<u64> for Counted {
-        fn on_event(&mut self, event: ClientEvent<u64>, _: &mut Context<'_, u64>) {
+        fn on_event(&mut self, event: ClientEvent<u64>, _: &mut Context<u64>) {
             if let ClientEvent::Callback(cb) = event {
                 cb.call();
             }

@@ -412,12 +412,12 @@ fn a_queue_that_never_drains_still_flushes_every_max_batch_events() {
 fn the_flush_gate_keeps_a_client_off_the_flush_list() {
     struct Gated(Arc<AtomicUsize>);
     impl Client<u64> for Gated {
-        fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<'_, u64>) {
+        fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<u64>) {
             if let ClientEvent::Message(m) = event {
                 ctx.set_flush_enabled(m != 0);
             }
         }
-        fn flush(&mut self, _ctx: &mut Context<'_, u64>) {
+        fn flush(&mut self, _ctx: &mut Context<u64>) {
             self.0.fetch_add(1, Ordering::SeqCst);
         }
     }
@@ -444,14 +444,14 @@ fn a_client_dispatches_to_another_processor_through_its_context() {
         to: ClientHandle,
     }
     impl Client<u64> for Forwarder {
-        fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<'_, u64>) {
+        fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<u64>) {
             if let ClientEvent::Message(m) = event {
                 ctx.dispatcher()
                     .dispatch(self.to, Event::Message(m * 10))
                     .unwrap();
             }
         }
-        fn flush(&mut self, _ctx: &mut Context<'_, u64>) {}
+        fn flush(&mut self, _ctx: &mut Context<u64>) {}
     }
     let d = Dispatcher::<u64>::builder()
         .pool(ClientType::Session, PoolConfig::new(1))
@@ -554,10 +554,10 @@ fn shutdown_drains_every_queue_and_flushes_in_order() {
     let order = Arc::new(Mutex::new(Vec::new()));
     struct Last(Arc<Mutex<Vec<&'static str>>>, &'static str, u64);
     impl Client<u64> for Last {
-        fn on_event(&mut self, _event: ClientEvent<u64>, _ctx: &mut Context<'_, u64>) {
+        fn on_event(&mut self, _event: ClientEvent<u64>, _ctx: &mut Context<u64>) {
             self.2 += 1;
         }
-        fn flush(&mut self, _ctx: &mut Context<'_, u64>) {}
+        fn flush(&mut self, _ctx: &mut Context<u64>) {}
     }
     impl Drop for Last {
         fn drop(&mut self) {
@@ -781,8 +781,8 @@ fn dispatch_on_its_own_full_queue_waits_in_the_outbox_and_hands_back_only_when_t
 fn a_panicking_handler_flush_or_callback_is_counted_and_the_processor_goes_on() {
     struct PanickyFlush;
     impl Client<u64> for PanickyFlush {
-        fn on_event(&mut self, _e: ClientEvent<u64>, _c: &mut Context<'_, u64>) {}
-        fn flush(&mut self, _c: &mut Context<'_, u64>) {
+        fn on_event(&mut self, _e: ClientEvent<u64>, _c: &mut Context<u64>) {}
+        fn flush(&mut self, _c: &mut Context<u64>) {
             panic!("flush fails");
         }
     }

@@ -119,7 +119,7 @@ struct Worker {
 }
 
 impl Client<Token> for Worker {
-    fn on_event(&mut self, event: ClientEvent<Token>, ctx: &mut Context<'_, Token>) {
+    fn on_event(&mut self, event: ClientEvent<Token>, ctx: &mut Context<Token>) {
         match event {
             ClientEvent::Callback(cb) => cb.call(),
             ClientEvent::Message(mut token) => {
@@ -141,7 +141,7 @@ impl Client<Token> for Worker {
         }
     }
 
-    fn flush(&mut self, _ctx: &mut Context<'_, Token>) {
+    fn flush(&mut self, _ctx: &mut Context<Token>) {
         if self.rng.below(2000) == 0 {
             panic!("planned panic in a flush");
         }

@@ -26,7 +26,7 @@ struct Counting {
 }
 
 impl Client<u64> for Counting {
-    fn on_event(&mut self, event: ClientEvent<u64>, _ctx: &mut Context<'_, u64>) {
+    fn on_event(&mut self, event: ClientEvent<u64>, _ctx: &mut Context<u64>) {
         match event {
             ClientEvent::Callback(cb) => cb.call(),
             ClientEvent::Message(m) => {
@@ -37,7 +37,7 @@ impl Client<u64> for Counting {
             }
         }
     }
-    fn flush(&mut self, _ctx: &mut Context<'_, u64>) {}
+    fn flush(&mut self, _ctx: &mut Context<u64>) {}
 }
 
 #[derive(Default)]

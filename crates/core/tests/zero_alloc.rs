@@ -41,7 +41,7 @@ struct Queue {
 }
 
 impl Client<Confirm> for Queue {
-    fn on_event(&mut self, event: ClientEvent<Confirm>, _ctx: &mut Context<'_, Confirm>) {
+    fn on_event(&mut self, event: ClientEvent<Confirm>, _ctx: &mut Context<Confirm>) {
         match event {
             ClientEvent::Callback(cb) => cb.call(),
             ClientEvent::Message(c) => {
@@ -55,7 +55,7 @@ impl Client<Confirm> for Queue {
             .store(self.handled.load(Ordering::Relaxed) + 1, Ordering::Release);
     }
 
-    fn flush(&mut self, _ctx: &mut Context<'_, Confirm>) {
+    fn flush(&mut self, _ctx: &mut Context<Confirm>) {
         self.flushes.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -68,7 +68,7 @@ struct Relay {
 }
 
 impl Client<Confirm> for Relay {
-    fn on_event(&mut self, event: ClientEvent<Confirm>, ctx: &mut Context<'_, Confirm>) {
+    fn on_event(&mut self, event: ClientEvent<Confirm>, ctx: &mut Context<Confirm>) {
         if let ClientEvent::Message(c) = event {
             let sent = ctx.dispatcher().dispatch(self.queue, Event::Message(c));
             assert!(sent.is_ok(), "the relay's outbox is sized for the test");
@@ -122,13 +122,25 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
     let session = dispatcher.processors(ClientType::Session)[0];
     let session_ran = Arc::new(AtomicU64::new(0));
 
-    // Typed confirms and callbacks to the queue client, and every 1000th event a
-    // dispatcher callback to the session processor (which flushes first).
+    // Typed confirms, callbacks and callbacks handed the client to the queue client, and
+    // every 1000th event a dispatcher callback to the session processor (which flushes
+    // first).
     let send = |range: std::ops::Range<u64>| {
         for seq in range {
             let c = confirm(seq);
             let event = if seq % 2 == 0 {
                 Event::Message(c)
+            } else if seq % 4 == 3 {
+                // A callback handed the client itself: inline too.
+                let s = callback_sum.clone();
+                Event::to_client(move |q: &mut Queue, _ctx| {
+                    s.fetch_add(
+                        u64::from_le_bytes(c.guid[..8].try_into().unwrap()),
+                        Ordering::Relaxed,
+                    );
+                    q.handled
+                        .store(q.handled.load(Ordering::Relaxed) + 1, Ordering::Release);
+                })
             } else {
                 // Cloning an Arc is no allocation; the closure is inline.
                 let s = callback_sum.clone();

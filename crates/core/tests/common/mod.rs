@@ -38,7 +38,7 @@ impl Recorder {
 }
 
 impl Client<u64> for Recorder {
-    fn on_event(&mut self, event: ClientEvent<u64>, _ctx: &mut Context<'_, u64>) {
+    fn on_event(&mut self, event: ClientEvent<u64>, _ctx: &mut Context<u64>) {
         match event {
             ClientEvent::Message(m) => {
                 self.log.lock().unwrap().push(Seen::Message(m));
@@ -53,7 +53,7 @@ impl Client<u64> for Recorder {
         }
     }
 
-    fn flush(&mut self, _ctx: &mut Context<'_, u64>) {
+    fn flush(&mut self, _ctx: &mut Context<u64>) {
         self.log.lock().unwrap().push(Seen::Flush);
     }
 }

@@ -1,0 +1,161 @@
+//! Callbacks handed their client (`Event::to_client`): they reach the client in its own
+//! type, in order with the client's other events, put it on the flush list, and a
+//! callback for another client type is dropped unrun and counted, never run on the wrong
+//! client.
+#![cfg(not(loom))]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::{Recorder, Seen};
+use zerodispatch_core::{Client, ClientType, Context, Dispatcher, Event, Placement, PoolConfig};
+
+/// Counts how many times it is dropped.
+struct DropCount(Arc<AtomicUsize>);
+
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A client of another type than [`Recorder`].
+struct Other;
+
+impl Client<u64> for Other {}
+
+fn dispatcher() -> Dispatcher<u64> {
+    Dispatcher::<u64>::builder()
+        .pool(ClientType::Queue, PoolConfig::new(1))
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn reaches_its_client_in_order_with_its_other_events_and_flushes_it() {
+    let mut dispatcher = dispatcher();
+    let (recorder, log) = Recorder::new();
+    let h = dispatcher
+        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+        .unwrap();
+    // Held by the synchronize below: everything arrives in one drain.
+    let gate = Arc::new(std::sync::Barrier::new(2));
+    let g = gate.clone();
+    dispatcher
+        .execute(
+            h.processor(),
+            zerodispatch_core::Callback::new(move || {
+                g.wait();
+            }),
+        )
+        .unwrap();
+    dispatcher.dispatch(h, Event::Message(1)).unwrap();
+    dispatcher
+        .dispatch(
+            h,
+            Event::to_client(move |r: &mut Recorder, ctx: &mut Context<u64>| {
+                assert_eq!(ctx.handle(), h, "the context names the client");
+                r.log.lock().unwrap().push(Seen::Message(2));
+            }),
+        )
+        .unwrap();
+    dispatcher.dispatch(h, Event::Message(3)).unwrap();
+    gate.wait();
+    dispatcher.synchronize(h).unwrap();
+    let log = log.lock().unwrap().clone();
+    assert_eq!(
+        log,
+        [
+            Seen::Message(1),
+            Seen::Message(2),
+            Seen::Message(3),
+            Seen::Flush
+        ],
+        "in order, then one flush"
+    );
+    dispatcher.shutdown();
+}
+
+#[test]
+fn a_callback_for_another_client_type_is_dropped_unrun_and_counted() {
+    let mut dispatcher = dispatcher();
+    let (recorder, log) = Recorder::new();
+    let recorder = dispatcher
+        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+        .unwrap();
+    let other = dispatcher
+        .register(ClientType::Queue, Other, Placement::LeastLoaded)
+        .unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let ran = Arc::new(AtomicUsize::new(0));
+    let (guard, r) = (DropCount(drops.clone()), ran.clone());
+    dispatcher
+        .dispatch(
+            other,
+            Event::to_client(move |_: &mut Recorder, _| {
+                let _keep = &guard;
+                r.fetch_add(1, Ordering::SeqCst);
+            }),
+        )
+        .unwrap();
+    // The processor goes on: a later event to the right client arrives.
+    dispatcher.dispatch(recorder, Event::Message(9)).unwrap();
+    dispatcher.synchronize(other).unwrap();
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "never run on the wrong client"
+    );
+    assert_eq!(drops.load(Ordering::SeqCst), 1, "captures dropped once");
+    let stats = dispatcher.stats();
+    assert_eq!(stats.iter().map(|s| s.wrong_client_type).sum::<u64>(), 1);
+    assert_eq!(stats.iter().map(|s| s.panics).sum::<u64>(), 0);
+    assert!(log.lock().unwrap().contains(&Seen::Message(9)));
+    dispatcher.shutdown();
+}
+
+#[test]
+fn a_panicking_callback_is_contained_and_the_client_lives_on() {
+    zerodispatch_testkit::quiet_planned_panics();
+    let mut dispatcher = dispatcher();
+    let (recorder, log) = Recorder::new();
+    let h = dispatcher
+        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+        .unwrap();
+    dispatcher
+        .dispatch(
+            h,
+            Event::to_client(|_: &mut Recorder, _| panic!("planned panic in a client callback")),
+        )
+        .unwrap();
+    dispatcher.dispatch(h, Event::Message(5)).unwrap();
+    dispatcher.synchronize(h).unwrap();
+    assert_eq!(dispatcher.stats().iter().map(|s| s.panics).sum::<u64>(), 1);
+    assert!(log.lock().unwrap().contains(&Seen::Message(5)));
+    dispatcher.shutdown();
+}
+
+#[test]
+fn handed_back_whole_when_refused() {
+    let mut dispatcher = dispatcher();
+    let (recorder, _log) = Recorder::new();
+    let h = dispatcher
+        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+        .unwrap();
+    dispatcher.shutdown();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let err = dispatcher
+        .dispatch(
+            h,
+            Event::to_client(move |_: &mut Recorder, _| {
+                r.fetch_add(1, Ordering::SeqCst);
+            }),
+        )
+        .unwrap_err();
+    assert!(err.is_shut_down());
+    assert!(matches!(err.into_inner(), Event::ClientCallback(_)));
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+}
