@@ -7,6 +7,16 @@
 //! key and the enum's tag. With the 8-byte stamp of an `ArrayQueue` slot, one slot is one
 //! 64-byte cache line. A larger `M` makes every slot larger: keep messages small (a handle
 //! or an index rather than the payload).
+//!
+//! For the same reason every callback a dispatcher queues (client callbacks, callbacks
+//! handed their client, dispatcher callbacks) is stored in the default space, and no
+//! dispatcher takes a larger one: an `ArrayQueue` slot is as large as the largest item
+//! it can hold, so one 64-byte space would make every event of every client pay for 64
+//! bytes, and push each slot over a cache line. A closure that does not fit has three
+//! ways in, each visible: capture an index into state its client already owns (what
+//! [`Event::to_client`] is for: the client is handed to the callback), carry the data in
+//! the message type `M`, or [`Callback::spill`] it (one allocation, counted as `spilled`
+//! in the processor's stats).
 
 use std::fmt;
 use std::time::Instant;
