@@ -35,15 +35,16 @@
 
 pub use zerodispatch_broker as broker;
 pub use zerodispatch_callback as callback;
-pub use zerodispatch_callback::{BoxedCallback, Callback, InlineCallback};
+pub use zerodispatch_callback::{BoxedCallback, Callback, InlineCallback, InlineCallbackWith};
 pub use zerodispatch_core as core;
 // Every public item of the core's API that an application names: the dispatcher and its
 // builder, clients, events, every error and id type, configuration and stats.
 pub use zerodispatch_core::{
-    BatchError, Client, ClientEvent, ClientHandle, ClientType, ConfigError, Context, DispatchError,
-    Dispatcher, DispatcherBuilder, DispatcherHandle, Event, Executor, MAX_CAPACITY, MAX_CORE_ID,
-    MAX_PROCESSORS, NoMessage, Percentiles, Pinning, Placement, PoolConfig, Problem, ProcessorId,
-    ProcessorSnapshot, RegisterError, ShutdownTimedOut, SyncError, WaitStrategy,
+    BatchError, Client, ClientCallback, ClientEvent, ClientHandle, ClientType, ConfigError,
+    Context, DispatchError, Dispatcher, DispatcherBuilder, DispatcherHandle, Event, Executor,
+    MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, NoMessage, Percentiles, Pinning, Placement,
+    PoolConfig, Problem, ProcessorId, ProcessorSnapshot, RegisterError, ShutdownTimedOut,
+    SyncError, WaitStrategy,
 };
 
 pub mod measure;
