@@ -95,8 +95,11 @@ pub struct Confirm {
 /// The broker's typed events. Each variant's fields are named after what they carry: the
 /// message's `guid`, its `queue` and `payload`, the `consumer` and its `app`, and the
 /// client handles of the sessions involved.
+///
+/// Internal to the crate: an application that could send these could forge a confirm or an
+/// ACK. It reaches the broker through `Producer` and `Broker` only.
 #[derive(Debug)]
-pub enum BrokerMsg {
+pub(crate) enum BrokerMsg {
     /// Application -> producer session: publish this message.
     Publish {
         /// The target queue.
