@@ -347,8 +347,8 @@ impl Producer {
     /// `true`.
     ///
     /// Returns whether every message in flight had its outcome reported (`on_ack`
-    /// returned) within `wait`. `false` also when the broker is shutting down: its session
-    /// then reports what it holds `Closed` as it is dropped.
+    /// returned) within `wait`. If the broker is shutting down, its session reports what
+    /// it holds `Closed` as it is dropped, and the wait sees those outcomes too.
     ///
     /// The session is then unregistered: its client slot and its tables are freed, and
     /// outcomes that arrive for it later are dropped by the dispatcher (counted `stale` in
@@ -374,10 +374,12 @@ impl Producer {
             // No wait: the `Close` below drains as well.
             self.credits.unreported() == 0
         } else {
-            self.dispatcher
-                .dispatch(self.session, Event::Message(BrokerMsg::Drain))
-                .is_ok()
-                && self.credits.wait_reported(wait)
+            // Refused only when the broker is shutting down: the session then reports what
+            // it holds as the dispatcher drops it, which the wait sees as well.
+            let _ = self
+                .dispatcher
+                .dispatch(self.session, Event::Message(BrokerMsg::Drain));
+            self.credits.wait_reported(wait)
         };
         let told = self
             .dispatcher
@@ -399,9 +401,9 @@ impl Producer {
             self.unregister();
         }
         match told {
-            Ok(()) => drained,
-            // The session reports what it holds `Closed` as the dispatcher drops it.
-            Err(DispatchError::ShutDown(_)) => false,
+            // Shutting down: the session reports what it holds `Closed` as the dispatcher
+            // drops it.
+            Ok(()) | Err(DispatchError::ShutDown(_)) => {}
             Err(e) => {
                 // On a processor thread whose outbox is full: the session reports
                 // everything `Closed` as it is dropped at the unregistration (or at
@@ -411,9 +413,9 @@ impl Producer {
                     ?e,
                     "Close not delivered to the session"
                 );
-                drained
             }
         }
+        drained
     }
 
     /// Whether the calling thread is one of the broker's processor threads, where nothing

@@ -440,6 +440,69 @@ fn every_message_gets_exactly_one_outcome_under_a_random_close() {
     }
 }
 
+/// `Producer::close` is the one way to close a producer (dropping it calls it): each
+/// message taken before it gets exactly one outcome, and closing again, or dropping it
+/// after, reports nothing more.
+#[test]
+fn closing_again_or_dropping_after_close_reports_nothing_more() {
+    let broker = broker();
+    let (p, acks) = open(&broker, ProducerConfig::default());
+    let mut guids: Vec<Guid> = (0..3)
+        .map(|_| p.publish(QueueId(0), payload(8)).unwrap())
+        .collect();
+    guids.extend((0..2).map(|_| p.send(QueueId(0), payload(8)).unwrap()));
+    sent_on(&broker);
+    // No consumer, so nothing can confirm them, and no wait: each is reported `Closed`.
+    assert!(!p.close(Duration::ZERO));
+    broker.quiesce().unwrap();
+    let all = outcomes(&acks.lock().unwrap());
+    assert_eq!(all.len(), 5);
+    assert!(guids.iter().all(|g| all[g] == AckStatus::Closed), "{all:?}");
+    assert_eq!(p.unconfirmed(), 0);
+    // Closing again does nothing, and says that nothing is left.
+    assert!(p.close(Duration::ZERO));
+    assert!(p.close(Duration::from_secs(1)));
+    // Every call that takes a message refuses it and hands it back.
+    let m = payload(9);
+    assert_eq!(p.publish(QueueId(0), m), Err(SendError::Closed(m)));
+    assert_eq!(p.send(QueueId(0), m), Err(SendError::Closed(m)));
+    assert_eq!(p.try_send(QueueId(0), m), Err(SendError::Closed(m)));
+    assert!(SendError::Closed(m).to_string().contains("closed"));
+    drop(p);
+    broker.quiesce().unwrap();
+    assert_eq!(outcomes(&acks.lock().unwrap()).len(), 5, "nothing more");
+    assert_eq!(broker.session_stats().closed_reported, 5);
+}
+
+/// Once the broker has shut down, `publish`, `send` and `try_send` say so (not `Closed`:
+/// the producer was not closed) and hand the payload back.
+#[test]
+fn after_shutdown_every_call_says_shut_down_and_hands_the_payload_back() {
+    let broker = broker();
+    let (p, acks) = open(&broker, ProducerConfig::default());
+    let g = p.send(QueueId(0), payload(8)).unwrap();
+    sent_on(&broker);
+    broker.shutdown();
+    // In flight, unconfirmed: its session reported it `Closed` at shutdown.
+    assert_eq!(outcomes(&acks.lock().unwrap())[&g], AckStatus::Closed);
+    let m = payload(9);
+    for r in [
+        p.publish(QueueId(0), m),
+        p.send(QueueId(0), m),
+        p.try_send(QueueId(0), m),
+    ] {
+        let e = r.unwrap_err();
+        assert_eq!(e, SendError::ShutDown(m));
+        assert_eq!(e.into_payload(), m);
+        assert!(e.to_string().contains("shutting down"), "{e}");
+    }
+    assert_eq!(p.unconfirmed(), 0, "a refused send gives its credit back");
+    assert!(
+        p.close(Duration::from_secs(1)),
+        "every outcome was reported at shutdown"
+    );
+}
+
 #[test]
 fn invalid_producer_configurations_are_errors_that_name_the_setting() {
     let broker = broker();

@@ -585,3 +585,68 @@ fn a_full_outbox_on_a_processor_thread_is_not_reported_as_closed() {
         );
     });
 }
+
+/// A broker call on a processor thread whose outbox fills (here `close_consumer` on the
+/// cluster processor, with the queue processor held) said `OnProcessorThread`, the error
+/// of a call that would have to wait, and carried no cause. It is `OutboxFull`, with the
+/// core's `DispatchError::Full` as its source.
+#[test]
+fn a_full_outbox_is_its_own_error_with_the_core_refusal_as_source() {
+    within(
+        Duration::from_secs(20),
+        "close_consumer on the cluster thread",
+        || {
+            let broker = Arc::new(
+                Broker::start(BrokerConfig {
+                    queues: vec![priority()],
+                    event_capacity: 8,
+                    ..BrokerConfig::default()
+                })
+                .unwrap(),
+            );
+            let consumers: Arc<Vec<Consumer>> =
+                Arc::new((0..64).map(|_| consume(&broker, 0)).collect());
+            broker.quiesce().unwrap();
+            // Hold the queue processor: the Detaches fill its queue, then the cluster
+            // processor's outbox.
+            let queue = broker.processors(ClientType::Queue)[0];
+            let cluster = broker.processors(ClientType::Cluster)[0];
+            let gate = Arc::new(std::sync::Barrier::new(2));
+            let g = gate.clone();
+            let hold = Callback::new(move || {
+                g.wait();
+                g.wait();
+            });
+            broker.execute(queue, hold).unwrap();
+            gate.wait();
+            let answer: Arc<Mutex<Option<Result<(), BrokerError>>>> = Arc::default();
+            let (weak, sink, all) = (Arc::downgrade(&broker), answer.clone(), consumers.clone());
+            let close_all = Callback::new(move || {
+                if let Some(broker) = weak.upgrade() {
+                    let first_error = all
+                        .iter()
+                        .map(|c| broker.close_consumer(c))
+                        .find(Result::is_err);
+                    *sink.lock().unwrap() = Some(first_error.unwrap_or(Ok(())));
+                }
+            });
+            broker.execute(cluster, close_all).unwrap();
+            wait_for(Duration::from_secs(5), "the answer", || {
+                answer.lock().unwrap().is_some()
+            });
+            gate.wait();
+            let err = answer.lock().unwrap().take().unwrap().unwrap_err();
+            assert_eq!(err, BrokerError::OutboxFull(cluster));
+            assert!(err.to_string().contains("outbox full"), "{err}");
+            let cause = std::error::Error::source(&err).expect("the core's refusal");
+            assert!(
+                cause
+                    .downcast_ref::<DispatchError<()>>()
+                    .is_some_and(DispatchError::is_full),
+                "{cause:?}"
+            );
+            // Nothing is stuck once the queue processor goes on.
+            broker.quiesce().unwrap();
+        },
+    );
+}
