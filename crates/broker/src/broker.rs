@@ -134,8 +134,8 @@ pub struct ConsumerOptions {
 
 /// A producer: publishes from any thread of the application. Dropping it closes it
 /// (waiting up to 1 s for the outcomes of what is in flight, or not at all on a processor
-/// thread). A publish that races a close from another thread either fails or gets its
-/// outcome: never lost.
+/// thread). A message that races a close from another thread is either refused, and handed
+/// back, or gets its outcome: never lost.
 #[derive(Debug)]
 pub struct Producer {
     id: ProducerId,
@@ -993,7 +993,7 @@ impl Broker {
     }
 
     /// Shuts the broker down: queues drain first, then sessions (each producer session
-    /// reports its unacknowledged messages `Closed`), then the cluster.
+    /// reports its messages without an outcome `Closed`), then the cluster.
     pub fn shutdown(mut self) {
         self.dispatcher.shutdown();
     }

@@ -40,7 +40,8 @@ pub enum AckStatus {
     Acked,
     /// The queue's message table was full: the message was not stored. Publish it again.
     RejectedQueueFull,
-    /// The producer's table of unacknowledged messages was full: the message was not sent.
+    /// The producer already had `max_unconfirmed` messages without an outcome (`send`
+    /// waits below the cap, `publish` does not): the message was not sent.
     RejectedProducerFull,
     /// The queue does not exist.
     RejectedUnknownQueue,
