@@ -933,7 +933,8 @@ impl Broker {
     /// # Errors
     ///
     /// `ShutDown`; `OnProcessorThread` when called on one of the broker's processor threads
-    /// (in `on_ack` or `on_delivery`, say), where it must not wait.
+    /// (in `on_ack` or `on_delivery`, say), where it must not wait; `ProcessorDied` if a
+    /// processor's thread is gone.
     pub fn quiesce(&self) -> Result<(), BrokerError> {
         self.off_processor_threads()?;
         let order = [ClientType::Session, ClientType::Cluster, ClientType::Queue];
