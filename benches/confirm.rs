@@ -63,8 +63,8 @@ const IN_FLIGHT: u64 = 1 << 13;
 /// The queue's table: room for every message in flight, so that nothing is rejected.
 const QUEUE_CAPACITY: usize = 1 << 16;
 
-/// The producer's table of unacknowledged messages: far above [`IN_FLIGHT`].
-const MAX_UNACKED: usize = 1 << 16;
+/// The producer's cap on unconfirmed messages: far above [`IN_FLIGHT`].
+const MAX_UNCONFIRMED: usize = 1 << 16;
 
 /// Messages held in the `confirm_cluster` queue, whose GUIDs the confirms cycle over. Few
 /// on purpose: every flush of the queue (after each batch it drains) walks all the messages
@@ -195,7 +195,7 @@ impl EndToEnd {
             }
         };
         let producer = broker
-            .open_producer(MAX_UNACKED, on_ack)
+            .open_producer(MAX_UNCONFIRMED, on_ack)
             .expect("a running broker");
         Self {
             broker: Some(broker),
@@ -243,7 +243,7 @@ impl EndToEnd {
 impl Drop for EndToEnd {
     fn drop(&mut self) {
         if let Some(broker) = self.broker.take() {
-            ours::print_stats(&broker.dispatcher().handle());
+            ours::print_stats(|| broker.processor_stats());
             broker.shutdown();
         }
     }
@@ -269,7 +269,7 @@ impl ReplicaConfirms {
     fn start(mode: ConfirmMode) -> Self {
         let broker = one_queue_broker(QueueConfig::new(QueueMode::Priority));
         let producer = broker
-            .open_producer(MAX_UNACKED, |_: &[Ack]| {})
+            .open_producer(MAX_UNCONFIRMED, |_: &[Ack]| {})
             .expect("a running broker");
         let guids = (0..HELD)
             .map(|handle| {
@@ -339,7 +339,7 @@ impl Drop for ReplicaConfirms {
                 "every confirm found its message held and no consumer holding it"
             );
         }
-        ours::print_stats(&broker.dispatcher().handle());
+        ours::print_stats(|| broker.processor_stats());
         broker.shutdown();
     }
 }

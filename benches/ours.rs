@@ -425,19 +425,19 @@ impl<V: Variant> Ours<V> {
 
 impl<V: Variant> Drop for Ours<V> {
     fn drop(&mut self) {
-        print_stats(&self.dispatcher.handle());
+        print_stats(|| self.dispatcher.stats());
         // The fields drop next, in order: the helpers end (dropping their dispatcher
         // handles), then the dispatcher shuts down, draining and joining its processors.
     }
 }
 
-/// Prints each processor's statistics to stderr when [`STATS_VAR`] is set: what to look at
-/// when retuning the wait strategy.
-pub fn print_stats<M: Send + 'static>(dispatcher: &DispatcherHandle<M>) {
+/// Prints each processor's statistics (taken by `stats`, a dispatcher's or a broker's) to
+/// stderr when [`STATS_VAR`] is set: what to look at when retuning the wait strategy.
+pub fn print_stats(stats: impl FnOnce() -> Vec<zerodispatch::ProcessorSnapshot>) {
     if std::env::var_os(STATS_VAR).is_none() {
         return;
     }
-    for s in dispatcher.stats() {
+    for s in stats() {
         eprintln!(
             "{}: processed {} parks {} flushes {} batch p50 {} mean {:.1} max depth {}",
             s.processor,

@@ -12,7 +12,7 @@
 //! 1. A publishing call enters by a compare-and-swap that adds one to the count only while
 //!    `CLOSED` is clear (so no call enters once it is set), dispatches its message, and
 //!    leaves by subtracting one.
-//! 2. `close` sets `CLOSED` (later calls fail with `Closed`), gives the messages in flight
+//! 2. `close` sets `CLOSED` (later calls are refused with `Closed`), gives the messages in flight
 //!    their wait, sends the session `Close` (everything still without an outcome is
 //!    reported then), and sets `RETIRED`.
 //! 3. The session is unregistered by whoever brings the word to `CLOSED | RETIRED` with a
@@ -29,9 +29,9 @@
 //! A processor never waits for a processor. The calls below may run on one (from
 //! `on_ack`, `on_delivery` or a dispatcher callback), so none of them waits there: `send`
 //! at the cap hands the message back (`SendError::WouldBlock`), a dispatch that finds the
-//! processor's outbox full comes back as `WouldBlock` or `BrokerError::OnProcessorThread`,
-//! `close` does not wait for outcomes, and the calls that can only wait (`cluster_state`,
-//! `quiesce`) return `OnProcessorThread` at once.
+//! processor's outbox full comes back as `SendError::WouldBlock` (the message handed back)
+//! or `BrokerError::OutboxFull`, `close` does not wait for outcomes, and the calls that can
+//! only wait (`cluster_state`, `quiesce`) return `BrokerError::OnProcessorThread` at once.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -43,11 +43,12 @@ use crossbeam_utils::CachePadded;
 use zerodispatch_callback::Callback;
 use zerodispatch_core::{
     ClientHandle, ClientType, ConfigError, DispatchError, Dispatcher, DispatcherHandle, Event,
-    Placement, PoolConfig, Problem, ProcessorId, RegisterError, SyncError, WaitStrategy,
+    Placement, PoolConfig, Problem, ProcessorId, ProcessorSnapshot, SyncError, WaitStrategy,
 };
 
 use crate::cluster::ClusterClient;
 use crate::credits::Credits;
+use crate::error::{BrokerError, SendError};
 use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 use crate::message::{Ack, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute, Delivery};
 use crate::queue::{MAX_APPS, MAX_QUEUE_CAPACITY, QueueClient, QueueEngine, QueueMode};
@@ -58,14 +59,6 @@ use crate::session::{
 use crate::stats::{
     ClusterCounters, ClusterState, QueueCounters, QueueStats, SessionRegistry, SessionStats,
 };
-
-/// The message of a queue capacity out of range; it names [`MAX_QUEUE_CAPACITY`]'s value.
-const CAPACITY_RANGE: &str = "capacity must be between 1 and MAX_QUEUE_CAPACITY (16777216)";
-const _: () = assert!(MAX_QUEUE_CAPACITY == 16_777_216, "update CAPACITY_RANGE");
-
-/// The message of a producer cap out of range; it names [`MAX_UNCONFIRMED`]'s value.
-const UNCONFIRMED_RANGE: &str = "max_unconfirmed must be between 1 and MAX_UNCONFIRMED (16777216), batch_size at least 1, and max_frame_bytes above FRAME_OVERHEAD";
-const _: () = assert!(MAX_UNCONFIRMED == 16_777_216, "update UNCONFIRMED_RANGE");
 
 /// One queue of the broker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,68 +123,6 @@ impl Default for BrokerConfig {
     }
 }
 
-/// Why the broker could not start or a call failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BrokerError {
-    /// The dispatcher's configuration is invalid.
-    Config(ConfigError),
-    /// A queue's configuration is invalid.
-    Queue(QueueId, &'static str),
-    /// Registering a session or queue failed.
-    Register(RegisterError),
-    /// No such queue.
-    UnknownQueue(QueueId),
-    /// The app is not one of the queue's.
-    UnknownApp(QueueId, AppId),
-    /// The broker is shutting down.
-    ShutDown,
-    /// A producer's configuration is invalid.
-    Producer(&'static str),
-    /// The producer is closed: the message was not published.
-    ProducerClosed(ProducerId),
-    /// Called on processor thread (named) of the broker's dispatcher, where the call would
-    /// have to wait for a processor (`cluster_state`, `quiesce`), or found the processor's
-    /// outbox full and cannot wait for room: a processor never waits for a processor. Call
-    /// it from an application thread, or later.
-    OnProcessorThread(ProcessorId),
-}
-
-impl fmt::Display for BrokerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BrokerError::Config(e) => write!(f, "invalid dispatcher configuration: {e}"),
-            BrokerError::Queue(q, why) => write!(f, "queue {}: {why}", q.0),
-            BrokerError::Register(e) => write!(f, "cannot register a client: {e}"),
-            BrokerError::UnknownQueue(q) => write!(f, "no queue {}", q.0),
-            BrokerError::UnknownApp(q, a) => write!(f, "queue {} has no app {}", q.0, a.0),
-            BrokerError::ShutDown => write!(f, "the broker is shutting down"),
-            BrokerError::Producer(why) => write!(f, "invalid producer configuration: {why}"),
-            BrokerError::ProducerClosed(p) => write!(f, "producer {} is closed", p.0),
-            BrokerError::OnProcessorThread(p) => write!(
-                f,
-                "called on processor thread {p}, which must never wait for a processor (nor for room in one's queue); call it from an application thread"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for BrokerError {}
-
-impl From<ConfigError> for BrokerError {
-    fn from(e: ConfigError) -> Self {
-        BrokerError::Config(e)
-    }
-}
-
-impl From<RegisterError> for BrokerError {
-    fn from(e: RegisterError) -> Self {
-        match e {
-            RegisterError::ShutDown => BrokerError::ShutDown,
-            other => BrokerError::Register(other),
-        }
-    }
-}
-
 /// How a consumer confirms.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ConsumerOptions {
@@ -201,59 +132,10 @@ pub struct ConsumerOptions {
     pub route: ConfirmRoute,
 }
 
-/// Why `send` did not send.
-#[derive(Debug, PartialEq, Eq)]
-pub enum SendError {
-    /// The unconfirmed-message cap is reached (from `try_send`); the payload is handed back.
-    Full(Payload),
-    /// The message would not fit `max_frame_bytes` even alone.
-    TooLarge {
-        /// Bytes it needs (payload plus [`FRAME_OVERHEAD`]).
-        needs: usize,
-        /// The producer's `max_frame_bytes`.
-        max_frame_bytes: usize,
-    },
-    /// The producer is closed, or the broker is shutting down.
-    Closed(Payload),
-    /// Called on one of the broker's processor threads (in `on_ack`, `on_delivery`, a
-    /// dispatcher callback), where the call cannot wait: at the unconfirmed-message cap
-    /// (waiting would block a thread that gives credits back, perhaps this very one), or
-    /// with the processor's outbox full. The payload is handed back; send it later, or
-    /// from an application thread.
-    WouldBlock(Payload),
-}
-
-impl fmt::Display for SendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SendError::Full(_) => write!(
-                f,
-                "the unconfirmed-message cap is reached; the message is handed back"
-            ),
-            SendError::TooLarge {
-                needs,
-                max_frame_bytes,
-            } => {
-                write!(
-                    f,
-                    "the message needs {needs} bytes, more than a frame's {max_frame_bytes}"
-                )
-            }
-            SendError::Closed(_) => write!(f, "the producer is closed; the message is handed back"),
-            SendError::WouldBlock(_) => write!(
-                f,
-                "called on a processor thread at the unconfirmed-message cap (or with its outbox full), where waiting would block the thread that frees credits; the message is handed back"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for SendError {}
-
 /// A producer: publishes from any thread of the application. Dropping it closes it
 /// (waiting up to 1 s for the outcomes of what is in flight, or not at all on a processor
-/// thread). A publish that races a close from another thread either fails or gets its
-/// outcome: never lost.
+/// thread). A message that races a close from another thread is either refused, and handed
+/// back, or gets its outcome: never lost.
 #[derive(Debug)]
 pub struct Producer {
     id: ProducerId,
@@ -286,31 +168,22 @@ impl Producer {
 
     /// Publishes a message to `queue` without taking a credit: no back-pressure beyond the
     /// session's table, which rejects past `max_unconfirmed` (`RejectedProducerFull`). Its
-    /// outcome comes to the producer's `on_ack`. Waits while the session processor's queue
-    /// is full. Allocates nothing.
+    /// outcome comes to the producer's `on_ack`, exactly once. Waits while the session
+    /// processor's queue is full. Allocates nothing.
     ///
     /// On a processor thread of the broker (in `on_ack`, say) it never waits: a full
     /// queue is waited for in the processor's outbox, and only when that is full too is the
-    /// message refused (`OnProcessorThread`).
+    /// message handed back (`WouldBlock`).
     ///
     /// # Errors
     ///
-    /// `ProducerClosed` after `close` (or `Broker::close_producer`), `ShutDown` once the
-    /// broker is shutting down, `OnProcessorThread` on a processor thread whose outbox is
-    /// full; the message was not published.
-    pub fn publish(&self, queue: QueueId, payload: Payload) -> Result<Guid, BrokerError> {
-        self.enqueue(queue, payload, false).map_err(|e| match e {
-            SendError::WouldBlock(_) => BrokerError::OnProcessorThread(
-                self.dispatcher
-                    .current_processor()
-                    .unwrap_or(self.session.processor()),
-            ),
-            // Relaxed: only the flag is read (see `enqueue`).
-            SendError::Closed(_) if self.state.load(Ordering::Relaxed) & CLOSED != 0 => {
-                BrokerError::ProducerClosed(self.id)
-            }
-            _ => BrokerError::ShutDown,
-        })
+    /// The message was not published, and comes back in the error:
+    /// `TooLarge` for a message that cannot fit a frame; `Closed` after
+    /// [`close`](Self::close); `ShutDown` once the broker is shutting down; `WouldBlock` on
+    /// a processor thread whose outbox is full.
+    pub fn publish(&self, queue: QueueId, payload: Payload) -> Result<Guid, SendError> {
+        self.check(payload)?;
+        self.enqueue(queue, payload, false)
     }
 
     fn check(&self, payload: Payload) -> Result<(), SendError> {
@@ -322,6 +195,7 @@ impl Producer {
         let needs = payload.len as usize + FRAME_OVERHEAD;
         if needs > self.config.max_frame_bytes {
             return Err(SendError::TooLarge {
+                payload,
                 needs,
                 max_frame_bytes: self.config.max_frame_bytes,
             });
@@ -382,7 +256,11 @@ impl Producer {
             Ok(()) => Ok(guid),
             // Only on a processor thread whose outbox is full: nothing is closed.
             Err(DispatchError::Full(_)) => Err(SendError::WouldBlock(payload)),
-            Err(_) => Err(SendError::Closed(payload)),
+            // `NoSuchProcessor` never comes back: the session's handle is the dispatcher's
+            // own, and it is unregistered only once no call is inside.
+            Err(DispatchError::ShutDown(_) | DispatchError::NoSuchProcessor(_)) => {
+                Err(SendError::ShutDown(payload))
+            }
         }
     }
 
@@ -419,8 +297,10 @@ impl Producer {
     ///
     /// # Errors
     ///
-    /// `TooLarge` for a message that cannot fit a frame; `Closed` after `close` or shutdown;
-    /// `WouldBlock` on a processor thread at the cap or with its outbox full.
+    /// The message was not sent, and comes back in the error: `TooLarge` for a message
+    /// that cannot fit a frame; `Closed` after [`close`](Self::close); `ShutDown` once the
+    /// broker is shutting down; `WouldBlock` on a processor thread at the cap or with its
+    /// outbox full.
     pub fn send(&self, queue: QueueId, payload: Payload) -> Result<Guid, SendError> {
         self.check(payload)?;
         if !self.credits.try_take() {
@@ -451,12 +331,24 @@ impl Producer {
         self.credits.in_flight()
     }
 
-    /// Closes the producer: messages not sent yet are reported `NotSent`; messages in
-    /// flight (sent with `send`, `try_send` or `publish` before this call) keep their
-    /// chance for `wait`, and whatever has no outcome then is reported `Closed`. Every
-    /// message gets exactly one outcome. Later sends fail with `Closed`, later publishes
-    /// with `ProducerClosed`. Returns whether every message in flight had its outcome
-    /// reported (`on_ack` returned) within `wait`; `true` if it was closed already.
+    /// Closes the producer; it is the one way to close one, and dropping it calls it with
+    /// a wait of 1 s. Every message taken by `send`, `try_send` or `publish` before this
+    /// call gets exactly one outcome in `on_ack`, which is one of:
+    ///
+    /// * its real one (`Acked`, a rejection, `TimedOut`) if that comes within `wait`;
+    /// * `NotSent` if it was still in the session's batch, not yet sent to its queue;
+    /// * `Closed` if it was sent and had no outcome when `wait` ran out (an outcome that
+    ///   comes later is dropped).
+    ///
+    /// A message that races this call from another thread is refused
+    /// ([`SendError::Closed`], handed back) or, taken, gets its outcome as above (`Closed`
+    /// if it reaches the session after the close). Later calls to `send`, `try_send` and
+    /// `publish` are refused with `Closed`, and closing again does nothing and returns
+    /// `true`.
+    ///
+    /// Returns whether every message in flight had its outcome reported (`on_ack`
+    /// returned) within `wait`. If the broker is shutting down, its session reports what
+    /// it holds `Closed` as it is dropped, and the wait sees those outcomes too.
     ///
     /// The session is then unregistered: its client slot and its tables are freed, and
     /// outcomes that arrive for it later are dropped by the dispatcher (counted `stale` in
@@ -472,26 +364,22 @@ impl Producer {
     /// in the same instant as the close (the session sends its batch as soon as its queue
     /// drains).
     pub fn close(&self, wait: Duration) -> bool {
-        self.shut(wait).unwrap_or(false)
-    }
-
-    /// `close`, saying whether the session could be told (`ShutDown` if the broker is
-    /// shutting down: the session then reports its messages itself as it is dropped).
-    fn shut(&self, wait: Duration) -> Result<bool, BrokerError> {
         // Step 2 of the protocol. A swap of the flag (`fetch_or`), not a compare-and-swap:
         // the count may change under it. Relaxed, as entering (see `enqueue`).
         if self.state.fetch_or(CLOSED, Ordering::Relaxed) & CLOSED != 0 {
-            return Ok(true);
+            return true;
         }
         let on_processor = self.on_processor_thread();
         let drained = if wait.is_zero() || on_processor {
             // No wait: the `Close` below drains as well.
             self.credits.unreported() == 0
         } else {
-            self.dispatcher
-                .dispatch(self.session, Event::Message(BrokerMsg::Drain))
-                .is_ok()
-                && self.credits.wait_reported(wait)
+            // Refused only when the broker is shutting down: the session then reports what
+            // it holds as the dispatcher drops it, which the wait sees as well.
+            let _ = self
+                .dispatcher
+                .dispatch(self.session, Event::Message(BrokerMsg::Drain));
+            self.credits.wait_reported(wait)
         };
         let told = self
             .dispatcher
@@ -513,8 +401,9 @@ impl Producer {
             self.unregister();
         }
         match told {
-            Ok(()) => Ok(drained),
-            Err(DispatchError::ShutDown(_)) => Err(BrokerError::ShutDown),
+            // Shutting down: the session reports what it holds `Closed` as the dispatcher
+            // drops it.
+            Ok(()) | Err(DispatchError::ShutDown(_)) => {}
             Err(e) => {
                 // On a processor thread whose outbox is full: the session reports
                 // everything `Closed` as it is dropped at the unregistration (or at
@@ -524,9 +413,9 @@ impl Producer {
                     ?e,
                     "Close not delivered to the session"
                 );
-                Ok(drained)
             }
         }
+        drained
     }
 
     /// Whether the calling thread is one of the broker's processor threads, where nothing
@@ -633,16 +522,19 @@ impl Broker {
         for (i, q) in config.queues.iter().enumerate() {
             let id = QueueId(i as u32);
             if q.capacity == 0 || q.capacity > MAX_QUEUE_CAPACITY {
-                return Err(BrokerError::Queue(id, CAPACITY_RANGE));
+                return Err(BrokerError::QueueCapacityOutOfRange {
+                    queue: id,
+                    capacity: q.capacity,
+                });
             }
             if q.mode.apps() == 0 || q.mode.apps() > MAX_APPS {
-                return Err(BrokerError::Queue(id, "a fanout queue has 1 to 16 apps"));
+                return Err(BrokerError::AppsOutOfRange {
+                    queue: id,
+                    apps: q.mode.apps(),
+                });
             }
             if q.window == 0 {
-                return Err(BrokerError::Queue(
-                    id,
-                    "the consumer window must be at least 1",
-                ));
+                return Err(BrokerError::ZeroWindow { queue: id });
             }
         }
         // One list of cores for all pools, dealt out in turn: the session processors take
@@ -677,11 +569,9 @@ impl Broker {
             let counters = Arc::new(CachePadded::new(QueueCounters::default()));
             let id = QueueId(i as u32);
             let engine = QueueEngine::new(id, q.mode, q.capacity, q.window, counters.clone())
-                .map_err(|_| {
-                    BrokerError::Queue(
-                        id,
-                        "cannot allocate the queue's tables: capacity too large for this machine",
-                    )
+                .map_err(|_| BrokerError::QueueTablesTooLarge {
+                    queue: id,
+                    capacity: q.capacity,
                 })?;
             handles.push(dispatcher.register(
                 ClientType::Queue,
@@ -729,46 +619,59 @@ impl Broker {
     }
 
     /// Opens a producer whose session (on the least-loaded session processor) keeps up to
-    /// `max_unacked` messages unacknowledged, and reports outcomes in batches to `on_ack`.
+    /// `max_unconfirmed` messages without an outcome (see
+    /// [`ProducerConfig::max_unconfirmed`]; the other settings are the defaults), and
+    /// reports outcomes in batches to `on_ack`. Close it with [`Producer::close`], or by
+    /// dropping it.
     ///
     /// # Errors
     ///
-    /// `ShutDown`, or a registration failure.
+    /// `MaxUnconfirmedOutOfRange` unless `max_unconfirmed` is 1 to [`MAX_UNCONFIRMED`], and
+    /// as [`open_producer_with`](Self::open_producer_with).
     pub fn open_producer(
         &self,
-        max_unacked: usize,
+        max_unconfirmed: usize,
         on_ack: impl FnMut(&[Ack]) + Send + 'static,
     ) -> Result<Producer, BrokerError> {
         let config = ProducerConfig {
-            max_unconfirmed: max_unacked.max(1),
+            max_unconfirmed,
             ..ProducerConfig::default()
         };
         self.open_producer_with(config, on_ack)
     }
 
     /// Opens a producer with a full configuration: flush strategy, caps, confirm timeout.
+    /// Close it with [`Producer::close`], or by dropping it.
     ///
     /// # Errors
     ///
-    /// `ShutDown`, a registration failure, or `Producer` for an invalid configuration.
+    /// For an invalid configuration, `MaxUnconfirmedOutOfRange`, `ZeroBatchSize`,
+    /// `FrameTooSmall`, `ZeroTimerInterval` or `ZeroConfirmTimeout`;
+    /// `ProducerTablesTooLarge` if the machine cannot allocate the session's tables;
+    /// `ShutDown`; or `Register` if the dispatcher cannot take the session.
     pub fn open_producer_with(
         &self,
         config: ProducerConfig,
         on_ack: impl FnMut(&[Ack]) + Send + 'static,
     ) -> Result<Producer, BrokerError> {
-        if config.max_unconfirmed == 0
-            || config.max_unconfirmed > MAX_UNCONFIRMED
-            || config.batch_size == 0
-            || config.max_frame_bytes <= FRAME_OVERHEAD
-        {
-            return Err(BrokerError::Producer(UNCONFIRMED_RANGE));
+        if config.max_unconfirmed == 0 || config.max_unconfirmed > MAX_UNCONFIRMED {
+            return Err(BrokerError::MaxUnconfirmedOutOfRange {
+                max_unconfirmed: config.max_unconfirmed,
+            });
         }
-        if matches!(config.flush, FlushStrategy::Timer(d) if d.is_zero())
-            || config.confirm_timeout.is_some_and(|d| d.is_zero())
-        {
-            return Err(BrokerError::Producer(
-                "timer intervals and timeouts must be above zero",
-            ));
+        if config.batch_size == 0 {
+            return Err(BrokerError::ZeroBatchSize);
+        }
+        if config.max_frame_bytes <= FRAME_OVERHEAD {
+            return Err(BrokerError::FrameTooSmall {
+                max_frame_bytes: config.max_frame_bytes,
+            });
+        }
+        if matches!(config.flush, FlushStrategy::Timer(d) if d.is_zero()) {
+            return Err(BrokerError::ZeroTimerInterval);
+        }
+        if config.confirm_timeout.is_some_and(|d| d.is_zero()) {
+            return Err(BrokerError::ZeroConfirmTimeout);
         }
         let id = ProducerId(self.next_producer.fetch_add(1, Ordering::Relaxed));
         let credits = Arc::new(Credits::new(config.max_unconfirmed));
@@ -780,10 +683,8 @@ impl Broker {
             Box::new(on_ack),
             self.sessions.open(),
         )
-        .map_err(|_| {
-            BrokerError::Producer(
-                "cannot allocate the session's tables: max_unconfirmed too large for this machine",
-            )
+        .map_err(|_| BrokerError::ProducerTablesTooLarge {
+            max_unconfirmed: config.max_unconfirmed,
         })?;
         let session =
             self.dispatcher
@@ -814,25 +715,16 @@ impl Broker {
         })
     }
 
-    /// Closes a producer without waiting: [`Producer::close`] with no wait. Every message
-    /// it has not had an outcome for is reported `Closed` (in its `on_ack`), its session is
-    /// unregistered (outcomes that arrive later are dropped as stale), and later sends and
-    /// publishes fail.
-    ///
-    /// # Errors
-    ///
-    /// `ShutDown` (the session reports its pending messages at shutdown itself).
-    pub fn close_producer(&self, producer: &Producer) -> Result<(), BrokerError> {
-        producer.shut(Duration::ZERO).map(|_| ())
-    }
-
     /// Opens a consumer of `app` on `queue` (app 0 for a priority queue); `on_delivery` is
     /// called with each batch of messages, on the consumer's session processor, and each is
     /// confirmed when it returns.
     ///
     /// # Errors
     ///
-    /// An unknown queue or app, `ShutDown`, or a registration failure.
+    /// `UnknownQueue`, `UnknownApp`; `ConsumerBatchTooLarge` if the machine cannot allocate
+    /// the consumer's batch; `ShutDown`; `Register` if the dispatcher cannot take the
+    /// session; `OutboxFull` on a processor thread whose outbox is full (the consumer is
+    /// not opened).
     pub fn open_consumer(
         &self,
         queue: QueueId,
@@ -863,34 +755,32 @@ impl Broker {
             Box::new(on_delivery),
             self.sessions.open(),
         )
-        .map_err(|_| {
-            BrokerError::Queue(
-                queue,
-                "cannot allocate a consumer's batch for this queue's window",
-            )
-        })?;
+        .map_err(|_| BrokerError::ConsumerBatchTooLarge { queue, window })?;
         let session =
             self.dispatcher
                 .register(ClientType::Session, session, Placement::LeastLoaded)?;
         self.warn_if_undersized(id);
-        self.dispatcher
-            .dispatch(
-                queue_handle,
-                Event::Message(BrokerMsg::Attach {
-                    consumer: id,
-                    app,
-                    session,
-                }),
-            )
-            .map_err(|e| self.refused(e))?;
+        let attach = Event::Message(BrokerMsg::Attach {
+            consumer: id,
+            app,
+            session,
+        });
+        if let Err(e) = self.dispatcher.dispatch(queue_handle, attach) {
+            // Not attached: the session goes again (if that too finds the outbox full, it
+            // stays registered, idle, until shutdown).
+            let _ = self.dispatcher.unregister(session);
+            return Err(self.refused(e));
+        }
         Ok(Consumer { id, queue, session })
     }
 
     /// The error for a dispatch of the broker's own that came back: `Full` only comes back
-    /// on a processor thread whose outbox is full, where it cannot wait for room.
+    /// on a processor thread whose outbox is full, where it cannot wait for room (elsewhere
+    /// a dispatch waits), and `NoSuchProcessor` never does (the broker's handles are its
+    /// dispatcher's own).
     fn refused<T>(&self, e: DispatchError<T>) -> BrokerError {
         match (e, self.dispatcher.current_processor()) {
-            (DispatchError::Full(_), Some(p)) => BrokerError::OnProcessorThread(p),
+            (DispatchError::Full(_), Some(p)) => BrokerError::OutboxFull(p),
             _ => BrokerError::ShutDown,
         }
     }
@@ -938,8 +828,8 @@ impl Broker {
     ///
     /// # Errors
     ///
-    /// `ShutDown`; `OnProcessorThread` on a processor thread whose outbox is full (the
-    /// consumer may then be closed but not yet detached: call it again).
+    /// `ShutDown`; `OutboxFull` on a processor thread whose outbox is full (the consumer
+    /// may then be closed but not yet detached: call it again).
     pub fn close_consumer(&self, consumer: &Consumer) -> Result<(), BrokerError> {
         let queue = self.queues[consumer.queue.0 as usize];
         self.dispatcher
@@ -968,8 +858,8 @@ impl Broker {
     ///
     /// # Errors
     ///
-    /// `ShutDown`; `OnProcessorThread` on one of the broker's processor threads when it
-    /// would have to wait (no credit free, or the processor's outbox full).
+    /// `ShutDown`; on one of the broker's processor threads, `OnProcessorThread` when it
+    /// would have to wait for a credit, `OutboxFull` when the processor's outbox is full.
     pub fn replica_confirm(&self, confirm: Confirm, mode: ConfirmMode) -> Result<(), BrokerError> {
         if !self.replica_credits.try_take() {
             self.off_processor_threads()?;
@@ -1043,7 +933,8 @@ impl Broker {
     /// # Errors
     ///
     /// `ShutDown`; `OnProcessorThread` when called on one of the broker's processor threads
-    /// (in `on_ack` or `on_delivery`, say), where it must not wait.
+    /// (in `on_ack` or `on_delivery`, say), where it must not wait; `ProcessorDied` if a
+    /// processor's thread is gone.
     pub fn quiesce(&self) -> Result<(), BrokerError> {
         self.off_processor_threads()?;
         let order = [ClientType::Session, ClientType::Cluster, ClientType::Queue];
@@ -1053,7 +944,8 @@ impl Broker {
                 for p in self.dispatcher.processors(t) {
                     self.dispatcher.synchronize(p).map_err(|e| match e {
                         SyncError::OnProcessorThread(p) => BrokerError::OnProcessorThread(p),
-                        _ => BrokerError::ShutDown,
+                        SyncError::ShutDown => BrokerError::ShutDown,
+                        other => BrokerError::ProcessorDied(other),
                     })?;
                 }
             }
@@ -1068,14 +960,41 @@ impl Broker {
         }
     }
 
-    /// The dispatcher, for its statistics and for applications that add clients of their own.
+    /// The broker's processors of `client_type` (sessions, queues, or the cluster), in
+    /// order: to name one to [`execute`](Self::execute) on, or to find one in
+    /// [`processor_stats`](Self::processor_stats) or in an error.
     #[must_use]
-    pub fn dispatcher(&self) -> &Dispatcher<BrokerMsg> {
-        &self.dispatcher
+    pub fn processors(&self, client_type: ClientType) -> Vec<ProcessorId> {
+        self.dispatcher.processors(client_type)
+    }
+
+    /// Each processor's statistics (enqueued, processed, depth, flushes, panics, stale
+    /// events, time in queue...), read without stopping it.
+    #[must_use]
+    pub fn processor_stats(&self) -> Vec<ProcessorSnapshot> {
+        self.dispatcher.stats()
+    }
+
+    /// Runs `callback` on `processor` as a dispatcher callback: after the processor has
+    /// flushed its clients, and after every event enqueued to it before this call. Waits
+    /// while the processor's queue is full (on a processor thread, the callback waits in
+    /// that processor's outbox instead). The callback sees no client of the broker: it is
+    /// for work of the application's own that must run on that thread.
+    ///
+    /// # Errors
+    ///
+    /// As the core's [`DispatcherHandle::execute`]: `ShutDown`, `NoSuchProcessor`, or
+    /// `Full` on a processor thread whose outbox is full, with the callback handed back.
+    pub fn execute(
+        &self,
+        processor: ProcessorId,
+        callback: Callback,
+    ) -> Result<(), DispatchError<Callback>> {
+        self.dispatcher.execute(processor, callback)
     }
 
     /// Shuts the broker down: queues drain first, then sessions (each producer session
-    /// reports its unacknowledged messages `Closed`), then the cluster.
+    /// reports its messages without an outcome `Closed`), then the cluster.
     pub fn shutdown(mut self) {
         self.dispatcher.shutdown();
     }

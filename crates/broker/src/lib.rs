@@ -42,8 +42,28 @@
 //! broker.quiesce()?;
 //! assert_eq!(acks.lock().unwrap()[0].guid, guid);
 //! assert_eq!(acks.lock().unwrap()[0].status, AckStatus::Acked);
-//! # Ok::<(), BrokerError>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # What an application can reach
+//!
+//! The calls above, the statistics, and [`Broker::execute`] to run work of its own on a
+//! processor. The messages the broker's clients exchange (PUT, PUSH, CONFIRM, ACK, attach,
+//! close...) and its dispatcher are its own: an application cannot forge an ACK or a
+//! confirm, nor register a client that would receive them. Neither compiles:
+//!
+//! ```compile_fail,E0432
+//! use zerodispatch_broker::BrokerMsg;
+//! ```
+//!
+//! ```compile_fail,E0599
+//! fn forge(broker: &zerodispatch_broker::Broker) {
+//!     let _ = broker.dispatcher();
+//! }
+//! ```
+//!
+//! A replica's confirm goes through [`Broker::replica_confirm`], which the cluster routes
+//! like any other.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -51,6 +71,7 @@
 mod broker;
 mod cluster;
 mod credits;
+mod error;
 mod ids;
 mod message;
 mod queue;
@@ -58,14 +79,17 @@ mod session;
 mod stats;
 mod tables;
 
-pub use broker::{
-    Broker, BrokerConfig, BrokerError, Consumer, ConsumerOptions, Producer, QueueConfig, SendError,
-};
+pub use broker::{Broker, BrokerConfig, Consumer, ConsumerOptions, Producer, QueueConfig};
+pub use error::{BrokerError, SendError};
 pub use ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
-pub use message::{Ack, AckStatus, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute, Delivery};
+pub use message::{Ack, AckStatus, Confirm, ConfirmMode, ConfirmRoute, Delivery};
 pub use queue::{MAX_APPS, MAX_QUEUE_CAPACITY, QueueMode};
 pub use session::{
     AckHandler, DeliveryHandler, FRAME_OVERHEAD, FlushStrategy, MAX_UNCONFIRMED, ProducerConfig,
 };
 pub use stats::{ClusterState, QueueStats, SessionStats};
-pub use zerodispatch_core::WaitStrategy;
+// The core's types that the broker's own API names.
+pub use zerodispatch_core::{
+    Callback, ClientType, ConfigError, DispatchError, ProcessorId, ProcessorSnapshot,
+    RegisterError, SyncError, WaitStrategy,
+};

@@ -40,7 +40,8 @@ pub enum AckStatus {
     Acked,
     /// The queue's message table was full: the message was not stored. Publish it again.
     RejectedQueueFull,
-    /// The producer's table of unacknowledged messages was full: the message was not sent.
+    /// The producer already had `max_unconfirmed` messages without an outcome (`send`
+    /// waits below the cap, `publish` does not): the message was not sent.
     RejectedProducerFull,
     /// The queue does not exist.
     RejectedUnknownQueue,
@@ -95,8 +96,11 @@ pub struct Confirm {
 /// The broker's typed events. Each variant's fields are named after what they carry: the
 /// message's `guid`, its `queue` and `payload`, the `consumer` and its `app`, and the
 /// client handles of the sessions involved.
+///
+/// Internal to the crate: an application that could send these could forge a confirm or an
+/// ACK. It reaches the broker through `Producer` and `Broker` only.
 #[derive(Debug)]
-pub enum BrokerMsg {
+pub(crate) enum BrokerMsg {
     /// Application -> producer session: publish this message.
     Publish {
         /// The target queue.

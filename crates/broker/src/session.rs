@@ -91,7 +91,7 @@ pub struct ProducerConfig {
 /// A producer's `max_unconfirmed`, at most: 2^24 (16,777,216).
 ///
 /// A producer's session allocates its tables for the whole cap when it opens, about 150
-/// bytes per message (the unacknowledged index at twice the cap, and the outcome lists),
+/// bytes per message (the unconfirmed index at twice the cap, and the outcome lists),
 /// so about 2.4 GiB at this limit. Past it the cap is refused by `open_producer`; below
 /// it, an allocation the machine cannot provide is an error too, not an abort. Retune by
 /// measuring a session's footprint against the memory a deployment gives its producers.

@@ -159,7 +159,8 @@ pub struct SessionStats {
     /// Messages the producers' applications published (accepted by their sessions or
     /// rejected there).
     pub published: u64,
-    /// Publishes rejected because the producer's unacknowledged table was full.
+    /// Publishes rejected because the producer had `max_unconfirmed` messages without an
+    /// outcome.
     pub rejected_producer_full: u64,
     /// Publishes rejected because the queue does not exist.
     pub rejected_unknown_queue: u64,

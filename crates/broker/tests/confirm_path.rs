@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Barrier, Mutex};
+use std::time::Duration;
 
 use zerodispatch_broker::*;
 
@@ -301,15 +302,15 @@ fn closing_a_producer_reports_every_pending_message_and_later_acks_are_dropped()
     let (p, acks) = producer(&broker, 100);
     let guids = publish(&p, 0, 5);
     broker.quiesce().unwrap();
-    broker.close_producer(&p).unwrap();
+    // No wait: in flight, unconfirmed, each is reported `Closed`.
+    assert!(!p.close(Duration::ZERO));
     broker.quiesce().unwrap();
     let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
     assert!(guids.iter().all(|g| outcome[g] == AckStatus::Closed));
     // The queue still holds them; a consumer now confirms them, and their ACKs reach a
     // producer whose session is gone: dropped by the dispatcher as stale, not reported
     // twice.
-    let stale =
-        |broker: &Broker| -> u64 { broker.dispatcher().stats().iter().map(|s| s.stale).sum() };
+    let stale = |broker: &Broker| -> u64 { broker.processor_stats().iter().map(|s| s.stale).sum() };
     let stale_before = stale(&broker);
     let (_c, _) = consumer(&broker, 0, 0, ConsumerOptions::default());
     broker.quiesce().unwrap();
@@ -320,7 +321,7 @@ fn closing_a_producer_reports_every_pending_message_and_later_acks_are_dropped()
     // Publishing after close is refused.
     assert_eq!(
         p.publish(QueueId(0), Payload::default()),
-        Err(BrokerError::ProducerClosed(p.id()))
+        Err(SendError::Closed(Payload::default()))
     );
     check_conservation(&broker, &guids, &acks.lock().unwrap());
 }
@@ -469,35 +470,60 @@ fn shutdown_reports_unacknowledged_messages_closed() {
 }
 
 #[test]
-fn invalid_queue_configurations_are_errors() {
+fn invalid_queue_configurations_are_errors_that_name_the_setting() {
     let err = |q: QueueConfig| {
         Broker::start(BrokerConfig {
-            queues: vec![q],
+            queues: vec![QueueConfig::new(QueueMode::Priority), q],
             ..BrokerConfig::default()
         })
         .unwrap_err()
     };
-    assert!(
-        err(QueueConfig {
-            capacity: 0,
-            ..QueueConfig::new(QueueMode::Priority)
-        })
-        .to_string()
-        .contains("capacity")
-    );
-    assert!(
-        err(QueueConfig::new(QueueMode::Fanout { apps: 17 }))
-            .to_string()
-            .contains("1 to 16 apps")
-    );
-    assert!(
-        err(QueueConfig {
-            window: 0,
-            ..QueueConfig::new(QueueMode::Priority)
-        })
-        .to_string()
-        .contains("window")
-    );
+    let cases = [
+        (
+            QueueConfig {
+                capacity: 0,
+                ..QueueConfig::new(QueueMode::Priority)
+            },
+            BrokerError::QueueCapacityOutOfRange {
+                queue: QueueId(1),
+                capacity: 0,
+            },
+            "capacity 0",
+        ),
+        (
+            QueueConfig::new(QueueMode::Fanout { apps: 17 }),
+            BrokerError::AppsOutOfRange {
+                queue: QueueId(1),
+                apps: 17,
+            },
+            "give 1 to MAX_APPS (16)",
+        ),
+        (
+            QueueConfig::new(QueueMode::Fanout { apps: 0 }),
+            BrokerError::AppsOutOfRange {
+                queue: QueueId(1),
+                apps: 0,
+            },
+            "0 fanout apps",
+        ),
+        (
+            QueueConfig {
+                window: 0,
+                ..QueueConfig::new(QueueMode::Priority)
+            },
+            BrokerError::ZeroWindow { queue: QueueId(1) },
+            "window",
+        ),
+    ];
+    for (queue, expected, says) in cases {
+        let e = err(queue);
+        assert_eq!(e, expected);
+        let text = e.to_string();
+        assert!(
+            text.starts_with("queue 1:") && text.contains(says),
+            "{text}"
+        );
+    }
     let broker = start(vec![QueueConfig::new(QueueMode::Fanout { apps: 2 })], 1);
     let open = |q, a| {
         broker

@@ -204,7 +204,7 @@ fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
     assert_eq!(arrived, sessions.confirms_sent + replica_confirms);
     let cluster = broker.cluster_state().unwrap();
     assert!(cluster.routed >= replica_confirms && cluster.unknown_queue == 0);
-    let outboxed: u64 = broker.dispatcher().stats().iter().map(|s| s.outboxed).sum();
+    let outboxed: u64 = broker.processor_stats().iter().map(|s| s.outboxed).sum();
     println!(
         "no stall: {} published, {acked} acked, {} rejected queue-full, {} delivered, \
          {replica_confirms} replica confirms, {outboxed} events outboxed",

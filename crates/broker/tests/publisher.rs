@@ -90,14 +90,12 @@ fn dynamic_send_flushes_each_message_at_once_when_the_queue_drains() {
 fn hold_session_processor(broker: &Broker) -> Arc<std::sync::Barrier> {
     let gate = Arc::new(std::sync::Barrier::new(2));
     let g = gate.clone();
-    let session = broker
-        .dispatcher()
-        .processors(zerodispatch_core::ClientType::Session)[0];
-    let hold = zerodispatch_core::Callback::new(move || {
+    let session = broker.processors(ClientType::Session)[0];
+    let hold = Callback::new(move || {
         g.wait();
         g.wait();
     });
-    broker.dispatcher().execute(session, hold).unwrap();
+    broker.execute(session, hold).unwrap();
     gate.wait();
     gate
 }
@@ -138,7 +136,7 @@ fn a_batch_is_sent_when_it_reaches_batch_size_or_fills_a_frame() {
 }
 
 #[test]
-fn a_message_larger_than_a_frame_is_refused_at_send() {
+fn a_message_larger_than_a_frame_is_refused_and_handed_back() {
     let broker = broker();
     let (p, _acks) = open(
         &broker,
@@ -147,13 +145,15 @@ fn a_message_larger_than_a_frame_is_refused_at_send() {
             ..ProducerConfig::default()
         },
     );
-    assert_eq!(
-        p.send(QueueId(0), payload(1000)),
-        Err(SendError::TooLarge {
-            needs: 1000 + FRAME_OVERHEAD,
-            max_frame_bytes: 1000
-        })
-    );
+    let refused = Err(SendError::TooLarge {
+        payload: payload(1000),
+        needs: 1000 + FRAME_OVERHEAD,
+        max_frame_bytes: 1000,
+    });
+    assert_eq!(p.send(QueueId(0), payload(1000)), refused);
+    assert_eq!(p.try_send(QueueId(0), payload(1000)), refused);
+    // `publish` takes no credit, but the frame is the same: refused, handed back.
+    assert_eq!(p.publish(QueueId(0), payload(1000)), refused);
     assert!(
         p.send(QueueId(0), payload(1000 - FRAME_OVERHEAD as u32))
             .is_ok()
@@ -309,10 +309,12 @@ fn an_unconfirmed_message_times_out_once_and_a_late_ack_is_counted() {
 /// Waits until the producer's session has handled what was sent to it (and, with dynamic
 /// send, sent it on: the flush point after its queue drained).
 fn sent_on(broker: &Broker) {
-    let session = broker
-        .dispatcher()
-        .processors(zerodispatch_core::ClientType::Session)[0];
-    broker.dispatcher().synchronize(session).unwrap();
+    let session = broker.processors(ClientType::Session)[0];
+    // A dispatcher callback runs after everything enqueued to the processor before it.
+    let (done, ran) = std::sync::mpsc::channel();
+    let marker = Callback::new(move || done.send(()).unwrap());
+    broker.execute(session, marker).unwrap();
+    ran.recv().unwrap();
 }
 
 #[test]
@@ -438,36 +440,129 @@ fn every_message_gets_exactly_one_outcome_under_a_random_close() {
     }
 }
 
+/// `Producer::close` is the one way to close a producer (dropping it calls it): each
+/// message taken before it gets exactly one outcome, and closing again, or dropping it
+/// after, reports nothing more.
 #[test]
-fn invalid_producer_configurations_are_errors() {
+fn closing_again_or_dropping_after_close_reports_nothing_more() {
+    let broker = broker();
+    let (p, acks) = open(&broker, ProducerConfig::default());
+    let mut guids: Vec<Guid> = (0..3)
+        .map(|_| p.publish(QueueId(0), payload(8)).unwrap())
+        .collect();
+    guids.extend((0..2).map(|_| p.send(QueueId(0), payload(8)).unwrap()));
+    sent_on(&broker);
+    // No consumer, so nothing can confirm them, and no wait: each is reported `Closed`.
+    assert!(!p.close(Duration::ZERO));
+    broker.quiesce().unwrap();
+    let all = outcomes(&acks.lock().unwrap());
+    assert_eq!(all.len(), 5);
+    assert!(guids.iter().all(|g| all[g] == AckStatus::Closed), "{all:?}");
+    assert_eq!(p.unconfirmed(), 0);
+    // Closing again does nothing, and says that nothing is left.
+    assert!(p.close(Duration::ZERO));
+    assert!(p.close(Duration::from_secs(1)));
+    // Every call that takes a message refuses it and hands it back.
+    let m = payload(9);
+    assert_eq!(p.publish(QueueId(0), m), Err(SendError::Closed(m)));
+    assert_eq!(p.send(QueueId(0), m), Err(SendError::Closed(m)));
+    assert_eq!(p.try_send(QueueId(0), m), Err(SendError::Closed(m)));
+    assert!(SendError::Closed(m).to_string().contains("closed"));
+    drop(p);
+    broker.quiesce().unwrap();
+    assert_eq!(outcomes(&acks.lock().unwrap()).len(), 5, "nothing more");
+    assert_eq!(broker.session_stats().closed_reported, 5);
+}
+
+/// Once the broker has shut down, `publish`, `send` and `try_send` say so (not `Closed`:
+/// the producer was not closed) and hand the payload back.
+#[test]
+fn after_shutdown_every_call_says_shut_down_and_hands_the_payload_back() {
+    let broker = broker();
+    let (p, acks) = open(&broker, ProducerConfig::default());
+    let g = p.send(QueueId(0), payload(8)).unwrap();
+    sent_on(&broker);
+    broker.shutdown();
+    // In flight, unconfirmed: its session reported it `Closed` at shutdown.
+    assert_eq!(outcomes(&acks.lock().unwrap())[&g], AckStatus::Closed);
+    let m = payload(9);
+    for r in [
+        p.publish(QueueId(0), m),
+        p.send(QueueId(0), m),
+        p.try_send(QueueId(0), m),
+    ] {
+        let e = r.unwrap_err();
+        assert_eq!(e, SendError::ShutDown(m));
+        assert_eq!(e.into_payload(), m);
+        assert!(e.to_string().contains("shutting down"), "{e}");
+    }
+    assert_eq!(p.unconfirmed(), 0, "a refused send gives its credit back");
+    assert!(
+        p.close(Duration::from_secs(1)),
+        "every outcome was reported at shutdown"
+    );
+}
+
+#[test]
+fn invalid_producer_configurations_are_errors_that_name_the_setting() {
     let broker = broker();
     let err = |c: ProducerConfig| broker.open_producer_with(c, |_: &[Ack]| {}).unwrap_err();
-    assert!(matches!(
-        err(ProducerConfig {
-            max_unconfirmed: 0,
-            ..ProducerConfig::default()
-        }),
-        BrokerError::Producer(_)
-    ));
-    assert!(matches!(
-        err(ProducerConfig {
-            batch_size: 0,
-            ..ProducerConfig::default()
-        }),
-        BrokerError::Producer(_)
-    ));
-    assert!(matches!(
-        err(ProducerConfig {
-            max_frame_bytes: FRAME_OVERHEAD,
-            ..ProducerConfig::default()
-        }),
-        BrokerError::Producer(_)
-    ));
-    assert!(matches!(
-        err(ProducerConfig {
-            flush: FlushStrategy::Timer(Duration::ZERO),
-            ..ProducerConfig::default()
-        }),
-        BrokerError::Producer(_)
-    ));
+    let cases = [
+        (
+            ProducerConfig {
+                max_unconfirmed: 0,
+                ..ProducerConfig::default()
+            },
+            BrokerError::MaxUnconfirmedOutOfRange { max_unconfirmed: 0 },
+            "max_unconfirmed",
+        ),
+        (
+            ProducerConfig {
+                batch_size: 0,
+                ..ProducerConfig::default()
+            },
+            BrokerError::ZeroBatchSize,
+            "batch_size",
+        ),
+        (
+            ProducerConfig {
+                max_frame_bytes: FRAME_OVERHEAD,
+                ..ProducerConfig::default()
+            },
+            BrokerError::FrameTooSmall {
+                max_frame_bytes: FRAME_OVERHEAD,
+            },
+            "max_frame_bytes",
+        ),
+        (
+            ProducerConfig {
+                flush: FlushStrategy::Timer(Duration::ZERO),
+                ..ProducerConfig::default()
+            },
+            BrokerError::ZeroTimerInterval,
+            "interval",
+        ),
+        (
+            ProducerConfig {
+                confirm_timeout: Some(Duration::ZERO),
+                ..ProducerConfig::default()
+            },
+            BrokerError::ZeroConfirmTimeout,
+            "timeout",
+        ),
+    ];
+    for (config, expected, names) in cases {
+        let e = err(config);
+        assert_eq!(e, expected);
+        assert!(e.to_string().contains(names), "{e}");
+        assert!(
+            std::error::Error::source(&e).is_none(),
+            "{e:?}: no core error behind it"
+        );
+    }
+    // `open_producer` takes the same cap, and refuses 0 the same way.
+    assert_eq!(
+        broker.open_producer(0, |_: &[Ack]| {}).unwrap_err(),
+        BrokerError::MaxUnconfirmedOutOfRange { max_unconfirmed: 0 }
+    );
 }

@@ -258,9 +258,12 @@ fn closed_sessions_free_their_slots() {
             }
             broker.close_consumer(&c).unwrap();
             if i % 2 == 0 {
-                broker.close_producer(&p).unwrap();
+                p.close(Duration::ZERO);
                 // Its session is gone: a later publish is refused, not lost.
-                assert!(p.publish(QueueId(0), payload(i)).is_err());
+                assert_eq!(
+                    p.publish(QueueId(0), payload(i)),
+                    Err(SendError::Closed(payload(i)))
+                );
             } else {
                 drop(p);
             }
@@ -330,7 +333,10 @@ fn a_huge_queue_capacity_is_an_error_not_an_abort() {
         })
         .unwrap_err();
         assert!(
-            matches!(err, BrokerError::Queue(QueueId(0), _)),
+            err == BrokerError::QueueCapacityOutOfRange {
+                queue: QueueId(0),
+                capacity
+            },
             "{capacity}: {err:?}"
         );
         assert!(
@@ -342,7 +348,16 @@ fn a_huge_queue_capacity_is_an_error_not_an_abort() {
     let broker = start(vec![priority()], 1);
     for cap in [usize::MAX, MAX_UNCONFIRMED + 1] {
         let err = broker.open_producer(cap, |_: &[Ack]| {}).unwrap_err();
-        assert!(matches!(err, BrokerError::Producer(_)), "{cap}: {err:?}");
+        assert_eq!(
+            err,
+            BrokerError::MaxUnconfirmedOutOfRange {
+                max_unconfirmed: cap
+            }
+        );
+        assert!(
+            err.to_string().contains(&MAX_UNCONFIRMED.to_string()),
+            "{err}"
+        );
     }
     // A batch never holds more than the cap: a huge batch size allocates no more.
     broker
@@ -454,14 +469,11 @@ fn cluster_state_on_a_processor_thread_is_an_error_not_a_hang() {
             let broker = Arc::new(start(vec![priority()], 1));
             let answer: Arc<Mutex<Option<Result<ClusterState, BrokerError>>>> = Arc::default();
             let (weak, sink) = (Arc::downgrade(&broker), answer.clone());
-            let cluster = broker
-                .dispatcher()
-                .processors(zerodispatch_core::ClientType::Cluster)[0];
+            let cluster = broker.processors(ClientType::Cluster)[0];
             broker
-                .dispatcher()
                 .execute(
                     cluster,
-                    zerodispatch_core::Callback::new(move || {
+                    Callback::new(move || {
                         if let Some(broker) = weak.upgrade() {
                             *sink.lock().unwrap() = Some(broker.cluster_state());
                         }
@@ -500,9 +512,7 @@ fn quiesce_in_on_ack_says_it_is_on_a_processor_thread() {
         wait_for(Duration::from_secs(5), "the answer", || {
             answer.lock().unwrap().is_some()
         });
-        let session = broker
-            .dispatcher()
-            .processors(zerodispatch_core::ClientType::Session)[0];
+        let session = broker.processors(ClientType::Session)[0];
         assert_eq!(
             answer.lock().unwrap().take().unwrap(),
             Err(BrokerError::OnProcessorThread(session))
@@ -513,6 +523,7 @@ fn quiesce_in_on_ack_says_it_is_on_a_processor_thread() {
 
 /// Defect 12 (second half): a publish made on a processor thread whose outbox was full came
 /// back as `ShutDown` (`SendError::Closed` for `send`), though nothing was shutting down.
+/// It comes back as `WouldBlock`, with the payload handed back.
 #[test]
 fn a_full_outbox_on_a_processor_thread_is_not_reported_as_closed() {
     within(Duration::from_secs(20), "publishes from on_ack", || {
@@ -526,7 +537,7 @@ fn a_full_outbox_on_a_processor_thread_is_not_reported_as_closed() {
         .unwrap();
         let _c = consume(&broker, 0);
         let me: Arc<OnceLock<Weak<Producer>>> = Arc::default();
-        let results: Log<Result<Guid, BrokerError>> = Arc::default();
+        let results: Log<Result<Guid, SendError>> = Arc::default();
         let acks: Log<Ack> = Arc::default();
         let (mine, sink, outcomes_sink) = (me.clone(), results.clone(), acks.clone());
         let mut first = true;
@@ -551,22 +562,20 @@ fn a_full_outbox_on_a_processor_thread_is_not_reported_as_closed() {
         wait_for(Duration::from_secs(5), "on_ack's publishes", || {
             results.lock().unwrap().len() == 200
         });
-        let session = broker
-            .dispatcher()
-            .processors(zerodispatch_core::ClientType::Session)[0];
         let results = results.lock().unwrap().clone();
         let refused = results.iter().filter(|r| r.is_err()).count();
         assert!(refused > 0, "the outbox never filled");
         assert!(
             results
                 .iter()
-                .all(|r| r.is_ok() || *r == Err(BrokerError::OnProcessorThread(session))),
+                .zip(0..)
+                .all(|(r, i)| r.is_ok() || *r == Err(SendError::WouldBlock(payload(i)))),
             "{results:?}"
         );
         // Every accepted message has its one outcome.
         broker.quiesce().unwrap();
         let all = outcomes(&acks.lock().unwrap());
-        let accepted: Vec<Guid> = results.iter().filter_map(|r| r.clone().ok()).collect();
+        let accepted: Vec<Guid> = results.iter().filter_map(|r| r.ok()).collect();
         assert_eq!(all.len(), accepted.len() + 1);
         assert!(
             accepted
@@ -575,4 +584,69 @@ fn a_full_outbox_on_a_processor_thread_is_not_reported_as_closed() {
                 .all(|g| all[g] == AckStatus::Acked)
         );
     });
+}
+
+/// A broker call on a processor thread whose outbox fills (here `close_consumer` on the
+/// cluster processor, with the queue processor held) said `OnProcessorThread`, the error
+/// of a call that would have to wait, and carried no cause. It is `OutboxFull`, with the
+/// core's `DispatchError::Full` as its source.
+#[test]
+fn a_full_outbox_is_its_own_error_with_the_core_refusal_as_source() {
+    within(
+        Duration::from_secs(20),
+        "close_consumer on the cluster thread",
+        || {
+            let broker = Arc::new(
+                Broker::start(BrokerConfig {
+                    queues: vec![priority()],
+                    event_capacity: 8,
+                    ..BrokerConfig::default()
+                })
+                .unwrap(),
+            );
+            let consumers: Arc<Vec<Consumer>> =
+                Arc::new((0..64).map(|_| consume(&broker, 0)).collect());
+            broker.quiesce().unwrap();
+            // Hold the queue processor: the Detaches fill its queue, then the cluster
+            // processor's outbox.
+            let queue = broker.processors(ClientType::Queue)[0];
+            let cluster = broker.processors(ClientType::Cluster)[0];
+            let gate = Arc::new(std::sync::Barrier::new(2));
+            let g = gate.clone();
+            let hold = Callback::new(move || {
+                g.wait();
+                g.wait();
+            });
+            broker.execute(queue, hold).unwrap();
+            gate.wait();
+            let answer: Arc<Mutex<Option<Result<(), BrokerError>>>> = Arc::default();
+            let (weak, sink, all) = (Arc::downgrade(&broker), answer.clone(), consumers.clone());
+            let close_all = Callback::new(move || {
+                if let Some(broker) = weak.upgrade() {
+                    let first_error = all
+                        .iter()
+                        .map(|c| broker.close_consumer(c))
+                        .find(Result::is_err);
+                    *sink.lock().unwrap() = Some(first_error.unwrap_or(Ok(())));
+                }
+            });
+            broker.execute(cluster, close_all).unwrap();
+            wait_for(Duration::from_secs(5), "the answer", || {
+                answer.lock().unwrap().is_some()
+            });
+            gate.wait();
+            let err = answer.lock().unwrap().take().unwrap().unwrap_err();
+            assert_eq!(err, BrokerError::OutboxFull(cluster));
+            assert!(err.to_string().contains("outbox full"), "{err}");
+            let cause = std::error::Error::source(&err).expect("the core's refusal");
+            assert!(
+                cause
+                    .downcast_ref::<DispatchError<()>>()
+                    .is_some_and(DispatchError::is_full),
+                "{cause:?}"
+            );
+            // Nothing is stuck once the queue processor goes on.
+            broker.quiesce().unwrap();
+        },
+    );
 }

@@ -61,7 +61,7 @@ impl Outcomes {
 }
 
 fn live_clients(broker: &Broker) -> usize {
-    broker.dispatcher().stats().iter().map(|s| s.clients).sum()
+    broker.processor_stats().iter().map(|s| s.clients).sum()
 }
 
 #[test]
@@ -198,7 +198,7 @@ fn faults_churn_and_tiny_queues_lose_no_outcome_and_stall_nothing() {
         assert!(
             since.elapsed() < Duration::from_secs(3),
             "no outcome for 3 s: stalled; processors {:#?}",
-            broker.dispatcher().stats()
+            broker.processor_stats()
         );
     }
     stop.store(true, Ordering::Relaxed);
