@@ -3,22 +3,23 @@
 //! `BrokerMsg` is the dispatcher's message type `M`. It is 48 bytes, so that a queued event
 //! stays 56 bytes and an `ArrayQueue` slot one cache line (asserted in the tests).
 
-use zerodispatch_callback::BoxedCallback;
 use zerodispatch_core::ClientHandle;
 
 use crate::ids::{AppId, ConsumerId, Guid, Payload, QueueId};
+use crate::queue::QueueEngine;
 
 /// How a consumer's confirm travels to its queue. The three give identical results; they
 /// differ in what the event carries, which is what the benches compare.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ConfirmMode {
-    /// A `Callback` built in place (BlazingMQ's `ConfirmFunctor`): queue id, GUID, app and
-    /// consumer in 28 bytes, run by the queue's processor. The default.
+    /// A callback built in place (BlazingMQ's `ConfirmFunctor`): queue id, GUID, app and
+    /// consumer in 28 bytes, stored inline and handed the queue's client by the queue's
+    /// processor (`Event::to_client`). The default.
     #[default]
     Inline,
     /// A typed `BrokerMsg::Confirm`: plain data, no callback at all.
     Typed,
-    /// A `BoxedCallback` (`Box<dyn FnOnce>`): one allocation per confirm. The baseline.
+    /// The same functor in a `Box<dyn FnOnce>`: one allocation per confirm. The baseline.
     Boxed,
 }
 
@@ -99,6 +100,16 @@ pub struct Confirm {
 ///
 /// Internal to the crate: an application that could send these could forge a confirm or an
 /// ACK. It reaches the broker through `Producer` and `Broker` only.
+/// A confirm functor in a `Box`, handed the queue's table: the boxed baseline of the
+/// inline confirm (one allocation per confirm).
+pub(crate) struct BoxedConfirm(pub(crate) Box<dyn FnOnce(&mut QueueEngine) + Send>);
+
+impl std::fmt::Debug for BoxedConfirm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BoxedConfirm")
+    }
+}
+
 #[derive(Debug)]
 pub(crate) enum BrokerMsg {
     /// Application -> producer session: publish this message.
@@ -139,8 +150,9 @@ pub(crate) enum BrokerMsg {
     },
     /// Consumer session or cluster -> queue: a typed confirm.
     Confirm(Confirm),
-    /// Consumer session or cluster -> queue: a boxed confirm functor (the baseline).
-    BoxedConfirm(BoxedCallback),
+    /// Consumer session or cluster -> queue: a boxed confirm functor handed the queue's
+    /// table (the baseline the inline functor is measured against).
+    BoxedConfirm(BoxedConfirm),
     /// Consumer session -> cluster: a confirm to route to its queue, in the given mode.
     Route(Confirm, ConfirmMode),
     /// Replica node (`Broker::replica_confirm`) -> cluster: a confirm to route to its

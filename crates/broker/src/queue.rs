@@ -13,25 +13,21 @@
 //!
 //! # How confirms reach the table
 //!
-//! The table lives in a per-thread registry of the queue processor (`ENGINES`), indexed
-//! by queue id, so that a confirm functor built in place by a consumer session (the inline
-//! mode, like BlazingMQ's `ConfirmFunctor`) can find its queue by id when the processor
-//! runs it, exactly as a typed confirm does. The queue's client installs its table there on
-//! its first event and removes it when it is dropped.
+//! The table is owned by the queue's client on its processor. A confirm functor built in
+//! place by a consumer session (the inline mode, like BlazingMQ's `ConfirmFunctor`) is a
+//! callback handed that client when the processor runs it (`Event::to_client`), so it
+//! reaches the table directly, exactly as a typed confirm does; the boxed baseline is the
+//! same closure in a `Box`.
 
-use std::cell::RefCell;
 use std::collections::{HashMap, TryReserveError};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
-use zerodispatch_callback::{BoxedCallback, Callback};
-use zerodispatch_core::{
-    Client, ClientEvent, ClientHandle, Context, DispatchError, DispatcherHandle, Event,
-};
+use zerodispatch_core::{Client, ClientHandle, Context, DispatchError, DispatcherHandle, Event};
 
 use crate::ids::{AppId, ConsumerId, Guid, Payload, QueueId};
-use crate::message::{AckStatus, BrokerMsg, Confirm, ConfirmMode};
+use crate::message::{AckStatus, BoxedConfirm, BrokerMsg, Confirm, ConfirmMode};
 use crate::stats::QueueCounters;
 use crate::tables;
 
@@ -434,32 +430,6 @@ impl QueueEngine {
     }
 }
 
-thread_local! {
-    /// The queue tables of the queues owned by this (queue processor) thread, by queue id.
-    static ENGINES: RefCell<Vec<Option<QueueEngine>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Runs `f` on the table of `queue` if this thread owns it.
-fn with_engine<R>(queue: QueueId, f: impl FnOnce(&mut QueueEngine) -> R) -> Option<R> {
-    ENGINES.with_borrow_mut(|engines| {
-        engines
-            .get_mut(queue.0 as usize)
-            .and_then(Option::as_mut)
-            .map(f)
-    })
-}
-
-/// Applies a confirm on the queue processor that owns its queue: the body of every confirm,
-/// whichever way it travelled.
-pub(crate) fn confirm_here(c: Confirm) {
-    if with_engine(c.queue, |q| q.confirm(c)).is_none() {
-        tracing::debug!(
-            queue = c.queue.0,
-            "confirm run on a thread that does not own its queue"
-        );
-    }
-}
-
 /// Sends a confirm to `queue` (the queue's client) the way `mode` says.
 pub(crate) fn send_confirm(
     dispatcher: &DispatcherHandle<BrokerMsg>,
@@ -468,102 +438,61 @@ pub(crate) fn send_confirm(
     mode: ConfirmMode,
 ) -> Result<(), DispatchError<Event<BrokerMsg>>> {
     let event = match mode {
-        // 28 bytes of captures: inline in the default 32-byte space.
-        ConfirmMode::Inline => Event::Callback(Callback::new(move || confirm_here(c))),
-        ConfirmMode::Typed => Event::Message(BrokerMsg::Confirm(c)),
-        ConfirmMode::Boxed => {
-            Event::Message(BrokerMsg::BoxedConfirm(BoxedCallback::new(move || {
-                confirm_here(c)
-            })))
+        // 28 bytes of captures: inline in the default 32-byte space, handed the queue's
+        // client when its processor runs it.
+        ConfirmMode::Inline => {
+            Event::to_client(move |queue: &mut QueueClient, _ctx| queue.engine.confirm(c))
         }
+        ConfirmMode::Typed => Event::Message(BrokerMsg::Confirm(c)),
+        ConfirmMode::Boxed => Event::Message(BrokerMsg::BoxedConfirm(BoxedConfirm(Box::new(
+            move |engine: &mut QueueEngine| engine.confirm(c),
+        )))),
     };
     dispatcher.dispatch(queue, event)
 }
 
-/// The client that owns a queue on its processor.
+/// The client that owns a queue on its processor: its table, and the events that reach it.
 pub(crate) struct QueueClient {
-    id: QueueId,
-    /// The table until it is installed in `ENGINES` on the processor thread.
-    engine: Option<QueueEngine>,
+    engine: QueueEngine,
 }
 
 impl QueueClient {
     pub(crate) fn new(engine: QueueEngine) -> Self {
-        Self {
-            id: engine.id,
-            engine: Some(engine),
-        }
-    }
-
-    /// Moves the table into this thread's registry (once, on the first event).
-    #[inline]
-    fn install(&mut self) {
-        if let Some(engine) = self.engine.take() {
-            let at = self.id.0 as usize;
-            ENGINES.with_borrow_mut(|engines| {
-                if engines.len() <= at {
-                    engines.resize_with(at + 1, || None);
-                }
-                engines[at] = Some(engine);
-            });
-        }
+        Self { engine }
     }
 }
 
 impl Client<BrokerMsg> for QueueClient {
-    fn on_event(&mut self, event: ClientEvent<BrokerMsg>, _ctx: &mut Context<BrokerMsg>) {
-        self.install();
-        let id = self.id;
-        match event {
-            // An inline confirm functor (it calls `confirm_here`), or any other callback.
-            ClientEvent::Callback(callback) => callback.call(),
-            ClientEvent::Message(BrokerMsg::BoxedConfirm(callback)) => callback.call(),
-            ClientEvent::Message(BrokerMsg::Confirm(c)) => {
-                with_engine(id, |q| q.confirm(c));
-            }
-            ClientEvent::Message(BrokerMsg::Put {
+    fn on_message(&mut self, message: BrokerMsg, _ctx: &mut Context<BrokerMsg>) {
+        let engine = &mut self.engine;
+        match message {
+            BrokerMsg::Confirm(c) => engine.confirm(c),
+            BrokerMsg::BoxedConfirm(BoxedConfirm(confirm)) => confirm(engine),
+            BrokerMsg::Put {
                 producer,
                 guid,
                 payload,
-            }) => {
-                with_engine(id, |q| q.put(producer, guid, payload));
-            }
-            ClientEvent::Message(BrokerMsg::Attach {
+            } => engine.put(producer, guid, payload),
+            BrokerMsg::Attach {
                 consumer,
                 app,
                 session,
-            }) => {
-                with_engine(id, |q| q.attach(consumer, app, session));
-            }
-            ClientEvent::Message(BrokerMsg::Detach { consumer }) => {
-                with_engine(id, |q| q.detach(consumer));
-            }
-            ClientEvent::Message(other) => {
-                tracing::warn!(queue = id.0, ?other, "unexpected message for a queue")
+            } => engine.attach(consumer, app, session),
+            BrokerMsg::Detach { consumer } => engine.detach(consumer),
+            other => {
+                tracing::warn!(
+                    queue = engine.id.0,
+                    ?other,
+                    "unexpected message for a queue"
+                )
             }
         }
     }
 
     fn flush(&mut self, ctx: &mut Context<BrokerMsg>) {
-        self.install();
-        let dispatcher = ctx.dispatcher();
-        if with_engine(self.id, |q| q.flush(dispatcher)) == Some(true) {
+        if self.engine.flush(ctx.dispatcher()) {
             ctx.flush_again();
         }
-    }
-}
-
-impl Drop for QueueClient {
-    fn drop(&mut self) {
-        let at = self.id.0 as usize;
-        // Dropped on its processor thread (at unregistration or shutdown): remove the table
-        // from this thread's registry. `try_with`: the registry may already be gone if the
-        // thread is exiting.
-        let _ = ENGINES.try_with(|engines| {
-            if let Some(slot) = engines.borrow_mut().get_mut(at) {
-                *slot = None;
-            }
-        });
     }
 }
 
