@@ -31,14 +31,19 @@ use crate::message::{AckStatus, BoxedConfirm, BrokerMsg, Confirm, ConfirmMode};
 use crate::stats::QueueCounters;
 use crate::tables;
 
-/// Fanout apps per queue, at most: a message's pending shares are a bit mask.
-pub const MAX_APPS: u16 = 16;
+/// Fanout apps per queue, at most: a message's pending shares are a bit mask
+/// ([`AppMask`]). 64 covers BlazingMQ's 30-app fanout with room to spare.
+pub const MAX_APPS: u16 = AppMask::BITS as u16;
+
+/// A set of apps of one message, bit `app`: its pending or undelivered shares.
+type AppMask = u64;
 
 /// Messages a queue may be configured to hold, at most: 2^24 (16,777,216).
 ///
-/// A queue allocates its tables for its whole capacity when the broker starts, about 250
-/// bytes per message (the message table's 120-byte slots, a GUID index at twice the
-/// capacity, and the free, push and ACK lists), so about 4 GiB at this limit. Past it a
+/// A queue allocates its tables for its whole capacity when the broker starts, about 200
+/// bytes per message plus 4 per fanout app (the message table's 72-byte slots, the
+/// consumer of each app's share, a GUID index at twice the capacity, and the free, push
+/// and ACK lists), so about 3.5 GiB at this limit for a priority queue. Past it a
 /// capacity is refused by [`Broker::start`](crate::Broker::start); below it, an allocation
 /// the machine cannot provide is an error too, not an abort. Retune by measuring a queue's
 /// footprint (`Broker::start` with one queue, resident memory before and after) against
@@ -95,15 +100,13 @@ struct Slot {
     /// The producer's session, for the ACK (`None` in a free slot).
     producer: Option<ClientHandle>,
     /// Apps that have not confirmed yet (bit `app`).
-    pending: u16,
+    pending: AppMask,
     /// Apps whose share has not been pushed yet.
-    undelivered: u16,
+    undelivered: AppMask,
     /// Whether the slot is in `to_push`.
     queued: bool,
     /// Whether the slot holds a message (set at PUT, cleared at release).
     live: bool,
-    /// The consumer each app's share was pushed to.
-    assigned: [ConsumerId; MAX_APPS as usize],
 }
 
 /// An attached consumer.
@@ -123,6 +126,12 @@ pub(crate) struct QueueEngine {
     /// what a queue sends to a session processor, so that its queue does not fill.
     window: u32,
     slots: Vec<Slot>,
+    /// The consumer each app's share of each slot was pushed to: `apps` entries per slot,
+    /// apart from the slots so that a queue pays for the apps it has, not for
+    /// [`MAX_APPS`].
+    assigned: Vec<ConsumerId>,
+    /// Apps per message: the fanout's apps, or 1.
+    apps: usize,
     free: Vec<u32>,
     index: HashMap<Guid, u32, BuildHasherDefault<GuidHasher>>,
     /// Slots with undelivered shares, oldest first.
@@ -161,8 +170,8 @@ impl QueueEngine {
             undelivered: 0,
             queued: false,
             live: false,
-            assigned: [ConsumerId(u32::MAX); MAX_APPS as usize],
         };
+        let apps = usize::from(mode.apps().max(1));
         let capacity_u32 = u32::try_from(capacity).expect("MAX_QUEUE_CAPACITY fits u32");
         let mut free = tables::vec(capacity)?;
         free.extend((0..capacity_u32).rev());
@@ -171,6 +180,8 @@ impl QueueEngine {
             mode,
             window,
             slots: tables::filled(capacity, empty)?,
+            assigned: tables::filled(capacity * apps, ConsumerId(u32::MAX))?,
+            apps,
             free,
             // Twice the capacity: hashbrown then always rehashes its tombstones in place
             // rather than growing (it grows when more than half full and out of room).
@@ -183,13 +194,13 @@ impl QueueEngine {
         })
     }
 
-    fn all_apps(&self) -> u16 {
-        let apps = self.mode.apps();
-        if apps >= 16 {
-            u16::MAX
-        } else {
-            (1 << apps) - 1
-        }
+    fn all_apps(&self) -> AppMask {
+        AppMask::MAX >> (AppMask::BITS - u32::from(self.mode.apps()))
+    }
+
+    /// Where `assigned` keeps the consumer of `app`'s share of `slot`.
+    fn assigned_at(&self, slot: u32, app: u16) -> usize {
+        slot as usize * self.apps + usize::from(app)
     }
 
     /// Stores a message, or queues its rejection.
@@ -224,14 +235,17 @@ impl QueueEngine {
             tracing::debug!(queue = self.id.0, guid = ?c.guid, "confirm for a message the queue does not hold");
             return;
         };
-        let bit = 1_u16.checked_shl(u32::from(c.app.0)).unwrap_or(0);
+        let bit = AppMask::from(1_u8)
+            .checked_shl(u32::from(c.app.0))
+            .unwrap_or(0);
+        let at = self.assigned_at(slot, c.app.0);
         let s = &mut self.slots[slot as usize];
         if bit == 0 || s.pending & bit == 0 {
             self.counters.duplicate_confirms.add(1);
             tracing::debug!(queue = self.id.0, guid = ?c.guid, app = c.app.0, "duplicate confirm");
             return;
         }
-        if s.undelivered & bit != 0 || s.assigned[usize::from(c.app.0)] != c.consumer {
+        if s.undelivered & bit != 0 || self.assigned[at] != c.consumer {
             self.counters.gone_consumer.add(1);
             tracing::debug!(queue = self.id.0, guid = ?c.guid, consumer = c.consumer.0, "confirm from a consumer the share is not pushed to");
             return;
@@ -286,12 +300,11 @@ impl QueueEngine {
             return;
         };
         let gone = self.consumers.remove(at);
-        let bit = 1_u16 << gone.app.0;
+        let bit: AppMask = 1 << gone.app.0;
         for slot in 0..self.slots.len() as u32 {
+            let at = self.assigned_at(slot, gone.app.0);
             let s = &mut self.slots[slot as usize];
-            let holds = s.pending & bit != 0
-                && s.undelivered & bit == 0
-                && s.assigned[usize::from(gone.app.0)] == id;
+            let holds = s.pending & bit != 0 && s.undelivered & bit == 0 && self.assigned[at] == id;
             if !holds || !s.live {
                 continue;
             }
@@ -392,9 +405,10 @@ impl QueueEngine {
             match dispatcher.dispatch(consumer.session, Event::Message(push)) {
                 Ok(()) => {
                     consumer.in_flight += 1;
-                    let s = &mut self.slots[slot as usize];
-                    s.undelivered &= !(1 << app);
-                    s.assigned[usize::from(app)] = consumer.id;
+                    let consumer = consumer.id;
+                    let at = self.assigned_at(slot, app);
+                    self.assigned[at] = consumer;
+                    self.slots[slot as usize].undelivered &= !(1 << app);
                     self.counters.pushed.add(1);
                 }
                 Err(DispatchError::Full(_)) => return (false, true),
@@ -408,7 +422,7 @@ impl QueueEngine {
     }
 
     /// The apps (bit `app`) that have a consumer with room in its window.
-    fn apps_with_room(&self) -> u16 {
+    fn apps_with_room(&self) -> AppMask {
         self.consumers
             .iter()
             .filter(|c| c.in_flight < self.window)
@@ -502,6 +516,6 @@ mod tests {
 
     #[test]
     fn a_slot_is_the_size_max_queue_capacity_is_computed_with() {
-        assert_eq!(std::mem::size_of::<Slot>(), 120);
+        assert_eq!(std::mem::size_of::<Slot>(), 72);
     }
 }

@@ -150,27 +150,34 @@ fn priority_delivers_each_message_to_one_consumer_and_acks_it_once() {
 
 #[test]
 fn fanout_delivers_every_message_to_every_app_and_acks_after_the_last() {
-    let broker = start(vec![QueueConfig::new(QueueMode::Fanout { apps: 3 })], 2);
-    let (p, acks) = producer(&broker, 4096);
-    let seen: Vec<_> = (0..3)
-        .map(|app| consumer(&broker, 0, app, ConsumerOptions::default()))
-        .collect();
-    let guids = publish(&p, 0, 1000);
-    broker.quiesce().unwrap();
-    for (app, (_, log)) in seen.iter().enumerate() {
-        let got: Vec<Guid> = log.lock().unwrap().iter().map(|d| d.guid).collect();
-        assert_eq!(got, guids, "app {app} got every message once, in order");
-        assert!(
-            log.lock()
-                .unwrap()
-                .iter()
-                .all(|d| d.app == AppId(app as u16))
-        );
+    // 30: BlazingMQ's fanout figure; MAX_APPS: every bit of the share mask.
+    for apps in [3, 30, MAX_APPS] {
+        let broker = start(vec![QueueConfig::new(QueueMode::Fanout { apps })], 2);
+        let (p, acks) = producer(&broker, 4096);
+        let seen: Vec<_> = (0..apps)
+            .map(|app| consumer(&broker, 0, app, ConsumerOptions::default()))
+            .collect();
+        let guids = publish(&p, 0, 300);
+        broker.quiesce().unwrap();
+        for (app, (_, log)) in seen.iter().enumerate() {
+            let got: Vec<Guid> = log.lock().unwrap().iter().map(|d| d.guid).collect();
+            assert_eq!(
+                got, guids,
+                "{apps} apps: app {app} got every message once, in order"
+            );
+            assert!(
+                log.lock()
+                    .unwrap()
+                    .iter()
+                    .all(|d| d.app == AppId(app as u16))
+            );
+        }
+        let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
+        assert!(guids.iter().all(|g| outcome[g] == AckStatus::Acked));
+        let q = broker.queue_stats()[0];
+        let shares = 300 * u64::from(apps);
+        assert_eq!((q.pushed, q.confirms, q.acked), (shares, shares, 300));
     }
-    let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
-    assert!(guids.iter().all(|g| outcome[g] == AckStatus::Acked));
-    let q = broker.queue_stats()[0];
-    assert_eq!((q.pushed, q.confirms, q.acked), (3000, 3000, 1000));
 }
 
 #[test]
@@ -491,12 +498,12 @@ fn invalid_queue_configurations_are_errors_that_name_the_setting() {
             "capacity 0",
         ),
         (
-            QueueConfig::new(QueueMode::Fanout { apps: 17 }),
+            QueueConfig::new(QueueMode::Fanout { apps: MAX_APPS + 1 }),
             BrokerError::AppsOutOfRange {
                 queue: QueueId(1),
-                apps: 17,
+                apps: MAX_APPS + 1,
             },
-            "give 1 to MAX_APPS (16)",
+            "give 1 to MAX_APPS (64)",
         ),
         (
             QueueConfig::new(QueueMode::Fanout { apps: 0 }),
