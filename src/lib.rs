@@ -30,7 +30,6 @@
 //! handles_them_all(None, None);
 //! ```
 
-#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub use zerodispatch_broker as broker;

@@ -45,7 +45,6 @@
 //! # Ok::<(), BrokerError>(())
 //! ```
 
-#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod broker;

@@ -55,7 +55,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod client;

@@ -22,8 +22,6 @@
 //! Exit status: 0, 1 for a broker error, 2 when a message was lost or duplicated (the
 //! summary is printed first).
 
-#![warn(missing_docs)]
-
 mod cli;
 mod report;
 mod run;
