@@ -12,8 +12,8 @@
 //!   dispatcher: queues, producer and consumer sessions, cluster routing of confirms, in
 //!   the three confirm modes (inline functor, typed message, boxed functor).
 //!
-//! [`workload`] is the confirm-shaped work the benches and examples run, and [`measure`]
-//! the harnesses they share.
+//! The benches' workload and harnesses are not part of the library: they live in the
+//! unpublished `zerodispatch-bench-support` crate beside it.
 //!
 //! Every error and id type of the core's API is named from here too:
 //!
@@ -45,8 +45,18 @@ pub use zerodispatch_core::{
     ProcessorSnapshot, RegisterError, ShutdownTimedOut, SyncError, WaitStrategy,
 };
 
-pub mod measure;
-pub mod workload;
+/// The bench harness is not part of the library: the facade exports neither `workload`
+/// nor `measure`.
+///
+/// ```compile_fail
+/// use zerodispatch::workload::handle_confirm;
+/// ```
+///
+/// ```compile_fail
+/// use zerodispatch::measure::Relay;
+/// ```
+#[cfg(doctest)]
+pub struct NoBenchHarness;
 
 /// The README's code blocks, compiled and run as doctests so that they stay true.
 #[doc = include_str!("../README.md")]
