@@ -41,8 +41,9 @@ pub use zerodispatch_core as core;
 pub use zerodispatch_core::{
     BatchError, Client, ClientEvent, ClientHandle, ClientType, ConfigError, Context, DispatchError,
     Dispatcher, DispatcherBuilder, DispatcherHandle, Event, Executor, MAX_CAPACITY, MAX_CORE_ID,
-    MAX_PROCESSORS, NoMessage, Percentiles, Pinning, Placement, PoolConfig, Problem, ProcessorId,
-    ProcessorSnapshot, RegisterError, ShutdownTimedOut, SyncError, WaitStrategy,
+    MAX_PROCESSORS, NoMessage, ParseWaitStrategyError, Percentiles, Pinning, Placement, PoolConfig,
+    Problem, ProcessorId, ProcessorSnapshot, RegisterError, ShutdownTimedOut, SyncError,
+    WaitStrategy,
 };
 
 /// The bench harness is not part of the library: the facade exports neither `workload`

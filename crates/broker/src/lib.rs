@@ -52,6 +52,7 @@ mod cluster;
 mod credits;
 mod ids;
 mod message;
+mod parse;
 mod queue;
 mod session;
 mod stats;
@@ -62,9 +63,10 @@ pub use broker::{
 };
 pub use ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 pub use message::{Ack, AckStatus, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute, Delivery};
+pub use parse::{ParseConfirmModeError, ParseFlushStrategyError};
 pub use queue::{MAX_APPS, MAX_QUEUE_CAPACITY, QueueMode};
 pub use session::{
     AckHandler, DeliveryHandler, FRAME_OVERHEAD, FlushStrategy, MAX_UNCONFIRMED, ProducerConfig,
 };
 pub use stats::{ClusterState, QueueStats, SessionStats};
-pub use zerodispatch_core::WaitStrategy;
+pub use zerodispatch_core::{ParseWaitStrategyError, WaitStrategy};

@@ -74,7 +74,8 @@ mod loom_tests;
 
 pub use client::{Client, ClientEvent, ClientHandle, ClientType, Context, ProcessorId};
 pub use config::{
-    ConfigError, MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, PoolConfig, Problem, WaitStrategy,
+    ConfigError, MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, ParseWaitStrategyError, PoolConfig,
+    Problem, WaitStrategy,
 };
 pub use dispatcher::{
     Dispatcher, DispatcherBuilder, DispatcherHandle, Executor, NoMessage, Placement, RegisterError,

@@ -31,7 +31,9 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use crate::cli::{Args, Flush};
+use zerodispatch_broker::FlushStrategy;
+
+use crate::cli::Args;
 use crate::run::{Progress, RunResult, Scenario};
 
 fn main() -> ExitCode {
@@ -82,7 +84,10 @@ fn compare(args: &Args, progress: Progress) -> Result<bool, zerodispatch_broker:
         ..Scenario::from_args(args)
     };
     let mut runs: Vec<RunResult> = Vec::with_capacity(2);
-    for flush in [Flush::Dynamic, Flush::Timer(Duration::from_millis(100))] {
+    for flush in [
+        FlushStrategy::Dynamic,
+        FlushStrategy::Timer(Duration::from_millis(100)),
+    ] {
         let scenario = Scenario {
             flush,
             ..base.clone()

@@ -5,7 +5,7 @@ use std::fmt::{self, Write as _};
 
 use hdrhistogram::Histogram;
 
-use crate::cli::{Callbacks, format_duration};
+use crate::cli::format_duration;
 use crate::run::{Percentiles, RunResult, Scenario};
 
 /// The per-second line, in the stream clients' style: the last second's rates (published,
@@ -36,14 +36,6 @@ fn plural(n: u64, what: &str) -> String {
         format!("{n} {what}")
     } else {
         format!("{n} {what}s")
-    }
-}
-
-fn callbacks_name(c: Callbacks) -> &'static str {
-    match c {
-        Callbacks::Inline => "inline",
-        Callbacks::Typed => "typed",
-        Callbacks::Boxed => "boxed",
     }
 }
 
@@ -89,7 +81,7 @@ pub fn describe(s: &Scenario) -> String {
         s.flush,
         s.batch_size,
         s.size,
-        callbacks_name(s.callbacks),
+        s.callbacks,
         format_duration(s.duration),
     )
 }
@@ -157,7 +149,7 @@ pub fn summary(r: &RunResult) -> String {
         out,
         "  drain after publishing: {:.3} s; processors wait: {}; pinning: {}",
         r.drain_s,
-        r.scenario.wait.name(),
+        r.scenario.wait,
         pin_name(r.scenario.pin.as_deref())
     );
     if r.behind > 0 {
@@ -323,8 +315,8 @@ pub fn json(r: &RunResult) -> Json {
         ("size", Json::Int(u64::from(s.size))),
         ("batch_size", Json::Int(u64::from(s.batch_size))),
         ("max_unconfirmed", Json::Int(u64::from(s.max_unconfirmed))),
-        ("callbacks", Json::Str(callbacks_name(s.callbacks).into())),
-        ("wait", Json::Str(s.wait.name().into())),
+        ("callbacks", Json::Str(s.callbacks.to_string())),
+        ("wait", Json::Str(s.wait.to_string())),
         (
             "pin",
             s.pin.as_ref().map_or(Json::Null, |ids| {
@@ -467,10 +459,11 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::cli::{Flush, Wait};
+    use zerodispatch_broker::{ConfirmMode, FlushStrategy, WaitStrategy};
+
     use crate::run::Outcomes;
 
-    fn result(flush: Flush, p50: u64) -> RunResult {
+    fn result(flush: FlushStrategy, p50: u64) -> RunResult {
         RunResult {
             scenario: Scenario {
                 publishers: 1,
@@ -480,11 +473,11 @@ mod tests {
                 flush,
                 batch_size: 256,
                 max_unconfirmed: 10_000,
-                callbacks: Callbacks::Inline,
+                callbacks: ConfirmMode::Inline,
                 fanout: 0,
                 session_processors: 1,
                 queue_processors: 1,
-                wait: Wait::SpinThenPark,
+                wait: WaitStrategy::default(),
                 pin: Some(vec![0, 1]),
                 duration: Duration::from_secs(3),
             },
@@ -519,7 +512,7 @@ mod tests {
 
     #[test]
     fn the_json_summary_has_the_documented_shape() {
-        let r = result(Flush::Timer(Duration::from_millis(100)), 40);
+        let r = result(FlushStrategy::Timer(Duration::from_millis(100)), 40);
         let text = json(&r).to_string();
         let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
         for key in [
@@ -550,7 +543,7 @@ mod tests {
         assert_eq!(v["consume_latency_us"]["count"], 0);
         assert!(!text.contains('\n'), "one line, for JSON Lines");
 
-        let both = compare_json(&result(Flush::Dynamic, 20), &r).to_string();
+        let both = compare_json(&result(FlushStrategy::Dynamic, 20), &r).to_string();
         let v: serde_json::Value = serde_json::from_str(&both).expect("valid JSON");
         assert_eq!(v["dynamic"]["flush"], "dynamic");
         assert_eq!(v["ratio_timer_over_dynamic"]["confirm_p50"], 2.0);

@@ -26,11 +26,12 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use zerodispatch_broker::{
-    Ack, AckStatus, AppId, Broker, BrokerConfig, BrokerError, ConsumerOptions, Delivery, Payload,
-    Producer, ProducerConfig, QueueConfig, QueueId, QueueMode,
+    Ack, AckStatus, AppId, Broker, BrokerConfig, BrokerError, ConfirmMode, ConsumerOptions,
+    Delivery, FlushStrategy, Payload, Producer, ProducerConfig, QueueConfig, QueueId, QueueMode,
+    WaitStrategy,
 };
 
-use crate::cli::{Args, Callbacks, Cores, Flush, Wait};
+use crate::cli::{Args, Cores};
 use crate::report;
 
 /// Latencies above this (in microseconds: one hour) are recorded as this.
@@ -68,13 +69,13 @@ pub struct Scenario {
     /// Payload length.
     pub size: u32,
     /// The producers' flush strategy.
-    pub flush: Flush,
+    pub flush: FlushStrategy,
     /// Messages per PUT frame, at most.
     pub batch_size: u32,
     /// A producer's unconfirmed cap.
     pub max_unconfirmed: u32,
     /// How consumers confirm.
-    pub callbacks: Callbacks,
+    pub callbacks: ConfirmMode,
     /// `--fanout`: 0 or 1 for a priority queue, N >= 2 for N apps.
     pub fanout: u16,
     /// Session processors.
@@ -82,7 +83,7 @@ pub struct Scenario {
     /// Queue processors.
     pub queue_processors: u32,
     /// How the processors wait for work.
-    pub wait: Wait,
+    pub wait: WaitStrategy,
     /// Cores to pin the processors to, if any.
     pub pin: Option<Vec<usize>>,
     /// How long to publish.
@@ -140,7 +141,7 @@ impl Scenario {
             session_processors: self.session_processors as usize,
             queue_processors: self.queue_processors as usize,
             event_capacity,
-            wait: self.wait.strategy(),
+            wait: self.wait,
             cores: self.pin.clone().unwrap_or_default(),
             ..BrokerConfig::default()
         }
@@ -510,7 +511,7 @@ pub fn run(scenario: &Scenario, progress: Progress) -> Result<RunResult, BrokerE
     let consumed = Arc::new(AtomicU64::new(0));
     let mut consume_recorders = Vec::new();
     let options = ConsumerOptions {
-        mode: scenario.callbacks.mode(),
+        mode: scenario.callbacks,
         ..ConsumerOptions::default()
     };
     for app in 0..scenario.apps() {
@@ -541,7 +542,7 @@ pub fn run(scenario: &Scenario, progress: Progress) -> Result<RunResult, BrokerE
     let mut producers = Vec::new();
     let config = ProducerConfig {
         max_unconfirmed: scenario.max_unconfirmed as usize,
-        flush: scenario.flush.strategy(),
+        flush: scenario.flush,
         batch_size: scenario.batch_size as usize,
         ..ProducerConfig::default()
     };
@@ -652,10 +653,10 @@ pub fn run(scenario: &Scenario, progress: Progress) -> Result<RunResult, BrokerE
     Ok(result)
 }
 
-fn timer_interval(flush: Flush) -> Duration {
+fn timer_interval(flush: FlushStrategy) -> Duration {
     match flush {
-        Flush::Dynamic => Duration::ZERO,
-        Flush::Timer(d) => d,
+        FlushStrategy::Dynamic => Duration::ZERO,
+        FlushStrategy::Timer(d) => d,
     }
 }
 
