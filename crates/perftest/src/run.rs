@@ -149,7 +149,7 @@ impl Scenario {
 }
 
 /// Outcomes of published messages, by status.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Outcomes {
     /// Confirmed by every app and released.
     pub acked: u64,
