@@ -64,6 +64,7 @@ mod event;
 mod gate;
 mod monitor;
 mod outbox;
+mod percentiles;
 mod processor;
 mod stats;
 mod sync;
@@ -82,7 +83,8 @@ pub use dispatcher::{
     ShutdownTimedOut, SyncError,
 };
 pub use event::{BatchError, DispatchError, Event};
-pub use stats::{Percentiles, Pinning, ProcessorSnapshot};
+pub use percentiles::Percentiles;
+pub use stats::{Pinning, ProcessorSnapshot};
 pub use zerodispatch_callback::{BoxedCallback, Callback};
 
 #[doc(hidden)]

@@ -1,14 +1,16 @@
-//! Printing: the per-second line, the human summary, the JSON summary (serde), and the side-by-side
-//! table of `--compare`.
+//! Printing: the per-second line, the human summary, the JSON summary (serde), and the
+//! side-by-side table of `--compare`.
 
 use std::fmt::{self, Write as _};
 
 use hdrhistogram::Histogram;
 use serde::{Serialize, Serializer};
 use zerodispatch_broker::{ConfirmMode, FlushStrategy, WaitStrategy};
+use zerodispatch_core::Percentiles;
 
 use crate::cli::format_duration;
-use crate::run::{Outcomes, Percentiles, RunResult, Scenario};
+
+use crate::run::{Outcomes, RunResult, Scenario};
 
 /// The per-second line, in the stream clients' style: the last second's rates (published,
 /// confirmed, consumed) and the last second's publish -> confirm latency.
@@ -18,16 +20,14 @@ pub fn progress_line(rates: [f64; 3], confirm: &Histogram<u64>) -> String {
         "Published {:>10.1} msg/s | Confirmed {:>10.1} msg/s | Consumed {:>10.1} msg/s | latency ",
         rates[0], rates[1], rates[2]
     );
-    if confirm.is_empty() {
+    let p = Percentiles::of(confirm);
+    if p.count == 0 {
         line.push_str("- (confirm, last second)");
     } else {
         let _ = write!(
             line,
             "p50 {}us p99 {}us p99.9 {}us max {}us (confirm, last second)",
-            confirm.value_at_quantile(0.5),
-            confirm.value_at_quantile(0.99),
-            confirm.value_at_quantile(0.999),
-            confirm.max()
+            p.p50, p.p99, p.p999, p.max
         );
     }
     line
@@ -197,6 +197,8 @@ pub fn summary(r: &RunResult) -> String {
 pub struct LatencyJson {
     /// Median.
     pub p50: Option<u64>,
+    /// 90th percentile.
+    pub p90: Option<u64>,
     /// 99th percentile.
     pub p99: Option<u64>,
     /// 99.9th percentile.
@@ -214,6 +216,7 @@ impl From<&Percentiles> for LatencyJson {
         let some = |v| (p.count > 0).then_some(v);
         Self {
             p50: some(p.p50),
+            p90: some(p.p90),
             p99: some(p.p99),
             p999: some(p.p999),
             max: some(p.max),
@@ -524,6 +527,7 @@ mod tests {
             confirm_latency: Percentiles {
                 count: 150,
                 p50,
+                p90: p50 * 3 / 2,
                 p99: 2 * p50,
                 p999: 3 * p50,
                 max: 4 * p50,
@@ -562,6 +566,7 @@ mod tests {
         assert_eq!(v["wait"], "spin-then-park");
         assert_eq!(v["pin"], serde_json::json!([0, 1]));
         assert_eq!(v["confirm_latency_us"]["p50"], 40);
+        assert_eq!(v["confirm_latency_us"]["p90"], 60);
         assert_eq!(v["confirm_latency_us"]["p99"], 80);
         assert_eq!(v["confirm_latency_us"]["p999"], 120);
         assert_eq!(v["confirm_latency_us"]["max"], 160);

@@ -30,6 +30,7 @@ use zerodispatch_broker::{
     Delivery, FlushStrategy, Payload, Producer, ProducerConfig, QueueConfig, QueueId, QueueMode,
     WaitStrategy,
 };
+use zerodispatch_core::Percentiles;
 
 use crate::cli::{Args, Cores};
 use crate::report;
@@ -373,38 +374,6 @@ fn publish(producer: &Producer, schedule: Schedule, published: &AtomicU64) -> Pu
     end.sent = i;
     end.ended_ns = clock.now_ns();
     end
-}
-
-/// A latency distribution's summary, in microseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Percentiles {
-    /// Samples.
-    pub count: u64,
-    /// Median.
-    pub p50: u64,
-    /// 99th percentile.
-    pub p99: u64,
-    /// 99.9th percentile.
-    pub p999: u64,
-    /// Largest.
-    pub max: u64,
-    /// Mean.
-    pub mean: f64,
-}
-
-impl Percentiles {
-    /// The summary of `h`.
-    #[must_use]
-    pub fn of(h: &Histogram<u64>) -> Self {
-        Self {
-            count: h.len(),
-            p50: h.value_at_quantile(0.5),
-            p99: h.value_at_quantile(0.99),
-            p999: h.value_at_quantile(0.999),
-            max: h.max(),
-            mean: h.mean(),
-        }
-    }
 }
 
 /// What a run measured.
