@@ -62,6 +62,8 @@ mod config;
 mod dispatcher;
 mod event;
 mod gate;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod monitor;
 mod outbox;
 mod percentiles;
