@@ -67,7 +67,7 @@ pub struct Metric {
 enum Value {
     /// A count or a depth.
     Number(fn(&ProcessorSnapshot) -> u64),
-    /// A histogram's summary, and the factor that converts its unit (ns to s).
+    /// A histogram's summary, and what to divide it by to convert its unit (ns to s).
     Quantiles(fn(&ProcessorSnapshot) -> Percentiles, f64),
 }
 
@@ -167,7 +167,7 @@ pub const METRICS: [Metric; 17] = [
             "zerodispatch_time_in_queue_seconds",
             Kind::Quantiles,
             "Time the monitor's probes spent in the processor's queue.",
-            Value::Quantiles(|s| s.time_in_queue_ns, 1e-9),
+            Value::Quantiles(|s| s.time_in_queue_ns, 1e9),
         )
     },
     metric(
@@ -221,12 +221,12 @@ pub fn export(snapshots: &[ProcessorSnapshot]) {
                         gauge!(metric.name, labels.clone()).set(value as f64);
                     }
                 }
-                Value::Quantiles(read, scale) => {
+                Value::Quantiles(read, divisor) => {
                     let summary = read(snapshot);
                     for (quantile, value) in QUANTILES {
                         let mut labels = labels.clone();
                         labels.push(Label::new("quantile", quantile));
-                        gauge!(metric.name, labels).set(value(&summary) as f64 * scale);
+                        gauge!(metric.name, labels).set(value(&summary) as f64 / divisor);
                     }
                 }
             }
