@@ -1,6 +1,7 @@
-//! The dispatcher's statistics in Prometheus: install `metrics-exporter-prometheus` as the
-//! `metrics` recorder, run a small broker load, export every processor's figures with
-//! `zerodispatch::core::metrics::export`, and print what a scrape would return.
+//! The broker's and its dispatcher's statistics in Prometheus: install
+//! `metrics-exporter-prometheus` as the `metrics` recorder, run a small broker load, export
+//! the figures with `zerodispatch::broker::metrics::export` (which exports every processor's
+//! with `zerodispatch::core::metrics::export`), and print what a scrape would return.
 //!
 //! ```text
 //! cargo run --example prometheus --features metrics
@@ -13,11 +14,11 @@
 use std::error::Error;
 
 use metrics_exporter_prometheus::PrometheusBuilder;
+use zerodispatch::broker::metrics;
 use zerodispatch::broker::{
     Ack, AppId, Broker, BrokerConfig, ConsumerOptions, Delivery, Payload, QueueConfig, QueueId,
     QueueMode,
 };
-use zerodispatch::core::metrics;
 
 const MESSAGES: u64 = 10_000;
 
@@ -40,8 +41,10 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
     broker.quiesce()?;
 
-    // What an application does on every scrape: snapshot the processors, export, render.
-    metrics::export(&broker.dispatcher().stats());
+    // What an application does on every scrape: export the current figures, render. (An
+    // application without the broker calls `zerodispatch::core::metrics::export` with its
+    // dispatcher's `stats()`.)
+    metrics::export(&broker);
     let scrape = prometheus.render();
     let ours: Vec<&str> = scrape
         .lines()

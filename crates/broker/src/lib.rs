@@ -52,6 +52,8 @@ mod cluster;
 mod credits;
 mod ids;
 mod message;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod parse;
 mod queue;
 mod session;
