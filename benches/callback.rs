@@ -13,9 +13,9 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use zerodispatch::measure::Relay;
-use zerodispatch::workload::confirm_functor;
 use zerodispatch::{BoxedCallback, Callback};
+use zerodispatch_bench_support::measure::Relay;
+use zerodispatch_bench_support::workload::confirm_functor;
 
 fn same_thread(c: &mut Criterion) {
     let mut group = c.benchmark_group("callback");

@@ -27,11 +27,11 @@ use crossbeam_utils::{Backoff, CachePadded};
 use zerodispatch::core::{Dispatcher, DispatcherHandle};
 
 use crate::peers::Helpers;
-use zerodispatch::workload::{Confirm, confirm_functor, handle_confirm};
 use zerodispatch::{
     BoxedCallback, Callback, Client, ClientEvent, ClientHandle, ClientType, Context, Event,
     Placement, PoolConfig, WaitStrategy,
 };
+use zerodispatch_bench_support::workload::{Confirm, confirm_functor, handle_confirm};
 
 /// The capacity of each processor's queue: the dispatcher's default, the same as the
 /// channel peers' capacity.

@@ -1,6 +1,6 @@
 //! The peers the dispatcher is compared against: other ways to hop a confirm-sized unit of
 //! work from one thread to another, each running the same work
-//! ([`zerodispatch::workload::handle_confirm`]).
+//! ([`zerodispatch_bench_support::workload::handle_confirm`]).
 //!
 //! * [`CrossbeamBoxed`]: a `Box<dyn FnOnce() + Send>` per item over a bounded
 //!   `crossbeam_channel`, the consumer blocking in `recv`.
@@ -38,7 +38,7 @@ use crossbeam_utils::{Backoff, CachePadded};
 use disruptor::{
     BusySpin, ProcessorSettings, Producer, Sequence, SingleConsumerBarrier, SingleProducer,
 };
-use zerodispatch::workload::{Confirm, confirm_functor, handle_confirm};
+use zerodispatch_bench_support::workload::{Confirm, confirm_functor, handle_confirm};
 
 /// While set, subjects started from then on pin their consumer thread (processor, channel
 /// consumer, disruptor handler) to [`CONSUMER_CORE`]; the bench that sets it pins its own

@@ -26,9 +26,9 @@ mod ours;
 #[path = "../benches/peers.rs"]
 mod peers;
 
-use zerodispatch::measure::Relay;
-use zerodispatch::workload::confirm_functor;
 use zerodispatch::{BoxedCallback, Callback};
+use zerodispatch_bench_support::measure::Relay;
+use zerodispatch_bench_support::workload::confirm_functor;
 
 const ROUNDS: usize = 7;
 const SAME_THREAD_CALLS: u64 = 20_000_000;

@@ -12,8 +12,8 @@
 //!   dispatcher: queues, producer and consumer sessions, cluster routing of confirms, in
 //!   the three confirm modes (inline functor, typed message, boxed functor).
 //!
-//! [`workload`] is the confirm-shaped work the benches and examples run, and [`measure`]
-//! the harnesses they share.
+//! The benches' workload and harnesses are not part of the library: they live in the
+//! unpublished `zerodispatch-bench-support` crate beside it.
 //!
 //! Every error and id type of the core's API is named from here too:
 //!
@@ -30,7 +30,6 @@
 //! handles_them_all(None, None);
 //! ```
 
-#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub use zerodispatch_broker as broker;
@@ -42,13 +41,23 @@ pub use zerodispatch_core as core;
 pub use zerodispatch_core::{
     BatchError, Client, ClientCallback, ClientEvent, ClientHandle, ClientType, ConfigError,
     Context, DispatchError, Dispatcher, DispatcherBuilder, DispatcherHandle, Event, Executor,
-    MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, NoMessage, Percentiles, Pinning, Placement,
-    PoolConfig, Problem, ProcessorId, ProcessorSnapshot, RegisterError, ShutdownTimedOut,
-    SyncError, WaitStrategy,
+    MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, NoMessage, ParseWaitStrategyError, Percentiles,
+    Pinning, Placement, PoolConfig, Problem, ProcessorId, ProcessorSnapshot, RegisterError,
+    ShutdownTimedOut, SyncError, WaitStrategy,
 };
 
-pub mod measure;
-pub mod workload;
+/// The bench harness is not part of the library: the facade exports neither `workload`
+/// nor `measure`.
+///
+/// ```compile_fail
+/// use zerodispatch::workload::handle_confirm;
+/// ```
+///
+/// ```compile_fail
+/// use zerodispatch::measure::Relay;
+/// ```
+#[cfg(doctest)]
+pub struct NoBenchHarness;
 
 /// The README's code blocks, compiled and run as doctests so that they stay true.
 #[doc = include_str!("../README.md")]

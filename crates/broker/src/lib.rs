@@ -65,7 +65,6 @@
 //! A replica's confirm goes through [`Broker::replica_confirm`], which the cluster routes
 //! like any other.
 
-#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod broker;
@@ -74,6 +73,9 @@ mod credits;
 mod error;
 mod ids;
 mod message;
+#[cfg(feature = "metrics")]
+pub mod metrics;
+mod parse;
 mod queue;
 mod session;
 mod stats;
@@ -83,6 +85,7 @@ pub use broker::{Broker, BrokerConfig, Consumer, ConsumerOptions, Producer, Queu
 pub use error::{BrokerError, SendError};
 pub use ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 pub use message::{Ack, AckStatus, Confirm, ConfirmMode, ConfirmRoute, Delivery};
+pub use parse::{ParseConfirmModeError, ParseFlushStrategyError};
 pub use queue::{MAX_APPS, MAX_QUEUE_CAPACITY, QueueMode};
 pub use session::{
     AckHandler, DeliveryHandler, FRAME_OVERHEAD, FlushStrategy, MAX_UNCONFIRMED, ProducerConfig,
@@ -90,6 +93,6 @@ pub use session::{
 pub use stats::{ClusterState, QueueStats, SessionStats};
 // The core's types that the broker's own API names.
 pub use zerodispatch_core::{
-    Callback, ClientType, ConfigError, DispatchError, ProcessorId, ProcessorSnapshot,
-    RegisterError, SyncError, WaitStrategy,
+    Callback, ClientType, ConfigError, DispatchError, ParseWaitStrategyError, ProcessorId,
+    ProcessorSnapshot, RegisterError, SyncError, WaitStrategy,
 };

@@ -220,7 +220,6 @@ impl QueueEngine {
             undelivered: all,
             queued: true,
             live: true,
-            ..self.slots[slot as usize]
         };
         self.index.insert(guid, slot);
         self.to_push.push(slot);

@@ -24,9 +24,6 @@
 //! spilled.call();
 //! ```
 
-#![warn(missing_docs)]
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
-
 mod boxed;
 mod callback;
 pub mod space;

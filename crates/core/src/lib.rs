@@ -55,7 +55,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod client;
@@ -63,8 +62,11 @@ mod config;
 mod dispatcher;
 mod event;
 mod gate;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod monitor;
 mod outbox;
+mod percentiles;
 mod processor;
 mod stats;
 mod sync;
@@ -77,14 +79,16 @@ pub use client::{
     Client, ClientCallback, ClientEvent, ClientHandle, ClientType, Context, ProcessorId,
 };
 pub use config::{
-    ConfigError, MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, PoolConfig, Problem, WaitStrategy,
+    ConfigError, MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, ParseWaitStrategyError, PoolConfig,
+    Problem, WaitStrategy,
 };
 pub use dispatcher::{
     Dispatcher, DispatcherBuilder, DispatcherHandle, Executor, NoMessage, Placement, RegisterError,
     ShutdownTimedOut, SyncError,
 };
 pub use event::{BatchError, DispatchError, Event};
-pub use stats::{Percentiles, Pinning, ProcessorSnapshot};
+pub use percentiles::Percentiles;
+pub use stats::{Pinning, ProcessorSnapshot};
 pub use zerodispatch_callback::{BoxedCallback, Callback};
 
 #[doc(hidden)]

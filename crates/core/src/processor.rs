@@ -689,6 +689,8 @@ impl<M: Send + 'static> Runner<M> {
     /// The thread's body: pins, runs the loop until stopped, drops the clients.
     pub(crate) fn run(mut self, core: Option<usize>) {
         let id = self.shared.id;
+        // Every log line of this thread, its clients' included, names its processor.
+        let _span = tracing::info_span!("processor", processor = %id).entered();
         set_current(self.dispatcher.id(), id);
         let pinning = match core {
             None => Pinning::NotRequested,

@@ -15,6 +15,8 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
 
+use crate::percentiles::Percentiles;
+
 /// Largest time in queue the histogram tracks, in nanoseconds (larger values are recorded
 /// as this): 60 s.
 const MAX_TIME_IN_QUEUE_NS: u64 = 60_000_000_000;
@@ -161,33 +163,6 @@ impl ProcessorStats {
             histograms: Mutex::new(Histograms::new()),
             publish_requested: AtomicBool::new(false),
             pinning: OnceLock::new(),
-        }
-    }
-}
-
-/// Percentiles of a histogram.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Percentiles {
-    /// Values recorded.
-    pub count: u64,
-    /// Median.
-    pub p50: u64,
-    /// 99th percentile.
-    pub p99: u64,
-    /// Largest value recorded.
-    pub max: u64,
-    /// Mean.
-    pub mean: f64,
-}
-
-impl Percentiles {
-    fn of(h: &Histogram<u64>) -> Self {
-        Self {
-            count: h.len(),
-            p50: h.value_at_quantile(0.5),
-            p99: h.value_at_quantile(0.99),
-            max: h.max(),
-            mean: h.mean(),
         }
     }
 }

@@ -1,10 +1,11 @@
-//! The command line: flags, their defaults, and the parsers of durations and flush strategies.
+//! The command line: flags, their defaults, and the parser of durations. The broker's
+//! choices (flush strategy, confirm mode, wait strategy) are parsed by the library's own
+//! `FromStr`, and written back by its `Display`.
 
-use std::fmt;
 use std::thread;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use zerodispatch_broker::{ConfirmMode, FlushStrategy, WaitStrategy};
 
 /// An open-loop perftest of the broker's confirm path.
@@ -41,8 +42,8 @@ pub struct Args {
 
     /// The producers' flush strategy: `dynamic`, or `timer:<interval>` (`timer:100ms`;
     /// a bare number is milliseconds: `timer:100`).
-    #[arg(long, default_value = "dynamic", value_parser = parse_flush)]
-    pub flush: Flush,
+    #[arg(long, default_value_t = FlushStrategy::Dynamic)]
+    pub flush: FlushStrategy,
 
     /// Messages per PUT frame, at most.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
@@ -52,11 +53,13 @@ pub struct Args {
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_unconfirmed: u32,
 
-    /// How consumers confirm.
-    #[arg(long, value_enum, default_value_t = Callbacks::Inline)]
-    pub callbacks: Callbacks,
+    /// How consumers confirm: `inline` (an inline functor, no allocation), `typed` (a
+    /// typed confirm message) or `boxed` (a boxed functor, one allocation per confirm: the
+    /// baseline).
+    #[arg(long, default_value_t = ConfirmMode::Inline)]
+    pub callbacks: ConfirmMode,
 
-    /// 0 or 1: a priority queue; N >= 2: a fanout queue of N apps (at most 16).
+    /// 0 or 1: a priority queue; N >= 2: a fanout queue of N apps (at most `MAX_APPS`, 64).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=16))]
     pub fanout: u16,
 
@@ -68,9 +71,11 @@ pub struct Args {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub queue_processors: u32,
 
-    /// How the broker's processors wait for work when their queue is empty.
-    #[arg(long, value_enum, default_value_t = Wait::SpinThenPark)]
-    pub wait: Wait,
+    /// How the broker's processors wait for work when their queue is empty: `park`,
+    /// `spin` (busy-spin: a core per processor, even idle), or `spin-then-park` (the
+    /// broker's default; `spin-then-park:<spins>` sets the spins before parking).
+    #[arg(long, default_value_t = WaitStrategy::default())]
+    pub wait: WaitStrategy,
 
     /// Pin the broker's processors: `--pin` to cores 0..N (N: the cores available), or
     /// `--pin=2,3` to those. Each pool (sessions, queues, cluster) pins its processor `i`
@@ -109,92 +114,6 @@ impl Args {
         } else {
             Duration::from_secs(10)
         })
-    }
-}
-
-/// A producer's flush strategy, as given on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Flush {
-    /// Flush when the session's processor drains its queue (natural batching).
-    Dynamic,
-    /// Flush on a timer of this interval.
-    Timer(Duration),
-}
-
-impl Flush {
-    /// The broker's strategy.
-    #[must_use]
-    pub fn strategy(self) -> FlushStrategy {
-        match self {
-            Flush::Dynamic => FlushStrategy::Dynamic,
-            Flush::Timer(d) => FlushStrategy::Timer(d),
-        }
-    }
-}
-
-impl fmt::Display for Flush {
-    /// `dynamic`, or `timer:` and the interval (`timer:100ms`, `timer:500us`).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Flush::Dynamic => f.write_str("dynamic"),
-            Flush::Timer(d) => write!(f, "timer:{}", format_duration(*d)),
-        }
-    }
-}
-
-/// How consumers confirm: the broker's [`ConfirmMode`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Callbacks {
-    /// An inline confirm functor (no allocation).
-    Inline,
-    /// A typed confirm message.
-    Typed,
-    /// A boxed functor (one allocation per confirm): the baseline.
-    Boxed,
-}
-
-impl Callbacks {
-    /// The broker's mode.
-    #[must_use]
-    pub fn mode(self) -> ConfirmMode {
-        match self {
-            Callbacks::Inline => ConfirmMode::Inline,
-            Callbacks::Typed => ConfirmMode::Typed,
-            Callbacks::Boxed => ConfirmMode::Boxed,
-        }
-    }
-}
-
-/// How the broker's processors wait for work: the broker's [`WaitStrategy`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Wait {
-    /// Park as soon as the queue is empty.
-    Park,
-    /// Busy-spin: never sleep (a core per processor, even idle).
-    Spin,
-    /// Spin a while, then park: the broker's default.
-    SpinThenPark,
-}
-
-impl Wait {
-    /// The broker's strategy.
-    #[must_use]
-    pub fn strategy(self) -> WaitStrategy {
-        match self {
-            Wait::Park => WaitStrategy::Park,
-            Wait::Spin => WaitStrategy::BusySpin,
-            Wait::SpinThenPark => WaitStrategy::default(),
-        }
-    }
-
-    /// The name the command line uses.
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Wait::Park => "park",
-            Wait::Spin => "spin",
-            Wait::SpinThenPark => "spin-then-park",
-        }
     }
 }
 
@@ -254,11 +173,6 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 ///
 /// A message saying what is wrong, for clap to print.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    parse_duration_in(s, 1.0)
-}
-
-/// As [`parse_duration`], a bare number being `bare_unit` seconds.
-fn parse_duration_in(s: &str, bare_unit: f64) -> Result<Duration, String> {
     let t = s.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -268,7 +182,7 @@ fn parse_duration_in(s: &str, bare_unit: f64) -> Result<Duration, String> {
         .parse()
         .map_err(|_| format!("`{s}` is not a duration (try 10s, 500ms, 2m)"))?;
     let seconds = match unit.trim() {
-        "" => bare_unit,
+        "" => 1.0,
         "ns" => 1e-9,
         "us" | "µs" => 1e-6,
         "ms" => 1e-3,
@@ -282,29 +196,6 @@ fn parse_duration_in(s: &str, bare_unit: f64) -> Result<Duration, String> {
         }
     };
     Duration::try_from_secs_f64(value * seconds).map_err(|e| format!("`{s}`: {e}"))
-}
-
-/// Parses a flush strategy: `dynamic`, or `timer:<interval>` with a duration (`100ms`) or
-/// a bare number of milliseconds. The interval must be above zero.
-///
-/// # Errors
-///
-/// A message saying what is wrong, for clap to print.
-pub fn parse_flush(s: &str) -> Result<Flush, String> {
-    let t = s.trim();
-    if t.eq_ignore_ascii_case("dynamic") {
-        return Ok(Flush::Dynamic);
-    }
-    let Some(interval) = t.strip_prefix("timer:") else {
-        return Err(format!(
-            "`{s}` is not a flush strategy (use dynamic or timer:<ms>, e.g. timer:100ms)"
-        ));
-    };
-    let d = parse_duration_in(interval, 1e-3)?;
-    if d.is_zero() {
-        return Err("the timer's interval must be above zero".into());
-    }
-    Ok(Flush::Timer(d))
 }
 
 /// A duration as the command line writes it: whole `s`, `ms` or `us` where exact,
@@ -336,35 +227,44 @@ mod tests {
     }
 
     #[test]
-    fn flush_parses_dynamic_and_timers() {
-        assert_eq!(parse_flush("dynamic"), Ok(Flush::Dynamic));
-        assert_eq!(
-            parse_flush("timer:100ms"),
-            Ok(Flush::Timer(Duration::from_millis(100)))
-        );
-        assert_eq!(
-            parse_flush("timer:100"),
-            Ok(Flush::Timer(Duration::from_millis(100)))
-        );
-        assert_eq!(
-            parse_flush("timer:250us"),
-            Ok(Flush::Timer(Duration::from_micros(250)))
-        );
-        assert!(parse_flush("timer:0ms").is_err());
-        assert!(parse_flush("timer:").is_err());
-        assert!(parse_flush("sometimes").is_err());
-        assert_eq!(
-            Flush::Timer(Duration::from_millis(100)).to_string(),
-            "timer:100ms"
-        );
-        assert_eq!(Flush::Dynamic.to_string(), "dynamic");
-
+    fn the_broker_choices_parse_with_the_spellings_ci_uses() {
+        let args = Args::try_parse_from([
+            "perftest",
+            "--rate",
+            "0",
+            "--flush",
+            "timer:10",
+            "--callbacks",
+            "typed",
+            "--fanout",
+            "3",
+            "--duration",
+            "2s",
+            "--json",
+        ])
+        .unwrap();
+        assert_eq!(args.flush, FlushStrategy::Timer(Duration::from_millis(10)));
+        assert_eq!(args.callbacks, ConfirmMode::Typed);
         let args = Args::try_parse_from(["perftest", "--flush", "timer:100ms"]).unwrap();
-        assert_eq!(args.flush, Flush::Timer(Duration::from_millis(100)));
-        assert_eq!(
-            args.flush.strategy(),
-            FlushStrategy::Timer(Duration::from_millis(100))
-        );
+        assert_eq!(args.flush, FlushStrategy::Timer(Duration::from_millis(100)));
+        let args = Args::try_parse_from(["perftest", "--callbacks", "boxed"]).unwrap();
+        assert_eq!(args.callbacks, ConfirmMode::Boxed);
+        let defaults = Args::try_parse_from(["perftest"]).unwrap();
+        assert_eq!(defaults.flush, FlushStrategy::Dynamic);
+        assert_eq!(defaults.callbacks, ConfirmMode::Inline);
+    }
+
+    #[test]
+    fn bad_choices_are_refused_with_the_library_messages() {
+        let message = |flag: &str, value: &str| {
+            Args::try_parse_from(["perftest", flag, value])
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(message("--flush", "sometimes").contains("is not a flush strategy"));
+        assert!(message("--flush", "timer:0ms").contains("must be above zero"));
+        assert!(message("--callbacks", "pigeon").contains("is not a confirm mode"));
+        assert!(message("--wait", "nap").contains("is not a wait strategy"));
     }
 
     #[test]
@@ -389,15 +289,17 @@ mod tests {
     #[test]
     fn wait_and_pin_parse() {
         let defaults = Args::try_parse_from(["perftest"]).unwrap();
-        assert_eq!(defaults.wait.strategy(), WaitStrategy::default());
+        assert_eq!(defaults.wait, WaitStrategy::default());
         assert_eq!(defaults.pin, None);
         let args = Args::try_parse_from(["perftest", "--wait", "spin", "--pin", "--json"]).unwrap();
-        assert_eq!(args.wait.strategy(), WaitStrategy::BusySpin);
+        assert_eq!(args.wait, WaitStrategy::BusySpin);
         assert_eq!(args.pin, Some(Cores::All));
         assert!(args.json);
         let args = Args::try_parse_from(["perftest", "--pin=0,1", "--wait", "park"]).unwrap();
         assert_eq!(args.pin, Some(Cores::List(vec![0, 1])));
-        assert_eq!(args.wait.strategy(), WaitStrategy::Park);
+        assert_eq!(args.wait, WaitStrategy::Park);
+        let args = Args::try_parse_from(["perftest", "--wait", "spin-then-park"]).unwrap();
+        assert_eq!(args.wait, WaitStrategy::default());
         assert!(Args::try_parse_from(["perftest", "--pin=x"]).is_err());
     }
 }

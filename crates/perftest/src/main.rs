@@ -22,8 +22,6 @@
 //! Exit status: 0, 1 for a broker error, 2 when a message was lost or duplicated (the
 //! summary is printed first).
 
-#![warn(missing_docs)]
-
 mod cli;
 mod report;
 mod run;
@@ -33,7 +31,9 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use crate::cli::{Args, Flush};
+use zerodispatch_broker::FlushStrategy;
+
+use crate::cli::Args;
 use crate::run::{Progress, RunResult, Scenario};
 
 fn main() -> ExitCode {
@@ -84,7 +84,10 @@ fn compare(args: &Args, progress: Progress) -> Result<bool, zerodispatch_broker:
         ..Scenario::from_args(args)
     };
     let mut runs: Vec<RunResult> = Vec::with_capacity(2);
-    for flush in [Flush::Dynamic, Flush::Timer(Duration::from_millis(100))] {
+    for flush in [
+        FlushStrategy::Dynamic,
+        FlushStrategy::Timer(Duration::from_millis(100)),
+    ] {
         let scenario = Scenario {
             flush,
             ..base.clone()

@@ -26,11 +26,13 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use zerodispatch_broker::{
-    Ack, AckStatus, AppId, Broker, BrokerConfig, BrokerError, ConsumerOptions, Delivery, Payload,
-    Producer, ProducerConfig, QueueConfig, QueueId, QueueMode,
+    Ack, AckStatus, AppId, Broker, BrokerConfig, BrokerError, ConfirmMode, ConsumerOptions,
+    Delivery, FlushStrategy, Payload, Producer, ProducerConfig, QueueConfig, QueueId, QueueMode,
+    WaitStrategy,
 };
+use zerodispatch_core::Percentiles;
 
-use crate::cli::{Args, Callbacks, Cores, Flush, Wait};
+use crate::cli::{Args, Cores};
 use crate::report;
 
 /// Latencies above this (in microseconds: one hour) are recorded as this.
@@ -68,13 +70,13 @@ pub struct Scenario {
     /// Payload length.
     pub size: u32,
     /// The producers' flush strategy.
-    pub flush: Flush,
+    pub flush: FlushStrategy,
     /// Messages per PUT frame, at most.
     pub batch_size: u32,
     /// A producer's unconfirmed cap.
     pub max_unconfirmed: u32,
     /// How consumers confirm.
-    pub callbacks: Callbacks,
+    pub callbacks: ConfirmMode,
     /// `--fanout`: 0 or 1 for a priority queue, N >= 2 for N apps.
     pub fanout: u16,
     /// Session processors.
@@ -82,7 +84,7 @@ pub struct Scenario {
     /// Queue processors.
     pub queue_processors: u32,
     /// How the processors wait for work.
-    pub wait: Wait,
+    pub wait: WaitStrategy,
     /// Cores to pin the processors to, if any.
     pub pin: Option<Vec<usize>>,
     /// How long to publish.
@@ -140,7 +142,7 @@ impl Scenario {
             session_processors: self.session_processors as usize,
             queue_processors: self.queue_processors as usize,
             event_capacity,
-            wait: self.wait.strategy(),
+            wait: self.wait,
             cores: self.pin.clone().unwrap_or_default(),
             ..BrokerConfig::default()
         }
@@ -148,7 +150,7 @@ impl Scenario {
 }
 
 /// Outcomes of published messages, by status.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Outcomes {
     /// Confirmed by every app and released.
     pub acked: u64,
@@ -374,38 +376,6 @@ fn publish(producer: &Producer, schedule: Schedule, published: &AtomicU64) -> Pu
     end
 }
 
-/// A latency distribution's summary, in microseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Percentiles {
-    /// Samples.
-    pub count: u64,
-    /// Median.
-    pub p50: u64,
-    /// 99th percentile.
-    pub p99: u64,
-    /// 99.9th percentile.
-    pub p999: u64,
-    /// Largest.
-    pub max: u64,
-    /// Mean.
-    pub mean: f64,
-}
-
-impl Percentiles {
-    /// The summary of `h`.
-    #[must_use]
-    pub fn of(h: &Histogram<u64>) -> Self {
-        Self {
-            count: h.len(),
-            p50: h.value_at_quantile(0.5),
-            p99: h.value_at_quantile(0.99),
-            p999: h.value_at_quantile(0.999),
-            max: h.max(),
-            mean: h.mean(),
-        }
-    }
-}
-
 /// What a run measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunResult {
@@ -510,7 +480,7 @@ pub fn run(scenario: &Scenario, progress: Progress) -> Result<RunResult, BrokerE
     let consumed = Arc::new(AtomicU64::new(0));
     let mut consume_recorders = Vec::new();
     let options = ConsumerOptions {
-        mode: scenario.callbacks.mode(),
+        mode: scenario.callbacks,
         ..ConsumerOptions::default()
     };
     for app in 0..scenario.apps() {
@@ -541,7 +511,7 @@ pub fn run(scenario: &Scenario, progress: Progress) -> Result<RunResult, BrokerE
     let mut producers = Vec::new();
     let config = ProducerConfig {
         max_unconfirmed: scenario.max_unconfirmed as usize,
-        flush: scenario.flush.strategy(),
+        flush: scenario.flush,
         batch_size: scenario.batch_size as usize,
         ..ProducerConfig::default()
     };
@@ -652,10 +622,10 @@ pub fn run(scenario: &Scenario, progress: Progress) -> Result<RunResult, BrokerE
     Ok(result)
 }
 
-fn timer_interval(flush: Flush) -> Duration {
+fn timer_interval(flush: FlushStrategy) -> Duration {
     match flush {
-        Flush::Dynamic => Duration::ZERO,
-        Flush::Timer(d) => d,
+        FlushStrategy::Dynamic => Duration::ZERO,
+        FlushStrategy::Timer(d) => d,
     }
 }
 

@@ -1,0 +1,200 @@
+//! The `metrics` export (feature `metrics`): every processor's figures reach the installed
+//! recorder, under the documented names, labels and units.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use metrics::{Label, Unit};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use metrics_util::{CompositeKey, MetricKind};
+use zerodispatch_core::metrics::{Kind, METRICS, export};
+use zerodispatch_core::{
+    Client, ClientEvent, ClientType, Context, Dispatcher, Event, Placement, PoolConfig,
+    ProcessorSnapshot,
+};
+
+/// A client that does nothing with its events.
+struct Sink;
+
+impl Client<u64> for Sink {
+    fn on_event(&mut self, _: ClientEvent<u64>, _: &mut Context<u64>) {}
+    fn flush(&mut self, _: &mut Context<u64>) {}
+}
+
+/// A metric as the recorder keys it: kind, name, and labels sorted.
+type Key = (MetricKind, String, Vec<(String, String)>);
+
+/// What a recorder holds after `export(snapshots)`: each metric by name and labels
+/// (sorted), and each name's unit and description.
+struct Exported {
+    values: HashMap<Key, DebugValue>,
+    described: HashMap<String, (Option<Unit>, String)>,
+}
+
+impl Exported {
+    fn of(snapshots: &[ProcessorSnapshot], times: usize) -> Self {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || {
+            for _ in 0..times {
+                export(snapshots);
+            }
+        });
+        let mut values = HashMap::new();
+        let mut described = HashMap::new();
+        for (key, unit, description, value) in snapshotter.snapshot().into_vec() {
+            let (kind, key) = CompositeKey::into_parts(key);
+            let mut labels: Vec<(String, String)> = key
+                .labels()
+                .map(|l: &Label| (l.key().to_owned(), l.value().to_owned()))
+                .collect();
+            labels.sort();
+            if let Some(description) = description {
+                described.insert(key.name().to_owned(), (unit, description.to_string()));
+            }
+            values.insert((kind, key.name().to_owned(), labels), value);
+        }
+        Self { values, described }
+    }
+
+    fn get(&self, kind: MetricKind, name: &str, labels: &[(&str, &str)]) -> &DebugValue {
+        let mut labels: Vec<(String, String)> = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        labels.sort();
+        self.values
+            .get(&(kind, name.to_owned(), labels.clone()))
+            .unwrap_or_else(|| panic!("{name} {labels:?} not exported"))
+    }
+
+    fn counter(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        match self.get(MetricKind::Counter, name, labels) {
+            DebugValue::Counter(v) => *v,
+            other => panic!("{name} is {other:?}"),
+        }
+    }
+
+    fn gauge(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        match self.get(MetricKind::Gauge, name, labels) {
+            DebugValue::Gauge(v) => v.into_inner(),
+            other => panic!("{name} is {other:?}"),
+        }
+    }
+}
+
+/// A dispatcher with two queue processors and one session processor, after 1000 events
+/// to the first queue processor, once its histograms are published.
+fn loaded() -> (Dispatcher<u64>, Vec<ProcessorSnapshot>) {
+    let d = Dispatcher::<u64>::builder()
+        .pool(ClientType::Queue, PoolConfig::new(2))
+        .pool(ClientType::Session, PoolConfig::new(1))
+        .build()
+        .unwrap();
+    let queue = d.processors(ClientType::Queue)[0];
+    let client = d
+        .register(ClientType::Queue, Sink, Placement::Processor(queue.index))
+        .unwrap();
+    for i in 0..1000 {
+        d.dispatch(client, Event::Message(i)).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        d.synchronize(queue).unwrap();
+        let stats = d.stats();
+        let first = stats.iter().find(|s| s.processor == queue).unwrap();
+        if (first.batch_size.count > 0 && first.time_in_queue_ns.count > 0)
+            || Instant::now() > deadline
+        {
+            return (d, stats);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn every_processor_figure_reaches_the_recorder() {
+    let (mut d, stats) = loaded();
+    let exported = Exported::of(&stats, 1);
+    assert_eq!(stats.len(), 3);
+    for s in &stats {
+        let index = s.processor.index.to_string();
+        let labels = [
+            ("client_type", s.processor.client_type.name()),
+            ("processor", index.as_str()),
+        ];
+        let counter = |name| exported.counter(name, &labels);
+        let gauge = |name| exported.gauge(name, &labels);
+        assert_eq!(counter("zerodispatch_processed_total"), s.processed);
+        assert_eq!(counter("zerodispatch_enqueued_total"), s.enqueued);
+        assert_eq!(counter("zerodispatch_flushes_total"), s.flushes);
+        assert_eq!(counter("zerodispatch_panics_total"), s.panics);
+        assert_eq!(counter("zerodispatch_spilled_callbacks_total"), s.spilled);
+        assert_eq!(counter("zerodispatch_stale_events_total"), s.stale);
+        assert_eq!(counter("zerodispatch_parks_total"), s.parks);
+        assert_eq!(counter("zerodispatch_outboxed_total"), s.outboxed);
+        assert_eq!(counter("zerodispatch_batches_total"), s.batch_size.count);
+        assert_eq!(gauge("zerodispatch_queue_depth"), s.depth as f64);
+        assert_eq!(gauge("zerodispatch_queue_max_depth"), s.max_depth as f64);
+        assert_eq!(gauge("zerodispatch_clients"), s.clients as f64);
+        for (quantile, ns) in [
+            ("0.5", s.time_in_queue_ns.p50),
+            ("0.9", s.time_in_queue_ns.p90),
+            ("0.99", s.time_in_queue_ns.p99),
+            ("0.999", s.time_in_queue_ns.p999),
+            ("1", s.time_in_queue_ns.max),
+        ] {
+            let mut labels = labels.to_vec();
+            labels.push(("quantile", quantile));
+            let seconds = exported.gauge("zerodispatch_time_in_queue_seconds", &labels);
+            assert_eq!(seconds, ns as f64 / 1e9, "{quantile}");
+        }
+        let mut labels = labels.to_vec();
+        labels.push(("quantile", "1"));
+        assert_eq!(
+            exported.gauge("zerodispatch_batch_size", &labels),
+            s.batch_size.max as f64
+        );
+    }
+    // The loaded processor's figures are real ones, not zeros.
+    let queue0 = [("client_type", "queue"), ("processor", "0")];
+    assert!(exported.counter("zerodispatch_processed_total", &queue0) >= 1000);
+    assert!(exported.counter("zerodispatch_batches_total", &queue0) > 0);
+    assert!(exported.counter("zerodispatch_time_in_queue_probes_total", &queue0) > 0);
+    assert!(
+        exported.gauge(
+            "zerodispatch_time_in_queue_seconds",
+            &[queue0[0], queue0[1], ("quantile", "1")]
+        ) > 0.0
+    );
+    d.shutdown();
+}
+
+#[test]
+fn every_metric_is_described_and_exporting_twice_counts_nothing_twice() {
+    let (mut d, stats) = loaded();
+    let once = Exported::of(&stats, 1);
+    let twice = Exported::of(&stats, 2);
+    assert_eq!(once.values, twice.values);
+    for metric in &METRICS {
+        let (unit, help) = once
+            .described
+            .get(metric.name)
+            .unwrap_or_else(|| panic!("{} not described", metric.name));
+        assert_eq!(*unit, metric.unit, "{}", metric.name);
+        assert_eq!(help, metric.help);
+        assert_eq!(
+            metric.name.ends_with("_total"),
+            metric.kind == Kind::Counter,
+            "{}: counters and only counters end in _total",
+            metric.name
+        );
+    }
+    assert_eq!(
+        once.described["zerodispatch_time_in_queue_seconds"].0,
+        Some(Unit::Seconds)
+    );
+    // 3 processors: 12 counters and 3 gauges each, 2 histograms of 5 quantiles.
+    assert_eq!(once.values.len(), 3 * (12 + 3 + 2 * 5));
+    d.shutdown();
+}
