@@ -10,7 +10,7 @@ use std::fmt;
 
 use zerodispatch_callback::Callback;
 
-use crate::dispatcher::DispatcherHandle;
+use crate::handle::DispatcherHandle;
 
 /// The kinds of client, each with its own pool of processors (as in BlazingMQ).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -58,11 +58,16 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod builder;
+mod call;
 mod client;
 mod config;
 mod dispatcher;
+mod error;
 mod event;
+mod executor;
 mod gate;
+mod handle;
 mod monitor;
 mod outbox;
 mod processor;
@@ -73,15 +78,16 @@ mod wake;
 #[cfg(all(test, loom))]
 mod loom_tests;
 
+pub use builder::DispatcherBuilder;
 pub use client::{Client, ClientEvent, ClientHandle, ClientType, Context, ProcessorId};
 pub use config::{
     ConfigError, MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, PoolConfig, Problem, WaitStrategy,
 };
-pub use dispatcher::{
-    Dispatcher, DispatcherBuilder, DispatcherHandle, Executor, NoMessage, Placement, RegisterError,
-    ShutdownTimedOut, SyncError,
-};
-pub use event::{BatchError, DispatchError, Event};
+pub use dispatcher::{Dispatcher, NoMessage};
+pub use error::{BatchError, DispatchError, RegisterError, ShutdownTimedOut, SyncError};
+pub use event::Event;
+pub use executor::Executor;
+pub use handle::{DispatcherHandle, Placement};
 pub use stats::{Percentiles, Pinning, ProcessorSnapshot};
 pub use zerodispatch_callback::{BoxedCallback, Callback};
 

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::Instant;
 
-use crate::dispatcher::Shared;
 use crate::event::Item;
+use crate::handle::Shared;
 
 /// The running monitor thread.
 pub(crate) struct Monitor {

@@ -37,9 +37,10 @@ use crate::client::{
     Client, ClientEvent, ClientFlags, ClientHandle, ClientKey, Context, ProcessorId,
 };
 use crate::config::{PoolConfig, WaitStrategy};
-use crate::dispatcher::DispatcherHandle;
-use crate::event::{DispatchError, Item};
+use crate::error::DispatchError;
+use crate::event::Item;
 use crate::gate::Gate;
+use crate::handle::DispatcherHandle;
 use crate::outbox::Outbox;
 use crate::stats::{Histograms, Pinning, ProcessorStats};
 use crate::sync::{self, AtomicBool, BoundedQueue, Ordering, thread};

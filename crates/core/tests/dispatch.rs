@@ -1,0 +1,224 @@
+//! Dispatching events: order, sizes, back-pressure on a full queue (application threads
+//! wait, processors use their outbox), batches, and handles of another dispatcher.
+
+// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
+// only the loom models (`--lib`) run then.
+#![cfg(not(loom))]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+use zerodispatch_core::*;
+
+#[test]
+fn event_sizes() {
+    assert_eq!(std::mem::size_of::<Callback>(), 48);
+    // A confirm-sized message: queue id, 16-byte GUID, sub-queue id.
+    #[allow(dead_code)]
+    struct Confirm {
+        queue: u32,
+        guid: [u8; 16],
+        sub_queue: u32,
+    }
+    assert_eq!(__private::item_size::<Confirm>(), 56);
+    assert_eq!(__private::item_size::<u64>(), 56);
+    assert_eq!(std::mem::size_of::<Event<Confirm>>(), 56);
+}
+
+#[test]
+fn a_client_dispatches_to_another_processor_through_its_context() {
+    struct Forwarder {
+        to: ClientHandle,
+    }
+    impl Client<u64> for Forwarder {
+        fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<'_, u64>) {
+            if let ClientEvent::Message(m) = event {
+                ctx.dispatcher()
+                    .dispatch(self.to, Event::Message(m * 10))
+                    .unwrap();
+            }
+        }
+        fn flush(&mut self, _ctx: &mut Context<'_, u64>) {}
+    }
+    let d = Dispatcher::<u64>::builder()
+        .pool(ClientType::Session, PoolConfig::new(1))
+        .pool(ClientType::Queue, PoolConfig::new(1))
+        .build()
+        .unwrap();
+    let (sink, log) = Recorder::new();
+    let sink = d
+        .register(ClientType::Queue, sink, Placement::LeastLoaded)
+        .unwrap();
+    let fwd = d
+        .register(
+            ClientType::Session,
+            Forwarder { to: sink },
+            Placement::LeastLoaded,
+        )
+        .unwrap();
+    d.dispatch(fwd, Event::Message(7)).unwrap();
+    d.synchronize(fwd).unwrap();
+    d.synchronize(sink).unwrap();
+    assert_eq!(*log.lock().unwrap(), [Seen::Message(70), Seen::Flush]);
+}
+
+#[test]
+fn a_full_queue_hands_the_event_back_and_dispatch_waits() {
+    let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
+    let (client, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
+    let gate = block_processor(&d.handle(), h);
+    for i in 0..4 {
+        d.try_dispatch(h, Event::Message(i)).unwrap();
+    }
+    match d.try_dispatch(h, Event::Message(4)) {
+        Err(DispatchError::Full(Event::Message(4))) => {}
+        other => panic!("expected Full(Message(4)), got {other:?}"),
+    }
+    // A blocking dispatch waits until the processor makes room.
+    let handle = d.handle();
+    let waiter = thread::spawn(move || handle.dispatch(h, Event::Message(4)));
+    thread::sleep(Duration::from_millis(20));
+    assert!(!waiter.is_finished());
+    gate.wait();
+    waiter.join().unwrap().unwrap();
+    d.synchronize(h).unwrap();
+    let messages: Vec<Seen> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| **s != Seen::Flush)
+        .cloned()
+        .collect();
+    assert_eq!(messages, (0..5).map(Seen::Message).collect::<Vec<_>>());
+}
+
+#[test]
+fn dispatch_on_its_own_full_queue_waits_in_the_outbox_and_hands_back_only_when_that_is_full() {
+    let d = one_queue_unprobed(PoolConfig::new(1).capacity(2).outbox_capacity(2));
+    let (recorder, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+        .unwrap();
+    let outcome = Arc::new(Mutex::new(Vec::new()));
+    let (handle, out) = (d.handle(), outcome.clone());
+    d.execute(
+        h.processor(),
+        Callback::new(move || {
+            for i in 0..6 {
+                out.lock()
+                    .unwrap()
+                    .push(handle.dispatch(h, Event::Message(i)).is_ok());
+            }
+        }),
+    )
+    .unwrap();
+    d.synchronize(h).unwrap();
+    // The queue holds 2 (one slot may be taken by the test's own `synchronize` marker),
+    // the outbox 2 more: the dispatches that find both full hand their events back; none
+    // waits for its own thread, and every accepted event reaches the client.
+    let outcome = outcome.lock().unwrap().clone();
+    assert_eq!(outcome[..3], [true, true, true], "{outcome:?}");
+    assert_eq!(outcome[4..], [false, false], "{outcome:?}");
+    let accepted = outcome.iter().filter(|&&ok| ok).count() as u64;
+    // The outboxed events are handed on at the processor's next loop turns.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let delivered = loop {
+        let delivered: Vec<u64> = log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|s| match s {
+                Seen::Message(m) => Some(*m),
+                _ => None,
+            })
+            .collect();
+        if delivered.len() as u64 >= accepted || Instant::now() > deadline {
+            break delivered;
+        }
+        thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(delivered, (0..accepted).collect::<Vec<_>>());
+    assert!(d.stats()[0].outboxed >= 1);
+}
+
+#[test]
+fn ids_of_another_dispatcher_are_errors_that_hand_the_event_back() {
+    let small = one_queue(PoolConfig::new(1));
+    let big = one_queue(PoolConfig::new(3));
+    let far = big
+        .register(
+            ClientType::Queue,
+            Recorder::new().0,
+            Placement::Processor(2),
+        )
+        .unwrap();
+    assert!(matches!(
+        small.try_dispatch(far, Event::Message(1)),
+        Err(DispatchError::NoSuchProcessor(Event::Message(1)))
+    ));
+    assert!(matches!(
+        small.dispatch(far, Event::Message(2)),
+        Err(DispatchError::NoSuchProcessor(Event::Message(2)))
+    ));
+    assert!(matches!(
+        small.execute(far.processor(), Callback::new(|| ())),
+        Err(DispatchError::NoSuchProcessor(_))
+    ));
+    assert_eq!(
+        small.synchronize(far),
+        Err(SyncError::NoSuchProcessor(far.processor()))
+    );
+    assert!(matches!(small.unregister(far), Err(DispatchError::NoSuchProcessor(h)) if h == far));
+}
+
+#[test]
+fn a_batch_goes_in_order_and_a_full_queue_hands_back_the_event_that_did_not_fit() {
+    let d = one_queue_unprobed(PoolConfig::new(1).capacity(8));
+    let (client, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
+    let gate = block_processor(&d.handle(), h);
+    let mut events = (0..12).map(Event::Message);
+    match d.try_dispatch_batch(h, &mut events) {
+        Err(BatchError {
+            enqueued: 8,
+            error: DispatchError::Full(Event::Message(8)),
+        }) => {}
+        other => panic!("expected 8 enqueued and Message(8) handed back, got {other:?}"),
+    }
+    // The events after the one handed back are still in the caller's iterator.
+    let rest: Vec<u64> = events
+        .map(|e| match e {
+            Event::Message(m) => m,
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(rest, [9, 10, 11]);
+    // The blocking batch waits for room and enqueues everything.
+    let handle = d.handle();
+    let waiter =
+        thread::spawn(move || handle.dispatch_batch(h, &mut (100..120).map(Event::Message)));
+    thread::sleep(Duration::from_millis(20));
+    assert!(!waiter.is_finished());
+    gate.wait();
+    assert_eq!(waiter.join().unwrap().unwrap(), 20);
+    d.synchronize(h).unwrap();
+    let got: Vec<u64> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|s| match s {
+            Seen::Message(m) => Some(*m),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(got, (0..8).chain(100..120).collect::<Vec<_>>());
+}
