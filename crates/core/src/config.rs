@@ -2,7 +2,8 @@
 //!
 //! Every invalid choice is a [`ConfigError`] with a message that says what to change,
 //! returned by [`DispatcherBuilder::build`](crate::DispatcherBuilder::build); nothing here
-//! panics or aborts.
+//! panics or aborts. A thread the system refuses to start is reported the same way
+//! ([`Problem::CannotSpawn`]).
 
 use std::fmt;
 use std::time::Duration;
@@ -236,6 +237,9 @@ pub(crate) struct GlobalConfig {
     pub(crate) stuck_warning: Duration,
     pub(crate) monitor_interval: Duration,
     pub(crate) shutdown_order: [ClientType; 3],
+    /// The stack size of every thread the dispatcher starts; `None`: the standard
+    /// library's default.
+    pub(crate) stack_size: Option<usize>,
 }
 
 impl Default for GlobalConfig {
@@ -244,6 +248,7 @@ impl Default for GlobalConfig {
             stuck_warning: Duration::from_secs(1),
             monitor_interval: Duration::from_millis(10),
             shutdown_order: [ClientType::Queue, ClientType::Session, ClientType::Cluster],
+            stack_size: None,
         }
     }
 }
@@ -322,6 +327,18 @@ pub enum Problem {
     ZeroDuration(&'static str),
     /// The shutdown order does not name each client type once.
     ShutdownOrder([ClientType; 3]),
+    /// The system refused to start one of the dispatcher's threads (out of memory or of
+    /// threads, or a stack size it cannot provide). Not a mistake in the settings as such,
+    /// but reported like one: `build` stopped and joined the threads it had started, and
+    /// nothing runs.
+    CannotSpawn {
+        /// The thread's name (`zd-queue-0`, `zd-monitor`).
+        thread: String,
+        /// The kind of the system's error.
+        kind: std::io::ErrorKind,
+        /// The system's error, as text.
+        error: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -374,6 +391,10 @@ impl fmt::Display for ConfigError {
                 )
             }
             Problem::ZeroDuration(what) => write!(f, "{what} must be greater than zero"),
+            Problem::CannotSpawn { thread, error, .. } => write!(
+                f,
+                "cannot start thread {thread}: {error}; the threads already started were stopped"
+            ),
             Problem::ShutdownOrder(order) => {
                 write!(
                     f,

@@ -134,3 +134,37 @@ fn processors_are_named_threads_per_client_type() {
     );
     assert!(d.processors(ClientType::Queue).is_empty());
 }
+
+/// A stack size the system cannot provide is an error from `build`, not a panic; a
+/// reasonable one runs the dispatcher as usual.
+#[test]
+fn a_stack_size_the_system_cannot_provide_is_an_error() {
+    let err = Dispatcher::<u64>::builder()
+        .pool(ClientType::Queue, PoolConfig::new(2))
+        .stack_size(1 << 50)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.client_type, Some(ClientType::Queue));
+    assert!(
+        matches!(&err.problem, Problem::CannotSpawn { thread, .. } if thread == "zd-queue-0"),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with("queue pool: cannot start thread zd-queue-0: "),
+        "{err}"
+    );
+
+    let d = Dispatcher::<u64>::builder()
+        .pool(ClientType::Queue, PoolConfig::new(1))
+        .stack_size(256 << 10)
+        .build()
+        .unwrap();
+    let (client, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
+    d.dispatch(h, Event::Message(7)).unwrap();
+    d.synchronize(h).unwrap();
+    assert_eq!(log.lock().unwrap()[0], Seen::Message(7));
+}
