@@ -213,18 +213,18 @@ impl<M: Send + 'static> DispatcherBuilder<M> {
 
 /// An error to fail the next thread spawn with, if a test asked for one
 /// ([`spawn_failure::fail_spawn`]); always `None` outside the crate's own tests.
-#[cfg(not(test))]
+#[cfg(any(not(test), loom))]
 #[inline]
 fn injected_spawn_failure<T>(_built: &Arc<T>) -> Option<std::io::Error> {
     None
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 use spawn_failure::injected_spawn_failure;
 
 /// Failing a chosen thread spawn of `build`, for the crate's own tests: which of the
 /// threads `build` starts (processors in pool order, then the monitor) cannot be spawned.
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 pub(crate) mod spawn_failure {
     use std::any::Any;
     use std::cell::{Cell, RefCell};

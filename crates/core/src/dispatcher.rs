@@ -319,6 +319,19 @@ impl<M: Send + 'static> Dispatcher<M> {
         self.handle.synchronize(target)
     }
 
+    /// [`DispatcherHandle::call`].
+    ///
+    /// # Errors
+    ///
+    /// As [`DispatcherHandle::call`].
+    pub fn call<F, R>(&self, target: impl Into<ProcessorId>, f: F) -> Result<R, SyncError>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.handle.call(target, f)
+    }
+
     /// [`DispatcherHandle::execute_on_all`].
     ///
     /// # Errors

@@ -174,7 +174,8 @@ impl fmt::Display for RegisterError {
 
 impl std::error::Error for RegisterError {}
 
-/// Why [`DispatcherHandle::synchronize`](crate::DispatcherHandle::synchronize) could not wait.
+/// Why [`call`](crate::DispatcherHandle::call) or
+/// [`synchronize`](crate::DispatcherHandle::synchronize) could not answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SyncError {
     /// Called on a processor thread of this dispatcher (the one named): a processor never
@@ -187,6 +188,9 @@ pub enum SyncError {
     NoSuchProcessor(ProcessorId),
     /// The processor dropped the request without running it: its thread died.
     Dropped(ProcessorId),
+    /// The closure given to [`call`](crate::DispatcherHandle::call) panicked on the
+    /// processor, which caught and counted the panic and goes on.
+    Panicked(ProcessorId),
 }
 
 impl fmt::Display for SyncError {
@@ -198,6 +202,7 @@ impl fmt::Display for SyncError {
             ),
             SyncError::ShutDown => write!(f, "the dispatcher is shutting down"),
             SyncError::NoSuchProcessor(p) => write!(f, "there is no processor {p}"),
+            SyncError::Panicked(p) => write!(f, "the closure panicked on processor {p}"),
             SyncError::Dropped(p) => {
                 write!(
                     f,

@@ -2,12 +2,13 @@
 //! handles of a dispatcher share.
 
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use zerodispatch_callback::Callback;
+use zerodispatch_callback::{Callback, InlineValue};
 
-use crate::call::{SyncMarker, SyncSignal};
+use crate::call::{self, Answer};
 use crate::client::{Client, ClientHandle, ClientType, ProcessorId};
 use crate::config::GlobalConfig;
 use crate::error::{BatchError, DispatchError, RegisterError, SyncError};
@@ -411,33 +412,86 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     }
 
     /// Waits until the processor (of a client, or named) has handled everything enqueued to
-    /// it before this call. For application threads: a processor thread never waits for a
+    /// it before this call: a [`call`](Self::call) of nothing, allocating nothing after the
+    /// calling thread's first call. For application threads: a processor thread never
+    /// waits for a processor.
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](Self::call) (`Panicked` cannot happen: there is nothing to run).
+    pub fn synchronize(&self, target: impl Into<ProcessorId>) -> Result<(), SyncError> {
+        self.call(target, || ())
+    }
+
+    /// Runs `f` on the processor (of a client, or named) and returns its result to the
+    /// calling thread, which waits for it. `f` runs as a dispatcher callback: after
+    /// everything enqueued to the processor before this call, and after the processor has
+    /// flushed its clients. For application threads: a processor thread never waits for a
     /// processor.
+    ///
+    /// Allocates nothing after the calling thread's first call (which makes its reusable
+    /// answer slot; the protocol is in `call.rs`). `f` travels inline in a [`Callback`],
+    /// beside 8 bytes of the call's own, so it may capture at most 24 bytes (an `Arc`, a
+    /// handle, a few integers); its result comes back inline, so `R` may be at most 32
+    /// bytes, aligned to 8 at most. Both limits are compile errors, never allocations:
+    /// capture or return an `Arc` or a `Box` for more, and the allocation is yours to see.
+    ///
+    /// ```
+    /// # use zerodispatch_core::*;
+    /// let d = Dispatcher::<NoMessage>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build()?;
+    /// let queue = d.processors(ClientType::Queue)[0];
+    /// let name = d.call(queue, || std::thread::current().name().map(str::len))?;
+    /// assert_eq!(name, Some("zd-queue-0".len()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// A result larger than the slot does not compile:
+    ///
+    /// ```compile_fail
+    /// # use zerodispatch_core::*;
+    /// # let d = Dispatcher::<NoMessage>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build().unwrap();
+    /// # let queue = d.processors(ClientType::Queue)[0];
+    /// let big: [u64; 8] = d.call(queue, || [0_u64; 8]).unwrap();
+    /// ```
     ///
     /// # Errors
     ///
     /// [`SyncError::OnProcessorThread`] if called on any processor thread of this
     /// dispatcher (waiting there could deadlock: for itself, or two processors for each
-    /// other), `ShutDown` if shutdown has started, `NoSuchProcessor` for a bad id,
-    /// `Dropped` if the processor's thread died before it got there.
-    pub fn synchronize(&self, target: impl Into<ProcessorId>) -> Result<(), SyncError> {
+    /// other), `ShutDown` if shutdown has started (`f` is dropped unrun), `NoSuchProcessor`
+    /// for a bad id, `Panicked` if `f` panicked (the processor caught and counted the panic,
+    /// and goes on), `Dropped` if the processor's thread died before it got there.
+    pub fn call<F, R>(&self, target: impl Into<ProcessorId>, f: F) -> Result<R, SyncError>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
         let id = target.into();
         let processor = self.processor(id).ok_or(SyncError::NoSuchProcessor(id))?;
         if let Some(own) = self.current() {
             return Err(SyncError::OnProcessorThread(own.id));
         }
-        let signal = Arc::new(SyncSignal::default());
-        let marker = SyncMarker {
-            signal: signal.clone(),
-        };
-        processor
-            .push(Item::DispatcherCallback(Callback::new(move || {
-                marker.ran()
-            })))
-            .map_err(|_| SyncError::ShutDown)?;
-        match signal.wait() {
-            SyncSignal::RAN => Ok(()),
-            _ => Err(SyncError::Dropped(id)),
+        let (slot, request) = call::request();
+        let task = Callback::new(move || match catch_unwind(AssertUnwindSafe(f)) {
+            Ok(value) => request.ran(InlineValue::new(value)),
+            Err(panic) => {
+                // Answer first, then let the processor catch and count the panic.
+                request.panicked();
+                resume_unwind(panic);
+            }
+        });
+        if processor.push(Item::DispatcherCallback(task)).is_err() {
+            // The task came back in the error, and went with it: its request answered
+            // `Dropped`, which leaves the slot ready for the next call once taken.
+            let _ = slot.wait();
+            return Err(SyncError::ShutDown);
+        }
+        match slot.wait() {
+            Answer::Ran(value) => Ok(value
+                .take::<R>()
+                .unwrap_or_else(|_| unreachable!("a call's answer is of its result type"))),
+            Answer::Panicked => Err(SyncError::Panicked(id)),
+            Answer::Dropped | Answer::Waiting => Err(SyncError::Dropped(id)),
         }
     }
 
