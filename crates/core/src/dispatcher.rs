@@ -20,7 +20,7 @@
 use crate::sync::thread::{self, JoinHandle};
 use std::fmt;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use zerodispatch_callback::Callback;
 
@@ -213,6 +213,36 @@ impl<M: Send + 'static> Dispatcher<M> {
         self.handle.dispatch(to, event)
     }
 
+    /// [`DispatcherHandle::dispatch_timeout`].
+    ///
+    /// # Errors
+    ///
+    /// As [`DispatcherHandle::dispatch_timeout`].
+    #[inline]
+    pub fn dispatch_timeout(
+        &self,
+        to: ClientHandle,
+        event: Event<M>,
+        timeout: Duration,
+    ) -> Result<(), DispatchError<Event<M>>> {
+        self.handle.dispatch_timeout(to, event, timeout)
+    }
+
+    /// [`DispatcherHandle::dispatch_deadline`].
+    ///
+    /// # Errors
+    ///
+    /// As [`DispatcherHandle::dispatch_deadline`].
+    #[inline]
+    pub fn dispatch_deadline(
+        &self,
+        to: ClientHandle,
+        event: Event<M>,
+        deadline: Instant,
+    ) -> Result<(), DispatchError<Event<M>>> {
+        self.handle.dispatch_deadline(to, event, deadline)
+    }
+
     /// [`DispatcherHandle::dispatch_callback`].
     ///
     /// # Errors
@@ -254,6 +284,34 @@ impl<M: Send + 'static> Dispatcher<M> {
         events: &mut impl Iterator<Item = Event<M>>,
     ) -> Result<usize, BatchError<Event<M>>> {
         self.handle.dispatch_batch(to, events)
+    }
+
+    /// [`DispatcherHandle::dispatch_batch_timeout`].
+    ///
+    /// # Errors
+    ///
+    /// As [`DispatcherHandle::dispatch_batch_timeout`].
+    pub fn dispatch_batch_timeout(
+        &self,
+        to: ClientHandle,
+        events: &mut impl Iterator<Item = Event<M>>,
+        timeout: Duration,
+    ) -> Result<usize, BatchError<Event<M>>> {
+        self.handle.dispatch_batch_timeout(to, events, timeout)
+    }
+
+    /// [`DispatcherHandle::dispatch_batch_deadline`].
+    ///
+    /// # Errors
+    ///
+    /// As [`DispatcherHandle::dispatch_batch_deadline`].
+    pub fn dispatch_batch_deadline(
+        &self,
+        to: ClientHandle,
+        events: &mut impl Iterator<Item = Event<M>>,
+        deadline: Instant,
+    ) -> Result<usize, BatchError<Event<M>>> {
+        self.handle.dispatch_batch_deadline(to, events, deadline)
     }
 
     /// [`DispatcherHandle::execute`].

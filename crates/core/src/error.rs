@@ -6,8 +6,10 @@ use std::fmt;
 use crate::client::{ClientType, ProcessorId};
 
 /// Why a dispatch did not enqueue its event; the event comes back in the error, so
-/// nothing is lost.
+/// nothing is lost. Non-exhaustive: match the cases you handle and take the rest with
+/// [`into_inner`](DispatchError::into_inner).
 #[derive(PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DispatchError<T> {
     /// The processor's queue is full (from `try_dispatch`; `dispatch` waits instead, except
     /// on the target's own processor thread, where waiting could never end).
@@ -17,6 +19,11 @@ pub enum DispatchError<T> {
     /// The handle or processor id names no processor of this dispatcher (it came from
     /// another dispatcher, or was made up).
     NoSuchProcessor(T),
+    /// The queue stayed full until the deadline of a
+    /// [`dispatch_timeout`](crate::DispatcherHandle::dispatch_timeout) or
+    /// [`dispatch_deadline`](crate::DispatcherHandle::dispatch_deadline) (or their batch
+    /// forms): retry later, or shed the load.
+    Timeout(T),
 }
 
 impl<T> DispatchError<T> {
@@ -45,12 +52,26 @@ impl<T> DispatchError<T> {
         matches!(self, DispatchError::NoSuchProcessor(_))
     }
 
+    /// Whether a dispatch with a deadline found the queue full until the deadline.
+    ///
+    /// ```
+    /// use zerodispatch_core::DispatchError;
+    /// let e = DispatchError::Timeout(7_u64);
+    /// assert!(e.is_timeout() && !e.is_full());
+    /// assert_eq!(e.into_inner(), 7);
+    /// ```
+    #[must_use]
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, DispatchError::Timeout(_))
+    }
+
     /// What was handed back: the event, callback or handle the call was given.
     pub fn into_inner(self) -> T {
         match self {
             DispatchError::Full(t)
             | DispatchError::ShutDown(t)
-            | DispatchError::NoSuchProcessor(t) => t,
+            | DispatchError::NoSuchProcessor(t)
+            | DispatchError::Timeout(t) => t,
         }
     }
 
@@ -59,6 +80,7 @@ impl<T> DispatchError<T> {
             DispatchError::Full(t) => DispatchError::Full(f(t)),
             DispatchError::ShutDown(t) => DispatchError::ShutDown(f(t)),
             DispatchError::NoSuchProcessor(t) => DispatchError::NoSuchProcessor(f(t)),
+            DispatchError::Timeout(t) => DispatchError::Timeout(f(t)),
         }
     }
 }
@@ -69,6 +91,7 @@ impl<T> fmt::Debug for DispatchError<T> {
             DispatchError::Full(_) => f.write_str("Full(..)"),
             DispatchError::ShutDown(_) => f.write_str("ShutDown(..)"),
             DispatchError::NoSuchProcessor(_) => f.write_str("NoSuchProcessor(..)"),
+            DispatchError::Timeout(_) => f.write_str("Timeout(..)"),
         }
     }
 }
@@ -84,6 +107,9 @@ impl<T> fmt::Display for DispatchError<T> {
             }
             DispatchError::NoSuchProcessor(_) => f.write_str(
                 "no processor of this dispatcher has that id (a handle of another dispatcher?); what was sent is handed back",
+            ),
+            DispatchError::Timeout(_) => f.write_str(
+                "the processor's queue stayed full until the deadline; what was sent is handed back",
             ),
         }
     }
@@ -177,6 +203,7 @@ impl std::error::Error for RegisterError {}
 /// Why [`call`](crate::DispatcherHandle::call) or
 /// [`synchronize`](crate::DispatcherHandle::synchronize) could not answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SyncError {
     /// Called on a processor thread of this dispatcher (the one named): a processor never
     /// waits for a processor, its own or another (waiting for itself could never end, and

@@ -5,6 +5,7 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use zerodispatch_callback::{Callback, InlineValue};
 
@@ -15,6 +16,7 @@ use crate::error::{BatchError, DispatchError, RegisterError, SyncError};
 use crate::event::{Event, Item};
 use crate::executor::Executor;
 use crate::processor::{ProcessorShared, current_processor};
+use crate::room::Wait;
 use crate::stats::ProcessorSnapshot;
 
 /// What all handles share.
@@ -114,29 +116,29 @@ impl<M: Send + 'static> DispatcherHandle<M> {
 
     /// Sends `item` to `target` by the rules of the calling thread: on one of this
     /// dispatcher's processor threads by the outbox protocol (never waiting; see
-    /// `outbox.rs`); elsewhere straight to the queue, waiting while it is full if `wait`.
+    /// `outbox.rs`; any `wait` but `Wait::No` may use the outbox); elsewhere straight to
+    /// the queue, waiting for room as `wait` says.
     #[inline]
     fn send(
         &self,
         target: &ProcessorShared<M>,
         item: Item<M>,
-        wait: bool,
+        wait: Wait,
     ) -> Result<(), DispatchError<Item<M>>> {
         match self.current() {
-            Some(own) => own.send_from(target, item, wait),
-            None if wait => target.push(item),
-            None => target.try_push(item),
+            Some(own) => own.send_from(target, item, wait != Wait::No),
+            None => target.push(item, wait),
         }
     }
 
     /// Enqueues the events of `events` for the client `to`, in order, through one pass of
-    /// the processor's gate per run that fits; with `wait`, waiting for room. The body of
+    /// the processor's gate per run that fits, waiting for room as `wait` says. The body of
     /// both batch calls.
     fn enqueue(
         &self,
         to: ClientHandle,
         events: &mut impl Iterator<Item = Event<M>>,
-        wait: bool,
+        wait: Wait,
     ) -> Result<usize, BatchError<Event<M>>> {
         let Some(target) = self.target(to) else {
             return match events.next() {
@@ -150,7 +152,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         let mut pushed = 0;
         let mut items = events.map(|event| Item::new(to.key, event));
         let sent = match self.current() {
-            Some(own) => own.send_batch_from(target, &mut items, &mut pushed, wait),
+            Some(own) => own.send_batch_from(target, &mut items, &mut pushed, wait != Wait::No),
             None => target.push_batch(&mut items, &mut pushed, wait),
         };
         match sent {
@@ -180,7 +182,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         let Some(target) = self.target(to) else {
             return Err(DispatchError::NoSuchProcessor(event));
         };
-        self.send(target, Item::new(to.key, event), false)
+        self.send(target, Item::new(to.key, event), Wait::No)
             .map_err(|e| e.map(Item::into_event))
     }
 
@@ -205,10 +207,76 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         to: ClientHandle,
         event: Event<M>,
     ) -> Result<(), DispatchError<Event<M>>> {
+        self.dispatch_waiting(to, event, Wait::Forever)
+    }
+
+    /// Enqueues `event` for the client `to` as [`dispatch`](Self::dispatch) does, but waits
+    /// for room in a full queue at most `timeout`, then hands the event back in
+    /// [`DispatchError::Timeout`]. The event is tried once even with a zero timeout. On a
+    /// processor thread, where nothing waits, it is [`dispatch`](Self::dispatch). Never
+    /// allocates.
+    ///
+    /// A producer that meets a full queue spins briefly, then parks for growing
+    /// stretches (20 us to 1 ms), retrying the push after each: it does not burn its core
+    /// while it waits. A timeout too large for an `Instant` waits as long as it takes.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use zerodispatch_core::*;
+    /// # struct Sink;
+    /// # impl Client<u64> for Sink {}
+    /// let d = Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build()?;
+    /// let sink = d.register(ClientType::Queue, Sink, Placement::LeastLoaded)?;
+    /// match d.dispatch_timeout(sink, Event::Message(1), Duration::from_millis(5)) {
+    ///     Ok(()) => {}
+    ///     Err(e) if e.is_timeout() => drop(e.into_inner()), // shed the load, or keep it
+    ///     Err(e) => return Err(e.into()),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`dispatch`](Self::dispatch), and [`DispatchError::Timeout`] with the event when
+    /// the queue stayed full until the deadline.
+    #[inline]
+    pub fn dispatch_timeout(
+        &self,
+        to: ClientHandle,
+        event: Event<M>,
+        timeout: Duration,
+    ) -> Result<(), DispatchError<Event<M>>> {
+        self.dispatch_waiting(to, event, Wait::timeout(timeout))
+    }
+
+    /// [`dispatch_timeout`](Self::dispatch_timeout) with a deadline instead of a timeout:
+    /// waits for room until `deadline` at most (tried once even if it has passed).
+    ///
+    /// # Errors
+    ///
+    /// As [`dispatch_timeout`](Self::dispatch_timeout).
+    #[inline]
+    pub fn dispatch_deadline(
+        &self,
+        to: ClientHandle,
+        event: Event<M>,
+        deadline: Instant,
+    ) -> Result<(), DispatchError<Event<M>>> {
+        self.dispatch_waiting(to, event, Wait::Until(deadline))
+    }
+
+    /// The body of the dispatches that wait.
+    #[inline]
+    fn dispatch_waiting(
+        &self,
+        to: ClientHandle,
+        event: Event<M>,
+        wait: Wait,
+    ) -> Result<(), DispatchError<Event<M>>> {
         let Some(target) = self.target(to) else {
             return Err(DispatchError::NoSuchProcessor(event));
         };
-        self.send(target, Item::new(to.key, event), true)
+        self.send(target, Item::new(to.key, event), wait)
             .map_err(|e| e.map(Item::into_event))
     }
 
@@ -270,7 +338,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         to: ClientHandle,
         events: &mut impl Iterator<Item = Event<M>>,
     ) -> Result<usize, BatchError<Event<M>>> {
-        self.enqueue(to, events, false)
+        self.enqueue(to, events, Wait::No)
     }
 
     /// Enqueues every event of `events` for the client `to`, in order, waiting for room
@@ -287,7 +355,38 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         to: ClientHandle,
         events: &mut impl Iterator<Item = Event<M>>,
     ) -> Result<usize, BatchError<Event<M>>> {
-        self.enqueue(to, events, true)
+        self.enqueue(to, events, Wait::Forever)
+    }
+
+    /// [`dispatch_batch`](Self::dispatch_batch), waiting for room at most `timeout` in
+    /// all: the event that found the queue still full at the deadline comes back in
+    /// [`DispatchError::Timeout`], the events after it stay in `events`. On a processor
+    /// thread it is [`dispatch_batch`](Self::dispatch_batch).
+    ///
+    /// # Errors
+    ///
+    /// As [`dispatch_batch`](Self::dispatch_batch), and `Timeout`.
+    pub fn dispatch_batch_timeout(
+        &self,
+        to: ClientHandle,
+        events: &mut impl Iterator<Item = Event<M>>,
+        timeout: Duration,
+    ) -> Result<usize, BatchError<Event<M>>> {
+        self.enqueue(to, events, Wait::timeout(timeout))
+    }
+
+    /// [`dispatch_batch_timeout`](Self::dispatch_batch_timeout) with a deadline.
+    ///
+    /// # Errors
+    ///
+    /// As [`dispatch_batch_timeout`](Self::dispatch_batch_timeout).
+    pub fn dispatch_batch_deadline(
+        &self,
+        to: ClientHandle,
+        events: &mut impl Iterator<Item = Event<M>>,
+        deadline: Instant,
+    ) -> Result<usize, BatchError<Event<M>>> {
+        self.enqueue(to, events, Wait::Until(deadline))
     }
 
     /// Runs `callback` on `processor` as a dispatcher callback (after flushing its
@@ -304,7 +403,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         let Some(p) = self.processor(processor) else {
             return Err(DispatchError::NoSuchProcessor(callback));
         };
-        self.send(p, Item::DispatcherCallback(callback), true)
+        self.send(p, Item::DispatcherCallback(callback), Wait::Forever)
             .map_err(|e| {
                 e.map(|item| match item.into_event() {
                     Event::DispatcherCallback(cb) => cb,
@@ -367,7 +466,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             key,
             client: Box::new(client),
         };
-        match self.send(processor, register, true) {
+        match self.send(processor, register, Wait::Forever) {
             Ok(()) => Ok(ClientHandle {
                 dispatcher: self.shared.id,
                 processor: processor.id,
@@ -399,7 +498,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         let Some(target) = self.target(handle) else {
             return Err(DispatchError::NoSuchProcessor(handle));
         };
-        self.send(target, Item::Unregister { key: handle.key }, true)
+        self.send(target, Item::Unregister { key: handle.key }, Wait::Forever)
             .map_err(|e| e.map(|_| handle))
     }
 
@@ -480,7 +579,10 @@ impl<M: Send + 'static> DispatcherHandle<M> {
                 resume_unwind(panic);
             }
         });
-        if processor.push(Item::DispatcherCallback(task)).is_err() {
+        if processor
+            .push(Item::DispatcherCallback(task), Wait::Forever)
+            .is_err()
+        {
             // The task came back in the error, and went with it: its request answered
             // `Dropped`, which leaves the slot ready for the next call once taken.
             let _ = slot.wait();
@@ -559,7 +661,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
                 }
             });
             if self
-                .send(processor, Item::DispatcherCallback(task), true)
+                .send(processor, Item::DispatcherCallback(task), Wait::Forever)
                 .is_ok()
             {
                 reached += 1;

@@ -71,6 +71,7 @@ mod handle;
 mod monitor;
 mod outbox;
 mod processor;
+mod room;
 mod stats;
 mod sync;
 mod wake;

@@ -66,6 +66,115 @@ fn a_client_dispatches_to_another_processor_through_its_context() {
     assert_eq!(*log.lock().unwrap(), [Seen::Message(70), Seen::Flush]);
 }
 
+/// A dispatch with a timeout or a deadline hands the event back in `Timeout` when the
+/// queue stays full until then, not much later, and goes through once there is room; a
+/// deadline already passed still tries once. Nothing is lost or reordered.
+#[test]
+fn a_dispatch_with_a_deadline_hands_the_event_back_when_the_queue_stays_full() {
+    let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
+    let (client, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
+    let gate = block_processor(&d.handle(), h);
+    let past = Instant::now();
+    d.dispatch_deadline(h, Event::Message(0), past).unwrap();
+    for i in 1..4 {
+        d.dispatch_timeout(h, Event::Message(i), Duration::ZERO)
+            .unwrap();
+    }
+    let start = Instant::now();
+    match d.dispatch_timeout(h, Event::Message(4), Duration::from_millis(30)) {
+        Err(e @ DispatchError::Timeout(_)) => {
+            assert!(e.is_timeout() && !e.is_full());
+            assert!(e.to_string().contains("until the deadline"), "{e}");
+            assert!(matches!(e.into_inner(), Event::Message(4)));
+        }
+        other => panic!("expected Timeout(Message(4)), got {other:?}"),
+    }
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(30), "gave up early: {took:?}");
+    assert!(took < Duration::from_secs(2), "gave up late: {took:?}");
+    assert!(matches!(
+        d.dispatch_deadline(h, Event::Message(4), past),
+        Err(DispatchError::Timeout(Event::Message(4)))
+    ));
+    // A batch: the event that did not fit comes back, the rest stay in the iterator.
+    let mut events = (4..7).map(Event::Message);
+    let err = d
+        .dispatch_batch_timeout(h, &mut events, Duration::from_millis(5))
+        .unwrap_err();
+    assert_eq!(err.enqueued, 0);
+    assert!(matches!(
+        err.error,
+        DispatchError::Timeout(Event::Message(4))
+    ));
+    assert_eq!(
+        events.next().map(|e| matches!(e, Event::Message(5))),
+        Some(true)
+    );
+
+    // Room comes while a dispatch waits: it goes through.
+    let handle = d.handle();
+    let waiter = thread::spawn(move || {
+        handle.dispatch_timeout(h, Event::Message(4), Duration::from_secs(30))
+    });
+    thread::sleep(Duration::from_millis(20));
+    gate.wait();
+    waiter.join().unwrap().unwrap();
+    let mut rest = (5..7).map(Event::Message);
+    let far = Instant::now() + Duration::from_secs(30);
+    assert_eq!(d.dispatch_batch_deadline(h, &mut rest, far).unwrap(), 2);
+    d.synchronize(h).unwrap();
+    let messages: Vec<Seen> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| **s != Seen::Flush)
+        .cloned()
+        .collect();
+    assert_eq!(messages, (0..7).map(Seen::Message).collect::<Vec<_>>());
+}
+
+/// A producer waiting on a full queue parks instead of spinning: blocked for 300 ms, it
+/// uses a small fraction of that in CPU time. The wait before spun (with yields) all along.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_producer_waiting_for_room_does_not_burn_its_core() {
+    /// The calling thread's CPU time (user and system), from `/proc/thread-self/stat`.
+    fn thread_cpu_time() -> Duration {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        // The fields after the command name (which ends with the last ')'): utime and
+        // stime are the 12th and 13th of them, in clock ticks (100 a second on Linux).
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        Duration::from_millis(ticks * 10)
+    }
+    let d = one_queue_unprobed(PoolConfig::new(1).capacity(2));
+    let (client, _log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
+    let gate = block_processor(&d.handle(), h);
+    for i in 0..2 {
+        d.try_dispatch(h, Event::Message(i)).unwrap();
+    }
+    let handle = d.handle();
+    let producer = thread::spawn(move || {
+        let before = (thread_cpu_time(), Instant::now());
+        handle.dispatch(h, Event::Message(2)).unwrap();
+        (thread_cpu_time() - before.0, before.1.elapsed())
+    });
+    thread::sleep(Duration::from_millis(300));
+    gate.wait();
+    let (cpu, blocked) = producer.join().unwrap();
+    assert!(blocked >= Duration::from_millis(250), "{blocked:?}");
+    assert!(
+        cpu < blocked / 4,
+        "a producer blocked for {blocked:?} used {cpu:?} of CPU"
+    );
+}
+
 #[test]
 fn a_full_queue_hands_the_event_back_and_dispatch_waits() {
     let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));

@@ -124,6 +124,7 @@ fn run_producers(
                             // Every later dispatch would be refused too.
                             break;
                         }
+                        Err(other) => unreachable!("no deadline was given: {other:?}"),
                     }
                 }
             })
