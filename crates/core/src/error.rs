@@ -75,7 +75,15 @@ impl<T> DispatchError<T> {
         }
     }
 
-    pub(crate) fn map<U>(self, f: impl FnOnce(T) -> U) -> DispatchError<U> {
+    /// The same error around `f` of what was handed back: to turn a refused callback back
+    /// into an event, or to drop what came back and keep the reason.
+    ///
+    /// ```
+    /// use zerodispatch_core::DispatchError;
+    /// let e = DispatchError::Full(7_u64).map(|n| n * 2);
+    /// assert_eq!(e, DispatchError::Full(14));
+    /// ```
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> DispatchError<U> {
         match self {
             DispatchError::Full(t) => DispatchError::Full(f(t)),
             DispatchError::ShutDown(t) => DispatchError::ShutDown(f(t)),

@@ -15,7 +15,19 @@ use zerodispatch_callback::Callback;
 
 use crate::client::{Client, ClientKey};
 
-/// An event for a client or its processor.
+/// An event for a client: what [`dispatch`](crate::DispatcherHandle::dispatch) sends to
+/// the client a handle names.
+///
+/// A callback that the processor runs itself, bypassing the clients (after flushing them),
+/// is not an event for a client: it goes to a processor, by
+/// [`execute`](crate::DispatcherHandle::execute) (or an [`Executor`](crate::Executor),
+/// [`call`](crate::DispatcherHandle::call), `execute_on_all`), so that no client handle is
+/// given and then ignored:
+///
+/// ```compile_fail
+/// # use zerodispatch_core::*;
+/// let event = Event::<u64>::DispatcherCallback(Callback::new(|| ())); // no such event
+/// ```
 #[derive(Debug)]
 pub enum Event<M> {
     /// A callback that goes through the client ([`Client::on_event`]) and puts the client on
@@ -23,9 +35,6 @@ pub enum Event<M> {
     Callback(Callback),
     /// A typed message of the broker's own, through the client, like a callback.
     Message(M),
-    /// A callback the processor runs itself, bypassing the client, after flushing every
-    /// client on its flush list.
-    DispatcherCallback(Callback),
 }
 
 impl<M> Event<M> {
@@ -35,7 +44,6 @@ impl<M> Event<M> {
         match self {
             Event::Callback(_) => "callback",
             Event::Message(_) => "message",
-            Event::DispatcherCallback(_) => "dispatcher callback",
         }
     }
 }
@@ -70,7 +78,6 @@ impl<M> Item<M> {
         match event {
             Event::Callback(callback) => Item::Callback { key, callback },
             Event::Message(message) => Item::Message { key, message },
-            Event::DispatcherCallback(callback) => Item::DispatcherCallback(callback),
         }
     }
 
@@ -79,10 +86,20 @@ impl<M> Item<M> {
         match self {
             Item::Callback { callback, .. } => Event::Callback(callback),
             Item::Message { message, .. } => Event::Message(message),
-            Item::DispatcherCallback(callback) => Event::DispatcherCallback(callback),
-            Item::Probe(_) | Item::Register { .. } | Item::Unregister { .. } => {
-                unreachable!("control items are never handed back as events")
+            Item::DispatcherCallback(_)
+            | Item::Probe(_)
+            | Item::Register { .. }
+            | Item::Unregister { .. } => {
+                unreachable!("only items made from events are handed back as events")
             }
+        }
+    }
+
+    /// The callback back out of a dispatcher callback item.
+    pub(crate) fn into_dispatcher_callback(self) -> Callback {
+        match self {
+            Item::DispatcherCallback(callback) => callback,
+            _ => unreachable!("only a dispatcher callback is handed back as one"),
         }
     }
 }

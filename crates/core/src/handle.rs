@@ -404,12 +404,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             return Err(DispatchError::NoSuchProcessor(callback));
         };
         self.send(p, Item::DispatcherCallback(callback), Wait::Forever)
-            .map_err(|e| {
-                e.map(|item| match item.into_event() {
-                    Event::DispatcherCallback(cb) => cb,
-                    _ => unreachable!("a dispatcher callback comes back as one"),
-                })
-            })
+            .map_err(|e| e.map(Item::into_dispatcher_callback))
     }
 
     /// An executor running closures on `processor`.

@@ -8,9 +8,11 @@
 //!   optionally pinned to a core, draining one `crossbeam_queue::ArrayQueue` of events.
 //! * [Clients](Client) are registered once and owned by one processor thread; events name
 //!   them by a [`ClientHandle`]. Nothing on the event path allocates.
-//! * [Events](Event): a callback through the client, a typed message `M` of the broker's
-//!   own through the client, or a dispatcher callback that flushes first and bypasses the
-//!   client. Callbacks are [`Callback`]s: inline, never boxed.
+//! * [Events](Event): a callback through the client, or a typed message `M` of the
+//!   broker's own through the client. A dispatcher callback, which flushes first and
+//!   bypasses the clients, goes to a processor instead
+//!   ([`execute`](DispatcherHandle::execute), [`call`](DispatcherHandle::call)). Callbacks
+//!   are [`Callback`]s: inline, never boxed.
 //! * The flush contract is written on [`Client`]; the wake protocol in `wake.rs`, the
 //!   shutdown gate in `gate.rs`, the outbox (how a processor hands events to another
 //!   without ever waiting for it) in `outbox.rs`, the processor loop in `processor.rs`,

@@ -55,11 +55,9 @@ fn a_dispatcher_callback_flushes_first_and_bypasses_the_client() {
     let gate = block_processor(&d.handle(), h);
     d.dispatch(h, Event::Message(1)).unwrap();
     let l = log.clone();
-    d.dispatch(
-        h,
-        Event::DispatcherCallback(Callback::new(move || {
-            l.lock().unwrap().push(Seen::Message(99))
-        })),
+    d.execute(
+        h.processor(),
+        Callback::new(move || l.lock().unwrap().push(Seen::Message(99))),
     )
     .unwrap();
     d.dispatch(h, Event::Message(2)).unwrap();
