@@ -256,11 +256,10 @@ impl Producer {
             Ok(()) => Ok(guid),
             // Only on a processor thread whose outbox is full: nothing is closed.
             Err(DispatchError::Full(_)) => Err(SendError::WouldBlock(payload)),
-            // `NoSuchProcessor` never comes back: the session's handle is the dispatcher's
-            // own, and it is unregistered only once no call is inside.
-            Err(DispatchError::ShutDown(_) | DispatchError::NoSuchProcessor(_)) => {
-                Err(SendError::ShutDown(payload))
-            }
+            // Shut down. `NoSuchProcessor` never comes back (the session's handle is the
+            // dispatcher's own, and it is unregistered only once no call is inside), nor
+            // does `Timeout` (only the `dispatch_timeout` family gives it).
+            Err(_) => Err(SendError::ShutDown(payload)),
         }
     }
 

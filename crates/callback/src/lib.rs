@@ -27,7 +27,9 @@
 mod boxed;
 mod callback;
 pub mod space;
+mod value;
 
 pub use boxed::BoxedCallback;
 pub use callback::{Callback, InlineCallback, InlineCallbackWith};
 pub use space::{Align8, Align16, DefaultSpace};
+pub use value::InlineValue;

@@ -12,7 +12,7 @@ use std::any::Any;
 
 use zerodispatch_callback::{Callback, InlineCallbackWith};
 
-use crate::dispatcher::DispatcherHandle;
+use crate::handle::DispatcherHandle;
 
 /// The kinds of client, each with its own pool of processors (as in BlazingMQ).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

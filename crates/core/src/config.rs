@@ -2,7 +2,8 @@
 //!
 //! Every invalid choice is a [`ConfigError`] with a message that says what to change,
 //! returned by [`DispatcherBuilder::build`](crate::DispatcherBuilder::build); nothing here
-//! panics or aborts.
+//! panics or aborts. A thread the system refuses to start is reported the same way
+//! ([`Problem::CannotSpawn`]).
 
 use std::fmt;
 use std::time::Duration;
@@ -45,6 +46,13 @@ impl Default for WaitStrategy {
 
 /// The settings of one client type's pool of processors.
 ///
+/// Set through the builder methods, each named for its setting; read back through the
+/// `get_` methods (the convention of `std::process::Command`, whose setters hold the plain
+/// names too). The fields are private, so that every setting goes through its setter and
+/// the settings that follow others (the watermarks and the outbox follow the capacity
+/// until set themselves) stay in step; [`build`](crate::DispatcherBuilder::build)
+/// validates the whole.
+///
 /// ```
 /// use zerodispatch_core::{PoolConfig, WaitStrategy};
 ///
@@ -54,35 +62,51 @@ impl Default for WaitStrategy {
 ///     .max_batch(512)
 ///     .wait(WaitStrategy::Park)
 ///     .pin_to([2, 3, 4, 5]);
-/// assert_eq!(queues.processors, 4);
+/// assert_eq!(queues.get_processors(), 4);
+/// assert_eq!(queues.get_outbox_capacity(), 1 << 16); // follows the capacity
+///
+/// // The watermarks follow the capacity until set: a quarter and three quarters.
+/// let small = PoolConfig::new(1).capacity(10);
+/// assert_eq!((small.get_low_watermark(), small.get_high_watermark()), (2, 8));
+/// ```
+///
+/// No field can be set behind the setters' back:
+///
+/// ```compile_fail
+/// let mut config = zerodispatch_core::PoolConfig::new(1);
+/// config.capacity = 16; // private: use `.capacity(16)`
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoolConfig {
     /// Processor threads in the pool (at least 1).
-    pub processors: usize,
-    /// Events each processor's queue holds (1 to [`MAX_CAPACITY`]). Default 4096.
-    pub capacity: usize,
-    /// Events each processor's outbox holds (1 to [`MAX_CAPACITY`]): what the processor's
-    /// clients dispatched to full queues, waiting to be handed on (see `outbox.rs`). A
-    /// blocking dispatch on a processor thread returns `Full` only when its outbox is
-    /// full. Default: the capacity. Preallocated, like the queue.
-    pub outbox_capacity: usize,
-    /// Queue depth at which a raised high-watermark alarm clears. Default: a quarter of the
-    /// capacity.
-    pub low_watermark: usize,
-    /// Queue depth at which the high-watermark alarm is raised (edge-triggered). Must be
-    /// greater than `low_watermark` and at most `capacity`. Default: three quarters of the
-    /// capacity.
-    pub high_watermark: usize,
-    /// Flush the processor's clients at least every `max_batch` events, even if the queue
-    /// never drains. At least 1. Default 256.
-    pub max_batch: usize,
+    pub(crate) processors: usize,
+    /// Events each processor's queue holds (1 to [`MAX_CAPACITY`]).
+    pub(crate) capacity: usize,
+    /// Events each processor's outbox holds (1 to [`MAX_CAPACITY`]). Equal to `capacity`
+    /// unless `outbox_set`.
+    pub(crate) outbox_capacity: usize,
+    /// Queue depth at which a raised high-watermark alarm clears. With `high_watermark`,
+    /// [`default_watermarks`] of `capacity` unless `watermarks_set`.
+    pub(crate) low_watermark: usize,
+    /// Queue depth at which the high-watermark alarm is raised (edge-triggered).
+    pub(crate) high_watermark: usize,
+    /// Flush the processor's clients at least every `max_batch` events. At least 1.
+    pub(crate) max_batch: usize,
     /// How a processor waits for work.
-    pub wait: WaitStrategy,
-    /// Core ids to pin the processors to, assigned in order and round-robin (processor `i`
-    /// gets `cores[i % cores.len()]`); empty means no pinning.
-    pub cores: Vec<usize>,
+    pub(crate) wait: WaitStrategy,
+    /// Core ids to pin the processors to, round-robin; empty means no pinning.
+    pub(crate) cores: Vec<usize>,
+    /// The watermarks were set explicitly: they no longer follow the capacity.
     watermarks_set: bool,
+    /// The outbox capacity was set explicitly: it no longer follows the capacity.
+    outbox_set: bool,
+}
+
+/// The watermarks that follow a queue capacity until set explicitly: a quarter of it
+/// (low) and three quarters (high, rounded up, so that it stays above the low one for
+/// every capacity of at least 1). The one formula for them.
+const fn default_watermarks(capacity: usize) -> (usize, usize) {
+    (capacity / 4, capacity - capacity / 4)
 }
 
 impl PoolConfig {
@@ -93,46 +117,58 @@ impl PoolConfig {
     /// flushed every few tens of microseconds at a few million events a second.
     pub const DEFAULT_MAX_BATCH: usize = 256;
 
-    /// A pool of `processors` threads with default settings.
+    /// A pool of `processors` threads (at least 1, at most [`MAX_PROCESSORS`]; checked by
+    /// `build`) with default settings.
     #[must_use]
     pub fn new(processors: usize) -> Self {
         let capacity = Self::DEFAULT_CAPACITY;
+        let (low_watermark, high_watermark) = default_watermarks(capacity);
         Self {
             processors,
             capacity,
             outbox_capacity: capacity,
-            low_watermark: capacity / 4,
-            high_watermark: capacity / 4 * 3,
+            low_watermark,
+            high_watermark,
             max_batch: Self::DEFAULT_MAX_BATCH,
             wait: WaitStrategy::default(),
             cores: Vec::new(),
             watermarks_set: false,
+            outbox_set: false,
         }
     }
 
-    /// Sets the queue capacity; unless set explicitly, the watermarks follow it (a quarter
-    /// and three quarters), and so does the outbox capacity.
+    /// Sets the queue capacity: events each processor's queue holds, 1 to
+    /// [`MAX_CAPACITY`], allocated when the dispatcher is built. Default
+    /// [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY). Unless set explicitly, the watermarks
+    /// follow it (a quarter and three quarters), and so does the outbox capacity.
     #[must_use]
     pub fn capacity(mut self, capacity: usize) -> Self {
-        if self.outbox_capacity == self.capacity {
+        self.capacity = capacity;
+        if !self.outbox_set {
             self.outbox_capacity = capacity;
         }
-        self.capacity = capacity;
         if !self.watermarks_set {
-            self.low_watermark = capacity / 4;
-            self.high_watermark = capacity - capacity / 4;
+            (self.low_watermark, self.high_watermark) = default_watermarks(capacity);
         }
         self
     }
 
-    /// Sets the outbox capacity (see [`PoolConfig::outbox_capacity`]).
+    /// Sets the outbox capacity: events each processor's outbox holds, 1 to
+    /// [`MAX_CAPACITY`]: what the processor's clients dispatched to full queues, waiting to
+    /// be handed on (see `outbox.rs`). A blocking dispatch on a processor thread returns
+    /// `Full` only when its outbox is full. Default: the queue capacity. Preallocated,
+    /// like the queue.
     #[must_use]
     pub fn outbox_capacity(mut self, outbox_capacity: usize) -> Self {
         self.outbox_capacity = outbox_capacity;
+        self.outbox_set = true;
         self
     }
 
-    /// Sets the low and high watermarks.
+    /// Sets the low and high watermarks: the high-watermark alarm is raised
+    /// (edge-triggered) when the queue depth reaches `high`, and clears when it is back at
+    /// `low`. `low < high <= capacity`, checked by `build`. Default: a quarter and three
+    /// quarters of the capacity.
     #[must_use]
     pub fn watermarks(mut self, low: usize, high: usize) -> Self {
         self.low_watermark = low;
@@ -141,25 +177,77 @@ impl PoolConfig {
         self
     }
 
-    /// Sets `max_batch`.
+    /// Sets `max_batch`: the processor flushes its clients at least every `max_batch`
+    /// events, even if its queue never drains. At least 1. Default
+    /// [`DEFAULT_MAX_BATCH`](Self::DEFAULT_MAX_BATCH).
     #[must_use]
     pub fn max_batch(mut self, max_batch: usize) -> Self {
         self.max_batch = max_batch;
         self
     }
 
-    /// Sets the wait strategy.
+    /// Sets how a processor waits for work. Default [`WaitStrategy::default`].
     #[must_use]
     pub fn wait(mut self, wait: WaitStrategy) -> Self {
         self.wait = wait;
         self
     }
 
-    /// Pins the processors to these core ids (see [`PoolConfig::cores`]).
+    /// Pins the processors to these core ids, assigned in order and round-robin
+    /// (processor `i` gets `cores[i % cores.len()]`); empty (the default) means no
+    /// pinning. Each must be one this process may run on, checked by `build`.
     #[must_use]
     pub fn pin_to(mut self, cores: impl IntoIterator<Item = usize>) -> Self {
         self.cores = cores.into_iter().collect();
         self
+    }
+
+    /// Processor threads in the pool.
+    #[must_use]
+    pub fn get_processors(&self) -> usize {
+        self.processors
+    }
+
+    /// Events each processor's queue holds.
+    #[must_use]
+    pub fn get_capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Events each processor's outbox holds.
+    #[must_use]
+    pub fn get_outbox_capacity(&self) -> usize {
+        self.outbox_capacity
+    }
+
+    /// The queue depth at which a raised high-watermark alarm clears.
+    #[must_use]
+    pub fn get_low_watermark(&self) -> usize {
+        self.low_watermark
+    }
+
+    /// The queue depth at which the high-watermark alarm is raised.
+    #[must_use]
+    pub fn get_high_watermark(&self) -> usize {
+        self.high_watermark
+    }
+
+    /// The most events between two flushes of the processor's clients.
+    #[must_use]
+    pub fn get_max_batch(&self) -> usize {
+        self.max_batch
+    }
+
+    /// How a processor waits for work.
+    #[must_use]
+    pub fn get_wait(&self) -> WaitStrategy {
+        self.wait
+    }
+
+    /// The core ids the processors are pinned to (empty: not pinned).
+    #[must_use]
+    pub fn get_cores(&self) -> &[usize] {
+        &self.cores
     }
 
     pub(crate) fn validate(
@@ -236,6 +324,9 @@ pub(crate) struct GlobalConfig {
     pub(crate) stuck_warning: Duration,
     pub(crate) monitor_interval: Duration,
     pub(crate) shutdown_order: [ClientType; 3],
+    /// The stack size of every thread the dispatcher starts; `None`: the standard
+    /// library's default.
+    pub(crate) stack_size: Option<usize>,
 }
 
 impl Default for GlobalConfig {
@@ -244,6 +335,7 @@ impl Default for GlobalConfig {
             stuck_warning: Duration::from_secs(1),
             monitor_interval: Duration::from_millis(10),
             shutdown_order: [ClientType::Queue, ClientType::Session, ClientType::Cluster],
+            stack_size: None,
         }
     }
 }
@@ -322,6 +414,18 @@ pub enum Problem {
     ZeroDuration(&'static str),
     /// The shutdown order does not name each client type once.
     ShutdownOrder([ClientType; 3]),
+    /// The system refused to start one of the dispatcher's threads (out of memory or of
+    /// threads, or a stack size it cannot provide). Not a mistake in the settings as such,
+    /// but reported like one: `build` stopped and joined the threads it had started, and
+    /// nothing runs.
+    CannotSpawn {
+        /// The thread's name (`zd-queue-0`, `zd-monitor`).
+        thread: String,
+        /// The kind of the system's error.
+        kind: std::io::ErrorKind,
+        /// The system's error, as text.
+        error: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -374,6 +478,10 @@ impl fmt::Display for ConfigError {
                 )
             }
             Problem::ZeroDuration(what) => write!(f, "{what} must be greater than zero"),
+            Problem::CannotSpawn { thread, error, .. } => write!(
+                f,
+                "cannot start thread {thread}: {error}; the threads already started were stopped"
+            ),
             Problem::ShutdownOrder(order) => {
                 write!(
                     f,
@@ -533,5 +641,40 @@ mod parse_tests {
                 "{bad}: {err}"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The watermarks and the outbox follow the capacity until set, by one formula, and
+    /// stop following once set, in either order. On the code before, `new` and `capacity`
+    /// had two formulas for the high watermark, and an outbox capacity set to the queue's
+    /// went on following it.
+    #[test]
+    fn watermarks_and_outbox_follow_the_capacity_until_set() {
+        for capacity in [1, 2, 3, 10, 4095, 4096, 4097] {
+            let c = PoolConfig::new(1).capacity(capacity);
+            let (low, high) = (c.get_low_watermark(), c.get_high_watermark());
+            assert_eq!((low, high), default_watermarks(capacity));
+            assert!(low < high && high <= capacity, "{capacity}: {low} {high}");
+            assert_eq!(c.get_outbox_capacity(), capacity);
+            assert!(c.validate(ClientType::Queue, &[]).is_ok(), "{capacity}");
+        }
+        let default = PoolConfig::new(1);
+        assert_eq!(
+            default,
+            PoolConfig::new(1).capacity(PoolConfig::DEFAULT_CAPACITY)
+        );
+
+        let set = PoolConfig::new(1).watermarks(5, 50).capacity(100);
+        assert_eq!((set.get_low_watermark(), set.get_high_watermark()), (5, 50));
+        let outbox = PoolConfig::new(1)
+            .capacity(64)
+            .outbox_capacity(64)
+            .capacity(128);
+        assert_eq!(outbox.get_outbox_capacity(), 64, "set explicitly: stays");
+        assert_eq!(outbox.get_capacity(), 128);
     }
 }

@@ -1,6 +1,8 @@
 //! The gate: one word per processor that every push passes with **one** read-modify-write.
 //! It carries two protocols: shutdown (this module) and waking a sleeping processor
-//! ([`wake`](crate::wake)).
+//! ([`wake`](crate::wake)). `impl Gate` is split between the two files on purpose: each
+//! protocol's methods sit beside the narrative that argues their correctness (here
+//! entering, counting, closing and settling; in `wake.rs` announcing sleep).
 //!
 //! # Counting entries
 //!

@@ -8,9 +8,11 @@
 //!   optionally pinned to a core, draining one `crossbeam_queue::ArrayQueue` of events.
 //! * [Clients](Client) are registered once and owned by one processor thread; events name
 //!   them by a [`ClientHandle`]. Nothing on the event path allocates.
-//! * [Events](Event): a callback through the client, a typed message `M` of the broker's
-//!   own through the client, or a dispatcher callback that flushes first and bypasses the
-//!   client. Callbacks are [`Callback`]s: inline, never boxed.
+//! * [Events](Event): a callback through the client, or a typed message `M` of the
+//!   broker's own through the client. A dispatcher callback, which flushes first and
+//!   bypasses the clients, goes to a processor instead
+//!   ([`execute`](DispatcherHandle::execute), [`call`](DispatcherHandle::call)). Callbacks
+//!   are [`Callback`]s: inline, never boxed.
 //! * The flush contract is written on [`Client`]; the wake protocol in `wake.rs`, the
 //!   shutdown gate in `gate.rs`, the outbox (how a processor hands events to another
 //!   without ever waiting for it) in `outbox.rs`, the processor loop in `processor.rs`,
@@ -57,17 +59,23 @@
 
 #![forbid(unsafe_code)]
 
+mod builder;
+mod call;
 mod client;
 mod config;
 mod dispatcher;
+mod error;
 mod event;
+mod executor;
 mod gate;
+mod handle;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod monitor;
 mod outbox;
 mod percentiles;
 mod processor;
+mod room;
 mod stats;
 mod sync;
 mod wake;
@@ -75,6 +83,7 @@ mod wake;
 #[cfg(all(test, loom))]
 mod loom_tests;
 
+pub use builder::DispatcherBuilder;
 pub use client::{
     Client, ClientCallback, ClientEvent, ClientHandle, ClientType, Context, ProcessorId,
 };
@@ -82,11 +91,11 @@ pub use config::{
     ConfigError, MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, ParseWaitStrategyError, PoolConfig,
     Problem, WaitStrategy,
 };
-pub use dispatcher::{
-    Dispatcher, DispatcherBuilder, DispatcherHandle, Executor, NoMessage, Placement, RegisterError,
-    ShutdownTimedOut, SyncError,
-};
-pub use event::{BatchError, DispatchError, Event};
+pub use dispatcher::{Dispatcher, NoMessage};
+pub use error::{BatchError, DispatchError, RegisterError, ShutdownTimedOut, SyncError};
+pub use event::Event;
+pub use executor::Executor;
+pub use handle::{DispatcherHandle, Placement};
 pub use percentiles::Percentiles;
 pub use stats::{Pinning, ProcessorSnapshot};
 pub use zerodispatch_callback::{BoxedCallback, Callback};

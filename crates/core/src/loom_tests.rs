@@ -1,4 +1,4 @@
-//! `loom` models of the wake, shutdown and outbox protocols, run with
+//! `loom` models of the wake, shutdown, outbox and `call` protocols, run with
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test -p zerodispatch-core --lib --release loom
@@ -15,6 +15,9 @@
 use loom::sync::Arc;
 use loom::thread;
 
+use zerodispatch_callback::InlineValue;
+
+use crate::call::{self, Answer};
 use crate::client::{ClientKey, ClientType, ProcessorId};
 use crate::config::PoolConfig;
 use crate::event::Item;
@@ -180,5 +183,27 @@ fn loom_a_batch_that_counts_its_events_late_loses_no_wakeup() {
         assert!(shared.try_push_batch(&mut batch, &mut pushed).is_ok());
         assert_eq!(pushed, 2);
         assert_eq!(processor.join().unwrap(), 2);
+    });
+}
+
+/// The `call` hand-off (`call.rs`), on the real slot and request: two calls in a row from
+/// one thread, each answered by a processor thread, the first with a value and the second
+/// by a request dropped unrun. The waiter never parks forever (loom would report the
+/// deadlock), takes each answer once, and the late unpark of the first answer, which can
+/// reach it during the second call, does not make the second call return early.
+#[test]
+fn loom_a_call_answer_is_never_lost_nor_taken_by_the_next_call() {
+    loom::model(|| {
+        let (slot, request) = call::request();
+        let answering = thread::spawn(move || request.ran(InlineValue::new(7_u64)));
+        match slot.wait() {
+            Answer::Ran(value) => assert_eq!(value.take::<u64>().unwrap(), 7),
+            other => panic!("first call: {other:?}"),
+        }
+        let (again, request) = call::request();
+        let dropping = thread::spawn(move || drop(request));
+        assert!(matches!(again.wait(), Answer::Dropped), "second call");
+        answering.join().unwrap();
+        dropping.join().unwrap();
     });
 }

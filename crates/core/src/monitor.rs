@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::Instant;
 
-use crate::dispatcher::Shared;
 use crate::event::Item;
+use crate::handle::Shared;
 
 /// The running monitor thread.
 pub(crate) struct Monitor {
@@ -31,15 +31,27 @@ struct Watch {
     reported: bool,
 }
 
+/// The monitor thread's name.
+pub(crate) const THREAD_NAME: &str = "zd-monitor";
+
 impl Monitor {
-    pub(crate) fn start<M: Send + 'static>(shared: Arc<Shared<M>>) -> Self {
+    /// Starts the monitor thread, with `stack_size` bytes of stack if given.
+    ///
+    /// # Errors
+    ///
+    /// The system's error if it refused the thread.
+    pub(crate) fn start<M: Send + 'static>(
+        shared: Arc<Shared<M>>,
+        stack_size: Option<usize>,
+    ) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let thread = thread::Builder::new()
-            .name("zd-monitor".into())
-            .spawn(move || run(&shared, &flag))
-            .expect("cannot spawn the monitor thread");
-        Self { stop, thread }
+        let mut builder = thread::Builder::new().name(THREAD_NAME.into());
+        if let Some(bytes) = stack_size {
+            builder = builder.stack_size(bytes);
+        }
+        let thread = builder.spawn(move || run(&shared, &flag))?;
+        Ok(Self { stop, thread })
     }
 
     /// Stops the monitor and joins it.

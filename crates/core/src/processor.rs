@@ -38,10 +38,12 @@ use crate::client::{
     Registered,
 };
 use crate::config::{PoolConfig, WaitStrategy};
-use crate::dispatcher::DispatcherHandle;
-use crate::event::{DispatchError, Item};
+use crate::error::DispatchError;
+use crate::event::Item;
 use crate::gate::Gate;
+use crate::handle::DispatcherHandle;
 use crate::outbox::Outbox;
+use crate::room::{RoomWait, Wait};
 use crate::stats::{Histograms, Pinning, ProcessorStats};
 use crate::sync::{self, AtomicBool, BoundedQueue, Ordering, thread};
 
@@ -57,12 +59,6 @@ const BRIEF_PARK: Duration = Duration::from_micros(20);
 /// that the loads of head and tail (cache lines the producers write) cost nothing
 /// measurable.
 const DEPTH_CHECK_INTERVAL: u64 = 64;
-
-/// A blocking dispatch that finds the queue full waits until this fraction of it (one
-/// quarter) is free again before it retries; see `ProcessorShared::wait_for_room`. A
-/// larger fraction makes longer bursts and a longer wait for the first producer; retune
-/// with `cargo bench --bench dispatch -- dispatch_1p1c`.
-const REFILL_ROOM_DIVISOR: usize = 4;
 
 /// The state of a processor that other threads see.
 pub(crate) struct ProcessorShared<M> {
@@ -193,26 +189,28 @@ impl<M: Send + 'static> ProcessorShared<M> {
         Ok(())
     }
 
-    /// Enqueues the items of `items` in order from an application thread. With `wait`, a
-    /// full queue is waited for (see [`wait_for_room`](Self::wait_for_room)); without,
-    /// it ends the call. On an error the item that failed comes back and the rest stay in
-    /// `items`. Never called on a processor thread of this dispatcher (those go through
-    /// [`send_batch_from`](Self::send_batch_from)).
+    /// Enqueues the items of `items` in order from an application thread, waiting for room
+    /// in a full queue as `wait` says (see `room.rs`). On an error the item that failed
+    /// comes back (`Full` with `Wait::No`, `Timeout` at the deadline, `ShutDown`) and the
+    /// rest stay in `items`. Never called on a processor thread of this dispatcher (those go
+    /// through [`send_batch_from`](Self::send_batch_from)).
     pub(crate) fn push_batch(
         &self,
         items: &mut impl Iterator<Item = Item<M>>,
         pushed: &mut usize,
-        wait: bool,
+        wait: Wait,
     ) -> Result<(), DispatchError<Item<M>>> {
-        let backoff = Backoff::new();
+        let mut room = RoomWait::new(match wait {
+            Wait::No => return self.try_push_batch(items, pushed),
+            Wait::Until(deadline) => Some(deadline),
+            Wait::Forever => None,
+        });
         let mut retry: Option<Item<M>> = None;
         loop {
             let mut next = retry.take().into_iter().chain(items.by_ref());
             match self.try_push_batch(&mut next, pushed) {
-                Err(DispatchError::Full(back)) if wait => {
-                    retry = Some(back);
-                    self.wait_for_room(&backoff);
-                }
+                Err(DispatchError::Full(back)) if room.pause() => retry = Some(back),
+                Err(DispatchError::Full(back)) => return Err(DispatchError::Timeout(back)),
                 other => return other,
             }
         }
@@ -231,16 +229,20 @@ impl<M: Send + 'static> ProcessorShared<M> {
         pushed.map_err(DispatchError::Full)
     }
 
-    /// Enqueues `item` from an application thread, waiting while the queue is full.
+    /// Enqueues `item` from an application thread, waiting for room in a full queue as
+    /// `wait` says (see `room.rs`): `Full` with `Wait::No`, `Timeout` at the deadline.
     #[inline]
-    pub(crate) fn push(&self, mut item: Item<M>) -> Result<(), DispatchError<Item<M>>> {
-        let backoff = Backoff::new();
+    pub(crate) fn push(&self, item: Item<M>, wait: Wait) -> Result<(), DispatchError<Item<M>>> {
+        let mut room = RoomWait::new(match wait {
+            Wait::No => return self.try_push(item),
+            Wait::Until(deadline) => Some(deadline),
+            Wait::Forever => None,
+        });
+        let mut item = item;
         loop {
             match self.try_push(item) {
-                Err(DispatchError::Full(back)) => {
-                    item = back;
-                    self.wait_for_room(&backoff);
-                }
+                Err(DispatchError::Full(back)) if room.pause() => item = back,
+                Err(DispatchError::Full(back)) => return Err(DispatchError::Timeout(back)),
                 other => return other,
             }
         }
@@ -336,22 +338,6 @@ impl<M: Send + 'static> ProcessorShared<M> {
     /// Whether the current thread is this processor's.
     fn on_own_thread(&self) -> bool {
         current_processor().is_some_and(|(_, id)| id == self.id)
-    }
-
-    /// Waits, after finding the queue full, until the processor has drained
-    /// a quarter of it (or shutdown closed the gate).
-    ///
-    /// Retrying as soon as one slot frees keeps the producer writing the slot the processor
-    /// has just read, so that every event moves its cache line (and the queue's head and
-    /// tail lines) between the two cores, and the full queue drains at the speed of that
-    /// contention. Waiting for room lets the processor run through a stretch of slots
-    /// undisturbed and the producer refill it in a burst.
-    fn wait_for_room(&self, backoff: &Backoff) {
-        let capacity = self.queue.capacity();
-        let target = capacity - (capacity / REFILL_ROOM_DIVISOR).max(1);
-        while self.queue.len() > target && !self.gate.is_closed() {
-            sync::snooze(backoff);
-        }
     }
 
     /// Whether the processor has announced that it is going to sleep.

@@ -1,19 +1,23 @@
-//! The synchronisation primitives of the dispatcher's protocols (wake, shutdown, stop and
-//! the outbox), swapped for `loom`'s under `--cfg loom` so that the model checker explores
-//! every interleaving of the real code: the gate word, the stop flag, the processor's
-//! thread handle, park and unpark, the thread-locals a processor keeps, and the bounded
-//! queue itself (under loom a mutex-guarded ring of the same capacity and the same
-//! `push`/`pop` contract as `crossbeam_queue::ArrayQueue`, whose own atomics loom cannot
-//! see).
+//! The synchronisation primitives of the dispatcher's protocols (wake, shutdown, stop, the
+//! outbox and the `call` hand-off), swapped for `loom`'s under `--cfg loom` so that the
+//! model checker explores every interleaving of the real code: the gate word, the stop
+//! flag, the processor's thread handle, park and unpark, the thread-locals a processor
+//! keeps, the mutex of a call's slot, and the bounded queue itself (under loom a
+//! mutex-guarded ring of the same capacity and the same `push`/`pop` contract as
+//! `crossbeam_queue::ArrayQueue`, whose own atomics loom cannot see).
 //!
 //! Code outside the protocols (stats, the monitor) keeps `std`'s primitives: loom need not
 //! explore it.
 
 #[cfg(loom)]
+pub(crate) use loom::sync::Mutex;
+#[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 #[cfg(loom)]
 pub(crate) use loom::thread;
 
+#[cfg(not(loom))]
+pub(crate) use std::sync::Mutex;
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 #[cfg(not(loom))]
@@ -91,10 +95,6 @@ mod loom_queue {
 
         pub(crate) fn is_empty(&self) -> bool {
             self.len() == 0
-        }
-
-        pub(crate) fn capacity(&self) -> usize {
-            self.capacity
         }
     }
 }

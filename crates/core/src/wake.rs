@@ -51,6 +51,10 @@
 //!
 //! Model-checked with `loom` on the real code (`loom_tests.rs`): a producer pushing while
 //! the processor goes to sleep never leaves an event unprocessed.
+//!
+//! The gate's methods of this protocol are a second `impl Gate` here, beside the argument
+//! above, rather than in `gate.rs` with the word and the shutdown protocol: each file
+//! holds one protocol and the code it proves.
 
 use crate::gate::{Gate, SLEEPING, entries, modulo_entries};
 use crate::sync::Ordering;

@@ -83,30 +83,38 @@ fn run_producers(
                         break;
                     }
                     let to = clients[((p + i) % clients.len() as u64) as usize];
-                    let event = match i % 3 {
+                    let send = |event| {
+                        if i % 2 == 0 {
+                            handle.dispatch(to, event)
+                        } else {
+                            handle.try_dispatch(to, event)
+                        }
+                    };
+                    let result = match i % 3 {
                         0 => {
                             if i % 1000 == 999 {
                                 tally.panicking_sent.fetch_add(1, Ordering::Relaxed);
                             }
-                            Event::Message(i)
+                            send(Event::Message(i))
                         }
                         1 => {
                             let t = tally.clone();
-                            Event::Callback(Callback::new(move || {
+                            send(Event::Callback(Callback::new(move || {
                                 t.callbacks_run.fetch_add(1, Ordering::Relaxed);
-                            }))
+                            })))
                         }
                         _ => {
+                            // A dispatcher callback, to the client's processor.
                             let t = tally.clone();
-                            Event::DispatcherCallback(Callback::new(move || {
-                                t.callbacks_run.fetch_add(1, Ordering::Relaxed);
-                            }))
+                            handle
+                                .execute(
+                                    to.processor(),
+                                    Callback::new(move || {
+                                        t.callbacks_run.fetch_add(1, Ordering::Relaxed);
+                                    }),
+                                )
+                                .map_err(|e| e.map(Event::Callback))
                         }
-                    };
-                    let result = if i % 2 == 0 {
-                        handle.dispatch(to, event)
-                    } else {
-                        handle.try_dispatch(to, event)
                     };
                     match result {
                         Ok(()) => {
@@ -124,6 +132,7 @@ fn run_producers(
                             // Every later dispatch would be refused too.
                             break;
                         }
+                        Err(other) => unreachable!("no deadline was given: {other:?}"),
                     }
                 }
             })

@@ -1,4 +1,5 @@
-//! Proof that a running dispatcher allocates nothing per event: a counting
+//! Proof that a running dispatcher allocates nothing per event (nor per `synchronize` or
+//! `call` of an application thread, after its first): a counting
 //! `#[global_allocator]` over all threads (producers, processors, the monitor), 1,000,000
 //! events after warm-up, callbacks and typed messages, with flushes, and a quarter of the
 //! messages relayed by a client on another processor into a queue too small for them, so
@@ -24,6 +25,7 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 
 const EVENTS: u64 = 1_000_000;
 const WARM_UP: u64 = 20_000;
+const CALLS: u64 = 10_000;
 
 /// A confirm: queue id, message GUID, sub-queue id.
 #[derive(Clone, Copy)]
@@ -204,6 +206,29 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
         "{EVENTS} events through a running dispatcher allocated {} times",
         after - before
     );
+
+    // `synchronize` and `call` from an application thread: nothing after the thread's
+    // first call (which makes its answer slot).
+    let queue_processor = queue.processor();
+    dispatcher.synchronize(queue_processor).unwrap();
+    let before = CountingAllocator::allocations();
+    for i in 0..CALLS {
+        dispatcher.synchronize(queue_processor).unwrap();
+        let h = handled.clone();
+        let (seq, seen) = dispatcher
+            .call(session, move || (i, h.load(Ordering::Acquire)))
+            .unwrap();
+        assert_eq!(seq, i);
+        assert!(seen >= WARM_UP + EVENTS);
+    }
+    let after = CountingAllocator::allocations();
+    assert_eq!(
+        after - before,
+        0,
+        "{CALLS} synchronize and call pairs allocated {} times",
+        after - before
+    );
+
     drop(dispatcher);
     assert_eq!(
         session_ran.load(Ordering::Relaxed),

@@ -4,7 +4,13 @@
 use std::sync::Arc;
 use std::sync::Mutex;
 
-use zerodispatch_core::{Client, ClientEvent, Context};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use zerodispatch_core::{
+    Callback, Client, ClientEvent, ClientHandle, ClientType, Context, Dispatcher, DispatcherHandle,
+    PoolConfig, ProcessorSnapshot,
+};
 
 /// What a [`Recorder`] saw, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,5 +61,58 @@ impl Client<u64> for Recorder {
 
     fn flush(&mut self, _ctx: &mut Context<u64>) {
         self.log.lock().unwrap().push(Seen::Flush);
+    }
+}
+
+pub fn one_queue(config: PoolConfig) -> Dispatcher<u64> {
+    Dispatcher::builder()
+        .pool(ClientType::Queue, config)
+        .build()
+        .expect("valid config")
+}
+
+/// One queue processor and a monitor that never probes in the test's lifetime, for tests
+/// that count queue slots exactly (a probe takes a slot).
+pub fn one_queue_unprobed(config: PoolConfig) -> Dispatcher<u64> {
+    Dispatcher::builder()
+        .pool(ClientType::Queue, config)
+        .monitor_interval(Duration::from_secs(3600))
+        .build()
+        .expect("valid config")
+}
+
+/// Blocks the processor of `handle` until the returned barrier is waited on twice (once to
+/// know it is blocked, once to release it).
+pub fn block_processor(d: &DispatcherHandle<u64>, handle: ClientHandle) -> Arc<Barrier> {
+    let barrier = Arc::new(Barrier::new(2));
+    let b = barrier.clone();
+    d.execute(
+        handle.processor(),
+        Callback::new(move || {
+            b.wait();
+            b.wait();
+        }),
+    )
+    .unwrap();
+    barrier.wait();
+    barrier
+}
+
+/// The first processor's stats once `ready` holds. Histograms are merged into the shared
+/// copy when asked (by `stats()` or the monitor) at the processor's next flush point or
+/// before it sleeps, so an idle processor publishes when it next wakes: `synchronize`
+/// wakes it.
+pub fn stats_once_published(
+    d: &Dispatcher<u64>,
+    ready: impl Fn(&ProcessorSnapshot) -> bool,
+) -> ProcessorSnapshot {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let processor = d.processors(ClientType::Queue)[0];
+    loop {
+        let s = d.stats()[0].clone();
+        if ready(&s) || Instant::now() > deadline {
+            return s;
+        }
+        d.synchronize(processor).unwrap();
     }
 }

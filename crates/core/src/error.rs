@@ -1,0 +1,272 @@
+//! The errors of the dispatcher's calls. Every error of a call that was given something
+//! (an event, a callback, a handle) hands it back, so that nothing is lost.
+
+use std::fmt;
+
+use crate::client::{ClientType, ProcessorId};
+
+/// Why a dispatch did not enqueue its event; the event comes back in the error, so
+/// nothing is lost. Non-exhaustive: match the cases you handle and take the rest with
+/// [`into_inner`](DispatchError::into_inner).
+#[derive(PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DispatchError<T> {
+    /// The processor's queue is full (from `try_dispatch`; `dispatch` waits instead, except
+    /// on the target's own processor thread, where waiting could never end).
+    Full(T),
+    /// Shutdown has started: the processor accepts no more events.
+    ShutDown(T),
+    /// The handle or processor id names no processor of this dispatcher (it came from
+    /// another dispatcher, or was made up).
+    NoSuchProcessor(T),
+    /// The queue stayed full until the deadline of a
+    /// [`dispatch_timeout`](crate::DispatcherHandle::dispatch_timeout) or
+    /// [`dispatch_deadline`](crate::DispatcherHandle::dispatch_deadline) (or their batch
+    /// forms): retry later, or shed the load.
+    Timeout(T),
+}
+
+impl<T> DispatchError<T> {
+    /// Whether the queue (and, on a processor thread, the outbox) was full: retry later.
+    ///
+    /// ```
+    /// use zerodispatch_core::DispatchError;
+    /// let e = DispatchError::Full(7_u64);
+    /// assert!(e.is_full() && !e.is_shut_down());
+    /// assert_eq!(e.into_inner(), 7);
+    /// ```
+    #[must_use]
+    pub fn is_full(&self) -> bool {
+        matches!(self, DispatchError::Full(_))
+    }
+
+    /// Whether the dispatcher is shutting down: retrying will not help.
+    #[must_use]
+    pub fn is_shut_down(&self) -> bool {
+        matches!(self, DispatchError::ShutDown(_))
+    }
+
+    /// Whether the target names no processor of this dispatcher.
+    #[must_use]
+    pub fn is_no_such_processor(&self) -> bool {
+        matches!(self, DispatchError::NoSuchProcessor(_))
+    }
+
+    /// Whether a dispatch with a deadline found the queue full until the deadline.
+    ///
+    /// ```
+    /// use zerodispatch_core::DispatchError;
+    /// let e = DispatchError::Timeout(7_u64);
+    /// assert!(e.is_timeout() && !e.is_full());
+    /// assert_eq!(e.into_inner(), 7);
+    /// ```
+    #[must_use]
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, DispatchError::Timeout(_))
+    }
+
+    /// What was handed back: the event, callback or handle the call was given.
+    pub fn into_inner(self) -> T {
+        match self {
+            DispatchError::Full(t)
+            | DispatchError::ShutDown(t)
+            | DispatchError::NoSuchProcessor(t)
+            | DispatchError::Timeout(t) => t,
+        }
+    }
+
+    /// The same error around `f` of what was handed back: to turn a refused callback back
+    /// into an event, or to drop what came back and keep the reason.
+    ///
+    /// ```
+    /// use zerodispatch_core::DispatchError;
+    /// let e = DispatchError::Full(7_u64).map(|n| n * 2);
+    /// assert_eq!(e, DispatchError::Full(14));
+    /// ```
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> DispatchError<U> {
+        match self {
+            DispatchError::Full(t) => DispatchError::Full(f(t)),
+            DispatchError::ShutDown(t) => DispatchError::ShutDown(f(t)),
+            DispatchError::NoSuchProcessor(t) => DispatchError::NoSuchProcessor(f(t)),
+            DispatchError::Timeout(t) => DispatchError::Timeout(f(t)),
+        }
+    }
+}
+
+impl<T> fmt::Debug for DispatchError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DispatchError::Full(_) => f.write_str("Full(..)"),
+            DispatchError::ShutDown(_) => f.write_str("ShutDown(..)"),
+            DispatchError::NoSuchProcessor(_) => f.write_str("NoSuchProcessor(..)"),
+            DispatchError::Timeout(_) => f.write_str("Timeout(..)"),
+        }
+    }
+}
+
+impl<T> fmt::Display for DispatchError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DispatchError::Full(_) => f.write_str(
+                "the processor's queue is full (on a processor thread, its outbox too); what was sent is handed back",
+            ),
+            DispatchError::ShutDown(_) => {
+                f.write_str("the dispatcher is shutting down; what was sent is handed back")
+            }
+            DispatchError::NoSuchProcessor(_) => f.write_str(
+                "no processor of this dispatcher has that id (a handle of another dispatcher?); what was sent is handed back",
+            ),
+            DispatchError::Timeout(_) => f.write_str(
+                "the processor's queue stayed full until the deadline; what was sent is handed back",
+            ),
+        }
+    }
+}
+
+impl<T> std::error::Error for DispatchError<T> {}
+
+/// Why a batch call ([`try_dispatch_batch`](crate::DispatcherHandle::try_dispatch_batch),
+/// [`dispatch_batch`](crate::DispatcherHandle::dispatch_batch)) stopped before its last
+/// event: how many it enqueued, and the error of the next one, which comes back in it; the
+/// events after that one are still in the caller's iterator. It is an error type of its
+/// own, so that `?` carries it into `Box<dyn Error>`.
+///
+/// ```
+/// use zerodispatch_core::{BatchError, DispatchError};
+/// let e = BatchError { enqueued: 3, error: DispatchError::Full(4_u64) };
+/// assert_eq!(e.to_string(), format!("3 enqueued, then: {}", e.error));
+/// let boxed: Box<dyn std::error::Error> = Box::new(e);
+/// assert!(boxed.source().is_some());
+/// ```
+pub struct BatchError<T> {
+    /// Events enqueued before the one that was refused.
+    pub enqueued: usize,
+    /// Why the next was refused; it carries that event back.
+    pub error: DispatchError<T>,
+}
+
+impl<T> BatchError<T> {
+    /// The refused event handed back.
+    pub fn into_inner(self) -> T {
+        self.error.into_inner()
+    }
+}
+
+impl<T> fmt::Debug for BatchError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BatchError")
+            .field("enqueued", &self.enqueued)
+            .field("error", &self.error)
+            .finish()
+    }
+}
+
+impl<T> fmt::Display for BatchError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} enqueued, then: {}", self.enqueued, self.error)
+    }
+}
+
+impl<T: 'static> std::error::Error for BatchError<T> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+/// Why a client could not be registered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RegisterError {
+    /// No processor of this type was configured.
+    NoProcessors(ClientType),
+    /// `Placement::Processor(index)` names no processor of this type.
+    NoSuchProcessor(ProcessorId),
+    /// The processor's client table is full (65,535 clients).
+    TableFull(ProcessorId),
+    /// Registering from the processor's own thread while its queue is full (waiting
+    /// could never end); the client was dropped.
+    QueueFull(ProcessorId),
+    /// Shutdown has started; the client was dropped.
+    ShutDown,
+}
+
+impl fmt::Display for RegisterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RegisterError::NoProcessors(t) => write!(f, "no {t} processors are configured"),
+            RegisterError::NoSuchProcessor(p) => write!(f, "there is no processor {p}"),
+            RegisterError::TableFull(p) => write!(f, "processor {p} has no free client slot"),
+            RegisterError::QueueFull(p) => {
+                write!(
+                    f,
+                    "registering on {p} from its own thread while its queue is full"
+                )
+            }
+            RegisterError::ShutDown => write!(f, "the dispatcher is shutting down"),
+        }
+    }
+}
+
+impl std::error::Error for RegisterError {}
+
+/// Why [`call`](crate::DispatcherHandle::call) or
+/// [`synchronize`](crate::DispatcherHandle::synchronize) could not answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SyncError {
+    /// Called on a processor thread of this dispatcher (the one named): a processor never
+    /// waits for a processor, its own or another (waiting for itself could never end, and
+    /// two processors waiting for each other would deadlock).
+    OnProcessorThread(ProcessorId),
+    /// Shutdown has started.
+    ShutDown,
+    /// No such processor.
+    NoSuchProcessor(ProcessorId),
+    /// The processor dropped the request without running it: its thread died.
+    Dropped(ProcessorId),
+    /// The closure given to [`call`](crate::DispatcherHandle::call) panicked on the
+    /// processor, which caught and counted the panic and goes on.
+    Panicked(ProcessorId),
+}
+
+impl fmt::Display for SyncError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SyncError::OnProcessorThread(p) => write!(
+                f,
+                "called on processor thread {p}, which must never wait for a processor"
+            ),
+            SyncError::ShutDown => write!(f, "the dispatcher is shutting down"),
+            SyncError::NoSuchProcessor(p) => write!(f, "there is no processor {p}"),
+            SyncError::Panicked(p) => write!(f, "the closure panicked on processor {p}"),
+            SyncError::Dropped(p) => {
+                write!(
+                    f,
+                    "processor {p} dropped the request unrun: its thread died"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for SyncError {}
+
+/// Processors that had not exited when [`Dispatcher::shutdown_timeout`](crate::Dispatcher::shutdown_timeout) gave up: each was
+/// still in a handler (or draining), has been told to stop, and exits on its own when the
+/// handler returns, after draining its queue and dropping its clients.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShutdownTimedOut {
+    /// The processors still running, in shutdown order.
+    pub unfinished: Vec<ProcessorId>,
+}
+
+impl fmt::Display for ShutdownTimedOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "shutdown timed out; still running:")?;
+        for p in &self.unfinished {
+            write!(f, " {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ShutdownTimedOut {}

@@ -1,0 +1,46 @@
+//! The executor: BlazingMQ's post / dispatch pair for running closures on one processor.
+
+use zerodispatch_callback::Callback;
+
+use crate::client::ProcessorId;
+use crate::error::DispatchError;
+use crate::handle::DispatcherHandle;
+use crate::processor::current_processor;
+
+/// Runs closures on one processor: BlazingMQ's executor.
+#[derive(Clone, Debug)]
+pub struct Executor<M> {
+    pub(crate) dispatcher: DispatcherHandle<M>,
+    pub(crate) processor: ProcessorId,
+}
+
+impl<M: Send + 'static> Executor<M> {
+    /// Always enqueues `f`, to run as a dispatcher callback (after the processor's flush).
+    ///
+    /// # Errors
+    ///
+    /// As [`DispatcherHandle::execute`].
+    pub fn post(&self, f: Callback) -> Result<(), DispatchError<Callback>> {
+        self.dispatcher.execute(self.processor, f)
+    }
+
+    /// Runs `f` at once if called on the processor's own thread; enqueues it otherwise.
+    ///
+    /// # Errors
+    ///
+    /// As [`post`](Self::post).
+    pub fn dispatch(&self, f: Callback) -> Result<(), DispatchError<Callback>> {
+        if current_processor() == Some((self.dispatcher.id(), self.processor)) {
+            f.call();
+            Ok(())
+        } else {
+            self.post(f)
+        }
+    }
+
+    /// The processor this executor runs on.
+    #[must_use]
+    pub fn processor(&self) -> ProcessorId {
+        self.processor
+    }
+}

@@ -1,0 +1,689 @@
+//! The cloneable handle every producer and client dispatches through, and the state all
+//! handles of a dispatcher share.
+
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use zerodispatch_callback::{Callback, InlineValue};
+
+use crate::call::{self, Answer};
+use crate::client::{Client, ClientHandle, ClientType, ProcessorId};
+use crate::config::GlobalConfig;
+use crate::error::{BatchError, DispatchError, RegisterError, SyncError};
+use crate::event::{Event, Item};
+use crate::executor::Executor;
+use crate::processor::{ProcessorShared, current_processor};
+use crate::room::Wait;
+use crate::stats::ProcessorSnapshot;
+
+/// What all handles share.
+pub(crate) struct Shared<M> {
+    pub(crate) id: u64,
+    pub(crate) pools: [Box<[Arc<ProcessorShared<M>>]>; 3],
+    pub(crate) global: GlobalConfig,
+    pub(crate) shutting_down: AtomicBool,
+}
+
+impl<M> Shared<M> {
+    pub(crate) fn processors(&self) -> impl Iterator<Item = &Arc<ProcessorShared<M>>> {
+        self.pools.iter().flat_map(|p| p.iter())
+    }
+
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Acquire)
+    }
+}
+
+/// A cloneable handle to a running dispatcher: dispatch events, register clients,
+/// synchronize, read stats.
+///
+/// Handles are cheap to clone (one `Arc`) and stay usable after shutdown, when every
+/// dispatch hands its event back with [`DispatchError::ShutDown`].
+pub struct DispatcherHandle<M> {
+    pub(crate) shared: Arc<Shared<M>>,
+}
+
+impl<M> Clone for DispatcherHandle<M> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<M> fmt::Debug for DispatcherHandle<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DispatcherHandle")
+            .field("id", &self.shared.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where to register a client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// On the processor of its type with the fewest clients (ties: the lowest index).
+    #[default]
+    LeastLoaded,
+    /// On this processor of its type.
+    Processor(u16),
+}
+
+impl<M: Send + 'static> DispatcherHandle<M> {
+    pub(crate) fn id(&self) -> u64 {
+        self.shared.id
+    }
+
+    pub(crate) fn processor(&self, id: ProcessorId) -> Option<&Arc<ProcessorShared<M>>> {
+        self.shared.pools[id.client_type.index()].get(usize::from(id.index))
+    }
+
+    /// The processor a handle names, if the handle is this dispatcher's.
+    #[inline]
+    pub(crate) fn target(&self, handle: ClientHandle) -> Option<&Arc<ProcessorShared<M>>> {
+        if handle.dispatcher != self.shared.id {
+            return None;
+        }
+        self.processor(handle.processor)
+    }
+
+    /// The processor of this dispatcher whose thread is the calling thread, if any.
+    #[inline]
+    pub(crate) fn current(&self) -> Option<&Arc<ProcessorShared<M>>> {
+        match current_processor() {
+            Some((dispatcher, id)) if dispatcher == self.shared.id => self.processor(id),
+            _ => None,
+        }
+    }
+
+    /// Which of this dispatcher's processors the calling thread is, if it is one of them.
+    /// A thread-local read. On a processor thread nothing waits for a processor: a
+    /// blocking dispatch goes through the processor's outbox, `synchronize` is refused.
+    ///
+    /// ```
+    /// # use zerodispatch_core::*;
+    /// let d = Dispatcher::<NoMessage>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build()?;
+    /// assert_eq!(d.current_processor(), None); // an application thread
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn current_processor(&self) -> Option<ProcessorId> {
+        self.current().map(|p| p.id)
+    }
+
+    /// Sends `item` to `target` by the rules of the calling thread: on one of this
+    /// dispatcher's processor threads by the outbox protocol (never waiting; see
+    /// `outbox.rs`; any `wait` but `Wait::No` may use the outbox); elsewhere straight to
+    /// the queue, waiting for room as `wait` says.
+    #[inline]
+    fn send(
+        &self,
+        target: &ProcessorShared<M>,
+        item: Item<M>,
+        wait: Wait,
+    ) -> Result<(), DispatchError<Item<M>>> {
+        match self.current() {
+            Some(own) => own.send_from(target, item, wait != Wait::No),
+            None => target.push(item, wait),
+        }
+    }
+
+    /// Enqueues the events of `events` for the client `to`, in order, through one pass of
+    /// the processor's gate per run that fits, waiting for room as `wait` says. The body of
+    /// both batch calls.
+    fn enqueue(
+        &self,
+        to: ClientHandle,
+        events: &mut impl Iterator<Item = Event<M>>,
+        wait: Wait,
+    ) -> Result<usize, BatchError<Event<M>>> {
+        let Some(target) = self.target(to) else {
+            return match events.next() {
+                Some(event) => Err(BatchError {
+                    enqueued: 0,
+                    error: DispatchError::NoSuchProcessor(event),
+                }),
+                None => Ok(0),
+            };
+        };
+        let mut pushed = 0;
+        let mut items = events.map(|event| Item::new(to.key, event));
+        let sent = match self.current() {
+            Some(own) => own.send_batch_from(target, &mut items, &mut pushed, wait != Wait::No),
+            None => target.push_batch(&mut items, &mut pushed, wait),
+        };
+        match sent {
+            Ok(()) => Ok(pushed),
+            Err(e) => Err(BatchError {
+                enqueued: pushed,
+                error: e.map(Item::into_event),
+            }),
+        }
+    }
+
+    /// Enqueues `event` for the client `to`, or hands it back at once if the processor's
+    /// queue is full or shutdown has started. Never blocks, never allocates.
+    ///
+    /// # Errors
+    ///
+    /// The event comes back in [`DispatchError::Full`], [`DispatchError::ShutDown`], or
+    /// [`DispatchError::NoSuchProcessor`] for a handle of another dispatcher. On a
+    /// processor thread, also `Full` while earlier events of that processor wait in its
+    /// outbox (they must not be overtaken).
+    #[inline]
+    pub fn try_dispatch(
+        &self,
+        to: ClientHandle,
+        event: Event<M>,
+    ) -> Result<(), DispatchError<Event<M>>> {
+        let Some(target) = self.target(to) else {
+            return Err(DispatchError::NoSuchProcessor(event));
+        };
+        self.send(target, Item::new(to.key, event), Wait::No)
+            .map_err(|e| e.map(Item::into_event))
+    }
+
+    /// Enqueues `event` for the client `to`, waiting with backoff while the queue is full.
+    /// Never allocates.
+    ///
+    /// On a processor thread of this dispatcher it never waits: a processor never waits for
+    /// a processor (two that dispatch to each other would deadlock). An event whose queue is
+    /// full waits in the calling processor's outbox instead, is handed on by that processor
+    /// as soon as there is room, in order, and counts as accepted: it is run, even across a
+    /// shutdown (the protocol is in `outbox.rs`).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_dispatch`](Self::try_dispatch), except that a full queue is waited for (or,
+    /// on a processor thread, outboxed); `Full` comes back only on a processor thread whose
+    /// outbox is full too (`PoolConfig::outbox_capacity`): keep the event and retry at the
+    /// next flush ([`Context::flush_again`](crate::Context::flush_again)).
+    #[inline]
+    pub fn dispatch(
+        &self,
+        to: ClientHandle,
+        event: Event<M>,
+    ) -> Result<(), DispatchError<Event<M>>> {
+        self.dispatch_waiting(to, event, Wait::Forever)
+    }
+
+    /// Enqueues `event` for the client `to` as [`dispatch`](Self::dispatch) does, but waits
+    /// for room in a full queue at most `timeout`, then hands the event back in
+    /// [`DispatchError::Timeout`]. The event is tried once even with a zero timeout. On a
+    /// processor thread, where nothing waits, it is [`dispatch`](Self::dispatch). Never
+    /// allocates.
+    ///
+    /// A producer that meets a full queue spins briefly, then parks for growing
+    /// stretches (20 us to 1 ms), retrying the push after each: it does not burn its core
+    /// while it waits. A timeout too large for an `Instant` waits as long as it takes.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use zerodispatch_core::*;
+    /// # struct Sink;
+    /// # impl Client<u64> for Sink {}
+    /// let d = Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build()?;
+    /// let sink = d.register(ClientType::Queue, Sink, Placement::LeastLoaded)?;
+    /// match d.dispatch_timeout(sink, Event::Message(1), Duration::from_millis(5)) {
+    ///     Ok(()) => {}
+    ///     Err(e) if e.is_timeout() => drop(e.into_inner()), // shed the load, or keep it
+    ///     Err(e) => return Err(e.into()),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`dispatch`](Self::dispatch), and [`DispatchError::Timeout`] with the event when
+    /// the queue stayed full until the deadline.
+    #[inline]
+    pub fn dispatch_timeout(
+        &self,
+        to: ClientHandle,
+        event: Event<M>,
+        timeout: Duration,
+    ) -> Result<(), DispatchError<Event<M>>> {
+        self.dispatch_waiting(to, event, Wait::timeout(timeout))
+    }
+
+    /// [`dispatch_timeout`](Self::dispatch_timeout) with a deadline instead of a timeout:
+    /// waits for room until `deadline` at most (tried once even if it has passed).
+    ///
+    /// # Errors
+    ///
+    /// As [`dispatch_timeout`](Self::dispatch_timeout).
+    #[inline]
+    pub fn dispatch_deadline(
+        &self,
+        to: ClientHandle,
+        event: Event<M>,
+        deadline: Instant,
+    ) -> Result<(), DispatchError<Event<M>>> {
+        self.dispatch_waiting(to, event, Wait::Until(deadline))
+    }
+
+    /// The body of the dispatches that wait.
+    #[inline]
+    fn dispatch_waiting(
+        &self,
+        to: ClientHandle,
+        event: Event<M>,
+        wait: Wait,
+    ) -> Result<(), DispatchError<Event<M>>> {
+        let Some(target) = self.target(to) else {
+            return Err(DispatchError::NoSuchProcessor(event));
+        };
+        self.send(target, Item::new(to.key, event), wait)
+            .map_err(|e| e.map(Item::into_event))
+    }
+
+    /// Dispatches the closure `f` to the client `to` as a callback event, as
+    /// [`dispatch`](Self::dispatch) does `Event::Callback(Callback::new(f))`: stored inline,
+    /// and a compile error if it does not fit the callback's space. Never allocates.
+    ///
+    /// ```compile_fail
+    /// # use zerodispatch_core::*;
+    /// # struct Sink;
+    /// # impl Client<u64> for Sink {}
+    /// # let d = Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build().unwrap();
+    /// # let sink = d.register(ClientType::Queue, Sink, Placement::LeastLoaded).unwrap();
+    /// let too_large = [0_u8; 64]; // more than the 32 bytes a `Callback` holds
+    /// d.dispatch_callback(sink, move || drop(too_large)).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`dispatch`](Self::dispatch); the callback comes back inside the event.
+    #[inline]
+    pub fn dispatch_callback<F>(
+        &self,
+        to: ClientHandle,
+        f: F,
+    ) -> Result<(), DispatchError<Event<M>>>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.dispatch(to, Event::Callback(Callback::new(f)))
+    }
+
+    /// Enqueues events for the client `to` from `events`, in order, until it runs out or
+    /// the queue is full, passing the processor's gate once for the whole batch (two
+    /// read-modify-writes for the batch instead of one per event; the queue's own
+    /// compare-and-swap per event remains). Returns how many were enqueued. Never blocks, never allocates.
+    ///
+    /// # Errors
+    ///
+    /// [`BatchError`]: how many were enqueued, and the event that did not fit (`Full`), or
+    /// the first one after shutdown (`ShutDown`), handed back in it; the events after it
+    /// stay in `events`, so that nothing is lost.
+    ///
+    /// ```
+    /// # use zerodispatch_core::*;
+    /// # struct Sink;
+    /// # impl Client<u64> for Sink {
+    /// #     fn on_event(&mut self, _: ClientEvent<u64>, _: &mut Context<u64>) {}
+    /// #     fn flush(&mut self, _: &mut Context<u64>) {}
+    /// # }
+    /// let d = Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build()?;
+    /// let sink = d.register(ClientType::Queue, Sink, Placement::LeastLoaded)?;
+    /// let mut events = (0..16).map(Event::Message);
+    /// assert!(matches!(d.try_dispatch_batch(sink, &mut events), Ok(16)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_dispatch_batch(
+        &self,
+        to: ClientHandle,
+        events: &mut impl Iterator<Item = Event<M>>,
+    ) -> Result<usize, BatchError<Event<M>>> {
+        self.enqueue(to, events, Wait::No)
+    }
+
+    /// Enqueues every event of `events` for the client `to`, in order, waiting for room
+    /// like [`dispatch`](Self::dispatch), with one pass through the gate per run of events
+    /// that fits. Returns how many were enqueued. Never allocates.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_dispatch_batch`](Self::try_dispatch_batch), except that a full queue is
+    /// waited for, or on a processor thread outboxed, as by [`dispatch`](Self::dispatch)
+    /// (`Full` only on a processor thread whose outbox is full).
+    pub fn dispatch_batch(
+        &self,
+        to: ClientHandle,
+        events: &mut impl Iterator<Item = Event<M>>,
+    ) -> Result<usize, BatchError<Event<M>>> {
+        self.enqueue(to, events, Wait::Forever)
+    }
+
+    /// [`dispatch_batch`](Self::dispatch_batch), waiting for room at most `timeout` in
+    /// all: the event that found the queue still full at the deadline comes back in
+    /// [`DispatchError::Timeout`], the events after it stay in `events`. On a processor
+    /// thread it is [`dispatch_batch`](Self::dispatch_batch).
+    ///
+    /// # Errors
+    ///
+    /// As [`dispatch_batch`](Self::dispatch_batch), and `Timeout`.
+    pub fn dispatch_batch_timeout(
+        &self,
+        to: ClientHandle,
+        events: &mut impl Iterator<Item = Event<M>>,
+        timeout: Duration,
+    ) -> Result<usize, BatchError<Event<M>>> {
+        self.enqueue(to, events, Wait::timeout(timeout))
+    }
+
+    /// [`dispatch_batch_timeout`](Self::dispatch_batch_timeout) with a deadline.
+    ///
+    /// # Errors
+    ///
+    /// As [`dispatch_batch_timeout`](Self::dispatch_batch_timeout).
+    pub fn dispatch_batch_deadline(
+        &self,
+        to: ClientHandle,
+        events: &mut impl Iterator<Item = Event<M>>,
+        deadline: Instant,
+    ) -> Result<usize, BatchError<Event<M>>> {
+        self.enqueue(to, events, Wait::Until(deadline))
+    }
+
+    /// Runs `callback` on `processor` as a dispatcher callback (after flushing its
+    /// clients), waiting while its queue is full, like [`dispatch`](Self::dispatch).
+    ///
+    /// # Errors
+    ///
+    /// As [`dispatch`](Self::dispatch), with the callback handed back.
+    pub fn execute(
+        &self,
+        processor: ProcessorId,
+        callback: Callback,
+    ) -> Result<(), DispatchError<Callback>> {
+        let Some(p) = self.processor(processor) else {
+            return Err(DispatchError::NoSuchProcessor(callback));
+        };
+        self.send(p, Item::DispatcherCallback(callback), Wait::Forever)
+            .map_err(|e| e.map(Item::into_dispatcher_callback))
+    }
+
+    /// An executor running closures on `processor`.
+    #[must_use]
+    pub fn executor(&self, processor: ProcessorId) -> Executor<M> {
+        Executor {
+            dispatcher: self.clone(),
+            processor,
+        }
+    }
+
+    /// Registers `client` on a processor of `client_type`; it is owned by that processor's
+    /// thread from now on. Events dispatched with the returned handle after this returns
+    /// reach the client (the registration is queued before them).
+    ///
+    /// Allocates (the client is boxed): registration is not on the event path.
+    ///
+    /// # Errors
+    ///
+    /// [`RegisterError`] says why; the client is then dropped.
+    pub fn register(
+        &self,
+        client_type: ClientType,
+        client: impl Client<M>,
+        placement: Placement,
+    ) -> Result<ClientHandle, RegisterError> {
+        let pool = &self.shared.pools[client_type.index()];
+        if pool.is_empty() {
+            return Err(RegisterError::NoProcessors(client_type));
+        }
+        let processor = match placement {
+            Placement::Processor(index) => {
+                pool.get(usize::from(index))
+                    .ok_or(RegisterError::NoSuchProcessor(ProcessorId {
+                        client_type,
+                        index,
+                    }))?
+            }
+            Placement::LeastLoaded => pool
+                .iter()
+                .min_by_key(|p| p.slots.lock().unwrap_or_else(|e| e.into_inner()).live)
+                .expect("the pool is not empty"),
+        };
+        if processor.is_closed() {
+            return Err(RegisterError::ShutDown);
+        }
+        let key = processor
+            .slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .ok_or(RegisterError::TableFull(processor.id))?;
+        let register = Item::Register {
+            key,
+            client: Box::new(client),
+        };
+        match self.send(processor, register, Wait::Forever) {
+            Ok(()) => Ok(ClientHandle {
+                dispatcher: self.shared.id,
+                processor: processor.id,
+                key,
+            }),
+            Err(e) => {
+                processor
+                    .slots
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .release(key);
+                Err(match e {
+                    DispatchError::Full(_) => RegisterError::QueueFull(processor.id),
+                    _ => RegisterError::ShutDown,
+                })
+            }
+        }
+    }
+
+    /// Unregisters a client: its processor flushes it if it is on the flush list, then drops
+    /// it, in queue order (events dispatched to it before this call reach it first). Later
+    /// events with this handle are dropped and counted as `stale`.
+    ///
+    /// # Errors
+    ///
+    /// `ShutDown` if shutdown has started (the processor drops its clients itself then),
+    /// `NoSuchProcessor` for a handle of another dispatcher.
+    pub fn unregister(&self, handle: ClientHandle) -> Result<(), DispatchError<ClientHandle>> {
+        let Some(target) = self.target(handle) else {
+            return Err(DispatchError::NoSuchProcessor(handle));
+        };
+        self.send(target, Item::Unregister { key: handle.key }, Wait::Forever)
+            .map_err(|e| e.map(|_| handle))
+    }
+
+    /// Whether the current thread is the processor thread that owns `handle`'s client.
+    /// A thread-local read: no syscall.
+    #[must_use]
+    pub fn in_dispatcher_thread(&self, handle: ClientHandle) -> bool {
+        handle.dispatcher == self.shared.id
+            && current_processor() == Some((self.shared.id, handle.processor))
+    }
+
+    /// Waits until the processor (of a client, or named) has handled everything enqueued to
+    /// it before this call: a [`call`](Self::call) of nothing, allocating nothing after the
+    /// calling thread's first call. For application threads: a processor thread never
+    /// waits for a processor.
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](Self::call) (`Panicked` cannot happen: there is nothing to run).
+    pub fn synchronize(&self, target: impl Into<ProcessorId>) -> Result<(), SyncError> {
+        self.call(target, || ())
+    }
+
+    /// Runs `f` on the processor (of a client, or named) and returns its result to the
+    /// calling thread, which waits for it. `f` runs as a dispatcher callback: after
+    /// everything enqueued to the processor before this call, and after the processor has
+    /// flushed its clients. For application threads: a processor thread never waits for a
+    /// processor.
+    ///
+    /// Allocates nothing after the calling thread's first call (which makes its reusable
+    /// answer slot; the protocol is in `call.rs`). `f` travels inline in a [`Callback`],
+    /// beside 8 bytes of the call's own, so it may capture at most 24 bytes (an `Arc`, a
+    /// handle, a few integers); its result comes back inline, so `R` may be at most 32
+    /// bytes, aligned to 8 at most. Both limits are compile errors, never allocations:
+    /// capture or return an `Arc` or a `Box` for more, and the allocation is yours to see.
+    ///
+    /// ```
+    /// # use zerodispatch_core::*;
+    /// let d = Dispatcher::<NoMessage>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build()?;
+    /// let queue = d.processors(ClientType::Queue)[0];
+    /// let name = d.call(queue, || std::thread::current().name().map(str::len))?;
+    /// assert_eq!(name, Some("zd-queue-0".len()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// A result larger than the slot does not compile:
+    ///
+    /// ```compile_fail
+    /// # use zerodispatch_core::*;
+    /// # let d = Dispatcher::<NoMessage>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build().unwrap();
+    /// # let queue = d.processors(ClientType::Queue)[0];
+    /// let big: [u64; 8] = d.call(queue, || [0_u64; 8]).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`SyncError::OnProcessorThread`] if called on any processor thread of this
+    /// dispatcher (waiting there could deadlock: for itself, or two processors for each
+    /// other), `ShutDown` if shutdown has started (`f` is dropped unrun), `NoSuchProcessor`
+    /// for a bad id, `Panicked` if `f` panicked (the processor caught and counted the panic,
+    /// and goes on), `Dropped` if the processor's thread died before it got there.
+    pub fn call<F, R>(&self, target: impl Into<ProcessorId>, f: F) -> Result<R, SyncError>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let id = target.into();
+        let processor = self.processor(id).ok_or(SyncError::NoSuchProcessor(id))?;
+        if let Some(own) = self.current() {
+            return Err(SyncError::OnProcessorThread(own.id));
+        }
+        let (slot, request) = call::request();
+        let task = Callback::new(move || match catch_unwind(AssertUnwindSafe(f)) {
+            Ok(value) => request.ran(InlineValue::new(value)),
+            Err(panic) => {
+                // Answer first, then let the processor catch and count the panic.
+                request.panicked();
+                resume_unwind(panic);
+            }
+        });
+        if processor
+            .push(Item::DispatcherCallback(task), Wait::Forever)
+            .is_err()
+        {
+            // The task came back in the error, and went with it: its request answered
+            // `Dropped`, which leaves the slot ready for the next call once taken.
+            let _ = slot.wait();
+            return Err(SyncError::ShutDown);
+        }
+        match slot.wait() {
+            Answer::Ran(value) => Ok(value
+                .take::<R>()
+                .unwrap_or_else(|_| unreachable!("a call's answer is of its result type"))),
+            Answer::Panicked => Err(SyncError::Panicked(id)),
+            Answer::Dropped | Answer::Waiting => Err(SyncError::Dropped(id)),
+        }
+    }
+
+    /// Runs `f` once on every processor of `client_type` (as a dispatcher callback), then
+    /// `done` once, on the processor that finished last. Returns how many processors `f`
+    /// was enqueued to: all of them, unless shutdown started part way, or (on a processor
+    /// thread) an outbox was full. `done` runs once in every case, after every `f` that was
+    /// enqueued, even one that panicked (the panic is counted by its processor).
+    ///
+    /// Allocates one shared record: this is a management operation.
+    ///
+    /// # Errors
+    ///
+    /// `ShutDown` with `done` handed back if shutdown had started before any `f` was
+    /// enqueued.
+    pub fn execute_on_all<F, D>(
+        &self,
+        client_type: ClientType,
+        f: F,
+        done: D,
+    ) -> Result<usize, DispatchError<D>>
+    where
+        F: Fn() + Send + Sync + 'static,
+        D: FnOnce() + Send + 'static,
+    {
+        struct All<F> {
+            f: F,
+            remaining: std::sync::atomic::AtomicUsize,
+            done: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+        }
+        /// One count of `remaining`, given back when dropped: after `f` ran (or panicked),
+        /// or with a task that never ran.
+        struct Share<F>(Arc<All<F>>);
+        impl<F> Drop for Share<F> {
+            fn drop(&mut self) {
+                if self.0.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    let done = self.0.done.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    if let Some(done) = done {
+                        done();
+                    }
+                }
+            }
+        }
+        let pool = &self.shared.pools[client_type.index()];
+        if self.shared.is_shutting_down() {
+            return Err(DispatchError::ShutDown(done));
+        }
+        // One extra count held by this call, released after every processor was tried, so
+        // that `done` cannot run before all `f`s were enqueued.
+        let all = Arc::new(All {
+            f,
+            remaining: std::sync::atomic::AtomicUsize::new(pool.len() + 1),
+            done: Mutex::new(Some(Box::new(done))),
+        });
+        let mut reached = 0;
+        for processor in pool.iter() {
+            let share = Share(all.clone());
+            let task = Callback::new(move || {
+                // Run `f`, give the count back (perhaps running `done`) outside any unwind,
+                // then let a panic of `f` reach the processor, which counts it.
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (share.0.f)()));
+                drop(share);
+                if let Err(panic) = ran {
+                    std::panic::resume_unwind(panic);
+                }
+            });
+            if self
+                .send(processor, Item::DispatcherCallback(task), Wait::Forever)
+                .is_ok()
+            {
+                reached += 1;
+            }
+        }
+        drop(Share(all));
+        Ok(reached)
+    }
+
+    /// Statistics of every processor, read while they run.
+    #[must_use]
+    pub fn stats(&self) -> Vec<ProcessorSnapshot> {
+        self.shared
+            .processors()
+            .map(|p| {
+                let clients = p.slots.lock().unwrap_or_else(|e| e.into_inner()).live;
+                p.stats.snapshot(p.id, || p.queue.len(), clients)
+            })
+            .collect()
+    }
+
+    /// The processors of `client_type`.
+    #[must_use]
+    pub fn processors(&self, client_type: ClientType) -> Vec<ProcessorId> {
+        self.shared.pools[client_type.index()]
+            .iter()
+            .map(|p| p.id)
+            .collect()
+    }
+}

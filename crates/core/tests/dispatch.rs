@@ -1,0 +1,335 @@
+//! Dispatching events: order, sizes, back-pressure on a full queue (application threads
+//! wait, processors use their outbox), batches, and handles of another dispatcher.
+
+// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
+// only the loom models (`--lib`) run then.
+#![cfg(not(loom))]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+use zerodispatch_core::*;
+
+#[test]
+fn event_sizes() {
+    assert_eq!(std::mem::size_of::<Callback>(), 48);
+    // A confirm-sized message: queue id, 16-byte GUID, sub-queue id.
+    #[allow(dead_code)]
+    struct Confirm {
+        queue: u32,
+        guid: [u8; 16],
+        sub_queue: u32,
+    }
+    assert_eq!(__private::item_size::<Confirm>(), 56);
+    assert_eq!(__private::item_size::<u64>(), 56);
+    // An event is a callback, a message or a callback handed its client: a tag beside the
+    // 48-byte callback, as in the queued item.
+    assert_eq!(std::mem::size_of::<Event<Confirm>>(), 56);
+}
+
+#[test]
+fn a_client_dispatches_to_another_processor_through_its_context() {
+    struct Forwarder {
+        to: ClientHandle,
+    }
+    impl Client<u64> for Forwarder {
+        fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<u64>) {
+            if let ClientEvent::Message(m) = event {
+                ctx.dispatcher()
+                    .dispatch(self.to, Event::Message(m * 10))
+                    .unwrap();
+            }
+        }
+        fn flush(&mut self, _ctx: &mut Context<u64>) {}
+    }
+    let d = Dispatcher::<u64>::builder()
+        .pool(ClientType::Session, PoolConfig::new(1))
+        .pool(ClientType::Queue, PoolConfig::new(1))
+        .build()
+        .unwrap();
+    let (sink, log) = Recorder::new();
+    let sink = d
+        .register(ClientType::Queue, sink, Placement::LeastLoaded)
+        .unwrap();
+    let fwd = d
+        .register(
+            ClientType::Session,
+            Forwarder { to: sink },
+            Placement::LeastLoaded,
+        )
+        .unwrap();
+    d.dispatch(fwd, Event::Message(7)).unwrap();
+    d.synchronize(fwd).unwrap();
+    d.synchronize(sink).unwrap();
+    assert_eq!(*log.lock().unwrap(), [Seen::Message(70), Seen::Flush]);
+}
+
+/// A dispatch with a timeout or a deadline hands the event back in `Timeout` when the
+/// queue stays full until then, not much later, and goes through once there is room; a
+/// deadline already passed still tries once. Nothing is lost or reordered.
+#[test]
+fn a_dispatch_with_a_deadline_hands_the_event_back_when_the_queue_stays_full() {
+    let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
+    let (client, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
+    let gate = block_processor(&d.handle(), h);
+    let past = Instant::now();
+    d.dispatch_deadline(h, Event::Message(0), past).unwrap();
+    for i in 1..4 {
+        d.dispatch_timeout(h, Event::Message(i), Duration::ZERO)
+            .unwrap();
+    }
+    let start = Instant::now();
+    match d.dispatch_timeout(h, Event::Message(4), Duration::from_millis(30)) {
+        Err(e @ DispatchError::Timeout(_)) => {
+            assert!(e.is_timeout() && !e.is_full());
+            assert!(e.to_string().contains("until the deadline"), "{e}");
+            assert!(matches!(e.into_inner(), Event::Message(4)));
+        }
+        other => panic!("expected Timeout(Message(4)), got {other:?}"),
+    }
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(30), "gave up early: {took:?}");
+    assert!(took < Duration::from_secs(2), "gave up late: {took:?}");
+    assert!(matches!(
+        d.dispatch_deadline(h, Event::Message(4), past),
+        Err(DispatchError::Timeout(Event::Message(4)))
+    ));
+    // A batch: the event that did not fit comes back, the rest stay in the iterator.
+    let mut events = (4..7).map(Event::Message);
+    let err = d
+        .dispatch_batch_timeout(h, &mut events, Duration::from_millis(5))
+        .unwrap_err();
+    assert_eq!(err.enqueued, 0);
+    assert!(matches!(
+        err.error,
+        DispatchError::Timeout(Event::Message(4))
+    ));
+    assert_eq!(
+        events.next().map(|e| matches!(e, Event::Message(5))),
+        Some(true)
+    );
+
+    // Room comes while a dispatch waits: it goes through.
+    let handle = d.handle();
+    let waiter = thread::spawn(move || {
+        handle.dispatch_timeout(h, Event::Message(4), Duration::from_secs(30))
+    });
+    thread::sleep(Duration::from_millis(20));
+    gate.wait();
+    waiter.join().unwrap().unwrap();
+    let mut rest = (5..7).map(Event::Message);
+    let far = Instant::now() + Duration::from_secs(30);
+    assert_eq!(d.dispatch_batch_deadline(h, &mut rest, far).unwrap(), 2);
+    d.synchronize(h).unwrap();
+    let messages: Vec<Seen> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| **s != Seen::Flush)
+        .cloned()
+        .collect();
+    assert_eq!(messages, (0..7).map(Seen::Message).collect::<Vec<_>>());
+}
+
+/// A producer waiting on a full queue parks instead of spinning: blocked for 300 ms, it
+/// uses a small fraction of that in CPU time. The wait before spun (with yields) all along.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_producer_waiting_for_room_does_not_burn_its_core() {
+    /// The calling thread's CPU time (user and system), from `/proc/thread-self/stat`.
+    fn thread_cpu_time() -> Duration {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        // The fields after the command name (which ends with the last ')'): utime and
+        // stime are the 12th and 13th of them, in clock ticks (100 a second on Linux).
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        Duration::from_millis(ticks * 10)
+    }
+    let d = one_queue_unprobed(PoolConfig::new(1).capacity(2));
+    let (client, _log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
+    let gate = block_processor(&d.handle(), h);
+    for i in 0..2 {
+        d.try_dispatch(h, Event::Message(i)).unwrap();
+    }
+    let handle = d.handle();
+    let producer = thread::spawn(move || {
+        let before = (thread_cpu_time(), Instant::now());
+        handle.dispatch(h, Event::Message(2)).unwrap();
+        (thread_cpu_time() - before.0, before.1.elapsed())
+    });
+    thread::sleep(Duration::from_millis(300));
+    gate.wait();
+    let (cpu, blocked) = producer.join().unwrap();
+    assert!(blocked >= Duration::from_millis(250), "{blocked:?}");
+    assert!(
+        cpu < blocked / 4,
+        "a producer blocked for {blocked:?} used {cpu:?} of CPU"
+    );
+}
+
+#[test]
+fn a_full_queue_hands_the_event_back_and_dispatch_waits() {
+    let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
+    let (client, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
+    let gate = block_processor(&d.handle(), h);
+    for i in 0..4 {
+        d.try_dispatch(h, Event::Message(i)).unwrap();
+    }
+    match d.try_dispatch(h, Event::Message(4)) {
+        Err(DispatchError::Full(Event::Message(4))) => {}
+        other => panic!("expected Full(Message(4)), got {other:?}"),
+    }
+    // A blocking dispatch waits until the processor makes room.
+    let handle = d.handle();
+    let waiter = thread::spawn(move || handle.dispatch(h, Event::Message(4)));
+    thread::sleep(Duration::from_millis(20));
+    assert!(!waiter.is_finished());
+    gate.wait();
+    waiter.join().unwrap().unwrap();
+    d.synchronize(h).unwrap();
+    let messages: Vec<Seen> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| **s != Seen::Flush)
+        .cloned()
+        .collect();
+    assert_eq!(messages, (0..5).map(Seen::Message).collect::<Vec<_>>());
+}
+
+#[test]
+fn dispatch_on_its_own_full_queue_waits_in_the_outbox_and_hands_back_only_when_that_is_full() {
+    let d = one_queue_unprobed(PoolConfig::new(1).capacity(2).outbox_capacity(2));
+    let (recorder, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+        .unwrap();
+    let outcome = Arc::new(Mutex::new(Vec::new()));
+    let (handle, out) = (d.handle(), outcome.clone());
+    d.execute(
+        h.processor(),
+        Callback::new(move || {
+            for i in 0..6 {
+                out.lock()
+                    .unwrap()
+                    .push(handle.dispatch(h, Event::Message(i)).is_ok());
+            }
+        }),
+    )
+    .unwrap();
+    d.synchronize(h).unwrap();
+    // The queue holds 2 (one slot may be taken by the test's own `synchronize` marker),
+    // the outbox 2 more: the dispatches that find both full hand their events back; none
+    // waits for its own thread, and every accepted event reaches the client.
+    let outcome = outcome.lock().unwrap().clone();
+    assert_eq!(outcome[..3], [true, true, true], "{outcome:?}");
+    assert_eq!(outcome[4..], [false, false], "{outcome:?}");
+    let accepted = outcome.iter().filter(|&&ok| ok).count() as u64;
+    // The outboxed events are handed on at the processor's next loop turns.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let delivered = loop {
+        let delivered: Vec<u64> = log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|s| match s {
+                Seen::Message(m) => Some(*m),
+                _ => None,
+            })
+            .collect();
+        if delivered.len() as u64 >= accepted || Instant::now() > deadline {
+            break delivered;
+        }
+        thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(delivered, (0..accepted).collect::<Vec<_>>());
+    assert!(d.stats()[0].outboxed >= 1);
+}
+
+#[test]
+fn ids_of_another_dispatcher_are_errors_that_hand_the_event_back() {
+    let small = one_queue(PoolConfig::new(1));
+    let big = one_queue(PoolConfig::new(3));
+    let far = big
+        .register(
+            ClientType::Queue,
+            Recorder::new().0,
+            Placement::Processor(2),
+        )
+        .unwrap();
+    assert!(matches!(
+        small.try_dispatch(far, Event::Message(1)),
+        Err(DispatchError::NoSuchProcessor(Event::Message(1)))
+    ));
+    assert!(matches!(
+        small.dispatch(far, Event::Message(2)),
+        Err(DispatchError::NoSuchProcessor(Event::Message(2)))
+    ));
+    assert!(matches!(
+        small.execute(far.processor(), Callback::new(|| ())),
+        Err(DispatchError::NoSuchProcessor(_))
+    ));
+    assert_eq!(
+        small.synchronize(far),
+        Err(SyncError::NoSuchProcessor(far.processor()))
+    );
+    assert!(matches!(small.unregister(far), Err(DispatchError::NoSuchProcessor(h)) if h == far));
+}
+
+#[test]
+fn a_batch_goes_in_order_and_a_full_queue_hands_back_the_event_that_did_not_fit() {
+    let d = one_queue_unprobed(PoolConfig::new(1).capacity(8));
+    let (client, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
+    let gate = block_processor(&d.handle(), h);
+    let mut events = (0..12).map(Event::Message);
+    match d.try_dispatch_batch(h, &mut events) {
+        Err(BatchError {
+            enqueued: 8,
+            error: DispatchError::Full(Event::Message(8)),
+        }) => {}
+        other => panic!("expected 8 enqueued and Message(8) handed back, got {other:?}"),
+    }
+    // The events after the one handed back are still in the caller's iterator.
+    let rest: Vec<u64> = events
+        .map(|e| match e {
+            Event::Message(m) => m,
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(rest, [9, 10, 11]);
+    // The blocking batch waits for room and enqueues everything.
+    let handle = d.handle();
+    let waiter =
+        thread::spawn(move || handle.dispatch_batch(h, &mut (100..120).map(Event::Message)));
+    thread::sleep(Duration::from_millis(20));
+    assert!(!waiter.is_finished());
+    gate.wait();
+    assert_eq!(waiter.join().unwrap().unwrap(), 20);
+    d.synchronize(h).unwrap();
+    let got: Vec<u64> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|s| match s {
+            Seen::Message(m) => Some(*m),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(got, (0..8).chain(100..120).collect::<Vec<_>>());
+}

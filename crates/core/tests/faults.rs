@@ -1,0 +1,82 @@
+//! Faults: a panicking handler, flush or callback is contained; a stuck processor is
+//! reported.
+
+// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
+// only the loom models (`--lib`) run then.
+#![cfg(not(loom))]
+
+mod common;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+use zerodispatch_core::*;
+
+#[test]
+fn a_panicking_handler_flush_or_callback_is_counted_and_the_processor_goes_on() {
+    struct PanickyFlush;
+    impl Client<u64> for PanickyFlush {
+        fn on_event(&mut self, _e: ClientEvent<u64>, _c: &mut Context<u64>) {}
+        fn flush(&mut self, _c: &mut Context<u64>) {
+            panic!("flush fails");
+        }
+    }
+    let d = one_queue(PoolConfig::new(1));
+    let (mut client, log) = Recorder::new();
+    client.panic_on = Some(2);
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
+    let f = d
+        .register(ClientType::Queue, PanickyFlush, Placement::LeastLoaded)
+        .unwrap();
+    for i in 0..4 {
+        d.dispatch(h, Event::Message(i)).unwrap();
+    }
+    d.dispatch(
+        h,
+        Event::Callback(Callback::new(|| panic!("callback fails"))),
+    )
+    .unwrap();
+    d.dispatch(f, Event::Message(0)).unwrap();
+    d.execute(
+        h.processor(),
+        Callback::new(|| panic!("dispatcher callback fails")),
+    )
+    .unwrap();
+    d.dispatch(h, Event::Message(5)).unwrap();
+    d.synchronize(h).unwrap();
+    let messages: Vec<Seen> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| matches!(s, Seen::Message(_)))
+        .cloned()
+        .collect();
+    assert_eq!(messages, [0, 1, 2, 3, 5].map(Seen::Message));
+    assert_eq!(d.stats()[0].panics, 4);
+}
+
+#[test]
+fn a_stuck_processor_is_reported() {
+    let d = Dispatcher::<u64>::builder()
+        .pool(ClientType::Queue, PoolConfig::new(1))
+        .stuck_warning(Duration::from_millis(50))
+        .monitor_interval(Duration::from_millis(5))
+        .build()
+        .unwrap();
+    let p = d.processors(ClientType::Queue)[0];
+    d.execute(
+        p,
+        Callback::new(|| thread::sleep(Duration::from_millis(300))),
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while d.stats()[0].stuck_reports == 0 && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(d.stats()[0].stuck_reports, 1);
+    d.synchronize(p).unwrap();
+    assert_eq!(d.stats()[0].stuck_reports, 1, "one report per episode");
+}

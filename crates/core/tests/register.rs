@@ -1,0 +1,120 @@
+//! Clients: placement, ownership by one processor thread, unregistering.
+
+// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
+// only the loom models (`--lib`) run then.
+#![cfg(not(loom))]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use zerodispatch_core::*;
+
+#[test]
+fn least_loaded_placement_spreads_clients_and_explicit_placement_pins_them() {
+    let d = one_queue(PoolConfig::new(3));
+    let handles: Vec<ClientHandle> = (0..6)
+        .map(|_| {
+            d.register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
+                .unwrap()
+        })
+        .collect();
+    let mut per_processor = [0; 3];
+    for h in &handles {
+        per_processor[usize::from(h.processor().index)] += 1;
+    }
+    assert_eq!(per_processor, [2, 2, 2]);
+    let pinned = d
+        .register(
+            ClientType::Queue,
+            Recorder::new().0,
+            Placement::Processor(1),
+        )
+        .unwrap();
+    assert_eq!(pinned.processor().index, 1);
+    assert_eq!(
+        d.register(
+            ClientType::Queue,
+            Recorder::new().0,
+            Placement::Processor(3)
+        )
+        .unwrap_err(),
+        RegisterError::NoSuchProcessor(ProcessorId {
+            client_type: ClientType::Queue,
+            index: 3
+        })
+    );
+    assert_eq!(
+        d.register(
+            ClientType::Session,
+            Recorder::new().0,
+            Placement::LeastLoaded
+        )
+        .unwrap_err(),
+        RegisterError::NoProcessors(ClientType::Session)
+    );
+}
+
+#[test]
+fn in_dispatcher_thread_is_true_only_on_the_owning_processor() {
+    let d = one_queue(PoolConfig::new(2));
+    let a = d
+        .register(
+            ClientType::Queue,
+            Recorder::new().0,
+            Placement::Processor(0),
+        )
+        .unwrap();
+    let b = d
+        .register(
+            ClientType::Queue,
+            Recorder::new().0,
+            Placement::Processor(1),
+        )
+        .unwrap();
+    assert!(!d.in_dispatcher_thread(a));
+    let answers = Arc::new(Mutex::new(None));
+    let (handle, out) = (d.handle(), answers.clone());
+    // Two 16-byte handles and two pointers: more than the default space holds.
+    d.execute(
+        a.processor(),
+        Callback::spill(move || {
+            *out.lock().unwrap() = Some((
+                handle.in_dispatcher_thread(a),
+                handle.in_dispatcher_thread(b),
+            ))
+        }),
+    )
+    .unwrap();
+    d.synchronize(a).unwrap();
+    assert_eq!(*answers.lock().unwrap(), Some((true, false)));
+}
+
+#[test]
+fn unregister_flushes_then_drops_and_later_events_are_stale() {
+    let d = one_queue(PoolConfig::new(1));
+    let (client, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
+    let gate = block_processor(&d.handle(), h);
+    d.dispatch(h, Event::Message(1)).unwrap();
+    d.unregister(h).unwrap();
+    d.dispatch(h, Event::Message(2)).unwrap();
+    gate.wait();
+    d.synchronize(h).unwrap();
+    assert_eq!(*log.lock().unwrap(), [Seen::Message(1), Seen::Flush]);
+    assert_eq!(d.stats()[0].stale, 1);
+    // The slot is reused with a new generation: the old handle still does not reach it.
+    let (client2, log2) = Recorder::new();
+    let h2 = d
+        .register(ClientType::Queue, client2, Placement::LeastLoaded)
+        .unwrap();
+    assert_ne!(h, h2);
+    d.dispatch(h, Event::Message(3)).unwrap();
+    d.dispatch(h2, Event::Message(4)).unwrap();
+    d.synchronize(h2).unwrap();
+    assert_eq!(*log2.lock().unwrap(), [Seen::Message(4), Seen::Flush]);
+    assert_eq!(d.stats()[0].stale, 2);
+}

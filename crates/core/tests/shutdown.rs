@@ -1,0 +1,129 @@
+//! Shutdown: every queue drained and flushed in order, and every later dispatch handed
+//! back.
+
+// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
+// only the loom models (`--lib`) run then.
+#![cfg(not(loom))]
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use zerodispatch_core::*;
+
+#[test]
+fn dispatch_after_shutdown_hands_the_event_back() {
+    let mut d = one_queue(PoolConfig::new(1));
+    let h = d
+        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
+        .unwrap();
+    let handle = d.handle();
+    d.shutdown();
+    assert!(matches!(
+        handle.try_dispatch(h, Event::Message(1)),
+        Err(DispatchError::ShutDown(Event::Message(1)))
+    ));
+    assert!(matches!(
+        handle.dispatch(h, Event::Message(2)),
+        Err(DispatchError::ShutDown(Event::Message(2)))
+    ));
+    assert_eq!(handle.synchronize(h), Err(SyncError::ShutDown));
+    assert_eq!(
+        handle.register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded),
+        Err(RegisterError::ShutDown)
+    );
+    d.shutdown(); // idempotent
+}
+
+#[test]
+fn a_batch_after_shutdown_hands_back_its_first_event() {
+    let mut d = one_queue(PoolConfig::new(1));
+    let h = d
+        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
+        .unwrap();
+    let handle = d.handle();
+    d.shutdown();
+    let mut events = (0..3).map(Event::Message);
+    assert!(matches!(
+        handle.dispatch_batch(h, &mut events),
+        Err(BatchError {
+            enqueued: 0,
+            error: DispatchError::ShutDown(Event::Message(0))
+        })
+    ));
+    assert_eq!(events.count(), 2);
+    assert!(matches!(
+        handle.try_dispatch_batch(h, &mut std::iter::empty()),
+        Ok(0)
+    ));
+}
+
+#[test]
+fn shutdown_drains_every_queue_and_flushes_in_order() {
+    let order = Arc::new(Mutex::new(Vec::new()));
+    struct Last(Arc<Mutex<Vec<&'static str>>>, &'static str, u64);
+    impl Client<u64> for Last {
+        fn on_event(&mut self, _event: ClientEvent<u64>, _ctx: &mut Context<u64>) {
+            self.2 += 1;
+        }
+        fn flush(&mut self, _ctx: &mut Context<u64>) {}
+    }
+    impl Drop for Last {
+        fn drop(&mut self) {
+            self.0.lock().unwrap().push(self.1);
+            assert_eq!(self.2, 1000, "{} dropped before its events ran", self.1);
+        }
+    }
+    let mut d = Dispatcher::<u64>::builder()
+        .pool(ClientType::Session, PoolConfig::new(1))
+        .pool(ClientType::Queue, PoolConfig::new(1))
+        .pool(ClientType::Cluster, PoolConfig::new(1))
+        .build()
+        .unwrap();
+    let mut handles = Vec::new();
+    for (t, name) in [
+        (ClientType::Cluster, "cluster"),
+        (ClientType::Session, "session"),
+        (ClientType::Queue, "queue"),
+    ] {
+        handles.push(
+            d.register(t, Last(order.clone(), name, 0), Placement::LeastLoaded)
+                .unwrap(),
+        );
+    }
+    for h in &handles {
+        for i in 0..1000 {
+            d.dispatch(*h, Event::Message(i)).unwrap();
+        }
+    }
+    d.shutdown();
+    assert_eq!(*order.lock().unwrap(), ["queue", "session", "cluster"]);
+}
+
+#[test]
+fn dropping_the_dispatcher_shuts_it_down() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    {
+        let d = one_queue(PoolConfig::new(1));
+        let h = d
+            .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
+            .unwrap();
+        for _ in 0..100 {
+            let r = ran.clone();
+            d.dispatch(
+                h,
+                Event::Callback(Callback::new(move || {
+                    r.fetch_add(1, Ordering::SeqCst);
+                })),
+            )
+            .unwrap();
+        }
+    }
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        100,
+        "every accepted event ran before the drop returned"
+    );
+}

@@ -1,0 +1,89 @@
+//! Stats read while processors run, and the watermark alarms.
+
+// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
+// only the loom models (`--lib`) run then.
+#![cfg(not(loom))]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use common::*;
+use zerodispatch_core::*;
+
+#[test]
+fn stats_count_while_the_processor_runs() {
+    let d = Dispatcher::<u64>::builder()
+        .pool(ClientType::Queue, PoolConfig::new(1))
+        .monitor_interval(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    let (client, _log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
+    let big = [1_u8; 64];
+    d.dispatch(
+        h,
+        Event::Callback(Callback::spill(move || assert_eq!(big[0], 1))),
+    )
+    .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let producer = {
+        let (handle, stop, sent) = (d.handle(), stop.clone(), sent.clone());
+        thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                handle.dispatch(h, Event::Message(1)).unwrap();
+                sent.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    thread::sleep(Duration::from_millis(100));
+    let running = d.stats()[0].clone();
+    stop.store(true, Ordering::Relaxed);
+    producer.join().unwrap();
+    d.synchronize(h).unwrap();
+    let s = &d.stats()[0];
+    assert!(running.processed > 0, "stats are readable while running");
+    assert_eq!(s.spilled, 1);
+    // register + spilled callback + messages + the synchronize marker, plus probes.
+    assert!(s.processed >= sent.load(Ordering::Relaxed) + 3);
+    assert_eq!(s.enqueued, s.processed + s.depth as u64);
+    assert!(s.flushes > 0);
+    let s = stats_once_published(&d, |s| {
+        s.batch_size.count > 0 && s.time_in_queue_ns.count > 0
+    });
+    assert!(s.batch_size.count > 0);
+    assert!(
+        s.time_in_queue_ns.count > 0 && s.time_in_queue_ns.max > 0,
+        "probes sampled the time in queue: {s:?}"
+    );
+}
+
+#[test]
+fn watermark_alarms_are_edge_triggered_and_clear_at_the_low_mark() {
+    let d = one_queue_unprobed(PoolConfig::new(1).capacity(256).watermarks(16, 128));
+    let h = d
+        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
+        .unwrap();
+    for _round in 0..2 {
+        // Depth is sampled after the first event of a drain and every 64 events after it: with
+        // 200 queued, a sample within the drain sees at least 135, above the high mark.
+        let gate = block_processor(&d.handle(), h);
+        for i in 0..200 {
+            d.dispatch(h, Event::Message(i)).unwrap();
+        }
+        gate.wait();
+        d.synchronize(h).unwrap();
+    }
+    let s = &d.stats()[0];
+    assert_eq!(
+        s.high_watermark_alarms, 2,
+        "raised once per fill, cleared in between: {s:?}"
+    );
+    assert!(s.max_depth >= 128);
+}

@@ -1,0 +1,131 @@
+//! Waiting for a processor from an application thread: `synchronize`, and `call`, which
+//! brings a value back.
+
+// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
+// only the loom models (`--lib`) run then.
+#![cfg(not(loom))]
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use zerodispatch_core::*;
+
+#[test]
+fn synchronize_waits_for_earlier_events_and_refuses_its_own_thread() {
+    let d = one_queue(PoolConfig::new(1));
+    let (client, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
+    for i in 0..1000 {
+        d.dispatch(h, Event::Message(i)).unwrap();
+    }
+    d.synchronize(h).unwrap();
+    assert_eq!(
+        log.lock()
+            .unwrap()
+            .iter()
+            .filter(|s| matches!(s, Seen::Message(_)))
+            .count(),
+        1000
+    );
+    let result = Arc::new(Mutex::new(None));
+    let (handle, r) = (d.handle(), result.clone());
+    d.execute(
+        h.processor(),
+        Callback::new(move || *r.lock().unwrap() = Some(handle.synchronize(h))),
+    )
+    .unwrap();
+    d.synchronize(h).unwrap();
+    assert_eq!(
+        *result.lock().unwrap(),
+        Some(Err(SyncError::OnProcessorThread(h.processor())))
+    );
+}
+
+/// `call` runs its closure on the processor, after the events enqueued before it and after
+/// the flush those events brought, and brings its result back; the calling thread's slot
+/// serves calls of different result types one after another.
+#[test]
+fn call_runs_on_the_processor_after_earlier_events_and_returns_the_result() {
+    let d = one_queue(PoolConfig::new(1));
+    let (client, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
+        .unwrap();
+    for i in 0..100 {
+        d.dispatch(h, Event::Message(i)).unwrap();
+    }
+    let seen = log.clone();
+    let (events, flushed, on) = d
+        .call(h, move || {
+            let log = seen.lock().unwrap();
+            let on = std::thread::current().name() == Some("zd-queue-0");
+            (log.len(), log.last() == Some(&Seen::Flush), on)
+        })
+        .unwrap();
+    assert_eq!(events, 101, "100 messages and the flush before the call");
+    assert!(flushed && on);
+    let handle = d.handle();
+    assert_eq!(handle.call(h.processor(), || "a str"), Ok("a str"));
+    assert_eq!(handle.call(h, || [7_u64; 4]), Ok([7; 4]));
+    assert_eq!(d.call(h, || ()), Ok(()));
+}
+
+/// A closure that panics answers `Panicked` (not a hang, not `Dropped`); the processor
+/// counts the panic and goes on, and the next call works.
+#[test]
+fn a_call_that_panics_answers_panicked_and_the_processor_goes_on() {
+    let d = one_queue(PoolConfig::new(1));
+    let queue = d.processors(ClientType::Queue)[0];
+    zerodispatch_testkit::quiet_planned_panics();
+    assert_eq!(
+        d.call(queue, || -> u64 { panic!("planned panic in a call") }),
+        Err(SyncError::Panicked(queue))
+    );
+    assert_eq!(d.call(queue, || 5_u32), Ok(5));
+    assert_eq!(d.stats()[0].panics, 1);
+}
+
+/// `call` refuses a processor thread (any of the dispatcher's, its own included), a bad
+/// id, and, after shutdown, hands nothing to run and says so.
+#[test]
+fn call_refuses_processor_threads_bad_ids_and_shutdown() {
+    let mut d = Dispatcher::<u64>::builder()
+        .pool(ClientType::Queue, PoolConfig::new(1))
+        .pool(ClientType::Session, PoolConfig::new(1))
+        .build()
+        .unwrap();
+    let queue = d.processors(ClientType::Queue)[0];
+    let session = d.processors(ClientType::Session)[0];
+    let handle = d.handle();
+    let inner = d
+        .call(session, move || handle.call(queue, || 1_u8))
+        .unwrap();
+    assert_eq!(inner, Err(SyncError::OnProcessorThread(session)));
+    let missing = ProcessorId {
+        client_type: ClientType::Cluster,
+        index: 0,
+    };
+    assert_eq!(
+        d.call(missing, || 1_u8),
+        Err(SyncError::NoSuchProcessor(missing))
+    );
+
+    let handle = d.handle();
+    d.shutdown();
+    let ran = Arc::new(AtomicBool::new(false));
+    let r = ran.clone();
+    assert_eq!(
+        handle.call(queue, move || r.store(true, Ordering::Relaxed)),
+        Err(SyncError::ShutDown)
+    );
+    assert!(!ran.load(Ordering::Relaxed));
+    // The thread's slot is left ready: a call to a live dispatcher still works.
+    let live = one_queue(PoolConfig::new(1));
+    let p = live.processors(ClientType::Queue)[0];
+    assert_eq!(live.call(p, || 9_i64), Ok(9));
+}
