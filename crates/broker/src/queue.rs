@@ -32,7 +32,7 @@ use crate::stats::QueueCounters;
 use crate::tables;
 
 /// Fanout apps per queue, at most: a message's pending shares are a bit mask
-/// ([`AppMask`]). 64 covers BlazingMQ's 30-app fanout with room to spare.
+/// (a `u64`). 64 covers BlazingMQ's 30-app fanout with room to spare.
 pub const MAX_APPS: u16 = AppMask::BITS as u16;
 
 /// A set of apps of one message, bit `app`: its pending or undelivered shares.
