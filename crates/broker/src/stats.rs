@@ -6,61 +6,10 @@
 //! totals stay whole and the list holds only the sessions alive now.
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_utils::CachePadded;
-
-/// A counter with a single writer: the processor thread that owns the queue, session or
-/// cluster client it belongs to.
-#[derive(Debug, Default)]
-pub(crate) struct Counter(AtomicU64);
-
-impl Counter {
-    #[inline]
-    pub(crate) fn add(&self, n: u64) {
-        // A relaxed load and store rather than a read-modify-write: this thread is the only
-        // writer. Relaxed: a count, read for stats, and by tests after `Broker::quiesce`,
-        // whose synchronization orders it.
-        self.0
-            .store(self.0.load(Ordering::Relaxed) + n, Ordering::Relaxed);
-    }
-
-    pub(crate) fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-/// A live count with a single writer (the processor thread that owns it), which moves it up
-/// and down: a reader sees one value the writer stored, so never a figure made of two
-/// counters read at different times.
-#[derive(Debug, Default)]
-pub(crate) struct Gauge(AtomicU64);
-
-impl Gauge {
-    #[inline]
-    pub(crate) fn up(&self) {
-        // Load and store rather than a read-modify-write: this thread is the only writer.
-        // Relaxed: a figure for stats; nothing is published through it.
-        self.0
-            .store(self.0.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-    }
-
-    /// # Panics
-    ///
-    /// In debug builds, below zero (more releases than stores: a bug of the writer).
-    #[inline]
-    pub(crate) fn down(&self) {
-        let now = self.0.load(Ordering::Relaxed);
-        debug_assert!(now > 0, "a gauge taken below zero");
-        // Relaxed, as in `up`.
-        self.0.store(now.saturating_sub(1), Ordering::Relaxed);
-    }
-
-    pub(crate) fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
+use zerodispatch_core::counter::{Counter, Gauge};
 
 /// Written by a queue's processor.
 #[derive(Debug, Default)]

@@ -63,6 +63,7 @@ mod builder;
 mod call;
 mod client;
 mod config;
+pub mod counter;
 mod dispatcher;
 mod error;
 mod event;

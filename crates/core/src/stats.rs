@@ -9,12 +9,13 @@
 
 use std::sync::Mutex;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
 
+use crate::counter::Counter;
 use crate::percentiles::Percentiles;
 
 /// Largest time in queue the histogram tracks, in nanoseconds (larger values are recorded
@@ -24,50 +25,6 @@ const MAX_TIME_IN_QUEUE_NS: u64 = 60_000_000_000;
 const MAX_BATCH: u64 = 1 << 20;
 /// Significant decimal digits of the histograms: 1% precision.
 const SIGFIG: u8 = 2;
-
-/// A counter with one writer.
-#[derive(Debug, Default)]
-pub(crate) struct Counter(AtomicU64);
-
-impl Counter {
-    /// Adds `n`. Only the owning processor thread calls this.
-    #[inline]
-    pub(crate) fn add(&self, n: u64) {
-        // Relaxed load and store, not fetch_add: this thread is the only writer.
-        self.0
-            .store(self.0.load(Ordering::Relaxed) + n, Ordering::Relaxed);
-    }
-
-    /// Adds `n` from a thread other than the owner (the monitor): a read-modify-write.
-    pub(crate) fn add_shared(&self, n: u64) {
-        self.0.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// [`add`](Self::add) with a release store, for a counter read with
-    /// [`get_acquire`](Self::get_acquire) to bound another value read after it.
-    #[inline]
-    pub(crate) fn add_release(&self, n: u64) {
-        self.0
-            .store(self.0.load(Ordering::Relaxed) + n, Ordering::Release);
-    }
-
-    /// Reads with acquire: whatever the writer did before the value read is visible.
-    pub(crate) fn get_acquire(&self) -> u64 {
-        self.0.load(Ordering::Acquire)
-    }
-
-    #[inline]
-    pub(crate) fn max(&self, n: u64) {
-        if n > self.0.load(Ordering::Relaxed) {
-            self.0.store(n, Ordering::Relaxed);
-        }
-    }
-
-    #[inline]
-    pub(crate) fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
 
 /// The counters of one processor.
 #[derive(Debug, Default)]
