@@ -29,7 +29,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::AtomicBool as StdAtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::{Backoff, CachePadded};
 
@@ -209,11 +209,20 @@ impl<M: Send + 'static> ProcessorShared<M> {
         loop {
             let mut next = retry.take().into_iter().chain(items.by_ref());
             match self.try_push_batch(&mut next, pushed) {
-                Err(DispatchError::Full(back)) if room.pause() => retry = Some(back),
+                Err(DispatchError::Full(back)) if room.pause(|| self.has_room_for_burst()) => {
+                    retry = Some(back);
+                }
                 Err(DispatchError::Full(back)) => return Err(DispatchError::Timeout(back)),
                 other => return other,
             }
         }
+    }
+
+    /// Producer side, waiting for room: whether a quarter of the queue is free (room for a
+    /// burst, see `room.rs`), or the gate closed (a push now hands its event back).
+    fn has_room_for_burst(&self) -> bool {
+        let capacity = self.queue.capacity();
+        self.queue.len() <= capacity - (capacity / 4).max(1) || self.gate.is_closed()
     }
 
     /// Enqueues `item` unless the queue is full or shutdown closed the gate: the protocol of
@@ -241,7 +250,9 @@ impl<M: Send + 'static> ProcessorShared<M> {
         let mut item = item;
         loop {
             match self.try_push(item) {
-                Err(DispatchError::Full(back)) if room.pause() => item = back,
+                Err(DispatchError::Full(back)) if room.pause(|| self.has_room_for_burst()) => {
+                    item = back;
+                }
                 Err(DispatchError::Full(back)) => return Err(DispatchError::Timeout(back)),
                 other => return other,
             }
@@ -533,6 +544,43 @@ struct Entry<M> {
     flags: ClientFlags,
 }
 
+/// How long a processor that has just emptied its queue after a run of events waits
+/// before it looks again, reading nothing a producer writes meanwhile.
+///
+/// A processor faster than its producers empties its queue every few events; each look
+/// at an empty queue reads the queue's tail, the line every producer's push writes with a
+/// compare-and-swap, and each such read makes the next push wait for that line to come
+/// back from the processor's core. Waiting a moment first lets a producer in mid-stream
+/// push a run of events undisturbed, which the processor then pops in one go: fewer looks
+/// per event, longer flush batches. Measured on the hop bench (one producer, a typed
+/// confirm): 37 ns per event without, 25 ns with a 0.7 us linger, 23.5 ns with 1.4 us, no
+/// gain beyond. The price is the linger itself, paid once per drained run before the
+/// flush that ends it: a microsecond against the tens of microseconds of a confirm's
+/// round trip at low rates.
+const LINGER: Duration = Duration::from_micros(1);
+
+/// Spin-loop hints in a [`LINGER`] on this machine: a `pause` costs from a few to over a
+/// hundred cycles depending on the processor, so the count is measured once per processor
+/// thread (a few microseconds at its start).
+fn linger_spins() -> u32 {
+    const PROBE: u32 = 256;
+    let start = Instant::now();
+    for _ in 0..PROBE {
+        std::hint::spin_loop();
+    }
+    let per_spin = start.elapsed() / PROBE;
+    let spins = LINGER.as_nanos() / per_spin.as_nanos().max(1);
+    u32::try_from(spins).unwrap_or(u32::MAX).clamp(8, 4096)
+}
+
+/// Waits `spins` spin-loop hints ([`LINGER`]), touching no shared memory.
+#[inline]
+fn linger(spins: u32) {
+    for _ in 0..spins {
+        std::hint::spin_loop();
+    }
+}
+
 /// The shortest and longest timed park of a processor that has events in its outbox or
 /// clients asking to be flushed again: it retries that often with nothing else to do,
 /// doubling the wait after each fruitless turn. The minimum keeps a retry within a few
@@ -560,6 +608,8 @@ pub(crate) struct Runner<M: Send + 'static> {
     popped: usize,
     /// The next timed park while retries are pending (see [`RETRY_PARK_MIN`]).
     retry_park: Duration,
+    /// Spin-loop hints in a [`LINGER`], measured when the thread starts.
+    linger_spins: u32,
     histograms: Histograms,
     high_alarm: bool,
 }
@@ -667,6 +717,7 @@ impl<M: Send + 'static> Runner<M> {
             since_flush: 0,
             popped: 0,
             retry_park: RETRY_PARK_MIN,
+            linger_spins: 8,
             histograms: Histograms::new(),
             high_alarm: false,
         }
@@ -690,6 +741,8 @@ impl<M: Send + 'static> Runner<M> {
             }
         };
         let _ = self.shared.stats.pinning.set(pinning);
+        // Measured pinned, on the core it will run on.
+        self.linger_spins = linger_spins();
         tracing::debug!(processor = %id, ?pinning, "processor started");
 
         self.run_loop();
@@ -740,23 +793,32 @@ impl<M: Send + 'static> Runner<M> {
         }
     }
 
-    /// Pops and handles events until the queue is empty.
+    /// Pops and handles events until the queue is empty. After each run of events it
+    /// [lingers](LINGER) and looks once more: it stops at the first look that finds
+    /// the queue empty.
     fn drain(&mut self) {
         let max_batch = self.shared.config.max_batch as u64;
         let mut popped = 0_u64;
-        while let Some(item) = self.shared.queue.pop() {
-            self.popped = self.popped.wrapping_add(1);
-            self.handle(item);
-            popped += 1;
-            self.shared.stats.counters.processed.add_release(1);
-            self.since_flush += 1;
-            if self.since_flush >= max_batch {
-                self.flush_all();
-                self.retry_outbox();
+        loop {
+            let start = popped;
+            while let Some(item) = self.shared.queue.pop() {
+                self.popped = self.popped.wrapping_add(1);
+                self.handle(item);
+                popped += 1;
+                self.shared.stats.counters.processed.add_release(1);
+                self.since_flush += 1;
+                if self.since_flush >= max_batch {
+                    self.flush_all();
+                    self.retry_outbox();
+                }
+                if popped % DEPTH_CHECK_INTERVAL == 1 {
+                    self.check_depth();
+                }
             }
-            if popped % DEPTH_CHECK_INTERVAL == 1 {
-                self.check_depth();
+            if popped == start {
+                break;
             }
+            linger(self.linger_spins);
         }
         if self.high_alarm {
             // Drained: the alarm can clear.

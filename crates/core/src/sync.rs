@@ -96,5 +96,9 @@ mod loom_queue {
         pub(crate) fn is_empty(&self) -> bool {
             self.len() == 0
         }
+
+        pub(crate) fn capacity(&self) -> usize {
+            self.capacity
+        }
     }
 }
