@@ -5,9 +5,9 @@
 //!
 //! 1. Retry the [outbox](crate::outbox): hand on the events this processor's clients
 //!    dispatched to queues that were full.
-//! 2. Pop events until the queue is empty, handling each (see below). Every `max_batch`
-//!    events, flush the flush list (the flush contract on [`Client`]) and retry the
-//!    outbox.
+//! 2. Pop events until the queue is empty, handling each (see below); after each run,
+//!    [linger](LINGER) a microsecond and look once more. Every `max_batch` events, flush
+//!    the flush list (the flush contract on [`Client`]) and retry the outbox.
 //! 3. The queue is drained: flush the flush list, retry the outbox.
 //! 4. If shutdown asked this processor to stop (only after its [gate](crate::gate) is
 //!    closed and empty, so nothing more can arrive), the queue and the outbox are empty
