@@ -40,10 +40,10 @@ pub use zerodispatch_core as core;
 // builder, clients, events, every error and id type, configuration and stats.
 pub use zerodispatch_core::{
     BatchError, Client, ClientCallback, ClientEvent, ClientHandle, ClientType, ConfigError,
-    Context, DispatchError, Dispatcher, DispatcherBuilder, DispatcherHandle, Event, Executor,
-    MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, NoMessage, ParseWaitStrategyError, Percentiles,
-    Pinning, Placement, PoolConfig, Problem, ProcessorId, ProcessorSnapshot, RegisterError,
-    ShutdownTimedOut, SyncError, WaitStrategy,
+    Context, DispatchBatchFuture, DispatchError, DispatchFuture, Dispatcher, DispatcherBuilder,
+    DispatcherHandle, Event, Executor, MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, NoMessage,
+    ParseWaitStrategyError, Percentiles, Pinning, Placement, PoolConfig, Problem, ProcessorId,
+    ProcessorSnapshot, RegisterError, ShutdownTimedOut, SyncError, WaitStrategy,
 };
 
 /// The bench harness is not part of the library: the facade exports neither `workload`

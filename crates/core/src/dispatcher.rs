@@ -26,6 +26,7 @@ use zerodispatch_callback::Callback;
 
 use crate::builder::DispatcherBuilder;
 use crate::client::{Client, ClientHandle, ClientType, ProcessorId};
+use crate::door::{DispatchBatchFuture, DispatchFuture};
 use crate::error::{BatchError, DispatchError, RegisterError, ShutdownTimedOut, SyncError};
 use crate::event::Event;
 use crate::executor::Executor;
@@ -312,6 +313,20 @@ impl<M: Send + 'static> Dispatcher<M> {
         deadline: Instant,
     ) -> Result<usize, BatchError<Event<M>>> {
         self.handle.dispatch_batch_deadline(to, events, deadline)
+    }
+
+    /// [`DispatcherHandle::dispatch_async`].
+    pub fn dispatch_async(&self, to: ClientHandle, event: Event<M>) -> DispatchFuture<'_, M> {
+        self.handle.dispatch_async(to, event)
+    }
+
+    /// [`DispatcherHandle::dispatch_batch_async`].
+    pub fn dispatch_batch_async<'a, I: Iterator<Item = Event<M>>>(
+        &'a self,
+        to: ClientHandle,
+        events: &'a mut I,
+    ) -> DispatchBatchFuture<'a, M, I> {
+        self.handle.dispatch_batch_async(to, events)
     }
 
     /// [`DispatcherHandle::execute`].

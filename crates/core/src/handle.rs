@@ -12,6 +12,7 @@ use zerodispatch_callback::{Callback, InlineValue};
 use crate::call::{self, Answer};
 use crate::client::{Client, ClientHandle, ClientType, ProcessorId};
 use crate::config::GlobalConfig;
+use crate::door::{DispatchBatchFuture, DispatchFuture};
 use crate::error::{BatchError, DispatchError, RegisterError, SyncError};
 use crate::event::{Event, Item};
 use crate::executor::Executor;
@@ -387,6 +388,66 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         deadline: Instant,
     ) -> Result<usize, BatchError<Event<M>>> {
         self.enqueue(to, events, Wait::Until(deadline))
+    }
+
+    /// Enqueues `event` for the client `to` from async code: the future resolves at once
+    /// when the queue has room, and otherwise waits for room with its task's waker (no
+    /// spinning, no blocked runtime thread), woken by the processor once a quarter of the
+    /// queue is free. Works on any runtime (only `std::task`); allocates nothing per event
+    /// (a waker clone, once a registry has grown to the number of futures waiting at once).
+    ///
+    /// On a processor thread of this dispatcher it never waits, as
+    /// [`dispatch`](Self::dispatch) does there: a full queue sends the event through the
+    /// processor's outbox, and the future resolves at its first poll.
+    ///
+    /// Cancel-safe: a future dropped before it resolved enqueues nothing later, and what it
+    /// enqueued stays enqueued; the event it still holds is dropped with it, or handed back
+    /// by [`DispatchFuture::cancel`]. The protocol is in `waiters.rs`.
+    ///
+    /// ```
+    /// # use zerodispatch_core::*;
+    /// # struct Sink;
+    /// # impl Client<u64> for Sink {
+    /// #     fn on_event(&mut self, _: ClientEvent<u64>, _: &mut Context<u64>) {}
+    /// # }
+    /// let d = Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build()?;
+    /// let sink = d.register(ClientType::Queue, Sink, Placement::LeastLoaded)?;
+    /// let handle = d.handle();
+    /// let future = handle.dispatch_async(sink, Event::Message(7));
+    /// // Poll it on any runtime: `future.await?` in an async fn.
+    /// # drop(future);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The future's output hands the event back in [`DispatchError::ShutDown`] (shutdown
+    /// wakes every waiting future), [`DispatchError::NoSuchProcessor`] for a handle of
+    /// another dispatcher, or, on a processor thread whose outbox is full,
+    /// [`DispatchError::Full`].
+    pub fn dispatch_async(&self, to: ClientHandle, event: Event<M>) -> DispatchFuture<'_, M> {
+        DispatchFuture::new(self, to, event)
+    }
+
+    /// Enqueues every event of `events` for the client `to`, in order, from async code,
+    /// waiting for room like [`dispatch_async`](Self::dispatch_async), with one pass
+    /// through the gate per run of events that fits. The future resolves with how many were
+    /// enqueued. Allocates nothing per event.
+    ///
+    /// Cancel-safe: dropped before it resolved, it enqueues nothing later; the events it
+    /// did not take stay in `events`, and the one it held is dropped with it or handed back
+    /// by [`DispatchBatchFuture::cancel`].
+    ///
+    /// # Errors
+    ///
+    /// As [`dispatch_async`](Self::dispatch_async), in a [`BatchError`] that counts the
+    /// events enqueued before it; the events after the one handed back stay in `events`.
+    pub fn dispatch_batch_async<'a, I: Iterator<Item = Event<M>>>(
+        &'a self,
+        to: ClientHandle,
+        events: &'a mut I,
+    ) -> DispatchBatchFuture<'a, M, I> {
+        DispatchBatchFuture::new(self, to, events)
     }
 
     /// Runs `callback` on `processor` as a dispatcher callback (after flushing its

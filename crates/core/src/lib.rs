@@ -65,6 +65,7 @@ mod client;
 mod config;
 pub mod counter;
 mod dispatcher;
+mod door;
 mod error;
 mod event;
 mod executor;
@@ -79,6 +80,7 @@ mod processor;
 mod room;
 mod stats;
 mod sync;
+mod waiters;
 mod wake;
 
 #[cfg(all(test, loom))]
@@ -93,6 +95,7 @@ pub use config::{
     Problem, WaitStrategy,
 };
 pub use dispatcher::{Dispatcher, NoMessage};
+pub use door::{DispatchBatchFuture, DispatchFuture};
 pub use error::{BatchError, DispatchError, RegisterError, ShutdownTimedOut, SyncError};
 pub use event::Event;
 pub use executor::Executor;

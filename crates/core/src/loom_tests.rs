@@ -12,6 +12,8 @@
 //! is the model's: pop until empty, exit when allowed, else sleep. Loom reports a
 //! processor parked forever as a deadlock, so a lost wake-up fails a model.
 
+use std::task::{Wake, Waker};
+
 use loom::sync::Arc;
 use loom::thread;
 
@@ -20,8 +22,9 @@ use zerodispatch_callback::InlineValue;
 use crate::call::{self, Answer};
 use crate::client::{ClientKey, ClientType, ProcessorId};
 use crate::config::PoolConfig;
+use crate::error::DispatchError;
 use crate::event::Item;
-use crate::processor::{ProcessorShared, current_outbox_len, set_current};
+use crate::processor::{Door, ProcessorShared, current_outbox_len, set_current};
 
 fn processor(index: u16, capacity: usize) -> Arc<ProcessorShared<u64>> {
     let id = ProcessorId {
@@ -44,15 +47,17 @@ fn message(n: u64) -> Item<u64> {
     }
 }
 
-/// The processor's loop around the real protocol steps: pop until empty; return once
-/// `until` events were handled, or when allowed to exit; otherwise sleep by the wake
-/// protocol. Returns the events handled.
+/// The processor's loop around the real protocol steps: pop until empty, wake the futures
+/// waiting for room; return once `until` events were handled, or when allowed to exit;
+/// otherwise sleep by the wake protocol. Returns the events handled.
 fn run_processor(shared: &ProcessorShared<u64>, until: Option<usize>) -> usize {
     let mut handled = 0;
+    let mut waking = Vec::new();
     loop {
         while shared.queue.pop().is_some() {
             handled += 1;
         }
+        shared.wake_waiters(&mut waking);
         if until == Some(handled) || shared.may_exit(handled) {
             return handled;
         }
@@ -205,5 +210,69 @@ fn loom_a_call_answer_is_never_lost_nor_taken_by_the_next_call() {
         assert!(matches!(again.wait(), Answer::Dropped), "second call");
         answering.join().unwrap();
         dropping.join().unwrap();
+    });
+}
+
+/// A waker that unparks a model thread (the task's thread, in a real runtime).
+struct Unpark(thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Polls the async door's real steps for `item` until it is done, parking between polls
+/// as a task waits for its waker: a lost wake-up leaves this thread parked forever, which
+/// loom reports as a deadlock.
+fn poll_until_done(
+    shared: &ProcessorShared<u64>,
+    item: Item<u64>,
+) -> Result<(), DispatchError<Item<u64>>> {
+    let waker = Waker::from(std::sync::Arc::new(Unpark(thread::current())));
+    let mut registration = None;
+    let mut item = item;
+    loop {
+        match shared.poll_push(item, &waker, &mut registration, |i| shared.try_push(i)) {
+            Door::Done(done) => return done,
+            Door::Wait(back) => {
+                item = back;
+                thread::park();
+            }
+        }
+    }
+}
+
+/// The async door (`waiters.rs`): a future finds the one-slot queue full and registers its
+/// waker while the processor drains it. Either its retry succeeds or the processor sees
+/// the registration and wakes it: the future always gets its event in, and the processor
+/// handles both events.
+#[test]
+fn loom_a_future_waiting_for_room_is_woken_or_its_retry_succeeds() {
+    loom::model(|| {
+        let shared = processor(0, 1);
+        assert!(shared.try_push(message(0)).is_ok()); // the one slot is taken
+        let processor = start(&shared, Some(2));
+        assert!(poll_until_done(&shared, message(1)).is_ok());
+        assert_eq!(processor.join().unwrap(), 2);
+    });
+}
+
+/// Shutdown closing the gate of a full queue (its processor stalled) wakes a future
+/// waiting for room, which then gets its event back: none waits forever.
+#[test]
+fn loom_shutdown_wakes_a_future_waiting_for_room() {
+    loom::model(|| {
+        let shared = processor(0, 1);
+        assert!(shared.try_push(message(0)).is_ok());
+        let closing = {
+            let shared = shared.clone();
+            thread::spawn(move || shared.close())
+        };
+        assert!(matches!(
+            poll_until_done(&shared, message(1)),
+            Err(DispatchError::ShutDown(_))
+        ));
+        closing.join().unwrap();
     });
 }

@@ -29,6 +29,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::AtomicBool as StdAtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::{Backoff, CachePadded};
@@ -46,6 +47,7 @@ use crate::outbox::Outbox;
 use crate::room::{RoomWait, Wait};
 use crate::stats::{Histograms, Pinning, ProcessorStats};
 use crate::sync::{self, AtomicBool, BoundedQueue, Ordering, thread};
+use crate::waiters::{Registration, Waiters};
 
 /// How long a processor parks when its queue is empty but entries are ahead of what it
 /// popped (a producer between its entry and its push, or an event kept in an outbox): a
@@ -84,6 +86,18 @@ pub(crate) struct ProcessorShared<M> {
     /// Events this processor's thread could not hand on yet (see [`outbox`](crate::outbox)).
     /// Locked only by this processor's own thread, so never contended.
     outbox: Mutex<Outbox<M>>,
+    /// Futures waiting for room in the queue (the async door, `waiters.rs`).
+    waiters: Waiters,
+}
+
+/// What one poll of the async door came to: done (pushed, or refused for good), or to
+/// wait for a wake with the item kept.
+#[derive(Debug)]
+pub(crate) enum Door<T> {
+    /// Pushed, or refused with the item handed back (`ShutDown`).
+    Done(Result<(), DispatchError<T>>),
+    /// Still full with the waker registered: poll again when woken.
+    Wait(T),
 }
 
 /// A producer's entry in a processor's gate (see `gate.rs`), for the events it pushes
@@ -146,6 +160,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
             probe_pending: StdAtomicBool::new(false),
             exited: StdAtomicBool::new(false),
             slots: Mutex::new(SlotAllocator::default()),
+            waiters: Waiters::new(),
         }
     }
 
@@ -259,6 +274,52 @@ impl<M: Send + 'static> ProcessorShared<M> {
         }
     }
 
+    /// The async door's producer side (the protocol of `waiters.rs`): `attempt` pushes
+    /// `item` (one event, or the first of a batch); on a full queue, registers `waker`
+    /// (refreshing `registration`) and attempts once more, which closes the race with a
+    /// processor that drained in between. `Wait` with the item if the queue is still
+    /// full; otherwise done, with a registration of this round withdrawn.
+    ///
+    /// `attempt` must pass the gate (`try_push`, `try_push_batch`): its entry is what
+    /// orders the registration before the processor's look at its waiters.
+    pub(crate) fn poll_push<T>(
+        &self,
+        item: T,
+        waker: &Waker,
+        registration: &mut Option<Registration>,
+        mut attempt: impl FnMut(T) -> Result<(), DispatchError<T>>,
+    ) -> Door<T> {
+        let done = match attempt(item) {
+            Err(DispatchError::Full(back)) => {
+                self.waiters.register(waker, registration);
+                match attempt(back) {
+                    Err(DispatchError::Full(back)) => return Door::Wait(back),
+                    other => other,
+                }
+            }
+            other => other,
+        };
+        self.waiters.withdraw(registration);
+        Door::Done(done)
+    }
+
+    /// Withdraws a future's registration (a future dropped while it waited).
+    pub(crate) fn withdraw(&self, registration: &mut Option<Registration>) {
+        self.waiters.withdraw(registration);
+    }
+
+    /// Processor side of the async door: if a future waits and the queue has room for a
+    /// burst, takes every registered waker into `waking` (empty on entry and on return)
+    /// and wakes them. One relaxed load while nobody waits; call it once per drained run
+    /// or flush point, not per pop.
+    #[inline]
+    pub(crate) fn wake_waiters(&self, waking: &mut Vec<Waker>) {
+        if self.waiters.pending() && self.has_room_for_burst() {
+            self.waiters.take(waking);
+            waking.drain(..).for_each(Waker::wake);
+        }
+    }
+
     /// Sends `item` to `target` from this processor's own thread, by the
     /// [outbox protocol](crate::outbox): never waits. With `wait` (a blocking dispatch), a
     /// full target queue puts the event in the outbox, and `Full` comes back only when
@@ -356,9 +417,14 @@ impl<M: Send + 'static> ProcessorShared<M> {
         self.gate.is_sleeping()
     }
 
-    /// Closes the gate: later pushes are refused.
+    /// Closes the gate: later pushes are refused. Wakes every future waiting for room, so
+    /// that each is handed its event back instead of waiting forever.
     pub(crate) fn close(&self) {
         self.gate.close();
+        // Allocates nothing: the registry's list is swapped for this empty one.
+        let mut waking = Vec::new();
+        self.waiters.take(&mut waking);
+        waking.into_iter().for_each(Waker::wake);
     }
 
     /// Tells the processor to stop once its gate is settled (every event accepted before
@@ -381,10 +447,16 @@ impl<M: Send + 'static> ProcessorShared<M> {
         self.stop.load(Ordering::SeqCst)
     }
 
-    /// Processor side: whether there is an event to pop or a stop to obey.
+    /// Processor side: whether there is an event to pop, a future waiting for room (to wake
+    /// in the next drained run, see `waiters.rs`), or a stop to obey.
     pub(crate) fn has_work(&self) -> bool {
         // SeqCst: pairs with `request_stop`.
-        !self.queue.is_empty() || self.stop.load(Ordering::SeqCst)
+        self.has_events() || self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Processor side: whether there is an event to pop or a future waiting for room.
+    fn has_events(&self) -> bool {
+        !self.queue.is_empty() || self.waiters.pending()
     }
 
     /// Processor side: whether it may exit, as far as the stop, the queue and the gate say,
@@ -405,7 +477,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
             if stop_wakes {
                 self.has_work()
             } else {
-                !self.queue.is_empty()
+                self.has_events()
             }
         };
         self.gate
@@ -612,6 +684,9 @@ pub(crate) struct Runner<M: Send + 'static> {
     linger_spins: u32,
     histograms: Histograms,
     high_alarm: bool,
+    /// The wakers of futures being woken (`waiters.rs`): empty between wakes, kept for its
+    /// capacity.
+    waking: Vec<Waker>,
 }
 
 /// Runs `f`, containing a panic: counted in `stats` and logged with `what`. Every call
@@ -720,6 +795,7 @@ impl<M: Send + 'static> Runner<M> {
             linger_spins: 8,
             histograms: Histograms::new(),
             high_alarm: false,
+            waking: Vec::new(),
         }
     }
 
@@ -810,11 +886,14 @@ impl<M: Send + 'static> Runner<M> {
                 if self.since_flush >= max_batch {
                     self.flush_all();
                     self.retry_outbox();
+                    self.shared.wake_waiters(&mut self.waking);
                 }
                 if popped % DEPTH_CHECK_INTERVAL == 1 {
                     self.check_depth();
                 }
             }
+            // The end of a run: room for the futures waiting, if they are (`waiters.rs`).
+            self.shared.wake_waiters(&mut self.waking);
             if popped == start {
                 break;
             }

@@ -1,0 +1,257 @@
+//! The async door: dispatches that wait for room in a full queue as futures, with a
+//! [`Waker`], for producers that run on an async runtime (no spinning, no blocked runtime
+//! thread). Runtime-agnostic: only `std::task`. The waiter protocol, and why no wake-up is
+//! lost, are in `waiters.rs`.
+//!
+//! # Cancel safety
+//!
+//! A future owns its event until a push of it succeeds. Dropped before it resolved, it
+//! enqueues nothing later and loses nothing that was enqueued: the event it still holds (if
+//! any) is dropped with it, and [`DispatchFuture::cancel`] hands that event back instead.
+//! A batch future enqueues its events in order; the events it did not take stay in the
+//! caller's iterator, and [`DispatchBatchFuture::cancel`] says how many were enqueued and
+//! hands back the one it held.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use crate::client::ClientHandle;
+use crate::error::{BatchError, DispatchError};
+use crate::event::{Event, Item};
+use crate::handle::DispatcherHandle;
+use crate::processor::{Door, ProcessorShared};
+use crate::waiters::Registration;
+
+/// The future of [`DispatcherHandle::dispatch_async`]: resolves once the event is
+/// enqueued, or with the event handed back.
+///
+/// Cancel-safe: dropped before it resolved, it enqueues nothing later; the event it holds
+/// is dropped with it, or handed back by [`cancel`](Self::cancel). It needs no pinning
+/// (it is `Unpin`), so `&mut future` can be polled in a `select!` and cancelled after.
+#[must_use = "a future does nothing unless polled"]
+pub struct DispatchFuture<'a, M: Send + 'static> {
+    handle: &'a DispatcherHandle<M>,
+    to: ClientHandle,
+    /// The event, until a push of it succeeds or it is handed back.
+    item: Option<Item<M>>,
+    /// Where the waker sits while the future waits for room.
+    registration: Option<Registration>,
+}
+
+impl<'a, M: Send + 'static> DispatchFuture<'a, M> {
+    pub(crate) fn new(handle: &'a DispatcherHandle<M>, to: ClientHandle, event: Event<M>) -> Self {
+        Self {
+            handle,
+            to,
+            item: Some(Item::new(to.key, event)),
+            registration: None,
+        }
+    }
+
+    /// Gives up: the event back if it was not enqueued, `None` if it was (or the future
+    /// already resolved, handing it back in its error). Nothing is enqueued after this.
+    pub fn cancel(mut self) -> Option<Event<M>> {
+        self.item.take().map(Item::into_event)
+    }
+}
+
+impl<M: Send + 'static> Future for DispatchFuture<'_, M> {
+    type Output = Result<(), DispatchError<Event<M>>>;
+
+    /// # Panics
+    ///
+    /// If polled again after it resolved (the contract of [`Future`]).
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let item = this
+            .item
+            .take()
+            .expect("DispatchFuture polled after it resolved");
+        let done = match route(this.handle, this.to) {
+            Route::Nowhere => Err(DispatchError::NoSuchProcessor(item)),
+            Route::FromProcessor(own, target) => own.send_from(target, item, true),
+            Route::Door(target) => {
+                match target.poll_push(item, cx.waker(), &mut this.registration, |item| {
+                    target.try_push(item)
+                }) {
+                    Door::Done(done) => done,
+                    Door::Wait(item) => {
+                        this.item = Some(item);
+                        return Poll::Pending;
+                    }
+                }
+            }
+        };
+        Poll::Ready(done.map_err(|e| e.map(Item::into_event)))
+    }
+}
+
+impl<M: Send + 'static> Drop for DispatchFuture<'_, M> {
+    fn drop(&mut self) {
+        withdraw(self.handle, self.to, &mut self.registration);
+    }
+}
+
+impl<M: Send + 'static> fmt::Debug for DispatchFuture<'_, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DispatchFuture")
+            .field("to", &self.to)
+            .field("holds_event", &self.item.is_some())
+            .field("waiting", &self.registration.is_some())
+            .finish()
+    }
+}
+
+/// The future of [`DispatcherHandle::dispatch_batch_async`]: enqueues every event of its
+/// iterator in order, waiting for room as needed, and resolves with how many it enqueued.
+///
+/// Cancel-safe: dropped before it resolved, it enqueues nothing later. The events it
+/// enqueued stay enqueued, those it did not take stay in the iterator, and the one it held
+/// (taken out, waiting for room) is dropped with it, or handed back by
+/// [`cancel`](Self::cancel). `Unpin`, like [`DispatchFuture`].
+#[must_use = "a future does nothing unless polled"]
+pub struct DispatchBatchFuture<'a, M: Send + 'static, I> {
+    handle: &'a DispatcherHandle<M>,
+    to: ClientHandle,
+    events: &'a mut I,
+    /// The event taken from `events` whose push found the queue full.
+    held: Option<Item<M>>,
+    enqueued: usize,
+    registration: Option<Registration>,
+}
+
+impl<'a, M: Send + 'static, I: Iterator<Item = Event<M>>> DispatchBatchFuture<'a, M, I> {
+    pub(crate) fn new(
+        handle: &'a DispatcherHandle<M>,
+        to: ClientHandle,
+        events: &'a mut I,
+    ) -> Self {
+        Self {
+            handle,
+            to,
+            events,
+            held: None,
+            enqueued: 0,
+            registration: None,
+        }
+    }
+
+    /// How many events are enqueued so far.
+    #[must_use]
+    pub fn enqueued(&self) -> usize {
+        self.enqueued
+    }
+
+    /// Gives up: how many events were enqueued, and the event it held (taken from the
+    /// iterator, not enqueued), if any. The events not taken stay in the iterator. Nothing
+    /// is enqueued after this.
+    pub fn cancel(mut self) -> (usize, Option<Event<M>>) {
+        (self.enqueued, self.held.take().map(Item::into_event))
+    }
+}
+
+impl<M: Send + 'static, I: Iterator<Item = Event<M>>> Future for DispatchBatchFuture<'_, M, I> {
+    type Output = Result<usize, BatchError<Event<M>>>;
+
+    /// # Panics
+    ///
+    /// If polled again after it resolved (the contract of [`Future`]).
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let key = this.to.key;
+        let first = match this.held.take() {
+            Some(item) => item,
+            None => match this.events.next() {
+                Some(event) => Item::new(key, event),
+                None => return Poll::Ready(Ok(this.enqueued)),
+            },
+        };
+        let enqueued = &mut this.enqueued;
+        let events = &mut *this.events;
+        let done = match route(this.handle, this.to) {
+            Route::Nowhere => Err(DispatchError::NoSuchProcessor(first)),
+            Route::FromProcessor(own, target) => {
+                let mut items =
+                    std::iter::once(first).chain(events.map(|event| Item::new(key, event)));
+                own.send_batch_from(target, &mut items, enqueued, true)
+            }
+            Route::Door(target) => {
+                let attempt = |item| {
+                    let mut items =
+                        std::iter::once(item).chain(events.by_ref().map(|e| Item::new(key, e)));
+                    target.try_push_batch(&mut items, enqueued)
+                };
+                match target.poll_push(first, cx.waker(), &mut this.registration, attempt) {
+                    Door::Done(done) => done,
+                    Door::Wait(item) => {
+                        this.held = Some(item);
+                        return Poll::Pending;
+                    }
+                }
+            }
+        };
+        Poll::Ready(match done {
+            Ok(()) => Ok(this.enqueued),
+            Err(e) => Err(BatchError {
+                enqueued: this.enqueued,
+                error: e.map(Item::into_event),
+            }),
+        })
+    }
+}
+
+impl<M: Send + 'static, I> Drop for DispatchBatchFuture<'_, M, I> {
+    fn drop(&mut self) {
+        withdraw(self.handle, self.to, &mut self.registration);
+    }
+}
+
+impl<M: Send + 'static, I> fmt::Debug for DispatchBatchFuture<'_, M, I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DispatchBatchFuture")
+            .field("to", &self.to)
+            .field("enqueued", &self.enqueued)
+            .field("holds_event", &self.held.is_some())
+            .field("waiting", &self.registration.is_some())
+            .finish()
+    }
+}
+
+/// How a poll reaches its target.
+enum Route<'a, M> {
+    /// The handle names no processor of this dispatcher.
+    Nowhere,
+    /// On one of the dispatcher's processor threads: by the outbox protocol, never waiting,
+    /// as the blocking dispatch does there.
+    FromProcessor(&'a ProcessorShared<M>, &'a ProcessorShared<M>),
+    /// Through the door: push, or wait for room with the waker.
+    Door(&'a ProcessorShared<M>),
+}
+
+fn route<M: Send + 'static>(handle: &DispatcherHandle<M>, to: ClientHandle) -> Route<'_, M> {
+    match (handle.target(to), handle.current()) {
+        (None, _) => Route::Nowhere,
+        (Some(target), Some(own)) => Route::FromProcessor(own, target),
+        (Some(target), None) => Route::Door(target),
+    }
+}
+
+/// Withdraws a dropped future's registration, if it has one.
+fn withdraw<M: Send + 'static>(
+    handle: &DispatcherHandle<M>,
+    to: ClientHandle,
+    registration: &mut Option<Registration>,
+) {
+    if registration.is_none() {
+        return;
+    }
+    if let Some(target) = handle.target(to) {
+        target.withdraw(registration);
+    }
+}
+
+/// Never pinned in place: no field refers to another.
+impl<M: Send + 'static> Unpin for DispatchFuture<'_, M> {}
+impl<M: Send + 'static, I> Unpin for DispatchBatchFuture<'_, M, I> {}

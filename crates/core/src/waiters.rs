@@ -1,0 +1,217 @@
+//! The waiter protocol of the async door ([`dispatch_async`] and its batch form): how a
+//! future that found its processor's queue full waits for room with a [`Waker`], without
+//! spinning, without blocking its runtime's thread, and without a wake-up ever being lost.
+//!
+//! # The registry
+//!
+//! Each processor has one [`Waiters`]: a flag, `pending`, and behind a mutex a list of
+//! wakers with a round number. A future's [`Registration`] says where its waker sits: the
+//! round it registered in and its index in the list. The list is only ever replaced whole
+//! (the processor takes it, and the round moves on), so a registration of the current
+//! round is exact, and one of an older round means the waker was taken (and woken).
+//!
+//! # Protocol
+//!
+//! Future (producer), in `poll` ([`ProcessorShared::poll_push`]):
+//!
+//! 1. try to push; done unless the queue is full;
+//! 2. register its waker ([`Waiters::register`]: refreshed in place if still registered
+//!    in this round, else added) and set `pending`, under the lock;
+//! 3. try to push **again**; done unless still full, else return `Pending`.
+//!
+//! A future that completes withdraws a registration of the current round
+//! ([`Waiters::withdraw`]: its waker is replaced by a no-op one), and so does one that is
+//! dropped while pending: nothing of it stays behind but an empty place.
+//!
+//! Processor, after each drained run and at each flush point within a run (not per pop):
+//! if `pending` is set (one relaxed load, the whole cost while nobody waits) and the queue
+//! has room for a burst (a quarter of it free, as a blocking dispatch waits for, see
+//! `room.rs`), take the whole list ([`Waiters::take`]: swapped with an empty one of the
+//! processor's, so nothing allocates once both have grown; the round moves on, `pending`
+//! is cleared) and wake every waker, outside the lock. The processor also counts `pending`
+//! as work ([`ProcessorShared::has_work`]): it does not park, nor busy-spin on an empty
+//! queue, while a waiter is registered.
+//!
+//! Shutdown: closing the gate takes and wakes every waker; a future that polls then is
+//! handed its event back (`ShutDown`), and so is one that registers after the close (its
+//! retry's entry reads `CLOSED`).
+//!
+//! # Why no wake-up is lost
+//!
+//! The danger is the future's second try finding the queue full while the processor's
+//! look at `pending` misses the registration: the future would wait for a wake that never
+//! comes. The second try passes the processor's gate (`gate.rs`): a read-modify-write of
+//! the gate word (Acquire and Release) that comes after the registration in the future's
+//! order. The processor, before it parks, announces sleep with a read-modify-write of the
+//! same word (`wake.rs`), then looks at its work, `pending` included. The two are ordered
+//! in the word's modification order:
+//!
+//! * the future's entry first: the processor's Acquire reads a value of the release
+//!   sequence that the entry heads (every later change of the word is a read-modify-write),
+//!   so the registration happens before the processor's look, which sees `pending` and
+//!   does not park; its next drained run finds room and wakes the future;
+//! * the processor's announcement first: the entry's Acquire makes every pop before the
+//!   announcement visible to the second try. The queue was empty at the announcement, so
+//!   the try finds it full only if other producers filled it since; their entries read
+//!   `SLEEPING` and wake the processor, which drains and, before it parks again, announces
+//!   sleep once more, now after the future's entry: the first case.
+//!
+//! A processor that never parks (busy) looks at `pending` after every drained run and at
+//! every flush point, and a relaxed load sees the store within the time the hardware takes
+//! to make a store visible. Modelled with `loom` on the real code (`loom_tests.rs`): a
+//! future polled while the processor drains is always woken, or its retry succeeds.
+//!
+//! A wake-up may be spurious (a future that already completed, or whose queue filled again
+//! before it polled): the future then simply registers again. Wakers are woken in no
+//! particular order and the door promises no fairness between futures: each retries, and
+//! the first to push gets the room.
+//!
+//! [`dispatch_async`]: crate::DispatcherHandle::dispatch_async
+//! [`ProcessorShared::poll_push`]: crate::processor::ProcessorShared::poll_push
+//! [`ProcessorShared::has_work`]: crate::processor::ProcessorShared::has_work
+
+use std::task::Waker;
+
+use crate::sync::{AtomicBool, Mutex, Ordering};
+
+/// A processor's registry of futures waiting for room in its queue.
+#[derive(Debug)]
+pub(crate) struct Waiters {
+    /// Set (under the lock) by every registration, cleared (under the lock) by every take:
+    /// while it is clear, no waker of the current round waits. The processor reads it
+    /// without the lock, once per drained run or flush point.
+    pending: AtomicBool,
+    registry: Mutex<Registry>,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    /// The wakers registered in this round, in registration order. A withdrawn one is
+    /// replaced by a no-op waker, never removed: indices stay valid for the round.
+    wakers: Vec<Waker>,
+    /// Moves on (wrapping) each time the list is taken.
+    round: u64,
+}
+
+/// Where a future's waker sits in its processor's [`Waiters`]: valid while `round` is the
+/// registry's round; a registration of an older round was taken and woken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Registration {
+    round: u64,
+    index: usize,
+}
+
+impl Waiters {
+    pub(crate) fn new() -> Self {
+        Self {
+            pending: AtomicBool::new(false),
+            registry: Mutex::new(Registry::default()),
+        }
+    }
+
+    /// Registers `waker`, or refreshes it in place if `at` is still registered in this
+    /// round (a future polled again before it was woken takes one place, not one per poll).
+    /// Sets `pending`. Allocates only when the list outgrows its capacity.
+    pub(crate) fn register(&self, waker: &Waker, at: &mut Option<Registration>) {
+        let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        match *at {
+            Some(r) if r.round == registry.round => {
+                let place = &mut registry.wakers[r.index];
+                if !place.will_wake(waker) {
+                    *place = waker.clone();
+                }
+            }
+            _ => {
+                *at = Some(Registration {
+                    round: registry.round,
+                    index: registry.wakers.len(),
+                });
+                registry.wakers.push(waker.clone());
+            }
+        }
+        // Relaxed: under the lock, which orders it with every take; what orders it with
+        // the processor's look outside the lock is the gate entry of the retry that
+        // follows (see the module docs).
+        self.pending.store(true, Ordering::Relaxed);
+    }
+
+    /// Withdraws a registration of the current round (its waker is dropped, a no-op one
+    /// takes its place); nothing to do for none, or for one of an older round.
+    pub(crate) fn withdraw(&self, at: &mut Option<Registration>) {
+        let Some(r) = at.take() else {
+            return;
+        };
+        let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        if r.round == registry.round {
+            registry.wakers[r.index] = Waker::noop().clone();
+        }
+    }
+
+    /// Whether a waker may be registered: the processor's look, one relaxed load.
+    #[inline]
+    pub(crate) fn pending(&self) -> bool {
+        // Relaxed: see the module docs (ordered through the gate word where it matters).
+        self.pending.load(Ordering::Relaxed)
+    }
+
+    /// Takes every registered waker into `into`, which must be empty (its capacity becomes
+    /// the registry's, so that neither side allocates once both have grown), and starts a
+    /// new round. The caller wakes them, outside the lock.
+    pub(crate) fn take(&self, into: &mut Vec<Waker>) {
+        debug_assert!(into.is_empty(), "taking wakers into a list not yet woken");
+        let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::swap(&mut registry.wakers, into);
+        registry.round = registry.round.wrapping_add(1);
+        self.pending.store(false, Ordering::Relaxed);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicUsize;
+    use std::task::Wake;
+
+    use super::*;
+
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// A future polled twice takes one place; a withdrawn one is not woken; a take wakes
+    /// the rest once and starts a new round, in which an old registration is not touched.
+    #[test]
+    fn a_registration_is_refreshed_withdrawn_and_taken_once() {
+        let waiters = Waiters::new();
+        let (a, b) = (
+            Arc::new(Count(AtomicUsize::new(0))),
+            Arc::new(Count(AtomicUsize::new(0))),
+        );
+        let (wa, wb) = (Waker::from(a.clone()), Waker::from(b.clone()));
+        let (mut ra, mut rb) = (None, None);
+        assert!(!waiters.pending());
+        waiters.register(&wa, &mut ra);
+        waiters.register(&wa, &mut ra);
+        waiters.register(&wb, &mut rb);
+        assert!(waiters.pending());
+        waiters.withdraw(&mut rb);
+        assert_eq!(rb, None);
+        let mut taken = Vec::new();
+        waiters.take(&mut taken);
+        assert!(!waiters.pending());
+        assert_eq!(taken.len(), 2, "one place per future");
+        taken.drain(..).for_each(Waker::wake);
+        assert_eq!(a.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(b.0.load(std::sync::atomic::Ordering::SeqCst), 0);
+        // `ra` is of the old round: withdrawing it touches nothing of the new one.
+        waiters.register(&wb, &mut rb);
+        waiters.withdraw(&mut ra);
+        waiters.take(&mut taken);
+        taken.drain(..).for_each(Waker::wake);
+        assert_eq!(b.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+}

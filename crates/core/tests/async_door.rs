@@ -1,0 +1,338 @@
+//! The async door (`dispatch_async`, `dispatch_batch_async`) on a real runtime (tokio) and
+//! polled by hand: resolves at once with room, waits for room with its waker and resolves
+//! once the processor drains, loses nothing under many producers, is cancel-safe, and is
+//! woken by shutdown. Every test runs under a watchdog, so that a lost wake-up fails
+//! instead of hanging.
+
+// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
+// only the loom models (`--lib`) run then.
+#![cfg(not(loom))]
+
+mod common;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context as TaskContext, Poll, Wake, Waker};
+use std::time::Duration;
+
+use common::{Recorder, Seen, block_processor, one_queue_unprobed};
+use zerodispatch_core::*;
+use zerodispatch_testkit::within;
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// A waker that counts its wakes.
+struct Count(AtomicUsize);
+
+impl Wake for Count {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn counting_waker() -> (Arc<Count>, Waker) {
+    let count = Arc::new(Count(AtomicUsize::new(0)));
+    (count.clone(), Waker::from(count))
+}
+
+fn poll_once<F: Future + Unpin>(future: &mut F, waker: &Waker) -> Poll<F::Output> {
+    Pin::new(future).poll(&mut TaskContext::from_waker(waker))
+}
+
+fn messages(log: &Mutex<Vec<Seen>>) -> Vec<u64> {
+    log.lock()
+        .unwrap()
+        .iter()
+        .filter_map(|s| match s {
+            Seen::Message(m) => Some(*m),
+            _ => None,
+        })
+        .collect()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_dispatch_with_room_resolves_at_its_first_poll() {
+    within(LIMIT, "dispatch_async with room", || {
+        let d = one_queue_unprobed(PoolConfig::new(1).capacity(8));
+        let (recorder, log) = Recorder::new();
+        let c = d
+            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+            .unwrap();
+        let (count, waker) = counting_waker();
+        let mut future = d.dispatch_async(c, Event::Message(1));
+        assert!(matches!(
+            poll_once(&mut future, &waker),
+            Poll::Ready(Ok(()))
+        ));
+        drop(future);
+        runtime().block_on(async {
+            d.dispatch_async(c, Event::Message(2)).await.unwrap();
+            let mut batch = (3..6).map(Event::Message);
+            assert_eq!(d.dispatch_batch_async(c, &mut batch).await.unwrap(), 3);
+        });
+        d.synchronize(c.processor()).unwrap();
+        assert_eq!(messages(&log), [1, 2, 3, 4, 5]);
+        assert_eq!(count.0.load(Ordering::SeqCst), 0, "never waited");
+    });
+}
+
+/// On a full queue the future is pending with its waker registered; the processor, once
+/// released, drains and wakes it; the next poll enqueues, after the events ahead of it.
+#[test]
+fn a_dispatch_to_a_full_queue_waits_for_room_and_keeps_order() {
+    within(LIMIT, "dispatch_async on a full queue", || {
+        let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
+        let (recorder, log) = Recorder::new();
+        let c = d
+            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+            .unwrap();
+        let held = block_processor(&d.handle(), c);
+        for m in 0..4 {
+            d.try_dispatch(c, Event::Message(m)).unwrap();
+        }
+        let (count, waker) = counting_waker();
+        let mut future = d.dispatch_async(c, Event::Message(4));
+        assert!(poll_once(&mut future, &waker).is_pending());
+        assert!(poll_once(&mut future, &waker).is_pending(), "polled again");
+        assert_eq!(count.0.load(Ordering::SeqCst), 0);
+        held.wait();
+        while count.0.load(Ordering::SeqCst) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(matches!(
+            poll_once(&mut future, &waker),
+            Poll::Ready(Ok(()))
+        ));
+        drop(future);
+        d.synchronize(c.processor()).unwrap();
+        assert_eq!(messages(&log), [0, 1, 2, 3, 4]);
+        assert_eq!(count.0.load(Ordering::SeqCst), 1, "woken once, not per pop");
+
+        // The same on tokio, a batch larger than the queue: the task stays pending while
+        // the processor is held, and resolves once it is released.
+        let held = block_processor(&d.handle(), c);
+        let rt = runtime();
+        let handle = d.handle();
+        let task = rt.spawn(async move {
+            let mut batch = (10..30).map(Event::Message);
+            handle.dispatch_batch_async(c, &mut batch).await.unwrap()
+        });
+        rt.block_on(async { tokio::time::sleep(Duration::from_millis(50)).await });
+        assert!(!task.is_finished(), "a full queue: the batch waits");
+        held.wait();
+        assert_eq!(rt.block_on(task).unwrap(), 20);
+        d.synchronize(c.processor()).unwrap();
+        let seen = messages(&log);
+        assert_eq!(seen[5..], (10..30).collect::<Vec<_>>()[..]);
+    });
+}
+
+/// Many tasks on a multi-threaded runtime, each dispatching its own numbered events to a
+/// small queue: every event arrives once, and each task's in order.
+#[test]
+fn many_async_producers_lose_nothing() {
+    const TASKS: u64 = 8;
+    const EACH: u64 = 5_000;
+    within(LIMIT * 3, "many async producers", || {
+        let d = one_queue_unprobed(PoolConfig::new(1).capacity(16));
+        let (recorder, log) = Recorder::new();
+        let c = d
+            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+            .unwrap();
+        let rt = runtime();
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|t| {
+                let handle = d.handle();
+                rt.spawn(async move {
+                    for i in 0..EACH {
+                        let event = Event::Message(t * 1_000_000 + i);
+                        if i % 2 == 0 {
+                            handle.dispatch_async(c, event).await.unwrap();
+                        } else {
+                            let mut one = std::iter::once(event);
+                            assert_eq!(handle.dispatch_batch_async(c, &mut one).await.unwrap(), 1);
+                        }
+                    }
+                })
+            })
+            .collect();
+        rt.block_on(async {
+            for task in tasks {
+                task.await.unwrap();
+            }
+        });
+        d.synchronize(c.processor()).unwrap();
+        let seen = messages(&log);
+        assert_eq!(seen.len() as u64, TASKS * EACH, "every event once");
+        for t in 0..TASKS {
+            let mine: Vec<u64> = seen
+                .iter()
+                .copied()
+                .filter(|m| m / 1_000_000 == t)
+                .collect();
+            let expected: Vec<u64> = (0..EACH).map(|i| t * 1_000_000 + i).collect();
+            assert_eq!(mine, expected, "task {t}: in order");
+        }
+    });
+}
+
+/// A pending future given up (cancelled, or dropped) enqueues nothing later; cancelling
+/// hands its event back; what was enqueued stays enqueued.
+#[test]
+fn a_pending_future_given_up_loses_nothing_and_enqueues_nothing_later() {
+    within(LIMIT, "cancelling a pending dispatch", || {
+        let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
+        let (recorder, log) = Recorder::new();
+        let c = d
+            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+            .unwrap();
+        let held = block_processor(&d.handle(), c);
+        for m in 0..4 {
+            d.try_dispatch(c, Event::Message(m)).unwrap();
+        }
+        let (count, waker) = counting_waker();
+        let mut cancelled = d.dispatch_async(c, Event::Message(98));
+        let mut dropped = d.dispatch_async(c, Event::Message(99));
+        assert!(poll_once(&mut cancelled, &waker).is_pending());
+        assert!(poll_once(&mut dropped, &waker).is_pending());
+        match cancelled.cancel() {
+            Some(Event::Message(98)) => {}
+            other => panic!("the event back, got {:?}", other.map(|e| e.kind())),
+        }
+        drop(dropped);
+        // A batch: two of its events went in before the queue filled.
+        held.wait();
+        d.synchronize(c.processor()).unwrap();
+        assert_eq!(count.0.load(Ordering::SeqCst), 0, "withdrawn: not woken");
+        let held = block_processor(&d.handle(), c);
+        let mut events = (10..20).map(Event::Message);
+        let mut batch = d.dispatch_batch_async(c, &mut events);
+        assert!(poll_once(&mut batch, &waker).is_pending());
+        assert_eq!(batch.enqueued(), 4);
+        let (enqueued, back) = batch.cancel();
+        assert_eq!(enqueued, 4);
+        assert!(matches!(back, Some(Event::Message(14))));
+        held.wait();
+        d.synchronize(c.processor()).unwrap();
+        assert_eq!(messages(&log), [0, 1, 2, 3, 10, 11, 12, 13]);
+        assert_eq!(
+            events.next().map(|e| e.kind()),
+            Some("message"),
+            "the rest stay"
+        );
+    });
+}
+
+/// Shutdown wakes a future waiting for room: it resolves with `ShutDown` and its event.
+#[test]
+fn shutdown_wakes_a_pending_future_with_its_event() {
+    within(LIMIT, "shutdown with a pending dispatch", || {
+        let mut d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
+        let (recorder, log) = Recorder::new();
+        let c = d
+            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+            .unwrap();
+        let handle = d.handle();
+        let held = block_processor(&handle, c);
+        for m in 0..4 {
+            d.try_dispatch(c, Event::Message(m)).unwrap();
+        }
+        let rt = runtime();
+        let waiting = handle.clone();
+        let task = rt.spawn(async move { waiting.dispatch_async(c, Event::Message(99)).await });
+        rt.block_on(async { tokio::time::sleep(Duration::from_millis(20)).await });
+        assert!(!task.is_finished());
+        // The processor is held: shutdown closes the gate (waking the task) and waits.
+        let shutdown = std::thread::spawn(move || d.shutdown());
+        match rt.block_on(task).unwrap() {
+            Err(DispatchError::ShutDown(Event::Message(99))) => {}
+            other => panic!(
+                "ShutDown with the event, got {:?}",
+                other.map_err(|e| e.is_full())
+            ),
+        }
+        held.wait();
+        shutdown.join().unwrap();
+        assert_eq!(messages(&log), [0, 1, 2, 3], "the accepted events are run");
+        // After shutdown, a new future resolves at once with its event.
+        let (_, waker) = counting_waker();
+        let mut late = handle.dispatch_async(c, Event::Message(7));
+        assert!(matches!(
+            poll_once(&mut late, &waker),
+            Poll::Ready(Err(DispatchError::ShutDown(Event::Message(7))))
+        ));
+    });
+}
+
+/// On a processor thread the future never waits, as the blocking dispatch there: a full
+/// target queue sends the event through the processor's outbox, and the first poll
+/// resolves.
+#[test]
+fn on_a_processor_thread_the_door_goes_through_the_outbox() {
+    struct Forward {
+        to: ClientHandle,
+        polled: Arc<Mutex<Vec<bool>>>,
+    }
+    impl Client<u64> for Forward {
+        fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<u64>) {
+            if let ClientEvent::Message(m) = event {
+                let mut future = ctx.dispatcher().dispatch_async(self.to, Event::Message(m));
+                let ready = matches!(poll_once(&mut future, Waker::noop()), Poll::Ready(Ok(())));
+                self.polled.lock().unwrap().push(ready);
+            }
+        }
+    }
+    within(LIMIT, "dispatch_async on a processor thread", || {
+        let d = Dispatcher::<u64>::builder()
+            .pool(ClientType::Queue, PoolConfig::new(1).capacity(2))
+            .pool(ClientType::Session, PoolConfig::new(1))
+            .monitor_interval(Duration::from_secs(3600))
+            .build()
+            .unwrap();
+        let (recorder, log) = Recorder::new();
+        let sink = d
+            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+            .unwrap();
+        let polled = Arc::new(Mutex::new(Vec::new()));
+        let forward = d
+            .register(
+                ClientType::Session,
+                Forward {
+                    to: sink,
+                    polled: polled.clone(),
+                },
+                Placement::LeastLoaded,
+            )
+            .unwrap();
+        let held = block_processor(&d.handle(), sink);
+        for m in 0..6 {
+            d.dispatch(forward, Event::Message(m)).unwrap();
+        }
+        d.synchronize(forward.processor()).unwrap();
+        assert_eq!(
+            *polled.lock().unwrap(),
+            [true; 6],
+            "resolved at the first poll"
+        );
+        held.wait();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while messages(&log).len() < 6 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "outboxed events arrive"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(messages(&log), [0, 1, 2, 3, 4, 5]);
+    });
+}

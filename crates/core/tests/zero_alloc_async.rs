@@ -1,0 +1,151 @@
+//! Proof that the async door allocates nothing per event once warm: a counting
+//! `#[global_allocator]` over all threads, 100,000 events through `dispatch_async` and
+//! `dispatch_batch_async` into a queue small enough that the futures wait for room again
+//! and again, polled by a hand-written `block_on` (a runtime's own scheduler may allocate,
+//! which is not the door's doing).
+//!
+//! Its own test binary with a single `#[test]`, so that no other test allocates while it
+//! measures.
+
+// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
+// only the loom models (`--lib`) run then.
+#![cfg(not(loom))]
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context as TaskContext, Poll, Wake, Waker};
+use std::thread::{self, Thread};
+
+use zerodispatch_core::*;
+use zerodispatch_testkit::CountingAllocator;
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+const EVENTS: u64 = 100_000;
+const WARM_UP: u64 = 20_000;
+
+/// Unparks the thread that runs [`block_on`].
+struct Unpark(Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Polls `future` on this thread until it resolves, parking while it is pending; counts
+/// the polls that found it pending in `waits`. Allocates nothing but the `waker` it is
+/// given.
+fn block_on<F: Future>(future: F, waker: &Waker, waits: &mut u64) -> F::Output {
+    let mut future = pin!(future);
+    let mut cx = TaskContext::from_waker(waker);
+    loop {
+        match future.as_mut().poll(&mut cx) {
+            Poll::Ready(output) => return output,
+            Poll::Pending => {
+                *waits += 1;
+                thread::park();
+            }
+        }
+    }
+}
+
+/// Sums the messages it handles; single writer, so plain loads and stores.
+struct Sum {
+    handled: Arc<AtomicU64>,
+    sum: Arc<AtomicU64>,
+}
+
+impl Client<u64> for Sum {
+    fn on_event(&mut self, event: ClientEvent<u64>, _ctx: &mut Context<u64>) {
+        if let ClientEvent::Message(m) = event {
+            self.sum
+                .store(self.sum.load(Ordering::Relaxed) + m, Ordering::Relaxed);
+        }
+        self.handled
+            .store(self.handled.load(Ordering::Relaxed) + 1, Ordering::Release);
+    }
+}
+
+#[test]
+fn the_async_door_allocates_nothing_per_event() {
+    let dispatcher = Dispatcher::<u64>::builder()
+        .pool(ClientType::Queue, PoolConfig::new(1).capacity(64))
+        .build()
+        .unwrap();
+    let (handled, sum) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let sink = dispatcher
+        .register(
+            ClientType::Queue,
+            Sum {
+                handled: handled.clone(),
+                sum: sum.clone(),
+            },
+            Placement::LeastLoaded,
+        )
+        .unwrap();
+    let handle = dispatcher.handle();
+    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let mut waits = 0;
+    // One event in four goes in a batch of four, the others one by one.
+    let send = |range: std::ops::Range<u64>, waits: &mut u64| {
+        let handle = &handle;
+        block_on(
+            async move {
+                let mut seq = range.start;
+                while seq < range.end {
+                    if seq % 16 == 0 && seq + 4 <= range.end {
+                        let mut batch = (seq..seq + 4).map(Event::Message);
+                        assert_eq!(
+                            handle.dispatch_batch_async(sink, &mut batch).await.unwrap(),
+                            4
+                        );
+                        seq += 4;
+                    } else {
+                        handle
+                            .dispatch_async(sink, Event::Message(seq))
+                            .await
+                            .unwrap();
+                        seq += 1;
+                    }
+                }
+            },
+            &waker,
+            waits,
+        );
+    };
+    let wait_for = |n: u64| {
+        while handled.load(Ordering::Acquire) < n {
+            thread::yield_now();
+        }
+    };
+
+    send(0..WARM_UP, &mut waits);
+    wait_for(WARM_UP);
+    let warm_waits = waits;
+    let before = CountingAllocator::allocations();
+    send(WARM_UP..WARM_UP + EVENTS, &mut waits);
+    wait_for(WARM_UP + EVENTS);
+    let after = CountingAllocator::allocations();
+
+    let total = WARM_UP + EVENTS;
+    assert_eq!(
+        sum.load(Ordering::Relaxed),
+        total * (total - 1) / 2,
+        "every event handled once"
+    );
+    assert!(
+        waits > warm_waits,
+        "the futures waited for room while measured ({} waits)",
+        waits - warm_waits
+    );
+    assert_eq!(
+        after - before,
+        0,
+        "{EVENTS} events through the async door allocated {} times",
+        after - before
+    );
+}
