@@ -1,0 +1,393 @@
+//! The batched frames as borrowed views: [`PublishFrame`], [`PublishConfirmFrame`],
+//! [`DeliverFrame`] and [`ConsumerConfirmFrame`], each with an iterator over its messages.
+//!
+//! Every batch body has the same shape: the id of the producer or consumer it belongs to
+//! (`u32`), the message count (`u32`, 1 to [`MAX_MESSAGES_PER_FRAME`]), then `count`
+//! entries of the kind's layout, filling the body exactly.
+//!
+//! A view is made only by decoding, which walks every entry once and checks it, so that
+//! iterating afterwards cannot fail: the iterators read the same bytes again and yield
+//! exactly `count` entries. Nothing is allocated; payloads are slices of the decoded
+//! buffer, valid as long as it is.
+
+use crate::error::DecodeError;
+use crate::header::FrameKind;
+use crate::ids::{ConsumerId, Guid, ProducerId, PublishId};
+use crate::limits::{MAX_MESSAGES_PER_FRAME, MAX_PAYLOAD_LEN};
+use crate::reader::Reader;
+use crate::status::ConfirmStatus;
+
+/// Bytes of a batch body before its entries: owner id and count.
+pub(crate) const BATCH_PREFIX_LEN: usize = 8;
+
+/// Why an entry cannot be read.
+enum EntryError {
+    /// The body ends inside it.
+    Short,
+    /// It holds a value the protocol refuses.
+    Bad(DecodeError),
+}
+
+/// The shape all batches share: owner id, count, and the checked entries' bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RawBatch<'a> {
+    owner: u32,
+    count: u32,
+    /// `count` entries, each checked by the kind's entry reader, and nothing else.
+    entries: &'a [u8],
+}
+
+impl<'a> RawBatch<'a> {
+    /// Reads a batch body of `kind` whose entries `read_entry` reads, each at least
+    /// `min_entry` bytes.
+    fn read<T>(
+        kind: FrameKind,
+        body: &'a [u8],
+        min_entry: usize,
+        read_entry: impl Fn(&mut Reader<'a>) -> Result<T, EntryError>,
+    ) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(body);
+        let (Some(owner), Some(count)) = (r.u32(), r.u32()) else {
+            return Err(DecodeError::BadLength {
+                kind,
+                len: body.len() as u32,
+            });
+        };
+        if count == 0 {
+            return Err(DecodeError::Zero {
+                kind,
+                field: "count",
+            });
+        }
+        if count > MAX_MESSAGES_PER_FRAME {
+            return Err(DecodeError::TooManyMessages {
+                kind,
+                count,
+                max: MAX_MESSAGES_PER_FRAME,
+            });
+        }
+        let entries = r.rest();
+        let mismatch = DecodeError::CountMismatch { kind, count };
+        // Refuse a count the body cannot hold before walking it; count is at most 4096.
+        if count as usize * min_entry > entries.len() {
+            return Err(mismatch);
+        }
+        let mut walk = Reader::new(entries);
+        for _ in 0..count {
+            match read_entry(&mut walk) {
+                Ok(_) => {}
+                Err(EntryError::Short) => return Err(mismatch),
+                Err(EntryError::Bad(error)) => return Err(error),
+            }
+        }
+        if !walk.is_empty() {
+            return Err(mismatch);
+        }
+        Ok(Self {
+            owner,
+            count,
+            entries,
+        })
+    }
+
+    pub(crate) fn body_len(&self) -> usize {
+        BATCH_PREFIX_LEN + self.entries.len()
+    }
+
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.owner.to_le_bytes());
+        out.extend_from_slice(&self.count.to_le_bytes());
+        out.extend_from_slice(self.entries);
+    }
+}
+
+fn read_payload<'a>(r: &mut Reader<'a>) -> Result<&'a [u8], EntryError> {
+    let len = r.u32().ok_or(EntryError::Short)?;
+    if len > MAX_PAYLOAD_LEN {
+        return Err(EntryError::Bad(DecodeError::PayloadTooLarge {
+            len,
+            max: MAX_PAYLOAD_LEN,
+        }));
+    }
+    r.bytes(len as usize).ok_or(EntryError::Short)
+}
+
+fn read_publish<'a>(r: &mut Reader<'a>) -> Result<(PublishId, &'a [u8]), EntryError> {
+    let id = PublishId(r.u64().ok_or(EntryError::Short)?);
+    Ok((id, read_payload(r)?))
+}
+
+fn read_publish_confirm(r: &mut Reader<'_>) -> Result<(PublishId, ConfirmStatus), EntryError> {
+    let id = PublishId(r.u64().ok_or(EntryError::Short)?);
+    let status = r.u8().ok_or(EntryError::Short)?;
+    let status = ConfirmStatus::from_u8(status)
+        .ok_or(EntryError::Bad(DecodeError::UnknownStatus { status }))?;
+    Ok((id, status))
+}
+
+fn read_deliver<'a>(r: &mut Reader<'a>) -> Result<(Guid, &'a [u8]), EntryError> {
+    let guid = r.guid().ok_or(EntryError::Short)?;
+    Ok((guid, read_payload(r)?))
+}
+
+fn read_consumer_confirm(r: &mut Reader<'_>) -> Result<Guid, EntryError> {
+    r.guid().ok_or(EntryError::Short)
+}
+
+/// Iterates the entries of a checked batch with the reader that checked them.
+#[derive(Clone, Debug)]
+struct Entries<'a, T> {
+    reader: Reader<'a>,
+    left: u32,
+    read_entry: fn(&mut Reader<'a>) -> Result<T, EntryError>,
+}
+
+impl<'a, T> Entries<'a, T> {
+    fn new(batch: &RawBatch<'a>, read_entry: fn(&mut Reader<'a>) -> Result<T, EntryError>) -> Self {
+        Self {
+            reader: Reader::new(batch.entries),
+            left: batch.count,
+            read_entry,
+        }
+    }
+
+    fn next(&mut self) -> Option<T> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        // Checked when decoded: an error here is impossible, and would end the iteration.
+        let entry = (self.read_entry)(&mut self.reader).ok();
+        if entry.is_none() {
+            self.left = 0;
+        }
+        entry
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left as usize, Some(self.left as usize))
+    }
+}
+
+/// `Publish` (client -> broker): a batch of messages of one producer, for its queue.
+///
+/// Entry, 12 bytes and the payload: `publish_id: u64`, `payload_len: u32` (at most
+/// [`MAX_PAYLOAD_LEN`]), then the payload's bytes. Build one with
+/// [`PublishBuilder`](crate::PublishBuilder).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PublishFrame<'a>(pub(crate) RawBatch<'a>);
+
+impl<'a> PublishFrame<'a> {
+    pub(crate) const MIN_ENTRY: usize = 12;
+
+    pub(crate) fn read(body: &'a [u8]) -> Result<Self, DecodeError> {
+        RawBatch::read(FrameKind::Publish, body, Self::MIN_ENTRY, read_publish).map(Self)
+    }
+
+    /// The producer.
+    #[must_use]
+    pub fn producer(&self) -> ProducerId {
+        ProducerId(self.0.owner)
+    }
+
+    /// The number of messages, 1 to [`MAX_MESSAGES_PER_FRAME`].
+    #[must_use]
+    pub fn count(&self) -> u32 {
+        self.0.count
+    }
+
+    /// The messages in order: each one's publishing id and payload, borrowed from the
+    /// decoded buffer.
+    #[must_use]
+    pub fn messages(&self) -> PublishMessages<'a> {
+        PublishMessages(Entries::new(&self.0, read_publish))
+    }
+}
+
+/// The messages of a [`PublishFrame`]: `(publishing id, payload)`.
+#[derive(Clone, Debug)]
+pub struct PublishMessages<'a>(Entries<'a, (PublishId, &'a [u8])>);
+
+impl<'a> Iterator for PublishMessages<'a> {
+    type Item = (PublishId, &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl ExactSizeIterator for PublishMessages<'_> {}
+
+/// `PublishConfirm` (broker -> client): the outcomes of a batch of one producer's
+/// messages, each exactly once.
+///
+/// Entry, 9 bytes: `publish_id: u64`, `status: u8` (a [`ConfirmStatus`]). Build one with
+/// [`PublishConfirmBuilder`](crate::PublishConfirmBuilder).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PublishConfirmFrame<'a>(pub(crate) RawBatch<'a>);
+
+impl<'a> PublishConfirmFrame<'a> {
+    pub(crate) const MIN_ENTRY: usize = 9;
+
+    pub(crate) fn read(body: &'a [u8]) -> Result<Self, DecodeError> {
+        RawBatch::read(
+            FrameKind::PublishConfirm,
+            body,
+            Self::MIN_ENTRY,
+            read_publish_confirm,
+        )
+        .map(Self)
+    }
+
+    /// The producer.
+    #[must_use]
+    pub fn producer(&self) -> ProducerId {
+        ProducerId(self.0.owner)
+    }
+
+    /// The number of confirms, 1 to [`MAX_MESSAGES_PER_FRAME`].
+    #[must_use]
+    pub fn count(&self) -> u32 {
+        self.0.count
+    }
+
+    /// The confirms in order: each message's publishing id and outcome.
+    #[must_use]
+    pub fn confirms(&self) -> PublishConfirms<'a> {
+        PublishConfirms(Entries::new(&self.0, read_publish_confirm))
+    }
+}
+
+/// The confirms of a [`PublishConfirmFrame`]: `(publishing id, status)`.
+#[derive(Clone, Debug)]
+pub struct PublishConfirms<'a>(Entries<'a, (PublishId, ConfirmStatus)>);
+
+impl Iterator for PublishConfirms<'_> {
+    type Item = (PublishId, ConfirmStatus);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl ExactSizeIterator for PublishConfirms<'_> {}
+
+/// `Deliver` (broker -> client): a batch of messages for one consumer, each taking one of
+/// its credits.
+///
+/// Entry, 20 bytes and the payload: `guid: [u8; 16]`, `payload_len: u32` (at most
+/// [`MAX_PAYLOAD_LEN`]), then the payload's bytes. Build one with
+/// [`DeliverBuilder`](crate::DeliverBuilder).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeliverFrame<'a>(pub(crate) RawBatch<'a>);
+
+impl<'a> DeliverFrame<'a> {
+    pub(crate) const MIN_ENTRY: usize = 20;
+
+    pub(crate) fn read(body: &'a [u8]) -> Result<Self, DecodeError> {
+        RawBatch::read(FrameKind::Deliver, body, Self::MIN_ENTRY, read_deliver).map(Self)
+    }
+
+    /// The consumer.
+    #[must_use]
+    pub fn consumer(&self) -> ConsumerId {
+        ConsumerId(self.0.owner)
+    }
+
+    /// The number of messages, 1 to [`MAX_MESSAGES_PER_FRAME`].
+    #[must_use]
+    pub fn count(&self) -> u32 {
+        self.0.count
+    }
+
+    /// The messages in order: each one's GUID and payload, borrowed from the decoded
+    /// buffer.
+    #[must_use]
+    pub fn messages(&self) -> DeliveredMessages<'a> {
+        DeliveredMessages(Entries::new(&self.0, read_deliver))
+    }
+}
+
+/// The messages of a [`DeliverFrame`]: `(GUID, payload)`.
+#[derive(Clone, Debug)]
+pub struct DeliveredMessages<'a>(Entries<'a, (Guid, &'a [u8])>);
+
+impl<'a> Iterator for DeliveredMessages<'a> {
+    type Item = (Guid, &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl ExactSizeIterator for DeliveredMessages<'_> {}
+
+/// `ConsumerConfirm` (client -> broker): consumer `consumer` has processed these
+/// delivered messages.
+///
+/// Entry, 16 bytes: `guid: [u8; 16]`. Build one with
+/// [`ConsumerConfirmBuilder`](crate::ConsumerConfirmBuilder).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConsumerConfirmFrame<'a>(pub(crate) RawBatch<'a>);
+
+impl<'a> ConsumerConfirmFrame<'a> {
+    pub(crate) const MIN_ENTRY: usize = 16;
+
+    pub(crate) fn read(body: &'a [u8]) -> Result<Self, DecodeError> {
+        RawBatch::read(
+            FrameKind::ConsumerConfirm,
+            body,
+            Self::MIN_ENTRY,
+            read_consumer_confirm,
+        )
+        .map(Self)
+    }
+
+    /// The consumer.
+    #[must_use]
+    pub fn consumer(&self) -> ConsumerId {
+        ConsumerId(self.0.owner)
+    }
+
+    /// The number of GUIDs, 1 to [`MAX_MESSAGES_PER_FRAME`].
+    #[must_use]
+    pub fn count(&self) -> u32 {
+        self.0.count
+    }
+
+    /// The GUIDs of the confirmed messages, in order.
+    #[must_use]
+    pub fn guids(&self) -> ConfirmedGuids<'a> {
+        ConfirmedGuids(Entries::new(&self.0, read_consumer_confirm))
+    }
+}
+
+/// The GUIDs of a [`ConsumerConfirmFrame`].
+#[derive(Clone, Debug)]
+pub struct ConfirmedGuids<'a>(Entries<'a, Guid>);
+
+impl Iterator for ConfirmedGuids<'_> {
+    type Item = Guid;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl ExactSizeIterator for ConfirmedGuids<'_> {}

@@ -1,0 +1,320 @@
+//! Builders that encode a batched frame message by message, straight into the caller's
+//! buffer: [`PublishBuilder`], [`PublishConfirmBuilder`], [`DeliverBuilder`] and
+//! [`ConsumerConfirmBuilder`].
+//!
+//! A builder writes the header and the batch prefix when it begins, appends each message
+//! as it is pushed, and patches the count and the length when it finishes. A push that
+//! would break a limit is refused and writes nothing, so the frame so far stays valid:
+//! finish it and begin another. A builder dropped unfinished (or finished empty) removes
+//! what it wrote, leaving the buffer as it found it.
+//!
+//! Nothing is allocated while the buffer has room: a sender that reuses one buffer (cleared
+//! after each write to its socket) allocates only until the buffer has grown to its
+//! largest batch.
+
+use crate::error::EncodeError;
+use crate::header::{FrameKind, Header};
+use crate::ids::{ConsumerId, Guid, ProducerId, PublishId};
+use crate::limits::{HEADER_LEN, MAX_FRAME_LEN, MAX_MESSAGES_PER_FRAME, MAX_PAYLOAD_LEN};
+use crate::status::ConfirmStatus;
+
+/// The frame a builder is writing at the end of its buffer.
+#[derive(Debug)]
+struct BatchWriter<'a> {
+    out: &'a mut Vec<u8>,
+    /// Where the frame's header starts in `out`; everything before is the caller's.
+    start: usize,
+    kind: FrameKind,
+    /// Entries written so far, at most MAX_MESSAGES_PER_FRAME.
+    count: u32,
+    /// Set by `finish`: the frame stays in `out` when the writer drops.
+    finished: bool,
+}
+
+impl<'a> BatchWriter<'a> {
+    fn begin(out: &'a mut Vec<u8>, kind: FrameKind, owner: u32) -> Self {
+        let start = out.len();
+        Header { kind, len: 0 }.write(out);
+        out.extend_from_slice(&owner.to_le_bytes());
+        out.extend_from_slice(&0_u32.to_le_bytes());
+        Self {
+            out,
+            start,
+            kind,
+            count: 0,
+            finished: false,
+        }
+    }
+
+    /// Appends one entry of `entry_len` bytes, written by `write`, within the limits.
+    fn push(
+        &mut self,
+        entry_len: usize,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<(), EncodeError> {
+        if self.count == MAX_MESSAGES_PER_FRAME {
+            return Err(EncodeError::BatchFull);
+        }
+        let needs = self.out.len() - self.start - HEADER_LEN + entry_len;
+        if needs > MAX_FRAME_LEN as usize {
+            return Err(EncodeError::FrameFull {
+                needs,
+                max: MAX_FRAME_LEN,
+            });
+        }
+        let before = self.out.len();
+        write(self.out);
+        debug_assert_eq!(
+            self.out.len() - before,
+            entry_len,
+            "an entry's announced length"
+        );
+        self.count += 1;
+        Ok(())
+    }
+
+    fn push_payload(&mut self, fixed: &[u8], payload: &[u8]) -> Result<(), EncodeError> {
+        if payload.len() > MAX_PAYLOAD_LEN as usize {
+            return Err(EncodeError::PayloadTooLarge {
+                len: payload.len(),
+                max: MAX_PAYLOAD_LEN,
+            });
+        }
+        self.push(fixed.len() + 4 + payload.len(), |out| {
+            out.extend_from_slice(fixed);
+            // At most MAX_PAYLOAD_LEN, a u32: checked above.
+            out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+            out.extend_from_slice(payload);
+        })
+    }
+
+    fn finish(mut self) -> Result<usize, EncodeError> {
+        if self.count == 0 {
+            return Err(EncodeError::EmptyBatch { kind: self.kind });
+        }
+        let frame_len = self.out.len() - self.start;
+        // At most MAX_FRAME_LEN, a u32: each push checked it.
+        let body_len = (frame_len - HEADER_LEN) as u32;
+        self.out[self.start + 6..self.start + HEADER_LEN].copy_from_slice(&body_len.to_le_bytes());
+        // The count follows the owner's id.
+        let count_at = self.start + HEADER_LEN + 4;
+        self.out[count_at..count_at + 4].copy_from_slice(&self.count.to_le_bytes());
+        self.finished = true;
+        Ok(frame_len)
+    }
+}
+
+impl Drop for BatchWriter<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.out.truncate(self.start);
+        }
+    }
+}
+
+/// Encodes a `Publish` frame: a batch of one producer's messages.
+///
+/// ```
+/// use zerodispatch_wire::{decode, Frame, ProducerId, PublishBuilder, PublishId};
+///
+/// let mut buf = Vec::with_capacity(4096);
+/// let mut publish = PublishBuilder::begin(&mut buf, ProducerId(1));
+/// publish.push(PublishId(7), b"hello")?;
+/// publish.push(PublishId(8), b"")?;
+/// let written = publish.finish()?;
+///
+/// let Some((Frame::Publish(frame), consumed)) = decode(&buf)? else { panic!() };
+/// assert_eq!((frame.producer(), frame.count(), consumed), (ProducerId(1), 2, written));
+/// let ids: Vec<_> = frame.messages().map(|(id, payload)| (id.0, payload.len())).collect();
+/// assert_eq!(ids, [(7, 5), (8, 0)]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct PublishBuilder<'a>(BatchWriter<'a>);
+
+impl<'a> PublishBuilder<'a> {
+    /// Begins a `Publish` of `producer` at the end of `out`.
+    pub fn begin(out: &'a mut Vec<u8>, producer: ProducerId) -> Self {
+        Self(BatchWriter::begin(out, FrameKind::Publish, producer.0))
+    }
+
+    /// Appends a message.
+    ///
+    /// # Errors
+    ///
+    /// `PayloadTooLarge`, `BatchFull` or `FrameFull`: the message was not appended.
+    pub fn push(&mut self, id: PublishId, payload: &[u8]) -> Result<(), EncodeError> {
+        self.0.push_payload(&id.0.to_le_bytes(), payload)
+    }
+
+    /// The messages appended so far.
+    #[must_use]
+    pub fn count(&self) -> u32 {
+        self.0.count
+    }
+
+    /// Completes the frame and returns its length, header included.
+    ///
+    /// # Errors
+    ///
+    /// `EmptyBatch` if no message was appended: nothing stays in the buffer.
+    pub fn finish(self) -> Result<usize, EncodeError> {
+        self.0.finish()
+    }
+}
+
+/// Encodes a `PublishConfirm` frame: the outcomes of a batch of one producer's messages.
+///
+/// ```
+/// use zerodispatch_wire::{decode, ConfirmStatus, Frame, ProducerId, PublishConfirmBuilder, PublishId};
+///
+/// let mut buf = Vec::new();
+/// let mut confirm = PublishConfirmBuilder::begin(&mut buf, ProducerId(1));
+/// confirm.push(PublishId(7), ConfirmStatus::Stored)?;
+/// confirm.finish()?;
+///
+/// let Some((Frame::PublishConfirm(frame), _)) = decode(&buf)? else { panic!() };
+/// assert!(frame.confirms().eq([(PublishId(7), ConfirmStatus::Stored)]));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct PublishConfirmBuilder<'a>(BatchWriter<'a>);
+
+impl<'a> PublishConfirmBuilder<'a> {
+    /// Begins a `PublishConfirm` for `producer` at the end of `out`.
+    pub fn begin(out: &'a mut Vec<u8>, producer: ProducerId) -> Self {
+        Self(BatchWriter::begin(
+            out,
+            FrameKind::PublishConfirm,
+            producer.0,
+        ))
+    }
+
+    /// Appends the outcome of message `id`.
+    ///
+    /// # Errors
+    ///
+    /// `BatchFull` or `FrameFull`: the confirm was not appended.
+    pub fn push(&mut self, id: PublishId, status: ConfirmStatus) -> Result<(), EncodeError> {
+        self.0.push(9, |out| {
+            out.extend_from_slice(&id.0.to_le_bytes());
+            out.push(status.as_u8());
+        })
+    }
+
+    /// The confirms appended so far.
+    #[must_use]
+    pub fn count(&self) -> u32 {
+        self.0.count
+    }
+
+    /// Completes the frame and returns its length, header included.
+    ///
+    /// # Errors
+    ///
+    /// `EmptyBatch` if no confirm was appended: nothing stays in the buffer.
+    pub fn finish(self) -> Result<usize, EncodeError> {
+        self.0.finish()
+    }
+}
+
+/// Encodes a `Deliver` frame: a batch of messages for one consumer.
+///
+/// ```
+/// use zerodispatch_wire::{decode, ConsumerId, DeliverBuilder, Frame, Guid};
+///
+/// let mut buf = Vec::new();
+/// let mut deliver = DeliverBuilder::begin(&mut buf, ConsumerId(3));
+/// deliver.push(Guid([9; 16]), b"payload")?;
+/// deliver.finish()?;
+///
+/// let Some((Frame::Deliver(frame), _)) = decode(&buf)? else { panic!() };
+/// assert!(frame.messages().eq([(Guid([9; 16]), &b"payload"[..])]));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct DeliverBuilder<'a>(BatchWriter<'a>);
+
+impl<'a> DeliverBuilder<'a> {
+    /// Begins a `Deliver` to `consumer` at the end of `out`.
+    pub fn begin(out: &'a mut Vec<u8>, consumer: ConsumerId) -> Self {
+        Self(BatchWriter::begin(out, FrameKind::Deliver, consumer.0))
+    }
+
+    /// Appends a message.
+    ///
+    /// # Errors
+    ///
+    /// `PayloadTooLarge`, `BatchFull` or `FrameFull`: the message was not appended.
+    pub fn push(&mut self, guid: Guid, payload: &[u8]) -> Result<(), EncodeError> {
+        self.0.push_payload(&guid.0, payload)
+    }
+
+    /// The messages appended so far.
+    #[must_use]
+    pub fn count(&self) -> u32 {
+        self.0.count
+    }
+
+    /// Completes the frame and returns its length, header included.
+    ///
+    /// # Errors
+    ///
+    /// `EmptyBatch` if no message was appended: nothing stays in the buffer.
+    pub fn finish(self) -> Result<usize, EncodeError> {
+        self.0.finish()
+    }
+}
+
+/// Encodes a `ConsumerConfirm` frame: the GUIDs of messages a consumer has processed.
+///
+/// ```
+/// use zerodispatch_wire::{decode, ConsumerConfirmBuilder, ConsumerId, Frame, Guid};
+///
+/// let mut buf = Vec::new();
+/// let mut confirm = ConsumerConfirmBuilder::begin(&mut buf, ConsumerId(3));
+/// confirm.push(Guid([1; 16]))?;
+/// confirm.push(Guid([2; 16]))?;
+/// confirm.finish()?;
+///
+/// let Some((Frame::ConsumerConfirm(frame), _)) = decode(&buf)? else { panic!() };
+/// assert!(frame.guids().eq([Guid([1; 16]), Guid([2; 16])]));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct ConsumerConfirmBuilder<'a>(BatchWriter<'a>);
+
+impl<'a> ConsumerConfirmBuilder<'a> {
+    /// Begins a `ConsumerConfirm` of `consumer` at the end of `out`.
+    pub fn begin(out: &'a mut Vec<u8>, consumer: ConsumerId) -> Self {
+        Self(BatchWriter::begin(
+            out,
+            FrameKind::ConsumerConfirm,
+            consumer.0,
+        ))
+    }
+
+    /// Appends the GUID of a processed message.
+    ///
+    /// # Errors
+    ///
+    /// `BatchFull` or `FrameFull`: the GUID was not appended.
+    pub fn push(&mut self, guid: Guid) -> Result<(), EncodeError> {
+        self.0.push(16, |out| out.extend_from_slice(&guid.0))
+    }
+
+    /// The GUIDs appended so far.
+    #[must_use]
+    pub fn count(&self) -> u32 {
+        self.0.count
+    }
+
+    /// Completes the frame and returns its length, header included.
+    ///
+    /// # Errors
+    ///
+    /// `EmptyBatch` if no GUID was appended: nothing stays in the buffer.
+    pub fn finish(self) -> Result<usize, EncodeError> {
+        self.0.finish()
+    }
+}

@@ -1,0 +1,461 @@
+//! [`Frame`]: one decoded frame, and the frames of fixed layout (everything but the
+//! batches, which are in `batch.rs`): their fields, how their bodies are read and written,
+//! and which values they forbid.
+
+use crate::batch::{ConsumerConfirmFrame, DeliverFrame, PublishConfirmFrame, PublishFrame};
+use crate::error::{DecodeError, EncodeError};
+use crate::header::FrameKind;
+use crate::ids::{AppId, ConsumerId, ProducerId, QueueId};
+use crate::limits::MAX_ERROR_MESSAGE_LEN;
+use crate::reader::Reader;
+use crate::status::ErrorCode;
+
+/// One frame, as [`decode`](crate::decode) returns it and [`encode`](Frame::encode)
+/// writes it. Batches and error messages are views that borrow the decoded buffer: they
+/// live as long as it, and copying the frame copies no message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// The client's first frame.
+    Hello(Hello),
+    /// The broker's answer to `Hello`.
+    Welcome(Welcome),
+    /// "Still here".
+    Heartbeat,
+    /// An error.
+    Error(ErrorFrame<'a>),
+    /// Open a producer.
+    OpenProducer(OpenProducer),
+    /// Close a producer.
+    CloseProducer(CloseProducer),
+    /// A batch of messages to publish.
+    Publish(PublishFrame<'a>),
+    /// The outcomes of a batch of published messages.
+    PublishConfirm(PublishConfirmFrame<'a>),
+    /// Open a consumer.
+    OpenConsumer(OpenConsumer),
+    /// Close a consumer.
+    CloseConsumer(CloseConsumer),
+    /// A batch of messages delivered to a consumer.
+    Deliver(DeliverFrame<'a>),
+    /// A batch of confirms of delivered messages.
+    ConsumerConfirm(ConsumerConfirmFrame<'a>),
+    /// More credit for a consumer.
+    Credit(Credit),
+}
+
+impl Frame<'_> {
+    /// The frame's kind.
+    #[must_use]
+    pub fn kind(&self) -> FrameKind {
+        match self {
+            Self::Hello(_) => FrameKind::Hello,
+            Self::Welcome(_) => FrameKind::Welcome,
+            Self::Heartbeat => FrameKind::Heartbeat,
+            Self::Error(_) => FrameKind::Error,
+            Self::OpenProducer(_) => FrameKind::OpenProducer,
+            Self::CloseProducer(_) => FrameKind::CloseProducer,
+            Self::Publish(_) => FrameKind::Publish,
+            Self::PublishConfirm(_) => FrameKind::PublishConfirm,
+            Self::OpenConsumer(_) => FrameKind::OpenConsumer,
+            Self::CloseConsumer(_) => FrameKind::CloseConsumer,
+            Self::Deliver(_) => FrameKind::Deliver,
+            Self::ConsumerConfirm(_) => FrameKind::ConsumerConfirm,
+            Self::Credit(_) => FrameKind::Credit,
+        }
+    }
+}
+
+/// A value a frame may not carry, found by the encoder (an [`EncodeError`]) or the decoder
+/// (a [`DecodeError`]) by the same check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Invalid {
+    Zero(FrameKind, &'static str),
+    BadVersionRange { min: u8, max: u8 },
+}
+
+impl From<Invalid> for DecodeError {
+    fn from(invalid: Invalid) -> Self {
+        match invalid {
+            Invalid::Zero(kind, field) => Self::Zero { kind, field },
+            Invalid::BadVersionRange { min, max } => Self::BadVersionRange { min, max },
+        }
+    }
+}
+
+impl From<Invalid> for EncodeError {
+    fn from(invalid: Invalid) -> Self {
+        match invalid {
+            Invalid::Zero(kind, field) => Self::Zero { kind, field },
+            Invalid::BadVersionRange { min, max } => Self::BadVersionRange { min, max },
+        }
+    }
+}
+
+fn nonzero<T: Default + PartialEq>(
+    value: T,
+    kind: FrameKind,
+    field: &'static str,
+) -> Result<(), Invalid> {
+    if value == T::default() {
+        Err(Invalid::Zero(kind, field))
+    } else {
+        Ok(())
+    }
+}
+
+/// Reads a body of fixed layout with `read`, which must consume it exactly.
+fn read_exact<'a, T>(
+    kind: FrameKind,
+    body: &'a [u8],
+    read: impl FnOnce(&mut Reader<'a>) -> Option<T>,
+) -> Result<T, DecodeError> {
+    let mut reader = Reader::new(body);
+    match read(&mut reader) {
+        Some(value) if reader.is_empty() => Ok(value),
+        // The length came from a header checked against MAX_FRAME_LEN, a u32.
+        _ => Err(DecodeError::BadLength {
+            kind,
+            len: body.len() as u32,
+        }),
+    }
+}
+
+/// `Hello` (client -> broker, the first frame): the versions the client speaks, and how
+/// often it will send a heartbeat when it has nothing else to send.
+///
+/// Body, 6 bytes: `min_version: u8`, `max_version: u8`, `heartbeat_ms: u32`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hello {
+    /// The lowest version the client speaks, at least 1.
+    pub min_version: u8,
+    /// The highest version the client speaks, at least `min_version`.
+    pub max_version: u8,
+    /// The client's heartbeat interval in milliseconds; 0 for none.
+    pub heartbeat_ms: u32,
+}
+
+impl Hello {
+    pub(crate) const LEN: usize = 6;
+
+    pub(crate) fn check(&self) -> Result<(), Invalid> {
+        nonzero(self.min_version, FrameKind::Hello, "min_version")?;
+        if self.min_version > self.max_version {
+            return Err(Invalid::BadVersionRange {
+                min: self.min_version,
+                max: self.max_version,
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn read(body: &[u8]) -> Result<Self, DecodeError> {
+        let hello = read_exact(FrameKind::Hello, body, |r| {
+            Some(Self {
+                min_version: r.u8()?,
+                max_version: r.u8()?,
+                heartbeat_ms: r.u32()?,
+            })
+        })?;
+        hello.check()?;
+        Ok(hello)
+    }
+
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+        out.push(self.min_version);
+        out.push(self.max_version);
+        out.extend_from_slice(&self.heartbeat_ms.to_le_bytes());
+    }
+}
+
+/// `Welcome` (broker -> client, the answer to `Hello`): the version both speak from now
+/// on, and how often the broker will send a heartbeat when it has nothing else to send.
+///
+/// Body, 5 bytes: `version: u8`, `heartbeat_ms: u32`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Welcome {
+    /// The version chosen: the highest that both speak; at least 1.
+    pub version: u8,
+    /// The broker's heartbeat interval in milliseconds; 0 for none.
+    pub heartbeat_ms: u32,
+}
+
+impl Welcome {
+    pub(crate) const LEN: usize = 5;
+
+    pub(crate) fn check(&self) -> Result<(), Invalid> {
+        nonzero(self.version, FrameKind::Welcome, "version")
+    }
+
+    pub(crate) fn read(body: &[u8]) -> Result<Self, DecodeError> {
+        let welcome = read_exact(FrameKind::Welcome, body, |r| {
+            Some(Self {
+                version: r.u8()?,
+                heartbeat_ms: r.u32()?,
+            })
+        })?;
+        welcome.check()?;
+        Ok(welcome)
+    }
+
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+        out.push(self.version);
+        out.extend_from_slice(&self.heartbeat_ms.to_le_bytes());
+    }
+}
+
+/// `Error` (either way): what went wrong, the request it refuses, and a message for
+/// people. With a fatal code ([`ErrorCode::is_fatal`]) it is the sender's last frame.
+///
+/// Body, 9 bytes and the message: `code: u16`, `refused: u8` (the kind of the frame it
+/// answers, 0 for none), `subject: u32` (the producer or consumer id that frame named, 0
+/// for none), `message_len: u16` (at most [`MAX_ERROR_MESSAGE_LEN`]), then `message_len`
+/// bytes of UTF-8.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ErrorFrame<'a> {
+    /// What went wrong.
+    pub code: ErrorCode,
+    /// The kind of the frame refused, if the error answers one.
+    pub refused: Option<FrameKind>,
+    /// The producer or consumer id the refused frame named (by its kind), or 0.
+    pub subject: u32,
+    /// A message for people, possibly empty; never something to parse.
+    pub message: &'a str,
+}
+
+impl<'a> ErrorFrame<'a> {
+    pub(crate) const FIXED_LEN: usize = 9;
+
+    pub(crate) fn read(body: &'a [u8]) -> Result<Self, DecodeError> {
+        let kind = FrameKind::Error;
+        let len = body.len() as u32;
+        let mut r = Reader::new(body);
+        let (Some(code), Some(refused), Some(subject), Some(message_len)) =
+            (r.u16(), r.u8(), r.u32(), r.u16())
+        else {
+            return Err(DecodeError::BadLength { kind, len });
+        };
+        if message_len > MAX_ERROR_MESSAGE_LEN {
+            return Err(DecodeError::MessageTooLong {
+                len: message_len,
+                max: MAX_ERROR_MESSAGE_LEN,
+            });
+        }
+        let message = r.rest();
+        if message.len() != usize::from(message_len) {
+            return Err(DecodeError::BadLength { kind, len });
+        }
+        let refused = match refused {
+            0 => None,
+            byte => Some(
+                FrameKind::from_u8(byte).ok_or(DecodeError::UnknownRefusedKind { kind: byte })?,
+            ),
+        };
+        let message = std::str::from_utf8(message).map_err(|_| DecodeError::BadUtf8)?;
+        Ok(Self {
+            code: ErrorCode(code),
+            refused,
+            subject,
+            message,
+        })
+    }
+
+    pub(crate) fn check(&self) -> Result<(), EncodeError> {
+        if self.message.len() > usize::from(MAX_ERROR_MESSAGE_LEN) {
+            return Err(EncodeError::MessageTooLong {
+                len: self.message.len(),
+                max: MAX_ERROR_MESSAGE_LEN,
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn body_len(&self) -> usize {
+        Self::FIXED_LEN + self.message.len()
+    }
+
+    /// Writes the body; `check` has passed.
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.code.0.to_le_bytes());
+        out.push(self.refused.map_or(0, FrameKind::as_u8));
+        out.extend_from_slice(&self.subject.to_le_bytes());
+        // At most MAX_ERROR_MESSAGE_LEN, a u16: `check` passed.
+        out.extend_from_slice(&(self.message.len() as u16).to_le_bytes());
+        out.extend_from_slice(self.message.as_bytes());
+    }
+}
+
+/// `OpenProducer` (client -> broker): open producer `producer` on `queue`. The broker
+/// answers with the same frame once it is open, or with an error frame that refuses it.
+///
+/// Body, 12 bytes: `producer: u32`, `queue: u32`, `max_unconfirmed: u32`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenProducer {
+    /// The producer's id on the connection, chosen by the client.
+    pub producer: ProducerId,
+    /// The queue every message of the producer goes to.
+    pub queue: QueueId,
+    /// Messages published and without a confirm, at most; at least 1. The broker confirms
+    /// a message past it `RejectedProducerFull`, and refuses an open above its own cap.
+    pub max_unconfirmed: u32,
+}
+
+impl OpenProducer {
+    pub(crate) const LEN: usize = 12;
+
+    pub(crate) fn check(&self) -> Result<(), Invalid> {
+        nonzero(
+            self.max_unconfirmed,
+            FrameKind::OpenProducer,
+            "max_unconfirmed",
+        )
+    }
+
+    pub(crate) fn read(body: &[u8]) -> Result<Self, DecodeError> {
+        let open = read_exact(FrameKind::OpenProducer, body, |r| {
+            Some(Self {
+                producer: ProducerId(r.u32()?),
+                queue: QueueId(r.u32()?),
+                max_unconfirmed: r.u32()?,
+            })
+        })?;
+        open.check()?;
+        Ok(open)
+    }
+
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.producer.0.to_le_bytes());
+        out.extend_from_slice(&self.queue.0.to_le_bytes());
+        out.extend_from_slice(&self.max_unconfirmed.to_le_bytes());
+    }
+}
+
+/// `CloseProducer` (client -> broker): close producer `producer`. The broker confirms
+/// every message of it that has no confirm yet (`Closed` or `NotSent` where it has no
+/// outcome), then echoes the frame; after the echo the id may be opened again.
+///
+/// Body, 4 bytes: `producer: u32`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CloseProducer {
+    /// The producer.
+    pub producer: ProducerId,
+}
+
+impl CloseProducer {
+    pub(crate) const LEN: usize = 4;
+
+    pub(crate) fn read(body: &[u8]) -> Result<Self, DecodeError> {
+        read_exact(FrameKind::CloseProducer, body, |r| {
+            Some(Self {
+                producer: ProducerId(r.u32()?),
+            })
+        })
+    }
+
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.producer.0.to_le_bytes());
+    }
+}
+
+/// `OpenConsumer` (client -> broker): open consumer `consumer` of `app` on `queue`, with
+/// `credit` messages it may be delivered before it gives more. The broker answers with the
+/// same frame once it is open, or with an error frame that refuses it.
+///
+/// Body, 14 bytes: `consumer: u32`, `queue: u32`, `app: u16`, `credit: u32`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenConsumer {
+    /// The consumer's id on the connection, chosen by the client.
+    pub consumer: ConsumerId,
+    /// The queue.
+    pub queue: QueueId,
+    /// The app (sub-queue); 0 in a priority queue.
+    pub app: AppId,
+    /// Messages the broker may deliver before the consumer sends a `Credit`; 0 to start
+    /// paused.
+    pub credit: u32,
+}
+
+impl OpenConsumer {
+    pub(crate) const LEN: usize = 14;
+
+    pub(crate) fn read(body: &[u8]) -> Result<Self, DecodeError> {
+        read_exact(FrameKind::OpenConsumer, body, |r| {
+            Some(Self {
+                consumer: ConsumerId(r.u32()?),
+                queue: QueueId(r.u32()?),
+                app: AppId(r.u16()?),
+                credit: r.u32()?,
+            })
+        })
+    }
+
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.consumer.0.to_le_bytes());
+        out.extend_from_slice(&self.queue.0.to_le_bytes());
+        out.extend_from_slice(&self.app.0.to_le_bytes());
+        out.extend_from_slice(&self.credit.to_le_bytes());
+    }
+}
+
+/// `CloseConsumer` (client -> broker): close consumer `consumer`. The broker delivers it
+/// nothing more and echoes the frame; what it delivered and was not confirmed goes to the
+/// queue's other consumers. After the echo the id may be opened again.
+///
+/// Body, 4 bytes: `consumer: u32`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CloseConsumer {
+    /// The consumer.
+    pub consumer: ConsumerId,
+}
+
+impl CloseConsumer {
+    pub(crate) const LEN: usize = 4;
+
+    pub(crate) fn read(body: &[u8]) -> Result<Self, DecodeError> {
+        read_exact(FrameKind::CloseConsumer, body, |r| {
+            Some(Self {
+                consumer: ConsumerId(r.u32()?),
+            })
+        })
+    }
+
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.consumer.0.to_le_bytes());
+    }
+}
+
+/// `Credit` (client -> broker): consumer `consumer` may be delivered `credit` more
+/// messages. Each delivered message takes one; the broker adds credits up to `u32::MAX`
+/// (saturating).
+///
+/// Body, 8 bytes: `consumer: u32`, `credit: u32` (at least 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Credit {
+    /// The consumer.
+    pub consumer: ConsumerId,
+    /// The messages added; at least 1.
+    pub credit: u32,
+}
+
+impl Credit {
+    pub(crate) const LEN: usize = 8;
+
+    pub(crate) fn check(&self) -> Result<(), Invalid> {
+        nonzero(self.credit, FrameKind::Credit, "credit")
+    }
+
+    pub(crate) fn read(body: &[u8]) -> Result<Self, DecodeError> {
+        let credit = read_exact(FrameKind::Credit, body, |r| {
+            Some(Self {
+                consumer: ConsumerId(r.u32()?),
+                credit: r.u32()?,
+            })
+        })?;
+        credit.check()?;
+        Ok(credit)
+    }
+
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.consumer.0.to_le_bytes());
+        out.extend_from_slice(&self.credit.to_le_bytes());
+    }
+}

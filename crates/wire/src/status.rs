@@ -1,0 +1,171 @@
+//! What a publish confirm says of a message ([`ConfirmStatus`]) and what an error frame
+//! says went wrong ([`ErrorCode`]).
+
+use std::fmt;
+
+/// The outcome of a published message, one byte in a `PublishConfirm`. Each maps to the
+/// broker's `AckStatus` variant of the same name, except [`Stored`](Self::Stored), which
+/// the broker calls `Acked`.
+///
+/// A receiver refuses a byte that is none of these (`DecodeError::UnknownStatus`): a
+/// client that cannot tell what became of a message must not guess.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ConfirmStatus {
+    /// The broker has taken the message: the client may forget it. (The in-memory broker
+    /// reports it when its queue releases the message, once every consumer or app has
+    /// confirmed it; that is later than storing, never earlier.)
+    Stored = 0,
+    /// The queue was full: the message was not stored. Publish it again.
+    RejectedQueueFull = 1,
+    /// The producer already had `max_unconfirmed` messages without a confirm: the message
+    /// was not stored.
+    RejectedProducerFull = 2,
+    /// The producer's queue does not exist (any more).
+    RejectedUnknownQueue = 3,
+    /// The producer was closed before the message was stored.
+    Closed = 4,
+    /// No outcome came within the broker's confirm timeout.
+    TimedOut = 5,
+    /// The producer was closed before the message was sent to its queue.
+    NotSent = 6,
+}
+
+impl ConfirmStatus {
+    /// The status a byte stands for, or `None` for a byte no status has.
+    ///
+    /// ```
+    /// use zerodispatch_wire::ConfirmStatus;
+    /// assert_eq!(ConfirmStatus::from_u8(0), Some(ConfirmStatus::Stored));
+    /// assert_eq!(ConfirmStatus::from_u8(7), None);
+    /// ```
+    #[must_use]
+    pub fn from_u8(byte: u8) -> Option<Self> {
+        Some(match byte {
+            0 => Self::Stored,
+            1 => Self::RejectedQueueFull,
+            2 => Self::RejectedProducerFull,
+            3 => Self::RejectedUnknownQueue,
+            4 => Self::Closed,
+            5 => Self::TimedOut,
+            6 => Self::NotSent,
+            _ => return None,
+        })
+    }
+
+    /// The byte that stands for this status.
+    #[must_use]
+    pub fn as_u8(self) -> u8 {
+        self as u8
+    }
+}
+
+/// The code of an error frame: a `u16`. Codes below 100 are protocol errors: the sender
+/// closes the connection after the error frame. Codes from 100 are refusals of one request
+/// (an open, a close, a credit, a confirm): the connection stays open.
+///
+/// A receiver accepts a code it does not know (a newer peer's), and tells by its range
+/// whether the connection is closing.
+///
+/// ```
+/// use zerodispatch_wire::ErrorCode;
+/// assert!(ErrorCode::MALFORMED.is_fatal());
+/// assert!(!ErrorCode::UNKNOWN_QUEUE.is_fatal());
+/// assert!(ErrorCode(99).is_fatal() && !ErrorCode(4242).is_fatal());
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ErrorCode(pub u16);
+
+impl ErrorCode {
+    /// The first two bytes of a frame were not [`MAGIC`](crate::MAGIC).
+    pub const BAD_MAGIC: Self = Self(1);
+    /// A header carried a version the receiver does not speak, or `Hello` offered no
+    /// version the broker speaks.
+    pub const UNSUPPORTED_VERSION: Self = Self(2);
+    /// A header carried a kind the protocol does not define.
+    pub const UNKNOWN_KIND: Self = Self(3);
+    /// A header set a flag the protocol does not define.
+    pub const UNKNOWN_FLAGS: Self = Self(4);
+    /// A header announced a body longer than [`MAX_FRAME_LEN`](crate::MAX_FRAME_LEN).
+    pub const FRAME_TOO_LARGE: Self = Self(5);
+    /// A body did not match its kind's layout: too short or too long, counts that do not
+    /// fit its length, a zero where one is forbidden, a payload or batch over its limit, an
+    /// unknown status, a message that is not UTF-8.
+    pub const MALFORMED: Self = Self(6);
+    /// A frame other than `Hello` before the handshake, or a second `Hello`.
+    pub const HANDSHAKE_REQUIRED: Self = Self(7);
+    /// A frame of a kind this side never receives (a `Deliver` sent to the broker).
+    pub const UNEXPECTED_KIND: Self = Self(8);
+    /// Nothing was received for three heartbeat intervals.
+    pub const HEARTBEAT_TIMEOUT: Self = Self(9);
+    /// The broker is shutting down.
+    pub const SHUTTING_DOWN: Self = Self(10);
+    /// The sender failed in a way the receiver cannot help.
+    pub const INTERNAL: Self = Self(11);
+
+    /// The queue of an open does not exist.
+    pub const UNKNOWN_QUEUE: Self = Self(100);
+    /// The app of an `OpenConsumer` does not exist in its queue.
+    pub const UNKNOWN_APP: Self = Self(101);
+    /// A frame named a producer that is not open on the connection.
+    pub const UNKNOWN_PRODUCER: Self = Self(102);
+    /// A frame named a consumer that is not open on the connection, or confirmed a GUID
+    /// the consumer does not hold.
+    pub const UNKNOWN_CONSUMER: Self = Self(103);
+    /// An open named a producer or consumer id already open on the connection.
+    pub const ID_IN_USE: Self = Self(104);
+    /// An open asked for more than the broker allows (`max_unconfirmed` above its cap).
+    pub const LIMIT_OUT_OF_RANGE: Self = Self(105);
+
+    /// The first code that refuses a request without closing the connection.
+    pub const FIRST_REFUSAL: u16 = 100;
+
+    /// Whether the sender closes the connection after an error frame with this code.
+    #[must_use]
+    pub fn is_fatal(self) -> bool {
+        self.0 < Self::FIRST_REFUSAL
+    }
+
+    /// The code's name, or `None` for a code this crate does not define.
+    #[must_use]
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self {
+            Self::BAD_MAGIC => "bad magic",
+            Self::UNSUPPORTED_VERSION => "unsupported version",
+            Self::UNKNOWN_KIND => "unknown kind",
+            Self::UNKNOWN_FLAGS => "unknown flags",
+            Self::FRAME_TOO_LARGE => "frame too large",
+            Self::MALFORMED => "malformed frame",
+            Self::HANDSHAKE_REQUIRED => "handshake required",
+            Self::UNEXPECTED_KIND => "unexpected kind",
+            Self::HEARTBEAT_TIMEOUT => "heartbeat timeout",
+            Self::SHUTTING_DOWN => "shutting down",
+            Self::INTERNAL => "internal error",
+            Self::UNKNOWN_QUEUE => "unknown queue",
+            Self::UNKNOWN_APP => "unknown app",
+            Self::UNKNOWN_PRODUCER => "unknown producer",
+            Self::UNKNOWN_CONSUMER => "unknown consumer",
+            Self::ID_IN_USE => "id in use",
+            Self::LIMIT_OUT_OF_RANGE => "limit out of range",
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Debug for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(name) => write!(f, "ErrorCode({} {name})", self.0),
+            None => write!(f, "ErrorCode({})", self.0),
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(name) => write!(f, "{name} ({})", self.0),
+            None => write!(f, "error {}", self.0),
+        }
+    }
+}

@@ -1,0 +1,622 @@
+//! The codec frame by frame: each kind encodes and decodes back to itself, its bytes are
+//! the documented layout, and each kind of bad input is refused with its own error.
+
+use zerodispatch_wire::*;
+
+/// Encodes `frame` alone and checks that it decodes back, whole and from no shorter prefix.
+fn round_trip(frame: Frame<'_>) -> Vec<u8> {
+    let mut buf = vec![0xAA]; // something of the caller's before the frame, kept
+    let written = frame.encode(&mut buf).expect("a valid frame encodes");
+    assert_eq!(buf[0], 0xAA);
+    let bytes = buf.split_off(1);
+    assert_eq!(bytes.len(), written);
+    assert_eq!(decode(&bytes), Ok(Some((frame, written))));
+    for short in 0..bytes.len() {
+        assert_eq!(
+            decode(&bytes[..short]),
+            Ok(None),
+            "{:?} cut at {short}",
+            frame.kind()
+        );
+    }
+    bytes
+}
+
+fn header(kind: FrameKind, len: u32) -> Vec<u8> {
+    let mut bytes = b"ZD\x01".to_vec();
+    bytes.push(kind.as_u8());
+    bytes.extend_from_slice(&0_u16.to_le_bytes());
+    bytes.extend_from_slice(&len.to_le_bytes());
+    bytes
+}
+
+fn frame_of(kind: FrameKind, body: &[u8]) -> Vec<u8> {
+    let mut bytes = header(kind, body.len() as u32);
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+#[test]
+fn fixed_frames_round_trip_in_their_documented_layout() {
+    let hello = round_trip(Frame::Hello(Hello {
+        min_version: 1,
+        max_version: 3,
+        heartbeat_ms: 0x0102_0304,
+    }));
+    assert_eq!(hello, frame_of(FrameKind::Hello, &[1, 3, 4, 3, 2, 1]));
+
+    let welcome = round_trip(Frame::Welcome(Welcome {
+        version: 1,
+        heartbeat_ms: 5000,
+    }));
+    assert_eq!(
+        welcome,
+        frame_of(FrameKind::Welcome, &[1, 0x88, 0x13, 0, 0])
+    );
+
+    assert_eq!(round_trip(Frame::Heartbeat), b"ZD\x01\x03\0\0\0\0\0\0");
+
+    let open = OpenProducer {
+        producer: ProducerId(1),
+        queue: QueueId(2),
+        max_unconfirmed: 3,
+    };
+    assert_eq!(
+        round_trip(Frame::OpenProducer(open)),
+        frame_of(
+            FrameKind::OpenProducer,
+            &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0]
+        )
+    );
+    assert_eq!(
+        round_trip(Frame::CloseProducer(CloseProducer {
+            producer: ProducerId(0x0a0b_0c0d)
+        })),
+        frame_of(FrameKind::CloseProducer, &[0x0d, 0x0c, 0x0b, 0x0a])
+    );
+    let open = OpenConsumer {
+        consumer: ConsumerId(1),
+        queue: QueueId(2),
+        app: AppId(3),
+        credit: 0,
+    };
+    assert_eq!(
+        round_trip(Frame::OpenConsumer(open)),
+        frame_of(
+            FrameKind::OpenConsumer,
+            &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 0, 0]
+        )
+    );
+    assert_eq!(
+        round_trip(Frame::CloseConsumer(CloseConsumer {
+            consumer: ConsumerId(9)
+        })),
+        frame_of(FrameKind::CloseConsumer, &[9, 0, 0, 0])
+    );
+    assert_eq!(
+        round_trip(Frame::Credit(Credit {
+            consumer: ConsumerId(9),
+            credit: 256
+        })),
+        frame_of(FrameKind::Credit, &[9, 0, 0, 0, 0, 1, 0, 0])
+    );
+}
+
+#[test]
+fn error_frames_round_trip_with_and_without_a_subject() {
+    let refusal = ErrorFrame {
+        code: ErrorCode::UNKNOWN_QUEUE,
+        refused: Some(FrameKind::OpenProducer),
+        subject: 7,
+        message: "queue 12 does not exist",
+    };
+    let bytes = round_trip(Frame::Error(refusal));
+    let mut body = vec![100, 0, 0x10, 7, 0, 0, 0, 23, 0];
+    body.extend_from_slice(b"queue 12 does not exist");
+    assert_eq!(bytes, frame_of(FrameKind::Error, &body));
+
+    let fatal = ErrorFrame {
+        code: ErrorCode(4242),
+        refused: None,
+        subject: 0,
+        message: "",
+    };
+    round_trip(Frame::Error(fatal));
+    let long = "é".repeat(usize::from(MAX_ERROR_MESSAGE_LEN) / 2);
+    round_trip(Frame::Error(ErrorFrame {
+        message: &long,
+        ..fatal
+    }));
+}
+
+#[test]
+fn publish_batches_round_trip_in_order_with_their_payloads() {
+    let mut buf = Vec::new();
+    let mut publish = PublishBuilder::begin(&mut buf, ProducerId(5));
+    publish.push(PublishId(u64::MAX), b"abc").unwrap();
+    publish.push(PublishId(0), b"").unwrap();
+    assert_eq!(publish.count(), 2);
+    let written = publish.finish().unwrap();
+
+    let mut body = vec![5, 0, 0, 0, 2, 0, 0, 0];
+    body.extend_from_slice(&u64::MAX.to_le_bytes());
+    body.extend_from_slice(&[3, 0, 0, 0, b'a', b'b', b'c']);
+    body.extend_from_slice(&[0; 8]);
+    body.extend_from_slice(&[0; 4]);
+    assert_eq!(buf, frame_of(FrameKind::Publish, &body));
+
+    let Ok(Some((frame @ Frame::Publish(batch), consumed))) = decode(&buf) else {
+        panic!()
+    };
+    assert_eq!(
+        (consumed, batch.producer(), batch.count()),
+        (written, ProducerId(5), 2)
+    );
+    let messages = batch.messages();
+    assert_eq!(messages.len(), 2);
+    assert!(messages.eq([(PublishId(u64::MAX), &b"abc"[..]), (PublishId(0), &b""[..])]));
+    assert_eq!(
+        round_trip(frame),
+        buf,
+        "a decoded batch encodes again as it was"
+    );
+}
+
+#[test]
+fn publish_confirm_batches_round_trip_every_status() {
+    let statuses = [
+        ConfirmStatus::Stored,
+        ConfirmStatus::RejectedQueueFull,
+        ConfirmStatus::RejectedProducerFull,
+        ConfirmStatus::RejectedUnknownQueue,
+        ConfirmStatus::Closed,
+        ConfirmStatus::TimedOut,
+        ConfirmStatus::NotSent,
+    ];
+    let mut buf = Vec::new();
+    let mut confirm = PublishConfirmBuilder::begin(&mut buf, ProducerId(1));
+    for (i, status) in statuses.into_iter().enumerate() {
+        assert_eq!(ConfirmStatus::from_u8(status.as_u8()), Some(status));
+        assert_eq!(status.as_u8() as usize, i);
+        confirm.push(PublishId(i as u64), status).unwrap();
+    }
+    confirm.finish().unwrap();
+    assert_eq!(buf.len(), HEADER_LEN + 8 + 9 * statuses.len());
+    let Ok(Some((frame @ Frame::PublishConfirm(batch), _))) = decode(&buf) else {
+        panic!()
+    };
+    assert!(batch.confirms().map(|(_, s)| s).eq(statuses));
+    assert!(batch.confirms().map(|(id, _)| id.0).eq(0..7));
+    round_trip(frame);
+}
+
+#[test]
+fn deliver_and_consumer_confirm_batches_round_trip() {
+    let mut buf = Vec::new();
+    let mut deliver = DeliverBuilder::begin(&mut buf, ConsumerId(2));
+    let big = vec![7; MAX_PAYLOAD_LEN as usize];
+    deliver.push(Guid([1; 16]), &big).unwrap();
+    deliver.push(Guid([2; 16]), b"x").unwrap();
+    deliver.finish().unwrap();
+    let Ok(Some((frame @ Frame::Deliver(batch), _))) = decode(&buf) else {
+        panic!()
+    };
+    assert_eq!(batch.consumer(), ConsumerId(2));
+    assert!(
+        batch
+            .messages()
+            .eq([(Guid([1; 16]), &big[..]), (Guid([2; 16]), &b"x"[..])])
+    );
+    round_trip(frame);
+
+    let mut buf = Vec::new();
+    let mut confirm = ConsumerConfirmBuilder::begin(&mut buf, ConsumerId(2));
+    for i in 0..MAX_MESSAGES_PER_FRAME {
+        confirm.push(Guid([i as u8; 16])).unwrap();
+    }
+    assert_eq!(confirm.push(Guid([0; 16])), Err(EncodeError::BatchFull));
+    confirm.finish().unwrap();
+    let Ok(Some((frame @ Frame::ConsumerConfirm(batch), _))) = decode(&buf) else {
+        panic!()
+    };
+    assert_eq!(
+        (batch.consumer(), batch.count()),
+        (ConsumerId(2), MAX_MESSAGES_PER_FRAME)
+    );
+    assert!(
+        batch
+            .guids()
+            .map(|g| g.0[0])
+            .eq((0..MAX_MESSAGES_PER_FRAME).map(|i| i as u8))
+    );
+    round_trip(frame);
+}
+
+#[test]
+fn a_builder_refuses_what_breaks_a_limit_and_keeps_the_frame_valid() {
+    let mut buf = b"kept".to_vec();
+    let mut publish = PublishBuilder::begin(&mut buf, ProducerId(1));
+    let too_big = vec![0; MAX_PAYLOAD_LEN as usize + 1];
+    assert_eq!(
+        publish.push(PublishId(0), &too_big),
+        Err(EncodeError::PayloadTooLarge {
+            len: too_big.len(),
+            max: MAX_PAYLOAD_LEN
+        })
+    );
+    let max = vec![0; MAX_PAYLOAD_LEN as usize];
+    for i in 0..3 {
+        publish.push(PublishId(i), &max).unwrap();
+    }
+    // Body so far: 8 + 3 * (12 + 256 KiB); a fourth full payload would pass 1 MiB.
+    let needs = 8 + 4 * (12 + MAX_PAYLOAD_LEN as usize);
+    assert_eq!(
+        publish.push(PublishId(3), &max),
+        Err(EncodeError::FrameFull {
+            needs,
+            max: MAX_FRAME_LEN
+        })
+    );
+    assert_eq!(publish.count(), 3);
+    publish.finish().unwrap();
+    assert_eq!(&buf[..4], b"kept");
+    let Ok(Some((Frame::Publish(batch), consumed))) = decode(&buf[4..]) else {
+        panic!()
+    };
+    assert_eq!((batch.count(), consumed), (3, buf.len() - 4));
+}
+
+#[test]
+fn an_empty_or_abandoned_batch_leaves_the_buffer_as_it_was() {
+    let mut buf = b"kept".to_vec();
+    let publish = PublishBuilder::begin(&mut buf, ProducerId(1));
+    assert_eq!(
+        publish.finish(),
+        Err(EncodeError::EmptyBatch {
+            kind: FrameKind::Publish
+        })
+    );
+    assert_eq!(buf, b"kept");
+
+    let mut deliver = DeliverBuilder::begin(&mut buf, ConsumerId(1));
+    deliver.push(Guid([0; 16]), b"dropped").unwrap();
+    drop(deliver);
+    assert_eq!(buf, b"kept");
+}
+
+#[test]
+fn encode_refuses_the_values_decode_would_and_writes_nothing() {
+    let mut buf = Vec::new();
+    let refused = [
+        (
+            Frame::Hello(Hello {
+                min_version: 0,
+                max_version: 1,
+                heartbeat_ms: 0,
+            }),
+            EncodeError::Zero {
+                kind: FrameKind::Hello,
+                field: "min_version",
+            },
+        ),
+        (
+            Frame::Hello(Hello {
+                min_version: 2,
+                max_version: 1,
+                heartbeat_ms: 0,
+            }),
+            EncodeError::BadVersionRange { min: 2, max: 1 },
+        ),
+        (
+            Frame::Welcome(Welcome {
+                version: 0,
+                heartbeat_ms: 0,
+            }),
+            EncodeError::Zero {
+                kind: FrameKind::Welcome,
+                field: "version",
+            },
+        ),
+        (
+            Frame::OpenProducer(OpenProducer {
+                producer: ProducerId(1),
+                queue: QueueId(1),
+                max_unconfirmed: 0,
+            }),
+            EncodeError::Zero {
+                kind: FrameKind::OpenProducer,
+                field: "max_unconfirmed",
+            },
+        ),
+        (
+            Frame::Credit(Credit {
+                consumer: ConsumerId(1),
+                credit: 0,
+            }),
+            EncodeError::Zero {
+                kind: FrameKind::Credit,
+                field: "credit",
+            },
+        ),
+    ];
+    for (frame, error) in refused {
+        assert_eq!(frame.encode(&mut buf), Err(error));
+    }
+    let long = "x".repeat(usize::from(MAX_ERROR_MESSAGE_LEN) + 1);
+    let error = ErrorFrame {
+        code: ErrorCode::INTERNAL,
+        refused: None,
+        subject: 0,
+        message: &long,
+    };
+    assert_eq!(
+        Frame::Error(error).encode(&mut buf),
+        Err(EncodeError::MessageTooLong {
+            len: long.len(),
+            max: MAX_ERROR_MESSAGE_LEN
+        })
+    );
+    assert!(buf.is_empty());
+}
+
+#[test]
+fn a_bad_header_is_refused_from_its_first_bad_byte() {
+    assert_eq!(decode(b""), Ok(None));
+    assert_eq!(decode(b"Z"), Ok(None));
+    assert_eq!(decode(b"X"), Err(DecodeError::BadMagic));
+    assert_eq!(decode(b"ZX"), Err(DecodeError::BadMagic));
+    assert_eq!(
+        decode(b"ZD\x02"),
+        Err(DecodeError::UnsupportedVersion { version: 2 })
+    );
+    assert_eq!(
+        decode(b"ZD\x01\x00"),
+        Err(DecodeError::UnknownKind { kind: 0 })
+    );
+    assert_eq!(decode(b"ZD\x01\x03\x01"), Ok(None), "flags are read whole");
+    assert_eq!(
+        decode(b"ZD\x01\x03\x00\x80"),
+        Err(DecodeError::UnknownFlags { flags: 0x8000 })
+    );
+    let mut huge = header(FrameKind::Publish, u32::MAX);
+    assert_eq!(
+        decode(&huge),
+        Err(DecodeError::FrameTooLarge {
+            len: u32::MAX,
+            max: MAX_FRAME_LEN
+        })
+    );
+    huge[6..].copy_from_slice(&MAX_FRAME_LEN.to_le_bytes());
+    assert_eq!(decode(&huge), Ok(None), "the largest body is waited for");
+    for (kind, code) in [
+        (DecodeError::BadMagic, ErrorCode::BAD_MAGIC),
+        (
+            DecodeError::UnsupportedVersion { version: 2 },
+            ErrorCode::UNSUPPORTED_VERSION,
+        ),
+        (
+            DecodeError::UnknownKind { kind: 0 },
+            ErrorCode::UNKNOWN_KIND,
+        ),
+        (
+            DecodeError::UnknownFlags { flags: 1 },
+            ErrorCode::UNKNOWN_FLAGS,
+        ),
+        (
+            DecodeError::FrameTooLarge {
+                len: u32::MAX,
+                max: MAX_FRAME_LEN,
+            },
+            ErrorCode::FRAME_TOO_LARGE,
+        ),
+    ] {
+        assert_eq!(kind.code(), code);
+        assert!(code.is_fatal());
+    }
+}
+
+#[test]
+fn a_fixed_body_of_the_wrong_length_is_refused() {
+    for (kind, len) in [
+        (FrameKind::Hello, 6_usize),
+        (FrameKind::Welcome, 5),
+        (FrameKind::Heartbeat, 0),
+        (FrameKind::OpenProducer, 12),
+        (FrameKind::CloseProducer, 4),
+        (FrameKind::OpenConsumer, 14),
+        (FrameKind::CloseConsumer, 4),
+        (FrameKind::Credit, 8),
+    ] {
+        // All ones: a valid body of the right length, for each of these kinds.
+        for wrong in [len.saturating_sub(1), len + 1] {
+            if wrong == len {
+                continue;
+            }
+            let bytes = frame_of(kind, &vec![1; wrong]);
+            let error = DecodeError::BadLength {
+                kind,
+                len: wrong as u32,
+            };
+            assert_eq!(decode(&bytes), Err(error), "{kind:?} of {wrong} bytes");
+            assert_eq!(error.code(), ErrorCode::MALFORMED);
+        }
+        assert!(
+            decode(&frame_of(kind, &vec![1; len])).unwrap().is_some(),
+            "{kind:?}"
+        );
+    }
+}
+
+#[test]
+fn forbidden_zeros_are_refused() {
+    let cases: [(FrameKind, &[u8], &str); 4] = [
+        (FrameKind::Hello, &[0, 1, 0, 0, 0, 0], "min_version"),
+        (FrameKind::Welcome, &[0, 0, 0, 0, 0], "version"),
+        (
+            FrameKind::OpenProducer,
+            &[1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0],
+            "max_unconfirmed",
+        ),
+        (FrameKind::Credit, &[1, 0, 0, 0, 0, 0, 0, 0], "credit"),
+    ];
+    for (kind, body, field) in cases {
+        assert_eq!(
+            decode(&frame_of(kind, body)),
+            Err(DecodeError::Zero { kind, field })
+        );
+    }
+    assert_eq!(
+        decode(&frame_of(FrameKind::Hello, &[3, 2, 0, 0, 0, 0])),
+        Err(DecodeError::BadVersionRange { min: 3, max: 2 })
+    );
+    for kind in [
+        FrameKind::Publish,
+        FrameKind::PublishConfirm,
+        FrameKind::Deliver,
+        FrameKind::ConsumerConfirm,
+    ] {
+        let empty = frame_of(kind, &[1, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            decode(&empty),
+            Err(DecodeError::Zero {
+                kind,
+                field: "count"
+            })
+        );
+        assert_eq!(
+            decode(&frame_of(kind, &[1, 0, 0, 0, 0, 0, 0])),
+            Err(DecodeError::BadLength { kind, len: 7 }),
+            "no room for the count"
+        );
+    }
+}
+
+#[test]
+fn counts_that_do_not_fit_the_body_are_refused() {
+    let batch = |count: u32, entries: &[u8]| {
+        let mut body = vec![1, 0, 0, 0];
+        body.extend_from_slice(&count.to_le_bytes());
+        body.extend_from_slice(entries);
+        body
+    };
+    let kind = FrameKind::ConsumerConfirm;
+    // Two GUIDs announced, one there; one announced, two there; a GUID cut short.
+    for (count, entries) in [(2, vec![0; 16]), (1, vec![0; 32]), (1, vec![0; 15])] {
+        assert_eq!(
+            decode(&frame_of(kind, &batch(count, &entries))),
+            Err(DecodeError::CountMismatch { kind, count })
+        );
+    }
+    // A count over the limit, whatever the body.
+    let over = MAX_MESSAGES_PER_FRAME + 1;
+    assert_eq!(
+        decode(&frame_of(kind, &batch(over, &[]))),
+        Err(DecodeError::TooManyMessages {
+            kind,
+            count: over,
+            max: MAX_MESSAGES_PER_FRAME
+        })
+    );
+    // A payload length that runs past the body.
+    let kind = FrameKind::Publish;
+    let mut entry = 7_u64.to_le_bytes().to_vec();
+    entry.extend_from_slice(&100_u32.to_le_bytes());
+    entry.extend_from_slice(&[0; 99]);
+    assert_eq!(
+        decode(&frame_of(kind, &batch(1, &entry))),
+        Err(DecodeError::CountMismatch { kind, count: 1 })
+    );
+    // A payload length over the limit, though the body could hold it.
+    let mut entry = [0; 20].to_vec();
+    entry[16..].copy_from_slice(&(MAX_PAYLOAD_LEN + 1).to_le_bytes());
+    entry.resize(20 + MAX_PAYLOAD_LEN as usize + 1, 0);
+    assert_eq!(
+        decode(&frame_of(FrameKind::Deliver, &batch(1, &entry))),
+        Err(DecodeError::PayloadTooLarge {
+            len: MAX_PAYLOAD_LEN + 1,
+            max: MAX_PAYLOAD_LEN
+        })
+    );
+    // An unknown status.
+    let mut entry = [0; 9];
+    entry[8] = 7;
+    assert_eq!(
+        decode(&frame_of(FrameKind::PublishConfirm, &batch(1, &entry))),
+        Err(DecodeError::UnknownStatus { status: 7 })
+    );
+}
+
+#[test]
+fn a_bad_error_frame_is_refused() {
+    let body = |refused: u8, len: u16, message: &[u8]| {
+        let mut body = vec![6, 0, refused, 0, 0, 0, 0];
+        body.extend_from_slice(&len.to_le_bytes());
+        body.extend_from_slice(message);
+        body
+    };
+    let kind = FrameKind::Error;
+    assert!(
+        decode(&frame_of(kind, &body(0, 2, b"ok")))
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        decode(&frame_of(kind, &body(0, 3, b"ok"))),
+        Err(DecodeError::BadLength { kind, len: 11 })
+    );
+    assert_eq!(
+        decode(&frame_of(kind, &body(0, 1, b"ok"))),
+        Err(DecodeError::BadLength { kind, len: 11 })
+    );
+    assert_eq!(
+        decode(&frame_of(kind, &[6, 0, 0])),
+        Err(DecodeError::BadLength { kind, len: 3 })
+    );
+    assert_eq!(
+        decode(&frame_of(kind, &body(0, 2, b"\xff\xfe"))),
+        Err(DecodeError::BadUtf8)
+    );
+    assert_eq!(
+        decode(&frame_of(kind, &body(0x7f, 0, b""))),
+        Err(DecodeError::UnknownRefusedKind { kind: 0x7f })
+    );
+    let long = vec![b'x'; usize::from(MAX_ERROR_MESSAGE_LEN) + 1];
+    assert_eq!(
+        decode(&frame_of(kind, &body(0, long.len() as u16, &long))),
+        Err(DecodeError::MessageTooLong {
+            len: long.len() as u16,
+            max: MAX_ERROR_MESSAGE_LEN
+        })
+    );
+}
+
+#[test]
+fn every_kind_byte_names_its_kind_and_codes_their_range() {
+    for kind in FrameKind::ALL {
+        assert_eq!(FrameKind::from_u8(kind.as_u8()), Some(kind));
+    }
+    let known = (0..=u8::MAX)
+        .filter(|&b| FrameKind::from_u8(b).is_some())
+        .count();
+    assert_eq!(known, FrameKind::ALL.len());
+    assert!(ErrorCode::HANDSHAKE_REQUIRED.is_fatal() && !ErrorCode::ID_IN_USE.is_fatal());
+    assert_eq!(ErrorCode::UNKNOWN_APP.to_string(), "unknown app (101)");
+    assert_eq!(format!("{:?}", ErrorCode(7777)), "ErrorCode(7777)");
+    assert_eq!(
+        format!("{:?}", Guid([0xab; 16])),
+        format!("Guid({})", "ab".repeat(16))
+    );
+    // Every error says what it is.
+    assert_eq!(
+        DecodeError::CountMismatch {
+            kind: FrameKind::Deliver,
+            count: 3
+        }
+        .to_string(),
+        "a Deliver body does not hold exactly its 3 messages"
+    );
+    assert_eq!(
+        EncodeError::BatchFull.to_string(),
+        "the batch holds the most messages a frame may"
+    );
+}

@@ -1,0 +1,365 @@
+//! Properties of the codec over generated input (proptest, 256 cases each):
+//!
+//! - any frame encoded decodes to the same values, also when a stream of frames arrives in
+//!   arbitrary splits;
+//! - arbitrary bytes, random bodies behind valid headers, and valid frames with a byte
+//!   changed never panic the decoder: it answers a frame, "need more" or an error, never
+//!   consumes more than it was given, and a frame it accepts encodes back to exactly the
+//!   bytes it consumed (the encoding is canonical).
+//!
+//! That the decoder never allocates, whatever the bytes claim, is proven by the counting
+//! allocator in `zero_alloc.rs`.
+
+use proptest::prelude::*;
+use zerodispatch_wire::*;
+
+/// A frame with owned contents, to generate and to compare decoded frames with.
+#[derive(Clone, Debug, PartialEq)]
+enum Model {
+    Fixed(FixedFrame),
+    Error {
+        code: u16,
+        refused: Option<FrameKind>,
+        subject: u32,
+        message: String,
+    },
+    Publish {
+        producer: u32,
+        messages: Vec<(u64, Vec<u8>)>,
+    },
+    PublishConfirm {
+        producer: u32,
+        confirms: Vec<(u64, ConfirmStatus)>,
+    },
+    Deliver {
+        consumer: u32,
+        messages: Vec<([u8; 16], Vec<u8>)>,
+    },
+    ConsumerConfirm {
+        consumer: u32,
+        guids: Vec<[u8; 16]>,
+    },
+}
+
+/// The frames without borrowed contents.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum FixedFrame {
+    Hello(Hello),
+    Welcome(Welcome),
+    Heartbeat,
+    OpenProducer(OpenProducer),
+    CloseProducer(CloseProducer),
+    OpenConsumer(OpenConsumer),
+    CloseConsumer(CloseConsumer),
+    Credit(Credit),
+}
+
+impl FixedFrame {
+    fn frame(self) -> Frame<'static> {
+        match self {
+            Self::Hello(f) => Frame::Hello(f),
+            Self::Welcome(f) => Frame::Welcome(f),
+            Self::Heartbeat => Frame::Heartbeat,
+            Self::OpenProducer(f) => Frame::OpenProducer(f),
+            Self::CloseProducer(f) => Frame::CloseProducer(f),
+            Self::OpenConsumer(f) => Frame::OpenConsumer(f),
+            Self::CloseConsumer(f) => Frame::CloseConsumer(f),
+            Self::Credit(f) => Frame::Credit(f),
+        }
+    }
+}
+
+impl Model {
+    fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Self::Fixed(fixed) => {
+                fixed.frame().encode(out).unwrap();
+            }
+            Self::Error {
+                code,
+                refused,
+                subject,
+                message,
+            } => {
+                let error = ErrorFrame {
+                    code: ErrorCode(*code),
+                    refused: *refused,
+                    subject: *subject,
+                    message,
+                };
+                Frame::Error(error).encode(out).unwrap();
+            }
+            Self::Publish { producer, messages } => {
+                let mut b = PublishBuilder::begin(out, ProducerId(*producer));
+                for (id, payload) in messages {
+                    b.push(PublishId(*id), payload).unwrap();
+                }
+                b.finish().unwrap();
+            }
+            Self::PublishConfirm { producer, confirms } => {
+                let mut b = PublishConfirmBuilder::begin(out, ProducerId(*producer));
+                for &(id, status) in confirms {
+                    b.push(PublishId(id), status).unwrap();
+                }
+                b.finish().unwrap();
+            }
+            Self::Deliver { consumer, messages } => {
+                let mut b = DeliverBuilder::begin(out, ConsumerId(*consumer));
+                for (guid, payload) in messages {
+                    b.push(Guid(*guid), payload).unwrap();
+                }
+                b.finish().unwrap();
+            }
+            Self::ConsumerConfirm { consumer, guids } => {
+                let mut b = ConsumerConfirmBuilder::begin(out, ConsumerId(*consumer));
+                for &guid in guids {
+                    b.push(Guid(guid)).unwrap();
+                }
+                b.finish().unwrap();
+            }
+        }
+    }
+
+    /// The model of a decoded frame, iterating every batch to its end.
+    fn of(frame: Frame<'_>) -> Self {
+        match frame {
+            Frame::Hello(f) => Self::Fixed(FixedFrame::Hello(f)),
+            Frame::Welcome(f) => Self::Fixed(FixedFrame::Welcome(f)),
+            Frame::Heartbeat => Self::Fixed(FixedFrame::Heartbeat),
+            Frame::OpenProducer(f) => Self::Fixed(FixedFrame::OpenProducer(f)),
+            Frame::CloseProducer(f) => Self::Fixed(FixedFrame::CloseProducer(f)),
+            Frame::OpenConsumer(f) => Self::Fixed(FixedFrame::OpenConsumer(f)),
+            Frame::CloseConsumer(f) => Self::Fixed(FixedFrame::CloseConsumer(f)),
+            Frame::Credit(f) => Self::Fixed(FixedFrame::Credit(f)),
+            Frame::Error(e) => Self::Error {
+                code: e.code.0,
+                refused: e.refused,
+                subject: e.subject,
+                message: e.message.to_owned(),
+            },
+            Frame::Publish(b) => {
+                let messages: Vec<_> = b.messages().map(|(id, p)| (id.0, p.to_vec())).collect();
+                assert_eq!(messages.len(), b.count() as usize);
+                Self::Publish {
+                    producer: b.producer().0,
+                    messages,
+                }
+            }
+            Frame::PublishConfirm(b) => {
+                let confirms: Vec<_> = b.confirms().map(|(id, s)| (id.0, s)).collect();
+                assert_eq!(confirms.len(), b.count() as usize);
+                Self::PublishConfirm {
+                    producer: b.producer().0,
+                    confirms,
+                }
+            }
+            Frame::Deliver(b) => {
+                let messages: Vec<_> = b.messages().map(|(g, p)| (g.0, p.to_vec())).collect();
+                assert_eq!(messages.len(), b.count() as usize);
+                Self::Deliver {
+                    consumer: b.consumer().0,
+                    messages,
+                }
+            }
+            Frame::ConsumerConfirm(b) => {
+                let guids: Vec<_> = b.guids().map(|g| g.0).collect();
+                assert_eq!(guids.len(), b.count() as usize);
+                Self::ConsumerConfirm {
+                    consumer: b.consumer().0,
+                    guids,
+                }
+            }
+        }
+    }
+}
+
+fn status() -> impl Strategy<Value = ConfirmStatus> {
+    (0_u8..7).prop_map(|b| ConfirmStatus::from_u8(b).unwrap())
+}
+
+fn payload() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(any::<u8>(), 0..48)
+}
+
+fn fixed() -> impl Strategy<Value = FixedFrame> {
+    prop_oneof![
+        (1_u8..=255, any::<u8>(), any::<u32>()).prop_map(|(min, extra, heartbeat_ms)| {
+            let max_version = min.saturating_add(extra % 4);
+            FixedFrame::Hello(Hello {
+                min_version: min,
+                max_version,
+                heartbeat_ms,
+            })
+        }),
+        (1_u8..=255, any::<u32>()).prop_map(|(version, heartbeat_ms)| FixedFrame::Welcome(
+            Welcome {
+                version,
+                heartbeat_ms
+            }
+        )),
+        Just(FixedFrame::Heartbeat),
+        (any::<u32>(), any::<u32>(), 1_u32..).prop_map(|(p, q, max_unconfirmed)| {
+            FixedFrame::OpenProducer(OpenProducer {
+                producer: ProducerId(p),
+                queue: QueueId(q),
+                max_unconfirmed,
+            })
+        }),
+        any::<u32>().prop_map(|p| FixedFrame::CloseProducer(CloseProducer {
+            producer: ProducerId(p)
+        })),
+        (any::<u32>(), any::<u32>(), any::<u16>(), any::<u32>()).prop_map(|(c, q, a, credit)| {
+            FixedFrame::OpenConsumer(OpenConsumer {
+                consumer: ConsumerId(c),
+                queue: QueueId(q),
+                app: AppId(a),
+                credit,
+            })
+        }),
+        any::<u32>().prop_map(|c| FixedFrame::CloseConsumer(CloseConsumer {
+            consumer: ConsumerId(c)
+        })),
+        (any::<u32>(), 1_u32..).prop_map(|(c, credit)| FixedFrame::Credit(Credit {
+            consumer: ConsumerId(c),
+            credit
+        })),
+    ]
+}
+
+fn model() -> impl Strategy<Value = Model> {
+    let refused = prop::option::of(prop::sample::select(FrameKind::ALL.to_vec()));
+    prop_oneof![
+        fixed().prop_map(Model::Fixed),
+        (any::<u16>(), refused, any::<u32>(), ".{0,40}").prop_map(
+            |(code, refused, subject, message)| {
+                Model::Error {
+                    code,
+                    refused,
+                    subject,
+                    message,
+                }
+            }
+        ),
+        (
+            any::<u32>(),
+            prop::collection::vec((any::<u64>(), payload()), 1..12)
+        )
+            .prop_map(|(producer, messages)| Model::Publish { producer, messages }),
+        (
+            any::<u32>(),
+            prop::collection::vec((any::<u64>(), status()), 1..24)
+        )
+            .prop_map(|(producer, confirms)| Model::PublishConfirm { producer, confirms }),
+        (
+            any::<u32>(),
+            prop::collection::vec((any::<[u8; 16]>(), payload()), 1..12)
+        )
+            .prop_map(|(consumer, messages)| Model::Deliver { consumer, messages }),
+        (
+            any::<u32>(),
+            prop::collection::vec(any::<[u8; 16]>(), 1..24)
+        )
+            .prop_map(|(consumer, guids)| Model::ConsumerConfirm { consumer, guids }),
+    ]
+}
+
+/// Decodes `bytes` as a hostile peer's: checks the decoder's contract and, for a frame it
+/// accepts, that the frame encodes back to exactly the bytes consumed.
+fn decode_hostile(bytes: &[u8]) -> Result<(), TestCaseError> {
+    match decode(bytes) {
+        Ok(None) | Err(_) => {}
+        Ok(Some((frame, consumed))) => {
+            prop_assert!(consumed <= bytes.len());
+            prop_assert!(consumed >= HEADER_LEN);
+            let _ = Model::of(frame); // every batch iterates to its end
+            let mut again = Vec::new();
+            frame.encode(&mut again).expect("an accepted frame encodes");
+            prop_assert_eq!(&again[..], &bytes[..consumed]);
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn every_encoded_frame_decodes_to_itself(model in model()) {
+        let mut buf = Vec::new();
+        model.encode(&mut buf);
+        let (frame, consumed) = decode(&buf).unwrap().expect("a whole frame");
+        prop_assert_eq!(consumed, buf.len());
+        prop_assert_eq!(Model::of(frame), model);
+        let mut again = Vec::new();
+        frame.encode(&mut again).unwrap();
+        prop_assert_eq!(again, buf);
+    }
+
+    #[test]
+    fn a_stream_split_anywhere_decodes_to_the_same_frames(
+        models in prop::collection::vec(model(), 1..8),
+        chunks in prop::collection::vec(1_usize..96, 0..64),
+    ) {
+        let mut stream = Vec::new();
+        for model in &models {
+            model.encode(&mut stream);
+        }
+        // The receiver's buffer: what arrived and was not decoded yet.
+        let mut pending = Vec::new();
+        let mut decoded = Vec::new();
+        let mut sent = 0_usize;
+        let sizes = chunks.into_iter().chain(std::iter::once(usize::MAX));
+        for size in sizes {
+            let end = stream.len().min(sent.saturating_add(size));
+            pending.extend_from_slice(&stream[sent..end]);
+            sent = end;
+            let mut start = 0;
+            while let Some((frame, consumed)) = decode(&pending[start..]).unwrap() {
+                decoded.push(Model::of(frame));
+                start += consumed;
+            }
+            pending.drain(..start);
+            if sent == stream.len() {
+                break;
+            }
+        }
+        prop_assert!(pending.is_empty());
+        prop_assert_eq!(decoded, models);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_the_decoder(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+        decode_hostile(&bytes)?;
+    }
+
+    #[test]
+    fn a_random_body_behind_a_valid_header_never_panics_the_decoder(
+        kind in prop::sample::select(FrameKind::ALL.to_vec()),
+        body in prop::collection::vec(any::<u8>(), 0..256),
+        extra in 0_usize..4,
+    ) {
+        let mut bytes = b"ZD\x01".to_vec();
+        bytes.push(kind.as_u8());
+        bytes.extend_from_slice(&[0, 0]);
+        bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&body);
+        bytes.extend(std::iter::repeat_n(0x5a, extra)); // the start of the next frame
+        decode_hostile(&bytes)?;
+        prop_assert!(decode(&bytes) != Ok(None), "a whole frame is decoded or refused");
+    }
+
+    #[test]
+    fn a_valid_frame_with_a_byte_changed_never_panics_the_decoder(
+        model in model(),
+        at in any::<prop::sample::Index>(),
+        byte in any::<u8>(),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let mut bytes = Vec::new();
+        model.encode(&mut bytes);
+        let at = at.index(bytes.len());
+        bytes[at] = byte;
+        decode_hostile(&bytes)?;
+        decode_hostile(&bytes[..cut.index(bytes.len() + 1)])?;
+    }
+}

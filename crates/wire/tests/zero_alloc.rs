@@ -1,0 +1,115 @@
+//! Proof that the codec allocates nothing per frame: a counting `#[global_allocator]`,
+//! 100,000 publish batches (and as many publish confirms, deliveries and consumer
+//! confirms) encoded into one reused buffer and decoded from it after warm-up, delta
+//! exactly 0; and hostile bytes (a header announcing the largest and an oversize body)
+//! decoded without allocating either.
+//!
+//! Its own test binary with a single `#[test]`, so that no other test allocates while it
+//! measures.
+
+use zerodispatch_testkit::CountingAllocator;
+use zerodispatch_wire::*;
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+const BATCHES: u64 = if cfg!(miri) { 100 } else { 100_000 };
+const WARM_UP: u64 = 100;
+const PER_BATCH: u64 = 16;
+
+/// Encodes and decodes one round of every batched kind and a fixed frame into `buf`;
+/// returns a checksum of what was decoded.
+fn round(buf: &mut Vec<u8>, batch: u64, payload: &[u8]) -> u64 {
+    buf.clear();
+    let mut publish = PublishBuilder::begin(buf, ProducerId(1));
+    for i in 0..PER_BATCH {
+        publish
+            .push(PublishId(batch * PER_BATCH + i), payload)
+            .unwrap();
+    }
+    publish.finish().unwrap();
+    let mut confirm = PublishConfirmBuilder::begin(buf, ProducerId(1));
+    for i in 0..PER_BATCH {
+        confirm
+            .push(PublishId(batch * PER_BATCH + i), ConfirmStatus::Stored)
+            .unwrap();
+    }
+    confirm.finish().unwrap();
+    let mut deliver = DeliverBuilder::begin(buf, ConsumerId(2));
+    for i in 0..PER_BATCH {
+        deliver.push(Guid([i as u8; 16]), payload).unwrap();
+    }
+    deliver.finish().unwrap();
+    let mut confirm = ConsumerConfirmBuilder::begin(buf, ConsumerId(2));
+    for i in 0..PER_BATCH {
+        confirm.push(Guid([i as u8; 16])).unwrap();
+    }
+    confirm.finish().unwrap();
+    Frame::Credit(Credit {
+        consumer: ConsumerId(2),
+        credit: PER_BATCH as u32,
+    })
+    .encode(buf)
+    .unwrap();
+
+    let mut sum = 0;
+    let mut rest = &buf[..];
+    while let Some((frame, consumed)) = decode(rest).unwrap() {
+        match frame {
+            Frame::Publish(batch) => {
+                sum += batch
+                    .messages()
+                    .map(|(id, p)| id.0 + p.len() as u64)
+                    .sum::<u64>();
+            }
+            Frame::PublishConfirm(batch) => {
+                sum += batch.confirms().map(|(id, _)| id.0).sum::<u64>()
+            }
+            Frame::Deliver(batch) => {
+                sum += batch
+                    .messages()
+                    .map(|(g, p)| u64::from(g.0[0]) + p.len() as u64)
+                    .sum::<u64>();
+            }
+            Frame::ConsumerConfirm(batch) => {
+                sum += batch.guids().map(|g| u64::from(g.0[15])).sum::<u64>()
+            }
+            Frame::Credit(credit) => sum += u64::from(credit.credit),
+            other => panic!("unexpected {other:?}"),
+        }
+        rest = &rest[consumed..];
+    }
+    assert!(rest.is_empty());
+    sum
+}
+
+#[test]
+fn encoding_and_decoding_batches_into_a_reused_buffer_allocates_nothing() {
+    let payload = [0x5a_u8; 64];
+    let mut buf = Vec::new();
+    for batch in 0..WARM_UP {
+        round(&mut buf, batch, &payload);
+    }
+    let mut huge = b"ZD\x01\x12\0\0".to_vec();
+    huge.extend_from_slice(&MAX_FRAME_LEN.to_le_bytes());
+    let mut oversize = huge.clone();
+    oversize[6..].copy_from_slice(&u32::MAX.to_le_bytes());
+
+    let before = CountingAllocator::allocations();
+    let mut sum = 0;
+    for batch in WARM_UP..WARM_UP + BATCHES {
+        sum += round(&mut buf, batch, &payload);
+        assert_eq!(decode(&huge), Ok(None));
+        assert!(decode(&oversize).is_err());
+    }
+    let allocations = CountingAllocator::allocations() - before;
+    assert_eq!(
+        allocations, 0,
+        "allocations while encoding and decoding {BATCHES} rounds"
+    );
+
+    // Every round decoded what it encoded.
+    let ids: u64 = (WARM_UP * PER_BATCH..(WARM_UP + BATCHES) * PER_BATCH).sum();
+    let per_round_rest = PER_BATCH * 64 * 2 + (0..PER_BATCH).sum::<u64>() * 2 + PER_BATCH;
+    assert_eq!(sum, 2 * ids + BATCHES * per_round_rest);
+}
