@@ -313,10 +313,10 @@ impl<M: Send + 'static> ProcessorShared<M> {
     /// and wakes them. One relaxed load while nobody waits; call it once per drained run
     /// or flush point, not per pop.
     #[inline]
-    pub(crate) fn wake_waiters(&self, waking: &mut Vec<Waker>) {
+    pub(crate) fn wake_waiters(&self, waking: &mut Vec<Option<Waker>>) {
         if self.waiters.pending() && self.has_room_for_burst() {
             self.waiters.take(waking);
-            waking.drain(..).for_each(Waker::wake);
+            waking.drain(..).flatten().for_each(Waker::wake);
         }
     }
 
@@ -424,7 +424,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
         // Allocates nothing: the registry's list is swapped for this empty one.
         let mut waking = Vec::new();
         self.waiters.take(&mut waking);
-        waking.into_iter().for_each(Waker::wake);
+        waking.into_iter().flatten().for_each(Waker::wake);
     }
 
     /// Tells the processor to stop once its gate is settled (every event accepted before
@@ -686,7 +686,7 @@ pub(crate) struct Runner<M: Send + 'static> {
     high_alarm: bool,
     /// The wakers of futures being woken (`waiters.rs`): empty between wakes, kept for its
     /// capacity.
-    waking: Vec<Waker>,
+    waking: Vec<Option<Waker>>,
 }
 
 /// Runs `f`, containing a panic: counted in `stats` and logged with `what`. Every call
@@ -795,7 +795,7 @@ impl<M: Send + 'static> Runner<M> {
             linger_spins: 8,
             histograms: Histograms::new(),
             high_alarm: false,
-            waking: Vec::new(),
+            waking: Vec::with_capacity(crate::waiters::PLACES),
         }
     }
 

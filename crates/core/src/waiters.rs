@@ -20,8 +20,10 @@
 //! 3. try to push **again**; done unless still full, else return `Pending`.
 //!
 //! A future that completes withdraws a registration of the current round
-//! ([`Waiters::withdraw`]: its waker is replaced by a no-op one), and so does one that is
-//! dropped while pending: nothing of it stays behind but an empty place.
+//! ([`Waiters::withdraw`]: its place is emptied), and so does one that is
+//! dropped while pending: nothing of it stays behind but an empty place, which the next
+//! registration of the round takes (so the list does not grow with futures that come and
+//! go within one round: a flaky allocation in the zero-allocation proof before).
 //!
 //! Processor, after each drained run and at each flush point within a run (not per pop):
 //! if `pending` is set (one relaxed load, the whole cost while nobody waits) and the queue
@@ -84,14 +86,20 @@ pub(crate) struct Waiters {
     registry: Mutex<Registry>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Registry {
-    /// The wakers registered in this round, in registration order. A withdrawn one is
-    /// replaced by a no-op waker, never removed: indices stay valid for the round.
-    wakers: Vec<Waker>,
+    /// The places of this round's registrations, in registration order. A withdrawn one
+    /// is emptied (`None`), never removed, so that indices stay valid for the round, and
+    /// the next registration takes it.
+    wakers: Vec<Option<Waker>>,
     /// Moves on (wrapping) each time the list is taken.
     round: u64,
 }
+
+/// Places reserved in a processor's registry and in the list its processor takes it into
+/// (the two are swapped at each take): up to this many futures can wait on one processor
+/// at once before either list grows (then each grows once, to what it has to hold).
+pub(crate) const PLACES: usize = 16;
 
 /// Where a future's waker sits in its processor's [`Waiters`]: valid while `round` is the
 /// registry's round; a registration of an older round was taken and woken.
@@ -105,28 +113,45 @@ impl Waiters {
     pub(crate) fn new() -> Self {
         Self {
             pending: AtomicBool::new(false),
-            registry: Mutex::new(Registry::default()),
+            registry: Mutex::new(Registry {
+                wakers: Vec::with_capacity(PLACES),
+                round: 0,
+            }),
         }
     }
 
     /// Registers `waker`, or refreshes it in place if `at` is still registered in this
     /// round (a future polled again before it was woken takes one place, not one per poll).
-    /// Sets `pending`. Allocates only when the list outgrows its capacity.
+    /// A new registration takes a withdrawn place if there is one. Sets `pending`.
+    /// Allocates only when more futures wait at once than ever before.
     pub(crate) fn register(&self, waker: &Waker, at: &mut Option<Registration>) {
         let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
         match *at {
             Some(r) if r.round == registry.round => {
                 let place = &mut registry.wakers[r.index];
-                if !place.will_wake(waker) {
-                    *place = waker.clone();
+                if !place.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                    *place = Some(waker.clone());
                 }
             }
             _ => {
+                // A withdrawn place (a no-op waker) is taken again before the list grows:
+                // the list holds at most as many places as futures wait at once in a round,
+                // however many come and go in it, so it stops growing once warm.
+                let free = registry.wakers.iter().position(Option::is_none);
+                let index = match free {
+                    Some(index) => {
+                        registry.wakers[index] = Some(waker.clone());
+                        index
+                    }
+                    None => {
+                        registry.wakers.push(Some(waker.clone()));
+                        registry.wakers.len() - 1
+                    }
+                };
                 *at = Some(Registration {
                     round: registry.round,
-                    index: registry.wakers.len(),
+                    index,
                 });
-                registry.wakers.push(waker.clone());
             }
         }
         // Relaxed: under the lock, which orders it with every take; what orders it with
@@ -143,7 +168,7 @@ impl Waiters {
         };
         let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
         if r.round == registry.round {
-            registry.wakers[r.index] = Waker::noop().clone();
+            registry.wakers[r.index] = None;
         }
     }
 
@@ -157,7 +182,7 @@ impl Waiters {
     /// Takes every registered waker into `into`, which must be empty (its capacity becomes
     /// the registry's, so that neither side allocates once both have grown), and starts a
     /// new round. The caller wakes them, outside the lock.
-    pub(crate) fn take(&self, into: &mut Vec<Waker>) {
+    pub(crate) fn take(&self, into: &mut Vec<Option<Waker>>) {
         debug_assert!(into.is_empty(), "taking wakers into a list not yet woken");
         let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
         std::mem::swap(&mut registry.wakers, into);
@@ -204,14 +229,34 @@ mod tests {
         waiters.take(&mut taken);
         assert!(!waiters.pending());
         assert_eq!(taken.len(), 2, "one place per future");
-        taken.drain(..).for_each(Waker::wake);
+        assert!(taken[1].is_none(), "the withdrawn place is empty");
+        taken.drain(..).flatten().for_each(Waker::wake);
         assert_eq!(a.0.load(std::sync::atomic::Ordering::SeqCst), 1);
         assert_eq!(b.0.load(std::sync::atomic::Ordering::SeqCst), 0);
         // `ra` is of the old round: withdrawing it touches nothing of the new one.
         waiters.register(&wb, &mut rb);
         waiters.withdraw(&mut ra);
         waiters.take(&mut taken);
-        taken.drain(..).for_each(Waker::wake);
+        taken.drain(..).flatten().for_each(Waker::wake);
         assert_eq!(b.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    /// Futures that register and complete one after another within one round reuse one
+    /// place: on the code before, each added a place, so a round longer than any seen in
+    /// warm-up grew the list (an allocation in the zero-allocation proof, now and then).
+    #[test]
+    fn futures_that_come_and_go_within_a_round_reuse_their_places() {
+        let waiters = Waiters::new();
+        let a = Arc::new(Count(AtomicUsize::new(0)));
+        let (wa, wb) = (Waker::from(a.clone()), Waker::from(a));
+        let mut held = None;
+        waiters.register(&wb, &mut held);
+        for _ in 0..1000 {
+            let mut at = None;
+            waiters.register(&wa, &mut at);
+            waiters.withdraw(&mut at);
+        }
+        let places = waiters.registry.lock().unwrap().wakers.len();
+        assert_eq!(places, 2, "one place held, one reused 1000 times");
     }
 }
