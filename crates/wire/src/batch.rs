@@ -134,9 +134,12 @@ fn read_consumer_confirm(r: &mut Reader<'_>) -> Result<Guid, EntryError> {
     r.guid().ok_or(EntryError::Short)
 }
 
-/// Iterates the entries of a checked batch with the reader that checked them.
+/// The entries of a decoded batch frame, in order, borrowed from the decoded buffer: what
+/// the frames' `messages()`, `confirms()` and `guids()` return (under the names
+/// [`PublishMessages`], [`PublishConfirms`], [`DeliveredMessages`], [`ConfirmedGuids`]).
+/// Every entry was checked when the frame was decoded, so iterating cannot fail.
 #[derive(Clone, Debug)]
-struct Entries<'a, T> {
+pub struct Entries<'a, T> {
     reader: Reader<'a>,
     left: u32,
     read_entry: fn(&mut Reader<'a>) -> Result<T, EntryError>,
@@ -150,6 +153,10 @@ impl<'a, T> Entries<'a, T> {
             read_entry,
         }
     }
+}
+
+impl<T> Iterator for Entries<'_, T> {
+    type Item = T;
 
     fn next(&mut self) -> Option<T> {
         if self.left == 0 {
@@ -168,6 +175,8 @@ impl<'a, T> Entries<'a, T> {
         (self.left as usize, Some(self.left as usize))
     }
 }
+
+impl<T> ExactSizeIterator for Entries<'_, T> {}
 
 /// `Publish` (client -> broker): a batch of messages of one producer, for its queue.
 ///
@@ -200,27 +209,12 @@ impl<'a> PublishFrame<'a> {
     /// decoded buffer.
     #[must_use]
     pub fn messages(&self) -> PublishMessages<'a> {
-        PublishMessages(Entries::new(&self.0, read_publish))
+        Entries::new(&self.0, read_publish)
     }
 }
 
 /// The messages of a [`PublishFrame`]: `(publishing id, payload)`.
-#[derive(Clone, Debug)]
-pub struct PublishMessages<'a>(Entries<'a, (PublishId, &'a [u8])>);
-
-impl<'a> Iterator for PublishMessages<'a> {
-    type Item = (PublishId, &'a [u8]);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        self.0.next()
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        self.0.size_hint()
-    }
-}
-
-impl ExactSizeIterator for PublishMessages<'_> {}
+pub type PublishMessages<'a> = Entries<'a, (PublishId, &'a [u8])>;
 
 /// `PublishConfirm` (broker -> client): the outcomes of a batch of one producer's
 /// messages, each exactly once.
@@ -258,27 +252,12 @@ impl<'a> PublishConfirmFrame<'a> {
     /// The confirms in order: each message's publishing id and outcome.
     #[must_use]
     pub fn confirms(&self) -> PublishConfirms<'a> {
-        PublishConfirms(Entries::new(&self.0, read_publish_confirm))
+        Entries::new(&self.0, read_publish_confirm)
     }
 }
 
 /// The confirms of a [`PublishConfirmFrame`]: `(publishing id, status)`.
-#[derive(Clone, Debug)]
-pub struct PublishConfirms<'a>(Entries<'a, (PublishId, ConfirmStatus)>);
-
-impl Iterator for PublishConfirms<'_> {
-    type Item = (PublishId, ConfirmStatus);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        self.0.next()
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        self.0.size_hint()
-    }
-}
-
-impl ExactSizeIterator for PublishConfirms<'_> {}
+pub type PublishConfirms<'a> = Entries<'a, (PublishId, ConfirmStatus)>;
 
 /// `Deliver` (broker -> client): a batch of messages for one consumer, each taking one of
 /// its credits.
@@ -312,27 +291,12 @@ impl<'a> DeliverFrame<'a> {
     /// buffer.
     #[must_use]
     pub fn messages(&self) -> DeliveredMessages<'a> {
-        DeliveredMessages(Entries::new(&self.0, read_deliver))
+        Entries::new(&self.0, read_deliver)
     }
 }
 
 /// The messages of a [`DeliverFrame`]: `(GUID, payload)`.
-#[derive(Clone, Debug)]
-pub struct DeliveredMessages<'a>(Entries<'a, (Guid, &'a [u8])>);
-
-impl<'a> Iterator for DeliveredMessages<'a> {
-    type Item = (Guid, &'a [u8]);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        self.0.next()
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        self.0.size_hint()
-    }
-}
-
-impl ExactSizeIterator for DeliveredMessages<'_> {}
+pub type DeliveredMessages<'a> = Entries<'a, (Guid, &'a [u8])>;
 
 /// `ConsumerConfirm` (client -> broker): consumer `consumer` has processed these
 /// delivered messages.
@@ -370,24 +334,9 @@ impl<'a> ConsumerConfirmFrame<'a> {
     /// The GUIDs of the confirmed messages, in order.
     #[must_use]
     pub fn guids(&self) -> ConfirmedGuids<'a> {
-        ConfirmedGuids(Entries::new(&self.0, read_consumer_confirm))
+        Entries::new(&self.0, read_consumer_confirm)
     }
 }
 
 /// The GUIDs of a [`ConsumerConfirmFrame`].
-#[derive(Clone, Debug)]
-pub struct ConfirmedGuids<'a>(Entries<'a, Guid>);
-
-impl Iterator for ConfirmedGuids<'_> {
-    type Item = Guid;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        self.0.next()
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        self.0.size_hint()
-    }
-}
-
-impl ExactSizeIterator for ConfirmedGuids<'_> {}
+pub type ConfirmedGuids<'a> = Entries<'a, Guid>;

@@ -61,8 +61,8 @@ mod reader;
 mod status;
 
 pub use batch::{
-    ConfirmedGuids, ConsumerConfirmFrame, DeliverFrame, DeliveredMessages, PublishConfirmFrame,
-    PublishConfirms, PublishFrame, PublishMessages,
+    ConfirmedGuids, ConsumerConfirmFrame, DeliverFrame, DeliveredMessages, Entries,
+    PublishConfirmFrame, PublishConfirms, PublishFrame, PublishMessages,
 };
 pub use builder::{ConsumerConfirmBuilder, DeliverBuilder, PublishBuilder, PublishConfirmBuilder};
 pub use decode::decode;
