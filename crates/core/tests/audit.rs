@@ -15,16 +15,9 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Recorder, Seen};
+use common::{Recorder, Seen, one_queue};
 use zerodispatch_core::*;
 use zerodispatch_testkit::within;
-
-fn queue_pool(config: PoolConfig) -> Dispatcher<u64> {
-    Dispatcher::builder()
-        .pool(ClientType::Queue, config)
-        .build()
-        .expect("valid config")
-}
 
 /// Waits until `ready` holds, or fails after 10 s.
 fn eventually(what: &str, ready: impl Fn() -> bool) {
@@ -76,7 +69,7 @@ fn two_processors_dispatching_to_each_other_on_tiny_queues_never_deadlock() {
     const PRODUCERS: u64 = 4;
     const PER_PRODUCER: u64 = 2_000;
     const HOPS: u64 = 6;
-    let d = Arc::new(queue_pool(
+    let d = Arc::new(one_queue(
         PoolConfig::new(2).capacity(8).outbox_capacity(64),
     ));
     let (finished, refused) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
@@ -132,7 +125,7 @@ fn two_processors_dispatching_to_each_other_on_tiny_queues_never_deadlock() {
 /// says so.
 #[test]
 fn synchronize_on_a_processor_thread_is_refused_so_two_cannot_wait_for_each_other() {
-    let d = queue_pool(PoolConfig::new(2));
+    let d = one_queue(PoolConfig::new(2));
     let a = d
         .register(
             ClientType::Queue,
@@ -181,8 +174,8 @@ fn synchronize_on_a_processor_thread_is_refused_so_two_cannot_wait_for_each_othe
 /// instead of waiting. From B's side, A's processor is an application thread.
 #[test]
 fn a_processor_of_one_dispatcher_waits_on_a_full_processor_of_another() {
-    let a = queue_pool(PoolConfig::new(1));
-    let b = queue_pool(PoolConfig::new(1).capacity(1));
+    let a = one_queue(PoolConfig::new(1));
+    let b = one_queue(PoolConfig::new(1).capacity(1));
     let (recorder, log) = Recorder::new();
     let target = b
         .register(ClientType::Queue, recorder, Placement::LeastLoaded)
@@ -233,8 +226,8 @@ fn a_processor_of_one_dispatcher_waits_on_a_full_processor_of_another() {
 /// 4: dispatcher B delivered dispatcher A's handle to B's client in the same slot.
 #[test]
 fn a_handle_of_another_dispatcher_is_refused() {
-    let a = queue_pool(PoolConfig::new(1));
-    let b = queue_pool(PoolConfig::new(1));
+    let a = one_queue(PoolConfig::new(1));
+    let b = one_queue(PoolConfig::new(1));
     let from_a = a
         .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
         .unwrap();
@@ -287,7 +280,7 @@ impl Drop for PanicsOnDrop {
 /// killed the processor, and `synchronize` then waited forever.
 #[test]
 fn a_stale_event_whose_drop_panics_is_contained() {
-    let d = queue_pool(PoolConfig::new(1));
+    let d = one_queue(PoolConfig::new(1));
     let h = d
         .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
         .unwrap();
@@ -331,7 +324,7 @@ fn clients_whose_drop_panics_at_shutdown_are_contained() {
             panic!("a client's drop panics");
         }
     }
-    let mut d = queue_pool(PoolConfig::new(2));
+    let mut d = one_queue(PoolConfig::new(2));
     let drops = Arc::new(AtomicUsize::new(0));
     for _ in 0..4 {
         d.register(
@@ -352,7 +345,7 @@ fn clients_whose_drop_panics_at_shutdown_are_contained() {
 /// the gate, and shutdown then spun forever.
 #[test]
 fn a_panicking_batch_iterator_leaves_the_gate() {
-    let mut d = queue_pool(PoolConfig::new(1));
+    let mut d = one_queue(PoolConfig::new(1));
     let h = d
         .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
         .unwrap();
@@ -376,7 +369,7 @@ fn a_panicking_batch_iterator_leaves_the_gate() {
 /// 14: if `f` panicked on one processor, `done` never ran.
 #[test]
 fn execute_on_all_runs_done_once_even_when_f_panics() {
-    let d = queue_pool(PoolConfig::new(3));
+    let d = one_queue(PoolConfig::new(3));
     let ran = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicUsize::new(0));
     let (r, dn) = (ran.clone(), done.clone());
@@ -550,7 +543,7 @@ fn shutdown_timeout_names_a_stuck_processor_and_returns() {
             self.0.fetch_add(1, Ordering::Relaxed);
         }
     }
-    let mut d = queue_pool(PoolConfig::new(2));
+    let mut d = one_queue(PoolConfig::new(2));
     let dropped = Arc::new(AtomicUsize::new(0));
     let stuck = d
         .register(

@@ -9,7 +9,7 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{Recorder, Seen};
+use common::{Recorder, Seen, block_processor, one_queue};
 use zerodispatch_core::{Client, ClientType, Context, Dispatcher, Event, Placement, PoolConfig};
 
 /// Counts how many times it is dropped.
@@ -27,10 +27,7 @@ struct Other;
 impl Client<u64> for Other {}
 
 fn dispatcher() -> Dispatcher<u64> {
-    Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .build()
-        .unwrap()
+    one_queue(PoolConfig::new(1))
 }
 
 #[test]
@@ -40,17 +37,8 @@ fn reaches_its_client_in_order_with_its_other_events_and_flushes_it() {
     let h = dispatcher
         .register(ClientType::Queue, recorder, Placement::LeastLoaded)
         .unwrap();
-    // Held by the synchronize below: everything arrives in one drain.
-    let gate = Arc::new(std::sync::Barrier::new(2));
-    let g = gate.clone();
-    dispatcher
-        .execute(
-            h.processor(),
-            zerodispatch_core::Callback::new(move || {
-                g.wait();
-            }),
-        )
-        .unwrap();
+    // The processor is held until the three events are queued: they arrive in one drain.
+    let gate = block_processor(&dispatcher.handle(), h);
     dispatcher.dispatch(h, Event::Message(1)).unwrap();
     dispatcher
         .dispatch(
