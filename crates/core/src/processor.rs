@@ -664,8 +664,8 @@ const RETRY_PARK_MAX: Duration = Duration::from_millis(1);
 
 /// The processor thread's own state.
 pub(crate) struct Runner<M: Send + 'static> {
-    dispatcher: DispatcherHandle<M>,
-    /// The context lent to every call into a client, set to name the client before each.
+    /// The context lent to every call into a client, set to name the client before each;
+    /// it holds the processor's handle to its dispatcher.
     ctx: Context<M>,
     shared: Arc<ProcessorShared<M>>,
     clients: Vec<Option<Entry<M>>>,
@@ -770,7 +770,6 @@ impl<M> From<ClientEvent<M>> for Delivery<M> {
 impl<M: Send + 'static> Runner<M> {
     pub(crate) fn new(dispatcher: DispatcherHandle<M>, shared: Arc<ProcessorShared<M>>) -> Self {
         let ctx = Context {
-            dispatcher: dispatcher.clone(),
             me: ClientHandle {
                 dispatcher: dispatcher.id(),
                 processor: shared.id,
@@ -781,10 +780,10 @@ impl<M: Send + 'static> Runner<M> {
             },
             flags: ClientFlags::default(),
             wrong_type: false,
+            dispatcher,
         };
         Self {
             ctx,
-            dispatcher,
             shared,
             clients: Vec::new(),
             flush_list: Vec::new(),
@@ -804,7 +803,7 @@ impl<M: Send + 'static> Runner<M> {
         let id = self.shared.id;
         // Every log line of this thread, its clients' included, names its processor.
         let _span = tracing::info_span!("processor", processor = %id).entered();
-        set_current(self.dispatcher.id(), id);
+        set_current(self.ctx.dispatcher.id(), id);
         let pinning = match core {
             None => Pinning::NotRequested,
             Some(core) => {
@@ -839,7 +838,7 @@ impl<M: Send + 'static> Runner<M> {
     fn run_loop(&mut self) {
         let _watch = DeathWatch {
             shared: self.shared.clone(),
-            dispatcher: self.dispatcher.clone(),
+            dispatcher: self.ctx.dispatcher.clone(),
         };
         loop {
             self.retry_outbox();
@@ -860,7 +859,7 @@ impl<M: Send + 'static> Runner<M> {
         if outbox_len() == 0 {
             return;
         }
-        let dispatcher = &self.dispatcher;
+        let dispatcher = &self.ctx.dispatcher;
         let sent = self
             .shared
             .retry_outbox(|id| dispatcher.processor(id).map(|p| &**p));
