@@ -7,10 +7,11 @@ target/criterion/<group>/<mode>/new/sample.json.
 Run after `cargo bench --bench confirm`:  python3 scripts/confirm_table.py [target/criterion] [new|base]
 """
 
-import json
 import statistics
 import sys
 from pathlib import Path
+
+from hop_table import per_sample_ns
 
 GROUPS = ["confirm_priority", "confirm_fanout4", "confirm_fanout30", "confirm_cluster"]
 MODES = ["inline", "typed", "boxed"]
@@ -20,8 +21,7 @@ def cell(root, group, mode, run):
     path = root / group / mode / run / "sample.json"
     if not path.exists():
         return None
-    sample = json.loads(path.read_text())
-    ns = [t / n for n, t in zip(sample["iters"], sample["times"])]
+    ns = per_sample_ns(path)
     return statistics.median(ns), min(ns), max(ns)
 
 
