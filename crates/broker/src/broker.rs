@@ -35,7 +35,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -437,6 +437,15 @@ impl Producer {
 impl Drop for Producer {
     fn drop(&mut self) {
         self.close(Duration::from_secs(1));
+    }
+}
+
+/// The error for a call into a processor (`synchronize`, `call`) that came back.
+fn sync_refused(e: SyncError) -> BrokerError {
+    match e {
+        SyncError::OnProcessorThread(p) => BrokerError::OnProcessorThread(p),
+        SyncError::ShutDown => BrokerError::ShutDown,
+        other => BrokerError::ProcessorDied(other),
     }
 }
 
@@ -1058,34 +1067,18 @@ impl Broker {
     ///
     /// `ShutDown`; `OnProcessorThread` when called on one of the broker's processor threads
     /// (the cluster processor's own would wait for itself forever, and no processor may
-    /// wait for another).
+    /// wait for another); `ProcessorDied` if the cluster processor's thread died before it
+    /// answered (the query is the core's `call`, whose request answers even when dropped
+    /// unrun, so this never waits forever).
     pub fn cluster_state(&self) -> Result<ClusterState, BrokerError> {
-        self.off_processor_threads()?;
-        let answer = Arc::new((Mutex::new(None), Condvar::new()));
-        let (remote, counters, queues) = (
-            answer.clone(),
-            self.cluster_counters.clone(),
-            self.queues.len(),
-        );
-        let query = Callback::new(move || {
-            let state = ClusterState {
+        let (counters, queues) = (self.cluster_counters.clone(), self.queues.len());
+        self.dispatcher
+            .call(self.cluster.processor(), move || ClusterState {
                 routed: counters.routed.get(),
                 unknown_queue: counters.unknown_queue.get(),
                 queues,
-            };
-            *remote.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(state);
-            remote.1.notify_all();
-        });
-        self.dispatcher
-            .execute(self.cluster.processor(), query)
-            .map_err(|_| BrokerError::ShutDown)?;
-        let mut state = answer.0.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if let Some(s) = *state {
-                return Ok(s);
-            }
-            state = answer.1.wait(state).unwrap_or_else(|e| e.into_inner());
-        }
+            })
+            .map_err(sync_refused)
     }
 
     /// Each queue's statistics, by queue id.
@@ -1116,11 +1109,7 @@ impl Broker {
         loop {
             for t in order {
                 for p in self.dispatcher.processors(t) {
-                    self.dispatcher.synchronize(p).map_err(|e| match e {
-                        SyncError::OnProcessorThread(p) => BrokerError::OnProcessorThread(p),
-                        SyncError::ShutDown => BrokerError::ShutDown,
-                        other => BrokerError::ProcessorDied(other),
-                    })?;
+                    self.dispatcher.synchronize(p).map_err(sync_refused)?;
                 }
             }
             // Quiet when a full round moved none of the broker's counters and left no event
