@@ -152,7 +152,7 @@ impl Scenario {
 /// Outcomes of published messages, by status.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Outcomes {
-    /// Confirmed by every app and released.
+    /// ACKed: stored by the queue.
     pub acked: u64,
     /// The queue was full.
     pub rejected_queue_full: u64,
@@ -404,9 +404,12 @@ pub struct RunResult {
     pub behind: u64,
     /// `send` failures.
     pub send_errors: u64,
-    /// Publish -> confirm latency of `Acked` outcomes.
+    /// Publish -> confirm latency of `Acked` outcomes: until the producer's `on_ack` sees
+    /// that the queue stored the message.
     pub confirm_latency: Percentiles,
-    /// Publish -> consume latency of every delivery.
+    /// Publish -> consume latency of every delivery: until a consumer's `on_delivery` sees
+    /// the message. Not part of the confirm: a message is ACKed whether or not it was
+    /// consumed.
     pub consume_latency: Percentiles,
     /// PUT frames the producers sent.
     pub put_frames: u64,
@@ -570,7 +573,7 @@ pub fn run(scenario: &Scenario, progress: Progress) -> Result<RunResult, BrokerE
             progress,
             &handles,
             [&published, &outcomes.0[0], consumed.as_ref()],
-            &confirm_recorders,
+            [&confirm_recorders, &consume_recorders],
         );
         handles
             .into_iter()
@@ -630,14 +633,14 @@ fn timer_interval(flush: FlushStrategy) -> Duration {
 }
 
 /// Prints a line a second while the publishers run: the last second's rates of published,
-/// confirmed and consumed messages, and the last second's confirm latency.
+/// confirmed and consumed messages, and the last second's confirm and consume latencies.
 fn report_each_second<T>(
     clock: Clock,
     go_ns: u64,
     progress: Progress,
     publishers: &[thread::ScopedJoinHandle<'_, T>],
     counters: [&AtomicU64; 3],
-    confirm_recorders: &[Shared],
+    [confirm_recorders, consume_recorders]: [&[Shared]; 2],
 ) {
     let read = || counters.map(|c| c.load(Ordering::Relaxed));
     clock.wait_until(go_ns);
@@ -654,11 +657,12 @@ fn report_each_second<T>(
         let now_ns = clock.now_ns();
         let now = read();
         let seconds = (now_ns - last_ns) as f64 / 1e9;
-        let interval = take_interval(confirm_recorders);
+        let confirm = take_interval(confirm_recorders);
+        let consume = take_interval(consume_recorders);
         // A last fraction of a second shorter than a tenth is not worth a line.
         if progress != Progress::Off && (!done || seconds >= 0.1) {
             let rates = [0, 1, 2].map(|i| (now[i] - last[i]) as f64 / seconds);
-            let line = report::progress_line(rates, &interval);
+            let line = report::progress_line(rates, &confirm, &consume);
             match progress {
                 Progress::Stdout => println!("{line}"),
                 Progress::Stderr => eprintln!("{line}"),
