@@ -594,6 +594,49 @@ mod tests {
     }
 
     #[test]
+    fn the_progress_line_and_the_compare_table_show_confirm_and_consume_apart() {
+        let (mut confirm, mut consume) = (crate::run::new_histogram(), crate::run::new_histogram());
+        confirm.record(40).unwrap();
+        consume.record(900).unwrap();
+        let line = progress_line([50.0, 50.0, 50.0], &confirm, &consume);
+        assert!(line.contains("confirm p50 40us"), "{line}");
+        assert!(line.contains("consume p50 900us"), "{line}");
+        let line = progress_line([0.0; 3], &crate::run::new_histogram(), &consume);
+        assert!(line.contains("confirm -; consume p50 900us"), "{line}");
+
+        let mut dynamic = result(FlushStrategy::Dynamic, 20);
+        dynamic.consume_latency = Percentiles {
+            count: 150,
+            p50: 700,
+            p90: 800,
+            p99: 900,
+            p999: 950,
+            max: 1000,
+            mean: 720.0,
+        };
+        let timer = result(FlushStrategy::Timer(Duration::from_millis(100)), 40);
+        let table = compare_table(&dynamic, &timer);
+        for row in [
+            "confirm latency p50 (us)",
+            "consume latency p50 (us)",
+            "consume latency p99 (us)",
+            "consume latency p99.9 (us)",
+            "consume latency max (us)",
+            "consumed",
+        ] {
+            assert!(table.contains(row), "{row} in {table}");
+        }
+        let p999 = table
+            .lines()
+            .find(|l| l.contains("consume latency p99.9"))
+            .unwrap();
+        assert!(p999.contains("950"), "{p999}");
+        let text = summary(&dynamic);
+        assert!(text.contains("publish -> confirm") && text.contains("publish -> consume"));
+        assert!(text.contains("(acked: stored)"), "{text}");
+    }
+
+    #[test]
     fn non_finite_ratios_are_null() {
         let zero = result(FlushStrategy::Dynamic, 0);
         let text = compare_json(&zero, &zero);
