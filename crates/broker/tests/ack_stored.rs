@@ -362,3 +362,56 @@ fn bad_replication_settings_and_receipts_are_errors_that_say_what_to_change() {
     broker.quiesce().unwrap();
     assert_eq!(broker.queue_stats()[0].unknown_receipts, 1);
 }
+
+#[test]
+fn a_fanout_share_dropped_by_a_closing_consumer_releases_only_after_the_quorum() {
+    let broker = start(
+        Some(Replication {
+            replicas: 1,
+            quorum: 1,
+        }),
+        QueueMode::Fanout { apps: 2 },
+        3,
+    );
+    let (p, acks) = producer(&broker, 100);
+    let (_c0, seen0) = consumer(&broker, 0);
+    // App 1's consumer holds its first delivery until the test lets go.
+    let (in_tx, in_rx) = mpsc::channel();
+    let (out_tx, out_rx) = mpsc::channel::<()>();
+    let out_rx = Mutex::new(out_rx);
+    let c1 = broker
+        .open_consumer(
+            QueueId(0),
+            AppId(1),
+            ConsumerOptions::default(),
+            move |_: &[Delivery]| {
+                let _ = in_tx.send(());
+                let _ = out_rx.lock().unwrap().recv_timeout(Duration::from_secs(20));
+            },
+        )
+        .unwrap();
+    let guid = publish(&p, 1)[0];
+    in_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    // Closed while it holds the share: the share is dropped, app 0 confirms, but without
+    // the receipt the message is neither ACKed nor released.
+    broker.close_consumer(&c1).unwrap();
+    let wait = std::time::Instant::now() + Duration::from_secs(10);
+    while broker.queue_stats()[0].dropped_shares == 0 && std::time::Instant::now() < wait {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(out_tx);
+    broker.quiesce().unwrap();
+    assert_eq!(seen0.lock().unwrap().len(), 1);
+    let q = broker.queue_stats()[0];
+    assert_eq!(
+        (q.confirms, q.dropped_shares, q.acked, q.released, q.held),
+        (1, 1, 0, 0, 1)
+    );
+    assert!(acks.lock().unwrap().is_empty());
+    // The receipt: ACKed once, and released at once (no share is left).
+    receipt(&broker, guid, 0).unwrap();
+    broker.quiesce().unwrap();
+    assert_eq!(statuses(&acks), acked(&[guid]));
+    let q = broker.queue_stats()[0];
+    assert_eq!((q.acked, q.released, q.held), (1, 1, 0));
+}
