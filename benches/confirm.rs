@@ -6,15 +6,18 @@
 //! batch).
 //!
 //! * `confirm_priority`: messages per second through the whole path: the bench thread
-//!   publishes (one producer), the session sends the PUT, the priority queue stores it and
-//!   PUSHes it to its one consumer, the consumer's session hands it to a no-op `on_delivery`
-//!   and sends the CONFIRM in the function's mode, the queue releases the message and sends
-//!   the ACK, and the producer's session reports it to `on_ack`. A run publishes `iters`
-//!   messages and is timed until `iters` more `Acked` outcomes have been reported; the bench
-//!   thread keeps at most [`IN_FLIGHT`] messages unacknowledged, so nothing is ever
-//!   rejected. Any outcome other than `Acked` panics the bench.
+//!   publishes (one producer), the session sends the PUT, the priority queue stores it,
+//!   sends the ACK (stored) and PUSHes it to its one consumer, the producer's session
+//!   reports the ACK to `on_ack`, the consumer's session hands the message to `on_delivery`
+//!   (which counts it) and sends the CONFIRM in the function's mode, and the queue releases
+//!   the message. A run publishes `iters` messages and is timed until `iters` more `Acked`
+//!   outcomes have been reported and every app has had `iters` more deliveries; the bench
+//!   thread keeps at most [`IN_FLIGHT`] messages unacknowledged or undelivered to some
+//!   app (the ACK alone no longer paces it: it comes at store), so nothing is ever
+//!   rejected. Any outcome other than `Acked` panics the bench. Throughput only: the
+//!   perftest reports publish -> confirm and publish -> consume latencies.
 //! * `confirm_fanout4`: the same with a fanout queue of 4 apps and one consumer per app: per
-//!   message, 4 PUSHes, 4 deliveries and 4 CONFIRMs before its ACK.
+//!   message, 4 PUSHes, 4 deliveries and 4 CONFIRMs before its release.
 //! * `confirm_fanout30`: the same with 30 apps, the shape BlazingMQ measured inline
 //!   against boxed confirm functors in (+12.5% throughput): per message, 30 PUSHes, 30
 //!   deliveries and 30 CONFIRMs, so confirms are most of the work. Fewer messages in flight
@@ -59,21 +62,22 @@ const MODES: [(&str, ConfirmMode); 3] = [
     ("boxed", ConfirmMode::Boxed),
 ];
 
-/// Messages the bench thread keeps unacknowledged at most in the end-to-end groups, for up
-/// to 4 apps. Bounds what sits in each processor's queue: at most `IN_FLIGHT` publishes,
+/// Messages the bench thread keeps unacknowledged or undelivered at most in the end-to-end
+/// groups, for up to 4 apps. Bounds what sits in each processor's queue: at most `IN_FLIGHT` publishes,
 /// PUTs and ACKs plus `apps * IN_FLIGHT` PUSHes or CONFIRMs, 49,152 events for the 4-app
 /// fanout queue, under the default event capacity of 65,536 (16,384 would reach it
 /// exactly).
 const IN_FLIGHT: u64 = 1 << 13;
 
-/// Messages kept unacknowledged at most with `apps` apps: [`IN_FLIGHT`] up to 4 apps, then
+/// Messages kept unacknowledged or undelivered at most with `apps` apps: [`IN_FLIGHT`] up to 4 apps, then
 /// fewer, so that the PUSHes and CONFIRMs in flight stay at 32,768 (1,092 messages for 30
 /// apps).
 fn in_flight(apps: u16) -> u64 {
     (IN_FLIGHT * 4 / u64::from(apps)).min(IN_FLIGHT)
 }
 
-/// The queue's table: room for every message in flight, so that nothing is rejected.
+/// The queue's table: room for every message in flight, and every consumer's window of
+/// delivered messages not yet confirmed, so that nothing is rejected.
 const QUEUE_CAPACITY: usize = 1 << 16;
 
 /// The producer's cap on unconfirmed messages: far above [`IN_FLIGHT`].
@@ -179,9 +183,11 @@ struct EndToEnd {
     broker: Option<Broker>,
     producer: Producer,
     counts: Arc<AckCounts>,
-    /// Messages published (and, between runs, acknowledged) so far.
+    /// Deliveries so far, per app; Release, as `AckCounts::acked`.
+    delivered: Arc<[CachePadded<AtomicU64>]>,
+    /// Messages published (and, between runs, acknowledged and delivered) so far.
     published: Cell<u64>,
-    /// Messages kept unacknowledged at most ([`in_flight`]).
+    /// Messages kept unacknowledged or undelivered at most ([`in_flight`]).
     in_flight: u64,
 }
 
@@ -203,9 +209,14 @@ impl EndToEnd {
             mode: confirm,
             ..ConsumerOptions::default()
         };
+        let delivered: Arc<[CachePadded<AtomicU64>]> =
+            (0..apps).map(|_| CachePadded::default()).collect();
         for app in 0..apps {
+            let seen = delivered.clone();
             broker
-                .open_consumer(QueueId(0), AppId(app), options, |_: &[Delivery]| {})
+                .open_consumer(QueueId(0), AppId(app), options, move |b: &[Delivery]| {
+                    seen[usize::from(app)].fetch_add(b.len() as u64, Ordering::Release);
+                })
                 .expect("a running broker with this queue and app");
         }
         let counts = Arc::new(AckCounts::default());
@@ -231,30 +242,37 @@ impl EndToEnd {
             broker: Some(broker),
             producer,
             counts,
+            delivered,
             published: Cell::new(0),
             in_flight,
         }
     }
 
-    /// Waits until at least `target` messages are acknowledged; returns how many are.
-    fn wait_acked(&self, target: u64) -> u64 {
+    /// Waits until at least `target` messages are acknowledged and delivered to every app;
+    /// returns how many are.
+    fn wait_done(&self, target: u64) -> u64 {
         wait_for(|| {
             let other = self.counts.other.load(Ordering::Relaxed);
             assert_eq!(other, 0, "{other} messages had an outcome other than Acked");
             let acked = self.counts.acked.load(Ordering::Acquire);
-            (acked >= target).then_some(acked)
+            let done = self
+                .delivered
+                .iter()
+                .map(|d| d.load(Ordering::Acquire))
+                .fold(acked, u64::min);
+            (done >= target).then_some(done)
         })
     }
 
-    /// Publishes `count` messages, at most `in_flight` unacknowledged, and returns the time
-    /// until all of them are acknowledged.
+    /// Publishes `count` messages, at most `in_flight` unacknowledged or undelivered, and
+    /// returns the time until all of them are acknowledged and delivered to every app.
     fn run(&self, count: u64) -> Duration {
         let first = self.published.get();
-        let mut acked = first;
+        let mut done = first;
         let start = Instant::now();
         for seq in first..first + count {
-            if seq - acked >= self.in_flight {
-                acked = self.wait_acked(seq - self.in_flight + 1);
+            if seq - done >= self.in_flight {
+                done = self.wait_done(seq - self.in_flight + 1);
             }
             let payload = Payload {
                 handle: seq,
@@ -264,7 +282,7 @@ impl EndToEnd {
                 .publish(QueueId(0), payload)
                 .expect("the broker runs until the subject is dropped");
         }
-        self.wait_acked(first + count);
+        self.wait_done(first + count);
         let elapsed = start.elapsed();
         self.published.set(first + count);
         elapsed

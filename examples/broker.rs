@@ -17,14 +17,16 @@ use zerodispatch::broker::{
 
 const PRODUCERS: u64 = 2;
 const MESSAGES_PER_PRODUCER: u64 = 10_000;
-/// The fanout queue's apps: each message is delivered once to each app, and acknowledged
-/// to its producer when all of them have confirmed it.
+/// The fanout queue's apps: each message is acknowledged to its producer when the queue
+/// stores it, delivered once to each app, and released when all of them have confirmed
+/// it.
 const APPS: u16 = 3;
 const QUEUE: QueueId = QueueId(0);
 
 fn main() -> Result<(), BrokerError> {
     // One queue. Its table (allocated here, like every table of the broker) holds every
-    // message both producers can have unacknowledged (2 x 16,384), so none is rejected.
+    // message both producers publish (2 x 10,000) until it is consumed, so none is
+    // rejected.
     let broker = Broker::start(BrokerConfig {
         queues: vec![QueueConfig {
             capacity: 1 << 15,
@@ -51,7 +53,7 @@ fn main() -> Result<(), BrokerError> {
     }
 
     // Two producers. Each message's outcome comes back to `on_ack`, in batches, on the
-    // producer's session processor: count those acknowledged by every app.
+    // producer's session processor: count those acknowledged (`Acked`: stored).
     let acked: Vec<Arc<AtomicU64>> = (0..PRODUCERS).map(|_| Arc::default()).collect();
     let mut producers = Vec::new();
     for count in &acked {

@@ -1,5 +1,5 @@
 //! The broker: configuration, start-up, and the calls an application (or a test, or the
-//! perftest) makes: open producers and consumers, publish, close, inject replica confirms,
+//! perftest) makes: open producers and consumers, publish, close, inject replica confirms and receipts,
 //! query the cluster, read stats, shut down.
 //!
 //! # Closing a producer, and the calls that race it
@@ -52,6 +52,7 @@ use crate::error::{BrokerError, SendError};
 use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 use crate::message::{Ack, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute, Confirms, Delivery};
 use crate::queue::{MAX_APPS, MAX_QUEUE_CAPACITY, QueueClient, QueueEngine, QueueMode};
+use crate::replication::{Receipt, Replication};
 use crate::session::{
     ConsumerSession, FRAME_OVERHEAD, FlushStrategy, MAX_UNCONFIRMED, Pacing, ProducerConfig,
     ProducerSession,
@@ -107,6 +108,10 @@ pub struct BrokerConfig {
     /// Cores to pin the processors to, dealt out in turn across all pools (sessions first,
     /// then queues, then the cluster), wrapping around; empty for none.
     pub cores: Vec<usize>,
+    /// Replication of every queue's messages: with it a message is ACKed once `quorum`
+    /// replicas have sent their receipt ([`Broker::replica_receipt`]); without it (the
+    /// default), as soon as its queue stores it.
+    pub replication: Option<Replication>,
 }
 
 impl Default for BrokerConfig {
@@ -119,6 +124,7 @@ impl Default for BrokerConfig {
             max_batch: 256,
             wait: WaitStrategy::default(),
             cores: Vec::new(),
+            replication: None,
         }
     }
 }
@@ -594,6 +600,7 @@ pub struct Broker {
     consumer_credits: Arc<Credits>,
     max_batch: usize,
     event_capacity: usize,
+    replication: Option<Replication>,
     next_producer: AtomicU32,
     next_consumer: AtomicU32,
 }
@@ -633,6 +640,12 @@ impl Broker {
                 return Err(BrokerError::ZeroWindow { queue: id });
             }
         }
+        if let Some(r) = config.replication.filter(|r| !r.is_valid()) {
+            return Err(BrokerError::ReplicationOutOfRange {
+                replicas: r.replicas,
+                quorum: r.quorum,
+            });
+        }
         // One list of cores for all pools, dealt out in turn: the session processors take
         // the first, the queue processors the next, the cluster processor the one after.
         let cores_from = |first: usize| -> Vec<usize> {
@@ -664,11 +677,17 @@ impl Broker {
         for (i, q) in config.queues.iter().enumerate() {
             let counters = Arc::new(CachePadded::new(QueueCounters::default()));
             let id = QueueId(i as u32);
-            let engine = QueueEngine::new(id, q.mode, q.capacity, q.window, counters.clone())
-                .map_err(|_| BrokerError::QueueTablesTooLarge {
-                    queue: id,
-                    capacity: q.capacity,
-                })?;
+            let engine = QueueEngine::new(
+                id,
+                q.mode,
+                (q.capacity, q.window),
+                config.replication,
+                counters.clone(),
+            )
+            .map_err(|_| BrokerError::QueueTablesTooLarge {
+                queue: id,
+                capacity: q.capacity,
+            })?;
             handles.push(dispatcher.register(
                 ClientType::Queue,
                 QueueClient::new(engine),
@@ -709,6 +728,7 @@ impl Broker {
             consumer_credits,
             max_batch: config.max_batch,
             event_capacity: config.event_capacity,
+            replication: config.replication,
             next_producer: AtomicU32::new(0),
             next_consumer: AtomicU32::new(0),
         })
@@ -1059,6 +1079,64 @@ impl Broker {
             })
     }
 
+    /// A replica's receipt: `receipt.replica` has stored message `receipt.guid`. Routed by
+    /// the cluster processor to its queue as an inline functor; the receipt that makes the
+    /// [`Replication`] quorum sends the message's ACK. A receipt for a message the queue
+    /// does not hold (never stored, or released already), or a second one from the same
+    /// replica, is counted in [`QueueStats`] and ignored. Waits, as
+    /// [`replica_confirm`](Self::replica_confirm) does and from the same pool of credits,
+    /// while the cluster is behind. Allocates nothing.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use zerodispatch_broker::*;
+    ///
+    /// let broker = Broker::start(BrokerConfig {
+    ///     queues: vec![QueueConfig::new(QueueMode::Priority)],
+    ///     replication: Some(Replication { replicas: 2, quorum: 1 }),
+    ///     ..BrokerConfig::default()
+    /// })?;
+    /// let acks = Arc::new(Mutex::new(Vec::new()));
+    /// let sink = acks.clone();
+    /// let producer = broker.open_producer(16, move |b: &[Ack]| sink.lock().unwrap().extend_from_slice(b))?;
+    /// let guid = producer.publish(QueueId(0), Payload { handle: 1, len: 8 })?;
+    /// broker.quiesce()?;
+    /// assert!(acks.lock().unwrap().is_empty()); // stored, but no replica has it yet
+    /// broker.replica_receipt(Receipt { queue: QueueId(0), guid, replica: ReplicaId(1) })?;
+    /// broker.quiesce()?;
+    /// assert_eq!(acks.lock().unwrap()[0].status, AckStatus::Acked);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `UnknownQueue`; `UnknownReplica` for a replica the broker's [`Replication`] does not
+    /// have (any, without replication); `ShutDown`; on one of the broker's processor
+    /// threads, `OnProcessorThread` when it would have to wait for a credit, `OutboxFull`
+    /// when the processor's outbox is full.
+    pub fn replica_receipt(&self, receipt: Receipt) -> Result<(), BrokerError> {
+        if receipt.queue.0 as usize >= self.queues.len() {
+            return Err(BrokerError::UnknownQueue(receipt.queue));
+        }
+        let replicas = self.replication.map_or(0, |r| r.replicas);
+        if receipt.replica.0 >= replicas {
+            return Err(BrokerError::UnknownReplica {
+                replica: receipt.replica,
+                replicas,
+            });
+        }
+        if !self.replica_credits.try_take() {
+            self.off_processor_threads()?;
+            self.replica_credits.take();
+        }
+        self.dispatcher
+            .dispatch(self.cluster, Event::Message(BrokerMsg::Receipt(receipt)))
+            .map_err(|e| {
+                self.replica_credits.give_back(1);
+                self.refused(e)
+            })
+    }
+
     /// The cluster's state, answered by a dispatcher callback on the cluster processor (so
     /// after every confirm enqueued to it before this call was routed). Waits for the
     /// cluster processor: for application threads only.
@@ -1075,6 +1153,7 @@ impl Broker {
         self.dispatcher
             .call(self.cluster.processor(), move || ClusterState {
                 routed: counters.routed.get(),
+                receipts_routed: counters.receipts_routed.get(),
                 unknown_queue: counters.unknown_queue.get(),
                 queues,
             })

@@ -1,6 +1,7 @@
 //! The cluster client (on the cluster processor): receives confirms from replica nodes, as
-//! a primary does, and from consumers whose confirms go through the cluster, and routes
-//! each to its queue's processor.
+//! a primary does, and from consumers whose confirms go through the cluster, and replicas'
+//! receipts (see `replication.rs`), and routes each to its queue's processor: a receipt
+//! always as an inline functor, a confirm in its mode.
 //!
 //! # Back-pressure
 //!
@@ -13,8 +14,9 @@
 //! the cluster until the cluster has routed it (given back in one go per flush). So the
 //! cluster's table, preallocated for both pools, never grows.
 //!
-//! * Replica confirms take theirs in `Broker::replica_confirm`, on application threads,
-//!   which wait for one while the cluster is behind: a flood of them is slowed down there.
+//! * Replica confirms and receipts take theirs in `Broker::replica_confirm` and
+//!   `Broker::replica_receipt`, on application threads, which wait for one while the
+//!   cluster is behind: a flood of them is slowed down there.
 //! * Consumers' routed confirms take theirs in the consumer's session, on a processor
 //!   thread, which never waits: without a credit the confirm stays with the session for its
 //!   next flush, as one refused by a full outbox does. A separate pool, so that replica
@@ -27,14 +29,34 @@ use crossbeam_utils::CachePadded;
 use zerodispatch_core::{Client, ClientEvent, ClientHandle, Context, DispatchError};
 
 use crate::credits::Credits;
+use crate::ids::QueueId;
 use crate::message::{BrokerMsg, Confirm, ConfirmMode};
-use crate::queue::send_confirm;
+use crate::queue::{send_confirm, send_receipt};
+use crate::replication::Receipt;
 use crate::stats::ClusterCounters;
 use crate::tables;
 
-/// A confirm the cluster has to route: its queue's client, the confirm, how it travels,
-/// and whether it holds a replica credit (or else a consumer's).
-type ToRoute = (ClientHandle, Confirm, ConfirmMode, bool);
+/// What the cluster routes to a queue.
+#[derive(Clone, Copy)]
+enum Routed {
+    /// A confirm, and how it travels.
+    Confirm(Confirm, ConfirmMode),
+    /// A replica's receipt.
+    Receipt(Receipt),
+}
+
+impl Routed {
+    fn queue(self) -> QueueId {
+        match self {
+            Routed::Confirm(c, _) => c.queue,
+            Routed::Receipt(r) => r.queue,
+        }
+    }
+}
+
+/// An item the cluster has to route: its queue's client, the item, and whether it holds a
+/// replica credit (or else a consumer's).
+type ToRoute = (ClientHandle, Routed, bool);
 
 /// The cluster client.
 pub(crate) struct ClusterClient {
@@ -84,15 +106,20 @@ impl ClusterClient {
         }
     }
 
-    /// Routes one confirm; `false` if a full outbox refused it (the caller keeps it).
-    fn route(&mut self, (queue, c, mode, replica): ToRoute, ctx: &Context<BrokerMsg>) -> bool {
-        match send_confirm(ctx.dispatcher(), queue, c, mode) {
-            Ok(()) => self.counters.routed.add(1),
-            Err(DispatchError::Full(_)) => return false,
-            Err(_) => {
+    /// Routes one item; `false` if a full outbox refused it (the caller keeps it).
+    fn route(&mut self, (queue, item, replica): ToRoute, ctx: &Context<BrokerMsg>) -> bool {
+        let sent = match item {
+            Routed::Confirm(c, mode) => send_confirm(ctx.dispatcher(), queue, c, mode),
+            Routed::Receipt(r) => send_receipt(ctx.dispatcher(), queue, r),
+        };
+        match (sent, item) {
+            (Ok(()), Routed::Confirm(..)) => self.counters.routed.add(1),
+            (Ok(()), Routed::Receipt(_)) => self.counters.receipts_routed.add(1),
+            (Err(DispatchError::Full(_)), _) => return false,
+            (Err(_), _) => {
                 tracing::debug!(
-                    queue = c.queue.0,
-                    "confirm refused: the queue is shutting down"
+                    queue = item.queue().0,
+                    "confirm or receipt refused: the queue is shutting down"
                 );
             }
         }
@@ -100,16 +127,19 @@ impl ClusterClient {
         true
     }
 
-    fn receive(&mut self, c: Confirm, mode: ConfirmMode, replica: bool, ctx: &Context<BrokerMsg>) {
-        let Some(&queue) = self.queues.get(c.queue.0 as usize) else {
+    fn receive(&mut self, item: Routed, replica: bool, ctx: &Context<BrokerMsg>) {
+        let Some(&queue) = self.queues.get(item.queue().0 as usize) else {
             self.counters.unknown_queue.add(1);
             self.settle(replica);
-            tracing::debug!(queue = c.queue.0, "confirm for an unknown queue");
+            tracing::debug!(
+                queue = item.queue().0,
+                "confirm or receipt for an unknown queue"
+            );
             return;
         };
-        // Behind any kept confirm, in order. (The client is flushed after this event
-        // anyway: the flush retries.)
-        let confirm = (queue, c, mode, replica);
+        // Behind any kept item, in order. (The client is flushed after this event anyway:
+        // the flush retries.)
+        let confirm = (queue, item, replica);
         if !self.unrouted.is_empty() || !self.route(confirm, ctx) {
             debug_assert!(
                 self.unrouted.len() < self.unrouted.capacity(),
@@ -123,8 +153,15 @@ impl ClusterClient {
 impl Client<BrokerMsg> for ClusterClient {
     fn on_event(&mut self, event: ClientEvent<BrokerMsg>, ctx: &mut Context<BrokerMsg>) {
         match event {
-            ClientEvent::Message(BrokerMsg::Route(c, mode)) => self.receive(c, mode, false, ctx),
-            ClientEvent::Message(BrokerMsg::Replica(c, mode)) => self.receive(c, mode, true, ctx),
+            ClientEvent::Message(BrokerMsg::Route(c, mode)) => {
+                self.receive(Routed::Confirm(c, mode), false, ctx)
+            }
+            ClientEvent::Message(BrokerMsg::Replica(c, mode)) => {
+                self.receive(Routed::Confirm(c, mode), true, ctx)
+            }
+            ClientEvent::Message(BrokerMsg::Receipt(r)) => {
+                self.receive(Routed::Receipt(r), true, ctx)
+            }
             ClientEvent::Callback(callback) => callback.call(),
             ClientEvent::Message(other) => {
                 tracing::warn!(?other, "unexpected message for the cluster")
@@ -154,7 +191,7 @@ impl Drop for ClusterClient {
     fn drop(&mut self) {
         // At shutdown: whatever was not routed is gone with the queues; its credits go back
         // so that no replica thread waits for them.
-        let replicas = self.unrouted.iter().filter(|c| c.3).count();
+        let replicas = self.unrouted.iter().filter(|c| c.2).count();
         let consumers = self.unrouted.len() - replicas;
         let (done_replicas, done_consumers) = std::mem::take(&mut self.done);
         self.replica_credits.give_back(done_replicas + replicas);

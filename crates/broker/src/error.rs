@@ -12,6 +12,7 @@ use zerodispatch_core::{ConfigError, DispatchError, ProcessorId, RegisterError, 
 
 use crate::ids::{AppId, Payload, QueueId};
 use crate::queue::{MAX_APPS, MAX_QUEUE_CAPACITY};
+use crate::replication::{MAX_REPLICAS, ReplicaId};
 use crate::session::{FRAME_OVERHEAD, MAX_UNCONFIRMED};
 
 /// Why the broker could not start or a call failed.
@@ -57,6 +58,22 @@ pub enum BrokerError {
     ZeroWindow {
         /// The queue.
         queue: QueueId,
+    },
+    /// [`Replication`](crate::Replication)'s `replicas` is 0 or above [`MAX_REPLICAS`], or
+    /// its `quorum` is 0 or above `replicas`.
+    ReplicationOutOfRange {
+        /// The replicas asked for.
+        replicas: u8,
+        /// The quorum asked for.
+        quorum: u8,
+    },
+    /// A receipt names a replica the broker does not have: its
+    /// [`Replication`](crate::Replication) has `replicas` of them (0 without replication).
+    UnknownReplica {
+        /// The replica named.
+        replica: ReplicaId,
+        /// The replicas configured.
+        replicas: u8,
     },
     /// The machine could not provide a queue's tables for its capacity.
     QueueTablesTooLarge {
@@ -138,6 +155,15 @@ impl fmt::Display for BrokerError {
                 f,
                 "queue {}: a consumer window of 0 would never deliver; give at least 1",
                 queue.0
+            ),
+            BrokerError::ReplicationOutOfRange { replicas, quorum } => write!(
+                f,
+                "replication of {replicas} replicas with a quorum of {quorum} is out of range; give 1 to MAX_REPLICAS ({MAX_REPLICAS}) replicas and a quorum of 1 to replicas"
+            ),
+            BrokerError::UnknownReplica { replica, replicas } => write!(
+                f,
+                "no replica {}: the broker has {replicas} (BrokerConfig::replication), numbered from 0",
+                replica.0
             ),
             BrokerError::QueueTablesTooLarge { queue, capacity } => write!(
                 f,

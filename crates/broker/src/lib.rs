@@ -2,7 +2,7 @@
 //! real user of `zerodispatch-core`, a reference to copy from, and the workload of the
 //! perftest and the confirm benches. In-process, no network: the application's threads
 //! publish and consume, and replica nodes are threads that call
-//! [`Broker::replica_confirm`].
+//! [`Broker::replica_receipt`] and [`Broker::replica_confirm`].
 //!
 //! # The path of one message, thread by thread
 //!
@@ -10,15 +10,21 @@
 //! app thread        session proc          queue proc             session proc        app
 //! publish ------->  ProducerSession
 //!                   (flush) PUT ------->  QueueClient: store
-//!                                         (flush) PUSH -------> ConsumerSession
-//!                                                               (flush) on_delivery --> handles
+//!                                         (flush) ACK, PUSH ---> ConsumerSession
+//!                   ProducerSession <---                        (flush) on_delivery --> handles
+//!                   (flush) on_ack --> app
 //!                                         QueueClient  <------- CONFIRM (inline functor,
 //!                                         (or via the cluster      typed, or boxed)
 //!                                          processor)
-//!                                         release; (flush) ACK
-//!                   ProducerSession <---
-//!                   (flush) on_ack ---------------------------------------------------> app
+//!                                         release (the producer hears nothing of it)
 //! ```
+//!
+//! The ACK ([`AckStatus::Acked`]) means stored: the queue sends it when it stores the
+//! message, whether or not a consumer is attached. With a [`Replication`] quorum it waits
+//! instead for `quorum` replicas' receipts ([`Broker::replica_receipt`], routed through the
+//! cluster processor as inline functors). Consumers' confirms release the message: its
+//! slot in the queue's table is free again. So publish -> ACK and publish -> consume are
+//! two latencies, and the perftest reports both.
 //!
 //! Every table (messages, GUID indexes, outboxes) is allocated when a queue or session is
 //! created: a message allocates nothing on its way (proved by `tests/zero_alloc.rs`),
@@ -62,8 +68,8 @@
 //! }
 //! ```
 //!
-//! A replica's confirm goes through [`Broker::replica_confirm`], which the cluster routes
-//! like any other.
+//! A replica's confirm goes through [`Broker::replica_confirm`], and its receipt through
+//! [`Broker::replica_receipt`], which the cluster routes like any other.
 
 #![forbid(unsafe_code)]
 
@@ -77,6 +83,7 @@ mod message;
 pub mod metrics;
 mod parse;
 mod queue;
+mod replication;
 mod session;
 mod stats;
 mod tables;
@@ -87,6 +94,7 @@ pub use ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 pub use message::{Ack, AckStatus, Confirm, ConfirmMode, ConfirmRoute, Confirms, Delivery};
 pub use parse::{ParseConfirmModeError, ParseFlushStrategyError};
 pub use queue::{MAX_APPS, MAX_QUEUE_CAPACITY, QueueMode};
+pub use replication::{MAX_REPLICAS, Receipt, ReplicaId, Replication};
 pub use session::{
     AckHandler, DeliveryHandler, FRAME_OVERHEAD, FlushStrategy, MAX_UNCONFIRMED, ProducerConfig,
 };

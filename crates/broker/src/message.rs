@@ -7,6 +7,7 @@ use zerodispatch_core::ClientHandle;
 
 use crate::ids::{AppId, ConsumerId, Guid, Payload, QueueId};
 use crate::queue::QueueEngine;
+use crate::replication::Receipt;
 
 /// How a consumer's confirm travels to its queue. The three give identical results; they
 /// differ in what the event carries, which is what the benches compare.
@@ -53,7 +54,9 @@ pub enum Confirms {
 /// The outcome of a published message, reported to its producer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AckStatus {
-    /// Every consumer (priority) or app (fanout) confirmed it; the queue released it.
+    /// Stored: the queue holds the message (and, with a replication quorum, enough
+    /// replicas have sent their receipt). Consumers' confirms come later, if at all, and
+    /// the producer does not hear of them: an ACK means stored, not consumed.
     Acked,
     /// The queue's message table was full: the message was not stored. Publish it again.
     RejectedQueueFull,
@@ -174,6 +177,9 @@ pub(crate) enum BrokerMsg {
     /// Replica node (`Broker::replica_confirm`) -> cluster: a confirm to route to its
     /// queue, in the given mode, holding one of the replica credits until it is routed.
     Replica(Confirm, ConfirmMode),
+    /// Replica node (`Broker::replica_receipt`) -> cluster: a receipt to route to its
+    /// queue, holding one of the replica credits until it is routed.
+    Receipt(Receipt),
     /// Queue -> producer session: the outcome of a message.
     Ack {
         /// The message.

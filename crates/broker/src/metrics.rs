@@ -108,7 +108,7 @@ pub const SESSION_COUNTERS: [SessionMetric; 15] = [
 ];
 
 /// Each queue's counters [`export`] publishes (label `queue`).
-pub const QUEUE_COUNTERS: [QueueMetric; 10] = [
+pub const QUEUE_COUNTERS: [QueueMetric; 14] = [
     (
         "zerodispatch_broker_queue_stored_total",
         "Messages stored (PUTs accepted).",
@@ -156,8 +156,28 @@ pub const QUEUE_COUNTERS: [QueueMetric; 10] = [
     ),
     (
         "zerodispatch_broker_queue_acked_total",
-        "Messages released with an Acked outcome.",
+        "Messages acknowledged Acked to their producer (at store, or at the quorum).",
         |q| q.acked,
+    ),
+    (
+        "zerodispatch_broker_queue_released_total",
+        "Messages released: every share confirmed and the ACK gone.",
+        |q| q.released,
+    ),
+    (
+        "zerodispatch_broker_queue_receipts_total",
+        "Replicas' receipts counted (one per replica and message).",
+        |q| q.receipts,
+    ),
+    (
+        "zerodispatch_broker_queue_duplicate_receipts_total",
+        "Receipts from a replica that had sent one for the message already.",
+        |q| q.duplicate_receipts,
+    ),
+    (
+        "zerodispatch_broker_queue_unknown_receipts_total",
+        "Receipts for a message the queue does not hold.",
+        |q| q.unknown_receipts,
     ),
 ];
 

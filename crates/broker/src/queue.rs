@@ -4,12 +4,14 @@
 //!
 //! * PUT: the message is stored in a free slot of a table preallocated at the queue's
 //!   capacity (and in a GUID index preallocated likewise), with one pending share per app
-//!   (one for a priority queue, one per app for fanout). A full table rejects the PUT with
-//!   an ACK `RejectedQueueFull`: never a lost or overwritten message.
+//!   (one for a priority queue, one per app for fanout), and its ACK (`Acked`: stored) is
+//!   queued for the producer's session, sent on flush. With a replication quorum the ACK
+//!   waits instead for `quorum` replicas' receipts (see `replication.rs`). A full table
+//!   rejects the PUT with an ACK `RejectedQueueFull`: never a lost or overwritten message.
 //! * On flush, every undelivered share is PUSHed to a consumer of its app that has room in
 //!   its window (round-robin among the app's consumers); a share with no consumer waits.
-//! * CONFIRM releases a share; when none remain, the message is released and its ACK queued
-//!   for the producer's session, sent on flush.
+//! * CONFIRM releases a share; when none remain (and the ACK has gone), the message is
+//!   released: its slot is free again. The producer hears nothing of it.
 //!
 //! # How confirms reach the table
 //!
@@ -28,6 +30,7 @@ use zerodispatch_core::{Client, ClientHandle, Context, DispatchError, Dispatcher
 
 use crate::ids::{AppId, ConsumerId, Guid, Payload, QueueId};
 use crate::message::{AckStatus, BoxedConfirm, BrokerMsg, Confirm, ConfirmMode};
+use crate::replication::{Receipt, Replication};
 use crate::stats::QueueCounters;
 use crate::tables;
 
@@ -103,6 +106,11 @@ struct Slot {
     pending: AppMask,
     /// Apps whose share has not been pushed yet.
     undelivered: AppMask,
+    /// Replicas whose receipt came (bit `replica`); unused without replication.
+    receipts: u32,
+    /// Whether its ACK is queued or sent (at PUT, or at the quorum): the message is
+    /// released only then, once every share is confirmed too.
+    acked: bool,
     /// Whether the slot is in `to_push`.
     queued: bool,
     /// Whether the slot holds a message (set at PUT, cleared at release).
@@ -132,13 +140,15 @@ pub(crate) struct QueueEngine {
     assigned: Vec<ConsumerId>,
     /// Apps per message: the fanout's apps, or 1.
     apps: usize,
+    /// Replication, if any: its ACK waits for `quorum` receipts.
+    replication: Option<Replication>,
     free: Vec<u32>,
     index: HashMap<Guid, u32, BuildHasherDefault<GuidHasher>>,
     /// Slots with undelivered shares, oldest first.
     to_push: Vec<u32>,
     /// ACKs to send on flush: the producer's session, the GUID, the outcome. Those a full
     /// outbox refused stay, oldest first, for the next flush. Preallocated at the capacity,
-    /// a flush's worth of releases; it grows past that only while the session processors
+    /// a flush's worth of stores; it grows past that only while the session processors
     /// are so far behind that this processor's outbox stays full, by at most one ACK per
     /// message the producers have in flight.
     acks: Vec<(ClientHandle, Guid, AckStatus)>,
@@ -157,8 +167,8 @@ impl QueueEngine {
     pub(crate) fn new(
         id: QueueId,
         mode: QueueMode,
-        capacity: usize,
-        window: u32,
+        (capacity, window): (usize, u32),
+        replication: Option<Replication>,
         counters: Arc<CachePadded<QueueCounters>>,
     ) -> Result<Self, TryReserveError> {
         debug_assert!((1..=MAX_QUEUE_CAPACITY).contains(&capacity));
@@ -168,6 +178,8 @@ impl QueueEngine {
             producer: None,
             pending: 0,
             undelivered: 0,
+            receipts: 0,
+            acked: false,
             queued: false,
             live: false,
         };
@@ -182,6 +194,7 @@ impl QueueEngine {
             slots: tables::filled(capacity, empty)?,
             assigned: tables::filled(capacity * apps, ConsumerId(u32::MAX))?,
             apps,
+            replication,
             free,
             // Twice the capacity: hashbrown then always rehashes its tombstones in place
             // rather than growing (it grows when more than half full and out of room).
@@ -212,12 +225,16 @@ impl QueueEngine {
             return;
         };
         let all = self.all_apps();
+        // Stored: the ACK goes now, unless it waits for the replicas' receipts.
+        let acked = self.replication.is_none();
         self.slots[slot as usize] = Slot {
             guid,
             payload,
             producer: Some(producer),
             pending: all,
             undelivered: all,
+            receipts: 0,
+            acked,
             queued: true,
             live: true,
         };
@@ -225,6 +242,52 @@ impl QueueEngine {
         self.to_push.push(slot);
         self.counters.stored.add(1);
         self.counters.held.up();
+        if acked {
+            self.ack(producer, guid);
+        }
+    }
+
+    /// Queues a stored message's ACK for its producer's session.
+    fn ack(&mut self, producer: ClientHandle, guid: Guid) {
+        self.acks.push((producer, guid, AckStatus::Acked));
+        self.counters.acked.add(1);
+    }
+
+    /// Applies a replica's receipt: the one that reaches the quorum queues the ACK (and
+    /// releases the message if every share is confirmed already). A receipt for a message
+    /// the queue does not hold, or a second one from the same replica, is counted and
+    /// ignored.
+    pub(crate) fn receipt(&mut self, r: Receipt) {
+        let Some(quorum) = self.replication.map(|q| u32::from(q.quorum)) else {
+            self.counters.unknown_receipts.add(1);
+            tracing::debug!(queue = self.id.0, "receipt without replication configured");
+            return;
+        };
+        let Some(&slot) = self.index.get(&r.guid) else {
+            self.counters.unknown_receipts.add(1);
+            tracing::debug!(queue = self.id.0, guid = ?r.guid, "receipt for a message the queue does not hold");
+            return;
+        };
+        let bit = 1_u32.checked_shl(u32::from(r.replica.0)).unwrap_or(0);
+        let s = &mut self.slots[slot as usize];
+        if bit == 0 || s.receipts & bit != 0 {
+            self.counters.duplicate_receipts.add(1);
+            tracing::debug!(queue = self.id.0, guid = ?r.guid, replica = r.replica.0, "duplicate receipt");
+            return;
+        }
+        s.receipts |= bit;
+        self.counters.receipts.add(1);
+        if s.acked || s.receipts.count_ones() < quorum {
+            return;
+        }
+        s.acked = true;
+        let (producer, guid, release) = (s.producer, s.guid, s.pending == 0);
+        if let Some(producer) = producer {
+            self.ack(producer, guid);
+        }
+        if release {
+            self.release(slot);
+        }
     }
 
     /// Applies a confirm.
@@ -256,22 +319,23 @@ impl QueueEngine {
         }
         self.counters.confirms.add(1);
         if release {
-            self.release(slot, AckStatus::Acked);
+            self.release(slot);
         }
     }
 
-    fn release(&mut self, slot: u32, status: AckStatus) {
-        self.slots[slot as usize].live = false;
-        let s = self.slots[slot as usize];
-        self.index.remove(&s.guid);
+    /// Frees the slot of a message whose shares are all confirmed (or dropped), if its ACK
+    /// has gone; otherwise the quorum's receipt releases it.
+    fn release(&mut self, slot: u32) {
+        let s = &mut self.slots[slot as usize];
+        if !s.acked {
+            return;
+        }
+        s.live = false;
+        let guid = s.guid;
+        self.index.remove(&guid);
         self.free.push(slot);
-        if let Some(producer) = s.producer {
-            self.acks.push((producer, s.guid, status));
-        }
         self.counters.held.down();
-        if status == AckStatus::Acked {
-            self.counters.acked.add(1);
-        }
+        self.counters.released.add(1);
     }
 
     pub(crate) fn attach(&mut self, id: ConsumerId, app: AppId, session: ClientHandle) {
@@ -293,7 +357,7 @@ impl QueueEngine {
 
     /// Detaches a consumer: in priority mode its unconfirmed shares become deliverable
     /// again; in fanout mode they are dropped (and a message whose last share that was is
-    /// released and acknowledged).
+    /// released, as by a confirm).
     pub(crate) fn detach(&mut self, id: ConsumerId) {
         let Some(at) = self.consumers.iter().position(|a| a.id == id) else {
             return;
@@ -322,7 +386,7 @@ impl QueueEngine {
                     let last = s.pending == 0;
                     self.counters.dropped_shares.add(1);
                     if last {
-                        self.release(slot, AckStatus::Acked);
+                        self.release(slot);
                     }
                 }
             }
@@ -461,6 +525,18 @@ pub(crate) fn send_confirm(
             move |engine: &mut QueueEngine| engine.confirm(c),
         )))),
     };
+    dispatcher.dispatch(queue, event)
+}
+
+/// Sends a replica's receipt to `queue` (the queue's client): an inline functor handed
+/// the queue's table, as an inline confirm is.
+pub(crate) fn send_receipt(
+    dispatcher: &DispatcherHandle<BrokerMsg>,
+    queue: ClientHandle,
+    r: Receipt,
+) -> Result<(), DispatchError<Event<BrokerMsg>>> {
+    // 24 bytes of captures: inline.
+    let event = Event::to_client(move |queue: &mut QueueClient, _ctx| queue.engine.receipt(r));
     dispatcher.dispatch(queue, event)
 }
 

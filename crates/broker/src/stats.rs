@@ -24,6 +24,10 @@ pub(crate) struct QueueCounters {
     pub(crate) gone_consumer: Counter,
     pub(crate) dropped_shares: Counter,
     pub(crate) acked: Counter,
+    pub(crate) released: Counter,
+    pub(crate) receipts: Counter,
+    pub(crate) duplicate_receipts: Counter,
+    pub(crate) unknown_receipts: Counter,
     /// Messages held now: up at each store, down at each release, by the queue's processor
     /// only, so that it is always between 0 and the queue's capacity.
     pub(crate) held: Gauge,
@@ -53,6 +57,7 @@ pub(crate) struct SessionCounters {
 #[derive(Debug, Default)]
 pub(crate) struct ClusterCounters {
     pub(crate) routed: Counter,
+    pub(crate) receipts_routed: Counter,
     pub(crate) unknown_queue: Counter,
 }
 
@@ -78,8 +83,20 @@ pub struct QueueStats {
     pub gone_consumer: u64,
     /// Shares dropped because their consumer closed (fanout mode).
     pub dropped_shares: u64,
-    /// Messages released with an `Acked` outcome.
+    /// Messages acknowledged `Acked` to their producer: at store, or at the replication
+    /// quorum.
     pub acked: u64,
+    /// Messages released: every share confirmed (or dropped), and the ACK gone. Their
+    /// slots are free again; the producer is not told.
+    pub released: u64,
+    /// Replicas' receipts counted (one per replica and message).
+    pub receipts: u64,
+    /// Receipts from a replica that had sent one for the message already (ignored).
+    pub duplicate_receipts: u64,
+    /// Receipts for a message the queue does not hold (never stored, or already released:
+    /// a receipt past the quorum that arrives after the release counts here), or with no
+    /// replication configured (ignored).
+    pub unknown_receipts: u64,
     /// Messages held now: at most the queue's capacity (a value the queue's processor
     /// stored, read whole).
     pub held: u64,
@@ -98,6 +115,10 @@ impl QueueCounters {
             gone_consumer: self.gone_consumer.get(),
             dropped_shares: self.dropped_shares.get(),
             acked: self.acked.get(),
+            released: self.released.get(),
+            receipts: self.receipts.get(),
+            duplicate_receipts: self.duplicate_receipts.get(),
+            unknown_receipts: self.unknown_receipts.get(),
             held: self.held.get(),
         }
     }
@@ -169,6 +190,8 @@ impl SessionStats {
 pub struct ClusterState {
     /// Confirms routed to their queue's processor.
     pub routed: u64,
+    /// Replicas' receipts routed to their queue's processor.
+    pub receipts_routed: u64,
     /// Confirms naming a queue the broker does not have (counted, not routed).
     pub unknown_queue: u64,
     /// Queues the cluster routes to.

@@ -62,8 +62,9 @@ fn publish(p: &Producer, queue: u32, n: u64) -> Vec<Guid> {
         .collect()
 }
 
-/// Each published GUID has exactly one outcome, and the outcomes add up: published ==
-/// acked + rejected + closed + held in the queues (held messages have no outcome yet).
+/// Each published GUID has at most one outcome, and the outcomes add up: a message without
+/// one is held by its queue (waiting for its replication quorum); every `Acked` outcome was
+/// sent by a queue; every stored message is released or held.
 fn check_conservation(
     broker: &Broker,
     published: &[Guid],
@@ -97,21 +98,30 @@ fn check_conservation(
         published.len() as u64,
         "no outcome for a GUID not published"
     );
-    // A message without an outcome is held by its queue; a closed one may be held too.
+    // A message without an outcome is held by its queue (its ACK waits for the quorum).
     assert!(
         no_outcome <= held,
         "{no_outcome} messages without outcome but only {held} held"
     );
-    assert!(
-        held <= no_outcome + closed,
-        "held messages are pending or reported closed"
-    );
     let stored: u64 = queues.iter().map(|q| q.stored).sum();
     let acked: u64 = queues.iter().map(|q| q.acked).sum();
+    let released: u64 = queues.iter().map(|q| q.released).sum();
+    let acked_outcomes = outcome.values().filter(|s| **s == AckStatus::Acked).count() as u64;
+    assert!(
+        acked_outcomes <= acked,
+        "{acked_outcomes} Acked outcomes but the queues sent {acked}"
+    );
+    assert!(acked <= stored, "an ACK for a message never stored");
+    // Acked, not yet released: stored and unconsumed; the rest of the held wait for the
+    // quorum, pending or reported closed.
+    assert!(
+        held - (acked - released).min(held) <= no_outcome + closed,
+        "held messages are acked, pending or reported closed"
+    );
     assert_eq!(
         stored,
-        acked + held,
-        "every stored message is acked or held"
+        released + held,
+        "every stored message is released or held"
     );
     outcome
 }
@@ -143,13 +153,13 @@ fn priority_delivers_each_message_to_one_consumer_and_acks_it_once() {
     assert!(guids.iter().all(|g| outcome[g] == AckStatus::Acked));
     let q = broker.queue_stats()[0];
     assert_eq!(
-        (q.stored, q.pushed, q.confirms, q.acked, q.held),
-        (2000, 2000, 2000, 2000, 0)
+        (q.stored, q.pushed, q.confirms, q.acked, q.released, q.held),
+        (2000, 2000, 2000, 2000, 2000, 0)
     );
 }
 
 #[test]
-fn fanout_delivers_every_message_to_every_app_and_acks_after_the_last() {
+fn fanout_delivers_every_message_to_every_app_acks_it_once_and_releases_it_after_the_last() {
     // 30: BlazingMQ's fanout figure; MAX_APPS: every bit of the share mask.
     for apps in [3, 30, MAX_APPS] {
         let broker = start(vec![QueueConfig::new(QueueMode::Fanout { apps })], 2);
@@ -176,7 +186,10 @@ fn fanout_delivers_every_message_to_every_app_and_acks_after_the_last() {
         assert!(guids.iter().all(|g| outcome[g] == AckStatus::Acked));
         let q = broker.queue_stats()[0];
         let shares = 300 * u64::from(apps);
-        assert_eq!((q.pushed, q.confirms, q.acked), (shares, shares, 300));
+        assert_eq!(
+            (q.pushed, q.confirms, q.acked, q.released),
+            (shares, shares, 300, 300)
+        );
     }
 }
 
@@ -199,6 +212,8 @@ fn a_full_table_rejects_with_a_clear_status_and_overwrites_nothing() {
         .collect();
     assert_eq!(rejected.len(), 6);
     assert_eq!(broker.queue_stats()[0].held, 4);
+    // The four stored are ACKed already: stored, with no consumer attached.
+    assert!(guids[..4].iter().all(|g| outcome[g] == AckStatus::Acked));
     // The four held messages are the first four, intact: a consumer now gets exactly them.
     let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
     broker.quiesce().unwrap();
@@ -286,6 +301,7 @@ fn robustness_cases_are_counted_never_a_panic() {
         broker.cluster_state().unwrap(),
         ClusterState {
             routed: 3,
+            receipts_routed: 0,
             unknown_queue: 1,
             queues: 1
         }
@@ -303,28 +319,55 @@ fn robustness_cases_are_counted_never_a_panic() {
     assert_eq!(outcome[&g], AckStatus::Acked);
 }
 
+/// A broker whose ACKs wait for one replica's receipt (of one replica), so that a test
+/// holds messages stored and without an outcome as long as it likes.
+fn start_replicated(queues: Vec<QueueConfig>) -> Broker {
+    Broker::start(BrokerConfig {
+        queues,
+        replication: Some(Replication {
+            replicas: 1,
+            quorum: 1,
+        }),
+        ..BrokerConfig::default()
+    })
+    .expect("valid config")
+}
+
+fn receipt(broker: &Broker, guid: Guid, replica: u8) {
+    broker
+        .replica_receipt(Receipt {
+            queue: QueueId(0),
+            guid,
+            replica: ReplicaId(replica),
+        })
+        .unwrap();
+}
+
 #[test]
 fn closing_a_producer_reports_every_pending_message_and_later_acks_are_dropped() {
-    let broker = start(vec![QueueConfig::new(QueueMode::Priority)], 1);
+    let broker = start_replicated(vec![QueueConfig::new(QueueMode::Priority)]);
     let (p, acks) = producer(&broker, 100);
     let guids = publish(&p, 0, 5);
     broker.quiesce().unwrap();
-    // No wait: in flight, unconfirmed, each is reported `Closed`.
+    // No wait: stored, waiting for their receipts, each is reported `Closed`.
     assert!(!p.close(Duration::ZERO));
     broker.quiesce().unwrap();
     let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
     assert!(guids.iter().all(|g| outcome[g] == AckStatus::Closed));
-    // The queue still holds them; a consumer now confirms them, and their ACKs reach a
+    // The queue still holds them; the replica's receipts now come, and their ACKs reach a
     // producer whose session is gone: dropped by the dispatcher as stale, not reported
     // twice.
     let stale = |broker: &Broker| -> u64 { broker.processor_stats().iter().map(|s| s.stale).sum() };
     let stale_before = stale(&broker);
-    let (_c, _) = consumer(&broker, 0, 0, ConsumerOptions::default());
+    for &g in &guids {
+        receipt(&broker, g, 0);
+    }
     broker.quiesce().unwrap();
     let s = broker.session_stats();
     assert_eq!((s.closed_reported, s.late_acks), (5, 0));
     assert_eq!(stale(&broker) - stale_before, 5);
     assert_eq!(acks.lock().unwrap().len(), 5);
+    assert_eq!(broker.queue_stats()[0].acked, 5);
     // Publishing after close is refused.
     assert_eq!(
         p.publish(QueueId(0), Payload::default()),
@@ -368,7 +411,7 @@ fn closing_a_priority_consumer_redelivers_its_unconfirmed_messages() {
     broker.close_consumer(&a).unwrap();
     // The queue redelivers a's shares to b while a is still blocked.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while broker.queue_stats()[0].acked < 10 && std::time::Instant::now() < deadline {
+    while broker.queue_stats()[0].released < 10 && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     gate.wait();
@@ -406,7 +449,7 @@ fn closing_a_fanout_consumer_drops_its_share() {
     gate.wait();
     broker.close_consumer(&c1).unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while broker.queue_stats()[0].acked < 6 && std::time::Instant::now() < deadline {
+    while broker.queue_stats()[0].released < 6 && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     gate.wait();
@@ -463,10 +506,26 @@ fn the_three_confirm_modes_and_both_routes_give_identical_results() {
 
 #[test]
 fn shutdown_reports_unacknowledged_messages_closed() {
+    // Stored and unconsumed (no consumer): ACKed already, so shutdown has nothing to
+    // report.
     let broker = start(vec![QueueConfig::new(QueueMode::Priority)], 1);
+    let (p, acks) = producer(&broker, 100);
+    publish(&p, 0, 3);
+    broker.quiesce().unwrap();
+    broker.shutdown();
+    assert!(
+        acks.lock()
+            .unwrap()
+            .iter()
+            .all(|a| a.status == AckStatus::Acked)
+    );
+    assert_eq!(acks.lock().unwrap().len(), 3);
+    // Stored and waiting for the replicas' receipts: reported `Closed` at shutdown, once.
+    let broker = start_replicated(vec![QueueConfig::new(QueueMode::Priority)]);
     let (p, acks) = producer(&broker, 100);
     let guids = publish(&p, 0, 3);
     broker.quiesce().unwrap();
+    assert!(acks.lock().unwrap().is_empty());
     broker.shutdown();
     let acks = acks.lock().unwrap();
     assert_eq!(acks.len(), 3);

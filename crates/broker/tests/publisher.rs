@@ -20,6 +20,36 @@ fn broker() -> Broker {
     .unwrap()
 }
 
+/// A broker whose ACKs wait for the receipt of its one replica: a message stays without an
+/// outcome until the test sends [`receipts`] for it (without replication a queue ACKs a
+/// message as soon as it stores it).
+fn replicated() -> Broker {
+    Broker::start(BrokerConfig {
+        queues: vec![QueueConfig::new(QueueMode::Priority)],
+        replication: Some(Replication {
+            replicas: 1,
+            quorum: 1,
+        }),
+        ..BrokerConfig::default()
+    })
+    .unwrap()
+}
+
+/// The replica's receipts for `guids`, once the queue has stored what was sent (a replica
+/// gets a message from the primary after it is stored): their ACKs go.
+fn receipts(broker: &Broker, guids: &[Guid]) {
+    broker.quiesce().unwrap();
+    for &guid in guids {
+        broker
+            .replica_receipt(Receipt {
+                queue: QueueId(0),
+                guid,
+                replica: ReplicaId(0),
+            })
+            .unwrap();
+    }
+}
+
 fn open(broker: &Broker, config: ProducerConfig) -> (Producer, Log<Ack>) {
     let acks: Log<Ack> = Arc::default();
     let sink = acks.clone();
@@ -193,7 +223,7 @@ fn timer_aggregation_waits_for_the_tick() {
 
 #[test]
 fn the_cap_blocks_send_and_try_send_hands_back_without_exceeding_it() {
-    let broker = broker();
+    let broker = replicated();
     let (p, acks) = open(
         &broker,
         ProducerConfig {
@@ -201,15 +231,15 @@ fn the_cap_blocks_send_and_try_send_hands_back_without_exceeding_it() {
             ..ProducerConfig::default()
         },
     );
-    for _ in 0..3 {
-        p.try_send(QueueId(0), payload(8)).unwrap();
-    }
+    let first: Vec<Guid> = (0..3)
+        .map(|_| p.try_send(QueueId(0), payload(8)).unwrap())
+        .collect();
     assert_eq!(
         p.try_send(QueueId(0), payload(9)),
         Err(SendError::Full(payload(9)))
     );
     assert_eq!(p.unconfirmed(), 3);
-    // A blocking send waits until a consumer confirms something.
+    // A blocking send waits until a message is ACKed: here by its replica's receipt.
     let p = Arc::new(p);
     let sender = {
         let p = p.clone();
@@ -217,8 +247,9 @@ fn the_cap_blocks_send_and_try_send_hands_back_without_exceeding_it() {
     };
     thread::sleep(Duration::from_millis(30));
     assert!(!sender.is_finished(), "send must wait at the cap");
-    let _c = consume(&broker);
-    sender.join().unwrap().unwrap();
+    receipts(&broker, &first);
+    let last = sender.join().unwrap().unwrap();
+    receipts(&broker, &[last]);
     broker.quiesce().unwrap();
     assert_eq!(outcomes(&acks.lock().unwrap()).len(), 4);
     assert_eq!(p.unconfirmed(), 0);
@@ -273,7 +304,8 @@ fn many_senders_at_a_tiny_cap_never_exceed_it_and_never_hang() {
 
 #[test]
 fn an_unconfirmed_message_times_out_once_and_a_late_ack_is_counted() {
-    let broker = broker();
+    // Stored, and waiting for the replica's receipt that makes the quorum.
+    let broker = replicated();
     let config = ProducerConfig {
         confirm_timeout: Some(Duration::from_millis(40)),
         ..ProducerConfig::default()
@@ -298,8 +330,8 @@ fn an_unconfirmed_message_times_out_once_and_a_late_ack_is_counted() {
         0,
         "a timed-out message gives its credit back"
     );
-    // A consumer now confirms them: the ACKs come late, are counted, not reported again.
-    let _c = consume(&broker);
+    // The receipts come now: the ACKs come late, are counted, not reported again.
+    receipts(&broker, &guids);
     broker.quiesce().unwrap();
     assert_eq!(acks.lock().unwrap().len(), 5);
     let s = broker.session_stats();
@@ -358,8 +390,9 @@ fn close_reports_unsent_as_not_sent_and_gives_in_flight_its_time() {
         Err(SendError::Closed(_))
     ));
 
-    // In flight with no consumer: reported Closed when the wait ends.
-    let broker = self::broker();
+    // In flight, waiting for a receipt that does not come: reported Closed when the wait
+    // ends.
+    let broker = replicated();
     let (p, acks) = open(&broker, ProducerConfig::default());
     let guids: Vec<Guid> = (0..5)
         .map(|_| p.send(QueueId(0), payload(8)).unwrap())
@@ -445,14 +478,14 @@ fn every_message_gets_exactly_one_outcome_under_a_random_close() {
 /// after, reports nothing more.
 #[test]
 fn closing_again_or_dropping_after_close_reports_nothing_more() {
-    let broker = broker();
+    let broker = replicated();
     let (p, acks) = open(&broker, ProducerConfig::default());
     let mut guids: Vec<Guid> = (0..3)
         .map(|_| p.publish(QueueId(0), payload(8)).unwrap())
         .collect();
     guids.extend((0..2).map(|_| p.send(QueueId(0), payload(8)).unwrap()));
     sent_on(&broker);
-    // No consumer, so nothing can confirm them, and no wait: each is reported `Closed`.
+    // No receipt, so nothing can ACK them, and no wait: each is reported `Closed`.
     assert!(!p.close(Duration::ZERO));
     broker.quiesce().unwrap();
     let all = outcomes(&acks.lock().unwrap());
@@ -478,12 +511,12 @@ fn closing_again_or_dropping_after_close_reports_nothing_more() {
 /// the producer was not closed) and hand the payload back.
 #[test]
 fn after_shutdown_every_call_says_shut_down_and_hands_the_payload_back() {
-    let broker = broker();
+    let broker = replicated();
     let (p, acks) = open(&broker, ProducerConfig::default());
     let g = p.send(QueueId(0), payload(8)).unwrap();
     sent_on(&broker);
     broker.shutdown();
-    // In flight, unconfirmed: its session reported it `Closed` at shutdown.
+    // In flight, without its receipt: its session reported it `Closed` at shutdown.
     assert_eq!(outcomes(&acks.lock().unwrap())[&g], AckStatus::Closed);
     let m = payload(9);
     for r in [

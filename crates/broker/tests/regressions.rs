@@ -377,9 +377,26 @@ fn a_huge_queue_capacity_is_an_error_not_an_abort() {
 #[test]
 fn dropping_a_producer_in_its_own_on_ack_does_not_stall_its_processor() {
     within(Duration::from_secs(20), "drop in on_ack", || {
-        // Queue 1 has no consumer: its message stays in flight.
-        let broker = start(vec![priority(), priority()], 1);
+        // ACKs wait for the replica's receipt: a message without one stays in flight.
+        let broker = Broker::start(BrokerConfig {
+            queues: vec![priority()],
+            replication: Some(Replication {
+                replicas: 1,
+                quorum: 1,
+            }),
+            ..BrokerConfig::default()
+        })
+        .unwrap();
         let _c = consume(&broker, 0);
+        let receipt = |guid| {
+            broker
+                .replica_receipt(Receipt {
+                    queue: QueueId(0),
+                    guid,
+                    replica: ReplicaId(0),
+                })
+                .unwrap()
+        };
         let holder: Arc<Mutex<Option<Producer>>> = Arc::default();
         let took: Arc<Mutex<Option<Duration>>> = Arc::default();
         let acks: Log<Ack> = Arc::default();
@@ -395,11 +412,13 @@ fn dropping_a_producer_in_its_own_on_ack_does_not_stall_its_processor() {
                 }
             })
             .unwrap();
-        let stays = p.send(QueueId(1), payload(1)).unwrap();
+        let stays = p.send(QueueId(0), payload(1)).unwrap();
         broker.quiesce().unwrap();
         let mut slot = holder.lock().unwrap();
         let acked = slot.insert(p).send(QueueId(0), payload(0)).unwrap();
         drop(slot);
+        broker.quiesce().unwrap(); // stored: the replica has it
+        receipt(acked);
         wait_for(Duration::from_secs(5), "the drop in on_ack", || {
             took.lock().unwrap().is_some()
         });

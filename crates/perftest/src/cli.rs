@@ -13,14 +13,15 @@ use zerodispatch_broker::{ConfirmMode, FlushStrategy, WaitStrategy};
 /// Publishers send at a fixed rate each (open loop: every message has a scheduled send
 /// time, and latency is measured from it, so a stall shows up as latency instead of
 /// hiding as a slower send rate), consumers confirm every delivery, and the tool reports
-/// throughput, publish -> consume and publish -> confirm latency, and the mean number of
+/// throughput, publish -> confirm latency (the ACK: the queue stored the message) and
+/// publish -> consume latency (a consumer got it), each on its own, and the mean number of
 /// messages per PUT frame.
 ///
 /// Queue shape: with `--fanout 0` or `1`, one priority queue whose `--consumers` consumers
 /// share the messages (each message goes to one of them). With `--fanout N` (N >= 2), one
 /// fanout queue of N apps, each app getting every message, with `--consumers` consumers
-/// per app sharing that app's copies; a message is confirmed to its publisher once every
-/// app has confirmed it.
+/// per app sharing that app's copies. A message is confirmed (ACKed) to its publisher once
+/// the queue stores it; the consumers' confirms release it from the queue.
 #[derive(Parser, Debug, Clone, PartialEq)]
 #[command(name = "perftest", version, about, long_about)]
 pub struct Args {

@@ -10,10 +10,11 @@
 //! `--duration`; consumers confirm every delivery. Latency is measured from each message's
 //! *scheduled* send time, carried in its payload handle, so that stalls are not hidden
 //! (no coordinated omission): publish -> consume in the consumers' `on_delivery`, publish
-//! -> confirm in the producers' `on_ack`. A line a second shows the last second's rates and
-//! confirm latency; the summary shows totals, rates, both latency distributions (whole
-//! run), the mean messages per PUT frame, and checks that every published message had
-//! exactly one outcome.
+//! -> confirm in the producers' `on_ack`. The two are separate: the ACK means the queue
+//! stored the message, not that a consumer got it. A line a second shows the last second's
+//! rates and both latencies; the summary shows totals, rates, both latency distributions
+//! (whole run), the mean messages per PUT frame, and checks that every published message
+//! had exactly one outcome.
 //!
 //! `--compare` runs the seed's scenario (rate 50, one publisher, one consumer) with
 //! `--flush dynamic` and then `--flush timer:100ms` and prints them side by side, with the

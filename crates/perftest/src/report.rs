@@ -13,22 +13,29 @@ use crate::cli::format_duration;
 use crate::run::{Outcomes, RunResult, Scenario};
 
 /// The per-second line, in the stream clients' style: the last second's rates (published,
-/// confirmed, consumed) and the last second's publish -> confirm latency.
+/// confirmed, consumed) and the last second's latencies, publish -> confirm (the ACK:
+/// stored) and publish -> consume (delivered to a consumer), each on its own.
 #[must_use]
-pub fn progress_line(rates: [f64; 3], confirm: &Histogram<u64>) -> String {
+pub fn progress_line(
+    rates: [f64; 3],
+    confirm: &Histogram<u64>,
+    consume: &Histogram<u64>,
+) -> String {
     let mut line = format!(
-        "Published {:>10.1} msg/s | Confirmed {:>10.1} msg/s | Consumed {:>10.1} msg/s | latency ",
+        "Published {:>10.1} msg/s | Confirmed {:>10.1} msg/s | Consumed {:>10.1} msg/s | latency, last second: ",
         rates[0], rates[1], rates[2]
     );
-    let p = Percentiles::of(confirm);
-    if p.count == 0 {
-        line.push_str("- (confirm, last second)");
-    } else {
-        let _ = write!(
-            line,
-            "p50 {}us p99 {}us p99.9 {}us max {}us (confirm, last second)",
-            p.p50, p.p99, p.p999, p.max
-        );
+    for (name, histogram, sep) in [("confirm", confirm, "; "), ("consume", consume, "")] {
+        let p = Percentiles::of(histogram);
+        if p.count == 0 {
+            let _ = write!(line, "{name} -{sep}");
+        } else {
+            let _ = write!(
+                line,
+                "{name} p50 {}us p99 {}us p99.9 {}us max {}us{sep}",
+                p.p50, p.p99, p.p999, p.max
+            );
+        }
     }
     line
 }
@@ -114,7 +121,7 @@ pub fn summary(r: &RunResult) -> String {
     );
     let _ = writeln!(
         out,
-        "  confirmed {:>12}           {:>12.1} msg/s (acked)",
+        "  confirmed {:>12}           {:>12.1} msg/s (acked: stored)",
         o.acked,
         r.confirm_rate()
     );
@@ -246,13 +253,15 @@ pub struct SummaryJson<'a> {
     pub drain_s: f64,
     /// Messages published per second.
     pub publish_rate: f64,
-    /// Messages acked per second.
+    /// Messages acked (stored) per second.
     pub confirm_rate: f64,
     /// Deliveries per second.
     pub consume_rate: f64,
-    /// Publish -> confirm.
+    /// Publish -> confirm: until the producer's `on_ack` sees the ACK (`Acked`: the
+    /// message is stored, and replicated to the quorum if one is configured).
     pub confirm_latency_us: LatencyJson,
-    /// Publish -> consume.
+    /// Publish -> consume: until a consumer's `on_delivery` sees the message (every app's
+    /// delivery).
     pub consume_latency_us: LatencyJson,
     /// Mean messages per PUT frame.
     pub mean_batch: f64,
@@ -397,13 +406,15 @@ pub fn compare_table(dynamic: &RunResult, timer: &RunResult) -> String {
         "  {:<30} {head_d:>12} {head_t:>12} {:>14}",
         "", "timer/dynamic"
     );
-    let rows: [(&str, u64, u64, bool); 8] = [
+    let rows: [(&str, u64, u64, bool); 11] = [
         ("confirm latency p50 (us)", d.p50, t.p50, true),
         ("confirm latency p99 (us)", d.p99, t.p99, true),
         ("confirm latency p99.9 (us)", d.p999, t.p999, false),
         ("confirm latency max (us)", d.max, t.max, false),
         ("consume latency p50 (us)", dc.p50, tc.p50, true),
         ("consume latency p99 (us)", dc.p99, tc.p99, true),
+        ("consume latency p99.9 (us)", dc.p999, tc.p999, false),
+        ("consume latency max (us)", dc.max, tc.max, false),
         ("published", dynamic.published, timer.published, false),
         (
             "confirmed",
@@ -411,6 +422,7 @@ pub fn compare_table(dynamic: &RunResult, timer: &RunResult) -> String {
             timer.outcomes.acked,
             false,
         ),
+        ("consumed", dynamic.consumed, timer.consumed, false),
     ];
     for (name, a, b, with_ratio) in rows {
         let r = if with_ratio {
@@ -579,6 +591,49 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&both).expect("valid JSON");
         assert_eq!(v["dynamic"]["flush"], "dynamic");
         assert_eq!(v["ratio_timer_over_dynamic"]["confirm_p50"], 2.0);
+    }
+
+    #[test]
+    fn the_progress_line_and_the_compare_table_show_confirm_and_consume_apart() {
+        let (mut confirm, mut consume) = (crate::run::new_histogram(), crate::run::new_histogram());
+        confirm.record(40).unwrap();
+        consume.record(900).unwrap();
+        let line = progress_line([50.0, 50.0, 50.0], &confirm, &consume);
+        assert!(line.contains("confirm p50 40us"), "{line}");
+        assert!(line.contains("consume p50 900us"), "{line}");
+        let line = progress_line([0.0; 3], &crate::run::new_histogram(), &consume);
+        assert!(line.contains("confirm -; consume p50 900us"), "{line}");
+
+        let mut dynamic = result(FlushStrategy::Dynamic, 20);
+        dynamic.consume_latency = Percentiles {
+            count: 150,
+            p50: 700,
+            p90: 800,
+            p99: 900,
+            p999: 950,
+            max: 1000,
+            mean: 720.0,
+        };
+        let timer = result(FlushStrategy::Timer(Duration::from_millis(100)), 40);
+        let table = compare_table(&dynamic, &timer);
+        for row in [
+            "confirm latency p50 (us)",
+            "consume latency p50 (us)",
+            "consume latency p99 (us)",
+            "consume latency p99.9 (us)",
+            "consume latency max (us)",
+            "consumed",
+        ] {
+            assert!(table.contains(row), "{row} in {table}");
+        }
+        let p999 = table
+            .lines()
+            .find(|l| l.contains("consume latency p99.9"))
+            .unwrap();
+        assert!(p999.contains("950"), "{p999}");
+        let text = summary(&dynamic);
+        assert!(text.contains("publish -> confirm") && text.contains("publish -> consume"));
+        assert!(text.contains("(acked: stored)"), "{text}");
     }
 
     #[test]

@@ -18,6 +18,14 @@
 //! A publisher that falls behind its schedule keeps sending late messages (their latency
 //! counts from their scheduled times) until the run's end; the messages still scheduled
 //! before the end but not sent by then are counted as `behind`.
+//!
+//! # What paces the publishers
+//!
+//! The ACK means stored, so `send`'s unconfirmed cap paces a publisher to the queue's
+//! stores, not to its consumers: at max rate the queue would fill and reject
+//! (`RejectedQueueFull`). So a publisher also waits, before each message, while the
+//! messages published and not yet consumed by every app reach half the queue's capacity
+//! (see [`Backlog`]): the time it waits counts as latency, as a wait at the cap does.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -152,7 +160,7 @@ impl Scenario {
 /// Outcomes of published messages, by status.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Outcomes {
-    /// Confirmed by every app and released.
+    /// ACKed: stored by the queue.
     pub acked: u64,
     /// The queue was full.
     pub rejected_queue_full: u64,
@@ -330,9 +338,35 @@ struct Schedule {
     size: u32,
 }
 
+/// What the publishers have in the queue: published, and not yet consumed by every app.
+#[derive(Clone, Copy, Debug)]
+struct Backlog<'a> {
+    /// Messages published, by every publisher.
+    published: &'a AtomicU64,
+    /// Deliveries, to every app.
+    consumed: &'a AtomicU64,
+    /// Apps of the queue: a message is consumed once per app.
+    apps: u64,
+    /// Messages a publisher lets the backlog reach before it waits.
+    limit: u64,
+}
+
+impl Backlog<'_> {
+    /// Waits while the backlog is at its limit, or until `end_ns`.
+    fn wait_for_room(self, clock: Clock, end_ns: u64) {
+        while self.published.load(Ordering::Relaxed)
+            >= self.limit + self.consumed.load(Ordering::Relaxed) / self.apps
+            && clock.now_ns() < end_ns
+        {
+            thread::yield_now();
+        }
+    }
+}
+
 /// Publishes open loop until the schedule's end.
-fn publish(producer: &Producer, schedule: Schedule, published: &AtomicU64) -> PublisherEnd {
+fn publish(producer: &Producer, schedule: Schedule, backlog: Backlog<'_>) -> PublisherEnd {
     let clock = schedule.clock;
+    let published = backlog.published;
     let mut end = PublisherEnd::default();
     let mut i: u64 = 0;
     loop {
@@ -355,6 +389,7 @@ fn publish(producer: &Producer, schedule: Schedule, published: &AtomicU64) -> Pu
         if schedule.interval_ns.is_some() {
             clock.wait_until(at);
         }
+        backlog.wait_for_room(clock, schedule.end_ns);
         let payload = Payload {
             handle: at,
             len: schedule.size,
@@ -404,9 +439,12 @@ pub struct RunResult {
     pub behind: u64,
     /// `send` failures.
     pub send_errors: u64,
-    /// Publish -> confirm latency of `Acked` outcomes.
+    /// Publish -> confirm latency of `Acked` outcomes: until the producer's `on_ack` sees
+    /// that the queue stored the message.
     pub confirm_latency: Percentiles,
-    /// Publish -> consume latency of every delivery.
+    /// Publish -> consume latency of every delivery: until a consumer's `on_delivery` sees
+    /// the message. Not part of the confirm: a message is ACKed whether or not it was
+    /// consumed.
     pub consume_latency: Percentiles,
     /// PUT frames the producers sent.
     pub put_frames: u64,
@@ -557,10 +595,15 @@ pub fn run(scenario: &Scenario, progress: Progress) -> Result<RunResult, BrokerE
                     }),
                     size: scenario.size,
                 };
-                let published = &published;
+                let backlog = Backlog {
+                    published: &published,
+                    consumed: &consumed,
+                    apps: u64::from(scenario.apps()),
+                    limit: (scenario.broker_config().queues[0].capacity / 2) as u64,
+                };
                 thread::Builder::new()
                     .name(format!("perftest-pub-{p}"))
-                    .spawn_scoped(s, move || publish(producer, schedule, published))
+                    .spawn_scoped(s, move || publish(producer, schedule, backlog))
                     .expect("cannot spawn a publisher thread")
             })
             .collect();
@@ -570,7 +613,7 @@ pub fn run(scenario: &Scenario, progress: Progress) -> Result<RunResult, BrokerE
             progress,
             &handles,
             [&published, &outcomes.0[0], consumed.as_ref()],
-            &confirm_recorders,
+            [&confirm_recorders, &consume_recorders],
         );
         handles
             .into_iter()
@@ -630,14 +673,14 @@ fn timer_interval(flush: FlushStrategy) -> Duration {
 }
 
 /// Prints a line a second while the publishers run: the last second's rates of published,
-/// confirmed and consumed messages, and the last second's confirm latency.
+/// confirmed and consumed messages, and the last second's confirm and consume latencies.
 fn report_each_second<T>(
     clock: Clock,
     go_ns: u64,
     progress: Progress,
     publishers: &[thread::ScopedJoinHandle<'_, T>],
     counters: [&AtomicU64; 3],
-    confirm_recorders: &[Shared],
+    [confirm_recorders, consume_recorders]: [&[Shared]; 2],
 ) {
     let read = || counters.map(|c| c.load(Ordering::Relaxed));
     clock.wait_until(go_ns);
@@ -654,11 +697,12 @@ fn report_each_second<T>(
         let now_ns = clock.now_ns();
         let now = read();
         let seconds = (now_ns - last_ns) as f64 / 1e9;
-        let interval = take_interval(confirm_recorders);
+        let confirm = take_interval(confirm_recorders);
+        let consume = take_interval(consume_recorders);
         // A last fraction of a second shorter than a tenth is not worth a line.
         if progress != Progress::Off && (!done || seconds >= 0.1) {
             let rates = [0, 1, 2].map(|i| (now[i] - last[i]) as f64 / seconds);
-            let line = report::progress_line(rates, &interval);
+            let line = report::progress_line(rates, &confirm, &consume);
             match progress {
                 Progress::Stdout => println!("{line}"),
                 Progress::Stderr => eprintln!("{line}"),

@@ -1,0 +1,417 @@
+//! What a producer's ACK means: stored. A queue ACKs a message when it stores it, with or
+//! without a consumer, before any consumer confirms it; consumers' confirms release it and
+//! the producer hears nothing more; the producer's credits come back at store. With a
+//! replication quorum the ACK waits for that many replicas' receipts, and goes once. Each
+//! test failed on the code that ACKed at release.
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use zerodispatch_broker::*;
+
+type Log<T> = Arc<Mutex<Vec<T>>>;
+
+fn start(replication: Option<Replication>, mode: QueueMode, session_processors: usize) -> Broker {
+    Broker::start(BrokerConfig {
+        queues: vec![QueueConfig::new(mode)],
+        session_processors,
+        replication,
+        ..BrokerConfig::default()
+    })
+    .expect("valid config")
+}
+
+fn producer(broker: &Broker, max_unconfirmed: usize) -> (Producer, Log<Ack>) {
+    let acks: Log<Ack> = Arc::default();
+    let sink = acks.clone();
+    let p = broker
+        .open_producer(max_unconfirmed, move |b: &[Ack]| {
+            sink.lock().unwrap().extend_from_slice(b)
+        })
+        .unwrap();
+    (p, acks)
+}
+
+fn consumer(broker: &Broker, app: u16) -> (Consumer, Log<Delivery>) {
+    let seen: Log<Delivery> = Arc::default();
+    let sink = seen.clone();
+    let c = broker
+        .open_consumer(
+            QueueId(0),
+            AppId(app),
+            ConsumerOptions::default(),
+            move |b: &[Delivery]| sink.lock().unwrap().extend_from_slice(b),
+        )
+        .unwrap();
+    (c, seen)
+}
+
+fn publish(p: &Producer, n: u64) -> Vec<Guid> {
+    (0..n)
+        .map(|i| {
+            p.publish(QueueId(0), Payload { handle: i, len: 8 })
+                .unwrap()
+        })
+        .collect()
+}
+
+fn receipt(broker: &Broker, guid: Guid, replica: u8) -> Result<(), BrokerError> {
+    broker.replica_receipt(Receipt {
+        queue: QueueId(0),
+        guid,
+        replica: ReplicaId(replica),
+    })
+}
+
+fn statuses(acks: &Log<Ack>) -> Vec<(Guid, AckStatus)> {
+    acks.lock()
+        .unwrap()
+        .iter()
+        .map(|a| (a.guid, a.status))
+        .collect()
+}
+
+fn acked(guids: &[Guid]) -> Vec<(Guid, AckStatus)> {
+    guids.iter().map(|&g| (g, AckStatus::Acked)).collect()
+}
+
+#[test]
+fn an_ack_arrives_with_no_consumer_attached_at_all() {
+    let broker = start(None, QueueMode::Priority, 1);
+    let (p, acks) = producer(&broker, 100);
+    let guids = publish(&p, 10);
+    broker.quiesce().unwrap();
+    assert_eq!(statuses(&acks), acked(&guids), "ACKed at store, in order");
+    let q = broker.queue_stats()[0];
+    assert_eq!(
+        (q.stored, q.acked, q.pushed, q.released, q.held),
+        (10, 10, 0, 0, 10),
+        "stored and ACKed, not delivered, still held"
+    );
+    // A consumer attached now gets every message; its confirms release them, and the
+    // producer hears nothing more.
+    let (_c, seen) = consumer(&broker, 0);
+    broker.quiesce().unwrap();
+    let got: Vec<Guid> = seen.lock().unwrap().iter().map(|d| d.guid).collect();
+    assert_eq!(got, guids);
+    let q = broker.queue_stats()[0];
+    assert_eq!((q.confirms, q.released, q.held), (10, 10, 0));
+    assert_eq!(acks.lock().unwrap().len(), 10, "nothing more at release");
+    assert_eq!(broker.session_stats().acks, 10);
+}
+
+#[test]
+fn an_ack_arrives_before_the_consumer_confirms_and_the_credits_come_back_at_store() {
+    // Two session processors: the consumer's (the second, least loaded when it opens)
+    // holds its delivery, the producer's (the first) reports the ACK meanwhile.
+    let broker = start(None, QueueMode::Priority, 2);
+    let (ack_tx, ack_rx) = mpsc::channel();
+    let acks: Log<Ack> = Arc::default();
+    let sink = acks.clone();
+    let p = broker
+        .open_producer(1, move |b: &[Ack]| {
+            sink.lock().unwrap().extend_from_slice(b);
+            let _ = ack_tx.send(());
+        })
+        .unwrap();
+    let (in_tx, in_rx) = mpsc::channel();
+    let (out_tx, out_rx) = mpsc::channel::<()>();
+    let out_rx = Mutex::new(out_rx);
+    let _c = broker
+        .open_consumer(
+            QueueId(0),
+            AppId(0),
+            ConsumerOptions::default(),
+            move |b: &[Delivery]| {
+                let _ = in_tx.send(b.len());
+                // Hold the delivery (unconfirmed) until the test lets go.
+                let _ = out_rx.lock().unwrap().recv_timeout(Duration::from_secs(20));
+            },
+        )
+        .unwrap();
+    let first = p.try_send(QueueId(0), Payload::default()).unwrap();
+    assert_eq!(
+        in_rx.recv_timeout(Duration::from_secs(10)),
+        Ok(1),
+        "delivered"
+    );
+    ack_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the ACK came while the consumer holds the message unconfirmed");
+    assert_eq!(statuses(&acks), acked(&[first]));
+    let q = broker.queue_stats()[0];
+    assert_eq!((q.confirms, q.released, q.held), (0, 0, 1));
+    // At a cap of 1, the credit came back with the ACK: another message can go now.
+    let wait = std::time::Instant::now() + Duration::from_secs(10);
+    while p.unconfirmed() > 0 && std::time::Instant::now() < wait {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(p.unconfirmed(), 0, "the credit is back at store");
+    let second = p
+        .try_send(QueueId(0), Payload::default())
+        .expect("a credit is free while the first is still unconsumed");
+    ack_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(statuses(&acks), acked(&[first, second]));
+    // Let the consumer go: both are confirmed and released, and no more ACKs come.
+    drop(out_tx);
+    broker.quiesce().unwrap();
+    let q = broker.queue_stats()[0];
+    assert_eq!((q.confirms, q.released, q.held), (2, 2, 0));
+    assert_eq!(acks.lock().unwrap().len(), 2);
+}
+
+#[test]
+fn the_producers_credits_come_back_at_store_with_no_consumer() {
+    let broker = start(None, QueueMode::Priority, 1);
+    let (p, acks) = producer(&broker, 4);
+    for round in 1..=3 {
+        for _ in 0..4 {
+            p.try_send(QueueId(0), Payload::default())
+                .expect("a credit: the last round's came back at store");
+        }
+        broker.quiesce().unwrap();
+        assert_eq!(p.unconfirmed(), 0);
+        assert_eq!(acks.lock().unwrap().len(), 4 * round);
+    }
+    assert_eq!(broker.queue_stats()[0].held, 12, "none consumed");
+}
+
+#[test]
+fn with_a_quorum_no_ack_until_the_receipts_then_exactly_one() {
+    let replication = Replication {
+        replicas: 3,
+        quorum: 2,
+    };
+    let broker = start(Some(replication), QueueMode::Fanout { apps: 2 }, 1);
+    let (p, acks) = producer(&broker, 100);
+    let (_c0, seen0) = consumer(&broker, 0);
+    let (_c1, seen1) = consumer(&broker, 1);
+    let guids = publish(&p, 5);
+    broker.quiesce().unwrap();
+    // Delivered and confirmed by both apps, but not ACKed: the quorum is not reached, and
+    // the queue keeps the messages until it is.
+    assert_eq!(seen0.lock().unwrap().len(), 5);
+    assert_eq!(seen1.lock().unwrap().len(), 5);
+    assert!(acks.lock().unwrap().is_empty());
+    let q = broker.queue_stats()[0];
+    assert_eq!((q.confirms, q.acked, q.released, q.held), (10, 0, 0, 5));
+    // One replica: below the quorum. The same replica again: a duplicate, not a second.
+    for &g in &guids {
+        receipt(&broker, g, 0).unwrap();
+        receipt(&broker, g, 0).unwrap();
+    }
+    broker.quiesce().unwrap();
+    assert!(acks.lock().unwrap().is_empty(), "one distinct receipt of 2");
+    let q = broker.queue_stats()[0];
+    assert_eq!((q.receipts, q.duplicate_receipts), (5, 5));
+    // A second replica: the quorum. Each message is ACKed once and released (its shares
+    // were confirmed already).
+    for &g in &guids {
+        receipt(&broker, g, 2).unwrap();
+    }
+    broker.quiesce().unwrap();
+    assert_eq!(statuses(&acks), acked(&guids));
+    let q = broker.queue_stats()[0];
+    assert_eq!((q.acked, q.released, q.held), (5, 5, 0));
+    // The third replica's receipts come after the release: counted, ignored, no ACK.
+    for &g in &guids {
+        receipt(&broker, g, 1).unwrap();
+    }
+    receipt(&broker, Guid::new(ProducerId(99), 0), 1).unwrap();
+    broker.quiesce().unwrap();
+    assert_eq!(acks.lock().unwrap().len(), 5, "exactly one ACK each");
+    let q = broker.queue_stats()[0];
+    assert_eq!((q.receipts, q.unknown_receipts), (10, 6));
+    assert_eq!(broker.cluster_state().unwrap().receipts_routed, 21);
+}
+
+#[test]
+fn a_quorum_reached_before_the_confirms_acks_at_once_and_the_confirms_release() {
+    let broker = start(
+        Some(Replication {
+            replicas: 1,
+            quorum: 1,
+        }),
+        QueueMode::Priority,
+        1,
+    );
+    let (p, acks) = producer(&broker, 100);
+    let guids = publish(&p, 3);
+    broker.quiesce().unwrap();
+    for &g in &guids {
+        receipt(&broker, g, 0).unwrap();
+    }
+    broker.quiesce().unwrap();
+    assert_eq!(statuses(&acks), acked(&guids), "ACKed with no consumer");
+    assert_eq!(broker.queue_stats()[0].held, 3, "held for the consumers");
+    let (_c, seen) = consumer(&broker, 0);
+    broker.quiesce().unwrap();
+    assert_eq!(seen.lock().unwrap().len(), 3);
+    let q = broker.queue_stats()[0];
+    assert_eq!((q.acked, q.released, q.held), (3, 3, 0));
+    assert_eq!(acks.lock().unwrap().len(), 3);
+}
+
+#[test]
+fn a_quorum_that_never_comes_times_out_at_the_producer_and_is_closed_at_shutdown() {
+    let broker = start(
+        Some(Replication {
+            replicas: 2,
+            quorum: 2,
+        }),
+        QueueMode::Priority,
+        1,
+    );
+    let config = ProducerConfig {
+        confirm_timeout: Some(Duration::from_millis(30)),
+        ..ProducerConfig::default()
+    };
+    let acks: Log<Ack> = Arc::default();
+    let sink = acks.clone();
+    let timed = broker
+        .open_producer_with(config, move |b: &[Ack]| {
+            sink.lock().unwrap().extend_from_slice(b)
+        })
+        .unwrap();
+    let late = timed.send(QueueId(0), Payload::default()).unwrap();
+    let (open, open_acks) = producer(&broker, 100);
+    let pending = open.send(QueueId(0), Payload::default()).unwrap();
+    broker.quiesce().unwrap();
+    receipt(&broker, late, 0).unwrap();
+    receipt(&broker, pending, 1).unwrap();
+    // One receipt of two: the confirm timeout reports it, once.
+    let wait = std::time::Instant::now() + Duration::from_secs(10);
+    while acks.lock().unwrap().is_empty() && std::time::Instant::now() < wait {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(statuses(&acks), vec![(late, AckStatus::TimedOut)]);
+    assert_eq!(timed.unconfirmed(), 0);
+    // Its second receipt: the ACK comes late, counted and not reported.
+    receipt(&broker, late, 1).unwrap();
+    broker.quiesce().unwrap();
+    assert_eq!(acks.lock().unwrap().len(), 1);
+    assert_eq!(broker.session_stats().late_acks, 1);
+    assert_eq!(
+        broker.queue_stats()[0].held,
+        2,
+        "no consumer: both still held"
+    );
+    // The other never reaches its quorum: shutdown reports it `Closed`, once.
+    assert!(open_acks.lock().unwrap().is_empty());
+    broker.shutdown();
+    assert_eq!(statuses(&open_acks), vec![(pending, AckStatus::Closed)]);
+    assert!(matches!(
+        open.send(QueueId(0), Payload::default()),
+        Err(SendError::ShutDown(_))
+    ));
+}
+
+#[test]
+fn bad_replication_settings_and_receipts_are_errors_that_say_what_to_change() {
+    for (replicas, quorum) in [(0, 0), (3, 0), (3, 4), (MAX_REPLICAS + 1, 1)] {
+        let e = Broker::start(BrokerConfig {
+            queues: vec![QueueConfig::new(QueueMode::Priority)],
+            replication: Some(Replication { replicas, quorum }),
+            ..BrokerConfig::default()
+        })
+        .unwrap_err();
+        assert_eq!(e, BrokerError::ReplicationOutOfRange { replicas, quorum });
+        assert!(e.to_string().contains("MAX_REPLICAS (32)"), "{e}");
+    }
+    let guid = Guid::new(ProducerId(0), 0);
+    // Without replication, no replica exists.
+    let broker = start(None, QueueMode::Priority, 1);
+    let e = receipt(&broker, guid, 0).unwrap_err();
+    assert_eq!(
+        e,
+        BrokerError::UnknownReplica {
+            replica: ReplicaId(0),
+            replicas: 0
+        }
+    );
+    assert!(e.to_string().contains("no replica 0"), "{e}");
+    broker.shutdown();
+    let broker = start(
+        Some(Replication {
+            replicas: 2,
+            quorum: 1,
+        }),
+        QueueMode::Priority,
+        1,
+    );
+    assert_eq!(
+        receipt(&broker, guid, 2).unwrap_err(),
+        BrokerError::UnknownReplica {
+            replica: ReplicaId(2),
+            replicas: 2
+        }
+    );
+    assert_eq!(
+        broker
+            .replica_receipt(Receipt {
+                queue: QueueId(4),
+                guid,
+                replica: ReplicaId(0),
+            })
+            .unwrap_err(),
+        BrokerError::UnknownQueue(QueueId(4))
+    );
+    // Well formed, for a message never stored: counted, ignored.
+    receipt(&broker, guid, 1).unwrap();
+    broker.quiesce().unwrap();
+    assert_eq!(broker.queue_stats()[0].unknown_receipts, 1);
+}
+
+#[test]
+fn a_fanout_share_dropped_by_a_closing_consumer_releases_only_after_the_quorum() {
+    let broker = start(
+        Some(Replication {
+            replicas: 1,
+            quorum: 1,
+        }),
+        QueueMode::Fanout { apps: 2 },
+        3,
+    );
+    let (p, acks) = producer(&broker, 100);
+    let (_c0, seen0) = consumer(&broker, 0);
+    // App 1's consumer holds its first delivery until the test lets go.
+    let (in_tx, in_rx) = mpsc::channel();
+    let (out_tx, out_rx) = mpsc::channel::<()>();
+    let out_rx = Mutex::new(out_rx);
+    let c1 = broker
+        .open_consumer(
+            QueueId(0),
+            AppId(1),
+            ConsumerOptions::default(),
+            move |_: &[Delivery]| {
+                let _ = in_tx.send(());
+                let _ = out_rx.lock().unwrap().recv_timeout(Duration::from_secs(20));
+            },
+        )
+        .unwrap();
+    let guid = publish(&p, 1)[0];
+    in_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    // Closed while it holds the share: the share is dropped, app 0 confirms, but without
+    // the receipt the message is neither ACKed nor released.
+    broker.close_consumer(&c1).unwrap();
+    let wait = std::time::Instant::now() + Duration::from_secs(10);
+    while broker.queue_stats()[0].dropped_shares == 0 && std::time::Instant::now() < wait {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(out_tx);
+    broker.quiesce().unwrap();
+    assert_eq!(seen0.lock().unwrap().len(), 1);
+    let q = broker.queue_stats()[0];
+    assert_eq!(
+        (q.confirms, q.dropped_shares, q.acked, q.released, q.held),
+        (1, 1, 0, 0, 1)
+    );
+    assert!(acks.lock().unwrap().is_empty());
+    // The receipt: ACKed once, and released at once (no share is left).
+    receipt(&broker, guid, 0).unwrap();
+    broker.quiesce().unwrap();
+    assert_eq!(statuses(&acks), acked(&[guid]));
+    let q = broker.queue_stats()[0];
+    assert_eq!((q.acked, q.released, q.held), (1, 1, 0));
+}
