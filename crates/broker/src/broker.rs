@@ -35,7 +35,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -50,10 +50,10 @@ use crate::cluster::ClusterClient;
 use crate::credits::Credits;
 use crate::error::{BrokerError, SendError};
 use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
-use crate::message::{Ack, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute, Delivery};
+use crate::message::{Ack, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute, Confirms, Delivery};
 use crate::queue::{MAX_APPS, MAX_QUEUE_CAPACITY, QueueClient, QueueEngine, QueueMode};
 use crate::session::{
-    ConsumerSession, FRAME_OVERHEAD, FlushStrategy, MAX_UNCONFIRMED, ProducerConfig,
+    ConsumerSession, FRAME_OVERHEAD, FlushStrategy, MAX_UNCONFIRMED, Pacing, ProducerConfig,
     ProducerSession,
 };
 use crate::stats::{
@@ -123,13 +123,21 @@ impl Default for BrokerConfig {
     }
 }
 
-/// How a consumer confirms.
+/// How a consumer confirms, and how it is paced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ConsumerOptions {
     /// Inline functor, typed message or boxed functor.
     pub mode: ConfirmMode,
     /// Straight to the queue, or through the cluster processor.
     pub route: ConfirmRoute,
+    /// When `on_return` returns (the default), or when the application calls
+    /// [`Broker::confirm`].
+    pub confirms: Confirms,
+    /// How many deliveries `on_delivery` may be handed before the application gives more
+    /// with [`Broker::add_credit`]; `Some(0)` starts paused. `None` (the default): no limit
+    /// but the queue's window. Deliveries waiting for credit stay in the session, at most
+    /// the window, and the queue sends no more than that.
+    pub credit: Option<u32>,
 }
 
 /// A producer: publishes from any thread of the application. Dropping it closes it
@@ -186,6 +194,31 @@ impl Producer {
         self.enqueue(queue, payload, false)
     }
 
+    /// As [`publish`](Self::publish), for a producer on an async runtime: where `publish`
+    /// would wait for room in the session processor's queue, this future waits (the core's
+    /// [async door](zerodispatch_core::DispatcherHandle::dispatch_async)), so that no
+    /// runtime thread blocks or spins. Allocates nothing.
+    ///
+    /// Cancel-safe: dropped before it resolves, the message was not published and gets no
+    /// outcome; resolved, it was published (and gets exactly one) or comes back in the
+    /// error.
+    ///
+    /// # Errors
+    ///
+    /// As [`publish`](Self::publish).
+    pub async fn publish_async(&self, queue: QueueId, payload: Payload) -> Result<Guid, SendError> {
+        self.check(payload)?;
+        let Some(inside) = Inside::enter(self) else {
+            return Err(SendError::Closed(payload));
+        };
+        let (guid, publish) = self.message(queue, payload, false);
+        // If this future is dropped before the dispatch resolves, `inside` is dropped with
+        // it: it takes the acceptance back (the event is dropped unsent) and leaves.
+        let sent = self.dispatcher.dispatch_async(self.session, publish).await;
+        inside.finish(sent.is_ok());
+        sent.map(|()| guid).map_err(|e| publish_refused(e, payload))
+    }
+
     fn check(&self, payload: Payload) -> Result<(), SendError> {
         // An early answer only, so that `send` does not wait for a credit when closed:
         // `enqueue` checks again as it enters. Relaxed: only the flag is read.
@@ -206,61 +239,38 @@ impl Producer {
     /// Hands a message to the session, inside the close protocol (step 1); a credited
     /// message's credit is given back if it is not handed over.
     fn enqueue(&self, queue: QueueId, payload: Payload, credited: bool) -> Result<Guid, SendError> {
-        // A compare-and-swap, not a `fetch_add` undone on failure: no call may enter once
-        // CLOSED is set, or the count could come back to zero a second time after RETIRED.
-        // Relaxed: every change of `state` is a read-modify-write, so all of them are in one
-        // order whatever the ordering, which is all that entering needs (it reads nothing
-        // `close` wrote but the flag). The orderings that matter are `leave`'s and
-        // RETIRED's.
-        let mut now = self.state.load(Ordering::Relaxed);
-        loop {
-            if now & CLOSED != 0 {
-                if credited {
-                    self.credits.give_back(1);
-                }
-                return Err(SendError::Closed(payload));
+        let Some(inside) = Inside::enter(self) else {
+            if credited {
+                self.credits.give_back(1);
             }
-            debug_assert!(
-                now & INSIDE < INSIDE,
-                "more calls inside than the count holds"
-            );
-            match self.state.compare_exchange_weak(
-                now,
-                now + 1,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => break,
-                Err(seen) => now = seen,
-            }
+            return Err(SendError::Closed(payload));
+        };
+        let (guid, publish) = self.message(queue, payload, credited);
+        let sent = self.dispatcher.dispatch(self.session, publish);
+        if sent.is_err() && credited {
+            self.credits.give_back(1);
         }
+        inside.finish(sent.is_ok());
+        sent.map(|()| guid).map_err(|e| publish_refused(e, payload))
+    }
+
+    /// Numbers a message and counts it accepted: its outcome is now owed (or, if it is not
+    /// handed over, taken back by `Inside`).
+    fn message(
+        &self,
+        queue: QueueId,
+        payload: Payload,
+        credited: bool,
+    ) -> (Guid, Event<BrokerMsg>) {
         let guid = Guid::new(self.id, self.next_seq.fetch_add(1, Ordering::Relaxed));
+        self.credits.accept();
         let publish = BrokerMsg::Publish {
             queue,
             guid,
             payload,
             credited,
         };
-        self.credits.accept();
-        let sent = self
-            .dispatcher
-            .dispatch(self.session, Event::Message(publish));
-        if sent.is_err() {
-            if credited {
-                self.credits.give_back(1);
-            }
-            self.credits.reported(1);
-        }
-        self.leave();
-        match sent {
-            Ok(()) => Ok(guid),
-            // Only on a processor thread whose outbox is full: nothing is closed.
-            Err(DispatchError::Full(_)) => Err(SendError::WouldBlock(payload)),
-            // Shut down. `NoSuchProcessor` never comes back (the session's handle is the
-            // dispatcher's own, and it is unregistered only once no call is inside), nor
-            // does `Timeout` (only the `dispatch_timeout` family gives it).
-            Err(_) => Err(SendError::ShutDown(payload)),
-        }
+        (guid, Event::Message(publish))
     }
 
     /// Leaves `enqueue` (step 1), unregistering the session if this is the last call out
@@ -427,6 +437,93 @@ impl Producer {
 impl Drop for Producer {
     fn drop(&mut self) {
         self.close(Duration::from_secs(1));
+    }
+}
+
+/// The error for a call into a processor (`synchronize`, `call`) that came back.
+fn sync_refused(e: SyncError) -> BrokerError {
+    match e {
+        SyncError::OnProcessorThread(p) => BrokerError::OnProcessorThread(p),
+        SyncError::ShutDown => BrokerError::ShutDown,
+        other => BrokerError::ProcessorDied(other),
+    }
+}
+
+/// An application's confirm of `guid`, for `consumer`'s session.
+fn app_confirm(consumer: &Consumer, guid: Guid) -> Event<BrokerMsg> {
+    Event::Message(BrokerMsg::AppConfirm {
+        consumer: consumer.id,
+        guid,
+    })
+}
+
+/// More credit for `consumer`'s session.
+fn credit_event(consumer: &Consumer, credit: u32) -> Event<BrokerMsg> {
+    Event::Message(BrokerMsg::Credit {
+        consumer: consumer.id,
+        credit,
+    })
+}
+
+/// The error for a publish the dispatcher handed back.
+fn publish_refused(e: DispatchError<Event<BrokerMsg>>, payload: Payload) -> SendError {
+    match e {
+        // Only on a processor thread whose outbox is full: nothing is closed.
+        DispatchError::Full(_) => SendError::WouldBlock(payload),
+        // Shut down. `NoSuchProcessor` never comes back (the session's handle is the
+        // dispatcher's own, and it is unregistered only once no call is inside), nor does
+        // `Timeout` (only the `dispatch_timeout` family gives it).
+        _ => SendError::ShutDown(payload),
+    }
+}
+
+/// A call inside `Producer::enqueue`'s close protocol across an await (step 1 of the
+/// protocol in the module's doc): it leaves when dropped, so a future dropped mid-dispatch
+/// leaves too, and takes back the acceptance of a message it did not hand over.
+struct Inside<'a> {
+    producer: &'a Producer,
+    /// Whether the message was handed to the session (or, false, is to be taken back).
+    handed: bool,
+}
+
+impl<'a> Inside<'a> {
+    /// Enters, unless the producer is closed.
+    fn enter(producer: &'a Producer) -> Option<Self> {
+        // As in `enqueue`: a compare-and-swap, relaxed.
+        let mut now = producer.state.load(Ordering::Relaxed);
+        loop {
+            if now & CLOSED != 0 {
+                return None;
+            }
+            match producer.state.compare_exchange_weak(
+                now,
+                now + 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    return Some(Self {
+                        producer,
+                        handed: false,
+                    });
+                }
+                Err(seen) => now = seen,
+            }
+        }
+    }
+
+    /// Leaves, the message handed over or not.
+    fn finish(mut self, handed: bool) {
+        self.handed = handed;
+    }
+}
+
+impl Drop for Inside<'_> {
+    fn drop(&mut self) {
+        if !self.handed {
+            self.producer.credits.reported(1);
+        }
+        self.producer.leave();
     }
 }
 
@@ -743,14 +840,20 @@ impl Broker {
         // What the consumer can hold unconfirmed, at most, and receive between two flushes.
         let window = (config.window as usize).min(config.capacity);
         let batch = self.max_batch.min(window);
+        let pacing = Pacing {
+            confirms: options.confirms,
+            credit: options.credit,
+            batch,
+            window,
+        };
         let session = ConsumerSession::new(
             id,
             app,
-            queue_handle,
+            (queue, queue_handle),
             (options.route == ConfirmRoute::ViaCluster)
                 .then(|| (self.cluster, self.consumer_credits.clone())),
             options.mode,
-            (batch, window),
+            pacing,
             Box::new(on_delivery),
             self.sessions.open(),
         )
@@ -849,6 +952,87 @@ impl Broker {
             .map_err(|e| self.refused(e))
     }
 
+    /// Confirms a message delivered to a consumer opened with [`Confirms::Explicit`]: its
+    /// session sends the confirm to the queue, which releases the consumer's share. A GUID
+    /// the consumer was not handed (or has confirmed already) is counted
+    /// ([`SessionStats::unknown_confirms`]) and dropped; a confirm for a closed consumer is
+    /// dropped. Waits while the session processor's queue is full (on a processor thread, in
+    /// its outbox). Allocates nothing.
+    ///
+    /// # Errors
+    ///
+    /// `ShutDown`; `OutboxFull` on a processor thread whose outbox is full.
+    pub fn confirm(&self, consumer: &Consumer, guid: Guid) -> Result<(), BrokerError> {
+        self.dispatcher
+            .dispatch(consumer.session, app_confirm(consumer, guid))
+            .map_err(|e| self.refused(e))
+    }
+
+    /// As [`confirm`](Self::confirm), for an application on an async runtime: waits for
+    /// room as a future (the core's async door). Cancel-safe: dropped before it resolves,
+    /// the confirm was not sent.
+    ///
+    /// # Errors
+    ///
+    /// As [`confirm`](Self::confirm).
+    pub async fn confirm_async(&self, consumer: &Consumer, guid: Guid) -> Result<(), BrokerError> {
+        self.dispatcher
+            .dispatch_async(consumer.session, app_confirm(consumer, guid))
+            .await
+            .map_err(|e| self.refused(e))
+    }
+
+    /// Confirms many messages of one consumer, in order, in batch dispatches (as
+    /// [`confirm_async`](Self::confirm_async) each). Cancel-safe: dropped before it
+    /// resolves, the GUIDs not yet taken from `guids` were not confirmed.
+    ///
+    /// # Errors
+    ///
+    /// As [`confirm`](Self::confirm); the confirms before the refused one were sent.
+    pub async fn confirm_batch_async(
+        &self,
+        consumer: &Consumer,
+        guids: impl IntoIterator<Item = Guid>,
+    ) -> Result<(), BrokerError> {
+        let mut events = guids.into_iter().map(|guid| app_confirm(consumer, guid));
+        self.dispatcher
+            .dispatch_batch_async(consumer.session, &mut events)
+            .await
+            .map(drop)
+            .map_err(|e| self.refused(e.error))
+    }
+
+    /// Lets the session of a consumer opened with a credit
+    /// ([`ConsumerOptions::credit`]) hand `credit` more deliveries to `on_delivery`
+    /// (saturating). Does nothing for a consumer without credit pacing. Waits as
+    /// [`confirm`](Self::confirm).
+    ///
+    /// # Errors
+    ///
+    /// As [`confirm`](Self::confirm).
+    pub fn add_credit(&self, consumer: &Consumer, credit: u32) -> Result<(), BrokerError> {
+        self.dispatcher
+            .dispatch(consumer.session, credit_event(consumer, credit))
+            .map_err(|e| self.refused(e))
+    }
+
+    /// As [`add_credit`](Self::add_credit), waiting for room as a future. Cancel-safe:
+    /// dropped before it resolves, the credit was not given.
+    ///
+    /// # Errors
+    ///
+    /// As [`confirm`](Self::confirm).
+    pub async fn add_credit_async(
+        &self,
+        consumer: &Consumer,
+        credit: u32,
+    ) -> Result<(), BrokerError> {
+        self.dispatcher
+            .dispatch_async(consumer.session, credit_event(consumer, credit))
+            .await
+            .map_err(|e| self.refused(e))
+    }
+
     /// A confirm from a replica node, routed by the cluster processor to its queue in
     /// `mode`. Call it from the threads that model the replicas. Waits while the cluster
     /// has as many replica confirms not yet routed as its processor's event capacity
@@ -883,34 +1067,18 @@ impl Broker {
     ///
     /// `ShutDown`; `OnProcessorThread` when called on one of the broker's processor threads
     /// (the cluster processor's own would wait for itself forever, and no processor may
-    /// wait for another).
+    /// wait for another); `ProcessorDied` if the cluster processor's thread died before it
+    /// answered (the query is the core's `call`, whose request answers even when dropped
+    /// unrun, so this never waits forever).
     pub fn cluster_state(&self) -> Result<ClusterState, BrokerError> {
-        self.off_processor_threads()?;
-        let answer = Arc::new((Mutex::new(None), Condvar::new()));
-        let (remote, counters, queues) = (
-            answer.clone(),
-            self.cluster_counters.clone(),
-            self.queues.len(),
-        );
-        let query = Callback::new(move || {
-            let state = ClusterState {
+        let (counters, queues) = (self.cluster_counters.clone(), self.queues.len());
+        self.dispatcher
+            .call(self.cluster.processor(), move || ClusterState {
                 routed: counters.routed.get(),
                 unknown_queue: counters.unknown_queue.get(),
                 queues,
-            };
-            *remote.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(state);
-            remote.1.notify_all();
-        });
-        self.dispatcher
-            .execute(self.cluster.processor(), query)
-            .map_err(|_| BrokerError::ShutDown)?;
-        let mut state = answer.0.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if let Some(s) = *state {
-                return Ok(s);
-            }
-            state = answer.1.wait(state).unwrap_or_else(|e| e.into_inner());
-        }
+            })
+            .map_err(sync_refused)
     }
 
     /// Each queue's statistics, by queue id.
@@ -941,11 +1109,7 @@ impl Broker {
         loop {
             for t in order {
                 for p in self.dispatcher.processors(t) {
-                    self.dispatcher.synchronize(p).map_err(|e| match e {
-                        SyncError::OnProcessorThread(p) => BrokerError::OnProcessorThread(p),
-                        SyncError::ShutDown => BrokerError::ShutDown,
-                        other => BrokerError::ProcessorDied(other),
-                    })?;
+                    self.dispatcher.synchronize(p).map_err(sync_refused)?;
                 }
             }
             // Quiet when a full round moved none of the broker's counters and left no event

@@ -84,7 +84,7 @@ mod tables;
 pub use broker::{Broker, BrokerConfig, Consumer, ConsumerOptions, Producer, QueueConfig};
 pub use error::{BrokerError, SendError};
 pub use ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
-pub use message::{Ack, AckStatus, Confirm, ConfirmMode, ConfirmRoute, Delivery};
+pub use message::{Ack, AckStatus, Confirm, ConfirmMode, ConfirmRoute, Confirms, Delivery};
 pub use parse::{ParseConfirmModeError, ParseFlushStrategyError};
 pub use queue::{MAX_APPS, MAX_QUEUE_CAPACITY, QueueMode};
 pub use session::{

@@ -34,6 +34,22 @@ pub enum ConfirmRoute {
     ViaCluster,
 }
 
+/// When a consumer's deliveries are confirmed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Confirms {
+    /// When `on_delivery` returns (or panics): the session confirms the whole batch.
+    #[default]
+    OnReturn,
+    /// When the application says so, message by message, with
+    /// [`Broker::confirm`](crate::Broker::confirm) or its async forms: for an application
+    /// that hands its deliveries on (a network front end, a worker pool) and confirms them
+    /// later. The session remembers what it delivered and not yet confirmed (at most the
+    /// queue's window); a confirm of anything else is counted
+    /// ([`SessionStats::unknown_confirms`](crate::SessionStats::unknown_confirms)) and
+    /// dropped.
+    Explicit,
+}
+
 /// The outcome of a published message, reported to its producer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AckStatus {
@@ -164,6 +180,20 @@ pub(crate) enum BrokerMsg {
         guid: Guid,
         /// Its outcome.
         status: AckStatus,
+    },
+    /// Application -> consumer session: it has processed this delivery (`Confirms::Explicit`).
+    AppConfirm {
+        /// The consumer it was delivered to.
+        consumer: ConsumerId,
+        /// The message.
+        guid: Guid,
+    },
+    /// Application -> consumer session: it may hand over `credit` more deliveries.
+    Credit {
+        /// The consumer.
+        consumer: ConsumerId,
+        /// How many more.
+        credit: u32,
     },
     /// Broker -> queue: attach a consumer.
     Attach {

@@ -29,7 +29,7 @@ type SessionMetric = (&'static str, &'static str, fn(&SessionStats) -> u64);
 type QueueMetric = (&'static str, &'static str, fn(&QueueStats) -> u64);
 
 /// The sessions' counters [`export`] publishes.
-pub const SESSION_COUNTERS: [SessionMetric; 14] = [
+pub const SESSION_COUNTERS: [SessionMetric; 15] = [
     (
         "zerodispatch_broker_published_total",
         "Messages the producers' applications published.",
@@ -99,6 +99,11 @@ pub const SESSION_COUNTERS: [SessionMetric; 14] = [
         "zerodispatch_broker_handler_panics_total",
         "Panics caught in the applications' on_ack and on_delivery handlers.",
         |s| s.handler_panics,
+    ),
+    (
+        "zerodispatch_broker_unknown_confirms_total",
+        "Explicit confirms naming a message the consumer did not hold: dropped.",
+        |s| s.unknown_confirms,
     ),
 ];
 

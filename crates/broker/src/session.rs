@@ -28,7 +28,7 @@
 //! the session asks to be flushed again (`Context::flush_again`) to send them, in order,
 //! before anything newer.
 
-use std::collections::{HashMap, TryReserveError, VecDeque};
+use std::collections::{HashMap, HashSet, TryReserveError, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -40,7 +40,7 @@ use zerodispatch_core::{
 
 use crate::credits::Credits;
 use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
-use crate::message::{Ack, AckStatus, BrokerMsg, Confirm, ConfirmMode, Delivery};
+use crate::message::{Ack, AckStatus, BrokerMsg, Confirm, ConfirmMode, Confirms, Delivery};
 use crate::queue::{GuidHasher, send_confirm};
 use crate::stats::SessionTally;
 use crate::tables;
@@ -53,8 +53,10 @@ use crate::tables;
 pub type AckHandler = Box<dyn FnMut(&[Ack]) + Send>;
 
 /// What a consumer's application is called with, on its session's processor, for each
-/// batch of deliveries; every message of the batch is confirmed when it returns, or when it
-/// panics (the panic is caught and counted; the batch is not delivered again).
+/// batch of deliveries. With [`Confirms::OnReturn`] (the default) every message of the
+/// batch is confirmed when it returns, or when it panics (the panic is caught and counted;
+/// the batch is not delivered again); with [`Confirms::Explicit`] the application confirms
+/// each one later.
 pub type DeliveryHandler = Box<dyn FnMut(&[Delivery]) + Send>;
 
 /// When a producer's session sends the PUTs it has collected.
@@ -500,16 +502,27 @@ impl Drop for ProducerSession {
 pub(crate) struct ConsumerSession {
     pub(crate) id: ConsumerId,
     pub(crate) app: AppId,
+    /// Its queue's id, which its confirms name.
+    queue_id: QueueId,
+    /// Its queue's client, which its confirms go to.
     pub(crate) queue: ClientHandle,
     /// For a consumer whose confirms go through the cluster: the cluster's client, and the
     /// credits each confirm takes before it goes (see `cluster.rs`, "Back-pressure").
     cluster: Option<(ClientHandle, Arc<Credits>)>,
     pub(crate) mode: ConfirmMode,
-    /// PUSHes received since the last flush: at most the processor's `max_batch`.
+    confirms: Confirms,
+    /// Deliveries the application may still be handed (`None`: no limit but the queue's
+    /// window).
+    credit: Option<u64>,
+    /// PUSHes received and not yet handed to the application: at most a flush's worth (the
+    /// processor's `max_batch`), or, for a consumer paced by credit, the queue's window.
     deliveries: Vec<Delivery>,
-    /// The batch being delivered and confirmed, taken out of `deliveries` (swapped) before
-    /// `on_delivery` runs; empty outside `flush`.
+    /// The batch being delivered, taken out of `deliveries` before `on_delivery` runs; at
+    /// most `max_batch`, and empty outside `flush`.
     delivering: Vec<Delivery>,
+    /// `Confirms::Explicit`: what the application was handed and has not confirmed yet, at
+    /// most the window (preallocated, so inserting never allocates).
+    unconfirmed: HashSet<Guid, BuildHasherDefault<GuidHasher>>,
     /// Confirms that could not go yet (a full outbox, `DispatchError::Full`, or no cluster
     /// credit free), oldest first: sent before any other at the next flush, which the
     /// session asks for (`flush_again`). Each is an unconfirmed share of the consumer's
@@ -521,11 +534,23 @@ pub(crate) struct ConsumerSession {
     pub(crate) counters: SessionTally,
 }
 
+/// How a consumer session confirms and paces its deliveries.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pacing {
+    /// When its deliveries are confirmed.
+    pub(crate) confirms: Confirms,
+    /// Its first credit (`None`: not paced by credit).
+    pub(crate) credit: Option<u32>,
+    /// The most it receives between two flushes (the processor's `max_batch`, and no more
+    /// than `window`).
+    pub(crate) batch: usize,
+    /// The most shares it can hold unconfirmed (the queue's window, or its capacity if
+    /// less).
+    pub(crate) window: usize,
+}
+
 impl ConsumerSession {
-    /// A consumer session whose tables are preallocated: its batches for `batch`
-    /// deliveries, the most it can receive between two flushes (the processor's
-    /// `max_batch`, and no more than `window`), and its unsent confirms for `window`, the
-    /// most shares it can hold unconfirmed (the queue's window, or its capacity if less).
+    /// A consumer session whose tables are preallocated for `pacing`'s batch and window.
     ///
     /// # Errors
     ///
@@ -534,22 +559,39 @@ impl ConsumerSession {
     pub(crate) fn new(
         id: ConsumerId,
         app: AppId,
-        queue: ClientHandle,
+        (queue_id, queue): (QueueId, ClientHandle),
         cluster: Option<(ClientHandle, Arc<Credits>)>,
         mode: ConfirmMode,
-        (batch, window): (usize, usize),
+        pacing: Pacing,
         on_delivery: DeliveryHandler,
         counters: SessionTally,
     ) -> Result<Self, TryReserveError> {
+        let Pacing {
+            confirms,
+            credit,
+            batch,
+            window,
+        } = pacing;
         debug_assert!(batch <= window);
+        // Paced by credit, the session may hold every share the queue lets it have while
+        // it waits for credit.
+        let held = if credit.is_some() { window } else { batch };
+        let mut unconfirmed = HashSet::default();
+        if confirms == Confirms::Explicit {
+            unconfirmed.try_reserve(window)?;
+        }
         Ok(Self {
             id,
             app,
+            queue_id,
             queue,
             cluster,
             mode,
-            deliveries: tables::vec(batch)?,
+            confirms,
+            credit: credit.map(u64::from),
+            deliveries: tables::vec(held)?,
             delivering: tables::vec(batch)?,
+            unconfirmed,
             unsent: tables::vec(window)?,
             on_delivery,
             closed: false,
@@ -589,6 +631,21 @@ impl ConsumerSession {
         }
     }
 
+    /// Confirms a delivery now, or keeps the confirm behind those already kept.
+    fn confirm_or_keep(&mut self, guid: Guid, ctx: &Context<BrokerMsg>) {
+        let c = Confirm {
+            queue: self.queue_id,
+            guid,
+            consumer: self.id,
+            app: self.app,
+        };
+        // Once one is refused, the rest wait behind it.
+        if !self.unsent.is_empty() || !self.confirm(c, ctx) {
+            debug_assert!(self.unsent.len() < self.unsent.capacity());
+            self.unsent.push(c);
+        }
+    }
+
     /// Sends the confirms kept by earlier flushes, oldest first, until one is refused;
     /// `true` if some are still kept.
     fn send_unsent(&mut self, ctx: &Context<BrokerMsg>) -> bool {
@@ -600,10 +657,29 @@ impl ConsumerSession {
         self.unsent.drain(..sent);
         !self.unsent.is_empty()
     }
+
+    /// How many of the held deliveries the application may be handed now.
+    fn handable(&self) -> usize {
+        let mut n = self.deliveries.len().min(self.delivering.capacity());
+        if let Some(credit) = self.credit {
+            n = n.min(usize::try_from(credit).unwrap_or(usize::MAX));
+        }
+        n
+    }
+
+    /// An application's confirm (`Confirms::Explicit`): confirmed if the session handed
+    /// that message over and it is not confirmed yet; counted and dropped otherwise.
+    fn app_confirm(&mut self, guid: Guid, ctx: &Context<BrokerMsg>) {
+        if self.closed || !self.unconfirmed.remove(&guid) {
+            self.counters.unknown_confirms.add(1);
+            return;
+        }
+        self.confirm_or_keep(guid, ctx);
+    }
 }
 
 impl Client<BrokerMsg> for ConsumerSession {
-    fn on_event(&mut self, event: ClientEvent<BrokerMsg>, _ctx: &mut Context<BrokerMsg>) {
+    fn on_event(&mut self, event: ClientEvent<BrokerMsg>, ctx: &mut Context<BrokerMsg>) {
         match event {
             ClientEvent::Message(BrokerMsg::Push {
                 consumer,
@@ -615,6 +691,7 @@ impl Client<BrokerMsg> for ConsumerSession {
                     self.counters.pushes_to_closed.add(1);
                     return;
                 }
+                debug_assert!(self.deliveries.len() < self.deliveries.capacity());
                 self.deliveries.push(Delivery {
                     guid,
                     queue,
@@ -622,9 +699,20 @@ impl Client<BrokerMsg> for ConsumerSession {
                     payload,
                 });
             }
+            ClientEvent::Message(BrokerMsg::AppConfirm { consumer, guid })
+                if consumer == self.id =>
+            {
+                self.app_confirm(guid, ctx);
+            }
+            ClientEvent::Message(BrokerMsg::Credit { consumer, credit }) if consumer == self.id => {
+                if let Some(have) = &mut self.credit {
+                    *have = have.saturating_add(u64::from(credit));
+                }
+            }
             ClientEvent::Message(BrokerMsg::Close) => {
                 self.closed = true;
                 self.deliveries.clear();
+                self.unconfirmed.clear();
             }
             ClientEvent::Callback(callback) => callback.call(),
             ClientEvent::Message(other) => tracing::warn!(
@@ -637,42 +725,42 @@ impl Client<BrokerMsg> for ConsumerSession {
 
     fn flush(&mut self, ctx: &mut Context<BrokerMsg>) {
         // Confirms kept at an earlier flush go first, in order.
-        let mut blocked = self.send_unsent(ctx);
-        if !self.deliveries.is_empty() {
+        self.send_unsent(ctx);
+        let n = self.handable();
+        if n > 0 {
             // Take the batch out first (see the module's "Calling the application").
             debug_assert!(
                 self.delivering.is_empty(),
                 "a batch left from the last flush"
             );
-            std::mem::swap(&mut self.deliveries, &mut self.delivering);
-            self.counters.delivered.add(self.delivering.len() as u64);
+            self.delivering.extend(self.deliveries.drain(..n));
+            if let Some(credit) = &mut self.credit {
+                *credit -= n as u64;
+            }
+            self.counters.delivered.add(n as u64);
             let (on_delivery, batch) = (&mut self.on_delivery, &self.delivering);
             if catch_unwind(AssertUnwindSafe(|| on_delivery(batch))).is_err() {
                 self.counters.handler_panics.add(1);
                 tracing::warn!(
                     consumer = self.id.0,
                     deliveries = batch.len(),
-                    "on_delivery panicked; its messages are confirmed all the same"
+                    "on_delivery panicked; its messages count as delivered"
                 );
             }
-            for i in 0..self.delivering.len() {
+            for i in 0..n {
                 let d = self.delivering[i];
-                let c = Confirm {
-                    queue: d.queue,
-                    guid: d.guid,
-                    consumer: self.id,
-                    app: d.app,
-                };
-                // Once one is refused, the rest wait behind it.
-                if blocked || !self.confirm(c, ctx) {
-                    debug_assert!(self.unsent.len() < self.unsent.capacity());
-                    self.unsent.push(c);
-                    blocked = true;
+                match self.confirms {
+                    Confirms::OnReturn => self.confirm_or_keep(d.guid, ctx),
+                    Confirms::Explicit => {
+                        debug_assert!(self.unconfirmed.len() < self.unconfirmed.capacity());
+                        self.unconfirmed.insert(d.guid);
+                    }
                 }
             }
             self.delivering.clear();
         }
-        if blocked {
+        // Kept confirms, or deliveries the credit allows that did not fit this batch.
+        if !self.unsent.is_empty() || self.handable() > 0 {
             ctx.flush_again();
         }
     }

@@ -46,6 +46,7 @@ pub(crate) struct SessionCounters {
     pub(crate) put_frames: Counter,
     pub(crate) put_messages: Counter,
     pub(crate) handler_panics: Counter,
+    pub(crate) unknown_confirms: Counter,
 }
 
 /// Written by the cluster processor.
@@ -138,6 +139,9 @@ pub struct SessionStats {
     /// panicking handler was called with counts as reported (outcomes) or delivered (and
     /// its messages are confirmed all the same): it is never handed over again.
     pub handler_panics: u64,
+    /// Confirms from consumers' applications ([`Confirms::Explicit`](crate::Confirms))
+    /// naming a message the consumer was not handed, or has confirmed already: dropped.
+    pub unknown_confirms: u64,
 }
 
 impl SessionStats {
@@ -156,6 +160,7 @@ impl SessionStats {
         self.put_frames += c.put_frames.get();
         self.put_messages += c.put_messages.get();
         self.handler_panics += c.handler_panics.get();
+        self.unknown_confirms += c.unknown_confirms.get();
     }
 }
 

@@ -430,7 +430,11 @@ fn the_three_confirm_modes_and_both_routes_give_identical_results() {
         for route in [ConfirmRoute::Direct, ConfirmRoute::ViaCluster] {
             let broker = start(vec![QueueConfig::new(QueueMode::Fanout { apps: 2 })], 2);
             let (p, acks) = producer(&broker, 1000);
-            let options = ConsumerOptions { mode, route };
+            let options = ConsumerOptions {
+                mode,
+                route,
+                ..ConsumerOptions::default()
+            };
             let _consumers: Vec<_> = (0..2)
                 .map(|app| consumer(&broker, 0, app, options))
                 .collect();

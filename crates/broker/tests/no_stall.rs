@@ -67,6 +67,7 @@ fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
                         ConsumerOptions {
                             mode: ConfirmMode::Typed,
                             route,
+                            ..ConsumerOptions::default()
                         },
                         move |b: &[Delivery]| {
                             seen.fetch_add(b.len() as u64, Ordering::Relaxed);

@@ -175,7 +175,11 @@ fn faults_churn_and_tiny_queues_lose_no_outcome_and_stall_nothing() {
                 .open_consumer(
                     QueueId(queue),
                     AppId(app),
-                    ConsumerOptions { mode, route },
+                    ConsumerOptions {
+                        mode,
+                        route,
+                        ..ConsumerOptions::default()
+                    },
                     move |_: &[Delivery]| {
                         if app_rng.below(50) == 0 {
                             panic!("planned panic in on_delivery");

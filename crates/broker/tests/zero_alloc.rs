@@ -75,7 +75,11 @@ fn allocations(
     for app in 0..apps {
         for route in [ConfirmRoute::Direct, ConfirmRoute::ViaCluster] {
             let seen = delivered.clone();
-            let options = ConsumerOptions { mode, route };
+            let options = ConsumerOptions {
+                mode,
+                route,
+                ..ConsumerOptions::default()
+            };
             consumers.push(
                 broker
                     .open_consumer(

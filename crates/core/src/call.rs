@@ -1,6 +1,7 @@
 //! The hand-off of [`call`](crate::DispatcherHandle::call) (and of `synchronize`, a `call`
-//! of nothing): an application thread sends a closure to a processor and waits for its
-//! answer, allocating nothing per call.
+//! of nothing) and of [`call_async`](crate::DispatcherHandle::call_async): an application
+//! thread or task sends a closure to a processor and waits for its answer, allocating
+//! nothing per call.
 //!
 //! # The slot
 //!
@@ -12,6 +13,13 @@
 //! inline and taken back out by its type), since one slot serves calls of every result
 //! type.
 //!
+//! A task may have many calls under way on one thread and move between threads, so an
+//! async call takes a slot of its own from its thread's pool of task slots, and puts it
+//! back once it has taken the answer: the pool grows to the most calls a thread has had
+//! under way at once, and then nothing is allocated. A call dropped before its answer
+//! leaves its slot to the request (which still answers into it) and the slot is freed with
+//! the last `Arc`, never reused.
+//!
 //! # Protocol
 //!
 //! Answering (processor): lock the slot, move it from `Waiting` to the answer (`Ran`,
@@ -20,6 +28,11 @@
 //!
 //! Waiting (the calling thread): lock the slot; if it holds an answer, take it and leave
 //! `Waiting` behind for the next call; otherwise unlock and park, then look again.
+//!
+//! A task waits the same way with its waker instead of a park: under the lock it takes the
+//! answer or leaves its waker in the slot, and the processor takes the waker out under the
+//! lock as it answers and wakes it after unlocking. The lock orders the two, as it orders
+//! the park above.
 //!
 //! Why no wake-up is lost: the answer is set under the lock and looked for under the lock,
 //! so the waiter either sees it or finds `Waiting` before it was set; in the second case
@@ -34,6 +47,7 @@
 //! Model-checked with `loom` on this code (`loom_tests.rs`).
 
 use std::sync::Arc;
+use std::task::{Poll, Waker};
 
 use zerodispatch_callback::InlineValue;
 
@@ -53,29 +67,60 @@ pub(crate) enum Answer {
     Dropped,
 }
 
-/// One application thread's reusable place for the answers to its calls.
+/// Who waits on a slot.
+#[derive(Debug)]
+enum Waiter {
+    /// An application thread, parked (`call`).
+    Thread(thread::Thread),
+    /// A task, by the waker it leaves in the slot (`call_async`).
+    Task,
+}
+
+/// What a slot holds under its lock.
+#[derive(Debug)]
+struct SlotState {
+    /// `Waiting` except between an answer and its waiter taking it. Set only by the call's
+    /// [`Request`], at most once per call; reset only by the waiter.
+    answer: Answer,
+    /// A task's waker, left by its last poll; taken by the answer.
+    waker: Option<Waker>,
+}
+
+/// A reusable place for the answers to calls: one per application thread for `call`, one
+/// per call under way for `call_async`.
 #[derive(Debug)]
 pub(crate) struct CallSlot {
-    /// The thread that owns the slot and waits on it.
-    waiter: thread::Thread,
-    /// `Waiting` except between an answer and its waiter taking it. Set only by the
-    /// call's [`Request`], at most once per call; reset only by the waiter.
-    answer: Mutex<Answer>,
+    waiter: Waiter,
+    state: Mutex<SlotState>,
 }
 
 impl CallSlot {
+    fn new(waiter: Waiter) -> Arc<Self> {
+        Arc::new(Self {
+            waiter,
+            state: Mutex::new(SlotState {
+                answer: Answer::Waiting,
+                waker: None,
+            }),
+        })
+    }
+
     /// Answers the call under way and wakes its waiter.
     fn answer(&self, answer: Answer) {
-        {
-            let mut slot = self.answer.lock().unwrap_or_else(|e| e.into_inner());
+        let waker = {
+            let mut slot = self.state.lock().unwrap_or_else(|e| e.into_inner());
             debug_assert!(
-                matches!(*slot, Answer::Waiting),
+                matches!(slot.answer, Answer::Waiting),
                 "a call answered twice; slot = {:?}",
-                *slot
+                slot.answer
             );
-            *slot = answer;
+            slot.answer = answer;
+            slot.waker.take()
+        };
+        match &self.waiter {
+            Waiter::Thread(thread) => thread.unpark(),
+            Waiter::Task => waker.into_iter().for_each(Waker::wake),
         }
-        self.waiter.unpark();
     }
 
     /// Waits for the answer to the call under way, takes it, and leaves the slot ready for
@@ -83,13 +128,28 @@ impl CallSlot {
     pub(crate) fn wait(&self) -> Answer {
         loop {
             {
-                let mut slot = self.answer.lock().unwrap_or_else(|e| e.into_inner());
-                if !matches!(*slot, Answer::Waiting) {
-                    return std::mem::replace(&mut *slot, Answer::Waiting);
+                let mut slot = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                if !matches!(slot.answer, Answer::Waiting) {
+                    return std::mem::replace(&mut slot.answer, Answer::Waiting);
                 }
             }
             thread::park();
         }
+    }
+
+    /// A task's look at its call: the answer, taken (the slot is ready for another call),
+    /// or `Pending` with `waker` left to be woken by the answer.
+    pub(crate) fn poll(&self, waker: &Waker) -> Poll<Answer> {
+        let mut slot = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if !matches!(slot.answer, Answer::Waiting) {
+            slot.waker = None;
+            return Poll::Ready(std::mem::replace(&mut slot.answer, Answer::Waiting));
+        }
+        match &mut slot.waker {
+            Some(left) if left.will_wake(waker) => {}
+            left => *left = Some(waker.clone()),
+        }
+        Poll::Pending
     }
 }
 
@@ -138,10 +198,51 @@ loom::thread_local! {
 }
 
 fn new_slot() -> Arc<CallSlot> {
-    Arc::new(CallSlot {
-        waiter: thread::current(),
-        answer: Mutex::new(Answer::Waiting),
-    })
+    CallSlot::new(Waiter::Thread(thread::current()))
+}
+
+/// Task slots a thread keeps for reuse, at most: more than any sane number of calls under
+/// way at once on one thread.
+#[cfg(not(loom))]
+const POOLED: usize = 1024;
+
+#[cfg(not(loom))]
+std::thread_local! {
+    /// The current thread's task slots that are free for another `call_async`.
+    static TASK_SLOTS: std::cell::RefCell<Vec<Arc<CallSlot>>> = const {
+        std::cell::RefCell::new(Vec::new())
+    };
+}
+
+/// A new async call: a free task slot of the current thread's pool (or a new one), and the
+/// request to send.
+pub(crate) fn task_request() -> (Arc<CallSlot>, Request) {
+    #[cfg(not(loom))]
+    let pooled = TASK_SLOTS
+        .try_with(|pool| pool.borrow_mut().pop())
+        .ok()
+        .flatten();
+    #[cfg(loom)]
+    let pooled = None;
+    let slot = pooled.unwrap_or_else(|| CallSlot::new(Waiter::Task));
+    let request = Request {
+        slot: Some(slot.clone()),
+    };
+    (slot, request)
+}
+
+/// Puts back a task slot whose answer was taken, for the current thread's next async call.
+pub(crate) fn recycle(slot: Arc<CallSlot>) {
+    debug_assert!(matches!(slot.waiter, Waiter::Task));
+    #[cfg(not(loom))]
+    let _ = TASK_SLOTS.try_with(|pool| {
+        let mut pool = pool.borrow_mut();
+        if pool.len() < POOLED {
+            pool.push(slot);
+        }
+    });
+    #[cfg(loom)]
+    drop(slot);
 }
 
 /// A new call from the current thread: its slot, to wait on, and the request to send.

@@ -26,7 +26,7 @@ use zerodispatch_callback::Callback;
 
 use crate::builder::DispatcherBuilder;
 use crate::client::{Client, ClientHandle, ClientType, ProcessorId};
-use crate::door::{DispatchBatchFuture, DispatchFuture};
+use crate::door::{CallFuture, DispatchBatchFuture, DispatchFuture};
 use crate::error::{BatchError, DispatchError, RegisterError, ShutdownTimedOut, SyncError};
 use crate::event::Event;
 use crate::executor::Executor;
@@ -403,6 +403,15 @@ impl<M: Send + 'static> Dispatcher<M> {
         R: Send + 'static,
     {
         self.handle.call(target, f)
+    }
+
+    /// [`DispatcherHandle::call_async`].
+    pub fn call_async<F, R>(&self, target: impl Into<ProcessorId>, f: F) -> CallFuture<'_, M, R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.handle.call_async(target, f)
     }
 
     /// [`DispatcherHandle::execute_on_all`].

@@ -1,6 +1,6 @@
-//! The async door: dispatches that wait for room in a full queue as futures, with a
-//! [`Waker`], for producers that run on an async runtime (no spinning, no blocked runtime
-//! thread). Runtime-agnostic: only `std::task`. The waiter protocol, and why no wake-up is
+//! The async door: dispatches (and calls, [`CallFuture`]) that wait for room in a full
+//! queue as futures, with a [`Waker`], for producers that run on an async runtime (no
+//! spinning, no blocked runtime thread). Runtime-agnostic: only `std::task`. The waiter protocol, and why no wake-up is
 //! lost, are in `waiters.rs`.
 //!
 //! # Cancel safety
@@ -14,13 +14,18 @@
 
 use std::fmt;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::client::ClientHandle;
+use crate::call::{self, CallSlot};
+use crate::client::{ClientHandle, ProcessorId};
+use crate::error::SyncError;
 use crate::error::{BatchError, DispatchError};
 use crate::event::{Event, Item};
 use crate::handle::DispatcherHandle;
+use crate::handle::answered;
 use crate::processor::{Door, ProcessorShared};
 use crate::waiters::Registration;
 
@@ -219,6 +224,136 @@ impl<M: Send + 'static, I> fmt::Debug for DispatchBatchFuture<'_, M, I> {
     }
 }
 
+/// The future of [`DispatcherHandle::call_async`]: sends a closure to a processor,
+/// waiting for room as [`DispatchFuture`] does, then waits for the closure's result.
+///
+/// Cancel-safe: dropped before the closure was enqueued, the closure is dropped unrun;
+/// dropped after, it runs and its result is dropped. `Unpin`.
+#[must_use = "a future does nothing unless polled"]
+pub struct CallFuture<'a, M: Send + 'static, R> {
+    handle: &'a DispatcherHandle<M>,
+    target: ProcessorId,
+    /// The call's task, until a push of it succeeds.
+    item: Option<Item<M>>,
+    /// Where the waker sits while the future waits for room.
+    registration: Option<Registration>,
+    /// Where the answer comes; `None` once taken (or for a call refused at once).
+    slot: Option<Arc<CallSlot>>,
+    /// A refusal decided before anything was sent.
+    refused: Option<SyncError>,
+    result: PhantomData<fn() -> R>,
+}
+
+impl<'a, M: Send + 'static, R: 'static> CallFuture<'a, M, R> {
+    pub(crate) fn new(
+        handle: &'a DispatcherHandle<M>,
+        target: ProcessorId,
+        item: Item<M>,
+        slot: Arc<CallSlot>,
+    ) -> Self {
+        Self {
+            handle,
+            target,
+            item: Some(item),
+            registration: None,
+            slot: Some(slot),
+            refused: None,
+            result: PhantomData,
+        }
+    }
+
+    pub(crate) fn refused(
+        handle: &'a DispatcherHandle<M>,
+        target: ProcessorId,
+        error: SyncError,
+    ) -> Self {
+        Self {
+            handle,
+            target,
+            item: None,
+            registration: None,
+            slot: None,
+            refused: Some(error),
+            result: PhantomData,
+        }
+    }
+}
+
+impl<M: Send + 'static, R: 'static> Future for CallFuture<'_, M, R> {
+    type Output = Result<R, SyncError>;
+
+    /// # Panics
+    ///
+    /// If polled again after it resolved (the contract of [`Future`]).
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if let Some(error) = this.refused.take() {
+            return Poll::Ready(Err(error));
+        }
+        if let Some(item) = this.item.take() {
+            let processor = this
+                .handle
+                .processor(this.target)
+                .expect("checked when the future was made");
+            match processor.poll_push(item, cx.waker(), &mut this.registration, |item| {
+                processor.try_push(item)
+            }) {
+                Door::Wait(item) => {
+                    this.item = Some(item);
+                    return Poll::Pending;
+                }
+                Door::Done(Ok(())) => {}
+                Door::Done(Err(refused)) => {
+                    // Shut down. The task goes with the error, and its request answers
+                    // `Dropped` as it goes: the slot is ready for another call once that is
+                    // taken.
+                    drop(refused);
+                    if let Some(slot) = this.slot.take() {
+                        let _ = slot.poll(cx.waker());
+                        call::recycle(slot);
+                    }
+                    return Poll::Ready(Err(SyncError::ShutDown));
+                }
+            }
+        }
+        let slot = this
+            .slot
+            .as_ref()
+            .expect("CallFuture polled after it resolved");
+        match slot.poll(cx.waker()) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(answer) => {
+                if let Some(slot) = this.slot.take() {
+                    call::recycle(slot);
+                }
+                Poll::Ready(answered(answer, this.target))
+            }
+        }
+    }
+}
+
+impl<M: Send + 'static, R> Drop for CallFuture<'_, M, R> {
+    fn drop(&mut self) {
+        if self.registration.is_some()
+            && let Some(processor) = self.handle.processor(self.target)
+        {
+            processor.withdraw(&mut self.registration);
+        }
+        // A slot still held belongs to a call not answered yet: its request answers into it
+        // later, so it is not recycled, only released.
+    }
+}
+
+impl<M: Send + 'static, R> fmt::Debug for CallFuture<'_, M, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallFuture")
+            .field("target", &self.target)
+            .field("sent", &self.item.is_none())
+            .field("waiting", &self.registration.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 /// How a poll reaches its target.
 enum Route<'a, M> {
     /// The handle names no processor of this dispatcher.
@@ -255,3 +390,4 @@ fn withdraw<M: Send + 'static>(
 /// Never pinned in place: no field refers to another.
 impl<M: Send + 'static> Unpin for DispatchFuture<'_, M> {}
 impl<M: Send + 'static, I> Unpin for DispatchBatchFuture<'_, M, I> {}
+impl<M: Send + 'static, R> Unpin for CallFuture<'_, M, R> {}

@@ -12,13 +12,40 @@ use zerodispatch_callback::{Callback, InlineValue};
 use crate::call::{self, Answer};
 use crate::client::{Client, ClientHandle, ClientType, ProcessorId};
 use crate::config::GlobalConfig;
-use crate::door::{DispatchBatchFuture, DispatchFuture};
+use crate::door::{CallFuture, DispatchBatchFuture, DispatchFuture};
 use crate::error::{BatchError, DispatchError, RegisterError, SyncError};
 use crate::event::{Event, Item};
 use crate::executor::Executor;
 use crate::processor::{ProcessorShared, current_processor};
 use crate::room::Wait;
 use crate::stats::ProcessorSnapshot;
+
+/// The dispatcher callback of a call: runs `f` and answers `request` with its result, or
+/// with its panic (answered first, then resumed for the processor to catch and count).
+fn call_task<F, R>(f: F, request: call::Request) -> Callback
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    Callback::new(move || match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(value) => request.ran(InlineValue::new(value)),
+        Err(panic) => {
+            request.panicked();
+            resume_unwind(panic);
+        }
+    })
+}
+
+/// A call's result from its answer.
+pub(crate) fn answered<R: 'static>(answer: Answer, id: ProcessorId) -> Result<R, SyncError> {
+    match answer {
+        Answer::Ran(value) => Ok(value
+            .take::<R>()
+            .unwrap_or_else(|_| unreachable!("a call's answer is of its result type"))),
+        Answer::Panicked => Err(SyncError::Panicked(id)),
+        Answer::Dropped | Answer::Waiting => Err(SyncError::Dropped(id)),
+    }
+}
 
 /// What all handles share.
 pub(crate) struct Shared<M> {
@@ -627,16 +654,11 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             return Err(SyncError::OnProcessorThread(own.id));
         }
         let (slot, request) = call::request();
-        let task = Callback::new(move || match catch_unwind(AssertUnwindSafe(f)) {
-            Ok(value) => request.ran(InlineValue::new(value)),
-            Err(panic) => {
-                // Answer first, then let the processor catch and count the panic.
-                request.panicked();
-                resume_unwind(panic);
-            }
-        });
         if processor
-            .push(Item::DispatcherCallback(task), Wait::Forever)
+            .push(
+                Item::DispatcherCallback(call_task(f, request)),
+                Wait::Forever,
+            )
             .is_err()
         {
             // The task came back in the error, and went with it: its request answered
@@ -644,13 +666,41 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             let _ = slot.wait();
             return Err(SyncError::ShutDown);
         }
-        match slot.wait() {
-            Answer::Ran(value) => Ok(value
-                .take::<R>()
-                .unwrap_or_else(|_| unreachable!("a call's answer is of its result type"))),
-            Answer::Panicked => Err(SyncError::Panicked(id)),
-            Answer::Dropped | Answer::Waiting => Err(SyncError::Dropped(id)),
+        answered(slot.wait(), id)
+    }
+
+    /// As [`call`](Self::call), for a task on an async runtime: the future sends `f` to
+    /// the processor (waiting for room, if its queue is full, as
+    /// [`dispatch_async`](Self::dispatch_async) does) and resolves with `f`'s result, never
+    /// blocking its thread. Same limits on `f` and `R`; allocates nothing once the thread
+    /// polling it has a free answer slot in its pool (one per call it has had under way at
+    /// once: the protocol is in `call.rs`).
+    ///
+    /// Cancel-safe: dropped before `f` was enqueued, `f` is dropped unrun; dropped after,
+    /// `f` runs and its result is dropped.
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](Self::call).
+    pub fn call_async<F, R>(&self, target: impl Into<ProcessorId>, f: F) -> CallFuture<'_, M, R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let id = target.into();
+        if self.processor(id).is_none() {
+            return CallFuture::refused(self, id, SyncError::NoSuchProcessor(id));
         }
+        if let Some(own) = self.current() {
+            return CallFuture::refused(self, id, SyncError::OnProcessorThread(own.id));
+        }
+        let (slot, request) = call::task_request();
+        CallFuture::new(
+            self,
+            id,
+            Item::DispatcherCallback(call_task(f, request)),
+            slot,
+        )
     }
 
     /// Runs `f` once on every processor of `client_type` (as a dispatcher callback), then

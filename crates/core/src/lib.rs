@@ -95,7 +95,7 @@ pub use config::{
     Problem, WaitStrategy,
 };
 pub use dispatcher::{Dispatcher, NoMessage};
-pub use door::{DispatchBatchFuture, DispatchFuture};
+pub use door::{CallFuture, DispatchBatchFuture, DispatchFuture};
 pub use error::{BatchError, DispatchError, RegisterError, ShutdownTimedOut, SyncError};
 pub use event::Event;
 pub use executor::Executor;

@@ -12,7 +12,7 @@
 //! is the model's: pop until empty, exit when allowed, else sleep. Loom reports a
 //! processor parked forever as a deadlock, so a lost wake-up fails a model.
 
-use std::task::{Wake, Waker};
+use std::task::{Poll, Wake, Waker};
 
 use loom::sync::Arc;
 use loom::thread;
@@ -210,6 +210,31 @@ fn loom_a_call_answer_is_never_lost_nor_taken_by_the_next_call() {
         assert!(matches!(again.wait(), Answer::Dropped), "second call");
         answering.join().unwrap();
         dropping.join().unwrap();
+    });
+}
+
+/// The `call_async` hand-off (`call.rs`), on the real task slot: a task polls for its
+/// answer with a waker while a processor thread answers. The answer set under the lock
+/// either is seen by the poll or finds the waker the poll left, so the task is always woken
+/// (loom reports a park that nothing ends as a deadlock) and takes the answer once.
+#[test]
+fn loom_a_task_call_answer_always_wakes_its_task() {
+    loom::model(|| {
+        let (slot, request) = call::task_request();
+        let answering = thread::spawn(move || request.ran(InlineValue::new(7_u64)));
+        let waker = Waker::from(std::sync::Arc::new(Unpark(thread::current())));
+        let answer = loop {
+            match slot.poll(&waker) {
+                Poll::Ready(answer) => break answer,
+                Poll::Pending => thread::park(),
+            }
+        };
+        match answer {
+            Answer::Ran(value) => assert_eq!(value.take::<u64>().unwrap(), 7),
+            other => panic!("{other:?}"),
+        }
+        assert!(slot.poll(&waker).is_pending(), "the answer is taken once");
+        answering.join().unwrap();
     });
 }
 

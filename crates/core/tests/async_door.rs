@@ -336,3 +336,155 @@ fn on_a_processor_thread_the_door_goes_through_the_outbox() {
         assert_eq!(messages(&log), [0, 1, 2, 3, 4, 5]);
     });
 }
+
+/// `call_async`: the result comes back to the task, after everything enqueued before it;
+/// many calls under way at once on one thread each get their own answer; a panic, a bad id
+/// and a processor thread are refused as `call` refuses them.
+#[test]
+fn call_async_brings_back_each_result() {
+    within(LIMIT, "call_async", || {
+        let d = one_queue_unprobed(PoolConfig::new(1).capacity(64));
+        let (recorder, log) = Recorder::new();
+        let c = d
+            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+            .unwrap();
+        let queue = c.processor();
+        let rt = runtime();
+        let log_for_call = log.clone();
+        let seen = rt.block_on(async {
+            for m in 0..10 {
+                d.dispatch_async(c, Event::Message(m)).await.unwrap();
+            }
+            // Everything enqueued before it has been handled.
+            d.call_async(queue, move || messages(&log_for_call).len())
+                .await
+                .unwrap()
+        });
+        assert_eq!(seen, 10);
+
+        // Many at once from one task: each its own slot and its own answer.
+        let answers = rt.block_on(async {
+            let calls: Vec<_> = (0..50_u64)
+                .map(|i| d.call_async(queue, move || i * 3))
+                .collect();
+            let mut answers = Vec::new();
+            for call in calls {
+                answers.push(call.await.unwrap());
+            }
+            answers
+        });
+        assert_eq!(answers, (0..50).map(|i| i * 3).collect::<Vec<_>>());
+
+        zerodispatch_testkit::quiet_planned_panics();
+        let panicked = rt.block_on(d.call_async(queue, || -> u64 { panic!("planned panic") }));
+        assert_eq!(panicked, Err(SyncError::Panicked(queue)));
+        let nowhere = ProcessorId {
+            client_type: ClientType::Queue,
+            index: 9,
+        };
+        assert_eq!(
+            rt.block_on(d.call_async(nowhere, || ())),
+            Err(SyncError::NoSuchProcessor(nowhere))
+        );
+        // On a processor thread: refused, never waited for.
+        let handle = d.handle();
+        let on_processor = d.call(queue, move || {
+            let mut future = handle.call_async(queue, || ());
+            let (_, waker) = counting_waker();
+            poll_once(&mut future, &waker)
+        });
+        assert!(matches!(
+            on_processor,
+            Ok(Poll::Ready(Err(SyncError::OnProcessorThread(p)))) if p == queue
+        ));
+        // The calls are the dispatcher's callbacks, not the client's events.
+        assert_eq!(messages(&log), (0..10).collect::<Vec<_>>());
+    });
+}
+
+/// A `call_async` waits for room in a full queue like a dispatch; dropped while it waits,
+/// its closure never runs; dropped after it was enqueued, the closure runs and its result
+/// is dropped; a later call on the same thread still gets its own answer.
+#[test]
+fn call_async_is_cancel_safe() {
+    within(LIMIT, "call_async cancelled", || {
+        let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
+        let (recorder, _log) = Recorder::new();
+        let c = d
+            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+            .unwrap();
+        let queue = c.processor();
+        let ran = Arc::new(AtomicUsize::new(0));
+
+        // Dropped while waiting for room: never runs.
+        let held = block_processor(&d.handle(), c);
+        for m in 0..4 {
+            d.try_dispatch(c, Event::Message(m)).unwrap();
+        }
+        let (_, waker) = counting_waker();
+        let r = ran.clone();
+        let mut waiting = d.call_async(queue, move || r.fetch_add(1, Ordering::SeqCst));
+        assert!(poll_once(&mut waiting, &waker).is_pending());
+        drop(waiting);
+
+        // Dropped once enqueued, before its answer: runs, its answer goes nowhere.
+        held.wait();
+        let r = ran.clone();
+        let mut sent = d.call_async(queue, move || r.fetch_add(10, Ordering::SeqCst));
+        let held = block_processor(&d.handle(), c);
+        // Room now (the blocking callback took one place): the first poll enqueues it.
+        assert!(poll_once(&mut sent, &waker).is_pending());
+        drop(sent);
+        held.wait();
+        d.synchronize(queue).unwrap();
+        assert_eq!(ran.load(Ordering::SeqCst), 10, "only the enqueued call ran");
+
+        // The thread's next calls get their own answers.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for i in 0..3_u64 {
+            assert_eq!(
+                rt.block_on(d.call_async(queue, move || i + 100)),
+                Ok(i + 100)
+            );
+        }
+    });
+}
+
+/// A call under way when the dispatcher shuts down resolves (`ShutDown` if it never got
+/// in, its answer or `Dropped` if it did): never a task left waiting.
+#[test]
+fn call_async_resolves_at_shutdown() {
+    within(LIMIT, "call_async at shutdown", || {
+        let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
+        let (recorder, _log) = Recorder::new();
+        let c = d
+            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+            .unwrap();
+        let queue = c.processor();
+        let held = block_processor(&d.handle(), c);
+        for m in 0..4 {
+            d.try_dispatch(c, Event::Message(m)).unwrap();
+        }
+        let rt = runtime();
+        let handle = d.handle();
+        let task = rt.spawn(async move { handle.call_async(queue, || 5_u64).await });
+        rt.block_on(async { tokio::time::sleep(Duration::from_millis(20)).await });
+        assert!(!task.is_finished(), "a full queue: the call waits");
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            held.wait();
+        });
+        drop(d);
+        releaser.join().unwrap();
+        let outcome = rt.block_on(task).unwrap();
+        assert!(
+            matches!(
+                outcome,
+                Ok(5) | Err(SyncError::ShutDown | SyncError::Dropped(_))
+            ),
+            "{outcome:?}"
+        );
+    });
+}

@@ -1,6 +1,6 @@
 //! Proof that the async door allocates nothing per event once warm: a counting
 //! `#[global_allocator]` over all threads, 100,000 events through `dispatch_async` and
-//! `dispatch_batch_async` into a queue small enough that the futures wait for room again
+//! `dispatch_batch_async` (and a `call_async` every 64 events) into a queue small enough that the futures wait for room again
 //! and again, polled by a hand-written `block_on` (a runtime's own scheduler may allocate,
 //! which is not the door's doing).
 //!
@@ -97,6 +97,12 @@ fn the_async_door_allocates_nothing_per_event() {
             async move {
                 let mut seq = range.start;
                 while seq < range.end {
+                    if seq % 64 == 1 {
+                        // A call every 64 events: its answer comes back through the task's
+                        // slot, which goes back to the thread's pool.
+                        let queue = sink.processor();
+                        assert_eq!(handle.call_async(queue, move || seq * 2).await, Ok(seq * 2));
+                    }
                     if seq % 16 == 0 && seq + 4 <= range.end {
                         let mut batch = (seq..seq + 4).map(Event::Message);
                         assert_eq!(

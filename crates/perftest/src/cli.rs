@@ -60,7 +60,7 @@ pub struct Args {
     pub callbacks: ConfirmMode,
 
     /// 0 or 1: a priority queue; N >= 2: a fanout queue of N apps (at most `MAX_APPS`, 64).
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=16))]
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=zerodispatch_broker::MAX_APPS as i64))]
     pub fanout: u16,
 
     /// Session processors.

@@ -1,0 +1,189 @@
+//! Consumers that confirm when their application says so (`Confirms::Explicit`) and that are
+//! paced by credit (`ConsumerOptions::credit`): what a network front end needs, since its
+//! consumers confirm over the wire, long after `on_delivery` returned, and say with credit
+//! how much they can take.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use zerodispatch_broker::*;
+use zerodispatch_testkit::within;
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+fn start() -> Broker {
+    Broker::start(BrokerConfig {
+        queues: vec![QueueConfig::new(QueueMode::Priority)],
+        session_processors: 1,
+        ..BrokerConfig::default()
+    })
+    .expect("valid config")
+}
+
+/// Opens a consumer that records what it is handed.
+fn consumer(broker: &Broker, options: ConsumerOptions) -> (Consumer, Arc<Mutex<Vec<Delivery>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let consumer = broker
+        .open_consumer(
+            QueueId(0),
+            AppId(0),
+            options,
+            move |batch: &[Delivery]| {
+                sink.lock().unwrap().extend_from_slice(batch);
+            },
+        )
+        .unwrap();
+    (consumer, seen)
+}
+
+fn publish(broker: &Broker, n: u64) -> Producer {
+    let producer = broker.open_producer(1024, |_: &[Ack]| {}).unwrap();
+    for handle in 0..n {
+        producer
+            .publish(QueueId(0), Payload { handle, len: 8 })
+            .unwrap();
+    }
+    producer
+}
+
+/// Waits until `done` holds, failing after a while.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn held(broker: &Broker) -> u64 {
+    broker.queue_stats()[0].held
+}
+
+#[test]
+fn explicit_confirms_release_only_what_the_application_confirms() {
+    within(LIMIT, "explicit confirms", || {
+        let broker = start();
+        let options = ConsumerOptions {
+            confirms: Confirms::Explicit,
+            ..ConsumerOptions::default()
+        };
+        let (consumer, seen) = consumer(&broker, options);
+        let _producer = publish(&broker, 10);
+        wait_for("10 deliveries", || seen.lock().unwrap().len() == 10);
+        broker.quiesce().unwrap();
+        // Handed over, not confirmed: the queue still holds every message.
+        assert_eq!(held(&broker), 10);
+
+        let delivered = seen.lock().unwrap().clone();
+        for d in &delivered[..4] {
+            broker.confirm(&consumer, d.guid).unwrap();
+        }
+        wait_for("4 releases", || held(&broker) == 6);
+
+        // A GUID never delivered, and one confirmed already: counted, nothing released.
+        broker.confirm(&consumer, Guid([0xEE; 16])).unwrap();
+        broker.confirm(&consumer, delivered[0].guid).unwrap();
+        wait_for("2 unknown confirms", || {
+            broker.session_stats().unknown_confirms == 2
+        });
+        broker.quiesce().unwrap();
+        assert_eq!(held(&broker), 6);
+
+        // The rest in one batch, from async code.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime
+            .block_on(broker.confirm_batch_async(&consumer, delivered[4..].iter().map(|d| d.guid)))
+            .unwrap();
+        wait_for("every release", || held(&broker) == 0);
+        assert_eq!(broker.session_stats().unknown_confirms, 2);
+    });
+}
+
+#[test]
+fn on_return_confirms_are_unchanged_and_count_no_unknown_confirm() {
+    within(LIMIT, "on-return confirms", || {
+        let broker = start();
+        let (consumer, seen) = consumer(&broker, ConsumerOptions::default());
+        let _producer = publish(&broker, 10);
+        wait_for("every release", || {
+            seen.lock().unwrap().len() == 10 && held(&broker) == 0
+        });
+        // A confirm for a consumer that confirms on return: nothing to confirm.
+        broker.confirm(&consumer, Guid([1; 16])).unwrap();
+        wait_for("the unknown confirm", || {
+            broker.session_stats().unknown_confirms == 1
+        });
+    });
+}
+
+#[test]
+fn credit_paces_deliveries() {
+    within(LIMIT, "credit pacing", || {
+        let broker = start();
+        let options = ConsumerOptions {
+            credit: Some(0),
+            ..ConsumerOptions::default()
+        };
+        let (consumer, seen) = consumer(&broker, options);
+        let _producer = publish(&broker, 10);
+        // Started paused: the session holds what the queue pushed.
+        wait_for("the pushes", || held(&broker) == 10);
+        broker.quiesce().unwrap();
+        assert_eq!(seen.lock().unwrap().len(), 0);
+
+        broker.add_credit(&consumer, 3).unwrap();
+        wait_for("3 deliveries", || seen.lock().unwrap().len() == 3);
+        broker.quiesce().unwrap();
+        assert_eq!(seen.lock().unwrap().len(), 3, "more than the credit");
+
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime
+            .block_on(broker.add_credit_async(&consumer, u32::MAX))
+            .unwrap();
+        wait_for("every delivery", || seen.lock().unwrap().len() == 10);
+        wait_for("every release", || held(&broker) == 0);
+        // In publish order, each once.
+        let handles: Vec<u64> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|d| d.payload.handle)
+            .collect();
+        assert_eq!(handles, (0..10).collect::<Vec<_>>());
+    });
+}
+
+#[test]
+fn credit_and_explicit_confirms_together_keep_a_fixed_number_in_flight() {
+    within(LIMIT, "credit and explicit confirms", || {
+        let broker = start();
+        let options = ConsumerOptions {
+            confirms: Confirms::Explicit,
+            credit: Some(4),
+            ..ConsumerOptions::default()
+        };
+        let (consumer, seen) = consumer(&broker, options);
+        let _producer = publish(&broker, 100);
+        let mut confirmed = 0;
+        while confirmed < 100 {
+            wait_for("a delivery", || seen.lock().unwrap().len() > confirmed);
+            let batch: Vec<Delivery> = seen.lock().unwrap()[confirmed..].to_vec();
+            assert!(
+                seen.lock().unwrap().len() - confirmed <= 4,
+                "more in flight than the credit"
+            );
+            for d in &batch {
+                broker.confirm(&consumer, d.guid).unwrap();
+                broker.add_credit(&consumer, 1).unwrap();
+            }
+            confirmed += batch.len();
+        }
+        wait_for("every release", || held(&broker) == 0);
+        assert_eq!(broker.session_stats().unknown_confirms, 0);
+    });
+}
