@@ -39,8 +39,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use zerodispatch_broker::{
-    Ack, AppId, Broker, BrokerError, Consumer, Delivery, Guid, MAX_UNCONFIRMED, Payload, Producer,
-    ProducerConfig, QueueId, QueueMode, SendError,
+    Ack, AppId, Broker, BrokerError, Confirms, Consumer, ConsumerOptions, Delivery, Guid,
+    MAX_UNCONFIRMED, Payload, Producer, ProducerConfig, QueueId, QueueMode, SendError,
 };
 use zerodispatch_wire::{
     self as wire, CloseConsumer, CloseProducer, ConfirmStatus, ConsumerConfirmFrame,
@@ -49,8 +49,6 @@ use zerodispatch_wire::{
     PublishFrame, VERSION, Welcome,
 };
 
-#[allow(unused_imports)]
-use crate::compat::{BrokerAsync, ProducerAsync, consumer_options};
 use crate::config::Limits;
 use crate::link::SessionLink;
 use crate::outbound::{OutItem, Outbound};
@@ -782,7 +780,11 @@ impl Connection {
         };
         let window = self.shared.limits.consumer_window;
         let first = open.credit.min(window);
-        let options = consumer_options(first);
+        let options = ConsumerOptions {
+            confirms: Confirms::Explicit,
+            credit: Some(first),
+            ..ConsumerOptions::default()
+        };
         let broker = self.shared.broker.clone();
         let (queue, app) = (QueueId(open.queue.0), AppId(open.app.0));
         let opened = tokio::task::spawn_blocking(move || {

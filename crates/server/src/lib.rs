@@ -30,7 +30,6 @@
 
 #![forbid(unsafe_code)]
 
-mod compat;
 mod config;
 mod connection;
 mod link;

@@ -165,7 +165,7 @@ impl Client {
             assert!(Instant::now() < until, "no frame for 10 s");
             match decode(&self.input[self.start..self.end]).expect("the server's frames decode") {
                 Some((Frame::Heartbeat, len)) => self.start += len,
-                Some((frame, len)) => {
+                Some((_, len)) => {
                     let at = self.start;
                     self.start += len;
                     let (frame, _) = decode(&self.input[at..at + len]).unwrap().unwrap();
