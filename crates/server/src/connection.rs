@@ -39,8 +39,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use zerodispatch_broker::{
-    Ack, AppId, Broker, BrokerError, Confirms, Consumer, ConsumerOptions, Delivery, Guid,
-    MAX_UNCONFIRMED, Payload, Producer, ProducerConfig, QueueId, QueueMode, SendError,
+    Ack, AppId, Broker, BrokerError, Callback, ClientType, Confirms, Consumer, ConsumerOptions,
+    Delivery, Guid, MAX_UNCONFIRMED, Payload, Producer, ProducerConfig, QueueId, QueueMode,
+    SendError,
 };
 use zerodispatch_wire::{
     self as wire, CloseConsumer, CloseProducer, ConfirmStatus, ConsumerConfirmFrame,
@@ -834,13 +835,23 @@ impl Connection {
 
     /// Closes the consumer's session on a blocking thread; the echo (if `echo`) is written
     /// once the session is gone.
+    ///
+    /// The session is first given all the credit it can take, and the session processors
+    /// a turn to flush, so that it hands on what the queue pushed to it and it held back
+    /// for want of credit: those come through `on_delivery` like every delivery, and a
+    /// fanout consumer's drop their payload references as the broker drops their shares.
+    /// (A push that reaches the session after that is dropped there unseen; see the
+    /// crate's documentation.)
     fn close_consumer_slot(&mut self, slot: usize, echo: bool) {
         let c = &mut self.consumers[slot];
         c.state = Use::Closing { echo };
         if let Some(consumer) = c.consumer.take() {
             let broker = self.shared.broker.clone();
             tokio::task::spawn_blocking(move || {
-                // Refused only when the broker is shutting down, which drops the session.
+                // Both refused only when the broker is shutting down, which drops the
+                // session.
+                let _ = broker.add_credit(&consumer, u32::MAX);
+                flushed(&broker);
                 let _ = broker.close_consumer(&consumer);
             });
         }
@@ -1064,6 +1075,33 @@ impl Connection {
             if outbound.overflows() != 0 {
                 break;
             }
+        }
+    }
+}
+
+/// Waits until every session processor has handled what was dispatched to it before, and
+/// flushed its sessions: a callback on each runs after both. On a blocking thread.
+fn flushed(broker: &Broker) {
+    let (done, turns) = std::sync::mpsc::channel();
+    let processors = broker.processors(ClientType::Session);
+    let asked = processors
+        .iter()
+        .filter(|&&p| {
+            let done = done.clone();
+            broker
+                .execute(
+                    p,
+                    Callback::new(move || {
+                        let _ = done.send(());
+                    }),
+                )
+                .is_ok()
+        })
+        .count();
+    drop(done);
+    for _ in 0..asked {
+        if turns.recv().is_err() {
+            return;
         }
     }
 }

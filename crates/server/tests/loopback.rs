@@ -580,3 +580,25 @@ fn a_connection_past_the_limit_is_told_and_closed() {
     let mut second = Client::connect(server.local_addr());
     second.expect_fatal(ErrorCode::INTERNAL);
 }
+
+#[test]
+fn closing_a_fanout_consumer_without_credit_frees_the_slots_of_what_it_held_back() {
+    let server = server(&[QueueMode::Fanout { apps: 1 }], limits());
+    let addr = server.local_addr();
+    let mut producer = Client::hello(addr);
+    let mut consumer = Client::hello(addr);
+    producer.open_producer(1, 0, 100);
+    consumer.open_consumer(7, 0, 0, 0);
+    producer.publish(1, 0..10, payload_of);
+    // The queue pushes them to the consumer's session, which holds them for want of credit.
+    assert!(consumer.quiet_for(QUIET));
+    consumer.send(Frame::CloseConsumer(CloseConsumer {
+        consumer: ConsumerId(7),
+    }));
+    consumer.next(|frame| assert!(matches!(frame, Frame::CloseConsumer(_))));
+    eventually("every slot free", || server.stats().free_slots == 256);
+    assert!(
+        consumer.quiet_for(QUIET),
+        "nothing delivered after the echo"
+    );
+}
