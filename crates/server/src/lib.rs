@@ -28,6 +28,29 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+//! # What a connection may hold
+//!
+//! A producer at most its `max_unconfirmed` messages without an outcome, and a
+//! connection's producers together at most [`Limits::max_unconfirmed_per_connection`]; a
+//! consumer at most [`Limits::consumer_window`] messages delivered and not confirmed,
+//! whatever credit it gave (the server hands the broker credit only as far as that leaves
+//! room). What the processors hand a connection waits in a queue sized for exactly that.
+//!
+//! # Known limits
+//!
+//! - A message the queue pushes to a fanout consumer's session after the consumer was
+//!   closed is dropped by that session unseen, and the broker drops the share: the server
+//!   never learns of it, and the message's slot keeps one reference for good (the store's
+//!   [`ServerStats::free_slots`] shows it). Closing consumers while messages flow to them
+//!   leaks slots this way; a report from the broker of the shares it drops would close
+//!   the gap. (What a session held back for want of credit is handed on before the close,
+//!   and freed.)
+//! - A publish that finds the store full waits and reads nothing more from its
+//!   connection: a connection whose own consumers must confirm to free the slots waits
+//!   for ever. Size the store above what consumers hold, or consume on other connections.
+//! - Closing a producer waits for the outcome of every message it published. While the
+//!   broker's ACK means "consumed", that lasts until the consumers have confirmed them.
+
 #![forbid(unsafe_code)]
 
 mod config;
