@@ -602,3 +602,54 @@ fn closing_a_fanout_consumer_without_credit_frees_the_slots_of_what_it_held_back
         "nothing delivered after the echo"
     );
 }
+
+#[test]
+fn more_bad_bodies_are_answered_malformed_then_closed() {
+    // A batch over MAX_MESSAGES_PER_FRAME.
+    let mut many = header(1, 0x23, 0, 8);
+    many.extend_from_slice(&1_u32.to_le_bytes());
+    many.extend_from_slice(&(MAX_MESSAGES_PER_FRAME + 1).to_le_bytes());
+    refused_fatally(true, &many, ErrorCode::MALFORMED);
+    // A Hello of version 0.
+    let mut hello = header(1, 0x01, 0, 6);
+    hello.extend_from_slice(&[0, 1, 0, 0, 0, 0]);
+    refused_fatally(false, &hello, ErrorCode::MALFORMED);
+    // A publish confirm (never sent to the broker) with an unknown status: the body is
+    // refused before its kind is.
+    let mut status = header(1, 0x13, 0, 8 + 9);
+    status.extend_from_slice(&[1, 0, 0, 0, 1, 0, 0, 0]);
+    status.extend_from_slice(&[0; 8]);
+    status.push(7);
+    refused_fatally(true, &status, ErrorCode::MALFORMED);
+}
+
+#[test]
+fn error_frames_from_the_client() {
+    let server = server(&[QueueMode::Priority], limits());
+    let addr = server.local_addr();
+    let error = |code, message: &str| {
+        let mut bytes = Vec::new();
+        Frame::Error(ErrorFrame {
+            code,
+            refused: None,
+            subject: 0,
+            message,
+        })
+        .encode(&mut bytes)
+        .unwrap();
+        bytes
+    };
+    // A refusal: nothing to answer, the connection stays.
+    let mut c = Client::hello(addr);
+    c.send_raw(&error(ErrorCode::UNKNOWN_QUEUE, "hm"));
+    c.open_producer(1, 0, 1);
+    // A fatal one: the server closes without answering.
+    c.send_raw(&error(ErrorCode::INTERNAL, "bye"));
+    c.expect_closed();
+    // A bad one (its message not UTF-8): closed without an answer too.
+    let mut c = Client::hello(addr);
+    let mut bad = header(1, 0x04, 0, 9 + 1);
+    bad.extend_from_slice(&[11, 0, 0, 0, 0, 0, 0, 1, 0, 0xff]);
+    c.send_raw(&bad);
+    c.expect_closed();
+}
