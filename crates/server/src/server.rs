@@ -326,6 +326,10 @@ impl Server {
     }
 
     /// Serves until the process ends (for the server binary).
+    ///
+    /// # Panics
+    ///
+    /// If called from inside an async runtime (it waits for the server's own).
     pub fn run(mut self) {
         if let (Some(runtime), Some(accept)) = (&self.runtime, self.accept.take()) {
             let _ = runtime.block_on(accept);
@@ -335,6 +339,10 @@ impl Server {
     /// Shuts down gracefully: stops accepting, tells every client `SHUTTING_DOWN`, closes
     /// their sessions (waiting up to 5 s for them), stops the runtime, and shuts the broker
     /// down if the server started it.
+    ///
+    /// # Panics
+    ///
+    /// If called from inside an async runtime (it waits for the server's own).
     pub fn shutdown(mut self) {
         self.stop_now();
     }

@@ -653,3 +653,34 @@ fn error_frames_from_the_client() {
     c.send_raw(&bad);
     c.expect_closed();
 }
+
+#[test]
+fn a_running_broker_is_served_and_outlives_the_server() {
+    use std::sync::Arc;
+    use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig};
+    use zerodispatch_server::Server;
+
+    let broker = Arc::new(
+        Broker::start(BrokerConfig {
+            queues: vec![QueueConfig::new(QueueMode::Priority)],
+            ..BrokerConfig::default()
+        })
+        .unwrap(),
+    );
+    let server = Server::builder()
+        .listen("127.0.0.1:0".parse().unwrap())
+        .broker(broker.clone(), vec![QueueMode::Priority])
+        .limits(limits())
+        .start()
+        .unwrap();
+    let addr = server.local_addr();
+    let mut producer = Client::hello(addr);
+    let mut consumer = Client::hello(addr);
+    producer.open_producer(1, 0, 10);
+    consumer.open_consumer(7, 0, 0, 10);
+    round_trip(&mut producer, &mut consumer, 0, 3);
+    producer.confirms(1, 3, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+    server.shutdown();
+    assert!(broker.quiesce().is_ok(), "the broker still runs");
+    assert_eq!(broker.queue_stats()[0].acked, 3);
+}
