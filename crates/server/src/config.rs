@@ -4,7 +4,17 @@
 use std::fmt;
 use std::time::Duration;
 
+use zerodispatch_broker::MAX_UNCONFIRMED;
 use zerodispatch_wire::{MAX_MESSAGES_PER_FRAME, MAX_PAYLOAD_LEN};
+
+/// [`Limits::consumer_window`], at most: 2^20. A connection preallocates a table of twice
+/// the window for each consumer it opens (about 100 MiB at this limit).
+pub const MAX_CONSUMER_WINDOW: u32 = 1 << 20;
+
+/// Items a connection's outbound queue holds, at most: 2^26 (about 3 GiB of queue). The
+/// queue is allocated when the connection is accepted, for everything that can be in
+/// flight to it; raise it only with the memory each connection may take.
+const MAX_OUTBOUND: usize = 1 << 26;
 
 /// The server's limits. Everything a connection uses is sized from them when it is
 /// accepted: memory per connection is bounded and preallocated.
@@ -75,6 +85,9 @@ impl Limits {
     /// use zerodispatch_server::Limits;
     /// assert!(Limits::default().check().is_ok());
     /// assert!(Limits { slot_size: 0, ..Limits::default() }.check().is_err());
+    /// assert!(Limits { consumer_window: u32::MAX, ..Limits::default() }.check().is_err());
+    /// let huge = Limits { max_consumers: u16::MAX, consumer_window: 1 << 20, ..Limits::default() };
+    /// assert_eq!(huge.check().unwrap_err().field, "max_consumers");
     /// ```
     ///
     /// # Errors
@@ -100,18 +113,37 @@ impl Limits {
         if self.consumer_window == 0 {
             return bad("consumer_window", "must be at least 1");
         }
+        if self.max_unconfirmed_per_connection as usize > MAX_UNCONFIRMED {
+            return bad(
+                "max_unconfirmed_per_connection",
+                "must be at most the broker's MAX_UNCONFIRMED (2^24)",
+            );
+        }
+        if self.consumer_window > MAX_CONSUMER_WINDOW {
+            return bad("consumer_window", "must be at most 2^20");
+        }
+        if self.outbound_capacity() > MAX_OUTBOUND {
+            return bad(
+                "max_consumers",
+                "max_unconfirmed_per_connection + max_consumers x consumer_window must be at most 2^26 (what a connection preallocates for)",
+            );
+        }
         if self.heartbeat.as_millis() > u128::from(u32::MAX) {
             return bad("heartbeat", "must fit the protocol's u32 milliseconds");
         }
         Ok(())
     }
 
-    /// Places in a connection's outbound queue: everything that can be in flight to it.
+    /// Places in a connection's outbound queue: everything that can be in flight to it
+    /// (outcomes, deliveries, one word per session that it is gone), and one frame's worth
+    /// of outcomes the connection gives itself (messages refused before the broker).
     pub(crate) fn outbound_capacity(&self) -> usize {
-        self.max_unconfirmed_per_connection as usize
-            + usize::from(self.max_consumers) * self.consumer_window as usize
-            + usize::from(self.max_producers)
-            + usize::from(self.max_consumers)
+        (self.max_unconfirmed_per_connection as usize)
+            .saturating_add(
+                usize::from(self.max_consumers).saturating_mul(self.consumer_window as usize),
+            )
+            .saturating_add(usize::from(self.max_producers) + usize::from(self.max_consumers))
+            .saturating_add(MAX_MESSAGES_PER_FRAME as usize)
     }
 
     /// Items a connection moves from its outbound queue to its socket in one round.

@@ -137,9 +137,7 @@ struct Connection {
 pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
     let _ = stream.set_nodelay(true);
     let limits = shared.limits;
-    let outbound = Arc::new(Outbound::new(
-        limits.outbound_capacity() + MAX_MESSAGES_PER_FRAME as usize,
-    ));
+    let outbound = Arc::new(Outbound::new(limits.outbound_capacity()));
     let now = Instant::now();
     let mut io = Io {
         stream,

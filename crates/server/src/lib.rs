@@ -60,6 +60,6 @@ mod outbound;
 mod payloads;
 mod server;
 
-pub use config::{Limits, LimitsError};
-pub use payloads::{PayloadStore, TooLarge};
+pub use config::{Limits, LimitsError, MAX_CONSUMER_WINDOW};
+pub use payloads::{PayloadStore, StoreTooLarge, TooLarge};
 pub use server::{Server, ServerBuilder, ServerError, ServerStats};

@@ -93,6 +93,27 @@ pub struct TooLarge {
     pub slot_size: usize,
 }
 
+/// A store the machine cannot provide, or of no slot at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreTooLarge {
+    /// The slots asked for.
+    pub slots: usize,
+    /// The bytes of payload they need.
+    pub bytes: usize,
+}
+
+impl std::fmt::Display for StoreTooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "a payload store of {} slots ({} bytes) cannot be had: give 1 to u32::MAX slots that fit the machine's memory",
+            self.slots, self.bytes
+        )
+    }
+}
+
+impl std::error::Error for StoreTooLarge {}
+
 const GENERATION_SHIFT: u32 = 32;
 const REFS: u64 = u32::MAX as u64;
 
@@ -101,32 +122,61 @@ impl PayloadStore {
     ///
     /// # Panics
     ///
-    /// If `slots` is 0 or above `u32::MAX`, or the memory cannot be had (the server's
-    /// configuration checks both first).
+    /// If `slots` is 0 or above `u32::MAX`, or the memory cannot be had: see
+    /// [`try_new`](Self::try_new), which says so instead.
     #[must_use]
     pub fn new(slots: usize, slot_size: usize) -> Self {
-        assert!(
-            slots > 0 && slots <= u32::MAX as usize,
-            "slots out of range"
-        );
+        match Self::try_new(slots, slot_size) {
+            Ok(store) => store,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A store of `slots` slots of `slot_size` bytes, all allocated now, or an error if
+    /// `slots` is 0 or above `u32::MAX` or the machine cannot provide the memory.
+    ///
+    /// ```
+    /// use zerodispatch_server::PayloadStore;
+    /// assert!(PayloadStore::try_new(4, 64).is_ok());
+    /// assert!(PayloadStore::try_new(0, 64).is_err());
+    /// assert!(PayloadStore::try_new(u32::MAX as usize, 1 << 30).is_err());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`StoreTooLarge`], with the bytes asked for.
+    pub fn try_new(slots: usize, slot_size: usize) -> Result<Self, StoreTooLarge> {
         let words_per_slot = slot_size.div_ceil(8);
+        let too_large = StoreTooLarge {
+            slots,
+            bytes: slots.saturating_mul(words_per_slot.saturating_mul(8)),
+        };
+        if slots == 0 || slots > u32::MAX as usize {
+            return Err(too_large);
+        }
+        let mut words = Vec::new();
+        let mut meta = Vec::new();
+        words
+            .try_reserve_exact(slots.checked_mul(words_per_slot).ok_or(too_large)?)
+            .map_err(|_| too_large)?;
+        meta.try_reserve_exact(slots).map_err(|_| too_large)?;
+        words.extend((0..words.capacity()).map(|_| AtomicU64::new(0)));
+        meta.extend((0..slots).map(|_| SlotMeta::default()));
         let free = ArrayQueue::new(slots);
         for i in 0..slots {
             // `slots` places: cannot fail.
             let _ = free.push(i as u32);
         }
-        Self {
-            words: (0..slots * words_per_slot)
-                .map(|_| AtomicU64::new(0))
-                .collect(),
+        Ok(Self {
+            words: words.into_boxed_slice(),
             words_per_slot,
             slot_size,
-            meta: (0..slots).map(|_| SlotMeta::default()).collect(),
+            meta: meta.into_boxed_slice(),
             free,
             waiting: AtomicUsize::new(0),
             freed: Notify::new(),
             stale: AtomicU64::new(0),
-        }
+        })
     }
 
     /// The slots' size: the largest payload the store takes.

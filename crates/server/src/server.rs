@@ -30,6 +30,8 @@ pub enum ServerError {
     Limits(LimitsError),
     /// The broker could not start.
     Broker(BrokerError),
+    /// The payload store cannot be allocated.
+    Store(crate::payloads::StoreTooLarge),
     /// No broker was given: call [`ServerBuilder::broker_config`] or
     /// [`ServerBuilder::broker`].
     NoBroker,
@@ -42,6 +44,7 @@ impl fmt::Display for ServerError {
         match self {
             Self::Limits(e) => write!(f, "{e}"),
             Self::Broker(e) => write!(f, "the broker could not start: {e}"),
+            Self::Store(e) => write!(f, "{e}; lower store_slots or slot_size"),
             Self::NoBroker => write!(
                 f,
                 "no broker: give the server a broker configuration or a running broker"
@@ -56,6 +59,7 @@ impl std::error::Error for ServerError {
         match self {
             Self::Limits(e) => Some(e),
             Self::Broker(e) => Some(e),
+            Self::Store(e) => Some(e),
             Self::Io(e) => Some(e),
             Self::NoBroker => None,
         }
@@ -178,6 +182,8 @@ impl ServerBuilder {
     /// be bound.
     pub fn start(self) -> Result<Server, ServerError> {
         self.limits.check().map_err(ServerError::Limits)?;
+        let store = PayloadStore::try_new(self.limits.store_slots, self.limits.slot_size)
+            .map_err(ServerError::Store)?;
         let (broker, queues, owned) = match self.broker.ok_or(ServerError::NoBroker)? {
             BrokerSource::Start(config) => {
                 let queues = config.queues.iter().map(|q| q.mode).collect();
@@ -199,10 +205,7 @@ impl ServerBuilder {
         let shared = Arc::new(Shared {
             broker,
             queues: queues.into(),
-            store: Arc::new(PayloadStore::new(
-                self.limits.store_slots,
-                self.limits.slot_size,
-            )),
+            store: Arc::new(store),
             limits: self.limits,
             connections: AtomicUsize::new(0),
             overflow_closes: AtomicU64::new(0),
