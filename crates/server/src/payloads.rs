@@ -31,7 +31,7 @@
 //! index; the generation is there so that a reference dropped twice by mistake (a late
 //! outcome after the broker shut down, say) can never release the slot's next message:
 //! a drop whose generation is not the slot's current one is refused and counted
-//! ([`PayloadStore::stale_releases`]).
+//! ([`PayloadStore::stale_handles`]).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -80,7 +80,7 @@ pub struct PayloadStore {
     waiting: AtomicUsize,
     /// Where they wait.
     freed: Notify,
-    /// Releases refused because their handle was stale.
+    /// Uses of stale handles refused.
     stale: AtomicU64,
 }
 
@@ -197,9 +197,10 @@ impl PayloadStore {
         self.free.len()
     }
 
-    /// Releases refused so far because their handle named a slot's earlier message.
+    /// Uses of a handle refused so far (reads and releases) because it named a slot's
+    /// earlier message: never expected, a sign of a reference dropped twice.
     #[must_use]
-    pub fn stale_releases(&self) -> u64 {
+    pub fn stale_handles(&self) -> u64 {
         self.stale.load(Ordering::Relaxed)
     }
 
@@ -261,15 +262,21 @@ impl PayloadStore {
         self.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// The slot of `handle`, if it is the slot's current message.
+    /// The slot of `handle`, if it is the slot's current message; a stale handle is
+    /// counted.
     fn slot(&self, handle: u64) -> Option<&SlotMeta> {
-        let meta = self.meta.get((handle & REFS) as usize)?;
-        let state = meta.state.load(Ordering::Acquire);
-        (state >> GENERATION_SHIFT == handle >> GENERATION_SHIFT && state & REFS != 0)
-            .then_some(meta)
+        let current = self.meta.get((handle & REFS) as usize).filter(|meta| {
+            let state = meta.state.load(Ordering::Acquire);
+            state >> GENERATION_SHIFT == handle >> GENERATION_SHIFT && state & REFS != 0
+        });
+        if current.is_none() {
+            self.stale.fetch_add(1, Ordering::Relaxed);
+        }
+        current
     }
 
-    /// The publishing id of the message at `handle`, or `None` for a stale handle.
+    /// The publishing id of the message at `handle`, or `None` (counted) for a stale
+    /// handle.
     #[must_use]
     pub fn publish_id(&self, handle: u64) -> Option<u64> {
         self.slot(handle)
@@ -277,7 +284,7 @@ impl PayloadStore {
     }
 
     /// Replaces the contents of `out` with the payload at `handle` and returns its
-    /// publishing id; `None` for a stale handle. Allocates only if `out` has less capacity
+    /// publishing id; `None` (counted) for a stale handle. Allocates only if `out` has less capacity
     /// than the payload.
     pub fn read(&self, handle: u64, out: &mut Vec<u8>) -> Option<u64> {
         let meta = self.slot(handle)?;
@@ -373,7 +380,7 @@ mod tests {
         let new = store.try_store(b"b", 2, 2).unwrap().unwrap();
         assert_eq!(old & REFS, new & REFS, "the same slot");
         assert!(!store.release(old, 1));
-        assert_eq!(store.stale_releases(), 1);
+        assert_eq!(store.stale_handles(), 1);
         assert_eq!(store.publish_id(new), Some(2));
         assert_eq!(store.publish_id(old), None);
         assert!(store.release(new, 5), "more than are left: all");

@@ -75,8 +75,9 @@ pub struct ServerStats {
     pub free_slots: usize,
     /// Payload slots in all.
     pub slots: usize,
-    /// Payload references dropped for a message no longer held (never expected).
-    pub stale_releases: u64,
+    /// Uses of a payload handle refused because its message was no longer held (reads,
+    /// releases): never expected, a sign of a reference dropped twice.
+    pub stale_handles: u64,
     /// Connections closed with `INTERNAL` (an outbound queue overflowed).
     pub internal_closes: u64,
 }
@@ -323,7 +324,7 @@ impl Server {
             connections: shared.connections.load(Ordering::Relaxed),
             free_slots: store.free_slots(),
             slots: store.slots(),
-            stale_releases: store.stale_releases(),
+            stale_handles: store.stale_handles(),
             internal_closes: shared.overflow_closes.load(Ordering::Relaxed),
         }
     }

@@ -51,7 +51,7 @@ fn publishes_are_delivered_with_their_bytes_and_confirmed_stored_by_id() {
     ids.sort_unstable();
     assert_eq!(ids, (0..20).collect::<Vec<_>>());
     eventually("every slot free", || server.stats().free_slots == 256);
-    assert_eq!(server.stats().stale_releases, 0);
+    assert_eq!(server.stats().stale_handles, 0);
 }
 
 #[test]
@@ -107,7 +107,7 @@ fn a_fanout_queue_delivers_every_message_to_every_app() {
     }
     producer.confirms(1, 30, |_, status| assert_eq!(status, ConfirmStatus::Stored));
     eventually("every slot free", || server.stats().free_slots == 256);
-    assert_eq!(server.stats().stale_releases, 0);
+    assert_eq!(server.stats().stale_handles, 0);
 }
 
 #[test]
@@ -479,7 +479,7 @@ fn a_dropped_connection_frees_every_payload_slot() {
     drop(c);
     eventually("every slot free", || server.stats().free_slots == 256);
     eventually("the connection gone", || server.stats().connections == 0);
-    assert_eq!(server.stats().stale_releases, 0);
+    assert_eq!(server.stats().stale_handles, 0);
 }
 
 #[test]

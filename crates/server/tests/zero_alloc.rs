@@ -64,5 +64,5 @@ fn a_message_through_the_server_allocates_nothing_once_warm() {
         allocated, 0,
         "{allocated} allocations for {MESSAGES} messages through the server"
     );
-    assert_eq!(server.stats().stale_releases, 0);
+    assert_eq!(server.stats().stale_handles, 0);
 }
