@@ -151,8 +151,9 @@ impl ServerBuilder {
     }
 
     /// Serves a running broker, whose queues have these modes in queue-id order (the
-    /// server needs them to count a message's consumer shares). The broker is not shut
-    /// down with the server.
+    /// server needs them to count a message's consumer shares), and windows no larger than
+    /// [`Limits::consumer_window`] (what a connection preallocates for each consumer). The
+    /// broker is not shut down with the server.
     #[must_use]
     pub fn broker(mut self, broker: Arc<Broker>, queues: Vec<QueueMode>) -> Self {
         self.broker = Some(BrokerSource::Running(broker, queues));
@@ -179,14 +180,25 @@ impl ServerBuilder {
     ///
     /// # Errors
     ///
-    /// A limit out of range, no broker, a broker that cannot start, an address that cannot
-    /// be bound.
+    /// A limit out of range (a queue's window above [`Limits::consumer_window`] included),
+    /// no broker, a broker that cannot start, a payload store the machine cannot hold, an
+    /// address that cannot be bound.
     pub fn start(self) -> Result<Server, ServerError> {
         self.limits.check().map_err(ServerError::Limits)?;
         let store = PayloadStore::try_new(self.limits.store_slots, self.limits.slot_size)
             .map_err(ServerError::Store)?;
         let (broker, queues, owned) = match self.broker.ok_or(ServerError::NoBroker)? {
             BrokerSource::Start(config) => {
+                if config
+                    .queues
+                    .iter()
+                    .any(|q| q.window > self.limits.consumer_window)
+                {
+                    return Err(ServerError::Limits(LimitsError {
+                        field: "consumer_window",
+                        problem: "must be at least every queue's window (what a closing consumer may be handed at once)",
+                    }));
+                }
                 let queues = config.queues.iter().map(|q| q.mode).collect();
                 let broker = Broker::start(config).map_err(ServerError::Broker)?;
                 (Arc::new(broker), queues, true)

@@ -684,3 +684,28 @@ fn a_running_broker_is_served_and_outlives_the_server() {
     assert!(broker.quiesce().is_ok(), "the broker still runs");
     assert_eq!(broker.queue_stats()[0].acked, 3);
 }
+
+#[test]
+fn a_queue_window_above_the_consumer_window_is_refused_at_start() {
+    use zerodispatch_broker::{BrokerConfig, QueueConfig};
+    use zerodispatch_server::{Server, ServerError};
+
+    let refused = Server::builder()
+        .listen("127.0.0.1:0".parse().unwrap())
+        .broker_config(BrokerConfig {
+            queues: vec![QueueConfig {
+                window: 2048,
+                ..QueueConfig::new(QueueMode::Priority)
+            }],
+            ..BrokerConfig::default()
+        })
+        .limits(Limits {
+            consumer_window: 1024,
+            ..Limits::default()
+        })
+        .start();
+    match refused {
+        Err(ServerError::Limits(e)) => assert_eq!(e.field, "consumer_window"),
+        other => panic!("{other:?}"),
+    }
+}
