@@ -709,3 +709,80 @@ fn a_queue_window_above_the_consumer_window_is_refused_at_start() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn many_producers_and_consumers_on_their_own_threads_exactly_once() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const PRODUCERS: u64 = 4;
+    const PER_PRODUCER: u64 = 1500;
+    const BATCH: u64 = 50;
+    const TOTAL: usize = (PRODUCERS * PER_PRODUCER) as usize;
+    let server = server(&[QueueMode::Priority], limits());
+    let addr = server.local_addr();
+    let delivered = Arc::new(AtomicUsize::new(0));
+    let consumers: Vec<_> = (0..2)
+        .map(|_| {
+            let delivered = delivered.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::hello(addr);
+                c.open_consumer(7, 0, 0, 64);
+                let mut seen = Vec::new();
+                let mut guids = Vec::new();
+                while delivered.load(Ordering::Relaxed) < TOTAL {
+                    if c.quiet_for(Duration::from_millis(20)) {
+                        continue;
+                    }
+                    guids.clear();
+                    c.next(|frame| match frame {
+                        Frame::Deliver(batch) => {
+                            for (guid, payload) in batch.messages() {
+                                seen.push(u64::from_le_bytes(payload[..8].try_into().unwrap()));
+                                guids.push(guid);
+                            }
+                        }
+                        other => panic!("{other:?}"),
+                    });
+                    delivered.fetch_add(guids.len(), Ordering::Relaxed);
+                    c.confirm(7, &guids, true);
+                }
+                seen
+            })
+        })
+        .collect();
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            std::thread::spawn(move || {
+                let mut c = Client::hello(addr);
+                c.open_producer(1, 0, 200);
+                let mut confirmed = vec![0_u8; PER_PRODUCER as usize];
+                for first in (0..PER_PRODUCER).step_by(BATCH as usize) {
+                    c.publish(1, first..first + BATCH, |id, buf| {
+                        buf[..8].copy_from_slice(&(p << 32 | id).to_le_bytes());
+                        8 + (id % 50) as usize
+                    });
+                    c.confirms(1, BATCH as usize, |id, status| {
+                        assert_eq!(status, ConfirmStatus::Stored);
+                        confirmed[id.0 as usize] += 1;
+                    });
+                }
+                assert!(confirmed.iter().all(|&n| n == 1), "each confirmed once");
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().unwrap();
+    }
+    let mut all: Vec<u64> = consumers
+        .into_iter()
+        .flat_map(|c| c.join().unwrap())
+        .collect();
+    all.sort_unstable();
+    let expected: Vec<u64> = (0..PRODUCERS)
+        .flat_map(|p| (0..PER_PRODUCER).map(move |id| p << 32 | id))
+        .collect();
+    assert_eq!(all, expected, "each delivered once");
+    eventually("every slot free", || server.stats().free_slots == 256);
+    assert_eq!(server.stats().stale_handles, 0);
+}
