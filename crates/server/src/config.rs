@@ -1,0 +1,153 @@
+//! [`Limits`]: what the server allows each connection and preallocates for it, and the
+//! checks that refuse a configuration it could not keep.
+
+use std::fmt;
+use std::time::Duration;
+
+use zerodispatch_broker::MAX_UNCONFIRMED;
+use zerodispatch_wire::{MAX_MESSAGES_PER_FRAME, MAX_PAYLOAD_LEN};
+
+/// [`Limits::consumer_window`], at most: 2^20. A connection preallocates a table of twice
+/// the window for each consumer it opens (about 100 MiB at this limit).
+pub const MAX_CONSUMER_WINDOW: u32 = 1 << 20;
+
+/// Items a connection's outbound queue holds, at most: 2^26 (about 3 GiB of queue). The
+/// queue is allocated when the connection is accepted, for everything that can be in
+/// flight to it; raise it only with the memory each connection may take.
+const MAX_OUTBOUND: usize = 1 << 26;
+
+/// The server's limits. Everything a connection uses is sized from them when it is
+/// accepted: memory per connection is bounded and preallocated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections open at once, at most; one more gets an `Error` frame `INTERNAL`
+    /// ("the server is full") and is closed. Default 256.
+    pub max_connections: usize,
+    /// Payload slots in the server's [`PayloadStore`](crate::PayloadStore): messages held
+    /// at once, all connections together. Default 16,384.
+    pub store_slots: usize,
+    /// The size of each slot: the largest payload the server takes (a publish with a
+    /// larger one is refused, `LIMIT_OUT_OF_RANGE`). 1 to `MAX_PAYLOAD_LEN`; default
+    /// 4,096.
+    pub slot_size: usize,
+    /// The server's heartbeat interval, announced in `Welcome`; zero for none. Default
+    /// 5 s.
+    pub heartbeat: Duration,
+    /// Producers open at once on a connection, at most. Default 16.
+    pub max_producers: u16,
+    /// Consumers open at once on a connection, at most. Default 16.
+    pub max_consumers: u16,
+    /// The sum of the `max_unconfirmed` of a connection's open producers, at most: an
+    /// `OpenProducer` past it is refused, `LIMIT_OUT_OF_RANGE`. Default 16,384.
+    pub max_unconfirmed_per_connection: u32,
+    /// Messages a consumer holds delivered and unconfirmed, at most, whatever credit it
+    /// gave: the server hands the broker a consumer's credit only as far as this leaves
+    /// room. Default 1,024.
+    pub consumer_window: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_connections: 256,
+            store_slots: 1 << 14,
+            slot_size: 4096,
+            heartbeat: Duration::from_secs(5),
+            max_producers: 16,
+            max_consumers: 16,
+            max_unconfirmed_per_connection: 1 << 14,
+            consumer_window: 1 << 10,
+        }
+    }
+}
+
+/// A [`Limits`] the server cannot keep.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitsError {
+    /// The field.
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub problem: &'static str,
+}
+
+impl fmt::Display for LimitsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "server limit `{}`: {}", self.field, self.problem)
+    }
+}
+
+impl std::error::Error for LimitsError {}
+
+impl Limits {
+    /// Checks every field.
+    ///
+    /// ```
+    /// use zerodispatch_server::Limits;
+    /// assert!(Limits::default().check().is_ok());
+    /// assert!(Limits { slot_size: 0, ..Limits::default() }.check().is_err());
+    /// assert!(Limits { consumer_window: u32::MAX, ..Limits::default() }.check().is_err());
+    /// let huge = Limits { max_consumers: u16::MAX, consumer_window: 1 << 20, ..Limits::default() };
+    /// assert_eq!(huge.check().unwrap_err().field, "max_consumers");
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The first field out of range.
+    pub fn check(&self) -> Result<(), LimitsError> {
+        let bad = |field, problem| Err(LimitsError { field, problem });
+        if self.max_connections == 0 {
+            return bad("max_connections", "must be at least 1");
+        }
+        if self.store_slots == 0 || self.store_slots > u32::MAX as usize {
+            return bad("store_slots", "must be 1 to u32::MAX");
+        }
+        if self.slot_size == 0 || self.slot_size > MAX_PAYLOAD_LEN as usize {
+            return bad("slot_size", "must be 1 to the protocol's MAX_PAYLOAD_LEN");
+        }
+        if self.max_producers == 0 && self.max_consumers == 0 {
+            return bad(
+                "max_producers",
+                "a connection must be allowed a producer or a consumer",
+            );
+        }
+        if self.consumer_window == 0 {
+            return bad("consumer_window", "must be at least 1");
+        }
+        if self.max_unconfirmed_per_connection as usize > MAX_UNCONFIRMED {
+            return bad(
+                "max_unconfirmed_per_connection",
+                "must be at most the broker's MAX_UNCONFIRMED (2^24)",
+            );
+        }
+        if self.consumer_window > MAX_CONSUMER_WINDOW {
+            return bad("consumer_window", "must be at most 2^20");
+        }
+        if self.outbound_capacity() > MAX_OUTBOUND {
+            return bad(
+                "max_consumers",
+                "max_unconfirmed_per_connection + max_consumers x consumer_window must be at most 2^26 (what a connection preallocates for)",
+            );
+        }
+        if self.heartbeat.as_millis() > u128::from(u32::MAX) {
+            return bad("heartbeat", "must fit the protocol's u32 milliseconds");
+        }
+        Ok(())
+    }
+
+    /// Places in a connection's outbound queue: everything that can be in flight to it
+    /// (outcomes, deliveries, one word per session that it is gone), and one frame's worth
+    /// of outcomes the connection gives itself (messages refused before the broker).
+    pub(crate) fn outbound_capacity(&self) -> usize {
+        (self.max_unconfirmed_per_connection as usize)
+            .saturating_add(
+                usize::from(self.max_consumers).saturating_mul(self.consumer_window as usize),
+            )
+            .saturating_add(usize::from(self.max_producers) + usize::from(self.max_consumers))
+            .saturating_add(MAX_MESSAGES_PER_FRAME as usize)
+    }
+
+    /// Items a connection moves from its outbound queue to its socket in one round.
+    pub(crate) fn staging_capacity(&self) -> usize {
+        (MAX_MESSAGES_PER_FRAME as usize).min(self.outbound_capacity())
+    }
+}

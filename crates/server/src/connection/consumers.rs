@@ -1,0 +1,286 @@
+//! A connection's consumers: opening one on a broker session with explicit confirms and
+//! credit, the table of what it was delivered and has not confirmed, its confirms and
+//! credits handed to the broker, and closing it.
+
+use super::*;
+
+/// A hasher for GUIDs, which are already well spread (producer id, sequence number).
+#[derive(Default)]
+pub(super) struct GuidHash(u64);
+
+impl Hasher for GuidHash {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = (self.0 ^ u64::from_le_bytes(word))
+                .rotate_left(23)
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
+pub(super) type Unconfirmed = HashMap<Guid, u64, BuildHasherDefault<GuidHash>>;
+
+pub(super) struct ConsumerSlot {
+    pub(super) state: Use,
+    pub(super) wire: u32,
+    pub(super) generation: u32,
+    pub(super) consumer: Option<Consumer>,
+    pub(super) fanout: bool,
+    /// What the consumer was delivered and has not confirmed: GUID -> payload handle.
+    /// Allocated for the window when the index is first used, reused after.
+    pub(super) unconfirmed: Unconfirmed,
+    /// Credit handed to the broker and not used by a delivery seen yet.
+    pub(super) granted: u32,
+    /// Credit the client gave that the server has not handed the broker yet (no room).
+    pub(super) wanted: u32,
+}
+
+impl Connection {
+    pub(super) fn consumer_slot(&self, wire: u32) -> Option<usize> {
+        self.consumers
+            .iter()
+            .position(|c| c.state != Use::Free && c.wire == wire)
+    }
+
+    pub(super) fn open_consumer_slot(&self, wire: u32) -> Option<usize> {
+        self.consumer_slot(wire)
+            .filter(|&i| self.consumers[i].state == Use::Open)
+    }
+
+    pub(super) fn unknown_consumer(
+        &self,
+        io: &mut Io,
+        kind: FrameKind,
+        wire: u32,
+    ) -> Result<(), Ending> {
+        io.error(
+            ErrorCode::UNKNOWN_CONSUMER,
+            Some(kind),
+            wire,
+            "no such consumer open on this connection",
+        );
+        Ok(())
+    }
+
+    pub(super) async fn open_consumer(
+        &mut self,
+        io: &mut Io,
+        open: OpenConsumer,
+    ) -> Result<(), Ending> {
+        let (kind, wire) = (FrameKind::OpenConsumer, open.consumer.0);
+        let refuse = |io: &mut Io, code, message: &str| {
+            io.error(code, Some(kind), wire, message);
+            Ok(())
+        };
+        if self.consumer_slot(wire).is_some() {
+            return refuse(
+                io,
+                ErrorCode::ID_IN_USE,
+                "the consumer id is open on this connection",
+            );
+        }
+        let Some(&mode) = self.shared.queues.get(open.queue.0 as usize) else {
+            return refuse(io, ErrorCode::UNKNOWN_QUEUE, "no such queue");
+        };
+        let (apps, fanout) = match mode {
+            QueueMode::Priority => (1, false),
+            QueueMode::Fanout { apps } => (apps, true),
+        };
+        if open.app.0 >= apps {
+            return refuse(io, ErrorCode::UNKNOWN_APP, "the queue has no such app");
+        }
+        let Some(slot) = self.consumers.iter().position(|c| c.state == Use::Free) else {
+            return refuse(
+                io,
+                ErrorCode::LIMIT_OUT_OF_RANGE,
+                "the connection has as many consumers open as the server allows",
+            );
+        };
+        let generation = self.generation();
+        let link = SessionLink {
+            outbound: self.outbound.clone(),
+            store: self.shared.store.clone(),
+            slot: slot as u16,
+            generation,
+            producer: false,
+            fanout,
+        };
+        let window = self.shared.limits.consumer_window;
+        let first = open.credit.min(window);
+        let options = ConsumerOptions {
+            confirms: Confirms::Explicit,
+            credit: Some(first),
+            ..ConsumerOptions::default()
+        };
+        let broker = self.shared.broker.clone();
+        let (queue, app) = (QueueId(open.queue.0), AppId(open.app.0));
+        let opened = tokio::task::spawn_blocking(move || {
+            broker.open_consumer(queue, app, options, move |batch: &[Delivery]| {
+                link.on_delivery(batch);
+            })
+        })
+        .await;
+        let consumer = match opened {
+            Ok(Ok(consumer)) => consumer,
+            Ok(Err(BrokerError::UnknownQueue(_))) => {
+                return refuse(io, ErrorCode::UNKNOWN_QUEUE, "no such queue");
+            }
+            Ok(Err(BrokerError::UnknownApp(..))) => {
+                return refuse(io, ErrorCode::UNKNOWN_APP, "the queue has no such app");
+            }
+            Ok(Err(BrokerError::ShutDown)) => {
+                return fatal(ErrorCode::SHUTTING_DOWN, "the broker is shutting down");
+            }
+            Ok(Err(error)) => return refuse(io, ErrorCode::LIMIT_OUT_OF_RANGE, &error.to_string()),
+            Err(_) => return fatal(ErrorCode::INTERNAL, "opening the consumer failed"),
+        };
+        let c = &mut self.consumers[slot];
+        if c.unconfirmed.capacity() == 0 {
+            // Twice the window: the table never grows, nor rehashes out of place.
+            c.unconfirmed.reserve(2 * window as usize);
+        }
+        c.state = Use::Open;
+        c.wire = wire;
+        c.generation = generation;
+        c.consumer = Some(consumer);
+        c.fanout = fanout;
+        c.granted = first;
+        c.wanted = open.credit - first;
+        io.frame(Frame::OpenConsumer(open));
+        Ok(())
+    }
+
+    pub(super) fn close_consumer(&mut self, io: &mut Io, close: CloseConsumer) {
+        let wire = close.consumer.0;
+        let Some(slot) = self.open_consumer_slot(wire) else {
+            let _ = self.unknown_consumer(io, FrameKind::CloseConsumer, wire);
+            return;
+        };
+        self.close_consumer_slot(slot, true);
+    }
+
+    /// Closes the consumer's session on a blocking thread; the echo (if `echo`) is written
+    /// once the session is gone.
+    ///
+    /// The session is first given all the credit it can take, and the session processors
+    /// a turn to flush, so that it hands on what the queue pushed to it and it held back
+    /// for want of credit: those come through `on_delivery` like every delivery, and a
+    /// fanout consumer's drop their payload references as the broker drops their shares.
+    /// (A push that reaches the session after that is dropped there unseen; see the
+    /// crate's documentation.)
+    pub(super) fn close_consumer_slot(&mut self, slot: usize, echo: bool) {
+        let c = &mut self.consumers[slot];
+        c.state = Use::Closing { echo };
+        if let Some(consumer) = c.consumer.take() {
+            let broker = self.shared.broker.clone();
+            tokio::task::spawn_blocking(move || {
+                // Both refused only when the broker is shutting down, which drops the
+                // session.
+                let _ = broker.add_credit(&consumer, u32::MAX);
+                flushed(&broker);
+                let _ = broker.close_consumer(&consumer);
+            });
+        }
+    }
+
+    pub(super) async fn consumer_confirm(
+        &mut self,
+        io: &mut Io,
+        batch: ConsumerConfirmFrame<'_>,
+    ) -> Result<(), Ending> {
+        let (kind, wire) = (FrameKind::ConsumerConfirm, batch.consumer().0);
+        let Some(slot) = self.open_consumer_slot(wire) else {
+            return self.unknown_consumer(io, kind, wire);
+        };
+        let c = &mut self.consumers[slot];
+        self.guids.clear();
+        let mut unknown = 0_u32;
+        for guid in batch.guids() {
+            let guid = Guid(guid.0);
+            match c.unconfirmed.remove(&guid) {
+                Some(handle) => {
+                    self.shared.store.release(handle, 1);
+                    self.guids.push(guid);
+                }
+                None => unknown += 1,
+            }
+        }
+        if !self.guids.is_empty() {
+            let consumer = c.consumer.expect("an open consumer has its session");
+            let confirmed = self
+                .shared
+                .broker
+                .confirm_batch_async(&consumer, self.guids.iter().copied())
+                .await;
+            if let Err(BrokerError::ShutDown) = confirmed {
+                return fatal(ErrorCode::SHUTTING_DOWN, "the broker is shutting down");
+            }
+        }
+        if unknown != 0 {
+            io.error(
+                ErrorCode::UNKNOWN_CONSUMER,
+                Some(kind),
+                wire,
+                "the frame confirms a GUID the consumer does not hold; the others are confirmed",
+            );
+        }
+        self.grant(slot).await
+    }
+
+    /// Hands the broker as much of the consumer's credit as its window has room for.
+    pub(super) async fn grant(&mut self, slot: usize) -> Result<(), Ending> {
+        let window = self.shared.limits.consumer_window as usize;
+        let c = &mut self.consumers[slot];
+        let held = c.granted as usize + c.unconfirmed.len();
+        let room = window.saturating_sub(held).min(u32::MAX as usize) as u32;
+        let more = room.min(c.wanted);
+        let Some(consumer) = c.consumer.filter(|_| more != 0) else {
+            return Ok(());
+        };
+        match self.shared.broker.add_credit_async(&consumer, more).await {
+            Ok(()) => {
+                c.granted += more;
+                c.wanted -= more;
+                Ok(())
+            }
+            Err(BrokerError::ShutDown) => {
+                fatal(ErrorCode::SHUTTING_DOWN, "the broker is shutting down")
+            }
+            // The consumer is closing: its credit no longer matters.
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+/// Waits until every session processor has handled what was dispatched to it before, and
+/// flushed its sessions: a callback on each runs after both. On a blocking thread.
+pub(super) fn flushed(broker: &Broker) {
+    let (done, turns) = std::sync::mpsc::channel();
+    let processors = broker.processors(ClientType::Session);
+    let asked = processors
+        .iter()
+        .filter(|&&p| {
+            let done = done.clone();
+            broker
+                .execute(
+                    p,
+                    Callback::new(move || {
+                        let _ = done.send(());
+                    }),
+                )
+                .is_ok()
+        })
+        .count();
+    drop(done);
+    for _ in 0..asked {
+        if turns.recv().is_err() {
+            return;
+        }
+    }
+}

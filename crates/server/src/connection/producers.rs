@@ -1,0 +1,249 @@
+//! A connection's producers: opening one on a broker session, publishing its messages
+//! (each payload copied into the store, then handed to the session through the async
+//! door), and closing it.
+
+use super::*;
+
+/// How long a closing producer waits for the outcomes of its messages: without end, in
+/// effect, so that every message gets its real outcome and every payload slot is freed.
+pub(super) const PRODUCER_CLOSE_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
+
+pub(super) struct ProducerSlot {
+    pub(super) state: Use,
+    pub(super) wire: u32,
+    pub(super) generation: u32,
+    pub(super) queue: QueueId,
+    /// References a message of it takes in the payload store.
+    pub(super) refs: u32,
+    pub(super) max_unconfirmed: u32,
+    /// Messages published and without a confirm written yet.
+    pub(super) in_flight: u32,
+    pub(super) producer: Option<Arc<Producer>>,
+}
+
+impl Connection {
+    /// The index of producer `wire`, open or closing.
+    pub(super) fn producer_slot(&self, wire: u32) -> Option<usize> {
+        self.producers
+            .iter()
+            .position(|p| p.state != Use::Free && p.wire == wire)
+    }
+
+    pub(super) fn unknown_producer(
+        &self,
+        io: &mut Io,
+        kind: FrameKind,
+        wire: u32,
+    ) -> Result<(), Ending> {
+        io.error(
+            ErrorCode::UNKNOWN_PRODUCER,
+            Some(kind),
+            wire,
+            "no such producer open on this connection",
+        );
+        Ok(())
+    }
+
+    pub(super) async fn open_producer(
+        &mut self,
+        io: &mut Io,
+        open: OpenProducer,
+    ) -> Result<(), Ending> {
+        let (kind, wire) = (FrameKind::OpenProducer, open.producer.0);
+        let refuse = |io: &mut Io, code, message: &str| {
+            io.error(code, Some(kind), wire, message);
+            Ok(())
+        };
+        if self.producer_slot(wire).is_some() {
+            return refuse(
+                io,
+                ErrorCode::ID_IN_USE,
+                "the producer id is open on this connection",
+            );
+        }
+        if open.max_unconfirmed as usize > MAX_UNCONFIRMED {
+            return refuse(
+                io,
+                ErrorCode::LIMIT_OUT_OF_RANGE,
+                "max_unconfirmed is above the broker's cap (2^24)",
+            );
+        }
+        let limits = self.shared.limits;
+        if u64::from(self.budget_used) + u64::from(open.max_unconfirmed)
+            > u64::from(limits.max_unconfirmed_per_connection)
+        {
+            return refuse(
+                io,
+                ErrorCode::LIMIT_OUT_OF_RANGE,
+                "the connection's producers would have more unconfirmed messages than the server allows a connection",
+            );
+        }
+        let Some(&mode) = self.shared.queues.get(open.queue.0 as usize) else {
+            return refuse(io, ErrorCode::UNKNOWN_QUEUE, "no such queue");
+        };
+        let Some(slot) = self.producers.iter().position(|p| p.state == Use::Free) else {
+            return refuse(
+                io,
+                ErrorCode::LIMIT_OUT_OF_RANGE,
+                "the connection has as many producers open as the server allows",
+            );
+        };
+        let generation = self.generation();
+        let link = SessionLink {
+            outbound: self.outbound.clone(),
+            store: self.shared.store.clone(),
+            slot: slot as u16,
+            generation,
+            producer: true,
+            fanout: false,
+        };
+        let config = ProducerConfig {
+            max_unconfirmed: open.max_unconfirmed as usize,
+            ..ProducerConfig::default()
+        };
+        let broker = self.shared.broker.clone();
+        let opened = tokio::task::spawn_blocking(move || {
+            broker.open_producer_with(config, move |acks: &[Ack]| link.on_ack(acks))
+        })
+        .await;
+        let producer = match opened {
+            Ok(Ok(producer)) => producer,
+            Ok(Err(BrokerError::ShutDown)) => {
+                return fatal(ErrorCode::SHUTTING_DOWN, "the broker is shutting down");
+            }
+            Ok(Err(error)) => return refuse(io, ErrorCode::LIMIT_OUT_OF_RANGE, &error.to_string()),
+            Err(_) => return fatal(ErrorCode::INTERNAL, "opening the producer failed"),
+        };
+        self.producers[slot] = ProducerSlot {
+            state: Use::Open,
+            wire,
+            generation,
+            queue: QueueId(open.queue.0),
+            refs: 1 + match mode {
+                QueueMode::Priority => 1,
+                QueueMode::Fanout { apps } => u32::from(apps),
+            },
+            max_unconfirmed: open.max_unconfirmed,
+            in_flight: 0,
+            producer: Some(Arc::new(producer)),
+        };
+        self.budget_used += open.max_unconfirmed;
+        io.frame(Frame::OpenProducer(open));
+        Ok(())
+    }
+
+    pub(super) fn close_producer(&mut self, io: &mut Io, close: CloseProducer) {
+        let wire = close.producer.0;
+        let Some(slot) = self
+            .producer_slot(wire)
+            .filter(|&i| self.producers[i].state == Use::Open)
+        else {
+            let _ = self.unknown_producer(io, FrameKind::CloseProducer, wire);
+            return;
+        };
+        self.close_producer_slot(slot, true);
+    }
+
+    /// Closes the producer's session on a blocking thread; the echo (if `echo`) is written
+    /// once the session is gone.
+    pub(super) fn close_producer_slot(&mut self, slot: usize, echo: bool) {
+        let p = &mut self.producers[slot];
+        p.state = Use::Closing { echo };
+        if let Some(producer) = p.producer.take() {
+            tokio::task::spawn_blocking(move || {
+                producer.close(PRODUCER_CLOSE_WAIT);
+            });
+        }
+    }
+
+    pub(super) async fn publish(
+        &mut self,
+        io: &mut Io,
+        batch: PublishFrame<'_>,
+    ) -> Result<(), Ending> {
+        let (kind, wire) = (FrameKind::Publish, batch.producer().0);
+        let Some(slot) = self
+            .producer_slot(wire)
+            .filter(|&i| self.producers[i].state == Use::Open)
+        else {
+            return self.unknown_producer(io, kind, wire);
+        };
+        let store = self.shared.store.clone();
+        if batch
+            .messages()
+            .any(|(_, payload)| payload.len() > store.slot_size())
+        {
+            io.error(
+                ErrorCode::LIMIT_OUT_OF_RANGE,
+                Some(kind),
+                wire,
+                "a payload is larger than the server's largest; none of the frame's messages was stored",
+            );
+            return Ok(());
+        }
+        let p = &self.producers[slot];
+        let (producer, queue, refs, generation) = (
+            p.producer
+                .clone()
+                .expect("an open producer has its session"),
+            p.queue,
+            p.refs,
+            p.generation,
+        );
+        let mut local = false;
+        for (id, payload) in batch.messages() {
+            let p = &mut self.producers[slot];
+            let refused = if p.in_flight >= p.max_unconfirmed {
+                Some(ConfirmStatus::RejectedProducerFull)
+            } else {
+                let handle = loop {
+                    // Checked above: no payload is too large.
+                    if let Ok(Some(handle)) = store.try_store(payload, id.0, refs) {
+                        break handle;
+                    }
+                    tokio::select! {
+                        () = store.slot_freed() => {}
+                        _ = self.shutdown.changed() => {
+                            return fatal(ErrorCode::SHUTTING_DOWN, "the server is shutting down");
+                        }
+                    }
+                };
+                let message = Payload {
+                    handle,
+                    len: payload.len() as u32,
+                };
+                match producer.publish_async(queue, message).await {
+                    Ok(_) => None,
+                    Err(error) => {
+                        store.release_all(handle);
+                        Some(match error {
+                            SendError::Closed(_) => ConfirmStatus::Closed,
+                            _ => ConfirmStatus::NotSent,
+                        })
+                    }
+                }
+            };
+            // Counted until its confirm is written, as the broker's outcomes are.
+            self.producers[slot].in_flight += 1;
+            if let Some(status) = refused {
+                local = true;
+                let confirm = OutItem::Confirm {
+                    slot: slot as u16,
+                    generation,
+                    publish_id: id.0,
+                    status,
+                };
+                if self.outbound.push(confirm).is_err() {
+                    return fatal(
+                        ErrorCode::INTERNAL,
+                        "the connection's outbound queue overflowed",
+                    );
+                }
+            }
+        }
+        if local {
+            self.drain(io).await?;
+        }
+        Ok(())
+    }
+}

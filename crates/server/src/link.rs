@@ -1,0 +1,101 @@
+//! The sessions a connection opens on the broker, and what their callbacks do on the
+//! broker's processor threads: turn outcomes and deliveries into [`OutItem`]s for the
+//! connection, drop payload references, and say when the session is gone.
+
+use std::sync::Arc;
+
+use zerodispatch_broker::{Ack, AckStatus, Delivery};
+use zerodispatch_wire::ConfirmStatus;
+
+use crate::outbound::{OutItem, Outbound};
+use crate::payloads::PayloadStore;
+
+/// What a session's callback holds of its connection. Dropped with the session (after its
+/// last call), it tells the connection that the session is gone: nothing of it follows.
+pub(crate) struct SessionLink {
+    pub(crate) outbound: Arc<Outbound>,
+    pub(crate) store: Arc<PayloadStore>,
+    /// The connection's index of the producer or consumer.
+    pub(crate) slot: u16,
+    /// Which session held that index.
+    pub(crate) generation: u32,
+    /// A producer's link, or a consumer's.
+    pub(crate) producer: bool,
+    /// A consumer of a fanout queue: a delivery it cannot hand on is a share the broker
+    /// drops when the consumer closes, so its payload reference goes at once.
+    pub(crate) fanout: bool,
+}
+
+impl SessionLink {
+    /// A producer's `on_ack`: each outcome drops the message's ACK reference (`Acked`), or
+    /// all of them (the message was not stored), and goes to the connection with the
+    /// publishing id the client gave it. Runs on a processor thread; never waits.
+    pub(crate) fn on_ack(&self, acks: &[Ack]) {
+        for ack in acks {
+            let handle = ack.payload.handle;
+            let Some(publish_id) = self.store.publish_id(handle) else {
+                // A stale handle (counted by the store): its references were dropped
+                // already, and its publishing id is gone with them.
+                continue;
+            };
+            if ack.status == AckStatus::Acked {
+                self.store.release(handle, 1);
+            } else {
+                self.store.release_all(handle);
+            }
+            // Counted by the queue when full: the connection closes with INTERNAL.
+            let _ = self.outbound.push(OutItem::Confirm {
+                slot: self.slot,
+                generation: self.generation,
+                publish_id,
+                status: wire_status(ack.status),
+            });
+        }
+        self.outbound.wake();
+    }
+
+    /// A consumer's `on_delivery`: each message goes to the connection, which writes it
+    /// and keeps its payload until the client confirms it. Runs on a processor thread;
+    /// never waits.
+    pub(crate) fn on_delivery(&self, deliveries: &[Delivery]) {
+        for delivery in deliveries {
+            let item = OutItem::Deliver {
+                slot: self.slot,
+                generation: self.generation,
+                guid: delivery.guid,
+                handle: delivery.payload.handle,
+            };
+            if self.outbound.push(item).is_err() && self.fanout {
+                // The connection closes (INTERNAL), and the broker drops this share then.
+                self.store.release(delivery.payload.handle, 1);
+            }
+        }
+        self.outbound.wake();
+    }
+}
+
+impl Drop for SessionLink {
+    fn drop(&mut self) {
+        let (slot, generation) = (self.slot, self.generation);
+        let gone = if self.producer {
+            OutItem::ProducerGone { slot, generation }
+        } else {
+            OutItem::ConsumerGone { slot, generation }
+        };
+        let _ = self.outbound.push(gone);
+        self.outbound.wake();
+    }
+}
+
+/// The wire's status for the broker's outcome.
+pub(crate) fn wire_status(status: AckStatus) -> ConfirmStatus {
+    match status {
+        AckStatus::Acked => ConfirmStatus::Stored,
+        AckStatus::RejectedQueueFull => ConfirmStatus::RejectedQueueFull,
+        AckStatus::RejectedProducerFull => ConfirmStatus::RejectedProducerFull,
+        AckStatus::RejectedUnknownQueue => ConfirmStatus::RejectedUnknownQueue,
+        AckStatus::Closed => ConfirmStatus::Closed,
+        AckStatus::TimedOut => ConfirmStatus::TimedOut,
+        AckStatus::NotSent => ConfirmStatus::NotSent,
+    }
+}

@@ -1,0 +1,394 @@
+//! [`Server`]: the listener, its tokio runtime, and a graceful shutdown; [`ServerBuilder`]
+//! to configure one.
+
+use std::fmt;
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::runtime::Runtime;
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
+use zerodispatch_broker::{Broker, BrokerConfig, BrokerError, QueueMode};
+use zerodispatch_wire::{ErrorCode, ErrorFrame, Frame};
+
+use crate::config::{Limits, LimitsError};
+use crate::connection::{self, Shared};
+use crate::payloads::PayloadStore;
+
+/// How long [`Server::shutdown`] waits for the connections to close their sessions.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
+/// Why a server could not start.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// A limit out of range.
+    Limits(LimitsError),
+    /// The broker could not start.
+    Broker(BrokerError),
+    /// The payload store cannot be allocated.
+    Store(crate::payloads::StoreTooLarge),
+    /// No broker was given: call [`ServerBuilder::broker_config`] or
+    /// [`ServerBuilder::broker`].
+    NoBroker,
+    /// The listening socket or the runtime could not be set up.
+    Io(std::io::Error),
+}
+
+impl fmt::Display for ServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Limits(e) => write!(f, "{e}"),
+            Self::Broker(e) => write!(f, "the broker could not start: {e}"),
+            Self::Store(e) => write!(f, "{e}; lower store_slots or slot_size"),
+            Self::NoBroker => write!(
+                f,
+                "no broker: give the server a broker configuration or a running broker"
+            ),
+            Self::Io(e) => write!(f, "cannot listen: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ServerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Limits(e) => Some(e),
+            Self::Broker(e) => Some(e),
+            Self::Store(e) => Some(e),
+            Self::Io(e) => Some(e),
+            Self::NoBroker => None,
+        }
+    }
+}
+
+/// The server's statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Connections open now.
+    pub connections: usize,
+    /// Payload slots free now.
+    pub free_slots: usize,
+    /// Payload slots in all.
+    pub slots: usize,
+    /// Uses of a payload handle refused because its message was no longer held (reads,
+    /// releases): never expected, a sign of a reference dropped twice.
+    pub stale_handles: u64,
+    /// Connections closed with `INTERNAL` (an outbound queue overflowed).
+    pub internal_closes: u64,
+}
+
+enum BrokerSource {
+    Start(BrokerConfig),
+    Running(Arc<Broker>, Vec<QueueMode>),
+}
+
+/// Configures and starts a [`Server`].
+///
+/// ```
+/// use zerodispatch_broker::{BrokerConfig, QueueConfig, QueueMode};
+/// use zerodispatch_server::{Limits, Server};
+///
+/// let server = Server::builder()
+///     .listen("127.0.0.1:0".parse()?)
+///     .broker_config(BrokerConfig {
+///         queues: vec![QueueConfig::new(QueueMode::Priority)],
+///         ..BrokerConfig::default()
+///     })
+///     .limits(Limits { store_slots: 1024, ..Limits::default() })
+///     .start()?;
+/// assert_ne!(server.local_addr().port(), 0);
+/// assert_eq!(server.stats().free_slots, 1024);
+/// server.shutdown();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct ServerBuilder {
+    listen: SocketAddr,
+    broker: Option<BrokerSource>,
+    limits: Limits,
+    worker_threads: usize,
+}
+
+impl fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerBuilder")
+            .field("listen", &self.listen)
+            .field("limits", &self.limits)
+            .field("worker_threads", &self.worker_threads)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ServerBuilder {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7878)),
+            broker: None,
+            limits: Limits::default(),
+            worker_threads: 2,
+        }
+    }
+}
+
+impl ServerBuilder {
+    /// The address to listen on; default `127.0.0.1:7878`. Port 0 picks a free port
+    /// ([`Server::local_addr`] says which).
+    #[must_use]
+    pub fn listen(mut self, addr: SocketAddr) -> Self {
+        self.listen = addr;
+        self
+    }
+
+    /// Starts a broker of this configuration with the server, and shuts it down with it.
+    #[must_use]
+    pub fn broker_config(mut self, config: BrokerConfig) -> Self {
+        self.broker = Some(BrokerSource::Start(config));
+        self
+    }
+
+    /// Serves a running broker, whose queues have these modes in queue-id order (the
+    /// server needs them to count a message's consumer shares), and windows no larger than
+    /// [`Limits::consumer_window`] (what a connection preallocates for each consumer). The
+    /// broker is not shut down with the server.
+    #[must_use]
+    pub fn broker(mut self, broker: Arc<Broker>, queues: Vec<QueueMode>) -> Self {
+        self.broker = Some(BrokerSource::Running(broker, queues));
+        self
+    }
+
+    /// The server's limits.
+    #[must_use]
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The tokio runtime's worker threads (the connections' I/O; the broker's processors
+    /// are threads of their own). Default 2; at least 1.
+    #[must_use]
+    pub fn worker_threads(mut self, threads: usize) -> Self {
+        self.worker_threads = threads.max(1);
+        self
+    }
+
+    /// Starts the broker (if configured), binds the listening socket and starts accepting
+    /// connections on a runtime of its own.
+    ///
+    /// # Errors
+    ///
+    /// A limit out of range (a queue's window above [`Limits::consumer_window`] included),
+    /// no broker, a broker that cannot start, a payload store the machine cannot hold, an
+    /// address that cannot be bound.
+    pub fn start(self) -> Result<Server, ServerError> {
+        self.limits.check().map_err(ServerError::Limits)?;
+        let store = PayloadStore::try_new(self.limits.store_slots, self.limits.slot_size)
+            .map_err(ServerError::Store)?;
+        let (broker, queues, owned) = match self.broker.ok_or(ServerError::NoBroker)? {
+            BrokerSource::Start(config) => {
+                if config
+                    .queues
+                    .iter()
+                    .any(|q| q.window > self.limits.consumer_window)
+                {
+                    return Err(ServerError::Limits(LimitsError {
+                        field: "consumer_window",
+                        problem: "must be at least every queue's window (what a closing consumer may be handed at once)",
+                    }));
+                }
+                let queues = config.queues.iter().map(|q| q.mode).collect();
+                let broker = Broker::start(config).map_err(ServerError::Broker)?;
+                (Arc::new(broker), queues, true)
+            }
+            BrokerSource::Running(broker, queues) => (broker, queues, false),
+        };
+        let listener = StdListener::bind(self.listen).map_err(ServerError::Io)?;
+        listener.set_nonblocking(true).map_err(ServerError::Io)?;
+        let local_addr = listener.local_addr().map_err(ServerError::Io)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(self.worker_threads)
+            .thread_name("zd-server-io")
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(ServerError::Io)?;
+        let shared = Arc::new(Shared {
+            broker,
+            queues: queues.into(),
+            store: Arc::new(store),
+            limits: self.limits,
+            connections: AtomicUsize::new(0),
+            overflow_closes: AtomicU64::new(0),
+        });
+        let (stop, stopped) = watch::channel(false);
+        let listener = {
+            let _guard = runtime.enter();
+            TcpListener::from_std(listener).map_err(ServerError::Io)?
+        };
+        let accept = runtime.spawn(accept(listener, shared.clone(), stopped));
+        Ok(Server {
+            runtime: Some(runtime),
+            accept: Some(accept),
+            local_addr,
+            stop,
+            shared: Some(shared),
+            owned,
+        })
+    }
+}
+
+/// Accepts connections until shutdown, then waits for them to close.
+async fn accept(listener: TcpListener, shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = stopped.changed() => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                if connections.len() >= shared.limits.max_connections {
+                    connections.spawn(refuse(stream));
+                    continue;
+                }
+                let (shared, stopped) = (shared.clone(), stopped.clone());
+                shared.connections.fetch_add(1, Ordering::Relaxed);
+                connections.spawn(async move {
+                    connection::serve(stream, shared.clone(), stopped).await;
+                    shared.connections.fetch_sub(1, Ordering::Relaxed);
+                });
+            }
+        }
+    }
+    drop(listener);
+    while connections.join_next().await.is_some() {}
+}
+
+/// Tells a connection past `max_connections` so, and closes it.
+async fn refuse(mut stream: TcpStream) {
+    let mut out = Vec::new();
+    let _ = Frame::Error(ErrorFrame {
+        code: ErrorCode::INTERNAL,
+        refused: None,
+        subject: 0,
+        message: "the server has as many connections as it allows",
+    })
+    .encode(&mut out);
+    let _ = stream.write_all(&out).await;
+    let _ = stream.shutdown().await;
+}
+
+/// The broker over TCP: accepts connections and binds each producer and consumer a client
+/// opens to a session of the broker (see the crate's documentation).
+pub struct Server {
+    runtime: Option<Runtime>,
+    accept: Option<JoinHandle<()>>,
+    local_addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    /// Until the server has stopped.
+    shared: Option<Arc<Shared>>,
+    /// The broker was started with the server, and is shut down with it.
+    owned: bool,
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server")
+            .field("local_addr", &self.local_addr)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// A builder with the defaults.
+    #[must_use]
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
+    }
+
+    /// The address the server listens on.
+    #[must_use]
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The broker the server serves.
+    #[must_use]
+    pub fn broker(&self) -> &Arc<Broker> {
+        &self.shared().broker
+    }
+
+    fn shared(&self) -> &Shared {
+        self.shared
+            .as_ref()
+            .expect("a server not shut down has its state")
+    }
+
+    /// The server's statistics.
+    #[must_use]
+    pub fn stats(&self) -> ServerStats {
+        let shared = self.shared();
+        let store = &shared.store;
+        ServerStats {
+            connections: shared.connections.load(Ordering::Relaxed),
+            free_slots: store.free_slots(),
+            slots: store.slots(),
+            stale_handles: store.stale_handles(),
+            internal_closes: shared.overflow_closes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Serves until the process ends (for the server binary).
+    ///
+    /// # Panics
+    ///
+    /// If called from inside an async runtime (it waits for the server's own).
+    pub fn run(mut self) {
+        if let (Some(runtime), Some(accept)) = (&self.runtime, self.accept.take()) {
+            let _ = runtime.block_on(accept);
+        }
+    }
+
+    /// Shuts down gracefully: stops accepting, tells every client `SHUTTING_DOWN`, closes
+    /// their sessions (waiting up to 5 s for them), stops the runtime, and shuts the broker
+    /// down if the server started it.
+    ///
+    /// # Panics
+    ///
+    /// If called from inside an async runtime (it waits for the server's own).
+    pub fn shutdown(mut self) {
+        self.stop_now();
+    }
+
+    fn stop_now(&mut self) {
+        let _ = self.stop.send(true);
+        let Some(runtime) = self.runtime.take() else {
+            return;
+        };
+        if let Some(accept) = self.accept.take() {
+            let _ = runtime.block_on(async { tokio::time::timeout(SHUTDOWN_WAIT, accept).await });
+        }
+        runtime.shutdown_timeout(Duration::from_secs(1));
+        // The broker's last reference, once every connection and blocking close has ended.
+        let shared = self
+            .shared
+            .take()
+            .and_then(|shared| Arc::try_unwrap(shared).ok());
+        if let Some(shared) = shared.filter(|_| self.owned) {
+            if let Ok(broker) = Arc::try_unwrap(shared.broker) {
+                broker.shutdown();
+            }
+        }
+    }
+}
+
+/// Shuts the server down as [`Server::shutdown`] does. Not from inside an async runtime:
+/// it waits for the server's own.
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop_now();
+    }
+}

@@ -1,0 +1,340 @@
+//! A small blocking client of the wire protocol over `std::net::TcpStream`, for the
+//! loopback tests: it reuses its buffers, so that it allocates nothing once warm either.
+
+#![allow(dead_code)]
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use zerodispatch_broker::{BrokerConfig, QueueConfig, QueueMode};
+use zerodispatch_server::{Limits, Server};
+use zerodispatch_wire::*;
+
+/// A server on a free loopback port, serving a broker with these queues.
+pub fn server(queues: &[QueueMode], limits: Limits) -> Server {
+    Server::builder()
+        .listen("127.0.0.1:0".parse().unwrap())
+        .broker_config(BrokerConfig {
+            queues: queues
+                .iter()
+                .map(|&mode| QueueConfig {
+                    window: limits.consumer_window,
+                    ..QueueConfig::new(mode)
+                })
+                .collect(),
+            ..BrokerConfig::default()
+        })
+        .limits(limits)
+        .start()
+        .expect("the server starts")
+}
+
+/// Small limits for tests: few slots, so that leaks show.
+pub fn limits() -> Limits {
+    Limits {
+        store_slots: 256,
+        slot_size: 1024,
+        consumer_window: 64,
+        max_unconfirmed_per_connection: 4096,
+        ..Limits::default()
+    }
+}
+
+/// Waits until `ready` holds, up to 10 s.
+pub fn eventually(what: &str, mut ready: impl FnMut() -> bool) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while !ready() {
+        assert!(Instant::now() < until, "{what}: not after 10 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+pub struct Client {
+    stream: TcpStream,
+    out: Vec<u8>,
+    input: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Client {
+    /// Connects, without a handshake.
+    pub fn connect(addr: SocketAddr) -> Self {
+        let stream = TcpStream::connect(addr).expect("connects");
+        stream.set_nodelay(true).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        Self {
+            stream,
+            out: Vec::with_capacity(1 << 20),
+            input: vec![0; HEADER_LEN + MAX_FRAME_LEN as usize],
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// Connects and shakes hands (no heartbeats from the client).
+    pub fn hello(addr: SocketAddr) -> Self {
+        let mut client = Self::connect(addr);
+        client.send(Frame::Hello(Hello {
+            min_version: 1,
+            max_version: 1,
+            heartbeat_ms: 0,
+        }));
+        client.next(|frame| assert!(matches!(frame, Frame::Welcome(Welcome { version: 1, .. }))));
+        client
+    }
+
+    pub fn send(&mut self, frame: Frame<'_>) {
+        self.out.clear();
+        frame.encode(&mut self.out).unwrap();
+        self.flush();
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    fn flush(&mut self) {
+        self.stream.write_all(&self.out).unwrap();
+        self.out.clear();
+    }
+
+    pub fn open_producer(&mut self, producer: u32, queue: u32, max_unconfirmed: u32) {
+        let open = OpenProducer {
+            producer: ProducerId(producer),
+            queue: QueueId(queue),
+            max_unconfirmed,
+        };
+        self.send(Frame::OpenProducer(open));
+        self.next(|frame| assert_eq!(frame, Frame::OpenProducer(open)));
+    }
+
+    pub fn open_consumer(&mut self, consumer: u32, queue: u32, app: u16, credit: u32) {
+        let open = OpenConsumer {
+            consumer: ConsumerId(consumer),
+            queue: QueueId(queue),
+            app: AppId(app),
+            credit,
+        };
+        self.send(Frame::OpenConsumer(open));
+        self.next(|frame| assert_eq!(frame, Frame::OpenConsumer(open)));
+    }
+
+    /// Publishes messages `ids` with `payload(id)` in one frame.
+    pub fn publish(
+        &mut self,
+        producer: u32,
+        ids: impl IntoIterator<Item = u64>,
+        mut payload: impl FnMut(u64, &mut [u8]) -> usize,
+    ) {
+        let mut bytes = [0_u8; 256];
+        let mut batch = PublishBuilder::begin(&mut self.out, ProducerId(producer));
+        for id in ids {
+            let len = payload(id, &mut bytes);
+            batch.push(PublishId(id), &bytes[..len]).unwrap();
+        }
+        batch.finish().unwrap();
+        self.flush();
+    }
+
+    /// Confirms `guids` and gives as much credit.
+    pub fn confirm(&mut self, consumer: u32, guids: &[Guid], credit: bool) {
+        let mut batch = ConsumerConfirmBuilder::begin(&mut self.out, ConsumerId(consumer));
+        for &guid in guids {
+            batch.push(guid).unwrap();
+        }
+        batch.finish().unwrap();
+        if credit {
+            Frame::Credit(Credit {
+                consumer: ConsumerId(consumer),
+                credit: guids.len() as u32,
+            })
+            .encode(&mut self.out)
+            .unwrap();
+        }
+        self.flush();
+    }
+
+    /// Hands the next frame (heartbeats skipped) to `f`.
+    pub fn next<R>(&mut self, f: impl FnOnce(Frame<'_>) -> R) -> R {
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            assert!(Instant::now() < until, "no frame for 10 s");
+            match decode(&self.input[self.start..self.end]).expect("the server's frames decode") {
+                Some((Frame::Heartbeat, len)) => self.start += len,
+                Some((_, len)) => {
+                    let at = self.start;
+                    self.start += len;
+                    let (frame, _) = decode(&self.input[at..at + len]).unwrap().unwrap();
+                    return f(frame);
+                }
+                None => {
+                    assert!(self.fill(), "the server closed the connection");
+                }
+            }
+        }
+    }
+
+    /// Reads more; false at the end of the stream.
+    fn fill(&mut self) -> bool {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.end == self.input.len() {
+            self.input.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        match self.stream.read(&mut self.input[self.end..]) {
+            Ok(0) => false,
+            Ok(n) => {
+                self.end += n;
+                true
+            }
+            Err(e) => panic!("reading: {e}"),
+        }
+    }
+
+    /// The next frame is a heartbeat.
+    pub fn expect_heartbeat(&mut self) {
+        loop {
+            match decode(&self.input[self.start..self.end]).unwrap() {
+                Some((frame, len)) => {
+                    assert_eq!(frame, Frame::Heartbeat);
+                    self.start += len;
+                    return;
+                }
+                None => assert!(self.fill(), "the server closed the connection"),
+            }
+        }
+    }
+
+    /// Whether a frame (other than a heartbeat) arrives within `wait`.
+    pub fn quiet_for(&mut self, wait: Duration) -> bool {
+        self.stream.set_read_timeout(Some(wait)).unwrap();
+        let quiet = loop {
+            match decode(&self.input[self.start..self.end]).unwrap() {
+                Some((Frame::Heartbeat, len)) => self.start += len,
+                Some(_) => break false,
+                None => {
+                    if self.start == self.end {
+                        self.start = 0;
+                        self.end = 0;
+                    }
+                    match self.stream.read(&mut self.input[self.end..]) {
+                        Ok(0) => break true,
+                        Ok(n) => self.end += n,
+                        Err(e)
+                            if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
+                        {
+                            break true;
+                        }
+                        Err(e) => panic!("reading: {e}"),
+                    }
+                }
+            }
+        };
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        quiet
+    }
+
+    /// The next frame is an error of `code`; returns its refused kind and subject.
+    pub fn expect_error(&mut self, code: ErrorCode) -> (Option<FrameKind>, u32) {
+        self.next(|frame| match frame {
+            Frame::Error(error) => {
+                assert_eq!(error.code, code, "{}", error.message);
+                (error.refused, error.subject)
+            }
+            other => panic!("expected an error {code:?}, got {other:?}"),
+        })
+    }
+
+    /// The next frame is a fatal error of `code`, and the server closes after it.
+    pub fn expect_fatal(&mut self, code: ErrorCode) {
+        self.expect_error(code);
+        self.expect_closed();
+    }
+
+    /// The server closes the connection, with no frame before.
+    pub fn expect_closed(&mut self) {
+        loop {
+            if self.start != self.end {
+                self.next(|frame| panic!("expected the end, got {frame:?}"));
+            }
+            if !self.fill() {
+                return;
+            }
+        }
+    }
+
+    /// Reads deliveries to `consumer` until `n` messages came, handing each to `f`.
+    pub fn deliveries(&mut self, consumer: u32, n: usize, f: impl FnMut(Guid, &[u8])) {
+        self.deliveries_among(consumer, n, false, f);
+    }
+
+    /// As `deliveries`, skipping publish confirms if `skip_confirms`.
+    pub fn deliveries_among(
+        &mut self,
+        consumer: u32,
+        n: usize,
+        skip_confirms: bool,
+        mut f: impl FnMut(Guid, &[u8]),
+    ) {
+        let mut got = 0;
+        while got < n {
+            got += self.next(|frame| match frame {
+                Frame::PublishConfirm(_) if skip_confirms => 0,
+                Frame::Deliver(batch) => {
+                    assert_eq!(batch.consumer(), ConsumerId(consumer));
+                    for (guid, payload) in batch.messages() {
+                        f(guid, payload);
+                    }
+                    batch.count() as usize
+                }
+                other => panic!("expected a delivery, got {other:?}"),
+            });
+        }
+        assert_eq!(got, n, "more delivered than expected");
+    }
+
+    /// Reads publish confirms of `producer` until `n` came, handing each to `f`.
+    pub fn confirms(
+        &mut self,
+        producer: u32,
+        n: usize,
+        mut f: impl FnMut(PublishId, ConfirmStatus),
+    ) {
+        let mut got = 0;
+        while got < n {
+            got += self.next(|frame| match frame {
+                Frame::PublishConfirm(batch) => {
+                    assert_eq!(batch.producer(), ProducerId(producer));
+                    for (id, status) in batch.confirms() {
+                        f(id, status);
+                    }
+                    batch.count() as usize
+                }
+                other => panic!("expected publish confirms, got {other:?}"),
+            });
+        }
+        assert_eq!(got, n, "more confirms than expected");
+    }
+
+    pub fn close_write(&mut self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Write);
+    }
+}
+
+/// The payload of message `id`: its id's bytes, repeated to a length that varies with it.
+pub fn payload_of(id: u64, buf: &mut [u8]) -> usize {
+    let len = (id % 40) as usize + 8;
+    for (i, b) in buf[..len].iter_mut().enumerate() {
+        *b = (id >> (8 * (i % 8))) as u8;
+    }
+    len
+}

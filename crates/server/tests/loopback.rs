@@ -1,0 +1,789 @@
+//! The server over loopback TCP, with a blocking client of the wire codec: publishes and
+//! their confirms, deliveries with the real bytes, credit, fanout, redelivery, every bad
+//! input of the protocol page, refusals, and the payload store all free again after.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use common::{Client, eventually, limits, payload_of, server};
+use zerodispatch_broker::QueueMode;
+use zerodispatch_server::Limits;
+use zerodispatch_wire::*;
+
+const QUIET: Duration = Duration::from_millis(200);
+
+/// Publishes `n` messages in one frame and has a consumer on another connection take,
+/// check and confirm them all; returns the producer's client with the confirms unread.
+fn round_trip(producer: &mut Client, consumer: &mut Client, first: u64, n: u64) {
+    producer.publish(1, first..first + n, payload_of);
+    let mut seen = Vec::new();
+    let mut guids = Vec::new();
+    consumer.deliveries(7, n as usize, |guid, payload| {
+        // The id is in the payload's first eight bytes.
+        let id = u64::from_le_bytes(payload[..8].try_into().unwrap());
+        let mut expected = [0; 256];
+        let len = payload_of(id, &mut expected);
+        assert_eq!(payload, &expected[..len], "message {id}'s bytes");
+        seen.push(id);
+        guids.push(guid);
+    });
+    seen.sort_unstable();
+    assert_eq!(seen, (first..first + n).collect::<Vec<_>>());
+    consumer.confirm(7, &guids, true);
+}
+
+#[test]
+fn publishes_are_delivered_with_their_bytes_and_confirmed_stored_by_id() {
+    let server = server(&[QueueMode::Priority], limits());
+    let addr = server.local_addr();
+    let mut producer = Client::hello(addr);
+    let mut consumer = Client::hello(addr);
+    producer.open_producer(1, 0, 100);
+    consumer.open_consumer(7, 0, 0, 64);
+    round_trip(&mut producer, &mut consumer, 0, 20);
+    let mut ids = Vec::new();
+    producer.confirms(1, 20, |id, status| {
+        assert_eq!(status, ConfirmStatus::Stored);
+        ids.push(id.0);
+    });
+    ids.sort_unstable();
+    assert_eq!(ids, (0..20).collect::<Vec<_>>());
+    eventually("every slot free", || server.stats().free_slots == 256);
+    assert_eq!(server.stats().stale_handles, 0);
+}
+
+#[test]
+fn nothing_is_delivered_without_credit() {
+    let server = server(&[QueueMode::Priority], limits());
+    let addr = server.local_addr();
+    let mut producer = Client::hello(addr);
+    let mut consumer = Client::hello(addr);
+    producer.open_producer(1, 0, 100);
+    consumer.open_consumer(7, 0, 0, 0);
+    producer.publish(1, 0..5, payload_of);
+    assert!(consumer.quiet_for(QUIET), "delivered without credit");
+    consumer.send(Frame::Credit(Credit {
+        consumer: ConsumerId(7),
+        credit: 2,
+    }));
+    let mut guids = Vec::new();
+    consumer.deliveries(7, 2, |guid, _| guids.push(guid));
+    assert!(consumer.quiet_for(QUIET), "delivered past the credit");
+    consumer.send(Frame::Credit(Credit {
+        consumer: ConsumerId(7),
+        credit: 3,
+    }));
+    consumer.deliveries(7, 3, |guid, _| guids.push(guid));
+    consumer.confirm(7, &guids, false);
+    producer.confirms(1, 5, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+    eventually("every slot free", || server.stats().free_slots == 256);
+}
+
+#[test]
+fn a_fanout_queue_delivers_every_message_to_every_app() {
+    let server = server(&[QueueMode::Fanout { apps: 3 }], limits());
+    let addr = server.local_addr();
+    let mut producer = Client::hello(addr);
+    producer.open_producer(1, 0, 100);
+    let mut apps: Vec<Client> = (0..3)
+        .map(|app| {
+            let mut c = Client::hello(addr);
+            c.open_consumer(7, 0, app, 64);
+            c
+        })
+        .collect();
+    producer.publish(1, 0..30, payload_of);
+    for app in &mut apps {
+        let mut guids = Vec::new();
+        let mut ids = HashSet::new();
+        app.deliveries(7, 30, |guid, payload| {
+            ids.insert(u64::from_le_bytes(payload[..8].try_into().unwrap()));
+            guids.push(guid);
+        });
+        assert_eq!(ids.len(), 30);
+        app.confirm(7, &guids, true);
+    }
+    producer.confirms(1, 30, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+    eventually("every slot free", || server.stats().free_slots == 256);
+    assert_eq!(server.stats().stale_handles, 0);
+}
+
+#[test]
+fn a_closed_consumers_unconfirmed_messages_go_to_another_consumer() {
+    let server = server(&[QueueMode::Priority], limits());
+    let addr = server.local_addr();
+    let mut producer = Client::hello(addr);
+    let mut first = Client::hello(addr);
+    let mut second = Client::hello(addr);
+    producer.open_producer(1, 0, 100);
+    first.open_consumer(7, 0, 0, 64);
+    producer.publish(1, 0..10, payload_of);
+    let mut delivered = HashSet::new();
+    first.deliveries(7, 10, |guid, _| {
+        delivered.insert(guid);
+    });
+    first.send(Frame::CloseConsumer(CloseConsumer {
+        consumer: ConsumerId(7),
+    }));
+    first.next(|frame| {
+        assert_eq!(
+            frame,
+            Frame::CloseConsumer(CloseConsumer {
+                consumer: ConsumerId(7)
+            })
+        );
+    });
+    second.open_consumer(3, 0, 0, 64);
+    let mut again = Vec::new();
+    second.deliveries(3, 10, |guid, _| again.push(guid));
+    assert_eq!(again.iter().copied().collect::<HashSet<_>>(), delivered);
+    second.confirm(3, &again, true);
+    producer.confirms(1, 10, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+    eventually("every slot free", || server.stats().free_slots == 256);
+}
+
+#[test]
+fn publishes_past_max_unconfirmed_are_rejected_producer_full() {
+    let server = server(&[QueueMode::Priority], limits());
+    let mut producer = Client::hello(server.local_addr());
+    producer.open_producer(1, 0, 2);
+    producer.publish(1, 0..5, payload_of);
+    let mut rejected = Vec::new();
+    producer.confirms(1, 3, |id, status| {
+        assert_eq!(status, ConfirmStatus::RejectedProducerFull);
+        rejected.push(id.0);
+    });
+    assert_eq!(rejected, [2, 3, 4]);
+}
+
+#[test]
+fn closing_a_producer_confirms_its_messages_then_echoes() {
+    let server = server(&[QueueMode::Priority], limits());
+    let addr = server.local_addr();
+    let mut producer = Client::hello(addr);
+    let mut consumer = Client::hello(addr);
+    producer.open_producer(1, 0, 100);
+    consumer.open_consumer(7, 0, 0, 64);
+    round_trip(&mut producer, &mut consumer, 0, 5);
+    producer.send(Frame::CloseProducer(CloseProducer {
+        producer: ProducerId(1),
+    }));
+    let mut confirmed = 0;
+    loop {
+        let done = producer.next(|frame| match frame {
+            Frame::PublishConfirm(batch) => {
+                confirmed += batch.count();
+                false
+            }
+            Frame::CloseProducer(close) => {
+                assert_eq!(close.producer, ProducerId(1));
+                true
+            }
+            other => panic!("{other:?}"),
+        });
+        if done {
+            break;
+        }
+    }
+    assert_eq!(confirmed, 5, "every confirm before the echo");
+    // The id may be opened again, and a publish to the closed one is refused.
+    producer.open_producer(1, 0, 100);
+    producer.send(Frame::CloseProducer(CloseProducer {
+        producer: ProducerId(1),
+    }));
+    producer.next(|frame| assert!(matches!(frame, Frame::CloseProducer(_))));
+    producer.publish(1, 0..1, payload_of);
+    assert_eq!(
+        producer.expect_error(ErrorCode::UNKNOWN_PRODUCER),
+        (Some(FrameKind::Publish), 1)
+    );
+}
+
+#[test]
+fn refusals_name_the_frame_and_id_and_keep_the_connection() {
+    let server = server(
+        &[QueueMode::Priority, QueueMode::Fanout { apps: 2 }],
+        limits(),
+    );
+    let addr = server.local_addr();
+    let mut c = Client::hello(addr);
+    let mut other = Client::hello(addr);
+    other.open_producer(5, 0, 10);
+    other.open_consumer(6, 1, 0, 10);
+
+    let open = |producer, queue, max_unconfirmed| {
+        Frame::OpenProducer(OpenProducer {
+            producer: ProducerId(producer),
+            queue: QueueId(queue),
+            max_unconfirmed,
+        })
+    };
+    c.send(open(1, 9, 10));
+    assert_eq!(
+        c.expect_error(ErrorCode::UNKNOWN_QUEUE),
+        (Some(FrameKind::OpenProducer), 1)
+    );
+    c.send(open(1, 0, (1 << 24) + 1));
+    c.expect_error(ErrorCode::LIMIT_OUT_OF_RANGE);
+    c.send(open(1, 0, 5000));
+    c.expect_error(ErrorCode::LIMIT_OUT_OF_RANGE);
+    c.open_producer(1, 0, 10);
+    c.send(open(1, 0, 10));
+    c.expect_error(ErrorCode::ID_IN_USE);
+
+    let consumer = |consumer, queue, app| {
+        Frame::OpenConsumer(OpenConsumer {
+            consumer: ConsumerId(consumer),
+            queue: QueueId(queue),
+            app: AppId(app),
+            credit: 1,
+        })
+    };
+    c.send(consumer(2, 9, 0));
+    c.expect_error(ErrorCode::UNKNOWN_QUEUE);
+    c.send(consumer(2, 1, 2));
+    assert_eq!(
+        c.expect_error(ErrorCode::UNKNOWN_APP),
+        (Some(FrameKind::OpenConsumer), 2)
+    );
+    c.send(consumer(2, 0, 1));
+    c.expect_error(ErrorCode::UNKNOWN_APP);
+
+    // Ids of another connection are unknown here.
+    c.publish(5, 0..1, payload_of);
+    assert_eq!(
+        c.expect_error(ErrorCode::UNKNOWN_PRODUCER),
+        (Some(FrameKind::Publish), 5)
+    );
+    c.send(Frame::CloseProducer(CloseProducer {
+        producer: ProducerId(5),
+    }));
+    c.expect_error(ErrorCode::UNKNOWN_PRODUCER);
+    c.send(Frame::Credit(Credit {
+        consumer: ConsumerId(6),
+        credit: 1,
+    }));
+    assert_eq!(
+        c.expect_error(ErrorCode::UNKNOWN_CONSUMER),
+        (Some(FrameKind::Credit), 6)
+    );
+    c.confirm(6, &[Guid([1; 16])], false);
+    c.expect_error(ErrorCode::UNKNOWN_CONSUMER);
+    c.send(Frame::CloseConsumer(CloseConsumer {
+        consumer: ConsumerId(6),
+    }));
+    c.expect_error(ErrorCode::UNKNOWN_CONSUMER);
+
+    // A consumer confirming what it was never sent.
+    c.open_consumer(2, 0, 0, 1);
+    c.confirm(2, &[Guid([9; 16])], false);
+    assert_eq!(
+        c.expect_error(ErrorCode::UNKNOWN_CONSUMER),
+        (Some(FrameKind::ConsumerConfirm), 2)
+    );
+
+    // A payload larger than the server's slots: refused, nothing stored.
+    let free = server.stats().free_slots;
+    let big = vec![7_u8; 1025];
+    let mut frame = Vec::new();
+    let mut batch = PublishBuilder::begin(&mut frame, ProducerId(1));
+    batch.push(PublishId(0), b"small").unwrap();
+    batch.push(PublishId(1), &big).unwrap();
+    batch.finish().unwrap();
+    c.send_raw(&frame);
+    assert_eq!(
+        c.expect_error(ErrorCode::LIMIT_OUT_OF_RANGE),
+        (Some(FrameKind::Publish), 1)
+    );
+    assert_eq!(server.stats().free_slots, free);
+
+    // Still open: the producer publishes and its consumer gets it.
+    c.publish(1, 0..1, payload_of);
+    c.deliveries_among(2, 1, true, |_, payload| assert_eq!(payload.len(), 8));
+}
+
+/// A raw header: magic, version, kind, flags, length.
+fn header(version: u8, kind: u8, flags: u16, len: u32) -> Vec<u8> {
+    let mut h = b"ZD".to_vec();
+    h.push(version);
+    h.push(kind);
+    h.extend_from_slice(&flags.to_le_bytes());
+    h.extend_from_slice(&len.to_le_bytes());
+    h
+}
+
+/// Sends `bytes` after a handshake (or before, if `handshake` is false) and expects a fatal
+/// error of `code`, then the end of the connection.
+fn refused_fatally(handshake: bool, bytes: &[u8], code: ErrorCode) {
+    let server = server(&[QueueMode::Priority], limits());
+    let mut c = if handshake {
+        Client::hello(server.local_addr())
+    } else {
+        Client::connect(server.local_addr())
+    };
+    c.send_raw(bytes);
+    c.expect_fatal(code);
+}
+
+#[test]
+fn every_bad_header_is_answered_with_its_code_then_closed() {
+    refused_fatally(false, b"GET / HTTP/1.1\r\n", ErrorCode::BAD_MAGIC);
+    refused_fatally(true, &header(2, 0x03, 0, 0), ErrorCode::UNSUPPORTED_VERSION);
+    refused_fatally(true, &header(1, 0x7f, 0, 0), ErrorCode::UNKNOWN_KIND);
+    refused_fatally(true, &header(1, 0x03, 1, 0), ErrorCode::UNKNOWN_FLAGS);
+    refused_fatally(
+        true,
+        &header(1, 0x12, 0, MAX_FRAME_LEN + 1),
+        ErrorCode::FRAME_TOO_LARGE,
+    );
+}
+
+#[test]
+fn every_bad_body_is_answered_malformed_then_closed() {
+    // A heartbeat with a body.
+    let mut heartbeat = header(1, 0x03, 0, 1);
+    heartbeat.push(0);
+    refused_fatally(true, &heartbeat, ErrorCode::MALFORMED);
+    // A publish of count 0.
+    let mut empty = header(1, 0x12, 0, 8);
+    empty.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]);
+    refused_fatally(true, &empty, ErrorCode::MALFORMED);
+    // A publish whose count announces more than its body holds.
+    let mut short = header(1, 0x12, 0, 8 + 12);
+    short.extend_from_slice(&[1, 0, 0, 0, 2, 0, 0, 0]);
+    short.extend_from_slice(&[0; 12]);
+    refused_fatally(true, &short, ErrorCode::MALFORMED);
+    // A payload over MAX_PAYLOAD_LEN.
+    let mut large = header(1, 0x12, 0, 8 + 12);
+    large.extend_from_slice(&[1, 0, 0, 0, 1, 0, 0, 0]);
+    large.extend_from_slice(&[0; 8]);
+    large.extend_from_slice(&(MAX_PAYLOAD_LEN + 1).to_le_bytes());
+    refused_fatally(true, &large, ErrorCode::MALFORMED);
+    // A credit of 0.
+    let mut credit = header(1, 0x24, 0, 8);
+    credit.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]);
+    refused_fatally(true, &credit, ErrorCode::MALFORMED);
+    // An OpenProducer of max_unconfirmed 0.
+    let mut open = header(1, 0x10, 0, 12);
+    open.extend_from_slice(&[0; 12]);
+    refused_fatally(true, &open, ErrorCode::MALFORMED);
+    // A Hello whose lowest version is above its highest.
+    let mut hello = header(1, 0x01, 0, 6);
+    hello.extend_from_slice(&[2, 1, 0, 0, 0, 0]);
+    refused_fatally(false, &hello, ErrorCode::MALFORMED);
+}
+
+#[test]
+fn the_handshake_is_enforced() {
+    let mut open = Vec::new();
+    Frame::OpenProducer(OpenProducer {
+        producer: ProducerId(1),
+        queue: QueueId(0),
+        max_unconfirmed: 1,
+    })
+    .encode(&mut open)
+    .unwrap();
+    refused_fatally(false, &open, ErrorCode::HANDSHAKE_REQUIRED);
+    let mut hello = Vec::new();
+    Frame::Hello(Hello {
+        min_version: 1,
+        max_version: 1,
+        heartbeat_ms: 0,
+    })
+    .encode(&mut hello)
+    .unwrap();
+    refused_fatally(true, &hello, ErrorCode::HANDSHAKE_REQUIRED);
+    let mut newer = Vec::new();
+    Frame::Hello(Hello {
+        min_version: 2,
+        max_version: 3,
+        heartbeat_ms: 0,
+    })
+    .encode(&mut newer)
+    .unwrap();
+    refused_fatally(false, &newer, ErrorCode::UNSUPPORTED_VERSION);
+}
+
+#[test]
+fn a_frame_the_broker_never_receives_is_unexpected() {
+    let mut deliver = Vec::new();
+    let mut batch = DeliverBuilder::begin(&mut deliver, ConsumerId(1));
+    batch.push(Guid([0; 16]), b"x").unwrap();
+    batch.finish().unwrap();
+    refused_fatally(true, &deliver, ErrorCode::UNEXPECTED_KIND);
+}
+
+#[test]
+fn a_silent_client_times_out_after_three_of_its_heartbeat_intervals() {
+    let server = server(&[QueueMode::Priority], limits());
+    let mut c = Client::connect(server.local_addr());
+    c.send(Frame::Hello(Hello {
+        min_version: 1,
+        max_version: 1,
+        heartbeat_ms: 30,
+    }));
+    c.next(|frame| assert!(matches!(frame, Frame::Welcome(_))));
+    c.expect_fatal(ErrorCode::HEARTBEAT_TIMEOUT);
+}
+
+#[test]
+fn the_server_sends_heartbeats_when_it_has_nothing_else_to_say() {
+    let server = server(
+        &[QueueMode::Priority],
+        Limits {
+            heartbeat: Duration::from_millis(20),
+            ..limits()
+        },
+    );
+    let mut c = Client::connect(server.local_addr());
+    c.send(Frame::Hello(Hello {
+        min_version: 1,
+        max_version: 1,
+        heartbeat_ms: 0,
+    }));
+    c.next(|frame| {
+        assert!(matches!(
+            frame,
+            Frame::Welcome(Welcome {
+                heartbeat_ms: 20,
+                ..
+            })
+        ));
+    });
+    c.expect_heartbeat();
+    c.expect_heartbeat();
+}
+
+#[test]
+fn a_truncated_frame_then_the_end_closes_quietly() {
+    let server = server(&[QueueMode::Priority], limits());
+    let mut c = Client::hello(server.local_addr());
+    c.send_raw(&header(1, 0x24, 0, 8)[..7]);
+    c.close_write();
+    c.expect_closed();
+    eventually("the connection gone", || server.stats().connections == 0);
+}
+
+#[test]
+fn a_dropped_connection_frees_every_payload_slot() {
+    let server = server(&[QueueMode::Fanout { apps: 1 }], limits());
+    let addr = server.local_addr();
+    let mut c = Client::hello(addr);
+    c.open_producer(1, 0, 100);
+    c.open_consumer(7, 0, 0, 64);
+    c.publish(1, 0..40, payload_of);
+    // Publish confirms may come first, as soon as the messages are stored.
+    c.deliveries_among(7, 40, true, |_, _| {});
+    assert!(server.stats().free_slots < 256);
+    drop(c);
+    eventually("every slot free", || server.stats().free_slots == 256);
+    eventually("the connection gone", || server.stats().connections == 0);
+    assert_eq!(server.stats().stale_handles, 0);
+}
+
+#[test]
+fn a_dropped_consumer_connection_hands_its_messages_to_another() {
+    let server = server(&[QueueMode::Priority], limits());
+    let addr = server.local_addr();
+    let mut producer = Client::hello(addr);
+    let mut first = Client::hello(addr);
+    producer.open_producer(1, 0, 100);
+    first.open_consumer(7, 0, 0, 64);
+    producer.publish(1, 0..10, payload_of);
+    first.deliveries(7, 10, |_, _| {});
+    drop(first);
+    let mut second = Client::hello(addr);
+    second.open_consumer(7, 0, 0, 64);
+    let mut guids = Vec::new();
+    second.deliveries(7, 10, |guid, _| guids.push(guid));
+    second.confirm(7, &guids, true);
+    producer.confirms(1, 10, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+    drop(producer);
+    drop(second);
+    eventually("every slot free", || server.stats().free_slots == 256);
+}
+
+#[test]
+fn shutdown_tells_every_client() {
+    let server = server(&[QueueMode::Priority], limits());
+    let mut c = Client::hello(server.local_addr());
+    c.open_producer(1, 0, 10);
+    let stopping = std::thread::spawn(move || server.shutdown());
+    c.expect_fatal(ErrorCode::SHUTTING_DOWN);
+    stopping.join().unwrap();
+}
+
+#[test]
+fn many_batches_through_one_connection_pair() {
+    let server = server(&[QueueMode::Priority], limits());
+    let addr = server.local_addr();
+    let mut producer = Client::hello(addr);
+    let mut consumer = Client::hello(addr);
+    producer.open_producer(1, 0, 1000);
+    consumer.open_consumer(7, 0, 0, 64);
+    let mut next = 0;
+    for _ in 0..50 {
+        round_trip(&mut producer, &mut consumer, next, 64);
+        next += 64;
+    }
+    producer.confirms(1, next as usize, |_, status| {
+        assert_eq!(status, ConfirmStatus::Stored);
+    });
+    eventually("every slot free", || server.stats().free_slots == 256);
+}
+
+#[test]
+fn a_full_payload_store_holds_the_publisher_back_until_slots_are_freed() {
+    let server = server(
+        &[QueueMode::Priority],
+        Limits {
+            store_slots: 8,
+            ..limits()
+        },
+    );
+    let addr = server.local_addr();
+    let mut producer = Client::hello(addr);
+    let mut consumer = Client::hello(addr);
+    producer.open_producer(1, 0, 100);
+    consumer.open_consumer(7, 0, 0, 64);
+    producer.publish(1, 0..40, payload_of);
+    let mut ids = HashSet::new();
+    while ids.len() < 40 {
+        let mut guids = Vec::new();
+        consumer.next(|frame| match frame {
+            Frame::Deliver(batch) => {
+                for (guid, payload) in batch.messages() {
+                    assert!(ids.insert(u64::from_le_bytes(payload[..8].try_into().unwrap())));
+                    guids.push(guid);
+                }
+            }
+            other => panic!("{other:?}"),
+        });
+        assert!(server.stats().free_slots <= 8);
+        consumer.confirm(7, &guids, true);
+    }
+    producer.confirms(1, 40, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+    eventually("every slot free", || server.stats().free_slots == 8);
+}
+
+#[test]
+fn a_connection_past_the_limit_is_told_and_closed() {
+    let server = server(
+        &[QueueMode::Priority],
+        Limits {
+            max_connections: 1,
+            ..limits()
+        },
+    );
+    let _first = Client::hello(server.local_addr());
+    let mut second = Client::connect(server.local_addr());
+    second.expect_fatal(ErrorCode::INTERNAL);
+}
+
+#[test]
+fn closing_a_fanout_consumer_without_credit_frees_the_slots_of_what_it_held_back() {
+    let server = server(&[QueueMode::Fanout { apps: 1 }], limits());
+    let addr = server.local_addr();
+    let mut producer = Client::hello(addr);
+    let mut consumer = Client::hello(addr);
+    producer.open_producer(1, 0, 100);
+    consumer.open_consumer(7, 0, 0, 0);
+    producer.publish(1, 0..10, payload_of);
+    // The queue pushes them to the consumer's session, which holds them for want of credit.
+    assert!(consumer.quiet_for(QUIET));
+    consumer.send(Frame::CloseConsumer(CloseConsumer {
+        consumer: ConsumerId(7),
+    }));
+    consumer.next(|frame| assert!(matches!(frame, Frame::CloseConsumer(_))));
+    eventually("every slot free", || server.stats().free_slots == 256);
+    assert!(
+        consumer.quiet_for(QUIET),
+        "nothing delivered after the echo"
+    );
+}
+
+#[test]
+fn more_bad_bodies_are_answered_malformed_then_closed() {
+    // A batch over MAX_MESSAGES_PER_FRAME.
+    let mut many = header(1, 0x23, 0, 8);
+    many.extend_from_slice(&1_u32.to_le_bytes());
+    many.extend_from_slice(&(MAX_MESSAGES_PER_FRAME + 1).to_le_bytes());
+    refused_fatally(true, &many, ErrorCode::MALFORMED);
+    // A Hello of version 0.
+    let mut hello = header(1, 0x01, 0, 6);
+    hello.extend_from_slice(&[0, 1, 0, 0, 0, 0]);
+    refused_fatally(false, &hello, ErrorCode::MALFORMED);
+    // A publish confirm (never sent to the broker) with an unknown status: the body is
+    // refused before its kind is.
+    let mut status = header(1, 0x13, 0, 8 + 9);
+    status.extend_from_slice(&[1, 0, 0, 0, 1, 0, 0, 0]);
+    status.extend_from_slice(&[0; 8]);
+    status.push(7);
+    refused_fatally(true, &status, ErrorCode::MALFORMED);
+}
+
+#[test]
+fn error_frames_from_the_client() {
+    let server = server(&[QueueMode::Priority], limits());
+    let addr = server.local_addr();
+    let error = |code, message: &str| {
+        let mut bytes = Vec::new();
+        Frame::Error(ErrorFrame {
+            code,
+            refused: None,
+            subject: 0,
+            message,
+        })
+        .encode(&mut bytes)
+        .unwrap();
+        bytes
+    };
+    // A refusal: nothing to answer, the connection stays.
+    let mut c = Client::hello(addr);
+    c.send_raw(&error(ErrorCode::UNKNOWN_QUEUE, "hm"));
+    c.open_producer(1, 0, 1);
+    // A fatal one: the server closes without answering.
+    c.send_raw(&error(ErrorCode::INTERNAL, "bye"));
+    c.expect_closed();
+    // A bad one (its message not UTF-8): closed without an answer too.
+    let mut c = Client::hello(addr);
+    let mut bad = header(1, 0x04, 0, 9 + 1);
+    bad.extend_from_slice(&[11, 0, 0, 0, 0, 0, 0, 1, 0, 0xff]);
+    c.send_raw(&bad);
+    c.expect_closed();
+}
+
+#[test]
+fn a_running_broker_is_served_and_outlives_the_server() {
+    use std::sync::Arc;
+    use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig};
+    use zerodispatch_server::Server;
+
+    let broker = Arc::new(
+        Broker::start(BrokerConfig {
+            queues: vec![QueueConfig::new(QueueMode::Priority)],
+            ..BrokerConfig::default()
+        })
+        .unwrap(),
+    );
+    let server = Server::builder()
+        .listen("127.0.0.1:0".parse().unwrap())
+        .broker(broker.clone(), vec![QueueMode::Priority])
+        .limits(limits())
+        .start()
+        .unwrap();
+    let addr = server.local_addr();
+    let mut producer = Client::hello(addr);
+    let mut consumer = Client::hello(addr);
+    producer.open_producer(1, 0, 10);
+    consumer.open_consumer(7, 0, 0, 10);
+    round_trip(&mut producer, &mut consumer, 0, 3);
+    producer.confirms(1, 3, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+    server.shutdown();
+    assert!(broker.quiesce().is_ok(), "the broker still runs");
+    assert_eq!(broker.queue_stats()[0].acked, 3);
+}
+
+#[test]
+fn a_queue_window_above_the_consumer_window_is_refused_at_start() {
+    use zerodispatch_broker::{BrokerConfig, QueueConfig};
+    use zerodispatch_server::{Server, ServerError};
+
+    let refused = Server::builder()
+        .listen("127.0.0.1:0".parse().unwrap())
+        .broker_config(BrokerConfig {
+            queues: vec![QueueConfig {
+                window: 2048,
+                ..QueueConfig::new(QueueMode::Priority)
+            }],
+            ..BrokerConfig::default()
+        })
+        .limits(Limits {
+            consumer_window: 1024,
+            ..Limits::default()
+        })
+        .start();
+    match refused {
+        Err(ServerError::Limits(e)) => assert_eq!(e.field, "consumer_window"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn many_producers_and_consumers_on_their_own_threads_exactly_once() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const PRODUCERS: u64 = 4;
+    const PER_PRODUCER: u64 = 1500;
+    const BATCH: u64 = 50;
+    const TOTAL: usize = (PRODUCERS * PER_PRODUCER) as usize;
+    let server = server(&[QueueMode::Priority], limits());
+    let addr = server.local_addr();
+    let delivered = Arc::new(AtomicUsize::new(0));
+    let consumers: Vec<_> = (0..2)
+        .map(|_| {
+            let delivered = delivered.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::hello(addr);
+                c.open_consumer(7, 0, 0, 64);
+                let mut seen = Vec::new();
+                let mut guids = Vec::new();
+                while delivered.load(Ordering::Relaxed) < TOTAL {
+                    if c.quiet_for(Duration::from_millis(20)) {
+                        continue;
+                    }
+                    guids.clear();
+                    c.next(|frame| match frame {
+                        Frame::Deliver(batch) => {
+                            for (guid, payload) in batch.messages() {
+                                seen.push(u64::from_le_bytes(payload[..8].try_into().unwrap()));
+                                guids.push(guid);
+                            }
+                        }
+                        other => panic!("{other:?}"),
+                    });
+                    delivered.fetch_add(guids.len(), Ordering::Relaxed);
+                    c.confirm(7, &guids, true);
+                }
+                seen
+            })
+        })
+        .collect();
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            std::thread::spawn(move || {
+                let mut c = Client::hello(addr);
+                c.open_producer(1, 0, 200);
+                let mut confirmed = vec![0_u8; PER_PRODUCER as usize];
+                for first in (0..PER_PRODUCER).step_by(BATCH as usize) {
+                    c.publish(1, first..first + BATCH, |id, buf| {
+                        buf[..8].copy_from_slice(&(p << 32 | id).to_le_bytes());
+                        8 + (id % 50) as usize
+                    });
+                    c.confirms(1, BATCH as usize, |id, status| {
+                        assert_eq!(status, ConfirmStatus::Stored);
+                        confirmed[id.0 as usize] += 1;
+                    });
+                }
+                assert!(confirmed.iter().all(|&n| n == 1), "each confirmed once");
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().unwrap();
+    }
+    let mut all: Vec<u64> = consumers
+        .into_iter()
+        .flat_map(|c| c.join().unwrap())
+        .collect();
+    all.sort_unstable();
+    let expected: Vec<u64> = (0..PRODUCERS)
+        .flat_map(|p| (0..PER_PRODUCER).map(move |id| p << 32 | id))
+        .collect();
+    assert_eq!(all, expected, "each delivered once");
+    eventually("every slot free", || server.stats().free_slots == 256);
+    assert_eq!(server.stats().stale_handles, 0);
+}

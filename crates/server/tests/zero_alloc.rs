@@ -1,0 +1,68 @@
+//! Proof that a message through the server allocates nothing once its connections are
+//! warm: a counting `#[global_allocator]` (which sees every thread: the runtime's, the
+//! broker's processors, the blocking client's), 100,000 messages over loopback through
+//! publish -> deliver -> consumer confirm + credit -> publish confirm, in batches of 64,
+//! after warm-up; delta exactly 0. The test client reuses its buffers, so it allocates
+//! nothing either.
+//!
+//! Its own test binary with a single `#[test]`, so that no other test allocates while it
+//! measures.
+
+mod common;
+
+use common::{Client, limits, payload_of, server};
+use zerodispatch_broker::QueueMode;
+use zerodispatch_testkit::CountingAllocator;
+use zerodispatch_wire::{ConfirmStatus, Guid};
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+const MESSAGES: u64 = 100_000;
+const WARM_UP: u64 = 20_000;
+const BATCH: u64 = 64;
+
+/// One round: a batch published, delivered, confirmed with as much credit, and its
+/// publish confirms read.
+fn round(producer: &mut Client, consumer: &mut Client, guids: &mut Vec<Guid>, first: u64) {
+    producer.publish(1, first..first + BATCH, payload_of);
+    guids.clear();
+    consumer.deliveries(7, BATCH as usize, |guid, payload| {
+        assert_eq!(
+            payload.len(),
+            (u64::from_le_bytes(payload[..8].try_into().unwrap()) % 40 + 8) as usize
+        );
+        guids.push(guid);
+    });
+    consumer.confirm(7, guids, true);
+    producer.confirms(1, BATCH as usize, |_, status| {
+        assert_eq!(status, ConfirmStatus::Stored);
+    });
+}
+
+#[test]
+fn a_message_through_the_server_allocates_nothing_once_warm() {
+    let server = server(&[QueueMode::Priority], limits());
+    let addr = server.local_addr();
+    let mut producer = Client::hello(addr);
+    let mut consumer = Client::hello(addr);
+    producer.open_producer(1, 0, 1024);
+    consumer.open_consumer(7, 0, 0, BATCH as u32);
+    let mut guids = Vec::with_capacity(BATCH as usize);
+    let mut next = 0;
+    while next < WARM_UP {
+        round(&mut producer, &mut consumer, &mut guids, next);
+        next += BATCH;
+    }
+    let before = CountingAllocator::allocations();
+    while next < WARM_UP + MESSAGES {
+        round(&mut producer, &mut consumer, &mut guids, next);
+        next += BATCH;
+    }
+    let allocated = CountingAllocator::allocations() - before;
+    assert_eq!(
+        allocated, 0,
+        "{allocated} allocations for {MESSAGES} messages through the server"
+    );
+    assert_eq!(server.stats().stale_handles, 0);
+}
