@@ -52,6 +52,7 @@ use crate::error::{BrokerError, SendError};
 use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 use crate::message::{Ack, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute, Confirms, Delivery};
 use crate::queue::{MAX_APPS, MAX_QUEUE_CAPACITY, QueueClient, QueueEngine, QueueMode};
+use crate::release::OnRelease;
 use crate::replication::{Receipt, Replication};
 use crate::session::{
     ConsumerSession, FRAME_OVERHEAD, FlushStrategy, MAX_UNCONFIRMED, Pacing, ProducerConfig,
@@ -112,6 +113,10 @@ pub struct BrokerConfig {
     /// replicas have sent their receipt ([`Broker::replica_receipt`]); without it (the
     /// default), as soon as its queue stores it.
     pub replication: Option<Replication>,
+    /// The application's hook for the payloads its queues release (every share confirmed
+    /// or dropped, and the ACK gone): from then on the broker never reads or hands out
+    /// that payload again, and its bytes may be freed. `None` (the default): not told.
+    pub on_release: Option<OnRelease>,
 }
 
 impl Default for BrokerConfig {
@@ -125,6 +130,7 @@ impl Default for BrokerConfig {
             wait: WaitStrategy::default(),
             cores: Vec::new(),
             replication: None,
+            on_release: None,
         }
     }
 }
@@ -682,6 +688,7 @@ impl Broker {
                 q.mode,
                 (q.capacity, q.window),
                 config.replication,
+                config.on_release.clone(),
                 counters.clone(),
             )
             .map_err(|_| BrokerError::QueueTablesTooLarge {

@@ -63,7 +63,9 @@ pub struct ConsumerId(pub u32);
 /// The broker never touches payload bytes: it carries 16 bytes per message and allocates
 /// nothing for them. The application keeps the bytes where it likes (a preallocated arena
 /// indexed by `handle`, a buffer pool, a memory-mapped file) and owns their lifetime: a
-/// payload must stay readable until its message is acknowledged or reported.
+/// payload must stay readable until its queue releases it (the release hook,
+/// [`OnRelease`](crate::OnRelease), says when), or until its outcome says it was not
+/// stored. The ACK is not enough: it means stored, and the message is delivered after it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Payload {
     /// The application's handle for the bytes (an index, an offset).

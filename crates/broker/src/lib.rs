@@ -83,6 +83,7 @@ mod message;
 pub mod metrics;
 mod parse;
 mod queue;
+mod release;
 mod replication;
 mod session;
 mod stats;
@@ -94,6 +95,7 @@ pub use ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 pub use message::{Ack, AckStatus, Confirm, ConfirmMode, ConfirmRoute, Confirms, Delivery};
 pub use parse::{ParseConfirmModeError, ParseFlushStrategyError};
 pub use queue::{MAX_APPS, MAX_QUEUE_CAPACITY, QueueMode};
+pub use release::OnRelease;
 pub use replication::{MAX_REPLICAS, Receipt, ReplicaId, Replication};
 pub use session::{
     AckHandler, DeliveryHandler, FRAME_OVERHEAD, FlushStrategy, MAX_UNCONFIRMED, ProducerConfig,

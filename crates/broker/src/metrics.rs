@@ -108,7 +108,7 @@ pub const SESSION_COUNTERS: [SessionMetric; 15] = [
 ];
 
 /// Each queue's counters [`export`] publishes (label `queue`).
-pub const QUEUE_COUNTERS: [QueueMetric; 14] = [
+pub const QUEUE_COUNTERS: [QueueMetric; 15] = [
     (
         "zerodispatch_broker_queue_stored_total",
         "Messages stored (PUTs accepted).",
@@ -163,6 +163,11 @@ pub const QUEUE_COUNTERS: [QueueMetric; 14] = [
         "zerodispatch_broker_queue_released_total",
         "Messages released: every share confirmed and the ACK gone.",
         |q| q.released,
+    ),
+    (
+        "zerodispatch_broker_queue_release_panics_total",
+        "Panics caught in the release hook.",
+        |q| q.release_panics,
     ),
     (
         "zerodispatch_broker_queue_receipts_total",

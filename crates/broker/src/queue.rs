@@ -30,6 +30,7 @@ use zerodispatch_core::{Client, ClientHandle, Context, DispatchError, Dispatcher
 
 use crate::ids::{AppId, ConsumerId, Guid, Payload, QueueId};
 use crate::message::{AckStatus, BoxedConfirm, BrokerMsg, Confirm, ConfirmMode};
+use crate::release::{OnRelease, Released};
 use crate::replication::{Receipt, Replication};
 use crate::stats::QueueCounters;
 use crate::tables;
@@ -155,6 +156,8 @@ pub(crate) struct QueueEngine {
     consumers: Vec<Attached>,
     next_consumer: usize,
     counters: Arc<CachePadded<QueueCounters>>,
+    /// The payloads released since the last flush, for the application's release hook.
+    released: Option<Released>,
 }
 
 impl QueueEngine {
@@ -169,6 +172,7 @@ impl QueueEngine {
         mode: QueueMode,
         (capacity, window): (usize, u32),
         replication: Option<Replication>,
+        on_release: Option<OnRelease>,
         counters: Arc<CachePadded<QueueCounters>>,
     ) -> Result<Self, TryReserveError> {
         debug_assert!((1..=MAX_QUEUE_CAPACITY).contains(&capacity));
@@ -203,6 +207,9 @@ impl QueueEngine {
             acks: tables::vec(capacity)?,
             consumers: Vec::new(),
             next_consumer: 0,
+            released: on_release
+                .map(|hook| Released::new(hook, id, capacity, counters.clone()))
+                .transpose()?,
             counters,
         })
     }
@@ -331,7 +338,10 @@ impl QueueEngine {
             return;
         }
         s.live = false;
-        let guid = s.guid;
+        let (guid, payload) = (s.guid, s.payload);
+        if let Some(released) = &mut self.released {
+            released.push(payload);
+        }
         self.index.remove(&guid);
         self.free.push(slot);
         self.counters.held.down();
@@ -443,6 +453,9 @@ impl QueueEngine {
         }
         // Slides what is left down: no allocation.
         self.acks.drain(..sent);
+        if let Some(released) = &mut self.released {
+            released.report();
+        }
         blocked
     }
 

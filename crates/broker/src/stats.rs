@@ -25,6 +25,7 @@ pub(crate) struct QueueCounters {
     pub(crate) dropped_shares: Counter,
     pub(crate) acked: Counter,
     pub(crate) released: Counter,
+    pub(crate) release_panics: Counter,
     pub(crate) receipts: Counter,
     pub(crate) duplicate_receipts: Counter,
     pub(crate) unknown_receipts: Counter,
@@ -89,6 +90,9 @@ pub struct QueueStats {
     /// Messages released: every share confirmed (or dropped), and the ACK gone. Their
     /// slots are free again; the producer is not told.
     pub released: u64,
+    /// Panics caught in the release hook ([`OnRelease`](crate::OnRelease)); the batch it
+    /// was called with is not reported again.
+    pub release_panics: u64,
     /// Replicas' receipts counted (one per replica and message).
     pub receipts: u64,
     /// Receipts from a replica that had sent one for the message already (ignored).
@@ -116,6 +120,7 @@ impl QueueCounters {
             dropped_shares: self.dropped_shares.get(),
             acked: self.acked.get(),
             released: self.released.get(),
+            release_panics: self.release_panics.get(),
             receipts: self.receipts.get(),
             duplicate_receipts: self.duplicate_receipts.get(),
             unknown_receipts: self.unknown_receipts.get(),

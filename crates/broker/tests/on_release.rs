@@ -1,0 +1,206 @@
+//! The release hook (`BrokerConfig::on_release`): an application hears when its queues
+//! release a payload for good (every share confirmed or dropped, the ACK gone), and only
+//! then, since an ACK now means stored and the message is delivered after it. Each stored
+//! payload is reported exactly once; one never stored, never.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use zerodispatch_broker::*;
+use zerodispatch_testkit::within;
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+type Log = Arc<Mutex<Vec<u64>>>;
+
+fn start(queue: QueueConfig, panic_once: bool) -> (Broker, Log) {
+    let released: Log = Arc::new(Mutex::new(Vec::new()));
+    let sink = released.clone();
+    let panicked = AtomicBool::new(!panic_once);
+    let hook = OnRelease::new(move |batch: &[Payload]| {
+        if !panicked.swap(true, Ordering::Relaxed) {
+            panic!("planned panic in the release hook");
+        }
+        sink.lock().unwrap().extend(batch.iter().map(|p| p.handle));
+    });
+    let broker = Broker::start(BrokerConfig {
+        queues: vec![queue],
+        on_release: Some(hook),
+        ..BrokerConfig::default()
+    })
+    .expect("valid config");
+    (broker, released)
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Each handle's count in `log`.
+fn counts(log: &Log) -> HashMap<u64, usize> {
+    let mut counts = HashMap::new();
+    for &h in log.lock().unwrap().iter() {
+        *counts.entry(h).or_insert(0) += 1;
+    }
+    counts
+}
+
+fn publish(producer: &Producer, handles: std::ops::Range<u64>) {
+    for handle in handles {
+        producer
+            .publish(QueueId(0), Payload { handle, len: 8 })
+            .unwrap();
+    }
+}
+
+#[test]
+fn a_payload_is_released_once_its_message_is_consumed_not_when_it_is_acked() {
+    within(LIMIT, "release after consumption", || {
+        let (broker, released) = start(QueueConfig::new(QueueMode::Priority), false);
+        let acks = Arc::new(Mutex::new(0_usize));
+        let sink = acks.clone();
+        let producer = broker
+            .open_producer(1024, move |b: &[Ack]| *sink.lock().unwrap() += b.len())
+            .unwrap();
+        let options = ConsumerOptions {
+            credit: Some(0),
+            ..ConsumerOptions::default()
+        };
+        let consumer = broker
+            .open_consumer(QueueId(0), AppId(0), options, |_: &[Delivery]| {})
+            .unwrap();
+        publish(&producer, 0..10);
+        wait_for("10 ACKs", || *acks.lock().unwrap() == 10);
+        broker.quiesce().unwrap();
+        assert!(
+            released.lock().unwrap().is_empty(),
+            "acked, not consumed: not released"
+        );
+
+        broker.add_credit(&consumer, 10).unwrap();
+        wait_for("10 releases", || released.lock().unwrap().len() == 10);
+        broker.quiesce().unwrap();
+        let counts = counts(&released);
+        assert_eq!(counts.len(), 10);
+        assert!(counts.iter().all(|(&h, &n)| h < 10 && n == 1), "{counts:?}");
+        assert_eq!(broker.queue_stats()[0].released, 10);
+    });
+}
+
+#[test]
+fn a_fanout_share_dropped_by_a_closing_consumer_still_releases_its_payload() {
+    within(LIMIT, "release in fanout", || {
+        let (broker, released) = start(QueueConfig::new(QueueMode::Fanout { apps: 2 }), false);
+        let producer = broker.open_producer(1024, |_: &[Ack]| {}).unwrap();
+        broker
+            .open_consumer(
+                QueueId(0),
+                AppId(0),
+                ConsumerOptions::default(),
+                |_: &[Delivery]| {},
+            )
+            .unwrap();
+        // App 1's consumer takes its deliveries and never confirms them.
+        let options = ConsumerOptions {
+            confirms: Confirms::Explicit,
+            ..ConsumerOptions::default()
+        };
+        let holder = broker
+            .open_consumer(QueueId(0), AppId(1), options, |_: &[Delivery]| {})
+            .unwrap();
+        publish(&producer, 0..20);
+        wait_for("app 0's confirms", || {
+            broker.queue_stats()[0].confirms == 20
+        });
+        broker.quiesce().unwrap();
+        assert!(
+            released.lock().unwrap().is_empty(),
+            "app 1 holds every message"
+        );
+
+        broker.close_consumer(&holder).unwrap();
+        wait_for("20 releases", || released.lock().unwrap().len() == 20);
+        broker.quiesce().unwrap();
+        assert!(counts(&released).values().all(|&n| n == 1));
+        assert_eq!(counts(&released).len(), 20);
+    });
+}
+
+#[test]
+fn a_message_never_stored_is_never_released() {
+    within(LIMIT, "no release without a store", || {
+        let queue = QueueConfig {
+            capacity: 4,
+            ..QueueConfig::new(QueueMode::Priority)
+        };
+        let (broker, released) = start(queue, false);
+        let outcomes = Arc::new(Mutex::new(Vec::new()));
+        let sink = outcomes.clone();
+        let producer = broker
+            .open_producer(1024, move |b: &[Ack]| {
+                sink.lock()
+                    .unwrap()
+                    .extend(b.iter().map(|a| (a.payload.handle, a.status)))
+            })
+            .unwrap();
+        publish(&producer, 0..6);
+        wait_for("6 outcomes", || outcomes.lock().unwrap().len() == 6);
+        let refused: Vec<u64> = outcomes
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, s)| *s == AckStatus::RejectedQueueFull)
+            .map(|(h, _)| *h)
+            .collect();
+        assert_eq!(refused.len(), 2, "a queue of 4 stores 4");
+
+        broker
+            .open_consumer(
+                QueueId(0),
+                AppId(0),
+                ConsumerOptions::default(),
+                |_: &[Delivery]| {},
+            )
+            .unwrap();
+        wait_for("4 releases", || released.lock().unwrap().len() == 4);
+        broker.quiesce().unwrap();
+        let counts = counts(&released);
+        assert_eq!(counts.len(), 4);
+        assert!(
+            refused.iter().all(|h| !counts.contains_key(h)),
+            "a refused payload released"
+        );
+    });
+}
+
+#[test]
+fn a_panicking_release_hook_is_counted_and_the_queue_goes_on() {
+    within(LIMIT, "a panicking release hook", || {
+        zerodispatch_testkit::quiet_planned_panics();
+        let (broker, released) = start(QueueConfig::new(QueueMode::Priority), true);
+        let producer = broker.open_producer(1024, |_: &[Ack]| {}).unwrap();
+        broker
+            .open_consumer(
+                QueueId(0),
+                AppId(0),
+                ConsumerOptions::default(),
+                |_: &[Delivery]| {},
+            )
+            .unwrap();
+        publish(&producer, 0..1);
+        wait_for("the panic", || broker.queue_stats()[0].release_panics == 1);
+        publish(&producer, 1..11);
+        wait_for("the later releases", || {
+            released.lock().unwrap().len() == 10
+        });
+        broker.quiesce().unwrap();
+        assert_eq!(broker.queue_stats()[0].release_panics, 1);
+        assert_eq!(broker.queue_stats()[0].released, 11);
+    });
+}
