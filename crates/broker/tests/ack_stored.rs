@@ -375,20 +375,17 @@ fn a_fanout_share_dropped_by_a_closing_consumer_releases_only_after_the_quorum()
     );
     let (p, acks) = producer(&broker, 100);
     let (_c0, seen0) = consumer(&broker, 0);
-    // App 1's consumer holds its first delivery until the test lets go.
+    // App 1's consumer confirms explicitly, and never does: it holds its delivery.
     let (in_tx, in_rx) = mpsc::channel();
-    let (out_tx, out_rx) = mpsc::channel::<()>();
-    let out_rx = Mutex::new(out_rx);
+    let in_tx = Mutex::new(in_tx);
+    let options = ConsumerOptions {
+        confirms: Confirms::Explicit,
+        ..ConsumerOptions::default()
+    };
     let c1 = broker
-        .open_consumer(
-            QueueId(0),
-            AppId(1),
-            ConsumerOptions::default(),
-            move |_: &[Delivery]| {
-                let _ = in_tx.send(());
-                let _ = out_rx.lock().unwrap().recv_timeout(Duration::from_secs(20));
-            },
-        )
+        .open_consumer(QueueId(0), AppId(1), options, move |_: &[Delivery]| {
+            let _ = in_tx.lock().unwrap().send(());
+        })
         .unwrap();
     let guid = publish(&p, 1)[0];
     in_rx.recv_timeout(Duration::from_secs(10)).unwrap();
@@ -399,7 +396,6 @@ fn a_fanout_share_dropped_by_a_closing_consumer_releases_only_after_the_quorum()
     while broker.queue_stats()[0].dropped_shares == 0 && std::time::Instant::now() < wait {
         std::thread::sleep(Duration::from_millis(1));
     }
-    drop(out_tx);
     broker.quiesce().unwrap();
     assert_eq!(seen0.lock().unwrap().len(), 1);
     let q = broker.queue_stats()[0];

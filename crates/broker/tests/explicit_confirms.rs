@@ -187,3 +187,32 @@ fn credit_and_explicit_confirms_together_keep_a_fixed_number_in_flight() {
         assert_eq!(broker.session_stats().unknown_confirms, 0);
     });
 }
+
+#[test]
+fn what_a_closed_consumer_held_is_redelivered_and_confirmed_by_the_next() {
+    within(LIMIT, "redelivery to an explicit consumer", || {
+        let broker = start();
+        let options = ConsumerOptions {
+            confirms: Confirms::Explicit,
+            ..ConsumerOptions::default()
+        };
+        let options = ConsumerOptions {
+            credit: Some(64),
+            ..options
+        };
+        let (first, seen_first) = consumer(&broker, options);
+        let _producer = publish(&broker, 10);
+        wait_for("10 deliveries", || seen_first.lock().unwrap().len() == 10);
+        let (second, seen) = consumer(&broker, options);
+        broker.quiesce().unwrap();
+        broker.close_consumer(&first).unwrap();
+        wait_for("10 redeliveries", || seen.lock().unwrap().len() == 10);
+        let redelivered = seen.lock().unwrap().clone();
+        for d in &redelivered {
+            broker.confirm(&second, d.guid).unwrap();
+        }
+        wait_for("every release", || held(&broker) == 0);
+        let q = broker.queue_stats()[0];
+        assert_eq!((q.confirms, q.gone_consumer), (10, 0), "{q:?}");
+    });
+}

@@ -164,7 +164,6 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: watc
                 wire: 0,
                 generation: 0,
                 consumer: None,
-                fanout: false,
                 unconfirmed: Unconfirmed::default(),
                 granted: 0,
                 wanted: 0,

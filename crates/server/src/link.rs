@@ -21,9 +21,6 @@ pub(crate) struct SessionLink {
     pub(crate) generation: u32,
     /// A producer's link, or a consumer's.
     pub(crate) producer: bool,
-    /// A consumer of a fanout queue: a delivery it cannot hand on is a share the broker
-    /// drops when the consumer closes, so its payload reference goes at once.
-    pub(crate) fanout: bool,
 }
 
 impl SessionLink {
@@ -55,8 +52,8 @@ impl SessionLink {
     }
 
     /// A consumer's `on_delivery`: each message goes to the connection, which writes it
-    /// and keeps its payload until the client confirms it. Runs on a processor thread;
-    /// never waits.
+    /// (its payload stays until the queue releases the message). Runs on a processor
+    /// thread; never waits.
     pub(crate) fn on_delivery(&self, deliveries: &[Delivery]) {
         for delivery in deliveries {
             let item = OutItem::Deliver {
@@ -65,10 +62,9 @@ impl SessionLink {
                 guid: delivery.guid,
                 handle: delivery.payload.handle,
             };
-            if self.outbound.push(item).is_err() && self.fanout {
-                // The connection closes (INTERNAL), and the broker drops this share then.
-                self.store.release(delivery.payload.handle, 1);
-            }
+            // Full: counted, and the connection closes (INTERNAL); the broker then
+            // redelivers or drops the share, and releases the message in time.
+            let _ = self.outbound.push(item);
         }
         self.outbound.wake();
     }

@@ -33,10 +33,12 @@
 //! a drop whose generation is not the slot's current one is refused and counted
 //! ([`PayloadStore::stale_handles`]).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_queue::ArrayQueue;
 use tokio::sync::Notify;
+use zerodispatch_broker::{OnRelease, Payload};
 
 /// The metadata of one slot.
 #[derive(Debug, Default)]
@@ -296,6 +298,19 @@ impl PayloadStore {
         }
         out.truncate(len);
         Some(meta.publish_id.load(Ordering::Relaxed))
+    }
+
+    /// The hook to give the broker as its `on_release`
+    /// ([`BrokerConfig::on_release`](zerodispatch_broker::BrokerConfig::on_release)): each
+    /// payload its queues release drops the one reference the message holds for its stay
+    /// in the queue.
+    pub fn on_release(self: &Arc<Self>) -> OnRelease {
+        let store = Arc::clone(self);
+        OnRelease::new(move |released: &[Payload]| {
+            for payload in released {
+                store.release(payload.handle, 1);
+            }
+        })
     }
 
     /// Drops `n` references of the message at `handle` (all that are left if fewer), and

@@ -12,7 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
-use zerodispatch_broker::{Broker, BrokerConfig, BrokerError, QueueMode};
+use zerodispatch_broker::{Broker, BrokerConfig, BrokerError, OnRelease, Payload, QueueMode};
 use zerodispatch_wire::{ErrorCode, ErrorFrame, Frame};
 
 use crate::config::{Limits, LimitsError};
@@ -84,7 +84,7 @@ pub struct ServerStats {
 
 enum BrokerSource {
     Start(BrokerConfig),
-    Running(Arc<Broker>, Vec<QueueMode>),
+    Running(Arc<Broker>, Vec<QueueMode>, Arc<PayloadStore>),
 }
 
 /// Configures and starts a [`Server`].
@@ -150,13 +150,40 @@ impl ServerBuilder {
         self
     }
 
-    /// Serves a running broker, whose queues have these modes in queue-id order (the
-    /// server needs them to count a message's consumer shares), and windows no larger than
-    /// [`Limits::consumer_window`] (what a connection preallocates for each consumer). The
-    /// broker is not shut down with the server.
+    /// Serves a running broker, whose queues have these modes in queue-id order, and
+    /// windows no larger than [`Limits::consumer_window`] (what a connection preallocates
+    /// for each consumer), with `store` as the payload store: the broker must have been
+    /// started with `on_release: Some(store.on_release())`, which frees a payload's slot
+    /// when its queue releases the message. The broker is not shut down with the server;
+    /// the limits' `store_slots` and `slot_size` are the store's own.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig, QueueMode};
+    /// use zerodispatch_server::{PayloadStore, Server};
+    ///
+    /// let store = Arc::new(PayloadStore::try_new(1024, 4096)?);
+    /// let broker = Arc::new(Broker::start(BrokerConfig {
+    ///     queues: vec![QueueConfig::new(QueueMode::Priority)],
+    ///     on_release: Some(store.on_release()),
+    ///     ..BrokerConfig::default()
+    /// })?);
+    /// let server = Server::builder()
+    ///     .listen("127.0.0.1:0".parse()?)
+    ///     .broker(broker.clone(), vec![QueueMode::Priority], store)
+    ///     .start()?;
+    /// server.shutdown();
+    /// assert!(broker.quiesce().is_ok(), "still running");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
-    pub fn broker(mut self, broker: Arc<Broker>, queues: Vec<QueueMode>) -> Self {
-        self.broker = Some(BrokerSource::Running(broker, queues));
+    pub fn broker(
+        mut self,
+        broker: Arc<Broker>,
+        queues: Vec<QueueMode>,
+        store: Arc<PayloadStore>,
+    ) -> Self {
+        self.broker = Some(BrokerSource::Running(broker, queues, store));
         self
     }
 
@@ -185,10 +212,8 @@ impl ServerBuilder {
     /// address that cannot be bound.
     pub fn start(self) -> Result<Server, ServerError> {
         self.limits.check().map_err(ServerError::Limits)?;
-        let store = PayloadStore::try_new(self.limits.store_slots, self.limits.slot_size)
-            .map_err(ServerError::Store)?;
-        let (broker, queues, owned) = match self.broker.ok_or(ServerError::NoBroker)? {
-            BrokerSource::Start(config) => {
+        let (broker, queues, store, owned) = match self.broker.ok_or(ServerError::NoBroker)? {
+            BrokerSource::Start(mut config) => {
                 if config
                     .queues
                     .iter()
@@ -199,11 +224,24 @@ impl ServerBuilder {
                         problem: "must be at least every queue's window (what a closing consumer may be handed at once)",
                     }));
                 }
+                let store = Arc::new(
+                    PayloadStore::try_new(self.limits.store_slots, self.limits.slot_size)
+                        .map_err(ServerError::Store)?,
+                );
+                // The store's hook, after the application's own if it has one.
+                let ours = store.on_release();
+                config.on_release = Some(match config.on_release.take() {
+                    None => ours,
+                    Some(theirs) => OnRelease::new(move |released: &[Payload]| {
+                        theirs.call(released);
+                        ours.call(released);
+                    }),
+                });
                 let queues = config.queues.iter().map(|q| q.mode).collect();
                 let broker = Broker::start(config).map_err(ServerError::Broker)?;
-                (Arc::new(broker), queues, true)
+                (Arc::new(broker), queues, store, true)
             }
-            BrokerSource::Running(broker, queues) => (broker, queues, false),
+            BrokerSource::Running(broker, queues, store) => (broker, queues, store, false),
         };
         let listener = StdListener::bind(self.listen).map_err(ServerError::Io)?;
         listener.set_nonblocking(true).map_err(ServerError::Io)?;
@@ -218,7 +256,7 @@ impl ServerBuilder {
         let shared = Arc::new(Shared {
             broker,
             queues: queues.into(),
-            store: Arc::new(store),
+            store,
             limits: self.limits,
             connections: AtomicUsize::new(0),
             overflow_closes: AtomicU64::new(0),

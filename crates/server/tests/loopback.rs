@@ -500,6 +500,12 @@ fn a_dropped_consumer_connection_hands_its_messages_to_another() {
     second.deliveries(7, 10, |guid, _| guids.push(guid));
     second.confirm(7, &guids, true);
     producer.confirms(1, 10, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+    // A consumer that closes detaches at once: confirms still on their way are then
+    // late, and the queue keeps those messages for the next consumer. Closed once its
+    // confirms are in, it leaves nothing behind.
+    eventually("the confirms", || {
+        server.broker().queue_stats()[0].released == 10
+    });
     drop(producer);
     drop(second);
     eventually("every slot free", || server.stats().free_slots == 256);
@@ -659,18 +665,20 @@ fn error_frames_from_the_client() {
 fn a_running_broker_is_served_and_outlives_the_server() {
     use std::sync::Arc;
     use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig};
-    use zerodispatch_server::Server;
+    use zerodispatch_server::{PayloadStore, Server};
 
+    let store = Arc::new(PayloadStore::try_new(limits().store_slots, limits().slot_size).unwrap());
     let broker = Arc::new(
         Broker::start(BrokerConfig {
             queues: vec![QueueConfig::new(QueueMode::Priority)],
+            on_release: Some(store.on_release()),
             ..BrokerConfig::default()
         })
         .unwrap(),
     );
     let server = Server::builder()
         .listen("127.0.0.1:0".parse().unwrap())
-        .broker(broker.clone(), vec![QueueMode::Priority])
+        .broker(broker.clone(), vec![QueueMode::Priority], store.clone())
         .limits(limits())
         .start()
         .unwrap();
@@ -681,9 +689,15 @@ fn a_running_broker_is_served_and_outlives_the_server() {
     consumer.open_consumer(7, 0, 0, 10);
     round_trip(&mut producer, &mut consumer, 0, 3);
     producer.confirms(1, 3, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+    eventually("the confirms", || broker.queue_stats()[0].released == 3);
     server.shutdown();
     assert!(broker.quiesce().is_ok(), "the broker still runs");
     assert_eq!(broker.queue_stats()[0].acked, 3);
+    assert_eq!(
+        store.free_slots(),
+        store.slots(),
+        "every slot freed by the release hook"
+    );
 }
 
 #[test]

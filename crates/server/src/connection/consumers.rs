@@ -31,7 +31,6 @@ pub(super) struct ConsumerSlot {
     pub(super) wire: u32,
     pub(super) generation: u32,
     pub(super) consumer: Option<Consumer>,
-    pub(super) fanout: bool,
     /// What the consumer was delivered and has not confirmed: GUID -> payload handle.
     /// Allocated for the window when the index is first used, reused after.
     pub(super) unconfirmed: Unconfirmed,
@@ -88,9 +87,9 @@ impl Connection {
         let Some(&mode) = self.shared.queues.get(open.queue.0 as usize) else {
             return refuse(io, ErrorCode::UNKNOWN_QUEUE, "no such queue");
         };
-        let (apps, fanout) = match mode {
-            QueueMode::Priority => (1, false),
-            QueueMode::Fanout { apps } => (apps, true),
+        let apps = match mode {
+            QueueMode::Priority => 1,
+            QueueMode::Fanout { apps } => apps,
         };
         if open.app.0 >= apps {
             return refuse(io, ErrorCode::UNKNOWN_APP, "the queue has no such app");
@@ -109,7 +108,6 @@ impl Connection {
             slot: slot as u16,
             generation,
             producer: false,
-            fanout,
         };
         let window = self.shared.limits.consumer_window;
         let first = open.credit.min(window);
@@ -149,7 +147,6 @@ impl Connection {
         c.wire = wire;
         c.generation = generation;
         c.consumer = Some(consumer);
-        c.fanout = fanout;
         c.granted = first;
         c.wanted = open.credit - first;
         io.frame(Frame::OpenConsumer(open));
@@ -166,24 +163,21 @@ impl Connection {
     }
 
     /// Closes the consumer's session on a blocking thread; the echo (if `echo`) is written
-    /// once the session is gone.
+    /// once the session is gone. What it was delivered and did not confirm goes back to the
+    /// queue (priority) or is dropped with its share (fanout); either way the queue
+    /// releases the message in time, and the broker's release hook frees its payload.
     ///
-    /// The session is first given all the credit it can take, and the session processors
-    /// a turn to flush, so that it hands on what the queue pushed to it and it held back
-    /// for want of credit: those come through `on_delivery` like every delivery, and a
-    /// fanout consumer's drop their payload references as the broker drops their shares.
-    /// (A push that reaches the session after that is dropped there unseen; see the
-    /// crate's documentation.)
+    /// The session processors are given a turn first: the confirms this connection handed
+    /// the consumer's session before the close then reach the queue before the detach,
+    /// which would otherwise redeliver what the client had confirmed.
     pub(super) fn close_consumer_slot(&mut self, slot: usize, echo: bool) {
         let c = &mut self.consumers[slot];
         c.state = Use::Closing { echo };
         if let Some(consumer) = c.consumer.take() {
             let broker = self.shared.broker.clone();
             tokio::task::spawn_blocking(move || {
-                // Both refused only when the broker is shutting down, which drops the
-                // session.
-                let _ = broker.add_credit(&consumer, u32::MAX);
                 flushed(&broker);
+                // Refused only when the broker is shutting down, which drops the session.
                 let _ = broker.close_consumer(&consumer);
             });
         }
@@ -204,10 +198,9 @@ impl Connection {
         for guid in batch.guids() {
             let guid = Guid(guid.0);
             match c.unconfirmed.remove(&guid) {
-                Some(handle) => {
-                    self.shared.store.release(handle, 1);
-                    self.guids.push(guid);
-                }
+                // The payload stays until the queue releases the message (every app's
+                // share confirmed): the broker's release hook frees it.
+                Some(_) => self.guids.push(guid),
                 None => unknown += 1,
             }
         }
@@ -258,8 +251,9 @@ impl Connection {
     }
 }
 
-/// Waits until every session processor has handled what was dispatched to it before, and
-/// flushed its sessions: a callback on each runs after both. On a blocking thread.
+/// Waits until every session processor has handled what was dispatched to it before (and
+/// so sent on the confirms among it): a callback on each runs after those. On a blocking
+/// thread.
 pub(super) fn flushed(broker: &Broker) {
     let (done, turns) = std::sync::mpsc::channel();
     let processors = broker.processors(ClientType::Session);

@@ -78,9 +78,9 @@ impl Connection {
                 "the connection's producers would have more unconfirmed messages than the server allows a connection",
             );
         }
-        let Some(&mode) = self.shared.queues.get(open.queue.0 as usize) else {
+        if self.shared.queues.get(open.queue.0 as usize).is_none() {
             return refuse(io, ErrorCode::UNKNOWN_QUEUE, "no such queue");
-        };
+        }
         let Some(slot) = self.producers.iter().position(|p| p.state == Use::Free) else {
             return refuse(
                 io,
@@ -95,7 +95,6 @@ impl Connection {
             slot: slot as u16,
             generation,
             producer: true,
-            fanout: false,
         };
         let config = ProducerConfig {
             max_unconfirmed: open.max_unconfirmed as usize,
@@ -119,10 +118,9 @@ impl Connection {
             wire,
             generation,
             queue: QueueId(open.queue.0),
-            refs: 1 + match mode {
-                QueueMode::Priority => 1,
-                QueueMode::Fanout { apps } => u32::from(apps),
-            },
+            // One reference for the ACK (which reads the publishing id), one for the
+            // queue's release of the message (the broker's release hook).
+            refs: 2,
             max_unconfirmed: open.max_unconfirmed,
             in_flight: 0,
             producer: Some(Arc::new(producer)),

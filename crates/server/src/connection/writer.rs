@@ -135,21 +135,16 @@ impl Connection {
                         }
                     } else {
                         // Closing: the broker redelivers these (priority) or drops their
-                        // shares (fanout).
-                        let fanout = c.fanout && c.generation == generation;
+                        // shares (fanout), and its release hook frees their payloads.
                         for entry in items.iter_mut() {
                             if let Some(OutItem::Deliver {
                                 slot: s,
                                 generation: g,
-                                handle,
                                 ..
                             }) = *entry
                             {
                                 if (s, g) == (slot, generation) {
                                     *entry = None;
-                                    if fanout {
-                                        store.release(handle, 1);
-                                    }
                                 }
                             }
                         }
@@ -180,11 +175,8 @@ impl Connection {
                         }
                         // Fanout: the broker dropped the shares it had delivered and saw
                         // no confirm for. Priority: it delivers them again, elsewhere.
-                        for (_, handle) in c.unconfirmed.drain() {
-                            if c.fanout {
-                                self.shared.store.release(handle, 1);
-                            }
-                        }
+                        // Either way its release hook frees the payloads in time.
+                        c.unconfirmed.clear();
                         c.state = Use::Free;
                         c.consumer = None;
                         c.granted = 0;
