@@ -7,8 +7,8 @@
 //!   processor's queue as a future, never blocking a runtime thread, and no lock is taken
 //!   on a message's path.
 //! - Payload bytes live in a preallocated [`PayloadStore`] while the broker carries their
-//!   handles; each slot is freed when the message's outcome and every consumer share are
-//!   done with it.
+//!   handles; each slot is freed once the message's outcome has gone to its producer and
+//!   its queue has released it (the broker's release hook, `BrokerConfig::on_release`).
 //! - Every connection's memory is bounded and preallocated from the server's [`Limits`];
 //!   a message through the server allocates nothing once the connection is warm.
 //!
@@ -38,18 +38,11 @@
 //!
 //! # Known limits
 //!
-//! - A message the queue pushes to a fanout consumer's session after the consumer was
-//!   closed is dropped by that session unseen, and the broker drops the share: the server
-//!   never learns of it, and the message's slot keeps one reference for good (the store's
-//!   [`ServerStats::free_slots`] shows it). Closing consumers while messages flow to them
-//!   leaks slots this way; a report from the broker of the shares it drops would close
-//!   the gap. (What a session held back for want of credit is handed on before the close,
-//!   and freed.)
 //! - A publish that finds the store full waits and reads nothing more from its
 //!   connection: a connection whose own consumers must confirm to free the slots waits
 //!   for ever. Size the store above what consumers hold, or consume on other connections.
-//! - Closing a producer waits for the outcome of every message it published. While the
-//!   broker's ACK means "consumed", that lasts until the consumers have confirmed them.
+//! - Closing a producer waits for the outcome of every message it published (an ACK
+//!   means stored, or a replication quorum).
 
 #![forbid(unsafe_code)]
 
