@@ -619,8 +619,6 @@ impl Io {
             };
             encode(Frame::Error(frame), &mut self.out);
         }
-        // The connection ends now: nothing more is queued for it.
-        self.conn.end(&error);
         if matches!(error, ClientError::Closed) || code.is_some() {
             let last = &self.out[self.written..];
             let _ = tokio::time::timeout(LAST_WRITE_TIMEOUT, self.writer.write_all(last)).await;
@@ -633,6 +631,12 @@ impl Io {
             entry.shared.close_with(error.clone());
             entry.phase.answer(Err(error.clone()));
         }
+        for command in self.commands.drain(..) {
+            command.fail(&error);
+        }
+        // Last, so that whoever waits for the end finds every outcome reported; commands
+        // queued meanwhile are failed here.
+        self.conn.end(&error);
     }
 }
 
