@@ -11,7 +11,7 @@ use zerodispatch_wire::{AppId, ErrorCode, ErrorFrame, Frame, Hello, QueueId, VER
 use crate::connection::{Command, Connection};
 use crate::consumer::{Consumer, ConsumerShared, Deliveries};
 use crate::error::ClientError;
-use crate::io::{Io, receive_buffer};
+use crate::io::{Io, is_error_frame, receive_buffer};
 use crate::options::{ClientOptions, ConsumerOptions, ProducerOptions};
 use crate::producer::{Outcome, Producer, ProducerShared};
 
@@ -241,6 +241,10 @@ async fn handshake(
                 code: ErrorCode::HANDSHAKE_REQUIRED,
                 message: format!("{:?} before Welcome", frame.kind()),
             },
+            Err(error) if is_error_frame(&rbuf[..filled]) => {
+                // A bad error frame is not answered.
+                return Err(ClientError::protocol(error));
+            }
             Err(error) => ClientError::protocol(error),
         };
         if let ClientError::Protocol { code, message } = &failure {

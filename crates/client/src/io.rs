@@ -35,7 +35,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::time::Instant;
 use zerodispatch_wire::{
     CloseConsumer, CloseProducer, ErrorCode, ErrorFrame, Frame, FrameKind, Guid, HEADER_LEN,
-    MAX_FRAME_LEN, OpenConsumer, OpenProducer, decode,
+    Header, MAX_FRAME_LEN, OpenConsumer, OpenProducer, decode,
 };
 
 use crate::connection::{Command, Connection, Reply};
@@ -140,6 +140,9 @@ pub(crate) struct Io {
     silence_limit: Option<Duration>,
     last_written: Instant,
     last_received: Instant,
+    /// Whether the task answers a protocol error with an error frame: not when what was
+    /// bad is the broker's own error frame (the protocol closes without answering then).
+    answer_errors: bool,
 }
 
 impl Io {
@@ -175,6 +178,7 @@ impl Io {
             silence_limit,
             last_written: now,
             last_received: now,
+            answer_errors: true,
         }
     }
 
@@ -403,11 +407,16 @@ impl Io {
             }
             deadline = deadline.min(self.last_received + limit);
         }
-        if let Some(interval) = self.heartbeat {
-            if self.out.is_empty() && now.duration_since(self.last_written) >= interval {
+        // While a write is in flight, its progress wakes the task: the heartbeat and the
+        // ticks (which `gather` takes only when nothing is in flight) wait for it, and a
+        // deadline of theirs already past must not make the task spin.
+        let idle = self.written == self.out.len();
+        if let (Some(interval), true) = (self.heartbeat, idle) {
+            if now.duration_since(self.last_written) >= interval {
                 encode(Frame::Heartbeat, &mut self.out);
+            } else {
+                deadline = deadline.min(self.last_written + interval);
             }
-            deadline = deadline.min(self.last_written + interval);
         }
         let std_now = std::time::Instant::now();
         for entry in &mut self.producers {
@@ -417,7 +426,7 @@ impl Io {
                 let left = expiry.saturating_duration_since(std_now);
                 deadline = deadline.min(now + left);
             }
-            if let (Some(tick), Phase::Open) = (entry.next_tick, &entry.phase) {
+            if let (Some(tick), Phase::Open, true) = (entry.next_tick, &entry.phase, idle) {
                 deadline = deadline.min(tick);
             }
         }
@@ -437,7 +446,10 @@ impl Io {
                     }
                 }
                 Ok(None) => break Ok(()),
-                Err(error) => break Err(ClientError::protocol(error)),
+                Err(error) => {
+                    self.answer_errors = !is_error_frame(&rbuf[at..self.filled]);
+                    break Err(ClientError::protocol(error));
+                }
             }
         };
         let mut rbuf = rbuf;
@@ -606,7 +618,7 @@ impl Io {
             ClientError::HeartbeatTimeout => Some(ErrorCode::HEARTBEAT_TIMEOUT),
             _ => None,
         };
-        if let Some(code) = code {
+        if let (Some(code), true) = (code, self.answer_errors) {
             let message = match &error {
                 ClientError::Protocol { message, .. } => message.as_str(),
                 _ => "nothing received for three heartbeat intervals",
@@ -638,6 +650,18 @@ impl Io {
         // queued meanwhile are failed here.
         self.conn.end(&error);
     }
+}
+
+/// Whether `bytes` start with a valid header of an `Error` frame: a decode error in them is
+/// in an error frame's body, which the protocol does not answer.
+pub(crate) fn is_error_frame(bytes: &[u8]) -> bool {
+    matches!(
+        Header::parse(bytes),
+        Ok(Some(Header {
+            kind: FrameKind::Error,
+            ..
+        }))
+    )
 }
 
 /// Appends a frame the client builds from valid values.

@@ -818,3 +818,75 @@ async fn a_broker_that_is_not_there_is_an_io_error() {
     let error = Client::connect(addr, quiet()).await.unwrap_err();
     assert!(matches!(error, ClientError::Io { .. }), "{error:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_error_frame_closes_without_an_answer() {
+    let broker = FakeBroker::start(Config::default()).await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    // An error frame whose message_len (5) does not fill its body (no message).
+    let mut raw = b"ZD\x01\x04\0\0".to_vec();
+    raw.extend_from_slice(&9_u32.to_le_bytes());
+    raw.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 5, 0]);
+    broker.act(Action::Raw(raw));
+    let error = client.closed().await;
+    assert!(
+        matches!(
+            error,
+            ClientError::Protocol {
+                code: ErrorCode::MALFORMED,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    broker.wait_for("the end", |log| log.ended).await;
+    assert!(
+        !broker
+            .frames()
+            .iter()
+            .any(|f| matches!(f, Received::Error { .. })),
+        "not answered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_handshake_fails_with_a_typed_error() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // A broker that refuses Hello.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut hello = [0; 16];
+        stream.read_exact(&mut hello).await.unwrap();
+        let mut out = Vec::new();
+        Frame::Error(ErrorFrame {
+            code: ErrorCode::UNSUPPORTED_VERSION,
+            refused: Some(FrameKind::Hello),
+            subject: 0,
+            message: "no",
+        })
+        .encode(&mut out)
+        .unwrap();
+        stream.write_all(&out).await.unwrap();
+    });
+    let error = Client::connect(addr, quiet()).await.unwrap_err();
+    assert_eq!(
+        error,
+        ClientError::Broker {
+            code: ErrorCode::UNSUPPORTED_VERSION,
+            message: "no".into()
+        }
+    );
+
+    // A broker that never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let options = ClientOptions {
+        handshake_timeout: Duration::from_millis(50),
+        ..quiet()
+    };
+    let error = Client::connect(addr, options).await.unwrap_err();
+    assert_eq!(error, ClientError::HandshakeTimeout);
+    drop(listener);
+}
