@@ -93,18 +93,19 @@ impl Client {
     ) -> Result<Producer, ClientError> {
         options.check()?;
         let id = self.conn.producer_id();
-        let shared = ProducerShared::new(id, options, Arc::clone(&self.conn)).map_err(|_| {
-            ClientError::InvalidOption {
-                option: "max_unconfirmed",
-                expected: "a cap whose tables fit in memory",
-            }
-        })?;
+        let too_large = |_| ClientError::InvalidOption {
+            option: "max_unconfirmed",
+            expected: "a cap whose tables fit in memory",
+        };
+        let shared = ProducerShared::new(id, options, Arc::clone(&self.conn)).map_err(too_large)?;
+        let buffers = shared.io_buffers().map_err(too_large)?;
         let shared = Arc::new(shared);
         let (reply, answer) = oneshot::channel();
         self.conn.command(Command::OpenProducer {
             shared: Arc::clone(&shared),
             queue,
             on_confirm: Box::new(on_confirm),
+            buffers,
             reply,
         })?;
         let producer = Producer::new(Arc::clone(&shared));

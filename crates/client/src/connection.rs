@@ -15,7 +15,7 @@ use zerodispatch_wire::{AppId, ConsumerId, ProducerId, QueueId};
 
 use crate::consumer::{ConsumerShared, DeliveryHandler};
 use crate::error::ClientError;
-use crate::producer::{ConfirmHandler, ProducerShared};
+use crate::producer::{ConfirmHandler, Outcome, Pending, ProducerShared};
 
 /// The answer to an open or a close, from the I/O task.
 pub(crate) type Reply = oneshot::Sender<Result<(), ClientError>>;
@@ -27,6 +27,8 @@ pub(crate) enum Command {
         shared: Arc<ProducerShared>,
         queue: QueueId,
         on_confirm: ConfirmHandler,
+        /// The task's spare pending buffer and outcome list, allocated by the opener.
+        buffers: (Pending, Vec<Outcome>),
         reply: Reply,
     },
     /// Send what the producer has pending, then `CloseProducer`; once the broker echoes

@@ -169,7 +169,9 @@ impl Io {
             writer,
             rbuf,
             filled,
-            out: Vec::with_capacity(64 * 1024),
+            // As large as the largest frame, so that a write of a few full frames is
+            // what it takes to grow it.
+            out: Vec::with_capacity(HEADER_LEN + MAX_FRAME_LEN as usize),
             written: 0,
             producers: Vec::new(),
             consumers: Vec::new(),
@@ -251,6 +253,7 @@ impl Io {
                     shared,
                     queue,
                     on_confirm,
+                    buffers: (spare, outcomes),
                     reply,
                 } => {
                     let open = OpenProducer {
@@ -263,12 +266,11 @@ impl Io {
                         crate::Flush::Timer(interval) => Some(Instant::now() + interval),
                         crate::Flush::Dynamic { .. } => None,
                     };
-                    let outcomes = Vec::with_capacity(shared.options.max_unconfirmed as usize);
                     self.producers.push(ProducerEntry {
                         shared,
                         on_confirm,
                         outcomes,
-                        spare: Pending::default(),
+                        spare,
                         next_tick,
                         phase: Phase::Opening(Some(reply)),
                     });

@@ -75,7 +75,8 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    fn with_capacity(messages: usize) -> Result<Self, TryReserveError> {
+    /// A buffer with room for `messages` entries and 64 KiB of payloads.
+    pub(crate) fn with_capacity(messages: usize) -> Result<Self, TryReserveError> {
         let mut pending = Self::default();
         pending.entries.try_reserve_exact(messages)?;
         pending.bytes.try_reserve_exact(64 * 1024)?;
@@ -232,6 +233,17 @@ impl ProducerShared {
             conn,
             panics: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// The I/O task's half of the producer: the spare pending buffer (the size of the
+    /// producer's own) and the outcome list (room for the whole cap), allocated here,
+    /// where an allocation the machine cannot provide is an error the opener sees.
+    pub(crate) fn io_buffers(&self) -> Result<(Pending, Vec<Outcome>), TryReserveError> {
+        let cap = self.cap();
+        let spare = Pending::with_capacity(cap.min(MAX_MESSAGES_PER_FRAME as usize))?;
+        let mut outcomes = Vec::new();
+        outcomes.try_reserve_exact(cap)?;
+        Ok((spare, outcomes))
     }
 
     fn lock(&self) -> MutexGuard<'_, ProducerState> {

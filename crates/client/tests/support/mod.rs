@@ -45,6 +45,9 @@ pub struct Config {
     /// On `CloseProducer`, confirm the held messages `Closed` before the echo (as the
     /// protocol says); off, echo only.
     pub close_confirms: bool,
+    /// Deliver every published message to this consumer too, at once (it must have the
+    /// credit).
+    pub echo_to: Option<u32>,
 }
 
 impl Default for Config {
@@ -54,6 +57,7 @@ impl Default for Config {
             heartbeat_ms: 0,
             record: true,
             close_confirms: true,
+            echo_to: None,
         }
     }
 }
@@ -261,6 +265,16 @@ async fn serve(
                                 ),
                                 Policy::Hold => held.extend(publish.messages().map(|(id, _)| (publish.producer().0, id.0))),
                             }
+                            if let Some(c) = consumers.iter_mut().find(|c| Some(c.id) == config.echo_to) {
+                                assert!(c.credit >= publish.count(), "echo needs the credit");
+                                let mut frame = DeliverBuilder::begin(&mut out, ConsumerId(c.id));
+                                for (_, payload) in publish.messages() {
+                                    frame.push(guid(c.next_guid), payload).unwrap();
+                                    c.next_guid += 1;
+                                }
+                                frame.finish().unwrap();
+                                c.credit -= publish.count();
+                            }
                         }
                         Frame::OpenConsumer(open) => {
                             record(Received::OpenConsumer { consumer: open.consumer.0, credit: open.credit });
@@ -277,10 +291,12 @@ async fn serve(
                             Frame::CloseConsumer(close).encode(&mut out).unwrap();
                         }
                         Frame::ConsumerConfirm(confirms) => {
-                            record(Received::ConsumerConfirm {
-                                consumer: confirms.consumer().0,
-                                guids: confirms.guids().collect(),
-                            });
+                            if config.record {
+                                record(Received::ConsumerConfirm {
+                                    consumer: confirms.consumer().0,
+                                    guids: confirms.guids().collect(),
+                                });
+                            }
                         }
                         Frame::Credit(credit) => {
                             record(Received::Credit { consumer: credit.consumer.0, credit: credit.credit });
