@@ -78,8 +78,12 @@ impl Client {
     }
 
     /// Opens a producer on `queue`, and returns it once the broker has echoed the open.
-    /// `on_confirm` is called with each batch of outcomes, on the connection's I/O task: it
-    /// must not block (see [`Outcome`]).
+    ///
+    /// `on_confirm` is called with each batch of [`Outcome`]s, exactly one per message
+    /// taken, on the connection's I/O task. It must not block, since it holds up the
+    /// connection: it may call [`Producer::try_send`] (the batch's messages have left the
+    /// cap before it is called), never `send_blocking`. A panic in it is caught and
+    /// counted ([`Producer::handler_panics`]); the batch is not reported again.
     ///
     /// # Errors
     ///
@@ -123,8 +127,13 @@ impl Client {
     }
 
     /// Opens a consumer of `app` on `queue`, and returns it once the broker has echoed the
-    /// open. `on_deliver` is called with each batch delivered, on the connection's I/O
-    /// task: it must not block.
+    /// open.
+    ///
+    /// `on_deliver` is called with each `Deliver` frame's messages, on the connection's I/O
+    /// task, as [`Deliveries`] that borrow the receive buffer. It must not block. It
+    /// confirms messages there ([`Deliveries::confirm_all`]) or later
+    /// ([`Consumer::confirm`]); a message never confirmed keeps its credit. A panic in it is
+    /// caught and counted ([`Consumer::handler_panics`]).
     ///
     /// # Errors
     ///

@@ -890,3 +890,28 @@ async fn the_handshake_fails_with_a_typed_error() {
     assert_eq!(error, ClientError::HandshakeTimeout);
     drop(listener);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_never_written_are_not_sent_when_the_connection_ends() {
+    let broker = FakeBroker::start(Config::default()).await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (outcomes, on_confirm) = collector();
+    // A tick that never comes: the messages stay pending.
+    let options = ProducerOptions {
+        flush: Flush::Timer(Duration::from_secs(3600)),
+        ..ProducerOptions::default()
+    };
+    let producer = client
+        .open_producer(QueueId(0), options, on_confirm)
+        .await
+        .unwrap();
+    for i in 0..3_u8 {
+        producer.send(&[i]).await.unwrap();
+    }
+    broker.act(Action::Drop);
+    assert_eq!(client.closed().await, ClientError::ConnectionClosed);
+    for outcome in exactly_once(&outcomes, 3) {
+        assert_eq!(outcome.status, ConfirmStatus::NotSent);
+    }
+    assert!(broker.publish_counts().is_empty());
+}
