@@ -13,8 +13,9 @@
 //! 3. Settle what time decides: confirm timeouts, the broker's silence (three of its
 //!    heartbeat intervals: the connection ends), a heartbeat to send (the write buffer is
 //!    empty and nothing was written for the interval).
-//! 4. Wait for the first of: bytes to read (each whole frame is handled at once), a write
-//!    that made progress, a wake from a handle, the next deadline.
+//! 4. Wait for the first of, in this order of preference: a write that made progress,
+//!    bytes to read (each whole frame is handled at once), a wake from a handle, the next
+//!    deadline.
 //!
 //! The loop ends on an error (its own or the broker's), on the broker closing, or on
 //! `Shutdown`. Then it sends an error frame if the error calls for one, records why the
@@ -219,10 +220,13 @@ impl Io {
         let deadline = self.on_time(now)?;
         sleep.as_mut().reset(deadline);
         let writing = self.written < self.out.len();
+        // Writing first: a broker that keeps sending cannot hold back what the client has
+        // to write (its confirms and credit among it), and the write buffer empties, which
+        // turns this branch off and lets the read come next.
         let event = tokio::select! {
             biased;
-            read = self.reader.read(&mut self.rbuf[self.filled..]) => Event::Read(read),
             wrote = self.writer.write(&self.out[self.written..]), if writing => Event::Wrote(wrote),
+            read = self.reader.read(&mut self.rbuf[self.filled..]) => Event::Read(read),
             () = self.conn.wake.notified() => Event::Woken,
             () = &mut sleep => Event::Deadline,
         };

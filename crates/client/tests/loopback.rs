@@ -915,3 +915,79 @@ async fn messages_never_written_are_not_sent_when_the_connection_ends() {
     }
     assert!(broker.publish_counts().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_go_out_while_the_broker_keeps_sending() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // A broker that answers the handshake and the open, then sends heartbeats without a
+    // pause while it counts the messages published to it.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let published = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&published);
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let (mut reader, mut writer) = stream.into_split();
+        let mut hello = [0; 16];
+        reader.read_exact(&mut hello).await.unwrap();
+        let mut out = Vec::new();
+        Frame::Welcome(zerodispatch_wire::Welcome {
+            version: 1,
+            heartbeat_ms: 0,
+        })
+        .encode(&mut out)
+        .unwrap();
+        writer.write_all(&out).await.unwrap();
+        let mut open = [0; 22];
+        reader.read_exact(&mut open).await.unwrap();
+        let Some((Frame::OpenProducer(open), _)) = zerodispatch_wire::decode(&open).unwrap() else {
+            panic!("not an OpenProducer");
+        };
+        out.clear();
+        Frame::OpenProducer(open).encode(&mut out).unwrap();
+        writer.write_all(&out).await.unwrap();
+        tokio::spawn(async move {
+            let mut buf = vec![0; 1 << 21];
+            let mut filled = 0;
+            loop {
+                match reader.read(&mut buf[filled..]).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => filled += n,
+                }
+                let mut at = 0;
+                while let Ok(Some((frame, n))) = zerodispatch_wire::decode(&buf[at..filled]) {
+                    if let Frame::Publish(publish) = frame {
+                        count.fetch_add(publish.count() as usize, Ordering::SeqCst);
+                    }
+                    at += n;
+                }
+                buf.copy_within(at..filled, 0);
+                filled -= at;
+            }
+        });
+        let mut beats = Vec::new();
+        for _ in 0..10_000 {
+            Frame::Heartbeat.encode(&mut beats).unwrap();
+        }
+        while writer.write_all(&beats).await.is_ok() {}
+    });
+    let client = Client::connect(addr, quiet()).await.unwrap();
+    let producer = client
+        .open_producer(QueueId(0), dynamic(64), |_| {})
+        .await
+        .unwrap();
+    let start = Instant::now();
+    for i in 0..100_u8 {
+        producer.send(&[i]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    while published.load(Ordering::SeqCst) < 100 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{} of 100 published",
+            published.load(Ordering::SeqCst)
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(client.error(), None);
+}
