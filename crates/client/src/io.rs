@@ -99,6 +99,8 @@ impl ProducerEntry {
             &mut self.outcomes,
         );
         self.report();
+        // Senders waiting for room learn that the producer is closed, outcomes or not.
+        self.shared.wake_senders();
         self.phase.answer(result);
     }
 }

@@ -175,6 +175,13 @@ async fn the_cap_makes_send_wait_then_resume_and_try_send_hand_back() {
         Err(TrySendError::Full),
         "handed back at the cap"
     );
+    let dropped = tokio::time::timeout(Duration::from_millis(20), producer.send(b"dropped")).await;
+    assert!(dropped.is_err(), "send waits at the cap");
+    assert_eq!(
+        producer.unconfirmed(),
+        4,
+        "a send dropped while waiting took nothing"
+    );
     let waiting = Arc::clone(&producer);
     let fifth = tokio::spawn(async move { waiting.send(b"fifth").await });
     tokio::time::sleep(Duration::from_millis(50)).await;
