@@ -1,0 +1,274 @@
+//! A connection to a broker: the handshake, then producers and consumers opened on it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, ToSocketAddrs};
+use tokio::sync::oneshot;
+use zerodispatch_wire::{AppId, ErrorCode, ErrorFrame, Frame, Hello, QueueId, VERSION, decode};
+
+use crate::connection::{Command, Connection};
+use crate::consumer::{Consumer, ConsumerShared, Deliveries};
+use crate::error::ClientError;
+use crate::io::{Io, is_error_frame, receive_buffer};
+use crate::options::{ClientOptions, ConsumerOptions, ProducerOptions};
+use crate::producer::{Outcome, Producer, ProducerShared};
+
+/// A connection to a broker, with its I/O task (one tokio task that reads and writes the
+/// socket, sends heartbeats and watches the broker's).
+///
+/// Dropping the client closes the connection (as [`close`](Self::close) does, without
+/// waiting): what was taken and has no outcome is reported `Closed` (or `NotSent`), and the
+/// producers and consumers left open fail with [`ClientError::Closed`].
+#[derive(Debug)]
+pub struct Client {
+    conn: Arc<Connection>,
+    broker_heartbeat: Duration,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("ended", &self.ended())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Connects to the broker at `addr`, says `Hello` and waits for its `Welcome`, then
+    /// starts the connection's I/O task on the current tokio runtime (which needs its I/O
+    /// and time drivers).
+    ///
+    /// # Errors
+    ///
+    /// Connecting failed ([`ClientError::Io`]), the broker refused the handshake
+    /// ([`ClientError::Broker`]), answered something else than `Welcome`
+    /// ([`ClientError::Protocol`]), or did not answer within
+    /// [`ClientOptions::handshake_timeout`].
+    pub async fn connect(
+        addr: impl ToSocketAddrs,
+        options: ClientOptions,
+    ) -> Result<Self, ClientError> {
+        let heartbeat_ms = options.heartbeat_ms()?;
+        let (stream, rbuf, filled, welcome_ms) =
+            tokio::time::timeout(options.handshake_timeout, handshake(addr, heartbeat_ms))
+                .await
+                .map_err(|_| ClientError::HandshakeTimeout)??;
+        let conn = Arc::new(Connection::new());
+        let broker_heartbeat = Duration::from_millis(u64::from(welcome_ms));
+        let io = Io::new(
+            Arc::clone(&conn),
+            stream,
+            rbuf,
+            filled,
+            options.heartbeat,
+            broker_heartbeat,
+        );
+        tokio::spawn(io.run());
+        Ok(Self {
+            conn,
+            broker_heartbeat,
+        })
+    }
+
+    /// The broker's heartbeat interval, from its `Welcome` (zero for none).
+    pub fn broker_heartbeat(&self) -> Duration {
+        self.broker_heartbeat
+    }
+
+    /// Opens a producer on `queue`, and returns it once the broker has echoed the open.
+    ///
+    /// `on_confirm` is called with each batch of [`Outcome`]s, exactly one per message
+    /// taken, on the connection's I/O task. It must not block, since it holds up the
+    /// connection: it may call [`Producer::try_send`] (the batch's messages have left the
+    /// cap before it is called), never `send_blocking`. A panic in it is caught and
+    /// counted ([`Producer::handler_panics`]); the batch is not reported again.
+    ///
+    /// # Errors
+    ///
+    /// An option out of range, the producer's tables too large to allocate, the broker's
+    /// refusal ([`ClientError::Refused`]), or why the connection ended.
+    pub async fn open_producer(
+        &self,
+        queue: QueueId,
+        options: ProducerOptions,
+        on_confirm: impl FnMut(&[Outcome]) + Send + 'static,
+    ) -> Result<Producer, ClientError> {
+        options.check()?;
+        let id = self.conn.producer_id();
+        let too_large = |_| ClientError::InvalidOption {
+            option: "max_unconfirmed",
+            expected: "a cap whose tables fit in memory",
+        };
+        let shared = ProducerShared::new(id, options, Arc::clone(&self.conn)).map_err(too_large)?;
+        let buffers = shared.io_buffers().map_err(too_large)?;
+        let shared = Arc::new(shared);
+        let (reply, answer) = oneshot::channel();
+        self.conn.command(Command::OpenProducer {
+            shared: Arc::clone(&shared),
+            queue,
+            on_confirm: Box::new(on_confirm),
+            buffers,
+            reply,
+        })?;
+        let producer = Producer::new(Arc::clone(&shared));
+        match answer.await {
+            Ok(Ok(())) => Ok(producer),
+            Ok(Err(error)) => {
+                shared.close_with(error.clone());
+                Err(error)
+            }
+            Err(_) => {
+                shared.close_with(ClientError::Closed);
+                Err(self.conn.ended().unwrap_or(ClientError::Closed))
+            }
+        }
+    }
+
+    /// Opens a consumer of `app` on `queue`, and returns it once the broker has echoed the
+    /// open.
+    ///
+    /// `on_deliver` is called with each `Deliver` frame's messages, on the connection's I/O
+    /// task, as [`Deliveries`] that borrow the receive buffer. It must not block. It
+    /// confirms messages there ([`Deliveries::confirm_all`]) or later
+    /// ([`Consumer::confirm`]); a message never confirmed keeps its credit. A panic in it is
+    /// caught and counted ([`Consumer::handler_panics`]).
+    ///
+    /// # Errors
+    ///
+    /// The broker's refusal ([`ClientError::Refused`]), or why the connection ended.
+    pub async fn open_consumer(
+        &self,
+        queue: QueueId,
+        app: AppId,
+        options: ConsumerOptions,
+        on_deliver: impl FnMut(&Deliveries<'_>) + Send + 'static,
+    ) -> Result<Consumer, ClientError> {
+        let id = self.conn.consumer_id();
+        let shared = Arc::new(ConsumerShared::new(id, options, Arc::clone(&self.conn)));
+        let (reply, answer) = oneshot::channel();
+        self.conn.command(Command::OpenConsumer {
+            shared: Arc::clone(&shared),
+            queue,
+            app,
+            on_deliver: Box::new(on_deliver),
+            reply,
+        })?;
+        let consumer = Consumer::new(Arc::clone(&shared));
+        match answer.await {
+            Ok(Ok(())) => Ok(consumer),
+            Ok(Err(error)) => {
+                shared.close_with(error.clone());
+                Err(error)
+            }
+            Err(_) => {
+                shared.close_with(ClientError::Closed);
+                Err(self.conn.ended().unwrap_or(ClientError::Closed))
+            }
+        }
+    }
+
+    /// Why the connection ended, or `None` while it is open.
+    pub fn error(&self) -> Option<ClientError> {
+        self.conn.ended()
+    }
+
+    /// Waits until the connection ends, and says why.
+    pub async fn closed(&self) -> ClientError {
+        self.conn.wait_ended().await
+    }
+
+    /// Sends what is pending and closes the connection; returns when its I/O task has
+    /// reported every outcome.
+    pub async fn close(self) {
+        let _ = self.conn.command(Command::Shutdown);
+        self.conn.wait_ended().await;
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.conn.command(Command::Shutdown);
+    }
+}
+
+/// Connects and says `Hello`; returns the stream, the receive buffer and the bytes in it
+/// after `Welcome`, and the broker's heartbeat interval.
+async fn handshake(
+    addr: impl ToSocketAddrs,
+    heartbeat_ms: u32,
+) -> Result<(TcpStream, Vec<u8>, usize, u32), ClientError> {
+    let mut stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| ClientError::io(&e))?;
+    stream.set_nodelay(true).map_err(|e| ClientError::io(&e))?;
+    let mut out = Vec::with_capacity(64);
+    let hello = Frame::Hello(Hello {
+        min_version: VERSION,
+        max_version: VERSION,
+        heartbeat_ms,
+    });
+    hello.encode(&mut out).map_err(|e| ClientError::Protocol {
+        code: ErrorCode::INTERNAL,
+        message: e.to_string(),
+    })?;
+    stream
+        .write_all(&out)
+        .await
+        .map_err(|e| ClientError::io(&e))?;
+    let mut rbuf = receive_buffer();
+    let mut filled = 0;
+    loop {
+        let failure = match decode(&rbuf[..filled]) {
+            Ok(None) => {
+                let n = stream
+                    .read(&mut rbuf[filled..])
+                    .await
+                    .map_err(|e| ClientError::io(&e))?;
+                if n == 0 {
+                    return Err(ClientError::ConnectionClosed);
+                }
+                filled += n;
+                continue;
+            }
+            Ok(Some((Frame::Welcome(welcome), consumed))) if welcome.version == VERSION => {
+                let heartbeat = welcome.heartbeat_ms;
+                rbuf.copy_within(consumed..filled, 0);
+                return Ok((stream, rbuf, filled - consumed, heartbeat));
+            }
+            Ok(Some((Frame::Welcome(welcome), _))) => ClientError::Protocol {
+                code: ErrorCode::UNSUPPORTED_VERSION,
+                message: format!("Welcome chose version {}, not offered", welcome.version),
+            },
+            Ok(Some((Frame::Error(error), _))) => {
+                return Err(ClientError::Broker {
+                    code: error.code,
+                    message: error.message.to_owned(),
+                });
+            }
+            Ok(Some((frame, _))) => ClientError::Protocol {
+                code: ErrorCode::HANDSHAKE_REQUIRED,
+                message: format!("{:?} before Welcome", frame.kind()),
+            },
+            Err(error) if is_error_frame(&rbuf[..filled]) => {
+                // A bad error frame is not answered.
+                return Err(ClientError::protocol(error));
+            }
+            Err(error) => ClientError::protocol(error),
+        };
+        if let ClientError::Protocol { code, message } = &failure {
+            out.clear();
+            let frame = Frame::Error(ErrorFrame {
+                code: *code,
+                refused: None,
+                subject: 0,
+                message,
+            });
+            if frame.encode(&mut out).is_ok() {
+                let _ = stream.write_all(&out).await;
+            }
+        }
+        return Err(failure);
+    }
+}

@@ -1,0 +1,166 @@
+//! What can go wrong: [`ClientError`] for the connection and its requests, and
+//! [`TrySendError`] for a send that may not wait.
+
+use std::fmt;
+use std::io;
+
+use zerodispatch_wire::{DecodeError, ErrorCode, FrameKind};
+
+/// Why a request failed or a connection ended.
+///
+/// Cloneable: a connection that ends hands the same error to every producer, consumer and
+/// waiter of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClientError {
+    /// Connecting, reading or writing failed.
+    Io {
+        /// The I/O error's kind.
+        kind: io::ErrorKind,
+        /// The I/O error, for people.
+        message: String,
+    },
+    /// The broker closed the connection without an error frame.
+    ConnectionClosed,
+    /// The connection was closed by this side ([`Client::close`](crate::Client::close), or
+    /// the [`Client`](crate::Client) dropped), or the producer or consumer was closed.
+    Closed,
+    /// The broker sent a fatal error frame (a code below 100) and closed the connection.
+    Broker {
+        /// The error's code.
+        code: ErrorCode,
+        /// The broker's message, for people.
+        message: String,
+    },
+    /// The broker refused one request (an error frame with a code from 100): the
+    /// connection stays open. `subject` is the producer or consumer id the refused frame
+    /// named, and the refusal concerns that producer or consumer only.
+    Refused {
+        /// The refusal's code.
+        code: ErrorCode,
+        /// The kind of the frame refused, if the broker said.
+        refused: Option<FrameKind>,
+        /// The producer or consumer id the refused frame named.
+        subject: u32,
+        /// The broker's message, for people.
+        message: String,
+    },
+    /// The broker sent bytes that are not a valid frame, or a frame a client never
+    /// receives: the client answered with an error frame of `code` and closed.
+    Protocol {
+        /// The code of the error frame the client sent.
+        code: ErrorCode,
+        /// What was wrong, for people.
+        message: String,
+    },
+    /// Nothing came from the broker for three of its heartbeat intervals: the client sent
+    /// `HEARTBEAT_TIMEOUT` and closed.
+    HeartbeatTimeout,
+    /// The handshake did not end within [`ClientOptions::handshake_timeout`](crate::ClientOptions::handshake_timeout).
+    HandshakeTimeout,
+    /// A payload is longer than [`MAX_PAYLOAD_LEN`](zerodispatch_wire::MAX_PAYLOAD_LEN):
+    /// it was not sent.
+    PayloadTooLarge {
+        /// The payload's length.
+        len: usize,
+        /// The limit.
+        max: u32,
+    },
+    /// An option is out of its range: nothing was opened.
+    InvalidOption {
+        /// The option.
+        option: &'static str,
+        /// Its range.
+        expected: &'static str,
+    },
+}
+
+impl ClientError {
+    pub(crate) fn io(error: &io::Error) -> Self {
+        Self::Io {
+            kind: error.kind(),
+            message: error.to_string(),
+        }
+    }
+
+    pub(crate) fn protocol(error: DecodeError) -> Self {
+        Self::Protocol {
+            code: error.code(),
+            message: error.to_string(),
+        }
+    }
+
+    /// Whether the connection ended with this error (every error but a refusal, a payload
+    /// too large and an invalid option, which concern one request).
+    pub fn is_fatal(&self) -> bool {
+        !matches!(
+            self,
+            Self::Refused { .. } | Self::PayloadTooLarge { .. } | Self::InvalidOption { .. }
+        )
+    }
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Io { message, .. } => write!(f, "I/O error: {message}"),
+            Self::ConnectionClosed => f.write_str("the broker closed the connection"),
+            Self::Closed => f.write_str("closed"),
+            Self::Broker { code, message } => write!(f, "the broker's error {code}: {message}"),
+            Self::Refused {
+                code,
+                refused,
+                subject,
+                message,
+            } => {
+                write!(f, "the broker refused ")?;
+                match refused {
+                    Some(kind) => write!(f, "{kind:?}")?,
+                    None => f.write_str("a request")?,
+                }
+                write!(f, " of {subject} with {code}: {message}")
+            }
+            Self::Protocol { code, message } => {
+                write!(f, "the broker broke the protocol ({code}): {message}")
+            }
+            Self::HeartbeatTimeout => {
+                f.write_str("nothing from the broker for three heartbeat intervals")
+            }
+            Self::HandshakeTimeout => f.write_str("the broker did not answer Hello in time"),
+            Self::PayloadTooLarge { len, max } => {
+                write!(f, "a payload of {len} bytes is over the limit of {max}")
+            }
+            Self::InvalidOption { option, expected } => {
+                write!(f, "option {option} out of range: expected {expected}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+/// Why [`Producer::try_send`](crate::Producer::try_send) did not take a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TrySendError {
+    /// The producer has `max_unconfirmed` messages without an outcome: the message was not
+    /// taken (the caller still has it); try again once outcomes come.
+    Full,
+    /// The message cannot be sent at all.
+    Failed(ClientError),
+}
+
+impl fmt::Display for TrySendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Full => f.write_str("the producer is at its unconfirmed cap"),
+            Self::Failed(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for TrySendError {}
+
+impl From<ClientError> for TrySendError {
+    fn from(error: ClientError) -> Self {
+        Self::Failed(error)
+    }
+}

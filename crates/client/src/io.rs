@@ -1,0 +1,700 @@
+//! A connection's I/O task: the one task that reads and writes its socket.
+//!
+//! # A turn of the loop
+//!
+//! 1. Take the handles' commands (opens and closes): each appends its frame to the write
+//!    buffer at once.
+//! 2. If the write buffer has been written out entirely (nothing in flight), gather: the
+//!    pending messages of every dynamic producer, and of every timer producer whose tick
+//!    has come or whose messages fill a frame, and the confirms and credit of every
+//!    consumer, encoded into the write buffer. This is dynamic send: while a write is in
+//!    flight nothing is gathered, so what arrives meanwhile goes in the next write, all
+//!    together.
+//! 3. Settle what time decides: confirm timeouts, the broker's silence (three of its
+//!    heartbeat intervals: the connection ends), a heartbeat to send (the write buffer is
+//!    empty and nothing was written for the interval).
+//! 4. Wait for the first of, in this order of preference: a write that made progress,
+//!    bytes to read (each whole frame is handled at once), a wake from a handle, the next
+//!    deadline.
+//!
+//! The loop ends on an error (its own or the broker's), on the broker closing, or on
+//! `Shutdown`. Then it sends an error frame if the error calls for one, records why the
+//! connection ended (failing queued commands), and settles every message without an
+//! outcome (`NotSent` if never written, `Closed` otherwise): every message gets its one
+//! outcome, and every waiter its answer.
+//!
+//! The receive buffer holds one frame at most ([`HEADER_LEN`] + [`MAX_FRAME_LEN`]) and is
+//! allocated once; the write buffer and every spare grow to the largest batch and are
+//! then reused.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::time::Instant;
+use zerodispatch_wire::{
+    CloseConsumer, CloseProducer, ErrorCode, ErrorFrame, Frame, FrameKind, Guid, HEADER_LEN,
+    Header, MAX_FRAME_LEN, OpenConsumer, OpenProducer, decode,
+};
+
+use crate::connection::{Command, Connection, Reply};
+use crate::consumer::{ConsumerShared, DeliveryHandler};
+use crate::error::ClientError;
+use crate::producer::{ConfirmHandler, Outcome, Pending, ProducerShared};
+
+/// How long the task tries to write its last frames (an error frame, what was pending at
+/// `Shutdown`) before it closes the socket.
+const LAST_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Where a producer or consumer stands with the broker.
+enum Phase {
+    /// `Open...` sent; the reply waits for the echo.
+    Opening(Option<Reply>),
+    Open,
+    /// `Close...` sent; the reply (if any) waits for the echo.
+    Closing(Option<Reply>),
+}
+
+impl Phase {
+    fn answer(&mut self, result: Result<(), ClientError>) {
+        if let Self::Opening(reply) | Self::Closing(reply) = self {
+            if let Some(reply) = reply.take() {
+                let _ = reply.send(result);
+            }
+        }
+    }
+}
+
+/// The task's side of a producer.
+struct ProducerEntry {
+    shared: Arc<ProducerShared>,
+    on_confirm: ConfirmHandler,
+    /// Outcomes to report; allocated for the whole cap (no more can be without an outcome).
+    outcomes: Vec<Outcome>,
+    /// The pending buffer's other half (see `ProducerShared::take_pending`).
+    spare: Pending,
+    /// The timer's next tick (timer producers only).
+    next_tick: Option<Instant>,
+    phase: Phase,
+}
+
+impl ProducerEntry {
+    fn report(&mut self) {
+        self.shared.report(&mut self.on_confirm, &mut self.outcomes);
+    }
+
+    /// Settles everything without an outcome and answers a waiter with `result`.
+    fn settle_all(
+        &mut self,
+        error: ClientError,
+        pending_not_sent: bool,
+        result: Result<(), ClientError>,
+    ) {
+        self.shared.settle_all(
+            error,
+            pending_not_sent,
+            std::time::Instant::now(),
+            &mut self.outcomes,
+        );
+        self.report();
+        // Senders waiting for room learn that the producer is closed, outcomes or not.
+        self.shared.wake_senders();
+        self.phase.answer(result);
+    }
+}
+
+/// The task's side of a consumer.
+struct ConsumerEntry {
+    shared: Arc<ConsumerShared>,
+    on_deliver: DeliveryHandler,
+    /// The confirm list's other half.
+    spare: Vec<Guid>,
+    phase: Phase,
+}
+
+/// What woke the task.
+enum Event {
+    Read(std::io::Result<usize>),
+    Wrote(std::io::Result<usize>),
+    Woken,
+    Deadline,
+}
+
+/// A connection's I/O task, handshake done.
+pub(crate) struct Io {
+    conn: Arc<Connection>,
+    reader: OwnedReadHalf,
+    writer: OwnedWriteHalf,
+    /// Received bytes: `rbuf[..filled]`, never a whole frame (each is handled as it
+    /// completes). Its length is one frame at most.
+    rbuf: Vec<u8>,
+    filled: usize,
+    /// Bytes to write: `out[written..]`.
+    out: Vec<u8>,
+    written: usize,
+    producers: Vec<ProducerEntry>,
+    consumers: Vec<ConsumerEntry>,
+    commands: VecDeque<Command>,
+    /// Send a heartbeat after this long without writing.
+    heartbeat: Option<Duration>,
+    /// End after this long without receiving (three of the broker's intervals).
+    silence_limit: Option<Duration>,
+    last_written: Instant,
+    last_received: Instant,
+    /// Whether the task answers a protocol error with an error frame: not when what was
+    /// bad is the broker's own error frame (the protocol closes without answering then).
+    answer_errors: bool,
+}
+
+impl Io {
+    /// The task for a connection whose handshake is done: `rbuf[..filled]` are bytes
+    /// received after `Welcome`.
+    pub(crate) fn new(
+        conn: Arc<Connection>,
+        stream: tokio::net::TcpStream,
+        rbuf: Vec<u8>,
+        filled: usize,
+        own_heartbeat: Duration,
+        broker_heartbeat: Duration,
+    ) -> Self {
+        let (reader, writer) = stream.into_split();
+        let heartbeat = [own_heartbeat, broker_heartbeat]
+            .into_iter()
+            .filter(|d| !d.is_zero())
+            .min();
+        let silence_limit = (!broker_heartbeat.is_zero()).then(|| broker_heartbeat * 3);
+        let now = Instant::now();
+        Self {
+            conn,
+            reader,
+            writer,
+            rbuf,
+            filled,
+            // As large as the largest frame, so that a write of a few full frames is
+            // what it takes to grow it.
+            out: Vec::with_capacity(HEADER_LEN + MAX_FRAME_LEN as usize),
+            written: 0,
+            producers: Vec::new(),
+            consumers: Vec::new(),
+            commands: VecDeque::with_capacity(16),
+            heartbeat,
+            silence_limit,
+            last_written: now,
+            last_received: now,
+            answer_errors: true,
+        }
+    }
+
+    /// Runs the connection until it ends.
+    pub(crate) async fn run(mut self) {
+        let sleep = tokio::time::sleep(Duration::from_secs(3600));
+        tokio::pin!(sleep);
+        // Bytes that came with `Welcome`.
+        let mut error = if self.filled > 0 {
+            self.handle_received().err()
+        } else {
+            None
+        };
+        while error.is_none() {
+            match self.turn(sleep.as_mut()).await {
+                Ok(()) => {}
+                Err(e) => error = Some(e),
+            }
+        }
+        let error = error.unwrap_or(ClientError::Closed);
+        self.end(error).await;
+    }
+
+    /// One turn of the loop (see the module's description).
+    async fn turn(
+        &mut self,
+        mut sleep: std::pin::Pin<&mut tokio::time::Sleep>,
+    ) -> Result<(), ClientError> {
+        self.run_commands()?;
+        let now = Instant::now();
+        if self.written == self.out.len() {
+            self.out.clear();
+            self.written = 0;
+            self.gather(now);
+        }
+        let deadline = self.on_time(now)?;
+        sleep.as_mut().reset(deadline);
+        let writing = self.written < self.out.len();
+        // Writing first: a broker that keeps sending cannot hold back what the client has
+        // to write (its confirms and credit among it), and the write buffer empties, which
+        // turns this branch off and lets the read come next.
+        let event = tokio::select! {
+            biased;
+            wrote = self.writer.write(&self.out[self.written..]), if writing => Event::Wrote(wrote),
+            read = self.reader.read(&mut self.rbuf[self.filled..]) => Event::Read(read),
+            () = self.conn.wake.notified() => Event::Woken,
+            () = &mut sleep => Event::Deadline,
+        };
+        match event {
+            Event::Read(Ok(0)) => Err(ClientError::ConnectionClosed),
+            Event::Read(Ok(n)) => {
+                self.filled += n;
+                self.last_received = Instant::now();
+                self.handle_received()
+            }
+            Event::Wrote(Ok(0)) => Err(ClientError::ConnectionClosed),
+            Event::Wrote(Ok(n)) => {
+                self.written += n;
+                self.last_written = Instant::now();
+                Ok(())
+            }
+            Event::Read(Err(e)) | Event::Wrote(Err(e)) => Err(ClientError::io(&e)),
+            Event::Woken | Event::Deadline => Ok(()),
+        }
+    }
+
+    /// Handles the commands queued by the handles.
+    fn run_commands(&mut self) -> Result<(), ClientError> {
+        self.conn.take_commands(&mut self.commands);
+        while let Some(command) = self.commands.pop_front() {
+            match command {
+                Command::OpenProducer {
+                    shared,
+                    queue,
+                    on_confirm,
+                    buffers: (spare, outcomes),
+                    reply,
+                } => {
+                    let open = OpenProducer {
+                        producer: shared.id,
+                        queue,
+                        max_unconfirmed: shared.options.max_unconfirmed,
+                    };
+                    encode(Frame::OpenProducer(open), &mut self.out);
+                    let next_tick = match shared.options.flush {
+                        crate::Flush::Timer(interval) => Some(Instant::now() + interval),
+                        crate::Flush::Dynamic { .. } => None,
+                    };
+                    self.producers.push(ProducerEntry {
+                        shared,
+                        on_confirm,
+                        outcomes,
+                        spare,
+                        next_tick,
+                        phase: Phase::Opening(Some(reply)),
+                    });
+                }
+                Command::CloseProducer { producer, reply } => {
+                    let Some(entry) = self.producers.iter_mut().find(|p| p.shared.id == producer)
+                    else {
+                        if let Some(reply) = reply {
+                            let _ = reply.send(Ok(()));
+                        }
+                        continue;
+                    };
+                    let batch_size = entry.shared.options.batch_size();
+                    entry.shared.take_pending(&mut entry.spare, |_| true);
+                    entry.spare.encode(&mut self.out, producer, batch_size);
+                    encode(
+                        Frame::CloseProducer(CloseProducer { producer }),
+                        &mut self.out,
+                    );
+                    entry.phase = Phase::Closing(reply);
+                }
+                Command::OpenConsumer {
+                    shared,
+                    queue,
+                    app,
+                    on_deliver,
+                    reply,
+                } => {
+                    let open = OpenConsumer {
+                        consumer: shared.id,
+                        queue,
+                        app,
+                        credit: shared.options.credit,
+                    };
+                    encode(Frame::OpenConsumer(open), &mut self.out);
+                    let spare =
+                        Vec::with_capacity((shared.options.credit as usize).clamp(64, 4096));
+                    self.consumers.push(ConsumerEntry {
+                        shared,
+                        on_deliver,
+                        spare,
+                        phase: Phase::Opening(Some(reply)),
+                    });
+                }
+                Command::CloseConsumer { consumer, reply } => {
+                    let Some(entry) = self.consumers.iter_mut().find(|c| c.shared.id == consumer)
+                    else {
+                        if let Some(reply) = reply {
+                            let _ = reply.send(Ok(()));
+                        }
+                        continue;
+                    };
+                    entry.shared.encode(&mut self.out, &mut entry.spare);
+                    entry.shared.close_with(ClientError::Closed);
+                    encode(
+                        Frame::CloseConsumer(CloseConsumer { consumer }),
+                        &mut self.out,
+                    );
+                    entry.phase = Phase::Closing(reply);
+                }
+                Command::Shutdown => {
+                    // What is pending goes out before the connection closes.
+                    self.out.drain(..self.written);
+                    self.written = 0;
+                    self.gather_all();
+                    return Err(ClientError::Closed);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Encodes what the producers and consumers have to send (dynamic send: called when
+    /// nothing is in flight).
+    fn gather(&mut self, now: Instant) {
+        for entry in &mut self.producers {
+            if !matches!(entry.phase, Phase::Open) {
+                continue;
+            }
+            let shared = &entry.shared;
+            match entry.next_tick.as_mut() {
+                None => shared.take_pending(&mut entry.spare, |_| true),
+                Some(tick) => {
+                    let due = now >= *tick;
+                    if due {
+                        let crate::Flush::Timer(interval) = shared.options.flush else {
+                            unreachable!("only timer producers have a tick");
+                        };
+                        // A free-running ticker: the next tick after now, on the grid.
+                        while *tick <= now {
+                            *tick += interval;
+                        }
+                    }
+                    shared.take_pending(&mut entry.spare, |pending| {
+                        due || ProducerShared::fills_frame(pending)
+                    });
+                }
+            }
+            if !entry.spare.is_empty() {
+                entry
+                    .spare
+                    .encode(&mut self.out, shared.id, shared.options.batch_size());
+            }
+        }
+        for entry in &mut self.consumers {
+            if matches!(entry.phase, Phase::Open) {
+                entry.shared.encode(&mut self.out, &mut entry.spare);
+            }
+        }
+    }
+
+    /// Encodes everything pending, ticks or not.
+    fn gather_all(&mut self) {
+        for entry in &mut self.producers {
+            if matches!(entry.phase, Phase::Open) {
+                let shared = &entry.shared;
+                shared.take_pending(&mut entry.spare, |_| true);
+                entry
+                    .spare
+                    .encode(&mut self.out, shared.id, shared.options.batch_size());
+            }
+        }
+        for entry in &mut self.consumers {
+            if matches!(entry.phase, Phase::Open) {
+                entry.shared.encode(&mut self.out, &mut entry.spare);
+            }
+        }
+    }
+
+    /// Settles what time decides at `now`; returns the next deadline.
+    fn on_time(&mut self, now: Instant) -> Result<Instant, ClientError> {
+        let mut deadline = now + Duration::from_secs(3600);
+        if let Some(limit) = self.silence_limit {
+            if now.duration_since(self.last_received) >= limit {
+                return Err(ClientError::HeartbeatTimeout);
+            }
+            deadline = deadline.min(self.last_received + limit);
+        }
+        // While a write is in flight, its progress wakes the task: the heartbeat and the
+        // ticks (which `gather` takes only when nothing is in flight) wait for it, and a
+        // deadline of theirs already past must not make the task spin.
+        let idle = self.written == self.out.len();
+        if let (Some(interval), true) = (self.heartbeat, idle) {
+            if now.duration_since(self.last_written) >= interval {
+                encode(Frame::Heartbeat, &mut self.out);
+            } else {
+                deadline = deadline.min(self.last_written + interval);
+            }
+        }
+        let std_now = std::time::Instant::now();
+        for entry in &mut self.producers {
+            entry.shared.expire(std_now, &mut entry.outcomes);
+            entry.report();
+            if let Some(expiry) = entry.shared.next_expiry() {
+                let left = expiry.saturating_duration_since(std_now);
+                deadline = deadline.min(now + left);
+            }
+            if let (Some(tick), Phase::Open, true) = (entry.next_tick, &entry.phase, idle) {
+                deadline = deadline.min(tick);
+            }
+        }
+        Ok(deadline)
+    }
+
+    /// Handles every whole frame received.
+    fn handle_received(&mut self) -> Result<(), ClientError> {
+        let rbuf = std::mem::take(&mut self.rbuf);
+        let mut at = 0;
+        let result = loop {
+            match decode(&rbuf[at..self.filled]) {
+                Ok(Some((frame, consumed))) => {
+                    at += consumed;
+                    if let Err(error) = self.on_frame(frame) {
+                        break Err(error);
+                    }
+                }
+                Ok(None) => break Ok(()),
+                Err(error) => {
+                    self.answer_errors = !is_error_frame(&rbuf[at..self.filled]);
+                    break Err(ClientError::protocol(error));
+                }
+            }
+        };
+        let mut rbuf = rbuf;
+        rbuf.copy_within(at..self.filled, 0);
+        self.filled -= at;
+        self.rbuf = rbuf;
+        result
+    }
+
+    /// Handles one frame from the broker.
+    fn on_frame(&mut self, frame: Frame<'_>) -> Result<(), ClientError> {
+        match frame {
+            Frame::Heartbeat => {}
+            Frame::PublishConfirm(confirms) => {
+                let now = std::time::Instant::now();
+                if let Some(entry) = self
+                    .producers
+                    .iter_mut()
+                    .find(|p| p.shared.id == confirms.producer())
+                {
+                    entry
+                        .shared
+                        .confirm(confirms.confirms(), now, &mut entry.outcomes);
+                    entry.report();
+                }
+            }
+            Frame::Deliver(deliver) => {
+                if let Some(entry) = self
+                    .consumers
+                    .iter_mut()
+                    .find(|c| c.shared.id == deliver.consumer())
+                {
+                    entry.shared.deliver(&mut entry.on_deliver, deliver);
+                }
+            }
+            Frame::OpenProducer(open) => {
+                if let Some(entry) = self
+                    .producers
+                    .iter_mut()
+                    .find(|p| p.shared.id == open.producer)
+                {
+                    if matches!(entry.phase, Phase::Opening(_)) {
+                        entry.phase.answer(Ok(()));
+                        entry.phase = Phase::Open;
+                    }
+                }
+            }
+            Frame::CloseProducer(close) => {
+                if let Some(i) = self
+                    .producers
+                    .iter()
+                    .position(|p| p.shared.id == close.producer)
+                {
+                    let mut entry = self.producers.swap_remove(i);
+                    entry.settle_all(ClientError::Closed, false, Ok(()));
+                }
+            }
+            Frame::OpenConsumer(open) => {
+                if let Some(entry) = self
+                    .consumers
+                    .iter_mut()
+                    .find(|c| c.shared.id == open.consumer)
+                {
+                    if matches!(entry.phase, Phase::Opening(_)) {
+                        entry.phase.answer(Ok(()));
+                        entry.phase = Phase::Open;
+                    }
+                }
+            }
+            Frame::CloseConsumer(close) => {
+                if let Some(i) = self
+                    .consumers
+                    .iter()
+                    .position(|c| c.shared.id == close.consumer)
+                {
+                    let mut entry = self.consumers.swap_remove(i);
+                    entry.shared.close_with(ClientError::Closed);
+                    entry.phase.answer(Ok(()));
+                }
+            }
+            Frame::Error(error) => return self.on_error(error),
+            Frame::Welcome(_) => {
+                return Err(ClientError::Protocol {
+                    code: ErrorCode::HANDSHAKE_REQUIRED,
+                    message: "a second Welcome".into(),
+                });
+            }
+            Frame::Hello(_) | Frame::Publish(_) | Frame::ConsumerConfirm(_) | Frame::Credit(_) => {
+                return Err(ClientError::Protocol {
+                    code: ErrorCode::UNEXPECTED_KIND,
+                    message: format!("a {:?} frame sent to a client", frame.kind()),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Handles an error frame: a fatal one ends the connection; a refusal concerns the
+    /// producer or consumer its frame named.
+    fn on_error(&mut self, error: ErrorFrame<'_>) -> Result<(), ClientError> {
+        if error.code.is_fatal() {
+            return Err(ClientError::Broker {
+                code: error.code,
+                message: error.message.to_owned(),
+            });
+        }
+        let refusal = ClientError::Refused {
+            code: error.code,
+            refused: error.refused,
+            subject: error.subject,
+            message: error.message.to_owned(),
+        };
+        match error.refused {
+            Some(FrameKind::OpenProducer | FrameKind::Publish | FrameKind::CloseProducer) => {
+                // The producer is not open on the broker (any more): nothing it sent
+                // will be confirmed.
+                if let Some(i) = self
+                    .producers
+                    .iter()
+                    .position(|p| p.shared.id.0 == error.subject)
+                {
+                    let mut entry = self.producers.swap_remove(i);
+                    entry.settle_all(refusal.clone(), false, Err(refusal));
+                }
+            }
+            Some(FrameKind::OpenConsumer) => {
+                if let Some(i) = self
+                    .consumers
+                    .iter()
+                    .position(|c| c.shared.id.0 == error.subject)
+                {
+                    let mut entry = self.consumers.swap_remove(i);
+                    entry.shared.close_with(refusal.clone());
+                    entry.phase.answer(Err(refusal));
+                }
+            }
+            Some(FrameKind::CloseConsumer) => {
+                if let Some(i) = self
+                    .consumers
+                    .iter()
+                    .position(|c| c.shared.id.0 == error.subject)
+                {
+                    let mut entry = self.consumers.swap_remove(i);
+                    entry.shared.close_with(ClientError::Closed);
+                    entry.phase.answer(Err(refusal));
+                }
+            }
+            Some(_) | None => {
+                // A confirm or a credit refused: the consumer stays open.
+                if let Some(entry) = self
+                    .consumers
+                    .iter()
+                    .find(|c| c.shared.id.0 == error.subject)
+                {
+                    entry.shared.refused(refusal);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the connection with `error`: the last frames, then every outcome and answer.
+    async fn end(mut self, error: ClientError) {
+        let code = match &error {
+            ClientError::Protocol { code, .. } => Some(*code),
+            ClientError::HeartbeatTimeout => Some(ErrorCode::HEARTBEAT_TIMEOUT),
+            _ => None,
+        };
+        if let (Some(code), true) = (code, self.answer_errors) {
+            let message = match &error {
+                ClientError::Protocol { message, .. } => message.as_str(),
+                _ => "nothing received for three heartbeat intervals",
+            };
+            let frame = ErrorFrame {
+                code,
+                refused: None,
+                subject: 0,
+                message: truncate(message),
+            };
+            encode(Frame::Error(frame), &mut self.out);
+        }
+        if matches!(error, ClientError::Closed) || code.is_some() {
+            let last = &self.out[self.written..];
+            let _ = tokio::time::timeout(LAST_WRITE_TIMEOUT, self.writer.write_all(last)).await;
+            let _ = tokio::time::timeout(LAST_WRITE_TIMEOUT, self.writer.shutdown()).await;
+        }
+        for mut entry in self.producers.drain(..) {
+            entry.settle_all(error.clone(), true, Err(error.clone()));
+        }
+        for mut entry in self.consumers.drain(..) {
+            entry.shared.close_with(error.clone());
+            entry.phase.answer(Err(error.clone()));
+        }
+        for command in self.commands.drain(..) {
+            command.fail(&error);
+        }
+        // Last, so that whoever waits for the end finds every outcome reported; commands
+        // queued meanwhile are failed here.
+        self.conn.end(&error);
+    }
+}
+
+/// Whether `bytes` start with a valid header of an `Error` frame: a decode error in them is
+/// in an error frame's body, which the protocol does not answer.
+pub(crate) fn is_error_frame(bytes: &[u8]) -> bool {
+    matches!(
+        Header::parse(bytes),
+        Ok(Some(Header {
+            kind: FrameKind::Error,
+            ..
+        }))
+    )
+}
+
+/// Appends a frame the client builds from valid values.
+fn encode(frame: Frame<'_>, out: &mut Vec<u8>) {
+    let encoded = frame.encode(out);
+    debug_assert!(
+        encoded.is_ok(),
+        "the client built an invalid frame: {encoded:?}"
+    );
+}
+
+/// The longest prefix of `message` an error frame carries, on a character boundary.
+fn truncate(message: &str) -> &str {
+    let max = zerodispatch_wire::MAX_ERROR_MESSAGE_LEN as usize;
+    if message.len() <= max {
+        return message;
+    }
+    let mut end = max;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    &message[..end]
+}
+
+/// A receive buffer for one frame.
+pub(crate) fn receive_buffer() -> Vec<u8> {
+    vec![0; HEADER_LEN + MAX_FRAME_LEN as usize]
+}

@@ -1,0 +1,1000 @@
+//! The client against a fake broker over loopback TCP: dynamic send and the timer, the
+//! unconfirmed cap, confirm timeouts, close and connection loss (one outcome per message),
+//! error frames, heartbeats, and the consumer's credit and confirms.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use support::{
+    Action, Config, FakeBroker, Policy, Received, UNKNOWN_QUEUE, collector, exactly_once,
+    wait_outcomes,
+};
+use zerodispatch_client::{
+    AppId, Client, ClientError, ClientOptions, ConfirmStatus, ConsumerOptions, Flush,
+    ProducerOptions, QueueId, TrySendError,
+};
+use zerodispatch_wire::{ErrorCode, ErrorFrame, Frame, FrameKind, MAX_PAYLOAD_LEN};
+
+fn quiet() -> ClientOptions {
+    ClientOptions {
+        heartbeat: Duration::ZERO,
+        ..ClientOptions::default()
+    }
+}
+
+fn dynamic(batch_size: u32) -> ProducerOptions {
+    ProducerOptions {
+        flush: Flush::Dynamic { batch_size },
+        ..ProducerOptions::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamic_send_sends_single_messages_at_a_low_rate() {
+    let broker = FakeBroker::start(Config::default()).await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (outcomes, on_confirm) = collector();
+    let producer = client
+        .open_producer(QueueId(0), dynamic(64), on_confirm)
+        .await
+        .unwrap();
+    for i in 0..20 {
+        producer.send(format!("m{i}").as_bytes()).await.unwrap();
+        wait_outcomes(&outcomes, i + 1).await;
+    }
+    assert_eq!(
+        broker.publish_counts(),
+        vec![1; 20],
+        "one message per frame at a low rate"
+    );
+    for outcome in exactly_once(&outcomes, 20) {
+        assert_eq!(outcome.status, ConfirmStatus::Stored);
+        assert!(outcome.settled_at >= outcome.taken_at);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamic_send_forms_batches_under_load_cut_at_batch_size() {
+    let broker = FakeBroker::start(Config::default()).await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (outcomes, on_confirm) = collector();
+    let producer = client
+        .open_producer(QueueId(0), dynamic(64), on_confirm)
+        .await
+        .unwrap();
+    const N: u64 = 20_000;
+    // From a plain thread, as fast as the cap allows: messages pile up while writes are
+    // in flight.
+    let producer = Arc::new(producer);
+    let sender = Arc::clone(&producer);
+    std::thread::spawn(move || {
+        for i in 0..N {
+            sender.send_blocking(&i.to_le_bytes()).unwrap();
+        }
+    })
+    .join()
+    .unwrap();
+    wait_outcomes(&outcomes, N as usize).await;
+    exactly_once(&outcomes, N);
+    let counts = broker.publish_counts();
+    assert_eq!(counts.iter().sum::<usize>(), N as usize);
+    assert!(
+        counts.iter().all(|&c| (1..=64).contains(&c)),
+        "cut at batch_size: {counts:?}"
+    );
+    assert!(
+        counts.len() < N as usize / 4,
+        "batches under load: {} frames for {N} messages",
+        counts.len()
+    );
+    assert!(counts.contains(&64), "some batch reached batch_size");
+    // Every message in order: dynamic send keeps the order taken.
+    let ids: Vec<u64> = broker
+        .frames()
+        .into_iter()
+        .flat_map(|f| match f {
+            Received::Publish { ids, .. } => ids,
+            _ => Vec::new(),
+        })
+        .collect();
+    assert_eq!(ids, (0..N).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timer_sends_on_its_ticks() {
+    let broker = FakeBroker::start(Config::default()).await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (outcomes, on_confirm) = collector();
+    let options = ProducerOptions {
+        flush: Flush::Timer(Duration::from_millis(100)),
+        ..ProducerOptions::default()
+    };
+    let producer = client
+        .open_producer(QueueId(0), options, on_confirm)
+        .await
+        .unwrap();
+    for round in 0..2_u64 {
+        let start = Instant::now();
+        for i in 0..5_u64 {
+            producer.send(&(round * 5 + i).to_le_bytes()).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(
+            outcomes.lock().unwrap().len() as u64,
+            round * 5,
+            "nothing before the tick"
+        );
+        wait_outcomes(&outcomes, (round as usize + 1) * 5).await;
+        assert!(
+            start.elapsed() <= Duration::from_millis(400),
+            "sent at the tick"
+        );
+    }
+    assert_eq!(broker.publish_counts(), vec![5, 5], "one frame per tick");
+    let times: Vec<Instant> = broker
+        .timed_frames()
+        .into_iter()
+        .filter(|(_, f)| matches!(f, Received::Publish { .. }))
+        .map(|(t, _)| t)
+        .collect();
+    let gap = times[1] - times[0];
+    assert!(
+        gap >= Duration::from_millis(80),
+        "ticks 100 ms apart: {gap:?}"
+    );
+    exactly_once(&outcomes, 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cap_makes_send_wait_then_resume_and_try_send_hand_back() {
+    let broker = FakeBroker::start(Config {
+        policy: Policy::Hold,
+        ..Config::default()
+    })
+    .await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (outcomes, on_confirm) = collector();
+    let options = ProducerOptions {
+        max_unconfirmed: 4,
+        ..ProducerOptions::default()
+    };
+    let producer = Arc::new(
+        client
+            .open_producer(QueueId(0), options, on_confirm)
+            .await
+            .unwrap(),
+    );
+    for i in 0..4_u8 {
+        producer.send(&[i]).await.unwrap();
+    }
+    assert_eq!(
+        producer.try_send(b"x"),
+        Err(TrySendError::Full),
+        "handed back at the cap"
+    );
+    let dropped = tokio::time::timeout(Duration::from_millis(20), producer.send(b"dropped")).await;
+    assert!(dropped.is_err(), "send waits at the cap");
+    assert_eq!(
+        producer.unconfirmed(),
+        4,
+        "a send dropped while waiting took nothing"
+    );
+    let waiting = Arc::clone(&producer);
+    let fifth = tokio::spawn(async move { waiting.send(b"fifth").await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!fifth.is_finished(), "send waits at the cap");
+    assert_eq!(producer.unconfirmed(), 4);
+    broker
+        .wait_for("4 messages", |log| {
+            log.frames
+                .iter()
+                .filter_map(|(_, f)| match f {
+                    Received::Publish { ids, .. } => Some(ids.len()),
+                    _ => None,
+                })
+                .sum::<usize>()
+                == 4
+        })
+        .await;
+    broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
+    let id = tokio::time::timeout(Duration::from_secs(5), fifth)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(id.0, 4, "resumes once confirms free room");
+    wait_outcomes(&outcomes, 4).await;
+    assert!(producer.try_send(b"sixth").is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cap_blocks_send_blocking_then_resumes() {
+    let broker = FakeBroker::start(Config {
+        policy: Policy::Hold,
+        ..Config::default()
+    })
+    .await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (outcomes, on_confirm) = collector();
+    let options = ProducerOptions {
+        max_unconfirmed: 2,
+        ..ProducerOptions::default()
+    };
+    let producer = Arc::new(
+        client
+            .open_producer(QueueId(0), options, on_confirm)
+            .await
+            .unwrap(),
+    );
+    let done = Arc::new(AtomicUsize::new(0));
+    let (sender, sent) = (Arc::clone(&producer), Arc::clone(&done));
+    let thread = std::thread::spawn(move || {
+        for i in 0..3_u8 {
+            sender.send_blocking(&[i]).unwrap();
+            sent.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        done.load(Ordering::SeqCst),
+        2,
+        "the third blocks at the cap"
+    );
+    broker
+        .wait_for("2 messages", |log| {
+            log.frames
+                .iter()
+                .any(|(_, f)| matches!(f, Received::Publish { ids, .. } if ids.contains(&1)))
+        })
+        .await;
+    broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
+    tokio::task::spawn_blocking(move || thread.join().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(done.load(Ordering::SeqCst), 3);
+    wait_outcomes(&outcomes, 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirm_timeout_fires_once_and_a_late_confirm_is_ignored() {
+    let broker = FakeBroker::start(Config {
+        policy: Policy::Hold,
+        ..Config::default()
+    })
+    .await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (outcomes, on_confirm) = collector();
+    let options = ProducerOptions {
+        confirm_timeout: Some(Duration::from_millis(50)),
+        ..ProducerOptions::default()
+    };
+    let producer = client
+        .open_producer(QueueId(0), options, on_confirm)
+        .await
+        .unwrap();
+    let start = Instant::now();
+    for i in 0..3_u8 {
+        producer.send(&[i]).await.unwrap();
+    }
+    wait_outcomes(&outcomes, 3).await;
+    assert!(start.elapsed() >= Duration::from_millis(50));
+    broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for outcome in exactly_once(&outcomes, 3) {
+        assert_eq!(outcome.status, ConfirmStatus::TimedOut);
+        assert!(outcome.settled_at - outcome.taken_at >= Duration::from_millis(50));
+    }
+    assert_eq!(producer.unconfirmed(), 0);
+    // The producer goes on.
+    producer.send(b"after").await.unwrap();
+    broker
+        .wait_for("message 3", |log| {
+            log.frames
+                .iter()
+                .any(|(_, f)| matches!(f, Received::Publish { ids, .. } if ids.contains(&3)))
+        })
+        .await;
+    broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
+    wait_outcomes(&outcomes, 4).await;
+    assert_eq!(outcomes.lock().unwrap()[3].status, ConfirmStatus::Stored);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_gives_every_message_in_flight_one_outcome() {
+    for close_confirms in [true, false] {
+        let config = Config {
+            policy: Policy::Hold,
+            close_confirms,
+            ..Config::default()
+        };
+        let broker = FakeBroker::start(config).await;
+        let client = Client::connect(broker.addr, quiet()).await.unwrap();
+        let (outcomes, on_confirm) = collector();
+        let producer = client
+            .open_producer(QueueId(0), dynamic(4), on_confirm)
+            .await
+            .unwrap();
+        for i in 0..10_u8 {
+            producer.send(&[i]).await.unwrap();
+        }
+        producer.close().await.unwrap();
+        // Every outcome is in when close returns.
+        for outcome in exactly_once(&outcomes, 10) {
+            assert_eq!(outcome.status, ConfirmStatus::Closed);
+        }
+        let frames = broker.frames();
+        let sent: usize = broker.publish_counts().iter().sum();
+        assert_eq!(sent, 10, "what was pending went before the close");
+        assert!(matches!(
+            frames.last(),
+            Some(Received::CloseProducer { .. })
+        ));
+        client.close().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_loss_closes_every_message_in_flight_once() {
+    let broker = FakeBroker::start(Config {
+        policy: Policy::Hold,
+        ..Config::default()
+    })
+    .await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (outcomes, on_confirm) = collector();
+    let producer = client
+        .open_producer(QueueId(0), dynamic(64), on_confirm)
+        .await
+        .unwrap();
+    for i in 0..10_u8 {
+        producer.send(&[i]).await.unwrap();
+    }
+    broker
+        .wait_for("10 messages", |log| {
+            log.frames
+                .iter()
+                .any(|(_, f)| matches!(f, Received::Publish { ids, .. } if ids.contains(&9)))
+        })
+        .await;
+    broker.act(Action::Drop);
+    assert_eq!(client.closed().await, ClientError::ConnectionClosed);
+    for outcome in exactly_once(&outcomes, 10) {
+        assert_eq!(outcome.status, ConfirmStatus::Closed);
+    }
+    assert_eq!(
+        producer.send(b"late").await,
+        Err(ClientError::ConnectionClosed)
+    );
+    assert_eq!(
+        producer.try_send(b"late"),
+        Err(TrySendError::Failed(ClientError::ConnectionClosed))
+    );
+    assert_eq!(producer.close().await, Err(ClientError::ConnectionClosed));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_close_reports_what_has_no_outcome() {
+    let broker = FakeBroker::start(Config {
+        policy: Policy::Hold,
+        ..Config::default()
+    })
+    .await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (outcomes, on_confirm) = collector();
+    let producer = client
+        .open_producer(QueueId(0), dynamic(64), on_confirm)
+        .await
+        .unwrap();
+    for i in 0..5_u8 {
+        producer.send(&[i]).await.unwrap();
+    }
+    client.close().await;
+    for outcome in exactly_once(&outcomes, 5) {
+        assert!(matches!(
+            outcome.status,
+            ConfirmStatus::Closed | ConfirmStatus::NotSent
+        ));
+    }
+    assert_eq!(producer.send(b"late").await, Err(ClientError::Closed));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_is_typed_and_the_connection_stays_open() {
+    let broker = FakeBroker::start(Config::default()).await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let refused = client
+        .open_producer(QueueId(UNKNOWN_QUEUE), ProducerOptions::default(), |_| {})
+        .await
+        .unwrap_err();
+    let ClientError::Refused {
+        code,
+        refused: kind,
+        subject,
+        ..
+    } = &refused
+    else {
+        panic!("not a refusal: {refused:?}");
+    };
+    assert_eq!(
+        (*code, *kind, *subject),
+        (ErrorCode::UNKNOWN_QUEUE, Some(FrameKind::OpenProducer), 1)
+    );
+    assert!(!refused.is_fatal());
+    let consumer = client
+        .open_consumer(
+            QueueId(UNKNOWN_QUEUE),
+            AppId(0),
+            ConsumerOptions::default(),
+            |_| {},
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        consumer,
+        ClientError::Refused {
+            code: ErrorCode::UNKNOWN_QUEUE,
+            refused: Some(FrameKind::OpenConsumer),
+            ..
+        }
+    ));
+    let (outcomes, on_confirm) = collector();
+    let producer = client
+        .open_producer(QueueId(0), ProducerOptions::default(), on_confirm)
+        .await
+        .unwrap();
+    producer.send(b"still open").await.unwrap();
+    wait_outcomes(&outcomes, 1).await;
+    assert_eq!(client.error(), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fatal_error_frame_ends_the_connection_with_a_typed_error() {
+    let broker = FakeBroker::start(Config {
+        policy: Policy::Hold,
+        ..Config::default()
+    })
+    .await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (outcomes, on_confirm) = collector();
+    let producer = client
+        .open_producer(QueueId(0), ProducerOptions::default(), on_confirm)
+        .await
+        .unwrap();
+    producer.send(b"in flight").await.unwrap();
+    let mut raw = Vec::new();
+    Frame::Error(ErrorFrame {
+        code: ErrorCode::SHUTTING_DOWN,
+        refused: None,
+        subject: 0,
+        message: "bye",
+    })
+    .encode(&mut raw)
+    .unwrap();
+    broker.act(Action::Raw(raw));
+    assert_eq!(
+        client.closed().await,
+        ClientError::Broker {
+            code: ErrorCode::SHUTTING_DOWN,
+            message: "bye".into()
+        }
+    );
+    let all = exactly_once(&outcomes, 1);
+    assert!(matches!(
+        all[0].status,
+        ConfirmStatus::Closed | ConfirmStatus::NotSent
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_bytes_from_the_broker_are_answered_with_an_error_frame() {
+    let broker = FakeBroker::start(Config::default()).await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    broker.act(Action::Raw(b"XY\x01\x03\0\0\0\0\0\0".to_vec()));
+    let error = client.closed().await;
+    assert!(
+        matches!(
+            error,
+            ClientError::Protocol {
+                code: ErrorCode::BAD_MAGIC,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    broker
+        .wait_for("the error frame", |log| {
+            log.frames.iter().any(|(_, f)| {
+                *f == Received::Error {
+                    code: ErrorCode::BAD_MAGIC,
+                }
+            })
+        })
+        .await;
+
+    // A frame a client never receives.
+    let broker = FakeBroker::start(Config::default()).await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let mut raw = Vec::new();
+    Frame::Credit(zerodispatch_wire::Credit {
+        consumer: zerodispatch_wire::ConsumerId(1),
+        credit: 1,
+    })
+    .encode(&mut raw)
+    .unwrap();
+    broker.act(Action::Raw(raw));
+    let error = client.closed().await;
+    assert!(
+        matches!(
+            error,
+            ClientError::Protocol {
+                code: ErrorCode::UNEXPECTED_KIND,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_broker_is_detected_after_three_heartbeat_intervals() {
+    let broker = FakeBroker::start(Config {
+        heartbeat_ms: 30,
+        ..Config::default()
+    })
+    .await;
+    let start = Instant::now();
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    assert_eq!(client.broker_heartbeat(), Duration::from_millis(30));
+    assert_eq!(client.closed().await, ClientError::HeartbeatTimeout);
+    let elapsed = start.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(90),
+        "three intervals: {elapsed:?}"
+    );
+    assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+    broker
+        .wait_for("HEARTBEAT_TIMEOUT", |log| {
+            log.frames.iter().any(|(_, f)| {
+                *f == Received::Error {
+                    code: ErrorCode::HEARTBEAT_TIMEOUT,
+                }
+            })
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_client_sends_heartbeats() {
+    let broker = FakeBroker::start(Config::default()).await;
+    let options = ClientOptions {
+        heartbeat: Duration::from_millis(20),
+        ..ClientOptions::default()
+    };
+    let client = Client::connect(broker.addr, options).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let frames = broker.frames();
+    assert_eq!(frames[0], Received::Hello { heartbeat_ms: 20 });
+    let beats = frames.iter().filter(|f| **f == Received::Heartbeat).count();
+    assert!(
+        (2..=9).contains(&beats),
+        "about one per 20 ms idle: {beats}"
+    );
+    assert_eq!(client.error(), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_gets_no_more_than_its_credit() {
+    let broker = FakeBroker::start(Config::default()).await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&got);
+    let options = ConsumerOptions {
+        credit: 3,
+        auto_credit: false,
+    };
+    let consumer = client
+        .open_consumer(QueueId(0), AppId(0), options, move |batch| {
+            for m in batch.iter() {
+                sink.lock().unwrap().push((m.guid, m.payload.to_vec()));
+            }
+            batch.confirm_all();
+        })
+        .await
+        .unwrap();
+    let payloads: Vec<Vec<u8>> = (0..10_u8).map(|i| vec![i; 3]).collect();
+    broker.act(Action::Deliver {
+        consumer: consumer.id().0,
+        payloads,
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(got.lock().unwrap().len(), 3, "the initial credit");
+    consumer.add_credit(2).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let got = got.lock().unwrap().clone();
+    assert_eq!(got.len(), 5, "three and two");
+    assert_eq!(got[4], (support::guid(4), vec![4; 3]));
+    broker
+        .wait_for("5 confirms", |log| {
+            log.frames
+                .iter()
+                .filter_map(|(_, f)| match f {
+                    Received::ConsumerConfirm { guids, .. } => Some(guids.len()),
+                    _ => None,
+                })
+                .sum::<usize>()
+                == 5
+        })
+        .await;
+    let credits: Vec<u32> = broker
+        .frames()
+        .into_iter()
+        .filter_map(|f| match f {
+            Received::Credit { credit, .. } => Some(credit),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(credits, vec![2], "no automatic credit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_credit_keeps_messages_flowing_and_confirms_are_batched() {
+    let broker = FakeBroker::start(Config::default()).await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let received = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&received);
+    let options = ConsumerOptions {
+        credit: 500,
+        auto_credit: true,
+    };
+    let consumer = client
+        .open_consumer(QueueId(0), AppId(0), options, move |batch| {
+            count.fetch_add(batch.len(), Ordering::SeqCst);
+            batch.confirm_all();
+        })
+        .await
+        .unwrap();
+    let payloads: Vec<Vec<u8>> = (0..2_000_u32).map(|i| i.to_le_bytes().to_vec()).collect();
+    broker.act(Action::Deliver {
+        consumer: consumer.id().0,
+        payloads,
+    });
+    broker
+        .wait_for("2000 confirms", |log| {
+            log.frames
+                .iter()
+                .filter_map(|(_, f)| match f {
+                    Received::ConsumerConfirm { guids, .. } => Some(guids.len()),
+                    _ => None,
+                })
+                .sum::<usize>()
+                == 2_000
+        })
+        .await;
+    assert_eq!(received.load(Ordering::SeqCst), 2_000);
+    let frames = broker.frames();
+    let confirm_frames = frames
+        .iter()
+        .filter(|f| matches!(f, Received::ConsumerConfirm { .. }))
+        .count();
+    assert!(
+        confirm_frames <= 8,
+        "a batch of 500 confirmed in a frame or a few: {confirm_frames}"
+    );
+    let credit: u32 = frames
+        .iter()
+        .filter_map(|f| match f {
+            Received::Credit { credit, .. } => Some(*credit),
+            _ => None,
+        })
+        .sum();
+    assert_eq!(credit, 2_000, "one credit back per confirm");
+    consumer.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confirms_from_outside_the_handler_go_one_by_one_at_a_low_rate() {
+    let broker = FakeBroker::start(Config::default()).await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let guids = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&guids);
+    let consumer = client
+        .open_consumer(
+            QueueId(0),
+            AppId(0),
+            ConsumerOptions::default(),
+            move |batch| {
+                sink.lock().unwrap().extend(batch.iter().map(|m| m.guid));
+            },
+        )
+        .await
+        .unwrap();
+    broker.act(Action::Deliver {
+        consumer: consumer.id().0,
+        payloads: vec![b"a".to_vec(); 4],
+    });
+    broker
+        .wait_for("delivery", |_| guids.lock().unwrap().len() == 4)
+        .await;
+    let delivered = guids.lock().unwrap().clone();
+    for (i, guid) in delivered.into_iter().enumerate() {
+        consumer.confirm(guid).unwrap();
+        broker
+            .wait_for("a confirm", |log| {
+                log.frames
+                    .iter()
+                    .filter(|(_, f)| matches!(f, Received::ConsumerConfirm { .. }))
+                    .count()
+                    == i + 1
+            })
+            .await;
+    }
+    let sizes: Vec<usize> = broker
+        .frames()
+        .into_iter()
+        .filter_map(|f| match f {
+            Received::ConsumerConfirm { guids, .. } => Some(guids.len()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sizes, vec![1; 4]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_without_losing_anything() {
+    let broker = FakeBroker::start(Config::default()).await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let bad = ProducerOptions {
+        max_unconfirmed: 0,
+        ..ProducerOptions::default()
+    };
+    assert!(matches!(
+        client.open_producer(QueueId(0), bad, |_| {}).await,
+        Err(ClientError::InvalidOption {
+            option: "max_unconfirmed",
+            ..
+        })
+    ));
+    let bad = dynamic(0);
+    assert!(matches!(
+        client.open_producer(QueueId(0), bad, |_| {}).await,
+        Err(ClientError::InvalidOption {
+            option: "batch_size",
+            ..
+        })
+    ));
+    let (outcomes, on_confirm) = collector();
+    let producer = client
+        .open_producer(QueueId(0), ProducerOptions::default(), on_confirm)
+        .await
+        .unwrap();
+    let big = vec![0; MAX_PAYLOAD_LEN as usize + 1];
+    assert!(matches!(
+        producer.send(&big).await,
+        Err(ClientError::PayloadTooLarge { .. })
+    ));
+    assert!(matches!(
+        producer.try_send(&big),
+        Err(TrySendError::Failed(ClientError::PayloadTooLarge { .. }))
+    ));
+    let largest = vec![7; MAX_PAYLOAD_LEN as usize];
+    assert_eq!(
+        producer.send(&largest).await.unwrap().0,
+        0,
+        "the refused ones took no id"
+    );
+    wait_outcomes(&outcomes, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_handler_is_counted_and_the_connection_goes_on() {
+    let broker = FakeBroker::start(Config::default()).await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&calls);
+    let producer = client
+        .open_producer(QueueId(0), ProducerOptions::default(), move |_| {
+            if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+                panic!("planned panic in on_confirm");
+            }
+        })
+        .await
+        .unwrap();
+    zerodispatch_testkit::quiet_planned_panics();
+    producer.send(b"one").await.unwrap();
+    let start = Instant::now();
+    while calls.load(Ordering::SeqCst) < 1 && start.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    producer.send(b"two").await.unwrap();
+    while calls.load(Ordering::SeqCst) < 2 && start.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(producer.handler_panics(), 1);
+    assert_eq!(producer.unconfirmed(), 0);
+    assert_eq!(client.error(), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_that_is_not_there_is_an_io_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let error = Client::connect(addr, quiet()).await.unwrap_err();
+    assert!(matches!(error, ClientError::Io { .. }), "{error:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_error_frame_closes_without_an_answer() {
+    let broker = FakeBroker::start(Config::default()).await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    // An error frame whose message_len (5) does not fill its body (no message).
+    let mut raw = b"ZD\x01\x04\0\0".to_vec();
+    raw.extend_from_slice(&9_u32.to_le_bytes());
+    raw.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 5, 0]);
+    broker.act(Action::Raw(raw));
+    let error = client.closed().await;
+    assert!(
+        matches!(
+            error,
+            ClientError::Protocol {
+                code: ErrorCode::MALFORMED,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    broker.wait_for("the end", |log| log.ended).await;
+    assert!(
+        !broker
+            .frames()
+            .iter()
+            .any(|f| matches!(f, Received::Error { .. })),
+        "not answered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_handshake_fails_with_a_typed_error() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // A broker that refuses Hello.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut hello = [0; 16];
+        stream.read_exact(&mut hello).await.unwrap();
+        let mut out = Vec::new();
+        Frame::Error(ErrorFrame {
+            code: ErrorCode::UNSUPPORTED_VERSION,
+            refused: Some(FrameKind::Hello),
+            subject: 0,
+            message: "no",
+        })
+        .encode(&mut out)
+        .unwrap();
+        stream.write_all(&out).await.unwrap();
+    });
+    let error = Client::connect(addr, quiet()).await.unwrap_err();
+    assert_eq!(
+        error,
+        ClientError::Broker {
+            code: ErrorCode::UNSUPPORTED_VERSION,
+            message: "no".into()
+        }
+    );
+
+    // A broker that never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let options = ClientOptions {
+        handshake_timeout: Duration::from_millis(50),
+        ..quiet()
+    };
+    let error = Client::connect(addr, options).await.unwrap_err();
+    assert_eq!(error, ClientError::HandshakeTimeout);
+    drop(listener);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_never_written_are_not_sent_when_the_connection_ends() {
+    let broker = FakeBroker::start(Config::default()).await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (outcomes, on_confirm) = collector();
+    // A tick that never comes: the messages stay pending.
+    let options = ProducerOptions {
+        flush: Flush::Timer(Duration::from_secs(3600)),
+        ..ProducerOptions::default()
+    };
+    let producer = client
+        .open_producer(QueueId(0), options, on_confirm)
+        .await
+        .unwrap();
+    for i in 0..3_u8 {
+        producer.send(&[i]).await.unwrap();
+    }
+    broker.act(Action::Drop);
+    assert_eq!(client.closed().await, ClientError::ConnectionClosed);
+    for outcome in exactly_once(&outcomes, 3) {
+        assert_eq!(outcome.status, ConfirmStatus::NotSent);
+    }
+    assert!(broker.publish_counts().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_go_out_while_the_broker_keeps_sending() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // A broker that answers the handshake and the open, then sends heartbeats without a
+    // pause while it counts the messages published to it.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let published = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&published);
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let (mut reader, mut writer) = stream.into_split();
+        let mut hello = [0; 16];
+        reader.read_exact(&mut hello).await.unwrap();
+        let mut out = Vec::new();
+        Frame::Welcome(zerodispatch_wire::Welcome {
+            version: 1,
+            heartbeat_ms: 0,
+        })
+        .encode(&mut out)
+        .unwrap();
+        writer.write_all(&out).await.unwrap();
+        let mut open = [0; 22];
+        reader.read_exact(&mut open).await.unwrap();
+        let Some((Frame::OpenProducer(open), _)) = zerodispatch_wire::decode(&open).unwrap() else {
+            panic!("not an OpenProducer");
+        };
+        out.clear();
+        Frame::OpenProducer(open).encode(&mut out).unwrap();
+        writer.write_all(&out).await.unwrap();
+        tokio::spawn(async move {
+            let mut buf = vec![0; 1 << 21];
+            let mut filled = 0;
+            loop {
+                match reader.read(&mut buf[filled..]).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => filled += n,
+                }
+                let mut at = 0;
+                while let Ok(Some((frame, n))) = zerodispatch_wire::decode(&buf[at..filled]) {
+                    if let Frame::Publish(publish) = frame {
+                        count.fetch_add(publish.count() as usize, Ordering::SeqCst);
+                    }
+                    at += n;
+                }
+                buf.copy_within(at..filled, 0);
+                filled -= at;
+            }
+        });
+        let mut beats = Vec::new();
+        for _ in 0..10_000 {
+            Frame::Heartbeat.encode(&mut beats).unwrap();
+        }
+        while writer.write_all(&beats).await.is_ok() {}
+    });
+    let client = Client::connect(addr, quiet()).await.unwrap();
+    let producer = client
+        .open_producer(QueueId(0), dynamic(64), |_| {})
+        .await
+        .unwrap();
+    let start = Instant::now();
+    for i in 0..100_u8 {
+        producer.send(&[i]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    while published.load(Ordering::SeqCst) < 100 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{} of 100 published",
+            published.load(Ordering::SeqCst)
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(client.error(), None);
+}

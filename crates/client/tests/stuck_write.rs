@@ -1,0 +1,103 @@
+//! A connection whose broker stops reading: the client's write stays in flight while its
+//! heartbeat interval and its timer's ticks pass. The I/O task must wait for the write,
+//! not wake again and again on those past deadlines: the process's CPU time over a
+//! quarter of a second stays far below a quarter of a second.
+//!
+//! Its own test binary, so that no other test's CPU time is counted. Linux only (it reads
+//! `/proc/self/stat`); elsewhere it passes without measuring.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use zerodispatch_client::{Client, ClientOptions, Flush, ProducerOptions, QueueId, TrySendError};
+use zerodispatch_wire::{Frame, MAX_PAYLOAD_LEN, Welcome};
+
+/// The process's user and system CPU time, in clock ticks (1/100 s on Linux).
+fn cpu_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name, which is in parentheses.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // utime and stime: fields 14 and 15 of the line, 12 and 13 after the name.
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+#[test]
+fn a_write_stuck_in_flight_does_not_spin_the_io_task() {
+    zerodispatch_testkit::within(Duration::from_secs(30), "the stuck write", run);
+}
+
+fn run() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        // A broker that answers Hello, then never reads again.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (opened, held) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut hello = [0; 16];
+            stream.read_exact(&mut hello).await.unwrap();
+            let mut out = Vec::new();
+            Frame::Welcome(Welcome {
+                version: 1,
+                heartbeat_ms: 0,
+            })
+            .encode(&mut out)
+            .unwrap();
+            stream.write_all(&out).await.unwrap();
+            // The OpenProducer the client sends next (producer 1, queue 0, cap 256), and
+            // its echo.
+            let mut open = [0; 22];
+            stream.read_exact(&mut open).await.unwrap();
+            out.clear();
+            Frame::OpenProducer(zerodispatch_wire::OpenProducer {
+                producer: zerodispatch_wire::ProducerId(1),
+                queue: QueueId(0),
+                max_unconfirmed: 256,
+            })
+            .encode(&mut out)
+            .unwrap();
+            stream.write_all(&out).await.unwrap();
+            let _ = opened.send(stream);
+        });
+        let options = ClientOptions {
+            heartbeat: Duration::from_millis(5),
+            ..ClientOptions::default()
+        };
+        let client = Client::connect(addr, options).await.unwrap();
+        let options = ProducerOptions {
+            max_unconfirmed: 256,
+            flush: Flush::Timer(Duration::from_millis(2)),
+            confirm_timeout: None,
+        };
+        let producer = client
+            .open_producer(QueueId(0), options, |_| {})
+            .await
+            .unwrap();
+        let _stream = held.await.unwrap();
+        // 64 MiB at most: far more than the socket buffers take.
+        let payload = vec![0; MAX_PAYLOAD_LEN as usize];
+        for _ in 0..256 {
+            match producer.try_send(&payload) {
+                Ok(_) => tokio::time::sleep(Duration::from_millis(1)).await,
+                Err(TrySendError::Full) => break,
+                Err(other) => panic!("{other}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let Some(before) = cpu_ticks() else {
+            return;
+        };
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let used = cpu_ticks().unwrap() - before;
+        assert!(
+            used < 8,
+            "{used} ticks of CPU in 25 ticks with a write stuck: the I/O task spins"
+        );
+        assert_eq!(client.error(), None);
+    });
+}

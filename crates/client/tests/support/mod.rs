@@ -1,0 +1,433 @@
+//! A small fake broker for the client's loopback tests, written with the wire codec.
+//!
+//! It answers `Hello` with `Welcome`, echoes opens (refusing queue [`UNKNOWN_QUEUE`]),
+//! confirms publishes by its [`Policy`], delivers what a test queues within the consumer's
+//! credit, and does what a test asks on the wire: send raw bytes, confirm held messages,
+//! drop the connection. With `record` on, it logs every frame it receives, with when.
+//!
+//! Once warm it allocates nothing per frame with `record` off (buffers reused), so the
+//! zero-allocation test can run it in its own process.
+
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use zerodispatch_wire::{
+    ConfirmStatus, ConsumerId, DeliverBuilder, ErrorCode, ErrorFrame, Frame, FrameKind, Guid,
+    HEADER_LEN, MAX_FRAME_LEN, ProducerId, PublishConfirmBuilder, PublishId, Welcome, decode,
+};
+
+/// The queue the fake broker does not have.
+pub const UNKNOWN_QUEUE: u32 = 99;
+
+/// How the fake broker confirms publishes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Each `Publish` is confirmed at once, every message with this status.
+    Confirm(ConfirmStatus),
+    /// Nothing is confirmed until the test says (`confirm_held`) or the producer closes.
+    Hold,
+}
+
+/// The fake broker's settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    pub policy: Policy,
+    /// The heartbeat interval announced in `Welcome`.
+    pub heartbeat_ms: u32,
+    /// Log every frame received.
+    pub record: bool,
+    /// On `CloseProducer`, confirm the held messages `Closed` before the echo (as the
+    /// protocol says); off, echo only.
+    pub close_confirms: bool,
+    /// Deliver every published message to this consumer too, at once (it must have the
+    /// credit).
+    pub echo_to: Option<u32>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            policy: Policy::Confirm(ConfirmStatus::Stored),
+            heartbeat_ms: 0,
+            record: true,
+            close_confirms: true,
+            echo_to: None,
+        }
+    }
+}
+
+/// A frame the fake broker received, as it logs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Received {
+    Hello { heartbeat_ms: u32 },
+    Heartbeat,
+    Error { code: ErrorCode },
+    OpenProducer { producer: u32, max_unconfirmed: u32 },
+    CloseProducer { producer: u32 },
+    Publish { producer: u32, ids: Vec<u64> },
+    OpenConsumer { consumer: u32, credit: u32 },
+    CloseConsumer { consumer: u32 },
+    ConsumerConfirm { consumer: u32, guids: Vec<Guid> },
+    Credit { consumer: u32, credit: u32 },
+}
+
+/// What a test asks of the connection.
+pub enum Action {
+    /// Confirm every held message with this status.
+    ConfirmHeld(ConfirmStatus),
+    /// Queue messages for a consumer; they go within its credit.
+    Deliver {
+        consumer: u32,
+        payloads: Vec<Vec<u8>>,
+    },
+    /// Write these bytes as they are.
+    Raw(Vec<u8>),
+    /// Close the connection without a word.
+    Drop,
+}
+
+/// The log, shared with the test.
+#[derive(Default)]
+pub struct Log {
+    pub frames: Vec<(Instant, Received)>,
+    /// The connection has ended (the client closed it, or `Drop`).
+    pub ended: bool,
+}
+
+pub struct FakeBroker {
+    pub addr: std::net::SocketAddr,
+    pub log: Arc<Mutex<Log>>,
+    actions: Arc<Mutex<Option<mpsc::UnboundedSender<Action>>>>,
+}
+
+impl FakeBroker {
+    /// Starts a fake broker on a free loopback port, on the current runtime.
+    pub async fn start(config: Config) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let log = Arc::new(Mutex::new(Log::default()));
+        let actions = Arc::new(Mutex::new(None));
+        let (log2, actions2) = (Arc::clone(&log), Arc::clone(&actions));
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (tx, rx) = mpsc::unbounded_channel();
+                *actions2.lock().unwrap() = Some(tx);
+                tokio::spawn(serve(stream, config, Arc::clone(&log2), rx));
+            }
+        });
+        Self { addr, log, actions }
+    }
+
+    /// Asks the current connection to do something.
+    pub fn act(&self, action: Action) {
+        let actions = self.actions.lock().unwrap();
+        let _ = actions.as_ref().expect("a connection").send(action);
+    }
+
+    /// The frames received so far.
+    pub fn frames(&self) -> Vec<Received> {
+        self.log
+            .lock()
+            .unwrap()
+            .frames
+            .iter()
+            .map(|(_, f)| f.clone())
+            .collect()
+    }
+
+    /// The frames received so far, with when.
+    pub fn timed_frames(&self) -> Vec<(Instant, Received)> {
+        self.log.lock().unwrap().frames.clone()
+    }
+
+    /// The message counts of the `Publish` frames received, in order.
+    pub fn publish_counts(&self) -> Vec<usize> {
+        self.frames()
+            .into_iter()
+            .filter_map(|f| match f {
+                Received::Publish { ids, .. } => Some(ids.len()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Waits (up to 5 s) until `cond` holds of the log.
+    pub async fn wait_for(&self, what: &str, cond: impl Fn(&Log) -> bool) {
+        let start = Instant::now();
+        loop {
+            if cond(&self.log.lock().unwrap()) {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "the fake broker waited 5 s for {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+/// Messages queued for a consumer, and its credit.
+struct ConsumerQueue {
+    id: u32,
+    credit: u32,
+    queued: VecDeque<Vec<u8>>,
+    next_guid: u64,
+}
+
+/// Serves one connection.
+async fn serve(
+    mut stream: TcpStream,
+    config: Config,
+    log: Arc<Mutex<Log>>,
+    mut actions: mpsc::UnboundedReceiver<Action>,
+) {
+    stream.set_nodelay(true).unwrap();
+    let mut rbuf = vec![0; HEADER_LEN + MAX_FRAME_LEN as usize];
+    let mut filled = 0;
+    let mut out = Vec::with_capacity(1 << 20);
+    let mut held: Vec<(u32, u64)> = Vec::with_capacity(1 << 16);
+    let mut consumers: Vec<ConsumerQueue> = Vec::new();
+    let record = |frame: Received| {
+        if config.record {
+            log.lock().unwrap().frames.push((Instant::now(), frame));
+        }
+    };
+    'conn: loop {
+        tokio::select! {
+            read = stream.read(&mut rbuf[filled..]) => {
+                let n = match read {
+                    Ok(0) | Err(_) => break 'conn,
+                    Ok(n) => n,
+                };
+                filled += n;
+                let mut at = 0;
+                loop {
+                    let (frame, consumed) = match decode(&rbuf[at..filled]) {
+                        Ok(Some(whole)) => whole,
+                        Ok(None) => break,
+                        Err(error) => panic!("the client sent a bad frame: {error}"),
+                    };
+                    at += consumed;
+                    match frame {
+                        Frame::Hello(hello) => {
+                            record(Received::Hello { heartbeat_ms: hello.heartbeat_ms });
+                            Frame::Welcome(Welcome { version: 1, heartbeat_ms: config.heartbeat_ms })
+                                .encode(&mut out)
+                                .unwrap();
+                        }
+                        Frame::Heartbeat => record(Received::Heartbeat),
+                        Frame::Error(error) => {
+                            record(Received::Error { code: error.code });
+                            if error.code.is_fatal() {
+                                break 'conn;
+                            }
+                        }
+                        Frame::OpenProducer(open) => {
+                            record(Received::OpenProducer {
+                                producer: open.producer.0,
+                                max_unconfirmed: open.max_unconfirmed,
+                            });
+                            if open.queue.0 == UNKNOWN_QUEUE {
+                                refuse(&mut out, ErrorCode::UNKNOWN_QUEUE, FrameKind::OpenProducer, open.producer.0);
+                            } else {
+                                Frame::OpenProducer(open).encode(&mut out).unwrap();
+                            }
+                        }
+                        Frame::CloseProducer(close) => {
+                            record(Received::CloseProducer { producer: close.producer.0 });
+                            if config.close_confirms {
+                                let mine: Vec<u64> = held.iter().filter(|h| h.0 == close.producer.0).map(|h| h.1).collect();
+                                held.retain(|h| h.0 != close.producer.0);
+                                confirm(&mut out, close.producer, mine.into_iter(), ConfirmStatus::Closed);
+                            }
+                            Frame::CloseProducer(close).encode(&mut out).unwrap();
+                        }
+                        Frame::Publish(publish) => {
+                            if config.record {
+                                record(Received::Publish {
+                                    producer: publish.producer().0,
+                                    ids: publish.messages().map(|(id, _)| id.0).collect(),
+                                });
+                            }
+                            match config.policy {
+                                Policy::Confirm(status) => confirm(
+                                    &mut out,
+                                    publish.producer(),
+                                    publish.messages().map(|(id, _)| id.0),
+                                    status,
+                                ),
+                                Policy::Hold => held.extend(publish.messages().map(|(id, _)| (publish.producer().0, id.0))),
+                            }
+                            if let Some(c) = consumers.iter_mut().find(|c| Some(c.id) == config.echo_to) {
+                                assert!(c.credit >= publish.count(), "echo needs the credit");
+                                let mut frame = DeliverBuilder::begin(&mut out, ConsumerId(c.id));
+                                for (_, payload) in publish.messages() {
+                                    frame.push(guid(c.next_guid), payload).unwrap();
+                                    c.next_guid += 1;
+                                }
+                                frame.finish().unwrap();
+                                c.credit -= publish.count();
+                            }
+                        }
+                        Frame::OpenConsumer(open) => {
+                            record(Received::OpenConsumer { consumer: open.consumer.0, credit: open.credit });
+                            if open.queue.0 == UNKNOWN_QUEUE {
+                                refuse(&mut out, ErrorCode::UNKNOWN_QUEUE, FrameKind::OpenConsumer, open.consumer.0);
+                            } else {
+                                Frame::OpenConsumer(open).encode(&mut out).unwrap();
+                                consumers.push(ConsumerQueue { id: open.consumer.0, credit: open.credit, queued: VecDeque::new(), next_guid: 0 });
+                            }
+                        }
+                        Frame::CloseConsumer(close) => {
+                            record(Received::CloseConsumer { consumer: close.consumer.0 });
+                            consumers.retain(|c| c.id != close.consumer.0);
+                            Frame::CloseConsumer(close).encode(&mut out).unwrap();
+                        }
+                        Frame::ConsumerConfirm(confirms) => {
+                            if config.record {
+                                record(Received::ConsumerConfirm {
+                                    consumer: confirms.consumer().0,
+                                    guids: confirms.guids().collect(),
+                                });
+                            }
+                        }
+                        Frame::Credit(credit) => {
+                            record(Received::Credit { consumer: credit.consumer.0, credit: credit.credit });
+                            if let Some(c) = consumers.iter_mut().find(|c| c.id == credit.consumer.0) {
+                                c.credit = c.credit.saturating_add(credit.credit);
+                            }
+                        }
+                        other => panic!("the client sent {:?}", other.kind()),
+                    }
+                }
+                rbuf.copy_within(at..filled, 0);
+                filled -= at;
+            }
+            action = actions.recv() => match action {
+                None | Some(Action::Drop) => break 'conn,
+                Some(Action::ConfirmHeld(status)) => {
+                    let all: Vec<(u32, u64)> = std::mem::take(&mut held);
+                    for (producer, id) in all {
+                        confirm(&mut out, ProducerId(producer), std::iter::once(id), status);
+                    }
+                }
+                Some(Action::Deliver { consumer, payloads }) => {
+                    if let Some(c) = consumers.iter_mut().find(|c| c.id == consumer) {
+                        c.queued.extend(payloads);
+                    }
+                }
+                Some(Action::Raw(bytes)) => out.extend_from_slice(&bytes),
+            },
+        }
+        for c in &mut consumers {
+            deliver(&mut out, c);
+        }
+        if !out.is_empty() {
+            if stream.write_all(&out).await.is_err() {
+                break;
+            }
+            out.clear();
+        }
+    }
+    log.lock().unwrap().ended = true;
+}
+
+fn refuse(out: &mut Vec<u8>, code: ErrorCode, refused: FrameKind, subject: u32) {
+    Frame::Error(ErrorFrame {
+        code,
+        refused: Some(refused),
+        subject,
+        message: "refused by the fake broker",
+    })
+    .encode(out)
+    .unwrap();
+}
+
+/// Appends `PublishConfirm` frames confirming `ids` with `status`.
+fn confirm(
+    out: &mut Vec<u8>,
+    producer: ProducerId,
+    ids: impl Iterator<Item = u64>,
+    status: ConfirmStatus,
+) {
+    let mut ids = ids.peekable();
+    while ids.peek().is_some() {
+        let mut frame = PublishConfirmBuilder::begin(out, producer);
+        while frame.count() < zerodispatch_wire::MAX_MESSAGES_PER_FRAME {
+            let Some(id) = ids.next() else { break };
+            frame.push(PublishId(id), status).unwrap();
+        }
+        frame.finish().unwrap();
+    }
+}
+
+/// Delivers what the consumer has queued, within its credit, in one frame.
+fn deliver(out: &mut Vec<u8>, c: &mut ConsumerQueue) {
+    if c.credit == 0 || c.queued.is_empty() {
+        return;
+    }
+    let mut frame = DeliverBuilder::begin(out, ConsumerId(c.id));
+    while c.credit > 0 && frame.count() < zerodispatch_wire::MAX_MESSAGES_PER_FRAME {
+        let Some(payload) = c.queued.pop_front() else {
+            break;
+        };
+        let mut guid = [0; 16];
+        guid[..8].copy_from_slice(&c.next_guid.to_le_bytes());
+        c.next_guid += 1;
+        frame.push(Guid(guid), &payload).unwrap();
+        c.credit -= 1;
+    }
+    frame.finish().unwrap();
+}
+
+/// The GUID the fake broker gives the `n`th message delivered to a consumer.
+pub fn guid(n: u64) -> Guid {
+    let mut guid = [0; 16];
+    guid[..8].copy_from_slice(&n.to_le_bytes());
+    Guid(guid)
+}
+
+/// Outcomes as a test collects them.
+pub type Outcomes = Arc<Mutex<Vec<zerodispatch_client::Outcome>>>;
+
+/// A confirm handler that collects outcomes, and what it collects into.
+pub fn collector() -> (
+    Outcomes,
+    impl FnMut(&[zerodispatch_client::Outcome]) + Send + 'static,
+) {
+    let outcomes: Outcomes = Arc::default();
+    let sink = Arc::clone(&outcomes);
+    (outcomes, move |batch: &[zerodispatch_client::Outcome]| {
+        sink.lock().unwrap().extend_from_slice(batch)
+    })
+}
+
+/// Waits (up to 5 s) until `outcomes` holds `n` outcomes.
+pub async fn wait_outcomes(outcomes: &Outcomes, n: usize) {
+    let start = Instant::now();
+    while outcomes.lock().unwrap().len() < n {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "5 s for {n} outcomes; have {}",
+            outcomes.lock().unwrap().len()
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Asserts that `outcomes` has exactly one outcome for each of `0..n`, and returns them
+/// sorted by publish id.
+pub fn exactly_once(outcomes: &Outcomes, n: u64) -> Vec<zerodispatch_client::Outcome> {
+    let mut all = outcomes.lock().unwrap().clone();
+    all.sort_by_key(|o| o.publish_id.0);
+    let ids: Vec<u64> = all.iter().map(|o| o.publish_id.0).collect();
+    assert_eq!(ids, (0..n).collect::<Vec<_>>(), "one outcome per message");
+    all
+}

@@ -1,0 +1,118 @@
+//! Proof that producers and consumers allocate nothing per message once warm: a counting
+//! `#[global_allocator]`, 100,000 sends through a connection to the fake broker (in this
+//! process, its allocations counted too), their 100,000 confirms back, and the same
+//! messages delivered to a consumer on the connection, confirmed and credited back, after
+//! warm-up, delta exactly 0.
+//!
+//! Its own test binary with a single `#[test]`, so that no other test allocates while it
+//! measures.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use support::{Config, FakeBroker};
+use zerodispatch_client::{
+    AppId, Client, ClientOptions, ConfirmStatus, ConsumerOptions, Flush, ProducerOptions, QueueId,
+};
+use zerodispatch_testkit::CountingAllocator;
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+const MESSAGES: u64 = if cfg!(miri) { 100 } else { 100_000 };
+const WARM_UP: u64 = 20_000;
+
+/// Sends `n` messages from `first` on, and waits until `settled` and `consumed` have
+/// counted them all.
+async fn round(
+    producer: &zerodispatch_client::Producer,
+    settled: &AtomicU64,
+    consumed: &AtomicU64,
+    first: u64,
+    n: u64,
+) {
+    for i in first..first + n {
+        producer.send(&i.to_le_bytes()).await.unwrap();
+    }
+    while settled.load(Ordering::Acquire) < first + n
+        || consumed.load(Ordering::Acquire) < first + n
+    {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[test]
+fn steady_state_sends_and_confirms_allocate_nothing() {
+    // One thread for the client's I/O task, the fake broker and the test: the runtime's
+    // per-thread lists (its deferred wake-ups among them) are warmed up on the one thread
+    // that uses them, so the measurement sees no first use of one.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let config = Config {
+            record: false,
+            echo_to: Some(1),
+            ..Config::default()
+        };
+        let broker = FakeBroker::start(config).await;
+        let options = ClientOptions {
+            heartbeat: Duration::ZERO,
+            ..ClientOptions::default()
+        };
+        let client = Client::connect(broker.addr, options).await.unwrap();
+        // Consumer 1, the first opened: the broker delivers it every message published.
+        // Its credit (4096) is more than the producer's cap: the broker always has credit.
+        let consumed = Arc::new(AtomicU64::new(0));
+        let delivered = Arc::clone(&consumed);
+        let consumer_options = ConsumerOptions {
+            credit: 4096,
+            auto_credit: true,
+        };
+        let consumer = client
+            .open_consumer(QueueId(0), AppId(0), consumer_options, move |batch| {
+                batch.confirm_all();
+                delivered.fetch_add(batch.len() as u64, Ordering::Release);
+            })
+            .await
+            .unwrap();
+        assert_eq!(consumer.id().0, 1);
+        let settled = Arc::new(AtomicU64::new(0));
+        let stored = Arc::new(AtomicU64::new(0));
+        let (count, ok) = (Arc::clone(&settled), Arc::clone(&stored));
+        let options = ProducerOptions {
+            max_unconfirmed: 1024,
+            flush: Flush::Dynamic { batch_size: 256 },
+            confirm_timeout: Some(Duration::from_secs(60)),
+        };
+        let producer = client
+            .open_producer(QueueId(0), options, move |outcomes| {
+                let stored_here = outcomes
+                    .iter()
+                    .filter(|o| o.status == ConfirmStatus::Stored)
+                    .count() as u64;
+                ok.fetch_add(stored_here, Ordering::Relaxed);
+                count.fetch_add(outcomes.len() as u64, Ordering::Release);
+            })
+            .await
+            .unwrap();
+
+        round(&producer, &settled, &consumed, 0, WARM_UP).await;
+        let before = CountingAllocator::allocations();
+        round(&producer, &settled, &consumed, WARM_UP, MESSAGES).await;
+        let allocated = CountingAllocator::allocations() - before;
+
+        assert_eq!(stored.load(Ordering::Relaxed), WARM_UP + MESSAGES);
+        assert_eq!(
+            allocated, 0,
+            "{allocated} allocations for {MESSAGES} messages sent, confirmed, delivered and confirmed"
+        );
+        producer.close().await.unwrap();
+        consumer.close().await.unwrap();
+        client.close().await;
+    });
+}
