@@ -289,9 +289,8 @@ impl Io {
                         }
                         continue;
                     };
-                    let batch_size = entry.shared.options.batch_size();
                     entry.shared.take_pending(&mut entry.spare, |_| true);
-                    entry.spare.encode(&mut self.out, producer, batch_size);
+                    entry.shared.encode(&mut entry.spare, &mut self.out);
                     encode(
                         Frame::CloseProducer(CloseProducer { producer }),
                         &mut self.out,
@@ -376,9 +375,7 @@ impl Io {
                 }
             }
             if !entry.spare.is_empty() {
-                entry
-                    .spare
-                    .encode(&mut self.out, shared.id, shared.options.batch_size());
+                shared.encode(&mut entry.spare, &mut self.out);
             }
         }
         for entry in &mut self.consumers {
@@ -394,9 +391,7 @@ impl Io {
             if matches!(entry.phase, Phase::Open) {
                 let shared = &entry.shared;
                 shared.take_pending(&mut entry.spare, |_| true);
-                entry
-                    .spare
-                    .encode(&mut self.out, shared.id, shared.options.batch_size());
+                shared.encode(&mut entry.spare, &mut self.out);
             }
         }
         for entry in &mut self.consumers {

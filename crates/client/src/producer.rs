@@ -201,6 +201,9 @@ pub(crate) struct ProducerShared {
     pub(crate) conn: Arc<Connection>,
     /// Handler panics caught, counted by the I/O task.
     panics: std::sync::atomic::AtomicU64,
+    /// `Publish` frames encoded, and the messages in them: the I/O task's count.
+    sent_frames: std::sync::atomic::AtomicU64,
+    sent_messages: std::sync::atomic::AtomicU64,
 }
 
 impl ProducerShared {
@@ -232,6 +235,8 @@ impl ProducerShared {
             room_async: Notify::new(),
             conn,
             panics: std::sync::atomic::AtomicU64::new(0),
+            sent_frames: std::sync::atomic::AtomicU64::new(0),
+            sent_messages: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -308,6 +313,16 @@ impl ProducerShared {
         if !state.pending.is_empty() && when(&state.pending) {
             std::mem::swap(&mut state.pending, spare);
         }
+    }
+
+    /// Encodes `pending` (taken from this producer) into `out` as `Publish` frames, and
+    /// counts them.
+    pub(crate) fn encode(&self, pending: &mut Pending, out: &mut Vec<u8>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let messages = pending.entries.len() as u64;
+        let frames = pending.encode(out, self.id, self.options.batch_size());
+        self.sent_frames.fetch_add(u64::from(frames), Relaxed);
+        self.sent_messages.fetch_add(messages, Relaxed);
     }
 
     /// Whether the pending messages fill a frame.
@@ -532,6 +547,16 @@ impl Producer {
                 }
             }
         }
+    }
+
+    /// The `Publish` frames this producer's messages went in so far, and the messages in
+    /// them: `messages / frames` is the mean batch (what dynamic send is about).
+    pub fn sent(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.shared.sent_frames.load(Relaxed),
+            self.shared.sent_messages.load(Relaxed),
+        )
     }
 
     /// Messages taken and without an outcome yet.

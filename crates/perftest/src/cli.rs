@@ -104,6 +104,24 @@ pub struct Args {
     /// then `--flush timer:100ms`, and print them side by side.
     #[arg(long)]
     pub compare: bool,
+
+    /// `in-process`: the application's threads call the broker (the default). `tcp`: over
+    /// the wire protocol, through a server started in this process on a loopback port,
+    /// each publisher and consumer on a client connection of its own.
+    #[arg(long, default_value = "in-process", value_parser = ["in-process", "tcp"])]
+    pub transport: String,
+
+    /// Over TCP to the server already running at this address (`zd-server`), instead of
+    /// one started here: implies `--transport tcp`, and the broker's flags (processors,
+    /// pinning, wait, callbacks, queue shape) are the server's own (the perftest uses its
+    /// queue 0, with `--fanout` apps if it is a fanout queue).
+    #[arg(long, value_name = "ADDR")]
+    pub connect: Option<std::net::SocketAddr>,
+
+    /// Over TCP: the tokio worker threads of the perftest's clients, and of the server it
+    /// starts.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub io_threads: u32,
 }
 
 impl Args {

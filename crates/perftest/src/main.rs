@@ -26,6 +26,7 @@
 mod cli;
 mod report;
 mod run;
+mod tcp;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -60,7 +61,7 @@ fn main() -> ExitCode {
 }
 
 /// One run, as the command line says. Returns whether no message was lost.
-fn single(args: &Args, progress: Progress) -> Result<bool, zerodispatch_broker::BrokerError> {
+fn single(args: &Args, progress: Progress) -> Result<bool, Box<dyn std::error::Error>> {
     let scenario = Scenario::from_args(args);
     if !args.json && !args.quiet {
         println!("perftest: {}", report::describe(&scenario));
@@ -76,7 +77,7 @@ fn single(args: &Args, progress: Progress) -> Result<bool, zerodispatch_broker::
 
 /// The seed's scenario, dynamic flush then a 100 ms timer. Returns whether no message was
 /// lost in either run.
-fn compare(args: &Args, progress: Progress) -> Result<bool, zerodispatch_broker::BrokerError> {
+fn compare(args: &Args, progress: Progress) -> Result<bool, Box<dyn std::error::Error>> {
     let base = Scenario {
         publishers: 1,
         consumers: 1,

@@ -10,7 +10,7 @@ use zerodispatch_core::Percentiles;
 
 use crate::cli::format_duration;
 
-use crate::run::{Outcomes, RunResult, Scenario};
+use crate::run::{Outcomes, RunResult, Scenario, Transport};
 
 /// The per-second line, in the stream clients' style: the last second's rates (published,
 /// confirmed, consumed) and the last second's latencies, publish -> confirm (the ACK:
@@ -84,7 +84,8 @@ pub fn describe(s: &Scenario) -> String {
         )
     };
     format!(
-        "{} at {} each, {queue}, flush {}, batch {}, {} B payloads, {} confirms, {}",
+        "{}, {} at {} each, {queue}, flush {}, batch {}, {} B payloads, {} confirms, {}",
+        s.transport,
         plural(u64::from(s.publishers), "publisher"),
         rate_name(s.rate),
         s.flush,
@@ -272,6 +273,9 @@ pub struct SummaryJson<'a> {
     /// The flush strategy, as `--flush` writes it.
     #[serde(serialize_with = "as_text")]
     pub flush: FlushStrategy,
+    /// `in-process`, `tcp` (a server started by the perftest) or `tcp:<address>`.
+    #[serde(serialize_with = "as_text")]
+    pub transport: &'a Transport,
     /// `--rate`.
     pub rate: f64,
     /// `--publishers`.
@@ -340,6 +344,7 @@ pub fn summary_json(r: &RunResult) -> SummaryJson<'_> {
         put_frames: r.put_frames,
         put_messages: r.put_messages,
         flush: s.flush,
+        transport: &s.transport,
         rate: s.rate,
         publishers: s.publishers,
         consumers: s.consumers,

@@ -35,13 +35,13 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use zerodispatch_broker::{
     Ack, AckStatus, AppId, Broker, BrokerConfig, BrokerError, ConfirmMode, ConsumerOptions,
-    Delivery, FlushStrategy, Payload, Producer, ProducerConfig, QueueConfig, QueueId, QueueMode,
+    Delivery, FlushStrategy, Payload, ProducerConfig, QueueConfig, QueueId, QueueMode,
     WaitStrategy,
 };
 use zerodispatch_core::Percentiles;
 
 use crate::cli::{Args, Cores};
-use crate::report;
+use crate::{report, tcp};
 
 /// Latencies above this (in microseconds: one hour) are recorded as this.
 const MAX_LATENCY_US: u64 = 3_600_000_000;
@@ -50,10 +50,10 @@ const MAX_LATENCY_US: u64 = 3_600_000_000;
 const SIGFIGS: u8 = 3;
 
 /// Unconfirmed shares each consumer may hold (the queue's window).
-const WINDOW: u32 = 1 << 10;
+pub(crate) const WINDOW: u32 = 1 << 10;
 
 /// How long to wait, after publishing, for the outcomes of what is in flight.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where the per-second lines go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,6 +97,29 @@ pub struct Scenario {
     pub pin: Option<Vec<usize>>,
     /// How long to publish.
     pub duration: Duration,
+    /// In-process, or over TCP.
+    pub transport: Transport,
+    /// Over TCP: the tokio worker threads of the clients and of the local server.
+    pub io_threads: usize,
+}
+
+/// How the publishers and consumers reach the broker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// They call it: the application's threads are in its process.
+    InProcess,
+    /// Over TCP, as clients of a server.
+    Tcp(tcp::Target),
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::InProcess => f.write_str("in-process"),
+            Self::Tcp(tcp::Target::Local) => f.write_str("tcp"),
+            Self::Tcp(tcp::Target::Connect(addr)) => write!(f, "tcp:{addr}"),
+        }
+    }
 }
 
 impl Scenario {
@@ -118,6 +141,12 @@ impl Scenario {
             wait: args.wait,
             pin: args.pin.as_ref().map(Cores::ids),
             duration: args.duration(),
+            transport: match (args.connect, args.transport.as_str()) {
+                (Some(addr), _) => Transport::Tcp(tcp::Target::Connect(addr)),
+                (None, "tcp") => Transport::Tcp(tcp::Target::Local),
+                (None, _) => Transport::InProcess,
+            },
+            io_threads: args.io_threads as usize,
         }
     }
 
@@ -129,7 +158,7 @@ impl Scenario {
 
     /// The broker's configuration: one queue large enough for every producer's cap, and
     /// processor queues large enough for the queue and every consumer's window.
-    fn broker_config(&self) -> BrokerConfig {
+    pub(crate) fn broker_config(&self) -> BrokerConfig {
         let mode = if self.fanout >= 2 {
             QueueMode::Fanout { apps: self.fanout }
         } else {
@@ -192,7 +221,7 @@ impl Outcomes {
 
 /// Outcome counters, written by the producers' `on_ack` (on session processors).
 #[derive(Debug, Default)]
-struct OutcomeCounters([AtomicU64; 7]);
+pub(crate) struct OutcomeCounters(pub(crate) [AtomicU64; 7]);
 
 impl OutcomeCounters {
     fn index(status: AckStatus) -> usize {
@@ -207,13 +236,13 @@ impl OutcomeCounters {
         }
     }
 
-    fn add(&self, status: AckStatus, n: u64) {
+    pub(crate) fn add(&self, status: AckStatus, n: u64) {
         if n > 0 {
             self.0[Self::index(status)].fetch_add(n, Ordering::Relaxed);
         }
     }
 
-    fn snapshot(&self) -> Outcomes {
+    pub(crate) fn snapshot(&self) -> Outcomes {
         let get = |i: usize| self.0[i].load(Ordering::Relaxed);
         Outcomes {
             acked: get(0),
@@ -229,28 +258,28 @@ impl OutcomeCounters {
 
 /// A latency recorder: the last interval's histogram (taken by the reporter each second)
 /// and the whole run's. One per producer or consumer, locked once per callback batch.
-struct Recorder {
+pub(crate) struct Recorder {
     interval: Histogram<u64>,
     total: Histogram<u64>,
 }
 
 impl Recorder {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             interval: new_histogram(),
             total: new_histogram(),
         }
     }
 
-    fn record(&mut self, us: u64) {
+    pub(crate) fn record(&mut self, us: u64) {
         self.interval.saturating_record(us);
         self.total.saturating_record(us);
     }
 }
 
-type Shared = Arc<Mutex<Recorder>>;
+pub(crate) type Shared = Arc<Mutex<Recorder>>;
 
-fn lock(recorder: &Shared) -> MutexGuard<'_, Recorder> {
+pub(crate) fn lock(recorder: &Shared) -> MutexGuard<'_, Recorder> {
     recorder.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -272,7 +301,7 @@ fn take_interval(recorders: &[Shared]) -> Histogram<u64> {
 }
 
 /// Merges every recorder's whole-run histogram into one.
-fn merge_total(recorders: &[Shared]) -> Histogram<u64> {
+pub(crate) fn merge_total(recorders: &[Shared]) -> Histogram<u64> {
     let mut merged = new_histogram();
     for r in recorders {
         merged.add(&lock(r).total).expect("same bounds");
@@ -282,10 +311,10 @@ fn merge_total(recorders: &[Shared]) -> Histogram<u64> {
 
 /// The run's clock: nanoseconds since its epoch.
 #[derive(Clone, Copy, Debug)]
-struct Clock(Instant);
+pub(crate) struct Clock(pub(crate) Instant);
 
 impl Clock {
-    fn now_ns(self) -> u64 {
+    pub(crate) fn now_ns(self) -> u64 {
         u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
@@ -312,20 +341,20 @@ impl Clock {
 
 /// What a publisher thread did.
 #[derive(Clone, Copy, Debug, Default)]
-struct PublisherEnd {
+pub(crate) struct PublisherEnd {
     /// Messages `send` accepted.
-    sent: u64,
+    pub(crate) sent: u64,
     /// Messages scheduled before the end but not sent by then (the publisher was behind).
-    behind: u64,
+    pub(crate) behind: u64,
     /// `send` failures (the publisher stops at the first).
-    errors: u64,
+    pub(crate) errors: u64,
     /// When it stopped, in ns since the epoch.
-    ended_ns: u64,
+    pub(crate) ended_ns: u64,
 }
 
 /// A publisher's schedule.
 #[derive(Clone, Copy, Debug)]
-struct Schedule {
+pub(crate) struct Schedule {
     clock: Clock,
     /// When publishing starts (ns since the epoch).
     go_ns: u64,
@@ -335,12 +364,11 @@ struct Schedule {
     interval_ns: Option<f64>,
     /// This publisher's offset within one interval (publishers are staggered evenly).
     offset_ns: u64,
-    size: u32,
 }
 
 /// What the publishers have in the queue: published, and not yet consumed by every app.
 #[derive(Clone, Copy, Debug)]
-struct Backlog<'a> {
+pub(crate) struct Backlog<'a> {
     /// Messages published, by every publisher.
     published: &'a AtomicU64,
     /// Deliveries, to every app.
@@ -363,8 +391,14 @@ impl Backlog<'_> {
     }
 }
 
-/// Publishes open loop until the schedule's end.
-fn publish(producer: &Producer, schedule: Schedule, backlog: Backlog<'_>) -> PublisherEnd {
+/// Publishes open loop until the schedule's end, waiting while `backlog` is at its limit:
+/// `send` sends one message whose scheduled time is its argument, and says why it could
+/// not.
+pub(crate) fn publish(
+    schedule: Schedule,
+    backlog: Backlog<'_>,
+    mut send: impl FnMut(u64) -> Result<(), String>,
+) -> PublisherEnd {
     let clock = schedule.clock;
     let published = backlog.published;
     let mut end = PublisherEnd::default();
@@ -390,17 +424,13 @@ fn publish(producer: &Producer, schedule: Schedule, backlog: Backlog<'_>) -> Pub
             clock.wait_until(at);
         }
         backlog.wait_for_room(clock, schedule.end_ns);
-        let payload = Payload {
-            handle: at,
-            len: schedule.size,
-        };
-        match producer.send(QueueId(0), payload) {
-            Ok(_) => {
+        match send(at) {
+            Ok(()) => {
                 i += 1;
                 published.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
-                eprintln!("perftest: publisher {}: send failed: {e}", producer.id().0);
+                eprintln!("perftest: send failed: {e}");
                 end.errors += 1;
                 break;
             }
@@ -409,6 +439,84 @@ fn publish(producer: &Producer, schedule: Schedule, backlog: Backlog<'_>) -> Pub
     end.sent = i;
     end.ended_ns = clock.now_ns();
     end
+}
+
+/// What the publishing phase of a run did.
+pub(crate) struct Publishing {
+    /// Each publisher's end.
+    pub(crate) ends: Vec<PublisherEnd>,
+    /// When publishing started and was to stop (ns since the run's epoch).
+    pub(crate) go_ns: u64,
+    pub(crate) end_ns: u64,
+    /// Messages the senders accepted.
+    pub(crate) published: u64,
+}
+
+/// Publishes open loop from one thread per sender (`senders[p]` sends one message whose
+/// scheduled time it is given), each waiting while the queue's backlog (published, not
+/// yet consumed by every app) is at half its capacity, and prints a line a second from this
+/// thread with the rates of published messages and of the two `counters` (confirmed,
+/// consumed) and the last second's latencies (the two `recorders`: confirm, consume).
+pub(crate) fn publish_all<S>(
+    scenario: &Scenario,
+    clock: Clock,
+    progress: Progress,
+    senders: Vec<S>,
+    counters: [&AtomicU64; 2],
+    recorders: [&[Shared]; 2],
+) -> Publishing
+where
+    S: FnMut(u64) -> Result<(), String> + Send,
+{
+    let published = AtomicU64::new(0);
+    let interval_ns = (scenario.rate > 0.0).then(|| 1e9 / scenario.rate);
+    let go_ns = clock.now_ns() + 1_000_000;
+    let end_ns = go_ns + u64::try_from(scenario.duration.as_nanos()).unwrap_or(u64::MAX / 2);
+    let publishers = senders.len();
+    let ends = thread::scope(|s| {
+        let handles: Vec<_> = senders
+            .into_iter()
+            .enumerate()
+            .map(|(p, send)| {
+                let schedule = Schedule {
+                    clock,
+                    go_ns,
+                    end_ns,
+                    interval_ns,
+                    offset_ns: interval_ns.map_or(0, |i| (i * p as f64 / publishers as f64) as u64),
+                };
+                let backlog = Backlog {
+                    published: &published,
+                    consumed: counters[1],
+                    apps: u64::from(scenario.apps()),
+                    limit: (scenario.broker_config().queues[0].capacity / 2) as u64,
+                };
+                thread::Builder::new()
+                    .name(format!("perftest-pub-{p}"))
+                    .spawn_scoped(s, move || publish(schedule, backlog, send))
+                    .expect("cannot spawn a publisher thread")
+            })
+            .collect();
+        let [acked, consumed] = counters;
+        report_each_second(
+            clock,
+            go_ns,
+            progress,
+            &handles,
+            [&published, acked, consumed],
+            recorders,
+        );
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a publisher thread panicked"))
+            .collect()
+    });
+    Publishing {
+        ends,
+        go_ns,
+        end_ns,
+        published: published.load(Ordering::Relaxed),
+    }
 }
 
 /// What a run measured.
@@ -505,12 +613,24 @@ fn per_second(n: u64, seconds: f64) -> f64 {
     }
 }
 
-/// Runs `scenario` and returns what it measured, printing a line a second to `progress`.
+/// Runs `scenario` over its transport and returns what it measured, printing a line a
+/// second to `progress`.
 ///
 /// # Errors
 ///
-/// The broker refused to start or to open a producer or consumer.
-pub fn run(scenario: &Scenario, progress: Progress) -> Result<RunResult, BrokerError> {
+/// The broker (or the server) refused to start, or to open a producer or consumer.
+pub fn run(
+    scenario: &Scenario,
+    progress: Progress,
+) -> Result<RunResult, Box<dyn std::error::Error>> {
+    match &scenario.transport {
+        Transport::InProcess => Ok(run_in_process(scenario, progress)?),
+        Transport::Tcp(target) => tcp::run(scenario, target, progress),
+    }
+}
+
+/// Runs `scenario` in-process.
+fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, BrokerError> {
     let clock = Clock(Instant::now());
     let broker = Broker::start(scenario.broker_config())?;
 
@@ -576,50 +696,32 @@ pub fn run(scenario: &Scenario, progress: Progress) -> Result<RunResult, BrokerE
     // Let the consumers attach before the clock starts.
     broker.quiesce()?;
 
-    let published = AtomicU64::new(0);
-    let interval_ns = (scenario.rate > 0.0).then(|| 1e9 / scenario.rate);
-    let go_ns = clock.now_ns() + 1_000_000;
-    let end_ns = go_ns + u64::try_from(scenario.duration.as_nanos()).unwrap_or(u64::MAX / 2);
-    let ends: Vec<PublisherEnd> = thread::scope(|s| {
-        let handles: Vec<_> = producers
-            .iter()
-            .enumerate()
-            .map(|(p, producer)| {
-                let schedule = Schedule {
-                    clock,
-                    go_ns,
-                    end_ns,
-                    interval_ns,
-                    offset_ns: interval_ns.map_or(0, |i| {
-                        (i * p as f64 / f64::from(scenario.publishers)) as u64
-                    }),
-                    size: scenario.size,
-                };
-                let backlog = Backlog {
-                    published: &published,
-                    consumed: &consumed,
-                    apps: u64::from(scenario.apps()),
-                    limit: (scenario.broker_config().queues[0].capacity / 2) as u64,
-                };
-                thread::Builder::new()
-                    .name(format!("perftest-pub-{p}"))
-                    .spawn_scoped(s, move || publish(producer, schedule, backlog))
-                    .expect("cannot spawn a publisher thread")
-            })
-            .collect();
-        report_each_second(
-            clock,
-            go_ns,
-            progress,
-            &handles,
-            [&published, &outcomes.0[0], consumed.as_ref()],
-            [&confirm_recorders, &consume_recorders],
-        );
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a publisher thread panicked"))
-            .collect()
+    let size = scenario.size;
+    let senders = producers.iter().map(|producer| {
+        move |at: u64| {
+            let payload = Payload {
+                handle: at,
+                len: size,
+            };
+            producer
+                .send(QueueId(0), payload)
+                .map(drop)
+                .map_err(|e| format!("producer {}: {e}", producer.id().0))
+        }
     });
+    let Publishing {
+        ends,
+        go_ns,
+        end_ns,
+        published,
+    } = publish_all(
+        scenario,
+        clock,
+        progress,
+        senders.collect(),
+        [&outcomes.0[0], consumed.as_ref()],
+        [&confirm_recorders, &consume_recorders],
+    );
     let ended_ns = ends.iter().map(|e| e.ended_ns).max().unwrap_or(end_ns);
 
     // Drain: wait for every outcome (so that a timer's last batch goes out instead of being
@@ -638,7 +740,6 @@ pub fn run(scenario: &Scenario, progress: Progress) -> Result<RunResult, BrokerE
     let stats = broker.session_stats();
     let queue_stats = broker.queue_stats();
     let outcomes = outcomes.snapshot();
-    let published = published.load(Ordering::Relaxed);
     let total = outcomes.total();
     let result = RunResult {
         scenario: scenario.clone(),
@@ -665,7 +766,7 @@ pub fn run(scenario: &Scenario, progress: Progress) -> Result<RunResult, BrokerE
     Ok(result)
 }
 
-fn timer_interval(flush: FlushStrategy) -> Duration {
+pub(crate) fn timer_interval(flush: FlushStrategy) -> Duration {
     match flush {
         FlushStrategy::Dynamic => Duration::ZERO,
         FlushStrategy::Timer(d) => d,
