@@ -527,6 +527,8 @@ mod tests {
                 wait: WaitStrategy::default(),
                 pin: Some(vec![0, 1]),
                 duration: Duration::from_secs(3),
+                transport: Transport::InProcess,
+                io_threads: 1,
             },
             duration_s: 3.0,
             drain_s: 0.01,
@@ -578,6 +580,7 @@ mod tests {
         assert_eq!(v["lost"], 0);
         assert_eq!(v["ok"], true);
         assert_eq!(v["flush"], "timer:100ms");
+        assert_eq!(v["transport"], "in-process");
         assert_eq!(v["publish_rate"], 50.0);
         assert_eq!(v["mean_batch"], 1.0);
         assert_eq!(v["wait"], "spin-then-park");
