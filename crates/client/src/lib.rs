@@ -37,6 +37,7 @@
 
 #![forbid(unsafe_code)]
 
+mod backoff;
 mod client;
 mod connection;
 mod consumer;
@@ -44,12 +45,18 @@ mod error;
 mod io;
 mod options;
 mod producer;
+mod reliable_producer;
+mod resend_ring;
 
+pub use backoff::Backoff;
 pub use client::Client;
 pub use consumer::{Consumer, Deliveries, Message};
 pub use error::{ClientError, TrySendError};
 pub use options::{ClientOptions, ConsumerOptions, Flush, MAX_UNCONFIRMED, ProducerOptions};
 pub use producer::{Outcome, Producer};
+pub use reliable_producer::{
+    NAME_IN_USE, ReliableProducer, ReliableProducerOptions, ReliableProducerStats,
+};
 pub use zerodispatch_wire::{
     AppId, ConfirmStatus, ConsumerId, Guid, ProducerId, PublishId, QueueId,
 };

@@ -262,7 +262,21 @@ impl ProducerShared {
     /// Takes a message if the producer is open and under its cap; then wakes the I/O task
     /// if it has to send.
     fn try_take(&self, payload: &[u8]) -> Result<PublishId, TrySendError> {
+        self.try_take_as(None, payload)
+    }
+
+    /// [`try_take`](Self::try_take), with the publish id `id` when given instead of the
+    /// producer's next one (a reliable producer numbers its messages itself, across
+    /// connections).
+    pub(crate) fn try_take_as(
+        &self,
+        id: Option<u64>,
+        payload: &[u8],
+    ) -> Result<PublishId, TrySendError> {
         let mut state = self.lock();
+        if let Some(id) = id {
+            state.next_id = id;
+        }
         let (id, wake) = self.take(&mut state, payload)?;
         drop(state);
         if wake {
@@ -438,6 +452,20 @@ impl ProducerShared {
         state.taken.clear();
     }
 
+    /// Waits until the producer is closed (by its handle, a refusal or the end of its
+    /// connection), and says why.
+    pub(crate) async fn wait_closed(&self) -> ClientError {
+        loop {
+            let room = self.room_async.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            if let Some(error) = self.lock().closed.clone() {
+                return error;
+            }
+            room.await;
+        }
+    }
+
     /// Wakes every sender waiting for room (after outcomes freed some, or a close).
     pub(crate) fn wake_senders(&self) {
         let blocked = self.lock().blocked;
@@ -475,6 +503,10 @@ pub struct Producer {
 impl Producer {
     pub(crate) fn new(shared: Arc<ProducerShared>) -> Self {
         Self { shared }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<ProducerShared> {
+        &self.shared
     }
 
     /// The producer's id on its connection.

@@ -48,6 +48,21 @@ pub struct Config {
     /// Deliver every published message to this consumer too, at once (it must have the
     /// credit).
     pub echo_to: Option<u32>,
+    /// Deduplicate by publish id per queue, across connections: a message whose id is not
+    /// above the highest stored of its queue is confirmed but not stored (see `Log`).
+    pub dedup: bool,
+    /// Drop a connection once it has received or delivered this many messages: the
+    /// messages of a `Publish` before the limit are stored, none of the frame is
+    /// confirmed. `drops` times in all (shared by every connection).
+    pub drop_after_messages: Option<u64>,
+    pub drops: u32,
+    /// On `CloseProducer`, drop the connection instead of answering.
+    pub drop_on_close: bool,
+    /// Refuse this many `OpenProducer` after the first with `NAME_IN_USE` (106).
+    pub refuse_reopens: u32,
+    /// Consumers are served from the log's shared queue (`FakeBroker::enqueue`): each
+    /// open delivers every message not confirmed yet, by its GUID (its index).
+    pub shared_queue: bool,
 }
 
 impl Default for Config {
@@ -58,6 +73,12 @@ impl Default for Config {
             record: true,
             close_confirms: true,
             echo_to: None,
+            dedup: false,
+            drop_after_messages: None,
+            drops: 0,
+            drop_on_close: false,
+            refuse_reopens: 0,
+            shared_queue: false,
         }
     }
 }
@@ -90,6 +111,8 @@ pub enum Action {
     Raw(Vec<u8>),
     /// Close the connection without a word.
     Drop,
+    /// Confirm the first `n` held messages `Stored`, then close the connection.
+    ConfirmThenDrop(usize),
 }
 
 /// The log, shared with the test.
@@ -98,6 +121,18 @@ pub struct Log {
     pub frames: Vec<(Instant, Received)>,
     /// The connection has ended (the client closed it, or `Drop`).
     pub ended: bool,
+    /// Connections accepted.
+    pub connections: u32,
+    /// `OpenProducer` frames received, on every connection.
+    pub opens: u32,
+    /// With `dedup`: the publish ids stored, in order, and the duplicates not stored.
+    pub stored: Vec<u64>,
+    pub duplicates: u64,
+    highest: std::collections::HashMap<u32, u64>,
+    drops_done: u32,
+    refusals_done: u32,
+    /// With `shared_queue`: the messages, and whether each is confirmed.
+    pub queue: Vec<(Vec<u8>, bool)>,
 }
 
 pub struct FakeBroker {
@@ -118,10 +153,17 @@ impl FakeBroker {
             while let Ok((stream, _)) = listener.accept().await {
                 let (tx, rx) = mpsc::unbounded_channel();
                 *actions2.lock().unwrap() = Some(tx);
+                log2.lock().unwrap().connections += 1;
                 tokio::spawn(serve(stream, config, Arc::clone(&log2), rx));
             }
         });
         Self { addr, log, actions }
+    }
+
+    /// Adds messages to the shared queue (`Config::shared_queue`).
+    pub fn enqueue(&self, payloads: impl IntoIterator<Item = Vec<u8>>) {
+        let mut log = self.log.lock().unwrap();
+        log.queue.extend(payloads.into_iter().map(|p| (p, false)));
     }
 
     /// Asks the current connection to do something.
@@ -177,8 +219,22 @@ impl FakeBroker {
 struct ConsumerQueue {
     id: u32,
     credit: u32,
-    queued: VecDeque<Vec<u8>>,
+    queued: VecDeque<(Option<u64>, Vec<u8>)>,
     next_guid: u64,
+}
+
+/// Whether this connection has reached `drop_after_messages` with `seen` messages, and may
+/// drop (counted).
+fn may_drop(config: &Config, log: &Mutex<Log>, seen: u64) -> bool {
+    let Some(limit) = config.drop_after_messages else {
+        return false;
+    };
+    let mut log = log.lock().unwrap();
+    if seen > limit && log.drops_done < config.drops {
+        log.drops_done += 1;
+        return true;
+    }
+    false
 }
 
 /// Serves one connection.
@@ -194,6 +250,8 @@ async fn serve(
     let mut out = Vec::with_capacity(1 << 20);
     let mut held: Vec<(u32, u64)> = Vec::with_capacity(1 << 16);
     let mut consumers: Vec<ConsumerQueue> = Vec::new();
+    let mut producer_queues: Vec<(u32, u32)> = Vec::new();
+    let mut seen: u64 = 0;
     let record = |frame: Received| {
         if config.record {
             log.lock().unwrap().frames.push((Instant::now(), frame));
@@ -234,14 +292,29 @@ async fn serve(
                                 producer: open.producer.0,
                                 max_unconfirmed: open.max_unconfirmed,
                             });
-                            if open.queue.0 == UNKNOWN_QUEUE {
+                            let refuse_name = {
+                                let mut log = log.lock().unwrap();
+                                log.opens += 1;
+                                let refuse = log.opens > 1 && log.refusals_done < config.refuse_reopens;
+                                if refuse {
+                                    log.refusals_done += 1;
+                                }
+                                refuse
+                            };
+                            if refuse_name {
+                                refuse(&mut out, ErrorCode(106), FrameKind::OpenProducer, open.producer.0);
+                            } else if open.queue.0 == UNKNOWN_QUEUE {
                                 refuse(&mut out, ErrorCode::UNKNOWN_QUEUE, FrameKind::OpenProducer, open.producer.0);
                             } else {
+                                producer_queues.push((open.producer.0, open.queue.0));
                                 Frame::OpenProducer(open).encode(&mut out).unwrap();
                             }
                         }
                         Frame::CloseProducer(close) => {
                             record(Received::CloseProducer { producer: close.producer.0 });
+                            if config.drop_on_close {
+                                break 'conn;
+                            }
                             if config.close_confirms {
                                 let mine: Vec<u64> = held.iter().filter(|h| h.0 == close.producer.0).map(|h| h.1).collect();
                                 held.retain(|h| h.0 != close.producer.0);
@@ -255,6 +328,25 @@ async fn serve(
                                     producer: publish.producer().0,
                                     ids: publish.messages().map(|(id, _)| id.0).collect(),
                                 });
+                            }
+                            if config.dedup || config.drop_after_messages.is_some() {
+                                let queue = producer_queues.iter().find(|p| p.0 == publish.producer().0).map_or(0, |p| p.1);
+                                for (id, _) in publish.messages() {
+                                    seen += 1;
+                                    if may_drop(&config, &log, seen) {
+                                        break 'conn;
+                                    }
+                                    if config.dedup {
+                                        let mut log = log.lock().unwrap();
+                                        match log.highest.get(&queue) {
+                                            Some(&h) if id.0 <= h => log.duplicates += 1,
+                                            _ => {
+                                                log.stored.push(id.0);
+                                                log.highest.insert(queue, id.0);
+                                            }
+                                        }
+                                    }
+                                }
                             }
                             match config.policy {
                                 Policy::Confirm(status) => confirm(
@@ -282,7 +374,16 @@ async fn serve(
                                 refuse(&mut out, ErrorCode::UNKNOWN_QUEUE, FrameKind::OpenConsumer, open.consumer.0);
                             } else {
                                 Frame::OpenConsumer(open).encode(&mut out).unwrap();
-                                consumers.push(ConsumerQueue { id: open.consumer.0, credit: open.credit, queued: VecDeque::new(), next_guid: 0 });
+                                let mut queued = VecDeque::new();
+                                if config.shared_queue {
+                                    let log = log.lock().unwrap();
+                                    for (n, (payload, confirmed)) in log.queue.iter().enumerate() {
+                                        if !confirmed {
+                                            queued.push_back((Some(n as u64), payload.clone()));
+                                        }
+                                    }
+                                }
+                                consumers.push(ConsumerQueue { id: open.consumer.0, credit: open.credit, queued, next_guid: 0 });
                             }
                         }
                         Frame::CloseConsumer(close) => {
@@ -296,6 +397,15 @@ async fn serve(
                                     consumer: confirms.consumer().0,
                                     guids: confirms.guids().collect(),
                                 });
+                            }
+                            if config.shared_queue {
+                                let mut log = log.lock().unwrap();
+                                for guid in confirms.guids() {
+                                    let n = u64::from_le_bytes(guid.0[..8].try_into().unwrap()) as usize;
+                                    if let Some(entry) = log.queue.get_mut(n) {
+                                        entry.1 = true;
+                                    }
+                                }
                             }
                         }
                         Frame::Credit(credit) => {
@@ -320,20 +430,36 @@ async fn serve(
                 }
                 Some(Action::Deliver { consumer, payloads }) => {
                     if let Some(c) = consumers.iter_mut().find(|c| c.id == consumer) {
-                        c.queued.extend(payloads);
+                        c.queued.extend(payloads.into_iter().map(|p| (None, p)));
                     }
+                }
+                Some(Action::ConfirmThenDrop(n)) => {
+                    let n = n.min(held.len());
+                    let first: Vec<(u32, u64)> = held.drain(..n).collect();
+                    for (producer, id) in first {
+                        confirm(&mut out, ProducerId(producer), std::iter::once(id), ConfirmStatus::Stored);
+                    }
+                    let _ = stream.write_all(&out).await;
+                    break 'conn;
                 }
                 Some(Action::Raw(bytes)) => out.extend_from_slice(&bytes),
             },
         }
+        let mut delivered = 0;
         for c in &mut consumers {
-            deliver(&mut out, c);
+            delivered += deliver(&mut out, c);
         }
         if !out.is_empty() {
             if stream.write_all(&out).await.is_err() {
                 break;
             }
             out.clear();
+        }
+        if delivered > 0 {
+            seen += delivered;
+            if may_drop(&config, &log, seen) {
+                break;
+            }
         }
     }
     log.lock().unwrap().ended = true;
@@ -368,23 +494,28 @@ fn confirm(
     }
 }
 
-/// Delivers what the consumer has queued, within its credit, in one frame.
-fn deliver(out: &mut Vec<u8>, c: &mut ConsumerQueue) {
+/// Delivers what the consumer has queued, within its credit, in one frame; returns how
+/// many.
+fn deliver(out: &mut Vec<u8>, c: &mut ConsumerQueue) -> u64 {
     if c.credit == 0 || c.queued.is_empty() {
-        return;
+        return 0;
     }
+    let mut count = 0;
     let mut frame = DeliverBuilder::begin(out, ConsumerId(c.id));
     while c.credit > 0 && frame.count() < zerodispatch_wire::MAX_MESSAGES_PER_FRAME {
-        let Some(payload) = c.queued.pop_front() else {
+        let Some((n, payload)) = c.queued.pop_front() else {
             break;
         };
-        let mut guid = [0; 16];
-        guid[..8].copy_from_slice(&c.next_guid.to_le_bytes());
-        c.next_guid += 1;
-        frame.push(Guid(guid), &payload).unwrap();
+        let n = n.unwrap_or_else(|| {
+            c.next_guid += 1;
+            c.next_guid - 1
+        });
+        frame.push(guid(n), &payload).unwrap();
         c.credit -= 1;
+        count += 1;
     }
     frame.finish().unwrap();
+    count
 }
 
 /// The GUID the fake broker gives the `n`th message delivered to a consumer.

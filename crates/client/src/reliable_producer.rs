@@ -1,0 +1,683 @@
+//! A producer that survives losing its connection: it reconnects with backoff, re-opens
+//! under its name, and resends every message without an outcome with its original publish
+//! id, in order, before anything new.
+//!
+//! # How
+//!
+//! The reliable producer owns its connection. Its messages go first into its
+//! [`ResendRing`] (their payloads copied there, numbered 0, 1, 2, ... across connections),
+//! then to the producer of the current connection (a *session*) with those ids. A task
+//! (the supervisor) opens sessions: on a lost connection (or a session closed under it) it
+//! waits by its [`Backoff`], connects, re-opens the producer under the same name, settles
+//! `Stored` what the broker says it stored already (`last_stored`), and hands the session
+//! the ring again from its front: every message without an outcome, in order, before the
+//! ones taken since. The broker's deduplication by (name, publish id) confirms a resent
+//! message it stored already without storing it twice.
+//!
+//! A message leaves the ring with its one outcome: the broker's confirm (from any session),
+//! the confirm timeout (which counts from `send`, across reconnects), or the close. A
+//! session's own `Closed` or `NotSent` for a message, when its connection ends, is no
+//! outcome: the message stays for the next session.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use tokio::net::ToSocketAddrs;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use zerodispatch_wire::{ConfirmStatus, ErrorCode, MAX_PAYLOAD_LEN, PublishId, QueueId};
+
+use crate::backoff::{Backoff, Jitter};
+use crate::client::Client;
+use crate::connection::lock;
+use crate::error::{ClientError, TrySendError};
+use crate::options::{ClientOptions, MAX_UNCONFIRMED, ProducerOptions};
+use crate::producer::{ConfirmHandler, Outcome, Producer};
+use crate::resend_ring::ResendRing;
+
+/// The refusal of an open whose producer name is open already (protocol version 2): the
+/// old session may still be closing, so the reliable producer tries again with backoff.
+pub const NAME_IN_USE: ErrorCode = ErrorCode(106);
+
+/// How a reliable producer behaves.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReliableProducerOptions {
+    /// The producer's name, under which the broker deduplicates its messages by publish id
+    /// across connections (UTF-8, at most 255 bytes; not empty).
+    pub name: String,
+    /// The session producer's options. `max_unconfirmed` bounds the messages kept for
+    /// resending, from the oldest without an outcome to the newest; `confirm_timeout`
+    /// counts from `send`, across reconnects.
+    pub producer: ProducerOptions,
+    /// The connection's options.
+    pub client: ClientOptions,
+    /// The delays between attempts to reconnect.
+    pub backoff: Backoff,
+    /// Bytes of payload kept for resending, at most (allocated when the producer opens):
+    /// `send` waits while a payload does not fit. At least [`MAX_PAYLOAD_LEN`]. Default
+    /// 16 MiB.
+    pub buffer_bytes: usize,
+}
+
+impl ReliableProducerOptions {
+    /// The default options, with `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            producer: ProducerOptions::default(),
+            client: ClientOptions::default(),
+            backoff: Backoff::default(),
+            buffer_bytes: 16 << 20,
+        }
+    }
+
+    fn check(&self) -> Result<(), ClientError> {
+        self.producer.check()?;
+        self.backoff.check()?;
+        if self.name.is_empty() || self.name.len() > 255 {
+            return Err(ClientError::InvalidOption {
+                option: "name",
+                expected: "1 to 255 bytes of UTF-8",
+            });
+        }
+        if self.buffer_bytes < MAX_PAYLOAD_LEN as usize {
+            return Err(ClientError::InvalidOption {
+                option: "buffer_bytes",
+                expected: "at least MAX_PAYLOAD_LEN (256 KiB)",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A reliable producer's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReliableProducerStats {
+    /// Connections lost and opened again.
+    pub reconnects: u64,
+    /// Messages handed to a new session again (written before on a lost one).
+    pub resent: u64,
+    /// Messages settled `Stored` by the broker's `last_stored` at a re-open, without
+    /// resending.
+    pub stored_before: u64,
+}
+
+/// The state behind the lock.
+struct State {
+    ring: ResendRing,
+    /// The next message to hand to the session (its publish id).
+    next_to_write: u64,
+    /// The current session's producer.
+    session: Option<Producer>,
+    /// Why the producer takes no more messages.
+    closed: Option<ClientError>,
+    /// Closing: a session's `Closed` and `NotSent` are outcomes now.
+    closing: bool,
+    stats: ReliableProducerStats,
+}
+
+/// The application's handler and the outcomes to hand it, behind their own lock (taken
+/// before the state's).
+struct Reporter {
+    handler: ConfirmHandler,
+    outcomes: Vec<Outcome>,
+}
+
+struct Shared {
+    options: ReliableProducerOptions,
+    queue: QueueId,
+    state: Mutex<State>,
+    reporter: Mutex<Reporter>,
+    /// Wakes `send` waiters when room frees or the producer closes.
+    room: Notify,
+    /// Wakes the supervisor: a close, or a first message to time.
+    wake: Notify,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    /// Takes a message into the ring and hands it on to the session if it can.
+    fn try_take(&self, payload: &[u8]) -> Result<PublishId, TrySendError> {
+        let mut state = self.state();
+        if let Some(error) = &state.closed {
+            return Err(TrySendError::Failed(error.clone()));
+        }
+        let was_empty = state.ring.is_empty();
+        let Some(id) = state.ring.push(payload, Instant::now()) else {
+            return Err(TrySendError::Full);
+        };
+        Self::pump(&mut state);
+        drop(state);
+        if was_empty && self.options.producer.confirm_timeout.is_some() {
+            self.wake.notify_one();
+        }
+        Ok(PublishId(id))
+    }
+
+    /// Hands the session every message from `next_to_write` on, in order, until it takes
+    /// no more.
+    fn pump(state: &mut State) {
+        let Some(session) = &state.session else {
+            return;
+        };
+        let shared = session.shared();
+        while state.next_to_write < state.ring.next_id() {
+            let id = state.next_to_write;
+            let Some((slot, payload)) = state.ring.get(id) else {
+                state.next_to_write = state.ring.first_id().max(id + 1);
+                continue;
+            };
+            if !slot.settled {
+                if shared.try_take_as(Some(id), payload).is_err() {
+                    // At the session's cap (its late confirms of timed-out messages free
+                    // it, and pump again), or the session is gone (the supervisor opens
+                    // the next).
+                    return;
+                }
+                if let Some(slot) = state.ring.get_mut(id) {
+                    slot.written = true;
+                }
+            }
+            state.next_to_write = id + 1;
+        }
+    }
+
+    /// Settles message `id` with `status` into `outcomes`, if it has no outcome yet.
+    fn settle(
+        state: &mut State,
+        id: u64,
+        status: ConfirmStatus,
+        now: Instant,
+        outcomes: &mut Vec<Outcome>,
+    ) {
+        if let Some(slot) = state.ring.get_mut(id) {
+            if !slot.settled {
+                slot.settled = true;
+                outcomes.push(Outcome {
+                    publish_id: PublishId(id),
+                    status,
+                    taken_at: slot.taken_at,
+                    settled_at: now,
+                });
+            }
+        }
+    }
+
+    /// Hands the reporter's outcomes to the application, frees their room, and wakes the
+    /// waiting senders.
+    fn report(&self, reporter: &mut Reporter) {
+        if reporter.outcomes.is_empty() {
+            return;
+        }
+        let Reporter { handler, outcomes } = reporter;
+        let batch = &*outcomes;
+        // A panic in the handler is the application's; the outcomes were reported.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(batch)));
+        outcomes.clear();
+        self.room.notify_waiters();
+    }
+
+    /// A session's outcomes: the broker's are the messages' own; a session's `Closed` and
+    /// `NotSent` are outcomes only while closing (otherwise the messages go again).
+    fn on_session_outcomes(&self, batch: &[Outcome]) {
+        let mut reporter = lock(&self.reporter);
+        let mut state = self.state();
+        let outcomes = &mut reporter.outcomes;
+        for outcome in batch {
+            let lost = matches!(
+                outcome.status,
+                ConfirmStatus::Closed | ConfirmStatus::NotSent
+            );
+            if !lost || state.closing {
+                let id = outcome.publish_id.0;
+                Self::settle(&mut state, id, outcome.status, outcome.settled_at, outcomes);
+            }
+        }
+        state.ring.pop_settled();
+        // Room freed in the session too: what it refused at its cap goes now.
+        Self::pump(&mut state);
+        drop(state);
+        self.report(&mut reporter);
+    }
+
+    /// Settles `TimedOut` the messages taken `confirm_timeout` or more before `now`;
+    /// returns when the next one times out.
+    fn expire(&self, now: Instant) -> Option<Instant> {
+        let timeout = self.options.producer.confirm_timeout?;
+        let mut reporter = lock(&self.reporter);
+        let mut state = self.state();
+        let mut next = None;
+        for id in state.ring.ids() {
+            let Some((slot, _)) = state.ring.get(id) else {
+                break;
+            };
+            if slot.settled {
+                continue;
+            }
+            if now.duration_since(slot.taken_at) < timeout {
+                next = Some(slot.taken_at + timeout);
+                break;
+            }
+            Self::settle(
+                &mut state,
+                id,
+                ConfirmStatus::TimedOut,
+                now,
+                &mut reporter.outcomes,
+            );
+        }
+        state.ring.pop_settled();
+        drop(state);
+        self.report(&mut reporter);
+        next
+    }
+
+    /// Settles every message without an outcome (`Closed` if a session had it, `NotSent`
+    /// otherwise) and closes the producer with `error`.
+    fn settle_all(&self, error: ClientError) {
+        let mut reporter = lock(&self.reporter);
+        let mut state = self.state();
+        if state.closed.is_none() {
+            state.closed = Some(error);
+        }
+        state.closing = true;
+        let now = Instant::now();
+        for id in state.ring.ids() {
+            let status = match state.ring.get(id) {
+                Some((slot, _)) if slot.written => ConfirmStatus::Closed,
+                _ => ConfirmStatus::NotSent,
+            };
+            Self::settle(&mut state, id, status, now, &mut reporter.outcomes);
+        }
+        state.ring.pop_settled();
+        drop(state);
+        self.report(&mut reporter);
+        self.room.notify_waiters();
+    }
+
+    /// Starts a session on a fresh session producer: settles what the broker stored
+    /// already, and hands it the ring from its front.
+    fn begin_session(&self, session: Producer, last_stored: Option<u64>, reconnect: bool) {
+        let mut reporter = lock(&self.reporter);
+        let mut state = self.state();
+        let now = Instant::now();
+        if reconnect {
+            state.stats.reconnects += 1;
+        }
+        let first = state.ring.first_id();
+        if let Some(last) = last_stored {
+            for id in first..state.ring.next_id().min(last.saturating_add(1)) {
+                let before = reporter.outcomes.len();
+                Self::settle(
+                    &mut state,
+                    id,
+                    ConfirmStatus::Stored,
+                    now,
+                    &mut reporter.outcomes,
+                );
+                state.stats.stored_before += (reporter.outcomes.len() - before) as u64;
+            }
+            state.ring.pop_settled();
+        }
+        let mut resent = 0;
+        for id in state.ring.ids() {
+            if state
+                .ring
+                .get(id)
+                .is_some_and(|(s, _)| s.written && !s.settled)
+            {
+                resent += 1;
+            }
+        }
+        state.stats.resent += resent;
+        state.next_to_write = state.ring.first_id();
+        state.session = Some(session);
+        Self::pump(&mut state);
+        drop(state);
+        self.report(&mut reporter);
+    }
+}
+
+/// Opens the session producer under the producer's name.
+///
+/// Protocol version 1 has no producer names: the session is opened anonymously and the
+/// broker's `last_stored` is unknown (`None`); deduplication of resent messages is then the
+/// broker's business by other means.
+async fn open_session(
+    client: &Client,
+    shared: &Arc<Shared>,
+) -> Result<(Producer, Option<u64>), ClientError> {
+    let options = ProducerOptions {
+        // Timed-out messages are settled here while the session may still hold them: its
+        // cap leaves them room.
+        max_unconfirmed: shared
+            .options
+            .producer
+            .max_unconfirmed
+            .saturating_mul(2)
+            .min(MAX_UNCONFIRMED),
+        confirm_timeout: None,
+        ..shared.options.producer
+    };
+    let handler = Arc::clone(shared);
+    let producer = client
+        .open_producer(shared.queue, options, move |batch| {
+            handler.on_session_outcomes(batch);
+        })
+        .await?;
+    Ok((producer, None))
+}
+
+/// Connects and opens a session.
+async fn connect<A: ToSocketAddrs>(
+    addr: A,
+    shared: &Arc<Shared>,
+) -> Result<(Client, Producer, Option<u64>), ClientError> {
+    let client = Client::connect(addr, shared.options.client).await?;
+    let (producer, last_stored) = open_session(&client, shared).await?;
+    Ok((client, producer, last_stored))
+}
+
+/// Whether an error at connecting or opening is worth another attempt: the connection's
+/// failures and `NAME_IN_USE` are; the broker's other refusals and bad options are not.
+fn retryable(error: &ClientError) -> bool {
+    match error {
+        ClientError::Refused { code, .. } => *code == NAME_IN_USE,
+        ClientError::InvalidOption { .. } | ClientError::PayloadTooLarge { .. } => false,
+        ClientError::Protocol { .. } => false,
+        _ => true,
+    }
+}
+
+/// The supervisor: runs sessions until the producer closes.
+async fn supervise<A>(shared: Arc<Shared>, addr: A, mut client: Client)
+where
+    A: ToSocketAddrs + Clone + Send + Sync + 'static,
+{
+    let mut jitter = Jitter::new();
+    loop {
+        // A session is on: wait for its end, the close, or a timeout.
+        let session = shared
+            .state()
+            .session
+            .as_ref()
+            .map(|p| Arc::clone(p.shared()));
+        let Some(session) = session else {
+            return;
+        };
+        let closing = loop {
+            let woken = shared.wake.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if shared.state().closing {
+                break true;
+            }
+            let next = shared.expire(Instant::now());
+            let sleep = sleep_until(next);
+            tokio::select! {
+                _ = client.closed() => break false,
+                _ = session.wait_closed() => break false,
+                () = &mut woken => {}
+                () = sleep => {}
+            }
+        };
+        let producer = shared.state().session.take();
+        if closing {
+            if let Some(producer) = producer {
+                // Its outcomes are the messages' (closing is set).
+                let _ = producer.close().await;
+            }
+            shared.settle_all(ClientError::Closed);
+            client.close().await;
+            return;
+        }
+        drop(producer);
+        drop(client);
+        // Reconnect, by the backoff, until a session opens or the producer closes.
+        let mut attempt = 0;
+        client = loop {
+            let delay = shared.options.backoff.delay(attempt, jitter.next());
+            attempt = attempt.saturating_add(1);
+            let until = Instant::now() + delay;
+            loop {
+                let woken = shared.wake.notified();
+                tokio::pin!(woken);
+                woken.as_mut().enable();
+                if shared.state().closing {
+                    shared.settle_all(ClientError::Closed);
+                    return;
+                }
+                let now = Instant::now();
+                if now >= until {
+                    break;
+                }
+                let next = shared.expire(now).map_or(until, |t| t.min(until));
+                tokio::select! {
+                    () = &mut woken => {}
+                    () = sleep_until(Some(next)) => {}
+                }
+            }
+            match connect(addr.clone(), &shared).await {
+                Ok((client, producer, last_stored)) => {
+                    shared.begin_session(producer, last_stored, true);
+                    break client;
+                }
+                Err(error) if retryable(&error) => {}
+                Err(error) => {
+                    shared.settle_all(error);
+                    return;
+                }
+            }
+        };
+    }
+}
+
+/// Sleeps until `at`, or for ever.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A producer that survives losing its connection, opened by
+/// [`ReliableProducer::connect`].
+///
+/// It has its own connection. On losing it, it reconnects with exponential backoff and
+/// jitter ([`Backoff`]), re-opens under its name, and resends every message without an
+/// outcome with its original publish id, in order, before anything new; the broker
+/// deduplicates by (name, publish id), so a message it had stored is confirmed again, not
+/// stored twice. While it reconnects, [`send`](Self::send) takes messages within the cap
+/// (and waits at it) and [`try_send`](Self::try_send) hands back at it; confirm timeouts
+/// keep running. Every message gets exactly one [`Outcome`]: the broker's confirm, the
+/// confirm timeout, or at [`close`](Self::close) `Closed` (`NotSent` if no connection ever
+/// had it).
+///
+/// The payloads of messages without an outcome are kept in a ring allocated when it opens
+/// (`max_unconfirmed` messages, `buffer_bytes` bytes): nothing is allocated per message.
+/// The cap counts from the oldest message without an outcome to the newest.
+///
+/// ```no_run
+/// use zerodispatch_client::{ReliableProducer, ReliableProducerOptions};
+/// use zerodispatch_wire::QueueId;
+///
+/// # async fn run() -> Result<(), zerodispatch_client::ClientError> {
+/// let options = ReliableProducerOptions::new("orders");
+/// let producer = ReliableProducer::connect("127.0.0.1:7878", QueueId(0), options, |outcomes| {
+///     for outcome in outcomes {
+///         println!("{}: {:?}", outcome.publish_id.0, outcome.status);
+///     }
+/// })
+/// .await?;
+/// producer.send(b"hello").await?;
+/// producer.close().await; // every message has had its outcome
+/// # Ok(())
+/// # }
+/// ```
+pub struct ReliableProducer {
+    shared: Arc<Shared>,
+    supervisor: Option<JoinHandle<()>>,
+}
+
+impl ReliableProducer {
+    /// Connects to the broker at `addr` and opens the producer on `queue`; returns once
+    /// the first session is open (a first connection that fails is an error, not retried).
+    ///
+    /// `on_confirm` is called with each batch of outcomes, exactly one per message, on the
+    /// connection's I/O task or the producer's own task. It must not block; it may call
+    /// [`try_send`](Self::try_send). A panic in it is caught.
+    ///
+    /// # Errors
+    ///
+    /// An option out of range, the ring too large to allocate, the broker's refusal, or
+    /// why the connection failed.
+    pub async fn connect<A>(
+        addr: A,
+        queue: QueueId,
+        options: ReliableProducerOptions,
+        on_confirm: impl FnMut(&[Outcome]) + Send + 'static,
+    ) -> Result<Self, ClientError>
+    where
+        A: ToSocketAddrs + Clone + Send + Sync + 'static,
+    {
+        options.check()?;
+        let cap = options.producer.max_unconfirmed as usize;
+        let too_large = |_| ClientError::InvalidOption {
+            option: "max_unconfirmed, buffer_bytes",
+            expected: "a ring that fits in memory",
+        };
+        let ring = ResendRing::new(cap, options.buffer_bytes).map_err(too_large)?;
+        let mut outcomes = Vec::new();
+        outcomes.try_reserve_exact(cap).map_err(too_large)?;
+        let shared = Arc::new(Shared {
+            options,
+            queue,
+            state: Mutex::new(State {
+                ring,
+                next_to_write: 0,
+                session: None,
+                closed: None,
+                closing: false,
+                stats: ReliableProducerStats::default(),
+            }),
+            reporter: Mutex::new(Reporter {
+                handler: Box::new(on_confirm),
+                outcomes,
+            }),
+            room: Notify::new(),
+            wake: Notify::new(),
+        });
+        let (client, producer, last_stored) = connect(addr.clone(), &shared).await?;
+        shared.begin_session(producer, last_stored, false);
+        let supervisor = tokio::spawn(supervise(Arc::clone(&shared), addr, client));
+        Ok(Self {
+            shared,
+            supervisor: Some(supervisor),
+        })
+    }
+
+    /// Takes a message if the producer is under its cap (and its payload fits the ring),
+    /// and returns its publish id; connected or not. Never waits.
+    ///
+    /// # Errors
+    ///
+    /// [`TrySendError::Full`] at the cap (nothing taken); [`TrySendError::Failed`] with
+    /// [`ClientError::PayloadTooLarge`], or with why the producer is closed.
+    pub fn try_send(&self, payload: &[u8]) -> Result<PublishId, TrySendError> {
+        check_payload(payload)?;
+        self.shared.try_take(payload)
+    }
+
+    /// Takes a message, waiting while the producer is at its cap (connected or not), and
+    /// returns its publish id. Cancel-safe: a `send` dropped while waiting took nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::PayloadTooLarge`], or why the producer is closed.
+    pub async fn send(&self, payload: &[u8]) -> Result<PublishId, ClientError> {
+        check_payload(payload)?;
+        loop {
+            let room = self.shared.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            match self.shared.try_take(payload) {
+                Ok(id) => return Ok(id),
+                Err(TrySendError::Failed(error)) => return Err(error),
+                Err(TrySendError::Full) => room.await,
+            }
+        }
+    }
+
+    /// Messages taken and without an outcome yet.
+    pub fn unconfirmed(&self) -> usize {
+        let state = self.shared.state();
+        state
+            .ring
+            .ids()
+            .filter(|&id| state.ring.get(id).is_some_and(|(s, _)| !s.settled))
+            .count()
+    }
+
+    /// Whether a session is open now (false while reconnecting).
+    pub fn is_connected(&self) -> bool {
+        self.shared.state().session.is_some()
+    }
+
+    /// The counters: reconnects, messages resent.
+    pub fn stats(&self) -> ReliableProducerStats {
+        self.shared.state().stats
+    }
+
+    /// Closes the producer: it takes no more messages; with a session open, what is
+    /// pending is sent and the broker confirms the rest (its `Closed` for what it did not
+    /// store); while reconnecting, it stops. Returns when every message taken has had its
+    /// one outcome.
+    pub async fn close(mut self) {
+        self.request_close();
+        if let Some(supervisor) = self.supervisor.take() {
+            let _ = supervisor.await;
+        }
+    }
+
+    fn request_close(&self) {
+        let mut state = self.shared.state();
+        state.closing = true;
+        if state.closed.is_none() {
+            state.closed = Some(ClientError::Closed);
+        }
+        drop(state);
+        self.shared.wake.notify_one();
+        self.shared.room.notify_waiters();
+    }
+}
+
+impl Drop for ReliableProducer {
+    fn drop(&mut self) {
+        if self.supervisor.is_some() {
+            self.request_close();
+        }
+    }
+}
+
+impl std::fmt::Debug for ReliableProducer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReliableProducer")
+            .field("name", &self.shared.options.name)
+            .field("queue", &self.shared.queue)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+fn check_payload(payload: &[u8]) -> Result<(), ClientError> {
+    if payload.len() > MAX_PAYLOAD_LEN as usize {
+        return Err(ClientError::PayloadTooLarge {
+            len: payload.len(),
+            max: MAX_PAYLOAD_LEN,
+        });
+    }
+    Ok(())
+}

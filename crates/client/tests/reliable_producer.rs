@@ -1,0 +1,399 @@
+//! The reliable producer against a fake broker that drops connections on demand (mid-batch,
+//! mid-confirm, during close) and deduplicates by publish id: exactly one outcome per
+//! message, nothing stored twice, resends in order, backoff bounded.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{
+    Action, Config, FakeBroker, Policy, Received, collector, exactly_once, wait_outcomes,
+};
+use zerodispatch_client::{
+    Backoff, ClientOptions, ConfirmStatus, ProducerOptions, QueueId, ReliableProducer,
+    ReliableProducerOptions, TrySendError,
+};
+
+fn options(max_unconfirmed: u32, backoff: Backoff) -> ReliableProducerOptions {
+    ReliableProducerOptions {
+        producer: ProducerOptions {
+            max_unconfirmed,
+            ..ProducerOptions::default()
+        },
+        client: ClientOptions {
+            heartbeat: Duration::ZERO,
+            ..ClientOptions::default()
+        },
+        backoff,
+        ..ReliableProducerOptions::new("orders")
+    }
+}
+
+fn quick() -> Backoff {
+    Backoff {
+        initial: Duration::from_millis(5),
+        max: Duration::from_millis(20),
+        ..Backoff::default()
+    }
+}
+
+/// Never within a test.
+fn slow() -> Backoff {
+    Backoff {
+        initial: Duration::from_secs(60),
+        max: Duration::from_secs(60),
+        ..Backoff::default()
+    }
+}
+
+/// The publish ids each session received, split at each `OpenProducer`.
+fn sessions(broker: &FakeBroker) -> Vec<Vec<u64>> {
+    let mut sessions: Vec<Vec<u64>> = Vec::new();
+    for frame in broker.frames() {
+        match frame {
+            Received::OpenProducer { .. } => sessions.push(Vec::new()),
+            Received::Publish { ids, .. } => sessions.last_mut().unwrap().extend(ids),
+            _ => {}
+        }
+    }
+    sessions
+}
+
+async fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "5 s waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drops_mid_batch_lose_nothing_and_store_nothing_twice() {
+    let broker = FakeBroker::start(Config {
+        dedup: true,
+        drop_after_messages: Some(300),
+        drops: 3,
+        ..Config::default()
+    })
+    .await;
+    let (outcomes, on_confirm) = collector();
+    let producer =
+        ReliableProducer::connect(broker.addr, QueueId(0), options(500, quick()), on_confirm)
+            .await
+            .unwrap();
+    const N: u64 = 3_000;
+    for i in 0..N {
+        producer.send(&i.to_le_bytes()).await.unwrap();
+    }
+    wait_outcomes(&outcomes, N as usize).await;
+    for outcome in exactly_once(&outcomes, N) {
+        assert_eq!(outcome.status, ConfirmStatus::Stored);
+    }
+    let stored = broker.log.lock().unwrap().stored.clone();
+    assert_eq!(
+        stored,
+        (0..N).collect::<Vec<_>>(),
+        "each stored once, in order"
+    );
+    let stats = producer.stats();
+    assert_eq!(stats.reconnects, 3);
+    assert!(stats.resent > 0, "{stats:?}");
+    let sessions = sessions(&broker);
+    assert_eq!(sessions.len(), 4);
+    for ids in &sessions {
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "in order in each session: {ids:?}"
+        );
+    }
+    producer.close().await;
+    assert_eq!(
+        outcomes.lock().unwrap().len(),
+        N as usize,
+        "no outcome after the last"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drop_mid_confirm_resends_the_unconfirmed_with_their_ids() {
+    let broker = FakeBroker::start(Config {
+        policy: Policy::Hold,
+        dedup: true,
+        ..Config::default()
+    })
+    .await;
+    let (outcomes, on_confirm) = collector();
+    let producer =
+        ReliableProducer::connect(broker.addr, QueueId(0), options(1000, quick()), on_confirm)
+            .await
+            .unwrap();
+    for i in 0..100_u64 {
+        producer.send(&i.to_le_bytes()).await.unwrap();
+    }
+    wait_until("100 published", || sessions(&broker)[0].len() == 100).await;
+    broker.act(Action::ConfirmThenDrop(40));
+    wait_until("the resend", || {
+        sessions(&broker).get(1).is_some_and(|s| s.len() == 60)
+    })
+    .await;
+    // Something new goes after the resend.
+    producer.send(b"new").await.unwrap();
+    wait_until("the new message", || sessions(&broker)[1].len() == 61).await;
+    assert_eq!(sessions(&broker)[1], (40..101).collect::<Vec<_>>());
+    broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
+    wait_outcomes(&outcomes, 101).await;
+    for outcome in exactly_once(&outcomes, 101) {
+        assert_eq!(outcome.status, ConfirmStatus::Stored);
+    }
+    let (stored, duplicates) = {
+        let log = broker.log.lock().unwrap();
+        (log.stored.clone(), log.duplicates)
+    };
+    assert_eq!(stored, (0..101).collect::<Vec<_>>());
+    assert_eq!(duplicates, 60, "the resent were stored already");
+    assert_eq!(producer.stats().resent, 60);
+    assert_eq!(producer.stats().reconnects, 1);
+    producer.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_during_a_reconnect_gives_each_message_one_outcome() {
+    let broker = FakeBroker::start(Config {
+        policy: Policy::Hold,
+        ..Config::default()
+    })
+    .await;
+    let (outcomes, on_confirm) = collector();
+    let producer =
+        ReliableProducer::connect(broker.addr, QueueId(0), options(15, slow()), on_confirm)
+            .await
+            .unwrap();
+    for i in 0..10_u64 {
+        producer.send(&i.to_le_bytes()).await.unwrap();
+    }
+    wait_until("10 published", || sessions(&broker)[0].len() == 10).await;
+    broker.act(Action::Drop);
+    wait_until("the loss", || !producer.is_connected()).await;
+    // Taken while reconnecting, within the cap.
+    for i in 10..15_u64 {
+        producer.try_send(&i.to_le_bytes()).unwrap();
+    }
+    assert_eq!(producer.try_send(b"over"), Err(TrySendError::Full));
+    assert_eq!(producer.unconfirmed(), 15);
+    producer.close().await;
+    let all = exactly_once(&outcomes, 15);
+    for outcome in &all[..10] {
+        assert_eq!(
+            outcome.status,
+            ConfirmStatus::Closed,
+            "written on the lost connection"
+        );
+    }
+    for outcome in &all[10..] {
+        assert_eq!(outcome.status, ConfirmStatus::NotSent, "never written");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_waits_while_reconnecting_at_the_cap() {
+    let broker = FakeBroker::start(Config {
+        policy: Policy::Hold,
+        ..Config::default()
+    })
+    .await;
+    let (outcomes, on_confirm) = collector();
+    let backoff = Backoff {
+        initial: Duration::from_millis(200),
+        max: Duration::from_millis(200),
+        jitter: 0.0,
+        ..Backoff::default()
+    };
+    let producer =
+        ReliableProducer::connect(broker.addr, QueueId(0), options(4, backoff), on_confirm)
+            .await
+            .unwrap();
+    for i in 0..4_u64 {
+        producer.send(&i.to_le_bytes()).await.unwrap();
+    }
+    wait_until("4 published", || sessions(&broker)[0].len() == 4).await;
+    broker.act(Action::Drop);
+    {
+        let start = Instant::now();
+        let waiting = producer.send(b"fifth");
+        tokio::pin!(waiting);
+        // At the cap while the new session comes (200 ms) and the broker confirms.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(100), waiting.as_mut())
+                .await
+                .is_err(),
+            "send waits at the cap"
+        );
+        wait_until("the resend", || {
+            sessions(&broker).get(1).is_some_and(|s| s.len() == 4)
+        })
+        .await;
+        assert!(
+            start.elapsed() >= Duration::from_millis(190),
+            "the backoff's delay"
+        );
+        broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
+        assert_eq!(waiting.await.unwrap().0, 4);
+    }
+    wait_until("the fifth", || sessions(&broker)[1].len() == 5).await;
+    broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
+    wait_outcomes(&outcomes, 5).await;
+    exactly_once(&outcomes, 5);
+    producer.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drop_during_close_gives_each_message_one_outcome() {
+    let broker = FakeBroker::start(Config {
+        policy: Policy::Hold,
+        drop_on_close: true,
+        ..Config::default()
+    })
+    .await;
+    let (outcomes, on_confirm) = collector();
+    let producer =
+        ReliableProducer::connect(broker.addr, QueueId(0), options(100, quick()), on_confirm)
+            .await
+            .unwrap();
+    for i in 0..10_u64 {
+        producer.send(&i.to_le_bytes()).await.unwrap();
+    }
+    wait_until("10 published", || sessions(&broker)[0].len() == 10).await;
+    tokio::time::timeout(Duration::from_secs(5), producer.close())
+        .await
+        .expect("close returns");
+    for outcome in exactly_once(&outcomes, 10) {
+        assert_eq!(outcome.status, ConfirmStatus::Closed);
+    }
+    assert_eq!(
+        broker.log.lock().unwrap().opens,
+        1,
+        "no reconnect once closing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn name_in_use_is_retried_by_the_backoff_bounded() {
+    let broker = FakeBroker::start(Config {
+        refuse_reopens: 3,
+        ..Config::default()
+    })
+    .await;
+    let (outcomes, on_confirm) = collector();
+    let backoff = Backoff {
+        initial: Duration::from_millis(20),
+        max: Duration::from_millis(50),
+        factor: 2.0,
+        jitter: 0.0,
+    };
+    let producer =
+        ReliableProducer::connect(broker.addr, QueueId(0), options(100, backoff), on_confirm)
+            .await
+            .unwrap();
+    broker.act(Action::Drop);
+    let dropped = Instant::now();
+    wait_until("the reconnect", || producer.stats().reconnects == 1).await;
+    let opens: Vec<Instant> = broker
+        .timed_frames()
+        .into_iter()
+        .filter(|(_, f)| matches!(f, Received::OpenProducer { .. }))
+        .map(|(at, _)| at)
+        .collect();
+    assert_eq!(
+        opens.len(),
+        5,
+        "the first, three refused, the one that opened"
+    );
+    // Delays 20, 40, 50 (the max), 50 ms: each attempt waits its delay, never much more.
+    let gaps: Vec<Duration> = std::iter::once(opens[1] - dropped)
+        .chain(opens.windows(2).skip(1).map(|w| w[1] - w[0]))
+        .collect();
+    for (gap, delay) in gaps.iter().zip([20, 40, 50, 50]) {
+        let delay = Duration::from_millis(delay);
+        assert!(*gap + Duration::from_millis(2) >= delay, "{gaps:?}");
+        assert!(
+            *gap < delay + Duration::from_millis(200),
+            "bounded: {gaps:?}"
+        );
+    }
+    producer.send(b"after").await.unwrap();
+    wait_outcomes(&outcomes, 1).await;
+    assert_eq!(exactly_once(&outcomes, 1)[0].status, ConfirmStatus::Stored);
+    producer.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confirm_timeouts_run_while_reconnecting() {
+    let broker = FakeBroker::start(Config {
+        policy: Policy::Hold,
+        ..Config::default()
+    })
+    .await;
+    let (outcomes, on_confirm) = collector();
+    let mut options = options(100, slow());
+    options.producer.confirm_timeout = Some(Duration::from_millis(100));
+    let producer = ReliableProducer::connect(broker.addr, QueueId(0), options, on_confirm)
+        .await
+        .unwrap();
+    let start = Instant::now();
+    for i in 0..5_u64 {
+        producer.send(&i.to_le_bytes()).await.unwrap();
+    }
+    wait_until("5 published", || sessions(&broker)[0].len() == 5).await;
+    broker.act(Action::Drop);
+    wait_until("the loss", || !producer.is_connected()).await;
+    producer.send(b"while reconnecting").await.unwrap();
+    wait_outcomes(&outcomes, 6).await;
+    for outcome in exactly_once(&outcomes, 6) {
+        assert_eq!(outcome.status, ConfirmStatus::TimedOut);
+        assert!(outcome.settled_at.duration_since(outcome.taken_at) >= Duration::from_millis(100));
+    }
+    assert!(start.elapsed() < Duration::from_secs(2));
+    producer.close().await;
+    assert_eq!(outcomes.lock().unwrap().len(), 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_options_are_refused() {
+    let broker = FakeBroker::start(Config::default()).await;
+    for bad in [
+        ReliableProducerOptions::new(""),
+        ReliableProducerOptions::new("x".repeat(256)),
+        ReliableProducerOptions {
+            buffer_bytes: 1024,
+            ..ReliableProducerOptions::new("a")
+        },
+        ReliableProducerOptions {
+            backoff: Backoff {
+                factor: 0.5,
+                ..Backoff::default()
+            },
+            ..ReliableProducerOptions::new("a")
+        },
+        ReliableProducerOptions {
+            backoff: Backoff {
+                max: Duration::from_millis(1),
+                ..Backoff::default()
+            },
+            ..ReliableProducerOptions::new("a")
+        },
+    ] {
+        let error = ReliableProducer::connect(broker.addr, QueueId(0), bad, |_| {})
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                zerodispatch_client::ClientError::InvalidOption { .. }
+            ),
+            "{error}"
+        );
+    }
+}
