@@ -34,19 +34,42 @@ pub struct Message<'a> {
 /// One `Deliver` frame's messages, as the consumer's handler sees them. They borrow the
 /// connection's receive buffer: copy what must outlive the call.
 pub struct Deliveries<'a> {
-    frame: DeliverFrame<'a>,
-    consumer: &'a ConsumerShared,
+    pub(crate) frame: DeliverFrame<'a>,
+    pub(crate) consumer: &'a ConsumerShared,
+    /// The frame's messages left out (a reliable consumer's duplicates), by index; empty
+    /// for none.
+    pub(crate) skip: &'a [bool],
+    /// The messages not left out.
+    pub(crate) len: usize,
+    /// Told of each confirm made through these deliveries (a reliable consumer's window).
+    pub(crate) on_confirm: Option<&'a (dyn Fn(Guid) + Sync)>,
 }
 
 impl<'a> Deliveries<'a> {
+    /// A frame's messages, all of them.
+    pub(crate) fn whole(frame: DeliverFrame<'a>, consumer: &'a ConsumerShared) -> Self {
+        Self {
+            frame,
+            consumer,
+            skip: &[],
+            len: frame.count() as usize,
+            on_confirm: None,
+        }
+    }
+
     /// The messages, in the order delivered.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Message<'a>> + use<'a> {
-        MessageIter(self.frame.messages())
+        MessageIter {
+            messages: self.frame.messages(),
+            skip: self.skip,
+            index: 0,
+            left: self.len,
+        }
     }
 
     /// How many messages.
     pub fn len(&self) -> usize {
-        self.frame.count() as usize
+        self.len
     }
 
     /// Whether there are none (never, for a valid frame).
@@ -57,13 +80,18 @@ impl<'a> Deliveries<'a> {
     /// Confirms one message (of this batch or an earlier one), as
     /// [`Consumer::confirm`] does.
     pub fn confirm(&self, guid: Guid) {
+        if let Some(on_confirm) = self.on_confirm {
+            on_confirm(guid);
+        }
         self.consumer.confirm(guid);
     }
 
     /// Confirms every message of the batch.
     pub fn confirm_all(&self) {
-        self.consumer
-            .confirm_many(self.frame.messages().map(|(guid, _)| guid));
+        if let Some(on_confirm) = self.on_confirm {
+            self.iter().for_each(|m| on_confirm(m.guid));
+        }
+        self.consumer.confirm_many(self.iter().map(|m| m.guid));
     }
 }
 
@@ -76,19 +104,30 @@ impl std::fmt::Debug for Deliveries<'_> {
     }
 }
 
-struct MessageIter<'a>(DeliveredMessages<'a>);
+struct MessageIter<'a> {
+    messages: DeliveredMessages<'a>,
+    skip: &'a [bool],
+    index: usize,
+    left: usize,
+}
 
 impl<'a> Iterator for MessageIter<'a> {
     type Item = Message<'a>;
 
     fn next(&mut self) -> Option<Message<'a>> {
-        self.0
-            .next()
-            .map(|(guid, payload)| Message { guid, payload })
+        loop {
+            let (guid, payload) = self.messages.next()?;
+            let index = self.index;
+            self.index += 1;
+            if self.skip.get(index) != Some(&true) {
+                self.left = self.left.saturating_sub(1);
+                return Some(Message { guid, payload });
+            }
+        }
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        self.0.size_hint()
+        (self.left, Some(self.left))
     }
 }
 
@@ -141,7 +180,7 @@ impl ConsumerShared {
         lock(&self.state)
     }
 
-    fn confirm(&self, guid: Guid) {
+    pub(crate) fn confirm(&self, guid: Guid) {
         self.confirm_many(std::iter::once(guid));
     }
 
@@ -196,10 +235,7 @@ impl ConsumerShared {
 
     /// Hands a delivered batch to `handler`, catching a panic.
     pub(crate) fn deliver(&self, handler: &mut DeliveryHandler, frame: DeliverFrame<'_>) {
-        let deliveries = Deliveries {
-            frame,
-            consumer: self,
-        };
+        let deliveries = Deliveries::whole(frame, self);
         if catch_unwind(AssertUnwindSafe(|| handler(&deliveries))).is_err() {
             self.panics
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

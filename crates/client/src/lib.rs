@@ -45,6 +45,7 @@ mod error;
 mod io;
 mod options;
 mod producer;
+mod reliable_consumer;
 mod reliable_producer;
 mod resend_ring;
 
@@ -54,6 +55,7 @@ pub use consumer::{Consumer, Deliveries, Message};
 pub use error::{ClientError, TrySendError};
 pub use options::{ClientOptions, ConsumerOptions, Flush, MAX_UNCONFIRMED, ProducerOptions};
 pub use producer::{Outcome, Producer};
+pub use reliable_consumer::{ReliableConsumer, ReliableConsumerOptions, ReliableConsumerStats};
 pub use reliable_producer::{
     NAME_IN_USE, ReliableProducer, ReliableProducerOptions, ReliableProducerStats,
 };

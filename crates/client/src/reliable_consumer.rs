@@ -1,0 +1,417 @@
+//! A consumer that survives losing its connection: it reconnects with backoff, re-opens
+//! the same queue and app, and filters by GUID what it already handed the application.
+//!
+//! # How
+//!
+//! The broker gives what a lost session had been delivered and had not had confirmed back
+//! to the queue, so the next session (this consumer's, or another's) gets it again. The
+//! reliable consumer remembers the GUIDs it handed the application, the last `window` of
+//! them ([`GuidWindow`]), each with whether the application confirmed it. A redelivered
+//! message found there is a duplicate: it is not handed to the application again; if the
+//! application had confirmed it (the confirm was lost with the connection), it is
+//! confirmed again on the new session, and otherwise the application's own confirm, still
+//! to come, goes to the new session.
+
+use std::collections::{HashMap, TryReserveError, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::net::ToSocketAddrs;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use zerodispatch_wire::{AppId, Guid, MAX_MESSAGES_PER_FRAME, QueueId};
+
+use crate::backoff::{Backoff, Jitter};
+use crate::client::Client;
+use crate::connection::lock;
+use crate::consumer::{Consumer, Deliveries, DeliveryHandler};
+use crate::error::ClientError;
+use crate::options::{ClientOptions, ConsumerOptions};
+
+/// How a reliable consumer behaves.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReliableConsumerOptions {
+    /// The session consumer's options (each session starts with `credit` again).
+    pub consumer: ConsumerOptions,
+    /// The connection's options.
+    pub client: ClientOptions,
+    /// The delays between attempts to reconnect.
+    pub backoff: Backoff,
+    /// The GUIDs remembered to filter duplicates: the last `window` messages handed to the
+    /// application (allocated when the consumer opens). A message redelivered after more
+    /// than `window` others were handed out since is not recognised: the window must
+    /// cover what can be delivered and not confirmed when a connection is lost, the
+    /// session's credit plus what the application holds unconfirmed. At least `credit`;
+    /// default 65,536.
+    pub window: usize,
+}
+
+impl Default for ReliableConsumerOptions {
+    fn default() -> Self {
+        Self {
+            consumer: ConsumerOptions::default(),
+            client: ClientOptions::default(),
+            backoff: Backoff::default(),
+            window: 1 << 16,
+        }
+    }
+}
+
+impl ReliableConsumerOptions {
+    fn check(&self) -> Result<(), ClientError> {
+        self.backoff.check()?;
+        if self.window == 0 || self.window < self.consumer.credit as usize {
+            return Err(ClientError::InvalidOption {
+                option: "window",
+                expected: "at least 1 and the consumer's credit",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A reliable consumer's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReliableConsumerStats {
+    /// Connections lost and opened again.
+    pub reconnects: u64,
+    /// Redelivered messages not handed to the application again.
+    pub duplicates_filtered: u64,
+}
+
+/// The last GUIDs handed to the application, with whether each was confirmed.
+struct GuidWindow {
+    seen: HashMap<Guid, bool>,
+    order: VecDeque<Guid>,
+    cap: usize,
+}
+
+impl GuidWindow {
+    fn new(cap: usize) -> Result<Self, TryReserveError> {
+        let mut seen = HashMap::new();
+        seen.try_reserve(cap)?;
+        let mut order = VecDeque::new();
+        order.try_reserve_exact(cap)?;
+        Ok(Self { seen, order, cap })
+    }
+
+    /// Whether `guid` was handed out (and confirmed) within the window.
+    fn get(&self, guid: Guid) -> Option<bool> {
+        self.seen.get(&guid).copied()
+    }
+
+    /// Remembers `guid`, forgetting the oldest at the bound.
+    fn insert(&mut self, guid: Guid) {
+        if self.order.len() >= self.cap {
+            if let Some(old) = self.order.pop_front() {
+                self.seen.remove(&old);
+            }
+        }
+        self.order.push_back(guid);
+        self.seen.insert(guid, false);
+    }
+
+    fn confirmed(&mut self, guid: Guid) {
+        if let Some(confirmed) = self.seen.get_mut(&guid) {
+            *confirmed = true;
+        }
+    }
+}
+
+struct State {
+    session: Option<Consumer>,
+    closing: bool,
+    closed: Option<ClientError>,
+    stats: ReliableConsumerStats,
+}
+
+struct Shared {
+    options: ReliableConsumerOptions,
+    queue: QueueId,
+    app: AppId,
+    state: Mutex<State>,
+    window: Mutex<GuidWindow>,
+    handler: Mutex<DeliveryHandler>,
+    /// Wakes the supervisor to close.
+    wake: Notify,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    /// A session's deliveries: the duplicates filtered out (and confirmed again if the
+    /// application had confirmed them), the rest handed to the application.
+    fn deliver(&self, deliveries: &Deliveries<'_>, skip: &mut [bool]) {
+        let mut kept = 0;
+        let mut duplicates = 0;
+        {
+            let mut window = lock(&self.window);
+            for (index, message) in deliveries.iter().enumerate() {
+                let duplicate = match window.get(message.guid) {
+                    Some(confirmed) => {
+                        if confirmed {
+                            deliveries.consumer.confirm(message.guid);
+                        }
+                        true
+                    }
+                    None => {
+                        window.insert(message.guid);
+                        false
+                    }
+                };
+                skip[index] = duplicate;
+                duplicates += u64::from(duplicate);
+                kept += usize::from(!duplicate);
+            }
+        }
+        if duplicates > 0 {
+            self.state().stats.duplicates_filtered += duplicates;
+        }
+        if kept == 0 {
+            return;
+        }
+        let on_confirm = |guid| lock(&self.window).confirmed(guid);
+        let filtered = Deliveries {
+            frame: deliveries.frame,
+            consumer: deliveries.consumer,
+            skip: &skip[..deliveries.len()],
+            len: kept,
+            on_confirm: Some(&on_confirm),
+        };
+        let mut handler = lock(&self.handler);
+        (*handler)(&filtered);
+    }
+}
+
+/// Connects and opens a session consumer.
+async fn connect<A: ToSocketAddrs>(
+    addr: A,
+    shared: &Arc<Shared>,
+) -> Result<(Client, Consumer), ClientError> {
+    let client = Client::connect(addr, shared.options.client).await?;
+    let deliver = Arc::clone(shared);
+    let mut skip = vec![false; MAX_MESSAGES_PER_FRAME as usize];
+    let consumer = client
+        .open_consumer(
+            shared.queue,
+            shared.app,
+            shared.options.consumer,
+            move |deliveries| deliver.deliver(deliveries, &mut skip),
+        )
+        .await?;
+    Ok((client, consumer))
+}
+
+/// The supervisor: runs sessions until the consumer closes.
+async fn supervise<A>(shared: Arc<Shared>, addr: A, mut client: Client)
+where
+    A: ToSocketAddrs + Clone + Send + Sync + 'static,
+{
+    let mut jitter = Jitter::new();
+    loop {
+        let closing = {
+            let woken = shared.wake.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if shared.state().closing {
+                true
+            } else {
+                tokio::select! {
+                    _ = client.closed() => false,
+                    () = woken => true,
+                }
+            }
+        };
+        let session = shared.state().session.take();
+        if closing {
+            if let Some(session) = session {
+                let _ = session.close().await;
+            }
+            client.close().await;
+            return;
+        }
+        drop(session);
+        drop(client);
+        let mut attempt = 0;
+        client = loop {
+            let delay = shared.options.backoff.delay(attempt, jitter.next());
+            attempt = attempt.saturating_add(1);
+            let woken = shared.wake.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if shared.state().closing {
+                return;
+            }
+            tokio::select! {
+                () = woken => return,
+                () = tokio::time::sleep(delay) => {}
+            }
+            match connect(addr.clone(), &shared).await {
+                Ok((client, session)) => {
+                    let mut state = shared.state();
+                    state.session = Some(session);
+                    state.stats.reconnects += 1;
+                    break client;
+                }
+                Err(ClientError::Refused { .. } | ClientError::Protocol { .. }) => {
+                    // The queue or the app is gone, or the broker speaks otherwise: no
+                    // attempt will do better.
+                    return;
+                }
+                Err(_) => {}
+            }
+        };
+    }
+}
+
+/// A consumer that survives losing its connection, opened by
+/// [`ReliableConsumer::connect`].
+///
+/// It has its own connection. On losing it, it reconnects with exponential backoff and
+/// jitter, re-opens the same queue and app, and hands the application no message twice:
+/// the broker redelivers what the lost session had not had confirmed, and the consumer
+/// filters by GUID what it already handed out, within its window
+/// ([`ReliableConsumerOptions::window`]).
+///
+/// ```no_run
+/// use zerodispatch_client::{ReliableConsumer, ReliableConsumerOptions};
+/// use zerodispatch_wire::{AppId, QueueId};
+///
+/// # async fn run() -> Result<(), zerodispatch_client::ClientError> {
+/// let options = ReliableConsumerOptions::default();
+/// let consumer = ReliableConsumer::connect("127.0.0.1:7878", QueueId(0), AppId(0), options, |batch| {
+///     for message in batch.iter() {
+///         println!("{} bytes", message.payload.len());
+///     }
+///     batch.confirm_all();
+/// })
+/// .await?;
+/// // ...
+/// consumer.close().await;
+/// # Ok(())
+/// # }
+/// ```
+pub struct ReliableConsumer {
+    shared: Arc<Shared>,
+    supervisor: Option<JoinHandle<()>>,
+}
+
+impl ReliableConsumer {
+    /// Connects to the broker at `addr` and opens a consumer of `app` on `queue`; returns
+    /// once the first session is open (a first connection that fails is an error, not
+    /// retried).
+    ///
+    /// `on_deliver` is called as for [`Client::open_consumer`], with the duplicates left
+    /// out (a batch of duplicates only is not handed over). It must not block; confirms
+    /// made through the [`Deliveries`] or [`confirm`](Self::confirm) are remembered for
+    /// the filter.
+    ///
+    /// # Errors
+    ///
+    /// An option out of range, the window too large to allocate, the broker's refusal, or
+    /// why the connection failed.
+    pub async fn connect<A>(
+        addr: A,
+        queue: QueueId,
+        app: AppId,
+        options: ReliableConsumerOptions,
+        on_deliver: impl FnMut(&Deliveries<'_>) + Send + 'static,
+    ) -> Result<Self, ClientError>
+    where
+        A: ToSocketAddrs + Clone + Send + Sync + 'static,
+    {
+        options.check()?;
+        let window = GuidWindow::new(options.window).map_err(|_| ClientError::InvalidOption {
+            option: "window",
+            expected: "a window that fits in memory",
+        })?;
+        let shared = Arc::new(Shared {
+            options,
+            queue,
+            app,
+            state: Mutex::new(State {
+                session: None,
+                closing: false,
+                closed: None,
+                stats: ReliableConsumerStats::default(),
+            }),
+            window: Mutex::new(window),
+            handler: Mutex::new(Box::new(on_deliver)),
+            wake: Notify::new(),
+        });
+        let (client, session) = connect(addr.clone(), &shared).await?;
+        shared.state().session = Some(session);
+        let supervisor = tokio::spawn(supervise(Arc::clone(&shared), addr, client));
+        Ok(Self {
+            shared,
+            supervisor: Some(supervisor),
+        })
+    }
+
+    /// Confirms a delivered message on the current session (with one credit back, with
+    /// `auto_credit`). While reconnecting the confirm is remembered: the message, when
+    /// redelivered, is confirmed again and not handed out.
+    ///
+    /// # Errors
+    ///
+    /// Why the consumer is closed.
+    pub fn confirm(&self, guid: Guid) -> Result<(), ClientError> {
+        let state = self.shared.state();
+        if let Some(error) = &state.closed {
+            return Err(error.clone());
+        }
+        lock(&self.shared.window).confirmed(guid);
+        if let Some(session) = &state.session {
+            let _ = session.confirm(guid);
+        }
+        Ok(())
+    }
+
+    /// Whether a session is open now (false while reconnecting).
+    pub fn is_connected(&self) -> bool {
+        self.shared.state().session.is_some()
+    }
+
+    /// The counters: reconnects, duplicates filtered.
+    pub fn stats(&self) -> ReliableConsumerStats {
+        self.shared.state().stats
+    }
+
+    /// Closes the consumer: its confirms are sent, then the session closes; returns when it
+    /// has (the handler is called no more).
+    pub async fn close(mut self) {
+        self.request_close();
+        if let Some(supervisor) = self.supervisor.take() {
+            let _ = supervisor.await;
+        }
+    }
+
+    fn request_close(&self) {
+        let mut state = self.shared.state();
+        state.closing = true;
+        if state.closed.is_none() {
+            state.closed = Some(ClientError::Closed);
+        }
+        drop(state);
+        self.shared.wake.notify_one();
+    }
+}
+
+impl Drop for ReliableConsumer {
+    fn drop(&mut self) {
+        if self.supervisor.is_some() {
+            self.request_close();
+        }
+    }
+}
+
+impl std::fmt::Debug for ReliableConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReliableConsumer")
+            .field("queue", &self.shared.queue)
+            .field("app", &self.shared.app)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}

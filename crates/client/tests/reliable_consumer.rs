@@ -1,0 +1,226 @@
+//! The reliable consumer against a fake broker that drops connections mid-delivery and
+//! redelivers what was not confirmed: no duplicate reaches the application, no message is
+//! missed.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use support::{Action, Config, FakeBroker, Received};
+use zerodispatch_client::{
+    AppId, Backoff, ClientOptions, ConsumerOptions, Guid, QueueId, ReliableConsumer,
+    ReliableConsumerOptions,
+};
+
+fn options(credit: u32, auto_credit: bool) -> ReliableConsumerOptions {
+    ReliableConsumerOptions {
+        consumer: ConsumerOptions {
+            credit,
+            auto_credit,
+        },
+        client: ClientOptions {
+            heartbeat: Duration::ZERO,
+            ..ClientOptions::default()
+        },
+        backoff: Backoff {
+            initial: Duration::from_millis(5),
+            max: Duration::from_millis(20),
+            ..Backoff::default()
+        },
+        window: 1024,
+    }
+}
+
+async fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "5 s waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+type Handed = Arc<Mutex<Vec<(Guid, Vec<u8>)>>>;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drops_mid_delivery_hand_each_message_once() {
+    let broker = FakeBroker::start(Config {
+        shared_queue: true,
+        drop_after_messages: Some(30),
+        drops: 3,
+        ..Config::default()
+    })
+    .await;
+    const N: usize = 200;
+    broker.enqueue((0..N).map(|i| format!("m{i}").into_bytes()));
+    let handed: Handed = Arc::default();
+    let sink = Arc::clone(&handed);
+    let consumer = ReliableConsumer::connect(
+        broker.addr,
+        QueueId(0),
+        AppId(0),
+        options(16, true),
+        move |batch| {
+            let mut sink = sink.lock().unwrap();
+            for message in batch.iter() {
+                sink.push((message.guid, message.payload.to_vec()));
+            }
+            batch.confirm_all();
+        },
+    )
+    .await
+    .unwrap();
+    wait_until("every message confirmed", || {
+        broker.log.lock().unwrap().queue.iter().all(|(_, c)| *c)
+    })
+    .await;
+    let handed = handed.lock().unwrap().clone();
+    let mut payloads: Vec<Vec<u8>> = handed.iter().map(|(_, p)| p.clone()).collect();
+    assert_eq!(payloads.len(), N, "no duplicate reached the application");
+    payloads.sort();
+    payloads.dedup();
+    assert_eq!(payloads.len(), N, "every message once");
+    let stats = consumer.stats();
+    assert_eq!(stats.reconnects, 3);
+    assert!(stats.duplicates_filtered > 0, "{stats:?}");
+    consumer.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redelivered_message_waits_for_the_applications_own_confirm() {
+    let broker = FakeBroker::start(Config {
+        shared_queue: true,
+        ..Config::default()
+    })
+    .await;
+    broker.enqueue((0..10_u8).map(|i| vec![i]));
+    let handed: Handed = Arc::default();
+    let sink = Arc::clone(&handed);
+    let consumer = ReliableConsumer::connect(
+        broker.addr,
+        QueueId(0),
+        AppId(0),
+        options(10, false),
+        move |batch| {
+            let mut sink = sink.lock().unwrap();
+            for message in batch.iter() {
+                sink.push((message.guid, message.payload.to_vec()));
+            }
+            // Confirmed later, below; the first three right away.
+            for message in batch.iter().filter(|m| m.payload[0] < 3) {
+                batch.confirm(message.guid);
+            }
+        },
+    )
+    .await
+    .unwrap();
+    wait_until("10 handed", || handed.lock().unwrap().len() == 10).await;
+    wait_until("3 confirms sent", || {
+        broker
+            .log
+            .lock()
+            .unwrap()
+            .queue
+            .iter()
+            .filter(|(_, c)| *c)
+            .count()
+            == 3
+    })
+    .await;
+    broker.act(Action::Drop);
+    wait_until("the redelivery", || {
+        consumer.stats().duplicates_filtered == 7
+    })
+    .await;
+    assert_eq!(consumer.stats().reconnects, 1);
+    assert_eq!(handed.lock().unwrap().len(), 10, "none handed twice");
+    let confirms_since_reopen = || {
+        let frames = broker.frames();
+        let reopen = frames
+            .iter()
+            .rposition(|f| matches!(f, Received::OpenConsumer { .. }))
+            .unwrap();
+        frames[reopen..]
+            .iter()
+            .filter(|f| matches!(f, Received::ConsumerConfirm { .. }))
+            .count()
+    };
+    assert_eq!(
+        confirms_since_reopen(),
+        0,
+        "not confirmed for the application"
+    );
+    let guids: Vec<Guid> = handed.lock().unwrap().iter().map(|(g, _)| *g).collect();
+    for guid in &guids[3..] {
+        consumer.confirm(*guid).unwrap();
+    }
+    wait_until("every message confirmed", || {
+        broker.log.lock().unwrap().queue.iter().all(|(_, c)| *c)
+    })
+    .await;
+    consumer.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirm_lost_with_the_connection_is_made_again() {
+    let broker = FakeBroker::start(Config {
+        shared_queue: true,
+        ..Config::default()
+    })
+    .await;
+    broker.enqueue((0..5_u8).map(|i| vec![i]));
+    let handed: Handed = Arc::default();
+    let sink = Arc::clone(&handed);
+    let consumer = ReliableConsumer::connect(
+        broker.addr,
+        QueueId(0),
+        AppId(0),
+        options(10, false),
+        move |batch| {
+            let mut sink = sink.lock().unwrap();
+            for message in batch.iter() {
+                sink.push((message.guid, message.payload.to_vec()));
+            }
+        },
+    )
+    .await
+    .unwrap();
+    wait_until("5 handed", || handed.lock().unwrap().len() == 5).await;
+    broker.act(Action::Drop);
+    wait_until("the loss", || !consumer.is_connected()).await;
+    // Confirmed while reconnecting: remembered, and made on the redelivery.
+    let guids: Vec<Guid> = handed.lock().unwrap().iter().map(|(g, _)| *g).collect();
+    for guid in guids {
+        consumer.confirm(guid).unwrap();
+    }
+    wait_until("every message confirmed", || {
+        broker.log.lock().unwrap().queue.iter().all(|(_, c)| *c)
+    })
+    .await;
+    assert_eq!(handed.lock().unwrap().len(), 5);
+    assert_eq!(consumer.stats().duplicates_filtered, 5);
+    consumer.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_below_the_credit_is_refused() {
+    let broker = FakeBroker::start(Config::default()).await;
+    let mut bad = options(100, true);
+    bad.window = 99;
+    let error = ReliableConsumer::connect(broker.addr, QueueId(0), AppId(0), bad, |_| {})
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            zerodispatch_client::ClientError::InvalidOption {
+                option: "window",
+                ..
+            }
+        ),
+        "{error}"
+    );
+}
