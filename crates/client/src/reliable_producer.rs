@@ -109,6 +109,8 @@ struct State {
     next_to_write: u64,
     /// The current session's producer.
     session: Option<Producer>,
+    /// The number of the current (or last) session, from 1.
+    generation: u64,
     /// Why the producer takes no more messages.
     closed: Option<ClientError>,
     /// Closing: a session's `Closed` and `NotSent` are outcomes now.
@@ -220,18 +222,20 @@ impl Shared {
         self.room.notify_waiters();
     }
 
-    /// A session's outcomes: the broker's are the messages' own; a session's `Closed` and
-    /// `NotSent` are outcomes only while closing (otherwise the messages go again).
-    fn on_session_outcomes(&self, batch: &[Outcome]) {
+    /// Session `generation`'s outcomes: the broker's are the messages' own; a session's
+    /// `Closed` and `NotSent` are outcomes only while closing, and of the current session
+    /// (otherwise the messages go again).
+    fn on_session_outcomes(&self, generation: u64, batch: &[Outcome]) {
         let mut reporter = lock(&self.reporter);
         let mut state = self.state();
         let outcomes = &mut reporter.outcomes;
+        let final_loss = state.closing && state.generation == generation;
         for outcome in batch {
             let lost = matches!(
                 outcome.status,
                 ConfirmStatus::Closed | ConfirmStatus::NotSent
             );
-            if !lost || state.closing {
+            if !lost || final_loss {
                 let id = outcome.publish_id.0;
                 Self::settle(&mut state, id, outcome.status, outcome.settled_at, outcomes);
             }
@@ -300,9 +304,15 @@ impl Shared {
 
     /// Starts a session on a fresh session producer: settles what the broker stored
     /// already, and hands it the ring from its front.
-    fn begin_session(&self, session: Producer, last_stored: Option<u64>, reconnect: bool) {
+    fn begin_session(&self, session: Session, reconnect: bool) {
+        let Session {
+            producer: session,
+            generation,
+            last_stored,
+        } = session;
         let mut reporter = lock(&self.reporter);
         let mut state = self.state();
+        state.generation = generation;
         let now = Instant::now();
         if reconnect {
             state.stats.reconnects += 1;
@@ -341,15 +351,21 @@ impl Shared {
     }
 }
 
+/// A session's producer, its number, and the highest publish id the broker says it
+/// stored for the producer's name, if it said.
+struct Session {
+    producer: Producer,
+    generation: u64,
+    last_stored: Option<u64>,
+}
+
 /// Opens the session producer under the producer's name.
 ///
 /// Protocol version 1 has no producer names: the session is opened anonymously and the
 /// broker's `last_stored` is unknown (`None`); deduplication of resent messages is then the
 /// broker's business by other means.
-async fn open_session(
-    client: &Client,
-    shared: &Arc<Shared>,
-) -> Result<(Producer, Option<u64>), ClientError> {
+async fn open_session(client: &Client, shared: &Arc<Shared>) -> Result<Session, ClientError> {
+    let generation = shared.state().generation + 1;
     let options = ProducerOptions {
         // Timed-out messages are settled here while the session may still hold them: its
         // cap leaves them room.
@@ -365,20 +381,24 @@ async fn open_session(
     let handler = Arc::clone(shared);
     let producer = client
         .open_producer(shared.queue, options, move |batch| {
-            handler.on_session_outcomes(batch);
+            handler.on_session_outcomes(generation, batch);
         })
         .await?;
-    Ok((producer, None))
+    Ok(Session {
+        producer,
+        generation,
+        last_stored: None,
+    })
 }
 
 /// Connects and opens a session.
 async fn connect<A: ToSocketAddrs>(
     addr: A,
     shared: &Arc<Shared>,
-) -> Result<(Client, Producer, Option<u64>), ClientError> {
+) -> Result<(Client, Session), ClientError> {
     let client = Client::connect(addr, shared.options.client).await?;
-    let (producer, last_stored) = open_session(&client, shared).await?;
-    Ok((client, producer, last_stored))
+    let session = open_session(&client, shared).await?;
+    Ok((client, session))
 }
 
 /// Whether an error at connecting or opening is worth another attempt: the connection's
@@ -461,8 +481,8 @@ where
                 }
             }
             match connect(addr.clone(), &shared).await {
-                Ok((client, producer, last_stored)) => {
-                    shared.begin_session(producer, last_stored, true);
+                Ok((client, session)) => {
+                    shared.begin_session(session, true);
                     break client;
                 }
                 Err(error) if retryable(&error) => {}
@@ -559,6 +579,7 @@ impl ReliableProducer {
                 ring,
                 next_to_write: 0,
                 session: None,
+                generation: 0,
                 closed: None,
                 closing: false,
                 stats: ReliableProducerStats::default(),
@@ -570,8 +591,8 @@ impl ReliableProducer {
             room: Notify::new(),
             wake: Notify::new(),
         });
-        let (client, producer, last_stored) = connect(addr.clone(), &shared).await?;
-        shared.begin_session(producer, last_stored, false);
+        let (client, session) = connect(addr.clone(), &shared).await?;
+        shared.begin_session(session, false);
         let supervisor = tokio::spawn(supervise(Arc::clone(&shared), addr, client));
         Ok(Self {
             shared,

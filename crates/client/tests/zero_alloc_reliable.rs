@@ -1,0 +1,89 @@
+//! Proof that the reliable producer allocates nothing per message once warm: its ring
+//! keeps every payload until its outcome without an allocation. A counting
+//! `#[global_allocator]`, 100,000 sends through the fake broker (in this process, its
+//! allocations counted too) and their confirms, after warm-up, delta exactly 0.
+//!
+//! Its own test binary with a single `#[test]`, so that no other test allocates while it
+//! measures.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use support::{Config, FakeBroker};
+use zerodispatch_client::{
+    ClientOptions, ConfirmStatus, Flush, ProducerOptions, QueueId, ReliableProducer,
+    ReliableProducerOptions,
+};
+use zerodispatch_testkit::CountingAllocator;
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+const MESSAGES: u64 = if cfg!(miri) { 100 } else { 100_000 };
+const WARM_UP: u64 = 20_000;
+
+async fn round(producer: &ReliableProducer, settled: &AtomicU64, first: u64, n: u64) {
+    for i in first..first + n {
+        producer.send(&i.to_le_bytes()).await.unwrap();
+    }
+    while settled.load(Ordering::Acquire) < first + n {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[test]
+fn steady_state_reliable_sends_allocate_nothing() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let broker = FakeBroker::start(Config {
+            record: false,
+            ..Config::default()
+        })
+        .await;
+        let options = ReliableProducerOptions {
+            producer: ProducerOptions {
+                max_unconfirmed: 1024,
+                flush: Flush::Dynamic { batch_size: 256 },
+                confirm_timeout: Some(Duration::from_secs(60)),
+            },
+            client: ClientOptions {
+                heartbeat: Duration::ZERO,
+                ..ClientOptions::default()
+            },
+            buffer_bytes: 1 << 20,
+            ..ReliableProducerOptions::new("zero-alloc")
+        };
+        let settled = Arc::new(AtomicU64::new(0));
+        let stored = Arc::new(AtomicU64::new(0));
+        let (count, ok) = (Arc::clone(&settled), Arc::clone(&stored));
+        let producer =
+            ReliableProducer::connect(broker.addr, QueueId(0), options, move |outcomes| {
+                let stored_here = outcomes
+                    .iter()
+                    .filter(|o| o.status == ConfirmStatus::Stored)
+                    .count() as u64;
+                ok.fetch_add(stored_here, Ordering::Relaxed);
+                count.fetch_add(outcomes.len() as u64, Ordering::Release);
+            })
+            .await
+            .unwrap();
+
+        round(&producer, &settled, 0, WARM_UP).await;
+        let before = CountingAllocator::allocations();
+        round(&producer, &settled, WARM_UP, MESSAGES).await;
+        let allocated = CountingAllocator::allocations() - before;
+
+        assert_eq!(stored.load(Ordering::Relaxed), WARM_UP + MESSAGES);
+        assert_eq!(
+            allocated, 0,
+            "{allocated} allocations for {MESSAGES} messages sent and confirmed"
+        );
+        producer.close().await;
+    });
+}
