@@ -254,9 +254,10 @@ where
                     state.stats.reconnects += 1;
                     break client;
                 }
-                Err(ClientError::Refused { .. } | ClientError::Protocol { .. }) => {
+                Err(error @ (ClientError::Refused { .. } | ClientError::Protocol { .. })) => {
                     // The queue or the app is gone, or the broker speaks otherwise: no
-                    // attempt will do better.
+                    // attempt will do better. The consumer is closed with why.
+                    shared.state().closed = Some(error);
                     return;
                 }
                 Err(_) => {}
@@ -355,7 +356,8 @@ impl ReliableConsumer {
     ///
     /// # Errors
     ///
-    /// Why the consumer is closed.
+    /// Why the consumer is closed: closed by its handle, or a re-open refused (the queue
+    /// or the app is gone), after which it does not reconnect.
     pub fn confirm(&self, guid: Guid) -> Result<(), ClientError> {
         let state = self.shared.state();
         if let Some(error) = &state.closed {

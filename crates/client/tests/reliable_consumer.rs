@@ -224,3 +224,36 @@ async fn a_window_below_the_credit_is_refused() {
         "{error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_reopen_closes_the_consumer_with_why() {
+    let broker = FakeBroker::start(Config {
+        shared_queue: true,
+        refuse_consumer_reopens: true,
+        ..Config::default()
+    })
+    .await;
+    let consumer =
+        ReliableConsumer::connect(broker.addr, QueueId(0), AppId(0), options(10, true), |_| {})
+            .await
+            .unwrap();
+    broker.act(Action::Drop);
+    wait_until("the refusal", || {
+        consumer.confirm(support::guid(0)).is_err()
+    })
+    .await;
+    let error = consumer.confirm(support::guid(0)).unwrap_err();
+    assert!(
+        matches!(error, zerodispatch_client::ClientError::Refused { .. }),
+        "{error}"
+    );
+    assert!(!consumer.is_connected());
+    assert_eq!(
+        broker.log.lock().unwrap().consumer_opens,
+        2,
+        "no attempt after the refusal"
+    );
+    tokio::time::timeout(Duration::from_secs(5), consumer.close())
+        .await
+        .expect("close returns");
+}

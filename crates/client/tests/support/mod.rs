@@ -63,6 +63,8 @@ pub struct Config {
     /// Consumers are served from the log's shared queue (`FakeBroker::enqueue`): each
     /// open delivers every message not confirmed yet, by its GUID (its index).
     pub shared_queue: bool,
+    /// Refuse every `OpenConsumer` after the first with `UNKNOWN_QUEUE`.
+    pub refuse_consumer_reopens: bool,
 }
 
 impl Default for Config {
@@ -79,6 +81,7 @@ impl Default for Config {
             drop_on_close: false,
             refuse_reopens: 0,
             shared_queue: false,
+            refuse_consumer_reopens: false,
         }
     }
 }
@@ -121,6 +124,8 @@ pub struct Log {
     pub frames: Vec<(Instant, Received)>,
     /// The connection has ended (the client closed it, or `Drop`).
     pub ended: bool,
+    /// `OpenConsumer` frames received, on every connection.
+    pub consumer_opens: u32,
     /// Connections accepted.
     pub connections: u32,
     /// `OpenProducer` frames received, on every connection.
@@ -370,7 +375,12 @@ async fn serve(
                         }
                         Frame::OpenConsumer(open) => {
                             record(Received::OpenConsumer { consumer: open.consumer.0, credit: open.credit });
-                            if open.queue.0 == UNKNOWN_QUEUE {
+                            let reopen = {
+                                let mut log = log.lock().unwrap();
+                                log.consumer_opens += 1;
+                                log.consumer_opens > 1
+                            };
+                            if open.queue.0 == UNKNOWN_QUEUE || (reopen && config.refuse_consumer_reopens) {
                                 refuse(&mut out, ErrorCode::UNKNOWN_QUEUE, FrameKind::OpenConsumer, open.consumer.0);
                             } else {
                                 Frame::OpenConsumer(open).encode(&mut out).unwrap();
