@@ -10,6 +10,8 @@
 
 #![allow(dead_code)]
 
+pub mod proxy;
+
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
