@@ -184,6 +184,23 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// Runs `work` (a wait, an attempt to connect); `None` if the consumer is closing
+    /// first (`work` is dropped).
+    async fn unless_closing<F: std::future::Future>(&self, work: F) -> Option<F::Output> {
+        let woken = self.wake.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if self.state().closing {
+            return None;
+        }
+        tokio::select! {
+            output = work => Some(output),
+            () = woken => None,
+        }
+    }
+}
+
 /// Connects and opens a session consumer.
 async fn connect<A: ToSocketAddrs>(
     addr: A,
@@ -237,17 +254,17 @@ where
         client = loop {
             let delay = shared.options.backoff.delay(attempt, jitter.next());
             attempt = attempt.saturating_add(1);
-            let woken = shared.wake.notified();
-            tokio::pin!(woken);
-            woken.as_mut().enable();
-            if shared.state().closing {
+            if shared
+                .unless_closing(tokio::time::sleep(delay))
+                .await
+                .is_none()
+            {
                 return;
             }
-            tokio::select! {
-                () = woken => return,
-                () = tokio::time::sleep(delay) => {}
-            }
-            match connect(addr.clone(), &shared).await {
+            let Some(attempt) = shared.unless_closing(connect(addr.clone(), &shared)).await else {
+                return;
+            };
+            match attempt {
                 Ok((client, session)) => {
                     let mut state = shared.state();
                     state.session = Some(session);

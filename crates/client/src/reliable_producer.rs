@@ -461,37 +461,55 @@ where
         client = loop {
             let delay = shared.options.backoff.delay(attempt, jitter.next());
             attempt = attempt.saturating_add(1);
-            let until = Instant::now() + delay;
-            loop {
-                let woken = shared.wake.notified();
-                tokio::pin!(woken);
-                woken.as_mut().enable();
-                if shared.state().closing {
+            if shared
+                .run_timeouts_until(tokio::time::sleep(delay))
+                .await
+                .is_none()
+            {
+                shared.settle_all(ClientError::Closed);
+                return;
+            }
+            let attempt = shared
+                .run_timeouts_until(connect(addr.clone(), &shared))
+                .await;
+            match attempt {
+                None => {
                     shared.settle_all(ClientError::Closed);
                     return;
                 }
-                let now = Instant::now();
-                if now >= until {
-                    break;
-                }
-                let next = shared.expire(now).map_or(until, |t| t.min(until));
-                tokio::select! {
-                    () = &mut woken => {}
-                    () = sleep_until(Some(next)) => {}
-                }
-            }
-            match connect(addr.clone(), &shared).await {
-                Ok((client, session)) => {
+                Some(Ok((client, session))) => {
                     shared.begin_session(session, true);
                     break client;
                 }
-                Err(error) if retryable(&error) => {}
-                Err(error) => {
+                Some(Err(error)) if retryable(&error) => {}
+                Some(Err(error)) => {
                     shared.settle_all(error);
                     return;
                 }
             }
         };
+    }
+}
+
+impl Shared {
+    /// Runs `work` (a wait, an attempt to connect) while settling confirm timeouts as they
+    /// come; `None` if the producer is closing first (`work` is dropped).
+    async fn run_timeouts_until<F: std::future::Future>(&self, work: F) -> Option<F::Output> {
+        tokio::pin!(work);
+        loop {
+            let woken = self.wake.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if self.state().closing {
+                return None;
+            }
+            let next = self.expire(Instant::now());
+            tokio::select! {
+                output = &mut work => return Some(output),
+                () = &mut woken => {}
+                () = sleep_until(next) => {}
+            }
+        }
     }
 }
 

@@ -397,3 +397,42 @@ async fn bad_options_are_refused() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeouts_and_close_do_not_wait_for_a_hanging_connect() {
+    let broker = FakeBroker::start(Config {
+        policy: Policy::Hold,
+        silent_reconnects: true,
+        ..Config::default()
+    })
+    .await;
+    let (outcomes, on_confirm) = collector();
+    let mut options = options(100, quick());
+    options.client.handshake_timeout = Duration::from_secs(30);
+    options.producer.confirm_timeout = Some(Duration::from_millis(100));
+    let producer = ReliableProducer::connect(broker.addr, QueueId(0), options, on_confirm)
+        .await
+        .unwrap();
+    for i in 0..3_u64 {
+        producer.send(&i.to_le_bytes()).await.unwrap();
+    }
+    wait_until("3 published", || sessions(&broker)[0].len() == 3).await;
+    broker.act(Action::Drop);
+    wait_until("a hanging attempt", || {
+        broker.log.lock().unwrap().connections >= 2
+    })
+    .await;
+    // Timed out while the handshake hangs.
+    wait_outcomes(&outcomes, 3).await;
+    producer.send(b"while connecting").await.unwrap();
+    let start = Instant::now();
+    tokio::time::timeout(Duration::from_secs(2), producer.close())
+        .await
+        .expect("close does not wait for the handshake");
+    assert!(start.elapsed() < Duration::from_secs(2));
+    let all = exactly_once(&outcomes, 4);
+    for outcome in &all[..3] {
+        assert_eq!(outcome.status, ConfirmStatus::TimedOut);
+    }
+    assert_eq!(all[3].status, ConfirmStatus::NotSent);
+}

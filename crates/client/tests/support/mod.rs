@@ -67,6 +67,8 @@ pub struct Config {
     pub shared_queue: bool,
     /// Refuse every `OpenConsumer` after the first with `UNKNOWN_QUEUE`.
     pub refuse_consumer_reopens: bool,
+    /// Answer nothing on every connection after the first (not even `Hello`).
+    pub silent_reconnects: bool,
 }
 
 impl Default for Config {
@@ -84,6 +86,7 @@ impl Default for Config {
             refuse_reopens: 0,
             shared_queue: false,
             refuse_consumer_reopens: false,
+            silent_reconnects: false,
         }
     }
 }
@@ -159,8 +162,20 @@ impl FakeBroker {
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let (tx, rx) = mpsc::unbounded_channel();
+                let connections = {
+                    let mut log = log2.lock().unwrap();
+                    log.connections += 1;
+                    log.connections
+                };
+                if config.silent_reconnects && connections > 1 {
+                    tokio::spawn(async move {
+                        let mut stream = stream;
+                        let mut sink = [0; 1024];
+                        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+                    });
+                    continue;
+                }
                 *actions2.lock().unwrap() = Some(tx);
-                log2.lock().unwrap().connections += 1;
                 tokio::spawn(serve(stream, config, Arc::clone(&log2), rx));
             }
         });
