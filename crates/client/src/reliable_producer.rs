@@ -31,7 +31,7 @@ use crate::backoff::{Backoff, Jitter};
 use crate::client::Client;
 use crate::connection::lock;
 use crate::error::{ClientError, TrySendError};
-use crate::options::{ClientOptions, MAX_UNCONFIRMED, ProducerOptions};
+use crate::options::{ClientOptions, ProducerOptions};
 use crate::producer::{ConfirmHandler, Outcome, Producer};
 use crate::resend_ring::ResendRing;
 
@@ -174,9 +174,9 @@ impl Shared {
             };
             if !slot.settled {
                 if shared.try_take_as(Some(id), payload).is_err() {
-                    // At the session's cap (its late confirms of timed-out messages free
-                    // it, and pump again), or the session is gone (the supervisor opens
-                    // the next).
+                    // At the session's cap (it still holds messages the ring timed out:
+                    // their confirms or the session's own timeouts free it, and pump
+                    // again), or the session is gone (the supervisor opens the next).
                     return;
                 }
                 if let Some(slot) = state.ring.get_mut(id) {
@@ -366,18 +366,10 @@ struct Session {
 /// broker's business by other means.
 async fn open_session(client: &Client, shared: &Arc<Shared>) -> Result<Session, ClientError> {
     let generation = shared.state().generation + 1;
-    let options = ProducerOptions {
-        // Timed-out messages are settled here while the session may still hold them: its
-        // cap leaves them room.
-        max_unconfirmed: shared
-            .options
-            .producer
-            .max_unconfirmed
-            .saturating_mul(2)
-            .min(MAX_UNCONFIRMED),
-        confirm_timeout: None,
-        ..shared.options.producer
-    };
+    // The same cap as the ring's, announced to the broker (whose limits count it), and the
+    // same confirm timeout: a message the ring timed out (it counts from `send`, so first)
+    // leaves the session at the session's own timeout even if the broker never answers.
+    let options = shared.options.producer;
     let handler = Arc::clone(shared);
     let producer = client
         .open_producer(shared.queue, options, move |batch| {

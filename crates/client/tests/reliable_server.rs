@@ -166,3 +166,35 @@ fn handed_payloads(handed: &Mutex<Vec<(Guid, Vec<u8>)>>) -> HashSet<Vec<u8>> {
 fn handed_payloads_of(handed: &[(Guid, Vec<u8>)]) -> HashSet<Vec<u8>> {
     handed.iter().map(|(_, p)| p.clone()).collect()
 }
+
+#[test]
+fn default_options_open_on_a_server_with_default_limits() {
+    let server = Server::builder()
+        .listen("127.0.0.1:0".parse().unwrap())
+        .broker_config(BrokerConfig {
+            queues: vec![QueueConfig::new(QueueMode::Priority)],
+            ..BrokerConfig::default()
+        })
+        .start()
+        .expect("the server starts");
+    let addr = server.local_addr();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let (outcomes, on_confirm) = collector();
+        let producer = ReliableProducer::connect(
+            addr,
+            QueueId(0),
+            ReliableProducerOptions::new("defaults"),
+            on_confirm,
+        )
+        .await
+        .expect("the default cap is within the server's default limit");
+        producer.send(b"one").await.unwrap();
+        producer.close().await;
+        assert_eq!(exactly_once(&outcomes, 1)[0].status, ConfirmStatus::Stored);
+    });
+    server.shutdown();
+}
