@@ -6,7 +6,8 @@
 //! The broker gives what a lost session had been delivered and had not had confirmed back
 //! to the queue, so the next session (this consumer's, or another's) gets it again. The
 //! reliable consumer remembers the GUIDs it handed the application, the last `window` of
-//! them ([`GuidWindow`]), each with whether the application confirmed it. A redelivered
+//! the current session's and of lost sessions' ([`GuidWindow`]), each with whether the
+//! application confirmed it. A redelivered
 //! message found there is a duplicate: it is not handed to the application again; if the
 //! application had confirmed it (the confirm was lost with the connection), it is
 //! confirmed again on the new session, and otherwise the application's own confirm, still
@@ -36,12 +37,14 @@ pub struct ReliableConsumerOptions {
     pub client: ClientOptions,
     /// The delays between attempts to reconnect.
     pub backoff: Backoff,
-    /// The GUIDs remembered to filter duplicates: the last `window` messages handed to the
-    /// application (allocated when the consumer opens). A message redelivered after more
-    /// than `window` others were handed out since is not recognised: the window must
-    /// cover what can be delivered and not confirmed when a connection is lost, the
-    /// session's credit plus what the application holds unconfirmed. At least `credit`;
-    /// default 65,536.
+    /// The GUIDs remembered to filter duplicates, in two lists of `window` each (allocated
+    /// when the consumer opens): the last `window` messages handed out on the current
+    /// session, and the last `window` handed out on sessions lost since, which new
+    /// deliveries do not push out (a redelivery is recognised however long the broker's
+    /// backlog before it). A message is not recognised if more than `window` others were
+    /// handed out after it on its session before the session was lost, or on sessions lost
+    /// later: the window must cover what the application holds unconfirmed plus the
+    /// session's credit. At least `credit`; default 65,536.
     pub window: usize,
 }
 
@@ -78,41 +81,97 @@ pub struct ReliableConsumerStats {
     pub duplicates_filtered: u64,
 }
 
-/// The last GUIDs handed to the application, with whether each was confirmed.
+/// A GUID remembered: whether the application confirmed it, and in how many of the
+/// window's two lists it is.
+#[derive(Clone, Copy)]
+struct Seen {
+    confirmed: bool,
+    lists: u8,
+}
+
+/// The GUIDs handed to the application that may come again, with whether each was
+/// confirmed, in two lists of `cap` each:
+///
+/// - `current`: the last `cap` handed out on the current session;
+/// - `suspects`: the last `cap` handed out on sessions lost since (at a loss, the current
+///   list moves there). New deliveries do not push them out, so a redelivery is recognised
+///   however many messages the broker delivers before it (a broker may put what a lost
+///   session held behind its backlog); only later losses do.
+///
+/// A duplicate found is handed out again on the current session, so it goes to `current`
+/// too: if this session is lost as well, it is a suspect again.
 struct GuidWindow {
-    seen: HashMap<Guid, bool>,
-    order: VecDeque<Guid>,
+    seen: HashMap<Guid, Seen>,
+    current: VecDeque<Guid>,
+    suspects: VecDeque<Guid>,
     cap: usize,
 }
 
 impl GuidWindow {
     fn new(cap: usize) -> Result<Self, TryReserveError> {
         let mut seen = HashMap::new();
-        seen.try_reserve(cap)?;
-        let mut order = VecDeque::new();
-        order.try_reserve_exact(cap)?;
-        Ok(Self { seen, order, cap })
+        seen.try_reserve(2 * cap)?;
+        let mut current = VecDeque::new();
+        current.try_reserve_exact(cap)?;
+        let mut suspects = VecDeque::new();
+        suspects.try_reserve_exact(cap)?;
+        Ok(Self {
+            seen,
+            current,
+            suspects,
+            cap,
+        })
     }
 
     /// Whether `guid` was handed out (and confirmed) within the window.
     fn get(&self, guid: Guid) -> Option<bool> {
-        self.seen.get(&guid).copied()
+        self.seen.get(&guid).map(|s| s.confirmed)
     }
 
-    /// Remembers `guid`, forgetting the oldest at the bound.
-    fn insert(&mut self, guid: Guid) {
-        if self.order.len() >= self.cap {
-            if let Some(old) = self.order.pop_front() {
-                self.seen.remove(&old);
+    /// Takes `guid` out of one list's count, forgetting it when it is in none.
+    fn release(seen: &mut HashMap<Guid, Seen>, guid: Guid) {
+        if let Some(entry) = seen.get_mut(&guid) {
+            entry.lists -= 1;
+            if entry.lists == 0 {
+                seen.remove(&guid);
             }
         }
-        self.order.push_back(guid);
-        self.seen.insert(guid, false);
+    }
+
+    /// Remembers `guid` as handed out on the current session (again, for a duplicate),
+    /// pushing out the oldest of `current` at the bound.
+    fn insert(&mut self, guid: Guid) {
+        if self.current.len() >= self.cap {
+            if let Some(old) = self.current.pop_front() {
+                Self::release(&mut self.seen, old);
+            }
+        }
+        self.current.push_back(guid);
+        self.seen
+            .entry(guid)
+            .and_modify(|s| s.lists += 1)
+            .or_insert(Seen {
+                confirmed: false,
+                lists: 1,
+            });
     }
 
     fn confirmed(&mut self, guid: Guid) {
-        if let Some(confirmed) = self.seen.get_mut(&guid) {
-            *confirmed = true;
+        if let Some(entry) = self.seen.get_mut(&guid) {
+            entry.confirmed = true;
+        }
+    }
+
+    /// The current session is lost: what it handed out becomes suspect, pushing out the
+    /// oldest suspects at the bound.
+    fn session_lost(&mut self) {
+        while let Some(guid) = self.current.pop_front() {
+            if self.suspects.len() >= self.cap {
+                if let Some(old) = self.suspects.pop_front() {
+                    Self::release(&mut self.seen, old);
+                }
+            }
+            self.suspects.push_back(guid);
         }
     }
 }
@@ -153,6 +212,7 @@ impl Shared {
                         if confirmed {
                             deliveries.consumer.confirm(message.guid);
                         }
+                        window.insert(message.guid);
                         true
                     }
                     None => {
@@ -241,6 +301,10 @@ where
             }
         };
         let session = shared.state().session.take();
+        if !closing {
+            // The session's deliveries have all been handled: the I/O task ends last.
+            lock(&shared.window).session_lost();
+        }
         if closing {
             if let Some(session) = session {
                 let _ = session.close().await;
@@ -432,5 +496,36 @@ impl std::fmt::Debug for ReliableConsumer {
             .field("app", &self.shared.app)
             .field("stats", &self.stats())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guid(n: u8) -> Guid {
+        Guid([n; 16])
+    }
+
+    #[test]
+    fn a_lost_sessions_guids_outlive_new_deliveries() {
+        let mut window = GuidWindow::new(2).unwrap();
+        window.insert(guid(1));
+        window.insert(guid(2));
+        window.confirmed(guid(1));
+        window.session_lost();
+        for n in 10..20 {
+            window.insert(guid(n));
+        }
+        assert_eq!(window.get(guid(1)), Some(true), "suspect, and confirmed");
+        assert_eq!(window.get(guid(2)), Some(false));
+        assert_eq!(window.get(guid(10)), None, "pushed out of the current list");
+        // A duplicate handed out again is current too: a second loss keeps it.
+        window.insert(guid(2));
+        window.session_lost();
+        assert_eq!(window.get(guid(2)), Some(false));
+        assert_eq!(window.get(guid(19)), Some(false));
+        assert_eq!(window.get(guid(1)), None, "pushed out by the later loss");
+        assert!(window.seen.len() <= 4, "two lists of two");
     }
 }

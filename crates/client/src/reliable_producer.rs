@@ -420,22 +420,13 @@ where
         let Some(session) = session else {
             return;
         };
-        let closing = loop {
-            let woken = shared.wake.notified();
-            tokio::pin!(woken);
-            woken.as_mut().enable();
-            if shared.state().closing {
-                break true;
-            }
-            let next = shared.expire(Instant::now());
-            let sleep = sleep_until(next);
+        let lost = async {
             tokio::select! {
-                _ = client.closed() => break false,
-                _ = session.wait_closed() => break false,
-                () = &mut woken => {}
-                () = sleep => {}
+                _ = client.closed() => {}
+                _ = session.wait_closed() => {}
             }
         };
+        let closing = shared.run_timeouts_until(lost).await.is_none();
         let producer = shared.state().session.take();
         if closing {
             if let Some(producer) = producer {
@@ -662,10 +653,11 @@ impl ReliableProducer {
         self.shared.state().stats
     }
 
-    /// Closes the producer: it takes no more messages; with a session open, what is
-    /// pending is sent and the broker confirms the rest (its `Closed` for what it did not
-    /// store); while reconnecting, it stops. Returns when every message taken has had its
-    /// one outcome.
+    /// Closes the producer: it takes no more messages; with a session open, the session
+    /// sends what it holds and closes, the broker confirming each of its messages (`Closed`
+    /// for what it did not store); while reconnecting, it stops. What no session has had is
+    /// `NotSent`, what a lost one had and no later one confirmed `Closed`. Returns when
+    /// every message taken has had its one outcome.
     pub async fn close(mut self) {
         self.request_close();
         if let Some(supervisor) = self.supervisor.take() {

@@ -193,6 +193,9 @@ fn default_options_open_on_a_server_with_default_limits() {
         .await
         .expect("the default cap is within the server's default limit");
         producer.send(b"one").await.unwrap();
+        // A close right after the send may find the message not at its queue yet: the
+        // broker says `NotSent` then.
+        support::wait_outcomes(&outcomes, 1).await;
         producer.close().await;
         assert_eq!(exactly_once(&outcomes, 1)[0].status, ConfirmStatus::Stored);
     });
