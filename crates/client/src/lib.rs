@@ -14,6 +14,11 @@
 //! - A [`Consumer`] hands each delivered batch to its handler as [`Deliveries`], and
 //!   confirms messages by GUID; confirms are batched like dynamic sends, with one credit
 //!   back per confirm if asked.
+//! - A [`ReliableProducer`] and a [`ReliableConsumer`] have a connection of their own and
+//!   survive losing it: they reconnect by a [`Backoff`] (exponential, with jitter,
+//!   bounded); the producer re-opens under its name and resends every message without an
+//!   outcome with its original publish id, in order, from a ring allocated when it opens;
+//!   the consumer filters by GUID what it already handed the application.
 //!
 //! ```no_run
 //! use zerodispatch_client::{Client, ClientOptions, ProducerOptions};
