@@ -436,3 +436,10 @@ async fn timeouts_and_close_do_not_wait_for_a_hanging_connect() {
     }
     assert_eq!(all[3].status, ConfirmStatus::NotSent);
 }
+
+#[test]
+fn the_handles_are_shared_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<ReliableProducer>();
+    shared::<zerodispatch_client::ReliableConsumer>();
+}
