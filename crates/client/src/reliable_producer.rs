@@ -19,7 +19,8 @@
 //! session's own `Closed` or `NotSent` for a message, when its connection ends, is no
 //! outcome: the message stays for the next session.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
 use tokio::net::ToSocketAddrs;
@@ -132,6 +133,9 @@ struct Shared {
     reporter: Mutex<Reporter>,
     /// Wakes `send` waiters when room frees or the producer closes.
     room: Notify,
+    /// Wakes `send_blocking` waiters, with the state's lock; `blocked` counts them.
+    room_blocking: Condvar,
+    blocked: AtomicUsize,
     /// Wakes the supervisor: a close, or a first message to time.
     wake: Notify,
 }
@@ -144,6 +148,11 @@ impl Shared {
     /// Takes a message into the ring and hands it on to the session if it can.
     fn try_take(&self, payload: &[u8]) -> Result<PublishId, TrySendError> {
         let mut state = self.state();
+        self.take(&mut state, payload)
+    }
+
+    /// Takes a message under the lock (see `try_take`).
+    fn take(&self, state: &mut State, payload: &[u8]) -> Result<PublishId, TrySendError> {
         if let Some(error) = &state.closed {
             return Err(TrySendError::Failed(error.clone()));
         }
@@ -151,8 +160,7 @@ impl Shared {
         let Some(id) = state.ring.push(payload, Instant::now()) else {
             return Err(TrySendError::Full);
         };
-        Self::pump(&mut state);
-        drop(state);
+        Self::pump(state);
         if was_empty && self.options.producer.confirm_timeout.is_some() {
             self.wake.notify_one();
         }
@@ -208,6 +216,16 @@ impl Shared {
         }
     }
 
+    /// Wakes the senders waiting for room: room freed, or the producer closed.
+    fn wake_senders(&self) {
+        self.room.notify_waiters();
+        if self.blocked.load(Ordering::SeqCst) > 0 {
+            // Under the lock, so that a sender between its check and its wait is not missed.
+            let _state = self.state();
+            self.room_blocking.notify_all();
+        }
+    }
+
     /// Hands the reporter's outcomes to the application, frees their room, and wakes the
     /// waiting senders.
     fn report(&self, reporter: &mut Reporter) {
@@ -219,7 +237,7 @@ impl Shared {
         // A panic in the handler is the application's; the outcomes were reported.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(batch)));
         outcomes.clear();
-        self.room.notify_waiters();
+        self.wake_senders();
     }
 
     /// Session `generation`'s outcomes: the broker's are the messages' own; a session's
@@ -299,7 +317,7 @@ impl Shared {
         state.ring.pop_settled();
         drop(state);
         self.report(&mut reporter);
-        self.room.notify_waiters();
+        self.wake_senders();
     }
 
     /// Starts a session on a fresh session producer: settles what the broker stored
@@ -590,6 +608,8 @@ impl ReliableProducer {
                 outcomes,
             }),
             room: Notify::new(),
+            room_blocking: Condvar::new(),
+            blocked: AtomicUsize::new(0),
             wake: Notify::new(),
         });
         let (client, session) = connect(addr.clone(), &shared).await?;
@@ -629,6 +649,33 @@ impl ReliableProducer {
                 Ok(id) => return Ok(id),
                 Err(TrySendError::Failed(error)) => return Err(error),
                 Err(TrySendError::Full) => room.await,
+            }
+        }
+    }
+
+    /// Takes a message, blocking the thread while the producer is at its cap (connected or
+    /// not), and returns its publish id. For threads outside the async runtime: never call
+    /// it on the runtime's threads, nor from the confirm handler.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::PayloadTooLarge`], or why the producer is closed.
+    pub fn send_blocking(&self, payload: &[u8]) -> Result<PublishId, ClientError> {
+        check_payload(payload)?;
+        let shared = &*self.shared;
+        let mut state = shared.state();
+        loop {
+            match shared.take(&mut state, payload) {
+                Ok(id) => return Ok(id),
+                Err(TrySendError::Failed(error)) => return Err(error),
+                Err(TrySendError::Full) => {
+                    shared.blocked.fetch_add(1, Ordering::SeqCst);
+                    state = shared
+                        .room_blocking
+                        .wait(state)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    shared.blocked.fetch_sub(1, Ordering::SeqCst);
+                }
             }
         }
     }
@@ -673,7 +720,7 @@ impl ReliableProducer {
         }
         drop(state);
         self.shared.wake.notify_one();
-        self.shared.room.notify_waiters();
+        self.shared.wake_senders();
     }
 }
 

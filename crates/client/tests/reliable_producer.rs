@@ -443,3 +443,84 @@ fn the_handles_are_shared_between_threads() {
     shared::<ReliableProducer>();
     shared::<zerodispatch_client::ReliableConsumer>();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_blocking_waits_at_the_cap_across_a_reconnect() {
+    let broker = FakeBroker::start(Config {
+        policy: Policy::Hold,
+        ..Config::default()
+    })
+    .await;
+    let (outcomes, on_confirm) = collector();
+    let producer =
+        ReliableProducer::connect(broker.addr, QueueId(0), options(4, quick()), on_confirm)
+            .await
+            .unwrap();
+    let producer = std::sync::Arc::new(producer);
+    for i in 0..4_u64 {
+        producer.send(&i.to_le_bytes()).await.unwrap();
+    }
+    wait_until("4 published", || sessions(&broker)[0].len() == 4).await;
+    broker.act(Action::Drop);
+    let sender = std::sync::Arc::clone(&producer);
+    let blocked = std::thread::spawn(move || sender.send_blocking(b"fifth"));
+    wait_until("the resend", || {
+        sessions(&broker).get(1).is_some_and(|s| s.len() == 4)
+    })
+    .await;
+    assert!(!blocked.is_finished(), "at the cap until a confirm");
+    broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
+    assert_eq!(blocked.join().unwrap().unwrap().0, 4);
+    wait_until("the fifth", || sessions(&broker)[1].len() == 5).await;
+    broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
+    wait_outcomes(&outcomes, 5).await;
+    exactly_once(&outcomes, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_reopen_closes_the_producer_and_wakes_its_senders() {
+    let broker = FakeBroker::start(Config {
+        policy: Policy::Hold,
+        refuse_reopens: 1,
+        reopen_refusal: zerodispatch_wire::ErrorCode::UNKNOWN_QUEUE,
+        ..Config::default()
+    })
+    .await;
+    let (outcomes, on_confirm) = collector();
+    let producer =
+        ReliableProducer::connect(broker.addr, QueueId(0), options(2, quick()), on_confirm)
+            .await
+            .unwrap();
+    let producer = std::sync::Arc::new(producer);
+    for i in 0..2_u64 {
+        producer.send(&i.to_le_bytes()).await.unwrap();
+    }
+    wait_until("2 published", || sessions(&broker)[0].len() == 2).await;
+    let sender = std::sync::Arc::clone(&producer);
+    let blocked = std::thread::spawn(move || sender.send_blocking(b"third"));
+    let waiting = std::sync::Arc::clone(&producer);
+    let waiting = tokio::spawn(async move { waiting.send(b"fourth").await });
+    broker.act(Action::Drop);
+    let refused = |r: Result<_, zerodispatch_client::ClientError>| {
+        matches!(r, Err(zerodispatch_client::ClientError::Refused { .. }))
+    };
+    assert!(
+        refused(blocked.join().unwrap()),
+        "the blocked sender learns why"
+    );
+    assert!(refused(waiting.await.unwrap()), "the waiting sender too");
+    let all = exactly_once(&outcomes, 2);
+    assert!(
+        all.iter().all(|o| o.status == ConfirmStatus::Closed),
+        "{all:?}"
+    );
+    assert!(refused(producer.try_send(b"more").map_err(|e| match e {
+        TrySendError::Failed(e) => e,
+        TrySendError::Full => panic!("closed, not full"),
+    })));
+    assert_eq!(
+        broker.log.lock().unwrap().opens,
+        2,
+        "no attempt after the refusal"
+    );
+}

@@ -60,8 +60,9 @@ pub struct Config {
     pub drops: u32,
     /// On `CloseProducer`, drop the connection instead of answering.
     pub drop_on_close: bool,
-    /// Refuse this many `OpenProducer` after the first with `NAME_IN_USE` (106).
+    /// Refuse this many `OpenProducer` after the first with `reopen_refusal`.
     pub refuse_reopens: u32,
+    pub reopen_refusal: ErrorCode,
     /// Consumers are served from the log's shared queue (`FakeBroker::enqueue`): each
     /// open delivers every message not confirmed yet, by its GUID (its index).
     pub shared_queue: bool,
@@ -84,6 +85,7 @@ impl Default for Config {
             drops: 0,
             drop_on_close: false,
             refuse_reopens: 0,
+            reopen_refusal: ErrorCode(106),
             shared_queue: false,
             refuse_consumer_reopens: false,
             silent_reconnects: false,
@@ -324,7 +326,7 @@ async fn serve(
                                 refuse
                             };
                             if refuse_name {
-                                refuse(&mut out, ErrorCode(106), FrameKind::OpenProducer, open.producer.0);
+                                refuse(&mut out, config.reopen_refusal, FrameKind::OpenProducer, open.producer.0);
                             } else if open.queue.0 == UNKNOWN_QUEUE {
                                 refuse(&mut out, ErrorCode::UNKNOWN_QUEUE, FrameKind::OpenProducer, open.producer.0);
                             } else {
