@@ -13,7 +13,7 @@
 //! name is deduplicated against it. Once the table holds `max_producer_names` names, a new
 //! name is refused ([`BrokerError::TooManyNames`]); names already in it may still be opened.
 
-use std::collections::TryReserveError;
+use std::collections::{HashMap, TryReserveError};
 
 use crate::error::BrokerError;
 use crate::ids::ProducerId;
@@ -27,35 +27,30 @@ use crate::tables;
 /// limit also bounds how many of the `u32` producer ids names take.
 pub const MAX_PRODUCER_NAMES: usize = 1 << 20;
 
-/// One name: the name, and whether a producer holds it now.
-#[derive(Debug)]
-struct Entry {
-    name: Box<str>,
-    open: bool,
-}
-
-/// The names, in id order.
+/// The names and their ids, and which are held by a producer now.
 #[derive(Debug)]
 pub(crate) struct Names {
-    entries: Vec<Entry>,
+    ids: HashMap<Box<str>, ProducerId>,
+    /// By id: whether a producer holds the name now.
+    open: Vec<bool>,
     capacity: usize,
 }
 
 impl Names {
     /// An empty table with room for `capacity` names.
     pub(crate) fn new(capacity: usize) -> Result<Self, TryReserveError> {
+        let mut ids = HashMap::new();
+        ids.try_reserve(capacity)?;
         Ok(Self {
-            entries: tables::vec(capacity)?,
+            ids,
+            open: tables::vec(capacity)?,
             capacity,
         })
     }
 
     /// The id of `name`, if it was ever opened.
     pub(crate) fn find(&self, name: &str) -> Option<ProducerId> {
-        self.entries
-            .iter()
-            .position(|e| &*e.name == name)
-            .map(|i| ProducerId(i as u32))
+        self.ids.get(name).copied()
     }
 
     /// Marks `name` open, adding it if it is new, and returns its id.
@@ -66,29 +61,29 @@ impl Names {
     /// full.
     pub(crate) fn open(&mut self, name: &str) -> Result<ProducerId, BrokerError> {
         if let Some(id) = self.find(name) {
-            let entry = &mut self.entries[id.0 as usize];
-            if entry.open {
+            let open = &mut self.open[id.0 as usize];
+            if *open {
                 return Err(BrokerError::NameInUse(name.into()));
             }
-            entry.open = true;
+            *open = true;
             return Ok(id);
         }
-        if self.entries.len() >= self.capacity {
+        if self.open.len() >= self.capacity {
             return Err(BrokerError::TooManyNames {
                 max_producer_names: self.capacity,
             });
         }
-        self.entries.push(Entry {
-            name: name.into(),
-            open: true,
-        });
-        Ok(ProducerId((self.entries.len() - 1) as u32))
+        // Below `capacity`, at most MAX_PRODUCER_NAMES: fits a `u32`.
+        let id = ProducerId(self.open.len() as u32);
+        self.ids.insert(name.into(), id);
+        self.open.push(true);
+        Ok(id)
     }
 
     /// Frees the name of producer `id` for the next producer of that name.
     pub(crate) fn close(&mut self, id: ProducerId) {
-        if let Some(entry) = self.entries.get_mut(id.0 as usize) {
-            entry.open = false;
+        if let Some(open) = self.open.get_mut(id.0 as usize) {
+            *open = false;
         }
     }
 }

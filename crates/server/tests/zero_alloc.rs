@@ -48,7 +48,10 @@ fn a_message_through_the_server_allocates_nothing_once_warm() {
     let mut consumer = Client::hello(addr);
     // A named producer: its messages go to the broker with their wire ids, through the
     // queue's deduplication.
-    assert_eq!(producer.open_named_producer(1, 0, 1024, "zero-alloc"), Ok(None));
+    assert_eq!(
+        producer.open_named_producer(1, 0, 1024, "zero-alloc"),
+        Ok(None)
+    );
     consumer.open_consumer(7, 0, 0, BATCH as u32);
     let mut guids = Vec::with_capacity(BATCH as usize);
     let mut next = 0;
