@@ -48,15 +48,17 @@ use zerodispatch_core::{
 
 use crate::cluster::ClusterClient;
 use crate::credits::Credits;
+use crate::dedup::StoredIds;
 use crate::error::{BrokerError, SendError};
 use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 use crate::message::{Ack, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute, Confirms, Delivery};
+use crate::names::{MAX_PRODUCER_NAMES, Names};
 use crate::queue::{MAX_APPS, MAX_QUEUE_CAPACITY, QueueClient, QueueEngine, QueueMode};
 use crate::release::OnRelease;
 use crate::replication::{Receipt, Replication};
 use crate::session::{
-    ConsumerSession, FRAME_OVERHEAD, FlushStrategy, MAX_UNCONFIRMED, Pacing, ProducerConfig,
-    ProducerSession,
+    AckHandler, ConsumerSession, FRAME_OVERHEAD, FlushStrategy, MAX_UNCONFIRMED, Pacing,
+    ProducerConfig, ProducerSession,
 };
 use crate::stats::{
     ClusterCounters, ClusterState, QueueCounters, QueueStats, SessionRegistry, SessionStats,
@@ -117,6 +119,13 @@ pub struct BrokerConfig {
     /// or dropped, and the ACK gone): from then on the broker never reads or hands out
     /// that payload again, and its bytes may be freed. `None` (the default): not told.
     pub on_release: Option<OnRelease>,
+    /// Producer names the broker remembers, at most (0 to [`MAX_PRODUCER_NAMES`]): named
+    /// producers ([`Broker::open_named_producer`]) take ids `0..max_producer_names`,
+    /// anonymous ones the ids above. Each queue keeps 8 bytes per name, allocated at start,
+    /// for deduplication. A name is never forgotten while the broker runs; once this many
+    /// have been opened, a new one is refused ([`BrokerError::TooManyNames`]). 1,024 by
+    /// default.
+    pub max_producer_names: usize,
 }
 
 impl Default for BrokerConfig {
@@ -131,6 +140,7 @@ impl Default for BrokerConfig {
             cores: Vec::new(),
             replication: None,
             on_release: None,
+            max_producer_names: 1 << 10,
         }
     }
 }
@@ -169,6 +179,9 @@ pub struct Producer {
     state: AtomicUsize,
     /// The thread that sends `Tick`s (timer aggregation, confirm timeouts), if any.
     ticker: Mutex<Option<(Arc<AtomicBool>, JoinHandle<()>)>>,
+    /// A named producer's table of names, where `close` frees its name; `None` for an
+    /// anonymous producer.
+    names: Option<Arc<Mutex<Names>>>,
 }
 
 /// `Producer::state`: closed; no call enters `enqueue` any more.
@@ -202,8 +215,59 @@ impl Producer {
     /// [`close`](Self::close); `ShutDown` once the broker is shutting down; `WouldBlock` on
     /// a processor thread whose outbox is full.
     pub fn publish(&self, queue: QueueId, payload: Payload) -> Result<Guid, SendError> {
-        self.check(payload)?;
-        self.enqueue(queue, payload, false)
+        self.check(payload, None)?;
+        self.enqueue(queue, payload, false, None)
+    }
+
+    /// As [`publish`](Self::publish), numbered by the caller: the message's GUID is
+    /// `Guid::new(self.id(), publish_id)`. The form a named producer
+    /// ([`Broker::open_named_producer`]) publishes with, so that a message published again
+    /// with its id after a lost connection is known for a duplicate by its queue: ACKed
+    /// again, not stored or delivered twice (`QueueStats::deduplicated`).
+    ///
+    /// Ids must increase along a named producer's stream, across its reopenings under the
+    /// same name; a message whose outcome was not `Acked` is published again with its id
+    /// before any later message is stored, or with a new, higher id (one published with
+    /// its old id after a later one was stored is taken for a duplicate). `u64::MAX` is
+    /// never deduplicated. An anonymous producer may use it too (never deduplicated): its
+    /// ids must then not repeat a GUID in flight, nor mix with [`publish`](Self::publish)'s
+    /// numbering.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use zerodispatch_broker::*;
+    ///
+    /// let broker = Broker::start(BrokerConfig {
+    ///     queues: vec![QueueConfig::new(QueueMode::Priority)],
+    ///     ..BrokerConfig::default()
+    /// })?;
+    /// let acks = Arc::new(Mutex::new(Vec::new()));
+    /// let sink = acks.clone();
+    /// let on_ack = move |b: &[Ack]| sink.lock().unwrap().extend(b.iter().map(|a| a.status));
+    /// let producer = broker.open_named_producer("orders", ProducerConfig::default(), on_ack)?;
+    /// let payload = Payload { handle: 1, len: 8 };
+    /// producer.publish_with_id(QueueId(0), payload, 7)?;
+    /// broker.quiesce()?; // stored and ACKed; say the ACK was lost
+    /// producer.publish_with_id(QueueId(0), payload, 7)?; // the same message again
+    /// broker.quiesce()?;
+    /// assert_eq!(*acks.lock().unwrap(), [AckStatus::Acked, AckStatus::Acked]);
+    /// assert_eq!(broker.queue_stats()[0].stored, 1);
+    /// assert_eq!(broker.queue_stats()[0].deduplicated, 1);
+    /// assert_eq!(broker.last_stored("orders", QueueId(0))?, Some(7));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`publish`](Self::publish).
+    pub fn publish_with_id(
+        &self,
+        queue: QueueId,
+        payload: Payload,
+        publish_id: u64,
+    ) -> Result<Guid, SendError> {
+        self.check(payload, Some(publish_id))?;
+        self.enqueue(queue, payload, false, Some(publish_id))
     }
 
     /// As [`publish`](Self::publish), for a producer on an async runtime: where `publish`
@@ -219,11 +283,36 @@ impl Producer {
     ///
     /// As [`publish`](Self::publish).
     pub async fn publish_async(&self, queue: QueueId, payload: Payload) -> Result<Guid, SendError> {
-        self.check(payload)?;
+        self.publish_numbered_async(queue, payload, None).await
+    }
+
+    /// As [`publish_with_id`](Self::publish_with_id), waiting for room as a future, as
+    /// [`publish_async`](Self::publish_async) does. Cancel-safe as that.
+    ///
+    /// # Errors
+    ///
+    /// As [`publish`](Self::publish).
+    pub async fn publish_with_id_async(
+        &self,
+        queue: QueueId,
+        payload: Payload,
+        publish_id: u64,
+    ) -> Result<Guid, SendError> {
+        self.publish_numbered_async(queue, payload, Some(publish_id))
+            .await
+    }
+
+    async fn publish_numbered_async(
+        &self,
+        queue: QueueId,
+        payload: Payload,
+        publish_id: Option<u64>,
+    ) -> Result<Guid, SendError> {
+        self.check(payload, publish_id)?;
         let Some(inside) = Inside::enter(self) else {
             return Err(SendError::Closed(payload));
         };
-        let (guid, publish) = self.message(queue, payload, false);
+        let (guid, publish) = self.message(queue, payload, false, publish_id);
         // If this future is dropped before the dispatch resolves, `inside` is dropped with
         // it: it takes the acceptance back (the event is dropped unsent) and leaves.
         let sent = self.dispatcher.dispatch_async(self.session, publish).await;
@@ -231,7 +320,12 @@ impl Producer {
         sent.map(|()| guid).map_err(|e| publish_refused(e, payload))
     }
 
-    fn check(&self, payload: Payload) -> Result<(), SendError> {
+    /// Checks a message before it is taken: `publish_id` is the caller's number, if any
+    /// (a named producer's messages must have one).
+    fn check(&self, payload: Payload, publish_id: Option<u64>) -> Result<(), SendError> {
+        if self.names.is_some() && publish_id.is_none() {
+            return Err(SendError::NeedsPublishId(payload));
+        }
         // An early answer only, so that `send` does not wait for a credit when closed:
         // `enqueue` checks again as it enters. Relaxed: only the flag is read.
         if self.state.load(Ordering::Relaxed) & CLOSED != 0 {
@@ -250,14 +344,20 @@ impl Producer {
 
     /// Hands a message to the session, inside the close protocol (step 1); a credited
     /// message's credit is given back if it is not handed over.
-    fn enqueue(&self, queue: QueueId, payload: Payload, credited: bool) -> Result<Guid, SendError> {
+    fn enqueue(
+        &self,
+        queue: QueueId,
+        payload: Payload,
+        credited: bool,
+        publish_id: Option<u64>,
+    ) -> Result<Guid, SendError> {
         let Some(inside) = Inside::enter(self) else {
             if credited {
                 self.credits.give_back(1);
             }
             return Err(SendError::Closed(payload));
         };
-        let (guid, publish) = self.message(queue, payload, credited);
+        let (guid, publish) = self.message(queue, payload, credited, publish_id);
         let sent = self.dispatcher.dispatch(self.session, publish);
         if sent.is_err() && credited {
             self.credits.give_back(1);
@@ -266,15 +366,18 @@ impl Producer {
         sent.map(|()| guid).map_err(|e| publish_refused(e, payload))
     }
 
-    /// Numbers a message and counts it accepted: its outcome is now owed (or, if it is not
-    /// handed over, taken back by `Inside`).
+    /// Numbers a message (with `publish_id`, or the producer's own next number) and counts
+    /// it accepted: its outcome is now owed (or, if it is not handed over, taken back by
+    /// `Inside`).
     fn message(
         &self,
         queue: QueueId,
         payload: Payload,
         credited: bool,
+        publish_id: Option<u64>,
     ) -> (Guid, Event<BrokerMsg>) {
-        let guid = Guid::new(self.id, self.next_seq.fetch_add(1, Ordering::Relaxed));
+        let seq = publish_id.unwrap_or_else(|| self.next_seq.fetch_add(1, Ordering::Relaxed));
+        let guid = Guid::new(self.id, seq);
         self.credits.accept();
         let publish = BrokerMsg::Publish {
             queue,
@@ -323,14 +426,14 @@ impl Producer {
     /// broker is shutting down; `WouldBlock` on a processor thread at the cap or with its
     /// outbox full.
     pub fn send(&self, queue: QueueId, payload: Payload) -> Result<Guid, SendError> {
-        self.check(payload)?;
+        self.check(payload, None)?;
         if !self.credits.try_take() {
             if self.on_processor_thread() {
                 return Err(SendError::WouldBlock(payload));
             }
             self.credits.take();
         }
-        self.enqueue(queue, payload, true)
+        self.enqueue(queue, payload, true, None)
     }
 
     /// Sends a message to `queue` if the cap allows, and hands it back otherwise.
@@ -339,11 +442,11 @@ impl Producer {
     ///
     /// `Full` at the cap (on a processor thread too), and as [`send`](Self::send).
     pub fn try_send(&self, queue: QueueId, payload: Payload) -> Result<Guid, SendError> {
-        self.check(payload)?;
+        self.check(payload, None)?;
         if !self.credits.try_take() {
             return Err(SendError::Full(payload));
         }
-        self.enqueue(queue, payload, true)
+        self.enqueue(queue, payload, true, None)
     }
 
     /// Messages sent with `send` or `try_send` and without an outcome yet.
@@ -374,6 +477,11 @@ impl Producer {
     /// The session is then unregistered: its client slot and its tables are freed, and
     /// outcomes that arrive for it later are dropped by the dispatcher (counted `stale` in
     /// the processor's stats). Its counters stay in [`Broker::session_stats`].
+    ///
+    /// A named producer's name is free again when this call returns (the next
+    /// [`Broker::open_named_producer`] of it succeeds); until then it is refused with
+    /// `NameInUse`. Its messages still on their way to their queues are deduplicated
+    /// against the next producer's as ever.
     ///
     /// On one of the broker's processor threads (in `on_ack` or `on_delivery`, or a
     /// dispatcher callback) it does not wait at all, whatever `wait` says: that thread
@@ -435,6 +543,12 @@ impl Producer {
                     "Close not delivered to the session"
                 );
             }
+        }
+        if let Some(names) = &self.names {
+            names
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .close(self.id);
         }
         drained
     }
@@ -607,6 +721,10 @@ pub struct Broker {
     max_batch: usize,
     event_capacity: usize,
     replication: Option<Replication>,
+    /// Producer names and their ids: taken at open and close only.
+    names: Arc<Mutex<Names>>,
+    /// Each queue's highest publish id stored per named producer, by queue id.
+    stored_ids: Vec<StoredIds>,
     next_producer: AtomicU32,
     next_consumer: AtomicU32,
 }
@@ -646,6 +764,16 @@ impl Broker {
                 return Err(BrokerError::ZeroWindow { queue: id });
             }
         }
+        if config.max_producer_names > MAX_PRODUCER_NAMES {
+            return Err(BrokerError::ProducerNamesOutOfRange {
+                max_producer_names: config.max_producer_names,
+            });
+        }
+        let names = Names::new(config.max_producer_names).map_err(|_| {
+            BrokerError::ProducerNamesOutOfRange {
+                max_producer_names: config.max_producer_names,
+            }
+        })?;
         if let Some(r) = config.replication.filter(|r| !r.is_valid()) {
             return Err(BrokerError::ReplicationOutOfRange {
                 replicas: r.replicas,
@@ -680,21 +808,25 @@ impl Broker {
             .build()?;
         let mut handles = Vec::with_capacity(config.queues.len());
         let mut queue_counters = Vec::with_capacity(config.queues.len());
+        let mut stored_ids = Vec::with_capacity(config.queues.len());
         for (i, q) in config.queues.iter().enumerate() {
             let counters = Arc::new(CachePadded::new(QueueCounters::default()));
             let id = QueueId(i as u32);
+            let too_large = |_| BrokerError::QueueTablesTooLarge {
+                queue: id,
+                capacity: q.capacity,
+            };
+            let ids = StoredIds::new(config.max_producer_names).map_err(too_large)?;
             let engine = QueueEngine::new(
                 id,
                 q.mode,
                 (q.capacity, q.window),
                 config.replication,
-                config.on_release.clone(),
+                (config.on_release.clone(), ids.clone()),
                 counters.clone(),
             )
-            .map_err(|_| BrokerError::QueueTablesTooLarge {
-                queue: id,
-                capacity: q.capacity,
-            })?;
+            .map_err(too_large)?;
+            stored_ids.push(ids);
             handles.push(dispatcher.register(
                 ClientType::Queue,
                 QueueClient::new(engine),
@@ -736,7 +868,10 @@ impl Broker {
             max_batch: config.max_batch,
             event_capacity: config.event_capacity,
             replication: config.replication,
-            next_producer: AtomicU32::new(0),
+            names: Arc::new(Mutex::new(names)),
+            stored_ids,
+            // Below `MAX_PRODUCER_NAMES`, checked above: fits a `u32`.
+            next_producer: AtomicU32::new(config.max_producer_names as u32),
             next_consumer: AtomicU32::new(0),
         })
     }
@@ -777,6 +912,126 @@ impl Broker {
         config: ProducerConfig,
         on_ack: impl FnMut(&[Ack]) + Send + 'static,
     ) -> Result<Producer, BrokerError> {
+        Self::check_producer(config)?;
+        let id = ProducerId(self.next_producer.fetch_add(1, Ordering::Relaxed));
+        self.open_session(id, config, Box::new(on_ack), None)
+    }
+
+    /// Opens a producer under `name`, configured as
+    /// [`open_producer_with`](Self::open_producer_with), whose messages are deduplicated:
+    /// its id is the name's, the same each time the name is opened, and it publishes with
+    /// [`Producer::publish_with_id`] (or its async form) only, numbering its messages
+    /// itself in increasing order. Each queue remembers the highest id it has stored for the
+    /// name, and a message published again with an id at or below it (after a lost
+    /// connection, say) is ACKed `Acked` again but not stored or delivered twice. Ask
+    /// [`last_stored`](Self::last_stored) where to resume.
+    ///
+    /// A name is held by one producer at a time, and free again once that one's
+    /// [`close`](Producer::close) returns. Names are never forgotten while the broker runs
+    /// (so that a later producer of the name is deduplicated against the earlier ones'
+    /// messages): the table holds [`BrokerConfig::max_producer_names`], and once that many
+    /// names have been opened, a new one is refused. The name is looked up under a mutex
+    /// here, at close and in `last_stored`, never on the message path.
+    ///
+    /// ```
+    /// use zerodispatch_broker::*;
+    ///
+    /// let broker = Broker::start(BrokerConfig {
+    ///     queues: vec![QueueConfig::new(QueueMode::Priority)],
+    ///     ..BrokerConfig::default()
+    /// })?;
+    /// let first = broker.open_named_producer("orders", ProducerConfig::default(), |_: &[Ack]| {})?;
+    /// let again = broker.open_named_producer("orders", ProducerConfig::default(), |_: &[Ack]| {});
+    /// assert!(matches!(again, Err(BrokerError::NameInUse(_))));
+    /// let id = first.id();
+    /// first.close(std::time::Duration::from_secs(1));
+    /// let second = broker.open_named_producer("orders", ProducerConfig::default(), |_: &[Ack]| {})?;
+    /// assert_eq!(second.id(), id);
+    /// # Ok::<(), BrokerError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `NameInUse` while another producer holds `name`; `TooManyNames` for a new name
+    /// once the table is full; and as [`open_producer_with`](Self::open_producer_with).
+    pub fn open_named_producer(
+        &self,
+        name: &str,
+        config: ProducerConfig,
+        on_ack: impl FnMut(&[Ack]) + Send + 'static,
+    ) -> Result<Producer, BrokerError> {
+        Self::check_producer(config)?;
+        let id = self.lock_names().open(name)?;
+        self.open_session(id, config, Box::new(on_ack), Some(self.names.clone()))
+            .inspect_err(|_| self.lock_names().close(id))
+    }
+
+    /// The highest publish id `queue` has stored for the producers named `name`
+    /// ([`open_named_producer`](Self::open_named_producer)), counting every message sent to
+    /// it before this call; `None` if it has stored none of theirs (or the name was never
+    /// opened). A reconnecting producer resumes after it. Answered by a dispatcher callback
+    /// on the queue's processor; for application threads only.
+    ///
+    /// # Errors
+    ///
+    /// `UnknownQueue`; `ShutDown`; `OnProcessorThread` on one of the broker's processor
+    /// threads; `ProcessorDied` if the queue's processor is gone.
+    pub fn last_stored(&self, name: &str, queue: QueueId) -> Result<Option<u64>, BrokerError> {
+        let Some((processor, ids, id)) = self.stored_ids_of(name, queue)? else {
+            return Ok(None);
+        };
+        self.dispatcher
+            .call(processor, move || ids.get(id))
+            .map_err(sync_refused)
+    }
+
+    /// As [`last_stored`](Self::last_stored), for a task on an async runtime: waits for
+    /// the queue's processor as a future. Cancel-safe.
+    ///
+    /// # Errors
+    ///
+    /// As [`last_stored`](Self::last_stored).
+    pub async fn last_stored_async(
+        &self,
+        name: &str,
+        queue: QueueId,
+    ) -> Result<Option<u64>, BrokerError> {
+        let Some((processor, ids, id)) = self.stored_ids_of(name, queue)? else {
+            return Ok(None);
+        };
+        self.dispatcher
+            .call_async(processor, move || ids.get(id))
+            .await
+            .map_err(sync_refused)
+    }
+
+    /// Where `last_stored` asks: the queue's processor, its record, and the name's id;
+    /// `None` for a name never opened.
+    fn stored_ids_of(
+        &self,
+        name: &str,
+        queue: QueueId,
+    ) -> Result<Option<(ProcessorId, StoredIds, ProducerId)>, BrokerError> {
+        let handle = self
+            .queues
+            .get(queue.0 as usize)
+            .ok_or(BrokerError::UnknownQueue(queue))?;
+        let Some(id) = self.lock_names().find(name) else {
+            return Ok(None);
+        };
+        Ok(Some((
+            handle.processor(),
+            self.stored_ids[queue.0 as usize].clone(),
+            id,
+        )))
+    }
+
+    fn lock_names(&self) -> std::sync::MutexGuard<'_, Names> {
+        self.names.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Checks a producer's configuration.
+    fn check_producer(config: ProducerConfig) -> Result<(), BrokerError> {
         if config.max_unconfirmed == 0 || config.max_unconfirmed > MAX_UNCONFIRMED {
             return Err(BrokerError::MaxUnconfirmedOutOfRange {
                 max_unconfirmed: config.max_unconfirmed,
@@ -796,14 +1051,24 @@ impl Broker {
         if config.confirm_timeout.is_some_and(|d| d.is_zero()) {
             return Err(BrokerError::ZeroConfirmTimeout);
         }
-        let id = ProducerId(self.next_producer.fetch_add(1, Ordering::Relaxed));
+        Ok(())
+    }
+
+    /// Opens producer `id`'s session (its configuration checked).
+    fn open_session(
+        &self,
+        id: ProducerId,
+        config: ProducerConfig,
+        on_ack: AckHandler,
+        names: Option<Arc<Mutex<Names>>>,
+    ) -> Result<Producer, BrokerError> {
         let credits = Arc::new(Credits::new(config.max_unconfirmed));
         let session = ProducerSession::new(
             id,
             self.queues.clone(),
             config,
             credits.clone(),
-            Box::new(on_ack),
+            on_ack,
             self.sessions.open(),
         )
         .map_err(|_| BrokerError::ProducerTablesTooLarge {
@@ -835,6 +1100,7 @@ impl Broker {
             credits,
             state: AtomicUsize::new(0),
             ticker: Mutex::new(ticker),
+            names,
         })
     }
 

@@ -11,6 +11,7 @@ use std::fmt;
 use zerodispatch_core::{ConfigError, DispatchError, ProcessorId, RegisterError, SyncError};
 
 use crate::ids::{AppId, Payload, QueueId};
+use crate::names::MAX_PRODUCER_NAMES;
 use crate::queue::{MAX_APPS, MAX_QUEUE_CAPACITY};
 use crate::replication::{MAX_REPLICAS, ReplicaId};
 use crate::session::{FRAME_OVERHEAD, MAX_UNCONFIRMED};
@@ -132,6 +133,21 @@ pub enum BrokerError {
     /// A processor dropped a request to wait for it unrun: its thread died (a defect of the
     /// dispatcher). The source is the core's error.
     ProcessorDied(SyncError),
+    /// [`BrokerConfig::max_producer_names`](crate::BrokerConfig::max_producer_names) is
+    /// above [`MAX_PRODUCER_NAMES`], or the machine cannot allocate its table.
+    ProducerNamesOutOfRange {
+        /// The names asked for.
+        max_producer_names: usize,
+    },
+    /// A producer holds this name now: one producer per name at a time. The name is free
+    /// again once that producer's `close` returns.
+    NameInUse(Box<str>),
+    /// The broker's table of producer names is full: it never forgets a name while it
+    /// runs, and has been asked for this many already. Names in it may still be opened.
+    TooManyNames {
+        /// Its size ([`BrokerConfig::max_producer_names`](crate::BrokerConfig::max_producer_names)).
+        max_producer_names: usize,
+    },
 }
 
 impl fmt::Display for BrokerError {
@@ -231,6 +247,18 @@ impl fmt::Display for BrokerError {
                 f,
                 "a processor of the broker is gone ({e}); shut the broker down and report the defect"
             ),
+            BrokerError::ProducerNamesOutOfRange { max_producer_names } => write!(
+                f,
+                "max_producer_names {max_producer_names} is out of range or cannot be allocated; give 0 to MAX_PRODUCER_NAMES ({MAX_PRODUCER_NAMES})"
+            ),
+            BrokerError::NameInUse(name) => write!(
+                f,
+                "a producer named {name:?} is open; close it first (a reconnecting producer tries again shortly: the old one's close may still be under way)"
+            ),
+            BrokerError::TooManyNames { max_producer_names } => write!(
+                f,
+                "the broker's {max_producer_names} producer names are all taken, and names are never forgotten while it runs; reuse a name, or raise BrokerConfig::max_producer_names"
+            ),
         }
     }
 }
@@ -308,6 +336,10 @@ pub enum SendError {
     /// (`send`: waiting would block a thread that gives credits back, perhaps this very
     /// one), or with the processor's outbox full (`send`, `try_send`, `publish`).
     WouldBlock(Payload),
+    /// A named producer's message without a publish id (`send`, `try_send`, `publish`): a
+    /// named producer numbers its messages itself, with
+    /// [`Producer::publish_with_id`](crate::Producer::publish_with_id).
+    NeedsPublishId(Payload),
 }
 
 impl SendError {
@@ -319,7 +351,8 @@ impl SendError {
             | SendError::TooLarge { payload: p, .. }
             | SendError::Closed(p)
             | SendError::ShutDown(p)
-            | SendError::WouldBlock(p) => p,
+            | SendError::WouldBlock(p)
+            | SendError::NeedsPublishId(p) => p,
         }
     }
 }
@@ -350,6 +383,10 @@ impl fmt::Display for SendError {
             SendError::WouldBlock(_) => write!(
                 f,
                 "called on a processor thread at the unconfirmed-message cap or with its outbox full, where waiting could block the thread that frees room; the message is handed back: send it later, or from an application thread"
+            ),
+            SendError::NeedsPublishId(_) => write!(
+                f,
+                "a named producer numbers its messages itself; the message is handed back: publish it with publish_with_id"
             ),
         }
     }

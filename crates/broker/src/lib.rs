@@ -76,11 +76,13 @@
 mod broker;
 mod cluster;
 mod credits;
+mod dedup;
 mod error;
 mod ids;
 mod message;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+mod names;
 mod parse;
 mod queue;
 mod release;
@@ -93,6 +95,7 @@ pub use broker::{Broker, BrokerConfig, Consumer, ConsumerOptions, Producer, Queu
 pub use error::{BrokerError, SendError};
 pub use ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 pub use message::{Ack, AckStatus, Confirm, ConfirmMode, ConfirmRoute, Confirms, Delivery};
+pub use names::MAX_PRODUCER_NAMES;
 pub use parse::{ParseConfirmModeError, ParseFlushStrategyError};
 pub use queue::{MAX_APPS, MAX_QUEUE_CAPACITY, QueueMode};
 pub use release::OnRelease;

@@ -70,7 +70,10 @@ pub enum AckStatus {
     /// No outcome came within the producer's confirm timeout; a late one is counted and
     /// not reported.
     TimedOut,
-    /// The producer was closed before the message was sent to its queue.
+    /// The producer was closed before the message was sent to its queue; or its publish id
+    /// ([`Producer::publish_with_id`](crate::Producer::publish_with_id)) was that of a
+    /// message of the producer still without an outcome, and it was not sent (publish it
+    /// again once that one has its outcome).
     NotSent,
 }
 

@@ -108,7 +108,7 @@ pub const SESSION_COUNTERS: [SessionMetric; 15] = [
 ];
 
 /// Each queue's counters [`export`] publishes (label `queue`).
-pub const QUEUE_COUNTERS: [QueueMetric; 15] = [
+pub const QUEUE_COUNTERS: [QueueMetric; 16] = [
     (
         "zerodispatch_broker_queue_stored_total",
         "Messages stored (PUTs accepted).",
@@ -183,6 +183,11 @@ pub const QUEUE_COUNTERS: [QueueMetric; 15] = [
         "zerodispatch_broker_queue_unknown_receipts_total",
         "Receipts for a message the queue does not hold.",
         |q| q.unknown_receipts,
+    ),
+    (
+        "zerodispatch_broker_queue_deduplicated_total",
+        "Named producers' PUTs of messages stored already: ACKed again, not stored.",
+        |q| q.deduplicated,
     ),
 ];
 

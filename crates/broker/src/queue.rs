@@ -8,6 +8,8 @@
 //!   queued for the producer's session, sent on flush. With a replication quorum the ACK
 //!   waits instead for `quorum` replicas' receipts (see `replication.rs`). A full table
 //!   rejects the PUT with an ACK `RejectedQueueFull`: never a lost or overwritten message.
+//!   A named producer's PUT whose publish id the queue has stored already is a duplicate:
+//!   ACKed again, never stored or delivered twice (see `dedup.rs`).
 //! * On flush, every undelivered share is PUSHed to a consumer of its app that has room in
 //!   its window (round-robin among the app's consumers); a share with no consumer waits.
 //! * CONFIRM releases a share; when none remain (and the ACK has gone), the message is
@@ -28,6 +30,7 @@ use std::sync::Arc;
 use crossbeam_utils::CachePadded;
 use zerodispatch_core::{Client, ClientHandle, Context, DispatchError, DispatcherHandle, Event};
 
+use crate::dedup::{StoredIds, Verdict};
 use crate::ids::{AppId, ConsumerId, Guid, Payload, QueueId};
 use crate::message::{AckStatus, BoxedConfirm, BrokerMsg, Confirm, ConfirmMode};
 use crate::release::{OnRelease, Released};
@@ -158,6 +161,8 @@ pub(crate) struct QueueEngine {
     counters: Arc<CachePadded<QueueCounters>>,
     /// The payloads released since the last flush, for the application's release hook.
     released: Option<Released>,
+    /// The highest publish id stored per named producer: deduplication.
+    stored_ids: StoredIds,
 }
 
 impl QueueEngine {
@@ -172,7 +177,7 @@ impl QueueEngine {
         mode: QueueMode,
         (capacity, window): (usize, u32),
         replication: Option<Replication>,
-        on_release: Option<OnRelease>,
+        (on_release, stored_ids): (Option<OnRelease>, StoredIds),
         counters: Arc<CachePadded<QueueCounters>>,
     ) -> Result<Self, TryReserveError> {
         debug_assert!((1..=MAX_QUEUE_CAPACITY).contains(&capacity));
@@ -211,6 +216,7 @@ impl QueueEngine {
                 .map(|hook| Released::new(hook, id, capacity, counters.clone()))
                 .transpose()?,
             counters,
+            stored_ids,
         })
     }
 
@@ -223,8 +229,13 @@ impl QueueEngine {
         slot as usize * self.apps + usize::from(app)
     }
 
-    /// Stores a message, or queues its rejection.
+    /// Stores a message, or queues its rejection, or (a named producer's message stored
+    /// already) its ACK again.
     pub(crate) fn put(&mut self, producer: ClientHandle, guid: Guid, payload: Payload) {
+        if self.stored_ids.check(guid) == Verdict::Duplicate {
+            self.duplicate(producer, guid, payload);
+            return;
+        }
         let Some(slot) = self.free.pop() else {
             self.counters.rejected_full.add(1);
             self.acks
@@ -246,12 +257,32 @@ impl QueueEngine {
             live: true,
         };
         self.index.insert(guid, slot);
+        self.stored_ids.record(guid);
         self.to_push.push(slot);
         self.counters.stored.add(1);
         self.counters.held.up();
         if acked {
             self.ack(producer, guid);
         }
+    }
+
+    /// A named producer's message stored already (`dedup.rs`): ACKed again, unless its
+    /// ACK is still to come (waiting for the replication quorum), which then goes to this
+    /// producer's session, the newest to send it. Its payload is released: the queue
+    /// holds the first copy's, and never reads this one.
+    fn duplicate(&mut self, producer: ClientHandle, guid: Guid, payload: Payload) {
+        self.counters.deduplicated.add(1);
+        if let Some(released) = &mut self.released {
+            released.push(payload);
+        }
+        if let Some(&slot) = self.index.get(&guid) {
+            let s = &mut self.slots[slot as usize];
+            if !s.acked {
+                s.producer = Some(producer);
+                return;
+            }
+        }
+        self.ack(producer, guid);
     }
 
     /// Queues a stored message's ACK for its producer's session.

@@ -244,6 +244,17 @@ impl ProducerSession {
             self.report(guid, u, AckStatus::RejectedProducerFull);
             return;
         }
+        if self.unacked.contains_key(&guid) {
+            // Only a caller's own numbering (`publish_with_id`) repeats a GUID: the message
+            // is not sent, so that each of the two gets exactly one outcome.
+            tracing::debug!(
+                producer = self.id.0,
+                ?guid,
+                "a publish id already in flight on this producer: not sent"
+            );
+            self.report(guid, u, AckStatus::NotSent);
+            return;
+        }
         let bytes = payload.len as usize + FRAME_OVERHEAD;
         if !self.outbox.is_empty()
             && self.frame_bytes + bytes > self.config.max_frame_bytes

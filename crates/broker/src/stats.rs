@@ -29,6 +29,7 @@ pub(crate) struct QueueCounters {
     pub(crate) receipts: Counter,
     pub(crate) duplicate_receipts: Counter,
     pub(crate) unknown_receipts: Counter,
+    pub(crate) deduplicated: Counter,
     /// Messages held now: up at each store, down at each release, by the queue's processor
     /// only, so that it is always between 0 and the queue's capacity.
     pub(crate) held: Gauge,
@@ -85,7 +86,7 @@ pub struct QueueStats {
     /// Shares dropped because their consumer closed (fanout mode).
     pub dropped_shares: u64,
     /// Messages acknowledged `Acked` to their producer: at store, or at the replication
-    /// quorum.
+    /// quorum, and again for each duplicate (`deduplicated`).
     pub acked: u64,
     /// Messages released: every share confirmed (or dropped), and the ACK gone. Their
     /// slots are free again; the producer is not told.
@@ -101,6 +102,10 @@ pub struct QueueStats {
     /// a receipt past the quorum that arrives after the release counts here), or with no
     /// replication configured (ignored).
     pub unknown_receipts: u64,
+    /// PUTs of a named producer's message the queue had stored already (published again
+    /// after a lost connection): ACKed again, not stored or delivered again. See
+    /// [`Broker::open_named_producer`](crate::Broker::open_named_producer).
+    pub deduplicated: u64,
     /// Messages held now: at most the queue's capacity (a value the queue's processor
     /// stored, read whole).
     pub held: u64,
@@ -124,6 +129,7 @@ impl QueueCounters {
             receipts: self.receipts.get(),
             duplicate_receipts: self.duplicate_receipts.get(),
             unknown_receipts: self.unknown_receipts.get(),
+            deduplicated: self.deduplicated.get(),
             held: self.held.get(),
         }
     }

@@ -8,7 +8,9 @@
 //! too small for the flow, so that events wait in the processors' outboxes and the
 //! broker's clients keep what a full outbox refuses. And with a replication quorum: every
 //! message's receipts, from replica threads, through the cluster processor, before its
-//! ACK.
+//! ACK. And a named producer's: every message numbered by `publish_with_id`, and one in
+//! eight followed by a message stored long before published again, a duplicate the queue
+//! ACKs again and does not store.
 //!
 //! Its own test binary with a single `#[test]`.
 
@@ -38,6 +40,25 @@ const REPLICATION: Replication = Replication {
 /// Each processor's event capacity, but in the run with tiny queues.
 const EVENTS: usize = 1 << 16;
 
+/// How the producer sends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sending {
+    /// `publish`.
+    Publish,
+    /// `send`, with its credits.
+    Send,
+    /// A named producer's `publish_with_id`, one message in [`DUPLICATE_EVERY`] followed
+    /// by a duplicate of one [`DUPLICATE_LAG`] before it.
+    Named,
+}
+
+/// A named producer follows every message whose id is a multiple of this (from
+/// [`DUPLICATE_LAG`] on) with a duplicate.
+const DUPLICATE_EVERY: u64 = 8;
+/// How far behind a duplicate's id is: twice what the sender keeps in flight, so that it
+/// is stored and ACKed already (the queue ACKs one producer's messages in order).
+const DUPLICATE_LAG: u64 = 2 * IN_FLIGHT;
+
 /// A broker with one queue of `apps` apps, two consumers per app (one confirming straight
 /// to the queue, one through the cluster) and one producer (with `confirm_timeout`, if
 /// any); returns the allocations made while `messages` messages went through, after a
@@ -46,7 +67,7 @@ fn allocations(
     apps: u16,
     mode: ConfirmMode,
     messages: u64,
-    via_send: bool,
+    sending: Sending,
     confirm_timeout: Option<Duration>,
     (event_capacity, replication): (usize, Option<Replication>),
 ) -> u64 {
@@ -74,16 +95,31 @@ fn allocations(
         confirm_timeout,
         ..ProducerConfig::default()
     };
-    let producer = broker
-        .open_producer_with(config, move |batch: &[Ack]| {
-            let ok = batch
-                .iter()
-                .filter(|a| a.status == AckStatus::Acked)
-                .count() as u64;
-            refusals.fetch_add(batch.len() as u64 - ok, Ordering::Relaxed);
-            sink.fetch_add(ok, Ordering::Release);
-        })
-        .unwrap();
+    let on_ack = move |batch: &[Ack]| {
+        let ok = batch
+            .iter()
+            .filter(|a| a.status == AckStatus::Acked)
+            .count() as u64;
+        refusals.fetch_add(batch.len() as u64 - ok, Ordering::Relaxed);
+        sink.fetch_add(ok, Ordering::Release);
+    };
+    let producer = if sending == Sending::Named {
+        broker.open_named_producer("zero-alloc", config, on_ack)
+    } else {
+        broker.open_producer_with(config, on_ack)
+    }
+    .unwrap();
+    // The ACKs of the first `n` messages: one more for each duplicate.
+    let acks_for = |n: u64| {
+        if sending == Sending::Named {
+            // Multiples of DUPLICATE_EVERY in DUPLICATE_LAG..n (DUPLICATE_LAG is one).
+            n + n
+                .div_ceil(DUPLICATE_EVERY)
+                .saturating_sub(DUPLICATE_LAG / DUPLICATE_EVERY)
+        } else {
+            n
+        }
+    };
     // Deliveries, per app.
     let delivered: Arc<[AtomicU64]> = (0..apps).map(|_| AtomicU64::new(0)).collect();
     let slowest = || {
@@ -143,21 +179,33 @@ fn allocations(
     };
     let send = |range: std::ops::Range<u64>| {
         for i in range {
-            while i - acked.load(Ordering::Acquire) >= IN_FLIGHT || i - slowest() >= IN_FLIGHT {
+            while acks_for(i).saturating_sub(acked.load(Ordering::Acquire)) >= IN_FLIGHT
+                || i - slowest() >= IN_FLIGHT
+            {
                 no_refusal();
                 replicate();
                 thread::yield_now();
             }
             let payload = Payload { handle: i, len: 64 };
-            if via_send {
-                producer.send(QueueId(0), payload).unwrap();
-            } else {
-                producer.publish(QueueId(0), payload).unwrap();
+            match sending {
+                Sending::Send => drop(producer.send(QueueId(0), payload).unwrap()),
+                Sending::Publish => drop(producer.publish(QueueId(0), payload).unwrap()),
+                Sending::Named => {
+                    producer.publish_with_id(QueueId(0), payload, i).unwrap();
+                    if i % DUPLICATE_EVERY == 0 && i >= DUPLICATE_LAG {
+                        let old = i - DUPLICATE_LAG;
+                        let again = Payload {
+                            handle: old,
+                            len: 64,
+                        };
+                        producer.publish_with_id(QueueId(0), again, old).unwrap();
+                    }
+                }
             }
         }
     };
     let wait_done = |n: u64| {
-        while acked.load(Ordering::Acquire) < n || slowest() < n {
+        while acked.load(Ordering::Acquire) < acks_for(n) || slowest() < n {
             no_refusal();
             replicate();
             thread::yield_now();
@@ -179,7 +227,8 @@ fn allocations(
     }
     let after = CountingAllocator::allocations();
     let q = broker.queue_stats()[0];
-    assert_eq!(q.acked, WARM_UP + messages);
+    assert_eq!(q.acked, acks_for(WARM_UP + messages));
+    assert_eq!(q.stored, WARM_UP + messages, "duplicates are not stored");
     assert!(
         delivered
             .iter()
@@ -207,7 +256,7 @@ fn the_confirm_path_allocates_nothing_per_message() {
     let per_case = MESSAGES / 4;
     for apps in [1, 3] {
         for mode in [ConfirmMode::Inline, ConfirmMode::Typed] {
-            let n = allocations(apps, mode, per_case, false, None, (EVENTS, None));
+            let n = allocations(apps, mode, per_case, Sending::Publish, None, (EVENTS, None));
             println!("fanout {apps}, {mode:?}: {per_case} messages, {n} allocations");
             assert_eq!(
                 n, 0,
@@ -217,7 +266,14 @@ fn the_confirm_path_allocates_nothing_per_message() {
     }
     // The sending side of dynamic send: `send` with its unconfirmed cap (credits taken and
     // given back) and frames cut by the drain.
-    let n = allocations(1, ConfirmMode::Typed, per_case, true, None, (EVENTS, None));
+    let n = allocations(
+        1,
+        ConfirmMode::Typed,
+        per_case,
+        Sending::Send,
+        None,
+        (EVENTS, None),
+    );
     println!("fanout 1, Typed, via send: {per_case} messages, {n} allocations");
     assert_eq!(n, 0, "dynamic send allocated {n} times");
     // With a confirm timeout: the send-time queue gets an entry per message and stays
@@ -228,7 +284,7 @@ fn the_confirm_path_allocates_nothing_per_message() {
         1,
         ConfirmMode::Typed,
         half,
-        true,
+        Sending::Send,
         Some(Duration::from_secs(2)),
         (EVENTS, None),
     );
@@ -240,7 +296,14 @@ fn the_confirm_path_allocates_nothing_per_message() {
     // Processors' queues (and outboxes) of 64 events, far below what flows: events wait
     // in outboxes, and when those are full the queues, sessions and cluster keep what
     // they could not hand on for their next flush, all in preallocated tables.
-    let n = allocations(3, ConfirmMode::Inline, half, true, None, (64, None));
+    let n = allocations(
+        3,
+        ConfirmMode::Inline,
+        half,
+        Sending::Send,
+        None,
+        (64, None),
+    );
     println!("fanout 3, Inline, 64-event queues: {half} messages, {n} allocations");
     assert_eq!(n, 0, "handing on through full outboxes allocated {n} times");
     // Replicated: three receipts per message through the cluster processor, the ACK at
@@ -249,13 +312,34 @@ fn the_confirm_path_allocates_nothing_per_message() {
         3,
         ConfirmMode::Inline,
         half,
-        true,
+        Sending::Send,
         None,
         (EVENTS, Some(REPLICATION)),
     );
     println!("fanout 3, Inline, replication 2 of 3: {half} messages, {n} allocations");
     assert_eq!(n, 0, "receipts and the quorum allocated {n} times");
-    let boxed = allocations(3, ConfirmMode::Boxed, 10_000, false, None, (EVENTS, None));
+    // A named producer: ids of its own, duplicates ACKed again and not stored.
+    let n = allocations(
+        3,
+        ConfirmMode::Inline,
+        half,
+        Sending::Named,
+        None,
+        (EVENTS, None),
+    );
+    println!("fanout 3, Inline, named with duplicates: {half} messages, {n} allocations");
+    assert_eq!(
+        n, 0,
+        "a named producer and its duplicates allocated {n} times"
+    );
+    let boxed = allocations(
+        3,
+        ConfirmMode::Boxed,
+        10_000,
+        Sending::Publish,
+        None,
+        (EVENTS, None),
+    );
     println!("fanout 3, Boxed: 10000 messages, {boxed} allocations");
     assert!(
         boxed >= 30_000,

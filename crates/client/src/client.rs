@@ -77,7 +77,8 @@ impl Client {
         self.broker_heartbeat
     }
 
-    /// Opens a producer on `queue`, and returns it once the broker has echoed the open.
+    /// Opens an anonymous producer on `queue`, and returns it once the broker has opened
+    /// it (`ProducerOpened`). Its messages are not deduplicated.
     ///
     /// `on_confirm` is called with each batch of [`Outcome`]s, exactly one per message
     /// taken, on the connection's I/O task. It must not block, since it holds up the
@@ -95,6 +96,46 @@ impl Client {
         options: ProducerOptions,
         on_confirm: impl FnMut(&[Outcome]) + Send + 'static,
     ) -> Result<Producer, ClientError> {
+        self.open(queue, String::new(), options, Box::new(on_confirm))
+            .await
+    }
+
+    /// Opens a producer named `name` on `queue`, as [`open_producer`](Self::open_producer)
+    /// does. The broker deduplicates a named producer's messages by publish id: one
+    /// published again with its id (after a lost connection) is confirmed `Stored` again,
+    /// never stored twice. A name is open on one connection at a time. The producer's
+    /// publish ids go on after the highest the broker had stored for the name
+    /// ([`Producer::last_stored`]).
+    ///
+    /// # Errors
+    ///
+    /// As `open_producer`; a name empty or over 255 bytes is
+    /// [`ClientError::InvalidOption`]; a name open already is refused `NAME_IN_USE` (the
+    /// broker may still be closing a lost connection's producer: try again).
+    pub async fn open_named_producer(
+        &self,
+        queue: QueueId,
+        name: &str,
+        options: ProducerOptions,
+        on_confirm: impl FnMut(&[Outcome]) + Send + 'static,
+    ) -> Result<Producer, ClientError> {
+        if name.is_empty() || name.len() > zerodispatch_wire::MAX_PRODUCER_NAME_LEN {
+            return Err(ClientError::InvalidOption {
+                option: "name",
+                expected: "1 to 255 bytes of UTF-8",
+            });
+        }
+        self.open(queue, name.to_owned(), options, Box::new(on_confirm))
+            .await
+    }
+
+    async fn open(
+        &self,
+        queue: QueueId,
+        name: String,
+        options: ProducerOptions,
+        on_confirm: crate::producer::ConfirmHandler,
+    ) -> Result<Producer, ClientError> {
         options.check()?;
         let id = self.conn.producer_id();
         let too_large = |_| ClientError::InvalidOption {
@@ -108,7 +149,8 @@ impl Client {
         self.conn.command(Command::OpenProducer {
             shared: Arc::clone(&shared),
             queue,
-            on_confirm: Box::new(on_confirm),
+            name,
+            on_confirm,
             buffers,
             reply,
         })?;

@@ -22,10 +22,13 @@ pub(crate) type Reply = oneshot::Sender<Result<(), ClientError>>;
 
 /// A request for the I/O task.
 pub(crate) enum Command {
-    /// Send `OpenProducer`, and answer when the broker echoes or refuses it.
+    /// Send `OpenProducer`, and answer when the broker opens it (`ProducerOpened`) or
+    /// refuses it.
     OpenProducer {
         shared: Arc<ProducerShared>,
         queue: QueueId,
+        /// The producer's name; empty for an anonymous producer.
+        name: String,
         on_confirm: ConfirmHandler,
         /// The task's spare pending buffer and outcome list, allocated by the opener.
         buffers: (Pending, Vec<Outcome>),

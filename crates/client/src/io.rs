@@ -50,7 +50,8 @@ const LAST_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Where a producer or consumer stands with the broker.
 enum Phase {
-    /// `Open...` sent; the reply waits for the echo.
+    /// `Open...` sent; the reply waits for the answer (`ProducerOpened`, the echo of
+    /// `OpenConsumer`).
     Opening(Option<Reply>),
     Open,
     /// `Close...` sent; the reply (if any) waits for the echo.
@@ -258,6 +259,7 @@ impl Io {
                 Command::OpenProducer {
                     shared,
                     queue,
+                    name,
                     on_confirm,
                     buffers: (spare, outcomes),
                     reply,
@@ -266,6 +268,7 @@ impl Io {
                         producer: shared.id,
                         queue,
                         max_unconfirmed: shared.options.max_unconfirmed,
+                        name: &name,
                     };
                     encode(Frame::OpenProducer(open), &mut self.out);
                     let next_tick = match shared.options.flush {
@@ -488,13 +491,14 @@ impl Io {
                     entry.shared.deliver(&mut entry.on_deliver, deliver);
                 }
             }
-            Frame::OpenProducer(open) => {
+            Frame::ProducerOpened(open) => {
                 if let Some(entry) = self
                     .producers
                     .iter_mut()
                     .find(|p| p.shared.id == open.producer)
                 {
                     if matches!(entry.phase, Phase::Opening(_)) {
+                        entry.shared.opened(open.last_stored);
                         entry.phase.answer(Ok(()));
                         entry.phase = Phase::Open;
                     }
@@ -540,7 +544,11 @@ impl Io {
                     message: "a second Welcome".into(),
                 });
             }
-            Frame::Hello(_) | Frame::Publish(_) | Frame::ConsumerConfirm(_) | Frame::Credit(_) => {
+            Frame::Hello(_)
+            | Frame::OpenProducer(_)
+            | Frame::Publish(_)
+            | Frame::ConsumerConfirm(_)
+            | Frame::Credit(_) => {
                 return Err(ClientError::Protocol {
                     code: ErrorCode::UNEXPECTED_KIND,
                     message: format!("a {:?} frame sent to a client", frame.kind()),

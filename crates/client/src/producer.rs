@@ -31,7 +31,7 @@ use std::time::Instant;
 use tokio::sync::{Notify, oneshot};
 use zerodispatch_wire::{
     ConfirmStatus, EncodeError, MAX_FRAME_LEN, MAX_MESSAGES_PER_FRAME, MAX_PAYLOAD_LEN, ProducerId,
-    PublishBuilder, PublishId,
+    ProducerOpened, PublishBuilder, PublishId,
 };
 
 use crate::connection::{Command, Connection, lock};
@@ -201,6 +201,9 @@ pub(crate) struct ProducerShared {
     pub(crate) conn: Arc<Connection>,
     /// Handler panics caught, counted by the I/O task.
     panics: std::sync::atomic::AtomicU64,
+    /// The highest publish id the broker had stored for the producer's name when it
+    /// opened (`ProducerOpened`), or `ProducerOpened::NONE`.
+    last_stored: std::sync::atomic::AtomicU64,
     /// `Publish` frames encoded, and the messages in them: the I/O task's count.
     sent_frames: std::sync::atomic::AtomicU64,
     sent_messages: std::sync::atomic::AtomicU64,
@@ -235,6 +238,7 @@ impl ProducerShared {
             room_async: Notify::new(),
             conn,
             panics: std::sync::atomic::AtomicU64::new(0),
+            last_stored: std::sync::atomic::AtomicU64::new(ProducerOpened::NONE),
             sent_frames: std::sync::atomic::AtomicU64::new(0),
             sent_messages: std::sync::atomic::AtomicU64::new(0),
         })
@@ -452,6 +456,18 @@ impl ProducerShared {
         state.taken.clear();
     }
 
+    /// The broker opened the producer, with the highest publish id it had stored for its
+    /// name: a named producer numbers its messages on from there (a publish id at or below
+    /// it would be taken for a duplicate).
+    pub(crate) fn opened(&self, last_stored: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.last_stored.store(last_stored, Relaxed);
+        if last_stored != ProducerOpened::NONE {
+            let mut state = self.lock();
+            state.next_id = state.next_id.max(last_stored.saturating_add(1));
+        }
+    }
+
     /// Waits until the producer is closed (by its handle, a refusal or the end of its
     /// connection), and says why.
     pub(crate) async fn wait_closed(&self) -> ClientError {
@@ -512,6 +528,17 @@ impl Producer {
     /// The producer's id on its connection.
     pub fn id(&self) -> ProducerId {
         self.shared.id
+    }
+
+    /// For a named producer, the highest publish id the broker had stored for its name
+    /// when it opened (its `ProducerOpened`), if any: the producer's publish ids go on
+    /// from the next. `None` for an anonymous producer or a name with nothing stored.
+    pub fn last_stored(&self) -> Option<PublishId> {
+        let last = self
+            .shared
+            .last_stored
+            .load(std::sync::atomic::Ordering::Relaxed);
+        (last != ProducerOpened::NONE).then_some(PublishId(last))
     }
 
     /// Takes a message if the producer is under its cap, and returns its publish id; the

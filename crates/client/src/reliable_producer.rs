@@ -36,10 +36,6 @@ use crate::options::{ClientOptions, ProducerOptions};
 use crate::producer::{ConfirmHandler, Outcome, Producer};
 use crate::resend_ring::ResendRing;
 
-/// The refusal of an open whose producer name is open already (protocol version 2): the
-/// old session may still be closing, so the reliable producer tries again with backoff.
-pub const NAME_IN_USE: ErrorCode = ErrorCode(106);
-
 /// How a reliable producer behaves.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReliableProducerOptions {
@@ -335,8 +331,15 @@ impl Shared {
         if reconnect {
             state.stats.reconnects += 1;
         }
+        if !reconnect {
+            // The name's messages before this producer (an earlier run's): this one's ids
+            // go on after them, or the broker would take them for duplicates.
+            if let Some(last) = last_stored {
+                state.ring.start_at(last.saturating_add(1));
+            }
+        }
         let first = state.ring.first_id();
-        if let Some(last) = last_stored {
+        if let (Some(last), true) = (last_stored, reconnect) {
             for id in first..state.ring.next_id().min(last.saturating_add(1)) {
                 let before = reporter.outcomes.len();
                 Self::settle(
@@ -377,11 +380,8 @@ struct Session {
     last_stored: Option<u64>,
 }
 
-/// Opens the session producer under the producer's name.
-///
-/// Protocol version 1 has no producer names: the session is opened anonymously and the
-/// broker's `last_stored` is unknown (`None`); deduplication of resent messages is then the
-/// broker's business by other means.
+/// Opens the session producer under the producer's name; the broker says the highest
+/// publish id it stored for the name.
 async fn open_session(client: &Client, shared: &Arc<Shared>) -> Result<Session, ClientError> {
     let generation = shared.state().generation + 1;
     // The same cap as the ring's, announced to the broker (whose limits count it), and the
@@ -390,14 +390,15 @@ async fn open_session(client: &Client, shared: &Arc<Shared>) -> Result<Session, 
     let options = shared.options.producer;
     let handler = Arc::clone(shared);
     let producer = client
-        .open_producer(shared.queue, options, move |batch| {
+        .open_named_producer(shared.queue, &shared.options.name, options, move |batch| {
             handler.on_session_outcomes(generation, batch);
         })
         .await?;
+    let last_stored = producer.last_stored().map(|id| id.0);
     Ok(Session {
         producer,
         generation,
-        last_stored: None,
+        last_stored,
     })
 }
 
@@ -415,7 +416,8 @@ async fn connect<A: ToSocketAddrs>(
 /// failures and `NAME_IN_USE` are; the broker's other refusals and bad options are not.
 fn retryable(error: &ClientError) -> bool {
     match error {
-        ClientError::Refused { code, .. } => *code == NAME_IN_USE,
+        // The name is open: the lost session's producer may still be closing.
+        ClientError::Refused { code, .. } => *code == ErrorCode::NAME_IN_USE,
         ClientError::InvalidOption { .. } | ClientError::PayloadTooLarge { .. } => false,
         ClientError::Protocol { .. } => false,
         _ => true,

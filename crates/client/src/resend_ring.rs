@@ -62,6 +62,14 @@ impl ResendRing {
         self.first_id
     }
 
+    /// Numbers the messages from `id` on; the ring must be empty.
+    pub(crate) fn start_at(&mut self, id: u64) {
+        debug_assert!(self.slots.is_empty());
+        if self.slots.is_empty() {
+            self.first_id = id;
+        }
+    }
+
     /// The publish id the next message gets.
     pub(crate) fn next_id(&self) -> u64 {
         self.first_id + self.slots.len() as u64

@@ -831,7 +831,7 @@ async fn a_bad_error_frame_closes_without_an_answer() {
     let broker = FakeBroker::start(Config::default()).await;
     let client = Client::connect(broker.addr, quiet()).await.unwrap();
     // An error frame whose message_len (5) does not fill its body (no message).
-    let mut raw = b"ZD\x01\x04\0\0".to_vec();
+    let mut raw = b"ZD\x02\x04\0\0".to_vec();
     raw.extend_from_slice(&9_u32.to_le_bytes());
     raw.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 5, 0]);
     broker.act(Action::Raw(raw));
@@ -939,19 +939,24 @@ async fn writes_go_out_while_the_broker_keeps_sending() {
         reader.read_exact(&mut hello).await.unwrap();
         let mut out = Vec::new();
         Frame::Welcome(zerodispatch_wire::Welcome {
-            version: 1,
+            version: zerodispatch_wire::VERSION,
             heartbeat_ms: 0,
         })
         .encode(&mut out)
         .unwrap();
         writer.write_all(&out).await.unwrap();
-        let mut open = [0; 22];
+        let mut open = [0; 23];
         reader.read_exact(&mut open).await.unwrap();
         let Some((Frame::OpenProducer(open), _)) = zerodispatch_wire::decode(&open).unwrap() else {
             panic!("not an OpenProducer");
         };
         out.clear();
-        Frame::OpenProducer(open).encode(&mut out).unwrap();
+        Frame::ProducerOpened(zerodispatch_wire::ProducerOpened {
+            producer: open.producer,
+            last_stored: zerodispatch_wire::ProducerOpened::NONE,
+        })
+        .encode(&mut out)
+        .unwrap();
         writer.write_all(&out).await.unwrap();
         tokio::spawn(async move {
             let mut buf = vec![0; 1 << 21];
@@ -997,4 +1002,57 @@ async fn writes_go_out_while_the_broker_keeps_sending() {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     assert_eq!(client.error(), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_producer_numbers_on_from_the_names_last_stored() {
+    let broker = FakeBroker::start(Config {
+        dedup: true,
+        ..Config::default()
+    })
+    .await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    for bad in ["", &"n".repeat(256)] {
+        let error = client
+            .open_named_producer(QueueId(0), bad, dynamic(8), |_| {})
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, ClientError::InvalidOption { option: "name", .. }),
+            "{error}"
+        );
+    }
+    let (outcomes, on_confirm) = collector();
+    let producer = client
+        .open_named_producer(QueueId(0), "orders", dynamic(8), on_confirm)
+        .await
+        .unwrap();
+    assert_eq!(
+        producer.last_stored(),
+        None,
+        "nothing stored for the name yet"
+    );
+    for _ in 0..3 {
+        producer.send(b"m").await.unwrap();
+    }
+    wait_outcomes(&outcomes, 3).await;
+    producer.close().await.unwrap();
+    let (outcomes, on_confirm) = collector();
+    let again = client
+        .open_named_producer(QueueId(0), "orders", dynamic(8), on_confirm)
+        .await
+        .unwrap();
+    assert_eq!(again.last_stored().map(|id| id.0), Some(2));
+    assert_eq!(
+        again.send(b"m").await.unwrap().0,
+        3,
+        "on from the last stored"
+    );
+    wait_outcomes(&outcomes, 1).await;
+    assert_eq!(broker.log.lock().unwrap().stored, vec![0, 1, 2, 3]);
+    let anonymous = client
+        .open_producer(QueueId(0), dynamic(8), |_| {})
+        .await
+        .unwrap();
+    assert_eq!(anonymous.last_stored(), None);
 }

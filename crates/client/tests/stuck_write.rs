@@ -43,21 +43,20 @@ fn run() {
             stream.read_exact(&mut hello).await.unwrap();
             let mut out = Vec::new();
             Frame::Welcome(Welcome {
-                version: 1,
+                version: zerodispatch_wire::VERSION,
                 heartbeat_ms: 0,
             })
             .encode(&mut out)
             .unwrap();
             stream.write_all(&out).await.unwrap();
-            // The OpenProducer the client sends next (producer 1, queue 0, cap 256), and
-            // its echo.
-            let mut open = [0; 22];
+            // The OpenProducer the client sends next (producer 1, queue 0, cap 256,
+            // anonymous), and the broker's answer.
+            let mut open = [0; 23];
             stream.read_exact(&mut open).await.unwrap();
             out.clear();
-            Frame::OpenProducer(zerodispatch_wire::OpenProducer {
+            Frame::ProducerOpened(zerodispatch_wire::ProducerOpened {
                 producer: zerodispatch_wire::ProducerId(1),
-                queue: QueueId(0),
-                max_unconfirmed: 256,
+                last_stored: zerodispatch_wire::ProducerOpened::NONE,
             })
             .encode(&mut out)
             .unwrap();

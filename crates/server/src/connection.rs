@@ -54,8 +54,8 @@ use zerodispatch_broker::{
 use zerodispatch_wire::{
     self as wire, CloseConsumer, CloseProducer, ConfirmStatus, ConsumerConfirmFrame,
     DeliverBuilder, ErrorCode, ErrorFrame, Frame, FrameKind, HEADER_LEN, Header, Hello,
-    MAX_FRAME_LEN, MAX_MESSAGES_PER_FRAME, OpenConsumer, OpenProducer, PublishConfirmBuilder,
-    PublishFrame, VERSION, Welcome,
+    MAX_FRAME_LEN, MAX_MESSAGES_PER_FRAME, OpenConsumer, OpenProducer, ProducerOpened,
+    PublishConfirmBuilder, PublishFrame, VERSION, Welcome,
 };
 
 use crate::config::Limits;
@@ -155,6 +155,7 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: watc
                 refs: 0,
                 max_unconfirmed: 0,
                 in_flight: 0,
+                named: false,
                 producer: None,
             })
             .collect(),
@@ -351,7 +352,10 @@ impl Connection {
         }
         match frame {
             Frame::Hello(_) => fatal(ErrorCode::HANDSHAKE_REQUIRED, "a second Hello"),
-            Frame::Welcome(_) | Frame::PublishConfirm(_) | Frame::Deliver(_) => fatal(
+            Frame::Welcome(_)
+            | Frame::PublishConfirm(_)
+            | Frame::ProducerOpened(_)
+            | Frame::Deliver(_) => fatal(
                 ErrorCode::UNEXPECTED_KIND,
                 format!("the broker never receives a {:?} frame", frame.kind()),
             ),

@@ -218,6 +218,7 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
             producer: ProducerId(producer),
             queue: QueueId(queue),
             max_unconfirmed,
+            name: "",
         })
     };
     c.send(open(1, 9, 10));
@@ -330,12 +331,12 @@ fn refused_fatally(handshake: bool, bytes: &[u8], code: ErrorCode) {
 #[test]
 fn every_bad_header_is_answered_with_its_code_then_closed() {
     refused_fatally(false, b"GET / HTTP/1.1\r\n", ErrorCode::BAD_MAGIC);
-    refused_fatally(true, &header(2, 0x03, 0, 0), ErrorCode::UNSUPPORTED_VERSION);
-    refused_fatally(true, &header(1, 0x7f, 0, 0), ErrorCode::UNKNOWN_KIND);
-    refused_fatally(true, &header(1, 0x03, 1, 0), ErrorCode::UNKNOWN_FLAGS);
+    refused_fatally(true, &header(1, 0x03, 0, 0), ErrorCode::UNSUPPORTED_VERSION);
+    refused_fatally(true, &header(2, 0x7f, 0, 0), ErrorCode::UNKNOWN_KIND);
+    refused_fatally(true, &header(2, 0x03, 1, 0), ErrorCode::UNKNOWN_FLAGS);
     refused_fatally(
         true,
-        &header(1, 0x12, 0, MAX_FRAME_LEN + 1),
+        &header(2, 0x12, 0, MAX_FRAME_LEN + 1),
         ErrorCode::FRAME_TOO_LARGE,
     );
 }
@@ -343,36 +344,44 @@ fn every_bad_header_is_answered_with_its_code_then_closed() {
 #[test]
 fn every_bad_body_is_answered_malformed_then_closed() {
     // A heartbeat with a body.
-    let mut heartbeat = header(1, 0x03, 0, 1);
+    let mut heartbeat = header(2, 0x03, 0, 1);
     heartbeat.push(0);
     refused_fatally(true, &heartbeat, ErrorCode::MALFORMED);
     // A publish of count 0.
-    let mut empty = header(1, 0x12, 0, 8);
+    let mut empty = header(2, 0x12, 0, 8);
     empty.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]);
     refused_fatally(true, &empty, ErrorCode::MALFORMED);
     // A publish whose count announces more than its body holds.
-    let mut short = header(1, 0x12, 0, 8 + 12);
+    let mut short = header(2, 0x12, 0, 8 + 12);
     short.extend_from_slice(&[1, 0, 0, 0, 2, 0, 0, 0]);
     short.extend_from_slice(&[0; 12]);
     refused_fatally(true, &short, ErrorCode::MALFORMED);
     // A payload over MAX_PAYLOAD_LEN.
-    let mut large = header(1, 0x12, 0, 8 + 12);
+    let mut large = header(2, 0x12, 0, 8 + 12);
     large.extend_from_slice(&[1, 0, 0, 0, 1, 0, 0, 0]);
     large.extend_from_slice(&[0; 8]);
     large.extend_from_slice(&(MAX_PAYLOAD_LEN + 1).to_le_bytes());
     refused_fatally(true, &large, ErrorCode::MALFORMED);
     // A credit of 0.
-    let mut credit = header(1, 0x24, 0, 8);
+    let mut credit = header(2, 0x24, 0, 8);
     credit.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]);
     refused_fatally(true, &credit, ErrorCode::MALFORMED);
     // An OpenProducer of max_unconfirmed 0.
-    let mut open = header(1, 0x10, 0, 12);
-    open.extend_from_slice(&[0; 12]);
+    let mut open = header(2, 0x10, 0, 13);
+    open.extend_from_slice(&[0; 13]);
     refused_fatally(true, &open, ErrorCode::MALFORMED);
     // A Hello whose lowest version is above its highest.
-    let mut hello = header(1, 0x01, 0, 6);
+    let mut hello = header(2, 0x01, 0, 6);
     hello.extend_from_slice(&[2, 1, 0, 0, 0, 0]);
     refused_fatally(false, &hello, ErrorCode::MALFORMED);
+    // An OpenProducer whose name is not UTF-8.
+    let mut name = header(2, 0x10, 0, 15);
+    name.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0xff, 0xfe]);
+    refused_fatally(true, &name, ErrorCode::MALFORMED);
+    // An OpenProducer whose name_len announces more than its body holds.
+    let mut short = header(2, 0x10, 0, 14);
+    short.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, b'a']);
+    refused_fatally(true, &short, ErrorCode::MALFORMED);
 }
 
 #[test]
@@ -382,14 +391,15 @@ fn the_handshake_is_enforced() {
         producer: ProducerId(1),
         queue: QueueId(0),
         max_unconfirmed: 1,
+        name: "",
     })
     .encode(&mut open)
     .unwrap();
     refused_fatally(false, &open, ErrorCode::HANDSHAKE_REQUIRED);
     let mut hello = Vec::new();
     Frame::Hello(Hello {
-        min_version: 1,
-        max_version: 1,
+        min_version: VERSION,
+        max_version: VERSION,
         heartbeat_ms: 0,
     })
     .encode(&mut hello)
@@ -397,13 +407,21 @@ fn the_handshake_is_enforced() {
     refused_fatally(true, &hello, ErrorCode::HANDSHAKE_REQUIRED);
     let mut newer = Vec::new();
     Frame::Hello(Hello {
-        min_version: 2,
-        max_version: 3,
+        min_version: 3,
+        max_version: 4,
         heartbeat_ms: 0,
     })
     .encode(&mut newer)
     .unwrap();
     refused_fatally(false, &newer, ErrorCode::UNSUPPORTED_VERSION);
+    // A version 1 client: its Hello's header says version 1, and its range is 1 to 1;
+    // either way it is refused.
+    let mut v1 = header(1, 0x01, 0, 6);
+    v1.extend_from_slice(&[1, 1, 0, 0, 0, 0]);
+    refused_fatally(false, &v1, ErrorCode::UNSUPPORTED_VERSION);
+    let mut v1_range = header(2, 0x01, 0, 6);
+    v1_range.extend_from_slice(&[1, 1, 0, 0, 0, 0]);
+    refused_fatally(false, &v1_range, ErrorCode::UNSUPPORTED_VERSION);
 }
 
 #[test]
@@ -420,8 +438,8 @@ fn a_silent_client_times_out_after_three_of_its_heartbeat_intervals() {
     let server = server(&[QueueMode::Priority], limits());
     let mut c = Client::connect(server.local_addr());
     c.send(Frame::Hello(Hello {
-        min_version: 1,
-        max_version: 1,
+        min_version: VERSION,
+        max_version: VERSION,
         heartbeat_ms: 30,
     }));
     c.next(|frame| assert!(matches!(frame, Frame::Welcome(_))));
@@ -439,8 +457,8 @@ fn the_server_sends_heartbeats_when_it_has_nothing_else_to_say() {
     );
     let mut c = Client::connect(server.local_addr());
     c.send(Frame::Hello(Hello {
-        min_version: 1,
-        max_version: 1,
+        min_version: VERSION,
+        max_version: VERSION,
         heartbeat_ms: 0,
     }));
     c.next(|frame| {
@@ -460,7 +478,7 @@ fn the_server_sends_heartbeats_when_it_has_nothing_else_to_say() {
 fn a_truncated_frame_then_the_end_closes_quietly() {
     let server = server(&[QueueMode::Priority], limits());
     let mut c = Client::hello(server.local_addr());
-    c.send_raw(&header(1, 0x24, 0, 8)[..7]);
+    c.send_raw(&header(2, 0x24, 0, 8)[..7]);
     c.close_write();
     c.expect_closed();
     eventually("the connection gone", || server.stats().connections == 0);
@@ -613,17 +631,17 @@ fn closing_a_fanout_consumer_without_credit_frees_the_slots_of_what_it_held_back
 #[test]
 fn more_bad_bodies_are_answered_malformed_then_closed() {
     // A batch over MAX_MESSAGES_PER_FRAME.
-    let mut many = header(1, 0x23, 0, 8);
+    let mut many = header(2, 0x23, 0, 8);
     many.extend_from_slice(&1_u32.to_le_bytes());
     many.extend_from_slice(&(MAX_MESSAGES_PER_FRAME + 1).to_le_bytes());
     refused_fatally(true, &many, ErrorCode::MALFORMED);
     // A Hello of version 0.
-    let mut hello = header(1, 0x01, 0, 6);
+    let mut hello = header(2, 0x01, 0, 6);
     hello.extend_from_slice(&[0, 1, 0, 0, 0, 0]);
     refused_fatally(false, &hello, ErrorCode::MALFORMED);
     // A publish confirm (never sent to the broker) with an unknown status: the body is
     // refused before its kind is.
-    let mut status = header(1, 0x13, 0, 8 + 9);
+    let mut status = header(2, 0x13, 0, 8 + 9);
     status.extend_from_slice(&[1, 0, 0, 0, 1, 0, 0, 0]);
     status.extend_from_slice(&[0; 8]);
     status.push(7);
@@ -655,7 +673,7 @@ fn error_frames_from_the_client() {
     c.expect_closed();
     // A bad one (its message not UTF-8): closed without an answer too.
     let mut c = Client::hello(addr);
-    let mut bad = header(1, 0x04, 0, 9 + 1);
+    let mut bad = header(2, 0x04, 0, 9 + 1);
     bad.extend_from_slice(&[11, 0, 0, 0, 0, 0, 0, 1, 0, 0xff]);
     c.send_raw(&bad);
     c.expect_closed();

@@ -2,8 +2,8 @@
 //! warm: a counting `#[global_allocator]` (which sees every thread: the runtime's, the
 //! broker's processors, the blocking client's), 100,000 messages over loopback through
 //! publish -> deliver -> consumer confirm + credit -> publish confirm, in batches of 64,
-//! after warm-up; delta exactly 0. The test client reuses its buffers, so it allocates
-//! nothing either.
+//! after warm-up, from a named producer; delta exactly 0. The test client reuses its
+//! buffers, so it allocates nothing either.
 //!
 //! Its own test binary with a single `#[test]`, so that no other test allocates while it
 //! measures.
@@ -46,7 +46,12 @@ fn a_message_through_the_server_allocates_nothing_once_warm() {
     let addr = server.local_addr();
     let mut producer = Client::hello(addr);
     let mut consumer = Client::hello(addr);
-    producer.open_producer(1, 0, 1024);
+    // A named producer: its messages go to the broker with their wire ids, through the
+    // queue's deduplication.
+    assert_eq!(
+        producer.open_named_producer(1, 0, 1024, "zero-alloc"),
+        Ok(None)
+    );
     consumer.open_consumer(7, 0, 0, BATCH as u32);
     let mut guids = Vec::with_capacity(BATCH as usize);
     let mut next = 0;

@@ -19,7 +19,7 @@ use crate::batch::{ConsumerConfirmFrame, DeliverFrame, PublishConfirmFrame, Publ
 use crate::error::DecodeError;
 use crate::frame::{
     CloseConsumer, CloseProducer, Credit, ErrorFrame, Frame, Hello, OpenConsumer, OpenProducer,
-    Welcome,
+    ProducerOpened, Welcome,
 };
 use crate::header::{FrameKind, Header};
 use crate::limits::{HEADER_LEN, MAX_FRAME_LEN};
@@ -45,7 +45,7 @@ use crate::limits::{HEADER_LEN, MAX_FRAME_LEN};
 /// let (second, m) = decode(rest)?.expect("a whole credit");
 /// assert_eq!((second.kind(), n + m), (zerodispatch_wire::FrameKind::Credit, stream.len()));
 ///
-/// assert_eq!(decode(b"ZD\x01\x7f"), Err(DecodeError::UnknownKind { kind: 0x7f }));
+/// assert_eq!(decode(b"ZD\x02\x7f"), Err(DecodeError::UnknownKind { kind: 0x7f }));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
@@ -80,6 +80,7 @@ fn decode_body(kind: FrameKind, body: &[u8]) -> Result<Frame<'_>, DecodeError> {
         FrameKind::CloseProducer => Frame::CloseProducer(CloseProducer::read(body)?),
         FrameKind::Publish => Frame::Publish(PublishFrame::read(body)?),
         FrameKind::PublishConfirm => Frame::PublishConfirm(PublishConfirmFrame::read(body)?),
+        FrameKind::ProducerOpened => Frame::ProducerOpened(ProducerOpened::read(body)?),
         FrameKind::OpenConsumer => Frame::OpenConsumer(OpenConsumer::read(body)?),
         FrameKind::CloseConsumer => Frame::CloseConsumer(CloseConsumer::read(body)?),
         FrameKind::Deliver => Frame::Deliver(DeliverFrame::read(body)?),

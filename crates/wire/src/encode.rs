@@ -31,7 +31,8 @@ impl Frame<'_> {
     /// `Welcome` version 0, an `OpenProducer`'s `max_unconfirmed` or a `Credit`'s credit
     /// of 0; `BadVersionRange` for a `Hello` whose lowest version is above its highest;
     /// `MessageTooLong` for an error message over
-    /// [`MAX_ERROR_MESSAGE_LEN`](crate::MAX_ERROR_MESSAGE_LEN) bytes.
+    /// [`MAX_ERROR_MESSAGE_LEN`](crate::MAX_ERROR_MESSAGE_LEN) bytes; `NameTooLong` for a
+    /// producer name over [`MAX_PRODUCER_NAME_LEN`](crate::MAX_PRODUCER_NAME_LEN) bytes.
     pub fn encode(&self, out: &mut Vec<u8>) -> Result<usize, EncodeError> {
         match self {
             Self::Hello(hello) => hello.check()?,
@@ -45,6 +46,7 @@ impl Frame<'_> {
             | Self::CloseConsumer(_)
             | Self::Publish(_)
             | Self::PublishConfirm(_)
+            | Self::ProducerOpened(_)
             | Self::Deliver(_)
             | Self::ConsumerConfirm(_) => {}
         }
@@ -66,6 +68,7 @@ impl Frame<'_> {
             Self::CloseProducer(close) => close.write(out),
             Self::Publish(batch) => batch.0.write(out),
             Self::PublishConfirm(batch) => batch.0.write(out),
+            Self::ProducerOpened(opened) => opened.write(out),
             Self::OpenConsumer(open) => open.write(out),
             Self::CloseConsumer(close) => close.write(out),
             Self::Deliver(batch) => batch.0.write(out),
@@ -79,17 +82,18 @@ impl Frame<'_> {
     /// The body's length in bytes.
     fn body_len(&self) -> usize {
         use crate::frame::{
-            CloseConsumer, CloseProducer, Credit, Hello, OpenConsumer, OpenProducer, Welcome,
+            CloseConsumer, CloseProducer, Credit, Hello, OpenConsumer, ProducerOpened, Welcome,
         };
         match self {
             Self::Hello(_) => Hello::LEN,
             Self::Welcome(_) => Welcome::LEN,
             Self::Heartbeat => 0,
             Self::Error(error) => error.body_len(),
-            Self::OpenProducer(_) => OpenProducer::LEN,
+            Self::OpenProducer(open) => open.body_len(),
             Self::CloseProducer(_) => CloseProducer::LEN,
             Self::Publish(batch) => batch.0.body_len(),
             Self::PublishConfirm(batch) => batch.0.body_len(),
+            Self::ProducerOpened(_) => ProducerOpened::LEN,
             Self::OpenConsumer(_) => OpenConsumer::LEN,
             Self::CloseConsumer(_) => CloseConsumer::LEN,
             Self::Deliver(batch) => batch.0.body_len(),

@@ -97,7 +97,7 @@ pub enum DecodeError {
         /// The limit, [`MAX_ERROR_MESSAGE_LEN`](crate::MAX_ERROR_MESSAGE_LEN).
         max: u16,
     },
-    /// An error frame's message is not UTF-8.
+    /// An error frame's message, or an `OpenProducer`'s name, is not UTF-8.
     BadUtf8,
     /// An error frame names a refused kind byte that is no [`FrameKind`] (nor 0, "none").
     UnknownRefusedKind {
@@ -183,7 +183,7 @@ impl fmt::Display for DecodeError {
                     "an error message of {len} bytes is over the limit of {max}"
                 )
             }
-            Self::BadUtf8 => f.write_str("an error message is not UTF-8"),
+            Self::BadUtf8 => f.write_str("an error message or a producer name is not UTF-8"),
             Self::UnknownRefusedKind { kind } => {
                 write!(f, "an error frame names the unknown frame kind {kind:#04x}")
             }
@@ -242,6 +242,14 @@ pub enum EncodeError {
         /// The limit.
         max: u16,
     },
+    /// An `OpenProducer`'s name is longer than
+    /// [`MAX_PRODUCER_NAME_LEN`](crate::MAX_PRODUCER_NAME_LEN) bytes.
+    NameTooLong {
+        /// The name's length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
 }
 
 impl fmt::Display for EncodeError {
@@ -267,6 +275,12 @@ impl fmt::Display for EncodeError {
                 write!(
                     f,
                     "an error message of {len} bytes is over the limit of {max}"
+                )
+            }
+            Self::NameTooLong { len, max } => {
+                write!(
+                    f,
+                    "a producer name of {len} bytes is over the limit of {max}"
                 )
             }
         }

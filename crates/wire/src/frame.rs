@@ -6,7 +6,7 @@ use crate::batch::{ConsumerConfirmFrame, DeliverFrame, PublishConfirmFrame, Publ
 use crate::error::{DecodeError, EncodeError};
 use crate::header::FrameKind;
 use crate::ids::{AppId, ConsumerId, ProducerId, QueueId};
-use crate::limits::MAX_ERROR_MESSAGE_LEN;
+use crate::limits::{MAX_ERROR_MESSAGE_LEN, MAX_PRODUCER_NAME_LEN};
 use crate::reader::Reader;
 use crate::status::ErrorCode;
 
@@ -24,13 +24,15 @@ pub enum Frame<'a> {
     /// An error.
     Error(ErrorFrame<'a>),
     /// Open a producer.
-    OpenProducer(OpenProducer),
+    OpenProducer(OpenProducer<'a>),
     /// Close a producer.
     CloseProducer(CloseProducer),
     /// A batch of messages to publish.
     Publish(PublishFrame<'a>),
     /// The outcomes of a batch of published messages.
     PublishConfirm(PublishConfirmFrame<'a>),
+    /// A producer is open.
+    ProducerOpened(ProducerOpened),
     /// Open a consumer.
     OpenConsumer(OpenConsumer),
     /// Close a consumer.
@@ -56,6 +58,7 @@ impl Frame<'_> {
             Self::CloseProducer(_) => FrameKind::CloseProducer,
             Self::Publish(_) => FrameKind::Publish,
             Self::PublishConfirm(_) => FrameKind::PublishConfirm,
+            Self::ProducerOpened(_) => FrameKind::ProducerOpened,
             Self::OpenConsumer(_) => FrameKind::OpenConsumer,
             Self::CloseConsumer(_) => FrameKind::CloseConsumer,
             Self::Deliver(_) => FrameKind::Deliver,
@@ -284,12 +287,14 @@ impl<'a> ErrorFrame<'a> {
     }
 }
 
-/// `OpenProducer` (client -> broker): open producer `producer` on `queue`. The broker
-/// answers with the same frame once it is open, or with an error frame that refuses it.
+/// `OpenProducer` (client -> broker): open producer `producer` on `queue`, anonymous or
+/// under a name. The broker answers with [`ProducerOpened`] once it is open, or with an
+/// error frame that refuses it (`NAME_IN_USE` while the name is open on any connection).
 ///
-/// Body, 12 bytes: `producer: u32`, `queue: u32`, `max_unconfirmed: u32`.
+/// Body, 13 bytes and the name: `producer: u32`, `queue: u32`, `max_unconfirmed: u32`,
+/// `name_len: u8`, `name: bytes(name_len)` (UTF-8; empty: anonymous).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OpenProducer {
+pub struct OpenProducer<'a> {
     /// The producer's id on the connection, chosen by the client.
     pub producer: ProducerId,
     /// The queue every message of the producer goes to.
@@ -297,35 +302,107 @@ pub struct OpenProducer {
     /// Messages published and without a confirm, at most; at least 1. The broker confirms
     /// a message past it `RejectedProducerFull`, and refuses an open above its own cap.
     pub max_unconfirmed: u32,
+    /// The producer's name, at most [`MAX_PRODUCER_NAME_LEN`] bytes; empty for an
+    /// anonymous producer. A named producer's messages are deduplicated by the broker: it
+    /// numbers them with increasing publish ids, and a message published again with its
+    /// id (after a lost connection) is confirmed `Stored` again, never stored twice.
+    pub name: &'a str,
 }
 
-impl OpenProducer {
-    pub(crate) const LEN: usize = 12;
+impl<'a> OpenProducer<'a> {
+    pub(crate) const FIXED_LEN: usize = 13;
 
-    pub(crate) fn check(&self) -> Result<(), Invalid> {
+    pub(crate) fn check(&self) -> Result<(), EncodeError> {
         nonzero(
             self.max_unconfirmed,
             FrameKind::OpenProducer,
             "max_unconfirmed",
-        )
+        )?;
+        if self.name.len() > MAX_PRODUCER_NAME_LEN {
+            return Err(EncodeError::NameTooLong {
+                len: self.name.len(),
+                max: MAX_PRODUCER_NAME_LEN,
+            });
+        }
+        Ok(())
     }
 
-    pub(crate) fn read(body: &[u8]) -> Result<Self, DecodeError> {
-        let open = read_exact(FrameKind::OpenProducer, body, |r| {
-            Some(Self {
-                producer: ProducerId(r.u32()?),
-                queue: QueueId(r.u32()?),
-                max_unconfirmed: r.u32()?,
-            })
-        })?;
-        open.check()?;
-        Ok(open)
+    pub(crate) fn read(body: &'a [u8]) -> Result<Self, DecodeError> {
+        let kind = FrameKind::OpenProducer;
+        let len = body.len() as u32;
+        let mut r = Reader::new(body);
+        let (Some(producer), Some(queue), Some(max_unconfirmed), Some(name_len)) =
+            (r.u32(), r.u32(), r.u32(), r.u8())
+        else {
+            return Err(DecodeError::BadLength { kind, len });
+        };
+        let name = r.rest();
+        if name.len() != usize::from(name_len) {
+            return Err(DecodeError::BadLength { kind, len });
+        }
+        nonzero(max_unconfirmed, kind, "max_unconfirmed")?;
+        Ok(Self {
+            producer: ProducerId(producer),
+            queue: QueueId(queue),
+            max_unconfirmed,
+            name: std::str::from_utf8(name).map_err(|_| DecodeError::BadUtf8)?,
+        })
     }
 
+    pub(crate) fn body_len(&self) -> usize {
+        Self::FIXED_LEN + self.name.len()
+    }
+
+    /// Writes the body; `check` has passed.
     pub(crate) fn write(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.producer.0.to_le_bytes());
         out.extend_from_slice(&self.queue.0.to_le_bytes());
         out.extend_from_slice(&self.max_unconfirmed.to_le_bytes());
+        // At most MAX_PRODUCER_NAME_LEN, a u8: `check` passed.
+        out.push(self.name.len() as u8);
+        out.extend_from_slice(self.name.as_bytes());
+    }
+}
+
+/// `ProducerOpened` (broker -> client): the answer to an `OpenProducer`: producer
+/// `producer` is open. `last_stored` is the highest publish id its queue has stored for
+/// its name, where a reconnecting producer resumes (what it has without a confirm at or
+/// below it is stored already); [`ProducerOpened::NONE`] for none, and always for an
+/// anonymous producer.
+///
+/// Body, 12 bytes: `producer: u32`, `last_stored: u64`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProducerOpened {
+    /// The producer, as the client named it.
+    pub producer: ProducerId,
+    /// The highest publish id stored for the producer's name, or [`Self::NONE`].
+    pub last_stored: u64,
+}
+
+impl ProducerOpened {
+    pub(crate) const LEN: usize = 12;
+
+    /// `last_stored` when nothing is stored for the name (or the producer is anonymous).
+    pub const NONE: u64 = u64::MAX;
+
+    /// `last_stored` as an option: `None` for [`Self::NONE`].
+    #[must_use]
+    pub fn stored(&self) -> Option<u64> {
+        (self.last_stored != Self::NONE).then_some(self.last_stored)
+    }
+
+    pub(crate) fn read(body: &[u8]) -> Result<Self, DecodeError> {
+        read_exact(FrameKind::ProducerOpened, body, |r| {
+            Some(Self {
+                producer: ProducerId(r.u32()?),
+                last_stored: r.u64()?,
+            })
+        })
+    }
+
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.producer.0.to_le_bytes());
+        out.extend_from_slice(&self.last_stored.to_le_bytes());
     }
 }
 

@@ -31,7 +31,8 @@ pub enum FrameKind {
     Heartbeat = 0x03,
     /// Either way: an error code, what it concerns, and a message.
     Error = 0x04,
-    /// Client -> broker: open a producer on a queue (echoed by the broker once open).
+    /// Client -> broker: open a producer on a queue, anonymous or named (answered by
+    /// `ProducerOpened` once open).
     OpenProducer = 0x10,
     /// Client -> broker: close a producer (echoed by the broker once closed).
     CloseProducer = 0x11,
@@ -39,6 +40,9 @@ pub enum FrameKind {
     Publish = 0x12,
     /// Broker -> client: the outcomes of a batch of a producer's messages.
     PublishConfirm = 0x13,
+    /// Broker -> client, answer to `OpenProducer`: the producer is open, and the highest
+    /// publish id its queue has stored for its name.
+    ProducerOpened = 0x14,
     /// Client -> broker: open a consumer of an app of a queue (echoed once open).
     OpenConsumer = 0x20,
     /// Client -> broker: close a consumer (echoed by the broker once closed).
@@ -53,7 +57,7 @@ pub enum FrameKind {
 
 impl FrameKind {
     /// Every kind, in the order of their bytes.
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 14] = [
         Self::Hello,
         Self::Welcome,
         Self::Heartbeat,
@@ -62,6 +66,7 @@ impl FrameKind {
         Self::CloseProducer,
         Self::Publish,
         Self::PublishConfirm,
+        Self::ProducerOpened,
         Self::OpenConsumer,
         Self::CloseConsumer,
         Self::Deliver,
@@ -88,8 +93,8 @@ impl FrameKind {
     }
 }
 
-/// A frame header, parsed and checked: its kind and its body's length. (Version 1 defines
-/// no flags, so a checked header has none.)
+/// A frame header, parsed and checked: its kind and its body's length. (No version defines
+/// a flag yet, so a checked header has none.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
     /// The frame's kind.
@@ -109,7 +114,7 @@ impl Header {
     /// ```
     /// use zerodispatch_wire::{DecodeError, FrameKind, Header, MAX_FRAME_LEN};
     ///
-    /// let mut frame = b"ZD\x01\x03\0\0\0\0\0\0".to_vec(); // a heartbeat
+    /// let mut frame = b"ZD\x02\x03\0\0\0\0\0\0".to_vec(); // a heartbeat
     /// assert_eq!(Header::parse(&frame[..4]), Ok(None));
     /// assert_eq!(Header::parse(&frame), Ok(Some(Header { kind: FrameKind::Heartbeat, len: 0 })));
     ///

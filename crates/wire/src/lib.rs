@@ -19,9 +19,14 @@
 //! ```
 //! use zerodispatch_wire::{decode, Frame, OpenProducer, ProducerId, PublishBuilder, PublishId, QueueId};
 //!
-//! // The client: open a producer, publish a batch of two messages.
+//! // The client: open a producer named "orders", publish a batch of two messages.
 //! let mut out = Vec::with_capacity(64 * 1024);
-//! let open = OpenProducer { producer: ProducerId(1), queue: QueueId(0), max_unconfirmed: 1000 };
+//! let open = OpenProducer {
+//!     producer: ProducerId(1),
+//!     queue: QueueId(0),
+//!     max_unconfirmed: 1000,
+//!     name: "orders",
+//! };
 //! Frame::OpenProducer(open).encode(&mut out)?;
 //! let mut publish = PublishBuilder::begin(&mut out, ProducerId(1));
 //! publish.push(PublishId(0), b"first")?;
@@ -32,7 +37,7 @@
 //! let mut received = &out[..];
 //! while let Some((frame, consumed)) = decode(received)? {
 //!     match frame {
-//!         Frame::OpenProducer(open) => assert_eq!(open.queue, QueueId(0)),
+//!         Frame::OpenProducer(open) => assert_eq!((open.queue, open.name), (QueueId(0), "orders")),
 //!         Frame::Publish(batch) => {
 //!             for (id, payload) in batch.messages() {
 //!                 assert_eq!(payload, if id.0 == 0 { &b"first"[..] } else { b"second" });
@@ -69,12 +74,12 @@ pub use decode::decode;
 pub use error::{DecodeError, EncodeError};
 pub use frame::{
     CloseConsumer, CloseProducer, Credit, ErrorFrame, Frame, Hello, OpenConsumer, OpenProducer,
-    Welcome,
+    ProducerOpened, Welcome,
 };
 pub use header::{FrameKind, Header};
 pub use ids::{AppId, ConsumerId, Guid, ProducerId, PublishId, QueueId};
 pub use limits::{
     HEADER_LEN, MAGIC, MAX_ERROR_MESSAGE_LEN, MAX_FRAME_LEN, MAX_MESSAGES_PER_FRAME,
-    MAX_PAYLOAD_LEN, VERSION,
+    MAX_PAYLOAD_LEN, MAX_PRODUCER_NAME_LEN, VERSION,
 };
 pub use status::{ConfirmStatus, ErrorCode};

@@ -10,8 +10,9 @@
 pub const MAGIC: [u8; 2] = *b"ZD";
 
 /// The protocol version this crate speaks, carried in every header and negotiated by
-/// `Hello` and `Welcome`.
-pub const VERSION: u8 = 1;
+/// `Hello` and `Welcome`. Version 2 added producer names (`OpenProducer`'s `name`) and
+/// `ProducerOpened`; a peer that speaks version 1 only is refused `UNSUPPORTED_VERSION`.
+pub const VERSION: u8 = 2;
 
 /// Bytes in a frame header: magic (2), version (1), kind (1), flags (2), body length (4).
 pub const HEADER_LEN: usize = 10;
@@ -41,3 +42,8 @@ pub const MAX_PAYLOAD_LEN: u32 = 256 << 10;
 
 /// An error frame's message, at most: 1024 bytes of UTF-8.
 pub const MAX_ERROR_MESSAGE_LEN: u16 = 1024;
+
+/// A producer's name in `OpenProducer`, at most: 255 bytes of UTF-8 (its length is a
+/// `u8`). The broker keeps every name it is given (a bounded table), so names are short
+/// labels, not data.
+pub const MAX_PRODUCER_NAME_LEN: usize = u8::MAX as usize;

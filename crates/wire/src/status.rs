@@ -116,6 +116,10 @@ impl ErrorCode {
     pub const ID_IN_USE: Self = Self(104);
     /// An open asked for more than the broker allows (`max_unconfirmed` above its cap).
     pub const LIMIT_OUT_OF_RANGE: Self = Self(105);
+    /// An `OpenProducer` named a producer name that is open now, on this connection or
+    /// another. A producer reconnecting under its name may see it while the broker is still
+    /// closing the lost connection's producer: it tries again shortly.
+    pub const NAME_IN_USE: Self = Self(106);
 
     /// The first code that refuses a request without closing the connection.
     pub const FIRST_REFUSAL: u16 = 100;
@@ -147,6 +151,7 @@ impl ErrorCode {
             Self::UNKNOWN_CONSUMER => "unknown consumer",
             Self::ID_IN_USE => "id in use",
             Self::LIMIT_OUT_OF_RANGE => "limit out of range",
+            Self::NAME_IN_USE => "name in use",
             _ => return None,
         })
     }

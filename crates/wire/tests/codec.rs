@@ -23,7 +23,7 @@ fn round_trip(frame: Frame<'_>) -> Vec<u8> {
 }
 
 fn header(kind: FrameKind, len: u32) -> Vec<u8> {
-    let mut bytes = b"ZD\x01".to_vec();
+    let mut bytes = b"ZD\x02".to_vec();
     bytes.push(kind.as_u8());
     bytes.extend_from_slice(&0_u16.to_le_bytes());
     bytes.extend_from_slice(&len.to_le_bytes());
@@ -54,20 +54,47 @@ fn fixed_frames_round_trip_in_their_documented_layout() {
         frame_of(FrameKind::Welcome, &[1, 0x88, 0x13, 0, 0])
     );
 
-    assert_eq!(round_trip(Frame::Heartbeat), b"ZD\x01\x03\0\0\0\0\0\0");
+    assert_eq!(round_trip(Frame::Heartbeat), b"ZD\x02\x03\0\0\0\0\0\0");
 
     let open = OpenProducer {
         producer: ProducerId(1),
         queue: QueueId(2),
         max_unconfirmed: 3,
+        name: "",
     };
     assert_eq!(
         round_trip(Frame::OpenProducer(open)),
         frame_of(
             FrameKind::OpenProducer,
-            &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0]
+            &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 0]
         )
     );
+    let named = OpenProducer { name: "ab", ..open };
+    assert_eq!(
+        round_trip(Frame::OpenProducer(named)),
+        frame_of(
+            FrameKind::OpenProducer,
+            &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 2, b'a', b'b']
+        )
+    );
+    let opened = ProducerOpened {
+        producer: ProducerId(1),
+        last_stored: 0x0102,
+    };
+    assert_eq!(
+        round_trip(Frame::ProducerOpened(opened)),
+        frame_of(
+            FrameKind::ProducerOpened,
+            &[1, 0, 0, 0, 2, 1, 0, 0, 0, 0, 0, 0]
+        )
+    );
+    assert_eq!(opened.stored(), Some(0x0102));
+    let none = ProducerOpened {
+        last_stored: ProducerOpened::NONE,
+        ..opened
+    };
+    assert_eq!(round_trip(Frame::ProducerOpened(none)).len(), 22);
+    assert_eq!(none.stored(), None);
     assert_eq!(
         round_trip(Frame::CloseProducer(CloseProducer {
             producer: ProducerId(0x0a0b_0c0d)
@@ -322,6 +349,7 @@ fn encode_refuses_the_values_decode_would_and_writes_nothing() {
                 producer: ProducerId(1),
                 queue: QueueId(1),
                 max_unconfirmed: 0,
+                name: "",
             }),
             EncodeError::Zero {
                 kind: FrameKind::OpenProducer,
@@ -365,17 +393,18 @@ fn a_bad_header_is_refused_from_its_first_bad_byte() {
     assert_eq!(decode(b"Z"), Ok(None));
     assert_eq!(decode(b"X"), Err(DecodeError::BadMagic));
     assert_eq!(decode(b"ZX"), Err(DecodeError::BadMagic));
+    // A version 1 peer is refused from its first frame's third byte.
     assert_eq!(
-        decode(b"ZD\x02"),
-        Err(DecodeError::UnsupportedVersion { version: 2 })
+        decode(b"ZD\x01"),
+        Err(DecodeError::UnsupportedVersion { version: 1 })
     );
     assert_eq!(
-        decode(b"ZD\x01\x00"),
+        decode(b"ZD\x02\x00"),
         Err(DecodeError::UnknownKind { kind: 0 })
     );
-    assert_eq!(decode(b"ZD\x01\x03\x01"), Ok(None), "flags are read whole");
+    assert_eq!(decode(b"ZD\x02\x03\x01"), Ok(None), "flags are read whole");
     assert_eq!(
-        decode(b"ZD\x01\x03\x00\x80"),
+        decode(b"ZD\x02\x03\x00\x80"),
         Err(DecodeError::UnknownFlags { flags: 0x8000 })
     );
     let mut huge = header(FrameKind::Publish, u32::MAX);
@@ -421,8 +450,8 @@ fn a_fixed_body_of_the_wrong_length_is_refused() {
         (FrameKind::Hello, 6_usize),
         (FrameKind::Welcome, 5),
         (FrameKind::Heartbeat, 0),
-        (FrameKind::OpenProducer, 12),
         (FrameKind::CloseProducer, 4),
+        (FrameKind::ProducerOpened, 12),
         (FrameKind::OpenConsumer, 14),
         (FrameKind::CloseConsumer, 4),
         (FrameKind::Credit, 8),
@@ -454,7 +483,7 @@ fn forbidden_zeros_are_refused() {
         (FrameKind::Welcome, &[0, 0, 0, 0, 0], "version"),
         (
             FrameKind::OpenProducer,
-            &[1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0],
+            &[1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
             "max_unconfirmed",
         ),
         (FrameKind::Credit, &[1, 0, 0, 0, 0, 0, 0, 0], "credit"),
@@ -588,6 +617,64 @@ fn a_bad_error_frame_is_refused() {
             max: MAX_ERROR_MESSAGE_LEN
         })
     );
+}
+
+#[test]
+fn a_producer_name_must_be_utf8_fill_its_body_and_fit_its_length_byte() {
+    let kind = FrameKind::OpenProducer;
+    let body = |name_len: u8, name: &[u8]| {
+        let mut b = vec![1, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, name_len];
+        b.extend_from_slice(name);
+        b
+    };
+    let named = frame_of(kind, &body(3, b"abc"));
+    let Ok(Some((Frame::OpenProducer(open), _))) = decode(&named) else {
+        panic!("a named OpenProducer");
+    };
+    assert_eq!((open.name, open.max_unconfirmed), ("abc", 8));
+    let bad = frame_of(kind, &body(2, b"\xff\xfe"));
+    assert_eq!(decode(&bad), Err(DecodeError::BadUtf8));
+    assert_eq!(DecodeError::BadUtf8.code(), ErrorCode::MALFORMED);
+    for (name_len, name, len) in [(3, &b"ab"[..], 15), (1, b"ab", 15), (1, b"", 13)] {
+        assert_eq!(
+            decode(&frame_of(kind, &body(name_len, name))),
+            Err(DecodeError::BadLength { kind, len }),
+            "name_len {name_len}, {} bytes",
+            name.len()
+        );
+    }
+    assert_eq!(
+        decode(&frame_of(kind, &[1; 12])),
+        Err(DecodeError::BadLength { kind, len: 12 })
+    );
+    // The longest name goes; one byte more is refused, and nothing is written.
+    let longest = "n".repeat(MAX_PRODUCER_NAME_LEN);
+    let open = OpenProducer {
+        producer: ProducerId(1),
+        queue: QueueId(0),
+        max_unconfirmed: 1,
+        name: &longest,
+    };
+    let bytes = round_trip(Frame::OpenProducer(open));
+    assert_eq!(bytes.len(), HEADER_LEN + 13 + MAX_PRODUCER_NAME_LEN);
+    let too_long = format!("{longest}n");
+    let mut out = b"kept".to_vec();
+    let refused = Frame::OpenProducer(OpenProducer {
+        name: &too_long,
+        ..open
+    })
+    .encode(&mut out);
+    assert_eq!(
+        refused,
+        Err(EncodeError::NameTooLong {
+            len: MAX_PRODUCER_NAME_LEN + 1,
+            max: MAX_PRODUCER_NAME_LEN
+        })
+    );
+    assert_eq!(out, b"kept");
+    assert!(refused.unwrap_err().to_string().contains("producer name"));
+    assert!(!ErrorCode::NAME_IN_USE.is_fatal());
+    assert_eq!(ErrorCode::NAME_IN_USE.to_string(), "name in use (106)");
 }
 
 #[test]

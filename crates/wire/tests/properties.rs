@@ -17,6 +17,12 @@ use zerodispatch_wire::*;
 #[derive(Clone, Debug, PartialEq)]
 enum Model {
     Fixed(FixedFrame),
+    OpenProducer {
+        producer: u32,
+        queue: u32,
+        max_unconfirmed: u32,
+        name: String,
+    },
     Error {
         code: u16,
         refused: Option<FrameKind>,
@@ -47,8 +53,8 @@ enum FixedFrame {
     Hello(Hello),
     Welcome(Welcome),
     Heartbeat,
-    OpenProducer(OpenProducer),
     CloseProducer(CloseProducer),
+    ProducerOpened(ProducerOpened),
     OpenConsumer(OpenConsumer),
     CloseConsumer(CloseConsumer),
     Credit(Credit),
@@ -60,8 +66,8 @@ impl FixedFrame {
             Self::Hello(f) => Frame::Hello(f),
             Self::Welcome(f) => Frame::Welcome(f),
             Self::Heartbeat => Frame::Heartbeat,
-            Self::OpenProducer(f) => Frame::OpenProducer(f),
             Self::CloseProducer(f) => Frame::CloseProducer(f),
+            Self::ProducerOpened(f) => Frame::ProducerOpened(f),
             Self::OpenConsumer(f) => Frame::OpenConsumer(f),
             Self::CloseConsumer(f) => Frame::CloseConsumer(f),
             Self::Credit(f) => Frame::Credit(f),
@@ -74,6 +80,20 @@ impl Model {
         match self {
             Self::Fixed(fixed) => {
                 fixed.frame().encode(out).unwrap();
+            }
+            Self::OpenProducer {
+                producer,
+                queue,
+                max_unconfirmed,
+                name,
+            } => {
+                let open = OpenProducer {
+                    producer: ProducerId(*producer),
+                    queue: QueueId(*queue),
+                    max_unconfirmed: *max_unconfirmed,
+                    name,
+                };
+                Frame::OpenProducer(open).encode(out).unwrap();
             }
             Self::Error {
                 code,
@@ -126,8 +146,14 @@ impl Model {
             Frame::Hello(f) => Self::Fixed(FixedFrame::Hello(f)),
             Frame::Welcome(f) => Self::Fixed(FixedFrame::Welcome(f)),
             Frame::Heartbeat => Self::Fixed(FixedFrame::Heartbeat),
-            Frame::OpenProducer(f) => Self::Fixed(FixedFrame::OpenProducer(f)),
+            Frame::OpenProducer(f) => Self::OpenProducer {
+                producer: f.producer.0,
+                queue: f.queue.0,
+                max_unconfirmed: f.max_unconfirmed,
+                name: f.name.to_owned(),
+            },
             Frame::CloseProducer(f) => Self::Fixed(FixedFrame::CloseProducer(f)),
+            Frame::ProducerOpened(f) => Self::Fixed(FixedFrame::ProducerOpened(f)),
             Frame::OpenConsumer(f) => Self::Fixed(FixedFrame::OpenConsumer(f)),
             Frame::CloseConsumer(f) => Self::Fixed(FixedFrame::CloseConsumer(f)),
             Frame::Credit(f) => Self::Fixed(FixedFrame::Credit(f)),
@@ -198,11 +224,10 @@ fn fixed() -> impl Strategy<Value = FixedFrame> {
             }
         )),
         Just(FixedFrame::Heartbeat),
-        (any::<u32>(), any::<u32>(), 1_u32..).prop_map(|(p, q, max_unconfirmed)| {
-            FixedFrame::OpenProducer(OpenProducer {
+        (any::<u32>(), any::<u64>()).prop_map(|(p, last_stored)| {
+            FixedFrame::ProducerOpened(ProducerOpened {
                 producer: ProducerId(p),
-                queue: QueueId(q),
-                max_unconfirmed,
+                last_stored,
             })
         }),
         any::<u32>().prop_map(|p| FixedFrame::CloseProducer(CloseProducer {
@@ -230,6 +255,15 @@ fn model() -> impl Strategy<Value = Model> {
     let refused = prop::option::of(prop::sample::select(FrameKind::ALL.to_vec()));
     prop_oneof![
         fixed().prop_map(Model::Fixed),
+        // Names of up to 60 characters of any width: up to 240 bytes, within the limit.
+        (any::<u32>(), any::<u32>(), 1_u32.., ".{0,60}").prop_map(
+            |(producer, queue, max_unconfirmed, name)| Model::OpenProducer {
+                producer,
+                queue,
+                max_unconfirmed,
+                name,
+            }
+        ),
         (any::<u16>(), refused, any::<u32>(), ".{0,40}").prop_map(
             |(code, refused, subject, message)| {
                 Model::Error {
@@ -338,7 +372,7 @@ proptest! {
         body in prop::collection::vec(any::<u8>(), 0..256),
         extra in 0_usize..4,
     ) {
-        let mut bytes = b"ZD\x01".to_vec();
+        let mut bytes = b"ZD\x02".to_vec();
         bytes.push(kind.as_u8());
         bytes.extend_from_slice(&[0, 0]);
         bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());

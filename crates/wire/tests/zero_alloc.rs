@@ -1,6 +1,6 @@
 //! Proof that the codec allocates nothing per frame: a counting `#[global_allocator]`,
 //! 100,000 publish batches (and as many publish confirms, deliveries and consumer
-//! confirms) encoded into one reused buffer and decoded from it after warm-up, delta
+//! confirms, and a named producer's open and its answer) encoded into one reused buffer and decoded from it after warm-up, delta
 //! exactly 0; and hostile bytes (a header announcing the largest and an oversize body)
 //! decoded without allocating either.
 //!
@@ -51,6 +51,20 @@ fn round(buf: &mut Vec<u8>, batch: u64, payload: &[u8]) -> u64 {
     })
     .encode(buf)
     .unwrap();
+    Frame::OpenProducer(OpenProducer {
+        producer: ProducerId(1),
+        queue: QueueId(0),
+        max_unconfirmed: 7,
+        name: "orders",
+    })
+    .encode(buf)
+    .unwrap();
+    Frame::ProducerOpened(ProducerOpened {
+        producer: ProducerId(1),
+        last_stored: batch,
+    })
+    .encode(buf)
+    .unwrap();
 
     let mut sum = 0;
     let mut rest = &buf[..];
@@ -75,6 +89,10 @@ fn round(buf: &mut Vec<u8>, batch: u64, payload: &[u8]) -> u64 {
                 sum += batch.guids().map(|g| u64::from(g.0[15])).sum::<u64>()
             }
             Frame::Credit(credit) => sum += u64::from(credit.credit),
+            Frame::OpenProducer(open) => {
+                sum += open.name.len() as u64 + u64::from(open.max_unconfirmed);
+            }
+            Frame::ProducerOpened(opened) => sum += opened.last_stored,
             other => panic!("unexpected {other:?}"),
         }
         rest = &rest[consumed..];
@@ -90,7 +108,7 @@ fn encoding_and_decoding_batches_into_a_reused_buffer_allocates_nothing() {
     for batch in 0..WARM_UP {
         round(&mut buf, batch, &payload);
     }
-    let mut huge = b"ZD\x01\x12\0\0".to_vec();
+    let mut huge = b"ZD\x02\x12\0\0".to_vec();
     huge.extend_from_slice(&MAX_FRAME_LEN.to_le_bytes());
     let mut oversize = huge.clone();
     oversize[6..].copy_from_slice(&u32::MAX.to_le_bytes());
@@ -110,6 +128,12 @@ fn encoding_and_decoding_batches_into_a_reused_buffer_allocates_nothing() {
 
     // Every round decoded what it encoded.
     let ids: u64 = (WARM_UP * PER_BATCH..(WARM_UP + BATCHES) * PER_BATCH).sum();
-    let per_round_rest = PER_BATCH * 64 * 2 + (0..PER_BATCH).sum::<u64>() * 2 + PER_BATCH;
-    assert_eq!(sum, 2 * ids + BATCHES * per_round_rest);
+    // Payloads, GUID bytes, the credit, the name and cap of the open.
+    let per_round_rest = PER_BATCH * 64 * 2
+        + (0..PER_BATCH).sum::<u64>() * 2
+        + PER_BATCH
+        + "orders".len() as u64
+        + 7;
+    let last_stored: u64 = (WARM_UP..WARM_UP + BATCHES).sum();
+    assert_eq!(sum, 2 * ids + BATCHES * per_round_rest + last_stored);
 }

@@ -50,14 +50,19 @@ pub struct Config {
     /// Deliver every published message to this consumer too, at once (it must have the
     /// credit).
     pub echo_to: Option<u32>,
-    /// Deduplicate by publish id per queue, across connections: a message whose id is not
-    /// above the highest stored of its queue is confirmed but not stored (see `Log`).
+    /// Deduplicate a named producer's messages by publish id, across connections: a
+    /// message whose id is not above the highest stored for its name is confirmed but not
+    /// stored (see `Log`); `ProducerOpened` says that highest.
     pub dedup: bool,
     /// Drop a connection once it has received or delivered this many messages: the
     /// messages of a `Publish` before the limit are stored, none of the frame is
     /// confirmed. `drops` times in all (shared by every connection).
     pub drop_after_messages: Option<u64>,
     pub drops: u32,
+    /// With `dedup` and `Policy::Hold`, on the first connection: store (and hold) only the
+    /// first this many messages received; the others vanish, unconfirmed, as if they had
+    /// never reached the queue.
+    pub store_limit: Option<u64>,
     /// On `CloseProducer`, drop the connection instead of answering.
     pub drop_on_close: bool,
     /// Refuse this many `OpenProducer` after the first with `reopen_refusal`.
@@ -84,6 +89,7 @@ impl Default for Config {
             drop_after_messages: None,
             drops: 0,
             drop_on_close: false,
+            store_limit: None,
             refuse_reopens: 0,
             reopen_refusal: ErrorCode(106),
             shared_queue: false,
@@ -140,7 +146,7 @@ pub struct Log {
     /// With `dedup`: the publish ids stored, in order, and the duplicates not stored.
     pub stored: Vec<u64>,
     pub duplicates: u64,
-    highest: std::collections::HashMap<u32, u64>,
+    highest: std::collections::HashMap<String, u64>,
     drops_done: u32,
     refusals_done: u32,
     /// With `shared_queue`: the messages, and whether each is confirmed.
@@ -274,7 +280,7 @@ async fn serve(
     let mut out = Vec::with_capacity(1 << 20);
     let mut held: Vec<(u32, u64)> = Vec::with_capacity(1 << 16);
     let mut consumers: Vec<ConsumerQueue> = Vec::new();
-    let mut producer_queues: Vec<(u32, u32)> = Vec::new();
+    let mut producer_names: Vec<(u32, String)> = Vec::new();
     let mut seen: u64 = 0;
     let record = |frame: Received| {
         if config.record {
@@ -300,7 +306,7 @@ async fn serve(
                     match frame {
                         Frame::Hello(hello) => {
                             record(Received::Hello { heartbeat_ms: hello.heartbeat_ms });
-                            Frame::Welcome(Welcome { version: 1, heartbeat_ms: config.heartbeat_ms })
+                            Frame::Welcome(Welcome { version: zerodispatch_wire::VERSION, heartbeat_ms: config.heartbeat_ms })
                                 .encode(&mut out)
                                 .unwrap();
                         }
@@ -330,8 +336,14 @@ async fn serve(
                             } else if open.queue.0 == UNKNOWN_QUEUE {
                                 refuse(&mut out, ErrorCode::UNKNOWN_QUEUE, FrameKind::OpenProducer, open.producer.0);
                             } else {
-                                producer_queues.push((open.producer.0, open.queue.0));
-                                Frame::OpenProducer(open).encode(&mut out).unwrap();
+                                let last_stored = log.lock().unwrap().highest.get(open.name).copied();
+                                producer_names.push((open.producer.0, open.name.to_owned()));
+                                Frame::ProducerOpened(zerodispatch_wire::ProducerOpened {
+                                    producer: open.producer,
+                                    last_stored: last_stored.unwrap_or(zerodispatch_wire::ProducerOpened::NONE),
+                                })
+                                .encode(&mut out)
+                                .unwrap();
                             }
                         }
                         Frame::CloseProducer(close) => {
@@ -353,20 +365,25 @@ async fn serve(
                                     ids: publish.messages().map(|(id, _)| id.0).collect(),
                                 });
                             }
+                            let mut vanished = 0;
                             if config.dedup || config.drop_after_messages.is_some() {
-                                let queue = producer_queues.iter().find(|p| p.0 == publish.producer().0).map_or(0, |p| p.1);
+                                let name = producer_names.iter().find(|p| p.0 == publish.producer().0).map_or("", |p| p.1.as_str());
                                 for (id, _) in publish.messages() {
                                     seen += 1;
                                     if may_drop(&config, &log, seen) {
                                         break 'conn;
                                     }
-                                    if config.dedup {
+                                    if config.dedup && !name.is_empty() {
                                         let mut log = log.lock().unwrap();
-                                        match log.highest.get(&queue) {
+                                        if config.store_limit.is_some_and(|limit| log.connections == 1 && seen > limit) {
+                                            vanished += 1;
+                                            continue;
+                                        }
+                                        match log.highest.get(name) {
                                             Some(&h) if id.0 <= h => log.duplicates += 1,
                                             _ => {
                                                 log.stored.push(id.0);
-                                                log.highest.insert(queue, id.0);
+                                                log.highest.insert(name.to_owned(), id.0);
                                             }
                                         }
                                     }
@@ -379,7 +396,10 @@ async fn serve(
                                     publish.messages().map(|(id, _)| id.0),
                                     status,
                                 ),
-                                Policy::Hold => held.extend(publish.messages().map(|(id, _)| (publish.producer().0, id.0))),
+                                Policy::Hold => {
+                                    let kept = publish.count() as usize - vanished;
+                                    held.extend(publish.messages().take(kept).map(|(id, _)| (publish.producer().0, id.0)));
+                                }
                             }
                             if let Some(c) = consumers.iter_mut().find(|c| Some(c.id) == config.echo_to) {
                                 assert!(c.credit >= publish.count(), "echo needs the credit");

@@ -1,6 +1,16 @@
-//! A connection's producers: opening one on a broker session, publishing its messages
-//! (each payload copied into the store, then handed to the session through the async
-//! door), and closing it.
+//! A connection's producers: opening one on a broker session, anonymous or named,
+//! publishing its messages (each payload copied into the store, then handed to the session
+//! through the async door), and closing it.
+//!
+//! A named producer (`OpenProducer` with a name) is the broker's
+//! [`open_named_producer`](zerodispatch_broker::Broker::open_named_producer): its messages
+//! are published with their wire publish ids, so that one published again after a lost
+//! connection is deduplicated by its queue (confirmed `Stored` again, never stored or
+//! delivered twice), and `ProducerOpened` carries the highest id its queue has stored for
+//! the name. A name is held by one producer at a time, on any connection: a connection
+//! that dies closes its producers, which frees their names once each close has its
+//! messages' outcomes (promptly: an ACK means stored). A client that reconnects faster
+//! than that is refused `NAME_IN_USE` for a moment, and tries again.
 
 use super::*;
 
@@ -18,6 +28,8 @@ pub(super) struct ProducerSlot {
     pub(super) max_unconfirmed: u32,
     /// Messages published and without a confirm written yet.
     pub(super) in_flight: u32,
+    /// Whether the producer is named: its messages are published with their wire ids.
+    pub(super) named: bool,
     pub(super) producer: Option<Arc<Producer>>,
 }
 
@@ -47,7 +59,7 @@ impl Connection {
     pub(super) async fn open_producer(
         &mut self,
         io: &mut Io,
-        open: OpenProducer,
+        open: OpenProducer<'_>,
     ) -> Result<(), Ending> {
         let (kind, wire) = (FrameKind::OpenProducer, open.producer.0);
         let refuse = |io: &mut Io, code, message: &str| {
@@ -101,8 +113,14 @@ impl Connection {
             ..ProducerConfig::default()
         };
         let broker = self.shared.broker.clone();
+        let name = (!open.name.is_empty()).then(|| open.name.to_owned());
+        let named = name.clone();
         let opened = tokio::task::spawn_blocking(move || {
-            broker.open_producer_with(config, move |acks: &[Ack]| link.on_ack(acks))
+            let on_ack = move |acks: &[Ack]| link.on_ack(acks);
+            match &named {
+                Some(name) => broker.open_named_producer(name, config, on_ack),
+                None => broker.open_producer_with(config, on_ack),
+            }
         })
         .await;
         let producer = match opened {
@@ -110,8 +128,28 @@ impl Connection {
             Ok(Err(BrokerError::ShutDown)) => {
                 return fatal(ErrorCode::SHUTTING_DOWN, "the broker is shutting down");
             }
+            Ok(Err(error @ BrokerError::NameInUse(_))) => {
+                return refuse(io, ErrorCode::NAME_IN_USE, &error.to_string());
+            }
             Ok(Err(error)) => return refuse(io, ErrorCode::LIMIT_OUT_OF_RANGE, &error.to_string()),
             Err(_) => return fatal(ErrorCode::INTERNAL, "opening the producer failed"),
+        };
+        // Asked after the open, so that the answer counts every message the name's earlier
+        // producers sent (each closed before its name was free).
+        let last_stored = match &name {
+            None => None,
+            Some(name) => match self
+                .shared
+                .broker
+                .last_stored_async(name, QueueId(open.queue.0))
+                .await
+            {
+                Ok(last) => last,
+                Err(BrokerError::ShutDown) => {
+                    return fatal(ErrorCode::SHUTTING_DOWN, "the broker is shutting down");
+                }
+                Err(_) => return fatal(ErrorCode::INTERNAL, "the broker's queue did not answer"),
+            },
         };
         self.producers[slot] = ProducerSlot {
             state: Use::Open,
@@ -123,10 +161,14 @@ impl Connection {
             refs: 2,
             max_unconfirmed: open.max_unconfirmed,
             in_flight: 0,
+            named: name.is_some(),
             producer: Some(Arc::new(producer)),
         };
         self.budget_used += open.max_unconfirmed;
-        io.frame(Frame::OpenProducer(open));
+        io.frame(Frame::ProducerOpened(ProducerOpened {
+            producer: open.producer,
+            last_stored: last_stored.unwrap_or(ProducerOpened::NONE),
+        }));
         Ok(())
     }
 
@@ -180,13 +222,14 @@ impl Connection {
             return Ok(());
         }
         let p = &self.producers[slot];
-        let (producer, queue, refs, generation) = (
+        let (producer, queue, refs, generation, named) = (
             p.producer
                 .clone()
                 .expect("an open producer has its session"),
             p.queue,
             p.refs,
             p.generation,
+            p.named,
         );
         let mut local = false;
         for (id, payload) in batch.messages() {
@@ -210,7 +253,12 @@ impl Connection {
                     handle,
                     len: payload.len() as u32,
                 };
-                match producer.publish_async(queue, message).await {
+                let published = if named {
+                    producer.publish_with_id_async(queue, message, id.0).await
+                } else {
+                    producer.publish_async(queue, message).await
+                };
+                match published {
                     Ok(_) => None,
                     Err(error) => {
                         store.release_all(handle);

@@ -79,11 +79,19 @@ impl Client {
     pub fn hello(addr: SocketAddr) -> Self {
         let mut client = Self::connect(addr);
         client.send(Frame::Hello(Hello {
-            min_version: 1,
-            max_version: 1,
+            min_version: VERSION,
+            max_version: VERSION,
             heartbeat_ms: 0,
         }));
-        client.next(|frame| assert!(matches!(frame, Frame::Welcome(Welcome { version: 1, .. }))));
+        client.next(|frame| {
+            assert!(matches!(
+                frame,
+                Frame::Welcome(Welcome {
+                    version: VERSION,
+                    ..
+                })
+            ));
+        });
         client
     }
 
@@ -103,13 +111,41 @@ impl Client {
     }
 
     pub fn open_producer(&mut self, producer: u32, queue: u32, max_unconfirmed: u32) {
+        assert_eq!(
+            self.open_named_producer(producer, queue, max_unconfirmed, ""),
+            Ok(None),
+            "an anonymous producer has nothing stored"
+        );
+    }
+
+    /// Opens a producer under `name` (anonymous if empty): the highest publish id stored
+    /// for the name, or the refusal's code.
+    pub fn open_named_producer(
+        &mut self,
+        producer: u32,
+        queue: u32,
+        max_unconfirmed: u32,
+        name: &str,
+    ) -> Result<Option<u64>, ErrorCode> {
         let open = OpenProducer {
             producer: ProducerId(producer),
             queue: QueueId(queue),
             max_unconfirmed,
+            name,
         };
         self.send(Frame::OpenProducer(open));
-        self.next(|frame| assert_eq!(frame, Frame::OpenProducer(open)));
+        self.next(|frame| match frame {
+            Frame::ProducerOpened(opened) => {
+                assert_eq!(opened.producer, ProducerId(producer));
+                Ok(opened.stored())
+            }
+            Frame::Error(error) => {
+                assert_eq!(error.refused, Some(FrameKind::OpenProducer));
+                assert_eq!(error.subject, producer);
+                Err(error.code)
+            }
+            other => panic!("expected ProducerOpened, got {other:?}"),
+        })
     }
 
     pub fn open_consumer(&mut self, consumer: u32, queue: u32, app: u16, credit: u32) {

@@ -1,0 +1,370 @@
+//! Named producers and deduplication: a named producer's message published again with its
+//! publish id (after a lost connection, say) is ACKed again but stored and delivered once;
+//! an old and a new producer of one name whose messages interleave lose and duplicate
+//! nothing; anonymous producers are never deduplicated; the name table is bounded, and
+//! never forgets a name; `last_stored` says where to resume.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use zerodispatch_broker::*;
+
+type Log<T> = Arc<Mutex<Vec<T>>>;
+
+const Q: QueueId = QueueId(0);
+
+fn start(config: BrokerConfig) -> Broker {
+    Broker::start(BrokerConfig {
+        queues: vec![QueueConfig::new(QueueMode::Priority)],
+        ..config
+    })
+    .expect("valid config")
+}
+
+fn named(broker: &Broker, name: &str, max_unconfirmed: usize) -> (Producer, Log<Ack>) {
+    let acks: Log<Ack> = Arc::default();
+    let sink = acks.clone();
+    let config = ProducerConfig {
+        max_unconfirmed,
+        ..ProducerConfig::default()
+    };
+    let p = broker
+        .open_named_producer(name, config, move |b: &[Ack]| {
+            sink.lock().unwrap().extend_from_slice(b)
+        })
+        .unwrap();
+    (p, acks)
+}
+
+fn consumer(broker: &Broker) -> (Consumer, Log<Delivery>) {
+    let seen: Log<Delivery> = Arc::default();
+    let sink = seen.clone();
+    let c = broker
+        .open_consumer(
+            Q,
+            AppId(0),
+            ConsumerOptions::default(),
+            move |b: &[Delivery]| sink.lock().unwrap().extend_from_slice(b),
+        )
+        .unwrap();
+    (c, seen)
+}
+
+fn payload(id: u64) -> Payload {
+    Payload { handle: id, len: 8 }
+}
+
+/// How many times each publish id was delivered.
+fn delivered_ids(seen: &Log<Delivery>) -> BTreeMap<u64, usize> {
+    let mut counts = BTreeMap::new();
+    for d in seen.lock().unwrap().iter() {
+        *counts.entry(d.guid.seq()).or_default() += 1;
+    }
+    counts
+}
+
+#[test]
+fn a_message_published_again_is_acked_again_but_stored_and_delivered_once() {
+    let broker = start(BrokerConfig::default());
+    let (_c, seen) = consumer(&broker);
+    let (first, first_acks) = named(&broker, "orders", 64);
+    for id in 0..10 {
+        first.publish_with_id(Q, payload(id), id).unwrap();
+    }
+    broker.quiesce().unwrap();
+    // Its connection is lost: the ACKs of 5..10 with it, say. The next producer of the
+    // name publishes 5..15 again.
+    assert!(first.close(Duration::from_secs(5)));
+    assert_eq!(first_acks.lock().unwrap().len(), 10);
+    let (second, second_acks) = named(&broker, "orders", 64);
+    assert_eq!(second.id(), first.id(), "a name keeps its id");
+    assert_eq!(broker.last_stored("orders", Q).unwrap(), Some(9));
+    for id in 5..15 {
+        second.publish_with_id(Q, payload(id), id).unwrap();
+    }
+    broker.quiesce().unwrap();
+    let acks = second_acks.lock().unwrap().clone();
+    assert_eq!(acks.len(), 10);
+    assert!(
+        acks.iter().all(|a| a.status == AckStatus::Acked),
+        "{acks:?}"
+    );
+    let counts = delivered_ids(&seen);
+    assert_eq!(
+        counts.keys().copied().collect::<Vec<_>>(),
+        (0..15).collect::<Vec<_>>()
+    );
+    assert!(counts.values().all(|&n| n == 1), "{counts:?}");
+    let q = broker.queue_stats()[0];
+    assert_eq!((q.stored, q.deduplicated, q.acked), (15, 5, 20));
+    assert_eq!(broker.last_stored("orders", Q).unwrap(), Some(14));
+}
+
+#[test]
+fn old_and_new_producers_of_a_name_interleaving_the_same_ids_lose_and_duplicate_nothing() {
+    const N: u64 = 5_000;
+    for round in 0..20 {
+        let broker = start(BrokerConfig {
+            session_processors: 2,
+            ..BrokerConfig::default()
+        });
+        let (_c, seen) = consumer(&broker);
+        let (old, _) = named(&broker, "p", N as usize);
+        for id in 0..N {
+            old.publish_with_id(Q, payload(id), id).unwrap();
+        }
+        // Closed at once, its PUTs still on their way to the queue while the new producer
+        // (on another session processor, perhaps) sends the same ids again.
+        old.close(Duration::ZERO);
+        let (new, new_acks) = named(&broker, "p", N as usize);
+        for id in 0..N {
+            new.publish_with_id(Q, payload(id), id).unwrap();
+        }
+        broker.quiesce().unwrap();
+        let acks = new_acks.lock().unwrap().clone();
+        assert_eq!(acks.len() as u64, N, "round {round}");
+        assert!(
+            acks.iter().all(|a| a.status == AckStatus::Acked),
+            "round {round}"
+        );
+        let counts = delivered_ids(&seen);
+        assert_eq!(counts.len() as u64, N, "round {round}: lost some");
+        assert!(
+            counts.values().all(|&n| n == 1),
+            "round {round}: duplicated some"
+        );
+        let q = broker.queue_stats()[0];
+        assert_eq!(q.stored, N, "round {round}");
+        // The old producer's messages still in its session's batch at its close were not
+        // sent (`NotSent`); the others reached the queue, before or after the new ones.
+        assert!(q.deduplicated <= N, "round {round}");
+        broker.shutdown();
+    }
+}
+
+#[test]
+fn anonymous_producers_are_never_deduplicated() {
+    let broker = start(BrokerConfig::default());
+    let (_c, seen) = consumer(&broker);
+    let acks: Log<Ack> = Arc::default();
+    let sink = acks.clone();
+    let p = broker
+        .open_producer(16, move |b: &[Ack]| {
+            sink.lock().unwrap().extend_from_slice(b)
+        })
+        .unwrap();
+    assert!(p.id().0 >= 1024, "anonymous ids start above the names");
+    p.publish_with_id(Q, payload(1), 3).unwrap();
+    broker.quiesce().unwrap();
+    p.publish_with_id(Q, payload(2), 3).unwrap();
+    p.publish(Q, payload(3)).unwrap();
+    broker.quiesce().unwrap();
+    assert_eq!(seen.lock().unwrap().len(), 3);
+    let q = broker.queue_stats()[0];
+    assert_eq!((q.stored, q.deduplicated), (3, 0));
+}
+
+#[test]
+fn a_named_producer_numbers_its_messages_itself() {
+    let broker = start(BrokerConfig::default());
+    let (p, _) = named(&broker, "n", 16);
+    let refused = p.publish(Q, payload(1)).unwrap_err();
+    assert_eq!(refused, SendError::NeedsPublishId(payload(1)));
+    assert_eq!(refused.into_payload(), payload(1));
+    assert!(matches!(
+        p.send(Q, payload(2)),
+        Err(SendError::NeedsPublishId(_))
+    ));
+    assert!(matches!(
+        p.try_send(Q, payload(3)),
+        Err(SendError::NeedsPublishId(_))
+    ));
+    let guid = p.publish_with_id(Q, payload(4), 41).unwrap();
+    assert_eq!(guid, Guid::new(p.id(), 41));
+}
+
+#[test]
+fn the_name_table_is_bounded_and_never_forgets_a_name() {
+    let broker = start(BrokerConfig {
+        max_producer_names: 2,
+        ..BrokerConfig::default()
+    });
+    let (a, _) = named(&broker, "a", 4);
+    let (b, _) = named(&broker, "b", 4);
+    let cfg = ProducerConfig::default();
+    let in_use = broker.open_named_producer("a", cfg, |_: &[Ack]| {});
+    assert!(matches!(in_use, Err(BrokerError::NameInUse(ref n)) if &**n == "a"));
+    let full = broker.open_named_producer("c", cfg, |_: &[Ack]| {});
+    assert!(matches!(
+        full,
+        Err(BrokerError::TooManyNames {
+            max_producer_names: 2
+        })
+    ));
+    let (a_id, b_id) = (a.id(), b.id());
+    a.close(Duration::from_secs(1));
+    b.close(Duration::from_secs(1));
+    // Closed, their names stay: a new name is still refused, the old ones reopen.
+    let full = broker.open_named_producer("c", cfg, |_: &[Ack]| {});
+    assert!(matches!(full, Err(BrokerError::TooManyNames { .. })));
+    assert_eq!(named(&broker, "b", 4).0.id(), b_id);
+    assert_eq!(named(&broker, "a", 4).0.id(), a_id);
+    // Anonymous producers are not bounded by the table.
+    assert_eq!(
+        broker.open_producer(4, |_: &[Ack]| {}).unwrap().id(),
+        ProducerId(2)
+    );
+}
+
+#[test]
+fn a_broker_without_names_refuses_named_producers_and_a_table_too_large_is_refused() {
+    let broker = start(BrokerConfig {
+        max_producer_names: 0,
+        ..BrokerConfig::default()
+    });
+    let refused = broker.open_named_producer("x", ProducerConfig::default(), |_: &[Ack]| {});
+    assert!(matches!(refused, Err(BrokerError::TooManyNames { .. })));
+    assert_eq!(
+        broker.open_producer(4, |_: &[Ack]| {}).unwrap().id(),
+        ProducerId(0)
+    );
+    let err = Broker::start(BrokerConfig {
+        queues: vec![QueueConfig::new(QueueMode::Priority)],
+        max_producer_names: MAX_PRODUCER_NAMES + 1,
+        ..BrokerConfig::default()
+    })
+    .unwrap_err();
+    assert!(
+        matches!(err, BrokerError::ProducerNamesOutOfRange { .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn last_stored_answers_per_name_and_queue() {
+    let broker = Broker::start(BrokerConfig {
+        queues: vec![QueueConfig::new(QueueMode::Priority); 2],
+        ..BrokerConfig::default()
+    })
+    .unwrap();
+    assert_eq!(broker.last_stored("never", Q).unwrap(), None);
+    let (p, _) = named(&broker, "p", 16);
+    assert_eq!(broker.last_stored("p", Q).unwrap(), None);
+    p.publish_with_id(Q, payload(0), 7).unwrap();
+    p.publish_with_id(QueueId(1), payload(1), 3).unwrap();
+    // Asked on the queue's processor, after the PUTs sent before: no quiesce needed once
+    // the session has sent them.
+    broker.quiesce().unwrap();
+    assert_eq!(broker.last_stored("p", Q).unwrap(), Some(7));
+    assert_eq!(broker.last_stored("p", QueueId(1)).unwrap(), Some(3));
+    assert_eq!(
+        broker.last_stored("p", QueueId(2)),
+        Err(BrokerError::UnknownQueue(QueueId(2)))
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    assert_eq!(
+        rt.block_on(broker.last_stored_async("p", Q)).unwrap(),
+        Some(7)
+    );
+    assert_eq!(rt.block_on(broker.last_stored_async("q", Q)).unwrap(), None);
+    // A message the queue rejects (full) is not recorded.
+    let small = Broker::start(BrokerConfig {
+        queues: vec![QueueConfig {
+            capacity: 1,
+            ..QueueConfig::new(QueueMode::Priority)
+        }],
+        ..BrokerConfig::default()
+    })
+    .unwrap();
+    let (p, acks) = named(&small, "p", 16);
+    p.publish_with_id(Q, payload(0), 1).unwrap();
+    p.publish_with_id(Q, payload(1), 2).unwrap();
+    small.quiesce().unwrap();
+    let statuses: Vec<_> = acks.lock().unwrap().iter().map(|a| a.status).collect();
+    assert_eq!(statuses, [AckStatus::Acked, AckStatus::RejectedQueueFull]);
+    assert_eq!(small.last_stored("p", Q).unwrap(), Some(1));
+}
+
+#[test]
+fn a_duplicate_payload_is_released_and_a_duplicate_awaiting_its_quorum_is_acked_to_the_new_producer()
+ {
+    let released: Log<u64> = Arc::default();
+    let sink = released.clone();
+    let broker = start(BrokerConfig {
+        replication: Some(Replication {
+            replicas: 1,
+            quorum: 1,
+        }),
+        on_release: Some(OnRelease::new(move |p: &[Payload]| {
+            sink.lock().unwrap().extend(p.iter().map(|p| p.handle))
+        })),
+        ..BrokerConfig::default()
+    });
+    let (_c, seen) = consumer(&broker);
+    let (old, old_acks) = named(&broker, "r", 16);
+    let guid = old.publish_with_id(Q, payload(100), 0).unwrap();
+    broker.quiesce().unwrap();
+    old.close(Duration::ZERO); // stored, no receipt yet: no ACK
+    broker.quiesce().unwrap();
+    assert_eq!(old_acks.lock().unwrap()[0].status, AckStatus::Closed);
+    let (new, new_acks) = named(&broker, "r", 16);
+    new.publish_with_id(Q, payload(200), 0).unwrap();
+    broker.quiesce().unwrap();
+    assert!(
+        new_acks.lock().unwrap().is_empty(),
+        "stored, not yet replicated"
+    );
+    assert_eq!(*released.lock().unwrap(), [200], "the duplicate's payload");
+    broker
+        .replica_receipt(Receipt {
+            queue: Q,
+            guid,
+            replica: ReplicaId(0),
+        })
+        .unwrap();
+    broker.quiesce().unwrap();
+    let acks = new_acks.lock().unwrap().clone();
+    assert_eq!(acks.len(), 1);
+    assert_eq!(
+        (acks[0].status, acks[0].payload),
+        (AckStatus::Acked, payload(200))
+    );
+    assert_eq!(seen.lock().unwrap().len(), 1);
+    assert_eq!(*released.lock().unwrap(), [200, 100]);
+}
+
+#[test]
+fn a_publish_id_in_flight_on_the_producer_is_not_sent_and_both_get_one_outcome() {
+    let broker = start(BrokerConfig::default());
+    let (_c, seen) = consumer(&broker);
+    // Timer aggregation holds the first in the session's batch while the second comes.
+    let acks: Log<Ack> = Arc::default();
+    let sink = acks.clone();
+    let config = ProducerConfig {
+        flush: FlushStrategy::Timer(Duration::from_millis(50)),
+        ..ProducerConfig::default()
+    };
+    let p = broker
+        .open_named_producer("twice", config, move |b: &[Ack]| {
+            sink.lock().unwrap().extend_from_slice(b)
+        })
+        .unwrap();
+    p.publish_with_id(Q, payload(1), 9).unwrap();
+    p.publish_with_id(Q, payload(2), 9).unwrap();
+    // The tick sends the batch.
+    std::thread::sleep(Duration::from_millis(200));
+    broker.quiesce().unwrap();
+    let mut outcomes: Vec<_> = acks
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|a| (a.payload.handle, a.status))
+        .collect();
+    outcomes.sort_by_key(|&(h, _)| h);
+    assert_eq!(outcomes, [(1, AckStatus::Acked), (2, AckStatus::NotSent)]);
+    broker.quiesce().unwrap();
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}

@@ -1,0 +1,145 @@
+//! Named producers over loopback: a producer that loses its connection reconnects under its
+//! name, learns from `ProducerOpened` what its queue has stored, publishes its unconfirmed
+//! messages again with their ids, and every message is delivered once and confirmed
+//! `Stored`; a name is open on one connection at a time; payload slots of duplicates are
+//! freed as the others'.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::{Client, eventually, limits, payload_of, server};
+use zerodispatch_broker::QueueMode;
+use zerodispatch_wire::*;
+
+/// The publish id a GUID of a named producer carries (its bytes 4 to 12).
+fn seq(guid: Guid) -> u64 {
+    u64::from_le_bytes(guid.0[4..12].try_into().unwrap())
+}
+
+/// Opens `name` as producer `producer`, trying again while the name is still held by a
+/// lost connection's producer (closing it takes the outcomes of its messages).
+fn reopen(addr: std::net::SocketAddr, producer: u32, name: &str) -> (Client, Option<u64>) {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut c = Client::hello(addr);
+        match c.open_named_producer(producer, 0, 100, name) {
+            Ok(last) => return (c, last),
+            Err(code) => {
+                assert_eq!(code, ErrorCode::NAME_IN_USE);
+                assert!(
+                    Instant::now() < until,
+                    "the name is still in use after 10 s"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_producer_reconnecting_under_its_name_resends_and_every_message_is_delivered_once() {
+    let server = server(&[QueueMode::Priority], limits());
+    let addr = server.local_addr();
+    let mut consumer = Client::hello(addr);
+    consumer.open_consumer(7, 0, 0, 64);
+    for round in 0..10_u64 {
+        let name = format!("orders-{round}");
+        let mut first = Client::hello(addr);
+        assert_eq!(first.open_named_producer(1, 0, 100, &name), Ok(None));
+        first.publish(1, 0..20, payload_of);
+        first.confirms(1, 20, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+        // 20 more, and the connection is lost before their confirms: some, all or none
+        // of them are stored.
+        first.publish(1, 20..40, payload_of);
+        drop(first);
+        let (mut second, last) = reopen(addr, 3, &name);
+        let last = last.expect("the first 20 are stored");
+        assert!(
+            (19..40).contains(&last),
+            "round {round}: last stored {last}"
+        );
+        // What is not confirmed, published again with its id: the client cannot tell what
+        // the queue stored, and need not.
+        second.publish(3, 20..40, payload_of);
+        let mut confirmed = Vec::new();
+        second.confirms(3, 20, |id, status| {
+            assert_eq!(status, ConfirmStatus::Stored, "round {round}: {id:?}");
+            confirmed.push(id.0);
+        });
+        confirmed.sort_unstable();
+        assert_eq!(confirmed, (20..40).collect::<Vec<_>>());
+        let mut counts = BTreeMap::new();
+        let mut guids = Vec::new();
+        consumer.deliveries(7, 40, |guid, payload| {
+            let mut expected = [0; 256];
+            let len = payload_of(seq(guid), &mut expected);
+            assert_eq!(payload, &expected[..len]);
+            *counts.entry(seq(guid)).or_insert(0) += 1;
+            guids.push(guid);
+        });
+        assert!(
+            consumer.quiet_for(Duration::from_millis(100)),
+            "round {round}: more than 40 delivered"
+        );
+        assert_eq!(counts.len(), 40, "round {round}: {counts:?}");
+        assert!(
+            counts.values().all(|&n| n == 1),
+            "round {round}: {counts:?}"
+        );
+        consumer.confirm(7, &guids, true);
+    }
+    eventually("every slot free", || server.stats().free_slots == 256);
+    assert_eq!(server.stats().stale_handles, 0);
+}
+
+#[test]
+fn producer_opened_carries_the_last_stored_id_and_a_name_is_open_once() {
+    let server = server(&[QueueMode::Priority], limits());
+    let addr = server.local_addr();
+    let mut c = Client::hello(addr);
+    assert_eq!(c.open_named_producer(1, 0, 10, "n"), Ok(None));
+    c.publish(1, [3, 5, 8], payload_of);
+    c.confirms(1, 3, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+    // Open on this connection and on any other: refused, and the connection stays.
+    assert_eq!(
+        c.open_named_producer(2, 0, 10, "n"),
+        Err(ErrorCode::NAME_IN_USE)
+    );
+    let mut other = Client::hello(addr);
+    assert_eq!(
+        other.open_named_producer(1, 0, 10, "n"),
+        Err(ErrorCode::NAME_IN_USE)
+    );
+    // Closed, the name opens again, with what its queue has stored.
+    c.send(Frame::CloseProducer(CloseProducer {
+        producer: ProducerId(1),
+    }));
+    c.next(|frame| {
+        assert_eq!(
+            frame,
+            Frame::CloseProducer(CloseProducer {
+                producer: ProducerId(1)
+            })
+        );
+    });
+    assert_eq!(other.open_named_producer(1, 0, 10, "n"), Ok(Some(8)));
+    // A duplicate is confirmed Stored again; an anonymous producer is not deduplicated.
+    other.publish(1, [8], payload_of);
+    other.confirms(1, 1, |id, status| {
+        assert_eq!((id, status), (PublishId(8), ConfirmStatus::Stored));
+    });
+    c.open_producer(4, 0, 10);
+    c.publish(4, [8], payload_of);
+    c.confirms(4, 1, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+    c.open_consumer(7, 0, 0, 64);
+    let mut guids = Vec::new();
+    c.deliveries(7, 4, |guid, _| guids.push(guid));
+    assert!(
+        c.quiet_for(Duration::from_millis(100)),
+        "4 stored: 3, 5, 8 and the anonymous 8"
+    );
+    c.confirm(7, &guids, false);
+    eventually("every slot free", || server.stats().free_slots == 256);
+}
