@@ -118,6 +118,21 @@ pub struct Args {
     #[arg(long, value_name = "ADDR")]
     pub connect: Option<std::net::SocketAddr>,
 
+    /// Over TCP with reliable clients (implies `--transport tcp`): producers that
+    /// reconnect, re-open under their name and resend what has no outcome, consumers that
+    /// reconnect and filter what they already handed over (`zerodispatch-client`'s
+    /// `ReliableProducer` and `ReliableConsumer`).
+    #[arg(long)]
+    pub reliable: bool,
+
+    /// Kill a client connection, chosen at random, every interval (`500ms`, `1s`): the
+    /// clients connect through a proxy that drops one of the connections through it, on
+    /// both sides (implies `--reliable`). The summary counts the kills, reconnects,
+    /// resent and deduplicated messages, redeliveries, and what reached the application
+    /// twice (must be 0).
+    #[arg(long, value_name = "INTERVAL", value_parser = parse_duration)]
+    pub kill_connections: Option<Duration>,
+
     /// Over TCP: the tokio worker threads of the perftest's clients, and of the server it
     /// starts.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]

@@ -23,6 +23,7 @@
 //! Exit status: 0, 1 for a broker error, 2 when a message was lost or duplicated (the
 //! summary is printed first).
 
+mod chaos;
 mod cli;
 mod report;
 mod run;

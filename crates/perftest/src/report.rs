@@ -10,7 +10,7 @@ use zerodispatch_core::Percentiles;
 
 use crate::cli::format_duration;
 
-use crate::run::{Outcomes, RunResult, Scenario, Transport};
+use crate::run::{Faults, Outcomes, RunResult, Scenario, Transport};
 
 /// The per-second line, in the stream clients' style: the last second's rates (published,
 /// confirmed, consumed) and the last second's latencies, publish -> confirm (the ACK:
@@ -162,6 +162,21 @@ pub fn summary(r: &RunResult) -> String {
         r.scenario.wait,
         pin_name(r.scenario.pin.as_deref())
     );
+    if let Some(f) = &r.faults {
+        let _ = writeln!(
+            out,
+            "  faults: {} connections killed; {} reconnects; {} resent ({} found stored before); {} deduplicated by the broker; {} redelivered; {} filtered by the consumers; lost {}; duplicated to the application {}",
+            f.killed,
+            f.reconnects,
+            f.resent,
+            f.stored_before,
+            f.deduplicated,
+            r.redelivered,
+            f.filtered,
+            r.lost,
+            f.duplicated_to_app,
+        );
+    }
     if r.behind > 0 {
         let _ = writeln!(
             out,
@@ -316,6 +331,8 @@ pub struct SummaryJson<'a> {
     pub redelivered: u64,
     /// Whether every producer had every outcome before closing.
     pub drained: bool,
+    /// Over TCP with reliable clients: kills, reconnects, resends, duplicates.
+    pub faults: Option<&'a Faults>,
 }
 
 /// Serializes a value as the string its `Display` writes.
@@ -364,6 +381,7 @@ pub fn summary_json(r: &RunResult) -> SummaryJson<'_> {
         broker_published: r.broker_published,
         redelivered: r.redelivered,
         drained: r.drained,
+        faults: r.faults.as_ref(),
     }
 }
 
@@ -529,6 +547,8 @@ mod tests {
                 duration: Duration::from_secs(3),
                 transport: Transport::InProcess,
                 io_threads: 1,
+                reliable: false,
+                kill_every: None,
             },
             duration_s: 3.0,
             drain_s: 0.01,
@@ -557,6 +577,7 @@ mod tests {
             put_messages: 150,
             redelivered: 0,
             drained: true,
+            faults: None,
         }
     }
 

@@ -101,6 +101,10 @@ pub struct Scenario {
     pub transport: Transport,
     /// Over TCP: the tokio worker threads of the clients and of the local server.
     pub io_threads: usize,
+    /// Over TCP: reliable clients (reconnect, resend, filter duplicates).
+    pub reliable: bool,
+    /// Over TCP: kill a client connection at random every this long.
+    pub kill_every: Option<Duration>,
 }
 
 /// How the publishers and consumers reach the broker.
@@ -144,9 +148,14 @@ impl Scenario {
             transport: match (args.connect, args.transport.as_str()) {
                 (Some(addr), _) => Transport::Tcp(tcp::Target::Connect(addr)),
                 (None, "tcp") => Transport::Tcp(tcp::Target::Local),
+                (None, _) if args.reliable || args.kill_connections.is_some() => {
+                    Transport::Tcp(tcp::Target::Local)
+                }
                 (None, _) => Transport::InProcess,
             },
             io_threads: args.io_threads as usize,
+            reliable: args.reliable || args.kill_connections.is_some(),
+            kill_every: args.kill_connections,
         }
     }
 
@@ -562,6 +571,29 @@ pub struct RunResult {
     pub redelivered: u64,
     /// Whether every producer had every outcome before closing.
     pub drained: bool,
+    /// Over TCP with reliable clients: what the faults did.
+    pub faults: Option<Faults>,
+}
+
+/// What connection kills did to a run with reliable clients, and what they must not do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Faults {
+    /// Client connections the proxy killed.
+    pub killed: u64,
+    /// Producers' and consumers' reconnections.
+    pub reconnects: u64,
+    /// Messages the producers resent on a new connection.
+    pub resent: u64,
+    /// Messages a re-opened producer learnt were stored already (not resent).
+    pub stored_before: u64,
+    /// Resent messages the broker had stored already: confirmed again, not stored twice.
+    pub deduplicated: u64,
+    /// Redelivered messages the consumers filtered (handed to the application before).
+    pub filtered: u64,
+    /// Distinct messages the application consumed.
+    pub consumed_unique: u64,
+    /// Messages handed to the application twice (must be 0).
+    pub duplicated_to_app: u64,
 }
 
 impl RunResult {
@@ -597,11 +629,22 @@ impl RunResult {
     /// every app.
     #[must_use]
     pub fn ok(&self) -> bool {
-        self.lost == 0
-            && self.extra_outcomes == 0
-            && self.send_errors == 0
-            && self.broker_published == self.published
-            && self.consumed >= self.outcomes.acked * u64::from(self.scenario.apps())
+        let apps = u64::from(self.scenario.apps());
+        let delivery = match self.faults {
+            // Every message published once, and each stored one consumed by every app.
+            None => {
+                self.broker_published == self.published
+                    && self.consumed >= self.outcomes.acked * apps
+            }
+            // Resent messages reach the broker again: published there at least once; none
+            // reaches an application twice, and every stored one reaches every app.
+            Some(f) => {
+                self.broker_published >= self.published
+                    && f.duplicated_to_app == 0
+                    && f.consumed_unique >= self.outcomes.acked * apps
+            }
+        };
+        delivery && self.lost == 0 && self.extra_outcomes == 0 && self.send_errors == 0
     }
 }
 
@@ -760,6 +803,7 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
         put_messages: stats.put_messages,
         redelivered: queue_stats.iter().map(|q| q.redelivered).sum(),
         drained,
+        faults: None,
     };
     drop(producers);
     broker.shutdown();

@@ -14,26 +14,29 @@
 
 use std::error::Error;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use zerodispatch_broker::AckStatus;
 use zerodispatch_client::{
-    AppId, Client, ClientOptions, ConfirmStatus, ConsumerOptions, Flush, Producer, ProducerOptions,
-    QueueId,
+    AppId, Backoff, Client, ClientError, ClientOptions, ConfirmStatus, Consumer, ConsumerOptions,
+    Deliveries, Flush, Producer, ProducerOptions, QueueId, ReliableConsumer,
+    ReliableConsumerOptions, ReliableProducer, ReliableProducerOptions,
 };
 use zerodispatch_core::Percentiles;
 use zerodispatch_server::{Limits, Server};
 
+use crate::chaos::Chaos;
 use crate::run::{
-    Clock, DRAIN_TIMEOUT, OutcomeCounters, Progress, Publishing, Recorder, RunResult, Scenario,
-    Shared, WINDOW, lock, merge_total, publish_all, timer_interval,
+    Clock, DRAIN_TIMEOUT, Faults, OutcomeCounters, Progress, Publishing, Recorder, RunResult,
+    Scenario, Shared, WINDOW, lock, merge_total, publish_all, timer_interval,
 };
 
-/// Bytes of a payload that carry its scheduled send time.
-pub const STAMP_LEN: usize = 8;
+/// Bytes of a payload that carry its scheduled send time (8) and its key (publisher and
+/// publish id, 8), by which the consumers tell a message that came twice.
+pub const STAMP_LEN: usize = 16;
 
 /// Where a TCP run's broker is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,6 +79,73 @@ impl Stamps {
     }
 }
 
+/// A publisher's producer: plain, or reliable (reconnects and resends).
+enum AnyProducer {
+    Plain(Client, Producer),
+    Reliable(ReliableProducer),
+}
+
+impl AnyProducer {
+    fn send_blocking(&self, payload: &[u8]) -> Result<u64, ClientError> {
+        match self {
+            Self::Plain(_, p) => p.send_blocking(payload).map(|id| id.0),
+            Self::Reliable(p) => p.send_blocking(payload).map(|id| id.0),
+        }
+    }
+
+    fn unconfirmed(&self) -> usize {
+        match self {
+            Self::Plain(_, p) => p.unconfirmed(),
+            Self::Reliable(p) => p.unconfirmed(),
+        }
+    }
+
+    async fn close(self) {
+        match self {
+            Self::Plain(client, p) => {
+                let _ = p.close().await;
+                client.close().await;
+            }
+            Self::Reliable(p) => p.close().await,
+        }
+    }
+}
+
+/// A consumer: plain, or reliable (reconnects and filters duplicates).
+enum AnyConsumer {
+    Plain(Client, Consumer),
+    Reliable(ReliableConsumer),
+}
+
+/// Which messages the applications consumed, by (app, publisher): a bitmap of publish
+/// ids each, to count the distinct ones and any that came twice.
+struct Seen {
+    maps: Vec<Vec<u64>>,
+    publishers: usize,
+    unique: u64,
+    twice: u64,
+}
+
+impl Seen {
+    fn mark(&mut self, app: u16, key: u64) {
+        let (publisher, id) = ((key >> 40) as usize, key & ((1 << 40) - 1));
+        if publisher >= self.publishers {
+            return;
+        }
+        let map = &mut self.maps[usize::from(app) * self.publishers + publisher];
+        let (word, bit) = ((id / 64) as usize, 1_u64 << (id % 64));
+        if map.len() <= word {
+            map.resize(word + 1, 0);
+        }
+        if map[word] & bit == 0 {
+            map[word] |= bit;
+            self.unique += 1;
+        } else {
+            self.twice += 1;
+        }
+    }
+}
+
 /// Runs `scenario` over TCP and returns what it measured.
 ///
 /// # Errors
@@ -91,7 +161,7 @@ pub fn run(
         Target::Local => Some(start_server(scenario)?),
         Target::Connect(_) => None,
     };
-    let addr = match (&server, target) {
+    let upstream = match (&server, target) {
         (Some(server), _) => server.local_addr(),
         (None, Target::Connect(addr)) => *addr,
         (None, Target::Local) => unreachable!("a local target starts its server"),
@@ -101,40 +171,75 @@ pub fn run(
         .thread_name("perftest-io")
         .enable_all()
         .build()?;
+    // With kills, every client goes through the proxy that kills its connections.
+    let mut chaos = scenario
+        .kill_every
+        .map(|every| Chaos::start(&runtime, upstream, every))
+        .transpose()?;
+    let addr = chaos.as_ref().map_or(upstream, Chaos::addr);
+    let backoff = Backoff {
+        initial: Duration::from_millis(1),
+        max: Duration::from_millis(100),
+        ..Backoff::default()
+    };
 
     // Consumers: per app, `consumers` of them, each on a connection of its own.
     let consumed = Arc::new(AtomicU64::new(0));
+    let seen = Arc::new(Mutex::new(Seen {
+        maps: vec![Vec::new(); scenario.publishers as usize * usize::from(scenario.apps())],
+        publishers: scenario.publishers as usize,
+        unique: 0,
+        twice: 0,
+    }));
     let mut consume_recorders = Vec::new();
     let mut consumers = Vec::new();
     for app in 0..scenario.apps() {
         for _ in 0..scenario.consumers {
-            let recorder: Shared = Arc::new(std::sync::Mutex::new(Recorder::new()));
+            let recorder: Shared = Arc::new(Mutex::new(Recorder::new()));
             consume_recorders.push(recorder.clone());
-            let consumed = consumed.clone();
+            let (consumed, seen) = (consumed.clone(), seen.clone());
             let options = ConsumerOptions {
                 credit: WINDOW,
                 auto_credit: true,
             };
-            let (client, consumer) = runtime.block_on(async {
-                let client = Client::connect(addr, ClientOptions::default()).await?;
-                let consumer = client
-                    .open_consumer(QueueId(0), AppId(app), options, move |batch| {
-                        let now = clock.now_ns();
-                        let mut r = lock(&recorder);
-                        for m in batch.iter() {
-                            let mut stamp = [0_u8; STAMP_LEN];
-                            let n = m.payload.len().min(STAMP_LEN);
-                            stamp[..n].copy_from_slice(&m.payload[..n]);
-                            r.record(now.saturating_sub(u64::from_le_bytes(stamp)) / 1_000);
-                        }
-                        drop(r);
-                        batch.confirm_all();
-                        consumed.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                    })
+            let on_deliver = move |batch: &Deliveries<'_>| {
+                let now = clock.now_ns();
+                let mut r = lock(&recorder);
+                let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+                for m in batch.iter() {
+                    let (stamp, key) = read_stamp(m.payload);
+                    r.record(now.saturating_sub(stamp) / 1_000);
+                    seen.mark(app, key);
+                }
+                drop((r, seen));
+                batch.confirm_all();
+                consumed.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            };
+            let consumer = runtime.block_on(async {
+                if scenario.reliable {
+                    let options = ReliableConsumerOptions {
+                        consumer: options,
+                        backoff,
+                        ..ReliableConsumerOptions::default()
+                    };
+                    let c = ReliableConsumer::connect(
+                        addr,
+                        QueueId(0),
+                        AppId(app),
+                        options,
+                        on_deliver,
+                    )
                     .await?;
-                Ok::<_, zerodispatch_client::ClientError>((client, consumer))
+                    Ok::<_, ClientError>(AnyConsumer::Reliable(c))
+                } else {
+                    let client = Client::connect(addr, ClientOptions::default()).await?;
+                    let c = client
+                        .open_consumer(QueueId(0), AppId(app), options, on_deliver)
+                        .await?;
+                    Ok(AnyConsumer::Plain(client, c))
+                }
             })?;
-            consumers.push((client, consumer));
+            consumers.push(consumer);
         }
     }
 
@@ -152,42 +257,54 @@ pub fn run(
         },
         confirm_timeout: None,
     };
-    for _ in 0..scenario.publishers {
-        let recorder: Shared = Arc::new(std::sync::Mutex::new(Recorder::new()));
+    for p in 0..scenario.publishers {
+        let recorder: Shared = Arc::new(Mutex::new(Recorder::new()));
         confirm_recorders.push(recorder.clone());
         let outcomes = outcomes.clone();
         let stamps = Arc::new(Stamps::new(2 * scenario.max_unconfirmed as usize));
         let read = stamps.clone();
-        let (client, producer) = runtime.block_on(async {
-            let client = Client::connect(addr, ClientOptions::default()).await?;
-            let producer = client
-                .open_producer(QueueId(0), options, move |batch| {
-                    let now = clock.now_ns();
-                    let mut stored = 0;
-                    let mut r = lock(&recorder);
-                    for o in batch {
-                        if o.status == ConfirmStatus::Stored {
-                            stored += 1;
-                            let at = read.place(o.publish_id.0).load(Ordering::Relaxed);
-                            r.record(now.saturating_sub(at) / 1_000);
-                        } else {
-                            outcomes.add(ack_status(o.status), 1);
-                        }
-                    }
-                    drop(r);
-                    outcomes.add(AckStatus::Acked, stored);
-                })
-                .await?;
-            Ok::<_, zerodispatch_client::ClientError>((client, producer))
+        let on_confirm = move |batch: &[zerodispatch_client::Outcome]| {
+            let now = clock.now_ns();
+            let mut stored = 0;
+            let mut r = lock(&recorder);
+            for o in batch {
+                if o.status == ConfirmStatus::Stored {
+                    stored += 1;
+                    let at = read.place(o.publish_id.0).load(Ordering::Relaxed);
+                    r.record(now.saturating_sub(at) / 1_000);
+                } else {
+                    outcomes.add(ack_status(o.status), 1);
+                }
+            }
+            drop(r);
+            outcomes.add(AckStatus::Acked, stored);
+        };
+        let producer = runtime.block_on(async {
+            if scenario.reliable {
+                let options = ReliableProducerOptions {
+                    producer: options,
+                    backoff,
+                    ..ReliableProducerOptions::new(format!("perftest-{}-{p}", std::process::id()))
+                };
+                let producer =
+                    ReliableProducer::connect(addr, QueueId(0), options, on_confirm).await?;
+                Ok::<_, ClientError>(AnyProducer::Reliable(producer))
+            } else {
+                let client = Client::connect(addr, ClientOptions::default()).await?;
+                let producer = client
+                    .open_producer(QueueId(0), options, on_confirm)
+                    .await?;
+                Ok(AnyProducer::Plain(client, producer))
+            }
         })?;
-        producers.push((client, producer, stamps));
+        producers.push((producer, stamps));
     }
 
     let size = (scenario.size as usize).max(STAMP_LEN);
-    let senders = producers.iter().map(|(_, producer, stamps)| {
+    let senders = producers.iter().enumerate().map(|(p, (producer, stamps))| {
         let mut payload = vec![0_u8; size];
         let mut next: u64 = 0;
-        move |at: u64| send(producer, stamps, &mut payload, &mut next, at)
+        move |at: u64| send(producer, p as u64, stamps, &mut payload, &mut next, at)
     });
     let Publishing {
         ends,
@@ -203,50 +320,88 @@ pub fn run(
         [&confirm_recorders, &consume_recorders],
     );
     let ended_ns = ends.iter().map(|e| e.ended_ns).max().unwrap_or(end_ns);
+    // The kills stop with the publishing: the drain then settles what is in flight.
+    if let Some(chaos) = &mut chaos {
+        chaos.stop_killing();
+    }
 
     // Drain: every outcome in, then close the producers (each message has had its one
     // outcome when `close` returns) and let the consumers catch up.
     let deadline = Instant::now() + DRAIN_TIMEOUT + timer_interval(scenario.flush) * 2;
-    while producers.iter().any(|(_, p, _)| p.unconfirmed() > 0) && Instant::now() < deadline {
+    while producers.iter().any(|(p, _)| p.unconfirmed() > 0) && Instant::now() < deadline {
         thread::sleep(Duration::from_micros(200));
     }
-    let drained = producers.iter().all(|(_, p, _)| p.unconfirmed() == 0);
-    let (frames, messages) = producers.iter().fold((0, 0), |(f, m), (_, p, _)| {
-        let (pf, pm) = p.sent();
-        (f + pf, m + pm)
-    });
+    let drained = producers.iter().all(|(p, _)| p.unconfirmed() == 0);
+    let (mut frames, mut messages) = (0, 0);
+    let mut faults = Faults {
+        killed: chaos.as_ref().map_or(0, Chaos::killed),
+        ..Faults::default()
+    };
+    for (p, _) in &producers {
+        match p {
+            AnyProducer::Plain(_, p) => {
+                let (f, m) = p.sent();
+                frames += f;
+                messages += m;
+            }
+            AnyProducer::Reliable(p) => {
+                let s = p.stats();
+                faults.reconnects += s.reconnects;
+                faults.resent += s.resent;
+                faults.stored_before += s.stored_before;
+            }
+        }
+    }
     let apps = u64::from(scenario.apps());
     let acked = outcomes.0[0].load(Ordering::Relaxed);
-    while consumed.load(Ordering::Relaxed) < acked * apps && Instant::now() < deadline {
+    let unique = || seen.lock().unwrap_or_else(|e| e.into_inner()).unique;
+    while unique() < acked * apps && Instant::now() < deadline {
         thread::sleep(Duration::from_micros(200));
     }
-    runtime.block_on(async {
-        for (client, producer, _) in producers {
-            let _ = producer.close().await;
-            client.close().await;
+    for c in &consumers {
+        if let AnyConsumer::Reliable(c) = c {
+            let s = c.stats();
+            faults.reconnects += s.reconnects;
+            faults.filtered += s.duplicates_filtered;
         }
-        for (client, consumer) in consumers {
-            let _ = consumer.close().await;
-            client.close().await;
+    }
+    runtime.block_on(async {
+        for (producer, _) in producers {
+            producer.close().await;
+        }
+        for consumer in consumers {
+            match consumer {
+                AnyConsumer::Plain(client, c) => {
+                    let _ = c.close().await;
+                    client.close().await;
+                }
+                AnyConsumer::Reliable(c) => c.close().await,
+            }
         }
     });
+    drop(chaos);
     let drain_s = (clock.now_ns().saturating_sub(ended_ns)) as f64 / 1e9;
+    {
+        let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+        faults.consumed_unique = seen.unique;
+        faults.duplicated_to_app = seen.twice;
+    }
 
     let outcomes = outcomes.snapshot();
     let total = outcomes.total();
-    let (broker_published, redelivered) = match &server {
-        Some(server) => (
-            server.broker().session_stats().published,
-            server
-                .broker()
-                .queue_stats()
-                .iter()
-                .map(|q| q.redelivered)
-                .sum(),
-        ),
+    let (broker_published, redelivered, deduplicated) = match &server {
+        Some(server) => {
+            let queues = server.broker().queue_stats();
+            (
+                server.broker().session_stats().published,
+                queues.iter().map(|q| q.redelivered).sum(),
+                queues.iter().map(queue_deduplicated).sum(),
+            )
+        }
         // A remote broker's counters are its own (and count other clients too).
-        None => (published, 0),
+        None => (published, 0, 0),
     };
+    faults.deduplicated = deduplicated;
     let result = RunResult {
         scenario: scenario.clone(),
         duration_s: ended_ns.max(end_ns).saturating_sub(go_ns) as f64 / 1e9,
@@ -265,6 +420,7 @@ pub fn run(
         put_messages: messages,
         redelivered,
         drained,
+        faults: scenario.reliable.then_some(faults),
     };
     drop(runtime);
     if let Some(server) = server {
@@ -273,25 +429,46 @@ pub fn run(
     Ok(result)
 }
 
-/// Sends one message stamped `at` (its scheduled time), keeping the stamp by the publish id
-/// the message will get (`next`, the producer's next id).
+/// Resent messages a queue had stored already (its deduplication), where the broker
+/// counts them.
+fn queue_deduplicated(_q: &zerodispatch_broker::QueueStats) -> u64 {
+    0
+}
+
+/// A payload's scheduled send time and its key (publisher and publish id).
+fn read_stamp(payload: &[u8]) -> (u64, u64) {
+    let mut bytes = [0_u8; STAMP_LEN];
+    let n = payload.len().min(STAMP_LEN);
+    bytes[..n].copy_from_slice(&payload[..n]);
+    let (stamp, key) = bytes.split_at(8);
+    (
+        u64::from_le_bytes(stamp.try_into().expect("8 bytes")),
+        u64::from_le_bytes(key.try_into().expect("8 bytes")),
+    )
+}
+
+/// Sends one message stamped `at` (its scheduled time) and keyed by publisher `p` and
+/// its publish id, keeping the stamp by the publish id the message will get (`next`, the
+/// producer's next id).
 fn send(
-    producer: &Producer,
+    producer: &AnyProducer,
+    p: u64,
     stamps: &Stamps,
     payload: &mut [u8],
     next: &mut u64,
     at: u64,
 ) -> Result<(), String> {
-    payload[..STAMP_LEN].copy_from_slice(&at.to_le_bytes());
+    payload[..8].copy_from_slice(&at.to_le_bytes());
+    payload[8..16].copy_from_slice(&((p << 40) | *next).to_le_bytes());
     // Before the send: the confirm may come back before `send_blocking` returns.
     stamps.place(*next).store(at, Ordering::Relaxed);
     match producer.send_blocking(payload) {
         Ok(id) => {
-            debug_assert_eq!(id.0, *next, "the client numbers messages 0, 1, 2, ...");
-            *next = id.0 + 1;
+            debug_assert_eq!(id, *next, "the client numbers messages 0, 1, 2, ...");
+            *next = id + 1;
             Ok(())
         }
-        Err(e) => Err(format!("producer {}: {e}", producer.id().0)),
+        Err(e) => Err(format!("publisher {p}: {e}")),
     }
 }
 
