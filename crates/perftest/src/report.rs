@@ -148,13 +148,21 @@ pub fn summary(r: &RunResult) -> String {
         latency_row("publish -> consume", &r.consume_latency)
     );
     let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "  mean messages per PUT frame: {:.2} ({} messages in {} frames)",
-        r.mean_batch(),
-        r.put_messages,
-        r.put_frames
-    );
+    if r.put_frames == 0 && r.faults.is_some() {
+        // A reliable producer's frames are its sessions', which it does not count.
+        let _ = writeln!(
+            out,
+            "  mean messages per PUT frame: not counted (reliable clients)"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "  mean messages per PUT frame: {:.2} ({} messages in {} frames)",
+            r.mean_batch(),
+            r.put_messages,
+            r.put_frames
+        );
+    }
     let _ = writeln!(
         out,
         "  drain after publishing: {:.3} s; processors wait: {}; pinning: {}",

@@ -395,7 +395,7 @@ pub fn run(
             (
                 server.broker().session_stats().published,
                 queues.iter().map(|q| q.redelivered).sum(),
-                queues.iter().map(queue_deduplicated).sum(),
+                queues.iter().map(|q| q.deduplicated).sum(),
             )
         }
         // A remote broker's counters are its own (and count other clients too).
@@ -427,12 +427,6 @@ pub fn run(
         server.shutdown();
     }
     Ok(result)
-}
-
-/// Resent messages a queue had stored already (its deduplication), where the broker
-/// counts them.
-fn queue_deduplicated(_q: &zerodispatch_broker::QueueStats) -> u64 {
-    0
 }
 
 /// A payload's scheduled send time and its key (publisher and publish id).
