@@ -352,10 +352,11 @@ pub fn run(
             }
         }
     }
+    // Every stored message consumed by every app before the consumers close (a consumer
+    // closing with deliveries in flight hands them back to the queue, to nobody).
     let apps = u64::from(scenario.apps());
-    let acked = outcomes.0[0].load(Ordering::Relaxed);
     let unique = || seen.lock().unwrap_or_else(|e| e.into_inner()).unique;
-    while unique() < acked * apps && Instant::now() < deadline {
+    while unique() < outcomes.0[0].load(Ordering::Relaxed) * apps && Instant::now() < deadline {
         thread::sleep(Duration::from_micros(200));
     }
     for c in &consumers {
