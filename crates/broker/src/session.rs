@@ -532,8 +532,10 @@ pub(crate) struct ConsumerSession {
     /// most `max_batch`, and empty outside `flush`.
     delivering: Vec<Delivery>,
     /// `Confirms::Explicit`: what the application was handed and has not confirmed yet, at
-    /// most the window (preallocated, so inserting never allocates).
+    /// most the window (preallocated for twice that, so inserting never allocates).
     unconfirmed: HashSet<Guid, BuildHasherDefault<GuidHasher>>,
+    /// The window `unconfirmed` is sized for.
+    unconfirmed_limit: usize,
     /// Confirms that could not go yet (a full outbox, `DispatchError::Full`, or no cluster
     /// credit free), oldest first: sent before any other at the next flush, which the
     /// session asks for (`flush_again`). Each is an unconfirmed share of the consumer's
@@ -589,7 +591,10 @@ impl ConsumerSession {
         let held = if credit.is_some() { window } else { batch };
         let mut unconfirmed = HashSet::default();
         if confirms == Confirms::Explicit {
-            unconfirmed.try_reserve(window)?;
+            // Twice the window: hashbrown then rehashes its tombstones in place rather than
+            // growing (it grows only when more than half full and out of room), so that
+            // inserting after many removals never allocates.
+            unconfirmed.try_reserve(2 * window)?;
         }
         Ok(Self {
             id,
@@ -603,6 +608,7 @@ impl ConsumerSession {
             deliveries: tables::vec(held)?,
             delivering: tables::vec(batch)?,
             unconfirmed,
+            unconfirmed_limit: window,
             unsent: tables::vec(window)?,
             on_delivery,
             closed: false,
@@ -763,7 +769,9 @@ impl Client<BrokerMsg> for ConsumerSession {
                 match self.confirms {
                     Confirms::OnReturn => self.confirm_or_keep(d.guid, ctx),
                     Confirms::Explicit => {
-                        debug_assert!(self.unconfirmed.len() < self.unconfirmed.capacity());
+                        // At most the window: the queue pushes no more unconfirmed. (Not
+                        // `capacity()`, which tombstones lower until the next rehash.)
+                        debug_assert!(self.unconfirmed.len() < 2 * self.unconfirmed_limit);
                         self.unconfirmed.insert(d.guid);
                     }
                 }

@@ -216,3 +216,50 @@ fn what_a_closed_consumer_held_is_redelivered_and_confirmed_by_the_next() {
         assert_eq!((q.confirms, q.gone_consumer), (10, 0), "{q:?}");
     });
 }
+
+/// Many deliveries through a small window, each confirmed explicitly: the session's table
+/// of what it handed over churns (inserts and removals) far past its size. (Its check once
+/// read the table's `capacity()`, which tombstones lower, and a session processor
+/// panicked; the server's `many_producers_and_consumers_on_their_own_threads_exactly_once`
+/// caught that, in about one run in four.)
+#[test]
+fn explicit_confirms_churn_through_a_small_window() {
+    within(LIMIT, "explicit confirms through a small window", || {
+        let broker = Broker::start(BrokerConfig {
+            queues: vec![QueueConfig {
+                capacity: 64,
+                window: 16,
+                ..QueueConfig::new(QueueMode::Priority)
+            }],
+            session_processors: 1,
+            ..BrokerConfig::default()
+        })
+        .expect("valid config");
+        let options = ConsumerOptions {
+            confirms: Confirms::Explicit,
+            ..ConsumerOptions::default()
+        };
+        let (consumer, seen) = consumer(&broker, options);
+        let producer = broker.open_producer(64, |_: &[Ack]| {}).unwrap();
+        // A full window (16) in flight at a time, each confirmed as it comes.
+        let mut confirmed = 0;
+        for handle in 0..2_000_u64 {
+            producer
+                .send(QueueId(0), Payload { handle, len: 8 })
+                .unwrap();
+            if handle % 16 == 15 {
+                wait_for("sixteen deliveries", || {
+                    seen.lock().unwrap().len() as u64 == handle + 1
+                });
+                let batch: Vec<Delivery> = seen.lock().unwrap()[confirmed..].to_vec();
+                for d in &batch {
+                    broker.confirm(&consumer, d.guid).unwrap();
+                }
+                confirmed += batch.len();
+            }
+        }
+        wait_for("every release", || held(&broker) == 0);
+        assert_eq!(broker.session_stats().unknown_confirms, 0);
+        assert!(broker.processor_stats().iter().all(|p| p.panics == 0));
+    });
+}
