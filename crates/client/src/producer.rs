@@ -61,6 +61,26 @@ pub struct Outcome {
 /// ([`Producer::handler_panics`]); the batch is not reported again.
 pub(crate) type ConfirmHandler = Box<dyn FnMut(&[Outcome]) + Send>;
 
+/// Takes a message with `try_take`, waiting on `room` (notified whenever room frees or the
+/// producer closes) while the producer is at its cap. Cancel-safe: dropped while waiting,
+/// it took nothing. The waiter is enabled before each try, so a notification between the
+/// try and the wait is not lost.
+pub(crate) async fn take_when_room(
+    room: &Notify,
+    mut try_take: impl FnMut() -> Result<PublishId, TrySendError>,
+) -> Result<PublishId, ClientError> {
+    loop {
+        let notified = room.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        match try_take() {
+            Ok(id) => return Ok(id),
+            Err(TrySendError::Failed(error)) => return Err(error),
+            Err(TrySendError::Full) => notified.await,
+        }
+    }
+}
+
 /// Bytes of a `Publish` frame before its entries: its producer and count.
 const PUBLISH_PREFIX: usize = 8;
 /// Bytes of a `Publish` entry besides its payload: its publish id and payload length.
@@ -563,16 +583,7 @@ impl Producer {
     /// [`ClientError::PayloadTooLarge`], or why the producer is closed.
     pub async fn send(&self, payload: &[u8]) -> Result<PublishId, ClientError> {
         check_payload(payload)?;
-        loop {
-            let room = self.shared.room_async.notified();
-            tokio::pin!(room);
-            room.as_mut().enable();
-            match self.shared.try_take(payload) {
-                Ok(id) => return Ok(id),
-                Err(TrySendError::Failed(error)) => return Err(error),
-                Err(TrySendError::Full) => room.await,
-            }
-        }
+        take_when_room(&self.shared.room_async, || self.shared.try_take(payload)).await
     }
 
     /// Takes a message, blocking the thread while the producer is at its cap, and returns

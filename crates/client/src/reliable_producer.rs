@@ -33,7 +33,7 @@ use crate::client::Client;
 use crate::connection::lock;
 use crate::error::{ClientError, TrySendError};
 use crate::options::{ClientOptions, ProducerOptions};
-use crate::producer::{ConfirmHandler, Outcome, Producer};
+use crate::producer::{ConfirmHandler, Outcome, Producer, take_when_room};
 use crate::resend_ring::ResendRing;
 
 /// How a reliable producer behaves.
@@ -643,16 +643,7 @@ impl ReliableProducer {
     /// [`ClientError::PayloadTooLarge`], or why the producer is closed.
     pub async fn send(&self, payload: &[u8]) -> Result<PublishId, ClientError> {
         check_payload(payload)?;
-        loop {
-            let room = self.shared.room.notified();
-            tokio::pin!(room);
-            room.as_mut().enable();
-            match self.shared.try_take(payload) {
-                Ok(id) => return Ok(id),
-                Err(TrySendError::Failed(error)) => return Err(error),
-                Err(TrySendError::Full) => room.await,
-            }
-        }
+        take_when_room(&self.shared.room, || self.shared.try_take(payload)).await
     }
 
     /// Takes a message, blocking the thread while the producer is at its cap (connected or
