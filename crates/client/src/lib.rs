@@ -61,7 +61,9 @@ pub use error::{ClientError, TrySendError};
 pub use options::{ClientOptions, ConsumerOptions, Flush, MAX_UNCONFIRMED, ProducerOptions};
 pub use producer::{Outcome, Producer};
 pub use reliable_consumer::{ReliableConsumer, ReliableConsumerOptions, ReliableConsumerStats};
-pub use reliable_producer::{ReliableProducer, ReliableProducerOptions, ReliableProducerStats};
+pub use reliable_producer::{
+    Recovery, ReliableProducer, ReliableProducerOptions, ReliableProducerStats,
+};
 pub use zerodispatch_wire::{
     AppId, ConfirmStatus, ConsumerId, Guid, ProducerId, PublishId, QueueId,
 };

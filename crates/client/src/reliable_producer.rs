@@ -18,10 +18,16 @@
 //! the confirm timeout (which counts from `send`, across reconnects), or the close. A
 //! session's own `Closed` or `NotSent` for a message, when its connection ends, is no
 //! outcome: the message stays for the next session.
+//!
+//! An outage runs from the moment the supervisor sees a session lost to the broker's first
+//! answer on a later session (a confirm, or `last_stored` covering a message); a session
+//! lost again before that answer extends the same outage. Its end is reported as a
+//! [`Recovery`].
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::net::ToSocketAddrs;
 use tokio::sync::Notify;
@@ -99,6 +105,61 @@ pub struct ReliableProducerStats {
     pub stored_before: u64,
 }
 
+/// How the producer came back from losing its connection, handed to the handler set by
+/// [`ReliableProducer::on_recovery`].
+///
+/// The times are the producer's own: when its supervisor saw the connection lost, when a
+/// new session opened, and when the broker first answered on it (a confirm, or a
+/// `last_stored` that settled a message). A producer with nothing to send after the
+/// reconnect has its recovery reported with its next confirm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recovery {
+    /// When the lost connection was seen (the first, if it was lost again before a
+    /// confirm).
+    pub lost_at: Instant,
+    /// When the session that brought the first confirm opened.
+    pub reconnected_at: Instant,
+    /// When the broker's first answer on it came.
+    pub confirmed_at: Instant,
+    /// Attempts to connect since the loss, the successful one included.
+    pub attempts: u32,
+}
+
+impl Recovery {
+    /// From the loss to the new session.
+    #[must_use]
+    pub fn reconnect_time(&self) -> Duration {
+        self.reconnected_at.duration_since(self.lost_at)
+    }
+
+    /// From the loss to the first confirm after it: how long the producer's messages
+    /// waited for the broker because of the loss, at most.
+    #[must_use]
+    pub fn time_to_confirm(&self) -> Duration {
+        self.confirmed_at.duration_since(self.lost_at)
+    }
+}
+
+/// An outage not yet ended by a confirm.
+#[derive(Clone, Copy)]
+struct Outage {
+    lost_at: Instant,
+    attempts: u32,
+    reconnected_at: Option<Instant>,
+}
+
+impl Outage {
+    /// The recovery this outage ends with, if a session has opened since the loss.
+    fn ended(&self, confirmed_at: Instant) -> Option<Recovery> {
+        Some(Recovery {
+            lost_at: self.lost_at,
+            reconnected_at: self.reconnected_at?,
+            confirmed_at,
+            attempts: self.attempts,
+        })
+    }
+}
+
 /// The state behind the lock.
 struct State {
     ring: ResendRing,
@@ -112,7 +173,19 @@ struct State {
     closed: Option<ClientError>,
     /// Closing: a session's `Closed` and `NotSent` are outcomes now.
     closing: bool,
+    /// Since a session was lost, until the broker's first answer on a later one.
+    outage: Option<Outage>,
     stats: ReliableProducerStats,
+}
+
+impl State {
+    /// The broker answered on the current session at `at`: the end of an outage, if one
+    /// is on and a session has opened since.
+    fn broker_answered(&mut self, at: Instant) -> Option<Recovery> {
+        let recovery = self.outage?.ended(at)?;
+        self.outage = None;
+        Some(recovery)
+    }
 }
 
 /// The application's handler and the outcomes to hand it, behind their own lock (taken
@@ -120,7 +193,13 @@ struct State {
 struct Reporter {
     handler: ConfirmHandler,
     outcomes: Vec<Outcome>,
+    /// The recovery to report, and to whom.
+    recovered: Option<Recovery>,
+    on_recovery: Option<RecoveryHandler>,
 }
+
+/// The application's handler of recoveries.
+type RecoveryHandler = Box<dyn FnMut(&Recovery) + Send>;
 
 struct Shared {
     options: ReliableProducerOptions,
@@ -225,13 +304,21 @@ impl Shared {
     /// Hands the reporter's outcomes to the application, frees their room, and wakes the
     /// waiting senders.
     fn report(&self, reporter: &mut Reporter) {
+        if let (Some(recovery), Some(on_recovery)) =
+            (reporter.recovered.take(), &mut reporter.on_recovery)
+        {
+            // A panic in the handler is the application's, as the confirm handler's is.
+            let _ = catch_unwind(AssertUnwindSafe(|| on_recovery(&recovery)));
+        }
         if reporter.outcomes.is_empty() {
             return;
         }
-        let Reporter { handler, outcomes } = reporter;
+        let Reporter {
+            handler, outcomes, ..
+        } = reporter;
         let batch = &*outcomes;
         // A panic in the handler is the application's; the outcomes were reported.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(batch)));
+        let _ = catch_unwind(AssertUnwindSafe(|| handler(batch)));
         outcomes.clear();
         self.wake_senders();
     }
@@ -243,7 +330,9 @@ impl Shared {
         let mut reporter = lock(&self.reporter);
         let mut state = self.state();
         let outcomes = &mut reporter.outcomes;
-        let final_loss = state.closing && state.generation == generation;
+        let current = state.generation == generation;
+        let final_loss = state.closing && current;
+        let mut answered = None;
         for outcome in batch {
             let lost = matches!(
                 outcome.status,
@@ -253,6 +342,13 @@ impl Shared {
                 let id = outcome.publish_id.0;
                 Self::settle(&mut state, id, outcome.status, outcome.settled_at, outcomes);
             }
+            // The session's own timeouts are no answer of the broker's.
+            if !lost && outcome.status != ConfirmStatus::TimedOut && answered.is_none() {
+                answered = Some(outcome.settled_at);
+            }
+        }
+        if let (Some(at), true) = (answered, current) {
+            reporter.recovered = reporter.recovered.or(state.broker_answered(at));
         }
         state.ring.pop_settled();
         // Room freed in the session too: what it refused at its cap goes now.
@@ -318,7 +414,8 @@ impl Shared {
 
     /// Starts a session on a fresh session producer: settles what the broker stored
     /// already, and hands it the ring from its front.
-    fn begin_session(&self, session: Session, reconnect: bool) {
+    /// `attempts` is how many connects the reconnect took (`None` for the first session).
+    fn begin_session(&self, session: Session, attempts: Option<u32>) {
         let Session {
             producer: session,
             generation,
@@ -328,8 +425,13 @@ impl Shared {
         let mut state = self.state();
         state.generation = generation;
         let now = Instant::now();
+        let reconnect = attempts.is_some();
         if reconnect {
             state.stats.reconnects += 1;
+        }
+        if let (Some(attempts), Some(outage)) = (attempts, &mut state.outage) {
+            outage.attempts = outage.attempts.saturating_add(attempts);
+            outage.reconnected_at = Some(now);
         }
         if !reconnect {
             // The name's messages before this producer (an earlier run's): this one's ids
@@ -339,6 +441,7 @@ impl Shared {
             }
         }
         let first = state.ring.first_id();
+        let stored_before = state.stats.stored_before;
         if let (Some(last), true) = (last_stored, reconnect) {
             for id in first..state.ring.next_id().min(last.saturating_add(1)) {
                 let before = reporter.outcomes.len();
@@ -350,6 +453,10 @@ impl Shared {
                     &mut reporter.outcomes,
                 );
                 state.stats.stored_before += (reporter.outcomes.len() - before) as u64;
+            }
+            if state.stats.stored_before > stored_before {
+                // The broker's `last_stored` confirmed messages: its first answer.
+                reporter.recovered = reporter.recovered.or(state.broker_answered(now));
             }
             state.ring.pop_settled();
         }
@@ -459,6 +566,16 @@ where
         }
         drop(producer);
         drop(client);
+        {
+            // An outage begins, unless one lost again before a confirm goes on.
+            let mut state = shared.state();
+            let lost_at = Instant::now();
+            state.outage.get_or_insert(Outage {
+                lost_at,
+                attempts: 0,
+                reconnected_at: None,
+            });
+        }
         // Reconnect, by the backoff, until a session opens or the producer closes.
         let mut attempt = 0;
         client = loop {
@@ -472,16 +589,16 @@ where
                 shared.settle_all(ClientError::Closed);
                 return;
             }
-            let attempt = shared
+            let result = shared
                 .run_timeouts_until(connect(addr.clone(), &shared))
                 .await;
-            match attempt {
+            match result {
                 None => {
                     shared.settle_all(ClientError::Closed);
                     return;
                 }
                 Some(Ok((client, session))) => {
-                    shared.begin_session(session, true);
+                    shared.begin_session(session, Some(attempt));
                     break client;
                 }
                 Some(Err(error)) if retryable(&error) => {}
@@ -603,11 +720,14 @@ impl ReliableProducer {
                 generation: 0,
                 closed: None,
                 closing: false,
+                outage: None,
                 stats: ReliableProducerStats::default(),
             }),
             reporter: Mutex::new(Reporter {
                 handler: Box::new(on_confirm),
                 outcomes,
+                recovered: None,
+                on_recovery: None,
             }),
             room: Notify::new(),
             room_blocking: Condvar::new(),
@@ -615,7 +735,7 @@ impl ReliableProducer {
             wake: Notify::new(),
         });
         let (client, session) = connect(addr.clone(), &shared).await?;
-        shared.begin_session(session, false);
+        shared.begin_session(session, None);
         let supervisor = tokio::spawn(supervise(Arc::clone(&shared), addr, client));
         Ok(Self {
             shared,
@@ -691,6 +811,16 @@ impl ReliableProducer {
     /// The counters: reconnects, messages resent.
     pub fn stats(&self) -> ReliableProducerStats {
         self.shared.state().stats
+    }
+
+    /// Sets the handler told of each recovery from a lost connection, when the broker
+    /// first answers after it (see [`Recovery`]); it replaces the one set before.
+    /// Recoveries before it is set are not reported.
+    ///
+    /// It is called on the connection's I/O task or the producer's own task, before the
+    /// confirm handler with the same answer. It must not block. A panic in it is caught.
+    pub fn on_recovery(&self, handler: impl FnMut(&Recovery) + Send + 'static) {
+        lock(&self.shared.reporter).on_recovery = Some(Box::new(handler));
     }
 
     /// Closes the producer: it takes no more messages; with a session open, the session

@@ -598,3 +598,58 @@ async fn a_refused_reopen_closes_the_producer_and_wakes_its_senders() {
         "no attempt after the refusal"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_outage_is_reported_once_at_the_first_confirm_after_it() {
+    let broker = FakeBroker::start(Config {
+        dedup: true,
+        refuse_reopens: 1,
+        reopen_refusal: zerodispatch_wire::ErrorCode::NAME_IN_USE,
+        ..Config::default()
+    })
+    .await;
+    let (outcomes, on_confirm) = collector();
+    let producer =
+        ReliableProducer::connect(broker.addr, QueueId(0), options(8, quick()), on_confirm)
+            .await
+            .unwrap();
+    let recoveries = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = std::sync::Arc::clone(&recoveries);
+    producer.on_recovery(move |r| sink.lock().unwrap().push(*r));
+    let recovered = || recoveries.lock().unwrap().clone();
+
+    producer.send(b"before").await.unwrap();
+    wait_outcomes(&outcomes, 1).await;
+    assert!(recovered().is_empty(), "no outage yet");
+
+    for (round, attempts) in [(1_usize, 2_u32), (2, 1)] {
+        let dropped_at = Instant::now();
+        broker.act(Action::Drop);
+        wait_until("the reconnect", || {
+            producer.stats().reconnects == round as u64
+        })
+        .await;
+        assert_eq!(
+            recovered().len(),
+            round - 1,
+            "an outage ends with a confirm, not with the reconnect"
+        );
+        producer.send(b"after").await.unwrap();
+        wait_outcomes(&outcomes, round + 1).await;
+        let all = recovered();
+        assert_eq!(all.len(), round, "one recovery per outage");
+        let r = all[round - 1];
+        let confirm = outcomes.lock().unwrap()[round];
+        assert_eq!(
+            r.confirmed_at, confirm.settled_at,
+            "the first confirm after it"
+        );
+        assert!(dropped_at <= r.lost_at && r.lost_at <= r.reconnected_at);
+        assert!(r.reconnected_at <= r.confirmed_at);
+        assert_eq!(r.time_to_confirm(), r.confirmed_at - r.lost_at);
+        // The first reopen is refused (the name still held), so it took two connects.
+        assert_eq!(r.attempts, attempts, "{r:?}");
+    }
+    producer.close().await;
+    exactly_once(&outcomes, 3);
+}
