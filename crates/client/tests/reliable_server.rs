@@ -1,22 +1,26 @@
 //! The reliable producer and consumer against the real server, through a proxy that drops
 //! every connection again and again while they run: every message has exactly one outcome,
 //! is stored once, and reaches the application exactly once (the server deduplicates the
-//! producer's resends by its name and publish ids; the consumer filters redeliveries).
+//! producer's resends by its name and publish ids; the consumer filters redeliveries). And
+//! the same through a server restarted in front of a broker that runs on.
 
 mod support;
 
 use std::collections::HashSet;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::proxy::KillProxy;
 use support::{collector, exactly_once};
-use zerodispatch_broker::{BrokerConfig, QueueConfig, QueueMode};
+use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig, QueueMode};
 use zerodispatch_client::{
     AppId, Backoff, ClientOptions, ConfirmStatus, ConsumerOptions, Guid, ProducerOptions, QueueId,
     ReliableConsumer, ReliableConsumerOptions, ReliableProducer, ReliableProducerOptions,
 };
-use zerodispatch_server::{Limits, Server};
+use zerodispatch_server::{Limits, PayloadStore, Server};
 
 /// What the application was handed: GUID and payload.
 type Handed = Arc<Mutex<Vec<(Guid, Vec<u8>)>>>;
@@ -36,37 +40,41 @@ fn quiet() -> ClientOptions {
     }
 }
 
-#[test]
-fn connections_killed_while_producing_and_consuming_lose_nothing() {
-    let limits = Limits {
+/// A queue with a window the test's consumer can take whole.
+fn limits() -> Limits {
+    Limits {
         consumer_window: 64,
         ..Limits::default()
-    };
-    let server = Server::builder()
-        .listen("127.0.0.1:0".parse().unwrap())
-        .broker_config(BrokerConfig {
-            queues: vec![QueueConfig {
-                window: limits.consumer_window,
-                ..QueueConfig::new(QueueMode::Priority)
-            }],
-            ..BrokerConfig::default()
-        })
-        .limits(limits)
-        .start()
-        .expect("the server starts");
-    let server_addr = server.local_addr();
-    let broker = std::sync::Arc::clone(server.broker());
+    }
+}
+
+fn broker_config(limits: &Limits) -> BrokerConfig {
+    BrokerConfig {
+        queues: vec![QueueConfig {
+            window: limits.consumer_window,
+            ..QueueConfig::new(QueueMode::Priority)
+        }],
+        ..BrokerConfig::default()
+    }
+}
+
+/// Runs a reliable consumer and a reliable producer of `N` messages at `addr`, once both
+/// are open starts `disrupt` and runs it beside the sending, then checks that every message had exactly one
+/// outcome (`Stored`), was stored once and reached the application exactly once.
+fn exactly_once_through<D>(addr: SocketAddr, broker: &Broker, disrupt: impl FnOnce() -> D)
+where
+    D: Future<Output = ()>,
+{
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async move {
-        let proxy = KillProxy::start(server_addr).await;
         let handed: Handed = Arc::default();
         let sink = Arc::clone(&handed);
         let consumer = ReliableConsumer::connect(
-            proxy.addr,
+            addr,
             QueueId(0),
             AppId(0),
             ReliableConsumerOptions {
@@ -90,7 +98,7 @@ fn connections_killed_while_producing_and_consuming_lose_nothing() {
         .unwrap();
         let (outcomes, on_confirm) = collector();
         let producer = ReliableProducer::connect(
-            proxy.addr,
+            addr,
             QueueId(0),
             ReliableProducerOptions {
                 producer: ProducerOptions {
@@ -106,21 +114,12 @@ fn connections_killed_while_producing_and_consuming_lose_nothing() {
         .await
         .unwrap();
         const N: u64 = 5_000;
-        let killer = async {
-            let mut kills = 0;
-            for _ in 0..20 {
-                tokio::time::sleep(Duration::from_millis(15)).await;
-                kills += proxy.kill_all();
-            }
-            kills
-        };
         let sending = async {
             for i in 0..N {
                 producer.send(&i.to_le_bytes()).await.unwrap();
             }
         };
-        let (kills, ()) = tokio::join!(killer, sending);
-        assert!(kills > 0);
+        tokio::join!(disrupt(), sending);
         let start = Instant::now();
         while outcomes.lock().unwrap().len() < N as usize
             || handed_payloads(&handed).len() < N as usize
@@ -159,6 +158,93 @@ fn connections_killed_while_producing_and_consuming_lose_nothing() {
         producer.close().await;
         consumer.close().await;
     });
+}
+
+#[test]
+fn connections_killed_while_producing_and_consuming_lose_nothing() {
+    let limits = limits();
+    let server = Server::builder()
+        .listen("127.0.0.1:0".parse().unwrap())
+        .broker_config(broker_config(&limits))
+        .limits(limits)
+        .start()
+        .expect("the server starts");
+    let server_addr = server.local_addr();
+    let broker = Arc::clone(server.broker());
+    // The proxy runs on a runtime of its own, beside the clients'.
+    let proxy_runtime = tokio::runtime::Runtime::new().unwrap();
+    let proxy = Arc::new(proxy_runtime.block_on(KillProxy::start(server_addr)));
+    let kills = Arc::new(AtomicU64::new(0));
+    let killer = {
+        let (proxy, kills) = (Arc::clone(&proxy), Arc::clone(&kills));
+        async move {
+            for _ in 0..20 {
+                tokio::time::sleep(Duration::from_millis(15)).await;
+                kills.fetch_add(proxy.kill_all() as u64, Ordering::Relaxed);
+            }
+        }
+    };
+    exactly_once_through(proxy.addr, &broker, || killer);
+    assert!(kills.load(Ordering::Relaxed) > 0);
+    server.shutdown();
+}
+
+/// The mirror at the server's end: its network layer (listener, connections, sessions)
+/// shut down and started again on the same port, three times, in front of a broker that
+/// runs on. Each shutdown tells the clients `SHUTTING_DOWN` and closes their sessions; they
+/// reconnect, refused until the listener is back, and resend or filter as after a kill.
+#[test]
+fn a_server_restarted_in_front_of_a_running_broker_loses_nothing() {
+    let limits = limits();
+    let store = Arc::new(PayloadStore::try_new(limits.store_slots, limits.slot_size).unwrap());
+    let broker = Arc::new(
+        Broker::start(BrokerConfig {
+            on_release: Some(store.on_release()),
+            ..broker_config(&limits)
+        })
+        .unwrap(),
+    );
+    let start = move |addr: SocketAddr| {
+        Server::builder()
+            .listen(addr)
+            .broker(
+                Arc::clone(&broker),
+                vec![QueueMode::Priority],
+                Arc::clone(&store),
+            )
+            .limits(limits)
+            .start()
+    };
+    let server = start("127.0.0.1:0".parse().unwrap()).expect("the server starts");
+    let addr = server.local_addr();
+    let broker = Arc::clone(server.broker());
+    // A server is shut down from outside any runtime: from a thread of its own.
+    // A first connect is not retried: the restarts begin once the clients are open.
+    let (go, begin) = std::sync::mpsc::channel::<()>();
+    let restarts = Arc::new(AtomicU64::new(0));
+    let restarted = Arc::clone(&restarts);
+    let restarter = std::thread::spawn(move || {
+        let mut server = server;
+        let _ = begin.recv();
+        for _ in 0..3 {
+            std::thread::sleep(Duration::from_millis(20));
+            server.shutdown();
+            server = start(addr).expect("the port is free again");
+            restarted.fetch_add(1, Ordering::Relaxed);
+        }
+        server
+    });
+    // The checks wait for the last restart: the sending runs beside them.
+    let all_restarted = || {
+        go.send(()).unwrap();
+        async {
+            while restarts.load(Ordering::Relaxed) < 3 {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+    };
+    exactly_once_through(addr, &broker, all_restarted);
+    let server = restarter.join().unwrap();
     server.shutdown();
 }
 

@@ -133,6 +133,13 @@ pub struct Args {
     #[arg(long, value_name = "INTERVAL", value_parser = parse_duration)]
     pub kill_connections: Option<Duration>,
 
+    /// Shut the perftest's own server down and start it again on the same port every
+    /// interval (`1s`), the broker and its queues running on: every client at once is told
+    /// `SHUTTING_DOWN`, loses its connection and reconnects, refused until the new listener
+    /// is up (implies `--reliable`; not with `--connect`). Counted in the summary's faults.
+    #[arg(long, value_name = "INTERVAL", value_parser = parse_duration, conflicts_with = "connect")]
+    pub kill_server: Option<Duration>,
+
     /// Over TCP: the tokio worker threads of the perftest's clients, and of the server it
     /// starts.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -140,6 +147,12 @@ pub struct Args {
 }
 
 impl Args {
+    /// Whether connections are killed (`--kill-connections`, `--kill-server`).
+    #[must_use]
+    pub fn kills(&self) -> bool {
+        self.kill_connections.is_some() || self.kill_server.is_some()
+    }
+
     /// How long each run publishes: `--duration`, or 10 s (3 s per run with `--compare`).
     #[must_use]
     pub fn duration(&self) -> Duration {

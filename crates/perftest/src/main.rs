@@ -25,6 +25,7 @@
 
 mod chaos;
 mod cli;
+mod local_server;
 mod report;
 mod run;
 mod tcp;

@@ -173,8 +173,9 @@ pub fn summary(r: &RunResult) -> String {
     if let Some(f) = &r.faults {
         let _ = writeln!(
             out,
-            "  faults: {} connections killed; {} reconnects; {} resent ({} found stored before); {} deduplicated by the broker; {} redelivered; {} filtered by the consumers; lost {}; duplicated to the application {}",
+            "  faults: {} connections killed; {} server restarts; {} reconnects; {} resent ({} found stored before); {} deduplicated by the broker; {} redelivered; {} filtered by the consumers; lost {}; duplicated to the application {}",
             f.killed,
+            f.server_restarts,
             f.reconnects,
             f.resent,
             f.stored_before,
@@ -184,6 +185,14 @@ pub fn summary(r: &RunResult) -> String {
             r.lost,
             f.duplicated_to_app,
         );
+        let (rec, session) = (&f.recovery_us, &f.reconnect_us);
+        if rec.count > 0 {
+            let _ = writeln!(
+                out,
+                "  producer recoveries: {} of them; lost connection -> first confirm after it p50 {} us, p99 {} us, max {} us; -> new session p50 {} us, p99 {} us, max {} us",
+                rec.count, rec.p50, rec.p99, rec.max, session.p50, session.p99, session.max
+            );
+        }
     }
     if r.behind > 0 {
         let _ = writeln!(
@@ -240,6 +249,14 @@ pub struct LatencyJson {
     pub mean: Option<f64>,
     /// Samples.
     pub count: u64,
+}
+
+/// Serializes a distribution as a [`LatencyJson`].
+pub(crate) fn latency_json<S: serde::Serializer>(
+    p: &Percentiles,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    LatencyJson::from(p).serialize(serializer)
 }
 
 impl From<&Percentiles> for LatencyJson {
@@ -557,6 +574,7 @@ mod tests {
                 io_threads: 1,
                 reliable: false,
                 kill_every: None,
+                restart_every: None,
             },
             duration_s: 3.0,
             drain_s: 0.01,

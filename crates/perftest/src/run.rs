@@ -105,6 +105,9 @@ pub struct Scenario {
     pub reliable: bool,
     /// Over TCP: kill a client connection at random every this long.
     pub kill_every: Option<Duration>,
+    /// Over TCP to the perftest's own server: shut the server down and start it again (the
+    /// broker runs on) every this long.
+    pub restart_every: Option<Duration>,
 }
 
 /// How the publishers and consumers reach the broker.
@@ -148,14 +151,13 @@ impl Scenario {
             transport: match (args.connect, args.transport.as_str()) {
                 (Some(addr), _) => Transport::Tcp(tcp::Target::Connect(addr)),
                 (None, "tcp") => Transport::Tcp(tcp::Target::Local),
-                (None, _) if args.reliable || args.kill_connections.is_some() => {
-                    Transport::Tcp(tcp::Target::Local)
-                }
+                (None, _) if args.reliable || args.kills() => Transport::Tcp(tcp::Target::Local),
                 (None, _) => Transport::InProcess,
             },
             io_threads: args.io_threads as usize,
-            reliable: args.reliable || args.kill_connections.is_some(),
+            reliable: args.reliable || args.kills(),
             kill_every: args.kill_connections,
+            restart_every: args.kill_server,
         }
     }
 
@@ -576,10 +578,12 @@ pub struct RunResult {
 }
 
 /// What connection kills did to a run with reliable clients, and what they must not do.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Faults {
     /// Client connections the proxy killed.
     pub killed: u64,
+    /// Times the server was shut down and started again.
+    pub server_restarts: u64,
     /// Producers' and consumers' reconnections.
     pub reconnects: u64,
     /// Messages the producers resent on a new connection.
@@ -594,6 +598,15 @@ pub struct Faults {
     pub consumed_unique: u64,
     /// Messages handed to the application twice (must be 0).
     pub duplicated_to_app: u64,
+    /// The producers' recoveries, in microseconds: from a lost connection to the broker's
+    /// first confirm after it (`zerodispatch_client::Recovery::time_to_confirm`; at a low
+    /// rate, it includes the wait for the next message).
+    #[serde(serialize_with = "crate::report::latency_json")]
+    pub recovery_us: Percentiles,
+    /// The same recoveries, from the lost connection to the new session
+    /// (`Recovery::reconnect_time`).
+    #[serde(serialize_with = "crate::report::latency_json")]
+    pub reconnect_us: Percentiles,
 }
 
 impl RunResult {

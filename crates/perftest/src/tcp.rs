@@ -26,9 +26,9 @@ use zerodispatch_client::{
     ReliableConsumerOptions, ReliableProducer, ReliableProducerOptions,
 };
 use zerodispatch_core::Percentiles;
-use zerodispatch_server::{Limits, Server};
 
 use crate::chaos::Chaos;
+use crate::local_server::LocalServer;
 use crate::run::{
     Clock, DRAIN_TIMEOUT, Faults, OutcomeCounters, Progress, Publishing, Recorder, RunResult,
     Scenario, Shared, WINDOW, lock, merge_total, publish_all, timer_interval,
@@ -157,12 +157,12 @@ pub fn run(
     progress: Progress,
 ) -> Result<RunResult, Box<dyn Error>> {
     let clock = Clock(Instant::now());
-    let server = match target {
-        Target::Local => Some(start_server(scenario)?),
+    let mut server = match target {
+        Target::Local => Some(LocalServer::start(scenario, scenario.restart_every)?),
         Target::Connect(_) => None,
     };
     let upstream = match (&server, target) {
-        (Some(server), _) => server.local_addr(),
+        (Some(server), _) => server.addr(),
         (None, Target::Connect(addr)) => *addr,
         (None, Target::Local) => unreachable!("a local target starts its server"),
     };
@@ -245,6 +245,8 @@ pub fn run(
 
     // Producers, one per publisher, each on a connection of its own.
     let outcomes = Arc::new(OutcomeCounters::default());
+    // The producers' recoveries: to the first confirm, and to the new session.
+    let recoveries: [Shared; 2] = std::array::from_fn(|_| Arc::new(Mutex::new(Recorder::new())));
     let mut confirm_recorders = Vec::new();
     let mut producers = Vec::new();
     let options = ProducerOptions {
@@ -288,6 +290,12 @@ pub fn run(
                 };
                 let producer =
                     ReliableProducer::connect(addr, QueueId(0), options, on_confirm).await?;
+                let recoveries = recoveries.clone();
+                producer.on_recovery(move |r| {
+                    let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+                    lock(&recoveries[0]).record(us(r.time_to_confirm()));
+                    lock(&recoveries[1]).record(us(r.reconnect_time()));
+                });
                 Ok::<_, ClientError>(AnyProducer::Reliable(producer))
             } else {
                 let client = Client::connect(addr, ClientOptions::default()).await?;
@@ -324,6 +332,9 @@ pub fn run(
     if let Some(chaos) = &mut chaos {
         chaos.stop_killing();
     }
+    if let Some(server) = &mut server {
+        server.stop_restarting();
+    }
 
     // Drain: every outcome in, then close the producers (each message has had its one
     // outcome when `close` returns) and let the consumers catch up.
@@ -335,6 +346,7 @@ pub fn run(
     let (mut frames, mut messages) = (0, 0);
     let mut faults = Faults {
         killed: chaos.as_ref().map_or(0, Chaos::killed),
+        server_restarts: server.as_ref().map_or(0, LocalServer::restarts),
         ..Faults::default()
     };
     for (p, _) in &producers {
@@ -387,6 +399,9 @@ pub fn run(
         faults.consumed_unique = seen.unique;
         faults.duplicated_to_app = seen.twice;
     }
+    let [to_confirm, to_session] = recoveries;
+    faults.recovery_us = Percentiles::of(&merge_total(&[to_confirm]));
+    faults.reconnect_us = Percentiles::of(&merge_total(&[to_session]));
 
     let outcomes = outcomes.snapshot();
     let total = outcomes.total();
@@ -465,28 +480,4 @@ fn send(
         }
         Err(e) => Err(format!("publisher {p}: {e}")),
     }
-}
-
-/// Starts a server on a loopback port with the broker of `scenario`, its payload store and
-/// limits sized for every producer's cap and every consumer's window.
-fn start_server(scenario: &Scenario) -> Result<Server, Box<dyn Error>> {
-    let config = scenario.broker_config();
-    let queue_capacity: usize = config.queues.iter().map(|q| q.capacity).sum();
-    let consumers = scenario.consumers as usize * scenario.apps() as usize;
-    let in_flight = scenario.publishers as usize * scenario.max_unconfirmed as usize;
-    let limits = Limits {
-        store_slots: (queue_capacity.max(in_flight) + consumers * WINDOW as usize)
-            .next_power_of_two(),
-        slot_size: (scenario.size as usize).max(STAMP_LEN),
-        max_unconfirmed_per_connection: scenario.max_unconfirmed,
-        consumer_window: WINDOW,
-        ..Limits::default()
-    };
-    let server = Server::builder()
-        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .broker_config(config)
-        .limits(limits)
-        .worker_threads(scenario.io_threads)
-        .start()?;
-    Ok(server)
 }
