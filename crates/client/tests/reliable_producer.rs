@@ -131,6 +131,9 @@ async fn a_drop_mid_confirm_settles_the_stored_and_resends_the_rest_with_their_i
         ReliableProducer::connect(broker.addr, QueueId(0), options(1000, quick()), on_confirm)
             .await
             .unwrap();
+    let recoveries = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = std::sync::Arc::clone(&recoveries);
+    producer.on_recovery(move |r| sink.lock().unwrap().push(*r));
     for i in 0..100_u64 {
         producer.send(&i.to_le_bytes()).await.unwrap();
     }
@@ -141,6 +144,13 @@ async fn a_drop_mid_confirm_settles_the_stored_and_resends_the_rest_with_their_i
         sessions(&broker).get(1).is_some_and(|s| s.len() == 60)
     })
     .await;
+    // The re-open's last_stored was the broker's first answer: it ended the outage.
+    let all = recoveries.lock().unwrap().clone();
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0].confirmed_at, all[0].reconnected_at);
+    let settled = outcomes.lock().unwrap()[10];
+    assert_eq!(settled.publish_id.0, 10, "the first settled by last_stored");
+    assert_eq!(settled.settled_at, all[0].confirmed_at);
     // Something new goes after the resend.
     producer.send(b"new").await.unwrap();
     wait_until("the new message", || sessions(&broker)[1].len() == 61).await;
