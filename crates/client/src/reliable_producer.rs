@@ -347,8 +347,8 @@ impl Shared {
                 answered = Some(outcome.settled_at);
             }
         }
-        if let (Some(at), true) = (answered, current) {
-            reporter.recovered = reporter.recovered.or(state.broker_answered(at));
+        if let (Some(at), true, None) = (answered, current, reporter.recovered) {
+            reporter.recovered = state.broker_answered(at);
         }
         state.ring.pop_settled();
         // Room freed in the session too: what it refused at its cap goes now.
@@ -454,9 +454,9 @@ impl Shared {
                 );
                 state.stats.stored_before += (reporter.outcomes.len() - before) as u64;
             }
-            if state.stats.stored_before > stored_before {
+            if state.stats.stored_before > stored_before && reporter.recovered.is_none() {
                 // The broker's `last_stored` confirmed messages: its first answer.
-                reporter.recovered = reporter.recovered.or(state.broker_answered(now));
+                reporter.recovered = state.broker_answered(now);
             }
             state.ring.pop_settled();
         }
