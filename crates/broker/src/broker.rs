@@ -700,6 +700,12 @@ impl Consumer {
     pub fn id(&self) -> ConsumerId {
         self.id
     }
+
+    /// The queue it consumes from.
+    #[must_use]
+    pub fn queue(&self) -> QueueId {
+        self.queue
+    }
 }
 
 /// A broker's confirm path, in-process: queues on queue processors, sessions on session
@@ -1214,34 +1220,30 @@ impl Broker {
         }
     }
 
-    /// Closes a consumer. Its unconfirmed messages become deliverable to the other consumers
-    /// of a priority queue; in a fanout queue its share of them is dropped. Its session is
-    /// then unregistered (its client slot freed; its counters stay in
+    /// Closes a consumer, in order behind what was dispatched to it before: the confirms
+    /// made before the close (by [`confirm`](Self::confirm), or on return from the
+    /// handler, even one still running) release their messages; then its session detaches
+    /// it from the queue, and what it was handed and did not confirm becomes deliverable to
+    /// the other consumers of a priority queue (in a fanout queue its share of it is
+    /// dropped). So a close waits, asynchronously, for a handler of its session's
+    /// processor that is running; it never redelivers a confirmed message. The session
+    /// then unregisters itself (its client slot freed; its counters stay in
     /// [`session_stats`](Self::session_stats)): PUSHes that reach it afterwards are dropped,
     /// counted `pushes_to_closed` while it is still registered and `stale` (in the
     /// processor's stats) after. Closing it again does nothing more.
     ///
     /// # Errors
     ///
-    /// `ShutDown`; `OutboxFull` on a processor thread whose outbox is full (the consumer
-    /// may then be closed but not yet detached: call it again).
+    /// `ShutDown`; `OutboxFull` on a processor thread whose outbox is full (nothing was
+    /// done: call it again).
     pub fn close_consumer(&self, consumer: &Consumer) -> Result<(), BrokerError> {
-        let queue = self.queues[consumer.queue.0 as usize];
+        // The session detaches the consumer from its queue itself, behind the confirms it
+        // has been given (a detach sent from here could overtake them, and the queue would
+        // take confirmed messages back for the other consumers).
+        // At the flush the `Close` brings, the session sends its kept confirms, then the
+        // detach, then unregisters itself (nothing to deliver once closed).
         self.dispatcher
             .dispatch(consumer.session, Event::Message(BrokerMsg::Close))
-            .map_err(|e| self.refused(e))?;
-        self.dispatcher
-            .dispatch(
-                queue,
-                Event::Message(BrokerMsg::Detach {
-                    consumer: consumer.id,
-                }),
-            )
-            .map_err(|e| self.refused(e))?;
-        // After the `Close`, in queue order: the session is flushed (nothing to deliver
-        // once closed) and dropped.
-        self.dispatcher
-            .unregister(consumer.session)
             .map_err(|e| self.refused(e))
     }
 

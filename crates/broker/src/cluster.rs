@@ -26,10 +26,10 @@ use std::collections::TryReserveError;
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
-use zerodispatch_core::{Client, ClientEvent, ClientHandle, Context, DispatchError};
+use zerodispatch_core::{Client, ClientEvent, ClientHandle, Context, DispatchError, Event};
 
 use crate::credits::Credits;
-use crate::ids::QueueId;
+use crate::ids::{ConsumerId, QueueId};
 use crate::message::{BrokerMsg, Confirm, ConfirmMode};
 use crate::queue::{send_confirm, send_receipt};
 use crate::replication::Receipt;
@@ -43,6 +43,8 @@ enum Routed {
     Confirm(Confirm, ConfirmMode),
     /// A replica's receipt.
     Receipt(Receipt),
+    /// A closing consumer's detach, behind its confirms.
+    Detach(QueueId, ConsumerId),
 }
 
 impl Routed {
@@ -50,13 +52,25 @@ impl Routed {
         match self {
             Routed::Confirm(c, _) => c.queue,
             Routed::Receipt(r) => r.queue,
+            Routed::Detach(queue, _) => queue,
         }
     }
 }
 
-/// An item the cluster has to route: its queue's client, the item, and whether it holds a
-/// replica credit (or else a consumer's).
-type ToRoute = (ClientHandle, Routed, bool);
+/// The credit an item holds until it is routed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Credit {
+    /// One of the replicas' credits.
+    Replica,
+    /// One of the consumers' credits.
+    Consumer,
+    /// None: a detach (one per closing consumer).
+    None,
+}
+
+/// An item the cluster has to route: its queue's client, the item, and the credit it
+/// holds.
+type ToRoute = (ClientHandle, Routed, Credit);
 
 /// The cluster client.
 pub(crate) struct ClusterClient {
@@ -97,24 +111,28 @@ impl ClusterClient {
         })
     }
 
-    /// Counts a confirm's credit to give back at the end of the flush.
-    fn settle(&mut self, replica: bool) {
-        if replica {
-            self.done.0 += 1;
-        } else {
-            self.done.1 += 1;
+    /// Counts an item's credit to give back at the end of the flush.
+    fn settle(&mut self, credit: Credit) {
+        match credit {
+            Credit::Replica => self.done.0 += 1,
+            Credit::Consumer => self.done.1 += 1,
+            Credit::None => {}
         }
     }
 
     /// Routes one item; `false` if a full outbox refused it (the caller keeps it).
-    fn route(&mut self, (queue, item, replica): ToRoute, ctx: &Context<BrokerMsg>) -> bool {
+    fn route(&mut self, (queue, item, credit): ToRoute, ctx: &Context<BrokerMsg>) -> bool {
         let sent = match item {
             Routed::Confirm(c, mode) => send_confirm(ctx.dispatcher(), queue, c, mode),
             Routed::Receipt(r) => send_receipt(ctx.dispatcher(), queue, r),
+            Routed::Detach(_, consumer) => ctx
+                .dispatcher()
+                .dispatch(queue, Event::Message(BrokerMsg::Detach { consumer })),
         };
         match (sent, item) {
             (Ok(()), Routed::Confirm(..)) => self.counters.routed.add(1),
             (Ok(()), Routed::Receipt(_)) => self.counters.receipts_routed.add(1),
+            (Ok(()), Routed::Detach(..)) => {}
             (Err(DispatchError::Full(_)), _) => return false,
             (Err(_), _) => {
                 tracing::debug!(
@@ -123,14 +141,14 @@ impl ClusterClient {
                 );
             }
         }
-        self.settle(replica);
+        self.settle(credit);
         true
     }
 
-    fn receive(&mut self, item: Routed, replica: bool, ctx: &Context<BrokerMsg>) {
+    fn receive(&mut self, item: Routed, credit: Credit, ctx: &Context<BrokerMsg>) {
         let Some(&queue) = self.queues.get(item.queue().0 as usize) else {
             self.counters.unknown_queue.add(1);
-            self.settle(replica);
+            self.settle(credit);
             tracing::debug!(
                 queue = item.queue().0,
                 "confirm or receipt for an unknown queue"
@@ -139,10 +157,12 @@ impl ClusterClient {
         };
         // Behind any kept item, in order. (The client is flushed after this event anyway:
         // the flush retries.)
-        let confirm = (queue, item, replica);
+        let confirm = (queue, item, credit);
         if !self.unrouted.is_empty() || !self.route(confirm, ctx) {
+            // Credited items never exceed the preallocated room; a closing consumer's
+            // detach beyond it grows the list (a close, not the event path).
             debug_assert!(
-                self.unrouted.len() < self.unrouted.capacity(),
+                credit == Credit::None || self.unrouted.len() < self.unrouted.capacity(),
                 "more confirms kept than credits"
             );
             self.unrouted.push(confirm);
@@ -154,13 +174,16 @@ impl Client<BrokerMsg> for ClusterClient {
     fn on_event(&mut self, event: ClientEvent<BrokerMsg>, ctx: &mut Context<BrokerMsg>) {
         match event {
             ClientEvent::Message(BrokerMsg::Route(c, mode)) => {
-                self.receive(Routed::Confirm(c, mode), false, ctx)
+                self.receive(Routed::Confirm(c, mode), Credit::Consumer, ctx)
             }
             ClientEvent::Message(BrokerMsg::Replica(c, mode)) => {
-                self.receive(Routed::Confirm(c, mode), true, ctx)
+                self.receive(Routed::Confirm(c, mode), Credit::Replica, ctx)
             }
             ClientEvent::Message(BrokerMsg::Receipt(r)) => {
-                self.receive(Routed::Receipt(r), true, ctx)
+                self.receive(Routed::Receipt(r), Credit::Replica, ctx)
+            }
+            ClientEvent::Message(BrokerMsg::RouteDetach { queue, consumer }) => {
+                self.receive(Routed::Detach(queue, consumer), Credit::None, ctx)
             }
             ClientEvent::Callback(callback) => callback.call(),
             ClientEvent::Message(other) => {
@@ -191,8 +214,8 @@ impl Drop for ClusterClient {
     fn drop(&mut self) {
         // At shutdown: whatever was not routed is gone with the queues; its credits go back
         // so that no replica thread waits for them.
-        let replicas = self.unrouted.iter().filter(|c| c.2).count();
-        let consumers = self.unrouted.len() - replicas;
+        let held = |credit| self.unrouted.iter().filter(|c| c.2 == credit).count();
+        let (replicas, consumers) = (held(Credit::Replica), held(Credit::Consumer));
         let (done_replicas, done_consumers) = std::mem::take(&mut self.done);
         self.replica_credits.give_back(done_replicas + replicas);
         self.consumer_credits.give_back(done_consumers + consumers);

@@ -213,8 +213,17 @@ pub(crate) enum BrokerMsg {
         /// Its session.
         session: ClientHandle,
     },
-    /// Broker -> queue: detach a consumer.
+    /// Consumer session (closing) -> queue: detach the consumer. Sent by the session
+    /// behind its confirms, on their path, so that it never overtakes one.
     Detach {
+        /// The consumer.
+        consumer: ConsumerId,
+    },
+    /// Consumer session (closing) -> cluster: route a `Detach` to `queue`, behind the
+    /// consumer's confirms routed before it.
+    RouteDetach {
+        /// The consumer's queue.
+        queue: QueueId,
         /// The consumer.
         consumer: ConsumerId,
     },

@@ -544,6 +544,14 @@ pub(crate) struct ConsumerSession {
     unsent: Vec<Confirm>,
     on_delivery: DeliveryHandler,
     closed: bool,
+    /// Closed, and the queue not yet told to detach the consumer: the detach goes by the
+    /// confirms' own path (straight to the queue, or through the cluster) after every
+    /// confirm kept in `unsent`, so that it cannot overtake one.
+    detach: bool,
+    /// Detached, and not yet unregistered: the session unregisters itself once its last
+    /// confirm and the detach have gone (unregistered earlier, by the closing thread, it
+    /// could be dropped with them still kept by a full outbox).
+    unregister: bool,
     pub(crate) counters: SessionTally,
 }
 
@@ -612,6 +620,8 @@ impl ConsumerSession {
             unsent: tables::vec(window)?,
             on_delivery,
             closed: false,
+            detach: false,
+            unregister: false,
             counters,
         })
     }
@@ -646,6 +656,26 @@ impl ConsumerSession {
                 true
             }
         }
+    }
+
+    /// Tells the queue to detach the consumer, by the confirms' path; `false` if a full
+    /// outbox refused it (the caller tries again at the next flush). Refused at shutdown:
+    /// the queue is going too.
+    fn send_detach(&self, ctx: &Context<BrokerMsg>) -> bool {
+        let (to, message) = match &self.cluster {
+            Some((cluster, _)) => (
+                *cluster,
+                BrokerMsg::RouteDetach {
+                    queue: self.queue_id,
+                    consumer: self.id,
+                },
+            ),
+            None => (self.queue, BrokerMsg::Detach { consumer: self.id }),
+        };
+        !matches!(
+            ctx.dispatcher().dispatch(to, Event::Message(message)),
+            Err(DispatchError::Full(_))
+        )
     }
 
     /// Confirms a delivery now, or keeps the confirm behind those already kept.
@@ -727,6 +757,9 @@ impl Client<BrokerMsg> for ConsumerSession {
                 }
             }
             ClientEvent::Message(BrokerMsg::Close) => {
+                // The confirms already made stay in `unsent` (they go at the flush this
+                // event brings, with the detach behind them).
+                self.detach = !self.closed;
                 self.closed = true;
                 self.deliveries.clear();
                 self.unconfirmed.clear();
@@ -778,8 +811,22 @@ impl Client<BrokerMsg> for ConsumerSession {
             }
             self.delivering.clear();
         }
-        // Kept confirms, or deliveries the credit allows that did not fit this batch.
-        if !self.unsent.is_empty() || self.handable() > 0 {
+        // Closed: the detach, behind every confirm, then the session's own unregistration.
+        if self.detach && self.unsent.is_empty() && self.send_detach(ctx) {
+            self.detach = false;
+            self.unregister = true;
+        }
+        if self.unregister {
+            // Refused only by a full outbox (retried at the next flush), or at shutdown
+            // (which drops the session anyway).
+            let me = ctx.handle();
+            if !matches!(ctx.dispatcher().unregister(me), Err(DispatchError::Full(_))) {
+                self.unregister = false;
+            }
+        }
+        // Kept confirms, detach or unregistration, or deliveries the credit allows that did
+        // not fit this batch.
+        if !self.unsent.is_empty() || self.detach || self.unregister || self.handable() > 0 {
             ctx.flush_again();
         }
     }

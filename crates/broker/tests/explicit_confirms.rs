@@ -263,3 +263,43 @@ fn explicit_confirms_churn_through_a_small_window() {
         assert!(broker.processor_stats().iter().all(|p| p.panics == 0));
     });
 }
+
+/// Confirms made before `close_consumer` release their messages: the close does not
+/// overtake them. On the code before the fix, the queue's detach went to the queue straight
+/// from the closing thread while the confirms were still on their way through the session,
+/// so the queue took confirmed messages for unconfirmed ones and kept them for another
+/// consumer (redelivered: a duplicate to the application).
+#[test]
+fn confirms_made_before_a_close_are_not_overtaken_by_it() {
+    within(LIMIT, "confirm then close", || {
+        let broker = start();
+        let producer = broker.open_producer(1024, |_: &[Ack]| {}).unwrap();
+        for round in 0..200_u64 {
+            // Both paths a confirm can take: straight to the queue, or through the cluster.
+            let route = [ConfirmRoute::Direct, ConfirmRoute::ViaCluster][round as usize % 2];
+            let options = ConsumerOptions {
+                confirms: Confirms::Explicit,
+                route,
+                ..ConsumerOptions::default()
+            };
+            let (consumer, seen) = consumer(&broker, options);
+            for handle in 0..10 {
+                producer
+                    .publish(QueueId(0), Payload { handle, len: 8 })
+                    .unwrap();
+            }
+            wait_for("10 deliveries", || seen.lock().unwrap().len() == 10);
+            for d in seen.lock().unwrap().iter() {
+                broker.confirm(&consumer, d.guid).unwrap();
+            }
+            broker.close_consumer(&consumer).unwrap();
+            broker.quiesce().unwrap();
+            let queue = &broker.queue_stats()[0];
+            assert_eq!(
+                (queue.held, queue.redelivered),
+                (0, 0),
+                "round {round} ({route:?}): every confirmed message released, none kept for another consumer"
+            );
+        }
+    });
+}

@@ -47,9 +47,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use zerodispatch_broker::{
-    Ack, AppId, Broker, BrokerError, Callback, ClientType, Confirms, Consumer, ConsumerOptions,
-    Delivery, Guid, MAX_UNCONFIRMED, Payload, Producer, ProducerConfig, QueueId, QueueMode,
-    SendError,
+    Ack, AppId, Broker, BrokerError, Confirms, Consumer, ConsumerOptions, Delivery, Guid,
+    MAX_UNCONFIRMED, Payload, Producer, ProducerConfig, QueueId, QueueMode, SendError,
 };
 use zerodispatch_wire::{
     self as wire, CloseConsumer, CloseProducer, ConfirmStatus, ConsumerConfirmFrame,

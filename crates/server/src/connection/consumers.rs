@@ -167,16 +167,14 @@ impl Connection {
     /// queue (priority) or is dropped with its share (fanout); either way the queue
     /// releases the message in time, and the broker's release hook frees its payload.
     ///
-    /// The session processors are given a turn first: the confirms this connection handed
-    /// the consumer's session before the close then reach the queue before the detach,
-    /// which would otherwise redeliver what the client had confirmed.
+    /// The confirms this connection handed the consumer's session before the close reach
+    /// the queue before the detach: the session itself sends the detach, behind them.
     pub(super) fn close_consumer_slot(&mut self, slot: usize, echo: bool) {
         let c = &mut self.consumers[slot];
         c.state = Use::Closing { echo };
         if let Some(consumer) = c.consumer.take() {
             let broker = self.shared.broker.clone();
             tokio::task::spawn_blocking(move || {
-                flushed(&broker);
                 // Refused only when the broker is shutting down, which drops the session.
                 let _ = broker.close_consumer(&consumer);
             });
@@ -247,34 +245,6 @@ impl Connection {
             }
             // The consumer is closing: its credit no longer matters.
             Err(_) => Ok(()),
-        }
-    }
-}
-
-/// Waits until every session processor has handled what was dispatched to it before (and
-/// so sent on the confirms among it): a callback on each runs after those. On a blocking
-/// thread.
-pub(super) fn flushed(broker: &Broker) {
-    let (done, turns) = std::sync::mpsc::channel();
-    let processors = broker.processors(ClientType::Session);
-    let asked = processors
-        .iter()
-        .filter(|&&p| {
-            let done = done.clone();
-            broker
-                .execute(
-                    p,
-                    Callback::new(move || {
-                        let _ = done.send(());
-                    }),
-                )
-                .is_ok()
-        })
-        .count();
-    drop(done);
-    for _ in 0..asked {
-        if turns.recv().is_err() {
-            return;
         }
     }
 }
