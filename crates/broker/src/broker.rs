@@ -1237,11 +1237,9 @@ impl Broker {
     /// `ShutDown`; `OutboxFull` on a processor thread whose outbox is full (nothing was
     /// done: call it again).
     pub fn close_consumer(&self, consumer: &Consumer) -> Result<(), BrokerError> {
-        // The session detaches the consumer from its queue itself, behind the confirms it
-        // has been given (a detach sent from here could overtake them, and the queue would
-        // take confirmed messages back for the other consumers).
         // At the flush the `Close` brings, the session sends its kept confirms, then the
-        // detach, then unregisters itself (nothing to deliver once closed).
+        // queue's detach, then unregisters itself. A detach sent from here could overtake
+        // those confirms, and the queue would take confirmed messages back for the others.
         self.dispatcher
             .dispatch(consumer.session, Event::Message(BrokerMsg::Close))
             .map_err(|e| self.refused(e))

@@ -543,16 +543,24 @@ pub(crate) struct ConsumerSession {
     /// preallocated size).
     unsent: Vec<Confirm>,
     on_delivery: DeliveryHandler,
-    closed: bool,
-    /// Closed, and the queue not yet told to detach the consumer: the detach goes by the
-    /// confirms' own path (straight to the queue, or through the cluster) after every
-    /// confirm kept in `unsent`, so that it cannot overtake one.
-    detach: bool,
-    /// Detached, and not yet unregistered: the session unregisters itself once its last
-    /// confirm and the detach have gone (unregistered earlier, by the closing thread, it
-    /// could be dropped with them still kept by a full outbox).
-    unregister: bool,
+    stage: Stage,
     pub(crate) counters: SessionTally,
+}
+
+/// Where a consumer session is in its life. A closed session's last steps, each retried at
+/// the next flush while a full outbox refuses it: the detach, by the confirms' own path
+/// (straight to the queue, or through the cluster) after every confirm kept in `unsent`,
+/// so that it cannot overtake one; then its own unregistration (unregistered earlier, by
+/// the closing thread, it could be dropped with confirms or the detach still kept).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Open,
+    /// Closed; the queue not yet told to detach the consumer.
+    Detaching,
+    /// Detached; not yet unregistered.
+    Unregistering,
+    /// Unregistered: dropped once its processor handles that.
+    Closed,
 }
 
 /// How a consumer session confirms and paces its deliveries.
@@ -619,9 +627,7 @@ impl ConsumerSession {
             unconfirmed_limit: window,
             unsent: tables::vec(window)?,
             on_delivery,
-            closed: false,
-            detach: false,
-            unregister: false,
+            stage: Stage::Open,
             counters,
         })
     }
@@ -717,7 +723,7 @@ impl ConsumerSession {
     /// An application's confirm (`Confirms::Explicit`): confirmed if the session handed
     /// that message over and it is not confirmed yet; counted and dropped otherwise.
     fn app_confirm(&mut self, guid: Guid, ctx: &Context<BrokerMsg>) {
-        if self.closed || !self.unconfirmed.remove(&guid) {
+        if self.stage != Stage::Open || !self.unconfirmed.remove(&guid) {
             self.counters.unknown_confirms.add(1);
             return;
         }
@@ -734,7 +740,7 @@ impl Client<BrokerMsg> for ConsumerSession {
                 guid,
                 payload,
             }) => {
-                if self.closed || consumer != self.id {
+                if self.stage != Stage::Open || consumer != self.id {
                     self.counters.pushes_to_closed.add(1);
                     return;
                 }
@@ -759,8 +765,9 @@ impl Client<BrokerMsg> for ConsumerSession {
             ClientEvent::Message(BrokerMsg::Close) => {
                 // The confirms already made stay in `unsent` (they go at the flush this
                 // event brings, with the detach behind them).
-                self.detach = !self.closed;
-                self.closed = true;
+                if self.stage == Stage::Open {
+                    self.stage = Stage::Detaching;
+                }
                 self.deliveries.clear();
                 self.unconfirmed.clear();
             }
@@ -812,21 +819,21 @@ impl Client<BrokerMsg> for ConsumerSession {
             self.delivering.clear();
         }
         // Closed: the detach, behind every confirm, then the session's own unregistration.
-        if self.detach && self.unsent.is_empty() && self.send_detach(ctx) {
-            self.detach = false;
-            self.unregister = true;
+        if self.stage == Stage::Detaching && self.unsent.is_empty() && self.send_detach(ctx) {
+            self.stage = Stage::Unregistering;
         }
-        if self.unregister {
+        if self.stage == Stage::Unregistering {
             // Refused only by a full outbox (retried at the next flush), or at shutdown
             // (which drops the session anyway).
             let me = ctx.handle();
             if !matches!(ctx.dispatcher().unregister(me), Err(DispatchError::Full(_))) {
-                self.unregister = false;
+                self.stage = Stage::Closed;
             }
         }
-        // Kept confirms, detach or unregistration, or deliveries the credit allows that did
-        // not fit this batch.
-        if !self.unsent.is_empty() || self.detach || self.unregister || self.handable() > 0 {
+        // Kept confirms, a last step, or deliveries the credit allows that did not fit this
+        // batch.
+        let ending = matches!(self.stage, Stage::Detaching | Stage::Unregistering);
+        if !self.unsent.is_empty() || ending || self.handable() > 0 {
             ctx.flush_again();
         }
     }

@@ -4,13 +4,14 @@
 
 mod support;
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::{
     Action, Config, FakeBroker, Policy, Received, collector, exactly_once, wait_outcomes,
 };
 use zerodispatch_client::{
-    Backoff, ClientOptions, ConfirmStatus, ProducerOptions, QueueId, ReliableProducer,
+    Backoff, ClientOptions, ConfirmStatus, ProducerOptions, QueueId, Recovery, ReliableProducer,
     ReliableProducerOptions, TrySendError,
 };
 
@@ -57,6 +58,14 @@ fn sessions(broker: &FakeBroker) -> Vec<Vec<u64>> {
         }
     }
     sessions
+}
+
+/// The recoveries `producer` reports, from now on.
+fn recoveries(producer: &ReliableProducer) -> Arc<Mutex<Vec<Recovery>>> {
+    let recoveries = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&recoveries);
+    producer.on_recovery(move |r| sink.lock().unwrap().push(*r));
+    recoveries
 }
 
 async fn wait_until(what: &str, cond: impl Fn() -> bool) {
@@ -131,9 +140,7 @@ async fn a_drop_mid_confirm_settles_the_stored_and_resends_the_rest_with_their_i
         ReliableProducer::connect(broker.addr, QueueId(0), options(1000, quick()), on_confirm)
             .await
             .unwrap();
-    let recoveries = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let sink = std::sync::Arc::clone(&recoveries);
-    producer.on_recovery(move |r| sink.lock().unwrap().push(*r));
+    let recoveries = recoveries(&producer);
     for i in 0..100_u64 {
         producer.send(&i.to_le_bytes()).await.unwrap();
     }
@@ -623,9 +630,7 @@ async fn each_outage_is_reported_once_at_the_first_confirm_after_it() {
         ReliableProducer::connect(broker.addr, QueueId(0), options(8, quick()), on_confirm)
             .await
             .unwrap();
-    let recoveries = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let sink = std::sync::Arc::clone(&recoveries);
-    producer.on_recovery(move |r| sink.lock().unwrap().push(*r));
+    let recoveries = recoveries(&producer);
     let recovered = || recoveries.lock().unwrap().clone();
 
     producer.send(b"before").await.unwrap();

@@ -57,15 +57,12 @@ impl Recipe {
 impl LocalServer {
     /// Starts the broker of `scenario` with a payload store and limits sized for every
     /// producer's cap and every consumer's window, and a server on a loopback port;
-    /// restarting the server every `restart_every`, if set.
+    /// restarting the server every `scenario.restart_every`, if set.
     ///
     /// # Errors
     ///
     /// The broker, the store or the server cannot start.
-    pub fn start(
-        scenario: &Scenario,
-        restart_every: Option<Duration>,
-    ) -> Result<Self, Box<dyn Error>> {
+    pub fn start(scenario: &Scenario) -> Result<Self, Box<dyn Error>> {
         let mut config = scenario.broker_config();
         let queue_capacity: usize = config.queues.iter().map(|q| q.capacity).sum();
         let consumers = scenario.consumers as usize * scenario.apps() as usize;
@@ -93,7 +90,8 @@ impl LocalServer {
         let addr = server.local_addr();
         let server = Arc::new(Mutex::new(Some(server)));
         let restarts = Arc::new(AtomicU64::new(0));
-        let restarter = restart_every
+        let restarter = scenario
+            .restart_every
             .map(|every| {
                 let (stop, stopped) = mpsc::channel::<()>();
                 let (server, restarts) = (server.clone(), restarts.clone());

@@ -158,7 +158,7 @@ pub fn run(
 ) -> Result<RunResult, Box<dyn Error>> {
     let clock = Clock(Instant::now());
     let mut server = match target {
-        Target::Local => Some(LocalServer::start(scenario, scenario.restart_every)?),
+        Target::Local => Some(LocalServer::start(scenario)?),
         Target::Connect(_) => None,
     };
     let upstream = match (&server, target) {
