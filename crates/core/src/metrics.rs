@@ -104,13 +104,13 @@ pub const METRICS: [Metric; 17] = [
     metric(
         "zerodispatch_enqueued_total",
         Kind::Counter,
-        "Events accepted into the processor's queue.",
+        "Events and control items accepted into the processor's queue, at least (not the monitor's probes).",
         Value::Number(|s| s.enqueued),
     ),
     metric(
         "zerodispatch_processed_total",
         Kind::Counter,
-        "Events and control items the processor has handled.",
+        "Events and control items the processor has handled (not the monitor's probes).",
         Value::Number(|s| s.processed),
     ),
     metric(

@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use crate::event::Item;
 use crate::handle::Shared;
+use crate::stats::ProbeCount;
 
 /// The running monitor thread.
 pub(crate) struct Monitor {
@@ -85,7 +86,9 @@ fn run<M: Send + 'static>(shared: &Shared<M>, stop: &AtomicBool) {
                 .stats
                 .publish_requested
                 .store(true, Ordering::Relaxed);
-            let processed = processor.stats.counters.processed.get();
+            // Probes too: a processor that handles only probes is not stuck.
+            let counters = &processor.stats.counters;
+            let processed = counters.processed.get() + counters.probes.get();
             let asleep = processor.is_sleeping();
             if processed != watch.processed || asleep || processor.queue.is_empty() {
                 if watch.reported {
@@ -109,8 +112,14 @@ fn run<M: Send + 'static>(shared: &Shared<M>, stop: &AtomicBool) {
                 );
             }
             let probe = !asleep && !processor.probe_pending.swap(true, Ordering::Relaxed);
-            if probe && processor.try_push(Item::Probe(Instant::now())).is_err() {
-                processor.probe_pending.store(false, Ordering::Relaxed);
+            if probe {
+                // Counted before the push: a snapshot that sees the probe in the queue
+                // sees it counted, and leaves it out of the depth (`stats.rs`).
+                let count = ProbeCount::before_push(&processor.stats);
+                if processor.try_push(Item::Probe(Instant::now())).is_err() {
+                    count.refused();
+                    processor.probe_pending.store(false, Ordering::Relaxed);
+                }
             }
         }
     }

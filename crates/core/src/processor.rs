@@ -878,9 +878,9 @@ impl<M: Send + 'static> Runner<M> {
             let start = popped;
             while let Some(item) = self.shared.queue.pop() {
                 self.popped = self.popped.wrapping_add(1);
-                self.handle(item);
+                let counted = self.handle(item);
                 popped += 1;
-                self.shared.stats.counters.processed.add_release(1);
+                self.shared.stats.counters.processed.add_release(counted);
                 self.since_flush += 1;
                 if self.since_flush >= max_batch {
                     self.flush_all();
@@ -987,8 +987,10 @@ impl<M: Send + 'static> Runner<M> {
         }
     }
 
+    /// Handles one popped item; returns what it adds to `processed`: 1, or 0 for the
+    /// monitor's probe (counted in `probes`: no caller enqueued it).
     #[inline]
-    fn handle(&mut self, item: Item<M>) {
+    fn handle(&mut self, item: Item<M>) -> u64 {
         match item {
             Item::Callback { key, callback } => {
                 if !callback.is_inline() {
@@ -1016,11 +1018,15 @@ impl<M: Send + 'static> Runner<M> {
             }
             Item::Probe(enqueued) => {
                 self.histograms.record_time_in_queue(enqueued.elapsed());
+                // Release: a snapshot that reads it with acquire sees the probe popped.
+                self.shared.stats.counters.probes.add_release(1);
                 self.shared.probe_pending.store(false, Ordering::Relaxed);
+                return 0;
             }
             Item::Register { key, client } => self.register(key, client),
             Item::Unregister { key } => self.unregister(key),
         }
+        1
     }
 
     #[inline]

@@ -9,7 +9,7 @@
 
 use std::sync::Mutex;
 use std::sync::OnceLock;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
@@ -29,7 +29,13 @@ const SIGFIG: u8 = 2;
 /// The counters of one processor.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
+    /// Items handled that a caller enqueued: events, dispatcher callbacks, unregistrations.
+    /// Not the monitor's probes (counted in `probes`), which no caller enqueued. Added to
+    /// with release after each item is handled, so that a reader that reads it with acquire
+    /// before the queue's length counts no item twice.
     pub(crate) processed: Counter,
+    /// The monitor's probes handled: added to (with release) after the probe is popped.
+    pub(crate) probes: Counter,
     pub(crate) flushes: Counter,
     pub(crate) panics: Counter,
     pub(crate) spilled: Counter,
@@ -111,6 +117,33 @@ pub(crate) struct ProcessorStats {
     /// histograms into `histograms` at its next flush point or before it sleeps.
     pub(crate) publish_requested: AtomicBool,
     pub(crate) pinning: OnceLock<Pinning>,
+    /// The monitor's probes accepted into the queue, written by the monitor thread only:
+    /// raised before it pushes a probe, lowered again if the push is refused (see
+    /// [`ProbeCount`]). With `counters.probes` it bounds the probes in the queue, which
+    /// the snapshot takes out of the depth.
+    pub(crate) probes_sent: AtomicU64,
+}
+
+/// The monitor's side of [`ProcessorStats::probes_sent`]: one probe counted before its
+/// push, so that a reader that sees the probe in the queue sees it counted.
+pub(crate) struct ProbeCount<'a>(&'a AtomicU64);
+
+impl<'a> ProbeCount<'a> {
+    /// Counts a probe about to be pushed.
+    pub(crate) fn before_push(stats: &'a ProcessorStats) -> Self {
+        // Relaxed: the push that follows is a release (a compare-and-swap of the queue's
+        // tail) that the reader's length acquires; this count, sequenced before it, is
+        // visible to the reader's load after the length.
+        stats.probes_sent.fetch_add(1, Ordering::Relaxed);
+        Self(&stats.probes_sent)
+    }
+
+    /// The push was refused: the probe never entered the queue. A reader that saw the
+    /// count meanwhile took one probe too many out of the depth: it under-counts, within
+    /// the snapshot's "at least".
+    pub(crate) fn refused(self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl ProcessorStats {
@@ -120,6 +153,7 @@ impl ProcessorStats {
             histograms: Mutex::new(Histograms::new()),
             publish_requested: AtomicBool::new(false),
             pinning: OnceLock::new(),
+            probes_sent: AtomicU64::new(0),
         }
     }
 }
@@ -134,13 +168,17 @@ impl ProcessorStats {
 pub struct ProcessorSnapshot {
     /// Which processor.
     pub processor: crate::ProcessorId,
-    /// Events accepted into its queue, at least: `processed` read first, plus the depth
-    /// read after it. Never more than were ever enqueued (a dispatch that lands between
-    /// the two reads may or may not be counted).
+    /// Events and control items accepted into its queue, at least: `processed` read
+    /// first, plus `depth` read after it. Never more than callers ever enqueued (a
+    /// dispatch that lands between the two reads may or may not be counted); it may lag
+    /// by the one item being handled and by up to two monitor probes being counted.
     pub enqueued: u64,
-    /// Events and control items it has handled.
+    /// Events and control items it has handled (dispatcher callbacks, `synchronize` and
+    /// `call` markers, unregistrations). The monitor's probes, which no caller enqueues,
+    /// are not counted.
     pub processed: u64,
-    /// Events in its queue now.
+    /// Events and control items in its queue now, at most; the monitor's probe, if one is
+    /// queued, is not counted.
     pub depth: usize,
     /// Clients registered on it now (registrations and unregistrations still queued
     /// included).
@@ -185,12 +223,30 @@ impl ProcessorStats {
         clients: usize,
     ) -> ProcessorSnapshot {
         let c = &self.counters;
-        // `processed` first, with acquire (the processor adds to it with release after
-        // each pop), then the depth: every event counted in `processed` was popped before
-        // the depth is read, so no event is counted twice and the sum never exceeds what
-        // was enqueued.
+        // The order of the reads is what bounds `enqueued` (`processed + depth`) by what
+        // callers ever enqueued:
+        //
+        // 1. `processed` with acquire (the processor adds to it with release after each
+        //    item it handled): every item counted was popped before the length is read,
+        //    so none is counted twice.
+        // 2. The probes handled, with acquire, for the same reason: each was popped
+        //    before the length is read.
+        // 3. The length of the queue, probes included.
+        // 4. The probes sent, after the length: a probe the length counted was counted
+        //    as sent before its push (`ProbeCount`), and the length's read of the tail
+        //    acquires that push.
+        //
+        // Probes in the queue at 3 are at most `sent(4) - handled(2)`: taking that out of
+        // the length can only under-count (by the probes handled or sent in between, at
+        // most two: one is queued at a time).
         let processed = c.processed.get_acquire();
-        let depth = depth();
+        let probes_handled = c.probes.get_acquire();
+        let length = depth();
+        // Relaxed: ordered after the length by the push it acquires (point 4).
+        let probes_sent = self.probes_sent.load(Ordering::Relaxed);
+        let probes_queued =
+            usize::try_from(probes_sent.saturating_sub(probes_handled)).unwrap_or(usize::MAX);
+        let depth = length.saturating_sub(probes_queued);
         let (time_in_queue_ns, batch_size) = {
             let h = self
                 .histograms

@@ -50,8 +50,10 @@ fn stats_count_while_the_processor_runs() {
     let s = &d.stats()[0];
     assert!(running.processed > 0, "stats are readable while running");
     assert_eq!(s.spilled, 1);
-    // register + spilled callback + messages + the synchronize marker, plus probes.
-    assert!(s.processed >= sent.load(Ordering::Relaxed) + 3);
+    // The spilled callback and the messages. (Not the monitor's probes; the registration
+    // is not queued; the synchronize marker is counted once its handler has returned,
+    // which may be after `synchronize` returned.)
+    assert!(s.processed >= sent.load(Ordering::Relaxed) + 1);
     assert_eq!(s.enqueued, s.processed + s.depth as u64);
     assert!(s.flushes > 0);
     let s = stats_once_published(&d, |s| {
@@ -86,4 +88,67 @@ fn watermark_alarms_are_edge_triggered_and_clear_at_the_low_mark() {
         "raised once per fill, cleared in between: {s:?}"
     );
     assert!(s.max_depth >= 128);
+}
+
+/// `enqueued` never exceeds what was ever enqueued, while the queue drains (a stalled
+/// processor, a queue of 65,536 filled by `try_dispatch`, then `stats()` in a loop) and
+/// after. On the code before the fix the monitor's probes, which no caller enqueues, were
+/// counted in `processed` and so in `enqueued` (`processed + depth`): the figure ran ahead
+/// of everything enqueued by the probes handled (1 in the review's run).
+#[test]
+fn enqueued_never_exceeds_what_callers_enqueued_with_the_monitor_probing() {
+    const CAPACITY: usize = 65_536;
+    let d = Dispatcher::<u64>::builder()
+        .pool(ClientType::Queue, PoolConfig::new(1).capacity(CAPACITY))
+        .monitor_interval(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    let h = d
+        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
+        .unwrap();
+    let processor = h.processor();
+    // Everything this test enqueues: the registration (a queued item before the fix), the
+    // stall, the events accepted, and each `synchronize`.
+    let mut enqueued = 1_u64;
+    let stall = block_processor(&d.handle(), h);
+    enqueued += 1;
+    for i in 0..CAPACITY as u64 {
+        if d.try_dispatch(h, Event::Message(i)).is_ok() {
+            enqueued += 1;
+        }
+    }
+    stall.wait();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let check = |s: &ProcessorSnapshot, enqueued: u64| {
+        assert!(
+            s.enqueued <= enqueued,
+            "enqueued {} > {enqueued} ever enqueued (processed {}, depth {})",
+            s.enqueued,
+            s.processed,
+            s.depth
+        );
+    };
+    // While it drains.
+    loop {
+        let s = d.stats().remove(0);
+        check(&s, enqueued);
+        if s.depth == 0 || std::time::Instant::now() > deadline {
+            break;
+        }
+    }
+    // Until a probe has been handled (the monitor probes an awake processor every
+    // millisecond; each `synchronize` wakes it).
+    loop {
+        d.synchronize(processor).unwrap();
+        enqueued += 1;
+        let s = d.stats().remove(0);
+        check(&s, enqueued);
+        if s.time_in_queue_ns.count > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no probe was handled in 30 s"
+        );
+    }
 }
