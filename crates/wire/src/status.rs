@@ -102,6 +102,10 @@ impl ErrorCode {
     pub const SHUTTING_DOWN: Self = Self(10);
     /// The sender failed in a way the receiver cannot help.
     pub const INTERNAL: Self = Self(11);
+    /// The broker has as many connections open as it allows: it refuses this one, before
+    /// its `Hello`, and closes it. Nothing is wrong with the client; it may connect again
+    /// later, once another connection has closed.
+    pub const TOO_MANY_CONNECTIONS: Self = Self(12);
 
     /// The queue of an open does not exist.
     pub const UNKNOWN_QUEUE: Self = Self(100);
@@ -145,6 +149,7 @@ impl ErrorCode {
             Self::HEARTBEAT_TIMEOUT => "heartbeat timeout",
             Self::SHUTTING_DOWN => "shutting down",
             Self::INTERNAL => "internal error",
+            Self::TOO_MANY_CONNECTIONS => "too many connections",
             Self::UNKNOWN_QUEUE => "unknown queue",
             Self::UNKNOWN_APP => "unknown app",
             Self::UNKNOWN_PRODUCER => "unknown producer",
