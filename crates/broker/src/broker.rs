@@ -48,7 +48,7 @@ use zerodispatch_core::{
 
 use crate::cluster::ClusterClient;
 use crate::credits::Credits;
-use crate::dedup::StoredIds;
+use crate::dedup::{MAX_DEDUP_WINDOW, MIN_DEDUP_WINDOW, StoredIds, StoredWindow};
 use crate::error::{BrokerError, SendError};
 use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 use crate::message::{Ack, BrokerMsg, Confirm, ConfirmMode, ConfirmRoute, Confirms, Delivery};
@@ -126,6 +126,14 @@ pub struct BrokerConfig {
     /// have been opened, a new one is refused ([`BrokerError::TooManyNames`]). 1,024 by
     /// default.
     pub max_producer_names: usize,
+    /// Publish ids each queue remembers exactly, per producer name, for deduplication
+    /// (`dedup.rs`): for each of the last `dedup_window` ids below the highest it stored
+    /// for a name, whether it stored it. A power of two from [`MIN_DEDUP_WINDOW`] to
+    /// [`MAX_DEDUP_WINDOW`]; a named producer's `max_unconfirmed` may not exceed it, so that
+    /// every message it resends after a lost connection is inside the window. Each queue
+    /// keeps `8 + dedup_window / 8` bytes per name, allocated at start (16,384 by default:
+    /// 2,056 bytes per name and queue).
+    pub dedup_window: usize,
 }
 
 impl Default for BrokerConfig {
@@ -141,6 +149,7 @@ impl Default for BrokerConfig {
             replication: None,
             on_release: None,
             max_producer_names: 1 << 10,
+            dedup_window: 1 << 14,
         }
     }
 }
@@ -567,6 +576,14 @@ impl Drop for Producer {
 }
 
 /// The error for a call into a processor (`synchronize`, `call`) that came back.
+/// What [`Broker::stored_window`] finds before it asks a queue.
+enum Known {
+    /// A name opened once: the queue's processor answers for it.
+    Name(ProcessorId, StoredIds, ProducerId),
+    /// A name never opened: nothing of it is stored.
+    Never(StoredWindow),
+}
+
 fn sync_refused(e: SyncError) -> BrokerError {
     match e {
         SyncError::OnProcessorThread(p) => BrokerError::OnProcessorThread(p),
@@ -731,6 +748,8 @@ pub struct Broker {
     names: Arc<Mutex<Names>>,
     /// Each queue's highest publish id stored per named producer, by queue id.
     stored_ids: Vec<StoredIds>,
+    /// [`BrokerConfig::dedup_window`]: a named producer's `max_unconfirmed` at most.
+    dedup_window: usize,
     next_producer: AtomicU32,
     next_consumer: AtomicU32,
 }
@@ -773,6 +792,13 @@ impl Broker {
         if config.max_producer_names > MAX_PRODUCER_NAMES {
             return Err(BrokerError::ProducerNamesOutOfRange {
                 max_producer_names: config.max_producer_names,
+            });
+        }
+        if !config.dedup_window.is_power_of_two()
+            || !(MIN_DEDUP_WINDOW..=MAX_DEDUP_WINDOW).contains(&config.dedup_window)
+        {
+            return Err(BrokerError::DedupWindowOutOfRange {
+                dedup_window: config.dedup_window,
             });
         }
         let names = Names::new(config.max_producer_names).map_err(|_| {
@@ -822,7 +848,8 @@ impl Broker {
                 queue: id,
                 capacity: q.capacity,
             };
-            let ids = StoredIds::new(config.max_producer_names).map_err(too_large)?;
+            let ids = StoredIds::new(config.max_producer_names, config.dedup_window)
+                .map_err(too_large)?;
             let engine = QueueEngine::new(
                 id,
                 q.mode,
@@ -876,6 +903,7 @@ impl Broker {
             replication: config.replication,
             names: Arc::new(Mutex::new(names)),
             stored_ids,
+            dedup_window: config.dedup_window,
             // Below `MAX_PRODUCER_NAMES`, checked above: fits a `u32`.
             next_producer: AtomicU32::new(config.max_producer_names as u32),
             next_consumer: AtomicU32::new(0),
@@ -967,6 +995,12 @@ impl Broker {
         on_ack: impl FnMut(&[Ack]) + Send + 'static,
     ) -> Result<Producer, BrokerError> {
         Self::check_producer(config)?;
+        if config.max_unconfirmed > self.dedup_window {
+            return Err(BrokerError::WindowBelowUnconfirmed {
+                max_unconfirmed: config.max_unconfirmed,
+                dedup_window: self.dedup_window,
+            });
+        }
         let id = self.lock_names().open(name)?;
         self.open_session(id, config, Box::new(on_ack), Some(self.names.clone()))
             .inspect_err(|_| self.lock_names().close(id))
@@ -975,61 +1009,90 @@ impl Broker {
     /// The highest publish id `queue` has stored for the producers named `name`
     /// ([`open_named_producer`](Self::open_named_producer)), counting every message sent to
     /// it before this call; `None` if it has stored none of theirs (or the name was never
-    /// opened). A reconnecting producer resumes after it. Answered by a dispatcher callback
-    /// on the queue's processor; for application threads only.
+    /// opened). A producer of the name that starts afresh numbers its messages after it.
+    /// It says nothing of lower ids: ask [`stored_window`](Self::stored_window) which of
+    /// those are stored. For application threads only.
     ///
     /// # Errors
     ///
-    /// `UnknownQueue`; `ShutDown`; `OnProcessorThread` on one of the broker's processor
-    /// threads; `ProcessorDied` if the queue's processor is gone.
+    /// As [`stored_window`](Self::stored_window).
     pub fn last_stored(&self, name: &str, queue: QueueId) -> Result<Option<u64>, BrokerError> {
-        let Some((processor, ids, id)) = self.stored_ids_of(name, queue)? else {
-            return Ok(None);
-        };
-        self.dispatcher
-            .call(processor, move || ids.get(id))
-            .map_err(sync_refused)
+        Ok(self.stored_window(name, queue)?.highest())
     }
 
-    /// As [`last_stored`](Self::last_stored), for a task on an async runtime: waits for
-    /// the queue's processor as a future. Cancel-safe.
+    /// As [`last_stored`](Self::last_stored), for a task on an async runtime. Cancel-safe.
     ///
     /// # Errors
     ///
-    /// As [`last_stored`](Self::last_stored).
+    /// As [`stored_window`](Self::stored_window).
     pub async fn last_stored_async(
         &self,
         name: &str,
         queue: QueueId,
     ) -> Result<Option<u64>, BrokerError> {
-        let Some((processor, ids, id)) = self.stored_ids_of(name, queue)? else {
-            return Ok(None);
+        Ok(self.stored_window_async(name, queue).await?.highest())
+    }
+
+    /// What `queue` has stored of the producers named `name`, id by id: the highest publish
+    /// id stored and, for each id of the window below it
+    /// ([`BrokerConfig::dedup_window`]), whether it is stored, counting every message sent
+    /// to the queue before this call. A reconnecting producer settles as stored exactly the
+    /// ids it says are, and publishes the others again. Answered by a dispatcher callback
+    /// on the queue's processor (the answer is allocated there: a re-open's cost, never a
+    /// message's); for application threads only.
+    ///
+    /// # Errors
+    ///
+    /// `UnknownQueue`; `ShutDown`; `OnProcessorThread` on one of the broker's processor
+    /// threads; `ProcessorDied` if the queue's processor is gone.
+    pub fn stored_window(&self, name: &str, queue: QueueId) -> Result<StoredWindow, BrokerError> {
+        let (processor, ids, id) = match self.stored_ids_of(name, queue)? {
+            Known::Name(processor, ids, id) => (processor, ids, id),
+            Known::Never(window) => return Ok(window),
         };
         self.dispatcher
-            .call_async(processor, move || ids.get(id))
-            .await
+            .call(processor, move || Box::new(ids.snapshot(id)))
+            .map(|window| *window)
             .map_err(sync_refused)
     }
 
-    /// Where `last_stored` asks: the queue's processor, its record, and the name's id;
-    /// `None` for a name never opened.
-    fn stored_ids_of(
+    /// As [`stored_window`](Self::stored_window), for a task on an async runtime: waits
+    /// for the queue's processor as a future. Cancel-safe.
+    ///
+    /// # Errors
+    ///
+    /// As [`stored_window`](Self::stored_window).
+    pub async fn stored_window_async(
         &self,
         name: &str,
         queue: QueueId,
-    ) -> Result<Option<(ProcessorId, StoredIds, ProducerId)>, BrokerError> {
-        let handle = self
-            .queues
+    ) -> Result<StoredWindow, BrokerError> {
+        let (processor, ids, id) = match self.stored_ids_of(name, queue)? {
+            Known::Name(processor, ids, id) => (processor, ids, id),
+            Known::Never(window) => return Ok(window),
+        };
+        self.dispatcher
+            .call_async(processor, move || Box::new(ids.snapshot(id)))
+            .await
+            .map(|window| *window)
+            .map_err(sync_refused)
+    }
+
+    /// Where `stored_window` asks: the queue's processor, its record, and the name's id;
+    /// for a name never opened, the empty answer at once.
+    fn stored_ids_of(&self, name: &str, queue: QueueId) -> Result<Known, BrokerError> {
+        let ids = self
+            .stored_ids
             .get(queue.0 as usize)
             .ok_or(BrokerError::UnknownQueue(queue))?;
         let Some(id) = self.lock_names().find(name) else {
-            return Ok(None);
+            return Ok(Known::Never(ids.nothing_stored()));
         };
-        Ok(Some((
-            handle.processor(),
-            self.stored_ids[queue.0 as usize].clone(),
+        Ok(Known::Name(
+            self.queues[queue.0 as usize].processor(),
+            ids.clone(),
             id,
-        )))
+        ))
     }
 
     fn lock_names(&self) -> std::sync::MutexGuard<'_, Names> {

@@ -10,6 +10,7 @@ use std::fmt;
 
 use zerodispatch_core::{ConfigError, DispatchError, ProcessorId, RegisterError, SyncError};
 
+use crate::dedup::{MAX_DEDUP_WINDOW, MIN_DEDUP_WINDOW};
 use crate::ids::{AppId, Payload, QueueId};
 use crate::names::MAX_PRODUCER_NAMES;
 use crate::queue::{MAX_APPS, MAX_QUEUE_CAPACITY};
@@ -148,6 +149,22 @@ pub enum BrokerError {
         /// Its size ([`BrokerConfig::max_producer_names`](crate::BrokerConfig::max_producer_names)).
         max_producer_names: usize,
     },
+    /// [`BrokerConfig::dedup_window`](crate::BrokerConfig::dedup_window) is not a power of
+    /// two from [`MIN_DEDUP_WINDOW`](crate::MIN_DEDUP_WINDOW) to
+    /// [`MAX_DEDUP_WINDOW`](crate::MAX_DEDUP_WINDOW).
+    DedupWindowOutOfRange {
+        /// The window asked for.
+        dedup_window: usize,
+    },
+    /// A named producer asked for more messages in flight than its queues' deduplication
+    /// window covers: a message resent after a lost connection could then be older than the
+    /// window, and its queue could no longer tell whether it stored it.
+    WindowBelowUnconfirmed {
+        /// The producer's `max_unconfirmed`.
+        max_unconfirmed: usize,
+        /// The broker's [`dedup_window`](crate::BrokerConfig::dedup_window).
+        dedup_window: usize,
+    },
 }
 
 impl fmt::Display for BrokerError {
@@ -258,6 +275,17 @@ impl fmt::Display for BrokerError {
             BrokerError::TooManyNames { max_producer_names } => write!(
                 f,
                 "the broker's {max_producer_names} producer names are all taken, and names are never forgotten while it runs; reuse a name, or raise BrokerConfig::max_producer_names"
+            ),
+            BrokerError::DedupWindowOutOfRange { dedup_window } => write!(
+                f,
+                "dedup_window {dedup_window} must be a power of two from MIN_DEDUP_WINDOW ({MIN_DEDUP_WINDOW}) to MAX_DEDUP_WINDOW ({MAX_DEDUP_WINDOW})"
+            ),
+            BrokerError::WindowBelowUnconfirmed {
+                max_unconfirmed,
+                dedup_window,
+            } => write!(
+                f,
+                "a named producer's max_unconfirmed ({max_unconfirmed}) may not exceed the deduplication window ({dedup_window}): lower it, or raise BrokerConfig::dedup_window"
             ),
         }
     }

@@ -92,6 +92,7 @@ mod stats;
 mod tables;
 
 pub use broker::{Broker, BrokerConfig, Consumer, ConsumerOptions, Producer, QueueConfig};
+pub use dedup::{MAX_DEDUP_WINDOW, MIN_DEDUP_WINDOW, StoredWindow};
 pub use error::{BrokerError, SendError};
 pub use ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 pub use message::{Ack, AckStatus, Confirm, ConfirmMode, ConfirmRoute, Confirms, Delivery};

@@ -75,6 +75,11 @@ pub enum AckStatus {
     /// message of the producer still without an outcome, and it was not sent (publish it
     /// again once that one has its outcome).
     NotSent,
+    /// A named producer's publish id older than its queue's deduplication window
+    /// ([`BrokerConfig::dedup_window`](crate::BrokerConfig::dedup_window)): the queue
+    /// cannot tell whether it stored the message before, so it did not store it now and
+    /// does not say it is stored. Whether an earlier copy was stored is unknown.
+    RejectedOutOfWindow,
 }
 
 /// An acknowledgement, as a producer's application sees it.

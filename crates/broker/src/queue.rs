@@ -232,9 +232,10 @@ impl QueueEngine {
     /// Stores a message, or queues its rejection, or (a named producer's message stored
     /// already) its ACK again.
     pub(crate) fn put(&mut self, producer: ClientHandle, guid: Guid, payload: Payload) {
-        if self.stored_ids.check(guid) == Verdict::Duplicate {
-            self.duplicate(producer, guid, payload);
-            return;
+        match self.stored_ids.check(guid) {
+            Verdict::Duplicate => return self.duplicate(producer, guid, payload),
+            Verdict::OutOfWindow => return self.out_of_window(producer, guid),
+            Verdict::New | Verdict::Anonymous => {}
         }
         let Some(slot) = self.free.pop() else {
             self.counters.rejected_full.add(1);
@@ -283,6 +284,16 @@ impl QueueEngine {
             }
         }
         self.ack(producer, guid);
+    }
+
+    /// A named producer's message older than the deduplication window (`dedup.rs`): the
+    /// queue cannot tell whether it stored it before, so it neither stores it nor says it
+    /// did. Like a message rejected full, it never reaches the release hook: its
+    /// producer's application owns the payload again at this outcome.
+    fn out_of_window(&mut self, producer: ClientHandle, guid: Guid) {
+        self.counters.out_of_window.add(1);
+        self.acks
+            .push((producer, guid, AckStatus::RejectedOutOfWindow));
     }
 
     /// Queues a stored message's ACK for its producer's session.

@@ -30,6 +30,7 @@ pub(crate) struct QueueCounters {
     pub(crate) duplicate_receipts: Counter,
     pub(crate) unknown_receipts: Counter,
     pub(crate) deduplicated: Counter,
+    pub(crate) out_of_window: Counter,
     /// Messages held now: up at each store, down at each release, by the queue's processor
     /// only, so that it is always between 0 and the queue's capacity.
     pub(crate) held: Gauge,
@@ -106,6 +107,11 @@ pub struct QueueStats {
     /// after a lost connection): ACKed again, not stored or delivered again. See
     /// [`Broker::open_named_producer`](crate::Broker::open_named_producer).
     pub deduplicated: u64,
+    /// PUTs of a named producer's message older than the queue's deduplication window
+    /// ([`BrokerConfig::dedup_window`](crate::BrokerConfig::dedup_window)): whether it was
+    /// stored before cannot be told, so it was neither stored nor ACKed `Acked`, but
+    /// refused `RejectedOutOfWindow`.
+    pub out_of_window: u64,
     /// Messages held now: at most the queue's capacity (a value the queue's processor
     /// stored, read whole).
     pub held: u64,
@@ -130,6 +136,7 @@ impl QueueCounters {
             duplicate_receipts: self.duplicate_receipts.get(),
             unknown_receipts: self.unknown_receipts.get(),
             deduplicated: self.deduplicated.get(),
+            out_of_window: self.out_of_window.get(),
             held: self.held.get(),
         }
     }

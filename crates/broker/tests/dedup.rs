@@ -368,3 +368,151 @@ fn a_publish_id_in_flight_on_the_producer_is_not_sent_and_both_get_one_outcome()
     broker.quiesce().unwrap();
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
+
+/// Issue: a queue that remembered only the highest id stored took a lower id it had never
+/// stored (rejected full, or refused before it reached the queue) for a duplicate, ACKed it
+/// and never stored or delivered it; and told a re-opening producer a `last_stored` that
+/// covered it.
+#[test]
+fn a_lower_id_never_stored_is_stored_when_published_after_a_higher_one() {
+    let broker = start(BrokerConfig::default());
+    let (_c, seen) = consumer(&broker);
+    let (producer, acks) = named(&broker, "orders", 64);
+    for id in [0, 1, 3] {
+        producer.publish_with_id(Q, payload(id), id).unwrap();
+    }
+    broker.quiesce().unwrap();
+    let window = broker.stored_window("orders", Q).unwrap();
+    assert_eq!(window.highest(), Some(3));
+    assert_eq!(
+        (0..5).map(|id| window.stored(id)).collect::<Vec<_>>(),
+        [Some(true), Some(true), Some(false), Some(true), Some(false)],
+        "id by id, what is stored: 2 is not"
+    );
+    producer.publish_with_id(Q, payload(2), 2).unwrap();
+    producer.publish_with_id(Q, payload(3), 3).unwrap();
+    broker.quiesce().unwrap();
+    let counts = delivered_ids(&seen);
+    assert_eq!(
+        counts.keys().copied().collect::<Vec<_>>(),
+        [0, 1, 2, 3],
+        "2 is stored and delivered"
+    );
+    assert!(counts.values().all(|&n| n == 1), "{counts:?}");
+    let q = broker.queue_stats()[0];
+    assert_eq!((q.stored, q.deduplicated), (4, 1), "only 3 was a duplicate");
+    assert_eq!(acks.lock().unwrap().len(), 5);
+    assert!((0..=3).all(|id| broker.stored_window("orders", Q).unwrap().stored(id) == Some(true)));
+}
+
+/// An id the window no longer covers is neither stored nor ACKed `Acked`: the queue cannot
+/// tell whether it stored it before, and says so.
+#[test]
+fn an_id_older_than_the_window_is_refused_not_acked() {
+    let broker = start(BrokerConfig {
+        dedup_window: 64,
+        ..BrokerConfig::default()
+    });
+    let (_c, seen) = consumer(&broker);
+    let (producer, acks) = named(&broker, "orders", 64);
+    producer.publish_with_id(Q, payload(100), 100).unwrap();
+    broker.quiesce().unwrap();
+    for id in [36, 37] {
+        producer.publish_with_id(Q, payload(id), id).unwrap();
+    }
+    broker.quiesce().unwrap();
+    let statuses: Vec<_> = acks
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|a| (a.guid.seq(), a.status))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            (100, AckStatus::Acked),
+            (36, AckStatus::RejectedOutOfWindow),
+            (37, AckStatus::Acked)
+        ]
+    );
+    assert_eq!(
+        delivered_ids(&seen).keys().copied().collect::<Vec<_>>(),
+        [37, 100]
+    );
+    let q = broker.queue_stats()[0];
+    assert_eq!((q.stored, q.out_of_window, q.deduplicated), (2, 1, 0));
+    assert_eq!(broker.stored_window("orders", Q).unwrap().stored(36), None);
+}
+
+/// Issue: `u64::MAX` was the record's "nothing stored": storing it erased the name's
+/// history (earlier ids were stored again), and two messages with it were both stored under
+/// one GUID.
+#[test]
+fn u64_max_is_an_id_like_any_other() {
+    let broker = start(BrokerConfig::default());
+    let (_c, seen) = consumer(&broker);
+    let (producer, acks) = named(&broker, "orders", 64);
+    let max = u64::MAX;
+    for id in [max - 1, max, max - 1, max] {
+        producer.publish_with_id(Q, payload(id), id).unwrap();
+        broker.quiesce().unwrap();
+    }
+    assert!(
+        acks.lock()
+            .unwrap()
+            .iter()
+            .all(|a| a.status == AckStatus::Acked)
+    );
+    let counts = delivered_ids(&seen);
+    assert_eq!(counts.keys().copied().collect::<Vec<_>>(), [max - 1, max]);
+    assert!(
+        counts.values().all(|&n| n == 1),
+        "each stored and delivered once: {counts:?}"
+    );
+    let q = broker.queue_stats()[0];
+    assert_eq!((q.stored, q.deduplicated), (2, 2));
+    assert_eq!(broker.last_stored("orders", Q).unwrap(), Some(max));
+}
+
+/// The window covers every message a named producer can have in flight: one that asks for
+/// more is refused at its open, with an error that says both figures.
+#[test]
+fn a_named_producer_may_not_have_more_in_flight_than_the_window_covers() {
+    let broker = start(BrokerConfig {
+        dedup_window: 128,
+        ..BrokerConfig::default()
+    });
+    let config = |max_unconfirmed| ProducerConfig {
+        max_unconfirmed,
+        ..ProducerConfig::default()
+    };
+    let refused = broker.open_named_producer("big", config(129), |_: &[Ack]| {});
+    let Err(error @ BrokerError::WindowBelowUnconfirmed { .. }) = refused else {
+        panic!(
+            "expected WindowBelowUnconfirmed, got {:?}",
+            refused.map(|_| ())
+        );
+    };
+    assert!(error.to_string().contains("129") && error.to_string().contains("128"));
+    assert!(
+        broker
+            .open_named_producer("big", config(128), |_: &[Ack]| {})
+            .is_ok()
+    );
+    // Anonymous producers are not deduplicated: no such bound.
+    assert!(
+        broker
+            .open_producer_with(config(1024), |_: &[Ack]| {})
+            .is_ok()
+    );
+    for window in [0, 63, 100, (MAX_DEDUP_WINDOW << 1)] {
+        let started = Broker::start(BrokerConfig {
+            dedup_window: window,
+            ..BrokerConfig::default()
+        });
+        assert!(
+            matches!(started, Err(BrokerError::DedupWindowOutOfRange { dedup_window }) if dedup_window == window),
+            "window {window}"
+        );
+    }
+}

@@ -65,6 +65,10 @@ pub enum ClientError {
         /// The limit.
         max: u32,
     },
+    /// A named producer has used every publish id: its name's messages are numbered up
+    /// to `u64::MAX` already (each id means one message to the broker's deduplication, so
+    /// none can be used twice). Open a producer of another name.
+    IdsExhausted,
     /// An option is out of its range: nothing was opened.
     InvalidOption {
         /// The option.
@@ -90,11 +94,15 @@ impl ClientError {
     }
 
     /// Whether the connection ended with this error (every error but a refusal, a payload
-    /// too large and an invalid option, which concern one request).
+    /// too large, an invalid option and exhausted ids, which concern one request or one
+    /// producer).
     pub fn is_fatal(&self) -> bool {
         !matches!(
             self,
-            Self::Refused { .. } | Self::PayloadTooLarge { .. } | Self::InvalidOption { .. }
+            Self::Refused { .. }
+                | Self::PayloadTooLarge { .. }
+                | Self::InvalidOption { .. }
+                | Self::IdsExhausted
         )
     }
 }
@@ -132,6 +140,9 @@ impl fmt::Display for ClientError {
             Self::InvalidOption { option, expected } => {
                 write!(f, "option {option} out of range: expected {expected}")
             }
+            Self::IdsExhausted => f.write_str(
+                "the producer's name has used every publish id up to u64::MAX; open another name",
+            ),
         }
     }
 }

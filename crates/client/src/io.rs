@@ -498,7 +498,7 @@ impl Io {
                     .find(|p| p.shared.id == open.producer)
                 {
                     if matches!(entry.phase, Phase::Opening(_)) {
-                        entry.shared.opened(open.last_stored);
+                        entry.shared.opened(open.stored);
                         entry.phase.answer(Ok(()));
                         entry.phase = Phase::Open;
                     }

@@ -31,7 +31,7 @@ use std::time::Instant;
 use tokio::sync::{Notify, oneshot};
 use zerodispatch_wire::{
     ConfirmStatus, EncodeError, MAX_FRAME_LEN, MAX_MESSAGES_PER_FRAME, MAX_PAYLOAD_LEN, ProducerId,
-    ProducerOpened, PublishBuilder, PublishId,
+    PublishBuilder, PublishId, StoredWindow,
 };
 
 use crate::connection::{Command, Connection, lock};
@@ -52,6 +52,35 @@ pub struct Outcome {
     pub taken_at: Instant,
     /// When the outcome came (the same for a whole batch of outcomes).
     pub settled_at: Instant,
+}
+
+/// A copy of a `ProducerOpened`'s stored window (see
+/// [`StoredWindow`](zerodispatch_wire::StoredWindow)), kept for the producer's life.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct StoredIds {
+    last: Option<u64>,
+    known: u32,
+    bits: Vec<u8>,
+}
+
+impl StoredIds {
+    fn from_wire(stored: StoredWindow<'_>) -> Self {
+        Self {
+            last: stored.last_stored,
+            known: stored.known,
+            bits: stored.bits.to_vec(),
+        }
+    }
+
+    /// As [`StoredWindow::stored`].
+    pub(crate) fn stored(&self, id: u64) -> Option<bool> {
+        StoredWindow {
+            last_stored: self.last,
+            known: self.known,
+            bits: &self.bits,
+        }
+        .stored(id)
+    }
 }
 
 /// What a producer's application is called with for each batch of outcomes, on the
@@ -191,7 +220,8 @@ impl Hasher for IdHasher {
 /// A producer's state, behind its lock.
 pub(crate) struct ProducerState {
     /// The publish id of the next message taken.
-    next_id: u64,
+    /// The publish id the next message takes; `None` once `u64::MAX` is taken.
+    next_id: Option<u64>,
     /// Messages taken and not yet handed to the I/O task. Each is in `unconfirmed` too.
     pending: Pending,
     /// Messages taken and without an outcome, by publish id, with when they were taken;
@@ -221,9 +251,9 @@ pub(crate) struct ProducerShared {
     pub(crate) conn: Arc<Connection>,
     /// Handler panics caught, counted by the I/O task.
     panics: std::sync::atomic::AtomicU64,
-    /// The highest publish id the broker had stored for the producer's name when it
-    /// opened (`ProducerOpened`), or `ProducerOpened::NONE`.
-    last_stored: std::sync::atomic::AtomicU64,
+    /// What the broker had stored of the producer's name's messages when it opened
+    /// (`ProducerOpened`): written once, by the I/O task, before the open is answered.
+    stored: Mutex<StoredIds>,
     /// `Publish` frames encoded, and the messages in them: the I/O task's count.
     sent_frames: std::sync::atomic::AtomicU64,
     sent_messages: std::sync::atomic::AtomicU64,
@@ -247,7 +277,7 @@ impl ProducerShared {
             id,
             options,
             state: Mutex::new(ProducerState {
-                next_id: 0,
+                next_id: Some(0),
                 pending: Pending::with_capacity(cap.min(MAX_MESSAGES_PER_FRAME as usize))?,
                 unconfirmed,
                 taken,
@@ -258,7 +288,7 @@ impl ProducerShared {
             room_async: Notify::new(),
             conn,
             panics: std::sync::atomic::AtomicU64::new(0),
-            last_stored: std::sync::atomic::AtomicU64::new(ProducerOpened::NONE),
+            stored: Mutex::new(StoredIds::default()),
             sent_frames: std::sync::atomic::AtomicU64::new(0),
             sent_messages: std::sync::atomic::AtomicU64::new(0),
         })
@@ -299,7 +329,7 @@ impl ProducerShared {
     ) -> Result<PublishId, TrySendError> {
         let mut state = self.lock();
         if let Some(id) = id {
-            state.next_id = id;
+            state.next_id = Some(id);
         }
         let (id, wake) = self.take(&mut state, payload)?;
         drop(state);
@@ -321,8 +351,10 @@ impl ProducerShared {
         if state.unconfirmed.len() >= self.cap() {
             return Err(TrySendError::Full);
         }
-        let id = state.next_id;
-        state.next_id += 1;
+        let Some(id) = state.next_id else {
+            return Err(TrySendError::Failed(ClientError::IdsExhausted));
+        };
+        state.next_id = id.checked_add(1);
         let now = Instant::now();
         state.unconfirmed.insert(id, now);
         if self.options.confirm_timeout.is_some() {
@@ -476,15 +508,16 @@ impl ProducerShared {
         state.taken.clear();
     }
 
-    /// The broker opened the producer, with the highest publish id it had stored for its
-    /// name: a named producer numbers its messages on from there (a publish id at or below
-    /// it would be taken for a duplicate).
-    pub(crate) fn opened(&self, last_stored: u64) {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.last_stored.store(last_stored, Relaxed);
-        if last_stored != ProducerOpened::NONE {
+    /// The broker opened the producer, and said what it had stored of its name's
+    /// messages: a named producer numbers its messages on after the highest (an id the
+    /// broker stored would be taken for a duplicate); after `u64::MAX` there is none.
+    pub(crate) fn opened(&self, stored: StoredWindow<'_>) {
+        *lock(&self.stored) = StoredIds::from_wire(stored);
+        if let Some(last) = stored.last_stored {
             let mut state = self.lock();
-            state.next_id = state.next_id.max(last_stored.saturating_add(1));
+            state.next_id = state
+                .next_id
+                .and_then(|next| Some(next.max(last.checked_add(1)?)));
         }
     }
 
@@ -552,13 +585,18 @@ impl Producer {
 
     /// For a named producer, the highest publish id the broker had stored for its name
     /// when it opened (its `ProducerOpened`), if any: the producer's publish ids go on
-    /// from the next. `None` for an anonymous producer or a name with nothing stored.
+    /// from the next. `None` for an anonymous producer or a name with nothing stored. It
+    /// says nothing of lower ids: ask [`stored_when_opened`](Self::stored_when_opened).
     pub fn last_stored(&self) -> Option<PublishId> {
-        let last = self
-            .shared
-            .last_stored
-            .load(std::sync::atomic::Ordering::Relaxed);
-        (last != ProducerOpened::NONE).then_some(PublishId(last))
+        lock(&self.shared.stored).last.map(PublishId)
+    }
+
+    /// For a named producer, whether the broker had stored message `id` of its name when
+    /// the producer opened, as its `ProducerOpened` proved: `Some(true)` or `Some(false)`
+    /// as a fact, `None` for an id older than the broker's deduplication window (it cannot
+    /// tell; publishing it again gets `RejectedOutOfWindow`).
+    pub fn stored_when_opened(&self, id: PublishId) -> Option<bool> {
+        lock(&self.shared.stored).stored(id.0)
     }
 
     /// Takes a message if the producer is under its cap, and returns its publish id; the

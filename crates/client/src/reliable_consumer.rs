@@ -81,12 +81,16 @@ pub struct ReliableConsumerStats {
     pub duplicates_filtered: u64,
 }
 
-/// A GUID remembered: whether the application confirmed it, and in how many of the
-/// window's two lists it is.
+/// A GUID remembered: whether the application confirmed it, and how many entries of the
+/// window's two lists name it.
 #[derive(Clone, Copy)]
 struct Seen {
     confirmed: bool,
-    lists: u8,
+    /// At most `2 * cap`: one per entry of the two lists, each at most `cap` long. The
+    /// broker drives it (each redelivery of a message the application holds lists it
+    /// again), so it is a `usize` that this bound keeps from wrapping, never a narrower
+    /// type a peer could wrap with enough reconnects.
+    lists: usize,
 }
 
 /// The GUIDs handed to the application that may come again, with whether each was
@@ -147,9 +151,13 @@ impl GuidWindow {
             }
         }
         self.current.push_back(guid);
+        let cap = self.cap;
         self.seen
             .entry(guid)
-            .and_modify(|s| s.lists += 1)
+            .and_modify(|s| {
+                s.lists += 1;
+                debug_assert!(s.lists <= 2 * cap, "one count per list entry");
+            })
             .or_insert(Seen {
                 confirmed: false,
                 lists: 1,
@@ -527,5 +535,24 @@ mod tests {
         assert_eq!(window.get(guid(19)), Some(false));
         assert_eq!(window.get(guid(1)), None, "pushed out by the later loss");
         assert!(window.seen.len() <= 4, "two lists of two");
+    }
+
+    /// Issue: the count of a GUID's list entries was a `u8`. A message the application
+    /// holds is redelivered after each reconnect and listed again; after 256 of them the
+    /// count wrapped and the GUID was forgotten (handed to the application twice), or a
+    /// debug build panicked in the delivery handler.
+    #[test]
+    fn a_guid_redelivered_after_many_reconnects_is_still_known() {
+        let mut window = GuidWindow::new(1024).unwrap();
+        window.insert(guid(1));
+        for reconnect in 0..600 {
+            window.session_lost();
+            assert_eq!(window.get(guid(1)), Some(false), "reconnect {reconnect}");
+            // The broker redelivers it; the consumer finds the duplicate and lists it again.
+            window.insert(guid(1));
+        }
+        assert_eq!(window.get(guid(1)), Some(false));
+        window.confirmed(guid(1));
+        assert_eq!(window.get(guid(1)), Some(true));
     }
 }

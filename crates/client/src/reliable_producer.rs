@@ -100,8 +100,8 @@ pub struct ReliableProducerStats {
     pub reconnects: u64,
     /// Messages handed to a new session again (written before on a lost one).
     pub resent: u64,
-    /// Messages settled `Stored` by the broker's `last_stored` at a re-open, without
-    /// resending.
+    /// Messages settled `Stored` at a re-open, without resending, because the broker's
+    /// answer to the open proved them stored (its window of stored ids).
     pub stored_before: u64,
 }
 
@@ -230,6 +230,10 @@ impl Shared {
     fn take(&self, state: &mut State, payload: &[u8]) -> Result<PublishId, TrySendError> {
         if let Some(error) = &state.closed {
             return Err(TrySendError::Failed(error.clone()));
+        }
+        if state.ring.next_id() == u64::MAX {
+            // The ring numbers ids up to u64::MAX - 1 (its end, `next_id`, is a u64 too).
+            return Err(TrySendError::Failed(ClientError::IdsExhausted));
         }
         let was_empty = state.ring.is_empty();
         let Some(id) = state.ring.push(payload, Instant::now()) else {
@@ -419,8 +423,8 @@ impl Shared {
         let Session {
             producer: session,
             generation,
-            last_stored,
         } = session;
+        let last_stored = session.last_stored().map(|id| id.0);
         let mut reporter = lock(&self.reporter);
         let mut state = self.state();
         state.generation = generation;
@@ -435,15 +439,22 @@ impl Shared {
         }
         if !reconnect {
             // The name's messages before this producer (an earlier run's): this one's ids
-            // go on after them, or the broker would take them for duplicates.
+            // go on after them, or the broker would take them for duplicates. After
+            // u64::MAX there is no id: the first send says so (`IdsExhausted`).
             if let Some(last) = last_stored {
-                state.ring.start_at(last.saturating_add(1));
+                state.ring.start_at(last.checked_add(1).unwrap_or(u64::MAX));
             }
         }
-        let first = state.ring.first_id();
         let stored_before = state.stats.stored_before;
-        if let (Some(last), true) = (last_stored, reconnect) {
-            for id in first..state.ring.next_id().min(last.saturating_add(1)) {
+        if reconnect {
+            // Settled `Stored` exactly the messages the broker proved stored, id by id
+            // (its window: docs/protocol.md, "Named producers and deduplication"); every
+            // other one goes again, and its confirm says what became of it (one older
+            // than the window is answered `RejectedOutOfWindow`, never taken for stored).
+            for id in state.ring.ids() {
+                if session.stored_when_opened(PublishId(id)) != Some(true) {
+                    continue;
+                }
                 let before = reporter.outcomes.len();
                 Self::settle(
                     &mut state,
@@ -455,7 +466,7 @@ impl Shared {
                 state.stats.stored_before += (reporter.outcomes.len() - before) as u64;
             }
             if state.stats.stored_before > stored_before && reporter.recovered.is_none() {
-                // The broker's `last_stored` confirmed messages: its first answer.
+                // The broker's answer at the open confirmed messages: its first answer.
                 reporter.recovered = state.broker_answered(now);
             }
             state.ring.pop_settled();
@@ -479,12 +490,11 @@ impl Shared {
     }
 }
 
-/// A session's producer, its number, and the highest publish id the broker says it
-/// stored for the producer's name, if it said.
+/// A session's producer (which keeps what the broker said it had stored of the name's
+/// messages when it opened), and its number.
 struct Session {
     producer: Producer,
     generation: u64,
-    last_stored: Option<u64>,
 }
 
 /// Opens the session producer under the producer's name; the broker says the highest
@@ -501,11 +511,9 @@ async fn open_session(client: &Client, shared: &Arc<Shared>) -> Result<Session, 
             handler.on_session_outcomes(generation, batch);
         })
         .await?;
-    let last_stored = producer.last_stored().map(|id| id.0);
     Ok(Session {
         producer,
         generation,
-        last_stored,
     })
 }
 

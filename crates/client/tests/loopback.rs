@@ -953,7 +953,7 @@ async fn writes_go_out_while_the_broker_keeps_sending() {
         out.clear();
         Frame::ProducerOpened(zerodispatch_wire::ProducerOpened {
             producer: open.producer,
-            last_stored: zerodispatch_wire::ProducerOpened::NONE,
+            stored: zerodispatch_wire::StoredWindow::NOTHING,
         })
         .encode(&mut out)
         .unwrap();

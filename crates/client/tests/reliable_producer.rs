@@ -668,3 +668,57 @@ async fn each_outage_is_reported_once_at_the_first_confirm_after_it() {
     producer.close().await;
     exactly_once(&outcomes, 3);
 }
+
+/// Issue: the broker stored 0, 1 and 3 of a named producer's messages and not 2 (its queue
+/// was full), and the connection went before the confirms of 2 and 3 came. On the re-open
+/// the producer settled everything up to `last_stored` (3) as `Stored`: 2 was reported
+/// stored and never was. Now the re-open says id by id what is stored, and 2 goes again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_refused_below_the_highest_stored_is_resent_not_reported_stored() {
+    let broker = FakeBroker::start(Config {
+        policy: Policy::Hold,
+        dedup: true,
+        lose_id: Some(2),
+        ..Config::default()
+    })
+    .await;
+    let (outcomes, on_confirm) = collector();
+    let producer =
+        ReliableProducer::connect(broker.addr, QueueId(0), options(64, quick()), on_confirm)
+            .await
+            .unwrap();
+    for i in 0..4_u64 {
+        producer.send(&i.to_le_bytes()).await.unwrap();
+    }
+    wait_until("4 published", || sessions(&broker)[0].len() == 4).await;
+    assert_eq!(broker.log.lock().unwrap().stored, [0, 1, 3]);
+    broker.act(Action::Drop);
+    wait_until("the resend", || {
+        sessions(&broker).get(1).is_some_and(|s| !s.is_empty())
+    })
+    .await;
+    assert_eq!(
+        sessions(&broker)[1],
+        [2],
+        "only the message not stored goes again"
+    );
+    let settled: Vec<_> = outcomes
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|o| o.publish_id.0)
+        .collect();
+    assert_eq!(
+        settled,
+        [0, 1, 3],
+        "settled by the re-open's answer: 2 is not among them"
+    );
+    broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
+    wait_outcomes(&outcomes, 4).await;
+    for outcome in exactly_once(&outcomes, 4) {
+        assert_eq!(outcome.status, ConfirmStatus::Stored);
+    }
+    assert_eq!(broker.log.lock().unwrap().stored, [0, 1, 3, 2]);
+    assert_eq!(producer.stats().stored_before, 3);
+    producer.close().await;
+}

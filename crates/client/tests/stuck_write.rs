@@ -56,7 +56,7 @@ fn run() {
             out.clear();
             Frame::ProducerOpened(zerodispatch_wire::ProducerOpened {
                 producer: zerodispatch_wire::ProducerId(1),
-                last_stored: zerodispatch_wire::ProducerOpened::NONE,
+                stored: zerodispatch_wire::StoredWindow::NOTHING,
             })
             .encode(&mut out)
             .unwrap();

@@ -182,9 +182,6 @@ pub enum RegisterError {
     NoSuchProcessor(ProcessorId),
     /// The processor's client table is full (65,535 clients).
     TableFull(ProcessorId),
-    /// Registering from the processor's own thread while its queue is full (waiting
-    /// could never end); the client was dropped.
-    QueueFull(ProcessorId),
     /// Shutdown has started; the client was dropped.
     ShutDown,
 }
@@ -195,12 +192,6 @@ impl fmt::Display for RegisterError {
             RegisterError::NoProcessors(t) => write!(f, "no {t} processors are configured"),
             RegisterError::NoSuchProcessor(p) => write!(f, "there is no processor {p}"),
             RegisterError::TableFull(p) => write!(f, "processor {p} has no free client slot"),
-            RegisterError::QueueFull(p) => {
-                write!(
-                    f,
-                    "registering on {p} from its own thread while its queue is full"
-                )
-            }
             RegisterError::ShutDown => write!(f, "the dispatcher is shutting down"),
         }
     }

@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use zerodispatch_callback::Callback;
 
-use crate::client::{Client, ClientCallback, ClientKey, Context, Registered};
+use crate::client::{Client, ClientCallback, ClientKey, Context};
 
 /// An event for a client: what [`dispatch`](crate::DispatcherHandle::dispatch) sends to
 /// the client a handle names.
@@ -98,10 +98,6 @@ pub(crate) enum Item<M> {
     /// A monitor's probe: the time it was enqueued, to sample time in queue and detect a
     /// stuck processor.
     Probe(Instant),
-    Register {
-        key: ClientKey,
-        client: Box<dyn Registered<M>>,
-    },
     Unregister {
         key: ClientKey,
     },
@@ -123,10 +119,7 @@ impl<M> Item<M> {
             Item::Callback { callback, .. } => Event::Callback(callback),
             Item::Message { message, .. } => Event::Message(message),
             Item::ClientCallback { callback, .. } => Event::ClientCallback(callback),
-            Item::DispatcherCallback(_)
-            | Item::Probe(_)
-            | Item::Register { .. }
-            | Item::Unregister { .. } => {
+            Item::DispatcherCallback(_) | Item::Probe(_) | Item::Unregister { .. } => {
                 unreachable!("only items made from events are handed back as events")
             }
         }

@@ -505,14 +505,26 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     }
 
     /// Registers `client` on a processor of `client_type`; it is owned by that processor's
-    /// thread from now on. Events dispatched with the returned handle after this returns
-    /// reach the client (the registration is queued before them).
+    /// thread from now on. Every event dispatched with the returned handle after this
+    /// returns, from any thread and by any route (straight to the queue, or through a
+    /// processor's outbox), reaches the client.
     ///
-    /// Allocates (the client is boxed): registration is not on the event path.
+    /// The client is handed to the processor before this returns, not queued to it (the
+    /// protocol is in `slots.rs`): the processor takes it in at the first event for it, and
+    /// drops it on its own thread at shutdown if it never got one. So `register` never
+    /// waits for room in a queue and never goes through an outbox: on a processor thread it
+    /// keeps the rule that no processor waits for another, and a handler may register a
+    /// client and hand its handle to other threads at once. (A registration queued behind
+    /// a full queue, as before, could be overtaken by another thread's first event to the
+    /// handle, which the processor then dropped as stale.)
+    ///
+    /// Allocates (the client is boxed, a slot's first use grows the tables): registration
+    /// is not on the event path.
     ///
     /// # Errors
     ///
-    /// [`RegisterError`] says why; the client is then dropped.
+    /// [`RegisterError`] says why: `NoProcessors`, `NoSuchProcessor`, `TableFull`,
+    /// `ShutDown`. The client is then dropped, on the calling thread.
     pub fn register(
         &self,
         client_type: ClientType,
@@ -533,40 +545,15 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             }
             Placement::LeastLoaded => pool
                 .iter()
-                .min_by_key(|p| p.slots.lock().unwrap_or_else(|e| e.into_inner()).live)
+                .min_by_key(|p| p.slots.lock().unwrap_or_else(|e| e.into_inner()).keys.live)
                 .expect("the pool is not empty"),
         };
-        if processor.is_closed() {
-            return Err(RegisterError::ShutDown);
-        }
-        let key = processor
-            .slots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-            .ok_or(RegisterError::TableFull(processor.id))?;
-        let register = Item::Register {
+        let key = processor.hand_in(Box::new(client))?;
+        Ok(ClientHandle {
+            dispatcher: self.shared.id,
+            processor: processor.id,
             key,
-            client: Box::new(client),
-        };
-        match self.send(processor, register, Wait::Forever) {
-            Ok(()) => Ok(ClientHandle {
-                dispatcher: self.shared.id,
-                processor: processor.id,
-                key,
-            }),
-            Err(e) => {
-                processor
-                    .slots
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .release(key);
-                Err(match e {
-                    DispatchError::Full(_) => RegisterError::QueueFull(processor.id),
-                    _ => RegisterError::ShutDown,
-                })
-            }
-        }
+        })
     }
 
     /// Unregisters a client: its processor flushes it if it is on the flush list, then drops
@@ -783,7 +770,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         self.shared
             .processors()
             .map(|p| {
-                let clients = p.slots.lock().unwrap_or_else(|e| e.into_inner()).live;
+                let clients = p.slots.lock().unwrap_or_else(|e| e.into_inner()).keys.live;
                 p.stats.snapshot(p.id, || p.queue.len(), clients)
             })
             .collect()

@@ -78,6 +78,7 @@ mod outbox;
 mod percentiles;
 mod processor;
 mod room;
+mod slots;
 mod stats;
 mod sync;
 mod waiters;

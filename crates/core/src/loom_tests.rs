@@ -1,4 +1,5 @@
-//! `loom` models of the wake, shutdown, outbox and `call` protocols, run with
+//! `loom` models of the wake, shutdown, outbox, register hand-off and `call` protocols,
+//! run with
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test -p zerodispatch-core --lib --release loom
@@ -8,7 +9,8 @@
 //! thread-locals and queue are loom's under `--cfg loom` (see `sync.rs`; the queue is a
 //! model with `ArrayQueue`'s contract), and its own methods: `try_push` on the producer's
 //! side, `sleep` / `may_exit` in the processor's loop, `close` and `request_stop` for
-//! shutdown, `send_from` and `retry_outbox` for the outbox. Only the loop around them
+//! shutdown, `send_from` and `retry_outbox` for the outbox, `hand_in` and the arrivals
+//! for registration. Only the loop around them
 //! is the model's: pop until empty, exit when allowed, else sleep. Loom reports a
 //! processor parked forever as a deadlock, so a lost wake-up fails a model.
 
@@ -299,5 +301,85 @@ fn loom_shutdown_wakes_a_future_waiting_for_room() {
             Err(DispatchError::ShutDown(_))
         ));
         closing.join().unwrap();
+    });
+}
+
+/// A client whose drops are counted.
+struct Counted(Arc<loom::sync::atomic::AtomicUsize>);
+
+impl crate::client::Client<u64> for Counted {}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, loom::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The register hand-off (`slots.rs`), on the real `hand_in`, slot lock and arrivals: a
+/// client is registered while a shutdown closes the processor, and a second thread, given
+/// the key once `hand_in` returned, dispatches to it. The processor adopts the client at
+/// that event (never finds it missing: the event is never stale) or, if no event reached
+/// it, takes it from the arrivals at exit; a refused registration drops it on the caller.
+/// Either way the client is dropped exactly once.
+#[test]
+fn loom_a_registered_client_is_found_by_its_first_event_or_dropped_at_exit() {
+    loom::model(|| {
+        let shared = processor(0, 2);
+        let processor = {
+            let me = shared.clone();
+            let handle = thread::spawn(move || {
+                let (mut popped, mut adopted, mut stale) = (0, 0, 0);
+                loop {
+                    while let Some(item) = me.queue.pop() {
+                        popped += 1;
+                        if let Item::Message { key, .. } = item {
+                            let client = me.slots.lock().unwrap().adopt(key);
+                            match client {
+                                Some(client) => {
+                                    adopted += 1;
+                                    drop(client);
+                                }
+                                None => stale += 1,
+                            }
+                        }
+                    }
+                    if me.may_exit(popped) {
+                        let left: Vec<_> = me.slots.lock().unwrap().take_arrivals().collect();
+                        return (adopted, stale, left.len());
+                    }
+                    if me.stop_requested() {
+                        me.sleep(popped, thread::yield_now, false);
+                    } else {
+                        me.sleep(popped, thread::park, true);
+                    }
+                }
+            });
+            assert!(shared.thread.set(handle.thread().clone()).is_ok());
+            handle
+        };
+        let shutdown = {
+            let shared = shared.clone();
+            thread::spawn(move || shut_down(&shared))
+        };
+        let drops = Arc::new(loom::sync::atomic::AtomicUsize::new(0));
+        let client: Box<dyn crate::client::Registered<u64>> = Box::new(Counted(drops.clone()));
+        let registered = shared.hand_in(client);
+        let dispatched = registered.as_ref().ok().map(|&key| {
+            let shared = shared.clone();
+            thread::spawn(move || shared.try_push(Item::Message { key, message: 0 }).is_ok())
+        });
+        let accepted = dispatched.map(|d| d.join().unwrap());
+        shutdown.join().unwrap();
+        let (adopted, stale, taken_at_exit) = processor.join().unwrap();
+        assert_eq!(stale, 0, "an event with the new key found no client");
+        match (registered, accepted) {
+            (Err(crate::error::RegisterError::ShutDown), None) => {
+                assert_eq!((adopted, taken_at_exit), (0, 0));
+            }
+            (Ok(_), Some(true)) => assert_eq!((adopted, taken_at_exit), (1, 0)),
+            (Ok(_), Some(false)) => assert_eq!((adopted, taken_at_exit), (0, 1)),
+            other => panic!("impossible outcome {other:?}"),
+        }
+        assert_eq!(drops.load(loom::sync::atomic::Ordering::SeqCst), 1);
     });
 }

@@ -39,12 +39,13 @@ use crate::client::{
     Registered,
 };
 use crate::config::{PoolConfig, WaitStrategy};
-use crate::error::DispatchError;
+use crate::error::{DispatchError, RegisterError};
 use crate::event::Item;
 use crate::gate::Gate;
 use crate::handle::DispatcherHandle;
 use crate::outbox::Outbox;
 use crate::room::{RoomWait, Wait};
+use crate::slots::ClientSlots;
 use crate::stats::{Histograms, Pinning, ProcessorStats};
 use crate::sync::{self, AtomicBool, BoundedQueue, Ordering, thread};
 use crate::waiters::{Registration, Waiters};
@@ -81,8 +82,9 @@ pub(crate) struct ProcessorShared<M> {
     /// Set by the processor thread as its last act, once its clients are dropped: what
     /// `shutdown_timeout` watches, since a join cannot time out.
     pub(crate) exited: StdAtomicBool,
-    /// Client table slots, taken at registration and released at unregistration.
-    pub(crate) slots: Mutex<SlotAllocator>,
+    /// Client table slots, taken at registration and released at unregistration, and the
+    /// clients handed in and not yet adopted (the register hand-off of `slots.rs`).
+    pub(crate) slots: sync::Mutex<ClientSlots<M>>,
     /// Events this processor's thread could not hand on yet (see [`outbox`](crate::outbox)).
     /// Locked only by this processor's own thread, so never contended.
     outbox: Mutex<Outbox<M>>,
@@ -159,9 +161,39 @@ impl<M: Send + 'static> ProcessorShared<M> {
             stats: ProcessorStats::new(),
             probe_pending: StdAtomicBool::new(false),
             exited: StdAtomicBool::new(false),
-            slots: Mutex::new(SlotAllocator::default()),
+            slots: sync::Mutex::new(ClientSlots::default()),
             waiters: Waiters::new(),
         }
+    }
+
+    /// Hands `client` to this processor under a new key, by the protocol of `slots.rs`:
+    /// every event with that key, from any thread, finds the client. Never waits and
+    /// queues nothing; the processor adopts the client at its first event. The client is
+    /// dropped here, on the caller's thread, if it is refused.
+    ///
+    /// # Errors
+    ///
+    /// `ShutDown` once the gate is closed; `TableFull` when no key is left.
+    pub(crate) fn hand_in(
+        &self,
+        client: Box<dyn Registered<M>>,
+    ) -> Result<ClientKey, RegisterError> {
+        // Step 1: the entry keeps a shutdown from settling until the client is among the
+        // arrivals, where the processor's exit finds it.
+        let Some(inside) = self.enter() else {
+            return Err(RegisterError::ShutDown);
+        };
+        // Step 2, under the lock (released at the end of the statement: a refused client
+        // is dropped outside it).
+        let handed = self
+            .slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .hand_in(client);
+        // Step 3: the entry is undone (no event was pushed), with release: the processor's
+        // acquire of a settled gate then sees the arrival.
+        drop(inside);
+        handed.map_err(|_refused| RegisterError::TableFull(self.id))
     }
 
     /// Enters the gate; `None` once shutdown has closed it.
@@ -437,10 +469,6 @@ impl<M: Send + 'static> ProcessorShared<M> {
         self.unpark();
     }
 
-    pub(crate) fn is_closed(&self) -> bool {
-        self.gate.is_closed()
-    }
-
     /// Whether shutdown has told the processor to stop.
     pub(crate) fn stop_requested(&self) -> bool {
         // SeqCst: pairs with `request_stop`.
@@ -554,56 +582,6 @@ pub(crate) fn current_processor() -> Option<(u64, ProcessorId)> {
 
 fn outbox_len() -> usize {
     OUTBOX_LEN.with(std::cell::Cell::get)
-}
-
-/// Free and used slots of a processor's client table.
-#[derive(Debug, Default)]
-pub(crate) struct SlotAllocator {
-    /// The current generation of each slot ever used.
-    generations: Vec<u16>,
-    /// Slots free for reuse.
-    free: Vec<u16>,
-    /// Clients registered now.
-    pub(crate) live: usize,
-    /// Slots retired because their generation was spent.
-    retired: usize,
-}
-
-impl SlotAllocator {
-    /// Takes a slot, or `None` if the table is full (`u16::MAX` slots).
-    pub(crate) fn take(&mut self) -> Option<ClientKey> {
-        let slot = match self.free.pop() {
-            Some(slot) => slot,
-            None => {
-                let slot = u16::try_from(self.generations.len()).ok()?;
-                self.generations.push(0);
-                slot
-            }
-        };
-        self.live += 1;
-        Some(ClientKey {
-            slot,
-            generation: self.generations[usize::from(slot)],
-        })
-    }
-
-    /// Releases a slot; its next client gets the next generation. A slot whose generation
-    /// would wrap is retired for good instead: reusing it would hand out a key already
-    /// issued 65,536 registrations ago, which a long-stale handle still carries. A slot
-    /// lasts 65,535 registrations, so a processor runs out of slots only after about four
-    /// billion (then `register` fails with `TableFull`).
-    pub(crate) fn release(&mut self, key: ClientKey) {
-        let generation = &mut self.generations[usize::from(key.slot)];
-        debug_assert_eq!(*generation, key.generation, "releasing a slot twice");
-        self.live -= 1;
-        match generation.checked_add(1) {
-            Some(next) => {
-                *generation = next;
-                self.free.push(key.slot);
-            }
-            None => self.retired += 1,
-        }
-    }
 }
 
 /// A registered client in its processor's table.
@@ -829,6 +807,20 @@ impl<M: Send + 'static> Runner<M> {
             // into user code.
             contain(&self.shared.stats, id, "drop of a client", || drop(entry));
         }
+        // Clients handed in that never got an event: the gate is settled, so no
+        // registration is between its hand-in and its exit from the gate (`slots.rs`).
+        // Taken out under the lock, dropped outside it.
+        let arrivals: Vec<_> = self
+            .shared
+            .slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take_arrivals()
+            .collect();
+        for client in arrivals {
+            clients += 1;
+            contain(&self.shared.stats, id, "drop of a client", || drop(client));
+        }
         tracing::debug!(processor = %id, clients, "processor stopped");
         // Release: whoever sees the flag sees the clients dropped.
         self.shared.exited.store(true, Ordering::Release);
@@ -1023,7 +1015,6 @@ impl<M: Send + 'static> Runner<M> {
                 self.shared.probe_pending.store(false, Ordering::Relaxed);
                 return 0;
             }
-            Item::Register { key, client } => self.register(key, client),
             Item::Unregister { key } => self.unregister(key),
         }
         1
@@ -1032,22 +1023,24 @@ impl<M: Send + 'static> Runner<M> {
     #[inline]
     fn deliver(&mut self, key: ClientKey, delivery: Delivery<M>) {
         let slot = usize::from(key.slot);
-        let Some(entry) = self
+        let found = self
             .clients
             .get_mut(slot)
             .and_then(Option::as_mut)
-            .filter(|e| e.generation == key.generation)
-        else {
-            self.shared.stats.counters.stale.add(1);
-            tracing::debug!(processor = %self.shared.id, slot, generation = key.generation, "event for an unregistered client dropped");
-            // The event's drop (its captures, or the message) is user code.
-            contain(
-                &self.shared.stats,
-                self.shared.id,
-                "drop of a stale event",
-                || drop(delivery),
-            );
-            return;
+            .filter(|e| e.generation == key.generation);
+        let entry = match found {
+            Some(entry) => entry,
+            // Not in the table: the first event of a client handed in (adopted now), or a
+            // stale key.
+            None => {
+                if !self.adopt(key) {
+                    self.drop_stale(key, delivery);
+                    return;
+                }
+                self.clients[slot]
+                    .as_mut()
+                    .expect("a client adopted just now is in the table")
+            }
         };
         let what = delivery.what();
         let ctx = &mut self.ctx;
@@ -1151,7 +1144,42 @@ impl<M: Send + 'static> Runner<M> {
         }
     }
 
-    fn register(&mut self, key: ClientKey, client: Box<dyn Registered<M>>) {
+    /// Counts and drops an event whose key names no client (unregistered).
+    #[cold]
+    fn drop_stale(&self, key: ClientKey, delivery: Delivery<M>) {
+        self.shared.stats.counters.stale.add(1);
+        tracing::debug!(processor = %self.shared.id, slot = key.slot, generation = key.generation, "event for an unregistered client dropped");
+        // The event's drop (its captures, or the message) is user code.
+        contain(
+            &self.shared.stats,
+            self.shared.id,
+            "drop of a stale event",
+            || drop(delivery),
+        );
+    }
+
+    /// Takes in the client handed in under `key`, if it is among the arrivals (the
+    /// processor's side of the protocol of `slots.rs`): on a miss of the table only, never
+    /// on the event path of a client already in it.
+    #[cold]
+    fn adopt(&mut self, key: ClientKey) -> bool {
+        let adopted = self
+            .shared
+            .slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .adopt(key);
+        match adopted {
+            Some(client) => {
+                self.install(key, client);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Puts an adopted client in the table.
+    fn install(&mut self, key: ClientKey, client: Box<dyn Registered<M>>) {
         let slot = usize::from(key.slot);
         if self.clients.len() <= slot {
             self.clients.resize_with(slot + 1, || None);
@@ -1162,7 +1190,7 @@ impl<M: Send + 'static> Runner<M> {
                 .reserve(room.saturating_sub(self.flush_list.len()));
             self.again.reserve(room.saturating_sub(self.again.len()));
         }
-        debug_assert!(self.clients[slot].is_none(), "slot {slot} registered twice");
+        debug_assert!(self.clients[slot].is_none(), "slot {slot} adopted twice");
         self.clients[slot] = Some(Entry {
             client,
             generation: key.generation,
@@ -1178,7 +1206,8 @@ impl<M: Send + 'static> Runner<M> {
             .get(slot)
             .and_then(Option::as_ref)
             .is_some_and(|e| e.generation == key.generation);
-        if !registered {
+        // A client handed in that got no event before its unregistration is adopted for it.
+        if !registered && !self.adopt(key) {
             self.shared.stats.counters.stale.add(1);
             return;
         }
@@ -1200,32 +1229,7 @@ impl<M: Send + 'static> Runner<M> {
             .slots
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .keys
             .release(key);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A `(slot, generation)` key is never issued twice: on the code before the fix the
-    /// generation wrapped after 65,536 cycles and the first key came back.
-    #[test]
-    fn a_slot_key_is_never_reissued() {
-        let mut slots = SlotAllocator::default();
-        let first = slots.take().unwrap();
-        slots.release(first);
-        let mut seen = std::collections::HashSet::new();
-        seen.insert(first);
-        for _ in 0..70_000 {
-            let key = slots.take().unwrap();
-            assert!(seen.insert(key), "key {key:?} issued twice");
-            slots.release(key);
-        }
-        assert_eq!(
-            slots.retired, 1,
-            "slot 0 is retired once its generation is spent"
-        );
-        assert_eq!(slots.live, 0);
     }
 }

@@ -180,8 +180,9 @@ pub struct ProcessorSnapshot {
     /// Events and control items in its queue now, at most; the monitor's probe, if one is
     /// queued, is not counted.
     pub depth: usize,
-    /// Clients registered on it now (registrations and unregistrations still queued
-    /// included).
+    /// Clients registered on it now: those handed in and not yet taken in by the
+    /// processor (no event reached them yet) included, and those whose unregistration is
+    /// still queued.
     pub clients: usize,
     /// The deepest its queue has been, sampled after the first event of each drain and
     /// every 64 events after it.

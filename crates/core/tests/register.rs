@@ -118,3 +118,58 @@ fn unregister_flushes_then_drops_and_later_events_are_stale() {
     assert_eq!(*log2.lock().unwrap(), [Seen::Message(4), Seen::Flush]);
     assert_eq!(d.stats()[0].stale, 2);
 }
+
+/// How long a step of a test may wait before the test fails instead of hanging.
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Registering on a processor thread while the target processor's queue is full: the
+/// handle `register` returns is reached at once by an event sent with it from another
+/// thread. On the code before the fix the registration waited in the caller's outbox, the
+/// other thread's event reached the target first and was dropped as stale.
+#[test]
+fn a_handle_registered_on_a_processor_is_reached_by_the_next_event_from_any_thread() {
+    let d = one_queue_unprobed(PoolConfig::new(2).capacity(4));
+    let first = d
+        .register(
+            ClientType::Queue,
+            Recorder::new().0,
+            Placement::Processor(1),
+        )
+        .unwrap();
+    // Processor 1 stalled, its queue full.
+    let stall = block_processor(&d.handle(), first);
+    while d.try_dispatch(first, Event::Message(0)).is_ok() {}
+    // On processor 0: register a client on processor 1, hand its handle over, and stay in
+    // the handler, so that processor 0 retries nothing kept in its outbox meanwhile.
+    let (client, log) = Recorder::new();
+    let (handed, handle_rx) = std::sync::mpsc::channel();
+    let (go, go_rx) = std::sync::mpsc::channel::<()>();
+    let handle = d.handle();
+    d.execute(
+        d.processors(ClientType::Queue)[0],
+        Callback::spill(move || {
+            let registered = handle.register(ClientType::Queue, client, Placement::Processor(1));
+            handed.send(registered).unwrap();
+            let _ = go_rx.recv_timeout(PATIENCE);
+        }),
+    )
+    .unwrap();
+    let registered = handle_rx.recv_timeout(PATIENCE);
+    stall.wait(); // processor 1 drains
+    let seen = registered
+        .as_ref()
+        .ok()
+        .and_then(|r| r.as_ref().ok())
+        .map(|&h| {
+            d.dispatch(h, Event::Message(42)).unwrap();
+            d.synchronize(h).unwrap();
+            (log.lock().unwrap().clone(), d.stats()[1].stale)
+        });
+    go.send(()).unwrap();
+    let (log, stale) = seen.unwrap_or_else(|| panic!("no handle: {registered:?}"));
+    assert_eq!(
+        stale, 0,
+        "the event sent with the new handle was dropped as stale"
+    );
+    assert_eq!(log, [Seen::Message(42), Seen::Flush]);
+}

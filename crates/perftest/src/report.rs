@@ -204,7 +204,7 @@ pub fn summary(r: &RunResult) -> String {
     let others = o.total() - o.acked;
     let _ = writeln!(
         out,
-        "  check: published {} = acked {} + other outcomes {} (queue full {}, producer full {}, unknown queue {}, closed {}, timed out {}, not sent {}); lost {}, duplicated {}, send errors {}, broker counted {} published",
+        "  check: published {} = acked {} + other outcomes {} (queue full {}, producer full {}, unknown queue {}, closed {}, timed out {}, not sent {}, other refusals {}); lost {}, duplicated {}, send errors {}, broker counted {} published",
         r.published,
         o.acked,
         others,
@@ -214,6 +214,7 @@ pub fn summary(r: &RunResult) -> String {
         o.closed,
         o.timed_out,
         o.not_sent,
+        o.other_refusals,
         r.lost,
         r.extra_outcomes,
         r.send_errors,

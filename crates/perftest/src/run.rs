@@ -214,6 +214,9 @@ pub struct Outcomes {
     pub timed_out: u64,
     /// Not sent before the producer closed.
     pub not_sent: u64,
+    /// Refused for another reason: a payload too large for the server, its payload store
+    /// full, a publish id older than the deduplication window.
+    pub other_refusals: u64,
 }
 
 impl Outcomes {
@@ -227,15 +230,16 @@ impl Outcomes {
             + self.closed
             + self.timed_out
             + self.not_sent
+            + self.other_refusals
     }
 }
 
 /// Outcome counters, written by the producers' `on_ack` (on session processors).
 #[derive(Debug, Default)]
-pub(crate) struct OutcomeCounters(pub(crate) [AtomicU64; 7]);
+pub(crate) struct OutcomeCounters(pub(crate) [AtomicU64; 8]);
 
 impl OutcomeCounters {
-    fn index(status: AckStatus) -> usize {
+    pub(crate) fn index(status: AckStatus) -> usize {
         match status {
             AckStatus::Acked => 0,
             AckStatus::RejectedQueueFull => 1,
@@ -244,7 +248,17 @@ impl OutcomeCounters {
             AckStatus::Closed => 4,
             AckStatus::TimedOut => 5,
             AckStatus::NotSent => 6,
+            AckStatus::RejectedOutOfWindow => Self::OTHER_REFUSALS,
         }
+    }
+
+    /// Where the refusals without a counter of their own go (out of window, too large,
+    /// store full).
+    pub(crate) const OTHER_REFUSALS: usize = 7;
+
+    /// Counts `n` outcomes at counter `index`.
+    pub(crate) fn add_at(&self, index: usize, n: u64) {
+        self.0[index].fetch_add(n, Ordering::Relaxed);
     }
 
     pub(crate) fn add(&self, status: AckStatus, n: u64) {
@@ -263,6 +277,7 @@ impl OutcomeCounters {
             closed: get(4),
             timed_out: get(5),
             not_sent: get(6),
+            other_refusals: get(7),
         }
     }
 }

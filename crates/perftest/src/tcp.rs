@@ -49,9 +49,9 @@ pub enum Target {
     Connect(SocketAddr),
 }
 
-/// The broker's status of a wire status (the protocol's table, `docs/protocol.md`).
-fn ack_status(status: ConfirmStatus) -> AckStatus {
-    match status {
+/// The outcome counter of a wire status (the protocol's table, `docs/protocol.md`).
+fn outcome_index(status: ConfirmStatus) -> usize {
+    let ack = match status {
         ConfirmStatus::Stored => AckStatus::Acked,
         ConfirmStatus::RejectedQueueFull => AckStatus::RejectedQueueFull,
         ConfirmStatus::RejectedProducerFull => AckStatus::RejectedProducerFull,
@@ -59,7 +59,11 @@ fn ack_status(status: ConfirmStatus) -> AckStatus {
         ConfirmStatus::Closed => AckStatus::Closed,
         ConfirmStatus::TimedOut => AckStatus::TimedOut,
         ConfirmStatus::NotSent => AckStatus::NotSent,
-    }
+        ConfirmStatus::RejectedOutOfWindow
+        | ConfirmStatus::TooLarge
+        | ConfirmStatus::RejectedStoreFull => return OutcomeCounters::OTHER_REFUSALS,
+    };
+    OutcomeCounters::index(ack)
 }
 
 /// The scheduled send times of a producer's unconfirmed messages, by publish id.
@@ -275,7 +279,7 @@ pub fn run(
                     let at = read.place(o.publish_id.0).load(Ordering::Relaxed);
                     r.record(now.saturating_sub(at) / 1_000);
                 } else {
-                    outcomes.add(ack_status(o.status), 1);
+                    outcomes.add_at(outcome_index(o.status), 1);
                 }
             }
             drop(r);

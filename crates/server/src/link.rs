@@ -28,6 +28,7 @@ impl SessionLink {
     /// all of them (the message was not stored), and goes to the connection with the
     /// publishing id the client gave it. Runs on a processor thread; never waits.
     pub(crate) fn on_ack(&self, acks: &[Ack]) {
+        let mut pusher = self.outbound.pusher();
         for ack in acks {
             let handle = ack.payload.handle;
             let Some(publish_id) = self.store.publish_id(handle) else {
@@ -41,13 +42,14 @@ impl SessionLink {
                 self.store.release_all(handle);
             }
             // Counted by the queue when full: the connection closes with INTERNAL.
-            let _ = self.outbound.push(OutItem::Confirm {
+            let _ = pusher.push(OutItem::Confirm {
                 slot: self.slot,
                 generation: self.generation,
                 publish_id,
                 status: wire_status(ack.status),
             });
         }
+        drop(pusher);
         self.outbound.wake();
     }
 
@@ -55,6 +57,7 @@ impl SessionLink {
     /// (its payload stays until the queue releases the message). Runs on a processor
     /// thread; never waits.
     pub(crate) fn on_delivery(&self, deliveries: &[Delivery]) {
+        let mut pusher = self.outbound.pusher();
         for delivery in deliveries {
             let item = OutItem::Deliver {
                 slot: self.slot,
@@ -64,8 +67,9 @@ impl SessionLink {
             };
             // Full: counted, and the connection closes (INTERNAL); the broker then
             // redelivers or drops the share, and releases the message in time.
-            let _ = self.outbound.push(item);
+            let _ = pusher.push(item);
         }
+        drop(pusher);
         self.outbound.wake();
     }
 }

@@ -40,13 +40,13 @@ impl Frame<'_> {
             Self::OpenProducer(open) => open.check()?,
             Self::Credit(credit) => credit.check()?,
             Self::Error(error) => error.check()?,
+            Self::ProducerOpened(opened) => opened.check()?,
             Self::Heartbeat
             | Self::CloseProducer(_)
             | Self::OpenConsumer(_)
             | Self::CloseConsumer(_)
             | Self::Publish(_)
             | Self::PublishConfirm(_)
-            | Self::ProducerOpened(_)
             | Self::Deliver(_)
             | Self::ConsumerConfirm(_) => {}
         }
@@ -81,9 +81,7 @@ impl Frame<'_> {
 
     /// The body's length in bytes.
     fn body_len(&self) -> usize {
-        use crate::frame::{
-            CloseConsumer, CloseProducer, Credit, Hello, OpenConsumer, ProducerOpened, Welcome,
-        };
+        use crate::frame::{CloseConsumer, CloseProducer, Credit, Hello, OpenConsumer, Welcome};
         match self {
             Self::Hello(_) => Hello::LEN,
             Self::Welcome(_) => Welcome::LEN,
@@ -93,7 +91,7 @@ impl Frame<'_> {
             Self::CloseProducer(_) => CloseProducer::LEN,
             Self::Publish(batch) => batch.0.body_len(),
             Self::PublishConfirm(batch) => batch.0.body_len(),
-            Self::ProducerOpened(_) => ProducerOpened::LEN,
+            Self::ProducerOpened(opened) => opened.body_len(),
             Self::OpenConsumer(_) => OpenConsumer::LEN,
             Self::CloseConsumer(_) => CloseConsumer::LEN,
             Self::Deliver(batch) => batch.0.body_len(),

@@ -104,6 +104,11 @@ pub enum DecodeError {
         /// The byte.
         kind: u8,
     },
+    /// A `ProducerOpened`'s stored window is inconsistent: an undefined flag, a
+    /// `last_stored` or `known` where nothing is stored, `known` 0 or above
+    /// [`MAX_STORED_WINDOW`](crate::MAX_STORED_WINDOW) or above `last_stored + 1`, the
+    /// highest id's own bit clear, or bits set past `known`.
+    BadStoredWindow,
 }
 
 impl DecodeError {
@@ -131,7 +136,8 @@ impl DecodeError {
             | Self::BadVersionRange { .. }
             | Self::MessageTooLong { .. }
             | Self::BadUtf8
-            | Self::UnknownRefusedKind { .. } => ErrorCode::MALFORMED,
+            | Self::UnknownRefusedKind { .. }
+            | Self::BadStoredWindow => ErrorCode::MALFORMED,
         }
     }
 }
@@ -187,6 +193,9 @@ impl fmt::Display for DecodeError {
             Self::UnknownRefusedKind { kind } => {
                 write!(f, "an error frame names the unknown frame kind {kind:#04x}")
             }
+            Self::BadStoredWindow => f.write_str(
+                "a ProducerOpened's stored window is inconsistent: a bad flag, a last_stored or known without anything stored, known out of range, the highest's bit clear, or bits past known",
+            ),
         }
     }
 }
@@ -250,6 +259,9 @@ pub enum EncodeError {
         /// The limit.
         max: usize,
     },
+    /// A `ProducerOpened`'s stored window is inconsistent (as
+    /// [`DecodeError::BadStoredWindow`]).
+    BadStoredWindow,
 }
 
 impl fmt::Display for EncodeError {
@@ -283,6 +295,9 @@ impl fmt::Display for EncodeError {
                     "a producer name of {len} bytes is over the limit of {max}"
                 )
             }
+            Self::BadStoredWindow => f.write_str(
+                "a ProducerOpened's stored window is inconsistent (see StoredWindow's validity rules)",
+            ),
         }
     }
 }

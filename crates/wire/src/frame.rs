@@ -32,7 +32,7 @@ pub enum Frame<'a> {
     /// The outcomes of a batch of published messages.
     PublishConfirm(PublishConfirmFrame<'a>),
     /// A producer is open.
-    ProducerOpened(ProducerOpened),
+    ProducerOpened(ProducerOpened<'a>),
     /// Open a consumer.
     OpenConsumer(OpenConsumer),
     /// Close a consumer.
@@ -365,44 +365,152 @@ impl<'a> OpenProducer<'a> {
 }
 
 /// `ProducerOpened` (broker -> client): the answer to an `OpenProducer`: producer
-/// `producer` is open. `last_stored` is the highest publish id its queue has stored for
-/// its name, where a reconnecting producer resumes (what it has without a confirm at or
-/// below it is stored already); [`ProducerOpened::NONE`] for none, and always for an
-/// anonymous producer.
+/// `producer` is open, and `stored` says, id by id, which of its name's recent messages
+/// its queue has stored (nothing, for an anonymous producer).
 ///
-/// Body, 12 bytes: `producer: u32`, `last_stored: u64`.
+/// Body, `17 + ceil(known / 8)` bytes: `producer: u32`, `flags: u8` (bit 0: something is
+/// stored; no other bit is defined), `last_stored: u64` (0 when nothing is), `known: u32`,
+/// then `bits: bytes(ceil(known / 8))`; see [`StoredWindow`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ProducerOpened {
+pub struct ProducerOpened<'a> {
     /// The producer, as the client named it.
     pub producer: ProducerId,
-    /// The highest publish id stored for the producer's name, or [`Self::NONE`].
-    pub last_stored: u64,
+    /// What the producer's queue has stored of its name's messages.
+    pub stored: StoredWindow<'a>,
 }
 
-impl ProducerOpened {
-    pub(crate) const LEN: usize = 12;
+/// What a queue has stored of one producer name's messages: the highest publish id stored
+/// (`last_stored`) and, for each of the `known` ids at and below it, whether it is stored:
+/// bit `i` (byte `i / 8`, bit `i % 8`, least significant first) stands for id
+/// `last_stored - i`. Every answer is a fact: an id above `last_stored` is not stored, an
+/// id of the window is as its bit says, and of an id older than the window (`last_stored -
+/// id >= known`) nothing is said.
+///
+/// Valid when nothing is stored (`last_stored` `None`, `known` 0, no bits), or when
+/// `known` is 1 to [`MAX_STORED_WINDOW`] and at most `last_stored + 1`, bit 0 (the highest
+/// itself) is set, and the bits past `known` in the last byte are clear.
+///
+/// ```
+/// use zerodispatch_wire::StoredWindow;
+///
+/// // 3 and 1 stored, 2 not; 0 older than the window.
+/// let window = StoredWindow { last_stored: Some(3), known: 3, bits: &[0b101] };
+/// assert_eq!(window.stored(4), Some(false));
+/// assert_eq!(window.stored(3), Some(true));
+/// assert_eq!(window.stored(2), Some(false));
+/// assert_eq!(window.stored(1), Some(true));
+/// assert_eq!(window.stored(0), None);
+/// assert_eq!(StoredWindow::NOTHING.stored(0), Some(false));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoredWindow<'a> {
+    /// The highest publish id stored, or `None` if none is (or the producer is anonymous).
+    pub last_stored: Option<u64>,
+    /// How many ids, from `last_stored` down, `bits` describes.
+    pub known: u32,
+    /// One bit per id, from `last_stored` down.
+    pub bits: &'a [u8],
+}
 
-    /// `last_stored` when nothing is stored for the name (or the producer is anonymous).
-    pub const NONE: u64 = u64::MAX;
+impl StoredWindow<'_> {
+    /// Nothing stored.
+    pub const NOTHING: StoredWindow<'static> = StoredWindow {
+        last_stored: None,
+        known: 0,
+        bits: &[],
+    };
 
-    /// `last_stored` as an option: `None` for [`Self::NONE`].
+    /// Whether message `id` is stored: `Some(true)`, `Some(false)`, or `None` when the
+    /// answer does not reach it (older than the window).
     #[must_use]
-    pub fn stored(&self) -> Option<u64> {
-        (self.last_stored != Self::NONE).then_some(self.last_stored)
+    pub fn stored(&self, id: u64) -> Option<bool> {
+        let Some(last) = self.last_stored else {
+            return Some(false);
+        };
+        if id > last {
+            return Some(false);
+        }
+        let i = last - id;
+        (i < u64::from(self.known)).then(|| self.bits[(i / 8) as usize] & (1 << (i % 8)) != 0)
     }
 
-    pub(crate) fn read(body: &[u8]) -> Result<Self, DecodeError> {
-        read_exact(FrameKind::ProducerOpened, body, |r| {
-            Some(Self {
-                producer: ProducerId(r.u32()?),
-                last_stored: r.u64()?,
-            })
+    /// Whether the fields are consistent (see the type's documentation).
+    fn is_valid(&self) -> bool {
+        let Some(last) = self.last_stored else {
+            return self.known == 0 && self.bits.is_empty();
+        };
+        let known = u64::from(self.known);
+        let bytes = known.div_ceil(8) as usize;
+        let spare = (bytes * 8) as u64 - known;
+        (1..=u64::from(MAX_STORED_WINDOW)).contains(&known)
+            && last.checked_add(1).is_none_or(|ids| known <= ids)
+            && self.bits.len() == bytes
+            && self.bits[0] & 1 == 1
+            && self.bits[bytes - 1]
+                .checked_shr(8 - spare as u32)
+                .unwrap_or(0)
+                == 0
+    }
+}
+
+/// A [`StoredWindow`]'s `known`, at most: 2^20 ids, 128 KiB of bits in one frame.
+pub const MAX_STORED_WINDOW: u32 = 1 << 20;
+
+impl<'a> ProducerOpened<'a> {
+    pub(crate) const FIXED_LEN: usize = 17;
+
+    pub(crate) fn body_len(&self) -> usize {
+        Self::FIXED_LEN + self.stored.bits.len()
+    }
+
+    /// Checks what `write` would write.
+    pub(crate) fn check(&self) -> Result<(), EncodeError> {
+        if self.stored.is_valid() {
+            Ok(())
+        } else {
+            Err(EncodeError::BadStoredWindow)
+        }
+    }
+
+    pub(crate) fn read(body: &'a [u8]) -> Result<Self, DecodeError> {
+        let kind = FrameKind::ProducerOpened;
+        let bad_length = DecodeError::BadLength {
+            kind,
+            len: body.len() as u32,
+        };
+        let mut r = Reader::new(body);
+        let (Some(producer), Some(flags), Some(last), Some(known)) =
+            (r.u32(), r.u8(), r.u64(), r.u32())
+        else {
+            return Err(bad_length);
+        };
+        if flags > 1 {
+            return Err(DecodeError::BadStoredWindow);
+        }
+        let bits = r.rest();
+        if bits.len() as u64 != u64::from(known).div_ceil(8) {
+            return Err(bad_length);
+        }
+        let stored = StoredWindow {
+            last_stored: (flags == 1).then_some(last),
+            known,
+            bits,
+        };
+        if !stored.is_valid() || (flags == 0 && last != 0) {
+            return Err(DecodeError::BadStoredWindow);
+        }
+        Ok(Self {
+            producer: ProducerId(producer),
+            stored,
         })
     }
 
     pub(crate) fn write(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.producer.0.to_le_bytes());
-        out.extend_from_slice(&self.last_stored.to_le_bytes());
+        out.push(u8::from(self.stored.last_stored.is_some()));
+        out.extend_from_slice(&self.stored.last_stored.unwrap_or(0).to_le_bytes());
+        out.extend_from_slice(&self.stored.known.to_le_bytes());
+        out.extend_from_slice(self.stored.bits);
     }
 }
 

@@ -73,8 +73,8 @@ pub use builder::{ConsumerConfirmBuilder, DeliverBuilder, PublishBuilder, Publis
 pub use decode::decode;
 pub use error::{DecodeError, EncodeError};
 pub use frame::{
-    CloseConsumer, CloseProducer, Credit, ErrorFrame, Frame, Hello, OpenConsumer, OpenProducer,
-    ProducerOpened, Welcome,
+    CloseConsumer, CloseProducer, Credit, ErrorFrame, Frame, Hello, MAX_STORED_WINDOW,
+    OpenConsumer, OpenProducer, ProducerOpened, StoredWindow, Welcome,
 };
 pub use header::{FrameKind, Header};
 pub use ids::{AppId, ConsumerId, Guid, ProducerId, PublishId, QueueId};
@@ -82,4 +82,4 @@ pub use limits::{
     HEADER_LEN, MAGIC, MAX_ERROR_MESSAGE_LEN, MAX_FRAME_LEN, MAX_MESSAGES_PER_FRAME,
     MAX_PAYLOAD_LEN, MAX_PRODUCER_NAME_LEN, VERSION,
 };
-pub use status::{ConfirmStatus, ErrorCode};
+pub use status::{ConfirmStatus, ErrorCode, Stored};

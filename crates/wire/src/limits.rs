@@ -11,8 +11,11 @@ pub const MAGIC: [u8; 2] = *b"ZD";
 
 /// The protocol version this crate speaks, carried in every header and negotiated by
 /// `Hello` and `Welcome`. Version 2 added producer names (`OpenProducer`'s `name`) and
-/// `ProducerOpened`; a peer that speaks version 1 only is refused `UNSUPPORTED_VERSION`.
-pub const VERSION: u8 = 2;
+/// `ProducerOpened`. Version 3 made every problem with one message that message's confirm
+/// (`TooLarge`, `RejectedStoreFull`, `RejectedOutOfWindow`), and `ProducerOpened` says id by
+/// id what is stored (a window of bits, with "nothing stored" carried explicitly, not as
+/// `u64::MAX`). A peer that speaks only an older version is refused `UNSUPPORTED_VERSION`.
+pub const VERSION: u8 = 3;
 
 /// Bytes in a frame header: magic (2), version (1), kind (1), flags (2), body length (4).
 pub const HEADER_LEN: usize = 10;

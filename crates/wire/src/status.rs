@@ -29,6 +29,16 @@ pub enum ConfirmStatus {
     TimedOut = 5,
     /// The producer was closed before the message was sent to its queue.
     NotSent = 6,
+    /// The payload is larger than the broker's payload slots (`Welcome`'s limits): not
+    /// stored, and it never will be. A per-message refusal: the producer stays open.
+    TooLarge = 7,
+    /// A named producer's publish id older than the queue's deduplication window: the queue
+    /// cannot tell whether it stored an earlier copy, so it did not store this one and does
+    /// not say it is stored. Whether the message is stored is unknown.
+    RejectedOutOfWindow = 8,
+    /// The broker's payload store for the producer's queue was full: not stored; publish it
+    /// again later. A per-message refusal: the producer stays open.
+    RejectedStoreFull = 9,
 }
 
 impl ConfirmStatus {
@@ -37,7 +47,7 @@ impl ConfirmStatus {
     /// ```
     /// use zerodispatch_wire::ConfirmStatus;
     /// assert_eq!(ConfirmStatus::from_u8(0), Some(ConfirmStatus::Stored));
-    /// assert_eq!(ConfirmStatus::from_u8(7), None);
+    /// assert_eq!(ConfirmStatus::from_u8(10), None);
     /// ```
     #[must_use]
     pub fn from_u8(byte: u8) -> Option<Self> {
@@ -49,6 +59,9 @@ impl ConfirmStatus {
             4 => Self::Closed,
             5 => Self::TimedOut,
             6 => Self::NotSent,
+            7 => Self::TooLarge,
+            8 => Self::RejectedOutOfWindow,
+            9 => Self::RejectedStoreFull,
             _ => return None,
         })
     }
@@ -58,6 +71,70 @@ impl ConfirmStatus {
     pub fn as_u8(self) -> u8 {
         self as u8
     }
+
+    /// What the status proves of the message: stored, not stored, or unknown (the
+    /// producer or connection ended first, or the broker cannot tell). The table of
+    /// `docs/protocol.md`, "What an outcome proves", in code.
+    ///
+    /// ```
+    /// use zerodispatch_wire::{ConfirmStatus, Stored};
+    /// assert_eq!(ConfirmStatus::Stored.proves(), Stored::Yes);
+    /// assert_eq!(ConfirmStatus::RejectedQueueFull.proves(), Stored::No);
+    /// assert_eq!(ConfirmStatus::TimedOut.proves(), Stored::Unknown);
+    /// ```
+    #[must_use]
+    pub fn proves(self) -> Stored {
+        match self {
+            Self::Stored => Stored::Yes,
+            Self::RejectedQueueFull
+            | Self::RejectedProducerFull
+            | Self::RejectedUnknownQueue
+            | Self::NotSent
+            | Self::TooLarge
+            | Self::RejectedStoreFull => Stored::No,
+            Self::Closed | Self::TimedOut | Self::RejectedOutOfWindow => Stored::Unknown,
+        }
+    }
+
+    /// Whether publishing the same message again can get another outcome: `false` for
+    /// `Stored` (done) and for refusals that would refuse it again (`TooLarge`,
+    /// `RejectedOutOfWindow`, `RejectedUnknownQueue`).
+    #[must_use]
+    pub fn is_retryable(self) -> bool {
+        !matches!(
+            self,
+            Self::Stored | Self::TooLarge | Self::RejectedOutOfWindow | Self::RejectedUnknownQueue
+        )
+    }
+}
+
+/// What an outcome proves about whether the broker stored a message
+/// ([`ConfirmStatus::proves`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stored {
+    /// The broker stored it.
+    Yes,
+    /// The broker did not store it (this copy).
+    No,
+    /// The outcome cannot say: it came from the producer's or connection's end, or the
+    /// broker could not tell.
+    Unknown,
+}
+
+impl ConfirmStatus {
+    /// Every status, in byte order.
+    pub const ALL: [Self; 10] = [
+        Self::Stored,
+        Self::RejectedQueueFull,
+        Self::RejectedProducerFull,
+        Self::RejectedUnknownQueue,
+        Self::Closed,
+        Self::TimedOut,
+        Self::NotSent,
+        Self::TooLarge,
+        Self::RejectedOutOfWindow,
+        Self::RejectedStoreFull,
+    ];
 }
 
 /// The code of an error frame: a `u16`. Codes below 100 are protocol errors: the sender

@@ -23,7 +23,7 @@ fn round_trip(frame: Frame<'_>) -> Vec<u8> {
 }
 
 fn header(kind: FrameKind, len: u32) -> Vec<u8> {
-    let mut bytes = b"ZD\x02".to_vec();
+    let mut bytes = b"ZD\x03".to_vec();
     bytes.push(kind.as_u8());
     bytes.extend_from_slice(&0_u16.to_le_bytes());
     bytes.extend_from_slice(&len.to_le_bytes());
@@ -54,7 +54,7 @@ fn fixed_frames_round_trip_in_their_documented_layout() {
         frame_of(FrameKind::Welcome, &[1, 0x88, 0x13, 0, 0])
     );
 
-    assert_eq!(round_trip(Frame::Heartbeat), b"ZD\x02\x03\0\0\0\0\0\0");
+    assert_eq!(round_trip(Frame::Heartbeat), b"ZD\x03\x03\0\0\0\0\0\0");
 
     let open = OpenProducer {
         producer: ProducerId(1),
@@ -79,22 +79,46 @@ fn fixed_frames_round_trip_in_their_documented_layout() {
     );
     let opened = ProducerOpened {
         producer: ProducerId(1),
-        last_stored: 0x0102,
+        stored: StoredWindow {
+            last_stored: Some(0x0102),
+            known: 3,
+            bits: &[0b101],
+        },
     };
     assert_eq!(
         round_trip(Frame::ProducerOpened(opened)),
         frame_of(
             FrameKind::ProducerOpened,
-            &[1, 0, 0, 0, 2, 1, 0, 0, 0, 0, 0, 0]
+            &[1, 0, 0, 0, 1, 2, 1, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0b101]
         )
     );
-    assert_eq!(opened.stored(), Some(0x0102));
+    assert_eq!(opened.stored.stored(0x0102), Some(true));
+    assert_eq!(opened.stored.stored(0x0101), Some(false));
+    assert_eq!(opened.stored.stored(0x0100), Some(true));
+    assert_eq!(opened.stored.stored(0x00ff), None, "older than the window");
     let none = ProducerOpened {
-        last_stored: ProducerOpened::NONE,
+        stored: StoredWindow::NOTHING,
         ..opened
     };
-    assert_eq!(round_trip(Frame::ProducerOpened(none)).len(), 22);
-    assert_eq!(none.stored(), None);
+    assert_eq!(
+        round_trip(Frame::ProducerOpened(none)),
+        frame_of(
+            FrameKind::ProducerOpened,
+            &[1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+        )
+    );
+    assert_eq!(none.stored.stored(0), Some(false));
+    // u64::MAX is an id like any other: "nothing stored" is the flag, not a value.
+    let max = ProducerOpened {
+        stored: StoredWindow {
+            last_stored: Some(u64::MAX),
+            known: 1,
+            bits: &[1],
+        },
+        ..opened
+    };
+    assert_eq!(round_trip(Frame::ProducerOpened(max)).len(), 28);
+    assert_eq!(max.stored.stored(u64::MAX), Some(true));
     assert_eq!(
         round_trip(Frame::CloseProducer(CloseProducer {
             producer: ProducerId(0x0a0b_0c0d)
@@ -393,18 +417,20 @@ fn a_bad_header_is_refused_from_its_first_bad_byte() {
     assert_eq!(decode(b"Z"), Ok(None));
     assert_eq!(decode(b"X"), Err(DecodeError::BadMagic));
     assert_eq!(decode(b"ZX"), Err(DecodeError::BadMagic));
-    // A version 1 peer is refused from its first frame's third byte.
+    // A peer of an older version is refused from its first frame's third byte.
+    for version in [1, 2] {
+        assert_eq!(
+            decode(&[b'Z', b'D', version]),
+            Err(DecodeError::UnsupportedVersion { version })
+        );
+    }
     assert_eq!(
-        decode(b"ZD\x01"),
-        Err(DecodeError::UnsupportedVersion { version: 1 })
-    );
-    assert_eq!(
-        decode(b"ZD\x02\x00"),
+        decode(b"ZD\x03\x00"),
         Err(DecodeError::UnknownKind { kind: 0 })
     );
-    assert_eq!(decode(b"ZD\x02\x03\x01"), Ok(None), "flags are read whole");
+    assert_eq!(decode(b"ZD\x03\x03\x01"), Ok(None), "flags are read whole");
     assert_eq!(
-        decode(b"ZD\x02\x03\x00\x80"),
+        decode(b"ZD\x03\x03\x00\x80"),
         Err(DecodeError::UnknownFlags { flags: 0x8000 })
     );
     let mut huge = header(FrameKind::Publish, u32::MAX);
@@ -451,7 +477,6 @@ fn a_fixed_body_of_the_wrong_length_is_refused() {
         (FrameKind::Welcome, 5),
         (FrameKind::Heartbeat, 0),
         (FrameKind::CloseProducer, 4),
-        (FrameKind::ProducerOpened, 12),
         (FrameKind::OpenConsumer, 14),
         (FrameKind::CloseConsumer, 4),
         (FrameKind::Credit, 8),
@@ -568,10 +593,10 @@ fn counts_that_do_not_fit_the_body_are_refused() {
     );
     // An unknown status.
     let mut entry = [0; 9];
-    entry[8] = 7;
+    entry[8] = 10;
     assert_eq!(
         decode(&frame_of(FrameKind::PublishConfirm, &batch(1, &entry))),
-        Err(DecodeError::UnknownStatus { status: 7 })
+        Err(DecodeError::UnknownStatus { status: 10 })
     );
 }
 
@@ -706,4 +731,49 @@ fn every_kind_byte_names_its_kind_and_codes_their_range() {
         EncodeError::BatchFull.to_string(),
         "the batch holds the most messages a frame may"
     );
+}
+
+#[test]
+fn an_inconsistent_stored_window_is_refused_both_ways() {
+    let opened = |flags: u8, last: u64, known: u32, bits: &[u8]| {
+        let mut body = vec![7, 0, 0, 0, flags];
+        body.extend_from_slice(&last.to_le_bytes());
+        body.extend_from_slice(&known.to_le_bytes());
+        body.extend_from_slice(bits);
+        frame_of(FrameKind::ProducerOpened, &body)
+    };
+    for (what, bytes) in [
+        ("an undefined flag", opened(2, 0, 0, &[])),
+        ("a last_stored with nothing stored", opened(0, 5, 0, &[])),
+        ("known with nothing stored", opened(0, 0, 1, &[1])),
+        ("stored with known 0", opened(1, 5, 0, &[])),
+        ("the highest's own bit clear", opened(1, 5, 2, &[0b10])),
+        ("bits past known", opened(1, 5, 2, &[0b101])),
+        ("known above last_stored + 1", opened(1, 1, 3, &[0b111])),
+        ("known above the limit", {
+            let known = MAX_STORED_WINDOW + 1;
+            opened(1, u64::MAX, known, &vec![0xff; known.div_ceil(8) as usize])
+        }),
+    ] {
+        assert_eq!(decode(&bytes), Err(DecodeError::BadStoredWindow), "{what}");
+    }
+    assert_eq!(DecodeError::BadStoredWindow.code(), ErrorCode::MALFORMED);
+    assert!(
+        matches!(
+            decode(&opened(1, 5, 9, &[1])),
+            Err(DecodeError::BadLength { .. })
+        ),
+        "bits shorter than known needs"
+    );
+    let bad = Frame::ProducerOpened(ProducerOpened {
+        producer: ProducerId(1),
+        stored: StoredWindow {
+            last_stored: Some(5),
+            known: 2,
+            bits: &[0b10],
+        },
+    });
+    let mut out = Vec::new();
+    assert_eq!(bad.encode(&mut out), Err(EncodeError::BadStoredWindow));
+    assert!(out.is_empty(), "nothing written");
 }

@@ -54,7 +54,7 @@ enum FixedFrame {
     Welcome(Welcome),
     Heartbeat,
     CloseProducer(CloseProducer),
-    ProducerOpened(ProducerOpened),
+    ProducerOpened(ProducerOpened<'static>),
     OpenConsumer(OpenConsumer),
     CloseConsumer(CloseConsumer),
     Credit(Credit),
@@ -153,7 +153,13 @@ impl Model {
                 name: f.name.to_owned(),
             },
             Frame::CloseProducer(f) => Self::Fixed(FixedFrame::CloseProducer(f)),
-            Frame::ProducerOpened(f) => Self::Fixed(FixedFrame::ProducerOpened(f)),
+            Frame::ProducerOpened(f) => Self::Fixed(FixedFrame::ProducerOpened(ProducerOpened {
+                producer: f.producer,
+                stored: StoredWindow {
+                    bits: f.stored.bits.to_vec().leak(),
+                    ..f.stored
+                },
+            })),
             Frame::OpenConsumer(f) => Self::Fixed(FixedFrame::OpenConsumer(f)),
             Frame::CloseConsumer(f) => Self::Fixed(FixedFrame::CloseConsumer(f)),
             Frame::Credit(f) => Self::Fixed(FixedFrame::Credit(f)),
@@ -224,12 +230,30 @@ fn fixed() -> impl Strategy<Value = FixedFrame> {
             }
         )),
         Just(FixedFrame::Heartbeat),
-        (any::<u32>(), any::<u64>()).prop_map(|(p, last_stored)| {
-            FixedFrame::ProducerOpened(ProducerOpened {
-                producer: ProducerId(p),
-                last_stored,
-            })
-        }),
+        (any::<u32>(), any::<u64>(), 0_u32..=40, any::<u64>()).prop_map(
+            |(p, last, known, bits)| {
+                // A valid window: `known` ids at most `last + 1`, the highest's bit set, no
+                // bit past `known`; none stored when `known` is 0. The bits live for the
+                // test (leaked: a few bytes per case).
+                let known = u64::from(known).min(last.saturating_add(1)) as u32;
+                let stored = if known == 0 {
+                    StoredWindow::NOTHING
+                } else {
+                    let mask = u64::MAX >> (64 - known.min(40));
+                    let bits = (bits & mask) | 1;
+                    let bytes = bits.to_le_bytes()[..known.div_ceil(8) as usize].to_vec();
+                    StoredWindow {
+                        last_stored: Some(last),
+                        known,
+                        bits: bytes.leak(),
+                    }
+                };
+                FixedFrame::ProducerOpened(ProducerOpened {
+                    producer: ProducerId(p),
+                    stored,
+                })
+            }
+        ),
         any::<u32>().prop_map(|p| FixedFrame::CloseProducer(CloseProducer {
             producer: ProducerId(p)
         })),
@@ -372,7 +396,7 @@ proptest! {
         body in prop::collection::vec(any::<u8>(), 0..256),
         extra in 0_usize..4,
     ) {
-        let mut bytes = b"ZD\x02".to_vec();
+        let mut bytes = b"ZD\x03".to_vec();
         bytes.push(kind.as_u8());
         bytes.extend_from_slice(&[0, 0]);
         bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());

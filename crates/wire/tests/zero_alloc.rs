@@ -61,7 +61,11 @@ fn round(buf: &mut Vec<u8>, batch: u64, payload: &[u8]) -> u64 {
     .unwrap();
     Frame::ProducerOpened(ProducerOpened {
         producer: ProducerId(1),
-        last_stored: batch,
+        stored: StoredWindow {
+            last_stored: Some(batch),
+            known: 1,
+            bits: &[1],
+        },
     })
     .encode(buf)
     .unwrap();
@@ -92,7 +96,9 @@ fn round(buf: &mut Vec<u8>, batch: u64, payload: &[u8]) -> u64 {
             Frame::OpenProducer(open) => {
                 sum += open.name.len() as u64 + u64::from(open.max_unconfirmed);
             }
-            Frame::ProducerOpened(opened) => sum += opened.last_stored,
+            Frame::ProducerOpened(opened) => {
+                sum += opened.stored.last_stored.unwrap_or(0) + u64::from(opened.stored.known);
+            }
             other => panic!("unexpected {other:?}"),
         }
         rest = &rest[consumed..];
@@ -108,7 +114,7 @@ fn encoding_and_decoding_batches_into_a_reused_buffer_allocates_nothing() {
     for batch in 0..WARM_UP {
         round(&mut buf, batch, &payload);
     }
-    let mut huge = b"ZD\x02\x12\0\0".to_vec();
+    let mut huge = b"ZD\x03\x12\0\0".to_vec();
     huge.extend_from_slice(&MAX_FRAME_LEN.to_le_bytes());
     let mut oversize = huge.clone();
     oversize[6..].copy_from_slice(&u32::MAX.to_le_bytes());
@@ -134,6 +140,7 @@ fn encoding_and_decoding_batches_into_a_reused_buffer_allocates_nothing() {
         + PER_BATCH
         + "orders".len() as u64
         + 7;
-    let last_stored: u64 = (WARM_UP..WARM_UP + BATCHES).sum();
+    // Each round's ProducerOpened: its last_stored and its window's one known id.
+    let last_stored: u64 = (WARM_UP..WARM_UP + BATCHES).sum::<u64>() + BATCHES;
     assert_eq!(sum, 2 * ids + BATCHES * per_round_rest + last_stored);
 }

@@ -50,9 +50,9 @@ pub struct Config {
     /// Deliver every published message to this consumer too, at once (it must have the
     /// credit).
     pub echo_to: Option<u32>,
-    /// Deduplicate a named producer's messages by publish id, across connections: a
-    /// message whose id is not above the highest stored for its name is confirmed but not
-    /// stored (see `Log`); `ProducerOpened` says that highest.
+    /// Deduplicate a named producer's messages by publish id, across connections, as the
+    /// broker does: a message whose id is stored already for its name is confirmed but not
+    /// stored again (see `Log`); `ProducerOpened` says, id by id, what is stored.
     pub dedup: bool,
     /// Drop a connection once it has received or delivered this many messages: the
     /// messages of a `Publish` before the limit are stored, none of the frame is
@@ -63,6 +63,10 @@ pub struct Config {
     /// first this many messages received; the others vanish, unconfirmed, as if they had
     /// never reached the queue.
     pub store_limit: Option<u64>,
+    /// With `dedup`, on the first connection: the message with this publish id is not
+    /// stored (as if its queue had refused it, full, and the refusal was lost with the
+    /// connection), while the others are.
+    pub lose_id: Option<u64>,
     /// On `CloseProducer`, drop the connection instead of answering.
     pub drop_on_close: bool,
     /// Refuse this many `OpenProducer` after the first with `reopen_refusal`.
@@ -90,6 +94,7 @@ impl Default for Config {
             drops: 0,
             drop_on_close: false,
             store_limit: None,
+            lose_id: None,
             refuse_reopens: 0,
             reopen_refusal: ErrorCode(106),
             shared_queue: false,
@@ -131,6 +136,22 @@ pub enum Action {
     ConfirmThenDrop(usize),
 }
 
+/// What the fake broker has stored of `name`'s messages, as a `ProducerOpened` says it:
+/// the highest id and a window of up to 4,096 ids below it.
+fn stored_window(log: &Log, name: &str) -> (Option<u64>, u32, Vec<u8>) {
+    let Some(&last) = log.stored_ids.get(name).and_then(|ids| ids.last()) else {
+        return (None, 0, Vec::new());
+    };
+    let known = last.saturating_add(1).min(4096);
+    let mut bits = vec![0_u8; known.div_ceil(8) as usize];
+    for i in 0..known {
+        if log.stored_ids[name].contains(&(last - i)) {
+            bits[(i / 8) as usize] |= 1 << (i % 8);
+        }
+    }
+    (Some(last), known as u32, bits)
+}
+
 /// The log, shared with the test.
 #[derive(Default)]
 pub struct Log {
@@ -146,7 +167,8 @@ pub struct Log {
     /// With `dedup`: the publish ids stored, in order, and the duplicates not stored.
     pub stored: Vec<u64>,
     pub duplicates: u64,
-    highest: std::collections::HashMap<String, u64>,
+    /// Per name, every publish id stored.
+    stored_ids: std::collections::HashMap<String, std::collections::BTreeSet<u64>>,
     drops_done: u32,
     refusals_done: u32,
     /// With `shared_queue`: the messages, and whether each is confirmed.
@@ -336,11 +358,11 @@ async fn serve(
                             } else if open.queue.0 == UNKNOWN_QUEUE {
                                 refuse(&mut out, ErrorCode::UNKNOWN_QUEUE, FrameKind::OpenProducer, open.producer.0);
                             } else {
-                                let last_stored = log.lock().unwrap().highest.get(open.name).copied();
+                                let (last_stored, known, bits) = stored_window(&log.lock().unwrap(), open.name);
                                 producer_names.push((open.producer.0, open.name.to_owned()));
                                 Frame::ProducerOpened(zerodispatch_wire::ProducerOpened {
                                     producer: open.producer,
-                                    last_stored: last_stored.unwrap_or(zerodispatch_wire::ProducerOpened::NONE),
+                                    stored: zerodispatch_wire::StoredWindow { last_stored, known, bits: &bits },
                                 })
                                 .encode(&mut out)
                                 .unwrap();
@@ -379,12 +401,14 @@ async fn serve(
                                             vanished += 1;
                                             continue;
                                         }
-                                        match log.highest.get(name) {
-                                            Some(&h) if id.0 <= h => log.duplicates += 1,
-                                            _ => {
-                                                log.stored.push(id.0);
-                                                log.highest.insert(name.to_owned(), id.0);
-                                            }
+                                        if config.lose_id == Some(id.0) && log.connections == 1 {
+                                            vanished += 1;
+                                            continue;
+                                        }
+                                        if log.stored_ids.entry(name.to_owned()).or_default().insert(id.0) {
+                                            log.stored.push(id.0);
+                                        } else {
+                                            log.duplicates += 1;
                                         }
                                     }
                                 }

@@ -13,6 +13,7 @@
 //! than that is refused `NAME_IN_USE` for a moment, and tries again.
 
 use super::*;
+use zerodispatch_wire::StoredWindow;
 
 /// How long a closing producer waits for the outcomes of its messages: without end, in
 /// effect, so that every message gets its real outcome and every payload slot is freed.
@@ -136,15 +137,15 @@ impl Connection {
         };
         // Asked after the open, so that the answer counts every message the name's earlier
         // producers sent (each closed before its name was free).
-        let last_stored = match &name {
+        let stored = match &name {
             None => None,
             Some(name) => match self
                 .shared
                 .broker
-                .last_stored_async(name, QueueId(open.queue.0))
+                .stored_window_async(name, QueueId(open.queue.0))
                 .await
             {
-                Ok(last) => last,
+                Ok(window) => Some(window),
                 Err(BrokerError::ShutDown) => {
                     return fatal(ErrorCode::SHUTTING_DOWN, "the broker is shutting down");
                 }
@@ -165,9 +166,24 @@ impl Connection {
             producer: Some(Arc::new(producer)),
         };
         self.budget_used += open.max_unconfirmed;
+        // The window's bits in the wire's order (bit i: id last_stored - i); allocated at
+        // the open, never per message.
+        let window = stored.as_ref().filter(|w| w.highest().is_some());
+        let known = window.map_or(0, |w| w.known());
+        let mut bits = vec![0_u8; known.div_ceil(8) as usize];
+        for i in 0..known {
+            if window.is_some_and(|w| w.bit(i)) {
+                bits[(i / 8) as usize] |= 1 << (i % 8);
+            }
+        }
         io.frame(Frame::ProducerOpened(ProducerOpened {
             producer: open.producer,
-            last_stored: last_stored.unwrap_or(ProducerOpened::NONE),
+            stored: StoredWindow {
+                last_stored: window.and_then(|w| w.highest()),
+                // The broker's window is at most MAX_DEDUP_WINDOW, 2^20: a u32.
+                known: known as u32,
+                bits: &bits,
+            },
         }));
         Ok(())
     }
@@ -209,18 +225,6 @@ impl Connection {
             return self.unknown_producer(io, kind, wire);
         };
         let store = self.shared.store.clone();
-        if batch
-            .messages()
-            .any(|(_, payload)| payload.len() > store.slot_size())
-        {
-            io.error(
-                ErrorCode::LIMIT_OUT_OF_RANGE,
-                Some(kind),
-                wire,
-                "a payload is larger than the server's largest; none of the frame's messages was stored",
-            );
-            return Ok(());
-        }
         let p = &self.producers[slot];
         let (producer, queue, refs, generation, named) = (
             p.producer
@@ -234,11 +238,14 @@ impl Connection {
         let mut local = false;
         for (id, payload) in batch.messages() {
             let p = &mut self.producers[slot];
+            // Every problem with one message is that message's confirm: the producer stays
+            // open (docs/protocol.md, "Refusals and their scope").
             let refused = if p.in_flight >= p.max_unconfirmed {
                 Some(ConfirmStatus::RejectedProducerFull)
+            } else if payload.len() > store.slot_size() {
+                Some(ConfirmStatus::TooLarge)
             } else {
                 let handle = loop {
-                    // Checked above: no payload is too large.
                     if let Ok(Some(handle)) = store.try_store(payload, id.0, refs) {
                         break handle;
                     }

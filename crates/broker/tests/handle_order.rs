@@ -1,0 +1,259 @@
+//! A consumer opened on a processor thread is reached by every event sent to it after
+//! `open_consumer` returns, from any thread.
+//!
+//! The scene of each test: a handler on the cluster processor opens a consumer while the
+//! one session processor is stalled with its queue full, hands the consumer to the test
+//! thread and stays in the handler (so that its processor retries nothing it kept in its
+//! outbox). The test thread lets the session processor go, calls `add_credit`, `confirm`
+//! or `close_consumer`, and checks that the session handled it. Before the core's fix the
+//! session's registration waited in the cluster processor's outbox, so that the test
+//! thread's event reached the session processor first and was dropped as stale.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use zerodispatch_broker::*;
+
+/// How long any step may wait before the test fails instead of hanging.
+const PATIENCE: Duration = Duration::from_secs(20);
+/// The processors' event capacity: small, so that the session processor's queue fills.
+const EVENT_CAPACITY: usize = 8;
+
+/// A one-shot signal with a bounded wait.
+#[derive(Default)]
+struct Latch {
+    open: Mutex<bool>,
+    changed: Condvar,
+}
+
+impl Latch {
+    fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.changed.notify_all();
+    }
+
+    /// Whether it opened within [`PATIENCE`].
+    fn wait(&self) -> bool {
+        let open = self.open.lock().unwrap();
+        let (open, _) = self
+            .changed
+            .wait_timeout_while(open, PATIENCE, |open| !*open)
+            .unwrap();
+        *open
+    }
+}
+
+/// The broker of the scene, its processors, and the latches that hold them.
+struct Scene {
+    broker: Arc<Broker>,
+    session: ProcessorId,
+    /// Opened by the test to let the stalled session processor go.
+    release_session: Arc<Latch>,
+    /// Opened by the test to let the cluster processor's handler return.
+    release_cluster: Arc<Latch>,
+    consumer: Consumer,
+    delivered: Arc<AtomicU64>,
+}
+
+/// Opens, from a handler on the cluster processor, a consumer of queue 0 with `options`
+/// while the session processor's queue is full.
+fn open_on_a_processor(options: ConsumerOptions) -> Scene {
+    let broker = Arc::new(
+        Broker::start(BrokerConfig {
+            queues: vec![QueueConfig::new(QueueMode::Priority)],
+            session_processors: 1,
+            queue_processors: 1,
+            event_capacity: EVENT_CAPACITY,
+            max_batch: 4,
+            ..BrokerConfig::default()
+        })
+        .unwrap(),
+    );
+    let session = broker.processors(ClientType::Session)[0];
+    let queue = broker.processors(ClientType::Queue)[0];
+    let cluster = broker.processors(ClientType::Cluster)[0];
+
+    // Stall the session processor in a handler.
+    let (stalled, release_session) = (Arc::new(Latch::default()), Arc::new(Latch::default()));
+    let (s, r) = (stalled.clone(), release_session.clone());
+    broker
+        .execute(
+            session,
+            Callback::new(move || {
+                s.open();
+                assert!(r.wait(), "the test never let the session processor go");
+            }),
+        )
+        .unwrap();
+    assert!(stalled.wait(), "the session processor never ran the stall");
+
+    // Fill its queue from the queue processor: what does not fit waits in that
+    // processor's outbox (a monitor probe may hold one slot), so the cluster processor's
+    // outbox stays empty.
+    let filled = Arc::new(Latch::default());
+    let (b, f) = (broker.clone(), filled.clone());
+    broker
+        .execute(
+            queue,
+            Callback::new(move || {
+                for _ in 0..EVENT_CAPACITY {
+                    b.execute(session, Callback::new(|| ())).unwrap();
+                }
+                f.open();
+            }),
+        )
+        .unwrap();
+    assert!(
+        filled.wait(),
+        "the queue processor never filled the session queue"
+    );
+
+    // Open the consumer on the cluster processor, hand it over, and stay in the handler.
+    let delivered = Arc::new(AtomicU64::new(0));
+    let opened: Arc<(Mutex<Option<Result<Consumer, BrokerError>>>, Latch)> = Arc::default();
+    let release_cluster = Arc::new(Latch::default());
+    let hand = {
+        let (b, o, r, d) = (
+            broker.clone(),
+            opened.clone(),
+            release_cluster.clone(),
+            delivered.clone(),
+        );
+        move || {
+            let consumer = b.open_consumer(QueueId(0), AppId(0), options, move |batch| {
+                d.fetch_add(batch.len() as u64, Ordering::SeqCst);
+            });
+            *o.0.lock().unwrap() = Some(consumer);
+            o.1.open();
+            assert!(r.wait(), "the test never let the cluster processor go");
+        }
+    };
+    // Four `Arc`s: more than the default space holds, so it is spilled (counted, visible).
+    broker.execute(cluster, Callback::spill(hand)).unwrap();
+    assert!(
+        opened.1.wait(),
+        "the cluster processor never opened the consumer"
+    );
+    let consumer = opened.0.lock().unwrap().take().unwrap().unwrap();
+    Scene {
+        broker,
+        session,
+        release_session,
+        release_cluster,
+        consumer,
+        delivered,
+    }
+}
+
+impl Scene {
+    /// Lets the session processor go, runs `op` on the test thread, and waits until the
+    /// session processor has handled what `op` sent it (a callback queued behind it ran).
+    fn act<T>(&self, op: impl FnOnce(&Broker, &Consumer) -> T) -> T {
+        self.release_session.open();
+        let made = op(&self.broker, &self.consumer);
+        let handled = Arc::new(Latch::default());
+        let h = handled.clone();
+        self.broker
+            .execute(self.session, Callback::new(move || h.open()))
+            .unwrap();
+        assert!(
+            handled.wait(),
+            "the session processor never got to the marker"
+        );
+        made
+    }
+
+    /// The session processor's count of events dropped as stale.
+    fn stale(&self) -> u64 {
+        self.broker
+            .processor_stats()
+            .into_iter()
+            .find(|s| s.processor == self.session)
+            .unwrap()
+            .stale
+    }
+
+    /// Whether `ready` holds within [`PATIENCE`], looked at every millisecond.
+    fn eventually(&self, ready: impl Fn(&Broker) -> bool) -> bool {
+        eventually(|| ready(&self.broker))
+    }
+
+    /// Lets the cluster processor go and shuts the broker down, once the handlers have
+    /// dropped their clones of it.
+    fn end(self) {
+        self.release_cluster.open();
+        let alone = eventually(|| Arc::strong_count(&self.broker) == 1);
+        assert!(alone, "a handler still holds the broker");
+        let broker = Arc::try_unwrap(self.broker)
+            .unwrap_or_else(|_| unreachable!("the last clone of the broker"));
+        broker.shutdown();
+    }
+}
+
+/// Whether `ready` holds within [`PATIENCE`], looked at every millisecond.
+fn eventually(ready: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + PATIENCE;
+    while Instant::now() < deadline {
+        if ready() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    ready()
+}
+
+#[test]
+fn a_credit_sent_from_another_thread_reaches_a_consumer_opened_on_a_processor() {
+    let scene = open_on_a_processor(ConsumerOptions {
+        credit: Some(0),
+        ..ConsumerOptions::default()
+    });
+    // Paused at credit 0: the message waits in the session until the credit comes.
+    let producer = scene.act(|broker, consumer| {
+        let producer = broker.open_producer(16, |_| ()).unwrap();
+        producer
+            .publish(QueueId(0), Payload { handle: 1, len: 8 })
+            .unwrap();
+        broker.add_credit(consumer, 1).unwrap();
+        producer
+    });
+    let stale = scene.stale();
+    let delivered = scene.eventually(|_| scene.delivered.load(Ordering::SeqCst) == 1);
+    drop(producer);
+    scene.end();
+    assert_eq!(stale, 0, "the credit was dropped as stale");
+    assert!(delivered, "the credit never let the message through");
+}
+
+#[test]
+fn a_confirm_sent_from_another_thread_reaches_a_consumer_opened_on_a_processor() {
+    let scene = open_on_a_processor(ConsumerOptions {
+        confirms: Confirms::Explicit,
+        ..ConsumerOptions::default()
+    });
+    // A GUID the consumer was never handed: the session counts it, which proves it got it.
+    scene.act(|broker, consumer| broker.confirm(consumer, Guid([7; 16])).unwrap());
+    let stale = scene.stale();
+    let unknown = scene.broker.session_stats().unknown_confirms;
+    scene.end();
+    assert_eq!(stale, 0, "the confirm was dropped as stale");
+    assert_eq!(unknown, 1, "the session never saw the confirm");
+}
+
+#[test]
+fn a_close_sent_from_another_thread_reaches_a_consumer_opened_on_a_processor() {
+    let scene = open_on_a_processor(ConsumerOptions::default());
+    scene.act(|broker, consumer| broker.close_consumer(consumer).unwrap());
+    let stale = scene.stale();
+    // Closed, the session detaches and unregisters itself: its slot goes.
+    let session = scene.session;
+    let unregistered = scene.eventually(|b| {
+        b.processor_stats()
+            .iter()
+            .any(|s| s.processor == session && s.clients == 0)
+    });
+    scene.end();
+    assert_eq!(stale, 0, "the close was dropped as stale");
+    assert!(unregistered, "the closed session never unregistered itself");
+}

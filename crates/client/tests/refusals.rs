@@ -1,0 +1,200 @@
+//! Refusals and their scope, against the real server: a problem with one message is that
+//! message's outcome, once, and its producer goes on; reliable or plain, named or not, no
+//! refusal of one message closes a producer on one side and leaves it open on the other.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use support::{collector, exactly_once, wait_outcomes};
+use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig, QueueMode};
+use zerodispatch_client::{
+    Backoff, Client, ClientError, ClientOptions, ConfirmStatus, ProducerOptions, QueueId,
+    ReliableProducer, ReliableProducerOptions,
+};
+use zerodispatch_server::{Limits, Server};
+
+fn quiet() -> ClientOptions {
+    ClientOptions {
+        heartbeat: Duration::ZERO,
+        ..ClientOptions::default()
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A server whose payload slots hold 64 bytes.
+fn small_slots() -> (Server, Arc<Broker>) {
+    let limits = Limits {
+        slot_size: 64,
+        ..Limits::default()
+    };
+    let server = Server::builder()
+        .listen("127.0.0.1:0".parse().unwrap())
+        .broker_config(BrokerConfig {
+            queues: vec![QueueConfig::new(QueueMode::Priority)],
+            ..BrokerConfig::default()
+        })
+        .limits(limits)
+        .start()
+        .expect("the server starts");
+    let broker = Arc::clone(server.broker());
+    (server, broker)
+}
+
+/// Issue: a reliable producer's 200-byte payload, refused by a server of 64-byte slots,
+/// made it reconnect about 800 times in 5 s without an outcome, and a small message sent
+/// before it was not stored either. Now the big one is refused `TooLarge`, once, and the
+/// messages around it are stored.
+#[test]
+fn a_payload_too_large_for_the_server_gets_one_outcome_and_the_producer_goes_on() {
+    let (server, broker) = small_slots();
+    runtime().block_on(async {
+        let (outcomes, on_confirm) = collector();
+        let producer = ReliableProducer::connect(
+            server.local_addr(),
+            QueueId(0),
+            ReliableProducerOptions {
+                producer: ProducerOptions {
+                    max_unconfirmed: 16,
+                    ..ProducerOptions::default()
+                },
+                client: quiet(),
+                backoff: Backoff {
+                    initial: Duration::from_millis(1),
+                    max: Duration::from_millis(5),
+                    ..Backoff::default()
+                },
+                ..ReliableProducerOptions::new("too-large")
+            },
+            on_confirm,
+        )
+        .await
+        .unwrap();
+        producer.send(b"small before").await.unwrap();
+        producer.send(&[7; 200]).await.unwrap();
+        producer.send(b"small after").await.unwrap();
+        wait_outcomes(&outcomes, 3).await;
+        let statuses: Vec<_> = exactly_once(&outcomes, 3)
+            .iter()
+            .map(|o| o.status)
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                ConfirmStatus::Stored,
+                ConfirmStatus::TooLarge,
+                ConfirmStatus::Stored
+            ]
+        );
+        // Nothing more comes: no resend of a permanent refusal, no reconnect.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(outcomes.lock().unwrap().len(), 3);
+        let stats = producer.stats();
+        assert_eq!((stats.reconnects, stats.resent), (0, 0), "{stats:?}");
+        assert_eq!(broker.queue_stats()[0].stored, 2);
+        producer.close().await;
+    });
+    server.shutdown();
+}
+
+/// Issue: the same refusal closed a plain named producer on the client while the server
+/// held it open, so its name could not be opened again (`NAME_IN_USE`). Now the refusal is
+/// the message's outcome, the producer stays open on both sides, and after its close the
+/// name opens again.
+#[test]
+fn a_named_producer_refused_one_message_stays_open_and_its_name_reopens_after_close() {
+    let (server, broker) = small_slots();
+    runtime().block_on(async {
+        let client = Client::connect(server.local_addr(), quiet()).await.unwrap();
+        let (outcomes, on_confirm) = collector();
+        let producer = client
+            .open_named_producer(QueueId(0), "plain", ProducerOptions::default(), on_confirm)
+            .await
+            .unwrap();
+        producer.send(&[1; 65]).await.unwrap();
+        wait_outcomes(&outcomes, 1).await;
+        assert_eq!(outcomes.lock().unwrap()[0].status, ConfirmStatus::TooLarge);
+        producer.send(b"fits").await.unwrap();
+        wait_outcomes(&outcomes, 2).await;
+        assert_eq!(outcomes.lock().unwrap()[1].status, ConfirmStatus::Stored);
+        producer.close().await.unwrap();
+        let (_, on_confirm) = collector();
+        let again = client
+            .open_named_producer(QueueId(0), "plain", ProducerOptions::default(), on_confirm)
+            .await
+            .expect("the name is free again once its producer closed");
+        assert_eq!(again.last_stored().map(|id| id.0), Some(1));
+        assert_eq!(
+            again.stored_when_opened(zerodispatch_client::PublishId(0)),
+            Some(false)
+        );
+        assert_eq!(
+            again.stored_when_opened(zerodispatch_client::PublishId(1)),
+            Some(true)
+        );
+        assert_eq!(broker.queue_stats()[0].stored, 1);
+        again.close().await.unwrap();
+        client.close().await;
+    });
+    server.shutdown();
+}
+
+/// A name whose ids are used up to `u64::MAX` has no next id: the producer says so,
+/// rather than reusing one (which the broker would take for a duplicate and confirm
+/// `Stored` without storing).
+#[test]
+fn a_name_stored_up_to_u64_max_has_no_next_id() {
+    let (server, broker) = small_slots();
+    runtime().block_on(async {
+        let client = Client::connect(server.local_addr(), quiet()).await.unwrap();
+        // The name's last message is u64::MAX, published with its id by the broker's API (a
+        // broker-side producer of the name, say).
+        {
+            let named = broker
+                .open_named_producer(
+                    "exhausted",
+                    zerodispatch_broker::ProducerConfig::default(),
+                    |_: &[zerodispatch_broker::Ack]| {},
+                )
+                .unwrap();
+            named
+                .publish_with_id(
+                    zerodispatch_broker::QueueId(0),
+                    zerodispatch_broker::Payload { handle: 0, len: 0 },
+                    u64::MAX,
+                )
+                .unwrap();
+            broker.quiesce().unwrap();
+            assert!(named.close(Duration::from_secs(5)));
+        }
+        let (_, on_confirm) = collector();
+        let producer = client
+            .open_named_producer(
+                QueueId(0),
+                "exhausted",
+                ProducerOptions::default(),
+                on_confirm,
+            )
+            .await
+            .unwrap();
+        assert_eq!(producer.last_stored().map(|id| id.0), Some(u64::MAX));
+        let start = Instant::now();
+        assert_eq!(
+            producer.send(b"one more").await,
+            Err(ClientError::IdsExhausted)
+        );
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert_eq!(broker.queue_stats()[0].stored, 1);
+        producer.close().await.unwrap();
+        client.close().await;
+    });
+    server.shutdown();
+}
