@@ -15,10 +15,11 @@
 //! 2. `close` sets `CLOSED` (later calls are refused with `Closed`), gives the messages in flight
 //!    their wait, sends the session `Close` (everything still without an outcome is
 //!    reported then), and sets `RETIRED`.
-//! 3. The session is unregistered by whoever brings the word to `CLOSED | RETIRED` with a
-//!    count of zero: `close`, if no call was inside when it set `RETIRED`, or else the last
-//!    call to leave. Exactly one of them sees that transition, since every change of the
-//!    word is a read-modify-write.
+//! 3. The session is retired (sent `Retire`) by whoever brings the word to
+//!    `CLOSED | RETIRED` with a count of zero: `close`, if no call was inside when it set
+//!    `RETIRED`, or else the last call to leave. Exactly one of them sees that transition,
+//!    since every change of the word is a read-modify-write. The session unregisters
+//!    itself once the ACKs of every PUT it sent have come (counted `late_acks`).
 //!
 //! A call inside when `CLOSED` was set may reach the session after its `Close`: the session
 //! reports such a message `Closed`, and the message still reaches it before the
@@ -409,12 +410,19 @@ impl Producer {
         }
     }
 
+    /// Step 3: tells the session that no publish comes any more (`Retire`, behind every
+    /// publish dispatched). It unregisters itself once the ACKs of all the PUTs it sent have
+    /// come, so that those arriving after the close are counted (`late_acks`), not dropped
+    /// unseen by the dispatcher.
     fn unregister(&self) {
-        if let Err(e) = self.dispatcher.unregister(self.session) {
+        if let Err(e) = self
+            .dispatcher
+            .dispatch(self.session, Event::Message(BrokerMsg::Retire))
+        {
             tracing::debug!(
                 producer = self.id.0,
                 ?e,
-                "the session was not unregistered (shutting down: the dispatcher drops it)"
+                "the session was not retired (shutting down: the dispatcher drops it)"
             );
         }
     }
@@ -483,9 +491,10 @@ impl Producer {
     /// returned) within `wait`. If the broker is shutting down, its session reports what
     /// it holds `Closed` as it is dropped, and the wait sees those outcomes too.
     ///
-    /// The session is then unregistered: its client slot and its tables are freed, and
-    /// outcomes that arrive for it later are dropped by the dispatcher (counted `stale` in
-    /// the processor's stats). Its counters stay in [`Broker::session_stats`].
+    /// The session then frees its tables and stays only to count the ACKs still to come
+    /// for the messages it sent ([`SessionStats::late_acks`]); once the last has come, it
+    /// unregisters itself and its client slot is free. Its counters stay in
+    /// [`Broker::session_stats`].
     ///
     /// A named producer's name is free again when this call returns (the next
     /// [`Broker::open_named_producer`] of it succeeds); until then it is refused with
@@ -1137,7 +1146,7 @@ impl Broker {
             self.queues.clone(),
             config,
             credits.clone(),
-            on_ack,
+            (on_ack, self.max_batch),
             self.sessions.open(),
         )
         .map_err(|_| BrokerError::ProducerTablesTooLarge {

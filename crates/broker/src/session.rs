@@ -147,23 +147,41 @@ pub(crate) struct ProducerSession {
     /// with an outcome already (see `remember_sent`): it never holds more than twice
     /// `max_unconfirmed` entries, and never grows past its preallocated capacity.
     sent_at: VecDeque<(Guid, Instant)>,
-    /// Outcomes to report on flush.
+    /// Outcomes to report on flush: at most [`Self::outcomes_limit`] (its preallocated
+    /// size). Each is the outcome of a message that was in `unacked` at the last flush (at
+    /// most the cap) or of one published since (at most one per event since the last
+    /// flush, which the processor makes at least every `max_batch` events), so a burst of
+    /// publishes rejected past the cap between two flushes fits too.
     acks: Vec<Ack>,
     /// The batch being reported, taken out of `acks` (swapped: the two vectors trade their
     /// preallocated buffers) before `on_ack` runs; empty outside `report_outcomes`.
     reporting: Vec<Ack>,
+    /// The processor's `max_batch`: events between two of its flushes, at most.
+    max_batch: usize,
+    /// PUTs sent to queues whose ACK has not come back. A queue answers each PUT with one
+    /// ACK at most (stored, refused, or a duplicate ACKed again), so an ACK always finds
+    /// this above zero. A closed session stays registered until it is zero, so that every
+    /// ACK sent to it is counted (`acks` or `late_acks`), never dropped unseen. One that
+    /// never comes keeps it, its tables freed, until shutdown: a message that never reaches
+    /// its replication quorum, or a named producer's message sent again by a newer producer
+    /// of the name while its first copy waits for the quorum (the ACK goes to the newer).
+    awaiting: u64,
     /// Credited outcomes among `acks`, to give back once reported.
     credited_outcomes: usize,
     credits: Arc<Credits>,
     on_ack: AckHandler,
     /// Refusing publishes (`Close` or `Drain` received).
     closed: bool,
+    /// `Retire` received: no publish comes any more, and the session unregisters itself
+    /// once `awaiting` is zero.
+    stage: ProducerStage,
     pub(crate) counters: SessionTally,
 }
 
 impl ProducerSession {
     /// A producer's session with every table allocated for `config.max_unconfirmed`
-    /// messages (at most [`MAX_UNCONFIRMED`], checked by the caller).
+    /// messages (at most [`MAX_UNCONFIRMED`], checked by the caller), on a processor that
+    /// flushes at least every `max_batch` events.
     ///
     /// # Errors
     ///
@@ -173,11 +191,12 @@ impl ProducerSession {
         queues: Arc<[ClientHandle]>,
         config: ProducerConfig,
         credits: Arc<Credits>,
-        on_ack: AckHandler,
+        (on_ack, max_batch): (AckHandler, usize),
         counters: SessionTally,
     ) -> Result<Self, TryReserveError> {
         let cap = config.max_unconfirmed;
         debug_assert!((1..=MAX_UNCONFIRMED).contains(&cap));
+        let outcomes = Self::outcomes_limit(cap, max_batch);
         Ok(Self {
             id,
             queues,
@@ -195,17 +214,33 @@ impl ProducerSession {
             } else {
                 0
             })?,
-            acks: tables::vec(cap)?,
-            reporting: tables::vec(cap)?,
+            acks: tables::vec(outcomes)?,
+            reporting: tables::vec(outcomes)?,
+            max_batch,
+            awaiting: 0,
             credited_outcomes: 0,
             credits,
             on_ack,
             closed: false,
+            stage: ProducerStage::Open,
             counters,
         })
     }
 
+    /// Outcomes held between two reports, at most: the cap (every message without an
+    /// outcome at the last flush) plus `max_batch` (one per event since: a publish brings
+    /// at most one outcome of a message not counted in the cap). Ticks, a drain and a close
+    /// report messages of `unacked`, already counted.
+    fn outcomes_limit(max_unconfirmed: usize, max_batch: usize) -> usize {
+        max_unconfirmed.saturating_add(max_batch)
+    }
+
     fn report(&mut self, guid: Guid, u: Unacked, status: AckStatus) {
+        debug_assert!(
+            self.acks.len() < Self::outcomes_limit(self.config.max_unconfirmed, self.max_batch),
+            "more outcomes between two flushes than the cap plus max_batch: {}",
+            self.acks.len()
+        );
         self.acks.push(Ack {
             guid,
             queue: u.queue,
@@ -234,6 +269,7 @@ impl ProducerSession {
             self.report(guid, u, AckStatus::Closed);
             return;
         }
+        debug_assert_eq!(self.stage, ProducerStage::Open, "a publish after `Retire`");
         let Some(&target) = self.queues.get(queue.0 as usize) else {
             self.counters.rejected_unknown_queue.add(1);
             self.report(guid, u, AckStatus::RejectedUnknownQueue);
@@ -252,6 +288,7 @@ impl ProducerSession {
                 ?guid,
                 "a publish id already in flight on this producer: not sent"
             );
+            self.counters.not_sent.add(1);
             self.report(guid, u, AckStatus::NotSent);
             return;
         }
@@ -301,21 +338,23 @@ impl ProducerSession {
                 })
             });
             match ctx.dispatcher().dispatch_batch(queue, &mut puts) {
-                Ok(_) => {}
+                Ok(_) => self.awaiting += (end - start) as u64,
                 Err(BatchError {
                     enqueued: sent,
                     error: DispatchError::Full(_),
                 }) => {
+                    self.awaiting += sent as u64;
                     kept_from = Some(start + sent);
                     break;
                 }
                 Err(BatchError { enqueued: sent, .. }) => {
+                    self.awaiting += sent as u64;
                     // Shutting down: the messages from the one refused on were never
                     // stored.
                     for i in start + sent..end {
                         let guid = self.outbox[i].1;
                         if let Some(u) = self.unacked.remove(&guid) {
-                            self.counters.closed_reported.add(1);
+                            self.counters.not_sent.add(1);
                             self.report(guid, u, AckStatus::NotSent);
                         }
                     }
@@ -348,9 +387,14 @@ impl ProducerSession {
         }
     }
 
+    /// An ACK from a queue: counted once, in `acks` if it is reported (the message was
+    /// waiting for it), else in `late_acks` (the message was reported already: timed out,
+    /// or closed).
     fn ack(&mut self, guid: Guid, status: AckStatus) {
+        debug_assert!(self.awaiting > 0, "an ACK for no PUT of this session");
+        self.awaiting = self.awaiting.saturating_sub(1);
         let Some(u) = self.unacked.remove(&guid) else {
-            // Timed out or closed (reported already), or not ours.
+            // Timed out or closed: reported already.
             self.counters.late_acks.add(1);
             tracing::debug!(
                 producer = self.id.0,
@@ -412,7 +456,7 @@ impl ProducerSession {
         for i in 0..self.outbox.len() {
             let guid = self.outbox[i].1;
             if let Some(u) = self.unacked.remove(&guid) {
-                self.counters.closed_reported.add(1);
+                self.counters.not_sent.add(1);
                 self.report(guid, u, AckStatus::NotSent);
             }
         }
@@ -421,13 +465,55 @@ impl ProducerSession {
         self.held_back = false;
     }
 
-    /// Drains, then reports everything still in flight `Closed`.
+    /// Drains, then reports everything still in flight `Closed` (their ACKs, when they
+    /// come, are counted `late_acks`).
     fn close(&mut self) {
         self.drain();
-        let pending: Vec<(Guid, Unacked)> = self.unacked.drain().collect();
-        for (guid, u) in pending {
+        // Taken out (an empty map in its place allocates nothing), drained, and put back
+        // with its table.
+        let mut pending = std::mem::take(&mut self.unacked);
+        for (guid, u) in pending.drain() {
             self.counters.closed_reported.add(1);
             self.report(guid, u, AckStatus::Closed);
+        }
+        self.unacked = pending;
+    }
+
+    /// `Retire` (the producer's close protocol, step 3 in `broker.rs`): no publish comes
+    /// any more. Closes first if the `Close` was lost to a full outbox.
+    fn retire(&mut self) {
+        if !self.closed || !self.unacked.is_empty() {
+            self.close();
+        }
+        if self.stage == ProducerStage::Open {
+            self.stage = ProducerStage::Retiring;
+        }
+    }
+
+    /// A retired session's last step, at its flush: once every PUT it sent has had its
+    /// ACK, it unregisters itself (retried at the next flush while a full outbox refuses
+    /// it; refused at shutdown, which drops it anyway). While it waits, it frees its tables
+    /// and its handler: only the count is needed to count the ACKs still to come.
+    fn finish_retiring(&mut self, ctx: &mut Context<BrokerMsg>) {
+        if self.stage != ProducerStage::Retiring || !self.acks.is_empty() {
+            return;
+        }
+        if self.awaiting > 0 {
+            if self.unacked.capacity() > 0 {
+                self.unacked = HashMap::default();
+                self.outbox = Vec::new();
+                self.sent_at = VecDeque::new();
+                self.acks = Vec::new();
+                self.reporting = Vec::new();
+                self.on_ack = Box::new(|_: &[Ack]| {});
+            }
+            return;
+        }
+        let me = ctx.handle();
+        if matches!(ctx.dispatcher().unregister(me), Err(DispatchError::Full(_))) {
+            ctx.flush_again();
+        } else {
+            self.stage = ProducerStage::Unregistered;
         }
     }
 
@@ -480,6 +566,7 @@ impl Client<BrokerMsg> for ProducerSession {
             }
             ClientEvent::Message(BrokerMsg::Drain) => self.drain(),
             ClientEvent::Message(BrokerMsg::Close) => self.close(),
+            ClientEvent::Message(BrokerMsg::Retire) => self.retire(),
             ClientEvent::Callback(callback) => callback.call(),
             ClientEvent::Message(other) => {
                 tracing::warn!(
@@ -496,7 +583,21 @@ impl Client<BrokerMsg> for ProducerSession {
             self.send_batch(ctx);
         }
         self.report_outcomes();
+        self.finish_retiring(ctx);
     }
+}
+
+/// Where a producer session is in its life after its application's `close`, which first
+/// sets `closed` (publishes are then reported `Closed`, and what is in flight too).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ProducerStage {
+    /// Publishes may still come (until the `Retire` that the close protocol sends behind
+    /// the last of them).
+    Open,
+    /// `Retire` received: waiting for the ACKs of the PUTs it sent, counted `late_acks`.
+    Retiring,
+    /// Unregistered: dropped once its processor handles that.
+    Unregistered,
 }
 
 impl Drop for ProducerSession {

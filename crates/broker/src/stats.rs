@@ -45,6 +45,7 @@ pub(crate) struct SessionCounters {
     pub(crate) acks: Counter,
     pub(crate) late_acks: Counter,
     pub(crate) closed_reported: Counter,
+    pub(crate) not_sent: Counter,
     pub(crate) delivered: Counter,
     pub(crate) pushes_to_closed: Counter,
     pub(crate) confirms_sent: Counter,
@@ -153,12 +154,30 @@ pub struct SessionStats {
     pub rejected_producer_full: u64,
     /// Publishes rejected because the queue does not exist.
     pub rejected_unknown_queue: u64,
-    /// Outcomes reported to producers' applications from queues.
+    /// ACKs from queues (every outcome a queue sends: `Acked` and its refusals) reported
+    /// to producers' applications.
+    ///
+    /// Every ACK a queue sends is counted once, here or in [`late_acks`](Self::late_acks):
+    /// a closed producer's session stays until the ACKs of all it sent have come. So, once
+    /// every message stored has had its ACK, the queues' `acked + rejected_full +
+    /// out_of_window` equals `acks + late_acks`.
     pub acks: u64,
-    /// Outcomes that arrived for a producer already closed (counted, not reported).
+    /// ACKs from queues for a message whose outcome was reported already (`TimedOut`, or
+    /// `Closed`: the ACKs that come after the producer's close count here): counted, not
+    /// reported.
     pub late_acks: u64,
-    /// Pending messages reported `Closed` when their producer closed.
+    /// Messages reported `Closed`: sent and without an outcome when their producer closed,
+    /// or published after its close (a publish that raced it). Not `NotSent` ones, which
+    /// [`not_sent`](Self::not_sent) counts.
+    ///
+    /// Every message a producer took has one outcome, counted once: `published == acks +
+    /// rejected_producer_full + rejected_unknown_queue + timed_out + closed_reported +
+    /// not_sent` once all are reported.
     pub closed_reported: u64,
+    /// Messages reported `NotSent`: still in the session's batch at the producer's close
+    /// (or refused at shutdown), or published with an id in flight already
+    /// ([`Producer::publish_with_id`](crate::Producer::publish_with_id)).
+    pub not_sent: u64,
     /// Messages handed to consumers' applications.
     pub delivered: u64,
     /// PUSHes that reached a consumer already closed (dropped; the queue redelivers or
@@ -191,6 +210,7 @@ impl SessionStats {
         self.acks += c.acks.get();
         self.late_acks += c.late_acks.get();
         self.closed_reported += c.closed_reported.get();
+        self.not_sent += c.not_sent.get();
         self.delivered += c.delivered.get();
         self.pushes_to_closed += c.pushes_to_closed.get();
         self.confirms_sent += c.confirms_sent.get();

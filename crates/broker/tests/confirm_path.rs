@@ -344,7 +344,7 @@ fn receipt(broker: &Broker, guid: Guid, replica: u8) {
 }
 
 #[test]
-fn closing_a_producer_reports_every_pending_message_and_later_acks_are_dropped() {
+fn closing_a_producer_reports_every_pending_message_and_counts_later_acks_late() {
     let broker = start_replicated(vec![QueueConfig::new(QueueMode::Priority)]);
     let (p, acks) = producer(&broker, 100);
     let guids = publish(&p, 0, 5);
@@ -354,9 +354,9 @@ fn closing_a_producer_reports_every_pending_message_and_later_acks_are_dropped()
     broker.quiesce().unwrap();
     let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
     assert!(guids.iter().all(|g| outcome[g] == AckStatus::Closed));
-    // The queue still holds them; the replica's receipts now come, and their ACKs reach a
-    // producer whose session is gone: dropped by the dispatcher as stale, not reported
-    // twice.
+    // The queue still holds them; the replica's receipts now come, and their ACKs reach
+    // the closed producer's session, which waited for them: counted late, not reported
+    // twice, none dropped as stale.
     let stale = |broker: &Broker| -> u64 { broker.processor_stats().iter().map(|s| s.stale).sum() };
     let stale_before = stale(&broker);
     for &g in &guids {
@@ -364,8 +364,8 @@ fn closing_a_producer_reports_every_pending_message_and_later_acks_are_dropped()
     }
     broker.quiesce().unwrap();
     let s = broker.session_stats();
-    assert_eq!((s.closed_reported, s.late_acks), (5, 0));
-    assert_eq!(stale(&broker) - stale_before, 5);
+    assert_eq!((s.closed_reported, s.late_acks), (5, 5));
+    assert_eq!(stale(&broker) - stale_before, 0);
     assert_eq!(acks.lock().unwrap().len(), 5);
     assert_eq!(broker.queue_stats()[0].acked, 5);
     // Publishing after close is refused.

@@ -1,0 +1,339 @@
+//! The producers' counts conserve (issue 18, items 8 and 11): every ACK a queue sends is
+//! counted exactly once by the producer's session it was sent to, in
+//! [`SessionStats::acks`] (reported to the application) or [`SessionStats::late_acks`]
+//! (its message had its outcome already: timed out, or closed), including the ACKs that
+//! arrive after the producer was closed; and every message a producer took has exactly one
+//! outcome, counted in the one counter named for it.
+//!
+//! The equations, once the broker is quiet and every message stored has its ACK (anonymous
+//! producers: no deduplication outcome):
+//!
+//! * ACKs sent = ACKs received: `Σ queues (acked + rejected_full) == acks + late_acks`;
+//! * outcomes: `published == acks + rejected_producer_full + rejected_unknown_queue +
+//!   timed_out + closed_reported + not_sent`, and each of `closed_reported`, `not_sent`
+//!   equals the number of `Closed`, `NotSent` outcomes the applications were given.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use zerodispatch_broker::*;
+use zerodispatch_testkit::within;
+
+type Log = Arc<Mutex<Vec<Ack>>>;
+
+fn producer(broker: &Broker, config: ProducerConfig) -> (Producer, Log) {
+    let log: Log = Arc::default();
+    let sink = log.clone();
+    let p = broker
+        .open_producer_with(config, move |b: &[Ack]| {
+            sink.lock().unwrap().extend_from_slice(b)
+        })
+        .unwrap();
+    (p, log)
+}
+
+fn payload(handle: u64) -> Payload {
+    Payload { handle, len: 8 }
+}
+
+/// How many outcomes of each status `log` holds, by the status's name.
+fn by_status(log: &[Ack]) -> Outcomes {
+    let mut n = Outcomes::new();
+    for a in log {
+        *n.entry(format!("{:?}", a.status)).or_insert(0) += 1;
+    }
+    n
+}
+
+type Outcomes = BTreeMap<String, u64>;
+
+/// `outcomes`' count of `status`.
+fn count(outcomes: &Outcomes, status: AckStatus) -> u64 {
+    outcomes.get(&format!("{status:?}")).copied().unwrap_or(0)
+}
+
+/// ACKs the queues sent: stored (`Acked`) and refused (`RejectedQueueFull`).
+fn acks_sent(broker: &Broker) -> u64 {
+    broker
+        .queue_stats()
+        .iter()
+        .map(|q| q.acked + q.rejected_full)
+        .sum()
+}
+
+fn stale(broker: &Broker) -> u64 {
+    broker.processor_stats().iter().map(|s| s.stale).sum()
+}
+
+/// Clients registered on the session processors: the sessions still alive.
+fn sessions_alive(broker: &Broker) -> usize {
+    let sessions = broker.processors(ClientType::Session);
+    broker
+        .processor_stats()
+        .iter()
+        .filter(|s| sessions.contains(&s.processor))
+        .map(|s| s.clients)
+        .sum()
+}
+
+/// Checks both equations of the module's doc against the outcomes the applications got.
+fn check_conservation(broker: &Broker, outcomes: &Outcomes) {
+    let s = broker.session_stats();
+    let count = |status| count(outcomes, status);
+    assert_eq!(
+        acks_sent(broker),
+        s.acks + s.late_acks,
+        "every ACK sent is received and counted once: {s:?}, {:?}",
+        broker.queue_stats()
+    );
+    assert_eq!(
+        s.published,
+        s.acks
+            + s.rejected_producer_full
+            + s.rejected_unknown_queue
+            + s.timed_out
+            + s.closed_reported
+            + s.not_sent,
+        "every message has one outcome, in one counter: {s:?}"
+    );
+    assert_eq!(s.closed_reported, count(AckStatus::Closed), "{s:?}");
+    assert_eq!(s.not_sent, count(AckStatus::NotSent), "{s:?}");
+    assert_eq!(s.timed_out, count(AckStatus::TimedOut), "{s:?}");
+    assert_eq!(
+        s.published,
+        outcomes.values().sum::<u64>(),
+        "one outcome each: {s:?}"
+    );
+}
+
+fn replicated() -> Broker {
+    Broker::start(BrokerConfig {
+        queues: vec![QueueConfig::new(QueueMode::Priority)],
+        replication: Some(Replication {
+            replicas: 1,
+            quorum: 1,
+        }),
+        ..BrokerConfig::default()
+    })
+    .expect("valid config")
+}
+
+/// The ACKs of messages reported `Closed` come after the close: the producer's session
+/// waits for them and counts them `late_acks`, instead of being gone and leaving them to
+/// the dispatcher's stale count.
+#[test]
+fn acks_arriving_after_a_producers_close_are_counted_late() {
+    let broker = replicated();
+    let (p, log) = producer(&broker, ProducerConfig::default());
+    let guids: Vec<Guid> = (0..5)
+        .map(|i| p.publish(QueueId(0), payload(i)).unwrap())
+        .collect();
+    broker.quiesce().unwrap();
+    // Stored, waiting for their receipts, and no wait: each is reported `Closed`.
+    assert!(!p.close(Duration::ZERO));
+    broker.quiesce().unwrap();
+    assert_eq!(
+        count(&by_status(&log.lock().unwrap()), AckStatus::Closed),
+        5
+    );
+    assert_eq!(sessions_alive(&broker), 1, "waiting for its ACKs");
+    let stale_before = stale(&broker);
+    for &guid in &guids {
+        broker
+            .replica_receipt(Receipt {
+                queue: QueueId(0),
+                guid,
+                replica: ReplicaId(0),
+            })
+            .unwrap();
+    }
+    broker.quiesce().unwrap();
+    let s = broker.session_stats();
+    assert_eq!(broker.queue_stats()[0].acked, 5);
+    assert_eq!((s.acks, s.late_acks), (0, 5), "{s:?}");
+    assert_eq!(stale(&broker), stale_before, "no ACK dropped unseen");
+    assert_eq!(log.lock().unwrap().len(), 5, "late ACKs are not reported");
+    assert_eq!(
+        sessions_alive(&broker),
+        0,
+        "its last ACK in, the session is gone"
+    );
+    check_conservation(&broker, &by_status(&log.lock().unwrap()));
+    broker.shutdown();
+}
+
+/// A tiny xorshift: the churn's choices, reproducible from the seed.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Producers opened, used and closed at random from two threads, on a broker whose ACKs
+/// wait for a replica's receipt: the receipts of a producer's messages come before its
+/// close (most are `Acked`) or after it (they are reported `Closed`, and their ACKs come
+/// to the closed producer), with a queue small enough to refuse some, caps small enough to
+/// reject some, timer batches that close unsent, confirm timeouts, and an unknown queue
+/// now and then: the counts conserve exactly.
+#[test]
+fn acks_and_outcomes_conserve_under_producer_churn() {
+    within(Duration::from_secs(120), "churn", || {
+        let broker = Broker::start(BrokerConfig {
+            queues: vec![QueueConfig {
+                capacity: 64,
+                ..QueueConfig::new(QueueMode::Priority)
+            }],
+            session_processors: 2,
+            replication: Some(Replication {
+                replicas: 1,
+                quorum: 1,
+            }),
+            ..BrokerConfig::default()
+        })
+        .expect("valid config");
+        let broker = Arc::new(broker);
+        let _consumer = broker
+            .open_consumer(
+                QueueId(0),
+                AppId(0),
+                ConsumerOptions::default(),
+                |_: &[Delivery]| {},
+            )
+            .unwrap();
+        let churn = |seed: u64| {
+            let broker = broker.clone();
+            thread::spawn(move || {
+                let mut rng = Rng(seed);
+                let mut logs = Vec::new();
+                for _ in 0..150 {
+                    let config = ProducerConfig {
+                        max_unconfirmed: 1 + rng.below(40) as usize,
+                        flush: if rng.below(4) == 0 {
+                            FlushStrategy::Timer(Duration::from_millis(rng.below(3) + 1))
+                        } else {
+                            FlushStrategy::Dynamic
+                        },
+                        confirm_timeout: (rng.below(8) == 0).then(|| Duration::from_millis(1)),
+                        ..ProducerConfig::default()
+                    };
+                    let (p, log) = producer(&broker, config);
+                    let mut guids = Vec::new();
+                    for i in 0..rng.below(60) {
+                        let queue = QueueId(u32::from(rng.below(50) == 0));
+                        let sent = match rng.below(3) {
+                            0 => p.try_send(queue, payload(i)),
+                            _ => p.publish(queue, payload(i)),
+                        };
+                        guids.extend(sent.ok().filter(|_| queue == QueueId(0)));
+                    }
+                    thread::sleep(Duration::from_micros(rng.below(2000)));
+                    let receipts = |guids: &[Guid]| {
+                        for &guid in guids {
+                            broker
+                                .replica_receipt(Receipt {
+                                    queue: QueueId(0),
+                                    guid,
+                                    replica: ReplicaId(0),
+                                })
+                                .unwrap();
+                        }
+                    };
+                    let before_close = rng.below(2) == 0;
+                    if before_close {
+                        receipts(&guids);
+                    }
+                    p.close(match rng.below(3) {
+                        0 => Duration::ZERO,
+                        1 => Duration::from_micros(rng.below(500)),
+                        _ => Duration::from_millis(5),
+                    });
+                    if !before_close {
+                        receipts(&guids);
+                    }
+                    logs.push(log);
+                }
+                logs
+            })
+        };
+        let logs: Vec<Log> = [churn(0x9e37_79b9_7f4a_7c15), churn(0x2545_f491_4f6c_dd1d)]
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        broker.quiesce().unwrap();
+        let mut outcomes = Outcomes::new();
+        for log in &logs {
+            for (status, n) in by_status(&log.lock().unwrap()) {
+                *outcomes.entry(status).or_insert(0) += n;
+            }
+        }
+        for status in [AckStatus::Closed, AckStatus::Acked] {
+            assert!(count(&outcomes, status) > 0, "{status:?} in {outcomes:?}");
+        }
+        check_conservation(&broker, &outcomes);
+        assert_eq!(
+            sessions_alive(&broker),
+            1,
+            "only the consumer's: every producer's session left once its ACKs were in"
+        );
+    });
+}
+
+/// `closed_reported` counts `Closed` outcomes and `not_sent` counts `NotSent` ones: a
+/// producer closed with its timer batch unsent, one closed with its messages in flight,
+/// and a publish id repeated while in flight.
+#[test]
+fn closed_reported_counts_closed_outcomes_and_not_sent_counts_not_sent() {
+    let broker = replicated();
+    let unsent = ProducerConfig {
+        flush: FlushStrategy::Timer(Duration::from_secs(3600)),
+        ..ProducerConfig::default()
+    };
+    let (batching, batch_log) = producer(&broker, unsent);
+    for i in 0..3 {
+        batching.publish(QueueId(0), payload(i)).unwrap();
+    }
+    let (in_flight, flight_log) = producer(&broker, ProducerConfig::default());
+    for i in 0..4 {
+        in_flight
+            .publish_with_id(QueueId(0), payload(i), i)
+            .unwrap();
+    }
+    // Stored and waiting for a receipt: the same id again is not sent.
+    broker.quiesce().unwrap();
+    in_flight
+        .publish_with_id(QueueId(0), payload(9), 2)
+        .unwrap();
+    broker.quiesce().unwrap();
+    assert!(
+        batching.close(Duration::from_secs(5)),
+        "NotSent at the drain"
+    );
+    assert!(!in_flight.close(Duration::ZERO));
+    broker.quiesce().unwrap();
+    let batch = by_status(&batch_log.lock().unwrap());
+    let flight = by_status(&flight_log.lock().unwrap());
+    assert_eq!((count(&batch, AckStatus::NotSent), batch.len()), (3, 1));
+    assert_eq!(
+        (
+            count(&flight, AckStatus::Closed),
+            count(&flight, AckStatus::NotSent),
+            flight.len()
+        ),
+        (4, 1, 2)
+    );
+    let s = broker.session_stats();
+    assert_eq!((s.closed_reported, s.not_sent), (4, 4), "{s:?}");
+    let mut all = batch;
+    for (status, n) in flight {
+        *all.entry(status).or_insert(0) += n;
+    }
+    check_conservation(&broker, &all);
+    broker.shutdown();
+}
