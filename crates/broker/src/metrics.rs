@@ -29,7 +29,7 @@ type SessionMetric = (&'static str, &'static str, fn(&SessionStats) -> u64);
 type QueueMetric = (&'static str, &'static str, fn(&QueueStats) -> u64);
 
 /// The sessions' counters [`export`] publishes.
-pub const SESSION_COUNTERS: [SessionMetric; 15] = [
+pub const SESSION_COUNTERS: [SessionMetric; 16] = [
     (
         "zerodispatch_broker_published_total",
         "Messages the producers' applications published.",
@@ -52,13 +52,18 @@ pub const SESSION_COUNTERS: [SessionMetric; 15] = [
     ),
     (
         "zerodispatch_broker_late_acks_total",
-        "Outcomes that arrived for a producer already closed.",
+        "ACKs from queues for messages reported already (timed out, or closed).",
         |s| s.late_acks,
     ),
     (
         "zerodispatch_broker_closed_reported_total",
-        "Pending messages reported Closed when their producer closed.",
+        "Messages reported Closed: in flight at their producer's close, or published after it.",
         |s| s.closed_reported,
+    ),
+    (
+        "zerodispatch_broker_not_sent_total",
+        "Messages reported NotSent: unsent at their producer's close, or an id in flight.",
+        |s| s.not_sent,
     ),
     (
         "zerodispatch_broker_delivered_total",
