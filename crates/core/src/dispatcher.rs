@@ -27,7 +27,9 @@ use zerodispatch_callback::Callback;
 use crate::builder::DispatcherBuilder;
 use crate::client::{Client, ClientHandle, ClientType, ProcessorId};
 use crate::door::{CallFuture, DispatchBatchFuture, DispatchFuture};
-use crate::error::{BatchError, DispatchError, RegisterError, ShutdownTimedOut, SyncError};
+use crate::error::{
+    BatchError, DispatchError, ExecuteOnAllError, RegisterError, ShutdownTimedOut, SyncError,
+};
 use crate::event::Event;
 use crate::executor::Executor;
 use crate::handle::{DispatcherHandle, Placement, Shared};
@@ -424,7 +426,7 @@ impl<M: Send + 'static> Dispatcher<M> {
         client_type: ClientType,
         f: F,
         done: D,
-    ) -> Result<usize, DispatchError<D>>
+    ) -> Result<(), ExecuteOnAllError<F, D>>
     where
         F: Fn() + Send + Sync + 'static,
         D: FnOnce() + Send + 'static,

@@ -199,6 +199,107 @@ impl fmt::Display for RegisterError {
 
 impl std::error::Error for RegisterError {}
 
+/// Why [`execute_on_all`](crate::DispatcherHandle::execute_on_all) reached no processor:
+/// it runs `f` on every processor of the type or on none, so a refusal hands `f` and
+/// `done` back, neither run, and names the processors not reached (all of the type).
+///
+/// ```
+/// # use zerodispatch_core::*;
+/// let mut d = Dispatcher::<NoMessage>::builder().pool(ClientType::Queue, PoolConfig::new(2)).build()?;
+/// let handle = d.handle();
+/// d.shutdown();
+/// let refused = handle.execute_on_all(ClientType::Queue, || (), || ()).unwrap_err();
+/// assert_eq!(refused.reason, ExecuteOnAllRefusal::ShutDown);
+/// assert_eq!(refused.not_reached.len(), 2);
+/// let (f, _done) = refused.into_inner(); // nothing lost: run or keep them
+/// f();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct ExecuteOnAllError<F, D> {
+    /// Why.
+    pub reason: ExecuteOnAllRefusal,
+    /// The processors `f` did not reach: every processor of the type (none if the type
+    /// has none).
+    pub not_reached: Vec<ProcessorId>,
+    /// The closure, handed back unrun.
+    pub f: F,
+    /// The completion, handed back unrun.
+    pub done: D,
+}
+
+impl<F, D> ExecuteOnAllError<F, D> {
+    /// The closure and the completion, handed back.
+    pub fn into_inner(self) -> (F, D) {
+        (self.f, self.done)
+    }
+}
+
+/// Why [`execute_on_all`](crate::DispatcherHandle::execute_on_all) was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecuteOnAllRefusal {
+    /// No processor of this type is configured.
+    NoProcessors(ClientType),
+    /// Shutdown had closed a processor of the type: `f` would not run there.
+    ShutDown,
+    /// Called on this processor's thread, whose outbox has room for `room` events and
+    /// might need `needed` (one per processor of the type, should their queues be full):
+    /// a processor never waits for room. Keep `f` and `done`, and retry at a later flush
+    /// ([`Context::flush_again`](crate::Context::flush_again)).
+    OutboxFull {
+        /// The calling processor.
+        processor: ProcessorId,
+        /// Events its outbox can still take.
+        room: usize,
+        /// Events it might have to keep: the processors of the type.
+        needed: usize,
+    },
+}
+
+impl fmt::Display for ExecuteOnAllRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExecuteOnAllRefusal::NoProcessors(t) => write!(f, "no {t} processors are configured"),
+            ExecuteOnAllRefusal::ShutDown => f.write_str("the dispatcher is shutting down"),
+            ExecuteOnAllRefusal::OutboxFull {
+                processor,
+                room,
+                needed,
+            } => write!(
+                f,
+                "called on {processor}, whose outbox has room for {room} events of the {needed} it might have to keep"
+            ),
+        }
+    }
+}
+
+impl<F, D> fmt::Debug for ExecuteOnAllError<F, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExecuteOnAllError")
+            .field("reason", &self.reason)
+            .field("not_reached", &self.not_reached)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F, D> fmt::Display for ExecuteOnAllError<F, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "execute_on_all reached none of the {} processors (",
+            self.not_reached.len()
+        )?;
+        for (i, p) in self.not_reached.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "{p}")?;
+        }
+        write!(f, "): {}; f and done are handed back unrun", self.reason)
+    }
+}
+
+impl<F, D> std::error::Error for ExecuteOnAllError<F, D> {}
+
 /// Why [`call`](crate::DispatcherHandle::call) or
 /// [`synchronize`](crate::DispatcherHandle::synchronize) could not answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -13,7 +13,9 @@ use crate::call::{self, Answer};
 use crate::client::{Client, ClientHandle, ClientType, ProcessorId};
 use crate::config::GlobalConfig;
 use crate::door::{CallFuture, DispatchBatchFuture, DispatchFuture};
-use crate::error::{BatchError, DispatchError, RegisterError, SyncError};
+use crate::error::{
+    BatchError, DispatchError, ExecuteOnAllError, ExecuteOnAllRefusal, RegisterError, SyncError,
+};
 use crate::event::{Event, Item};
 use crate::executor::Executor;
 use crate::processor::{ProcessorShared, current_processor};
@@ -691,23 +693,34 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     }
 
     /// Runs `f` once on every processor of `client_type` (as a dispatcher callback), then
-    /// `done` once, on the processor that finished last. Returns how many processors `f`
-    /// was enqueued to: all of them, unless shutdown started part way, or (on a processor
-    /// thread) an outbox was full. `done` runs once in every case, after every `f` that was
-    /// enqueued, even one that panicked (the panic is counted by its processor).
+    /// `done` once, on the processor that finished last, after every `f`, even one that
+    /// panicked (the panic is counted by its processor).
+    ///
+    /// All or nothing: it reaches every processor of the type, or none, and then says so
+    /// and hands `f` and `done` back. It first enters every processor's gate (refused if
+    /// shutdown closed one) and only then enqueues: an event entered before a close is run
+    /// even across the shutdown (`gate.rs`), so once every gate is entered nothing can
+    /// stop one `f` and not the others. From an application thread it waits for room in a
+    /// full queue, as [`execute`](Self::execute) does. On a processor thread, where nothing
+    /// waits, an `f` whose queue is full goes through the calling processor's outbox:
+    /// it is refused unless that outbox has room for one event per processor of the type,
+    /// checked before anything is sent (only the calling thread adds to its outbox).
     ///
     /// Allocates one shared record: this is a management operation.
     ///
     /// # Errors
     ///
-    /// `ShutDown` with `done` handed back if shutdown had started before any `f` was
-    /// enqueued.
+    /// [`ExecuteOnAllError`], with `f` and `done` handed back unrun and every processor of
+    /// the type named as not reached: [`ExecuteOnAllRefusal::NoProcessors`] if the type
+    /// has none, `ShutDown` once shutdown has closed one of them, `OutboxFull` on a
+    /// processor thread whose outbox has room for fewer events than the type has
+    /// processors.
     pub fn execute_on_all<F, D>(
         &self,
         client_type: ClientType,
         f: F,
         done: D,
-    ) -> Result<usize, DispatchError<D>>
+    ) -> Result<(), ExecuteOnAllError<F, D>>
     where
         F: Fn() + Send + Sync + 'static,
         D: FnOnce() + Send + 'static,
@@ -731,18 +744,41 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             }
         }
         let pool = &self.shared.pools[client_type.index()];
-        if self.shared.is_shutting_down() {
-            return Err(DispatchError::ShutDown(done));
+        let refused = |reason, f, done| {
+            Err(ExecuteOnAllError {
+                reason,
+                not_reached: pool.iter().map(|p| p.id).collect(),
+                f,
+                done,
+            })
+        };
+        if pool.is_empty() {
+            return refused(ExecuteOnAllRefusal::NoProcessors(client_type), f, done);
         }
-        // One extra count held by this call, released after every processor was tried, so
-        // that `done` cannot run before all `f`s were enqueued.
+        let own = self.current();
+        if let Some(own) = own {
+            let room = own.outbox_room();
+            if room < pool.len() {
+                let reason = ExecuteOnAllRefusal::OutboxFull {
+                    processor: own.id,
+                    room,
+                    needed: pool.len(),
+                };
+                return refused(reason, f, done);
+            }
+        }
+        // Every gate, or none: from here on nothing is refused.
+        let Some(entries) = ProcessorShared::enter_all(pool.iter().map(|p| &**p)) else {
+            return refused(ExecuteOnAllRefusal::ShutDown, f, done);
+        };
+        // One extra count held by this call, released after every processor was sent its
+        // task, so that `done` cannot run before all `f`s were enqueued.
         let all = Arc::new(All {
             f,
             remaining: std::sync::atomic::AtomicUsize::new(pool.len() + 1),
             done: Mutex::new(Some(Box::new(done))),
         });
-        let mut reached = 0;
-        for processor in pool.iter() {
+        for (processor, entry) in pool.iter().zip(entries) {
             let share = Share(all.clone());
             let task = Callback::new(move || {
                 // Run `f`, give the count back (perhaps running `done`) outside any unwind,
@@ -753,15 +789,14 @@ impl<M: Send + 'static> DispatcherHandle<M> {
                     std::panic::resume_unwind(panic);
                 }
             });
-            if self
-                .send(processor, Item::DispatcherCallback(task), Wait::Forever)
-                .is_ok()
-            {
-                reached += 1;
+            let item = Item::DispatcherCallback(task);
+            match own {
+                Some(own) => own.send_entered(processor, entry, item),
+                None => entry.push_waiting(item),
             }
         }
         drop(Share(all));
-        Ok(reached)
+        Ok(())
     }
 
     /// Statistics of every processor, read while they run.

@@ -97,7 +97,10 @@ pub use config::{
 };
 pub use dispatcher::{Dispatcher, NoMessage};
 pub use door::{CallFuture, DispatchBatchFuture, DispatchFuture};
-pub use error::{BatchError, DispatchError, RegisterError, ShutdownTimedOut, SyncError};
+pub use error::{
+    BatchError, DispatchError, ExecuteOnAllError, ExecuteOnAllRefusal, RegisterError,
+    ShutdownTimedOut, SyncError,
+};
 pub use event::Event;
 pub use executor::Executor;
 pub use handle::{DispatcherHandle, Placement};

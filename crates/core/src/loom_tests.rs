@@ -383,3 +383,49 @@ fn loom_a_registered_client_is_found_by_its_first_event_or_dropped_at_exit() {
         assert_eq!(drops.load(loom::sync::atomic::Ordering::SeqCst), 1);
     });
 }
+
+/// `execute_on_all`'s all or nothing, on the real `enter_all` and a push under each entry:
+/// racing a shutdown that closes and stops both processors of a pool, its events are
+/// accepted by both or by neither (never one), and a processor that finds it may exit has
+/// popped its event first. (Each processor takes one pass, as in the outbox's model: its
+/// real loop repeats that look until it may exit.)
+#[test]
+fn loom_execute_on_all_reaches_every_processor_or_none_through_shutdown() {
+    loom::model(|| {
+        let pool = [processor(0, 1), processor(1, 1)];
+        let shutdown = {
+            let pool = pool.clone();
+            thread::spawn(move || {
+                pool.iter().for_each(|p| p.close());
+                pool.iter().for_each(|p| p.request_stop());
+            })
+        };
+        let passes: Vec<_> = pool
+            .iter()
+            .map(|p| {
+                let p = p.clone();
+                thread::spawn(move || {
+                    let mut popped = 0;
+                    while p.queue.pop().is_some() {
+                        popped += 1;
+                    }
+                    (popped, p.may_exit(popped))
+                })
+            })
+            .collect();
+        let entered = ProcessorShared::enter_all(pool.iter().map(|p| &**p))
+            .map(|entries| entries.into_iter().for_each(|e| e.push_waiting(message(1))))
+            .is_some();
+        shutdown.join().unwrap();
+        let expected = usize::from(entered);
+        for (p, pass) in pool.iter().zip(passes) {
+            let (popped, may_exit) = pass.join().unwrap();
+            assert!(
+                !may_exit || popped == expected,
+                "may exit before its event was popped"
+            );
+            // What the pass left is still queued: accepted by both or by neither.
+            assert_eq!(popped + p.queue.len(), expected, "entered: {entered}");
+        }
+    });
+}

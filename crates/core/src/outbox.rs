@@ -77,6 +77,11 @@ impl<M> Outbox<M> {
         self.entries.len()
     }
 
+    /// Entries it can still take.
+    pub(crate) fn room(&self) -> usize {
+        self.capacity - self.entries.len()
+    }
+
     /// Appends an event for `target`, whose gate the caller has entered on the event's
     /// behalf; hands it back if the outbox is full (the caller then undoes the entry).
     pub(crate) fn keep(&mut self, target: ProcessorId, item: Item<M>) -> Result<(), Item<M>> {

@@ -116,6 +116,27 @@ pub(crate) struct Inside<'a, M> {
 }
 
 impl<M> Inside<'_, M> {
+    /// Pushes `item` under this entry from an application thread, waiting for room as long
+    /// as it takes. An entry made before the close keeps its event accepted through a
+    /// shutdown, whose processor drains until its gate is settled: the room comes.
+    pub(crate) fn push_waiting(mut self, item: Item<M>) {
+        let mut room = RoomWait::new(None);
+        let mut item = item;
+        loop {
+            match self.target.queue.push(item) {
+                Ok(()) => {
+                    self.pushed = 1;
+                    return;
+                }
+                Err(back) => {
+                    item = back;
+                    // Without a deadline the pause never gives up.
+                    let _ = room.pause(|| self.target.has_burst_room());
+                }
+            }
+        }
+    }
+
     /// Hands the entry to an event kept in an outbox: it stays counted until the outbox
     /// pushes the event ([`ProcessorShared::push_held`]).
     fn hand_to_outbox(self) {
@@ -145,6 +166,12 @@ impl<M> ProcessorShared<M> {
         if let Some(thread) = self.thread.get() {
             thread.unpark();
         }
+    }
+
+    /// Whether a quarter of the queue is free.
+    fn has_burst_room(&self) -> bool {
+        let capacity = self.queue.capacity();
+        self.queue.len() <= capacity - (capacity / 4).max(1)
     }
 }
 
@@ -268,8 +295,49 @@ impl<M: Send + 'static> ProcessorShared<M> {
     /// Producer side, waiting for room: whether a quarter of the queue is free (room for a
     /// burst, see `room.rs`), or the gate closed (a push now hands its event back).
     fn has_room_for_burst(&self) -> bool {
-        let capacity = self.queue.capacity();
-        self.queue.len() <= capacity - (capacity / 4).max(1) || self.gate.is_closed()
+        self.has_burst_room() || self.gate.is_closed()
+    }
+
+    /// Enters the gate of every processor of `pool`, or of none: `None` (every entry made
+    /// undone) if shutdown has closed one. An event pushed under each entry is accepted,
+    /// even across a shutdown (see `gate.rs`): what makes `execute_on_all` reach every
+    /// processor or none.
+    pub(crate) fn enter_all<'a>(
+        pool: impl IntoIterator<Item = &'a Self>,
+    ) -> Option<Vec<Inside<'a, M>>> {
+        pool.into_iter().map(Self::enter).collect()
+    }
+
+    /// Room left in this processor's outbox. On its own thread only, where the room can
+    /// only grow until this thread keeps an event.
+    pub(crate) fn outbox_room(&self) -> usize {
+        debug_assert!(self.on_own_thread(), "outbox_room called off {}", self.id);
+        self.outbox.lock().unwrap_or_else(|e| e.into_inner()).room()
+    }
+
+    /// [`send_from`](Self::send_from) of `item` under an entry already made in `target`'s
+    /// gate, with room in this processor's outbox checked by the caller
+    /// ([`outbox_room`](Self::outbox_room)): it cannot fail.
+    pub(crate) fn send_entered(
+        &self,
+        target: &ProcessorShared<M>,
+        mut inside: Inside<'_, M>,
+        item: Item<M>,
+    ) {
+        debug_assert!(self.on_own_thread(), "send_entered called off {}", self.id);
+        let item = if outbox_len() == 0 {
+            match target.queue.push(item) {
+                Ok(()) => {
+                    inside.pushed = 1;
+                    return;
+                }
+                Err(item) => item,
+            }
+        } else {
+            item
+        };
+        self.keep(target, item, inside)
+            .expect("the caller checked the outbox's room");
     }
 
     /// Enqueues `item` unless the queue is full or shutdown closed the gate: the protocol of

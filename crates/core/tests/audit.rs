@@ -373,20 +373,18 @@ fn execute_on_all_runs_done_once_even_when_f_panics() {
     let ran = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicUsize::new(0));
     let (r, dn) = (ran.clone(), done.clone());
-    let reached = d
-        .execute_on_all(
-            ClientType::Queue,
-            move || {
-                if r.fetch_add(1, Ordering::Relaxed) == 1 {
-                    panic!("f panics on one processor");
-                }
-            },
-            move || {
-                dn.fetch_add(1, Ordering::Relaxed);
-            },
-        )
-        .unwrap();
-    assert_eq!(reached, 3);
+    d.execute_on_all(
+        ClientType::Queue,
+        move || {
+            if r.fetch_add(1, Ordering::Relaxed) == 1 {
+                panic!("f panics on one processor");
+            }
+        },
+        move || {
+            dn.fetch_add(1, Ordering::Relaxed);
+        },
+    )
+    .unwrap();
     eventually("done ran", || done.load(Ordering::Relaxed) == 1);
     for p in d.processors(ClientType::Queue) {
         d.synchronize(p).unwrap();

@@ -62,3 +62,87 @@ fn execute_on_all_runs_f_on_every_processor_then_done_once() {
     assert_eq!(names, ["zd-queue-0", "zd-queue-1", "zd-queue-2"]);
     assert_eq!(done.load(Ordering::SeqCst), 1);
 }
+
+/// `execute_on_all` on a processor whose outbox has room for only part of the pool (its
+/// own queue full): `f` runs on every processor or on none, and a call that reached none
+/// says so and hands `f` and `done` back. On the code before the fix it reported a success
+/// (`Ok(1)`, or `Ok(0)` with a full outbox) and ran `f` only where it got through, then
+/// `done`.
+#[test]
+fn execute_on_all_on_a_processor_runs_everywhere_or_is_refused() {
+    let d = one_queue_unprobed(PoolConfig::new(2).capacity(2).outbox_capacity(2));
+    let own = d
+        .register(
+            ClientType::Queue,
+            Recorder::new().0,
+            Placement::Processor(0),
+        )
+        .unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let (told, outcome) = std::sync::mpsc::channel();
+    let (handle, r, dn) = (d.handle(), ran.clone(), done.clone());
+    d.execute(
+        own.processor(),
+        Callback::spill(move || {
+            // This processor's own queue full, then one event in its outbox: room for one
+            // more there, and the pool has two processors.
+            while handle.try_dispatch(own, Event::Message(0)).is_ok() {}
+            handle.dispatch(own, Event::Message(1)).unwrap();
+            let result = handle.execute_on_all(
+                ClientType::Queue,
+                move || {
+                    r.fetch_add(1, Ordering::SeqCst);
+                },
+                move || {
+                    dn.fetch_add(1, Ordering::SeqCst);
+                },
+            );
+            told.send((result.is_ok(), format!("{result:?}"), result.err()))
+                .unwrap();
+        }),
+    )
+    .unwrap();
+    let (ok, shown, refused) = outcome
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .unwrap();
+    for p in d.processors(ClientType::Queue) {
+        d.synchronize(p).unwrap();
+        d.synchronize(p).unwrap();
+    }
+    let counts = || (ran.load(Ordering::SeqCst), done.load(Ordering::SeqCst));
+    assert!(
+        !ok,
+        "reported a success: {shown}; (f, done) ran {:?} times",
+        counts()
+    );
+    assert_eq!(counts(), (0, 0), "refused, yet f or done ran");
+    let refused = refused.unwrap();
+    assert_eq!(
+        refused.reason,
+        ExecuteOnAllRefusal::OutboxFull {
+            processor: own.processor(),
+            room: 1,
+            needed: 2
+        }
+    );
+    assert_eq!(refused.not_reached, d.processors(ClientType::Queue));
+    assert!(
+        refused
+            .to_string()
+            .contains("reached none of the 2 processors"),
+        "{refused}"
+    );
+    // Nothing lost: what came back runs everywhere once the outbox has room.
+    let (f, done_again) = refused.into_inner();
+    let (finished, waited) = std::sync::mpsc::channel();
+    d.execute_on_all(ClientType::Queue, f, move || {
+        done_again();
+        finished.send(()).unwrap();
+    })
+    .unwrap();
+    waited
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .unwrap();
+    assert_eq!(counts(), (2, 1));
+}
