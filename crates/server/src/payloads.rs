@@ -49,6 +49,18 @@ struct SlotMeta {
     len: AtomicU32,
     /// The publishing id the client gave the message.
     publish_id: AtomicU64,
+    /// The part ([`PayloadStore::try_store_in`]) whose quota the slot counts against while
+    /// it is taken.
+    part: AtomicU32,
+}
+
+/// One part of the store: at most `quota` slots taken at once.
+#[derive(Debug)]
+struct Part {
+    /// Slots taken now and not yet back in the free list, plus takers between their count
+    /// and their pop. Invariant: at most `quota` once every taker has checked it.
+    used: AtomicUsize,
+    quota: usize,
 }
 
 /// A preallocated, lock-free store of message payloads: `slots` slots of `slot_size`
@@ -77,6 +89,10 @@ pub struct PayloadStore {
     meta: Box<[SlotMeta]>,
     /// The indexes of the free slots.
     free: ArrayQueue<u32>,
+    /// The parts the slots are shared out to, whose quotas add up to the slots: a part
+    /// that has used its quota is refused a slot although others are free, and no part can
+    /// take a slot another part's quota promises (see [`try_store_in`](Self::try_store_in)).
+    parts: Box<[Part]>,
     /// Tasks waiting for a free slot (the slow path's flag: a release wakes them only when
     /// it is not zero).
     waiting: AtomicUsize,
@@ -148,12 +164,56 @@ impl PayloadStore {
     ///
     /// [`StoreTooLarge`], with the bytes asked for.
     pub fn try_new(slots: usize, slot_size: usize) -> Result<Self, StoreTooLarge> {
+        Self::try_with_quotas(&[slots], slot_size)
+    }
+
+    /// A store of `slots` slots shared out to `parts` parts of (nearly) equal quotas, the
+    /// first `slots % parts` taking one more; `parts` 0 is taken for 1. The server gives
+    /// each of its broker's queues a part, so that no queue can take the slots another
+    /// needs.
+    ///
+    /// ```
+    /// use zerodispatch_server::PayloadStore;
+    /// let store = PayloadStore::try_split(5, 2, 8)?;
+    /// assert_eq!(store.quota(0), 3);
+    /// assert_eq!(store.quota(1), 2);
+    /// # Ok::<(), zerodispatch_server::StoreTooLarge>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`try_new`](Self::try_new); also when `slots` is less than `parts` (a part of no
+    /// slot could store nothing).
+    pub fn try_split(slots: usize, parts: usize, slot_size: usize) -> Result<Self, StoreTooLarge> {
+        let parts = parts.max(1);
+        if slots < parts {
+            return Err(StoreTooLarge {
+                slots,
+                bytes: slots.saturating_mul(slot_size),
+            });
+        }
+        let quotas: Vec<usize> = (0..parts)
+            .map(|i| slots / parts + usize::from(i < slots % parts))
+            .collect();
+        Self::try_with_quotas(&quotas, slot_size)
+    }
+
+    /// A store of one part per quota, `quotas.iter().sum()` slots in all.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_new`](Self::try_new), for the sum; also for no part or a quota of 0.
+    pub fn try_with_quotas(quotas: &[usize], slot_size: usize) -> Result<Self, StoreTooLarge> {
+        let slots = quotas
+            .iter()
+            .try_fold(0_usize, |sum, &q| sum.checked_add(q));
+        let slots = slots.unwrap_or(usize::MAX);
         let words_per_slot = slot_size.div_ceil(8);
         let too_large = StoreTooLarge {
             slots,
             bytes: slots.saturating_mul(words_per_slot.saturating_mul(8)),
         };
-        if slots == 0 || slots > u32::MAX as usize {
+        if slots == 0 || slots > u32::MAX as usize || quotas.contains(&0) {
             return Err(too_large);
         }
         let mut words = Vec::new();
@@ -175,6 +235,13 @@ impl PayloadStore {
             slot_size,
             meta: meta.into_boxed_slice(),
             free,
+            parts: quotas
+                .iter()
+                .map(|&quota| Part {
+                    used: AtomicUsize::new(0),
+                    quota,
+                })
+                .collect(),
             waiting: AtomicUsize::new(0),
             freed: Notify::new(),
             stale: AtomicU64::new(0),
@@ -206,15 +273,55 @@ impl PayloadStore {
         self.stale.load(Ordering::Relaxed)
     }
 
-    /// Copies `bytes` into a free slot with `refs` references and the publishing id
-    /// `publish_id`, and returns its handle; `Ok(None)` when no slot is free. Allocates
-    /// nothing.
+    /// The parts the slots are shared out to.
+    #[must_use]
+    pub fn parts(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// Part `part`'s quota: slots it may hold at once (0 for no such part).
+    #[must_use]
+    pub fn quota(&self, part: usize) -> usize {
+        self.parts.get(part).map_or(0, |p| p.quota)
+    }
+
+    /// Slots part `part` holds now (0 for no such part).
+    #[must_use]
+    pub fn used(&self, part: usize) -> usize {
+        self.parts
+            .get(part)
+            .map_or(0, |p| p.used.load(Ordering::Relaxed).min(p.quota))
+    }
+
+    /// As [`try_store_in`](Self::try_store_in), in part 0.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_store_in`](Self::try_store_in).
+    pub fn try_store(
+        &self,
+        bytes: &[u8],
+        publish_id: u64,
+        refs: u32,
+    ) -> Result<Option<u64>, TooLarge> {
+        self.try_store_in(0, bytes, publish_id, refs)
+    }
+
+    /// Copies `bytes` into a free slot counted against part `part % parts()`'s quota,
+    /// with `refs` references and the publishing id `publish_id`, and returns its handle;
+    /// `Ok(None)` when the part has used its quota. Never waits, allocates nothing.
+    ///
+    /// The quotas add up to the slots, so a part under its quota always finds a free slot:
+    /// every slot out of the free list is counted in some part's `used` from before it is
+    /// popped until after it is pushed back, so while the `used` of all parts, this
+    /// taker's count included, is at most the slots, fewer than all slots are out.
     ///
     /// # Errors
     ///
     /// `TooLarge` when `bytes` is longer than a slot: nothing is stored.
-    pub fn try_store(
+    pub fn try_store_in(
         &self,
+        part: usize,
         bytes: &[u8],
         publish_id: u64,
         refs: u32,
@@ -225,7 +332,18 @@ impl PayloadStore {
                 slot_size: self.slot_size,
             });
         }
+        let part = part % self.parts.len();
+        let quota = &self.parts[part];
+        // Relaxed: the count is a budget, not a hand-off; the free list's push and pop
+        // order the slot itself.
+        if quota.used.fetch_add(1, Ordering::Relaxed) >= quota.quota {
+            quota.used.fetch_sub(1, Ordering::Relaxed);
+            return Ok(None);
+        }
         let Some(index) = self.free.pop() else {
+            // Cannot happen by the quotas' sum (see above); refused rather than assumed.
+            debug_assert!(false, "a part under its quota found no free slot");
+            quota.used.fetch_sub(1, Ordering::Relaxed);
             return Ok(None);
         };
         let first = index as usize * self.words_per_slot;
@@ -239,6 +357,8 @@ impl PayloadStore {
         let meta = &self.meta[index as usize];
         meta.len.store(bytes.len() as u32, Ordering::Relaxed);
         meta.publish_id.store(publish_id, Ordering::Relaxed);
+        // At most the parts' count, a few thousand: a u32.
+        meta.part.store(part as u32, Ordering::Relaxed);
         // The slot is ours alone (popped from the free list): no other writer.
         let generation = (meta.state.load(Ordering::Relaxed) >> GENERATION_SHIFT).wrapping_add(1);
         meta.state.store(
@@ -341,8 +461,12 @@ impl PayloadStore {
                 Err(now) => state = now,
             }
         }
+        // Read before the push: once in the free list, the slot may be taken again.
+        let part = meta.part.load(Ordering::Relaxed) as usize;
         // As many places as slots, and this one is not in the list: cannot fail.
         let _ = self.free.push(index as u32);
+        // After the push: the slot counts against its part until it is back in the list.
+        self.parts[part].used.fetch_sub(1, Ordering::Relaxed);
         if self.waiting.load(Ordering::SeqCst) != 0 {
             self.freed.notify_waiters();
         }
@@ -400,6 +524,62 @@ mod tests {
         assert_eq!(store.publish_id(old), None);
         assert!(store.release(new, 5), "more than are left: all");
         assert_eq!(store.free_slots(), 1);
+    }
+
+    #[test]
+    fn a_part_that_used_its_quota_is_refused_while_the_others_store() {
+        let store = PayloadStore::try_split(4, 2, 8).unwrap();
+        let a: Vec<u64> = (0..2)
+            .map(|i| store.try_store_in(0, b"a", i, 1).unwrap().unwrap())
+            .collect();
+        assert_eq!(
+            store.try_store_in(0, b"a", 9, 1),
+            Ok(None),
+            "part 0 is full"
+        );
+        assert_eq!(store.used(0), 2);
+        assert_eq!(store.free_slots(), 2, "part 1's slots stay free for it");
+        let b = store.try_store_in(1, b"b", 0, 1).unwrap().unwrap();
+        assert!(store.try_store_in(1, b"b", 1, 1).unwrap().is_some());
+        assert_eq!(store.try_store_in(1, b"b", 2, 1), Ok(None));
+        // A slot freed goes back to the part that held it.
+        assert!(store.release(a[0], 1));
+        assert_eq!(store.used(0), 1);
+        assert_eq!(store.try_store_in(1, b"b", 3, 1), Ok(None), "not part 1's");
+        assert!(store.try_store_in(0, b"a", 4, 1).unwrap().is_some());
+        assert!(store.release(b, 1));
+        assert_eq!(store.used(1), 1);
+        assert!(
+            PayloadStore::try_split(1, 2, 8).is_err(),
+            "a part of no slot"
+        );
+        assert!(PayloadStore::try_with_quotas(&[2, 0], 8).is_err());
+    }
+
+    #[test]
+    fn parts_under_their_quotas_always_find_a_slot_under_contention() {
+        let store = std::sync::Arc::new(PayloadStore::try_split(8, 4, 8).unwrap());
+        let threads: Vec<_> = (0..4)
+            .map(|part| {
+                let store = store.clone();
+                std::thread::spawn(move || {
+                    let rounds = if cfg!(miri) { 20 } else { 20_000 };
+                    for i in 0..rounds {
+                        let h = store.try_store_in(part, b"x", i, 1).unwrap();
+                        let h = h.expect("under its quota: a slot");
+                        let h2 = store.try_store_in(part, b"y", i, 1).unwrap();
+                        let h2 = h2.expect("two slots each");
+                        assert_eq!(store.try_store_in(part, b"z", i, 1), Ok(None));
+                        assert!(store.release(h, 1) && store.release(h2, 1));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(store.free_slots(), 8);
+        assert!((0..4).all(|p| store.used(p) == 0));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -224,9 +224,15 @@ impl ServerBuilder {
                         problem: "must be at least every queue's window (what a closing consumer may be handed at once)",
                     }));
                 }
+                // One part of the store per queue: no queue can take the slots another
+                // needs (a full part refuses its queue's publishes `RejectedStoreFull`).
                 let store = Arc::new(
-                    PayloadStore::try_new(self.limits.store_slots, self.limits.slot_size)
-                        .map_err(ServerError::Store)?,
+                    PayloadStore::try_split(
+                        self.limits.store_slots,
+                        config.queues.len(),
+                        self.limits.slot_size,
+                    )
+                    .map_err(ServerError::Store)?,
                 );
                 // The store's hook, after the application's own if it has one.
                 let ours = store.on_release();

@@ -559,40 +559,6 @@ fn many_batches_through_one_connection_pair() {
 }
 
 #[test]
-fn a_full_payload_store_holds_the_publisher_back_until_slots_are_freed() {
-    let server = server(
-        &[QueueMode::Priority],
-        Limits {
-            store_slots: 8,
-            ..limits()
-        },
-    );
-    let addr = server.local_addr();
-    let mut producer = Client::hello(addr);
-    let mut consumer = Client::hello(addr);
-    producer.open_producer(1, 0, 100);
-    consumer.open_consumer(7, 0, 0, 64);
-    producer.publish(1, 0..40, payload_of);
-    let mut ids = HashSet::new();
-    while ids.len() < 40 {
-        let mut guids = Vec::new();
-        consumer.next(|frame| match frame {
-            Frame::Deliver(batch) => {
-                for (guid, payload) in batch.messages() {
-                    assert!(ids.insert(u64::from_le_bytes(payload[..8].try_into().unwrap())));
-                    guids.push(guid);
-                }
-            }
-            other => panic!("{other:?}"),
-        });
-        assert!(server.stats().free_slots <= 8);
-        consumer.confirm(7, &guids, true);
-    }
-    producer.confirms(1, 40, |_, status| assert_eq!(status, ConfirmStatus::Stored));
-    eventually("every slot free", || server.stats().free_slots == 8);
-}
-
-#[test]
 fn a_connection_past_the_limit_is_told_and_closed() {
     let server = server(
         &[QueueMode::Priority],

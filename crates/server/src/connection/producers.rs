@@ -244,18 +244,9 @@ impl Connection {
                 Some(ConfirmStatus::RejectedProducerFull)
             } else if payload.len() > store.slot_size() {
                 Some(ConfirmStatus::TooLarge)
-            } else {
-                let handle = loop {
-                    if let Ok(Some(handle)) = store.try_store(payload, id.0, refs) {
-                        break handle;
-                    }
-                    tokio::select! {
-                        () = store.slot_freed() => {}
-                        _ = self.shutdown.changed() => {
-                            return fatal(ErrorCode::SHUTTING_DOWN, "the server is shutting down");
-                        }
-                    }
-                };
+            } else if let Ok(Some(handle)) =
+                store.try_store_in(queue.0 as usize, payload, id.0, refs)
+            {
                 let message = Payload {
                     handle,
                     len: payload.len() as u32,
@@ -275,6 +266,11 @@ impl Connection {
                         })
                     }
                 }
+            } else {
+                // The queue's part of the store is full: refused, never waited for, so
+                // that this connection goes on reading confirms and writing deliveries
+                // (which free slots), and no queue's load stops another's traffic.
+                Some(ConfirmStatus::RejectedStoreFull)
             };
             // Counted until its confirm is written, as the broker's outcomes are.
             self.producers[slot].in_flight += 1;

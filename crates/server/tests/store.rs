@@ -1,0 +1,171 @@
+//! The payload store under pressure: a full store is answered per message
+//! (`RejectedStoreFull`), never by a publish that waits inside its connection's task; each
+//! queue has a part of the store of its own, so no queue can take the slots another needs;
+//! what a frame stores is confirmed as it is stored.
+
+mod common;
+
+use std::time::Instant;
+
+use common::{Client, eventually, limits, payload_of, server};
+use zerodispatch_broker::QueueMode;
+use zerodispatch_server::Limits;
+use zerodispatch_wire::*;
+
+/// What one connection read: confirms by status, and the GUIDs delivered to it.
+#[derive(Default)]
+struct Read {
+    stored: Vec<u64>,
+    refused: Vec<u64>,
+    delivered: Vec<Guid>,
+}
+
+/// Reads frames from `client` until `done(&read)`, sorting confirms and deliveries.
+fn read_until(client: &mut Client, read: &mut Read, done: impl Fn(&Read) -> bool) {
+    while !done(read) {
+        client.next(|frame| match frame {
+            Frame::PublishConfirm(batch) => {
+                for (id, status) in batch.confirms() {
+                    match status {
+                        ConfirmStatus::Stored => read.stored.push(id.0),
+                        ConfirmStatus::RejectedStoreFull => read.refused.push(id.0),
+                        other => panic!("message {}: {other:?}", id.0),
+                    }
+                }
+            }
+            Frame::Deliver(batch) => read.delivered.extend(batch.messages().map(|(g, _)| g)),
+            other => panic!("unexpected {other:?}"),
+        });
+    }
+}
+
+/// Issue: with 4 payload slots, a connection publishing 12 messages to a queue whose only
+/// consumer was on the same connection waited for a slot inside its task, and so never
+/// wrote the deliveries nor read the confirms that would free one: 0 delivered and 0
+/// confirmed after 5 s. Now the store's refusals are the messages' outcomes, and the
+/// connection goes on.
+#[test]
+fn a_connection_whose_own_consumer_frees_the_slots_never_stalls() {
+    let server = server(
+        &[QueueMode::Priority],
+        Limits {
+            store_slots: 4,
+            ..limits()
+        },
+    );
+    let mut client = Client::hello(server.local_addr());
+    client.open_consumer(7, 0, 0, 64);
+    client.open_producer(1, 0, 100);
+    let mut pending: Vec<u64> = (0..12).collect();
+    let mut stored = Vec::new();
+    for round in 0.. {
+        assert!(round < 20, "no progress: {} stored", stored.len());
+        client.publish(1, pending.iter().copied(), payload_of);
+        let mut read = Read::default();
+        let want = pending.len();
+        read_until(&mut client, &mut read, |r| {
+            r.stored.len() + r.refused.len() == want && r.delivered.len() == r.stored.len()
+        });
+        if round == 0 {
+            assert_eq!(read.stored.len(), 4, "as many as the slots");
+        }
+        assert!(!read.stored.is_empty(), "round {round} stored nothing");
+        // The consumer on the same connection frees the slots; the refused go again.
+        client.confirm(7, &read.delivered, true);
+        eventually("the slots freed", || server.stats().free_slots == 4);
+        stored.extend(read.stored);
+        pending = read.refused;
+        if pending.is_empty() {
+            break;
+        }
+    }
+    stored.sort_unstable();
+    assert_eq!(stored, (0..12).collect::<Vec<_>>());
+}
+
+/// Issue: a queue without a consumer filled the store that every queue shared, and from
+/// then on the server stopped reading every publishing connection: a producer on another
+/// queue got 4 of 401 confirms. Now each queue has a part of the store: the flooded queue's
+/// publishes are refused `RejectedStoreFull` while another queue's round trips go on. The
+/// canary's publish -> confirm latencies under the flood are printed (the test asserts
+/// progress, not time).
+#[test]
+fn a_queue_that_fills_its_part_of_the_store_does_not_stall_another_queue() {
+    let server = server(
+        &[QueueMode::Priority, QueueMode::Priority],
+        Limits {
+            store_slots: 64,
+            ..limits()
+        },
+    );
+    let addr = server.local_addr();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flooder = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            // Queue 0 has no consumer: its part (32 slots) fills, then every publish is
+            // refused; the flood goes on until the canary is done.
+            let mut flood = Client::hello(addr);
+            flood.open_producer(1, 0, 4096);
+            let (mut next, mut refused) = (0_u64, 0_u64);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                flood.publish(1, next..next + 64, payload_of);
+                flood.confirms(1, 64, |_, status| {
+                    if status == ConfirmStatus::RejectedStoreFull {
+                        refused += 1;
+                    }
+                });
+                next += 64;
+            }
+            refused
+        })
+    };
+    let mut producer = Client::hello(addr);
+    let mut consumer = Client::hello(addr);
+    producer.open_producer(2, 1, 64);
+    consumer.open_consumer(9, 1, 0, 64);
+    let mut latencies = Vec::new();
+    for id in 0..400 {
+        let sent = Instant::now();
+        producer.publish(2, [id], payload_of);
+        producer.confirms(2, 1, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+        latencies.push(sent.elapsed());
+        let mut guids = Vec::new();
+        consumer.deliveries(9, 1, |guid, _| guids.push(guid));
+        consumer.confirm(9, &guids, true);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let refused = flooder.join().unwrap();
+    assert!(refused > 0, "the flooded queue's part filled");
+    latencies.sort_unstable();
+    let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+    println!(
+        "canary under flood: publish -> confirm p50 {:?}, p99 {:?}, max {:?} ({} flood refusals)",
+        at(0.5),
+        at(0.99),
+        latencies[latencies.len() - 1],
+        refused
+    );
+}
+
+/// Issue: with 256 slots, one `Publish` of 300 messages got no confirm in 3 s although 256
+/// of them fit (the publish waited for slots before the frame's confirms went). Now what
+/// is stored is confirmed as it is stored, and the rest is refused.
+#[test]
+fn a_frame_larger_than_the_store_is_confirmed_as_far_as_it_is_stored() {
+    let server = server(&[QueueMode::Priority], limits());
+    let mut producer = Client::hello(server.local_addr());
+    producer.open_producer(1, 0, 1024);
+    producer.publish(1, 0..300, payload_of);
+    let (mut stored, mut refused) = (Vec::new(), Vec::new());
+    producer.confirms(1, 300, |id, status| match status {
+        ConfirmStatus::Stored => stored.push(id.0),
+        ConfirmStatus::RejectedStoreFull => refused.push(id.0),
+        other => panic!("{other:?}"),
+    });
+    stored.sort_unstable();
+    refused.sort_unstable();
+    assert_eq!(stored, (0..256).collect::<Vec<_>>());
+    assert_eq!(refused, (256..300).collect::<Vec<_>>());
+    assert_eq!(server.stats().free_slots, 0);
+}
