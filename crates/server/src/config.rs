@@ -12,16 +12,19 @@ use zerodispatch_wire::{MAX_MESSAGES_PER_FRAME, MAX_PAYLOAD_LEN};
 pub const MAX_CONSUMER_WINDOW: u32 = 1 << 20;
 
 /// Items a connection's outbound queue holds, at most: 2^26 (about 3 GiB of queue). The
-/// queue is allocated when the connection is accepted, for everything that can be in
-/// flight to it; raise it only with the memory each connection may take.
+/// queue grows, as the connection opens producers and consumers, to what they can have in
+/// flight to it, up to what these limits allow; raise it only with the memory each
+/// connection may take.
 const MAX_OUTBOUND: usize = 1 << 26;
 
-/// The server's limits. Everything a connection uses is sized from them when it is
-/// accepted: memory per connection is bounded and preallocated.
+/// The server's limits. Everything a connection may hold is bounded by them; a connection
+/// takes the memory as its traffic needs it (a silent one a few KiB), and keeps what it
+/// took while that traffic lasts, so that a warm connection allocates nothing per message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Connections open at once, at most; one more gets an `Error` frame `INTERNAL`
-    /// ("the server is full") and is closed. Default 256.
+    /// Connections open at once, at most; one more is answered an `Error` frame
+    /// `TOO_MANY_CONNECTIONS` (fatal) and closed, before its `Hello`: it may connect again
+    /// once another has closed. Default 256.
     pub max_connections: usize,
     /// Payload slots in the server's [`PayloadStore`](crate::PayloadStore): messages held
     /// at once, all connections together. Default 16,384.
@@ -30,9 +33,25 @@ pub struct Limits {
     /// larger one is refused, `LIMIT_OUT_OF_RANGE`). 1 to `MAX_PAYLOAD_LEN`; default
     /// 4,096.
     pub slot_size: usize,
-    /// The server's heartbeat interval, announced in `Welcome`; zero for none. Default
-    /// 5 s.
+    /// The heartbeat interval the server asks of its clients, announced in `Welcome`: a
+    /// client sends a frame (a heartbeat when it has nothing else to send) whenever it has
+    /// sent nothing for this long, and is then never closed as idle. At most a third of
+    /// [`idle_timeout`](Self::idle_timeout); zero asks for none (the idle limit still
+    /// applies). Default 5 s.
+    ///
+    /// The heartbeat rule (`docs/protocol.md`): the interval a side announces is how long
+    /// its peer may stay silent. The server follows the client's side of it: it sends a
+    /// heartbeat whenever it has sent nothing for the interval the client announced in
+    /// `Hello` (none to a client that announced zero; every 10 ms to one that announced
+    /// less).
     pub heartbeat: Duration,
+    /// The idle limit: a connection from which the server has received nothing (not a
+    /// byte) for this long is closed, `HEARTBEAT_TIMEOUT`, whatever the client announced;
+    /// a connection that has not said `Hello` is closed after this long or 10 s, whichever
+    /// is shorter (`HANDSHAKE_REQUIRED`). At least 3 x [`heartbeat`](Self::heartbeat), so
+    /// that a client following the heartbeat rule is never closed; at least 1 ms. Default
+    /// 15 s.
+    pub idle_timeout: Duration,
     /// Producers open at once on a connection, at most. Default 16.
     pub max_producers: u16,
     /// Consumers open at once on a connection, at most. Default 16.
@@ -53,6 +72,7 @@ impl Default for Limits {
             store_slots: 1 << 14,
             slot_size: 4096,
             heartbeat: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(15),
             max_producers: 16,
             max_consumers: 16,
             max_unconfirmed_per_connection: 1 << 14,
@@ -82,12 +102,15 @@ impl Limits {
     /// Checks every field.
     ///
     /// ```
+    /// use std::time::Duration;
     /// use zerodispatch_server::Limits;
     /// assert!(Limits::default().check().is_ok());
     /// assert!(Limits { slot_size: 0, ..Limits::default() }.check().is_err());
     /// assert!(Limits { consumer_window: u32::MAX, ..Limits::default() }.check().is_err());
     /// let huge = Limits { max_consumers: u16::MAX, consumer_window: 1 << 20, ..Limits::default() };
     /// assert_eq!(huge.check().unwrap_err().field, "max_consumers");
+    /// let impatient = Limits { idle_timeout: Duration::from_secs(10), ..Limits::default() };
+    /// assert_eq!(impatient.check().unwrap_err().field, "idle_timeout");
     /// ```
     ///
     /// # Errors
@@ -131,10 +154,19 @@ impl Limits {
         if self.heartbeat.as_millis() > u128::from(u32::MAX) {
             return bad("heartbeat", "must fit the protocol's u32 milliseconds");
         }
+        if self.idle_timeout < Duration::from_millis(1) {
+            return bad("idle_timeout", "must be at least 1 ms");
+        }
+        if self.heartbeat.saturating_mul(3) > self.idle_timeout {
+            return bad(
+                "idle_timeout",
+                "must be at least 3 x heartbeat, so that a client sending at the announced interval is never closed as idle",
+            );
+        }
         Ok(())
     }
 
-    /// Places in a connection's outbound queue: everything that can be in flight to it
+    /// Places in a connection's outbound queue, at most: everything that can be in flight to it
     /// (outcomes, deliveries, one word per session that it is gone), and one frame's worth
     /// of outcomes the connection gives itself (messages refused before the broker).
     pub(crate) fn outbound_capacity(&self) -> usize {

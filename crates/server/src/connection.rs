@@ -4,12 +4,45 @@
 //! # The task's loop
 //!
 //! One `tokio::select!` over the socket's reads, the connection's [`Outbound`] queue (the
-//! processors' outcomes and deliveries), the heartbeat timer and the server's shutdown.
-//! Frames are decoded in place from a reused read buffer (preallocated, grown once to at
-//! most `HEADER_LEN + MAX_FRAME_LEN` for the largest frame the client sends); answers are
-//! built with the wire crate's batch builders into a reused write buffer and written when
-//! the loop comes round: natural batching, as many confirms or deliveries to a frame as
-//! arrived meanwhile.
+//! processors' outcomes and deliveries), the timer and the server's shutdown. Frames are
+//! decoded in place from a reused read buffer; answers are built with the wire crate's
+//! batch builders into a reused write buffer and written when the loop comes round:
+//! natural batching, as many confirms or deliveries to a frame as arrived meanwhile.
+//!
+//! # The timer
+//!
+//! One deadline, the earliest of:
+//!
+//! - the handshake's: a connection that has not said `Hello` within 10 s, or within the
+//!   idle limit if shorter, is closed (`HANDSHAKE_REQUIRED`);
+//! - the idle limit ([`Limits::idle_timeout`]): a connection from which nothing (not a
+//!   byte) was received for that long is closed (`HEARTBEAT_TIMEOUT`), whatever it
+//!   announced. It is at least three of the intervals the server announces in `Welcome`,
+//!   so a client that follows the heartbeat rule is never closed;
+//! - the heartbeat the server owes: the interval a side announces is how long its peer
+//!   may stay silent, so the server sends a heartbeat whenever it has sent nothing for the
+//!   interval the client announced in `Hello`, and never to a client that announced zero;
+//! - the trim: a connection quiet (nothing read, nothing written) for [`TRIM_AFTER`]
+//!   gives back the buffers it grew.
+//!
+//! # Memory
+//!
+//! A connection takes memory as its traffic needs it: a silent one holds small buffers
+//! and an outbound queue of [`FIRST_SEGMENT`] places (a few KiB in all). The read buffer
+//! grows while reads fill it (to [`READ_BUFFER_GROWN`]) and to the size of the largest
+//! frame the client sends (at most `HEADER_LEN + MAX_FRAME_LEN`); the write buffer and the
+//! staging tables grow with what is written in one round; the outbound queue grows at
+//! each open for what the connection's sessions can have in flight, and at each publish
+//! frame for its outcomes. All of it is kept while traffic lasts (a warm connection
+//! allocates nothing per message) and given back at the trim, apart from the outbound
+//! queue, which is freed with the connection.
+//!
+//! # Shutdown
+//!
+//! When the server shuts down, a connection stops reading, closes its consumers (their
+//! deliveries in flight go back to their queues), and writes the outcomes of the messages
+//! it had already handed the broker for up to [`SHUTDOWN_DRAIN`]; then it sends
+//! `SHUTTING_DOWN` and closes.
 //!
 //! # Joining the processors
 //!
@@ -34,7 +67,7 @@ mod writer;
 
 use self::consumers::{ConsumerSlot, Unconfirmed};
 use self::producers::ProducerSlot;
-use self::writer::{Io, WRITE_HIGH_WATER};
+use self::writer::Io;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -52,14 +85,13 @@ use zerodispatch_broker::{
 };
 use zerodispatch_wire::{
     self as wire, CloseConsumer, CloseProducer, ConfirmStatus, ConsumerConfirmFrame,
-    DeliverBuilder, ErrorCode, ErrorFrame, Frame, FrameKind, HEADER_LEN, Header, Hello,
-    MAX_FRAME_LEN, MAX_MESSAGES_PER_FRAME, OpenConsumer, OpenProducer, ProducerOpened,
-    PublishConfirmBuilder, PublishFrame, VERSION, Welcome,
+    DeliverBuilder, ErrorCode, ErrorFrame, Frame, FrameKind, Header, Hello, OpenConsumer,
+    OpenProducer, ProducerOpened, PublishConfirmBuilder, PublishFrame, VERSION, Welcome,
 };
 
 use crate::config::Limits;
 use crate::link::SessionLink;
-use crate::outbound::{OutItem, Outbound};
+use crate::outbound::{FIRST_SEGMENT, OutItem, Outbound};
 use crate::payloads::PayloadStore;
 
 /// What every connection shares: the broker, its queues' modes, the payload store, the
@@ -71,13 +103,37 @@ pub(crate) struct Shared {
     pub(crate) store: Arc<PayloadStore>,
     pub(crate) limits: Limits,
     pub(crate) connections: AtomicUsize,
-    pub(crate) overflow_closes: AtomicU64,
+    /// Connections closed with `INTERNAL`, whatever the cause.
+    pub(crate) internal_closes: AtomicU64,
+    /// Connections closed because their outbound queue overflowed.
+    pub(crate) outbound_overflows: AtomicU64,
+    /// Connections refused because `max_connections` were open.
+    pub(crate) refused_connections: AtomicU64,
 }
 
-/// The read buffer's size at first; it grows to a frame's size, at most
-/// `HEADER_LEN + MAX_FRAME_LEN`, when the client sends one that large.
-const READ_BUFFER: usize = 64 << 10;
-/// A client that has not said `Hello` this long after connecting is closed.
+/// The read buffer's size at first and after a trim: 2 KiB, a `Hello` and the frames of a
+/// light client. Raising it costs every silent connection.
+const READ_BUFFER_FIRST: usize = 2 << 10;
+/// The read buffer doubles while reads fill it, up to 64 KiB: past that, larger reads save
+/// little. It also grows to the size of a frame the client sends, at most `HEADER_LEN +
+/// MAX_FRAME_LEN`, whatever this says.
+pub(crate) const READ_BUFFER_GROWN: usize = 64 << 10;
+/// A connection quiet this long gives back the buffers its traffic grew: 1 s, long enough
+/// that a steady flow, however slow, keeps them (and allocates nothing), short enough
+/// that a burst's memory does not stay with a connection that went quiet.
+pub(crate) const TRIM_AFTER: Duration = Duration::from_secs(1);
+/// The write buffer's capacity kept at a trim: 4 KiB, a few small frames.
+const WRITE_BUFFER_KEPT: usize = 4 << 10;
+/// How long a connection, at shutdown, waits for the outcomes of the messages it handed
+/// the broker before it says `SHUTTING_DOWN`: 2 s, well within the server's own wait for
+/// its connections (5 s), since an outcome means stored, not consumed.
+pub(crate) const SHUTDOWN_DRAIN: Duration = Duration::from_secs(2);
+/// The shortest interval at which the server sends heartbeats, whatever shorter one a
+/// client announced: 10 ms, so that no client can make the server spend itself on
+/// heartbeats (a connection costs at most 100 a second).
+pub(crate) const MIN_PEER_HEARTBEAT: Duration = Duration::from_millis(10);
+/// A client that has not said `Hello` this long after connecting is closed (sooner if the
+/// idle limit is shorter).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a connection closed on an error keeps reading (and dropping) what the client
 /// still sends, so that the error frame is not lost to a reset.
@@ -124,7 +180,10 @@ struct Connection {
     next_generation: u32,
     welcomed: bool,
     accepted: Instant,
+    /// The interval the client announced in `Hello`: the server sends a heartbeat when it
+    /// has sent nothing for this long. `None`: the client asked for none.
     peer_heartbeat: Option<Duration>,
+    /// When the last bytes came from the client: the idle limit counts from here.
     last_received: Instant,
     /// The sum of the open producers' `max_unconfirmed`.
     budget_used: u32,
@@ -140,7 +199,8 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: watc
     let now = Instant::now();
     let mut io = Io {
         stream,
-        out: Vec::with_capacity(WRITE_HIGH_WATER + 2 * (HEADER_LEN + MAX_FRAME_LEN as usize)),
+        // Grows with what one round writes (at most about WRITE_HIGH_WATER and two frames).
+        out: Vec::new(),
         last_sent: now,
         lost: false,
     };
@@ -169,9 +229,11 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: watc
                 wanted: 0,
             })
             .collect(),
-        staged: Vec::with_capacity(limits.staging_capacity()),
-        scratch: Vec::with_capacity(shared.store.slot_size().next_multiple_of(8)),
-        guids: Vec::with_capacity(MAX_MESSAGES_PER_FRAME as usize),
+        // These three grow with the traffic: to a round's items, the largest payload
+        // delivered, a frame's confirms.
+        staged: Vec::new(),
+        scratch: Vec::new(),
+        guids: Vec::new(),
         shared,
         outbound,
         next_generation: 0,
@@ -182,14 +244,18 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: watc
         budget_used: 0,
         shutdown,
     };
-    let mut input = vec![0; READ_BUFFER];
+    let mut input = vec![0; READ_BUFFER_FIRST];
     let ending = connection.run(&mut io, &mut input).await;
     if let Ending::Fatal(code, message) = ending {
         if code == ErrorCode::INTERNAL {
-            connection
-                .shared
-                .overflow_closes
-                .fetch_add(1, Ordering::Relaxed);
+            let shared = &connection.shared;
+            shared.internal_closes.fetch_add(1, Ordering::Relaxed);
+            if connection.outbound.overflows() != 0 {
+                shared.outbound_overflows.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if code == ErrorCode::SHUTTING_DOWN && *connection.shutdown.borrow() {
+            connection.drain_for_shutdown(&mut io).await;
         }
         io.error(code, None, 0, &message);
         io.flush().await;
@@ -224,14 +290,14 @@ impl Connection {
         let outbound = self.outbound.clone();
         let mut shutdown = self.shutdown.clone();
         let mut filled = 0;
-        let sleep = tokio::time::sleep_until(self.deadline(io).into());
+        let sleep = tokio::time::sleep_until(self.deadline(io, input).into());
         tokio::pin!(sleep);
         loop {
             io.flush().await;
             if io.lost {
                 return Ending::Lost;
             }
-            let deadline = self.deadline(io).into();
+            let deadline = self.deadline(io, input).into();
             if sleep.deadline() != deadline {
                 sleep.as_mut().reset(deadline);
             }
@@ -244,12 +310,18 @@ impl Connection {
                 read = io.stream.read(&mut input[filled..]) => match read {
                     Ok(0) | Err(_) => Err(Ending::Lost),
                     Ok(n) => {
+                        let full = filled + n == input.len();
                         filled += n;
                         self.last_received = Instant::now();
-                        self.frames(io, input, &mut filled).await
+                        let handled = self.frames(io, input, &mut filled).await;
+                        if full && input.len() < READ_BUFFER_GROWN {
+                            // The client sends faster than one read takes: read more at once.
+                            input.resize(input.len() * 2, 0);
+                        }
+                        handled
                     }
                 },
-                () = &mut sleep => self.tick(io),
+                () = &mut sleep => self.tick(io, input, filled),
             };
             if let Err(ending) = step {
                 return ending;
@@ -257,46 +329,79 @@ impl Connection {
         }
     }
 
-    /// When the timer must fire next: a heartbeat to send, the client's heartbeats
-    /// overdue, or the handshake's time up.
-    fn deadline(&self, io: &Io) -> Instant {
-        let far = Instant::now() + Duration::from_secs(3600);
-        let mut at = far;
-        if !self.welcomed {
-            at = at.min(self.accepted + HANDSHAKE_TIMEOUT);
+    /// When the timer must fire next: the handshake's time up, the idle limit, a heartbeat
+    /// the client asked for, or the trim of a quiet connection's grown buffers.
+    fn deadline(&self, io: &Io, input: &[u8]) -> Instant {
+        let idle = self.shared.limits.idle_timeout;
+        let mut at = if self.welcomed {
+            self.last_received + idle
         } else {
-            let own = self.shared.limits.heartbeat;
-            if !own.is_zero() {
-                at = at.min(io.last_sent + own);
-            }
-            if let Some(peer) = self.peer_heartbeat {
-                at = at.min(self.last_received + 3 * peer);
-            }
+            self.accepted + HANDSHAKE_TIMEOUT.min(idle)
+        };
+        if let (Some(peer), true) = (self.peer_heartbeat, self.welcomed) {
+            at = at.min(io.last_sent + peer);
+        }
+        if self.grown(io, input) {
+            at = at.min(self.last_received.max(io.last_sent) + TRIM_AFTER);
         }
         at
     }
 
-    fn tick(&mut self, io: &mut Io) -> Result<(), Ending> {
+    fn tick(&mut self, io: &mut Io, input: &mut Vec<u8>, filled: usize) -> Result<(), Ending> {
         let now = Instant::now();
+        let idle = self.shared.limits.idle_timeout;
         if !self.welcomed {
-            if now >= self.accepted + HANDSHAKE_TIMEOUT {
-                return fatal(ErrorCode::HANDSHAKE_REQUIRED, "no Hello within 10 s");
-            }
-            return Ok(());
-        }
-        if let Some(peer) = self.peer_heartbeat {
-            if now >= self.last_received + 3 * peer {
+            let limit = HANDSHAKE_TIMEOUT.min(idle);
+            if now >= self.accepted + limit {
                 return fatal(
-                    ErrorCode::HEARTBEAT_TIMEOUT,
-                    "nothing received for three of the client's heartbeat intervals",
+                    ErrorCode::HANDSHAKE_REQUIRED,
+                    format!("no Hello within {} ms", limit.as_millis()),
                 );
             }
+        } else if now >= self.last_received + idle {
+            return fatal(
+                ErrorCode::HEARTBEAT_TIMEOUT,
+                format!(
+                    "nothing received for the server's idle limit, {} ms",
+                    idle.as_millis()
+                ),
+            );
         }
-        let own = self.shared.limits.heartbeat;
-        if !own.is_zero() && now >= io.last_sent + own {
-            io.frame(Frame::Heartbeat);
+        if let (Some(peer), true) = (self.peer_heartbeat, self.welcomed) {
+            if now >= io.last_sent + peer {
+                io.frame(Frame::Heartbeat);
+            }
+        }
+        if self.grown(io, input) && now >= self.last_received.max(io.last_sent) + TRIM_AFTER {
+            self.trim(io, input, filled);
         }
         Ok(())
+    }
+
+    /// Whether a buffer grew past what a quiet connection keeps.
+    fn grown(&self, io: &Io, input: &[u8]) -> bool {
+        input.len() > READ_BUFFER_FIRST
+            || io.out.capacity() > WRITE_BUFFER_KEPT
+            || self.staged.capacity() > FIRST_SEGMENT
+            || self.scratch.capacity() > self.shared.store.slot_size().min(WRITE_BUFFER_KEPT)
+            || self.guids.capacity() > FIRST_SEGMENT
+    }
+
+    /// Gives back the buffers a burst grew. The read buffer keeps room for the whole of a
+    /// frame it holds the start of (a read must never be offered an empty buffer: it would
+    /// read as the end of the stream).
+    fn trim(&mut self, io: &mut Io, input: &mut Vec<u8>, filled: usize) {
+        let frame = match Header::parse(&input[..filled]) {
+            Ok(Some(header)) => header.frame_len(),
+            _ => 0,
+        };
+        input.truncate(frame.max(filled + 1).max(READ_BUFFER_FIRST));
+        input.shrink_to_fit();
+        io.out.shrink_to(WRITE_BUFFER_KEPT);
+        self.staged.shrink_to(FIRST_SEGMENT);
+        self.scratch
+            .shrink_to(self.shared.store.slot_size().min(WRITE_BUFFER_KEPT));
+        self.guids.shrink_to(FIRST_SEGMENT);
     }
 
     /// Handles every whole frame in `input[..filled]`, then keeps the rest at its front.
@@ -361,13 +466,28 @@ impl Connection {
             Frame::Heartbeat => Ok(()),
             Frame::Error(error) if error.code.is_fatal() => Err(Ending::PeerClosed),
             Frame::Error(_) => Ok(()),
-            Frame::OpenProducer(open) => self.open_producer(io, open).await,
+            Frame::OpenProducer(open) => {
+                // Before the session exists: its callbacks may push from their first call.
+                // Not for an open refused for its budget: it must not grow the queue.
+                let budget = u64::from(self.budget_used) + u64::from(open.max_unconfirmed);
+                if budget <= u64::from(self.shared.limits.max_unconfirmed_per_connection) {
+                    self.reserve_outbound(budget as u32, 1, 0);
+                }
+                self.open_producer(io, open).await
+            }
             Frame::CloseProducer(close) => {
                 self.close_producer(io, close);
                 Ok(())
             }
-            Frame::Publish(batch) => self.publish(io, batch).await,
-            Frame::OpenConsumer(open) => self.open_consumer(io, open).await,
+            Frame::Publish(batch) => {
+                // The outcomes the connection may give the frame's messages itself.
+                self.reserve_outbound(self.budget_used, 0, batch.count() as usize);
+                self.publish(io, batch).await
+            }
+            Frame::OpenConsumer(open) => {
+                self.reserve_outbound(self.budget_used, 1, 0);
+                self.open_consumer(io, open).await
+            }
             Frame::CloseConsumer(close) => {
                 self.close_consumer(io, close);
                 Ok(())
@@ -396,8 +516,8 @@ impl Connection {
             );
         }
         self.welcomed = true;
-        self.peer_heartbeat =
-            (hello.heartbeat_ms != 0).then(|| Duration::from_millis(u64::from(hello.heartbeat_ms)));
+        self.peer_heartbeat = (hello.heartbeat_ms != 0)
+            .then(|| Duration::from_millis(u64::from(hello.heartbeat_ms)).max(MIN_PEER_HEARTBEAT));
         io.frame(Frame::Welcome(Welcome {
             version: VERSION,
             // Checked by `Limits::check` to fit.
@@ -409,6 +529,67 @@ impl Connection {
     fn generation(&mut self) -> u32 {
         self.next_generation = self.next_generation.wrapping_add(1);
         self.next_generation
+    }
+
+    /// Grows the outbound queue, if need be, for everything that can then be in flight to
+    /// the connection: the outcomes of producers whose `max_unconfirmed` sum to `budget`,
+    /// deliveries to its consumers (a window each) and the word of each session that it is
+    /// gone, with `sessions` more of each about to open, and `local` outcomes the
+    /// connection gives itself.
+    fn reserve_outbound(&self, budget: u32, sessions: usize, local: usize) {
+        let window = self.shared.limits.consumer_window as usize;
+        let consumers = self
+            .consumers
+            .iter()
+            .filter(|c| c.state != Use::Free)
+            .count();
+        let producers = self
+            .producers
+            .iter()
+            .filter(|p| p.state != Use::Free)
+            .count();
+        let places = (budget as usize)
+            .saturating_add((consumers + sessions).saturating_mul(window))
+            .saturating_add(consumers + producers + sessions)
+            .saturating_add(local);
+        self.outbound.reserve(places);
+    }
+
+    /// At shutdown: closes the consumers (what was delivered and not confirmed goes back to
+    /// its queue, and nothing more is delivered) and writes the outcomes of the messages
+    /// handed the broker, until none is missing or [`SHUTDOWN_DRAIN`] has passed. A client
+    /// that does not read cannot hold it longer: a write still blocked a little after that
+    /// is abandoned, and nothing more is written (the stream may end mid-frame).
+    async fn drain_for_shutdown(&mut self, io: &mut Io) {
+        for slot in 0..self.consumers.len() {
+            if self.consumers[slot].state == Use::Open {
+                self.close_consumer_slot(slot, false);
+            }
+        }
+        let outbound = self.outbound.clone();
+        let until = tokio::time::Instant::now() + SHUTDOWN_DRAIN;
+        let drained = tokio::time::timeout_at(until + LINGER, async {
+            while !io.lost
+                && self
+                    .producers
+                    .iter()
+                    .any(|p| p.state != Use::Free && p.in_flight != 0)
+            {
+                tokio::select! {
+                    () = outbound.ready() => {
+                        if self.drain(io).await.is_err() {
+                            break;
+                        }
+                        io.flush().await;
+                    }
+                    () = tokio::time::sleep_until(until) => break,
+                }
+            }
+        })
+        .await;
+        if drained.is_err() {
+            io.lost = true;
+        }
     }
 
     /// Closes every session of the connection and waits until each is gone, dropping the

@@ -78,8 +78,18 @@ pub struct ServerStats {
     /// Uses of a payload handle refused because its message was no longer held (reads,
     /// releases): never expected, a sign of a reference dropped twice.
     pub stale_handles: u64,
-    /// Connections closed with `INTERNAL` (an outbound queue overflowed).
+    /// Connections closed with `INTERNAL`, whatever the cause: an outbound queue that
+    /// overflowed (also counted in [`outbound_overflows`](Self::outbound_overflows)), a
+    /// session that could not be opened, a broker queue that did not answer. Never
+    /// expected: each is a defect of the server or of the broker it serves.
     pub internal_closes: u64,
+    /// Connections closed (with `INTERNAL`) because their outbound queue overflowed: never
+    /// expected, since each connection sizes its queue for what can be in flight to it; a
+    /// sign of a defect of that sizing.
+    pub outbound_overflows: u64,
+    /// Connections refused with `TOO_MANY_CONNECTIONS` because
+    /// [`Limits::max_connections`] were open.
+    pub refused_connections: u64,
 }
 
 enum BrokerSource {
@@ -265,7 +275,9 @@ impl ServerBuilder {
             store,
             limits: self.limits,
             connections: AtomicUsize::new(0),
-            overflow_closes: AtomicU64::new(0),
+            internal_closes: AtomicU64::new(0),
+            outbound_overflows: AtomicU64::new(0),
+            refused_connections: AtomicU64::new(0),
         });
         let (stop, stopped) = watch::channel(false);
         let listener = {
@@ -285,6 +297,10 @@ impl ServerBuilder {
 }
 
 /// Accepts connections until shutdown, then waits for them to close.
+///
+/// The cap counts connections being served (`Shared::connections`), not the tasks of the
+/// set: a refusal is a task too, and a flood of refused connections must not take the
+/// places of served ones.
 async fn accept(listener: TcpListener, shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
     let mut connections = JoinSet::new();
     loop {
@@ -292,9 +308,17 @@ async fn accept(listener: TcpListener, shared: Arc<Shared>, mut stopped: watch::
             _ = stopped.changed() => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                if connections.len() >= shared.limits.max_connections {
-                    connections.spawn(refuse(stream));
+                let Ok((stream, _)) = accepted else {
+                    // Out of descriptors, most likely: give the connections a moment to
+                    // close some, rather than spin on the error.
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                };
+                // Only this task increments it, so the check and the increment below
+                // cannot race past the cap.
+                if shared.connections.load(Ordering::Relaxed) >= shared.limits.max_connections {
+                    shared.refused_connections.fetch_add(1, Ordering::Relaxed);
+                    connections.spawn(refuse(stream, shared.limits.max_connections));
                     continue;
                 }
                 let (shared, stopped) = (shared.clone(), stopped.clone());
@@ -310,18 +334,32 @@ async fn accept(listener: TcpListener, shared: Arc<Shared>, mut stopped: watch::
     while connections.join_next().await.is_some() {}
 }
 
-/// Tells a connection past `max_connections` so, and closes it.
-async fn refuse(mut stream: TcpStream) {
-    let mut out = Vec::new();
-    let _ = Frame::Error(ErrorFrame {
-        code: ErrorCode::INTERNAL,
-        refused: None,
-        subject: 0,
-        message: "the server has as many connections as it allows",
+/// How long the listener waits after a failed accept (out of file descriptors, most
+/// often) before it tries again: 10 ms, a pause that costs a flood nothing and keeps the
+/// accept loop from spinning on the error.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
+
+/// How long a refused connection is given to take its `TOO_MANY_CONNECTIONS`.
+const REFUSAL_WAIT: Duration = Duration::from_secs(1);
+
+/// Tells a connection past `max_connections` so (`TOO_MANY_CONNECTIONS`), and closes it;
+/// within [`REFUSAL_WAIT`], whatever the client does.
+async fn refuse(mut stream: TcpStream, max_connections: usize) {
+    let _ = tokio::time::timeout(REFUSAL_WAIT, async {
+        let mut out = Vec::new();
+        let message =
+            format!("the server has its {max_connections} connections open (max_connections)");
+        let _ = Frame::Error(ErrorFrame {
+            code: ErrorCode::TOO_MANY_CONNECTIONS,
+            refused: None,
+            subject: 0,
+            message: &message,
+        })
+        .encode(&mut out);
+        let _ = stream.write_all(&out).await;
+        let _ = stream.shutdown().await;
     })
-    .encode(&mut out);
-    let _ = stream.write_all(&out).await;
-    let _ = stream.shutdown().await;
+    .await;
 }
 
 /// The broker over TCP: accepts connections and binds each producer and consumer a client
@@ -381,7 +419,9 @@ impl Server {
             free_slots: store.free_slots(),
             slots: store.slots(),
             stale_handles: store.stale_handles(),
-            internal_closes: shared.overflow_closes.load(Ordering::Relaxed),
+            internal_closes: shared.internal_closes.load(Ordering::Relaxed),
+            outbound_overflows: shared.outbound_overflows.load(Ordering::Relaxed),
+            refused_connections: shared.refused_connections.load(Ordering::Relaxed),
         }
     }
 
@@ -396,9 +436,11 @@ impl Server {
         }
     }
 
-    /// Shuts down gracefully: stops accepting, tells every client `SHUTTING_DOWN`, closes
-    /// their sessions (waiting up to 5 s for them), stops the runtime, and shuts the broker
-    /// down if the server started it.
+    /// Shuts down gracefully: stops accepting; on each connection, closes its consumers,
+    /// writes the outcomes of the messages it had handed the broker (for up to 2 s), tells
+    /// the client `SHUTTING_DOWN` and closes its sessions (waiting up to 5 s in all for
+    /// every connection); then stops the runtime, and shuts the broker down if the server
+    /// started it.
     ///
     /// # Panics
     ///

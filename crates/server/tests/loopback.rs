@@ -434,8 +434,15 @@ fn a_frame_the_broker_never_receives_is_unexpected() {
 }
 
 #[test]
-fn a_silent_client_times_out_after_three_of_its_heartbeat_intervals() {
-    let server = server(&[QueueMode::Priority], limits());
+fn a_silent_client_is_closed_at_the_idle_limit_whatever_its_heartbeat() {
+    let server = server(
+        &[QueueMode::Priority],
+        Limits {
+            heartbeat: Duration::from_millis(30),
+            idle_timeout: Duration::from_millis(90),
+            ..limits()
+        },
+    );
     let mut c = Client::connect(server.local_addr());
     c.send(Frame::Hello(Hello {
         min_version: VERSION,
@@ -447,25 +454,20 @@ fn a_silent_client_times_out_after_three_of_its_heartbeat_intervals() {
 }
 
 #[test]
-fn the_server_sends_heartbeats_when_it_has_nothing_else_to_say() {
-    let server = server(
-        &[QueueMode::Priority],
-        Limits {
-            heartbeat: Duration::from_millis(20),
-            ..limits()
-        },
-    );
+fn the_server_sends_heartbeats_at_the_clients_interval_when_it_has_nothing_else_to_say() {
+    // The server asks for its own interval (5 s), and sends at the client's (20 ms).
+    let server = server(&[QueueMode::Priority], limits());
     let mut c = Client::connect(server.local_addr());
     c.send(Frame::Hello(Hello {
         min_version: VERSION,
         max_version: VERSION,
-        heartbeat_ms: 0,
+        heartbeat_ms: 20,
     }));
     c.next(|frame| {
         assert!(matches!(
             frame,
             Frame::Welcome(Welcome {
-                heartbeat_ms: 20,
+                heartbeat_ms: 5000,
                 ..
             })
         ));
@@ -569,7 +571,7 @@ fn a_connection_past_the_limit_is_told_and_closed() {
     );
     let _first = Client::hello(server.local_addr());
     let mut second = Client::connect(server.local_addr());
-    second.expect_fatal(ErrorCode::INTERNAL);
+    second.expect_fatal(ErrorCode::TOO_MANY_CONNECTIONS);
 }
 
 #[test]

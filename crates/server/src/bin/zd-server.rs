@@ -5,16 +5,22 @@
 //! zd-server --queues 2 --fanout 3                         # two fanout queues of 3 apps
 //! ```
 //!
-//! Serves until the process is stopped.
+//! Serves until SIGTERM or SIGINT. On either, it stops accepting connections; on each
+//! connection it closes the consumers, writes the outcomes of the messages it had read
+//! (for up to 2 s), sends `SHUTTING_DOWN` and closes; then it shuts the broker down and
+//! exits 0, within about 5 s of the signal. A second signal while it drains exits at once,
+//! with status 1.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
+use tokio::signal::unix::{SignalKind, signal};
 use zerodispatch_broker::{BrokerConfig, QueueConfig, QueueMode};
 use zerodispatch_server::{Limits, Server};
 
-/// The zerodispatch broker over TCP (wire protocol version 1, docs/protocol.md).
+/// The zerodispatch broker over TCP (the wire protocol of docs/protocol.md). Drains and
+/// exits 0 on SIGTERM or SIGINT.
 #[derive(Debug, Parser)]
 #[command(name = "zd-server", version)]
 struct Args {
@@ -49,10 +55,15 @@ struct Args {
     /// The largest payload, in bytes.
     #[arg(long, default_value_t = 4096)]
     slot_size: usize,
-    /// The server's heartbeat interval in ms; 0 for none.
+    /// The heartbeat interval in ms asked of clients (in Welcome): a client sends a frame
+    /// at least this often. 0 for none. At most a third of --idle-timeout-ms.
     #[arg(long, default_value_t = 5000)]
     heartbeat_ms: u64,
-    /// Connections open at once, at most.
+    /// The idle limit in ms: a connection from which nothing was received for this long is
+    /// closed (HEARTBEAT_TIMEOUT), whatever it announced.
+    #[arg(long, default_value_t = 15000, value_parser = clap::value_parser!(u64).range(1..))]
+    idle_timeout_ms: u64,
+    /// Connections open at once, at most: one more is refused TOO_MANY_CONNECTIONS (12).
     #[arg(long, default_value_t = 256)]
     max_connections: usize,
 }
@@ -80,17 +91,54 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             store_slots: args.slots,
             slot_size: args.slot_size,
             heartbeat: Duration::from_millis(args.heartbeat_ms),
+            idle_timeout: Duration::from_millis(args.idle_timeout_ms),
             consumer_window: args.window,
             ..Limits::default()
         })
         .worker_threads(args.io_threads)
         .start()?;
+    // The signals' own small runtime: the server's must not be blocked on from inside.
+    let signals = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
+    // Before the line that says the server listens, so that a signal sent on seeing it is
+    // handled, not the default action.
+    let (mut term, mut int) = {
+        let _guard = signals.enter();
+        (
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+        )
+    };
     println!(
         "zd-server listening on {} ({} {:?} queue(s))",
         server.local_addr(),
         args.queues,
         mode
     );
-    server.run();
+    let which = signals.block_on(async {
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        }
+    });
+    eprintln!("zd-server: {which}: draining the connections");
+    let (done, drained) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        server.shutdown();
+        let _ = done.send(());
+    });
+    let forced = signals.block_on(async {
+        tokio::select! {
+            _ = drained => false,
+            _ = term.recv() => true,
+            _ = int.recv() => true,
+        }
+    });
+    if forced {
+        eprintln!("zd-server: a second signal: exiting without draining");
+        std::process::exit(1);
+    }
+    eprintln!("zd-server: drained, exiting");
     Ok(())
 }

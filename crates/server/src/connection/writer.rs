@@ -73,8 +73,10 @@ impl Io {
 impl Connection {
     /// Writes everything in the outbound queue.
     pub(super) async fn drain(&mut self, io: &mut Io) -> Result<(), Ending> {
+        // Grows to a round's items, at most a frame's worth, and stays so while traffic lasts.
+        let staging = self.shared.limits.staging_capacity();
         loop {
-            while self.staged.len() < self.staged.capacity() {
+            while self.staged.len() < staging {
                 match self.outbound.pop() {
                     Some(item) => self.staged.push(Some(item)),
                     None => break,

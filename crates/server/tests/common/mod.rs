@@ -361,6 +361,16 @@ impl Client {
         assert_eq!(got, n, "more confirms than expected");
     }
 
+    /// The socket, for a test that reads it itself.
+    ///
+    /// # Panics
+    ///
+    /// If a frame read from it is still buffered here.
+    pub fn into_stream(self) -> TcpStream {
+        assert_eq!(self.start, self.end, "frames left unread");
+        self.stream
+    }
+
     pub fn close_write(&mut self) {
         let _ = self.stream.shutdown(std::net::Shutdown::Write);
     }

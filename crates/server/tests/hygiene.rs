@@ -1,0 +1,253 @@
+//! Connection hygiene, as a hostile or careless client meets it: the idle limit (a
+//! connection that sends nothing is closed whatever it announced), the connection cap and
+//! its own refusal code, and the heartbeat rule in both directions (the server sends at
+//! the interval the client announced, and closes a client silent for its idle limit).
+//!
+//! Every test runs on 127.0.0.1 under a watchdog.
+
+mod common;
+
+use std::io::Read;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::{Client, limits, server};
+use zerodispatch_broker::QueueMode;
+use zerodispatch_server::Limits;
+use zerodispatch_testkit::within;
+use zerodispatch_wire::*;
+
+const WATCHDOG: Duration = Duration::from_secs(30);
+
+/// Limits with an idle limit of `idle` and the server asking for heartbeats every third
+/// of it.
+fn idle_limits(idle: Duration) -> Limits {
+    Limits {
+        heartbeat: idle / 3,
+        idle_timeout: idle,
+        ..limits()
+    }
+}
+
+fn hello(c: &mut Client, heartbeat_ms: u32) -> Welcome {
+    c.send(Frame::Hello(Hello {
+        min_version: VERSION,
+        max_version: VERSION,
+        heartbeat_ms,
+    }));
+    c.next(|frame| match frame {
+        Frame::Welcome(welcome) => welcome,
+        other => panic!("expected Welcome, got {other:?}"),
+    })
+}
+
+/// Reads frames until the connection ends; returns when each heartbeat came (since
+/// `start`) and the fatal error's code, if one came before the end.
+fn heartbeats_until_closed(
+    c: &mut TcpStream,
+    start: Instant,
+    limit: Duration,
+) -> (Vec<Duration>, Option<ErrorCode>) {
+    c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let mut buf = vec![0; 4096];
+    let (mut filled, mut beats, mut code) = (0, Vec::new(), None);
+    loop {
+        assert!(start.elapsed() < limit, "still open after {limit:?}");
+        match c.read(&mut buf[filled..]) {
+            Ok(0) => return (beats, code),
+            Ok(n) => filled += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue;
+            }
+            // A reset after the error frame is an end too.
+            Err(_) => return (beats, code),
+        }
+        let mut at = 0;
+        while let Some((frame, len)) = decode(&buf[at..filled]).expect("the server's frames decode")
+        {
+            match frame {
+                Frame::Heartbeat => beats.push(start.elapsed()),
+                Frame::Error(error) => code = Some(error.code),
+                other => panic!("expected heartbeats, got {other:?}"),
+            }
+            at += len;
+        }
+        buf.copy_within(at..filled, 0);
+        filled -= at;
+    }
+}
+
+fn raw_hello(addr: std::net::SocketAddr, heartbeat_ms: u32) -> TcpStream {
+    let mut c = Client::connect(addr);
+    hello(&mut c, heartbeat_ms);
+    c.into_stream()
+}
+
+#[test]
+fn a_connection_silent_after_hello_with_heartbeat_zero_is_closed_at_the_idle_limit() {
+    within(WATCHDOG, "idle after Hello", || {
+        let idle = Duration::from_millis(600);
+        let server = server(&[QueueMode::Priority], idle_limits(idle));
+        let start = Instant::now();
+        let mut c = raw_hello(server.local_addr(), 0);
+        let (beats, code) = heartbeats_until_closed(&mut c, start, Duration::from_secs(5));
+        let elapsed = start.elapsed();
+        assert!(
+            beats.is_empty(),
+            "heartbeats to a client that asked none: {beats:?}"
+        );
+        assert_eq!(code, Some(ErrorCode::HEARTBEAT_TIMEOUT));
+        assert!(
+            elapsed >= idle,
+            "closed after {elapsed:?}, before the idle limit"
+        );
+        assert!(elapsed < idle * 3, "closed after {elapsed:?}");
+        common::eventually("the connection is gone", || server.stats().connections == 0);
+    });
+}
+
+#[test]
+fn a_connection_that_announced_a_long_heartbeat_is_closed_at_the_idle_limit_all_the_same() {
+    within(WATCHDOG, "idle, long heartbeat", || {
+        let idle = Duration::from_millis(600);
+        let server = server(&[QueueMode::Priority], idle_limits(idle));
+        let start = Instant::now();
+        // An hour: the server sends heartbeats that rarely; the client owes its own at the
+        // server's interval, and sends none.
+        let mut c = raw_hello(server.local_addr(), 3_600_000);
+        let (_, code) = heartbeats_until_closed(&mut c, start, Duration::from_secs(5));
+        assert_eq!(code, Some(ErrorCode::HEARTBEAT_TIMEOUT));
+        assert!(start.elapsed() >= idle);
+    });
+}
+
+#[test]
+fn a_connection_that_never_says_hello_is_closed_at_the_idle_limit() {
+    within(WATCHDOG, "idle before Hello", || {
+        let idle = Duration::from_millis(600);
+        let server = server(&[QueueMode::Priority], idle_limits(idle));
+        let start = Instant::now();
+        let mut c = TcpStream::connect(server.local_addr()).unwrap();
+        let (_, code) = heartbeats_until_closed(&mut c, start, Duration::from_secs(5));
+        assert_eq!(code, Some(ErrorCode::HANDSHAKE_REQUIRED));
+        let elapsed = start.elapsed();
+        assert!(
+            elapsed >= idle && elapsed < idle * 3,
+            "closed after {elapsed:?}"
+        );
+    });
+}
+
+#[test]
+fn a_client_that_follows_the_servers_heartbeat_stays_open_past_the_idle_limit() {
+    within(WATCHDOG, "heartbeats keep it open", || {
+        let idle = Duration::from_millis(600);
+        let server = server(&[QueueMode::Priority], idle_limits(idle));
+        let mut c = Client::connect(server.local_addr());
+        let welcome = hello(&mut c, 0);
+        assert_eq!(welcome.heartbeat_ms, 200);
+        let until = Instant::now() + idle * 4;
+        while Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(u64::from(welcome.heartbeat_ms)));
+            c.send(Frame::Heartbeat);
+        }
+        // Still open, and still served.
+        c.open_producer(1, 0, 16);
+    });
+}
+
+#[test]
+fn a_client_announcing_300_ms_receives_heartbeats_at_that_rate() {
+    within(WATCHDOG, "heartbeats at 300 ms", || {
+        // The server's own interval (what it asks of clients) is another: 5 s.
+        let server = server(&[QueueMode::Priority], limits());
+        let start = Instant::now();
+        let mut c = raw_hello(server.local_addr(), 300);
+        // The client sends its own heartbeats meanwhile, on another handle of the socket.
+        let mut beat = c.try_clone().unwrap();
+        let sender = std::thread::spawn(move || {
+            let mut frame = Vec::new();
+            Frame::Heartbeat.encode(&mut frame).unwrap();
+            let until = Instant::now() + Duration::from_millis(1700);
+            while Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(100));
+                let _ = std::io::Write::write_all(&mut beat, &frame);
+            }
+            let _ = beat.shutdown(std::net::Shutdown::Write);
+        });
+        let (beats, _) = heartbeats_until_closed(&mut c, start, Duration::from_secs(5));
+        sender.join().unwrap();
+        let first_1600: Vec<_> = beats
+            .iter()
+            .filter(|&&at| at <= Duration::from_millis(1600))
+            .collect();
+        assert!(
+            (4..=6).contains(&first_1600.len()),
+            "heartbeats in 1.6 s at 300 ms: {beats:?}"
+        );
+        for pair in first_1600.windows(2) {
+            let gap = *pair[1] - *pair[0];
+            assert!(
+                gap >= Duration::from_millis(250) && gap <= Duration::from_millis(600),
+                "heartbeats {beats:?}"
+            );
+        }
+    });
+}
+
+#[test]
+fn a_client_announcing_zero_receives_no_heartbeat_whatever_the_servers_interval() {
+    within(WATCHDOG, "no heartbeats", || {
+        let server = server(
+            &[QueueMode::Priority],
+            Limits {
+                heartbeat: Duration::from_millis(100),
+                idle_timeout: Duration::from_millis(1500),
+                ..limits()
+            },
+        );
+        let start = Instant::now();
+        let mut c = raw_hello(server.local_addr(), 0);
+        let (beats, code) = heartbeats_until_closed(&mut c, start, Duration::from_secs(5));
+        assert!(
+            beats.is_empty(),
+            "heartbeats to a client that announced 0: {beats:?}"
+        );
+        // Timed out by the server's idle limit only.
+        assert_eq!(code, Some(ErrorCode::HEARTBEAT_TIMEOUT));
+        assert!(start.elapsed() >= Duration::from_millis(1500));
+    });
+}
+
+#[test]
+fn a_connection_past_the_cap_is_refused_with_its_own_code_and_a_freed_place_is_taken_again() {
+    within(WATCHDOG, "connection cap", || {
+        let server = server(
+            &[QueueMode::Priority],
+            Limits {
+                max_connections: 2,
+                ..limits()
+            },
+        );
+        let addr = server.local_addr();
+        let a = Client::hello(addr);
+        let _b = Client::hello(addr);
+        // Many more at once: each is refused, and none takes a place.
+        for _ in 0..20 {
+            let mut refused = Client::connect(addr);
+            refused.expect_fatal(ErrorCode::TOO_MANY_CONNECTIONS);
+        }
+        assert!(ErrorCode::TOO_MANY_CONNECTIONS.is_fatal());
+        assert_ne!(ErrorCode::TOO_MANY_CONNECTIONS, ErrorCode::INTERNAL);
+        assert_eq!(server.stats().internal_closes, 0);
+        drop(a);
+        common::eventually("a place is freed", || server.stats().connections == 1);
+        let mut c = Client::hello(addr);
+        c.open_producer(1, 0, 16);
+    });
+}

@@ -1,0 +1,119 @@
+//! Memory per connection, measured: the resident memory (`VmRSS` of this process, which
+//! runs the server) that 200 connections cost once each has said `Hello` and nothing
+//! more, and the resident memory after each of 16 rounds of opening and closing 200
+//! connections. Targets: at most 64 KiB per silent connection; the last round within
+//! 1.25x of the first.
+//!
+//! Its own test binary with a single `#[test]`, so that no other test's memory is counted.
+//! `cargo test -p zerodispatch-server --test memory -- --nocapture` prints the figures.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use common::server;
+use zerodispatch_broker::QueueMode;
+use zerodispatch_server::Limits;
+use zerodispatch_testkit::within;
+use zerodispatch_wire::*;
+
+const CONNECTIONS: usize = 200;
+const ROUNDS: usize = 16;
+
+/// This process's resident memory, in KiB.
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("a VmRSS line")
+}
+
+/// A connection that has said `Hello` (no heartbeats) and read its `Welcome`.
+fn silent(addr: SocketAddr, hello: &[u8]) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(hello).unwrap();
+    let mut welcome = [0; 64];
+    let mut filled = 0;
+    loop {
+        let n = stream.read(&mut welcome[filled..]).unwrap();
+        assert_ne!(n, 0, "closed before Welcome");
+        filled += n;
+        if let Some((frame, _)) = decode(&welcome[..filled]).unwrap() {
+            assert!(matches!(frame, Frame::Welcome(_)), "{frame:?}");
+            return stream;
+        }
+    }
+}
+
+fn settle() {
+    std::thread::sleep(Duration::from_millis(200));
+}
+
+#[test]
+fn a_silent_connection_costs_at_most_64_kib_and_churn_does_not_grow_memory() {
+    within(Duration::from_secs(120), "memory per connection", || {
+        // The default limits (what each connection may hold), a small store (allocated
+        // once, before the first measure).
+        let limits = Limits {
+            store_slots: 1024,
+            ..Limits::default()
+        };
+        let server = server(&[QueueMode::Priority], limits);
+        let addr = server.local_addr();
+        let mut hello = Vec::new();
+        Frame::Hello(Hello {
+            min_version: VERSION,
+            max_version: VERSION,
+            heartbeat_ms: 0,
+        })
+        .encode(&mut hello)
+        .unwrap();
+        let mut streams = Vec::with_capacity(CONNECTIONS);
+        // One connection first, so that the runtime's and the listener's own first
+        // allocations are not counted.
+        drop(silent(addr, &hello));
+        common::eventually("closed", || server.stats().connections == 0);
+        settle();
+        let before = rss_kib();
+        for _ in 0..CONNECTIONS {
+            streams.push(silent(addr, &hello));
+        }
+        settle();
+        let open = rss_kib();
+        let per_connection = (open.saturating_sub(before)) as f64 / CONNECTIONS as f64;
+        eprintln!(
+            "{CONNECTIONS} silent connections: {before} KiB -> {open} KiB, {per_connection:.1} KiB each"
+        );
+        let mut after = Vec::with_capacity(ROUNDS);
+        for round in 0..ROUNDS {
+            if round > 0 {
+                for _ in 0..CONNECTIONS {
+                    streams.push(silent(addr, &hello));
+                }
+            }
+            streams.clear();
+            common::eventually("every connection closed", || {
+                server.stats().connections == 0
+            });
+            settle();
+            after.push(rss_kib());
+        }
+        eprintln!("RSS after each round of {CONNECTIONS} opened and closed (KiB): {after:?}");
+        assert!(
+            per_connection <= 64.0,
+            "a silent connection costs {per_connection:.1} KiB resident"
+        );
+        let (first, last) = (after[0] as f64, after[ROUNDS - 1] as f64);
+        assert!(
+            last <= first * 1.25,
+            "RSS grew from {first} KiB after the first round to {last} KiB after {ROUNDS}"
+        );
+    });
+}

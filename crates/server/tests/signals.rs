@@ -1,0 +1,94 @@
+//! `zd-server` on SIGTERM and SIGINT: it stops accepting, gives the publishes it has read
+//! their confirms, tells every connection `SHUTTING_DOWN`, and exits 0 within a bounded
+//! time. The built binary is spawned and signalled with `kill`.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Client, payload_of};
+use zerodispatch_testkit::within;
+use zerodispatch_wire::*;
+
+/// Starts `zd-server` on a free loopback port; returns it and its address (from the line
+/// it prints).
+fn spawn_server() -> (Child, SocketAddr) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zd-server"))
+        .args(["--listen", "127.0.0.1:0", "--slots", "4096"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("zd-server starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split_whitespace()
+        .find_map(|word| word.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    (child, addr)
+}
+
+/// Waits for the process to exit, up to `limit`.
+fn exit_within(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let until = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            panic!("zd-server still running {limit:?} after the signal");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal_drains_and_exits_zero(signal: &str) {
+    let (mut child, addr) = spawn_server();
+    let mut producer = Client::hello(addr);
+    let mut consumer = Client::hello(addr);
+    producer.open_producer(1, 0, 1024);
+    consumer.open_consumer(7, 0, 0, 0);
+    producer.publish(1, 0..100, payload_of);
+    producer.confirms(1, 100, |_, status| {
+        assert_eq!(status, ConfirmStatus::Stored)
+    });
+    // Published, not read back: the server owes these their confirms.
+    producer.publish(1, 100..1100, payload_of);
+    std::thread::sleep(Duration::from_millis(200));
+    let status = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    producer.confirms(1, 1000, |_, status| {
+        assert_eq!(status, ConfirmStatus::Stored)
+    });
+    producer.expect_fatal(ErrorCode::SHUTTING_DOWN);
+    consumer.expect_fatal(ErrorCode::SHUTTING_DOWN);
+    let status = exit_within(&mut child, Duration::from_secs(10));
+    assert!(status.success(), "zd-server exited with {status:?}");
+    assert!(
+        TcpStream::connect(addr).is_err(),
+        "zd-server still accepts after exiting"
+    );
+}
+
+#[test]
+fn sigterm_drains_tells_every_connection_shutting_down_and_exits_zero() {
+    within(Duration::from_secs(60), "SIGTERM", || {
+        signal_drains_and_exits_zero("-TERM");
+    });
+}
+
+#[test]
+fn sigint_drains_tells_every_connection_shutting_down_and_exits_zero() {
+    within(Duration::from_secs(60), "SIGINT", || {
+        signal_drains_and_exits_zero("-INT");
+    });
+}
