@@ -1,8 +1,10 @@
 //! Memory per connection, measured: the resident memory (`VmRSS` of this process, which
 //! runs the server) that 200 connections cost once each has said `Hello` and nothing
 //! more, and the resident memory after each of 16 rounds of opening and closing 200
-//! connections. Targets: at most 64 KiB per silent connection; the last round within
-//! 1.25x of the first.
+//! connections, then what 200 connections cost while each holds the buffer a 192 KiB frame
+//! grew and once they have been quiet for the trim. Targets: at most 64 KiB per silent
+//! connection; the last round within 1.25x of the first; a burst's buffers given back (at
+//! most 64 KiB per connection again).
 //!
 //! Its own test binary with a single `#[test]`, so that no other test's memory is counted.
 //! `cargo test -p zerodispatch-server --test memory -- --nocapture` prints the figures.
@@ -57,7 +59,7 @@ fn settle() {
 }
 
 #[test]
-fn a_silent_connection_costs_at_most_64_kib_and_churn_does_not_grow_memory() {
+fn a_silent_connection_costs_at_most_64_kib_churn_does_not_grow_memory_and_a_burst_is_given_back() {
     within(Duration::from_secs(120), "memory per connection", || {
         // The default limits (what each connection may hold), a small store (allocated
         // once, before the first measure).
@@ -106,6 +108,60 @@ fn a_silent_connection_costs_at_most_64_kib_and_churn_does_not_grow_memory() {
             after.push(rss_kib());
         }
         eprintln!("RSS after each round of {CONNECTIONS} opened and closed (KiB): {after:?}");
+        // A burst: each connection sends one large frame (a publish for a producer it has
+        // not opened: refused, but read whole), which grows its read buffer; quiet, the
+        // buffer is given back.
+        let mut burst = Vec::new();
+        let mut batch = PublishBuilder::begin(&mut burst, ProducerId(99));
+        let payload = vec![7; 4096];
+        for id in 0..48 {
+            batch.push(PublishId(id), &payload).unwrap();
+        }
+        batch.finish().unwrap();
+        let quiet = rss_kib();
+        for _ in 0..CONNECTIONS {
+            let mut stream = silent(addr, &hello);
+            stream.write_all(&burst).unwrap();
+            streams.push(stream);
+        }
+        for stream in &mut streams {
+            let mut answer = [0; 2048];
+            let mut filled = 0;
+            loop {
+                let n = stream.read(&mut answer[filled..]).unwrap();
+                assert_ne!(n, 0, "closed before the refusal");
+                filled += n;
+                if let Some((frame, _)) = decode(&answer[..filled]).unwrap() {
+                    assert!(
+                        matches!(
+                            frame,
+                            Frame::Error(ErrorFrame {
+                                code: ErrorCode::UNKNOWN_PRODUCER,
+                                ..
+                            })
+                        ),
+                        "{frame:?}"
+                    );
+                    break;
+                }
+            }
+        }
+        let grown = rss_kib();
+        std::thread::sleep(Duration::from_millis(1500));
+        let trimmed = rss_kib();
+        let per = |kib: u64| kib.saturating_sub(quiet) as f64 / CONNECTIONS as f64;
+        eprintln!(
+            "{CONNECTIONS} connections after a {} KiB frame each: {:.1} KiB each; quiet 1.5 s later: {:.1} KiB each",
+            burst.len() >> 10,
+            per(grown),
+            per(trimmed)
+        );
+        streams.clear();
+        assert!(
+            per(trimmed) <= 64.0,
+            "a connection quiet after a burst still holds {:.1} KiB",
+            per(trimmed)
+        );
         assert!(
             per_connection <= 64.0,
             "a silent connection costs {per_connection:.1} KiB resident"
