@@ -1015,6 +1015,12 @@ impl Broker {
             .inspect_err(|_| self.lock_names().close(id))
     }
 
+    /// [`BrokerConfig::dedup_window`]: a named producer's `max_unconfirmed` at most.
+    #[must_use]
+    pub fn dedup_window(&self) -> usize {
+        self.dedup_window
+    }
+
     /// The highest publish id `queue` has stored for the producers named `name`
     /// ([`open_named_producer`](Self::open_named_producer)), counting every message sent to
     /// it before this call; `None` if it has stored none of theirs (or the name was never

@@ -6,7 +6,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::sync::oneshot;
-use zerodispatch_wire::{AppId, ErrorCode, ErrorFrame, Frame, Hello, QueueId, VERSION, decode};
+use zerodispatch_wire::{
+    AppId, ErrorCode, ErrorFrame, Frame, Hello, QueueId, ServerLimits, VERSION, Welcome, decode,
+};
 
 use crate::connection::{Command, Connection};
 use crate::consumer::{Consumer, ConsumerShared, Deliveries};
@@ -51,12 +53,12 @@ impl Client {
         options: ClientOptions,
     ) -> Result<Self, ClientError> {
         let heartbeat_ms = options.heartbeat_ms()?;
-        let (stream, rbuf, filled, welcome_ms) =
+        let (stream, rbuf, filled, welcome) =
             tokio::time::timeout(options.handshake_timeout, handshake(addr, heartbeat_ms))
                 .await
                 .map_err(|_| ClientError::HandshakeTimeout)??;
-        let conn = Arc::new(Connection::new());
-        let broker_heartbeat = Duration::from_millis(u64::from(welcome_ms));
+        let conn = Arc::new(Connection::new(welcome.limits));
+        let broker_heartbeat = Duration::from_millis(u64::from(welcome.heartbeat_ms));
         let io = Io::new(
             Arc::clone(&conn),
             stream,
@@ -75,6 +77,14 @@ impl Client {
     /// The broker's heartbeat interval, from its `Welcome` (zero for none).
     pub fn broker_heartbeat(&self) -> Duration {
         self.broker_heartbeat
+    }
+
+    /// The broker's limits, from its `Welcome`: what it allows this connection. The client
+    /// keeps to them where it can tell before sending: a payload longer than
+    /// `max_payload` is refused by `send` with [`ClientError::PayloadTooLarge`], never
+    /// sent.
+    pub fn limits(&self) -> ServerLimits {
+        self.conn.limits
     }
 
     /// Opens an anonymous producer on `queue`, and returns it once the broker has opened
@@ -236,11 +246,11 @@ impl Drop for Client {
 }
 
 /// Connects and says `Hello`; returns the stream, the receive buffer and the bytes in it
-/// after `Welcome`, and the broker's heartbeat interval.
+/// after `Welcome`, and the `Welcome` (the broker's heartbeat interval and limits).
 async fn handshake(
     addr: impl ToSocketAddrs,
     heartbeat_ms: u32,
-) -> Result<(TcpStream, Vec<u8>, usize, u32), ClientError> {
+) -> Result<(TcpStream, Vec<u8>, usize, Welcome), ClientError> {
     let mut stream = TcpStream::connect(addr)
         .await
         .map_err(|e| ClientError::io(&e))?;
@@ -275,9 +285,8 @@ async fn handshake(
                 continue;
             }
             Ok(Some((Frame::Welcome(welcome), consumed))) if welcome.version == VERSION => {
-                let heartbeat = welcome.heartbeat_ms;
                 rbuf.copy_within(consumed..filled, 0);
-                return Ok((stream, rbuf, filled - consumed, heartbeat));
+                return Ok((stream, rbuf, filled - consumed, welcome));
             }
             Ok(Some((Frame::Welcome(welcome), _))) => ClientError::Protocol {
                 code: ErrorCode::UNSUPPORTED_VERSION,

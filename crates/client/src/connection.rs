@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::{Notify, oneshot};
-use zerodispatch_wire::{AppId, ConsumerId, ProducerId, QueueId};
+use zerodispatch_wire::{AppId, ConsumerId, ProducerId, QueueId, ServerLimits};
 
 use crate::consumer::{ConsumerShared, DeliveryHandler};
 use crate::error::ClientError;
@@ -90,6 +90,8 @@ pub(crate) struct Connection {
     /// Woken when the connection ends.
     ended: Notify,
     control: Mutex<Control>,
+    /// The broker's limits, from its `Welcome`.
+    pub(crate) limits: ServerLimits,
 }
 
 /// Locks `mutex`. A lock is never held while application code runs, so a poisoned lock
@@ -100,8 +102,9 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Connection {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(limits: ServerLimits) -> Self {
         Self {
+            limits,
             wake: Notify::new(),
             ended: Notify::new(),
             control: Mutex::new(Control {

@@ -65,5 +65,5 @@ pub use reliable_producer::{
     Recovery, ReliableProducer, ReliableProducerOptions, ReliableProducerStats,
 };
 pub use zerodispatch_wire::{
-    AppId, ConfirmStatus, ConsumerId, Guid, ProducerId, PublishId, QueueId,
+    AppId, ConfirmStatus, ConsumerId, Guid, ProducerId, PublishId, QueueId, ServerLimits, Stored,
 };

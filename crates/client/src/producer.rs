@@ -608,7 +608,7 @@ impl Producer {
     /// [`TrySendError::Failed`] with [`ClientError::PayloadTooLarge`], or with why the
     /// producer is closed.
     pub fn try_send(&self, payload: &[u8]) -> Result<PublishId, TrySendError> {
-        check_payload(payload)?;
+        check_payload(payload, self.shared.conn.limits.max_payload)?;
         self.shared.try_take(payload)
     }
 
@@ -620,7 +620,7 @@ impl Producer {
     ///
     /// [`ClientError::PayloadTooLarge`], or why the producer is closed.
     pub async fn send(&self, payload: &[u8]) -> Result<PublishId, ClientError> {
-        check_payload(payload)?;
+        check_payload(payload, self.shared.conn.limits.max_payload)?;
         take_when_room(&self.shared.room_async, || self.shared.try_take(payload)).await
     }
 
@@ -632,7 +632,7 @@ impl Producer {
     ///
     /// [`ClientError::PayloadTooLarge`], or why the producer is closed.
     pub fn send_blocking(&self, payload: &[u8]) -> Result<PublishId, ClientError> {
-        check_payload(payload)?;
+        check_payload(payload, self.shared.conn.limits.max_payload)?;
         let shared = &*self.shared;
         let mut state = shared.lock();
         loop {
@@ -720,11 +720,14 @@ impl std::fmt::Debug for Producer {
     }
 }
 
-fn check_payload(payload: &[u8]) -> Result<(), ClientError> {
-    if payload.len() > MAX_PAYLOAD_LEN as usize {
+/// Refuses a payload longer than `max` (the broker's `max_payload`, at most
+/// `MAX_PAYLOAD_LEN`): it would be refused `TooLarge`, so it is not sent.
+pub(crate) fn check_payload(payload: &[u8], max: u32) -> Result<(), ClientError> {
+    let max = max.min(MAX_PAYLOAD_LEN);
+    if payload.len() > max as usize {
         return Err(ClientError::PayloadTooLarge {
             len: payload.len(),
-            max: MAX_PAYLOAD_LEN,
+            max,
         });
     }
     Ok(())

@@ -25,7 +25,7 @@
 //! [`Recovery`].
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -39,7 +39,7 @@ use crate::client::Client;
 use crate::connection::lock;
 use crate::error::{ClientError, TrySendError};
 use crate::options::{ClientOptions, ProducerOptions};
-use crate::producer::{ConfirmHandler, Outcome, Producer, take_when_room};
+use crate::producer::{ConfirmHandler, Outcome, Producer, check_payload, take_when_room};
 use crate::resend_ring::ResendRing;
 
 /// How a reliable producer behaves.
@@ -213,6 +213,9 @@ struct Shared {
     blocked: AtomicUsize,
     /// Wakes the supervisor: a close, or a first message to time.
     wake: Notify,
+    /// The longest payload the broker takes, from the last connection's `Welcome`: a
+    /// longer one is refused by `send`, not kept for a refusal to come.
+    max_payload: AtomicU32,
 }
 
 impl Shared {
@@ -523,6 +526,9 @@ async fn connect<A: ToSocketAddrs>(
     shared: &Arc<Shared>,
 ) -> Result<(Client, Session), ClientError> {
     let client = Client::connect(addr, shared.options.client).await?;
+    shared
+        .max_payload
+        .store(client.limits().max_payload, Ordering::Relaxed);
     let session = open_session(&client, shared).await?;
     Ok((client, session))
 }
@@ -741,6 +747,7 @@ impl ReliableProducer {
             room_blocking: Condvar::new(),
             blocked: AtomicUsize::new(0),
             wake: Notify::new(),
+            max_payload: AtomicU32::new(MAX_PAYLOAD_LEN),
         });
         let (client, session) = connect(addr.clone(), &shared).await?;
         shared.begin_session(session, None);
@@ -759,7 +766,7 @@ impl ReliableProducer {
     /// [`TrySendError::Full`] at the cap (nothing taken); [`TrySendError::Failed`] with
     /// [`ClientError::PayloadTooLarge`], or with why the producer is closed.
     pub fn try_send(&self, payload: &[u8]) -> Result<PublishId, TrySendError> {
-        check_payload(payload)?;
+        check_payload(payload, self.shared.max_payload.load(Ordering::Relaxed))?;
         self.shared.try_take(payload)
     }
 
@@ -770,7 +777,7 @@ impl ReliableProducer {
     ///
     /// [`ClientError::PayloadTooLarge`], or why the producer is closed.
     pub async fn send(&self, payload: &[u8]) -> Result<PublishId, ClientError> {
-        check_payload(payload)?;
+        check_payload(payload, self.shared.max_payload.load(Ordering::Relaxed))?;
         take_when_room(&self.shared.room, || self.shared.try_take(payload)).await
     }
 
@@ -782,7 +789,7 @@ impl ReliableProducer {
     ///
     /// [`ClientError::PayloadTooLarge`], or why the producer is closed.
     pub fn send_blocking(&self, payload: &[u8]) -> Result<PublishId, ClientError> {
-        check_payload(payload)?;
+        check_payload(payload, self.shared.max_payload.load(Ordering::Relaxed))?;
         let shared = &*self.shared;
         let mut state = shared.state();
         loop {
@@ -873,12 +880,3 @@ impl std::fmt::Debug for ReliableProducer {
     }
 }
 
-fn check_payload(payload: &[u8]) -> Result<(), ClientError> {
-    if payload.len() > MAX_PAYLOAD_LEN as usize {
-        return Err(ClientError::PayloadTooLarge {
-            len: payload.len(),
-            max: MAX_PAYLOAD_LEN,
-        });
-    }
-    Ok(())
-}

@@ -51,10 +51,10 @@ fn small_slots() -> (Server, Arc<Broker>) {
 
 /// Issue: a reliable producer's 200-byte payload, refused by a server of 64-byte slots,
 /// made it reconnect about 800 times in 5 s without an outcome, and a small message sent
-/// before it was not stored either. Now the big one is refused `TooLarge`, once, and the
-/// messages around it are stored.
+/// before it was not stored either. Now the server's `Welcome` tells its largest payload:
+/// the big one is refused by `send` itself, and the messages around it are stored.
 #[test]
-fn a_payload_too_large_for_the_server_gets_one_outcome_and_the_producer_goes_on() {
+fn a_payload_too_large_for_the_server_is_refused_by_send_and_the_producer_goes_on() {
     let (server, broker) = small_slots();
     runtime().block_on(async {
         let (outcomes, on_confirm) = collector();
@@ -79,24 +79,17 @@ fn a_payload_too_large_for_the_server_gets_one_outcome_and_the_producer_goes_on(
         .await
         .unwrap();
         producer.send(b"small before").await.unwrap();
-        producer.send(&[7; 200]).await.unwrap();
-        producer.send(b"small after").await.unwrap();
-        wait_outcomes(&outcomes, 3).await;
-        let statuses: Vec<_> = exactly_once(&outcomes, 3)
-            .iter()
-            .map(|o| o.status)
-            .collect();
         assert_eq!(
-            statuses,
-            [
-                ConfirmStatus::Stored,
-                ConfirmStatus::TooLarge,
-                ConfirmStatus::Stored
-            ]
+            producer.send(&[7; 200]).await,
+            Err(ClientError::PayloadTooLarge { len: 200, max: 64 })
         );
-        // Nothing more comes: no resend of a permanent refusal, no reconnect.
+        producer.send(b"small after").await.unwrap();
+        wait_outcomes(&outcomes, 2).await;
+        for outcome in exactly_once(&outcomes, 2) {
+            assert_eq!(outcome.status, ConfirmStatus::Stored);
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(outcomes.lock().unwrap().len(), 3);
+        assert_eq!(outcomes.lock().unwrap().len(), 2);
         let stats = producer.stats();
         assert_eq!((stats.reconnects, stats.resent), (0, 0), "{stats:?}");
         assert_eq!(broker.queue_stats()[0].stored, 2);
@@ -119,26 +112,28 @@ fn a_named_producer_refused_one_message_stays_open_and_its_name_reopens_after_cl
             .open_named_producer(QueueId(0), "plain", ProducerOptions::default(), on_confirm)
             .await
             .unwrap();
-        producer.send(&[1; 65]).await.unwrap();
-        wait_outcomes(&outcomes, 1).await;
-        assert_eq!(outcomes.lock().unwrap()[0].status, ConfirmStatus::TooLarge);
+        assert_eq!(client.limits().max_payload, 64, "told at the handshake");
+        assert_eq!(
+            producer.send(&[1; 65]).await,
+            Err(ClientError::PayloadTooLarge { len: 65, max: 64 })
+        );
         producer.send(b"fits").await.unwrap();
-        wait_outcomes(&outcomes, 2).await;
-        assert_eq!(outcomes.lock().unwrap()[1].status, ConfirmStatus::Stored);
+        wait_outcomes(&outcomes, 1).await;
+        assert_eq!(outcomes.lock().unwrap()[0].status, ConfirmStatus::Stored);
         producer.close().await.unwrap();
         let (_, on_confirm) = collector();
         let again = client
             .open_named_producer(QueueId(0), "plain", ProducerOptions::default(), on_confirm)
             .await
             .expect("the name is free again once its producer closed");
-        assert_eq!(again.last_stored().map(|id| id.0), Some(1));
+        assert_eq!(again.last_stored().map(|id| id.0), Some(0));
         assert_eq!(
             again.stored_when_opened(zerodispatch_client::PublishId(0)),
-            Some(false)
+            Some(true)
         );
         assert_eq!(
             again.stored_when_opened(zerodispatch_client::PublishId(1)),
-            Some(true)
+            Some(false)
         );
         assert_eq!(broker.queue_stats()[0].stored, 1);
         again.close().await.unwrap();

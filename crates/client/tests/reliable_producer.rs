@@ -722,3 +722,30 @@ async fn a_message_refused_below_the_highest_stored_is_resent_not_reported_store
     assert_eq!(producer.stats().stored_before, 3);
     producer.close().await;
 }
+
+/// A permanent refusal is an outcome, once: the reliable producer neither resends the
+/// message nor takes the refusal for a lost connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_refused_too_large_is_reported_once_and_never_resent() {
+    let broker = FakeBroker::start(Config {
+        policy: Policy::Confirm(ConfirmStatus::TooLarge),
+        ..Config::default()
+    })
+    .await;
+    let (outcomes, on_confirm) = collector();
+    let producer =
+        ReliableProducer::connect(broker.addr, QueueId(0), options(64, quick()), on_confirm)
+            .await
+            .unwrap();
+    for i in 0..5_u64 {
+        producer.send(&i.to_le_bytes()).await.unwrap();
+    }
+    wait_outcomes(&outcomes, 5).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    for outcome in exactly_once(&outcomes, 5) {
+        assert_eq!(outcome.status, ConfirmStatus::TooLarge);
+    }
+    assert_eq!(producer.stats().reconnects, 0);
+    assert_eq!(sessions(&broker).len(), 1, "one session: nothing resent");
+    producer.close().await;
+}

@@ -45,6 +45,7 @@ fn run() {
             Frame::Welcome(Welcome {
                 version: zerodispatch_wire::VERSION,
                 heartbeat_ms: 0,
+                limits: zerodispatch_wire::ServerLimits::PROTOCOL,
             })
             .encode(&mut out)
             .unwrap();

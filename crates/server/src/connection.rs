@@ -102,6 +102,8 @@ pub(crate) struct Shared {
     pub(crate) queues: Arc<[QueueMode]>,
     pub(crate) store: Arc<PayloadStore>,
     pub(crate) limits: Limits,
+    /// What `Welcome` tells every client of the limits (`advertised.rs`).
+    pub(crate) told: zerodispatch_wire::ServerLimits,
     pub(crate) connections: AtomicUsize,
     /// Connections closed with `INTERNAL`, whatever the cause.
     pub(crate) internal_closes: AtomicU64,
@@ -522,6 +524,7 @@ impl Connection {
             version: VERSION,
             // Checked by `Limits::check` to fit.
             heartbeat_ms: self.shared.limits.heartbeat.as_millis() as u32,
+            limits: self.shared.told,
         }));
         Ok(())
     }

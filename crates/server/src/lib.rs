@@ -46,6 +46,7 @@
 
 #![forbid(unsafe_code)]
 
+mod advertised;
 mod config;
 mod connection;
 mod link;

@@ -97,5 +97,6 @@ pub(crate) fn wire_status(status: AckStatus) -> ConfirmStatus {
         AckStatus::Closed => ConfirmStatus::Closed,
         AckStatus::TimedOut => ConfirmStatus::TimedOut,
         AckStatus::NotSent => ConfirmStatus::NotSent,
+        AckStatus::RejectedOutOfWindow => ConfirmStatus::RejectedOutOfWindow,
     }
 }

@@ -269,11 +269,13 @@ impl ServerBuilder {
             .enable_time()
             .build()
             .map_err(ServerError::Io)?;
+        let told = crate::advertised::server_limits(&self.limits, &store, &broker);
         let shared = Arc::new(Shared {
             broker,
             queues: queues.into(),
             store,
             limits: self.limits,
+            told,
             connections: AtomicUsize::new(0),
             internal_closes: AtomicU64::new(0),
             outbound_overflows: AtomicU64::new(0),

@@ -169,3 +169,60 @@ fn a_frame_larger_than_the_store_is_confirmed_as_far_as_it_is_stored() {
     assert_eq!(refused, (256..300).collect::<Vec<_>>());
     assert_eq!(server.stats().free_slots, 0);
 }
+
+/// Issue: a payload larger than the server's slots got a `LIMIT_OUT_OF_RANGE` error for
+/// its whole frame (a code documented for opens only) while the server kept the producer
+/// open; a client that took the refusal for the end of its producer left it half-closed,
+/// its name held. Now such a message is confirmed `TooLarge`, the others of the frame are
+/// stored, and the producer stays open on both sides: closed, its name opens again.
+#[test]
+fn a_payload_larger_than_the_slots_is_refused_alone_and_its_producer_stays_open() {
+    let server = server(
+        &[QueueMode::Priority],
+        Limits {
+            slot_size: 64,
+            ..limits()
+        },
+    );
+    let mut client = Client::hello(server.local_addr());
+    assert_eq!(client.open_named_producer(1, 0, 16, "n"), Ok(None));
+    client.publish(
+        1,
+        0..3,
+        |id, buf| if id == 1 { 200 } else { payload_of(id, buf) },
+    );
+    let mut statuses = Vec::new();
+    client.confirms(1, 3, |id, status| statuses.push((id.0, status)));
+    statuses.sort_unstable_by_key(|&(id, _)| id);
+    assert_eq!(
+        statuses,
+        [
+            (0, ConfirmStatus::Stored),
+            (1, ConfirmStatus::TooLarge),
+            (2, ConfirmStatus::Stored)
+        ]
+    );
+    // Still open: it publishes on.
+    client.publish(1, [3], payload_of);
+    client.confirms(1, 1, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+    client.send(Frame::CloseProducer(CloseProducer {
+        producer: ProducerId(1),
+    }));
+    client.next(|frame| {
+        assert_eq!(
+            frame,
+            Frame::CloseProducer(CloseProducer {
+                producer: ProducerId(1)
+            })
+        )
+    });
+    let window = client
+        .open_producer_window(2, 0, 16, "n")
+        .expect("the name is free once its producer closed");
+    assert_eq!(window.last_stored, Some(3));
+    assert_eq!(
+        (0..4).map(|id| window.stored(id)).collect::<Vec<_>>(),
+        [Some(true), Some(false), Some(true), Some(true)],
+        "id by id: the refused one is not stored"
+    );
+}

@@ -74,7 +74,7 @@ pub use decode::decode;
 pub use error::{DecodeError, EncodeError};
 pub use frame::{
     CloseConsumer, CloseProducer, Credit, ErrorFrame, Frame, Hello, MAX_STORED_WINDOW,
-    OpenConsumer, OpenProducer, ProducerOpened, StoredWindow, Welcome,
+    OpenConsumer, OpenProducer, ProducerOpened, ServerLimits, StoredWindow, Welcome,
 };
 pub use header::{FrameKind, Header};
 pub use ids::{AppId, ConsumerId, Guid, ProducerId, PublishId, QueueId};

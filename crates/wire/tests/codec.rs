@@ -48,10 +48,29 @@ fn fixed_frames_round_trip_in_their_documented_layout() {
     let welcome = round_trip(Frame::Welcome(Welcome {
         version: 1,
         heartbeat_ms: 5000,
+        limits: ServerLimits {
+            max_payload: 4096,
+            max_unconfirmed_per_connection: 2,
+            max_unconfirmed_named: 3,
+            consumer_window: 4,
+            queue_slots: 5,
+            max_producers: 6,
+            max_consumers: 7,
+            idle_timeout_ms: 8,
+            max_connections: 9,
+        },
     }));
     assert_eq!(
         welcome,
-        frame_of(FrameKind::Welcome, &[1, 0x88, 0x13, 0, 0])
+        frame_of(
+            FrameKind::Welcome,
+            &[
+                1, 0x88, 0x13, 0, 0, // version, heartbeat_ms
+                0, 0x10, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5, 0, 0, 0, // u32 limits
+                6, 0, 7, 0, // producers, consumers
+                8, 0, 0, 0, 9, 0, 0, 0, // idle timeout, connections
+            ]
+        )
     );
 
     assert_eq!(round_trip(Frame::Heartbeat), b"ZD\x03\x03\0\0\0\0\0\0");
@@ -362,6 +381,7 @@ fn encode_refuses_the_values_decode_would_and_writes_nothing() {
             Frame::Welcome(Welcome {
                 version: 0,
                 heartbeat_ms: 0,
+                limits: ServerLimits::PROTOCOL,
             }),
             EncodeError::Zero {
                 kind: FrameKind::Welcome,
@@ -474,7 +494,7 @@ fn a_bad_header_is_refused_from_its_first_bad_byte() {
 fn a_fixed_body_of_the_wrong_length_is_refused() {
     for (kind, len) in [
         (FrameKind::Hello, 6_usize),
-        (FrameKind::Welcome, 5),
+        (FrameKind::Welcome, 37),
         (FrameKind::Heartbeat, 0),
         (FrameKind::CloseProducer, 4),
         (FrameKind::OpenConsumer, 14),
@@ -505,7 +525,7 @@ fn a_fixed_body_of_the_wrong_length_is_refused() {
 fn forbidden_zeros_are_refused() {
     let cases: [(FrameKind, &[u8], &str); 4] = [
         (FrameKind::Hello, &[0, 1, 0, 0, 0, 0], "min_version"),
-        (FrameKind::Welcome, &[0, 0, 0, 0, 0], "version"),
+        (FrameKind::Welcome, &[0; 37], "version"),
         (
             FrameKind::OpenProducer,
             &[1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0],

@@ -328,7 +328,7 @@ async fn serve(
                     match frame {
                         Frame::Hello(hello) => {
                             record(Received::Hello { heartbeat_ms: hello.heartbeat_ms });
-                            Frame::Welcome(Welcome { version: zerodispatch_wire::VERSION, heartbeat_ms: config.heartbeat_ms })
+                            Frame::Welcome(Welcome { version: zerodispatch_wire::VERSION, heartbeat_ms: config.heartbeat_ms, limits: zerodispatch_wire::ServerLimits::PROTOCOL })
                                 .encode(&mut out)
                                 .unwrap();
                         }

@@ -127,6 +127,19 @@ impl Client {
         max_unconfirmed: u32,
         name: &str,
     ) -> Result<Option<u64>, ErrorCode> {
+        self.open_producer_window(producer, queue, max_unconfirmed, name)
+            .map(|window| window.last_stored)
+    }
+
+    /// As [`open_named_producer`](Self::open_named_producer): the whole answer, what the
+    /// queue has stored of the name id by id.
+    pub fn open_producer_window(
+        &mut self,
+        producer: u32,
+        queue: u32,
+        max_unconfirmed: u32,
+        name: &str,
+    ) -> Result<OwnedWindow, ErrorCode> {
         let open = OpenProducer {
             producer: ProducerId(producer),
             queue: QueueId(queue),
@@ -137,7 +150,11 @@ impl Client {
         self.next(|frame| match frame {
             Frame::ProducerOpened(opened) => {
                 assert_eq!(opened.producer, ProducerId(producer));
-                Ok(opened.stored())
+                Ok(OwnedWindow {
+                    last_stored: opened.stored.last_stored,
+                    known: opened.stored.known,
+                    bits: opened.stored.bits.to_vec(),
+                })
             }
             Frame::Error(error) => {
                 assert_eq!(error.refused, Some(FrameKind::OpenProducer));
@@ -383,4 +400,24 @@ pub fn payload_of(id: u64, buf: &mut [u8]) -> usize {
         *b = (id >> (8 * (i % 8))) as u8;
     }
     len
+}
+
+/// A `ProducerOpened`'s stored window, owned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnedWindow {
+    pub last_stored: Option<u64>,
+    pub known: u32,
+    pub bits: Vec<u8>,
+}
+
+impl OwnedWindow {
+    /// As `StoredWindow::stored`.
+    pub fn stored(&self, id: u64) -> Option<bool> {
+        zerodispatch_wire::StoredWindow {
+            last_stored: self.last_stored,
+            known: self.known,
+            bits: &self.bits,
+        }
+        .stored(id)
+    }
 }
