@@ -251,3 +251,25 @@ fn a_connection_past_the_cap_is_refused_with_its_own_code_and_a_freed_place_is_t
         c.open_producer(1, 0, 16);
     });
 }
+
+#[test]
+fn a_client_announcing_1_ms_gets_heartbeats_no_faster_than_every_10_ms() {
+    within(WATCHDOG, "heartbeat floor", || {
+        let server = server(&[QueueMode::Priority], limits());
+        let start = Instant::now();
+        let mut c = raw_hello(server.local_addr(), 1);
+        let mut writer = c.try_clone().unwrap();
+        let closer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(500));
+            let _ = writer.shutdown(std::net::Shutdown::Write);
+        });
+        let (beats, _) = heartbeats_until_closed(&mut c, start, Duration::from_secs(5));
+        closer.join().unwrap();
+        // At 1 ms it would be about 500; at the floor of 10 ms about 50.
+        assert!(
+            (20..=60).contains(&beats.len()),
+            "{} heartbeats in 0.5 s",
+            beats.len()
+        );
+    });
+}
