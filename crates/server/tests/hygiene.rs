@@ -258,7 +258,7 @@ fn a_client_announcing_1_ms_gets_heartbeats_no_faster_than_every_10_ms() {
         let server = server(&[QueueMode::Priority], limits());
         let start = Instant::now();
         let mut c = raw_hello(server.local_addr(), 1);
-        let mut writer = c.try_clone().unwrap();
+        let writer = c.try_clone().unwrap();
         let closer = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(500));
             let _ = writer.shutdown(std::net::Shutdown::Write);
