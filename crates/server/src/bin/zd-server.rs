@@ -68,8 +68,15 @@ struct Args {
     max_connections: usize,
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse();
+fn main() {
+    if let Err(error) = serve(Args::parse()) {
+        eprintln!("zd-server: {error}");
+        std::process::exit(2);
+    }
+}
+
+/// Serves until a signal, then drains; an error if the server cannot start.
+fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mode = args
         .fanout
         .map_or(QueueMode::Priority, |apps| QueueMode::Fanout { apps });
