@@ -574,6 +574,27 @@ impl Io {
             message: error.message.to_owned(),
         };
         match error.refused {
+            Some(FrameKind::Publish) if error.code != ErrorCode::UNKNOWN_PRODUCER => {
+                // A refusal of a whole frame (`DUPLICATE_ID`) with the producer left open:
+                // this client never names an id twice, and cannot tell which of its
+                // messages the frame held, so it ends the producer on both sides (its
+                // `CloseProducer`, whose answers find no producer here) and settles
+                // every message it has without an outcome.
+                if let Some(i) = self
+                    .producers
+                    .iter()
+                    .position(|p| p.shared.id.0 == error.subject)
+                {
+                    encode(
+                        Frame::CloseProducer(CloseProducer {
+                            producer: self.producers[i].shared.id,
+                        }),
+                        &mut self.out,
+                    );
+                    let mut entry = self.producers.swap_remove(i);
+                    entry.settle_all(refusal.clone(), false, Err(refusal));
+                }
+            }
             Some(FrameKind::OpenProducer | FrameKind::Publish | FrameKind::CloseProducer) => {
                 // The producer is not open on the broker (any more): nothing it sent
                 // will be confirmed.

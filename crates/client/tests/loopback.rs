@@ -1057,3 +1057,58 @@ async fn a_named_producer_numbers_on_from_the_names_last_stored() {
         .unwrap();
     assert_eq!(anonymous.last_stored(), None);
 }
+
+/// A refusal of a whole `Publish` frame that leaves the producer open on the broker
+/// (`DUPLICATE_ID`, which this client never provokes): the client cannot tell which of its
+/// messages the frame held, so it ends the producer on both sides, its `CloseProducer`
+/// sent, and settles each message once, never leaving it open on one side only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frame_refused_with_the_producer_left_open_closes_it_on_both_sides() {
+    let broker = FakeBroker::start(Config {
+        policy: Policy::Hold,
+        ..Config::default()
+    })
+    .await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (outcomes, on_confirm) = collector();
+    let producer = client
+        .open_producer(QueueId(0), ProducerOptions::default(), on_confirm)
+        .await
+        .unwrap();
+    producer.send(b"one").await.unwrap();
+    let start = Instant::now();
+    while broker.publish_counts().iter().sum::<usize>() < 1 {
+        assert!(start.elapsed() < Duration::from_secs(5));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let mut raw = Vec::new();
+    Frame::Error(ErrorFrame {
+        code: ErrorCode::DUPLICATE_ID,
+        refused: Some(FrameKind::Publish),
+        subject: producer.id().0,
+        message: "twice",
+    })
+    .encode(&mut raw)
+    .unwrap();
+    broker.act(Action::Raw(raw));
+    wait_outcomes(&outcomes, 1).await;
+    assert!(matches!(
+        producer.send(b"two").await,
+        Err(ClientError::Refused {
+            code: ErrorCode::DUPLICATE_ID,
+            ..
+        })
+    ));
+    let start = Instant::now();
+    while !matches!(broker.frames().last(), Some(Received::CloseProducer { .. })) {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "no CloseProducer sent"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    for outcome in exactly_once(&outcomes, 1) {
+        assert_eq!(outcome.status, ConfirmStatus::Closed);
+    }
+    client.close().await;
+}

@@ -226,3 +226,28 @@ fn a_payload_larger_than_the_slots_is_refused_alone_and_its_producer_stays_open(
         "id by id: the refused one is not stored"
     );
 }
+
+/// Issue: the same publish id twice in one frame got `(20, NotSent), (20, Stored)`,
+/// confirms that cannot be matched to their messages. Now such a frame is refused whole,
+/// `DUPLICATE_ID`, before anything of it is stored; the producer stays open.
+#[test]
+fn a_frame_that_names_an_id_twice_is_refused_whole() {
+    let server = server(&[QueueMode::Priority], limits());
+    let mut client = Client::hello(server.local_addr());
+    client.open_producer(1, 0, 64);
+    client.publish(1, [19, 20, 21, 20], payload_of);
+    assert_eq!(
+        client.expect_error(ErrorCode::DUPLICATE_ID),
+        (Some(FrameKind::Publish), 1)
+    );
+    // Out of order but distinct: taken.
+    client.publish(1, [21, 20, 19], payload_of);
+    let mut ids = Vec::new();
+    client.confirms(1, 3, |id, status| {
+        assert_eq!(status, ConfirmStatus::Stored);
+        ids.push(id.0);
+    });
+    ids.sort_unstable();
+    assert_eq!(ids, [19, 20, 21]);
+    assert_eq!(server.broker().queue_stats()[0].stored, 3);
+}

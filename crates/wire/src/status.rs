@@ -201,6 +201,10 @@ impl ErrorCode {
     /// another. A producer reconnecting under its name may see it while the broker is still
     /// closing the lost connection's producer: it tries again shortly.
     pub const NAME_IN_USE: Self = Self(106);
+    /// A `Publish` named one publish id twice: its confirms could not be told apart, so
+    /// none of the frame's messages was taken (none is stored, none gets a confirm). The
+    /// producer stays open.
+    pub const DUPLICATE_ID: Self = Self(107);
 
     /// The first code that refuses a request without closing the connection.
     pub const FIRST_REFUSAL: u16 = 100;
@@ -234,6 +238,7 @@ impl ErrorCode {
             Self::ID_IN_USE => "id in use",
             Self::LIMIT_OUT_OF_RANGE => "limit out of range",
             Self::NAME_IN_USE => "name in use",
+            Self::DUPLICATE_ID => "duplicate publish id",
             _ => return None,
         })
     }

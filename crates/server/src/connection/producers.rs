@@ -13,7 +13,7 @@
 //! than that is refused `NAME_IN_USE` for a moment, and tries again.
 
 use super::*;
-use zerodispatch_wire::StoredWindow;
+use zerodispatch_wire::{MAX_MESSAGES_PER_FRAME, StoredWindow};
 
 /// How long a closing producer waits for the outcomes of its messages: without end, in
 /// effect, so that every message gets its real outcome and every payload slot is freed.
@@ -224,6 +224,15 @@ impl Connection {
         else {
             return self.unknown_producer(io, kind, wire);
         };
+        if repeats_an_id(&batch) {
+            io.error(
+                ErrorCode::DUPLICATE_ID,
+                Some(kind),
+                wire,
+                "the frame names a publish id twice; none of its messages was taken",
+            );
+            return Ok(());
+        }
         let store = self.shared.store.clone();
         let p = &self.producers[slot];
         let (producer, queue, refs, generation, named) = (
@@ -295,4 +304,34 @@ impl Connection {
         }
         Ok(())
     }
+}
+
+/// Whether a `Publish` names one publish id twice. A frame whose ids increase (a client
+/// numbering 0, 1, 2, ...) is told so in one pass; any other is sorted in a buffer on the
+/// stack (`MAX_MESSAGES_PER_FRAME` ids, 32 KiB: nothing allocated, and n log n however a
+/// hostile client orders them).
+fn repeats_an_id(batch: &PublishFrame<'_>) -> bool {
+    let mut ids = batch.messages().map(|(id, _)| id.0);
+    let Some(mut last) = ids.next() else {
+        return false;
+    };
+    let increasing = ids.all(|id| {
+        let up = id > last;
+        last = id;
+        up
+    });
+    if increasing {
+        return false;
+    }
+    let mut sorted = [0_u64; MAX_MESSAGES_PER_FRAME as usize];
+    let mut n = 0;
+    for (id, _) in batch.messages() {
+        // The decoder refused any frame of more than MAX_MESSAGES_PER_FRAME.
+        debug_assert!(n < sorted.len());
+        sorted[n] = id.0;
+        n += 1;
+    }
+    let sorted = &mut sorted[..n];
+    sorted.sort_unstable();
+    sorted.windows(2).any(|pair| pair[0] == pair[1])
 }
