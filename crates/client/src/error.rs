@@ -52,8 +52,9 @@ pub enum ClientError {
         /// What was wrong, for people.
         message: String,
     },
-    /// Nothing came from the broker for three of its heartbeat intervals: the client sent
-    /// `HEARTBEAT_TIMEOUT` and closed.
+    /// Nothing came from the broker for three of the heartbeat intervals the client
+    /// announced ([`ClientOptions::heartbeat`](crate::ClientOptions::heartbeat)): the client
+    /// sent `HEARTBEAT_TIMEOUT` and closed.
     HeartbeatTimeout,
     /// The handshake did not end within [`ClientOptions::handshake_timeout`](crate::ClientOptions::handshake_timeout).
     HandshakeTimeout,

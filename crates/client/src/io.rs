@@ -10,9 +10,11 @@
 //!    consumer, encoded into the write buffer. This is dynamic send: while a write is in
 //!    flight nothing is gathered, so what arrives meanwhile goes in the next write, all
 //!    together.
-//! 3. Settle what time decides: confirm timeouts, the broker's silence (three of its
-//!    heartbeat intervals: the connection ends), a heartbeat to send (the write buffer is
-//!    empty and nothing was written for the interval).
+//! 3. Settle what time decides: confirm timeouts, the broker's silence (three of the
+//!    intervals the client announced in `Hello`, which is how long the heartbeat rule lets
+//!    the broker stay silent: the connection ends), a heartbeat to send (the write buffer
+//!    is empty and nothing was written for the interval the broker asked in `Welcome`, or
+//!    the client's own if shorter).
 //! 4. Wait for the first of, in this order of preference: a write that made progress,
 //!    bytes to read (each whole frame is handled at once), a wake from a handle, the next
 //!    deadline.
@@ -165,7 +167,10 @@ impl Io {
             .into_iter()
             .filter(|d| !d.is_zero())
             .min();
-        let silence_limit = (!broker_heartbeat.is_zero()).then(|| broker_heartbeat * 3);
+        // The heartbeat rule (docs/protocol.md): the interval a side announces is how long
+        // its peer may stay silent. The broker sends at the client's interval, so the
+        // client gives up after three of its own; announcing none, it never times out.
+        let silence_limit = (!own_heartbeat.is_zero()).then(|| own_heartbeat * 3);
         let now = Instant::now();
         Self {
             conn,

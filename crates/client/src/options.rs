@@ -9,9 +9,15 @@ use crate::error::ClientError;
 /// How a connection behaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientOptions {
-    /// The client's heartbeat interval, announced in `Hello`: the client sends a heartbeat
-    /// when it has sent nothing for this long (or for the broker's interval, if shorter).
-    /// `Duration::ZERO` for none. At most `u32::MAX` ms. Default 5 s.
+    /// The client's heartbeat interval, announced in `Hello`: by the heartbeat rule
+    /// (`docs/protocol.md`), how long the broker may stay silent. The broker sends a
+    /// heartbeat whenever it has sent nothing for this long, and the client ends the
+    /// connection ([`ClientError::HeartbeatTimeout`](crate::ClientError::HeartbeatTimeout))
+    /// after three of them without a byte. The client itself sends a heartbeat when it has
+    /// sent nothing for the interval the broker asked in `Welcome`, or for this one if
+    /// shorter. `Duration::ZERO` for none: no heartbeats from the broker, and no timeout
+    /// (the broker's idle limit still applies to the client). At most `u32::MAX` ms.
+    /// Default 5 s.
     pub heartbeat: Duration,
     /// How long `connect` waits for the connection and the broker's `Welcome`. Default 10 s.
     pub handshake_timeout: Duration,

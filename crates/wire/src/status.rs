@@ -173,7 +173,8 @@ impl ErrorCode {
     pub const HANDSHAKE_REQUIRED: Self = Self(7);
     /// A frame of a kind this side never receives (a `Deliver` sent to the broker).
     pub const UNEXPECTED_KIND: Self = Self(8);
-    /// Nothing was received for three heartbeat intervals.
+    /// Nothing was received for three of the heartbeat intervals the sender announced, or,
+    /// from the broker, for its idle limit (`Welcome`'s `idle_timeout_ms`).
     pub const HEARTBEAT_TIMEOUT: Self = Self(9);
     /// The broker is shutting down.
     pub const SHUTTING_DOWN: Self = Self(10);

@@ -79,6 +79,8 @@ pub struct Config {
     pub refuse_consumer_reopens: bool,
     /// Answer nothing on every connection after the first (not even `Hello`).
     pub silent_reconnects: bool,
+    /// Break the heartbeat rule: send no heartbeat at the client's interval.
+    pub silent_heartbeats: bool,
 }
 
 impl Default for Config {
@@ -100,6 +102,7 @@ impl Default for Config {
             shared_queue: false,
             refuse_consumer_reopens: false,
             silent_reconnects: false,
+            silent_heartbeats: false,
         }
     }
 }
@@ -304,6 +307,7 @@ async fn serve(
     let mut consumers: Vec<ConsumerQueue> = Vec::new();
     let mut producer_names: Vec<(u32, String)> = Vec::new();
     let mut seen: u64 = 0;
+    let mut client_heartbeat: Option<Duration> = None;
     let record = |frame: Received| {
         if config.record {
             log.lock().unwrap().frames.push((Instant::now(), frame));
@@ -328,6 +332,8 @@ async fn serve(
                     match frame {
                         Frame::Hello(hello) => {
                             record(Received::Hello { heartbeat_ms: hello.heartbeat_ms });
+                            client_heartbeat = (hello.heartbeat_ms != 0)
+                                .then(|| Duration::from_millis(u64::from(hello.heartbeat_ms)));
                             Frame::Welcome(Welcome { version: zerodispatch_wire::VERSION, heartbeat_ms: config.heartbeat_ms, limits: zerodispatch_wire::ServerLimits::PROTOCOL })
                                 .encode(&mut out)
                                 .unwrap();
@@ -517,6 +523,12 @@ async fn serve(
                 }
                 Some(Action::Raw(bytes)) => out.extend_from_slice(&bytes),
             },
+            // The heartbeat rule: the client may stay silent for the interval it announced,
+            // so the broker sends something at least that often (a real broker only when
+            // it has sent nothing else; the fake does not count).
+            () = tokio::time::sleep(client_heartbeat.unwrap_or(Duration::MAX)), if client_heartbeat.is_some() && !config.silent_heartbeats => {
+                Frame::Heartbeat.encode(&mut out).unwrap();
+            }
         }
         let mut delivered = 0;
         for c in &mut consumers {
