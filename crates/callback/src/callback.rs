@@ -10,6 +10,11 @@
 //! * [`InlineCallback::call`] runs the closure exactly once, consuming the callback. If the
 //!   closure panics, its captures are dropped exactly once while unwinding.
 //! * A callback dropped without being called drops the closure's captures exactly once.
+//! * A callback is `Send` (its closure must be) and `Sync` whatever its closure captures:
+//!   a shared `&Callback` answers [`InlineCallback::is_inline`] and `Debug` only, which
+//!   never touch the closure (the argument is beside the `unsafe impl Sync`). So an error
+//!   that hands a callback back (`DispatchError<Event<M>>`) is `Send + Sync` and goes into
+//!   `anyhow::Error` or `Box<dyn Error + Send + Sync>` with `?`.
 //! * All of this holds for [`InlineCallbackWith`] too; [`InlineCallback`] is an
 //!   `InlineCallbackWith<(), (), S>` whose closure ignores the two `()` it is handed, so
 //!   there is one storage mechanism and one `unsafe` call path for both.
@@ -366,6 +371,23 @@ impl<T: ?Sized, C: ?Sized, S> InlineCallbackWith<T, C, S> {
         !self.body.is_spilled()
     }
 }
+
+// SAFETY: `Sync` lets `&InlineCallbackWith` (and so `&InlineCallback`, `&Callback`) be
+// shared between threads, and it is sound for every closure, `Sync` or not, because no
+// code reachable through a shared reference touches the closure. This module alone grants
+// access to it: `body` is private, and `Invoke` is a private trait implemented only by
+// `InPlace` and `Spilled` above. The closure is reached by `invoke_in_place`, which takes
+// `&mut self` and is called only from `call`, which owns the callback by value; and by
+// `Drop` (smallbox's, on an owned box). The one `&self` path is `is_inline` (and `Debug`,
+// which calls it and `size_of::<S>()`): it reads the box's vtable pointer and calls
+// `Invoke::is_spilled`, whose two implementations return a constant without reading
+// `self.0`. The spaces (`Align8`, `Align16`) are never read as values. So sharing a
+// callback shares nothing of the closure: a `Cell` it captures can only be used by the
+// one thread that calls it, after having taken the callback by value (which `Send`
+// governs: `Invoke: Send`). Adding a `&self` method that reads the closure would break
+// this: such a method needs `F: Sync` and must not exist on this type. Checked under
+// Miri by `tests/callback.rs` (`a_shared_callback_never_touches_its_closure`).
+unsafe impl<T: ?Sized, C: ?Sized, S> Sync for InlineCallbackWith<T, C, S> {}
 
 impl<T: ?Sized, C: ?Sized, S> fmt::Debug for InlineCallbackWith<T, C, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -252,3 +252,61 @@ fn debug_says_where_the_closure_lives() {
         "Callback { inline: false, space_bytes: 32, .. }"
     );
 }
+
+/// `Callback` is `Sync` whatever its closure captures, because nothing reachable through
+/// `&Callback` touches the closure (the argument is beside the `unsafe impl` in
+/// `callback.rs`). Here a closure capturing a `Cell` (`Send`, not `Sync`) is shared by
+/// four threads that ask it what they may (`is_inline`, `Debug`) while Miri watches for a
+/// data race; then one owner calls it, and it finds its captures as they were put in.
+#[test]
+fn a_shared_callback_never_touches_its_closure() {
+    use std::cell::Cell;
+    use zerodispatch_callback::{DefaultSpace, InlineCallbackWith};
+
+    fn is_sync<T: Sync>(_: &T) -> bool {
+        true
+    }
+
+    let seen = Arc::new(AtomicUsize::new(0));
+    let (cell, out) = (Cell::new(41_usize), seen.clone());
+    let inline = Callback::new(move || {
+        cell.set(cell.get() + 1);
+        out.store(cell.get(), Ordering::SeqCst);
+    });
+    let (cell, out, big) = (Cell::new(100_usize), seen.clone(), [1_usize; 8]);
+    let spilled = Callback::spill(move || {
+        cell.set(cell.get() + big.iter().sum::<usize>());
+        out.fetch_add(cell.get(), Ordering::SeqCst);
+    });
+    let cell = Cell::new(7_u64);
+    let with: InlineCallbackWith<u64, u64, DefaultSpace> =
+        InlineCallbackWith::new(move |target: &mut u64, context: &mut u64| {
+            *target += cell.get();
+            *context += 1;
+        });
+    assert!(is_sync(&inline) && is_sync(&spilled) && is_sync(&with));
+
+    let asked = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..3 {
+                    assert!(inline.is_inline() && !spilled.is_inline() && with.is_inline());
+                    assert!(format!("{inline:?}").contains("inline: true"));
+                    assert!(format!("{spilled:?}").contains("inline: false"));
+                    assert!(format!("{with:?}").contains("inline: true"));
+                    asked.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    assert_eq!(asked.load(Ordering::Relaxed), 12);
+
+    inline.call();
+    assert_eq!(seen.load(Ordering::SeqCst), 42);
+    spilled.call();
+    assert_eq!(seen.load(Ordering::SeqCst), 42 + 108);
+    let (mut target, mut context) = (1_u64, 0_u64);
+    with.call(&mut target, &mut context);
+    assert_eq!((target, context), (8, 1));
+}

@@ -215,22 +215,48 @@ impl std::error::Error for RegisterError {}
 /// f();
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// It is `Send + Sync` for any `f` and `done` the call accepts (`done` need not be
+/// `Sync`), so `?` carries it into `anyhow::Error` or `Box<dyn Error + Send + Sync>`.
 pub struct ExecuteOnAllError<F, D> {
     /// Why.
     pub reason: ExecuteOnAllRefusal,
     /// The processors `f` did not reach: every processor of the type (none if the type
     /// has none).
     pub not_reached: Vec<ProcessorId>,
-    /// The closure, handed back unrun.
-    pub f: F,
-    /// The completion, handed back unrun.
-    pub done: D,
+    /// The closure, handed back unrun ([`into_inner`](Self::into_inner)).
+    f: F,
+    /// The completion, handed back unrun. In a `Mutex` that is never locked while the
+    /// error lives: it is what makes the error `Sync` for a `done` that is only `Send`
+    /// (nothing reaches `done` through `&self`), without `unsafe`, which this crate
+    /// forbids. Taken out by value in [`into_inner`](Self::into_inner).
+    done: std::sync::Mutex<D>,
 }
 
 impl<F, D> ExecuteOnAllError<F, D> {
+    /// The refusal of `f` and `done`, handed back, for the processors in `not_reached`.
+    pub(crate) fn new(
+        reason: ExecuteOnAllRefusal,
+        not_reached: Vec<ProcessorId>,
+        f: F,
+        done: D,
+    ) -> Self {
+        Self {
+            reason,
+            not_reached,
+            f,
+            done: std::sync::Mutex::new(done),
+        }
+    }
+
     /// The closure and the completion, handed back.
     pub fn into_inner(self) -> (F, D) {
-        (self.f, self.done)
+        // Never poisoned: nothing locks it (see the field).
+        let done = self
+            .done
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (self.f, done)
     }
 }
 

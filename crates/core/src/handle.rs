@@ -745,12 +745,12 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         }
         let pool = &self.shared.pools[client_type.index()];
         let refused = |reason, f, done| {
-            Err(ExecuteOnAllError {
+            Err(ExecuteOnAllError::new(
                 reason,
-                not_reached: pool.iter().map(|p| p.id).collect(),
+                pool.iter().map(|p| p.id).collect(),
                 f,
                 done,
-            })
+            ))
         };
         if pool.is_empty() {
             return refused(ExecuteOnAllRefusal::NoProcessors(client_type), f, done);
