@@ -9,8 +9,15 @@
 //! - Payload bytes live in a preallocated [`PayloadStore`] while the broker carries their
 //!   handles; each slot is freed once the message's outcome has gone to its producer and
 //!   its queue has released it (the broker's release hook, `BrokerConfig::on_release`).
-//! - Every connection's memory is bounded and preallocated from the server's [`Limits`];
-//!   a message through the server allocates nothing once the connection is warm.
+//! - Every connection's memory is bounded by the server's [`Limits`] and taken as its
+//!   traffic needs it (a silent connection holds about 10 KiB); a message through the
+//!   server allocates nothing once the connection is warm.
+//! - Each queue has a part of the payload store of its own, and every problem with one
+//!   message is that message's confirm (`TooLarge`, `RejectedStoreFull`, ...): a publish
+//!   never waits inside its connection's task, so no client can stall another, or itself.
+//! - The server tells its limits in `Welcome`, closes idle connections, refuses one past
+//!   its cap with `TOO_MANY_CONNECTIONS`, and drains on shutdown (`zd-server`: SIGTERM or
+//!   SIGINT): `docs/protocol.md`.
 //!
 //! ```no_run
 //! use zerodispatch_broker::{BrokerConfig, QueueConfig, QueueMode};
@@ -34,15 +41,10 @@
 //! connection's producers together at most [`Limits::max_unconfirmed_per_connection`]; a
 //! consumer at most [`Limits::consumer_window`] messages delivered and not confirmed,
 //! whatever credit it gave (the server hands the broker credit only as far as that leaves
-//! room). What the processors hand a connection waits in a queue sized for exactly that.
-//!
-//! # Known limits
-//!
-//! - A publish that finds the store full waits and reads nothing more from its
-//!   connection: a connection whose own consumers must confirm to free the slots waits
-//!   for ever. Size the store above what consumers hold, or consume on other connections.
-//! - Closing a producer waits for the outcome of every message it published (an ACK
-//!   means stored, or a replication quorum).
+//! room). What the processors hand a connection waits in a queue that grows, as the
+//! connection opens producers and consumers, to exactly what they can have in flight.
+//! Closing a producer waits for the outcome of every message it published (an ACK means
+//! stored, or a replication quorum: promptly).
 
 #![forbid(unsafe_code)]
 
