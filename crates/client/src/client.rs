@@ -147,6 +147,30 @@ impl Client {
         on_confirm: crate::producer::ConfirmHandler,
     ) -> Result<Producer, ClientError> {
         options.check()?;
+        // The broker told its limits at the handshake: a cap it would refuse is refused
+        // here, with the limit's name, before anything is sent.
+        let limits = self.conn.limits;
+        let (max, limit) = if name.is_empty() {
+            (
+                limits.max_unconfirmed_per_connection,
+                "the broker's max_unconfirmed_per_connection",
+            )
+        } else {
+            (
+                limits
+                    .max_unconfirmed_named
+                    .min(limits.max_unconfirmed_per_connection),
+                "the broker's max_unconfirmed_named (its deduplication window)",
+            )
+        };
+        if options.max_unconfirmed > max {
+            return Err(ClientError::OverLimit {
+                option: "max_unconfirmed",
+                value: u64::from(options.max_unconfirmed),
+                limit,
+                max: u64::from(max),
+            });
+        }
         let id = self.conn.producer_id();
         let too_large = |_| ClientError::InvalidOption {
             option: "max_unconfirmed",

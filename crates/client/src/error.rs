@@ -70,6 +70,18 @@ pub enum ClientError {
     /// to `u64::MAX` already (each id means one message to the broker's deduplication, so
     /// none can be used twice). Open a producer of another name.
     IdsExhausted,
+    /// An option is over a limit the broker told in its `Welcome`
+    /// ([`Client::limits`](crate::Client::limits)): nothing was opened, nothing sent.
+    OverLimit {
+        /// The option.
+        option: &'static str,
+        /// Its value.
+        value: u64,
+        /// The broker's limit it exceeds.
+        limit: &'static str,
+        /// The limit's value.
+        max: u64,
+    },
     /// An option is out of its range: nothing was opened.
     InvalidOption {
         /// The option.
@@ -103,6 +115,7 @@ impl ClientError {
             Self::Refused { .. }
                 | Self::PayloadTooLarge { .. }
                 | Self::InvalidOption { .. }
+                | Self::OverLimit { .. }
                 | Self::IdsExhausted
         )
     }
@@ -141,6 +154,15 @@ impl fmt::Display for ClientError {
             Self::InvalidOption { option, expected } => {
                 write!(f, "option {option} out of range: expected {expected}")
             }
+            Self::OverLimit {
+                option,
+                value,
+                limit,
+                max,
+            } => write!(
+                f,
+                "option {option} is {value}, over {limit} of {max}: nothing was opened"
+            ),
             Self::IdsExhausted => f.write_str(
                 "the producer's name has used every publish id up to u64::MAX; open another name",
             ),

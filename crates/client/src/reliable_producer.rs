@@ -539,7 +539,10 @@ fn retryable(error: &ClientError) -> bool {
     match error {
         // The name is open: the lost session's producer may still be closing.
         ClientError::Refused { code, .. } => *code == ErrorCode::NAME_IN_USE,
-        ClientError::InvalidOption { .. } | ClientError::PayloadTooLarge { .. } => false,
+        ClientError::InvalidOption { .. }
+        | ClientError::PayloadTooLarge { .. }
+        | ClientError::OverLimit { .. }
+        | ClientError::IdsExhausted => false,
         ClientError::Protocol { .. } => false,
         _ => true,
     }
@@ -879,4 +882,3 @@ impl std::fmt::Debug for ReliableProducer {
             .finish_non_exhaustive()
     }
 }
-

@@ -193,3 +193,69 @@ fn a_name_stored_up_to_u64_max_has_no_next_id() {
     });
     server.shutdown();
 }
+
+/// A cap the broker told it would refuse is refused by the client itself, with the limit's
+/// name and value: a client learns the limits at the handshake, not by being refused.
+#[test]
+fn a_cap_over_the_brokers_told_limits_is_refused_before_anything_is_sent() {
+    let server = Server::builder()
+        .listen("127.0.0.1:0".parse().unwrap())
+        .broker_config(BrokerConfig {
+            queues: vec![QueueConfig::new(QueueMode::Priority)],
+            dedup_window: 64,
+            ..BrokerConfig::default()
+        })
+        .limits(Limits {
+            max_unconfirmed_per_connection: 100,
+            ..Limits::default()
+        })
+        .start()
+        .expect("the server starts");
+    runtime().block_on(async {
+        let client = Client::connect(server.local_addr(), quiet()).await.unwrap();
+        let limits = client.limits();
+        assert_eq!(
+            (
+                limits.max_unconfirmed_per_connection,
+                limits.max_unconfirmed_named
+            ),
+            (100, 64)
+        );
+        let cap = |max_unconfirmed| ProducerOptions {
+            max_unconfirmed,
+            ..ProducerOptions::default()
+        };
+        let (_, on_confirm) = collector();
+        let anonymous = client.open_producer(QueueId(0), cap(101), on_confirm).await;
+        assert!(
+            matches!(
+                anonymous,
+                Err(ClientError::OverLimit {
+                    value: 101,
+                    max: 100,
+                    ..
+                })
+            ),
+            "{anonymous:?}"
+        );
+        let (_, on_confirm) = collector();
+        let named = client
+            .open_named_producer(QueueId(0), "n", cap(65), on_confirm)
+            .await;
+        let Err(error @ ClientError::OverLimit { max: 64, .. }) = named else {
+            panic!("{named:?}");
+        };
+        assert!(
+            error.to_string().contains("max_unconfirmed_named"),
+            "{error}"
+        );
+        let (_, on_confirm) = collector();
+        let fits = client
+            .open_named_producer(QueueId(0), "n", cap(64), on_confirm)
+            .await
+            .expect("at the limit: opened");
+        fits.close().await.unwrap();
+        client.close().await;
+    });
+    server.shutdown();
+}
