@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 use zerodispatch_broker::*;
 
 /// How long any step may wait before the test fails instead of hanging.
+/// Where the handler on the cluster processor leaves the consumer it opened.
+type Opened = Mutex<Option<Result<Consumer, BrokerError>>>;
+
 const PATIENCE: Duration = Duration::from_secs(20);
 /// The processors' event capacity: small, so that the session processor's queue fills.
 const EVENT_CAPACITY: usize = 8;
@@ -111,7 +114,7 @@ fn open_on_a_processor(options: ConsumerOptions) -> Scene {
 
     // Open the consumer on the cluster processor, hand it over, and stay in the handler.
     let delivered = Arc::new(AtomicU64::new(0));
-    let opened: Arc<(Mutex<Option<Result<Consumer, BrokerError>>>, Latch)> = Arc::default();
+    let opened: Arc<(Opened, Latch)> = Arc::default();
     let release_cluster = Arc::new(Latch::default());
     let hand = {
         let (b, o, r, d) = (

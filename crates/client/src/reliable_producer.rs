@@ -445,7 +445,7 @@ impl Shared {
             // go on after them, or the broker would take them for duplicates. After
             // u64::MAX there is no id: the first send says so (`IdsExhausted`).
             if let Some(last) = last_stored {
-                state.ring.start_at(last.checked_add(1).unwrap_or(u64::MAX));
+                state.ring.start_at(last.saturating_add(1));
             }
         }
         let stored_before = state.stats.stored_before;
