@@ -1,50 +1,94 @@
 //! zerodispatch: the dispatcher core a message broker links into its own code to move work
 //! between its threads without a heap allocation per event.
 //!
-//! This facade re-exports the member crates:
+//! This facade re-exports the member crates. By default, the two a broker's hot path needs:
 //!
 //! * [`callback`] (`zerodispatch-callback`): [`Callback`], a type-erased
-//!   `FnOnce() + Send + 'static` stored in a fixed inline buffer, and [`BoxedCallback`],
-//!   the boxed baseline.
+//!   `FnOnce() + Send + 'static` stored in a fixed inline buffer, its spaces ([`Align8`],
+//!   [`Align16`], [`DefaultSpace`]) and forms ([`InlineCallback`], [`InlineCallbackWith`],
+//!   [`InlineValue`]), and [`BoxedCallback`], the boxed baseline.
 //! * [`core`] (`zerodispatch-core`): the [`Dispatcher`], its processors, clients, events,
-//!   flush contract, wake protocol, shutdown and stats.
-//! * [`broker`] (`zerodispatch-broker`): a message broker's confirm path built on the
-//!   dispatcher: queues, producer and consumer sessions, cluster routing of confirms, in
-//!   the three confirm modes (inline functor, typed message, boxed functor).
+//!   flush contract, wake protocol, shutdown and stats; every item of its API an
+//!   application names is also at the root of this crate.
+//!
+//! And, each behind the feature of its name:
+//!
+//! | feature | adds | pulls in |
+//! | --- | --- | --- |
+//! | `broker` | `zerodispatch::broker` (`zerodispatch-broker`): a broker's confirm path on the dispatcher (queues, producer and consumer sessions, cluster routing of confirms) | nothing more |
+//! | `server` | `zerodispatch::server` (`zerodispatch-server`, the broker over TCP) and `zerodispatch::wire` (the protocol's codec); implies `broker` | tokio, clap (for `zd-server`) |
+//! | `client` | `zerodispatch::client` (`zerodispatch-client`, a client of the wire protocol) and `zerodispatch::wire` | tokio |
+//! | `metrics` | `zerodispatch::core::metrics` and, with `broker`, `zerodispatch::broker::metrics`: statistics exported through the `metrics` crate | metrics |
 //!
 //! The benches' workload and harnesses are not part of the library: they live in the
 //! unpublished `zerodispatch-bench-support` crate beside it.
 //!
-//! Every error and id type of the core's API is named from here too:
+//! Every error, id, future and space type of the API is named from here:
 //!
 //! ```
 //! use zerodispatch::{
-//!     BatchError, ConfigError, DispatchError, Executor, ProcessorId, Problem, RegisterError,
-//!     SyncError,
+//!     Align8, Align16, BatchError, CallFuture, ConfigError, DefaultSpace, DispatchError,
+//!     ExecuteOnAllError, ExecuteOnAllRefusal, Executor, InlineCallback, InlineValue,
+//!     ProcessorId, Problem, RegisterError, SyncError,
 //! };
 //! fn handles_them_all(
 //!     _: Option<(BatchError<u8>, ConfigError, DispatchError<u8>, Executor<u8>)>,
 //!     _: Option<(ProcessorId, Problem, RegisterError, SyncError)>,
+//!     _: Option<(ExecuteOnAllError<fn(), fn()>, ExecuteOnAllRefusal, CallFuture<'_, u8, u8>)>,
+//!     _: Option<(InlineCallback<Align8<64>>, InlineCallback<Align16<32>>, InlineValue<DefaultSpace>)>,
 //! ) {
 //! }
-//! handles_them_all(None, None);
+//! handles_them_all(None, None, None, None);
+//! ```
+//!
+//! Its errors compose: each is `Send + Sync + 'static` and a [`std::error::Error`], so `?`
+//! carries it into `anyhow::Error` or `Box<dyn Error + Send + Sync>`:
+//!
+//! ```
+//! use zerodispatch::{ClientType, Dispatcher, NoMessage, PoolConfig};
+//!
+//! fn start() -> Result<Dispatcher<NoMessage>, Box<dyn std::error::Error + Send + Sync>> {
+//!     let dispatcher = Dispatcher::builder()
+//!         .pool(ClientType::Queue, PoolConfig::new(1))
+//!         .build()?;
+//!     let queue = dispatcher.processors(ClientType::Queue)[0];
+//!     assert_eq!(dispatcher.call(queue, || 6 * 7)?, 42);
+//!     Ok(dispatcher)
+//! }
+//! start().unwrap().shutdown();
 //! ```
 
 #![forbid(unsafe_code)]
 
-pub use zerodispatch_broker as broker;
 pub use zerodispatch_callback as callback;
-pub use zerodispatch_callback::{BoxedCallback, Callback, InlineCallback, InlineCallbackWith};
+pub use zerodispatch_callback::{
+    Align8, Align16, BoxedCallback, Callback, DefaultSpace, InlineCallback, InlineCallbackWith,
+    InlineValue,
+};
 pub use zerodispatch_core as core;
 // Every public item of the core's API that an application names: the dispatcher and its
-// builder, clients, events, every error and id type, configuration and stats.
+// builder, clients, events, futures, every error and id type, configuration and stats.
+// Written out rather than globbed, so that what the facade promises is read here.
 pub use zerodispatch_core::{
-    BatchError, Client, ClientCallback, ClientEvent, ClientHandle, ClientType, ConfigError,
-    Context, DispatchBatchFuture, DispatchError, DispatchFuture, Dispatcher, DispatcherBuilder,
-    DispatcherHandle, Event, Executor, MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, NoMessage,
-    ParseWaitStrategyError, Percentiles, Pinning, Placement, PoolConfig, Problem, ProcessorId,
-    ProcessorSnapshot, RegisterError, ShutdownTimedOut, SyncError, WaitStrategy,
+    BatchError, CallFuture, Client, ClientCallback, ClientEvent, ClientHandle, ClientType,
+    ConfigError, Context, DispatchBatchFuture, DispatchError, DispatchFuture, Dispatcher,
+    DispatcherBuilder, DispatcherHandle, Event, ExecuteOnAllError, ExecuteOnAllRefusal, Executor,
+    MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, NoMessage, ParseWaitStrategyError, Percentiles,
+    Pinning, Placement, PoolConfig, Problem, ProcessorId, ProcessorSnapshot, RegisterError,
+    ShutdownTimedOut, SyncError, WaitStrategy,
 };
+// Single-writer counters for a client's own figures (see the module): public on purpose,
+// the broker's statistics are built from them and so can a user's client's.
+pub use zerodispatch_core::counter;
+
+#[cfg(feature = "broker")]
+pub use zerodispatch_broker as broker;
+#[cfg(feature = "client")]
+pub use zerodispatch_client as client;
+#[cfg(feature = "server")]
+pub use zerodispatch_server as server;
+#[cfg(any(feature = "server", feature = "client"))]
+pub use zerodispatch_wire as wire;
 
 /// The bench harness is not part of the library: the facade exports neither `workload`
 /// nor `measure`.

@@ -63,6 +63,9 @@ mod builder;
 mod call;
 mod client;
 mod config;
+// Public on purpose: single-writer counters are how a client owned by one processor
+// publishes its own figures without a locked instruction per event; the broker's
+// statistics are built from them, and a user's clients can be too.
 pub mod counter;
 mod dispatcher;
 mod door;

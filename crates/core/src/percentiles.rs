@@ -45,6 +45,12 @@ pub struct Percentiles {
 
 impl Percentiles {
     /// The summary of `histogram`.
+    ///
+    /// This names a third-party type in the core's API, on purpose: a user (the perftest
+    /// is one) summarises latencies of their own with the same quantile rule as the
+    /// processors' statistics, from the histogram type they already record into. So
+    /// `hdrhistogram` is a public dependency: a new major version of it is a breaking
+    /// change of this crate. Nothing else of the API takes or returns one.
     #[must_use]
     pub fn of(histogram: &Histogram<u64>) -> Self {
         if histogram.is_empty() {
