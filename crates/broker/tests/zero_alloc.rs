@@ -337,34 +337,12 @@ fn rejected_burst() -> u64 {
     after - before
 }
 
-/// Runs the proof; `--list` and a name filter as `cargo test` passes them (a filter that
-/// does not match skips it).
+/// Runs the proof without libtest (`zerodispatch_testkit::proof_main`).
 fn main() {
-    const NAME: &str = "the_confirm_path_allocates_nothing_per_message";
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "--list") {
-        println!("{NAME}: test");
-        return;
-    }
-    // libtest's options that take a value, which is not a filter.
-    let valued = [
-        "--test-threads",
-        "--skip",
-        "--color",
-        "--format",
-        "--logfile",
-        "-Z",
-    ];
-    let filtered_out = args.iter().enumerate().any(|(i, a)| {
-        let value = i > 0 && valued.contains(&args[i - 1].as_str());
-        !a.starts_with('-') && !value && !NAME.contains(a.as_str())
-    });
-    if filtered_out {
-        println!("{NAME}: filtered out");
-        return;
-    }
-    the_confirm_path_allocates_nothing_per_message();
-    println!("{NAME}: ok");
+    zerodispatch_testkit::proof_main(
+        "the_confirm_path_allocates_nothing_per_message",
+        the_confirm_path_allocates_nothing_per_message,
+    );
 }
 
 fn the_confirm_path_allocates_nothing_per_message() {

@@ -24,34 +24,12 @@ const WARM_UP: u64 = 20_000;
 const IN_FLIGHT: u64 = 1024;
 const CREDIT: u32 = 256;
 
-/// Runs the proof; `--list` and a name filter as `cargo test` passes them (a filter that
-/// does not match skips it).
+/// Runs the proof without libtest (`zerodispatch_testkit::proof_main`).
 fn main() {
-    const NAME: &str = "publish_async_explicit_confirms_and_credit_allocate_nothing_per_message";
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "--list") {
-        println!("{NAME}: test");
-        return;
-    }
-    // libtest's options that take a value, which is not a filter.
-    let valued = [
-        "--test-threads",
-        "--skip",
-        "--color",
-        "--format",
-        "--logfile",
-        "-Z",
-    ];
-    let filtered_out = args.iter().enumerate().any(|(i, a)| {
-        let value = i > 0 && valued.contains(&args[i - 1].as_str());
-        !a.starts_with('-') && !value && !NAME.contains(a.as_str())
-    });
-    if filtered_out {
-        println!("{NAME}: filtered out");
-        return;
-    }
-    publish_async_explicit_confirms_and_credit_allocate_nothing_per_message();
-    println!("{NAME}: ok");
+    zerodispatch_testkit::proof_main(
+        "publish_async_explicit_confirms_and_credit_allocate_nothing_per_message",
+        publish_async_explicit_confirms_and_credit_allocate_nothing_per_message,
+    );
 }
 
 fn publish_async_explicit_confirms_and_credit_allocate_nothing_per_message() {

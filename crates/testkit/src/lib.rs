@@ -3,6 +3,7 @@
 //! * [`within`]: a watchdog that fails a test which used to hang, instead of stalling CI.
 //! * [`quiet_planned_panics`]: a panic hook that keeps the report of every panic but the
 //!   ones a fault test plans (and the processors catch and count).
+//! * [`proof_main`]: the `main` of a zero-allocation proof that runs without libtest.
 //!
 //! [`CountingAllocator`] proves "no allocation per event": a test binary installs it as its
 //! `#[global_allocator]`, warms up, reads [`CountingAllocator::allocations`], runs the
@@ -24,6 +25,10 @@
 //!     drop(on_the_heap);
 //! }
 //! ```
+
+mod proof_main;
+
+pub use proof_main::proof_main;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
