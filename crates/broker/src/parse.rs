@@ -5,22 +5,26 @@
 
 use std::fmt::{self, Display};
 use std::str::FromStr;
-use std::time::Duration;
 
 use crate::message::ConfirmMode;
 use crate::session::FlushStrategy;
 
-/// `dynamic`, or `timer:<interval>`: a number (decimals allowed) and a unit among `ns`,
-/// `us`, `ms`, `s`, `m`, `h` (`timer:100ms`, `timer:1.5s`); a bare number is milliseconds
-/// (`timer:100`). The interval must be above zero. Case does not matter.
+/// `dynamic`, or `timer:<interval>`, the interval written as every command line of the
+/// project writes a duration: a number and its unit, as the `humantime` crate reads them
+/// (`timer:100ms`, `timer:1.5s`, `timer:250us`, `timer:2m`, `timer:1m 30s`). A bare
+/// number is refused, with a message asking for the unit: it would be ambiguous
+/// (milliseconds here, seconds in `--duration`). The interval must be above zero. Case
+/// does not matter.
 ///
 /// ```
 /// use std::time::Duration;
 /// use zerodispatch_broker::FlushStrategy;
 ///
 /// assert_eq!("dynamic".parse(), Ok(FlushStrategy::Dynamic));
-/// assert_eq!("timer:100".parse(), Ok(FlushStrategy::Timer(Duration::from_millis(100))));
+/// assert_eq!("timer:100ms".parse(), Ok(FlushStrategy::Timer(Duration::from_millis(100))));
 /// assert_eq!(FlushStrategy::Timer(Duration::from_micros(250)).to_string(), "timer:250us");
+/// let err = "timer:100".parse::<FlushStrategy>().unwrap_err();
+/// assert_eq!(err.to_string(), "`timer:100`: the timer's interval needs a unit: timer:100ms, timer:100us or timer:100s");
 /// let err = "timer:0ms".parse::<FlushStrategy>().unwrap_err();
 /// assert_eq!(err.to_string(), "`timer:0ms`: the timer's interval must be above zero");
 /// ```
@@ -39,31 +43,17 @@ impl FromStr for FlushStrategy {
         let interval = name
             .strip_prefix("timer:")
             .ok_or_else(|| err(FlushReason::Unknown))?;
-        let interval = parse_interval(interval.trim()).ok_or_else(|| err(FlushReason::Interval))?;
+        let interval = interval.trim();
+        if !interval.is_empty() && interval.chars().all(|c| c.is_ascii_digit() || c == '.') {
+            return Err(err(FlushReason::BareNumber));
+        }
+        let interval =
+            humantime::parse_duration(interval).map_err(|_| err(FlushReason::Interval))?;
         if interval.is_zero() {
             return Err(err(FlushReason::ZeroInterval));
         }
         Ok(FlushStrategy::Timer(interval))
     }
-}
-
-/// Parses `<number><unit>`, a bare number being milliseconds; `None` if it is not one.
-fn parse_interval(s: &str) -> Option<Duration> {
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let value: f64 = number.parse().ok()?;
-    let seconds = match unit.trim() {
-        "ns" => 1e-9,
-        "us" | "µs" => 1e-6,
-        "" | "ms" => 1e-3,
-        "s" | "sec" | "secs" => 1.0,
-        "m" | "min" | "mins" => 60.0,
-        "h" => 3600.0,
-        _ => return None,
-    };
-    Duration::try_from_secs_f64(value * seconds).ok()
 }
 
 impl Display for FlushStrategy {
@@ -96,6 +86,8 @@ enum FlushReason {
     Unknown,
     /// `timer:` followed by something other than an interval.
     Interval,
+    /// `timer:` followed by a number without its unit.
+    BareNumber,
     /// `timer:0`.
     ZeroInterval,
 }
@@ -110,8 +102,15 @@ impl Display for ParseFlushStrategyError {
             ),
             FlushReason::Interval => write!(
                 f,
-                "`{input}`: the timer's interval must be a number and a unit among ns, us, ms, s, m and h (a bare number is ms), e.g. timer:100ms"
+                "`{input}`: the timer's interval must be a number and a unit (ns, us, ms, s, m, h), e.g. timer:100ms"
             ),
+            FlushReason::BareNumber => {
+                let number = input.trim().get("timer:".len()..).unwrap_or("").trim();
+                write!(
+                    f,
+                    "`{input}`: the timer's interval needs a unit: timer:{number}ms, timer:{number}us or timer:{number}s"
+                )
+            }
             FlushReason::ZeroInterval => {
                 write!(f, "`{input}`: the timer's interval must be above zero")
             }
@@ -178,6 +177,7 @@ impl std::error::Error for ParseConfirmModeError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn flush_strategies_round_trip_through_their_names() {
@@ -200,9 +200,10 @@ mod tests {
     }
 
     #[test]
-    fn flush_strategies_parse_every_unit_and_bare_milliseconds() {
+    fn flush_strategies_parse_every_unit() {
         let timer = |d| Ok(FlushStrategy::Timer(d));
-        assert_eq!("timer:10".parse(), timer(Duration::from_millis(10)));
+        assert_eq!("timer:10ms".parse(), timer(Duration::from_millis(10)));
+        assert_eq!("timer:1m 30s".parse(), timer(Duration::from_secs(90)));
         assert_eq!("timer:100ms".parse(), timer(Duration::from_millis(100)));
         assert_eq!("TIMER:1.5s".parse(), timer(Duration::from_millis(1500)));
         assert_eq!("timer:250us".parse(), timer(Duration::from_micros(250)));
@@ -233,8 +234,20 @@ mod tests {
             );
         }
         assert_eq!(
-            message("timer:0"),
-            "`timer:0`: the timer's interval must be above zero"
+            message("timer:0ms"),
+            "`timer:0ms`: the timer's interval must be above zero"
+        );
+        // A bare number is ambiguous: refused, with the unit to add.
+        for bare in ["timer:10", "timer:0", "timer:1.5", " timer: 100 "] {
+            assert!(
+                message(bare).contains("the timer's interval needs a unit: timer:"),
+                "{bare}: {}",
+                message(bare)
+            );
+        }
+        assert_eq!(
+            message("timer:10"),
+            "`timer:10`: the timer's interval needs a unit: timer:10ms, timer:10us or timer:10s"
         );
     }
 

@@ -41,8 +41,8 @@ pub struct Args {
     #[arg(long, default_value_t = 8)]
     pub size: u32,
 
-    /// The producers' flush strategy: `dynamic`, or `timer:<interval>` (`timer:100ms`;
-    /// a bare number is milliseconds: `timer:100`).
+    /// The producers' flush strategy: `dynamic`, or `timer:<interval>` (`timer:100ms`,
+    /// `timer:1.5s`; the unit is required, as in every duration of this command line).
     #[arg(long, default_value_t = FlushStrategy::Dynamic)]
     pub flush: FlushStrategy,
 
@@ -213,36 +213,23 @@ fn parse_rate(s: &str) -> Result<f64, String> {
     Ok(rate)
 }
 
-/// Parses a duration: a number (decimals allowed) and a unit among `ns`, `us`, `ms`, `s`,
-/// `m`, `h` (`10s`, `500ms`, `2m`, `1.5s`). A bare number is seconds.
+/// Parses a duration as every command line of the project writes one: a number and its
+/// unit, as the `humantime` crate reads them (`10s`, `500ms`, `2m`, `1.5s`, `1m 30s`). A
+/// bare number is refused with a message asking for the unit: it used to be seconds here
+/// and milliseconds in `timer:`.
 ///
 /// # Errors
 ///
 /// A message saying what is wrong, for clap to print.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (try 10s, 500ms, 2m)"))?;
-    let seconds = match unit.trim() {
-        "" => 1.0,
-        "ns" => 1e-9,
-        "us" | "µs" => 1e-6,
-        "ms" => 1e-3,
-        "s" | "sec" | "secs" => 1.0,
-        "m" | "min" | "mins" => 60.0,
-        "h" => 3600.0,
-        other => {
-            return Err(format!(
-                "unknown unit `{other}` in `{s}` (use ns, us, ms, s, m or h)"
-            ));
-        }
-    };
-    Duration::try_from_secs_f64(value * seconds).map_err(|e| format!("`{s}`: {e}"))
+    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(format!(
+            "`{s}` needs a unit: {t}s, {t}ms or {t}us (every duration here is a number and its unit)"
+        ));
+    }
+    humantime::parse_duration(t)
+        .map_err(|e| format!("`{s}` is not a duration ({e}; try 10s, 500ms, 2m)"))
 }
 
 /// A duration as the command line writes it: whole `s`, `ms` or `us` where exact,
@@ -280,7 +267,7 @@ mod tests {
             "--rate",
             "0",
             "--flush",
-            "timer:10",
+            "timer:10ms",
             "--callbacks",
             "typed",
             "--fanout",
@@ -320,7 +307,27 @@ mod tests {
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("1m 30s"), Ok(Duration::from_secs(90)));
+        // A bare number is ambiguous: refused, with the units to pick from.
+        assert_eq!(
+            parse_duration("3"),
+            Err(
+                "`3` needs a unit: 3s, 3ms or 3us (every duration here is a number and its unit)"
+                    .into()
+            )
+        );
+        for flag in ["--duration", "--kill-connections", "--kill-server"] {
+            let err = Args::try_parse_from(["perftest", flag, "500"]).unwrap_err();
+            assert!(
+                err.to_string().contains("`500` needs a unit: 500s, 500ms"),
+                "{flag}: {err}"
+            );
+        }
+        let err = Args::try_parse_from(["perftest", "--flush", "timer:100"]).unwrap_err();
+        assert!(
+            err.to_string().contains("needs a unit: timer:100ms"),
+            "{err}"
+        );
         assert!(parse_duration("10 parsecs").is_err());
         assert!(parse_duration("s").is_err());
 
