@@ -55,17 +55,40 @@ struct Args {
     /// The largest payload, in bytes.
     #[arg(long, default_value_t = 4096)]
     slot_size: usize,
-    /// The heartbeat interval in ms asked of clients (in Welcome): a client sends a frame
-    /// at least this often. 0 for none. At most a third of --idle-timeout-ms.
-    #[arg(long, default_value_t = 5000)]
-    heartbeat_ms: u64,
-    /// The idle limit in ms: a connection from which nothing was received for this long is
-    /// closed (HEARTBEAT_TIMEOUT), whatever it announced.
-    #[arg(long, default_value_t = 15000, value_parser = clap::value_parser!(u64).range(1..))]
-    idle_timeout_ms: u64,
+    /// The heartbeat interval asked of clients (in Welcome): a client sends a frame at
+    /// least this often. 0s for none. At most a third of --idle-timeout. A duration is a
+    /// number and its unit (5s, 500ms, 1m), as on every command line of the project.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    heartbeat: Duration,
+    /// The idle limit: a connection from which nothing was received for this long is
+    /// closed (HEARTBEAT_TIMEOUT), whatever it announced. Above zero.
+    #[arg(long, default_value = "15s", value_parser = parse_positive_duration)]
+    idle_timeout: Duration,
     /// Connections open at once, at most: one more is refused TOO_MANY_CONNECTIONS (12).
     #[arg(long, default_value_t = 256)]
     max_connections: usize,
+}
+
+/// A duration as every command line of the project writes one: a number and its unit, as
+/// the `humantime` crate reads them (`5s`, `500ms`, `1.5s`, `1m 30s`); a bare number is
+/// refused with a message asking for the unit.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(format!(
+            "`{s}` needs a unit: {t}s, {t}ms or {t}us (every duration here is a number and its unit)"
+        ));
+    }
+    humantime::parse_duration(t)
+        .map_err(|e| format!("`{s}` is not a duration ({e}; try 15s, 500ms, 1m)"))
+}
+
+/// [`parse_duration`], above zero.
+fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() => Err(format!("`{s}`: must be above zero")),
+        d => Ok(d),
+    }
 }
 
 fn main() {
@@ -97,8 +120,8 @@ fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             max_connections: args.max_connections,
             store_slots: args.slots,
             slot_size: args.slot_size,
-            heartbeat: Duration::from_millis(args.heartbeat_ms),
-            idle_timeout: Duration::from_millis(args.idle_timeout_ms),
+            heartbeat: args.heartbeat,
+            idle_timeout: args.idle_timeout,
             consumer_window: args.window,
             ..Limits::default()
         })
@@ -148,4 +171,37 @@ fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     eprintln!("zd-server: drained, exiting");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn durations_need_their_unit() {
+        Args::command().debug_assert();
+        let args =
+            Args::try_parse_from(["zd-server", "--heartbeat", "1s", "--idle-timeout", "1m 30s"])
+                .unwrap();
+        assert_eq!(
+            (args.heartbeat, args.idle_timeout),
+            (Duration::from_secs(1), Duration::from_secs(90))
+        );
+        let defaults = Args::try_parse_from(["zd-server"]).unwrap();
+        assert_eq!(
+            (defaults.heartbeat, defaults.idle_timeout),
+            (Duration::from_secs(5), Duration::from_secs(15))
+        );
+        assert!(Args::try_parse_from(["zd-server", "--heartbeat", "0s"]).is_ok());
+        for (flag, value, says) in [
+            ("--heartbeat", "5000", "`5000` needs a unit: 5000s, 5000ms"),
+            ("--idle-timeout", "15", "`15` needs a unit: 15s, 15ms"),
+            ("--idle-timeout", "0s", "must be above zero"),
+            ("--heartbeat", "soon", "is not a duration"),
+        ] {
+            let err = Args::try_parse_from(["zd-server", flag, value]).unwrap_err();
+            assert!(err.to_string().contains(says), "{flag} {value}: {err}");
+        }
+    }
 }
