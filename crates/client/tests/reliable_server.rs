@@ -173,7 +173,11 @@ fn connections_killed_while_producing_and_consuming_lose_nothing() {
     let broker = Arc::clone(server.broker());
     // The proxy runs on a runtime of its own, beside the clients'.
     let proxy_runtime = tokio::runtime::Runtime::new().unwrap();
-    let proxy = Arc::new(proxy_runtime.block_on(KillProxy::start(server_addr)));
+    let proxy = Arc::new(
+        proxy_runtime
+            .block_on(KillProxy::start(server_addr))
+            .expect("the proxy starts"),
+    );
     let kills = Arc::new(AtomicU64::new(0));
     let killer = {
         let (proxy, kills) = (Arc::clone(&proxy), Arc::clone(&kills));
@@ -184,7 +188,7 @@ fn connections_killed_while_producing_and_consuming_lose_nothing() {
             }
         }
     };
-    exactly_once_through(proxy.addr, &broker, || killer);
+    exactly_once_through(proxy.addr(), &broker, || killer);
     assert!(kills.load(Ordering::Relaxed) > 0);
     server.shutdown();
 }
