@@ -1239,12 +1239,10 @@ impl Broker {
             self.dispatcher
                 .register(ClientType::Session, session, Placement::LeastLoaded)?;
         self.warn_if_undersized(id);
-        let attach = Event::Message(BrokerMsg::Attach {
-            consumer: id,
-            app,
-            session,
-        });
-        if let Err(e) = self.dispatcher.dispatch(queue_handle, attach) {
+        // The session attaches itself to its queue, at its first flush (`send_attach`): the
+        // attach then goes before the session's detach, whatever overtakes this `Open`.
+        let open = Event::Message(BrokerMsg::Open { consumer: id });
+        if let Err(e) = self.dispatcher.dispatch(session, open) {
             // Not attached: the session goes again (if that too finds the outbox full, it
             // stays registered, idle, until shutdown).
             let _ = self.dispatcher.unregister(session);

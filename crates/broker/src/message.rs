@@ -209,7 +209,14 @@ pub(crate) enum BrokerMsg {
         /// How many more.
         credit: u32,
     },
-    /// Broker -> queue: attach a consumer.
+    /// Broker -> consumer session: the session is open; its first flush (this event's, or
+    /// an earlier one's) attaches it to its queue.
+    Open {
+        /// The consumer.
+        consumer: ConsumerId,
+    },
+    /// Consumer session -> queue: attach the consumer (sent by the session itself, before
+    /// anything else it sends its queue).
     Attach {
         /// The consumer.
         consumer: ConsumerId,

@@ -644,6 +644,9 @@ pub(crate) struct ConsumerSession {
     /// preallocated size).
     unsent: Vec<Confirm>,
     on_delivery: DeliveryHandler,
+    /// Whether the session has sent its queue the `Attach` (at its first flush, before
+    /// anything else it sends: so that its `Detach` can never overtake it).
+    attached: bool,
     stage: Stage,
     pub(crate) counters: SessionTally,
 }
@@ -728,9 +731,31 @@ impl ConsumerSession {
             unconfirmed_limit: window,
             unsent: tables::vec(window)?,
             on_delivery,
+            attached: false,
             stage: Stage::Open,
             counters,
         })
+    }
+
+    /// Tells the queue to attach the consumer; `false` if a full outbox refused it (the
+    /// caller tries again at the next flush). Sent by the session itself, at its first
+    /// flush, whatever event brought it there (`Open` from the opener, or a close, a credit
+    /// or a confirm that overtook it from another thread): so the attach goes before the
+    /// session's own detach, from the same processor, in order. Sent by the opener instead,
+    /// through its own outbox, the attach could reach the queue after the detach of a
+    /// close made meanwhile from another thread, and attach a closed consumer whose
+    /// shares were then never redelivered. Refused at shutdown: the queue is going too.
+    fn send_attach(&self, ctx: &Context<BrokerMsg>) -> bool {
+        let attach = BrokerMsg::Attach {
+            consumer: self.id,
+            app: self.app,
+            session: ctx.handle(),
+        };
+        !matches!(
+            ctx.dispatcher()
+                .dispatch(self.queue, Event::Message(attach)),
+            Err(DispatchError::Full(_))
+        )
     }
 
     /// Sends one confirm, straight to its queue or through the cluster; `false` if it
@@ -863,6 +888,8 @@ impl Client<BrokerMsg> for ConsumerSession {
                     *have = have.saturating_add(u64::from(credit));
                 }
             }
+            // The opener's first word: its flush attaches the consumer (`send_attach`).
+            ClientEvent::Message(BrokerMsg::Open { consumer }) if consumer == self.id => {}
             ClientEvent::Message(BrokerMsg::Close) => {
                 // The confirms already made stay in `unsent` (they go at the flush this
                 // event brings, with the detach behind them).
@@ -882,6 +909,15 @@ impl Client<BrokerMsg> for ConsumerSession {
     }
 
     fn flush(&mut self, ctx: &mut Context<BrokerMsg>) {
+        // The attach before anything else: nothing of the consumer's reaches its queue
+        // before it (and no share comes before the queue has it).
+        if !self.attached {
+            if !self.send_attach(ctx) {
+                ctx.flush_again();
+                return;
+            }
+            self.attached = true;
+        }
         // Confirms kept at an earlier flush go first, in order.
         self.send_unsent(ctx);
         let n = self.handable();

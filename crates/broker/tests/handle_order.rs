@@ -260,3 +260,142 @@ fn a_close_sent_from_another_thread_reaches_a_consumer_opened_on_a_processor() {
     assert_eq!(stale, 0, "the close was dropped as stale");
     assert!(unregistered, "the closed session never unregistered itself");
 }
+
+/// Issue: `open_consumer` on a processor thread sent the queue its `Attach` through that
+/// processor's outbox, and a `close_consumer` from another thread then had the session send
+/// its `Detach`, which could reach the queue first. The queue then attached a consumer whose
+/// session was gone: in a priority queue the shares pushed to it were never redelivered.
+/// Now the session sends its own `Attach`, before its `Detach`, from its own processor.
+///
+/// The scene: the queue processor stalled with its queue full; a handler on the cluster
+/// processor opens consumer A and stays in the handler (what it kept in its outbox waits);
+/// the test thread closes A (its detach waits in the session processor's outbox); the queue
+/// processor goes first, then the cluster's. A second consumer must then get every message.
+#[test]
+fn a_late_attach_never_attaches_a_consumer_closed_from_another_thread() {
+    let broker = Arc::new(
+        Broker::start(BrokerConfig {
+            queues: vec![QueueConfig::new(QueueMode::Priority)],
+            session_processors: 1,
+            queue_processors: 1,
+            event_capacity: EVENT_CAPACITY,
+            max_batch: 4,
+            ..BrokerConfig::default()
+        })
+        .unwrap(),
+    );
+    let session = broker.processors(ClientType::Session)[0];
+    let queue = broker.processors(ClientType::Queue)[0];
+    let cluster = broker.processors(ClientType::Cluster)[0];
+
+    // Stall the queue processor and fill its queue from the session processor (the rest
+    // waits in the session processor's outbox).
+    let (stalled, release_queue) = (Arc::new(Latch::default()), Arc::new(Latch::default()));
+    let (s, r) = (stalled.clone(), release_queue.clone());
+    broker
+        .execute(
+            queue,
+            Callback::new(move || {
+                s.open();
+                assert!(r.wait(), "the test never let the queue processor go");
+            }),
+        )
+        .unwrap();
+    assert!(stalled.wait(), "the queue processor never ran the stall");
+    let filled = Arc::new(Latch::default());
+    let (b, f) = (broker.clone(), filled.clone());
+    broker
+        .execute(
+            session,
+            Callback::new(move || {
+                for _ in 0..EVENT_CAPACITY {
+                    b.execute(queue, Callback::new(|| ())).unwrap();
+                }
+                f.open();
+            }),
+        )
+        .unwrap();
+    assert!(
+        filled.wait(),
+        "the session processor never filled the queue"
+    );
+
+    // Consumer A, opened on the cluster processor, which then stays in its handler.
+    let opened: Arc<(Opened, Latch)> = Arc::default();
+    let release_cluster = Arc::new(Latch::default());
+    let hand = {
+        let (b, o, r) = (broker.clone(), opened.clone(), release_cluster.clone());
+        move || {
+            let consumer = b.open_consumer(
+                QueueId(0),
+                AppId(0),
+                ConsumerOptions::default(),
+                |_: &[Delivery]| {},
+            );
+            *o.0.lock().unwrap() = Some(consumer);
+            o.1.open();
+            assert!(r.wait(), "the test never let the cluster processor go");
+        }
+    };
+    broker.execute(cluster, Callback::spill(hand)).unwrap();
+    assert!(opened.1.wait(), "the cluster processor never opened A");
+    let a = opened.0.lock().unwrap().take().unwrap().unwrap();
+    broker.close_consumer(&a).unwrap();
+    // The session processor has handled the close (a marker queued behind it ran).
+    let handled = Arc::new(Latch::default());
+    let h = handled.clone();
+    broker
+        .execute(session, Callback::new(move || h.open()))
+        .unwrap();
+    assert!(
+        handled.wait(),
+        "the session processor never got to the marker"
+    );
+
+    // The queue goes first (it takes what the session processor kept: the detach), then
+    // the cluster processor (its outbox, if it kept anything).
+    release_queue.open();
+    let drained = eventually(|| {
+        broker
+            .processor_stats()
+            .iter()
+            .find(|s| s.processor == queue)
+            .is_some_and(|s| s.depth == 0)
+    });
+    assert!(drained, "the queue processor never drained");
+    std::thread::sleep(Duration::from_millis(20));
+    release_cluster.open();
+
+    // Consumer B, and 16 messages: every one reaches B (none went to the closed A).
+    let got = Arc::new(AtomicU64::new(0));
+    let g = got.clone();
+    let b = broker
+        .open_consumer(
+            QueueId(0),
+            AppId(0),
+            ConsumerOptions::default(),
+            move |batch: &[Delivery]| {
+                g.fetch_add(batch.len() as u64, Ordering::SeqCst);
+            },
+        )
+        .unwrap();
+    let producer = broker.open_producer(64, |_| ()).unwrap();
+    for i in 0..16 {
+        producer
+            .publish(QueueId(0), Payload { handle: i, len: 8 })
+            .unwrap();
+    }
+    let all = eventually(|| got.load(Ordering::SeqCst) == 16);
+    let seen = got.load(Ordering::SeqCst);
+    drop(producer);
+    broker.close_consumer(&b).unwrap();
+    let alone = eventually(|| Arc::strong_count(&broker) == 1);
+    assert!(alone, "a handler still holds the broker");
+    Arc::try_unwrap(broker)
+        .unwrap_or_else(|_| unreachable!("the last clone of the broker"))
+        .shutdown();
+    assert!(
+        all,
+        "B got {seen} of 16: the rest went to the closed consumer A"
+    );
+}
