@@ -15,7 +15,7 @@
 //!
 //! | feature | adds | pulls in |
 //! | --- | --- | --- |
-//! | `broker` | `zerodispatch::broker` (`zerodispatch-broker`): a broker's confirm path on the dispatcher (queues, producer and consumer sessions, cluster routing of confirms) | nothing more |
+//! | `broker` | `zerodispatch::broker` (`zerodispatch-broker`): a broker's confirm path on the dispatcher (queues, producer and consumer sessions, cluster routing of confirms) | humantime (its `timer:` intervals) |
 //! | `server` | `zerodispatch::server` (`zerodispatch-server`, the broker over TCP) and `zerodispatch::wire` (the protocol's codec); implies `broker` | tokio, clap (for `zd-server`) |
 //! | `client` | `zerodispatch::client` (`zerodispatch-client`, a client of the wire protocol) and `zerodispatch::wire` | tokio |
 //! | `metrics` | `zerodispatch::core::metrics` and, with `broker`, `zerodispatch::broker::metrics`: statistics exported through the `metrics` crate | metrics |
