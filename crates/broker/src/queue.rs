@@ -279,7 +279,14 @@ impl QueueEngine {
         if let Some(&slot) = self.index.get(&guid) {
             let s = &mut self.slots[slot as usize];
             if !s.acked {
-                s.producer = Some(producer);
+                // The quorum's ACK goes to the newest producer of the name; the one that
+                // sent the first copy is closed (a name has one producer at a time), and
+                // its PUT is answered now, `Closed`, so that every PUT has its one ACK (its
+                // retired session waits for it: `outcome_counts.rs`).
+                if let Some(older) = s.producer.replace(producer) {
+                    self.counters.superseded.add(1);
+                    self.acks.push((older, guid, AckStatus::Closed));
+                }
                 return;
             }
         }

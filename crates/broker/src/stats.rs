@@ -31,6 +31,7 @@ pub(crate) struct QueueCounters {
     pub(crate) unknown_receipts: Counter,
     pub(crate) deduplicated: Counter,
     pub(crate) out_of_window: Counter,
+    pub(crate) superseded: Counter,
     /// Messages held now: up at each store, down at each release, by the queue's processor
     /// only, so that it is always between 0 and the queue's capacity.
     pub(crate) held: Gauge,
@@ -113,6 +114,11 @@ pub struct QueueStats {
     /// stored before cannot be told, so it was neither stored nor ACKed `Acked`, but
     /// refused `RejectedOutOfWindow`.
     pub out_of_window: u64,
+    /// PUTs whose message a newer producer of the same name published again while the
+    /// first copy waited for its replication quorum: the quorum's ACK goes to the newer
+    /// producer, and the older PUT is answered `Closed` at once (its producer is closed: a
+    /// name has one producer at a time), so that every PUT has exactly one ACK.
+    pub superseded: u64,
     /// Messages held now: at most the queue's capacity (a value the queue's processor
     /// stored, read whole).
     pub held: u64,
@@ -138,6 +144,7 @@ impl QueueCounters {
             unknown_receipts: self.unknown_receipts.get(),
             deduplicated: self.deduplicated.get(),
             out_of_window: self.out_of_window.get(),
+            superseded: self.superseded.get(),
             held: self.held.get(),
         }
     }
@@ -160,7 +167,7 @@ pub struct SessionStats {
     /// Every ACK a queue sends is counted once, here or in [`late_acks`](Self::late_acks):
     /// a closed producer's session stays until the ACKs of all it sent have come. So, once
     /// every message stored has had its ACK, the queues' `acked + rejected_full +
-    /// out_of_window` equals `acks + late_acks`.
+    /// out_of_window + superseded` equals `acks + late_acks`.
     pub acks: u64,
     /// ACKs from queues for a message whose outcome was reported already (`TimedOut`, or
     /// `Closed`: the ACKs that come after the producer's close count here): counted, not

@@ -334,6 +334,25 @@ fn a_duplicate_payload_is_released_and_a_duplicate_awaiting_its_quorum_is_acked_
     );
     assert_eq!(seen.lock().unwrap().len(), 1);
     assert_eq!(*released.lock().unwrap(), [200, 100]);
+    // The old producer's PUT had its one ACK too (`Closed`, counted late by its retired
+    // session), which lets that session go: the consumer's and the new producer's stay.
+    assert_eq!(broker.queue_stats()[0].superseded, 1);
+    let sessions = |b: &Broker| -> usize {
+        b.processor_stats()
+            .iter()
+            .filter(|p| b.processors(ClientType::Session).contains(&p.processor))
+            .map(|p| p.clients)
+            .sum()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while sessions(&broker) != 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(
+        sessions(&broker),
+        2,
+        "the old producer's session never went"
+    );
 }
 
 #[test]
