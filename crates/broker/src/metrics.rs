@@ -113,7 +113,7 @@ pub const SESSION_COUNTERS: [SessionMetric; 16] = [
 ];
 
 /// Each queue's counters [`export`] publishes (label `queue`).
-pub const QUEUE_COUNTERS: [QueueMetric; 16] = [
+pub const QUEUE_COUNTERS: [QueueMetric; 18] = [
     (
         "zerodispatch_broker_queue_stored_total",
         "Messages stored (PUTs accepted).",
@@ -193,6 +193,16 @@ pub const QUEUE_COUNTERS: [QueueMetric; 16] = [
         "zerodispatch_broker_queue_deduplicated_total",
         "Named producers' PUTs of messages stored already: ACKed again, not stored.",
         |q| q.deduplicated,
+    ),
+    (
+        "zerodispatch_broker_queue_out_of_window_total",
+        "Named producers' PUTs older than the deduplication window: refused, not stored.",
+        |q| q.out_of_window,
+    ),
+    (
+        "zerodispatch_broker_queue_superseded_total",
+        "PUTs a newer producer of their name sent again while the quorum was awaited: answered Closed.",
+        |q| q.superseded,
     ),
 ];
 
