@@ -72,7 +72,7 @@ fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
                         move |b: &[Delivery]| {
                             seen.fetch_add(b.len() as u64, Ordering::Relaxed);
                             calls += 1;
-                            if slow && calls % 64 == 0 {
+                            if slow && calls.is_multiple_of(64) {
                                 thread::sleep(Duration::from_micros(200));
                             }
                         },

@@ -203,10 +203,10 @@ fn send_from_on_ack_at_a_cap_of_one_does_not_hang() {
                 .open_producer(1, move |b: &[Ack]| {
                     assert!(b.iter().all(|a| a.status == AckStatus::Acked), "{b:?}");
                     let n = count.fetch_add(b.len(), Ordering::AcqRel) + b.len();
-                    if n < CHAIN {
-                        if let Some(p) = mine.get().and_then(Weak::upgrade) {
-                            p.send(QueueId(0), payload(n as u64)).unwrap();
-                        }
+                    if n < CHAIN
+                        && let Some(p) = mine.get().and_then(Weak::upgrade)
+                    {
+                        p.send(QueueId(0), payload(n as u64)).unwrap();
                     }
                 })
                 .unwrap(),

@@ -62,10 +62,10 @@ enum Phase {
 
 impl Phase {
     fn answer(&mut self, result: Result<(), ClientError>) {
-        if let Self::Opening(reply) | Self::Closing(reply) = self {
-            if let Some(reply) = reply.take() {
-                let _ = reply.send(result);
-            }
+        if let Self::Opening(reply) | Self::Closing(reply) = self
+            && let Some(reply) = reply.take()
+        {
+            let _ = reply.send(result);
         }
     }
 }
@@ -501,12 +501,11 @@ impl Io {
                     .producers
                     .iter_mut()
                     .find(|p| p.shared.id == open.producer)
+                    && matches!(entry.phase, Phase::Opening(_))
                 {
-                    if matches!(entry.phase, Phase::Opening(_)) {
-                        entry.shared.opened(open.stored);
-                        entry.phase.answer(Ok(()));
-                        entry.phase = Phase::Open;
-                    }
+                    entry.shared.opened(open.stored);
+                    entry.phase.answer(Ok(()));
+                    entry.phase = Phase::Open;
                 }
             }
             Frame::CloseProducer(close) => {
@@ -524,11 +523,10 @@ impl Io {
                     .consumers
                     .iter_mut()
                     .find(|c| c.shared.id == open.consumer)
+                    && matches!(entry.phase, Phase::Opening(_))
                 {
-                    if matches!(entry.phase, Phase::Opening(_)) {
-                        entry.phase.answer(Ok(()));
-                        entry.phase = Phase::Open;
-                    }
+                    entry.phase.answer(Ok(()));
+                    entry.phase = Phase::Open;
                 }
             }
             Frame::CloseConsumer(close) => {

@@ -145,10 +145,10 @@ impl GuidWindow {
     /// Remembers `guid` as handed out on the current session (again, for a duplicate),
     /// pushing out the oldest of `current` at the bound.
     fn insert(&mut self, guid: Guid) {
-        if self.current.len() >= self.cap {
-            if let Some(old) = self.current.pop_front() {
-                Self::release(&mut self.seen, old);
-            }
+        if self.current.len() >= self.cap
+            && let Some(old) = self.current.pop_front()
+        {
+            Self::release(&mut self.seen, old);
         }
         self.current.push_back(guid);
         let cap = self.cap;
@@ -174,10 +174,10 @@ impl GuidWindow {
     /// oldest suspects at the bound.
     fn session_lost(&mut self) {
         while let Some(guid) = self.current.pop_front() {
-            if self.suspects.len() >= self.cap {
-                if let Some(old) = self.suspects.pop_front() {
-                    Self::release(&mut self.seen, old);
-                }
+            if self.suspects.len() >= self.cap
+                && let Some(old) = self.suspects.pop_front()
+            {
+                Self::release(&mut self.seen, old);
             }
             self.suspects.push_back(guid);
         }

@@ -285,16 +285,16 @@ impl Shared {
         now: Instant,
         outcomes: &mut Vec<Outcome>,
     ) {
-        if let Some(slot) = state.ring.get_mut(id) {
-            if !slot.settled {
-                slot.settled = true;
-                outcomes.push(Outcome {
-                    publish_id: PublishId(id),
-                    status,
-                    taken_at: slot.taken_at,
-                    settled_at: now,
-                });
-            }
+        if let Some(slot) = state.ring.get_mut(id)
+            && !slot.settled
+        {
+            slot.settled = true;
+            outcomes.push(Outcome {
+                publish_id: PublishId(id),
+                status,
+                taken_at: slot.taken_at,
+                settled_at: now,
+            });
         }
     }
 

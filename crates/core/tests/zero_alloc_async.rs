@@ -111,7 +111,7 @@ fn the_async_door_allocates_nothing_per_event() {
                         let queue = sink.processor();
                         assert_eq!(handle.call_async(queue, move || seq * 2).await, Ok(seq * 2));
                     }
-                    if seq % 16 == 0 && seq + 4 <= range.end {
+                    if seq.is_multiple_of(16) && seq + 4 <= range.end {
                         let mut batch = (seq..seq + 4).map(Event::Message);
                         assert_eq!(
                             handle.dispatch_batch_async(sink, &mut batch).await.unwrap(),

@@ -369,10 +369,10 @@ impl Connection {
                 ),
             );
         }
-        if let (Some(peer), true) = (self.peer_heartbeat, self.welcomed) {
-            if now >= io.last_sent + peer {
-                io.frame(Frame::Heartbeat);
-            }
+        if let (Some(peer), true) = (self.peer_heartbeat, self.welcomed)
+            && now >= io.last_sent + peer
+        {
+            io.frame(Frame::Heartbeat);
         }
         if self.grown(io, input) && now >= self.last_received.max(io.last_sent) + TRIM_AFTER {
             self.trim(io, input, filled);
@@ -426,10 +426,10 @@ impl Connection {
                 Ok(None) => break Ok(()),
                 Err(error) => {
                     // A bad error frame is closed on without an answer.
-                    if let Ok(Some(header)) = Header::parse(&input[at..*filled]) {
-                        if header.kind == FrameKind::Error {
-                            break Err(Ending::PeerClosed);
-                        }
+                    if let Ok(Some(header)) = Header::parse(&input[at..*filled])
+                        && header.kind == FrameKind::Error
+                    {
+                        break Err(Ending::PeerClosed);
                     }
                     break fatal(error.code(), error.to_string());
                 }

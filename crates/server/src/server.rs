@@ -465,10 +465,10 @@ impl Server {
             .shared
             .take()
             .and_then(|shared| Arc::try_unwrap(shared).ok());
-        if let Some(shared) = shared.filter(|_| self.owned) {
-            if let Ok(broker) = Arc::try_unwrap(shared.broker) {
-                broker.shutdown();
-            }
+        if let Some(shared) = shared.filter(|_| self.owned)
+            && let Ok(broker) = Arc::try_unwrap(shared.broker)
+        {
+            broker.shutdown();
         }
     }
 }

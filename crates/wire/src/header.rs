@@ -135,10 +135,10 @@ impl Header {
         if buf[..magic_there] != MAGIC[..magic_there] {
             return Err(DecodeError::BadMagic);
         }
-        if let Some(&version) = buf.get(2) {
-            if version != VERSION {
-                return Err(DecodeError::UnsupportedVersion { version });
-            }
+        if let Some(&version) = buf.get(2)
+            && version != VERSION
+        {
+            return Err(DecodeError::UnsupportedVersion { version });
         }
         let kind = match buf.get(3) {
             None => return Ok(None),

@@ -144,10 +144,9 @@ impl Connection {
                                 generation: g,
                                 ..
                             }) = *entry
+                                && (s, g) == (slot, generation)
                             {
-                                if (s, g) == (slot, generation) {
-                                    *entry = None;
-                                }
+                                *entry = None;
                             }
                         }
                     }
