@@ -9,8 +9,9 @@ use zerodispatch_wire::{DecodeError, ErrorCode, FrameKind};
 /// Why a request failed or a connection ended.
 ///
 /// Cloneable: a connection that ends hands the same error to every producer, consumer and
-/// waiter of it.
+/// waiter of it. Non-exhaustive: a later version may add a case.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ClientError {
     /// Connecting, reading or writing failed.
     Io {
@@ -173,7 +174,9 @@ impl fmt::Display for ClientError {
 impl std::error::Error for ClientError {}
 
 /// Why [`Producer::try_send`](crate::Producer::try_send) did not take a message.
+/// Non-exhaustive: a later version may add a case.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TrySendError {
     /// The producer has `max_unconfirmed` messages without an outcome: the message was not
     /// taken (the caller still has it); try again once outcomes come.

@@ -36,6 +36,7 @@ static NEXT_DISPATCHER_ID: AtomicU64 = AtomicU64::new(1);
 /// assert_eq!(err.to_string(), "queue pool: low watermark 10 must be below the high watermark 5");
 /// ```
 #[derive(Debug)]
+#[must_use = "a builder starts nothing until `build()`"]
 pub struct DispatcherBuilder<M> {
     pools: [Option<PoolConfig>; 3],
     global: GlobalConfig,
@@ -53,7 +54,6 @@ impl<M: Send + 'static> DispatcherBuilder<M> {
     }
 
     /// Configures the pool of `client_type` (replacing an earlier configuration of it).
-    #[must_use]
     pub fn pool(mut self, client_type: ClientType, config: PoolConfig) -> Self {
         self.pools[client_type.index()] = Some(config);
         self
@@ -61,7 +61,6 @@ impl<M: Send + 'static> DispatcherBuilder<M> {
 
     /// How long one event may run before the monitor reports its processor as stuck.
     /// Default 1 s.
-    #[must_use]
     pub fn stuck_warning(mut self, after: Duration) -> Self {
         self.global.stuck_warning = after;
         self
@@ -69,14 +68,12 @@ impl<M: Send + 'static> DispatcherBuilder<M> {
 
     /// How often the monitor thread probes processors (time in queue, stuck detection).
     /// Default 10 ms.
-    #[must_use]
     pub fn monitor_interval(mut self, every: Duration) -> Self {
         self.global.monitor_interval = every;
         self
     }
 
     /// The order in which client types are shut down. Default: queue, session, cluster.
-    #[must_use]
     pub fn shutdown_order(mut self, order: [ClientType; 3]) -> Self {
         self.global.shutdown_order = order;
         self
@@ -97,7 +94,6 @@ impl<M: Send + 'static> DispatcherBuilder<M> {
     ///     .unwrap_err();
     /// assert!(matches!(err.problem, Problem::CannotSpawn { .. }), "{err}");
     /// ```
-    #[must_use]
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.global.stack_size = Some(bytes);
         self

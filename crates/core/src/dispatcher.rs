@@ -54,6 +54,7 @@ pub enum NoMessage {}
 ///
 /// Dropping the dispatcher
 /// shuts it down (see the module documentation of the shutdown order).
+#[must_use = "dropping the Dispatcher shuts it down: keep it for as long as its handles are used"]
 pub struct Dispatcher<M: Send + 'static> {
     pub(crate) handle: DispatcherHandle<M>,
     pub(crate) threads: Vec<(ProcessorId, JoinHandle<()>)>,
@@ -62,7 +63,6 @@ pub struct Dispatcher<M: Send + 'static> {
 
 impl<M: Send + 'static> Dispatcher<M> {
     /// A builder with no pools configured.
-    #[must_use]
     pub fn builder() -> DispatcherBuilder<M> {
         DispatcherBuilder::new()
     }

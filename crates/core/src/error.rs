@@ -173,8 +173,9 @@ impl<T: 'static> std::error::Error for BatchError<T> {
     }
 }
 
-/// Why a client could not be registered.
+/// Why a client could not be registered. Non-exhaustive: a later version may add a reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RegisterError {
     /// No processor of this type was configured.
     NoProcessors(ClientType),
@@ -261,7 +262,9 @@ impl<F, D> ExecuteOnAllError<F, D> {
 }
 
 /// Why [`execute_on_all`](crate::DispatcherHandle::execute_on_all) was refused.
+/// Non-exhaustive: a later version may add a reason.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ExecuteOnAllRefusal {
     /// No processor of this type is configured.
     NoProcessors(ClientType),
