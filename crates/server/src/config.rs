@@ -27,10 +27,12 @@ pub struct Limits {
     /// once another has closed. Default 256.
     pub max_connections: usize,
     /// Payload slots in the server's [`PayloadStore`](crate::PayloadStore): messages held
-    /// at once, all connections together. Default 16,384.
+    /// at once, all connections together, shared out in equal parts to the broker's queues
+    /// (at least one slot each): a queue whose part is full has its publishes confirmed
+    /// `RejectedStoreFull`, and no queue can take another's. Default 16,384.
     pub store_slots: usize,
-    /// The size of each slot: the largest payload the server takes (a publish with a
-    /// larger one is refused, `LIMIT_OUT_OF_RANGE`). 1 to `MAX_PAYLOAD_LEN`; default
+    /// The size of each slot: the largest payload the server takes (told in `Welcome` as
+    /// `max_payload`; a message with a larger one is confirmed `TooLarge`). 1 to `MAX_PAYLOAD_LEN`; default
     /// 4,096.
     pub slot_size: usize,
     /// The heartbeat interval the server asks of its clients, announced in `Welcome`: a

@@ -124,7 +124,7 @@ impl std::fmt::Display for StoreTooLarge {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "a payload store of {} slots ({} bytes) cannot be had: give 1 to u32::MAX slots that fit the machine's memory",
+            "a payload store of {} slots ({} bytes) cannot be had: give 1 to u32::MAX slots, at least one per queue, that fit the machine's memory",
             self.slots, self.bytes
         )
     }

@@ -49,7 +49,9 @@ struct Args {
     /// Threads of the I/O runtime.
     #[arg(long, default_value_t = 2)]
     io_threads: usize,
-    /// Payload slots: messages held at once, all connections together.
+    /// Payload slots: messages held at once, all connections together, shared out in equal
+    /// parts to the queues (a queue whose part is full has its publishes refused
+    /// RejectedStoreFull; the others go on).
     #[arg(long, default_value_t = 1 << 14)]
     slots: usize,
     /// The largest payload, in bytes.
