@@ -32,8 +32,8 @@ pub struct Limits {
     /// `RejectedStoreFull`, and no queue can take another's. Default 16,384.
     pub store_slots: usize,
     /// The size of each slot: the largest payload the server takes (told in `Welcome` as
-    /// `max_payload`; a message with a larger one is confirmed `TooLarge`). 1 to `MAX_PAYLOAD_LEN`; default
-    /// 4,096.
+    /// `max_payload`; a message with a larger one is confirmed `TooLarge`). 1 to
+    /// `MAX_PAYLOAD_LEN`; default 4,096.
     pub slot_size: usize,
     /// The heartbeat interval the server asks of its clients, announced in `Welcome`: a
     /// client sends a frame (a heartbeat when it has nothing else to send) whenever it has
