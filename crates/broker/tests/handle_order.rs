@@ -59,9 +59,9 @@ struct Scene {
     delivered: Arc<AtomicU64>,
 }
 
-/// Opens, from a handler on the cluster processor, a consumer of queue 0 with `options`
-/// while the session processor's queue is full.
-fn open_on_a_processor(options: ConsumerOptions) -> Scene {
+/// A broker of one queue whose processors' queues hold [`EVENT_CAPACITY`] events, and its
+/// session, queue and cluster processors.
+fn small_broker() -> (Arc<Broker>, [ProcessorId; 3]) {
     let broker = Arc::new(
         Broker::start(BrokerConfig {
             queues: vec![QueueConfig::new(QueueMode::Priority)],
@@ -73,35 +73,35 @@ fn open_on_a_processor(options: ConsumerOptions) -> Scene {
         })
         .unwrap(),
     );
-    let session = broker.processors(ClientType::Session)[0];
-    let queue = broker.processors(ClientType::Queue)[0];
-    let cluster = broker.processors(ClientType::Cluster)[0];
+    let processors = [ClientType::Session, ClientType::Queue, ClientType::Cluster]
+        .map(|t| broker.processors(t)[0]);
+    (broker, processors)
+}
 
-    // Stall the session processor in a handler.
-    let (stalled, release_session) = (Arc::new(Latch::default()), Arc::new(Latch::default()));
-    let (s, r) = (stalled.clone(), release_session.clone());
+/// Stalls `stalled` in a handler until the latch returned is opened, then fills its queue
+/// from a handler on `filler` (what does not fit waits in `filler`'s outbox; a monitor
+/// probe may hold one slot).
+fn stall_and_fill(broker: &Arc<Broker>, stalled: ProcessorId, filler: ProcessorId) -> Arc<Latch> {
+    let (running, release) = (Arc::new(Latch::default()), Arc::new(Latch::default()));
+    let (s, r) = (running.clone(), release.clone());
     broker
         .execute(
-            session,
+            stalled,
             Callback::new(move || {
                 s.open();
-                assert!(r.wait(), "the test never let the session processor go");
+                assert!(r.wait(), "the test never let the stalled processor go");
             }),
         )
         .unwrap();
-    assert!(stalled.wait(), "the session processor never ran the stall");
-
-    // Fill its queue from the queue processor: what does not fit waits in that
-    // processor's outbox (a monitor probe may hold one slot), so the cluster processor's
-    // outbox stays empty.
+    assert!(running.wait(), "the processor never ran the stall");
     let filled = Arc::new(Latch::default());
     let (b, f) = (broker.clone(), filled.clone());
     broker
         .execute(
-            queue,
+            filler,
             Callback::new(move || {
                 for _ in 0..EVENT_CAPACITY {
-                    b.execute(session, Callback::new(|| ())).unwrap();
+                    b.execute(stalled, Callback::new(|| ())).unwrap();
                 }
                 f.open();
             }),
@@ -109,8 +109,18 @@ fn open_on_a_processor(options: ConsumerOptions) -> Scene {
         .unwrap();
     assert!(
         filled.wait(),
-        "the queue processor never filled the session queue"
+        "the stalled processor's queue was never filled"
     );
+    release
+}
+
+/// Opens, from a handler on the cluster processor, a consumer of queue 0 with `options`
+/// while the session processor's queue is full.
+fn open_on_a_processor(options: ConsumerOptions) -> Scene {
+    let (broker, [session, queue, cluster]) = small_broker();
+    // The session processor stalled, its queue full from the queue processor (whose outbox
+    // keeps the rest), so that the cluster processor's outbox stays empty.
+    let release_session = stall_and_fill(&broker, session, queue);
 
     // Open the consumer on the cluster processor, hand it over, and stay in the handler.
     let delivered = Arc::new(AtomicU64::new(0));
@@ -273,52 +283,10 @@ fn a_close_sent_from_another_thread_reaches_a_consumer_opened_on_a_processor() {
 /// processor goes first, then the cluster's. A second consumer must then get every message.
 #[test]
 fn a_late_attach_never_attaches_a_consumer_closed_from_another_thread() {
-    let broker = Arc::new(
-        Broker::start(BrokerConfig {
-            queues: vec![QueueConfig::new(QueueMode::Priority)],
-            session_processors: 1,
-            queue_processors: 1,
-            event_capacity: EVENT_CAPACITY,
-            max_batch: 4,
-            ..BrokerConfig::default()
-        })
-        .unwrap(),
-    );
-    let session = broker.processors(ClientType::Session)[0];
-    let queue = broker.processors(ClientType::Queue)[0];
-    let cluster = broker.processors(ClientType::Cluster)[0];
-
-    // Stall the queue processor and fill its queue from the session processor (the rest
-    // waits in the session processor's outbox).
-    let (stalled, release_queue) = (Arc::new(Latch::default()), Arc::new(Latch::default()));
-    let (s, r) = (stalled.clone(), release_queue.clone());
-    broker
-        .execute(
-            queue,
-            Callback::new(move || {
-                s.open();
-                assert!(r.wait(), "the test never let the queue processor go");
-            }),
-        )
-        .unwrap();
-    assert!(stalled.wait(), "the queue processor never ran the stall");
-    let filled = Arc::new(Latch::default());
-    let (b, f) = (broker.clone(), filled.clone());
-    broker
-        .execute(
-            session,
-            Callback::new(move || {
-                for _ in 0..EVENT_CAPACITY {
-                    b.execute(queue, Callback::new(|| ())).unwrap();
-                }
-                f.open();
-            }),
-        )
-        .unwrap();
-    assert!(
-        filled.wait(),
-        "the session processor never filled the queue"
-    );
+    let (broker, [session, queue, cluster]) = small_broker();
+    // The queue processor stalled, its queue full from the session processor (whose outbox
+    // keeps the rest).
+    let release_queue = stall_and_fill(&broker, queue, session);
 
     // Consumer A, opened on the cluster processor, which then stays in its handler.
     let opened: Arc<(Opened, Latch)> = Arc::default();
