@@ -284,6 +284,13 @@ async fn client_calls(addr: std::net::SocketAddr) -> anyhow::Result<u64> {
         .await?;
     producer.send(b"one").await?;
     producer.try_send(b"two")?;
+    // Both outcomes in before the close (the proof here is of `?`, not of close's flush).
+    for _ in 0..500 {
+        if producer.unconfirmed() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     producer.close().await?;
     client.close().await;
     Ok(stored.load(Ordering::Relaxed))
