@@ -476,8 +476,12 @@ impl Producer {
     /// a wait of 1 s. Every message taken by `send`, `try_send` or `publish` before this
     /// call gets exactly one outcome in `on_ack`, which is one of:
     ///
-    /// * its real one (`Acked`, a rejection, `TimedOut`) if that comes within `wait`;
-    /// * `NotSent` if it was still in the session's batch, not yet sent to its queue;
+    /// * its real one (`Acked`, a rejection, `TimedOut`) if that comes within `wait`: the
+    ///   close first sends the session's batch to its queue (a timer producer's too,
+    ///   without waiting for its tick), so every message published before it goes;
+    /// * `NotSent` if it could not be sent to its queue before the close: with a zero
+    ///   `wait` (or on a processor thread), what was still in the session's batch; else
+    ///   what a full outbox kept back for all of `wait`;
     /// * `Closed` if it was sent and had no outcome when `wait` ran out (an outcome that
     ///   comes later is dropped).
     ///
@@ -506,10 +510,10 @@ impl Producer {
     /// may be the one the outcomes must come through. What is in flight is reported
     /// `Closed` at once.
     ///
-    /// "Not sent yet" means still in the session's batch: with timer aggregation, the
-    /// messages waiting for the tick; with dynamic send, only those that reach the session
-    /// in the same instant as the close (the session sends its batch as soon as its queue
-    /// drains).
+    /// "Not sent yet", at a close without a wait, means still in the session's batch: with
+    /// timer aggregation, the messages waiting for the tick; with dynamic send, only those
+    /// that reach the session in the same instant as the close (the session sends its
+    /// batch as soon as its queue drains).
     pub fn close(&self, wait: Duration) -> bool {
         // Step 2 of the protocol. A swap of the flag (`fetch_or`), not a compare-and-swap:
         // the count may change under it. Relaxed, as entering (see `enqueue`).
@@ -1235,14 +1239,30 @@ impl Broker {
             self.sessions.open(),
         )
         .map_err(|_| BrokerError::ConsumerBatchTooLarge { queue, window })?;
+        // From an application thread the opener attaches the consumer itself: its `Attach`
+        // is in the queue's FIFO before this returns, so before anything the caller does
+        // next (a publish, a close and its detach). On a processor thread that dispatch
+        // could wait in the thread's outbox, and a close made meanwhile from another
+        // thread could detach the consumer before it is attached: the session attaches
+        // itself then, at its first flush, before its own detach can go.
+        let on_processor = self.dispatcher.current_processor().is_some();
+        let mut session = session;
+        session.attached = !on_processor;
         let session =
             self.dispatcher
                 .register(ClientType::Session, session, Placement::LeastLoaded)?;
         self.warn_if_undersized(id);
-        // The session attaches itself to its queue, at its first flush (`send_attach`): the
-        // attach then goes before the session's detach, whatever overtakes this `Open`.
-        let open = Event::Message(BrokerMsg::Open { consumer: id });
-        if let Err(e) = self.dispatcher.dispatch(session, open) {
+        let first = if on_processor {
+            (session, Event::Message(BrokerMsg::Open { consumer: id }))
+        } else {
+            let attach = BrokerMsg::Attach {
+                consumer: id,
+                app,
+                session,
+            };
+            (queue_handle, Event::Message(attach))
+        };
+        if let Err(e) = self.dispatcher.dispatch(first.0, first.1) {
             // Not attached: the session goes again (if that too finds the outbox full, it
             // stays registered, idle, until shutdown).
             let _ = self.dispatcher.unregister(session);

@@ -152,8 +152,8 @@ pub(crate) enum BrokerMsg {
     },
     /// Ticker -> producer session: time to send (timer aggregation) and to check timeouts.
     Tick,
-    /// Application -> producer session: report what is not sent yet as `NotSent`, accept
-    /// no more publishes, and keep waiting for the outcomes of what is in flight.
+    /// Application -> producer session (a close with a wait): accept no more publishes,
+    /// send the batch now, and keep waiting for the outcomes of what is in flight.
     Drain,
     /// Producer session -> queue: store this message.
     Put {

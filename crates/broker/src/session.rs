@@ -449,9 +449,19 @@ impl ProducerSession {
         }
     }
 
-    /// Refuses later publishes and reports every message not sent yet `NotSent`; what is in
+    /// The first step of a close with a wait: refuses later publishes and sends the batch
+    /// now (a timer producer's too, without its tick), so that every message the
+    /// application published before the close goes to its queue and gets its real outcome
+    /// within the wait. What a full outbox refuses is kept and tried again at the next
+    /// flush, as ever; what is still unsent at the `Close` is reported `NotSent` then.
+    fn drain(&mut self, ctx: &mut Context<BrokerMsg>) {
+        self.closed = true;
+        self.send_batch(ctx);
+    }
+
+    /// Reports every message not sent yet `NotSent`, and empties the batch; what is in
     /// flight keeps waiting for its outcome.
-    fn drain(&mut self) {
+    fn discard_unsent(&mut self) {
         self.closed = true;
         for i in 0..self.outbox.len() {
             let guid = self.outbox[i].1;
@@ -465,10 +475,10 @@ impl ProducerSession {
         self.held_back = false;
     }
 
-    /// Drains, then reports everything still in flight `Closed` (their ACKs, when they
-    /// come, are counted `late_acks`).
+    /// Reports what is still unsent `NotSent`, then everything in flight `Closed` (their
+    /// ACKs, when they come, are counted `late_acks`).
     fn close(&mut self) {
-        self.drain();
+        self.discard_unsent();
         // Taken out (an empty map in its place allocates nothing), drained, and put back
         // with its table.
         let mut pending = std::mem::take(&mut self.unacked);
@@ -564,7 +574,7 @@ impl Client<BrokerMsg> for ProducerSession {
                 }
                 self.expire();
             }
-            ClientEvent::Message(BrokerMsg::Drain) => self.drain(),
+            ClientEvent::Message(BrokerMsg::Drain) => self.drain(ctx),
             ClientEvent::Message(BrokerMsg::Close) => self.close(),
             ClientEvent::Message(BrokerMsg::Retire) => self.retire(),
             ClientEvent::Callback(callback) => callback.call(),
@@ -644,9 +654,13 @@ pub(crate) struct ConsumerSession {
     /// preallocated size).
     unsent: Vec<Confirm>,
     on_delivery: DeliveryHandler,
-    /// Whether the session has sent its queue the `Attach` (at its first flush, before
-    /// anything else it sends: so that its `Detach` can never overtake it).
-    attached: bool,
+    /// Whether the queue has the consumer's `Attach` (or has it coming before anything
+    /// the session sends it). Opened from an application thread, the opener sends the
+    /// `Attach` itself, straight into the queue's FIFO before `open_consumer` returns
+    /// (true from the start); opened on a processor thread, where the opener's dispatch
+    /// could wait in its outbox and be overtaken, the session sends it at its first flush,
+    /// before its `Detach` can go.
+    pub(crate) attached: bool,
     stage: Stage,
     pub(crate) counters: SessionTally,
 }

@@ -350,7 +350,7 @@ fn sent_on(broker: &Broker) {
 }
 
 #[test]
-fn close_reports_unsent_as_not_sent_and_gives_in_flight_its_time() {
+fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time() {
     // In flight, with a consumer holding them unconfirmed for a moment: confirmed within
     // the wait.
     let broker = broker();
@@ -406,18 +406,20 @@ fn close_reports_unsent_as_not_sent_and_gives_in_flight_its_time() {
     let all = outcomes(&acks.lock().unwrap());
     assert!(guids.iter().all(|g| all[g] == AckStatus::Closed), "{all:?}");
 
-    // Not sent yet (timer strategy, before the tick): reported NotSent.
-    let broker = self::broker();
+    // Not sent yet (timer strategy, before the tick), closed without a wait: reported
+    // NotSent, nothing reaches the queue.
     let config = ProducerConfig {
         flush: FlushStrategy::Timer(Duration::from_secs(3600)),
         ..ProducerConfig::default()
     };
+    let broker = self::broker();
     let (p, acks) = open(&broker, config);
     let guids: Vec<Guid> = (0..5)
         .map(|_| p.send(QueueId(0), payload(8)).unwrap())
         .collect();
     sent_on(&broker);
-    assert!(p.close(Duration::from_secs(1)));
+    assert!(!p.close(Duration::ZERO));
+    broker.quiesce().unwrap();
     let all = outcomes(&acks.lock().unwrap());
     assert!(
         guids.iter().all(|g| all[g] == AckStatus::NotSent),
@@ -428,6 +430,19 @@ fn close_reports_unsent_as_not_sent_and_gives_in_flight_its_time() {
         0,
         "nothing reached the queue"
     );
+
+    // The same closed with a wait: the close sends the batch without waiting for the
+    // tick, and each message gets its real outcome.
+    let broker = self::broker();
+    let (p, acks) = open(&broker, config);
+    let guids: Vec<Guid> = (0..5)
+        .map(|_| p.send(QueueId(0), payload(8)).unwrap())
+        .collect();
+    sent_on(&broker);
+    assert!(p.close(Duration::from_secs(5)));
+    let all = outcomes(&acks.lock().unwrap());
+    assert!(guids.iter().all(|g| all[g] == AckStatus::Acked), "{all:?}");
+    assert_eq!(broker.queue_stats()[0].stored, 5);
 }
 
 #[test]

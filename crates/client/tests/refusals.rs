@@ -259,3 +259,28 @@ fn a_cap_over_the_brokers_told_limits_is_refused_before_anything_is_sent() {
     });
     server.shutdown();
 }
+
+/// Issue: a producer closed right after a send, on a live connection, had the message
+/// reported `NotSent` in most runs: the broker's close dropped what its session had not
+/// sent to the queue yet. Now the close sends it, and the message gets its real outcome.
+#[test]
+fn a_close_right_after_a_send_gives_the_message_its_real_outcome() {
+    let (server, broker) = small_slots();
+    runtime().block_on(async {
+        let client = Client::connect(server.local_addr(), quiet()).await.unwrap();
+        for round in 0..20 {
+            let (outcomes, on_confirm) = collector();
+            let producer = client
+                .open_producer(QueueId(0), ProducerOptions::default(), on_confirm)
+                .await
+                .unwrap();
+            producer.send(b"last words").await.unwrap();
+            producer.close().await.unwrap();
+            let statuses: Vec<_> = outcomes.lock().unwrap().iter().map(|o| o.status).collect();
+            assert_eq!(statuses, [ConfirmStatus::Stored], "round {round}");
+        }
+        assert_eq!(broker.queue_stats()[0].stored, 20);
+        client.close().await;
+    });
+    server.shutdown();
+}
