@@ -561,7 +561,10 @@ async fn a_silent_broker_is_detected_after_three_of_the_clients_heartbeat_interv
         elapsed >= Duration::from_millis(90),
         "three intervals: {elapsed:?}"
     );
-    assert!(elapsed < Duration::from_secs(2), "not the broker's 15 s: {elapsed:?}");
+    assert!(
+        elapsed < Duration::from_secs(2),
+        "not the broker's 15 s: {elapsed:?}"
+    );
     broker
         .wait_for("HEARTBEAT_TIMEOUT", |log| {
             log.frames.iter().any(|(_, f)| {
@@ -575,15 +578,22 @@ async fn a_silent_broker_is_detected_after_three_of_the_clients_heartbeat_interv
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_client_sends_heartbeats() {
-    let broker = FakeBroker::start(Config::default()).await;
+    // The broker asks for a heartbeat every 20 ms; the client announces none, so it never
+    // times the broker out (a timeout at three of its own 20 ms intervals fired under load
+    // when the fake's own heartbeats came late).
+    let broker = FakeBroker::start(Config {
+        heartbeat_ms: 20,
+        ..Config::default()
+    })
+    .await;
     let options = ClientOptions {
-        heartbeat: Duration::from_millis(20),
+        heartbeat: Duration::ZERO,
         ..ClientOptions::default()
     };
     let client = Client::connect(broker.addr, options).await.unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
     let frames = broker.frames();
-    assert_eq!(frames[0], Received::Hello { heartbeat_ms: 20 });
+    assert_eq!(frames[0], Received::Hello { heartbeat_ms: 0 });
     let beats = frames.iter().filter(|f| **f == Received::Heartbeat).count();
     assert!(
         (2..=9).contains(&beats),
