@@ -42,6 +42,11 @@ impl Client {
     /// starts the connection's I/O task on the current tokio runtime (which needs its I/O
     /// and time drivers).
     ///
+    /// `addr` is a [`tokio::net::ToSocketAddrs`], a third-party trait in this signature on
+    /// purpose: it is what `tokio::net::TcpStream::connect` takes, so that a name is
+    /// resolved on the runtime without blocking a runtime thread (std's `ToSocketAddrs`
+    /// resolves synchronously); `"host:port"`, a `SocketAddr` and `(ip, port)` all qualify.
+    ///
     /// # Errors
     ///
     /// Connecting failed ([`ClientError::Io`]), the broker refused the handshake

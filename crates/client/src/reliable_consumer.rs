@@ -397,6 +397,9 @@ impl ReliableConsumer {
     /// made through the [`Deliveries`] or [`confirm`](Self::confirm) are remembered for
     /// the filter.
     ///
+    /// `addr` is a [`tokio::net::ToSocketAddrs`] as in [`Client::connect`] (resolved on the
+    /// runtime, without blocking it), kept (`Clone`) to connect again after a loss.
+    ///
     /// # Errors
     ///
     /// An option out of range, the window too large to allocate, the broker's refusal, or

@@ -701,6 +701,9 @@ impl ReliableProducer {
     /// Connects to the broker at `addr` and opens the producer on `queue`; returns once
     /// the first session is open (a first connection that fails is an error, not retried).
     ///
+    /// `addr` is a [`tokio::net::ToSocketAddrs`] as in [`Client::connect`] (resolved on the
+    /// runtime, without blocking it), kept (`Clone`) to connect again after a loss.
+    ///
     /// `on_confirm` is called with each batch of outcomes, exactly one per message, on the
     /// connection's I/O task or the producer's own task. It must not block; it may call
     /// [`try_send`](Self::try_send). A panic in it is caught.
