@@ -229,21 +229,23 @@ fn fixed() -> impl Strategy<Value = FixedFrame> {
             any::<[u32; 7]>(),
             any::<(u16, u16)>()
         )
-            .prop_map(|(version, heartbeat_ms, w, (p, c))| FixedFrame::Welcome(Welcome {
-                version,
-                heartbeat_ms,
-                limits: ServerLimits {
-                    max_payload: w[0],
-                    max_unconfirmed_per_connection: w[1],
-                    max_unconfirmed_named: w[2],
-                    consumer_window: w[3],
-                    queue_slots: w[4],
-                    max_producers: p,
-                    max_consumers: c,
-                    idle_timeout_ms: w[5],
-                    max_connections: w[6],
-                },
-            })),
+            .prop_map(
+                |(version, heartbeat_ms, w, (p, c))| FixedFrame::Welcome(Welcome {
+                    version,
+                    heartbeat_ms,
+                    limits: ServerLimits {
+                        max_payload: w[0],
+                        max_unconfirmed_per_connection: w[1],
+                        max_unconfirmed_named: w[2],
+                        consumer_window: w[3],
+                        queue_slots: w[4],
+                        max_producers: p,
+                        max_consumers: c,
+                        idle_timeout_ms: w[5],
+                        max_connections: w[6],
+                    },
+                })
+            ),
         Just(FixedFrame::Heartbeat),
         (any::<u32>(), any::<u64>(), 0_u32..=40, any::<u64>()).prop_map(
             |(p, last, known, bits)| {
