@@ -21,6 +21,21 @@
 //! * `raw_item_queue_gate`: the same with the two of the gate before that, around each
 //!   push.
 //!
+//! `dispatch_outrun`: a producer faster than its processor, which keeps the queue full
+//! most of the time. Every consumer runs `handle_confirm_slowly` (the confirm work plus
+//! about 30 ns), so that it is slower per event than a producer that only dispatches:
+//!
+//! * `raw_array_queue`: the bare `ArrayQueue` (4096 slots, 40-byte items), the producer
+//!   retrying a full push at once;
+//! * `drain_typed`, `drain_inline`: the processor's own drain rate, events handled per
+//!   second from a queue that is never empty (filled while a callback holds the processor,
+//!   timed from its release);
+//! * `outrun_typed`, `outrun_inline`, `outrun_batch16`: our blocking `dispatch` (and
+//!   `dispatch_batch` of 16) into a queue of 4096 events that the producer keeps full.
+//!
+//! `dispatch_outrun_capacity` (unpinned): `drain_typed` and `outrun_typed` for capacities
+//! 256, 4096 and 65536.
+//!
 //! Each criterion sample streams hundreds of thousands to millions of events (10 samples
 //! of a 3 s measurement). `python3 scripts/hop_table.py` prints the median and min-max of
 //! the per-sample figures from `target/criterion`. Run: `cargo bench --bench hop`.
@@ -33,10 +48,13 @@ use std::sync::{Mutex, OnceLock, mpsc};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 
-use ours::{Inline, InlineBatch16, Ours, Typed, bench_runs, throughput_group};
+use ours::{
+    Inline, InlineBatch16, Ours, SlowInline, SlowInlineBatch16, SlowTyped, Typed, bench_runs,
+    throughput_group,
+};
 use peers::{
     CrossbeamBoxed, DisruptorTyped, DisruptorTypedBatch, PINNED, PRODUCER_CORE, Plain40, Plain56,
-    RawArrayQueue,
+    RawArrayQueue, Slow40,
 };
 
 /// A thread started before the bench thread pins itself, which therefore keeps the
@@ -144,9 +162,89 @@ fn subjects(c: &mut Criterion, prefix: &str) {
     group.finish();
 }
 
+/// One processor (default wait) with queues of `CAPACITY` events, one producer.
+fn ours_cap<V: ours::Variant, const CAPACITY: usize>() -> Ours<V> {
+    Ours::<V>::with_capacity(
+        &[zerodispatch::ClientType::Queue],
+        zerodispatch::WaitStrategy::default(),
+        1,
+        CAPACITY,
+    )
+}
+
+/// The `dispatch_outrun` subjects, under `prefix/`.
+fn outrun_subjects(c: &mut Criterion, prefix: &str) {
+    let mut group = throughput_group(c, "dispatch_outrun");
+    let name = |subject: &str| format!("{prefix}/{subject}");
+    bench_runs(
+        &mut group,
+        &name("raw_array_queue"),
+        unpinned_start(RawArrayQueue::<Slow40, 0>::new),
+        RawArrayQueue::run,
+    );
+    bench_runs(
+        &mut group,
+        &name("drain_typed"),
+        unpinned_start(ours::<SlowTyped>),
+        Ours::drain,
+    );
+    bench_runs(
+        &mut group,
+        &name("drain_inline"),
+        unpinned_start(ours::<SlowInline>),
+        Ours::drain,
+    );
+    bench_runs(
+        &mut group,
+        &name("outrun_typed"),
+        unpinned_start(ours::<SlowTyped>),
+        Ours::run,
+    );
+    bench_runs(
+        &mut group,
+        &name("outrun_inline"),
+        unpinned_start(ours::<SlowInline>),
+        Ours::run,
+    );
+    bench_runs(
+        &mut group,
+        &name("outrun_batch16"),
+        unpinned_start(ours::<SlowInlineBatch16>),
+        Ours::run,
+    );
+    group.finish();
+}
+
+/// `drain_typed` and `outrun_typed` for capacities 256, 4096 and 65536 (unpinned).
+fn outrun_capacities(c: &mut Criterion) {
+    let mut group = throughput_group(c, "dispatch_outrun_capacity");
+    macro_rules! capacity {
+        ($capacity:literal) => {
+            bench_runs(
+                &mut group,
+                concat!("drain_typed_", $capacity),
+                unpinned_start(ours_cap::<SlowTyped, $capacity>),
+                Ours::drain,
+            );
+            bench_runs(
+                &mut group,
+                concat!("outrun_typed_", $capacity),
+                unpinned_start(ours_cap::<SlowTyped, $capacity>),
+                Ours::run,
+            );
+        };
+    }
+    capacity!(256);
+    capacity!(4096);
+    capacity!(65536);
+    group.finish();
+}
+
 fn unpinned(c: &mut Criterion) {
     start_unpinned_builder();
     subjects(c, "unpinned");
+    outrun_subjects(c, "unpinned");
+    outrun_capacities(c);
 }
 
 /// Pins the bench thread (the producer) for the rest of the process, and every consumer
@@ -154,7 +252,9 @@ fn unpinned(c: &mut Criterion) {
 fn pinned(c: &mut Criterion) {
     let pinned = core_affinity::set_for_current(core_affinity::CoreId { id: PRODUCER_CORE });
     PINNED.store(true, Ordering::Relaxed);
-    subjects(c, if pinned { "pinned" } else { "pin_refused" });
+    let prefix = if pinned { "pinned" } else { "pin_refused" };
+    subjects(c, prefix);
+    outrun_subjects(c, prefix);
 }
 
 criterion_group!(benches, unpinned, pinned);

@@ -18,7 +18,7 @@
 use std::hint::spin_loop;
 use std::ops::Range;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
@@ -31,7 +31,9 @@ use zerodispatch::{
     BoxedCallback, Callback, Client, ClientEvent, ClientHandle, ClientType, Context, Event,
     Placement, PoolConfig, WaitStrategy,
 };
-use zerodispatch_bench_support::workload::{Confirm, confirm_functor, handle_confirm};
+use zerodispatch_bench_support::workload::{
+    Confirm, confirm_functor, handle_confirm, handle_confirm_slowly, slow_confirm_functor,
+};
 
 /// The capacity of each processor's queue: the dispatcher's default, the same as the
 /// channel peers' capacity.
@@ -196,6 +198,57 @@ impl Variant for Boxed {
     }
 }
 
+/// A confirm whose handling is slower than a producer's dispatch
+/// ([`handle_confirm_slowly`]): the message type of the `dispatch_outrun` subjects, whose
+/// producer outruns its processor.
+#[derive(Clone, Copy, Debug)]
+pub struct SlowConfirm(pub Confirm);
+
+impl Work for SlowConfirm {
+    #[inline]
+    fn run(self) {
+        handle_confirm_slowly(self.0);
+    }
+}
+
+/// Typed [`SlowConfirm`] messages: a producer that outruns its processor.
+pub struct SlowTyped;
+
+impl Variant for SlowTyped {
+    type Message = SlowConfirm;
+
+    #[inline]
+    fn event(seq: u64) -> Event<SlowConfirm> {
+        Event::Message(SlowConfirm(Confirm::for_seq(seq)))
+    }
+}
+
+/// Inline callbacks doing the work of [`SlowTyped`] ([`slow_confirm_functor`]).
+pub struct SlowInline;
+
+impl Variant for SlowInline {
+    type Message = SlowConfirm;
+
+    #[inline]
+    fn event(seq: u64) -> Event<SlowConfirm> {
+        Event::Callback(Callback::new(slow_confirm_functor(seq)))
+    }
+}
+
+/// [`SlowInline`] sent 16 at a time with `dispatch_batch`.
+pub struct SlowInlineBatch16;
+
+impl Variant for SlowInlineBatch16 {
+    type Message = SlowConfirm;
+
+    #[inline]
+    fn event(seq: u64) -> Event<SlowConfirm> {
+        SlowInline::event(seq)
+    }
+
+    const BATCH: u64 = 16;
+}
+
 /// How many events a client has handled, on a cache line of its own; written only by the
 /// client's processor thread, with Release, so that an Acquire load that sees `n` sees `n`
 /// events handled.
@@ -280,6 +333,8 @@ pub struct Ours<V: Variant> {
     progress: Vec<Progress>,
     /// The sequence number of the next confirm to send.
     next_seq: AtomicU64,
+    /// The capacity of each processor's queue.
+    capacity: usize,
     /// The dispatcher; dropped (shut down) after the helpers are joined.
     dispatcher: Dispatcher<V::Message>,
 }
@@ -293,10 +348,25 @@ impl<V: Variant> Ours<V> {
     /// If `types` is empty or `producers` is zero.
     #[must_use]
     pub fn new(types: &[ClientType], wait: WaitStrategy, producers: usize) -> Self {
+        Self::with_capacity(types, wait, producers, CAPACITY)
+    }
+
+    /// [`new`](Self::new) with queues of `capacity` events.
+    ///
+    /// # Panics
+    ///
+    /// As `new`, and if `capacity` is not a valid queue capacity.
+    #[must_use]
+    pub fn with_capacity(
+        types: &[ClientType],
+        wait: WaitStrategy,
+        producers: usize,
+        capacity: usize,
+    ) -> Self {
         let builder = types
             .iter()
             .fold(Dispatcher::<V::Message>::builder(), |builder, &t| {
-                let pool = PoolConfig::new(1).capacity(CAPACITY).wait(wait);
+                let pool = PoolConfig::new(1).capacity(capacity).wait(wait);
                 let pool = if crate::peers::PINNED.load(Ordering::Relaxed) {
                     pool.pin_to([crate::peers::CONSUMER_CORE])
                 } else {
@@ -331,6 +401,7 @@ impl<V: Variant> Ours<V> {
             targets,
             progress,
             next_seq: AtomicU64::new(0),
+            capacity,
             dispatcher,
         }
     }
@@ -375,6 +446,63 @@ impl<V: Variant> Ours<V> {
             backoff.snooze();
         }
         start.elapsed()
+    }
+
+    /// The processor's own drain rate: the time it takes to handle `count` events from a
+    /// queue that is never empty. In rounds of up to `capacity - 1` events: a callback
+    /// holds the processor while the caller fills its queue with `try_dispatch`, then is
+    /// released; a round is timed from the release to its last event handled. Only the
+    /// drains are timed, with no producer touching the queue meanwhile.
+    ///
+    /// # Panics
+    ///
+    /// If the dispatcher refuses an event: nothing else fills the queue.
+    pub fn drain(&self, count: u64) -> Duration {
+        let to = self.targets[0];
+        let dispatcher = self.dispatcher.handle();
+        let chunk = (self.capacity as u64).saturating_sub(1).max(1);
+        let mut total = Duration::ZERO;
+        let mut left = count;
+        while left > 0 {
+            let n = left.min(chunk);
+            left -= n;
+            let hold = Arc::new((AtomicBool::new(false), AtomicBool::new(true)));
+            let held = hold.clone();
+            let before = self.handled();
+            dispatcher
+                .dispatch(
+                    to,
+                    Event::Callback(Callback::new(move || {
+                        held.0.store(true, Ordering::Release);
+                        while held.1.load(Ordering::Acquire) {
+                            spin_loop();
+                        }
+                    })),
+                )
+                .expect("the dispatcher runs until the bench subject is dropped");
+            while !hold.0.load(Ordering::Acquire) {
+                spin_loop();
+            }
+            let first = self.next_seq.fetch_add(n, Ordering::Relaxed);
+            for seq in first..first + n {
+                assert!(
+                    dispatcher.try_dispatch(to, V::event(seq)).is_ok(),
+                    "the queue holds capacity - 1 events behind the holding callback"
+                );
+            }
+            let target = before + 1 + n;
+            let start = Instant::now();
+            hold.1.store(false, Ordering::Release);
+            // Looks at the progress about every microsecond, yielding in between, not in a
+            // tight loop: each look pulls the line the client writes at every event away
+            // from the processor's core, and on a busy machine a spinning waiter takes the
+            // processor's share of a core.
+            while self.handled() < target {
+                std::thread::yield_now();
+            }
+            total += start.elapsed();
+        }
+        total
     }
 
     /// Makes `count` round trips from the caller to the first client and back: dispatches

@@ -38,7 +38,9 @@ use crossbeam_utils::{Backoff, CachePadded};
 use disruptor::{
     BusySpin, ProcessorSettings, Producer, Sequence, SingleConsumerBarrier, SingleProducer,
 };
-use zerodispatch_bench_support::workload::{Confirm, confirm_functor, handle_confirm};
+use zerodispatch_bench_support::workload::{
+    Confirm, confirm_functor, handle_confirm, handle_confirm_slowly,
+};
 
 /// While set, subjects started from then on pin their consumer thread (processor, channel
 /// consumer, disruptor handler) to [`CONSUMER_CORE`]; the bench that sets it pins its own
@@ -613,6 +615,11 @@ pub trait RawItem: Send + 'static {
     fn make(seq: u64) -> Self;
     /// Its confirm.
     fn confirm(&self) -> Confirm;
+    /// The consumer's work for it: the confirm's handling.
+    #[inline]
+    fn handle(&self) {
+        handle_confirm(self.confirm());
+    }
 }
 
 /// 40 bytes of plain data (a 48-byte `ArrayQueue` slot): a confirm with a target handle
@@ -637,6 +644,28 @@ impl RawItem for Plain40 {
     #[inline]
     fn confirm(&self) -> Confirm {
         self.confirm
+    }
+}
+
+/// [`Plain40`] whose consumer handles it slowly ([`handle_confirm_slowly`]): the bare
+/// queue under a producer that outruns its consumer (`dispatch_outrun`).
+#[derive(Clone, Copy, Debug)]
+pub struct Slow40(Plain40);
+
+impl RawItem for Slow40 {
+    #[inline]
+    fn make(seq: u64) -> Self {
+        Self(Plain40::make(seq))
+    }
+
+    #[inline]
+    fn confirm(&self) -> Confirm {
+        self.0.confirm
+    }
+
+    #[inline]
+    fn handle(&self) {
+        handle_confirm_slowly(self.0.confirm);
     }
 }
 
@@ -698,7 +727,7 @@ impl<T: RawItem, const RMWS: u8> RawArrayQueue<T, RMWS> {
                 while !stop.load(Ordering::Relaxed) {
                     match queue.pop() {
                         Some(item) => {
-                            handle_confirm(item.confirm());
+                            item.handle();
                             n += 1;
                             progress.store(n, Ordering::Release);
                             backoff.reset();

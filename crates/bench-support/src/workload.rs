@@ -59,6 +59,36 @@ pub fn handle_confirm(confirm: Confirm) {
     counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
+/// Rounds of [`handle_confirm_slowly`]'s extra work: about 25-35 ns on this project's
+/// 2-core VM (an AMD EPYC at about 3 GHz), which makes a processor that runs it slower per
+/// event than a producer that only dispatches (about 15-25 ns per event): the producer
+/// outruns it and keeps its queue full. Retune so that `dispatch_outrun`'s `drain_typed`
+/// stays well above its `raw_array_queue` producer's cost.
+pub const SLOW_ROUNDS: u64 = 24;
+
+/// [`handle_confirm`], then [`SLOW_ROUNDS`] dependent multiply-adds through
+/// `black_box` (so that none is folded away): the confirm work of a processor slower than
+/// its producer (`benches/hop.rs`, `dispatch_outrun`).
+#[inline(never)]
+pub fn handle_confirm_slowly(confirm: Confirm) {
+    handle_confirm(confirm);
+    let mut x = u64::from(confirm.queue) | 1;
+    for _ in 0..SLOW_ROUNDS {
+        x = std::hint::black_box(
+            x.wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407),
+        );
+    }
+    std::hint::black_box(x);
+}
+
+/// A confirm functor that runs [`handle_confirm_slowly`].
+#[inline]
+pub fn slow_confirm_functor(seq: u64) -> impl FnOnce() + Send + 'static {
+    let confirm = Confirm::for_seq(seq);
+    move || handle_confirm_slowly(confirm)
+}
+
 /// A confirm functor: a closure capturing the confirm of message `seq` (24 bytes) that
 /// calls [`handle_confirm`].
 #[inline]

@@ -118,6 +118,17 @@ impl Gate {
         entries(self.word.load(Ordering::Acquire)) == modulo_entries(popped)
     }
 
+    /// Events entered and not yet popped (queued, being pushed, or kept in an outbox),
+    /// `popped` being how many the processor has popped in all: what the processor's room
+    /// for waiters is counted against (`ProcessorShared::wake_waiters`). A snapshot: an
+    /// entry about to be undone is still counted.
+    pub(crate) fn unpopped(&self, popped: usize) -> usize {
+        // Relaxed: a heuristic of when to wake waiters, not a protocol step; the waiter
+        // protocol's ordering is the retry's entry against the processor's announcement.
+        entries(self.word.load(Ordering::Relaxed)).wrapping_sub(modulo_entries(popped))
+            & (usize::MAX / ENTRY)
+    }
+
     /// Whether the gate is closed.
     pub(crate) fn is_closed(&self) -> bool {
         self.word.load(Ordering::Relaxed) & CLOSED != 0

@@ -27,6 +27,7 @@ use crate::config::PoolConfig;
 use crate::error::DispatchError;
 use crate::event::Item;
 use crate::processor::{Door, ProcessorShared, current_outbox_len, set_current};
+use crate::room::Wait;
 
 fn processor(index: u16, capacity: usize) -> Arc<ProcessorShared<u64>> {
     let id = ProcessorId {
@@ -59,13 +60,36 @@ fn run_processor(shared: &ProcessorShared<u64>, until: Option<usize>) -> usize {
         while shared.queue.pop().is_some() {
             handled += 1;
         }
-        shared.wake_waiters(&mut waking);
+        shared.wake_waiters(handled, &mut waking);
         if until == Some(handled) || shared.may_exit(handled) {
             return handled;
         }
         if shared.stop_requested() {
             // Told to stop but not settled: look again after a timed park (a yield under
             // loom), as the processor's loop does.
+            shared.sleep(handled, thread::yield_now, false);
+        } else {
+            shared.sleep(handled, thread::park, true);
+        }
+    }
+}
+
+/// [`run_processor`] that also looks at its waiters after every pop, as the processor's
+/// drain does every [`room_check`](crate::processor) pops within a run (every pop for a
+/// queue of fewer than 16 events).
+fn run_processor_waking_in_runs(shared: &ProcessorShared<u64>, until: Option<usize>) -> usize {
+    let mut handled = 0;
+    let mut waking = Vec::new();
+    loop {
+        while shared.queue.pop().is_some() {
+            handled += 1;
+            shared.wake_waiters(handled, &mut waking);
+        }
+        shared.wake_waiters(handled, &mut waking);
+        if until == Some(handled) || shared.may_exit(handled) {
+            return handled;
+        }
+        if shared.stop_requested() {
             shared.sleep(handled, thread::yield_now, false);
         } else {
             shared.sleep(handled, thread::park, true);
@@ -427,5 +451,53 @@ fn loom_execute_on_all_reaches_every_processor_or_none_through_shutdown() {
             // What the pass left is still queued: accepted by both or by neither.
             assert_eq!(popped + p.queue.len(), expected, "entered: {entered}");
         }
+    });
+}
+
+/// A blocking dispatch (`room.rs`) into a full one-slot queue: the producer registers its
+/// thread's waker, retries through the gate, and parks (untimed under loom) while the
+/// processor drains and looks at its waiters within its run. Either the retry succeeds
+/// or the processor wakes the producer: a lost wake-up would leave the producer parked
+/// forever, which loom reports as a deadlock.
+#[test]
+fn loom_a_producer_blocked_on_a_full_queue_is_woken_or_its_retry_succeeds() {
+    loom::model(|| {
+        let shared = processor(0, 1);
+        assert!(shared.try_push(message(0)).is_ok()); // the one slot is taken
+        let me = shared.clone();
+        let processor = thread::spawn(move || run_processor_waking_in_runs(&me, Some(3)));
+        assert!(shared.thread.set(processor.thread().clone()).is_ok());
+        // On a thread of its own: a late wake (of a registration taken just before its
+        // withdrawal) may unpark it after it is done, which under loom would end the
+        // main thread's join.
+        let producer = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                // Two in a row: the second registers again after the first's wake.
+                assert!(shared.push(message(1), Wait::Forever).is_ok());
+                assert!(shared.push(message(2), Wait::Forever).is_ok());
+            })
+        };
+        producer.join().unwrap();
+        assert_eq!(processor.join().unwrap(), 3);
+    });
+}
+
+/// Shutdown closing the gate of a full queue (its processor stalled) wakes a producer
+/// blocked in `dispatch`, which then gets its event back: none waits forever.
+#[test]
+fn loom_shutdown_wakes_a_producer_blocked_on_a_full_queue() {
+    loom::model(|| {
+        let shared = processor(0, 1);
+        assert!(shared.try_push(message(0)).is_ok());
+        let closing = {
+            let shared = shared.clone();
+            thread::spawn(move || shared.close())
+        };
+        assert!(matches!(
+            shared.push(message(1), Wait::Forever),
+            Err(DispatchError::ShutDown(_))
+        ));
+        closing.join().unwrap();
     });
 }

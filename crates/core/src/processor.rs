@@ -120,7 +120,8 @@ impl<M> Inside<'_, M> {
     /// as it takes. An entry made before the close keeps its event accepted through a
     /// shutdown, whose processor drains until its gate is settled: the room comes.
     pub(crate) fn push_waiting(mut self, item: Item<M>) {
-        let mut room = RoomWait::new(None);
+        // Its retries pass no gate (the entry is held): timed parks, no registration.
+        let mut room = RoomWait::new(None, None);
         let mut item = item;
         loop {
             match self.target.queue.push(item) {
@@ -274,11 +275,13 @@ impl<M: Send + 'static> ProcessorShared<M> {
         pushed: &mut usize,
         wait: Wait,
     ) -> Result<(), DispatchError<Item<M>>> {
-        let mut room = RoomWait::new(match wait {
+        let deadline = match wait {
             Wait::No => return self.try_push_batch(items, pushed),
             Wait::Until(deadline) => Some(deadline),
             Wait::Forever => None,
-        });
+        };
+        // Every retry passes the gate (`try_push_batch`): the waiter protocol holds.
+        let mut room = RoomWait::new(deadline, Some(&self.waiters));
         let mut retry: Option<Item<M>> = None;
         loop {
             let mut next = retry.take().into_iter().chain(items.by_ref());
@@ -357,11 +360,13 @@ impl<M: Send + 'static> ProcessorShared<M> {
     /// `wait` says (see `room.rs`): `Full` with `Wait::No`, `Timeout` at the deadline.
     #[inline]
     pub(crate) fn push(&self, item: Item<M>, wait: Wait) -> Result<(), DispatchError<Item<M>>> {
-        let mut room = RoomWait::new(match wait {
+        let deadline = match wait {
             Wait::No => return self.try_push(item),
             Wait::Until(deadline) => Some(deadline),
             Wait::Forever => None,
-        });
+        };
+        // Every retry passes the gate (`try_push`): the waiter protocol holds.
+        let mut room = RoomWait::new(deadline, Some(&self.waiters));
         let mut item = item;
         loop {
             match self.try_push(item) {
@@ -408,16 +413,34 @@ impl<M: Send + 'static> ProcessorShared<M> {
         self.waiters.withdraw(registration);
     }
 
-    /// Processor side of the async door: if a future waits and the queue has room for a
-    /// burst, takes every registered waker into `waking` (empty on entry and on return)
-    /// and wakes them. One relaxed load while nobody waits; call it once per drained run
-    /// or flush point, not per pop.
+    /// Processor side of the waiter protocol (`waiters.rs`: futures of the async door and
+    /// threads blocked in a dispatch, `room.rs`), having popped `popped` events in all: if
+    /// one waits and there is room for a burst beyond what is already on its way in, takes
+    /// every registered waker into `waking` (empty on entry and on return) and wakes them.
+    /// One relaxed load while nobody waits; call it every few dozen pops, at flush points
+    /// and after each drained run.
+    ///
+    /// The room counted is the capacity less every event entered and not yet popped
+    /// (`Gate::unpopped`): queued, between a producer's entry and its push, or kept in
+    /// another processor's outbox. So the events of the outboxes, whose processors must
+    /// never wait, go in before the application threads that may: woken at the queue's
+    /// room alone, a blocked producer refilled the queue ahead of them and the outboxes
+    /// grew (a relay's outbox overflowed in `tests/zero_alloc.rs`). While a waiter is
+    /// pending the processor does not park (`has_events`), so a wake held back for the
+    /// outboxed events comes at a later look, once they are in and popped.
     #[inline]
-    pub(crate) fn wake_waiters(&self, waking: &mut Vec<Option<Waker>>) {
-        if self.waiters.pending() && self.has_room_for_burst() {
+    pub(crate) fn wake_waiters(&self, popped: usize, waking: &mut Vec<Option<Waker>>) {
+        if self.waiters.pending() && self.has_room_beyond_entered(popped) {
             self.waiters.take(waking);
             waking.drain(..).flatten().for_each(Waker::wake);
         }
+    }
+
+    /// Processor side: whether a quarter of the queue is free beyond every event entered
+    /// and not yet popped, or the gate is closed (waiters then get their events back).
+    fn has_room_beyond_entered(&self, popped: usize) -> bool {
+        let capacity = self.queue.capacity();
+        self.gate.unpopped(popped) <= capacity - (capacity / 4).max(1) || self.gate.is_closed()
     }
 
     /// Sends `item` to `target` from this processor's own thread, by the
@@ -543,16 +566,20 @@ impl<M: Send + 'static> ProcessorShared<M> {
         self.stop.load(Ordering::SeqCst)
     }
 
-    /// Processor side: whether there is an event to pop, a future waiting for room (to wake
-    /// in the next drained run, see `waiters.rs`), or a stop to obey.
-    pub(crate) fn has_work(&self) -> bool {
+    /// Processor side, having popped `popped` events in all: whether there is an event to
+    /// pop, a waiter to wake (see [`has_events`](Self::has_events)), or a stop to obey.
+    pub(crate) fn has_work(&self, popped: usize) -> bool {
         // SeqCst: pairs with `request_stop`.
-        self.has_events() || self.stop.load(Ordering::SeqCst)
+        self.has_events(popped) || self.stop.load(Ordering::SeqCst)
     }
 
-    /// Processor side: whether there is an event to pop or a future waiting for room.
-    fn has_events(&self) -> bool {
-        !self.queue.is_empty() || self.waiters.pending()
+    /// Processor side: whether there is an event to pop, or a waiter (a future or a blocked
+    /// thread, `waiters.rs`) that the next look will wake: room beyond what is entered
+    /// (`wake_waiters`). A waiter held back by entries ahead of `popped` is no work: the
+    /// processor parks only briefly then (the count is ahead, `wake.rs`), and looks again,
+    /// rather than spin until the entered events arrive.
+    fn has_events(&self, popped: usize) -> bool {
+        !self.queue.is_empty() || (self.waiters.pending() && self.has_room_beyond_entered(popped))
     }
 
     /// Processor side: whether it may exit, as far as the stop, the queue and the gate say,
@@ -571,9 +598,9 @@ impl<M: Send + 'static> ProcessorShared<M> {
     pub(crate) fn sleep(&self, popped: usize, park: impl FnOnce(), stop_wakes: bool) -> bool {
         let has_work = || {
             if stop_wakes {
-                self.has_work()
+                self.has_work(popped)
             } else {
-                self.has_events()
+                self.has_events(popped)
             }
         };
         self.gate
@@ -699,6 +726,20 @@ fn linger(spins: u32) {
     }
 }
 
+/// Pops between two looks at the waiters (producers and futures blocked on a full queue)
+/// within a run: an eighth of the queue, at most [`ROOM_CHECK_MAX`]. A waiter is woken
+/// once a quarter of the queue is free; looking every eighth sees that within an eighth
+/// more pops, while the waiter still has at least half a queue of the processor's work
+/// to wake up in. Each look is one relaxed load while nobody waits.
+fn room_check(capacity: usize) -> u32 {
+    u32::try_from((capacity / 8).clamp(1, ROOM_CHECK_MAX as usize)).unwrap_or(ROOM_CHECK_MAX)
+}
+
+/// The most pops between two looks at the waiters: with 64 Ki events a queue, an eighth
+/// is 8,192 pops, hundreds of microseconds; 64 pops are about 2-4 us of a busy processor.
+/// Retune with `cargo bench --bench hop -- dispatch_outrun_capacity`.
+const ROOM_CHECK_MAX: u32 = 64;
+
 /// The shortest and longest timed park of a processor that has events in its outbox or
 /// clients asking to be flushed again: it retries that often with nothing else to do,
 /// doubling the wait after each fruitless turn. The minimum keeps a retry within a few
@@ -728,6 +769,8 @@ pub(crate) struct Runner<M: Send + 'static> {
     retry_park: Duration,
     /// Spin-loop hints in a [`LINGER`], measured when the thread starts.
     linger_spins: u32,
+    /// Pops between two looks at the waiters within a run ([`room_check`]).
+    room_check: u32,
     histograms: Histograms,
     high_alarm: bool,
     /// The wakers of futures being woken (`waiters.rs`): empty between wakes, kept for its
@@ -828,6 +871,7 @@ impl<M: Send + 'static> Runner<M> {
             wrong_type: false,
             dispatcher,
         };
+        let room_check = room_check(shared.config.capacity);
         Self {
             ctx,
             shared,
@@ -838,6 +882,7 @@ impl<M: Send + 'static> Runner<M> {
             popped: 0,
             retry_park: RETRY_PARK_MIN,
             linger_spins: 8,
+            room_check,
             histograms: Histograms::new(),
             high_alarm: false,
             waking: Vec::with_capacity(crate::waiters::PLACES),
@@ -934,10 +979,18 @@ impl<M: Send + 'static> Runner<M> {
     fn drain(&mut self) {
         let max_batch = self.shared.config.max_batch as u64;
         let mut popped = 0_u64;
+        let mut until_room_check = self.room_check;
         loop {
             let start = popped;
             while let Some(item) = self.shared.queue.pop() {
                 self.popped = self.popped.wrapping_add(1);
+                until_room_check -= 1;
+                if until_room_check == 0 {
+                    // Producers blocked on the full queue resume as soon as there is room
+                    // for a burst, while the rest of the queue keeps this thread busy.
+                    until_room_check = self.room_check;
+                    self.shared.wake_waiters(self.popped, &mut self.waking);
+                }
                 let counted = self.handle(item);
                 popped += 1;
                 self.shared.stats.counters.processed.add_release(counted);
@@ -945,14 +998,14 @@ impl<M: Send + 'static> Runner<M> {
                 if self.since_flush >= max_batch {
                     self.flush_all();
                     self.retry_outbox();
-                    self.shared.wake_waiters(&mut self.waking);
+                    self.shared.wake_waiters(self.popped, &mut self.waking);
                 }
                 if popped % DEPTH_CHECK_INTERVAL == 1 {
                     self.check_depth();
                 }
             }
             // The end of a run: room for the futures waiting, if they are (`waiters.rs`).
-            self.shared.wake_waiters(&mut self.waking);
+            self.shared.wake_waiters(self.popped, &mut self.waking);
             if popped == start {
                 break;
             }
@@ -1000,7 +1053,8 @@ impl<M: Send + 'static> Runner<M> {
     /// it is time to park.
     fn spin_for_work(&self) -> bool {
         let shared = &*self.shared;
-        let has_work = || shared.has_work();
+        let popped = self.popped;
+        let has_work = || shared.has_work(popped);
         let backoff = Backoff::new();
         let spins = match shared.config.wait {
             WaitStrategy::BusySpin => {

@@ -29,12 +29,13 @@ pub(crate) use crossbeam_queue::ArrayQueue as BoundedQueue;
 #[cfg(loom)]
 pub(crate) use self::loom_queue::BoundedQueue;
 
-/// One turn of a wait loop (for room, for quiescence): crossbeam's backoff, or under loom
-/// a yield, which is what lets the model checker run the thread being waited for.
+/// One turn of a spin (for room): crossbeam's backoff spin (spin-loop hints growing to
+/// its limit, never a yield), or under loom a yield, which is what lets the model checker
+/// run the thread being waited for.
 #[inline]
-pub(crate) fn snooze(backoff: &crossbeam_utils::Backoff) {
+pub(crate) fn spin(backoff: &crossbeam_utils::Backoff) {
     #[cfg(not(loom))]
-    backoff.snooze();
+    backoff.spin();
     #[cfg(loom)]
     {
         let _ = backoff;
@@ -52,6 +53,21 @@ pub(crate) fn park_timeout(timeout: std::time::Duration) {
     {
         let _ = timeout;
         loom::thread::yield_now();
+    }
+}
+
+/// Parks the current thread until it is unparked, for at most `backstop`: a park that a
+/// wake protocol ends, the backstop only bounding the cost of a wake that never comes.
+/// Under loom an untimed park, so that the model checker proves the wake does come (a
+/// lost one deadlocks the model).
+#[inline]
+pub(crate) fn park_backstop(backstop: std::time::Duration) {
+    #[cfg(not(loom))]
+    std::thread::park_timeout(backstop);
+    #[cfg(loom)]
+    {
+        let _ = backstop;
+        loom::thread::park();
     }
 }
 
