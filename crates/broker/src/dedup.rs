@@ -195,6 +195,24 @@ impl Record<'_> {
         word.store(if on { old | mask } else { old & !mask }, Ordering::Relaxed);
     }
 
+    /// Clears the bits of the `n` ids from `first` on (`n` less than the window), a word
+    /// at a time: the ring positions `first % window ..` for `n` bits, wrapping once.
+    fn clear(&self, first: u64, n: u64) {
+        debug_assert!(n < self.window);
+        let mut at = first % self.window;
+        let mut left = n;
+        while left > 0 {
+            let (word, bit) = ((at / BITS) as usize, at % BITS);
+            let take = left.min(BITS - bit).min(self.window - at);
+            // `take` bits from `bit` on: 1 to 64 of them.
+            let mask = (u64::MAX >> (BITS - take)) << bit;
+            let old = self.ring[word].load(Ordering::Relaxed);
+            self.ring[word].store(old & !mask, Ordering::Relaxed);
+            left -= take;
+            at = (at + take) % self.window;
+        }
+    }
+
     /// The highest id stored, or `None` when nothing is: the highest's own bit is set
     /// exactly when something is stored.
     fn highest(&self) -> Option<u64> {
@@ -222,11 +240,12 @@ impl Record<'_> {
             }
             Some(highest) => {
                 // Ids highest+1 .. x are not stored: clear their bits (all of them, once
-                // the gap reaches the window).
+                // the gap reaches the window), a word at a time, so that a producer whose
+                // ids jump cannot make a PUT cost more than window / 64 stores.
                 if x - highest >= self.window {
                     self.ring.iter().for_each(|w| w.store(0, Ordering::Relaxed));
                 } else {
-                    (highest + 1..x).for_each(|between| self.set(between, false));
+                    self.clear(highest + 1, x - highest - 1);
                 }
                 self.highest.store(x, Ordering::Relaxed);
             }
@@ -413,6 +432,27 @@ mod tests {
         // A jump past the whole window clears it.
         store(&ids, 1_000);
         assert!((937..1_000).all(|id| ids.check(guid(id)) == Verdict::New));
+    }
+
+    #[test]
+    fn the_word_wise_clear_is_the_bit_by_bit_clear() {
+        // Every start and length over two windows' worth of positions: the same bits as a
+        // clear of one bit at a time.
+        let ids = StoredIds::new(2, 128).unwrap();
+        let record = ids.record_of(NAMED).unwrap();
+        for first in 0..256_u64 {
+            for n in 0..128_u64 {
+                record
+                    .ring
+                    .iter()
+                    .for_each(|w| w.store(u64::MAX, Ordering::Relaxed));
+                record.clear(first, n);
+                for x in first..first + 128 {
+                    let cleared = x < first + n;
+                    assert_eq!(record.bit(x), !cleared, "first {first}, n {n}, id {x}");
+                }
+            }
+        }
     }
 
     #[test]
