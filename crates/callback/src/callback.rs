@@ -5,6 +5,9 @@
 //!
 //! * [`InlineCallback::new`] never allocates. A closure that does not fit the space `S` in size
 //!   or in alignment is a compile error naming the problem, not a silent move to the heap.
+//!   The check is an inline `const` block, which stable Rust evaluates when it generates
+//!   code: `cargo build` (and `cargo test`) reject such a closure, `cargo check` and an IDE
+//!   do not.
 //! * [`InlineCallback::spill`] is the one way to store a closure that does not fit: it boxes the
 //!   closure (one allocation, one free) and [`InlineCallback::is_inline`] then returns `false`.
 //! * [`InlineCallback::call`] runs the closure exactly once, consuming the callback. If the

@@ -26,8 +26,9 @@ pub struct Align16<const N: usize>([MaybeUninit<u8>; N]);
 /// GUID and a sub-queue id (4 bytes): 24-28 bytes, leaving room for one more word. With the
 /// 16-byte trait-object pointer that smallbox keeps beside its space, a `Callback` is then
 /// 48 bytes, and a dispatcher event made of a `Callback`, a client handle and an enum tag is
-/// 56 bytes: with the 8-byte stamp of a `crossbeam_queue::ArrayQueue` slot, exactly one
-/// 64-byte cache line per queued event. Measurements on a 2-core VM (see
+/// 56 bytes: with the 8-byte stamp of a `crossbeam_queue::ArrayQueue` slot, a 64-byte slot
+/// per queued event (a cache line's size; the queue's buffer is only 8-aligned, so a slot
+/// usually straddles two lines: `docs/benchmarks.md`). Measurements on a 2-core VM (see
 /// `docs/benchmarks.md`) show that the size of the queued item, not the callback mechanism,
 /// decides the cost of a cross-thread hop once no allocation is involved; a 48-byte space
 /// would push each slot over a cache line for every event, including the small ones.
