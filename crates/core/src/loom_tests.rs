@@ -75,8 +75,8 @@ fn run_processor(shared: &ProcessorShared<u64>, until: Option<usize>) -> usize {
 }
 
 /// [`run_processor`] that also looks at its waiters after every pop, as the processor's
-/// drain does every [`room_check`](crate::processor) pops within a run (every pop for a
-/// queue of fewer than 16 events).
+/// drain does every `DEPTH_CHECK_INTERVAL` (64) pops within a run: here every pop, which
+/// explores every point of a run at which the look may fall.
 fn run_processor_waking_in_runs(shared: &ProcessorShared<u64>, until: Option<usize>) -> usize {
     let mut handled = 0;
     let mut waking = Vec::new();

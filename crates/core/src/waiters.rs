@@ -1,6 +1,9 @@
 //! The waiter protocol of the async door ([`dispatch_async`] and its batch form): how a
 //! future that found its processor's queue full waits for room with a [`Waker`], without
 //! spinning, without blocking its runtime's thread, and without a wake-up ever being lost.
+//! A thread blocked in `dispatch` (`room.rs`) waits by the same protocol once its short
+//! spin is over, with a waker that unparks it: it registers, retries through the gate,
+//! and parks; "future" below stands for either.
 //!
 //! # The registry
 //!
@@ -25,14 +28,16 @@
 //! registration of the round takes (so the list does not grow with futures that come and
 //! go within one round: a flaky allocation in the zero-allocation proof before).
 //!
-//! Processor, after each drained run and at each flush point within a run (not per pop):
-//! if `pending` is set (one relaxed load, the whole cost while nobody waits) and the queue
-//! has room for a burst (a quarter of it free, as a blocking dispatch waits for, see
-//! `room.rs`), take the whole list ([`Waiters::take`]: swapped with an empty one of the
+//! Processor, after each drained run, at each flush point and every few dozen pops within
+//! a run (`DEPTH_CHECK_INTERVAL` in `processor.rs`): if `pending` is set (one relaxed load, the whole
+//! cost while nobody waits) and the queue has room for a burst beyond every event entered
+//! and not yet popped (a quarter of it, as a blocking dispatch waits for, see `room.rs`;
+//! events kept in outboxes count as entered, so they go first), take the whole list ([`Waiters::take`]: swapped with an empty one of the
 //! processor's, so nothing allocates once both have grown; the round moves on, `pending`
 //! is cleared) and wake every waker, outside the lock. The processor also counts `pending`
-//! as work ([`ProcessorShared::has_work`]): it does not park, nor busy-spin on an empty
-//! queue, while a waiter is registered.
+//! as work ([`ProcessorShared::has_work`]) while that room is there: it does not park
+//! while a waiter it would wake is registered; a waiter held back by entries ahead of what
+//! it popped makes it park only briefly (`wake.rs`) and look again.
 //!
 //! Shutdown: closing the gate takes and wakes every waker; a future that polls then is
 //! handed its event back (`ShutDown`), and so is one that registers after the close (its

@@ -25,6 +25,7 @@
 
 mod chaos;
 mod cli;
+mod cpu;
 mod local_server;
 mod report;
 mod run;
@@ -68,11 +69,19 @@ fn single(args: &Args, progress: Progress) -> Result<bool, Box<dyn std::error::E
     if !args.json && !args.quiet {
         println!("perftest: {}", report::describe(&scenario));
     }
+    let cpu = cpu::Start::now();
     let result = run::run(&scenario, progress)?;
+    let cpu = cpu.elapsed();
     if args.json {
-        println!("{}", report::json(&result));
+        match cpu {
+            Some(_) => println!("{}", report::json_with_cpu(&result, cpu)),
+            None => println!("{}", report::json(&result)),
+        }
     } else {
         println!("{}", report::summary(&result));
+        if let Some(cpu) = cpu {
+            println!("{}", report::cpu_line(&cpu));
+        }
     }
     Ok(result.ok())
 }

@@ -9,6 +9,7 @@ use zerodispatch_broker::{ConfirmMode, FlushStrategy, WaitStrategy};
 use zerodispatch_core::Percentiles;
 
 use crate::cli::format_duration;
+use crate::cpu::CpuTime;
 
 use crate::run::{Faults, Outcomes, RunResult, Scenario, Transport};
 
@@ -279,6 +280,9 @@ impl From<&Percentiles> for LatencyJson {
 /// written `null`.
 #[derive(Clone, Debug, Serialize)]
 pub struct SummaryJson<'a> {
+    /// CPU time of the run (`cpu.rs`), where it was measured (a single run on Linux).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuTime>,
     /// Messages `send` accepted.
     pub published: u64,
     /// Messages acked.
@@ -371,6 +375,7 @@ fn as_text<T: fmt::Display, S: Serializer>(value: &T, serializer: S) -> Result<S
 pub fn summary_json(r: &RunResult) -> SummaryJson<'_> {
     let s = &r.scenario;
     SummaryJson {
+        cpu: None,
         published: r.published,
         confirmed: r.outcomes.acked,
         consumed: r.consumed,
@@ -422,6 +427,36 @@ fn to_line(value: &impl Serialize) -> String {
 #[must_use]
 pub fn json(r: &RunResult) -> String {
     to_line(&summary_json(r))
+}
+
+/// [`json`] with the run's CPU time (`"cpu": {"process_s", "broker_threads_s", "wall_s"}`).
+#[must_use]
+pub fn json_with_cpu(r: &RunResult, cpu: Option<CpuTime>) -> String {
+    to_line(&SummaryJson {
+        cpu,
+        ..summary_json(r)
+    })
+}
+
+/// The summary's CPU line: the process's and the broker threads' CPU seconds, and each as
+/// a share of one core over the run.
+#[must_use]
+pub fn cpu_line(cpu: &CpuTime) -> String {
+    let share = |s: f64| {
+        if cpu.wall_s > 0.0 {
+            100.0 * s / cpu.wall_s
+        } else {
+            0.0
+        }
+    };
+    format!(
+        "CPU: process {:.2} s ({:.1}% of a core), broker threads (zd-*) {:.2} s ({:.1}%), over {:.1} s",
+        cpu.process_s,
+        share(cpu.process_s),
+        cpu.broker_threads_s,
+        share(cpu.broker_threads_s),
+        cpu.wall_s
+    )
 }
 
 fn ratio(timer: u64, dynamic: u64) -> f64 {
