@@ -760,15 +760,6 @@ pub(crate) struct Runner<M: Send + 'static> {
     retry_park: Duration,
     /// Spin-loop hints in a [`LINGER`], measured when the thread starts.
     linger_spins: u32,
-    /// The adaptive spin of `SpinThenPark`: spin before the next park. Set when the last
-    /// wait's work came within [`spin_window`](Self::spin_window) of the queue going
-    /// empty (a spin would have caught it), cleared when it came later (the spin would
-    /// have been burnt for nothing). At low rates (events further apart than a spin) the
-    /// processor parks at once and burns no CPU between events; under load every wait
-    /// spins, as before.
-    spin_next: bool,
-    /// How long the last spin that found no work took: the spin's window.
-    spin_window: Duration,
     histograms: Histograms,
     high_alarm: bool,
     /// The wakers of futures being woken (`waiters.rs`): empty between wakes, kept for its
@@ -879,8 +870,6 @@ impl<M: Send + 'static> Runner<M> {
             popped: 0,
             retry_park: RETRY_PARK_MIN,
             linger_spins: 8,
-            spin_next: true,
-            spin_window: Duration::ZERO,
             histograms: Histograms::new(),
             high_alarm: false,
             waking: Vec::with_capacity(crate::waiters::PLACES),
@@ -1018,21 +1007,14 @@ impl<M: Send + 'static> Runner<M> {
             return;
         }
         self.retry_park = RETRY_PARK_MIN;
-        let idle_since = Instant::now();
-        if self.spin_next || !matches!(self.shared.config.wait, WaitStrategy::SpinThenPark { .. }) {
-            if self.spin_for_work() {
-                return;
-            }
-            self.spin_window = idle_since.elapsed();
+        if self.spin_for_work() {
+            return;
         }
         // Going to sleep: a requested histogram merge costs the event path nothing now.
         self.publish_histograms(false);
         if self.shared.sleep(self.popped, thread::park, true) {
             self.shared.stats.counters.parks.add(1);
         }
-        // The adaptive spin: spin before the next park only if this wait's work came within
-        // a spin's time, i.e. a spin would have caught it without the park.
-        self.spin_next = idle_since.elapsed() <= self.spin_window;
     }
 
     /// Waits a short, growing while (or until an event comes) before retrying the outbox
