@@ -735,8 +735,8 @@ fn linger(spins: u32) {
 /// clients asking to be flushed again: it retries that often with nothing else to do,
 /// doubling the wait after each fruitless turn. The minimum keeps a retry within a few
 /// wake-ups of the target draining; the maximum bounds how long a kept event can sit
-/// after room appeared while its sender is idle. Retune with the cycle stress test
-/// (`tests/cycle.rs`) under load.
+/// after room appeared while its sender is idle. Retune with the tests that bounce events
+/// between processors on queues of 8 (`tests/soak.rs`, `tests/audit.rs`) under load.
 const RETRY_PARK_MIN: Duration = Duration::from_micros(20);
 const RETRY_PARK_MAX: Duration = Duration::from_millis(1);
 
