@@ -17,8 +17,9 @@ pub enum WaitStrategy {
     /// one core per processor, busy even when idle. For latency runs on machines with cores
     /// to spare; on a machine with more busy threads than cores it collapses throughput.
     BusySpin,
-    /// Poll `spins` times (with a CPU pause hint, then yields), then park the thread until a
-    /// producer wakes it (see the wake protocol in `wake.rs`). The default.
+    /// Poll `spins` times (with a CPU pause hint, then yields), for at most 50 us, then
+    /// park the thread until a producer wakes it (see the wake protocol in `wake.rs`). The
+    /// default.
     SpinThenPark {
         /// Empty polls before parking.
         spins: u32,
@@ -29,10 +30,13 @@ pub enum WaitStrategy {
 }
 
 impl WaitStrategy {
-    /// The default spin before parking: 2^10 polls, on the order of 10-50 us. Long enough to
-    /// catch the next event of a burst without a syscall, short enough that an idle
-    /// processor stops burning its core quickly. Retune with `benches/dispatch.rs`
-    /// (`wake_latency` against `dispatch_oversubscribed`).
+    /// The default spin before parking: 2^10 polls, and never more than 50 us (the polls
+    /// after the first few are yields, about 1.3 us each on a 2-core VM: 1,024 of them took
+    /// 1.3 ms of CPU each time a processor ran dry, so the time bound is what ends the spin
+    /// by default). Long enough to catch the next event of a burst without a syscall, short
+    /// enough that an idle processor stops burning its core quickly. Retune with
+    /// `benches/dispatch.rs` (`wake_latency` against `dispatch_oversubscribed`) and
+    /// `perftest --rate 50` (its CPU time against its latency).
     pub const DEFAULT_SPINS: u32 = 1 << 10;
 }
 

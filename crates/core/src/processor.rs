@@ -740,6 +740,18 @@ fn linger(spins: u32) {
 const RETRY_PARK_MIN: Duration = Duration::from_micros(20);
 const RETRY_PARK_MAX: Duration = Duration::from_millis(1);
 
+/// How long a `SpinThenPark` processor polls for work at most before it parks, whatever its
+/// `spins`: 50 us. The polls after the first few are `yield_now`s, which on this project's
+/// 2-core VM cost about 1.3 us each, so the default 1,024 polls took about 1.3 ms of CPU
+/// every time a processor ran dry (measured: `zd-server` used 1.3-1.5 CPU-seconds per 10 s
+/// at 50 msg/s, all of it in these spins). 50 us still covers the hops within one
+/// message's path (a PUT, its ACK, a push and its confirm follow each other within a few
+/// microseconds while the next processor spins), which is what the spin is for; an event
+/// that comes later than that pays a wake-up. Retune with `perftest --rate 50 --duration
+/// 10s --json` (its `cpu.broker_threads_s` against `confirm_latency_us.p50`), and with
+/// `benches/dispatch.rs`' `wake_latency`.
+const SPIN_WINDOW: Duration = Duration::from_micros(50);
+
 /// The processor thread's own state.
 pub(crate) struct Runner<M: Send + 'static> {
     /// The context lent to every call into a client, set to name the client before each;
@@ -1048,11 +1060,21 @@ impl<M: Send + 'static> Runner<M> {
             WaitStrategy::SpinThenPark { spins } => spins,
             WaitStrategy::Park => 0,
         };
+        // The clock is read once the backoff's short spins are done, before each yield: a
+        // vDSO read (tens of ns) beside a syscall. Not under loom, whose models must not
+        // depend on time.
+        let mut started: Option<Instant> = None;
         for _ in 0..spins {
             if has_work() {
                 return true;
             }
             if backoff.is_completed() {
+                if !cfg!(loom) {
+                    let now = Instant::now();
+                    if now.duration_since(*started.get_or_insert(now)) >= SPIN_WINDOW {
+                        return false;
+                    }
+                }
                 thread::yield_now();
             } else {
                 backoff.snooze();
