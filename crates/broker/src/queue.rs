@@ -112,6 +112,11 @@ struct Slot {
     undelivered: AppMask,
     /// Replicas whose receipt came (bit `replica`); unused without replication.
     receipts: u32,
+    /// PUTs of this message by `producer` after the first, while its ACK waits for the
+    /// quorum (a named producer that published it again with its id, its first outcome
+    /// reported already): each PUT gets its one ACK, so the quorum's ACK goes `1 + resent`
+    /// times. A `u64`, so that no number of resends can wrap it.
+    resent: u64,
     /// Whether its ACK is queued or sent (at PUT, or at the quorum): the message is
     /// released only then, once every share is confirmed too.
     acked: bool,
@@ -188,6 +193,7 @@ impl QueueEngine {
             pending: 0,
             undelivered: 0,
             receipts: 0,
+            resent: 0,
             acked: false,
             queued: false,
             live: false,
@@ -253,6 +259,7 @@ impl QueueEngine {
             pending: all,
             undelivered: all,
             receipts: 0,
+            resent: 0,
             acked,
             queued: true,
             live: true,
@@ -279,13 +286,25 @@ impl QueueEngine {
         if let Some(&slot) = self.index.get(&guid) {
             let s = &mut self.slots[slot as usize];
             if !s.acked {
-                // The quorum's ACK goes to the newest producer of the name; the one that
-                // sent the first copy is closed (a name has one producer at a time), and
-                // its PUT is answered now, `Closed`, so that every PUT has its one ACK (its
-                // retired session waits for it: `outcome_counts.rs`).
-                if let Some(older) = s.producer.replace(producer) {
-                    self.counters.superseded.add(1);
-                    self.acks.push((older, guid, AckStatus::Closed));
+                // Every PUT gets its one ACK (a retired session waits for them:
+                // `outcome_counts.rs`). The same session again: the quorum's ACK goes once
+                // more. A newer producer of the name: the quorum's ACK goes to it, and the
+                // older one, closed (a name has one producer at a time), has its PUTs
+                // answered now, `Closed`.
+                match s.producer {
+                    Some(current) if current == producer => {
+                        s.resent = s.resent.saturating_add(1);
+                    }
+                    older => {
+                        let puts = 1 + std::mem::take(&mut s.resent);
+                        s.producer = Some(producer);
+                        if let Some(older) = older {
+                            for _ in 0..puts {
+                                self.counters.superseded.add(1);
+                                self.acks.push((older, guid, AckStatus::Closed));
+                            }
+                        }
+                    }
                 }
                 return;
             }
@@ -338,8 +357,11 @@ impl QueueEngine {
         }
         s.acked = true;
         let (producer, guid, release) = (s.producer, s.guid, s.pending == 0);
+        let puts = 1 + std::mem::take(&mut s.resent);
         if let Some(producer) = producer {
-            self.ack(producer, guid);
+            for _ in 0..puts {
+                self.ack(producer, guid);
+            }
         }
         if release {
             self.release(slot);

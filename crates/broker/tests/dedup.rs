@@ -535,3 +535,71 @@ fn a_named_producer_may_not_have_more_in_flight_than_the_window_covers() {
         );
     }
 }
+
+/// A named producer that publishes a message again with its id, its first outcome reported
+/// (timed out) while the first copy still waits for its quorum: both PUTs are answered
+/// when the quorum comes (the resend's outcome `Acked`, the first one's counted late), so
+/// that the session's count of ACKs to come reaches zero and a close lets it go.
+#[test]
+fn a_message_resent_by_its_own_producer_while_awaiting_its_quorum_has_an_ack_per_put() {
+    let broker = start(BrokerConfig {
+        replication: Some(Replication {
+            replicas: 1,
+            quorum: 1,
+        }),
+        ..BrokerConfig::default()
+    });
+    let (_c, _seen) = consumer(&broker);
+    let acks: Log<Ack> = Arc::default();
+    let sink = acks.clone();
+    let config = ProducerConfig {
+        confirm_timeout: Some(Duration::from_millis(5)),
+        ..ProducerConfig::default()
+    };
+    let p = broker
+        .open_named_producer("again", config, move |b: &[Ack]| {
+            sink.lock().unwrap().extend_from_slice(b)
+        })
+        .unwrap();
+    let guid = p.publish_with_id(Q, payload(1), 0).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while acks.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(acks.lock().unwrap()[0].status, AckStatus::TimedOut);
+    p.publish_with_id(Q, payload(2), 0).unwrap();
+    broker.quiesce().unwrap();
+    broker
+        .replica_receipt(Receipt {
+            queue: Q,
+            guid,
+            replica: ReplicaId(0),
+        })
+        .unwrap();
+    broker.quiesce().unwrap();
+    let statuses: Vec<_> = acks.lock().unwrap().iter().map(|a| a.status).collect();
+    assert_eq!(statuses, [AckStatus::TimedOut, AckStatus::Acked]);
+    assert_eq!(
+        broker.session_stats().late_acks,
+        1,
+        "the first PUT's ACK, late"
+    );
+    assert_eq!(broker.queue_stats()[0].superseded, 0);
+    assert!(p.close(Duration::from_secs(5)));
+    let sessions = |b: &Broker| -> usize {
+        b.processor_stats()
+            .iter()
+            .filter(|s| b.processors(ClientType::Session).contains(&s.processor))
+            .map(|s| s.clients)
+            .sum()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while sessions(&broker) != 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(
+        sessions(&broker),
+        1,
+        "the producer's session went: its ACKs are all in"
+    );
+}
