@@ -64,13 +64,22 @@ impl Client {
                 .map_err(|_| ClientError::HandshakeTimeout)??;
         let conn = Arc::new(Connection::new(welcome.limits));
         let broker_heartbeat = Duration::from_millis(u64::from(welcome.heartbeat_ms));
+        // What the client must send at least that often: the broker's asked interval, and
+        // a third of its idle limit (a broker asking for no heartbeat still closes a
+        // connection silent for its idle limit).
+        let idle_third = Duration::from_millis(u64::from(welcome.limits.idle_timeout_ms) / 3);
+        let send_every = [broker_heartbeat, idle_third]
+            .into_iter()
+            .filter(|d| !d.is_zero())
+            .min()
+            .unwrap_or(Duration::ZERO);
         let io = Io::new(
             Arc::clone(&conn),
             stream,
             rbuf,
             filled,
             options.heartbeat,
-            broker_heartbeat,
+            send_every,
         );
         tokio::spawn(io.run());
         Ok(Self {

@@ -577,35 +577,27 @@ impl Io {
             message: error.message.to_owned(),
         };
         match error.refused {
-            Some(FrameKind::Publish) if error.code != ErrorCode::UNKNOWN_PRODUCER => {
-                // A refusal of a whole frame (`DUPLICATE_ID`) with the producer left open:
-                // this client never names an id twice, and cannot tell which of its
-                // messages the frame held, so it ends the producer on both sides (its
-                // `CloseProducer`, whose answers find no producer here) and settles
-                // every message it has without an outcome.
+            Some(
+                kind @ (FrameKind::OpenProducer | FrameKind::Publish | FrameKind::CloseProducer),
+            ) => {
+                // The producer is not open on the broker (any more), or, for a whole
+                // `Publish` refused with the producer left open (`DUPLICATE_ID`, which this
+                // client never provokes), it cannot tell which of its messages the frame
+                // held: then it ends the producer on the broker too (its `CloseProducer`,
+                // whose answers find no producer here). Either way every message it has
+                // without an outcome is settled.
                 if let Some(i) = self
                     .producers
                     .iter()
                     .position(|p| p.shared.id.0 == error.subject)
                 {
-                    encode(
-                        Frame::CloseProducer(CloseProducer {
-                            producer: self.producers[i].shared.id,
-                        }),
-                        &mut self.out,
-                    );
-                    let mut entry = self.producers.swap_remove(i);
-                    entry.settle_all(refusal.clone(), false, Err(refusal));
-                }
-            }
-            Some(FrameKind::OpenProducer | FrameKind::Publish | FrameKind::CloseProducer) => {
-                // The producer is not open on the broker (any more): nothing it sent
-                // will be confirmed.
-                if let Some(i) = self
-                    .producers
-                    .iter()
-                    .position(|p| p.shared.id.0 == error.subject)
-                {
+                    if kind == FrameKind::Publish && error.code != ErrorCode::UNKNOWN_PRODUCER {
+                        let producer = self.producers[i].shared.id;
+                        encode(
+                            Frame::CloseProducer(CloseProducer { producer }),
+                            &mut self.out,
+                        );
+                    }
                     let mut entry = self.producers.swap_remove(i);
                     entry.settle_all(refusal.clone(), false, Err(refusal));
                 }

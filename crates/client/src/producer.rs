@@ -56,7 +56,7 @@ pub struct Outcome {
 
 /// A copy of a `ProducerOpened`'s stored window (see
 /// [`StoredWindow`](zerodispatch_wire::StoredWindow)), kept for the producer's life.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct StoredIds {
     last: Option<u64>,
     known: u32,
@@ -253,7 +253,7 @@ pub(crate) struct ProducerShared {
     panics: std::sync::atomic::AtomicU64,
     /// What the broker had stored of the producer's name's messages when it opened
     /// (`ProducerOpened`): written once, by the I/O task, before the open is answered.
-    stored: Mutex<StoredIds>,
+    stored: std::sync::OnceLock<StoredIds>,
     /// `Publish` frames encoded, and the messages in them: the I/O task's count.
     sent_frames: std::sync::atomic::AtomicU64,
     sent_messages: std::sync::atomic::AtomicU64,
@@ -288,7 +288,7 @@ impl ProducerShared {
             room_async: Notify::new(),
             conn,
             panics: std::sync::atomic::AtomicU64::new(0),
-            stored: Mutex::new(StoredIds::default()),
+            stored: std::sync::OnceLock::new(),
             sent_frames: std::sync::atomic::AtomicU64::new(0),
             sent_messages: std::sync::atomic::AtomicU64::new(0),
         })
@@ -512,7 +512,8 @@ impl ProducerShared {
     /// messages: a named producer numbers its messages on after the highest (an id the
     /// broker stored would be taken for a duplicate); after `u64::MAX` there is none.
     pub(crate) fn opened(&self, stored: StoredWindow<'_>) {
-        *lock(&self.stored) = StoredIds::from_wire(stored);
+        // A producer is answered `ProducerOpened` once: a second answer is not taken.
+        let _ = self.stored.set(StoredIds::from_wire(stored));
         if let Some(last) = stored.last_stored {
             let mut state = self.lock();
             state.next_id = state
@@ -588,7 +589,7 @@ impl Producer {
     /// from the next. `None` for an anonymous producer or a name with nothing stored. It
     /// says nothing of lower ids: ask [`stored_when_opened`](Self::stored_when_opened).
     pub fn last_stored(&self) -> Option<PublishId> {
-        lock(&self.shared.stored).last.map(PublishId)
+        self.shared.stored.get().and_then(|s| s.last).map(PublishId)
     }
 
     /// For a named producer, whether the broker had stored message `id` of its name when
@@ -596,7 +597,17 @@ impl Producer {
     /// as a fact, `None` for an id older than the broker's deduplication window (it cannot
     /// tell; publishing it again gets `RejectedOutOfWindow`).
     pub fn stored_when_opened(&self, id: PublishId) -> Option<bool> {
-        lock(&self.shared.stored).stored(id.0)
+        self.stored_when_opened_all().stored(id.0)
+    }
+
+    /// The whole of what `ProducerOpened` said (empty before it came).
+    pub(crate) fn stored_when_opened_all(&self) -> &StoredIds {
+        static NOTHING: StoredIds = StoredIds {
+            last: None,
+            known: 0,
+            bits: Vec::new(),
+        };
+        self.shared.stored.get().unwrap_or(&NOTHING)
     }
 
     /// Takes a message if the producer is under its cap, and returns its publish id; the

@@ -277,25 +277,26 @@ impl Shared {
         }
     }
 
-    /// Settles message `id` with `status` into `outcomes`, if it has no outcome yet.
+    /// Settles message `id` with `status` into `outcomes`, if it has no outcome yet; says
+    /// whether it did.
     fn settle(
         state: &mut State,
         id: u64,
         status: ConfirmStatus,
         now: Instant,
         outcomes: &mut Vec<Outcome>,
-    ) {
-        if let Some(slot) = state.ring.get_mut(id)
-            && !slot.settled
-        {
-            slot.settled = true;
-            outcomes.push(Outcome {
-                publish_id: PublishId(id),
-                status,
-                taken_at: slot.taken_at,
-                settled_at: now,
-            });
-        }
+    ) -> bool {
+        let Some(slot) = state.ring.get_mut(id).filter(|slot| !slot.settled) else {
+            return false;
+        };
+        slot.settled = true;
+        outcomes.push(Outcome {
+            publish_id: PublishId(id),
+            status,
+            taken_at: slot.taken_at,
+            settled_at: now,
+        });
+        true
     }
 
     /// Wakes the senders waiting for room: room freed, or the producer closed.
@@ -454,19 +455,23 @@ impl Shared {
             // (its window: docs/protocol.md, "Named producers and deduplication"); every
             // other one goes again, and its confirm says what became of it (one older
             // than the window is answered `RejectedOutOfWindow`, never taken for stored).
+            // Only what a session was handed: a claim that a message never sent is stored
+            // proves nothing of it.
+            let stored = session.stored_when_opened_all();
             for id in state.ring.ids() {
-                if session.stored_when_opened(PublishId(id)) != Some(true) {
+                let written = state.ring.get(id).is_some_and(|(slot, _)| slot.written);
+                if !written || stored.stored(id) != Some(true) {
                     continue;
                 }
-                let before = reporter.outcomes.len();
-                Self::settle(
+                if Self::settle(
                     &mut state,
                     id,
                     ConfirmStatus::Stored,
                     now,
                     &mut reporter.outcomes,
-                );
-                state.stats.stored_before += (reporter.outcomes.len() - before) as u64;
+                ) {
+                    state.stats.stored_before += 1;
+                }
             }
             if state.stats.stored_before > stored_before && reporter.recovered.is_none() {
                 // The broker's answer at the open confirmed messages: its first answer.

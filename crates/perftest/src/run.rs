@@ -263,7 +263,7 @@ impl OutcomeCounters {
 
     pub(crate) fn add(&self, status: AckStatus, n: u64) {
         if n > 0 {
-            self.0[Self::index(status)].fetch_add(n, Ordering::Relaxed);
+            self.add_at(Self::index(status), n);
         }
     }
 

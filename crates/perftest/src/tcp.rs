@@ -59,9 +59,11 @@ fn outcome_index(status: ConfirmStatus) -> usize {
         ConfirmStatus::Closed => AckStatus::Closed,
         ConfirmStatus::TimedOut => AckStatus::TimedOut,
         ConfirmStatus::NotSent => AckStatus::NotSent,
-        ConfirmStatus::RejectedOutOfWindow
-        | ConfirmStatus::TooLarge
-        | ConfirmStatus::RejectedStoreFull => return OutcomeCounters::OTHER_REFUSALS,
+        ConfirmStatus::RejectedOutOfWindow => AckStatus::RejectedOutOfWindow,
+        // The server's own refusals, which have no broker status.
+        ConfirmStatus::TooLarge | ConfirmStatus::RejectedStoreFull => {
+            return OutcomeCounters::OTHER_REFUSALS;
+        }
     };
     OutcomeCounters::index(ack)
 }

@@ -16,13 +16,20 @@ const VALUED: [&str; 6] = [
     "-Z",
 ];
 
-/// Whether `cargo test`'s arguments leave the test `name` out: a name filter that does not
-/// match it (the other arguments are libtest's options, accepted and ignored).
+/// Whether `cargo test`'s arguments leave the test `name` out: as libtest, it runs when no
+/// name filter is given or any one matches (the other arguments are libtest's options,
+/// accepted and ignored).
 fn filtered_out(name: &str, args: &[String]) -> bool {
-    args.iter().enumerate().any(|(i, arg)| {
+    let mut filters = args.iter().enumerate().filter(|&(i, arg)| {
         let value = i > 0 && VALUED.contains(&args[i - 1].as_str());
-        !arg.starts_with('-') && !value && !name.contains(arg.as_str())
-    })
+        !arg.starts_with('-') && !value
+    });
+    let mut any = false;
+    let matched = filters.any(|(_, filter)| {
+        any = true;
+        name.contains(filter.as_str())
+    });
+    any && !matched
 }
 
 /// Runs the proof `proof`, named `name`, as `cargo test` would run a test of that name:
@@ -71,5 +78,9 @@ mod tests {
             &args(&["--test-threads", "2", "--nocapture"])
         ));
         assert!(!filtered_out("a_proof", &args(&["--format", "pretty"])));
+        assert!(
+            !filtered_out("a_proof", &args(&["other", "proof"])),
+            "any filter"
+        );
     }
 }

@@ -507,7 +507,13 @@ impl StoredWindow<'_> {
             return Some(false);
         }
         let i = last - id;
-        (i < u64::from(self.known)).then(|| self.bits[(i / 8) as usize] & (1 << (i % 8)) != 0)
+        // `get`: a window built by hand may have fewer bits than `known` says (a decoded
+        // one never does): those ids read as not stored rather than panic.
+        (i < u64::from(self.known)).then(|| {
+            self.bits
+                .get((i / 8) as usize)
+                .is_some_and(|byte| byte & (1 << (i % 8)) != 0)
+        })
     }
 
     /// Whether the fields are consistent (see the type's documentation).

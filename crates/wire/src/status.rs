@@ -51,19 +51,7 @@ impl ConfirmStatus {
     /// ```
     #[must_use]
     pub fn from_u8(byte: u8) -> Option<Self> {
-        Some(match byte {
-            0 => Self::Stored,
-            1 => Self::RejectedQueueFull,
-            2 => Self::RejectedProducerFull,
-            3 => Self::RejectedUnknownQueue,
-            4 => Self::Closed,
-            5 => Self::TimedOut,
-            6 => Self::NotSent,
-            7 => Self::TooLarge,
-            8 => Self::RejectedOutOfWindow,
-            9 => Self::RejectedStoreFull,
-            _ => return None,
-        })
+        Self::ALL.get(usize::from(byte)).copied()
     }
 
     /// The byte that stands for this status.
@@ -122,7 +110,8 @@ pub enum Stored {
 }
 
 impl ConfirmStatus {
-    /// Every status, in byte order.
+    /// Every status, in byte order: `ALL[b]` is the status of byte `b` (what
+    /// [`from_u8`](Self::from_u8) reads).
     pub const ALL: [Self; 10] = [
         Self::Stored,
         Self::RejectedQueueFull,
