@@ -205,6 +205,7 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: watc
         out: Vec::new(),
         last_sent: now,
         lost: false,
+        write_limit: limits.idle_timeout,
     };
     let mut connection = Connection {
         producers: (0..limits.max_producers)

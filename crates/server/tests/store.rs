@@ -251,3 +251,45 @@ fn a_frame_that_names_an_id_twice_is_refused_whole() {
     assert_eq!(ids, [19, 20, 21]);
     assert_eq!(server.broker().queue_stats()[0].stored, 3);
 }
+
+/// A consumer that stops reading cannot hold its connection, its deliveries and their
+/// slots for ever: it is dropped, and what it held goes back to its queue. (A guard: every
+/// write now waits at most the idle limit, the bound that makes this hold whatever the
+/// connection's task was doing when the client stopped reading.)
+#[test]
+fn a_client_that_stops_reading_is_dropped_at_the_idle_limit() {
+    let server = server(
+        &[QueueMode::Priority],
+        Limits {
+            slot_size: 64 << 10,
+            store_slots: 1024,
+            consumer_window: 1024,
+            heartbeat: std::time::Duration::from_millis(100),
+            idle_timeout: std::time::Duration::from_millis(500),
+            ..limits()
+        },
+    );
+    let addr = server.local_addr();
+    // Opens a consumer with room for everything, then never reads again.
+    let mut sleeper = Client::hello(addr);
+    sleeper.open_consumer(7, 0, 0, 1024);
+    let _held = sleeper.into_stream();
+    let mut producer = Client::hello(addr);
+    producer.open_producer(1, 0, 1024);
+    // 512 messages of 64 KiB: 32 MiB of deliveries, far more than the socket buffers take.
+    let payload = vec![7_u8; 64 << 10];
+    let mut frame = Vec::new();
+    for first in (0..512_u64).step_by(8) {
+        frame.clear();
+        let mut batch = PublishBuilder::begin(&mut frame, ProducerId(1));
+        for id in first..first + 8 {
+            batch.push(PublishId(id), &payload).unwrap();
+        }
+        batch.finish().unwrap();
+        producer.send_raw(&frame);
+        producer.confirms(1, 8, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+    }
+    eventually("the sleeper's connection dropped", || {
+        server.stats().connections == 1
+    });
+}

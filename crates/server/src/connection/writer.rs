@@ -13,6 +13,10 @@ pub(super) struct Io {
     pub(super) last_sent: Instant,
     /// The socket failed, or the connection is being torn down: nothing more is written.
     pub(super) lost: bool,
+    /// How long one write may wait for a client that does not read (the idle limit): past
+    /// it the connection is lost, so that a client that stops reading cannot hold its
+    /// place, its consumers' deliveries and their payload slots for ever.
+    pub(super) write_limit: Duration,
 }
 
 impl Io {
@@ -25,7 +29,8 @@ impl Io {
         if self.out.is_empty() {
             return;
         }
-        if self.stream.write_all(&self.out).await.is_err() {
+        let written = tokio::time::timeout(self.write_limit, self.stream.write_all(&self.out));
+        if !matches!(written.await, Ok(Ok(()))) {
             self.lost = true;
         }
         self.out.clear();
