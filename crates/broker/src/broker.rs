@@ -588,7 +588,6 @@ impl Drop for Producer {
     }
 }
 
-/// The error for a call into a processor (`synchronize`, `call`) that came back.
 /// What [`Broker::stored_window`] finds before it asks a queue.
 enum Known {
     /// A name opened once: the queue's processor answers for it.
@@ -597,6 +596,7 @@ enum Known {
     Never(StoredWindow),
 }
 
+/// The error for a call into a processor (`synchronize`, `call`) that came back.
 fn sync_refused(e: SyncError) -> BrokerError {
     match e {
         SyncError::OnProcessorThread(p) => BrokerError::OnProcessorThread(p),

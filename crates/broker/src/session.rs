@@ -158,13 +158,13 @@ pub(crate) struct ProducerSession {
     reporting: Vec<Ack>,
     /// The processor's `max_batch`: events between two of its flushes, at most.
     max_batch: usize,
-    /// PUTs sent to queues whose ACK has not come back. A queue answers each PUT with one
-    /// ACK at most (stored, refused, or a duplicate ACKed again), so an ACK always finds
-    /// this above zero. A closed session stays registered until it is zero, so that every
-    /// ACK sent to it is counted (`acks` or `late_acks`), never dropped unseen. One that
-    /// never comes keeps it, its tables freed, until shutdown: a message that never reaches
-    /// its replication quorum, or a named producer's message sent again by a newer producer
-    /// of the name while its first copy waits for the quorum (the ACK goes to the newer).
+    /// PUTs sent to queues whose ACK has not come back. A queue answers each PUT with
+    /// exactly one ACK (stored, refused, a duplicate ACKed again, or `Closed` for a PUT a
+    /// newer producer of the name superseded), so an ACK always finds this above zero. A
+    /// closed session stays registered until it is zero, so that every ACK sent to it is
+    /// counted (`acks` or `late_acks`), never dropped unseen. One that never comes keeps
+    /// it, its tables freed, until shutdown: a message that never reaches its replication
+    /// quorum.
     awaiting: u64,
     /// Credited outcomes among `acks`, to give back once reported.
     credited_outcomes: usize,

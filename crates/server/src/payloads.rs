@@ -37,7 +37,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_queue::ArrayQueue;
-use tokio::sync::Notify;
 use zerodispatch_broker::{OnRelease, Payload};
 
 /// The metadata of one slot.
@@ -93,11 +92,6 @@ pub struct PayloadStore {
     /// that has used its quota is refused a slot although others are free, and no part can
     /// take a slot another part's quota promises (see [`try_store_in`](Self::try_store_in)).
     parts: Box<[Part]>,
-    /// Tasks waiting for a free slot (the slow path's flag: a release wakes them only when
-    /// it is not zero).
-    waiting: AtomicUsize,
-    /// Where they wait.
-    freed: Notify,
     /// Uses of stale handles refused.
     stale: AtomicU64,
 }
@@ -242,8 +236,6 @@ impl PayloadStore {
                     quota,
                 })
                 .collect(),
-            waiting: AtomicUsize::new(0),
-            freed: Notify::new(),
             stale: AtomicU64::new(0),
         })
     }
@@ -368,22 +360,6 @@ impl PayloadStore {
         Ok(Some(generation << GENERATION_SHIFT | u64::from(index)))
     }
 
-    /// Waits until a slot is free (or may be: the caller tries again). The slow path of a
-    /// publish that found the store full: TCP back-pressure, since the connection reads
-    /// nothing meanwhile.
-    pub async fn slot_freed(&self) {
-        self.waiting.fetch_add(1, Ordering::SeqCst);
-        let notified = self.freed.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        // SeqCst, against the release's push then load of `waiting`: either it sees us
-        // waiting and wakes us, or we see its slot here.
-        if self.free.is_empty() {
-            notified.await;
-        }
-        self.waiting.fetch_sub(1, Ordering::SeqCst);
-    }
-
     /// The slot of `handle`, if it is the slot's current message; a stale handle is
     /// counted.
     fn slot(&self, handle: u64) -> Option<&SlotMeta> {
@@ -467,9 +443,6 @@ impl PayloadStore {
         let _ = self.free.push(index as u32);
         // After the push: the slot counts against its part until it is back in the list.
         self.parts[part].used.fetch_sub(1, Ordering::Relaxed);
-        if self.waiting.load(Ordering::SeqCst) != 0 {
-            self.freed.notify_waiters();
-        }
         true
     }
 
@@ -580,24 +553,5 @@ mod tests {
         }
         assert_eq!(store.free_slots(), 8);
         assert!((0..4).all(|p| store.used(p) == 0));
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_waiter_is_woken_when_a_slot_is_freed() {
-        let store = std::sync::Arc::new(PayloadStore::new(1, 8));
-        let h = store.try_store(b"a", 1, 1).unwrap().unwrap();
-        let freer = store.clone();
-        let task = tokio::spawn(async move {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            freer.release(h, 1);
-        });
-        loop {
-            if let Some(h) = store.try_store(b"b", 2, 1).unwrap() {
-                assert_eq!(store.publish_id(h), Some(2));
-                break;
-            }
-            store.slot_freed().await;
-        }
-        task.await.unwrap();
     }
 }
