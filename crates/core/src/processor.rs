@@ -135,9 +135,18 @@ impl<M> Inside<'_, M> {
                     return;
                 }
                 Err(back) => {
+                    // The target's thread is gone (it died: a normal exit waits for this
+                    // entry to settle): nothing will pop again, so the event is dropped
+                    // rather than waited for without end.
+                    if self.target.exited.load(Ordering::Acquire) {
+                        drop(back);
+                        return;
+                    }
                     item = back;
-                    // Without a deadline the pause never gives up.
-                    let _ = room.pause(|| self.target.has_burst_room());
+                    // Without a deadline the pause never gives up but at the thread's end.
+                    let _ = room.pause(|| {
+                        self.target.has_burst_room() || self.target.exited.load(Ordering::Acquire)
+                    });
                 }
             }
         }
@@ -830,6 +839,9 @@ impl<M: Send + 'static> Drop for DeathWatch<M> {
                 drop(item)
             });
         }
+        // Release: a push that waits under a held entry (`push_waiting`) sees the thread
+        // gone and drops its event instead of waiting for a pop that never comes.
+        shared.exited.store(true, Ordering::Release);
     }
 }
 
