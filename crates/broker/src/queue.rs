@@ -47,8 +47,8 @@ type AppMask = u64;
 
 /// Messages a queue may be configured to hold, at most: 2^24 (16,777,216).
 ///
-/// A queue allocates its tables for its whole capacity when the broker starts, about 200
-/// bytes per message plus 4 per fanout app (the message table's 72-byte slots, the
+/// A queue allocates its tables for its whole capacity when the broker starts, about 210
+/// bytes per message plus 4 per fanout app (the message table's 80-byte slots, the
 /// consumer of each app's share, a GUID index at twice the capacity, and the free, push
 /// and ACK lists), so about 3.5 GiB at this limit for a priority queue. Past it a
 /// capacity is refused by [`Broker::start`](crate::Broker::start); below it, an allocation
@@ -675,6 +675,8 @@ mod tests {
 
     #[test]
     fn a_slot_is_the_size_max_queue_capacity_is_computed_with() {
-        assert_eq!(std::mem::size_of::<Slot>(), 72);
+        // 72 bytes, and 8 more since a slot counts a producer's resends of its message
+        // while the quorum is awaited (`resent`, a u64 so that no resends can wrap it).
+        assert_eq!(std::mem::size_of::<Slot>(), 80);
     }
 }
