@@ -20,21 +20,13 @@
 use crate::sync::thread::{self, JoinHandle};
 use std::fmt;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
-
-use zerodispatch_callback::Callback;
+use std::time::Duration;
 
 use crate::builder::DispatcherBuilder;
-use crate::client::{Client, ClientHandle, ClientType, ProcessorId};
-use crate::door::{CallFuture, DispatchBatchFuture, DispatchFuture};
-use crate::error::{
-    BatchError, DispatchError, ExecuteOnAllError, RegisterError, ShutdownTimedOut, SyncError,
-};
-use crate::event::Event;
-use crate::executor::Executor;
-use crate::handle::{DispatcherHandle, Placement, Shared};
+use crate::client::ProcessorId;
+use crate::error::ShutdownTimedOut;
+use crate::handle::{DispatcherHandle, Shared};
 use crate::monitor;
-use crate::stats::ProcessorSnapshot;
 
 /// A message type for dispatchers that carry callbacks only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,14 +34,19 @@ pub enum NoMessage {}
 
 /// The owner of a running dispatcher: its processor threads and its monitor.
 ///
-/// Dispatch through it, or through a [`handle`](Dispatcher::handle) (cloneable, for
-/// other threads and for clients); both offer the same calls. It is not a smart pointer to
-/// its handle (no `Deref`):
+/// It is its [`DispatcherHandle`] and the ownership of the threads: it derefs to the
+/// handle, so every call of the handle (`dispatch`, `register`, `call`, ...) is a call of
+/// the owner, documented once, on the handle. Give other threads and clients a
+/// [`handle`](Dispatcher::handle) (cloneable); `dispatcher.clone()` is the handle's clone,
+/// since the owner itself cannot be cloned:
 ///
-/// ```compile_fail
+/// ```
 /// # use zerodispatch_core::*;
-/// let d = Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build().unwrap();
-/// let handle: &DispatcherHandle<u64> = &d; // no deref coercion: use `d.handle()`
+/// let d = Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build()?;
+/// let handle: &DispatcherHandle<u64> = &d; // the owner derefs to its handle
+/// let for_another_thread: DispatcherHandle<u64> = d.handle();
+/// assert_eq!(handle.processors(ClientType::Queue), for_another_thread.processors(ClientType::Queue));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
 /// Dropping the dispatcher
@@ -185,265 +182,14 @@ fn shut_down<M: Send + 'static>(
     unfinished
 }
 
-/// The owner offers every call of the handle (it does not `Deref` to it: a `Dispatcher` is
-/// not a smart pointer to its handle). Each is [`DispatcherHandle`]'s, documented there.
-impl<M: Send + 'static> Dispatcher<M> {
-    /// [`DispatcherHandle::try_dispatch`].
-    ///
-    /// # Errors
-    ///
-    /// As [`DispatcherHandle::try_dispatch`].
+/// Every call of the handle is a call of the owner, written and documented once, on
+/// [`DispatcherHandle`].
+impl<M: Send + 'static> std::ops::Deref for Dispatcher<M> {
+    type Target = DispatcherHandle<M>;
+
     #[inline]
-    pub fn try_dispatch(
-        &self,
-        to: ClientHandle,
-        event: Event<M>,
-    ) -> Result<(), DispatchError<Event<M>>> {
-        self.handle.try_dispatch(to, event)
-    }
-
-    /// [`DispatcherHandle::dispatch`].
-    ///
-    /// # Errors
-    ///
-    /// As [`DispatcherHandle::dispatch`].
-    #[inline]
-    pub fn dispatch(
-        &self,
-        to: ClientHandle,
-        event: Event<M>,
-    ) -> Result<(), DispatchError<Event<M>>> {
-        self.handle.dispatch(to, event)
-    }
-
-    /// [`DispatcherHandle::dispatch_timeout`].
-    ///
-    /// # Errors
-    ///
-    /// As [`DispatcherHandle::dispatch_timeout`].
-    #[inline]
-    pub fn dispatch_timeout(
-        &self,
-        to: ClientHandle,
-        event: Event<M>,
-        timeout: Duration,
-    ) -> Result<(), DispatchError<Event<M>>> {
-        self.handle.dispatch_timeout(to, event, timeout)
-    }
-
-    /// [`DispatcherHandle::dispatch_deadline`].
-    ///
-    /// # Errors
-    ///
-    /// As [`DispatcherHandle::dispatch_deadline`].
-    #[inline]
-    pub fn dispatch_deadline(
-        &self,
-        to: ClientHandle,
-        event: Event<M>,
-        deadline: Instant,
-    ) -> Result<(), DispatchError<Event<M>>> {
-        self.handle.dispatch_deadline(to, event, deadline)
-    }
-
-    /// [`DispatcherHandle::dispatch_callback`].
-    ///
-    /// # Errors
-    ///
-    /// As [`DispatcherHandle::dispatch_callback`].
-    #[inline]
-    pub fn dispatch_callback<F>(
-        &self,
-        to: ClientHandle,
-        f: F,
-    ) -> Result<(), DispatchError<Event<M>>>
-    where
-        F: FnOnce() + Send + 'static,
-    {
-        self.handle.dispatch_callback(to, f)
-    }
-
-    /// [`DispatcherHandle::try_dispatch_batch`].
-    ///
-    /// # Errors
-    ///
-    /// As [`DispatcherHandle::try_dispatch_batch`].
-    pub fn try_dispatch_batch(
-        &self,
-        to: ClientHandle,
-        events: &mut impl Iterator<Item = Event<M>>,
-    ) -> Result<usize, BatchError<Event<M>>> {
-        self.handle.try_dispatch_batch(to, events)
-    }
-
-    /// [`DispatcherHandle::dispatch_batch`].
-    ///
-    /// # Errors
-    ///
-    /// As [`DispatcherHandle::dispatch_batch`].
-    pub fn dispatch_batch(
-        &self,
-        to: ClientHandle,
-        events: &mut impl Iterator<Item = Event<M>>,
-    ) -> Result<usize, BatchError<Event<M>>> {
-        self.handle.dispatch_batch(to, events)
-    }
-
-    /// [`DispatcherHandle::dispatch_batch_timeout`].
-    ///
-    /// # Errors
-    ///
-    /// As [`DispatcherHandle::dispatch_batch_timeout`].
-    pub fn dispatch_batch_timeout(
-        &self,
-        to: ClientHandle,
-        events: &mut impl Iterator<Item = Event<M>>,
-        timeout: Duration,
-    ) -> Result<usize, BatchError<Event<M>>> {
-        self.handle.dispatch_batch_timeout(to, events, timeout)
-    }
-
-    /// [`DispatcherHandle::dispatch_batch_deadline`].
-    ///
-    /// # Errors
-    ///
-    /// As [`DispatcherHandle::dispatch_batch_deadline`].
-    pub fn dispatch_batch_deadline(
-        &self,
-        to: ClientHandle,
-        events: &mut impl Iterator<Item = Event<M>>,
-        deadline: Instant,
-    ) -> Result<usize, BatchError<Event<M>>> {
-        self.handle.dispatch_batch_deadline(to, events, deadline)
-    }
-
-    /// [`DispatcherHandle::dispatch_async`].
-    pub fn dispatch_async(&self, to: ClientHandle, event: Event<M>) -> DispatchFuture<'_, M> {
-        self.handle.dispatch_async(to, event)
-    }
-
-    /// [`DispatcherHandle::dispatch_batch_async`].
-    pub fn dispatch_batch_async<'a, I: Iterator<Item = Event<M>>>(
-        &'a self,
-        to: ClientHandle,
-        events: &'a mut I,
-    ) -> DispatchBatchFuture<'a, M, I> {
-        self.handle.dispatch_batch_async(to, events)
-    }
-
-    /// [`DispatcherHandle::execute`].
-    ///
-    /// # Errors
-    ///
-    /// As [`DispatcherHandle::execute`].
-    pub fn execute(
-        &self,
-        processor: ProcessorId,
-        callback: Callback,
-    ) -> Result<(), DispatchError<Callback>> {
-        self.handle.execute(processor, callback)
-    }
-
-    /// [`DispatcherHandle::executor`].
-    #[must_use]
-    pub fn executor(&self, processor: ProcessorId) -> Executor<M> {
-        self.handle.executor(processor)
-    }
-
-    /// [`DispatcherHandle::register`].
-    ///
-    /// # Errors
-    ///
-    /// As [`DispatcherHandle::register`].
-    pub fn register(
-        &self,
-        client_type: ClientType,
-        client: impl Client<M>,
-        placement: Placement,
-    ) -> Result<ClientHandle, RegisterError> {
-        self.handle.register(client_type, client, placement)
-    }
-
-    /// [`DispatcherHandle::unregister`].
-    ///
-    /// # Errors
-    ///
-    /// As [`DispatcherHandle::unregister`].
-    pub fn unregister(&self, handle: ClientHandle) -> Result<(), DispatchError<ClientHandle>> {
-        self.handle.unregister(handle)
-    }
-
-    /// [`DispatcherHandle::in_dispatcher_thread`].
-    #[must_use]
-    pub fn in_dispatcher_thread(&self, handle: ClientHandle) -> bool {
-        self.handle.in_dispatcher_thread(handle)
-    }
-
-    /// [`DispatcherHandle::current_processor`].
-    #[must_use]
-    pub fn current_processor(&self) -> Option<ProcessorId> {
-        self.handle.current_processor()
-    }
-
-    /// [`DispatcherHandle::synchronize`].
-    ///
-    /// # Errors
-    ///
-    /// As [`DispatcherHandle::synchronize`].
-    pub fn synchronize(&self, target: impl Into<ProcessorId>) -> Result<(), SyncError> {
-        self.handle.synchronize(target)
-    }
-
-    /// [`DispatcherHandle::call`].
-    ///
-    /// # Errors
-    ///
-    /// As [`DispatcherHandle::call`].
-    pub fn call<F, R>(&self, target: impl Into<ProcessorId>, f: F) -> Result<R, SyncError>
-    where
-        F: FnOnce() -> R + Send + 'static,
-        R: Send + 'static,
-    {
-        self.handle.call(target, f)
-    }
-
-    /// [`DispatcherHandle::call_async`].
-    pub fn call_async<F, R>(&self, target: impl Into<ProcessorId>, f: F) -> CallFuture<'_, M, R>
-    where
-        F: FnOnce() -> R + Send + 'static,
-        R: Send + 'static,
-    {
-        self.handle.call_async(target, f)
-    }
-
-    /// [`DispatcherHandle::execute_on_all`].
-    ///
-    /// # Errors
-    ///
-    /// As [`DispatcherHandle::execute_on_all`].
-    pub fn execute_on_all<F, D>(
-        &self,
-        client_type: ClientType,
-        f: F,
-        done: D,
-    ) -> Result<(), ExecuteOnAllError<F, D>>
-    where
-        F: Fn() + Send + Sync + 'static,
-        D: FnOnce() + Send + 'static,
-    {
-        self.handle.execute_on_all(client_type, f, done)
-    }
-
-    /// [`DispatcherHandle::stats`].
-    #[must_use]
-    pub fn stats(&self) -> Vec<ProcessorSnapshot> {
-        self.handle.stats()
-    }
-
-    /// [`DispatcherHandle::processors`].
-    #[must_use]
-    pub fn processors(&self, client_type: ClientType) -> Vec<ProcessorId> {
-        self.handle.processors(client_type)
+    fn deref(&self) -> &DispatcherHandle<M> {
+        &self.handle
     }
 }
 

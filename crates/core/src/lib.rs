@@ -15,7 +15,7 @@
 //!   are [`Callback`]s: inline, never boxed.
 //! * The flush contract is written on [`Client`]; the wake protocol in `wake.rs`, the
 //!   shutdown gate in `gate.rs`, the outbox (how a processor hands events to another
-//!   without ever waiting for it) in `outbox.rs`, the processor loop in `processor.rs`,
+//!   without ever waiting for it) in `outbox.rs`, the processor loop in `processor/runner.rs`,
 //!   shutdown on [`Dispatcher`].
 //!
 //! # Example

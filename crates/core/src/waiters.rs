@@ -29,7 +29,7 @@
 //! go within one round: a flaky allocation in the zero-allocation proof before).
 //!
 //! Processor, after each drained run, at each flush point and every few dozen pops within
-//! a run (`DEPTH_CHECK_INTERVAL` in `processor.rs`): if `pending` is set (one relaxed load, the whole
+//! a run (`DEPTH_CHECK_INTERVAL` in `processor/runner.rs`): if `pending` is set (one relaxed load, the whole
 //! cost while nobody waits) and the queue has room for a burst beyond every event entered
 //! and not yet popped (a quarter of it, as a blocking dispatch waits for, see `room.rs`;
 //! events kept in outboxes count as entered, so they go first), take the whole list ([`Waiters::take`]: swapped with an empty one of the

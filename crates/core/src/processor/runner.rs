@@ -1,0 +1,425 @@
+//! The processor thread's own state and its loop (the module docs of `processor`): drain,
+//! flush, retry the outbox, wait for work.
+
+use std::sync::Arc;
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::Backoff;
+
+use super::contain::contain;
+use super::current::{outbox_len, set_current};
+use super::delivery::Entry;
+use super::shared::ProcessorShared;
+use crate::client::{ClientFlags, ClientHandle, ClientKey, Context};
+use crate::config::WaitStrategy;
+use crate::handle::DispatcherHandle;
+use crate::stats::{Histograms, Pinning};
+use crate::sync::{self, Ordering, thread};
+
+/// Check the queue depth (watermarks, max depth) and look at the waiters (producers and
+/// futures blocked on a full queue, woken at room for a burst) every this many events
+/// within a drain, starting after its first event (which may have been a long one, during
+/// which the queue filled): often enough to see a queue filling up under sustained load
+/// and to wake a blocked producer while a 256-event queue or larger still holds three
+/// quarters of its work, rarely enough that the loads of head and tail (cache lines the
+/// producers write) cost nothing measurable. (A countdown of its own for the waiters,
+/// an eighth of the capacity, cost the drain 8 ns an event on the hop bench, 51.6 against
+/// 42.8 ns: folded into this check it costs nothing measurable.) Below 256 events a
+/// waiter is woken at a flush point or when the run ends.
+const DEPTH_CHECK_INTERVAL: u64 = 64;
+
+/// How long a processor that has just emptied its queue after a run of events waits
+/// before it looks again, reading nothing a producer writes meanwhile.
+///
+/// A processor faster than its producers empties its queue every few events; each look
+/// at an empty queue reads the queue's tail, the line every producer's push writes with a
+/// compare-and-swap, and each such read makes the next push wait for that line to come
+/// back from the processor's core. Waiting a moment first lets a producer in mid-stream
+/// push a run of events undisturbed, which the processor then pops in one go: fewer looks
+/// per event, longer flush batches. Measured on the hop bench (one producer, a typed
+/// confirm): 37 ns per event without, 25 ns with a 0.7 us linger, 23.5 ns with 1.4 us, no
+/// gain beyond. The price is the linger itself, paid once per drained run before the
+/// flush that ends it: a microsecond against the tens of microseconds of a confirm's
+/// round trip at low rates.
+const LINGER: Duration = Duration::from_micros(1);
+
+/// Spin-loop hints in a [`LINGER`] on this machine: a `pause` costs from a few to over a
+/// hundred cycles depending on the processor, so the count is measured once per processor
+/// thread (a few microseconds at its start).
+fn linger_spins() -> u32 {
+    const PROBE: u32 = 256;
+    let start = Instant::now();
+    for _ in 0..PROBE {
+        std::hint::spin_loop();
+    }
+    let per_spin = start.elapsed() / PROBE;
+    let spins = LINGER.as_nanos() / per_spin.as_nanos().max(1);
+    u32::try_from(spins).unwrap_or(u32::MAX).clamp(8, 4096)
+}
+
+/// Waits `spins` spin-loop hints ([`LINGER`]), touching no shared memory.
+#[inline]
+fn linger(spins: u32) {
+    for _ in 0..spins {
+        std::hint::spin_loop();
+    }
+}
+
+/// The shortest and longest timed park of a processor that has events in its outbox or
+/// clients asking to be flushed again: it retries that often with nothing else to do,
+/// doubling the wait after each fruitless turn. The minimum keeps a retry within a few
+/// wake-ups of the target draining; the maximum bounds how long a kept event can sit
+/// after room appeared while its sender is idle. Retune with the tests that bounce events
+/// between processors on queues of 8 (`tests/soak.rs`, `tests/audit.rs`) under load.
+const RETRY_PARK_MIN: Duration = Duration::from_micros(20);
+const RETRY_PARK_MAX: Duration = Duration::from_millis(1);
+
+/// How long a `SpinThenPark` processor polls for work at most before it parks, whatever its
+/// `spins`: 50 us. The polls after the first few are `yield_now`s, which on this project's
+/// 2-core VM cost about 1.3 us each, so the default 1,024 polls took about 1.3 ms of CPU
+/// every time a processor ran dry (measured: `zd-server` used 1.3-1.5 CPU-seconds per 10 s
+/// at 50 msg/s, all of it in these spins). 50 us still covers the hops within one
+/// message's path (a PUT, its ACK, a push and its confirm follow each other within a few
+/// microseconds while the next processor spins), which is what the spin is for; an event
+/// that comes later than that pays a wake-up. Retune with `perftest --rate 50 --duration
+/// 10s --json` (its `cpu.broker_threads_s` against `confirm_latency_us.p50`), and with
+/// `benches/dispatch.rs`' `wake_latency`.
+const SPIN_WINDOW: Duration = Duration::from_micros(50);
+
+/// The processor thread's own state.
+pub(crate) struct Runner<M: Send + 'static> {
+    /// The context lent to every call into a client, set to name the client before each;
+    /// it holds the processor's handle to its dispatcher.
+    pub(super) ctx: Context<M>,
+    pub(super) shared: Arc<ProcessorShared<M>>,
+    pub(super) clients: Vec<Option<Entry<M>>>,
+    /// Slots of the clients to flush, in the order they received their first event since
+    /// the last flush (or asked to be flushed again).
+    pub(super) flush_list: Vec<u16>,
+    /// Clients that asked, during the flush under way, to be flushed again.
+    pub(super) again: Vec<u16>,
+    /// Events since the last flush point.
+    pub(super) since_flush: u64,
+    /// Events popped in all (wrapping): what the gate's count of entries is compared with.
+    pub(super) popped: usize,
+    /// The next timed park while retries are pending (see [`RETRY_PARK_MIN`]).
+    pub(super) retry_park: Duration,
+    /// Spin-loop hints in a [`LINGER`], measured when the thread starts.
+    pub(super) linger_spins: u32,
+    pub(super) histograms: Histograms,
+    pub(super) high_alarm: bool,
+    /// The wakers of futures being woken (`waiters.rs`): empty between wakes, kept for its
+    /// capacity.
+    pub(super) waking: Vec<Option<Waker>>,
+}
+
+/// Armed for the whole life of a processor thread; if the thread unwinds anyway (a
+/// defect of the dispatcher's own code: user code is contained), it makes every waiter
+/// fail instead of hang: the gate closes (blocking dispatches and `synchronize` get
+/// `ShutDown`), the events kept in the outbox leave the gates they hold, and the events
+/// still queued are dropped, so that a `synchronize` marker among them wakes its waiter
+/// with an error.
+pub(super) struct DeathWatch<M: Send + 'static> {
+    pub(super) shared: Arc<ProcessorShared<M>>,
+    pub(super) dispatcher: DispatcherHandle<M>,
+}
+
+impl<M: Send + 'static> Drop for DeathWatch<M> {
+    fn drop(&mut self) {
+        if !thread::panicking() {
+            return;
+        }
+        let shared = &*self.shared;
+        tracing::error!(processor = %shared.id, "processor thread died; its queue is refused and dropped");
+        shared.close();
+        shared.stop.store(true, Ordering::SeqCst);
+        let mut outbox = shared.outbox.lock().unwrap_or_else(|e| e.into_inner());
+        for (target, item) in outbox.take_all() {
+            if let Some(target) = self.dispatcher.processor(target) {
+                target.gate.undo();
+            }
+            contain(&shared.stats, shared.id, "drop of a kept event", || {
+                drop(item)
+            });
+        }
+        while let Some(item) = shared.queue.pop() {
+            contain(&shared.stats, shared.id, "drop of a queued event", || {
+                drop(item)
+            });
+        }
+        // Release: a push that waits under a held entry (`push_waiting`) sees the thread
+        // gone and drops its event instead of waiting for a pop that never comes.
+        shared.exited.store(true, Ordering::Release);
+    }
+}
+
+impl<M: Send + 'static> Runner<M> {
+    pub(crate) fn new(dispatcher: DispatcherHandle<M>, shared: Arc<ProcessorShared<M>>) -> Self {
+        let ctx = Context {
+            me: ClientHandle {
+                dispatcher: dispatcher.id(),
+                processor: shared.id,
+                key: ClientKey {
+                    slot: 0,
+                    generation: 0,
+                },
+            },
+            flags: ClientFlags::default(),
+            wrong_type: false,
+            dispatcher,
+        };
+        Self {
+            ctx,
+            shared,
+            clients: Vec::new(),
+            flush_list: Vec::new(),
+            again: Vec::new(),
+            since_flush: 0,
+            popped: 0,
+            retry_park: RETRY_PARK_MIN,
+            linger_spins: 8,
+            histograms: Histograms::new(),
+            high_alarm: false,
+            waking: Vec::with_capacity(crate::waiters::PLACES),
+        }
+    }
+
+    /// The thread's body: pins, runs the loop until stopped, drops the clients.
+    pub(crate) fn run(mut self, core: Option<usize>) {
+        let id = self.shared.id;
+        // Every log line of this thread, its clients' included, names its processor.
+        let _span = tracing::info_span!("processor", processor = %id).entered();
+        set_current(self.ctx.dispatcher.id(), id);
+        let pinning = match core {
+            None => Pinning::NotRequested,
+            Some(core) => {
+                if core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+                    Pinning::Pinned(core)
+                } else {
+                    tracing::warn!(processor = %id, core, "the OS refused to pin the processor; it runs unpinned");
+                    Pinning::Refused(core)
+                }
+            }
+        };
+        let _ = self.shared.stats.pinning.set(pinning);
+        // Measured pinned, on the core it will run on.
+        self.linger_spins = linger_spins();
+        tracing::debug!(processor = %id, ?pinning, "processor started");
+
+        self.run_loop();
+        self.publish_histograms(true);
+        let mut clients = 0;
+        for entry in self.clients.drain(..).flatten() {
+            clients += 1;
+            // The client's own drop runs here, on its thread, contained like every call
+            // into user code.
+            contain(&self.shared.stats, id, "drop of a client", || drop(entry));
+        }
+        // Clients handed in that never got an event: the gate is settled, so no
+        // registration is between its hand-in and its exit from the gate (`slots.rs`).
+        // Taken out under the lock, dropped outside it.
+        let arrivals: Vec<_> = self
+            .shared
+            .slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take_arrivals()
+            .collect();
+        for client in arrivals {
+            clients += 1;
+            contain(&self.shared.stats, id, "drop of a client", || drop(client));
+        }
+        tracing::debug!(processor = %id, clients, "processor stopped");
+        // Release: whoever sees the flag sees the clients dropped.
+        self.shared.exited.store(true, Ordering::Release);
+    }
+
+    /// The loop of the module docs, until stopped with nothing left to do.
+    pub(super) fn run_loop(&mut self) {
+        let _watch = DeathWatch {
+            shared: self.shared.clone(),
+            dispatcher: self.ctx.dispatcher.clone(),
+        };
+        loop {
+            self.retry_outbox();
+            self.drain();
+            self.flush_all();
+            self.retry_outbox();
+            if self.shared.may_exit(self.popped) && outbox_len() == 0 && self.flush_list.is_empty()
+            {
+                return;
+            }
+            self.wait_for_work();
+        }
+    }
+
+    /// Hands on what the outbox holds, as far as the targets have room (the
+    /// [outbox protocol](crate::outbox)).
+    pub(super) fn retry_outbox(&mut self) {
+        if outbox_len() == 0 {
+            return;
+        }
+        let dispatcher = &self.ctx.dispatcher;
+        let sent = self
+            .shared
+            .retry_outbox(|id| dispatcher.processor(id).map(|p| &**p));
+        if sent > 0 {
+            self.retry_park = RETRY_PARK_MIN;
+        }
+    }
+
+    /// Pops and handles events until the queue is empty. After each run of events it
+    /// [lingers](LINGER) and looks once more: it stops at the first look that finds
+    /// the queue empty.
+    pub(super) fn drain(&mut self) {
+        let max_batch = self.shared.config.max_batch as u64;
+        let mut popped = 0_u64;
+        loop {
+            let start = popped;
+            while let Some(item) = self.shared.queue.pop() {
+                self.popped = self.popped.wrapping_add(1);
+                let counted = self.handle(item);
+                popped += 1;
+                self.shared.stats.counters.processed.add_release(counted);
+                self.since_flush += 1;
+                if self.since_flush >= max_batch {
+                    self.flush_all();
+                    self.retry_outbox();
+                    self.shared.wake_waiters(self.popped, &mut self.waking);
+                }
+                if popped % DEPTH_CHECK_INTERVAL == 1 {
+                    self.check_depth();
+                    // Producers blocked on the full queue resume as soon as there is room
+                    // for a burst, while the rest of the queue keeps this thread busy.
+                    self.shared.wake_waiters(self.popped, &mut self.waking);
+                }
+            }
+            // The end of a run: room for the futures waiting, if they are (`waiters.rs`).
+            self.shared.wake_waiters(self.popped, &mut self.waking);
+            if popped == start {
+                break;
+            }
+            linger(self.linger_spins);
+        }
+        if self.high_alarm {
+            // Drained: the alarm can clear.
+            self.check_depth();
+        }
+    }
+
+    pub(super) fn wait_for_work(&mut self) {
+        // Stopping but not settled (an accepted event still on its way in): wait briefly,
+        // like a retry, rather than spin on the stop.
+        if outbox_len() > 0 || !self.flush_list.is_empty() || self.shared.stop_requested() {
+            self.wait_to_retry();
+            return;
+        }
+        self.retry_park = RETRY_PARK_MIN;
+        if self.spin_for_work() {
+            return;
+        }
+        // Going to sleep: a requested histogram merge costs the event path nothing now.
+        self.publish_histograms(false);
+        if self.shared.sleep(self.popped, thread::park, true) {
+            self.shared.stats.counters.parks.add(1);
+        }
+    }
+
+    /// Waits a short, growing while (or until an event comes) before retrying the outbox
+    /// and the clients that asked to be flushed again.
+    pub(super) fn wait_to_retry(&mut self) {
+        let park = self.retry_park;
+        // Not woken by a stop: at a stop the retries still have to be made.
+        if self
+            .shared
+            .sleep(self.popped, || sync::park_timeout(park), false)
+        {
+            self.shared.stats.counters.parks.add(1);
+        }
+        self.retry_park = (park * 2).min(RETRY_PARK_MAX);
+    }
+
+    /// Polls for work by the wait strategy; `true` if work (or a stop) came, `false` if
+    /// it is time to park.
+    pub(super) fn spin_for_work(&self) -> bool {
+        let shared = &*self.shared;
+        let popped = self.popped;
+        let has_work = || shared.has_work(popped);
+        let backoff = Backoff::new();
+        let spins = match shared.config.wait {
+            WaitStrategy::BusySpin => {
+                while !has_work() {
+                    backoff.spin();
+                }
+                return true;
+            }
+            WaitStrategy::SpinThenPark { spins } => spins,
+            WaitStrategy::Park => 0,
+        };
+        // The clock is read once the backoff's short spins are done, before each yield: a
+        // vDSO read (tens of ns) beside a syscall. Not under loom, whose models must not
+        // depend on time.
+        let mut started: Option<Instant> = None;
+        for _ in 0..spins {
+            if has_work() {
+                return true;
+            }
+            if backoff.is_completed() {
+                if !cfg!(loom) {
+                    let now = Instant::now();
+                    if now.duration_since(*started.get_or_insert(now)) >= SPIN_WINDOW {
+                        return false;
+                    }
+                }
+                thread::yield_now();
+            } else {
+                backoff.snooze();
+            }
+        }
+        false
+    }
+
+    /// Samples the queue depth: max depth and the watermark alarm (edge-triggered, cleared
+    /// at the low mark).
+    pub(super) fn check_depth(&mut self) {
+        let depth = self.shared.queue.len();
+        let config = &self.shared.config;
+        self.shared.stats.counters.max_depth.max(depth as u64);
+        if !self.high_alarm && depth >= config.high_watermark {
+            self.high_alarm = true;
+            self.shared.stats.counters.high_watermark_alarms.add(1);
+            tracing::warn!(
+                processor = %self.shared.id, depth, high_watermark = config.high_watermark,
+                capacity = config.capacity, "queue above its high watermark"
+            );
+        } else if self.high_alarm && depth <= config.low_watermark {
+            self.high_alarm = false;
+            tracing::info!(
+                processor = %self.shared.id, depth, low_watermark = config.low_watermark,
+                "queue back at its low watermark; alarm cleared"
+            );
+        }
+    }
+
+    /// Merges the private histograms into the shared ones: at exit (waiting for a reader
+    /// that holds them), otherwise only when the monitor or a reader asked and no reader
+    /// holds them. A merge walks every bucket (thousands), far too much for every flush
+    /// point; on request it happens about once per `monitor_interval`.
+    pub(super) fn publish_histograms(&mut self, at_exit: bool) {
+        let requested = &self.shared.stats.publish_requested;
+        if !at_exit && !requested.load(Ordering::Relaxed) {
+            return;
+        }
+        let shared = &self.shared.stats.histograms;
+        let guard = if at_exit {
+            Some(shared.lock().unwrap_or_else(|p| p.into_inner()))
+        } else {
+            shared.try_lock().ok()
+        };
+        if let Some(mut shared) = guard {
+            requested.store(false, Ordering::Relaxed);
+            self.histograms.drain_into(&mut shared);
+        }
+    }
+}
