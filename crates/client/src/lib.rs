@@ -43,6 +43,7 @@
 #![forbid(unsafe_code)]
 
 mod backoff;
+mod blocking;
 mod client;
 mod connection;
 mod consumer;

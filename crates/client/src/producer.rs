@@ -639,10 +639,15 @@ impl Producer {
     /// its publish id. For threads outside the async runtime: never call it on the
     /// runtime's threads (nor from the confirm handler), which it would block.
     ///
+    /// # Panics
+    ///
+    /// On a tokio runtime's worker thread, naming [`send`](Self::send) (`blocking.rs`).
+    ///
     /// # Errors
     ///
     /// [`ClientError::PayloadTooLarge`], or why the producer is closed.
     pub fn send_blocking(&self, payload: &[u8]) -> Result<PublishId, ClientError> {
+        crate::blocking::refuse_on_runtime("send_blocking", "send");
         check_payload(payload, self.shared.conn.limits.max_payload)?;
         let shared = &*self.shared;
         let mut state = shared.lock();

@@ -1129,3 +1129,31 @@ async fn a_frame_refused_with_the_producer_left_open_closes_it_on_both_sides() {
     }
     client.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_blocking_on_a_runtime_thread_panics_naming_send_and_sends_nothing() {
+    let broker = FakeBroker::start(Config::default()).await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (outcomes, on_confirm) = collector();
+    let producer = client
+        .open_producer(QueueId(0), ProducerOptions::default(), on_confirm)
+        .await
+        .unwrap();
+    // With room to spare it would not have waited: it is refused anyway, on this thread.
+    let refused =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| producer.send_blocking(b"x")));
+    let payload = refused.unwrap_err();
+    let message = payload.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(message.contains("`send_blocking` blocks"), "{message}");
+    assert!(message.contains("use `send` instead"), "{message}");
+    // The async form on the runtime, and the blocking one on a blocking thread, both send.
+    let first = producer.send(b"a").await.unwrap();
+    let producer = Arc::new(producer);
+    let sender = Arc::clone(&producer);
+    let second = tokio::task::spawn_blocking(move || sender.send_blocking(b"b"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((first.0, second.0), (0, 1), "the refused call took no id");
+    wait_outcomes(&outcomes, 2).await;
+}

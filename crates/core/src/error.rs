@@ -174,31 +174,96 @@ impl<T: 'static> std::error::Error for BatchError<T> {
 }
 
 /// Why a client could not be registered. Non-exhaustive: a later version may add a reason.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum RegisterError {
+pub enum RegisterRefusal {
     /// No processor of this type was configured.
     NoProcessors(ClientType),
     /// `Placement::Processor(index)` names no processor of this type.
     NoSuchProcessor(ProcessorId),
     /// The processor's client table is full (65,535 clients).
     TableFull(ProcessorId),
-    /// Shutdown has started; the client was dropped.
+    /// Shutdown has started.
     ShutDown,
 }
 
-impl fmt::Display for RegisterError {
+impl fmt::Display for RegisterRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RegisterError::NoProcessors(t) => write!(f, "no {t} processors are configured"),
-            RegisterError::NoSuchProcessor(p) => write!(f, "there is no processor {p}"),
-            RegisterError::TableFull(p) => write!(f, "processor {p} has no free client slot"),
-            RegisterError::ShutDown => write!(f, "the dispatcher is shutting down"),
+            RegisterRefusal::NoProcessors(t) => write!(f, "no {t} processors are configured"),
+            RegisterRefusal::NoSuchProcessor(p) => write!(f, "there is no processor {p}"),
+            RegisterRefusal::TableFull(p) => write!(f, "processor {p} has no free client slot"),
+            RegisterRefusal::ShutDown => write!(f, "the dispatcher is shutting down"),
         }
     }
 }
 
-impl std::error::Error for RegisterError {}
+/// A refused [`register`](crate::DispatcherHandle::register): why, and the client, handed
+/// back unregistered, so that nothing is lost.
+///
+/// ```
+/// # use zerodispatch_core::*;
+/// struct Queue { name: &'static str }
+/// impl Client<NoMessage> for Queue {}
+/// let d = Dispatcher::<NoMessage>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build()?;
+/// let refused = d
+///     .register(ClientType::Session, Queue { name: "orders" }, Placement::LeastLoaded)
+///     .unwrap_err();
+/// assert_eq!(refused.reason, RegisterRefusal::NoProcessors(ClientType::Session));
+/// let queue = refused.into_inner(); // register it elsewhere, or drop it here
+/// assert_eq!(queue.name, "orders");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// It is `Send + Sync` for every client (a client need only be `Send`), so `?` carries it
+/// into `anyhow::Error` or `Box<dyn Error + Send + Sync>`.
+pub struct RegisterError<C> {
+    /// Why.
+    pub reason: RegisterRefusal,
+    /// The client, handed back. In a `Mutex` that is never locked while the error lives:
+    /// it makes the error `Sync` for a client that is only `Send` (nothing reaches the
+    /// client through `&self`), without `unsafe`, which this crate forbids.
+    client: std::sync::Mutex<C>,
+}
+
+impl<C> RegisterError<C> {
+    pub(crate) fn new(reason: RegisterRefusal, client: C) -> Self {
+        Self {
+            reason,
+            client: std::sync::Mutex::new(client),
+        }
+    }
+
+    /// The client, handed back unregistered.
+    pub fn into_inner(self) -> C {
+        self.client
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl<C> fmt::Debug for RegisterError<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegisterError")
+            .field("reason", &self.reason)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C> fmt::Display for RegisterError<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}; the client is handed back", self.reason)
+    }
+}
+
+impl<C> std::error::Error for RegisterError<C> {}
+
+impl<C> From<RegisterError<C>> for RegisterRefusal {
+    /// The reason alone, the client dropped.
+    fn from(e: RegisterError<C>) -> Self {
+        e.reason
+    }
+}
 
 /// Why [`execute_on_all`](crate::DispatcherHandle::execute_on_all) reached no processor:
 /// it runs `f` on every processor of the type or on none, so a refusal hands `f` and

@@ -19,6 +19,8 @@
 //! the message type `M`, or [`Callback::spill`] it (one allocation, counted as `spilled`
 //! in the processor's stats).
 
+use std::fmt;
+use std::marker::PhantomData;
 use std::time::Instant;
 
 use zerodispatch_callback::Callback;
@@ -55,16 +57,77 @@ impl<M: Send + 'static> Event<M> {
     /// An event that runs `f` on the client it is dispatched to, handed the client as its
     /// concrete type `C` and the [`Context`]: `Event::to_client(move |queue: &mut Queue,
     /// ctx| queue.confirm(guid))`. Stored inline, never allocates; a closure that does not
-    /// fit the default space is a compile error. See [`ClientCallback`] (what happens when
-    /// the client is not a `C`).
+    /// fit the default space is a compile error (at `cargo build`: see [`Callback::new`]).
+    ///
+    /// It is typed by its client: a dispatch accepts it only with a
+    /// [`ClientHandle<C>`](crate::ClientHandle) of the same `C`, so a callback on a `Queue`
+    /// sent to a `Session` does not compile. For an [erased](crate::ClientHandle::erase)
+    /// handle, make it an `Event` (`Event::from`), whose client type is checked on the
+    /// processor (see [`ClientCallback`]).
     #[inline]
-    pub fn to_client<C, F>(f: F) -> Self
+    pub fn to_client<C, F>(f: F) -> ToClient<M, C>
     where
         C: Client<M>,
         F: FnOnce(&mut C, &mut Context<M>) + Send + 'static,
     {
-        Event::ClientCallback(ClientCallback::new(f))
+        ToClient {
+            callback: ClientCallback::new(f),
+            client: PhantomData,
+        }
     }
+}
+
+/// A callback on a client of type `C`, made by [`Event::to_client`]: an event that a
+/// dispatch accepts only with a [`ClientHandle<C>`](crate::ClientHandle).
+pub struct ToClient<M, C> {
+    callback: ClientCallback<M>,
+    client: PhantomData<fn() -> C>,
+}
+
+impl<M, C> From<ToClient<M, C>> for Event<M> {
+    /// The callback as an event for any client (an erased handle's), its client type
+    /// checked on the processor.
+    #[inline]
+    fn from(to_client: ToClient<M, C>) -> Self {
+        Event::ClientCallback(to_client.callback)
+    }
+}
+
+impl<M, C> fmt::Debug for ToClient<M, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToClient").finish_non_exhaustive()
+    }
+}
+
+/// What a dispatch to a [`ClientHandle<C>`](crate::ClientHandle) accepts: any [`Event`], or
+/// a callback on a `C` ([`ToClient<M, C>`], from [`Event::to_client`]). Sealed.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be dispatched to a `ClientHandle<{C}>`",
+    note = "a callback made by `Event::to_client` goes only to a handle of the client type it takes; for an erased handle, pass `Event::from(..)`"
+)]
+pub trait EventFor<M, C>: sealed::Sealed {
+    /// The event, as it is queued.
+    fn into_event(self) -> Event<M>;
+}
+
+impl<M, C> EventFor<M, C> for Event<M> {
+    #[inline]
+    fn into_event(self) -> Event<M> {
+        self
+    }
+}
+
+impl<M, C> EventFor<M, C> for ToClient<M, C> {
+    #[inline]
+    fn into_event(self) -> Event<M> {
+        Event::ClientCallback(self.callback)
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl<M> Sealed for super::Event<M> {}
+    impl<M, C> Sealed for super::ToClient<M, C> {}
 }
 
 impl<M> Event<M> {

@@ -14,9 +14,10 @@ use crate::client::{Client, ClientHandle, ClientType, ProcessorId};
 use crate::config::GlobalConfig;
 use crate::door::{CallFuture, DispatchBatchFuture, DispatchFuture};
 use crate::error::{
-    BatchError, DispatchError, ExecuteOnAllError, ExecuteOnAllRefusal, RegisterError, SyncError,
+    BatchError, DispatchError, ExecuteOnAllError, ExecuteOnAllRefusal, RegisterError,
+    RegisterRefusal, SyncError,
 };
-use crate::event::{Event, Item};
+use crate::event::{Event, EventFor, Item};
 use crate::executor::Executor;
 use crate::processor::{ProcessorShared, current_processor};
 use crate::room::Wait;
@@ -72,6 +73,17 @@ impl<M> Shared<M> {
 ///
 /// Handles are cheap to clone (one `Arc`) and stay usable after shutdown, when every
 /// dispatch hands its event back with [`DispatchError::ShutDown`].
+///
+/// # Blocking calls and async runtimes
+///
+/// `dispatch`, `dispatch_batch` and their timed forms, `execute`, `synchronize`, `call`,
+/// `unregister` and `execute_on_all` may park the calling thread (for room in a full queue,
+/// or for an answer). With the feature `tokio` (on with the facade's `server` and
+/// `client`), each of them made on a tokio runtime's worker thread panics, whether or not
+/// it would have had to wait, with a message naming its async form (`dispatch_async`,
+/// `dispatch_batch_async`, `call_async`), as tokio's `blocking_send` does: on such a thread
+/// use those, `try_dispatch`, or `tokio::task::spawn_blocking`. Processor threads and any
+/// thread outside the runtime are not affected.
 pub struct DispatcherHandle<M> {
     pub(crate) shared: Arc<Shared<M>>,
 }
@@ -113,7 +125,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
 
     /// The processor a handle names, if the handle is this dispatcher's.
     #[inline]
-    pub(crate) fn target(&self, handle: ClientHandle) -> Option<&Arc<ProcessorShared<M>>> {
+    pub(crate) fn target<C>(&self, handle: ClientHandle<C>) -> Option<&Arc<ProcessorShared<M>>> {
         if handle.dispatcher != self.shared.id {
             return None;
         }
@@ -164,9 +176,9 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// Enqueues the events of `events` for the client `to`, in order, through one pass of
     /// the processor's gate per run that fits, waiting for room as `wait` says. The body of
     /// both batch calls.
-    fn enqueue(
+    fn enqueue<C>(
         &self,
-        to: ClientHandle,
+        to: ClientHandle<C>,
         events: &mut impl Iterator<Item = Event<M>>,
         wait: Wait,
     ) -> Result<usize, BatchError<Event<M>>> {
@@ -204,11 +216,12 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// processor thread, also `Full` while earlier events of that processor wait in its
     /// outbox (they must not be overtaken).
     #[inline]
-    pub fn try_dispatch(
+    pub fn try_dispatch<C>(
         &self,
-        to: ClientHandle,
-        event: Event<M>,
+        to: ClientHandle<C>,
+        event: impl EventFor<M, C>,
     ) -> Result<(), DispatchError<Event<M>>> {
+        let event = event.into_event();
         let Some(target) = self.target(to) else {
             return Err(DispatchError::NoSuchProcessor(event));
         };
@@ -232,12 +245,13 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// outbox is full too (`PoolConfig::outbox_capacity`): keep the event and retry at the
     /// next flush ([`Context::flush_again`](crate::Context::flush_again)).
     #[inline]
-    pub fn dispatch(
+    pub fn dispatch<C>(
         &self,
-        to: ClientHandle,
-        event: Event<M>,
+        to: ClientHandle<C>,
+        event: impl EventFor<M, C>,
     ) -> Result<(), DispatchError<Event<M>>> {
-        self.dispatch_waiting(to, event, Wait::Forever)
+        crate::blocking::refuse_on_runtime("dispatch", "dispatch_async");
+        self.dispatch_waiting(to, event.into_event(), Wait::Forever)
     }
 
     /// Enqueues `event` for the client `to` as [`dispatch`](Self::dispatch) does, but waits
@@ -270,13 +284,14 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// As [`dispatch`](Self::dispatch), and [`DispatchError::Timeout`] with the event when
     /// the queue stayed full until the deadline.
     #[inline]
-    pub fn dispatch_timeout(
+    pub fn dispatch_timeout<C>(
         &self,
-        to: ClientHandle,
-        event: Event<M>,
+        to: ClientHandle<C>,
+        event: impl EventFor<M, C>,
         timeout: Duration,
     ) -> Result<(), DispatchError<Event<M>>> {
-        self.dispatch_waiting(to, event, Wait::timeout(timeout))
+        crate::blocking::refuse_on_runtime("dispatch_timeout", "dispatch_async");
+        self.dispatch_waiting(to, event.into_event(), Wait::timeout(timeout))
     }
 
     /// [`dispatch_timeout`](Self::dispatch_timeout) with a deadline instead of a timeout:
@@ -286,20 +301,21 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     ///
     /// As [`dispatch_timeout`](Self::dispatch_timeout).
     #[inline]
-    pub fn dispatch_deadline(
+    pub fn dispatch_deadline<C>(
         &self,
-        to: ClientHandle,
-        event: Event<M>,
+        to: ClientHandle<C>,
+        event: impl EventFor<M, C>,
         deadline: Instant,
     ) -> Result<(), DispatchError<Event<M>>> {
-        self.dispatch_waiting(to, event, Wait::Until(deadline))
+        crate::blocking::refuse_on_runtime("dispatch_deadline", "dispatch_async");
+        self.dispatch_waiting(to, event.into_event(), Wait::Until(deadline))
     }
 
     /// The body of the dispatches that wait.
     #[inline]
-    fn dispatch_waiting(
+    fn dispatch_waiting<C>(
         &self,
-        to: ClientHandle,
+        to: ClientHandle<C>,
         event: Event<M>,
         wait: Wait,
     ) -> Result<(), DispatchError<Event<M>>> {
@@ -328,9 +344,9 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     ///
     /// As [`dispatch`](Self::dispatch); the callback comes back inside the event.
     #[inline]
-    pub fn dispatch_callback<F>(
+    pub fn dispatch_callback<C, F>(
         &self,
-        to: ClientHandle,
+        to: ClientHandle<C>,
         f: F,
     ) -> Result<(), DispatchError<Event<M>>>
     where
@@ -363,12 +379,12 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// assert!(matches!(d.try_dispatch_batch(sink, &mut events), Ok(16)));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn try_dispatch_batch(
+    pub fn try_dispatch_batch<C>(
         &self,
-        to: ClientHandle,
-        events: &mut impl Iterator<Item = Event<M>>,
+        to: ClientHandle<C>,
+        events: &mut impl Iterator<Item = impl EventFor<M, C>>,
     ) -> Result<usize, BatchError<Event<M>>> {
-        self.enqueue(to, events, Wait::No)
+        self.enqueue(to, &mut events.map(EventFor::into_event), Wait::No)
     }
 
     /// Enqueues every event of `events` for the client `to`, in order, waiting for room
@@ -380,12 +396,13 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// As [`try_dispatch_batch`](Self::try_dispatch_batch), except that a full queue is
     /// waited for, or on a processor thread outboxed, as by [`dispatch`](Self::dispatch)
     /// (`Full` only on a processor thread whose outbox is full).
-    pub fn dispatch_batch(
+    pub fn dispatch_batch<C>(
         &self,
-        to: ClientHandle,
-        events: &mut impl Iterator<Item = Event<M>>,
+        to: ClientHandle<C>,
+        events: &mut impl Iterator<Item = impl EventFor<M, C>>,
     ) -> Result<usize, BatchError<Event<M>>> {
-        self.enqueue(to, events, Wait::Forever)
+        crate::blocking::refuse_on_runtime("dispatch_batch", "dispatch_batch_async");
+        self.enqueue(to, &mut events.map(EventFor::into_event), Wait::Forever)
     }
 
     /// [`dispatch_batch`](Self::dispatch_batch), waiting for room at most `timeout` in
@@ -396,13 +413,18 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// # Errors
     ///
     /// As [`dispatch_batch`](Self::dispatch_batch), and `Timeout`.
-    pub fn dispatch_batch_timeout(
+    pub fn dispatch_batch_timeout<C>(
         &self,
-        to: ClientHandle,
-        events: &mut impl Iterator<Item = Event<M>>,
+        to: ClientHandle<C>,
+        events: &mut impl Iterator<Item = impl EventFor<M, C>>,
         timeout: Duration,
     ) -> Result<usize, BatchError<Event<M>>> {
-        self.enqueue(to, events, Wait::timeout(timeout))
+        crate::blocking::refuse_on_runtime("dispatch_batch_timeout", "dispatch_batch_async");
+        self.enqueue(
+            to,
+            &mut events.map(EventFor::into_event),
+            Wait::timeout(timeout),
+        )
     }
 
     /// [`dispatch_batch_timeout`](Self::dispatch_batch_timeout) with a deadline.
@@ -410,13 +432,18 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// # Errors
     ///
     /// As [`dispatch_batch_timeout`](Self::dispatch_batch_timeout).
-    pub fn dispatch_batch_deadline(
+    pub fn dispatch_batch_deadline<C>(
         &self,
-        to: ClientHandle,
-        events: &mut impl Iterator<Item = Event<M>>,
+        to: ClientHandle<C>,
+        events: &mut impl Iterator<Item = impl EventFor<M, C>>,
         deadline: Instant,
     ) -> Result<usize, BatchError<Event<M>>> {
-        self.enqueue(to, events, Wait::Until(deadline))
+        crate::blocking::refuse_on_runtime("dispatch_batch_deadline", "dispatch_batch_async");
+        self.enqueue(
+            to,
+            &mut events.map(EventFor::into_event),
+            Wait::Until(deadline),
+        )
     }
 
     /// Enqueues `event` for the client `to` from async code: the future resolves at once
@@ -454,8 +481,12 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// wakes every waiting future), [`DispatchError::NoSuchProcessor`] for a handle of
     /// another dispatcher, or, on a processor thread whose outbox is full,
     /// [`DispatchError::Full`].
-    pub fn dispatch_async(&self, to: ClientHandle, event: Event<M>) -> DispatchFuture<'_, M> {
-        DispatchFuture::new(self, to, event)
+    pub fn dispatch_async<C>(
+        &self,
+        to: ClientHandle<C>,
+        event: impl EventFor<M, C>,
+    ) -> DispatchFuture<'_, M> {
+        DispatchFuture::new(self, to.erase(), event.into_event())
     }
 
     /// Enqueues every event of `events` for the client `to`, in order, from async code,
@@ -471,12 +502,12 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     ///
     /// As [`dispatch_async`](Self::dispatch_async), in a [`BatchError`] that counts the
     /// events enqueued before it; the events after the one handed back stay in `events`.
-    pub fn dispatch_batch_async<'a, I: Iterator<Item = Event<M>>>(
+    pub fn dispatch_batch_async<'a, C, I: Iterator<Item = Event<M>>>(
         &'a self,
-        to: ClientHandle,
+        to: ClientHandle<C>,
         events: &'a mut I,
     ) -> DispatchBatchFuture<'a, M, I> {
-        DispatchBatchFuture::new(self, to, events)
+        DispatchBatchFuture::new(self, to.erase(), events)
     }
 
     /// Runs `callback` on `processor` as a dispatcher callback (after flushing its
@@ -487,9 +518,11 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// As [`dispatch`](Self::dispatch), with the callback handed back.
     pub fn execute(
         &self,
-        processor: ProcessorId,
+        processor: impl Into<ProcessorId>,
         callback: Callback,
     ) -> Result<(), DispatchError<Callback>> {
+        crate::blocking::refuse_on_runtime("execute", "call_async");
+        let processor = processor.into();
         let Some(p) = self.processor(processor) else {
             return Err(DispatchError::NoSuchProcessor(callback));
         };
@@ -499,10 +532,10 @@ impl<M: Send + 'static> DispatcherHandle<M> {
 
     /// An executor running closures on `processor`.
     #[must_use]
-    pub fn executor(&self, processor: ProcessorId) -> Executor<M> {
+    pub fn executor(&self, processor: impl Into<ProcessorId>) -> Executor<M> {
         Executor {
             dispatcher: self.clone(),
-            processor,
+            processor: processor.into(),
         }
     }
 
@@ -525,37 +558,41 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     ///
     /// # Errors
     ///
-    /// [`RegisterError`] says why: `NoProcessors`, `NoSuchProcessor`, `TableFull`,
-    /// `ShutDown`. The client is then dropped, on the calling thread.
-    pub fn register(
+    /// [`RegisterError`] says why ([`RegisterRefusal`]: `NoProcessors`, `NoSuchProcessor`,
+    /// `TableFull`, `ShutDown`) and hands the client back, unregistered.
+    pub fn register<C: Client<M>>(
         &self,
         client_type: ClientType,
-        client: impl Client<M>,
+        client: C,
         placement: Placement,
-    ) -> Result<ClientHandle, RegisterError> {
+    ) -> Result<ClientHandle<C>, RegisterError<C>> {
         let pool = &self.shared.pools[client_type.index()];
         if pool.is_empty() {
-            return Err(RegisterError::NoProcessors(client_type));
+            return Err(RegisterError::new(
+                RegisterRefusal::NoProcessors(client_type),
+                client,
+            ));
         }
         let processor = match placement {
-            Placement::Processor(index) => {
-                pool.get(usize::from(index))
-                    .ok_or(RegisterError::NoSuchProcessor(ProcessorId {
-                        client_type,
-                        index,
-                    }))?
-            }
+            Placement::Processor(index) => match pool.get(usize::from(index)) {
+                Some(processor) => processor,
+                None => {
+                    let id = ProcessorId { client_type, index };
+                    return Err(RegisterError::new(
+                        RegisterRefusal::NoSuchProcessor(id),
+                        client,
+                    ));
+                }
+            },
             Placement::LeastLoaded => pool
                 .iter()
                 .min_by_key(|p| p.slots.lock().unwrap_or_else(|e| e.into_inner()).keys.live)
                 .expect("the pool is not empty"),
         };
-        let key = processor.hand_in(Box::new(client))?;
-        Ok(ClientHandle {
-            dispatcher: self.shared.id,
-            processor: processor.id,
-            key,
-        })
+        match processor.hand_in(client) {
+            Ok(key) => Ok(ClientHandle::new(self.shared.id, processor.id, key)),
+            Err((reason, client)) => Err(RegisterError::new(reason, client)),
+        }
     }
 
     /// Unregisters a client: its processor flushes it if it is on the flush list, then drops
@@ -566,7 +603,11 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     ///
     /// `ShutDown` if shutdown has started (the processor drops its clients itself then),
     /// `NoSuchProcessor` for a handle of another dispatcher.
-    pub fn unregister(&self, handle: ClientHandle) -> Result<(), DispatchError<ClientHandle>> {
+    pub fn unregister<C>(
+        &self,
+        handle: ClientHandle<C>,
+    ) -> Result<(), DispatchError<ClientHandle<C>>> {
+        crate::blocking::refuse_on_runtime("unregister", "");
         let Some(target) = self.target(handle) else {
             return Err(DispatchError::NoSuchProcessor(handle));
         };
@@ -577,7 +618,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// Whether the current thread is the processor thread that owns `handle`'s client.
     /// A thread-local read: no syscall.
     #[must_use]
-    pub fn in_dispatcher_thread(&self, handle: ClientHandle) -> bool {
+    pub fn in_dispatcher_thread<C>(&self, handle: ClientHandle<C>) -> bool {
         handle.dispatcher == self.shared.id
             && current_processor() == Some((self.shared.id, handle.processor))
     }
@@ -637,6 +678,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
+        crate::blocking::refuse_on_runtime("call", "call_async");
         let id = target.into();
         let processor = self.processor(id).ok_or(SyncError::NoSuchProcessor(id))?;
         if let Some(own) = self.current() {
@@ -725,6 +767,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         F: Fn() + Send + Sync + 'static,
         D: FnOnce() + Send + 'static,
     {
+        crate::blocking::refuse_on_runtime("execute_on_all", "");
         struct All<F> {
             f: F,
             remaining: std::sync::atomic::AtomicUsize,

@@ -59,6 +59,7 @@
 
 #![forbid(unsafe_code)]
 
+mod blocking;
 mod builder;
 mod call;
 mod client;
@@ -92,7 +93,7 @@ mod loom_tests;
 
 pub use builder::DispatcherBuilder;
 pub use client::{
-    Client, ClientCallback, ClientEvent, ClientHandle, ClientType, Context, ProcessorId,
+    AnyClient, Client, ClientCallback, ClientEvent, ClientHandle, ClientType, Context, ProcessorId,
 };
 pub use config::{
     ConfigError, MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, ParseWaitStrategyError, PoolConfig,
@@ -102,9 +103,9 @@ pub use dispatcher::{Dispatcher, NoMessage};
 pub use door::{CallFuture, DispatchBatchFuture, DispatchFuture};
 pub use error::{
     BatchError, DispatchError, ExecuteOnAllError, ExecuteOnAllRefusal, RegisterError,
-    ShutdownTimedOut, SyncError,
+    RegisterRefusal, ShutdownTimedOut, SyncError,
 };
-pub use event::Event;
+pub use event::{Event, EventFor, ToClient};
 pub use executor::Executor;
 pub use handle::{DispatcherHandle, Placement};
 pub use percentiles::Percentiles;

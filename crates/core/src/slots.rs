@@ -57,7 +57,7 @@
 //! `loom` on the real code (`loom_tests.rs`: a handle registered then dispatched to from
 //! another thread, racing a shutdown).
 
-use crate::client::{ClientKey, Registered};
+use crate::client::{Client, ClientKey, Registered};
 
 /// A processor's client slots and its arrivals: what `register` and the processor share,
 /// under the processor's slot lock.
@@ -88,14 +88,13 @@ impl<M> Default for ClientSlots<M> {
 impl<M: Send + 'static> ClientSlots<M> {
     /// Takes a key and puts `client` among the arrivals under it (step 2 of the protocol).
     /// Allocates when a slot is used for the first time (registration is not on the
-    /// event path). Hands the client back if the table is full.
-    pub(crate) fn hand_in(
-        &mut self,
-        client: Box<dyn Registered<M>>,
-    ) -> Result<ClientKey, Box<dyn Registered<M>>> {
+    /// event path): the client is boxed here once a key is taken. Hands the client back
+    /// if the table is full.
+    pub(crate) fn hand_in<C: Client<M>>(&mut self, client: C) -> Result<ClientKey, C> {
         let Some(key) = self.keys.take() else {
             return Err(client);
         };
+        let client: Box<dyn Registered<M>> = Box::new(client);
         let slot = usize::from(key.slot);
         if self.arrivals.len() <= slot {
             self.arrivals.resize_with(slot + 1, || None);

@@ -308,7 +308,7 @@ fn on_a_processor_thread_the_door_goes_through_the_outbox() {
             .register(
                 ClientType::Session,
                 Forward {
-                    to: sink,
+                    to: sink.erase(),
                     polled: polled.clone(),
                 },
                 Placement::LeastLoaded,

@@ -74,7 +74,7 @@ fn two_processors_dispatching_to_each_other_on_tiny_queues_never_deadlock() {
     ));
     let (finished, refused) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let peers = [Arc::new(Mutex::new(None)), Arc::new(Mutex::new(None))];
-    let handles: Vec<ClientHandle> = (0..2)
+    let handles: Vec<_> = (0..2)
         .map(|i| {
             let bouncer = Bouncer {
                 peer: peers[i].clone(),
@@ -85,8 +85,8 @@ fn two_processors_dispatching_to_each_other_on_tiny_queues_never_deadlock() {
                 .unwrap()
         })
         .collect();
-    *peers[0].lock().unwrap() = Some(handles[1]);
-    *peers[1].lock().unwrap() = Some(handles[0]);
+    *peers[0].lock().unwrap() = Some(handles[1].erase());
+    *peers[1].lock().unwrap() = Some(handles[0].erase());
 
     let (f, r, dd) = (finished.clone(), refused.clone(), d.clone());
     within(

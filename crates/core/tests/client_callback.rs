@@ -81,11 +81,13 @@ fn a_callback_for_another_client_type_is_dropped_unrun_and_counted() {
     let (guard, r) = (DropCount(drops.clone()), ran.clone());
     dispatcher
         .dispatch(
-            other,
-            Event::to_client(move |_: &mut Recorder, _| {
+            // Erased, the handle takes a callback on any client type, and the processor
+            // checks it (typed, this does not compile).
+            other.erase(),
+            Event::from(Event::to_client(move |_: &mut Recorder, _| {
                 let _keep = &guard;
                 r.fetch_add(1, Ordering::SeqCst);
-            }),
+            })),
         )
         .unwrap();
     // The processor goes on: a later event to the right client arrives.

@@ -58,7 +58,7 @@ fn a_client_dispatches_to_another_processor_through_its_context() {
     let fwd = d
         .register(
             ClientType::Session,
-            Forwarder { to: sink },
+            Forwarder { to: sink.erase() },
             Placement::LeastLoaded,
         )
         .unwrap();

@@ -14,7 +14,7 @@ use zerodispatch_core::*;
 #[test]
 fn least_loaded_placement_spreads_clients_and_explicit_placement_pins_them() {
     let d = one_queue(PoolConfig::new(3));
-    let handles: Vec<ClientHandle> = (0..6)
+    let handles: Vec<_> = (0..6)
         .map(|_| {
             d.register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
                 .unwrap()
@@ -39,8 +39,9 @@ fn least_loaded_placement_spreads_clients_and_explicit_placement_pins_them() {
             Recorder::new().0,
             Placement::Processor(3)
         )
-        .unwrap_err(),
-        RegisterError::NoSuchProcessor(ProcessorId {
+        .unwrap_err()
+        .reason,
+        RegisterRefusal::NoSuchProcessor(ProcessorId {
             client_type: ClientType::Queue,
             index: 3
         })
@@ -51,8 +52,9 @@ fn least_loaded_placement_spreads_clients_and_explicit_placement_pins_them() {
             Recorder::new().0,
             Placement::LeastLoaded
         )
-        .unwrap_err(),
-        RegisterError::NoProcessors(ClientType::Session)
+        .unwrap_err()
+        .reason,
+        RegisterRefusal::NoProcessors(ClientType::Session)
     );
 }
 

@@ -31,8 +31,11 @@ fn dispatch_after_shutdown_hands_the_event_back() {
     ));
     assert_eq!(handle.synchronize(h), Err(SyncError::ShutDown));
     assert_eq!(
-        handle.register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded),
-        Err(RegisterError::ShutDown)
+        handle
+            .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
+            .unwrap_err()
+            .reason,
+        RegisterRefusal::ShutDown
     );
     d.shutdown(); // idempotent
 }
@@ -55,7 +58,7 @@ fn a_batch_after_shutdown_hands_back_its_first_event() {
     ));
     assert_eq!(events.count(), 2);
     assert!(matches!(
-        handle.try_dispatch_batch(h, &mut std::iter::empty()),
+        handle.try_dispatch_batch(h, &mut std::iter::empty::<Event<u64>>()),
         Ok(0)
     ));
 }

@@ -193,7 +193,8 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
             },
             Placement::LeastLoaded,
         )
-        .unwrap();
+        .unwrap()
+        .erase();
     let ledger = Arc::new(Ledger::new());
     let registry: Registry = Arc::new(Mutex::new(Vec::new()));
     // Clients handed to `register` (each must be dropped exactly once): the foreign one,
@@ -210,7 +211,7 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
             .register(*t, new_worker(i as u64 + 11), Placement::LeastLoaded)
             .unwrap();
         registered.fetch_add(1, Ordering::Relaxed);
-        registry.lock().unwrap().push(h);
+        registry.lock().unwrap().push(h.erase());
     }
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -299,7 +300,7 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
                     // A refused registration (shutdown) drops the client: it counts too.
                     registered.fetch_add(1, Ordering::Relaxed);
                     if let Ok(h) = d.register(t, worker, Placement::LeastLoaded) {
-                        registry.lock().unwrap().push(h);
+                        registry.lock().unwrap().push(h.erase());
                     }
                 }
             }

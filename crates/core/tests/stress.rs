@@ -150,7 +150,8 @@ fn register_all(d: &Dispatcher<u64>, messages: &Arc<AtomicU64>) -> Vec<ClientHan
                 };
                 clients.push(
                     d.register(t, client, Placement::Processor(p.index))
-                        .unwrap(),
+                        .unwrap()
+                        .erase(),
                 );
             }
         }

@@ -126,7 +126,13 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
         )
         .unwrap();
     let relay = dispatcher
-        .register(ClientType::Session, Relay { queue }, Placement::LeastLoaded)
+        .register(
+            ClientType::Session,
+            Relay {
+                queue: queue.erase(),
+            },
+            Placement::LeastLoaded,
+        )
         .unwrap();
     let callback_sum = Arc::new(AtomicU64::new(0));
     let session = dispatcher.processors(ClientType::Session)[0];
@@ -143,14 +149,14 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
             } else if seq % 4 == 3 {
                 // A callback handed the client itself: inline too.
                 let s = callback_sum.clone();
-                Event::to_client(move |q: &mut Queue, _ctx| {
+                Event::from(Event::to_client(move |q: &mut Queue, _ctx| {
                     s.fetch_add(
                         u64::from_le_bytes(c.guid[..8].try_into().unwrap()),
                         Ordering::Relaxed,
                     );
                     q.handled
                         .store(q.handled.load(Ordering::Relaxed) + 1, Ordering::Release);
-                })
+                }))
             } else {
                 // Cloning an Arc is no allocation; the closure is inline.
                 let s = callback_sum.clone();
@@ -161,7 +167,11 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
                     );
                 }))
             };
-            let to = if seq % 4 == 2 { relay } else { queue };
+            let to = if seq % 4 == 2 {
+                relay.erase()
+            } else {
+                queue.erase()
+            };
             dispatcher.dispatch(to, event).unwrap();
             if seq % 1000 == 0 {
                 let r = session_ran.clone();

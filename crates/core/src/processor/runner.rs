@@ -157,14 +157,14 @@ impl<M: Send + 'static> Drop for DeathWatch<M> {
 impl<M: Send + 'static> Runner<M> {
     pub(crate) fn new(dispatcher: DispatcherHandle<M>, shared: Arc<ProcessorShared<M>>) -> Self {
         let ctx = Context {
-            me: ClientHandle {
-                dispatcher: dispatcher.id(),
-                processor: shared.id,
-                key: ClientKey {
+            me: ClientHandle::new(
+                dispatcher.id(),
+                shared.id,
+                ClientKey {
                     slot: 0,
                     generation: 0,
                 },
-            },
+            ),
             flags: ClientFlags::default(),
             wrong_type: false,
             dispatcher,

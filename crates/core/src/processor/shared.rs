@@ -11,9 +11,9 @@ use crossbeam_utils::CachePadded;
 
 use super::current::current_processor;
 use super::push::Inside;
-use crate::client::{ClientKey, ProcessorId, Registered};
+use crate::client::{Client, ClientKey, ProcessorId};
 use crate::config::PoolConfig;
-use crate::error::RegisterError;
+use crate::error::RegisterRefusal;
 use crate::event::Item;
 use crate::gate::Gate;
 use crate::outbox::Outbox;
@@ -105,23 +105,23 @@ impl<M: Send + 'static> ProcessorShared<M> {
 
     /// Hands `client` to this processor under a new key, by the protocol of `slots.rs`:
     /// every event with that key, from any thread, finds the client. Never waits and
-    /// queues nothing; the processor adopts the client at its first event. The client is
-    /// dropped here, on the caller's thread, if it is refused.
+    /// queues nothing; the processor adopts the client at its first event.
     ///
     /// # Errors
     ///
-    /// `ShutDown` once the gate is closed; `TableFull` when no key is left.
-    pub(crate) fn hand_in(
+    /// `ShutDown` once the gate is closed; `TableFull` when no key is left. The client comes
+    /// back with the reason.
+    pub(crate) fn hand_in<C: Client<M>>(
         &self,
-        client: Box<dyn Registered<M>>,
-    ) -> Result<ClientKey, RegisterError> {
+        client: C,
+    ) -> Result<ClientKey, (RegisterRefusal, C)> {
         // Step 1: the entry keeps a shutdown from settling until the client is among the
         // arrivals, where the processor's exit finds it.
         let Some(inside) = self.enter() else {
-            return Err(RegisterError::ShutDown);
+            return Err((RegisterRefusal::ShutDown, client));
         };
         // Step 2, under the lock (released at the end of the statement: a refused client
-        // is dropped outside it).
+        // is handed back outside it).
         let handed = self
             .slots
             .lock()
@@ -130,7 +130,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
         // Step 3: the entry is undone (no event was pushed), with release: the processor's
         // acquire of a settled gate then sees the arrival.
         drop(inside);
-        handed.map_err(|_refused| RegisterError::TableFull(self.id))
+        handed.map_err(|refused| (RegisterRefusal::TableFull(self.id), refused))
     }
 
     /// Enters the gate; `None` once shutdown has closed it.

@@ -83,7 +83,7 @@ pub fn one_queue_unprobed(config: PoolConfig) -> Dispatcher<u64> {
 
 /// Blocks the processor of `handle` until the returned barrier is waited on twice (once to
 /// know it is blocked, once to release it).
-pub fn block_processor(d: &DispatcherHandle<u64>, handle: ClientHandle) -> Arc<Barrier> {
+pub fn block_processor<C>(d: &DispatcherHandle<u64>, handle: ClientHandle<C>) -> Arc<Barrier> {
     let barrier = Arc::new(Barrier::new(2));
     let b = barrier.clone();
     d.execute(

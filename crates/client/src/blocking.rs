@@ -1,0 +1,18 @@
+//! The client's blocking calls refused on a tokio runtime's worker thread, where they would
+//! stall every task of the worker (the connection's own tasks among them, which are what
+//! makes the room a blocked `send_blocking` waits for): they panic, naming the async form,
+//! as tokio's own `blocking_send` does. A thread of `tokio::task::spawn_blocking`, or any
+//! thread outside the runtime, may block.
+
+/// Panics if the calling thread is a worker of a tokio runtime: `call` is the blocking
+/// call, `instead` its async form.
+#[track_caller]
+pub(crate) fn refuse_on_runtime(call: &'static str, instead: &'static str) {
+    if tokio::runtime::worker_index().is_some() {
+        panic!(
+            "zerodispatch-client: `{call}` blocks its thread, and was called on a tokio \
+             runtime's worker thread, where it would stall every task of that worker; use \
+             `{instead}` instead, or make the call in `tokio::task::spawn_blocking`"
+        );
+    }
+}
