@@ -8,8 +8,11 @@
 //!   [`Align16`], [`DefaultSpace`]) and forms ([`InlineCallback`], [`InlineCallbackWith`],
 //!   [`InlineValue`]), and [`BoxedCallback`], the boxed baseline.
 //! * [`core`] (`zerodispatch-core`): the [`Dispatcher`], its processors, clients, events,
-//!   flush contract, wake protocol, shutdown and stats; every item of its API an
-//!   application names is also at the root of this crate.
+//!   flush contract, wake protocol, shutdown and stats. Every item the core re-exports at
+//!   its own root (each `pub use` of `zerodispatch_core`'s `lib.rs`: the dispatcher and its
+//!   builder, clients, events, futures, errors, ids, configuration and stats) is also at the
+//!   root of this crate; the core's two public modules are reached by path: [`counter`] at
+//!   the root, `metrics` (feature `metrics`) as `zerodispatch::core::metrics`.
 //!
 //! And, each behind the feature of its name:
 //!
@@ -30,6 +33,15 @@
 //!     Align8, Align16, BatchError, CallFuture, ConfigError, DefaultSpace, DispatchError,
 //!     ExecuteOnAllError, ExecuteOnAllRefusal, Executor, InlineCallback, InlineValue,
 //!     ProcessorId, Problem, RegisterError, SyncError,
+//! };
+//! // And the rest of the core's root, so that none goes missing from the facade:
+//! #[allow(unused_imports)]
+//! use zerodispatch::{
+//!     BoxedCallback, Callback, Client, ClientCallback, ClientEvent, ClientHandle, ClientType,
+//!     Context, DispatchBatchFuture, DispatchFuture, Dispatcher, DispatcherBuilder,
+//!     DispatcherHandle, Event, InlineCallbackWith, MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS,
+//!     NoMessage, ParseWaitStrategyError, Percentiles, Pinning, Placement, PoolConfig,
+//!     ProcessorSnapshot, ShutdownTimedOut, WaitStrategy, counter,
 //! };
 //! fn handles_them_all(
 //!     _: Option<(BatchError<u8>, ConfigError, DispatchError<u8>, Executor<u8>)>,
@@ -66,9 +78,11 @@ pub use zerodispatch_callback::{
     InlineValue,
 };
 pub use zerodispatch_core as core;
-// Every public item of the core's API that an application names: the dispatcher and its
-// builder, clients, events, futures, every error and id type, configuration and stats.
-// Written out rather than globbed, so that what the facade promises is read here.
+// Every item the core re-exports at its root (its `lib.rs`'s `pub use` list, less the
+// callback crate's two, exported above): the dispatcher and its builder, clients, events,
+// futures, every error and id type, configuration and stats. Written out rather than
+// globbed, so that what the facade promises is read here; keep it in step with the core's
+// list (the crate docs' first doctest names each through the facade).
 pub use zerodispatch_core::{
     BatchError, CallFuture, Client, ClientCallback, ClientEvent, ClientHandle, ClientType,
     ConfigError, Context, DispatchBatchFuture, DispatchError, DispatchFuture, Dispatcher,

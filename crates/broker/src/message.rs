@@ -1,7 +1,9 @@
 //! The broker's typed messages: what travels between its clients through the dispatcher.
 //!
 //! `BrokerMsg` is the dispatcher's message type `M`. It is 48 bytes, so that a queued event
-//! stays 56 bytes and an `ArrayQueue` slot one cache line (asserted in the tests).
+//! stays 56 bytes and an `ArrayQueue` slot 64 bytes, a cache line's size (the message's and
+//! the queued item's sizes are asserted in the tests; the slot is one line only where the
+//! queue's buffer is 64-aligned, which `ArrayQueue`, aligning it to 8, does not ask for).
 
 use zerodispatch_core::ClientHandle;
 

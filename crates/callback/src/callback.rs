@@ -7,7 +7,7 @@
 //!   or in alignment is a compile error naming the problem, not a silent move to the heap.
 //!   The check is an inline `const` block, which stable Rust evaluates when it generates
 //!   code: `cargo build` (and `cargo test`) reject such a closure, `cargo check` and an IDE
-//!   do not.
+//!   do not (why: the crate's docs, "When the size check runs").
 //! * [`InlineCallback::spill`] is the one way to store a closure that does not fit: it boxes the
 //!   closure (one allocation, one free) and [`InlineCallback::is_inline`] then returns `false`.
 //! * [`InlineCallback::call`] runs the closure exactly once, consuming the callback. If the
@@ -149,7 +149,8 @@ pub type Callback = InlineCallback<DefaultSpace>;
 /// assert_eq!(CONFIRMED.load(Ordering::Relaxed), 1);
 /// ```
 ///
-/// A closure larger than the space does not compile:
+/// A closure larger than the space does not build (a post-monomorphization error: `cargo
+/// check` accepts it, see [when the size check runs](crate#when-the-size-check-runs)):
 ///
 /// ```compile_fail
 /// use zerodispatch_callback::Callback;
@@ -181,7 +182,8 @@ impl<S> InlineCallback<S> {
     /// # Compile errors
     ///
     /// Fails to compile, with a message saying which, if `f` is larger than the space `S`
-    /// or more aligned than it. Capture less (a handle or an index rather than the data),
+    /// or more aligned than it: at `cargo build`, not at `cargo check`
+    /// ([why](crate#when-the-size-check-runs)). Capture less (a handle or an index rather than the data),
     /// pick a larger space (`InlineCallback<Align8<64>>`, `InlineCallback<Align16<32>>`), or, for a
     /// rare large closure, use [`InlineCallback::spill`].
     #[inline]
@@ -219,7 +221,7 @@ impl<S> InlineCallback<S> {
     /// Stores `f` inline if it fits the space, and spills it to the heap otherwise.
     ///
     /// For generic code that cannot know the closure's size; prefer [`InlineCallback::new`],
-    /// which turns a closure that would allocate into a compile error.
+    /// which turns a closure that would allocate into a compile error (at `cargo build`).
     pub fn new_or_spill<F>(f: F) -> Self
     where
         F: FnOnce() + Send + 'static,
@@ -263,7 +265,8 @@ impl<S> fmt::Debug for InlineCallback<S> {
 /// thread-local registry: the code that runs callbacks owns the target and lends it to
 /// each one. `T` and `C` may be unsized (`dyn Any`, a trait object). Everything else is as
 /// for [`InlineCallback`] (which is this type with nothing to be handed): never
-/// allocates, a closure that does not fit is a compile error, runs exactly once, drops its
+/// allocates, a closure that does not fit is a compile error (at `cargo build`: [when the
+/// size check runs](crate#when-the-size-check-runs)), runs exactly once, drops its
 /// captures exactly once. Its size is that of the plain callback in the same space.
 ///
 /// # Examples
@@ -303,7 +306,7 @@ impl<T: ?Sized, C: ?Sized, S> InlineCallbackWith<T, C, S> {
     /// # Compile errors
     ///
     /// As [`InlineCallback::new`]: fails to compile if `f` is larger or more aligned than
-    /// the space `S`.
+    /// the space `S` (at `cargo build`, not at `cargo check`).
     #[inline]
     pub fn new<F>(f: F) -> Self
     where

@@ -5,8 +5,9 @@
 //! callback. Boxing that callback costs an allocation on one thread and a free on another
 //! for every event. [`Callback`] keeps the closure in a fixed space inside the event
 //! instead, and refuses at compile time a closure that would not fit, so "inline" is a
-//! guarantee rather than a hope. [`BoxedCallback`] is the boxed baseline with the same
-//! API, for side-by-side measurement.
+//! guarantee rather than a hope (at `cargo build`, not at `cargo check`: see
+//! [below](#when-the-size-check-runs)). [`BoxedCallback`] is the boxed baseline with the
+//! same API, for side-by-side measurement.
 //!
 //! ```
 //! use zerodispatch_callback::{Align8, Callback, InlineCallback};
@@ -23,6 +24,25 @@
 //! assert!(!spilled.is_inline());
 //! spilled.call();
 //! ```
+//!
+//! # When the size check runs
+//!
+//! A closure (or an [`InlineValue`]'s value) that is larger or more aligned than its space
+//! is a compile error, but only when code is generated: `cargo build`, `cargo test`,
+//! `cargo run` and the `compile_fail` doctests reject it, while `cargo check`, `cargo
+//! clippy` and an IDE (rust-analyzer runs `cargo check`) accept it without a word.
+//!
+//! Why, on stable Rust: a bound such as `where [(); size_of::<S>() - size_of::<F>()]:`
+//! needs the unstable `generic_const_exprs`, so the check cannot be part of `new`'s
+//! signature, where type checking would see it. It is an inline `const { assert!(..) }`
+//! block in the body of the generic `new::<F>`, and a constant that depends on a generic
+//! parameter can only be evaluated once that parameter is known, that is, when the
+//! compiler instantiates `new` for the caller's concrete closure type while generating
+//! code (monomorphization). An error found there is a *post-monomorphization* error, and
+//! `cargo check` stops before monomorphization. For the same reason, a `new` inside a
+//! generic function of yours is checked for each type that function is built with, when it
+//! is built. `crates/callback/tests/compile_fail.rs` runs its cases under `cargo build` for
+//! this reason.
 
 mod boxed;
 mod callback;

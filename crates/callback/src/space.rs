@@ -27,11 +27,14 @@ pub struct Align16<const N: usize>([MaybeUninit<u8>; N]);
 /// 16-byte trait-object pointer that smallbox keeps beside its space, a `Callback` is then
 /// 48 bytes, and a dispatcher event made of a `Callback`, a client handle and an enum tag is
 /// 56 bytes: with the 8-byte stamp of a `crossbeam_queue::ArrayQueue` slot, a 64-byte slot
-/// per queued event (a cache line's size; the queue's buffer is only 8-aligned, so a slot
-/// usually straddles two lines: `docs/benchmarks.md`). Measurements on a 2-core VM (see
-/// `docs/benchmarks.md`) show that the size of the queued item, not the callback mechanism,
-/// decides the cost of a cross-thread hop once no allocation is involved; a 48-byte space
-/// would push each slot over a cache line for every event, including the small ones.
+/// per queued event. That is a cache line's size, not a cache line: a slot sits on one line
+/// only if the queue's buffer starts on a 64-byte boundary, and `ArrayQueue` allocates it
+/// with its slot's alignment, 8, so wherever the allocator does not happen to return a
+/// 64-aligned buffer every slot straddles two lines (`docs/benchmarks.md`, "Where the hop
+/// goes"). Measurements on a 2-core VM (see `docs/benchmarks.md`) show that the size of the
+/// queued item, not the callback mechanism, decides the cost of a cross-thread hop once no
+/// allocation is involved; a 48-byte space would make each slot 80 bytes, for every event
+/// including the small ones.
 ///
 /// Why align 8: every capture a confirm functor needs is aligned to 8 or less, and a
 /// 16-aligned space would pad the event (and its queue slot) to a multiple of 16.

@@ -22,7 +22,8 @@ use crate::space::DefaultSpace;
 /// assert_eq!(v.take::<(u64, [u8; 16])>().unwrap(), (7, [1; 16]));
 /// ```
 ///
-/// A value larger than the space does not compile:
+/// A value larger than the space does not build (at `cargo build`, not at `cargo check`:
+/// [when the size check runs](crate#when-the-size-check-runs)):
 ///
 /// ```compile_fail
 /// use zerodispatch_callback::InlineValue;
@@ -46,7 +47,8 @@ impl<S> InlineValue<S> {
     /// # Compile errors
     ///
     /// Fails to compile, with a message saying which, if `T` is larger than the space `S`
-    /// or more aligned than it. Return a handle, an index or a `Box` of your own instead.
+    /// or more aligned than it, at `cargo build` ([not at `cargo
+    /// check`](crate#when-the-size-check-runs)). Return a handle, an index or a `Box` of your own instead.
     #[inline]
     pub fn new<T: Any + Send>(value: T) -> Self {
         const {

@@ -372,7 +372,8 @@ impl<M: Send + 'static, C: Client<M>> Registered<M> for C {
 /// queue.
 ///
 /// Stored inline like a [`Callback`] (the same 48 bytes, the same compile error for a
-/// closure that does not fit the default space, no allocation), sent as
+/// closure that does not fit the default space, [at `cargo build`](zerodispatch_callback#when-the-size-check-runs), no
+/// allocation), sent as
 /// [`Event::ClientCallback`](crate::Event::ClientCallback), usually through
 /// [`Event::to_client`](crate::Event::to_client). It goes to the client directly, not
 /// through [`Client::on_event`], and puts the client on the flush list like any event.
@@ -418,7 +419,8 @@ impl<M: Send + 'static> ClientCallback<M> {
     ///
     /// # Compile errors
     ///
-    /// As [`Callback::new`]: fails to compile if `f` does not fit the default space.
+    /// As [`Callback::new`]: fails to compile if `f` does not fit the default space (at
+    /// `cargo build`, not at `cargo check`: [why](zerodispatch_callback#when-the-size-check-runs)).
     #[inline]
     pub fn new<C, F>(f: F) -> Self
     where

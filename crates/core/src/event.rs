@@ -5,15 +5,17 @@
 //!
 //! A queued event ([`Item`]) is 56 bytes when the message type `M` is at most 48 bytes
 //! (asserted in tests for a 24-byte confirm): a 48-byte [`Callback`], the 4-byte client
-//! key and the enum's tag. With the 8-byte stamp of an `ArrayQueue` slot, one slot is one
-//! 64-byte cache line. A larger `M` makes every slot larger: keep messages small (a handle
-//! or an index rather than the payload).
+//! key and the enum's tag (asserted in `tests/dispatch.rs`, `event_sizes`). With the 8-byte
+//! stamp of an `ArrayQueue` slot, one slot is 64 bytes: a cache line's size, though one line
+//! only when the queue's buffer is 64-aligned, which `ArrayQueue` does not ask for (it
+//! aligns its buffer to 8, so a slot usually straddles two lines). A larger `M` makes every
+//! slot larger: keep messages small (a handle or an index rather than the payload).
 //!
 //! For the same reason every callback a dispatcher queues (client callbacks, callbacks
 //! handed their client, dispatcher callbacks) is stored in the default space, and no
 //! dispatcher takes a larger one: an `ArrayQueue` slot is as large as the largest item
 //! it can hold, so one 64-byte space would make every event of every client pay for 64
-//! bytes, and push each slot over a cache line. A closure that does not fit has three
+//! bytes more (a 96-byte slot, which spans two or three lines, for every event). A closure that does not fit has three
 //! ways in, each visible: capture an index into state its client already owns (what
 //! [`Event::to_client`] is for: the client is handed to the callback), carry the data in
 //! the message type `M`, or [`Callback::spill`] it (one allocation, counted as `spilled`
@@ -57,7 +59,8 @@ impl<M: Send + 'static> Event<M> {
     /// An event that runs `f` on the client it is dispatched to, handed the client as its
     /// concrete type `C` and the [`Context`]: `Event::to_client(move |queue: &mut Queue,
     /// ctx| queue.confirm(guid))`. Stored inline, never allocates; a closure that does not
-    /// fit the default space is a compile error (at `cargo build`: see [`Callback::new`]).
+    /// fit the default space is a compile error ([at `cargo build`, not at `cargo
+    /// check`](zerodispatch_callback#when-the-size-check-runs)).
     ///
     /// It is typed by its client: a dispatch accepts it only with a
     /// [`ClientHandle<C>`](crate::ClientHandle) of the same `C`, so a callback on a `Queue`

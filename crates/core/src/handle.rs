@@ -328,7 +328,8 @@ impl<M: Send + 'static> DispatcherHandle<M> {
 
     /// Dispatches the closure `f` to the client `to` as a callback event, as
     /// [`dispatch`](Self::dispatch) does `Event::Callback(Callback::new(f))`: stored inline,
-    /// and a compile error if it does not fit the callback's space. Never allocates.
+    /// and a compile error if it does not fit the callback's space ([at `cargo build`, not
+    /// at `cargo check`](zerodispatch_callback#when-the-size-check-runs)). Never allocates.
     ///
     /// ```compile_fail
     /// # use zerodispatch_core::*;
@@ -645,7 +646,8 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// answer slot; the protocol is in `call.rs`). `f` travels inline in a [`Callback`],
     /// beside 8 bytes of the call's own, so it may capture at most 24 bytes (an `Arc`, a
     /// handle, a few integers); its result comes back inline, so `R` may be at most 32
-    /// bytes, aligned to 8 at most. Both limits are compile errors, never allocations:
+    /// bytes, aligned to 8 at most. Both limits are compile errors ([at `cargo build`, not
+    /// at `cargo check`](zerodispatch_callback#when-the-size-check-runs)), never allocations:
     /// capture or return an `Arc` or a `Box` for more, and the allocation is yours to see.
     ///
     /// ```
