@@ -22,16 +22,31 @@ use zerodispatch_broker::{ConfirmMode, FlushStrategy, WaitStrategy};
 /// fanout queue of N apps, each app getting every message, with `--consumers` consumers
 /// per app sharing that app's copies. A message is confirmed (ACKed) to its publisher once
 /// the queue stores it; the consumers' confirms release it from the queue.
+///
+/// Many queues (`--queues N`): N queues of that shape; publisher `i` publishes to queue
+/// `i % N` and consumer `i` (of each app) consumes from queue `i % N`. The summary and the
+/// JSON then show each queue's figures beside the totals.
 #[derive(Parser, Debug, Clone, PartialEq)]
 #[command(name = "perftest", version, about, long_about)]
 pub struct Args {
-    /// Publisher threads, each with a producer of its own.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub publishers: u32,
+    /// Publisher threads, each with a producer of its own [default: 1, or `--queues`: one
+    /// per queue]. With `--queues N`, publisher `i` publishes to queue `i % N`: at least N.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub publishers: Option<u32>,
 
-    /// Consumers: of the priority queue, or of each app of a fanout queue.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub consumers: u32,
+    /// Consumers: of the priority queue, or of each app of a fanout queue, all queues
+    /// together [default: 1, or `--queues`: one per queue]. With `--queues N`, consumer
+    /// `i` (of each app) consumes from queue `i % N`: at least N.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub consumers: Option<u32>,
+
+    /// Queues, each of the shape `--fanout` says: publisher `i` and consumer `i` (of each
+    /// app) on queue `i % N`, so that `--publishers 4 --queues 2` puts publishers 0 and 2
+    /// on queue 0, 1 and 3 on queue 1. With N >= 2 the summary and the JSON (`per_queue`)
+    /// add each queue's throughput and latencies to the totals. With `--connect`, the
+    /// server's queues 0 to N - 1.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub queues: u32,
 
     /// Messages per second per publisher, open loop; 0 sends as fast as possible.
     #[arg(long, default_value_t = 0.0, value_parser = parse_rate)]
@@ -147,6 +162,44 @@ pub struct Args {
 }
 
 impl Args {
+    /// Publisher threads: `--publishers`, or one per queue.
+    #[must_use]
+    pub fn publishers(&self) -> u32 {
+        self.publishers.unwrap_or(self.queues)
+    }
+
+    /// Consumers (of each app): `--consumers`, or one per queue.
+    #[must_use]
+    pub fn consumers(&self) -> u32 {
+        self.consumers.unwrap_or(self.queues)
+    }
+
+    /// Checks what clap cannot: every queue has a publisher and a consumer (of each app),
+    /// and `--compare` (one publisher, one consumer) runs on one queue.
+    ///
+    /// # Errors
+    ///
+    /// A message saying which flags disagree.
+    pub fn check(&self) -> Result<(), String> {
+        let n = self.queues;
+        if self.compare && n > 1 {
+            return Err(format!(
+                "--compare runs the seed's scenario on one queue, not --queues {n}"
+            ));
+        }
+        for (flag, count) in [
+            ("--publishers", self.publishers()),
+            ("--consumers", self.consumers()),
+        ] {
+            if count < n {
+                return Err(format!(
+                    "{flag} {count} leaves a queue without one: --queues {n} needs {flag} {n} or more (item i goes to queue i % {n})"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether connections are killed (`--kill-connections`, `--kill-server`).
     #[must_use]
     pub fn kills(&self) -> bool {
@@ -338,6 +391,31 @@ mod tests {
         let compare = Args::try_parse_from(["perftest", "--compare"]).unwrap();
         assert_eq!(compare.duration(), Duration::from_secs(3));
         assert!(Args::try_parse_from(["perftest", "--duration", "fast"]).is_err());
+    }
+
+    #[test]
+    fn queues_default_to_one_and_need_a_publisher_and_a_consumer_each() {
+        let defaults = Args::try_parse_from(["perftest"]).unwrap();
+        assert_eq!(defaults.queues, 1);
+        assert_eq!((defaults.publishers(), defaults.consumers()), (1, 1));
+        assert_eq!(defaults.check(), Ok(()));
+        let args = Args::try_parse_from(["perftest", "--queues", "4"]).unwrap();
+        assert_eq!((args.publishers(), args.consumers()), (4, 4));
+        assert_eq!(args.check(), Ok(()));
+        let args =
+            Args::try_parse_from(["perftest", "--queues", "2", "--publishers", "6"]).unwrap();
+        assert_eq!((args.publishers(), args.consumers()), (6, 2));
+        assert_eq!(args.check(), Ok(()));
+        let args = Args::try_parse_from(["perftest", "--queues", "3", "--consumers", "2"]).unwrap();
+        let err = args.check().unwrap_err();
+        assert!(
+            err.contains("--consumers 2 leaves a queue without one"),
+            "{err}"
+        );
+        let args = Args::try_parse_from(["perftest", "--queues", "2", "--compare"]).unwrap();
+        assert!(args.check().unwrap_err().contains("--compare"));
+        assert!(Args::try_parse_from(["perftest", "--queues", "0"]).is_err());
+        assert!(Args::try_parse_from(["perftest", "--queues", "65"]).is_err());
     }
 
     #[test]

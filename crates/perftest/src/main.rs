@@ -16,6 +16,9 @@
 //! (whole run), the mean messages per PUT frame, and checks that every published message
 //! had exactly one outcome.
 //!
+//! `--queues N` spreads the publishers and consumers over N queues (publisher and consumer
+//! `i` on queue `i % N`) and adds each queue's figures to the totals.
+//!
 //! `--compare` runs the seed's scenario (rate 50, one publisher, one consumer) with
 //! `--flush dynamic` and then `--flush timer:100ms` and prints them side by side, with the
 //! ratio of their latencies.
@@ -43,6 +46,11 @@ use crate::run::{Progress, RunResult, Scenario};
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Err(message) = args.check() {
+        <Args as clap::CommandFactory>::command()
+            .error(clap::error::ErrorKind::ArgumentConflict, message)
+            .exit();
+    }
     let progress = match (args.quiet, args.json) {
         (true, _) => Progress::Off,
         (false, true) => Progress::Stderr,
@@ -92,6 +100,7 @@ fn compare(args: &Args, progress: Progress) -> Result<bool, Box<dyn std::error::
     let base = Scenario {
         publishers: 1,
         consumers: 1,
+        queues: 1,
         rate: 50.0,
         fanout: 0,
         ..Scenario::from_args(args)

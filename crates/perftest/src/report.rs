@@ -11,7 +11,7 @@ use zerodispatch_core::Percentiles;
 use crate::cli::format_duration;
 use crate::cpu::CpuTime;
 
-use crate::run::{Faults, Outcomes, RunResult, Scenario, Transport};
+use crate::run::{Faults, Outcomes, QueueResult, RunResult, Scenario, Transport};
 
 /// The per-second line, in the stream clients' style: the last second's rates (published,
 /// confirmed, consumed) and the last second's latencies, publish -> confirm (the ACK:
@@ -72,7 +72,20 @@ fn pin_name(pin: Option<&[usize]>) -> String {
 /// One line describing the scenario.
 #[must_use]
 pub fn describe(s: &Scenario) -> String {
-    let queue = if s.fanout >= 2 {
+    let queue = if s.queues > 1 {
+        let shape = if s.fanout >= 2 {
+            format!("fanout queues of {} apps", s.fanout)
+        } else {
+            "priority queues".into()
+        };
+        let per = if s.fanout >= 2 { " per app" } else { "" };
+        format!(
+            "{} {shape}, {}{per} in all (publisher and consumer i on queue i % {})",
+            s.queues,
+            plural(u64::from(s.consumers), "consumer"),
+            s.queues
+        )
+    } else if s.fanout >= 2 {
         format!(
             "fanout queue of {} apps, {} per app",
             s.fanout,
@@ -149,6 +162,9 @@ pub fn summary(r: &RunResult) -> String {
         latency_row("publish -> consume", &r.consume_latency)
     );
     let _ = writeln!(out);
+    if r.scenario.queues > 1 {
+        let _ = write!(out, "{}", queue_table(r));
+    }
     if r.put_frames == 0 && r.faults.is_some() {
         // A reliable producer's frames are its sessions', which it does not count.
         let _ = writeln!(
@@ -231,6 +247,65 @@ pub fn summary(r: &RunResult) -> String {
         }
     );
     out
+}
+
+/// The per-queue table of the summary (with `--queues` 2 or more): each queue's
+/// publishers and consumers, confirmed and consumed messages and rates, and confirm
+/// latency percentiles, then the totals; and a blank line.
+fn queue_table(r: &RunResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  per queue    pubs  cons      confirmed        msg/s       consumed        msg/s     confirm (us): p50     p99   p99.9     max"
+    );
+    let row = |name: &str, pubs: u32, cons: u32, acked: u64, consumed: u64, p: &Percentiles| {
+        let latency = if p.count == 0 {
+            format!("{:>21} {:>7} {:>7} {:>7}", "-", "-", "-", "-")
+        } else {
+            format!("{:>21} {:>7} {:>7} {:>7}", p.p50, p.p99, p.p999, p.max)
+        };
+        format!(
+            "  {name:<11} {pubs:>5} {cons:>5} {acked:>14} {:>12.1} {consumed:>14} {:>12.1} {latency}",
+            per_second(acked, r.duration_s),
+            per_second(consumed, r.duration_s),
+        )
+    };
+    for q in &r.queues {
+        let _ = writeln!(
+            out,
+            "{}",
+            row(
+                &format!("queue {}", q.queue),
+                q.publishers,
+                q.consumers,
+                q.outcomes.acked,
+                q.consumed,
+                &q.confirm_latency
+            )
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        row(
+            "total",
+            r.scenario.publishers,
+            r.scenario.consumers,
+            r.outcomes.acked,
+            r.consumed,
+            &r.confirm_latency
+        )
+    );
+    let _ = writeln!(out);
+    out
+}
+
+fn per_second(n: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        n as f64 / seconds
+    } else {
+        0.0
+    }
 }
 
 /// A latency distribution in the JSON summary, in microseconds: the percentiles are
@@ -363,6 +438,61 @@ pub struct SummaryJson<'a> {
     pub drained: bool,
     /// Over TCP with reliable clients: kills, reconnects, resends, duplicates.
     pub faults: Option<&'a Faults>,
+    /// `--queues`, written only when it is 2 or more.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queues: Option<u32>,
+    /// Each queue's figures, in queue-id order, written only with `--queues` 2 or more:
+    /// their counts add up to the totals above.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_queue: Option<Vec<QueueJson<'a>>>,
+}
+
+/// One queue's figures in the JSON summary (`per_queue`).
+#[derive(Clone, Debug, Serialize)]
+pub struct QueueJson<'a> {
+    /// The queue's id.
+    pub queue: u32,
+    /// Publishers on it (publisher `i` on queue `i % queues`).
+    pub publishers: u32,
+    /// Consumers on it, of each app (consumer `i` on queue `i % queues`).
+    pub consumers: u32,
+    /// Messages its publishers' `send` accepted.
+    pub published: u64,
+    /// Its messages acked.
+    pub confirmed: u64,
+    /// Deliveries from it, all apps.
+    pub consumed: u64,
+    /// Messages published to it per second of the run's publishing.
+    pub publish_rate: f64,
+    /// Its messages acked per second.
+    pub confirm_rate: f64,
+    /// Its deliveries per second.
+    pub consume_rate: f64,
+    /// Publish -> confirm latency of its publishers' messages.
+    pub confirm_latency_us: LatencyJson,
+    /// Publish -> consume latency of its consumers' deliveries.
+    pub consume_latency_us: LatencyJson,
+    /// Its publishers' outcomes, by status.
+    pub outcomes: &'a Outcomes,
+}
+
+impl<'a> QueueJson<'a> {
+    fn of(q: &'a QueueResult, duration_s: f64) -> Self {
+        Self {
+            queue: q.queue,
+            publishers: q.publishers,
+            consumers: q.consumers,
+            published: q.published,
+            confirmed: q.outcomes.acked,
+            consumed: q.consumed,
+            publish_rate: q.publish_rate(duration_s),
+            confirm_rate: q.confirm_rate(duration_s),
+            consume_rate: q.consume_rate(duration_s),
+            confirm_latency_us: (&q.confirm_latency).into(),
+            consume_latency_us: (&q.consume_latency).into(),
+            outcomes: &q.outcomes,
+        }
+    }
 }
 
 /// Serializes a value as the string its `Display` writes.
@@ -413,6 +543,13 @@ pub fn summary_json(r: &RunResult) -> SummaryJson<'_> {
         redelivered: r.redelivered,
         drained: r.drained,
         faults: r.faults.as_ref(),
+        queues: (s.queues > 1).then_some(s.queues),
+        per_queue: (s.queues > 1).then(|| {
+            r.queues
+                .iter()
+                .map(|q| QueueJson::of(q, r.duration_s))
+                .collect()
+        }),
     }
 }
 
@@ -594,6 +731,7 @@ mod tests {
             scenario: Scenario {
                 publishers: 1,
                 consumers: 1,
+                queues: 1,
                 rate: 50.0,
                 size: 8,
                 flush,
@@ -640,6 +778,7 @@ mod tests {
             redelivered: 0,
             drained: true,
             faults: None,
+            queues: Vec::new(),
         }
     }
 
@@ -725,6 +864,65 @@ mod tests {
         let text = summary(&dynamic);
         assert!(text.contains("publish -> confirm") && text.contains("publish -> consume"));
         assert!(text.contains("(acked: stored)"), "{text}");
+    }
+
+    #[test]
+    fn one_queue_has_no_per_queue_figures_and_two_have_them() {
+        let one = result(FlushStrategy::Dynamic, 20);
+        let v: serde_json::Value = serde_json::from_str(&json(&one)).unwrap();
+        assert!(
+            v.get("queues").is_none() && v.get("per_queue").is_none(),
+            "{v}"
+        );
+        assert!(!summary(&one).contains("per queue"));
+        assert!(!describe(&one.scenario).contains("queue i %"));
+
+        let mut two = one.clone();
+        two.scenario.queues = 2;
+        two.scenario.publishers = 2;
+        two.scenario.consumers = 2;
+        two.queues = (0..2)
+            .map(|q| QueueResult {
+                queue: q,
+                publishers: 1,
+                consumers: 1,
+                published: 75,
+                outcomes: Outcomes {
+                    acked: 75,
+                    ..Outcomes::default()
+                },
+                consumed: 75,
+                confirm_latency: Percentiles {
+                    count: 75,
+                    p50: 10 + u64::from(q),
+                    ..one.confirm_latency
+                },
+                consume_latency: Percentiles::default(),
+            })
+            .collect();
+        let v: serde_json::Value = serde_json::from_str(&json(&two)).unwrap();
+        assert_eq!(v["queues"], 2);
+        let per = v["per_queue"].as_array().unwrap();
+        assert_eq!(per.len(), 2);
+        assert_eq!(per[1]["queue"], 1);
+        assert_eq!(per[1]["confirmed"], 75);
+        assert_eq!(per[1]["confirm_rate"], 25.0);
+        assert_eq!(per[1]["confirm_latency_us"]["p50"], 11);
+        assert!(per[0]["consume_latency_us"]["p50"].is_null());
+        let text = summary(&two);
+        let rows: Vec<&str> = (text.lines())
+            .filter(|l| l.trim_start().starts_with("queue "))
+            .collect();
+        assert_eq!(rows.len(), 2, "{text}");
+        assert!(
+            rows[1].trim_start().starts_with("queue 1") && rows[1].contains("75"),
+            "{text}"
+        );
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with("total")),
+            "{text}"
+        );
+        assert!(describe(&two.scenario).contains("2 priority queues, 2 consumers in all"));
     }
 
     #[test]

@@ -26,6 +26,13 @@
 //! (`RejectedQueueFull`). So a publisher also waits, before each message, while the
 //! messages published and not yet consumed by every app reach half the queue's capacity
 //! (see [`Backlog`]): the time it waits counts as latency, as a wait at the cap does.
+//!
+//! # Many queues
+//!
+//! With `--queues N`, publisher `p` publishes to queue `p % N` and consumer `c` (of each
+//! app) consumes from queue `c % N`; each queue has its counters ([`QueueCounters`]: its
+//! publishers' sends and outcomes, its consumers' deliveries) and its backlog, and the
+//! result has each queue's figures ([`QueueResult`]) beside the totals.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -71,8 +78,10 @@ pub enum Progress {
 pub struct Scenario {
     /// Publisher threads.
     pub publishers: u32,
-    /// Consumers (of the priority queue, or of each app).
+    /// Consumers (of the priority queue, or of each app), all queues together.
     pub consumers: u32,
+    /// Queues: publisher and consumer `i` on queue `i % queues`.
+    pub queues: u32,
     /// Messages per second per publisher; 0: as fast as possible.
     pub rate: f64,
     /// Payload length.
@@ -134,8 +143,9 @@ impl Scenario {
     #[must_use]
     pub fn from_args(args: &Args) -> Self {
         Self {
-            publishers: args.publishers,
-            consumers: args.consumers,
+            publishers: args.publishers(),
+            consumers: args.consumers(),
+            queues: args.queues,
             rate: args.rate,
             size: args.size,
             flush: args.flush,
@@ -167,26 +177,43 @@ impl Scenario {
         self.fanout.max(1)
     }
 
-    /// The broker's configuration: one queue large enough for every producer's cap, and
-    /// processor queues large enough for the queue and every consumer's window.
+    /// The queue that publisher or consumer `i` uses: `i % queues`.
+    #[must_use]
+    pub fn queue_of(&self, i: u32) -> u32 {
+        i % self.queues.max(1)
+    }
+
+    /// Of `count` publishers or consumers, those on queue `q`.
+    #[must_use]
+    pub fn on_queue(&self, q: u32, count: u32) -> u32 {
+        (0..count).filter(|&i| self.queue_of(i) == q).count() as u32
+    }
+
+    /// The broker's configuration: `queues` queues, each large enough for the caps of
+    /// the producers on it, and processor queues large enough for every queue and every
+    /// consumer's window.
     pub(crate) fn broker_config(&self) -> BrokerConfig {
         let mode = if self.fanout >= 2 {
             QueueMode::Fanout { apps: self.fanout }
         } else {
             QueueMode::Priority
         };
-        let capacity = (self.publishers as usize * self.max_unconfirmed as usize)
-            .max(QueueConfig::new(mode).capacity);
+        // Queue 0 has the most publishers (`i % N` fills the low queues first).
+        let publishers = self.on_queue(0, self.publishers) as usize;
+        let capacity =
+            (publishers * self.max_unconfirmed as usize).max(QueueConfig::new(mode).capacity);
+        let queues = self.queues.max(1) as usize;
         let consumers = self.consumers as usize * self.apps() as usize;
-        let event_capacity = (capacity + consumers * WINDOW as usize)
+        let event_capacity = (queues * capacity + consumers * WINDOW as usize)
             .next_power_of_two()
             .max(BrokerConfig::default().event_capacity);
+        let queue = QueueConfig {
+            mode,
+            capacity,
+            window: WINDOW,
+        };
         BrokerConfig {
-            queues: vec![QueueConfig {
-                mode,
-                capacity,
-                window: WINDOW,
-            }],
+            queues: vec![queue; queues],
             session_processors: self.session_processors as usize,
             queue_processors: self.queue_processors as usize,
             event_capacity,
@@ -232,6 +259,54 @@ impl Outcomes {
             + self.not_sent
             + self.other_refusals
     }
+
+    /// These outcomes and `other`'s, added.
+    #[must_use]
+    pub fn plus(&self, other: &Self) -> Self {
+        Self {
+            acked: self.acked + other.acked,
+            rejected_queue_full: self.rejected_queue_full + other.rejected_queue_full,
+            rejected_producer_full: self.rejected_producer_full + other.rejected_producer_full,
+            rejected_unknown_queue: self.rejected_unknown_queue + other.rejected_unknown_queue,
+            closed: self.closed + other.closed,
+            timed_out: self.timed_out + other.timed_out,
+            not_sent: self.not_sent + other.not_sent,
+            other_refusals: self.other_refusals + other.other_refusals,
+        }
+    }
+}
+
+/// One queue's counters: what its publishers sent, their outcomes (written by the
+/// producers' `on_ack`, on session processors), and its consumers' deliveries.
+#[derive(Debug, Default)]
+pub(crate) struct QueueCounters {
+    /// Messages its publishers' `send` accepted.
+    pub(crate) published: AtomicU64,
+    /// Its publishers' outcomes.
+    pub(crate) outcomes: OutcomeCounters,
+    /// Deliveries to its consumers (every app's).
+    pub(crate) consumed: AtomicU64,
+}
+
+impl QueueCounters {
+    /// One set of counters per queue of `scenario`.
+    pub(crate) fn for_queues(scenario: &Scenario) -> Vec<Arc<Self>> {
+        (0..scenario.queues.max(1))
+            .map(|_| Arc::new(Self::default()))
+            .collect()
+    }
+}
+
+/// Every queue's outcomes together.
+pub(crate) fn total_outcomes(queues: &[Arc<QueueCounters>]) -> Outcomes {
+    queues.iter().fold(Outcomes::default(), |sum, q| {
+        sum.plus(&q.outcomes.snapshot())
+    })
+}
+
+/// Every queue's count together: `count` reads one queue's counter.
+pub(crate) fn total(queues: &[Arc<QueueCounters>], count: impl Fn(&QueueCounters) -> u64) -> u64 {
+    queues.iter().map(|q| count(q)).sum()
 }
 
 /// Outcome counters, written by the producers' `on_ack` (on session processors).
@@ -392,12 +467,13 @@ pub(crate) struct Schedule {
     offset_ns: u64,
 }
 
-/// What the publishers have in the queue: published, and not yet consumed by every app.
+/// What the publishers of a queue have in it: published, and not yet consumed by every
+/// app.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Backlog<'a> {
-    /// Messages published, by every publisher.
+    /// Messages published to the queue, by every publisher of it.
     published: &'a AtomicU64,
-    /// Deliveries, to every app.
+    /// Deliveries from the queue, to every app.
     consumed: &'a AtomicU64,
     /// Apps of the queue: a message is consumed once per app.
     apps: u64,
@@ -479,22 +555,23 @@ pub(crate) struct Publishing {
 }
 
 /// Publishes open loop from one thread per sender (`senders[p]` sends one message whose
-/// scheduled time it is given), each waiting while the queue's backlog (published, not
-/// yet consumed by every app) is at half its capacity, and prints a line a second from this
-/// thread with the rates of published messages and of the two `counters` (confirmed,
-/// consumed) and the last second's latencies (the two `recorders`: confirm, consume).
+/// scheduled time it is given, to queue `scenario.queue_of(p)`), each waiting while its
+/// queue's backlog (published, not yet consumed by every app) is at half the queue's
+/// capacity, and prints a line a second from this thread with the rates of published,
+/// confirmed and consumed messages (every queue's `counters` together) and the last
+/// second's latencies (the two `recorders`: confirm, consume).
 pub(crate) fn publish_all<S>(
     scenario: &Scenario,
     clock: Clock,
     progress: Progress,
     senders: Vec<S>,
-    counters: [&AtomicU64; 2],
+    counters: &[Arc<QueueCounters>],
     recorders: [&[Shared]; 2],
 ) -> Publishing
 where
     S: FnMut(u64) -> Result<(), String> + Send,
 {
-    let published = AtomicU64::new(0);
+    let limit = (scenario.broker_config().queues[0].capacity / 2) as u64;
     let interval_ns = (scenario.rate > 0.0).then(|| 1e9 / scenario.rate);
     let go_ns = clock.now_ns() + 1_000_000;
     let end_ns = go_ns + u64::try_from(scenario.duration.as_nanos()).unwrap_or(u64::MAX / 2);
@@ -511,11 +588,12 @@ where
                     interval_ns,
                     offset_ns: interval_ns.map_or(0, |i| (i * p as f64 / publishers as f64) as u64),
                 };
+                let queue = &counters[scenario.queue_of(p as u32) as usize];
                 let backlog = Backlog {
-                    published: &published,
-                    consumed: counters[1],
+                    published: &queue.published,
+                    consumed: &queue.consumed,
                     apps: u64::from(scenario.apps()),
-                    limit: (scenario.broker_config().queues[0].capacity / 2) as u64,
+                    limit,
                 };
                 thread::Builder::new()
                     .name(format!("perftest-pub-{p}"))
@@ -523,15 +601,7 @@ where
                     .expect("cannot spawn a publisher thread")
             })
             .collect();
-        let [acked, consumed] = counters;
-        report_each_second(
-            clock,
-            go_ns,
-            progress,
-            &handles,
-            [&published, acked, consumed],
-            recorders,
-        );
+        report_each_second(clock, go_ns, progress, &handles, counters, recorders);
         handles
             .into_iter()
             .map(|h| h.join().expect("a publisher thread panicked"))
@@ -541,7 +611,7 @@ where
         ends,
         go_ns,
         end_ns,
-        published: published.load(Ordering::Relaxed),
+        published: total(counters, |q| q.published.load(Ordering::Relaxed)),
     }
 }
 
@@ -590,6 +660,86 @@ pub struct RunResult {
     pub drained: bool,
     /// Over TCP with reliable clients: what the faults did.
     pub faults: Option<Faults>,
+    /// Each queue's figures, in queue-id order (one entry with one queue).
+    pub queues: Vec<QueueResult>,
+}
+
+/// What one queue of a run measured: its publishers' sends and outcomes, its consumers'
+/// deliveries, and the latencies of both.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueResult {
+    /// The queue's id.
+    pub queue: u32,
+    /// Publishers on it.
+    pub publishers: u32,
+    /// Consumers on it (of each app).
+    pub consumers: u32,
+    /// Messages its publishers' `send` accepted.
+    pub published: u64,
+    /// Its publishers' outcomes, by status.
+    pub outcomes: Outcomes,
+    /// Deliveries to its consumers (every app's).
+    pub consumed: u64,
+    /// Publish -> confirm latency of its publishers' `Acked` outcomes.
+    pub confirm_latency: Percentiles,
+    /// Publish -> consume latency of its consumers' deliveries.
+    pub consume_latency: Percentiles,
+}
+
+/// Each queue's figures: `counters` by queue, `confirm` recorders by publisher, `consume`
+/// recorders by app then consumer (the order the runs open them in).
+pub(crate) fn per_queue(
+    scenario: &Scenario,
+    counters: &[Arc<QueueCounters>],
+    [confirm, consume]: [&[Shared]; 2],
+) -> Vec<QueueResult> {
+    let consumers = scenario.consumers.max(1) as usize;
+    counters
+        .iter()
+        .enumerate()
+        .map(|(q, c)| {
+            let q = q as u32;
+            let on_q = |i: usize| scenario.queue_of(i as u32) == q;
+            let confirm: Vec<Shared> = (confirm.iter().enumerate())
+                .filter(|&(p, _)| on_q(p))
+                .map(|(_, r)| r.clone())
+                .collect();
+            let consume: Vec<Shared> = (consume.iter().enumerate())
+                .filter(|&(i, _)| on_q(i % consumers))
+                .map(|(_, r)| r.clone())
+                .collect();
+            QueueResult {
+                queue: q,
+                publishers: scenario.on_queue(q, scenario.publishers),
+                consumers: scenario.on_queue(q, scenario.consumers),
+                published: c.published.load(Ordering::Relaxed),
+                outcomes: c.outcomes.snapshot(),
+                consumed: c.consumed.load(Ordering::Relaxed),
+                confirm_latency: Percentiles::of(&merge_total(&confirm)),
+                consume_latency: Percentiles::of(&merge_total(&consume)),
+            }
+        })
+        .collect()
+}
+
+impl QueueResult {
+    /// Messages published to this queue per second of the run's publishing.
+    #[must_use]
+    pub fn publish_rate(&self, duration_s: f64) -> f64 {
+        per_second(self.published, duration_s)
+    }
+
+    /// Messages confirmed (`Acked`) by this queue per second of publishing.
+    #[must_use]
+    pub fn confirm_rate(&self, duration_s: f64) -> f64 {
+        per_second(self.outcomes.acked, duration_s)
+    }
+
+    /// Deliveries from this queue per second of publishing.
+    #[must_use]
+    pub fn consume_rate(&self, duration_s: f64) -> f64 {
+        per_second(self.consumed, duration_s)
+    }
 }
 
 /// What connection kills did to a run with reliable clients, and what they must not do.
@@ -705,20 +855,21 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
     let clock = Clock(Instant::now());
     let broker = Broker::start(scenario.broker_config())?;
 
-    // Consumers: per app, `consumers` of them.
-    let consumed = Arc::new(AtomicU64::new(0));
+    // Consumers: per app, `consumers` of them, consumer `c` on queue `c % queues`.
+    let counters = QueueCounters::for_queues(scenario);
     let mut consume_recorders = Vec::new();
     let options = ConsumerOptions {
         mode: scenario.callbacks,
         ..ConsumerOptions::default()
     };
     for app in 0..scenario.apps() {
-        for _ in 0..scenario.consumers {
+        for c in 0..scenario.consumers {
             let recorder: Shared = Arc::new(Mutex::new(Recorder::new()));
             consume_recorders.push(recorder.clone());
-            let consumed = consumed.clone();
+            let queue = scenario.queue_of(c);
+            let counters = counters[queue as usize].clone();
             broker.open_consumer(
-                QueueId(0),
+                QueueId(queue),
                 AppId(app),
                 options,
                 move |batch: &[Delivery]| {
@@ -728,14 +879,15 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
                         r.record(now.saturating_sub(d.payload.handle) / 1_000);
                     }
                     drop(r);
-                    consumed.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                    counters
+                        .consumed
+                        .fetch_add(batch.len() as u64, Ordering::Relaxed);
                 },
             )?;
         }
     }
 
-    // Producers, one per publisher.
-    let outcomes = Arc::new(OutcomeCounters::default());
+    // Producers, one per publisher, publisher `p` on queue `p % queues`.
     let mut confirm_recorders = Vec::new();
     let mut producers = Vec::new();
     let config = ProducerConfig {
@@ -744,11 +896,12 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
         batch_size: scenario.batch_size as usize,
         ..ProducerConfig::default()
     };
-    for _ in 0..scenario.publishers {
+    for p in 0..scenario.publishers {
         let recorder: Shared = Arc::new(Mutex::new(Recorder::new()));
         confirm_recorders.push(recorder.clone());
-        let outcomes = outcomes.clone();
+        let counters = counters[scenario.queue_of(p) as usize].clone();
         producers.push(broker.open_producer_with(config, move |batch: &[Ack]| {
+            let outcomes = &counters.outcomes;
             let now = clock.now_ns();
             let mut acked = 0;
             let mut r = lock(&recorder);
@@ -768,14 +921,15 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
     broker.quiesce()?;
 
     let size = scenario.size;
-    let senders = producers.iter().map(|producer| {
+    let senders = producers.iter().enumerate().map(|(p, producer)| {
+        let queue = QueueId(scenario.queue_of(p as u32));
         move |at: u64| {
             let payload = Payload {
                 handle: at,
                 len: size,
             };
             producer
-                .send(QueueId(0), payload)
+                .send(queue, payload)
                 .map(drop)
                 .map_err(|e| format!("producer {}: {e}", producer.id().0))
         }
@@ -790,7 +944,7 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
         clock,
         progress,
         senders.collect(),
-        [&outcomes.0[0], consumed.as_ref()],
+        &counters,
         [&confirm_recorders, &consume_recorders],
     );
     let ended_ns = ends.iter().map(|e| e.ended_ns).max().unwrap_or(end_ns);
@@ -810,7 +964,7 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
 
     let stats = broker.session_stats();
     let queue_stats = broker.queue_stats();
-    let outcomes = outcomes.snapshot();
+    let outcomes = total_outcomes(&counters);
     let total = outcomes.total();
     let result = RunResult {
         scenario: scenario.clone(),
@@ -820,7 +974,7 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
         published,
         broker_published: stats.published,
         outcomes,
-        consumed: consumed.load(Ordering::Relaxed),
+        consumed: self::total(&counters, |q| q.consumed.load(Ordering::Relaxed)),
         lost: published.saturating_sub(total),
         extra_outcomes: total.saturating_sub(published),
         behind: ends.iter().map(|e| e.behind).sum(),
@@ -832,6 +986,11 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
         redelivered: queue_stats.iter().map(|q| q.redelivered).sum(),
         drained,
         faults: None,
+        queues: per_queue(
+            scenario,
+            &counters,
+            [&confirm_recorders, &consume_recorders],
+        ),
     };
     drop(producers);
     broker.shutdown();
@@ -852,10 +1011,16 @@ fn report_each_second<T>(
     go_ns: u64,
     progress: Progress,
     publishers: &[thread::ScopedJoinHandle<'_, T>],
-    counters: [&AtomicU64; 3],
+    counters: &[Arc<QueueCounters>],
     [confirm_recorders, consume_recorders]: [&[Shared]; 2],
 ) {
-    let read = || counters.map(|c| c.load(Ordering::Relaxed));
+    let read = || {
+        [
+            total(counters, |q| q.published.load(Ordering::Relaxed)),
+            total(counters, |q| q.outcomes.0[0].load(Ordering::Relaxed)),
+            total(counters, |q| q.consumed.load(Ordering::Relaxed)),
+        ]
+    };
     clock.wait_until(go_ns);
     let mut last = read();
     let mut last_ns = go_ns;
@@ -917,5 +1082,35 @@ mod tests {
             ..scenario
         };
         assert_eq!(priority.broker_config().queues[0].mode, QueueMode::Priority);
+    }
+
+    #[test]
+    fn many_queues_share_the_publishers_and_consumers_by_index() {
+        let args = <Args as clap::Parser>::try_parse_from([
+            "perftest",
+            "--queues",
+            "3",
+            "--publishers",
+            "7",
+            "--consumers",
+            "4",
+        ])
+        .unwrap();
+        let scenario = Scenario::from_args(&args);
+        assert_eq!(scenario.queues, 3);
+        assert_eq!(
+            (0..7).map(|p| scenario.queue_of(p)).collect::<Vec<_>>(),
+            [0, 1, 2, 0, 1, 2, 0]
+        );
+        assert_eq!([0, 1, 2].map(|q| scenario.on_queue(q, 7)), [3, 2, 2]);
+        assert_eq!([0, 1, 2].map(|q| scenario.on_queue(q, 4)), [2, 1, 1]);
+        let config = scenario.broker_config();
+        assert_eq!(config.queues.len(), 3);
+        // Each queue holds its busiest share of publishers' caps: 3 on queue 0.
+        assert!(config.queues.iter().all(|q| q.capacity >= 3 * 10_000));
+        assert!(config.event_capacity >= 3 * config.queues[0].capacity + 4 * WINDOW as usize);
+        let one =
+            Scenario::from_args(&<Args as clap::Parser>::try_parse_from(["perftest"]).unwrap());
+        assert_eq!(one.broker_config().queues.len(), 1);
     }
 }

@@ -30,8 +30,9 @@ use zerodispatch_core::Percentiles;
 use crate::chaos::Chaos;
 use crate::local_server::LocalServer;
 use crate::run::{
-    Clock, DRAIN_TIMEOUT, Faults, OutcomeCounters, Progress, Publishing, Recorder, RunResult,
-    Scenario, Shared, WINDOW, lock, merge_total, publish_all, timer_interval,
+    Clock, DRAIN_TIMEOUT, Faults, OutcomeCounters, Progress, Publishing, QueueCounters, Recorder,
+    RunResult, Scenario, Shared, WINDOW, lock, merge_total, per_queue, publish_all, timer_interval,
+    total, total_outcomes,
 };
 
 /// Bytes of a payload that carry its scheduled send time (8) and its key (publisher and
@@ -45,7 +46,7 @@ pub enum Target {
     /// line describes.
     Local,
     /// A server already running at this address (its broker's configuration is its own:
-    /// the perftest uses queue 0).
+    /// the perftest uses its queues 0 to `--queues` - 1).
     Connect(SocketAddr),
 }
 
@@ -189,8 +190,9 @@ pub fn run(
         ..Backoff::default()
     };
 
-    // Consumers: per app, `consumers` of them, each on a connection of its own.
-    let consumed = Arc::new(AtomicU64::new(0));
+    // Consumers: per app, `consumers` of them, each on a connection of its own, consumer
+    // `c` on queue `c % queues`.
+    let counters = QueueCounters::for_queues(scenario);
     let seen = Arc::new(Mutex::new(Seen {
         maps: vec![Vec::new(); scenario.publishers as usize * usize::from(scenario.apps())],
         publishers: scenario.publishers as usize,
@@ -200,10 +202,11 @@ pub fn run(
     let mut consume_recorders = Vec::new();
     let mut consumers = Vec::new();
     for app in 0..scenario.apps() {
-        for _ in 0..scenario.consumers {
+        for c in 0..scenario.consumers {
             let recorder: Shared = Arc::new(Mutex::new(Recorder::new()));
             consume_recorders.push(recorder.clone());
-            let (consumed, seen) = (consumed.clone(), seen.clone());
+            let queue = QueueId(scenario.queue_of(c));
+            let (counters, seen) = (counters[queue.0 as usize].clone(), seen.clone());
             let options = ConsumerOptions {
                 credit: WINDOW,
                 auto_credit: true,
@@ -219,7 +222,9 @@ pub fn run(
                 }
                 drop((r, seen));
                 batch.confirm_all();
-                consumed.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                counters
+                    .consumed
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
             };
             let consumer = runtime.block_on(async {
                 if scenario.reliable {
@@ -228,19 +233,13 @@ pub fn run(
                         backoff,
                         ..ReliableConsumerOptions::default()
                     };
-                    let c = ReliableConsumer::connect(
-                        addr,
-                        QueueId(0),
-                        AppId(app),
-                        options,
-                        on_deliver,
-                    )
-                    .await?;
+                    let c = ReliableConsumer::connect(addr, queue, AppId(app), options, on_deliver)
+                        .await?;
                     Ok::<_, ClientError>(AnyConsumer::Reliable(c))
                 } else {
                     let client = Client::connect(addr, ClientOptions::default()).await?;
                     let c = client
-                        .open_consumer(QueueId(0), AppId(app), options, on_deliver)
+                        .open_consumer(queue, AppId(app), options, on_deliver)
                         .await?;
                     Ok(AnyConsumer::Plain(client, c))
                 }
@@ -249,8 +248,8 @@ pub fn run(
         }
     }
 
-    // Producers, one per publisher, each on a connection of its own.
-    let outcomes = Arc::new(OutcomeCounters::default());
+    // Producers, one per publisher, each on a connection of its own, publisher `p` on queue
+    // `p % queues`.
     // The producers' recoveries: to the first confirm, and to the new session.
     let recoveries: [Shared; 2] = std::array::from_fn(|_| Arc::new(Mutex::new(Recorder::new())));
     let mut confirm_recorders = Vec::new();
@@ -268,10 +267,12 @@ pub fn run(
     for p in 0..scenario.publishers {
         let recorder: Shared = Arc::new(Mutex::new(Recorder::new()));
         confirm_recorders.push(recorder.clone());
-        let outcomes = outcomes.clone();
+        let queue = QueueId(scenario.queue_of(p));
+        let counters = counters[queue.0 as usize].clone();
         let stamps = Arc::new(Stamps::new(2 * scenario.max_unconfirmed as usize));
         let read = stamps.clone();
         let on_confirm = move |batch: &[zerodispatch_client::Outcome]| {
+            let outcomes = &counters.outcomes;
             let now = clock.now_ns();
             let mut stored = 0;
             let mut r = lock(&recorder);
@@ -294,8 +295,7 @@ pub fn run(
                     backoff,
                     ..ReliableProducerOptions::new(format!("perftest-{}-{p}", std::process::id()))
                 };
-                let producer =
-                    ReliableProducer::connect(addr, QueueId(0), options, on_confirm).await?;
+                let producer = ReliableProducer::connect(addr, queue, options, on_confirm).await?;
                 let recoveries = recoveries.clone();
                 producer.on_recovery(move |r| {
                     let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
@@ -305,9 +305,7 @@ pub fn run(
                 Ok::<_, ClientError>(AnyProducer::Reliable(producer))
             } else {
                 let client = Client::connect(addr, ClientOptions::default()).await?;
-                let producer = client
-                    .open_producer(QueueId(0), options, on_confirm)
-                    .await?;
+                let producer = client.open_producer(queue, options, on_confirm).await?;
                 Ok(AnyProducer::Plain(client, producer))
             }
         })?;
@@ -330,7 +328,7 @@ pub fn run(
         clock,
         progress,
         senders.collect(),
-        [&outcomes.0[0], consumed.as_ref()],
+        &counters,
         [&confirm_recorders, &consume_recorders],
     );
     let ended_ns = ends.iter().map(|e| e.ended_ns).max().unwrap_or(end_ns);
@@ -374,7 +372,8 @@ pub fn run(
     // closing with deliveries in flight hands them back to the queue, to nobody).
     let apps = u64::from(scenario.apps());
     let unique = || seen.lock().unwrap_or_else(|e| e.into_inner()).unique;
-    while unique() < outcomes.0[0].load(Ordering::Relaxed) * apps && Instant::now() < deadline {
+    let acked = || total(&counters, |q| q.outcomes.0[0].load(Ordering::Relaxed));
+    while unique() < acked() * apps && Instant::now() < deadline {
         thread::sleep(Duration::from_micros(200));
     }
     for c in &consumers {
@@ -409,8 +408,8 @@ pub fn run(
     faults.recovery_us = Percentiles::of(&merge_total(&[to_confirm]));
     faults.reconnect_us = Percentiles::of(&merge_total(&[to_session]));
 
-    let outcomes = outcomes.snapshot();
-    let total = outcomes.total();
+    let outcomes = total_outcomes(&counters);
+    let all_outcomes = outcomes.total();
     let (broker_published, redelivered, deduplicated) = match &server {
         Some(server) => {
             let queues = server.broker().queue_stats();
@@ -431,9 +430,9 @@ pub fn run(
         published,
         broker_published,
         outcomes,
-        consumed: consumed.load(Ordering::Relaxed),
-        lost: published.saturating_sub(total),
-        extra_outcomes: total.saturating_sub(published),
+        consumed: total(&counters, |q| q.consumed.load(Ordering::Relaxed)),
+        lost: published.saturating_sub(all_outcomes),
+        extra_outcomes: all_outcomes.saturating_sub(published),
         behind: ends.iter().map(|e| e.behind).sum(),
         send_errors: ends.iter().map(|e| e.errors).sum(),
         confirm_latency: Percentiles::of(&merge_total(&confirm_recorders)),
@@ -443,6 +442,11 @@ pub fn run(
         redelivered,
         drained,
         faults: scenario.reliable.then_some(faults),
+        queues: per_queue(
+            scenario,
+            &counters,
+            [&confirm_recorders, &consume_recorders],
+        ),
     };
     drop(runtime);
     if let Some(server) = server {
