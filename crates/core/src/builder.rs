@@ -9,6 +9,7 @@ use crate::config::{ConfigError, GlobalConfig, PoolConfig, Problem};
 use crate::dispatcher::Dispatcher;
 use crate::handle::{DispatcherHandle, Shared};
 use crate::monitor;
+use crate::clock::Clock;
 use crate::processor::{ProcessorShared, Runner};
 use crate::sync::thread;
 
@@ -156,6 +157,7 @@ impl<M: Send + 'static> DispatcherBuilder<M> {
             pools,
             global: self.global,
             shutting_down: AtomicBool::new(false),
+            clock: Clock::real(),
         });
         let stack_size = shared.global.stack_size;
         // From here on, a failure drops the dispatcher built so far: its shutdown stops and

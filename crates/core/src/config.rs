@@ -100,6 +100,8 @@ pub struct PoolConfig {
     pub(crate) wait: WaitStrategy,
     /// Core ids to pin the processors to, round-robin; empty means no pinning.
     pub(crate) cores: Vec<usize>,
+    /// Timers each processor holds at once (0 to [`MAX_CAPACITY`]), preallocated.
+    pub(crate) timers: usize,
     /// The watermarks were set explicitly: they no longer follow the capacity.
     watermarks_set: bool,
     /// The outbox capacity was set explicitly: it no longer follows the capacity.
@@ -120,6 +122,8 @@ impl PoolConfig {
     /// is amortised over many events, small enough that under sustained load a client is
     /// flushed every few tens of microseconds at a few million events a second.
     pub const DEFAULT_MAX_BATCH: usize = 256;
+    /// The default number of timers a processor holds at once.
+    pub const DEFAULT_TIMERS: usize = 1024;
 
     /// A pool of `processors` threads (at least 1, at most [`MAX_PROCESSORS`]; checked by
     /// `build`) with default settings.
@@ -136,6 +140,7 @@ impl PoolConfig {
             max_batch: Self::DEFAULT_MAX_BATCH,
             wait: WaitStrategy::default(),
             cores: Vec::new(),
+            timers: Self::DEFAULT_TIMERS,
             watermarks_set: false,
             outbox_set: false,
         }
@@ -187,6 +192,17 @@ impl PoolConfig {
     #[must_use]
     pub fn max_batch(mut self, max_batch: usize) -> Self {
         self.max_batch = max_batch;
+        self
+    }
+
+    /// Sets how many timers ([`schedule`](crate::DispatcherHandle::schedule)) each processor
+    /// holds at once, 0 to [`MAX_CAPACITY`]: preallocated when the dispatcher is built
+    /// (about 90 bytes each), so that scheduling never allocates; a schedule beyond them
+    /// is refused with its callback handed back (`TimersFull`). Default
+    /// [`DEFAULT_TIMERS`](Self::DEFAULT_TIMERS).
+    #[must_use]
+    pub fn timers(mut self, timers: usize) -> Self {
+        self.timers = timers;
         self
     }
 
@@ -248,6 +264,12 @@ impl PoolConfig {
         self.wait
     }
 
+    /// Timers each processor holds at once.
+    #[must_use]
+    pub fn get_timers(&self) -> usize {
+        self.timers
+    }
+
     /// The core ids the processors are pinned to (empty: not pinned).
     #[must_use]
     pub fn get_cores(&self) -> &[usize] {
@@ -274,7 +296,7 @@ impl PoolConfig {
         if self.capacity == 0 || self.outbox_capacity == 0 {
             return err(Problem::ZeroCapacity);
         }
-        for capacity in [self.capacity, self.outbox_capacity] {
+        for capacity in [self.capacity, self.outbox_capacity, self.timers] {
             if capacity > MAX_CAPACITY {
                 return err(Problem::CapacityTooLarge(capacity));
             }
@@ -387,7 +409,7 @@ pub enum Problem {
     TooManyProcessors(usize),
     /// A queue or outbox capacity of 0.
     ZeroCapacity,
-    /// A queue or outbox capacity above [`MAX_CAPACITY`].
+    /// A queue, outbox or timer capacity above [`MAX_CAPACITY`].
     CapacityTooLarge(usize),
     /// `low >= high`.
     Watermarks {

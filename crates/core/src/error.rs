@@ -24,6 +24,10 @@ pub enum DispatchError<T> {
     /// [`dispatch_deadline`](crate::DispatcherHandle::dispatch_deadline) (or their batch
     /// forms): retry later, or shed the load.
     Timeout(T),
+    /// Every timer of the processor is in use (`PoolConfig::timers`), from
+    /// [`schedule`](crate::DispatcherHandle::schedule): retry after one is due, or raise the
+    /// pool's timers.
+    TimersFull(T),
 }
 
 impl<T> DispatchError<T> {
@@ -71,7 +75,8 @@ impl<T> DispatchError<T> {
             DispatchError::Full(t)
             | DispatchError::ShutDown(t)
             | DispatchError::NoSuchProcessor(t)
-            | DispatchError::Timeout(t) => t,
+            | DispatchError::Timeout(t)
+            | DispatchError::TimersFull(t) => t,
         }
     }
 
@@ -89,6 +94,7 @@ impl<T> DispatchError<T> {
             DispatchError::ShutDown(t) => DispatchError::ShutDown(f(t)),
             DispatchError::NoSuchProcessor(t) => DispatchError::NoSuchProcessor(f(t)),
             DispatchError::Timeout(t) => DispatchError::Timeout(f(t)),
+            DispatchError::TimersFull(t) => DispatchError::TimersFull(f(t)),
         }
     }
 }
@@ -100,6 +106,7 @@ impl<T> fmt::Debug for DispatchError<T> {
             DispatchError::ShutDown(_) => f.write_str("ShutDown(..)"),
             DispatchError::NoSuchProcessor(_) => f.write_str("NoSuchProcessor(..)"),
             DispatchError::Timeout(_) => f.write_str("Timeout(..)"),
+            DispatchError::TimersFull(_) => f.write_str("TimersFull(..)"),
         }
     }
 }
@@ -118,6 +125,9 @@ impl<T> fmt::Display for DispatchError<T> {
             ),
             DispatchError::Timeout(_) => f.write_str(
                 "the processor's queue stayed full until the deadline; what was sent is handed back",
+            ),
+            DispatchError::TimersFull(_) => f.write_str(
+                "every timer of the processor is in use (PoolConfig::timers); the callback is handed back",
             ),
         }
     }

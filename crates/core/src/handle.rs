@@ -11,6 +11,7 @@ use zerodispatch_callback::{Callback, InlineValue};
 
 use crate::call::{self, Answer};
 use crate::client::{Client, ClientHandle, ClientType, ProcessorId};
+use crate::clock::Clock;
 use crate::config::GlobalConfig;
 use crate::door::{CallFuture, DispatchBatchFuture, DispatchFuture};
 use crate::error::{
@@ -22,6 +23,7 @@ use crate::executor::Executor;
 use crate::processor::{ProcessorShared, current_processor};
 use crate::room::Wait;
 use crate::stats::ProcessorSnapshot;
+use crate::timers::TimerToken;
 
 /// The dispatcher callback of a call: runs `f` and answers `request` with its result, or
 /// with its panic (answered first, then resumed for the processor to catch and count).
@@ -56,6 +58,8 @@ pub(crate) struct Shared<M> {
     pub(crate) pools: [Box<[Arc<ProcessorShared<M>>]>; 3],
     pub(crate) global: GlobalConfig,
     pub(crate) shutting_down: AtomicBool,
+    /// What timers are measured on.
+    pub(crate) clock: Clock,
 }
 
 impl<M> Shared<M> {
@@ -531,6 +535,99 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             .map_err(|e| e.map(Item::into_dispatcher_callback))
     }
 
+    /// Runs `callback` on `processor` at `deadline` (on the dispatcher's clock,
+    /// [`now`](Self::now)), as a dispatcher callback: after the processor has flushed its
+    /// clients, in deadline order among its timers (ties in the order they reached it). A
+    /// deadline already past runs at the processor's next loop turn. Never allocates: the
+    /// processor's timers are preallocated (`PoolConfig::timers`); the protocol is in
+    /// `timers.rs`.
+    ///
+    /// The callback travels to the processor through its queue like
+    /// [`execute`](Self::execute)'s, so it waits while the queue is full (on a processor
+    /// thread it goes through the outbox instead, never waiting). A timer runs once; one
+    /// that repeats schedules its next turn from its callback. Timers not due at shutdown
+    /// are dropped unrun.
+    ///
+    /// ```
+    /// # use zerodispatch_core::*;
+    /// # use std::time::Duration;
+    /// let d = Dispatcher::<NoMessage>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build()?;
+    /// let queue = d.processors(ClientType::Queue)[0];
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let tick = tx.clone();
+    /// d.schedule(queue, d.now() + Duration::from_millis(5), Callback::new(move || tick.send("late").unwrap()))?;
+    /// let early = d.schedule(queue, d.now() + Duration::from_millis(1), Callback::new(move || tx.send("early").unwrap()))?;
+    /// assert_eq!(rx.recv()?, "early");
+    /// assert!(!d.cancel(early), "it has run");
+    /// assert_eq!(rx.recv()?, "late");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The callback comes back in [`DispatchError::TimersFull`] when every timer of the
+    /// processor is in use, or as [`execute`](Self::execute)'s would.
+    pub fn schedule(
+        &self,
+        processor: impl Into<ProcessorId>,
+        deadline: Instant,
+        callback: Callback,
+    ) -> Result<TimerToken, DispatchError<Callback>> {
+        crate::blocking::refuse_on_runtime("schedule", "");
+        let processor = processor.into();
+        let Some(p) = self.processor(processor) else {
+            return Err(DispatchError::NoSuchProcessor(callback));
+        };
+        let Some((slot, generation)) = p.timers.take(self.shared.clock.ns_of(deadline)) else {
+            return Err(DispatchError::TimersFull(callback));
+        };
+        match self.send(p, Item::Timer { slot, callback }, Wait::Forever) {
+            Ok(()) => Ok(TimerToken {
+                dispatcher: self.shared.id,
+                processor,
+                slot,
+                generation,
+            }),
+            Err(e) => {
+                p.timers.release(slot);
+                Err(e.map(Item::into_dispatcher_callback))
+            }
+        }
+    }
+
+    /// [`schedule`](Self::schedule) at `delay` from [`now`](Self::now).
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule`](Self::schedule).
+    pub fn schedule_in(
+        &self,
+        processor: impl Into<ProcessorId>,
+        delay: Duration,
+        callback: Callback,
+    ) -> Result<TimerToken, DispatchError<Callback>> {
+        self.schedule(processor, self.now() + delay, callback)
+    }
+
+    /// Cancels a timer: `true` if it had not started, and then it never runs (its callback
+    /// is dropped, on its processor, at its deadline); `false` if it has run, is running,
+    /// was cancelled already, or the token is another dispatcher's. From any thread, never
+    /// waits: one compare-and-swap.
+    pub fn cancel(&self, token: TimerToken) -> bool {
+        if token.dispatcher != self.shared.id {
+            return false;
+        }
+        self.processor(token.processor)
+            .is_some_and(|p| p.timers.cancel(token.slot, token.generation))
+    }
+
+    /// Now, on the clock timers are measured on: the monotonic clock, or the test's clock
+    /// of a [`testing`](crate::testing) dispatcher, which moves only when advanced.
+    #[must_use]
+    pub fn now(&self) -> Instant {
+        self.shared.clock.now()
+    }
+
     /// An executor running closures on `processor`.
     #[must_use]
     pub fn executor(&self, processor: impl Into<ProcessorId>) -> Executor<M> {
@@ -851,7 +948,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             .processors()
             .map(|p| {
                 let clients = p.slots.lock().unwrap_or_else(|e| e.into_inner()).keys.live;
-                p.stats.snapshot(p.id, || p.queue.len(), clients)
+                p.stats.snapshot(p.id, || p.queue.len(), clients, p.timers.in_use())
             })
             .collect()
     }

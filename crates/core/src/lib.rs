@@ -63,6 +63,7 @@ mod blocking;
 mod builder;
 mod call;
 mod client;
+mod clock;
 mod config;
 // Public on purpose: single-writer counters are how a client owned by one processor
 // publishes its own figures without a locked instruction per event; the broker's
@@ -85,6 +86,7 @@ mod room;
 mod slots;
 mod stats;
 mod sync;
+mod timers;
 mod waiters;
 mod wake;
 
@@ -110,6 +112,7 @@ pub use executor::Executor;
 pub use handle::{DispatcherHandle, Placement};
 pub use percentiles::Percentiles;
 pub use stats::{Pinning, ProcessorSnapshot};
+pub use timers::TimerToken;
 pub use zerodispatch_callback::{BoxedCallback, Callback};
 
 #[doc(hidden)]

@@ -46,6 +46,7 @@ pub(crate) struct Counters {
     pub(crate) stuck_reports: Counter,
     pub(crate) parks: Counter,
     pub(crate) outboxed: Counter,
+    pub(crate) timers_fired: Counter,
 }
 
 /// Whether a processor was pinned to a core.
@@ -207,6 +208,10 @@ pub struct ProcessorSnapshot {
     /// Events its clients dispatched that waited in its outbox because their target's
     /// queue was full (see the outbox protocol).
     pub outboxed: u64,
+    /// Timers it ran at their deadline (not those cancelled first).
+    pub timers_fired: u64,
+    /// Timers waiting for their deadline now (scheduled, not yet run or dropped).
+    pub timers_pending: u64,
     /// Whether it is pinned to a core.
     pub pinning: Pinning,
     /// Time in queue in nanoseconds, sampled by the monitor's probes (one every
@@ -222,6 +227,7 @@ impl ProcessorStats {
         processor: crate::ProcessorId,
         depth: impl FnOnce() -> usize,
         clients: usize,
+        timers_pending: usize,
     ) -> ProcessorSnapshot {
         let c = &self.counters;
         // The order of the reads is what bounds `enqueued` (`processed + depth`) by what
@@ -274,6 +280,8 @@ impl ProcessorStats {
             stuck_reports: c.stuck_reports.get(),
             parks: c.parks.get(),
             outboxed: c.outboxed.get(),
+            timers_fired: c.timers_fired.get(),
+            timers_pending: timers_pending as u64,
             pinning: self.pinning.get().copied().unwrap_or(Pinning::NotRequested),
             time_in_queue_ns,
             batch_size,

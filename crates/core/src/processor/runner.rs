@@ -14,6 +14,7 @@ use super::shared::ProcessorShared;
 use crate::client::{ClientFlags, ClientHandle, ClientKey, Context};
 use crate::config::WaitStrategy;
 use crate::handle::DispatcherHandle;
+use crate::timers::TimerQueue;
 use crate::stats::{Histograms, Pinning};
 use crate::sync::{self, Ordering, thread};
 
@@ -112,6 +113,8 @@ pub(crate) struct Runner<M: Send + 'static> {
     /// The wakers of futures being woken (`waiters.rs`): empty between wakes, kept for its
     /// capacity.
     pub(super) waking: Vec<Option<Waker>>,
+    /// The timers received, by deadline (`timers.rs`).
+    pub(super) timers: TimerQueue,
 }
 
 /// Armed for the whole life of a processor thread; if the thread unwinds anyway (a
@@ -171,6 +174,7 @@ impl<M: Send + 'static> Runner<M> {
         };
         Self {
             ctx,
+            timers: TimerQueue::new(shared.config.timers),
             shared,
             clients: Vec::new(),
             flush_list: Vec::new(),
@@ -209,6 +213,18 @@ impl<M: Send + 'static> Runner<M> {
 
         self.run_loop();
         self.publish_histograms(true);
+        // Timers not yet due are dropped unrun, on this thread, their slots freed.
+        let mut dropped = 0_u64;
+        for (slot, callback) in self.timers.take_all() {
+            dropped += 1;
+            contain(&self.shared.stats, id, "drop of a timer", || {
+                drop(callback)
+            });
+            self.shared.timers.release(slot);
+        }
+        if dropped > 0 {
+            tracing::debug!(processor = %id, timers = dropped, "timers not due at shutdown dropped");
+        }
         let mut clients = 0;
         for entry in self.clients.drain(..).flatten() {
             clients += 1;
@@ -244,6 +260,7 @@ impl<M: Send + 'static> Runner<M> {
         loop {
             self.retry_outbox();
             self.drain();
+            self.fire_due_timers();
             self.flush_all();
             self.retry_outbox();
             if self.shared.may_exit(self.popped) && outbox_len() == 0 && self.flush_list.is_empty()
@@ -252,6 +269,48 @@ impl<M: Send + 'static> Runner<M> {
             }
             self.wait_for_work();
         }
+    }
+
+    /// Runs every timer whose deadline has come, in deadline order, as dispatcher callbacks:
+    /// the flush list is flushed first (the flush contract, point 2). A cancelled one is
+    /// dropped unrun. Its slot is freed after the callback.
+    pub(super) fn fire_due_timers(&mut self) {
+        let Some(next) = self.timers.next_deadline() else {
+            return;
+        };
+        let clock = &self.ctx.dispatcher.shared.clock;
+        let now = clock.now_ns();
+        if next > now {
+            return;
+        }
+        self.flush_all();
+        while let Some((slot, callback)) = self.timers.pop_due(now) {
+            let shared = &*self.shared;
+            if shared.timers.fire(slot) {
+                shared.stats.counters.timers_fired.add(1);
+                contain(&shared.stats, shared.id, "timer callback", || {
+                    callback.call()
+                });
+            } else {
+                contain(&shared.stats, shared.id, "drop of a cancelled timer", || {
+                    drop(callback)
+                });
+            }
+            shared.timers.release(slot);
+        }
+    }
+
+    /// How long until the next timer is due, if one waits.
+    fn until_next_timer(&self) -> Option<Duration> {
+        let next = self.timers.next_deadline()?;
+        Some(self.ctx.dispatcher.shared.clock.until(next))
+    }
+
+    /// Whether a timer is due now (one clock read, only while timers wait).
+    fn timer_due(&self) -> bool {
+        self.timers
+            .next_deadline()
+            .is_some_and(|next| next <= self.ctx.dispatcher.shared.clock.now_ns())
     }
 
     /// Hands on what the outbox holds, as far as the targets have room (the
@@ -285,6 +344,8 @@ impl<M: Send + 'static> Runner<M> {
                 self.since_flush += 1;
                 if self.since_flush >= max_batch {
                     self.flush_all();
+                    // A queue that never drains still runs its timers, at its flush points.
+                    self.fire_due_timers();
                     self.retry_outbox();
                     self.shared.wake_waiters(self.popped, &mut self.waking);
                 }
@@ -321,7 +382,13 @@ impl<M: Send + 'static> Runner<M> {
         }
         // Going to sleep: a requested histogram merge costs the event path nothing now.
         self.publish_histograms(false);
-        if self.shared.sleep(self.popped, thread::park, true) {
+        // With timers waiting, no longer than until the next is due.
+        let until_timer = self.until_next_timer();
+        let park = || match until_timer {
+            Some(timeout) => sync::park_timeout(timeout),
+            None => thread::park(),
+        };
+        if self.shared.sleep(self.popped, park, true) {
             self.shared.stats.counters.parks.add(1);
         }
     }
@@ -330,6 +397,7 @@ impl<M: Send + 'static> Runner<M> {
     /// and the clients that asked to be flushed again.
     pub(super) fn wait_to_retry(&mut self) {
         let park = self.retry_park;
+        let park = self.until_next_timer().map_or(park, |until| park.min(until));
         // Not woken by a stop: at a stop the retries still have to be made.
         if self
             .shared
@@ -345,7 +413,7 @@ impl<M: Send + 'static> Runner<M> {
     pub(super) fn spin_for_work(&self) -> bool {
         let shared = &*self.shared;
         let popped = self.popped;
-        let has_work = || shared.has_work(popped);
+        let has_work = || shared.has_work(popped) || self.timer_due();
         let backoff = Backoff::new();
         let spins = match shared.config.wait {
             WaitStrategy::BusySpin => {

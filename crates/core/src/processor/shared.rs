@@ -20,6 +20,7 @@ use crate::outbox::Outbox;
 use crate::slots::ClientSlots;
 use crate::stats::ProcessorStats;
 use crate::sync::{self, AtomicBool, BoundedQueue, Ordering, thread};
+use crate::timers::TimerSlots;
 use crate::waiters::Waiters;
 
 /// How long a processor parks when its queue is empty but entries are ahead of what it
@@ -55,6 +56,8 @@ pub(crate) struct ProcessorShared<M> {
     pub(super) outbox: Mutex<Outbox<M>>,
     /// Futures waiting for room in the queue (the async door, `waiters.rs`).
     pub(super) waiters: Waiters,
+    /// The shared half of the processor's timers (`timers.rs`).
+    pub(crate) timers: TimerSlots,
 }
 
 impl<M> Drop for Inside<'_, M> {
@@ -90,6 +93,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
         Self {
             id,
             queue: BoundedQueue::new(config.capacity),
+            timers: TimerSlots::new(config.timers),
             outbox: Mutex::new(Outbox::new(config.outbox_capacity)),
             config,
             gate: CachePadded::new(Gate::default()),

@@ -1,0 +1,213 @@
+//! Timers on processors: deadline order, the flush before a timer, cancellation, a full
+//! set of timers handing the callback back, a repeating timer, and shutdown.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+use zerodispatch_core::*;
+
+fn dispatcher(timers: usize) -> Dispatcher<u64> {
+    Dispatcher::<u64>::builder()
+        .pool(ClientType::Queue, PoolConfig::new(1).timers(timers))
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn timers_run_in_deadline_order_whatever_the_order_they_were_scheduled_in() {
+    let d = dispatcher(16);
+    let queue = d.processors(ClientType::Queue)[0];
+    let (tx, rx) = mpsc::channel();
+    let start = d.now();
+    for ms in [30_u64, 10, 20, 10, 0] {
+        let tx = tx.clone();
+        let at = start + Duration::from_millis(ms);
+        d.schedule(queue, at, Callback::new(move || tx.send(ms).unwrap()))
+            .unwrap();
+    }
+    let order: Vec<u64> = (0..5).map(|_| rx.recv().unwrap()).collect();
+    assert_eq!(order, [0, 10, 10, 20, 30]);
+    assert!(d.now() >= start + Duration::from_millis(30), "none ran early");
+    let stats = &d.stats()[0];
+    assert_eq!((stats.timers_fired, stats.timers_pending), (5, 0));
+}
+
+/// A client that buffers what it receives and writes it out at its flush.
+struct Buffering {
+    pending: Vec<u64>,
+    out: Arc<Mutex<Vec<String>>>,
+}
+
+impl Client<u64> for Buffering {
+    fn on_message(&mut self, n: u64, _ctx: &mut Context<u64>) {
+        self.pending.push(n);
+    }
+    fn flush(&mut self, _ctx: &mut Context<u64>) {
+        for n in self.pending.drain(..) {
+            self.out.lock().unwrap().push(format!("sent {n}"));
+        }
+    }
+}
+
+#[test]
+fn a_timer_runs_after_the_clients_are_flushed() {
+    let d = dispatcher(4);
+    let out = Arc::new(Mutex::new(Vec::new()));
+    let client = d
+        .register(
+            ClientType::Queue,
+            Buffering {
+                pending: Vec::new(),
+                out: out.clone(),
+            },
+            Placement::LeastLoaded,
+        )
+        .unwrap();
+    // Hold the processor so that the message and the due timer are handled in one turn.
+    let (held_tx, held_rx) = mpsc::channel::<()>();
+    let (blocked_tx, blocked_rx) = mpsc::channel();
+    d.execute(
+        client,
+        Callback::new(move || {
+            blocked_tx.send(()).unwrap();
+            held_rx.recv().unwrap();
+        }),
+    )
+    .unwrap();
+    blocked_rx.recv().unwrap();
+    let seen = out.clone();
+    d.schedule(
+        client,
+        d.now(),
+        Callback::new(move || seen.lock().unwrap().push("timer".into())),
+    )
+    .unwrap();
+    d.dispatch(client, Event::Message(1)).unwrap();
+    held_tx.send(()).unwrap();
+    d.synchronize(client).unwrap();
+    while out.lock().unwrap().len() < 2 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(*out.lock().unwrap(), ["sent 1", "timer"]);
+}
+
+#[test]
+fn a_cancelled_timer_never_runs_and_its_captures_are_dropped() {
+    let d = dispatcher(4);
+    let queue = d.processors(ClientType::Queue)[0];
+    let ran = Arc::new(AtomicUsize::new(0));
+    let captured = Arc::new(());
+    let (r, keep) = (ran.clone(), captured.clone());
+    let token = d
+        .schedule_in(
+            queue,
+            Duration::from_millis(20),
+            Callback::new(move || {
+                let _keep = &keep;
+                r.fetch_add(1, Ordering::SeqCst);
+            }),
+        )
+        .unwrap();
+    assert_eq!(token.processor(), queue);
+    assert!(d.cancel(token));
+    assert!(!d.cancel(token), "cancelled once only");
+    // At its deadline the processor drops it unrun and frees its slot.
+    while Arc::strong_count(&captured) > 1 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    assert_eq!(d.stats()[0].timers_fired, 0);
+    // A token of another dispatcher cancels nothing.
+    let other = dispatcher(4);
+    let mine = d
+        .schedule_in(queue, Duration::from_secs(60), Callback::new(|| ()))
+        .unwrap();
+    assert!(!other.cancel(mine));
+    assert!(d.cancel(mine));
+}
+
+#[test]
+fn a_full_set_of_timers_hands_the_callback_back_and_frees_as_they_run() {
+    let d = dispatcher(2);
+    let queue = d.processors(ClientType::Queue)[0];
+    let later = d.now() + Duration::from_secs(60);
+    let a = d.schedule(queue, later, Callback::new(|| ())).unwrap();
+    d.schedule(queue, later, Callback::new(|| ())).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let refused = d
+        .schedule(queue, d.now(), Callback::new(move || tx.send(3).unwrap()))
+        .unwrap_err();
+    assert!(matches!(refused, DispatchError::TimersFull(_)));
+    assert_eq!(d.stats()[0].timers_pending, 2);
+    // Nothing lost: the callback comes back and runs elsewhere.
+    refused.into_inner().call();
+    assert_eq!(rx.recv().unwrap(), 3);
+    // Cancelled, a timer still holds its slot until its deadline.
+    assert!(d.cancel(a));
+    assert!(matches!(
+        d.schedule(queue, d.now(), Callback::new(|| ())),
+        Err(DispatchError::TimersFull(_))
+    ));
+    // No timers at all: every schedule is refused, and an impossible count is an error.
+    let none = dispatcher(0);
+    let q = none.processors(ClientType::Queue)[0];
+    assert!(matches!(
+        none.schedule(q, none.now(), Callback::new(|| ())),
+        Err(DispatchError::TimersFull(_))
+    ));
+    assert!(
+        Dispatcher::<u64>::builder()
+            .pool(ClientType::Queue, PoolConfig::new(1).timers(MAX_CAPACITY + 1))
+            .build()
+            .is_err()
+    );
+}
+
+#[test]
+fn a_timer_that_reschedules_itself_from_its_processor_repeats() {
+    let d = dispatcher(2);
+    let queue = d.processors(ClientType::Queue)[0];
+    let ticks = Arc::new(AtomicUsize::new(0));
+    fn tick(d: DispatcherHandle<u64>, queue: ProcessorId, ticks: Arc<AtomicUsize>) {
+        if ticks.fetch_add(1, Ordering::SeqCst) + 1 < 5 {
+            let next = d.clone();
+            d.schedule_in(
+                queue,
+                Duration::from_millis(1),
+                Callback::new(move || tick(next, queue, ticks)),
+            )
+            .unwrap();
+        }
+    }
+    let (h, t) = (d.handle(), ticks.clone());
+    d.schedule_in(queue, Duration::ZERO, Callback::new(move || tick(h, queue, t)))
+        .unwrap();
+    while ticks.load(Ordering::SeqCst) < 5 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    d.synchronize(queue).unwrap();
+    assert_eq!(d.stats()[0].timers_fired, 5);
+}
+
+#[test]
+fn timers_not_due_at_shutdown_are_dropped_unrun_and_later_schedules_refused() {
+    let mut d = dispatcher(4);
+    let queue = d.processors(ClientType::Queue)[0];
+    let captured = Arc::new(());
+    let keep = captured.clone();
+    d.schedule_in(
+        queue,
+        Duration::from_secs(3600),
+        Callback::new(move || drop(keep)),
+    )
+    .unwrap();
+    let handle = d.handle();
+    d.shutdown();
+    assert_eq!(Arc::strong_count(&captured), 1, "dropped at the exit, unrun");
+    assert!(matches!(
+        handle.schedule(queue, handle.now(), Callback::new(|| ())),
+        Err(DispatchError::ShutDown(_))
+    ));
+    assert_eq!(handle.stats()[0].timers_pending, 0, "its slot freed");
+}
