@@ -244,8 +244,8 @@ pub(crate) enum BrokerMsg {
     /// Broker -> session: close it.
     Close,
     /// Broker -> producer session: no publish comes after this one (the close protocol's
-    /// step 3 in `broker.rs`): once the ACK of every PUT it sent has come, the session
-    /// unregisters itself.
+    /// step 3 in `broker/producer/close.rs`): once the ACK of every PUT it sent has come,
+    /// the session unregisters itself.
     Retire,
 }
 

@@ -489,8 +489,8 @@ impl ProducerSession {
         self.unacked = pending;
     }
 
-    /// `Retire` (the producer's close protocol, step 3 in `broker.rs`): no publish comes
-    /// any more. Closes first if the `Close` was lost to a full outbox.
+    /// `Retire` (the producer's close protocol, step 3 in `broker/producer/close.rs`): no
+    /// publish comes any more. Closes first if the `Close` was lost to a full outbox.
     fn retire(&mut self) {
         if !self.closed || !self.unacked.is_empty() {
             self.close();

@@ -1,0 +1,270 @@
+//! A consumer: how the broker opens one ([`Broker::open_consumer`]), and the calls its
+//! application makes on it: [`Broker::close_consumer`], explicit confirms
+//! ([`Broker::confirm`] and its async forms) and credit ([`Broker::add_credit`]).
+
+use std::sync::atomic::Ordering;
+
+use zerodispatch_core::{ClientHandle, ClientType, Event, Placement};
+
+use crate::error::BrokerError;
+use crate::ids::{AppId, ConsumerId, Guid, QueueId};
+use crate::message::{BrokerMsg, ConfirmRoute, Delivery};
+use crate::session::{ConsumerSession, Pacing};
+
+use super::{Broker, ConsumerOptions};
+
+// Named in the docs only.
+#[cfg(doc)]
+use crate::message::Confirms;
+#[cfg(doc)]
+use crate::stats::SessionStats;
+
+/// A consumer, as its application holds it.
+#[derive(Debug, Clone, Copy)]
+pub struct Consumer {
+    id: ConsumerId,
+    queue: QueueId,
+    session: ClientHandle,
+}
+
+impl Consumer {
+    /// This consumer's id.
+    #[must_use]
+    pub fn id(&self) -> ConsumerId {
+        self.id
+    }
+
+    /// The queue it consumes from.
+    #[must_use]
+    pub fn queue(&self) -> QueueId {
+        self.queue
+    }
+}
+
+impl Broker {
+    /// Opens a consumer of `app` on `queue` (app 0 for a priority queue); `on_delivery` is
+    /// called with each batch of messages, on the consumer's session processor, and each is
+    /// confirmed when it returns.
+    ///
+    /// # Errors
+    ///
+    /// `UnknownQueue`, `UnknownApp`; `ConsumerBatchTooLarge` if the machine cannot allocate
+    /// the consumer's batch; `ShutDown`; `Register` if the dispatcher cannot take the
+    /// session; `OutboxFull` on a processor thread whose outbox is full (the consumer is
+    /// not opened).
+    pub fn open_consumer(
+        &self,
+        queue: QueueId,
+        app: AppId,
+        options: ConsumerOptions,
+        on_delivery: impl FnMut(&[Delivery]) + Send + 'static,
+    ) -> Result<Consumer, BrokerError> {
+        let &queue_handle = self
+            .queues
+            .get(queue.0 as usize)
+            .ok_or(BrokerError::UnknownQueue(queue))?;
+        if app.0 >= self.queue_configs[queue.0 as usize].mode.apps() {
+            return Err(BrokerError::UnknownApp(queue, app));
+        }
+        let id = ConsumerId(self.next_consumer.fetch_add(1, Ordering::Relaxed));
+        let config = &self.queue_configs[queue.0 as usize];
+        // What the consumer can hold unconfirmed, at most, and receive between two flushes.
+        let window = (config.window as usize).min(config.capacity);
+        let batch = self.max_batch.min(window);
+        let pacing = Pacing {
+            confirms: options.confirms,
+            credit: options.credit,
+            batch,
+            window,
+        };
+        let session = ConsumerSession::new(
+            id,
+            app,
+            (queue, queue_handle),
+            (options.route == ConfirmRoute::ViaCluster)
+                .then(|| (self.cluster, self.consumer_credits.clone())),
+            options.mode,
+            pacing,
+            Box::new(on_delivery),
+            self.sessions.open(),
+        )
+        .map_err(|_| BrokerError::ConsumerBatchTooLarge { queue, window })?;
+        // From an application thread the opener attaches the consumer itself: its `Attach`
+        // is in the queue's FIFO before this returns, so before anything the caller does
+        // next (a publish, a close and its detach). On a processor thread that dispatch
+        // could wait in the thread's outbox, and a close made meanwhile from another
+        // thread could detach the consumer before it is attached: the session attaches
+        // itself then, at its first flush, before its own detach can go.
+        let on_processor = self.dispatcher.current_processor().is_some();
+        let mut session = session;
+        session.attached = !on_processor;
+        let session =
+            self.dispatcher
+                .register(ClientType::Session, session, Placement::LeastLoaded)?;
+        self.warn_if_undersized(id);
+        let first = if on_processor {
+            (session, Event::Message(BrokerMsg::Open { consumer: id }))
+        } else {
+            let attach = BrokerMsg::Attach {
+                consumer: id,
+                app,
+                session,
+            };
+            (queue_handle, Event::Message(attach))
+        };
+        if let Err(e) = self.dispatcher.dispatch(first.0, first.1) {
+            // Not attached: the session goes again (if that too finds the outbox full, it
+            // stays registered, idle, until shutdown).
+            let _ = self.dispatcher.unregister(session);
+            return Err(self.refused(e));
+        }
+        Ok(Consumer { id, queue, session })
+    }
+
+    /// Warns when the session processors' event capacity is below what the queues may send
+    /// them (every consumer's window of PUSHes and every held message's ACK): past it,
+    /// events wait in the queue processors' outboxes, and a full outbox makes the queues
+    /// keep PUSHes and ACKs for a later flush. Nothing stalls, but latency grows.
+    fn warn_if_undersized(&self, newest: ConsumerId) {
+        let consumers = newest.0 as usize + 1;
+        let window = self
+            .queue_configs
+            .iter()
+            .map(|q| q.window as usize)
+            .max()
+            .unwrap_or(0);
+        let held: usize = self.queue_configs.iter().map(|q| q.capacity).sum();
+        let need = consumers * window + held;
+        if need > self.event_capacity {
+            tracing::warn!(
+                consumers,
+                window,
+                held,
+                event_capacity = self.event_capacity,
+                "event capacity below consumers x window + queue capacity: events will wait in outboxes"
+            );
+        }
+    }
+
+    /// Closes a consumer, in order behind what was dispatched to it before: the confirms
+    /// made before the close (by [`confirm`](Self::confirm), or on return from the
+    /// handler, even one still running) release their messages; then its session detaches
+    /// it from the queue, and what it was handed and did not confirm becomes deliverable to
+    /// the other consumers of a priority queue (in a fanout queue its share of it is
+    /// dropped). So a close waits, asynchronously, for a handler of its session's
+    /// processor that is running; it never redelivers a confirmed message. The session
+    /// then unregisters itself (its client slot freed; its counters stay in
+    /// [`session_stats`](Self::session_stats)): PUSHes that reach it afterwards are dropped,
+    /// counted `pushes_to_closed` while it is still registered and `stale` (in the
+    /// processor's stats) after. Closing it again does nothing more.
+    ///
+    /// # Errors
+    ///
+    /// `ShutDown`; `OutboxFull` on a processor thread whose outbox is full (nothing was
+    /// done: call it again).
+    pub fn close_consumer(&self, consumer: &Consumer) -> Result<(), BrokerError> {
+        // At the flush the `Close` brings, the session sends its kept confirms, then the
+        // queue's detach, then unregisters itself. A detach sent from here could overtake
+        // those confirms, and the queue would take confirmed messages back for the others.
+        self.dispatcher
+            .dispatch(consumer.session, Event::Message(BrokerMsg::Close))
+            .map_err(|e| self.refused(e))
+    }
+
+    /// Confirms a message delivered to a consumer opened with [`Confirms::Explicit`]: its
+    /// session sends the confirm to the queue, which releases the consumer's share. A GUID
+    /// the consumer was not handed (or has confirmed already) is counted
+    /// ([`SessionStats::unknown_confirms`]) and dropped; a confirm for a closed consumer is
+    /// dropped. Waits while the session processor's queue is full (on a processor thread, in
+    /// its outbox). Allocates nothing.
+    ///
+    /// # Errors
+    ///
+    /// `ShutDown`; `OutboxFull` on a processor thread whose outbox is full.
+    pub fn confirm(&self, consumer: &Consumer, guid: Guid) -> Result<(), BrokerError> {
+        self.dispatcher
+            .dispatch(consumer.session, app_confirm(consumer, guid))
+            .map_err(|e| self.refused(e))
+    }
+
+    /// As [`confirm`](Self::confirm), for an application on an async runtime: waits for
+    /// room as a future (the core's async door). Cancel-safe: dropped before it resolves,
+    /// the confirm was not sent.
+    ///
+    /// # Errors
+    ///
+    /// As [`confirm`](Self::confirm).
+    pub async fn confirm_async(&self, consumer: &Consumer, guid: Guid) -> Result<(), BrokerError> {
+        self.dispatcher
+            .dispatch_async(consumer.session, app_confirm(consumer, guid))
+            .await
+            .map_err(|e| self.refused(e))
+    }
+
+    /// Confirms many messages of one consumer, in order, in batch dispatches (as
+    /// [`confirm_async`](Self::confirm_async) each). Cancel-safe: dropped before it
+    /// resolves, the GUIDs not yet taken from `guids` were not confirmed.
+    ///
+    /// # Errors
+    ///
+    /// As [`confirm`](Self::confirm); the confirms before the refused one were sent.
+    pub async fn confirm_batch_async(
+        &self,
+        consumer: &Consumer,
+        guids: impl IntoIterator<Item = Guid>,
+    ) -> Result<(), BrokerError> {
+        let mut events = guids.into_iter().map(|guid| app_confirm(consumer, guid));
+        self.dispatcher
+            .dispatch_batch_async(consumer.session, &mut events)
+            .await
+            .map(drop)
+            .map_err(|e| self.refused(e.error))
+    }
+
+    /// Lets the session of a consumer opened with a credit
+    /// ([`ConsumerOptions::credit`]) hand `credit` more deliveries to `on_delivery`
+    /// (saturating). Does nothing for a consumer without credit pacing. Waits as
+    /// [`confirm`](Self::confirm).
+    ///
+    /// # Errors
+    ///
+    /// As [`confirm`](Self::confirm).
+    pub fn add_credit(&self, consumer: &Consumer, credit: u32) -> Result<(), BrokerError> {
+        self.dispatcher
+            .dispatch(consumer.session, credit_event(consumer, credit))
+            .map_err(|e| self.refused(e))
+    }
+
+    /// As [`add_credit`](Self::add_credit), waiting for room as a future. Cancel-safe:
+    /// dropped before it resolves, the credit was not given.
+    ///
+    /// # Errors
+    ///
+    /// As [`confirm`](Self::confirm).
+    pub async fn add_credit_async(
+        &self,
+        consumer: &Consumer,
+        credit: u32,
+    ) -> Result<(), BrokerError> {
+        self.dispatcher
+            .dispatch_async(consumer.session, credit_event(consumer, credit))
+            .await
+            .map_err(|e| self.refused(e))
+    }
+}
+
+/// An application's confirm of `guid`, for `consumer`'s session.
+fn app_confirm(consumer: &Consumer, guid: Guid) -> Event<BrokerMsg> {
+    Event::Message(BrokerMsg::AppConfirm {
+        consumer: consumer.id,
+        guid,
+    })
+}
+
+/// More credit for `consumer`'s session.
+fn credit_event(consumer: &Consumer, credit: u32) -> Event<BrokerMsg> {
+    Event::Message(BrokerMsg::Credit {
+        consumer: consumer.id,
+        credit,
+    })
+}

@@ -1,0 +1,178 @@
+//! How a broker starts and ends: [`Broker::start`] checks the configuration, starts the
+//! dispatcher's pools and registers the queues and the cluster client; [`Broker::shutdown`]
+//! drains and stops them.
+
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex};
+
+use crossbeam_utils::CachePadded;
+use zerodispatch_core::{
+    ClientHandle, ClientType, ConfigError, Dispatcher, Placement, PoolConfig, Problem,
+};
+
+use crate::cluster::ClusterClient;
+use crate::credits::Credits;
+use crate::dedup::{MAX_DEDUP_WINDOW, MIN_DEDUP_WINDOW, StoredIds};
+use crate::error::BrokerError;
+use crate::ids::QueueId;
+use crate::message::BrokerMsg;
+use crate::names::{MAX_PRODUCER_NAMES, Names};
+use crate::queue::{MAX_APPS, MAX_QUEUE_CAPACITY, QueueClient, QueueEngine};
+use crate::stats::{ClusterCounters, QueueCounters};
+
+use super::{Broker, BrokerConfig};
+
+impl Broker {
+    /// Starts the dispatcher and creates the queues and the cluster client.
+    ///
+    /// # Errors
+    ///
+    /// An invalid dispatcher or queue configuration (a capacity above
+    /// [`MAX_QUEUE_CAPACITY`] included), or a queue whose tables cannot be allocated: an
+    /// error, never an abort.
+    pub fn start(config: BrokerConfig) -> Result<Self, BrokerError> {
+        for (i, q) in config.queues.iter().enumerate() {
+            let id = QueueId(i as u32);
+            if q.capacity == 0 || q.capacity > MAX_QUEUE_CAPACITY {
+                return Err(BrokerError::QueueCapacityOutOfRange {
+                    queue: id,
+                    capacity: q.capacity,
+                });
+            }
+            if q.mode.apps() == 0 || q.mode.apps() > MAX_APPS {
+                return Err(BrokerError::AppsOutOfRange {
+                    queue: id,
+                    apps: q.mode.apps(),
+                });
+            }
+            if q.window == 0 {
+                return Err(BrokerError::ZeroWindow { queue: id });
+            }
+        }
+        if config.max_producer_names > MAX_PRODUCER_NAMES {
+            return Err(BrokerError::ProducerNamesOutOfRange {
+                max_producer_names: config.max_producer_names,
+            });
+        }
+        if !config.dedup_window.is_power_of_two()
+            || !(MIN_DEDUP_WINDOW..=MAX_DEDUP_WINDOW).contains(&config.dedup_window)
+        {
+            return Err(BrokerError::DedupWindowOutOfRange {
+                dedup_window: config.dedup_window,
+            });
+        }
+        let names = Names::new(config.max_producer_names).map_err(|_| {
+            BrokerError::ProducerNamesOutOfRange {
+                max_producer_names: config.max_producer_names,
+            }
+        })?;
+        if let Some(r) = config.replication.filter(|r| !r.is_valid()) {
+            return Err(BrokerError::ReplicationOutOfRange {
+                replicas: r.replicas,
+                quorum: r.quorum,
+            });
+        }
+        // One list of cores for all pools, dealt out in turn: the session processors take
+        // the first, the queue processors the next, the cluster processor the one after.
+        let cores_from = |first: usize| -> Vec<usize> {
+            let n = config.cores.len();
+            (0..n)
+                .map(|i| config.cores[(first + i) % n.max(1)])
+                .collect()
+        };
+        let pool = |n, first_core| {
+            PoolConfig::new(n)
+                .capacity(config.event_capacity)
+                .max_batch(config.max_batch)
+                .wait(config.wait)
+                .pin_to(cores_from(first_core))
+        };
+        let dispatcher = Dispatcher::<BrokerMsg>::builder()
+            .pool(ClientType::Session, pool(config.session_processors, 0))
+            .pool(
+                ClientType::Queue,
+                pool(config.queue_processors, config.session_processors),
+            )
+            .pool(
+                ClientType::Cluster,
+                pool(1, config.session_processors + config.queue_processors),
+            )
+            .build()?;
+        let mut handles = Vec::with_capacity(config.queues.len());
+        let mut queue_counters = Vec::with_capacity(config.queues.len());
+        let mut stored_ids = Vec::with_capacity(config.queues.len());
+        for (i, q) in config.queues.iter().enumerate() {
+            let counters = Arc::new(CachePadded::new(QueueCounters::default()));
+            let id = QueueId(i as u32);
+            let too_large = |_| BrokerError::QueueTablesTooLarge {
+                queue: id,
+                capacity: q.capacity,
+            };
+            let ids = StoredIds::new(config.max_producer_names, config.dedup_window)
+                .map_err(too_large)?;
+            let engine = QueueEngine::new(
+                id,
+                q.mode,
+                (q.capacity, q.window),
+                config.replication,
+                (config.on_release.clone(), ids.clone()),
+                counters.clone(),
+            )
+            .map_err(too_large)?;
+            stored_ids.push(ids);
+            handles.push(dispatcher.register(
+                ClientType::Queue,
+                QueueClient::new(engine),
+                Placement::LeastLoaded,
+            )?);
+            queue_counters.push(counters);
+        }
+        let queues: Arc<[ClientHandle]> = handles.into();
+        let cluster_counters = Arc::new(CachePadded::new(ClusterCounters::default()));
+        // Confirms sent to the cluster and not yet routed, at most: the cluster processor's
+        // event capacity from replicas, as many from consumers.
+        let replica_credits = Arc::new(Credits::new(config.event_capacity));
+        let consumer_credits = Arc::new(Credits::new(config.event_capacity));
+        let cluster = dispatcher.register(
+            ClientType::Cluster,
+            ClusterClient::new(
+                queues.clone(),
+                cluster_counters.clone(),
+                (replica_credits.clone(), consumer_credits.clone()),
+            )
+            .map_err(|_| {
+                BrokerError::Config(ConfigError {
+                    client_type: Some(ClientType::Cluster),
+                    problem: Problem::CapacityTooLarge(config.event_capacity),
+                })
+            })?,
+            Placement::LeastLoaded,
+        )?;
+        Ok(Self {
+            dispatcher,
+            queues,
+            queue_configs: config.queues,
+            queue_counters,
+            sessions: Arc::default(),
+            cluster,
+            cluster_counters,
+            replica_credits,
+            consumer_credits,
+            max_batch: config.max_batch,
+            event_capacity: config.event_capacity,
+            replication: config.replication,
+            names: Arc::new(Mutex::new(names)),
+            stored_ids,
+            dedup_window: config.dedup_window,
+            // Below `MAX_PRODUCER_NAMES`, checked above: fits a `u32`.
+            next_producer: AtomicU32::new(config.max_producer_names as u32),
+            next_consumer: AtomicU32::new(0),
+        })
+    }
+
+    /// Shuts the broker down: queues drain first, then sessions (each producer session
+    /// reports its messages without an outcome `Closed`), then the cluster.
+    pub fn shutdown(mut self) {
+        self.dispatcher.shutdown();
+    }
+}

@@ -1,0 +1,416 @@
+//! A producer: how the broker opens one ([`Broker::open_producer`],
+//! [`Broker::open_producer_with`]), and the handle its application publishes with
+//! ([`Producer`]: `publish`, `send`, `try_send` and their forms). Its close, and the
+//! protocol that orders it after the publishes that race it, are in `producer/close.rs`;
+//! the thread that ticks a timer producer's session, in `producer/ticker.rs`.
+
+mod close;
+mod ticker;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use zerodispatch_core::{
+    ClientHandle, ClientType, DispatchError, DispatcherHandle, Event, Placement,
+};
+
+use crate::credits::Credits;
+use crate::error::{BrokerError, SendError};
+use crate::ids::{Guid, Payload, ProducerId, QueueId};
+use crate::message::{Ack, BrokerMsg};
+use crate::names::Names;
+use crate::session::{
+    AckHandler, FRAME_OVERHEAD, FlushStrategy, MAX_UNCONFIRMED, ProducerConfig, ProducerSession,
+};
+
+use self::close::{CLOSED, Inside};
+use self::ticker::{start_ticker, tick_every};
+use super::Broker;
+
+/// A producer: publishes from any thread of the application. Dropping it closes it
+/// (waiting up to 1 s for the outcomes of what is in flight, or not at all on a processor
+/// thread). A message that races a close from another thread is either refused, and handed
+/// back, or gets its outcome: never lost.
+#[derive(Debug)]
+pub struct Producer {
+    id: ProducerId,
+    session: ClientHandle,
+    next_seq: AtomicU64,
+    dispatcher: DispatcherHandle<BrokerMsg>,
+    config: ProducerConfig,
+    credits: Arc<Credits>,
+    /// `CLOSED`, `RETIRED`, and the count of calls inside `enqueue` (the bits below
+    /// `RETIRED`): the protocol in `producer/close.rs`.
+    state: AtomicUsize,
+    /// The thread that sends `Tick`s (timer aggregation, confirm timeouts), if any.
+    ticker: Mutex<Option<(Arc<AtomicBool>, JoinHandle<()>)>>,
+    /// A named producer's table of names, where `close` frees its name; `None` for an
+    /// anonymous producer.
+    names: Option<Arc<Mutex<Names>>>,
+}
+
+impl Producer {
+    /// This producer's id.
+    #[must_use]
+    pub fn id(&self) -> ProducerId {
+        self.id
+    }
+
+    /// Publishes a message to `queue` without taking a credit: no back-pressure beyond the
+    /// session's table, which rejects past `max_unconfirmed` (`RejectedProducerFull`). Its
+    /// outcome comes to the producer's `on_ack`, exactly once. Waits while the session
+    /// processor's queue is full. Allocates nothing.
+    ///
+    /// On a processor thread of the broker (in `on_ack`, say) it never waits: a full
+    /// queue is waited for in the processor's outbox, and only when that is full too is the
+    /// message handed back (`WouldBlock`).
+    ///
+    /// # Errors
+    ///
+    /// The message was not published, and comes back in the error:
+    /// `TooLarge` for a message that cannot fit a frame; `Closed` after
+    /// [`close`](Self::close); `ShutDown` once the broker is shutting down; `WouldBlock` on
+    /// a processor thread whose outbox is full.
+    pub fn publish(&self, queue: QueueId, payload: Payload) -> Result<Guid, SendError> {
+        self.check(payload, None)?;
+        self.enqueue(queue, payload, false, None)
+    }
+
+    /// As [`publish`](Self::publish), numbered by the caller: the message's GUID is
+    /// `Guid::new(self.id(), publish_id)`. The form a named producer
+    /// ([`Broker::open_named_producer`]) publishes with, so that a message published again
+    /// with its id after a lost connection is known for a duplicate by its queue: ACKed
+    /// again, not stored or delivered twice (`QueueStats::deduplicated`).
+    ///
+    /// Ids must increase along a named producer's stream, across its reopenings under the
+    /// same name; a message whose outcome was not `Acked` is published again with its id
+    /// before any later message is stored, or with a new, higher id (one published with
+    /// its old id after a later one was stored is taken for a duplicate). `u64::MAX` is
+    /// never deduplicated. An anonymous producer may use it too (never deduplicated): its
+    /// ids must then not repeat a GUID in flight, nor mix with [`publish`](Self::publish)'s
+    /// numbering.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use zerodispatch_broker::*;
+    ///
+    /// let broker = Broker::start(BrokerConfig {
+    ///     queues: vec![QueueConfig::new(QueueMode::Priority)],
+    ///     ..BrokerConfig::default()
+    /// })?;
+    /// let acks = Arc::new(Mutex::new(Vec::new()));
+    /// let sink = acks.clone();
+    /// let on_ack = move |b: &[Ack]| sink.lock().unwrap().extend(b.iter().map(|a| a.status));
+    /// let producer = broker.open_named_producer("orders", ProducerConfig::default(), on_ack)?;
+    /// let payload = Payload { handle: 1, len: 8 };
+    /// producer.publish_with_id(QueueId(0), payload, 7)?;
+    /// broker.quiesce()?; // stored and ACKed; say the ACK was lost
+    /// producer.publish_with_id(QueueId(0), payload, 7)?; // the same message again
+    /// broker.quiesce()?;
+    /// assert_eq!(*acks.lock().unwrap(), [AckStatus::Acked, AckStatus::Acked]);
+    /// assert_eq!(broker.queue_stats()[0].stored, 1);
+    /// assert_eq!(broker.queue_stats()[0].deduplicated, 1);
+    /// assert_eq!(broker.last_stored("orders", QueueId(0))?, Some(7));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`publish`](Self::publish).
+    pub fn publish_with_id(
+        &self,
+        queue: QueueId,
+        payload: Payload,
+        publish_id: u64,
+    ) -> Result<Guid, SendError> {
+        self.check(payload, Some(publish_id))?;
+        self.enqueue(queue, payload, false, Some(publish_id))
+    }
+
+    /// As [`publish`](Self::publish), for a producer on an async runtime: where `publish`
+    /// would wait for room in the session processor's queue, this future waits (the core's
+    /// [async door](zerodispatch_core::DispatcherHandle::dispatch_async)), so that no
+    /// runtime thread blocks or spins. Allocates nothing.
+    ///
+    /// Cancel-safe: dropped before it resolves, the message was not published and gets no
+    /// outcome; resolved, it was published (and gets exactly one) or comes back in the
+    /// error.
+    ///
+    /// # Errors
+    ///
+    /// As [`publish`](Self::publish).
+    pub async fn publish_async(&self, queue: QueueId, payload: Payload) -> Result<Guid, SendError> {
+        self.publish_numbered_async(queue, payload, None).await
+    }
+
+    /// As [`publish_with_id`](Self::publish_with_id), waiting for room as a future, as
+    /// [`publish_async`](Self::publish_async) does. Cancel-safe as that.
+    ///
+    /// # Errors
+    ///
+    /// As [`publish`](Self::publish).
+    pub async fn publish_with_id_async(
+        &self,
+        queue: QueueId,
+        payload: Payload,
+        publish_id: u64,
+    ) -> Result<Guid, SendError> {
+        self.publish_numbered_async(queue, payload, Some(publish_id))
+            .await
+    }
+
+    async fn publish_numbered_async(
+        &self,
+        queue: QueueId,
+        payload: Payload,
+        publish_id: Option<u64>,
+    ) -> Result<Guid, SendError> {
+        self.check(payload, publish_id)?;
+        let Some(inside) = Inside::enter(self) else {
+            return Err(SendError::Closed(payload));
+        };
+        let (guid, publish) = self.message(queue, payload, false, publish_id);
+        // If this future is dropped before the dispatch resolves, `inside` is dropped with
+        // it: it takes the acceptance back (the event is dropped unsent) and leaves.
+        let sent = self.dispatcher.dispatch_async(self.session, publish).await;
+        inside.finish(sent.is_ok());
+        sent.map(|()| guid).map_err(|e| publish_refused(e, payload))
+    }
+
+    /// Checks a message before it is taken: `publish_id` is the caller's number, if any
+    /// (a named producer's messages must have one).
+    fn check(&self, payload: Payload, publish_id: Option<u64>) -> Result<(), SendError> {
+        if self.names.is_some() && publish_id.is_none() {
+            return Err(SendError::NeedsPublishId(payload));
+        }
+        // An early answer only, so that `send` does not wait for a credit when closed:
+        // `enqueue` checks again as it enters. Relaxed: only the flag is read.
+        if self.state.load(Ordering::Relaxed) & CLOSED != 0 {
+            return Err(SendError::Closed(payload));
+        }
+        let needs = payload.len as usize + FRAME_OVERHEAD;
+        if needs > self.config.max_frame_bytes {
+            return Err(SendError::TooLarge {
+                payload,
+                needs,
+                max_frame_bytes: self.config.max_frame_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Hands a message to the session, inside the close protocol (step 1); a credited
+    /// message's credit is given back if it is not handed over.
+    fn enqueue(
+        &self,
+        queue: QueueId,
+        payload: Payload,
+        credited: bool,
+        publish_id: Option<u64>,
+    ) -> Result<Guid, SendError> {
+        let Some(inside) = Inside::enter(self) else {
+            if credited {
+                self.credits.give_back(1);
+            }
+            return Err(SendError::Closed(payload));
+        };
+        let (guid, publish) = self.message(queue, payload, credited, publish_id);
+        let sent = self.dispatcher.dispatch(self.session, publish);
+        if sent.is_err() && credited {
+            self.credits.give_back(1);
+        }
+        inside.finish(sent.is_ok());
+        sent.map(|()| guid).map_err(|e| publish_refused(e, payload))
+    }
+
+    /// Numbers a message (with `publish_id`, or the producer's own next number) and counts
+    /// it accepted: its outcome is now owed (or, if it is not handed over, taken back by
+    /// `Inside`).
+    fn message(
+        &self,
+        queue: QueueId,
+        payload: Payload,
+        credited: bool,
+        publish_id: Option<u64>,
+    ) -> (Guid, Event<BrokerMsg>) {
+        let seq = publish_id.unwrap_or_else(|| self.next_seq.fetch_add(1, Ordering::Relaxed));
+        let guid = Guid::new(self.id, seq);
+        self.credits.accept();
+        let publish = BrokerMsg::Publish {
+            queue,
+            guid,
+            payload,
+            credited,
+        };
+        (guid, Event::Message(publish))
+    }
+
+    /// Sends a message to `queue`, waiting while `max_unconfirmed` messages are without an
+    /// outcome. The outcome (confirmed, timed out, rejected, not sent or closed) comes to
+    /// `on_ack`, exactly once. Allocates nothing.
+    ///
+    /// On a processor thread of the broker (in `on_ack`, `on_delivery`, a dispatcher
+    /// callback) it never waits: the credits of the batch `on_ack` is called with are free
+    /// already, so sending from `on_ack` works at any cap, but at the cap it hands the
+    /// message back (`WouldBlock`) rather than wait for a processor to free a credit.
+    ///
+    /// # Errors
+    ///
+    /// The message was not sent, and comes back in the error: `TooLarge` for a message
+    /// that cannot fit a frame; `Closed` after [`close`](Self::close); `ShutDown` once the
+    /// broker is shutting down; `WouldBlock` on a processor thread at the cap or with its
+    /// outbox full.
+    pub fn send(&self, queue: QueueId, payload: Payload) -> Result<Guid, SendError> {
+        self.check(payload, None)?;
+        if !self.credits.try_take() {
+            if self.on_processor_thread() {
+                return Err(SendError::WouldBlock(payload));
+            }
+            self.credits.take();
+        }
+        self.enqueue(queue, payload, true, None)
+    }
+
+    /// Sends a message to `queue` if the cap allows, and hands it back otherwise.
+    ///
+    /// # Errors
+    ///
+    /// `Full` at the cap (on a processor thread too), and as [`send`](Self::send).
+    pub fn try_send(&self, queue: QueueId, payload: Payload) -> Result<Guid, SendError> {
+        self.check(payload, None)?;
+        if !self.credits.try_take() {
+            return Err(SendError::Full(payload));
+        }
+        self.enqueue(queue, payload, true, None)
+    }
+
+    /// Messages sent with `send` or `try_send` and without an outcome yet.
+    #[must_use]
+    pub fn unconfirmed(&self) -> usize {
+        self.credits.in_flight()
+    }
+
+    /// Whether the calling thread is one of the broker's processor threads, where nothing
+    /// may wait for a processor. A thread-local read.
+    fn on_processor_thread(&self) -> bool {
+        self.dispatcher.current_processor().is_some()
+    }
+}
+
+impl Broker {
+    /// Opens a producer whose session (on the least-loaded session processor) keeps up to
+    /// `max_unconfirmed` messages without an outcome (see
+    /// [`ProducerConfig::max_unconfirmed`]; the other settings are the defaults), and
+    /// reports outcomes in batches to `on_ack`. Close it with [`Producer::close`], or by
+    /// dropping it.
+    ///
+    /// # Errors
+    ///
+    /// `MaxUnconfirmedOutOfRange` unless `max_unconfirmed` is 1 to [`MAX_UNCONFIRMED`], and
+    /// as [`open_producer_with`](Self::open_producer_with).
+    pub fn open_producer(
+        &self,
+        max_unconfirmed: usize,
+        on_ack: impl FnMut(&[Ack]) + Send + 'static,
+    ) -> Result<Producer, BrokerError> {
+        let config = ProducerConfig {
+            max_unconfirmed,
+            ..ProducerConfig::default()
+        };
+        self.open_producer_with(config, on_ack)
+    }
+
+    /// Opens a producer with a full configuration: flush strategy, caps, confirm timeout.
+    /// Close it with [`Producer::close`], or by dropping it.
+    ///
+    /// # Errors
+    ///
+    /// For an invalid configuration, `MaxUnconfirmedOutOfRange`, `ZeroBatchSize`,
+    /// `FrameTooSmall`, `ZeroTimerInterval` or `ZeroConfirmTimeout`;
+    /// `ProducerTablesTooLarge` if the machine cannot allocate the session's tables;
+    /// `ShutDown`; or `Register` if the dispatcher cannot take the session.
+    pub fn open_producer_with(
+        &self,
+        config: ProducerConfig,
+        on_ack: impl FnMut(&[Ack]) + Send + 'static,
+    ) -> Result<Producer, BrokerError> {
+        Self::check_producer(config)?;
+        let id = ProducerId(self.next_producer.fetch_add(1, Ordering::Relaxed));
+        self.open_session(id, config, Box::new(on_ack), None)
+    }
+
+    /// Checks a producer's configuration.
+    pub(super) fn check_producer(config: ProducerConfig) -> Result<(), BrokerError> {
+        if config.max_unconfirmed == 0 || config.max_unconfirmed > MAX_UNCONFIRMED {
+            return Err(BrokerError::MaxUnconfirmedOutOfRange {
+                max_unconfirmed: config.max_unconfirmed,
+            });
+        }
+        if config.batch_size == 0 {
+            return Err(BrokerError::ZeroBatchSize);
+        }
+        if config.max_frame_bytes <= FRAME_OVERHEAD {
+            return Err(BrokerError::FrameTooSmall {
+                max_frame_bytes: config.max_frame_bytes,
+            });
+        }
+        if matches!(config.flush, FlushStrategy::Timer(d) if d.is_zero()) {
+            return Err(BrokerError::ZeroTimerInterval);
+        }
+        if config.confirm_timeout.is_some_and(|d| d.is_zero()) {
+            return Err(BrokerError::ZeroConfirmTimeout);
+        }
+        Ok(())
+    }
+
+    /// Opens producer `id`'s session (its configuration checked).
+    pub(super) fn open_session(
+        &self,
+        id: ProducerId,
+        config: ProducerConfig,
+        on_ack: AckHandler,
+        names: Option<Arc<Mutex<Names>>>,
+    ) -> Result<Producer, BrokerError> {
+        let credits = Arc::new(Credits::new(config.max_unconfirmed));
+        let session = ProducerSession::new(
+            id,
+            self.queues.clone(),
+            config,
+            credits.clone(),
+            (on_ack, self.max_batch),
+            self.sessions.open(),
+        )
+        .map_err(|_| BrokerError::ProducerTablesTooLarge {
+            max_unconfirmed: config.max_unconfirmed,
+        })?;
+        let session =
+            self.dispatcher
+                .register(ClientType::Session, session, Placement::LeastLoaded)?;
+        let ticker =
+            tick_every(config).map(|every| start_ticker(self.dispatcher.handle(), session, every));
+        Ok(Producer {
+            id,
+            session,
+            next_seq: AtomicU64::new(0),
+            dispatcher: self.dispatcher.handle(),
+            config,
+            credits,
+            state: AtomicUsize::new(0),
+            ticker: Mutex::new(ticker),
+            names,
+        })
+    }
+}
+
+/// The error for a publish the dispatcher handed back.
+fn publish_refused(e: DispatchError<Event<BrokerMsg>>, payload: Payload) -> SendError {
+    match e {
+        // Only on a processor thread whose outbox is full: nothing is closed.
+        DispatchError::Full(_) => SendError::WouldBlock(payload),
+        // Shut down. `NoSuchProcessor` never comes back (the session's handle is the
+        // dispatcher's own, and it is unregistered only once no call is inside), nor does
+        // `Timeout` (only the `dispatch_timeout` family gives it).
+        _ => SendError::ShutDown(payload),
+    }
+}
