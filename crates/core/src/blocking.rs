@@ -6,7 +6,14 @@
 //! task that would make the room runs on the same worker. With the `tokio` feature, such a
 //! call made on a tokio runtime's worker thread panics with a message that names the async
 //! form to use instead, as tokio's own `blocking_send` does; a thread of
-//! `tokio::task::spawn_blocking` is not a worker, and may block. The check is one
+//! `tokio::task::spawn_blocking` is not a worker, and may block.
+//!
+//! What counts as a worker is what `tokio::runtime::worker_index` says: the threads of a
+//! multi-thread runtime that run its tasks, and the thread driving a current-thread
+//! runtime. The thread that waits in a multi-thread runtime's `block_on` (the body of
+//! `#[tokio::main]`) is not one of them and is not refused, unlike tokio's own check:
+//! tokio's public API does not tell it apart from a `spawn_blocking` thread, and refusing
+//! those would refuse the very place blocking calls belong. The check is one
 //! thread-local read, made whether or not the call would have had to wait, so that a
 //! misplaced call fails in the first test that makes it rather than under load.
 //!

@@ -5,11 +5,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::client::{ClientType, ProcessorId};
+use crate::clock::Clock;
 use crate::config::{ConfigError, GlobalConfig, PoolConfig, Problem};
 use crate::dispatcher::Dispatcher;
 use crate::handle::{DispatcherHandle, Shared};
 use crate::monitor;
-use crate::clock::Clock;
 use crate::processor::{ProcessorShared, Runner};
 use crate::sync::thread;
 
@@ -112,53 +112,7 @@ impl<M: Send + 'static> DispatcherBuilder<M> {
     /// already started has been stopped and joined before `build` returns: nothing is left
     /// running.
     pub fn build(self) -> Result<Dispatcher<M>, ConfigError> {
-        self.global.validate()?;
-        if self.pools.iter().all(Option::is_none) {
-            return Err(ConfigError {
-                client_type: None,
-                problem: Problem::NoPools,
-            });
-        }
-        // Read the usable cores once, before any thread is pinned: `get_core_ids` reports
-        // the calling thread's affinity mask.
-        let wants_pinning = self.pools.iter().flatten().any(|p| !p.cores.is_empty());
-        let usable: Vec<usize> = if wants_pinning {
-            core_affinity::get_core_ids()
-                .unwrap_or_default()
-                .into_iter()
-                .map(|c| c.id)
-                .collect()
-        } else {
-            Vec::new()
-        };
-        for (client_type, pool) in ClientType::ALL.iter().zip(&self.pools) {
-            if let Some(pool) = pool {
-                pool.validate(*client_type, &usable)?;
-            }
-        }
-
-        let pools = ClientType::ALL.map(|client_type| {
-            let Some(config) = &self.pools[client_type.index()] else {
-                return Vec::new().into_boxed_slice();
-            };
-            (0..config.processors)
-                .map(|i| {
-                    let index =
-                        u16::try_from(i).expect("processors validated against MAX_PROCESSORS");
-                    Arc::new(ProcessorShared::new(
-                        ProcessorId { client_type, index },
-                        config.clone(),
-                    ))
-                })
-                .collect()
-        });
-        let shared = Arc::new(Shared {
-            id: NEXT_DISPATCHER_ID.fetch_add(1, Ordering::Relaxed),
-            pools,
-            global: self.global,
-            shutting_down: AtomicBool::new(false),
-            clock: Clock::real(),
-        });
+        let shared = self.into_shared(Clock::real())?;
         let stack_size = shared.global.stack_size;
         // From here on, a failure drops the dispatcher built so far: its shutdown stops and
         // joins the threads already started, so that none is left behind.
@@ -206,6 +160,84 @@ impl<M: Send + 'static> DispatcherBuilder<M> {
         })?;
         dispatcher.monitor = Some(monitor);
         Ok(dispatcher)
+    }
+
+    /// Validates the configuration and builds a [stepped dispatcher](crate::testing): the
+    /// same processors, clients, flush contract, outboxes and timers, with no threads: the
+    /// test runs the processors on its own thread
+    /// ([`run_until_idle`](crate::testing::TestDispatcher::run_until_idle)) and moves the
+    /// clock ([`advance`](crate::testing::TestDispatcher::advance)).
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build)'s, for the configuration.
+    pub fn build_stepped(self) -> Result<crate::testing::TestDispatcher<M>, ConfigError> {
+        let shared = self.into_shared(Clock::manual())?;
+        let handle = DispatcherHandle { shared };
+        let runners = handle
+            .shared
+            .processors()
+            .map(|processor| Runner::new(handle.clone(), processor.clone()))
+            .collect();
+        let _ = handle
+            .shared
+            .runners
+            .set(Box::new(crate::testing::Stepped::new(runners)));
+        Ok(crate::testing::TestDispatcher::new(handle))
+    }
+
+    /// Validates the configuration and makes the state every handle shares, processors
+    /// included, on `clock`; starts nothing.
+    fn into_shared(self, clock: Clock) -> Result<Arc<Shared<M>>, ConfigError> {
+        self.global.validate()?;
+        if self.pools.iter().all(Option::is_none) {
+            return Err(ConfigError {
+                client_type: None,
+                problem: Problem::NoPools,
+            });
+        }
+        // Read the usable cores once, before any thread is pinned: `get_core_ids` reports
+        // the calling thread's affinity mask.
+        let wants_pinning = self.pools.iter().flatten().any(|p| !p.cores.is_empty());
+        let usable: Vec<usize> = if wants_pinning {
+            core_affinity::get_core_ids()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| c.id)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        for (client_type, pool) in ClientType::ALL.iter().zip(&self.pools) {
+            if let Some(pool) = pool {
+                pool.validate(*client_type, &usable)?;
+            }
+        }
+
+        let pools = ClientType::ALL.map(|client_type| {
+            let Some(config) = &self.pools[client_type.index()] else {
+                return Vec::new().into_boxed_slice();
+            };
+            (0..config.processors)
+                .map(|i| {
+                    let index =
+                        u16::try_from(i).expect("processors validated against MAX_PROCESSORS");
+                    Arc::new(ProcessorShared::new(
+                        ProcessorId { client_type, index },
+                        config.clone(),
+                    ))
+                })
+                .collect()
+        });
+        Ok(Arc::new(Shared {
+            id: NEXT_DISPATCHER_ID.fetch_add(1, Ordering::Relaxed),
+            pools,
+            global: self.global,
+            shutting_down: AtomicBool::new(false),
+            stepped: clock.is_manual(),
+            clock,
+            runners: std::sync::OnceLock::new(),
+        }))
     }
 }
 

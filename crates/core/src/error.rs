@@ -208,6 +208,8 @@ impl fmt::Display for RegisterRefusal {
     }
 }
 
+impl std::error::Error for RegisterRefusal {}
+
 /// A refused [`register`](crate::DispatcherHandle::register): why, and the client, handed
 /// back unregistered, so that nothing is lost.
 ///
@@ -345,6 +347,10 @@ pub enum ExecuteOnAllRefusal {
     NoProcessors(ClientType),
     /// Shutdown had closed a processor of the type: `f` would not run there.
     ShutDown,
+    /// The queue of this processor of a stepped dispatcher ([`testing`](crate::testing))
+    /// is full: nothing waits there, since only the test runs the processors. Run it until
+    /// idle and retry.
+    Full(ProcessorId),
     /// Called on this processor's thread, whose outbox has room for `room` events and
     /// might need `needed` (one per processor of the type, should their queues be full):
     /// a processor never waits for room. Keep `f` and `done`, and retry at a later flush
@@ -364,6 +370,10 @@ impl fmt::Display for ExecuteOnAllRefusal {
         match self {
             ExecuteOnAllRefusal::NoProcessors(t) => write!(f, "no {t} processors are configured"),
             ExecuteOnAllRefusal::ShutDown => f.write_str("the dispatcher is shutting down"),
+            ExecuteOnAllRefusal::Full(p) => write!(
+                f,
+                "the queue of {p} of a stepped dispatcher is full; run it until idle and retry"
+            ),
             ExecuteOnAllRefusal::OutboxFull {
                 processor,
                 room,

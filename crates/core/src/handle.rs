@@ -60,6 +60,12 @@ pub(crate) struct Shared<M> {
     pub(crate) shutting_down: AtomicBool,
     /// What timers are measured on.
     pub(crate) clock: Clock,
+    /// A stepped dispatcher ([`testing`](crate::testing)): no processor threads; nothing
+    /// waits for room (a full queue hands the event back), and `call` steps the processors.
+    pub(crate) stepped: bool,
+    /// A stepped dispatcher's processors, run by its test's thread; taken at its shutdown
+    /// (they hold handles to this state: taking them ends the cycle).
+    pub(crate) runners: std::sync::OnceLock<Box<dyn crate::testing::Steps>>,
 }
 
 impl<M> Shared<M> {
@@ -173,8 +179,15 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     ) -> Result<(), DispatchError<Item<M>>> {
         match self.current() {
             Some(own) => own.send_from(target, item, wait != Wait::No),
-            None => target.push(item, wait),
+            None => target.push(item, self.no_wait_if_stepped(wait)),
         }
+    }
+
+    /// `Wait::No` on a stepped dispatcher ([`testing`](crate::testing)), whose processors
+    /// run only when its test steps them: a wait for room there would never end.
+    #[inline]
+    fn no_wait_if_stepped(&self, wait: Wait) -> Wait {
+        if self.shared.stepped { Wait::No } else { wait }
     }
 
     /// Enqueues the events of `events` for the client `to`, in order, through one pass of
@@ -199,7 +212,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         let mut items = events.map(|event| Item::new(to.key, event));
         let sent = match self.current() {
             Some(own) => own.send_batch_from(target, &mut items, &mut pushed, wait != Wait::No),
-            None => target.push_batch(&mut items, &mut pushed, wait),
+            None => target.push_batch(&mut items, &mut pushed, self.no_wait_if_stepped(wait)),
         };
         match sent {
             Ok(()) => Ok(pushed),
@@ -783,11 +796,15 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         if let Some(own) = self.current() {
             return Err(SyncError::OnProcessorThread(own.id));
         }
+        if self.shared.stepped {
+            // Room for the call, and everything before it handled first.
+            self.run_stepped();
+        }
         let (slot, request) = call::request();
         if processor
             .push(
                 Item::DispatcherCallback(call_task(f, request)),
-                Wait::Forever,
+                self.no_wait_if_stepped(Wait::Forever),
             )
             .is_err()
         {
@@ -795,6 +812,9 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             // `Dropped`, which leaves the slot ready for the next call once taken.
             let _ = slot.wait();
             return Err(SyncError::ShutDown);
+        }
+        if self.shared.stepped {
+            self.run_stepped();
         }
         answered(slot.wait(), id)
     }
@@ -909,6 +929,13 @@ impl<M: Send + 'static> DispatcherHandle<M> {
                 return refused(reason, f, done);
             }
         }
+        // A stepped dispatcher's processors run only when its test steps them: a full queue
+        // would be waited for without end below.
+        if self.shared.stepped
+            && let Some(full) = pool.iter().find(|p| p.queue.is_full())
+        {
+            return refused(ExecuteOnAllRefusal::Full(full.id), f, done);
+        }
         // Every gate, or none: from here on nothing is refused.
         let Some(entries) = ProcessorShared::enter_all(pool.iter().map(|p| &**p)) else {
             return refused(ExecuteOnAllRefusal::ShutDown, f, done);
@@ -948,7 +975,8 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             .processors()
             .map(|p| {
                 let clients = p.slots.lock().unwrap_or_else(|e| e.into_inner()).keys.live;
-                p.stats.snapshot(p.id, || p.queue.len(), clients, p.timers.in_use())
+                p.stats
+                    .snapshot(p.id, || p.queue.len(), clients, p.timers.in_use())
             })
             .collect()
     }

@@ -86,6 +86,7 @@ mod room;
 mod slots;
 mod stats;
 mod sync;
+pub mod testing;
 mod timers;
 mod waiters;
 mod wake;

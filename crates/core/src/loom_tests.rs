@@ -1,4 +1,4 @@
-//! `loom` models of the wake, shutdown, outbox, register hand-off and `call` protocols,
+//! `loom` models of the wake, shutdown, outbox, register hand-off, `call` and timer protocols,
 //! run with
 //!
 //! ```text
@@ -36,7 +36,8 @@ fn processor(index: u16, capacity: usize) -> Arc<ProcessorShared<u64>> {
     };
     Arc::new(ProcessorShared::new(
         id,
-        PoolConfig::new(1).capacity(capacity),
+        // No timers: each would be loom state to explore.
+        PoolConfig::new(1).capacity(capacity).timers(0),
     ))
 }
 
@@ -386,8 +387,13 @@ fn loom_a_registered_client_is_found_by_its_first_event_or_dropped_at_exit() {
             thread::spawn(move || shut_down(&shared))
         };
         let drops = Arc::new(loom::sync::atomic::AtomicUsize::new(0));
-        let client: Box<dyn crate::client::Registered<u64>> = Box::new(Counted(drops.clone()));
-        let registered = shared.hand_in(client);
+        let registered = shared
+            .hand_in(Counted(drops.clone()))
+            .map_err(|(reason, client)| {
+                // Refused, the client comes back: dropped here, counted like any drop.
+                drop(client);
+                reason
+            });
         let dispatched = registered.as_ref().ok().map(|&key| {
             let shared = shared.clone();
             thread::spawn(move || shared.try_push(Item::Message { key, message: 0 }).is_ok())
@@ -397,7 +403,7 @@ fn loom_a_registered_client_is_found_by_its_first_event_or_dropped_at_exit() {
         let (adopted, stale, taken_at_exit) = processor.join().unwrap();
         assert_eq!(stale, 0, "an event with the new key found no client");
         match (registered, accepted) {
-            (Err(crate::error::RegisterError::ShutDown), None) => {
+            (Err(crate::error::RegisterRefusal::ShutDown), None) => {
                 assert_eq!((adopted, taken_at_exit), (0, 0));
             }
             (Ok(_), Some(true)) => assert_eq!((adopted, taken_at_exit), (1, 0)),
@@ -499,5 +505,35 @@ fn loom_shutdown_wakes_a_producer_blocked_on_a_full_queue() {
             Err(DispatchError::ShutDown(_))
         ));
         closing.join().unwrap();
+    });
+}
+
+/// The timer protocol of `timers.rs`, on the real `TimerSlots`: a cancel racing the fire
+/// of the same timer, while the processor frees the slot and a scheduler takes it again.
+/// Exactly one of the cancel and the fire wins, and the cancel of the old token never
+/// reaches the slot's next timer.
+#[test]
+fn loom_a_timer_is_cancelled_or_run_never_both_and_a_stale_token_cancels_nothing() {
+    use crate::timers::TimerSlots;
+    loom::model(|| {
+        let slots = Arc::new(TimerSlots::new(1));
+        let (slot, first) = slots.take(10).expect("one free slot");
+        let canceller = {
+            let slots = slots.clone();
+            thread::spawn(move || slots.cancel(slot, first))
+        };
+        let ran = slots.fire(slot);
+        slots.release(slot);
+        let (again, second) = slots.take(20).expect("the slot came back");
+        let cancelled = canceller.join().unwrap();
+        assert_eq!(again, slot);
+        assert!(second > first, "a new generation");
+        assert!(
+            ran != cancelled,
+            "ran {ran}, cancelled {cancelled}: exactly one wins"
+        );
+        // The next timer of the slot is pending: the old token did not touch it.
+        assert!(slots.cancel(slot, second));
+        assert!(!slots.fire(slot));
     });
 }

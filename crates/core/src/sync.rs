@@ -113,6 +113,10 @@ mod loom_queue {
             self.len() == 0
         }
 
+        pub(crate) fn is_full(&self) -> bool {
+            self.len() == self.capacity()
+        }
+
         pub(crate) fn capacity(&self) -> usize {
             self.capacity
         }

@@ -32,7 +32,8 @@
 //!    for a token of an earlier use of the slot, whose generation is gone).
 //! 3. At the deadline the processor moves `(generation, PENDING)` to `(generation, FREE)`
 //!    with a compare-and-swap and, if it won, runs the callback; if a cancel won, it drops
-//!    the callback unrun. Either way the slot goes back on the free list after.
+//!    the callback unrun. Either way the slot goes back on the free list before the
+//!    callback runs, so that a timer that schedules its next turn finds a slot.
 //!
 //! So a `cancel` that returns `true` means the callback will never run, and one that
 //! returns `false` means it has run, is running, or was cancelled before. A cancelled
@@ -78,7 +79,11 @@ impl TimerToken {
 
 impl fmt::Display for TimerToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/timer-{}.{}", self.processor, self.slot, self.generation)
+        write!(
+            f,
+            "{}/timer-{}.{}",
+            self.processor, self.slot, self.generation
+        )
     }
 }
 
@@ -153,7 +158,7 @@ impl TimerSlots {
 
     /// The processor's side at the deadline (step 3): frees the slot's state and returns
     /// whether the callback is to run (`false`: it was cancelled). The slot goes back on
-    /// the free list with [`release`](Self::release), after the callback.
+    /// the free list with [`release`](Self::release), before the callback runs.
     pub(crate) fn fire(&self, slot: u32) -> bool {
         let state = &self.states[slot as usize];
         let current = state.load(Ordering::Acquire);
@@ -211,7 +216,10 @@ impl TimerQueue {
 
     /// A timer received from the queue.
     pub(crate) fn arrive(&mut self, slot: u32, deadline: u64, callback: Callback) {
-        debug_assert!(self.callbacks[slot as usize].is_none(), "timer slot {slot} twice");
+        debug_assert!(
+            self.callbacks[slot as usize].is_none(),
+            "timer slot {slot} twice"
+        );
         self.callbacks[slot as usize] = Some(callback);
         self.arrivals += 1;
         // Never grows: at most one entry per slot.
@@ -286,7 +294,11 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         for (slot, deadline) in [(0, 30), (1, 10), (2, 20), (3, 10)] {
             let tx = tx.clone();
-            queue.arrive(slot, deadline, Callback::new(move || tx.send(slot).unwrap()));
+            queue.arrive(
+                slot,
+                deadline,
+                Callback::new(move || tx.send(slot).unwrap()),
+            );
         }
         assert_eq!(queue.next_deadline(), Some(10));
         assert!(queue.pop_due(9).is_none());

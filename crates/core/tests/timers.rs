@@ -28,7 +28,10 @@ fn timers_run_in_deadline_order_whatever_the_order_they_were_scheduled_in() {
     }
     let order: Vec<u64> = (0..5).map(|_| rx.recv().unwrap()).collect();
     assert_eq!(order, [0, 10, 10, 20, 30]);
-    assert!(d.now() >= start + Duration::from_millis(30), "none ran early");
+    assert!(
+        d.now() >= start + Duration::from_millis(30),
+        "none ran early"
+    );
     let stats = &d.stats()[0];
     assert_eq!((stats.timers_fired, stats.timers_pending), (5, 0));
 }
@@ -158,7 +161,10 @@ fn a_full_set_of_timers_hands_the_callback_back_and_frees_as_they_run() {
     ));
     assert!(
         Dispatcher::<u64>::builder()
-            .pool(ClientType::Queue, PoolConfig::new(1).timers(MAX_CAPACITY + 1))
+            .pool(
+                ClientType::Queue,
+                PoolConfig::new(1).timers(MAX_CAPACITY + 1)
+            )
             .build()
             .is_err()
     );
@@ -181,8 +187,12 @@ fn a_timer_that_reschedules_itself_from_its_processor_repeats() {
         }
     }
     let (h, t) = (d.handle(), ticks.clone());
-    d.schedule_in(queue, Duration::ZERO, Callback::new(move || tick(h, queue, t)))
-        .unwrap();
+    d.schedule_in(
+        queue,
+        Duration::ZERO,
+        Callback::new(move || tick(h, queue, t)),
+    )
+    .unwrap();
     while ticks.load(Ordering::SeqCst) < 5 {
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -204,7 +214,11 @@ fn timers_not_due_at_shutdown_are_dropped_unrun_and_later_schedules_refused() {
     .unwrap();
     let handle = d.handle();
     d.shutdown();
-    assert_eq!(Arc::strong_count(&captured), 1, "dropped at the exit, unrun");
+    assert_eq!(
+        Arc::strong_count(&captured),
+        1,
+        "dropped at the exit, unrun"
+    );
     assert!(matches!(
         handle.schedule(queue, handle.now(), Callback::new(|| ())),
         Err(DispatchError::ShutDown(_))

@@ -39,3 +39,30 @@ pub(crate) fn current_processor() -> Option<(u64, ProcessorId)> {
 pub(super) fn outbox_len() -> usize {
     OUTBOX_LEN.with(std::cell::Cell::get)
 }
+
+/// The calling thread playing processor `id` for one step of a stepped dispatcher
+/// ([`testing`](crate::testing)): what a processor thread sets once, set for the step and
+/// put back as it was when dropped.
+pub(crate) struct Playing {
+    current: Option<(u64, ProcessorId)>,
+    outbox_len: usize,
+}
+
+impl Playing {
+    pub(crate) fn start(dispatcher: u64, id: ProcessorId, outbox_len: usize) -> Self {
+        let playing = Self {
+            current: current_processor(),
+            outbox_len: self::outbox_len(),
+        };
+        set_current(dispatcher, id);
+        OUTBOX_LEN.with(|len| len.set(outbox_len));
+        playing
+    }
+}
+
+impl Drop for Playing {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.current));
+        OUTBOX_LEN.with(|len| len.set(self.outbox_len));
+    }
+}

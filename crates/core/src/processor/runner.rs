@@ -8,15 +8,16 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::Backoff;
 
 use super::contain::contain;
+use super::current::Playing;
 use super::current::{outbox_len, set_current};
 use super::delivery::Entry;
 use super::shared::ProcessorShared;
 use crate::client::{ClientFlags, ClientHandle, ClientKey, Context};
 use crate::config::WaitStrategy;
 use crate::handle::DispatcherHandle;
-use crate::timers::TimerQueue;
 use crate::stats::{Histograms, Pinning};
 use crate::sync::{self, Ordering, thread};
+use crate::timers::TimerQueue;
 
 /// Check the queue depth (watermarks, max depth) and look at the waiters (producers and
 /// futures blocked on a full queue, woken at room for a burst) every this many events
@@ -212,14 +213,20 @@ impl<M: Send + 'static> Runner<M> {
         tracing::debug!(processor = %id, ?pinning, "processor started");
 
         self.run_loop();
+        self.finish();
+    }
+
+    /// What a processor does once its loop has ended (or a stepped dispatcher's shutdown
+    /// has settled it): drops its timers not due, its clients and the clients handed in
+    /// that never got an event, on this thread, and marks itself exited.
+    pub(crate) fn finish(mut self) {
+        let id = self.shared.id;
         self.publish_histograms(true);
         // Timers not yet due are dropped unrun, on this thread, their slots freed.
         let mut dropped = 0_u64;
         for (slot, callback) in self.timers.take_all() {
             dropped += 1;
-            contain(&self.shared.stats, id, "drop of a timer", || {
-                drop(callback)
-            });
+            contain(&self.shared.stats, id, "drop of a timer", || drop(callback));
             self.shared.timers.release(slot);
         }
         if dropped > 0 {
@@ -263,17 +270,63 @@ impl<M: Send + 'static> Runner<M> {
             self.fire_due_timers();
             self.flush_all();
             self.retry_outbox();
-            if self.shared.may_exit(self.popped) && outbox_len() == 0 && self.flush_list.is_empty()
-            {
+            if self.may_exit() {
                 return;
             }
             self.wait_for_work();
         }
     }
 
+    /// The processor's shared state.
+    pub(crate) fn shared(&self) -> &ProcessorShared<M> {
+        &self.shared
+    }
+
+    /// Whether the loop may end: stopped, settled, nothing kept or to flush again. On the
+    /// processor's thread (or while a step plays it).
+    pub(crate) fn may_exit(&self) -> bool {
+        self.shared.may_exit(self.popped) && outbox_len() == 0 && self.flush_list.is_empty()
+    }
+
+    /// [`may_exit`](Self::may_exit) from the thread of a stepped dispatcher.
+    pub(crate) fn may_exit_stepped(&self) -> bool {
+        let shared = &*self.shared;
+        let _playing = Playing::start(
+            self.ctx.dispatcher.id(),
+            shared.id,
+            shared.outbox_len_locked(),
+        );
+        self.may_exit()
+    }
+
+    /// One turn of the loop that never waits, on the calling thread (the stepped
+    /// dispatcher of [`testing`](crate::testing), which has no processor threads): what
+    /// the loop does between two waits. Returns how much it did: items popped, timers run
+    /// and outboxed events handed on, so that zero means idle.
+    pub(crate) fn step(&mut self) -> u64 {
+        let shared = &*self.shared;
+        let _playing = Playing::start(
+            self.ctx.dispatcher.id(),
+            shared.id,
+            shared.outbox_len_locked(),
+        );
+        let counters = &self.shared.stats.counters;
+        let before = (counters.timers_fired.get(), self.popped, outbox_len());
+        self.retry_outbox();
+        self.drain();
+        self.fire_due_timers();
+        self.flush_all();
+        self.retry_outbox();
+        let counters = &self.shared.stats.counters;
+        let popped = self.popped.wrapping_sub(before.1) as u64;
+        let sent = before.2.saturating_sub(outbox_len()) as u64;
+        let again = u64::from(!self.flush_list.is_empty());
+        (counters.timers_fired.get() - before.0) + popped + sent + again
+    }
+
     /// Runs every timer whose deadline has come, in deadline order, as dispatcher callbacks:
     /// the flush list is flushed first (the flush contract, point 2). A cancelled one is
-    /// dropped unrun. Its slot is freed after the callback.
+    /// dropped unrun. Its slot is freed before the callback runs.
     pub(super) fn fire_due_timers(&mut self) {
         let Some(next) = self.timers.next_deadline() else {
             return;
@@ -286,17 +339,23 @@ impl<M: Send + 'static> Runner<M> {
         self.flush_all();
         while let Some((slot, callback)) = self.timers.pop_due(now) {
             let shared = &*self.shared;
-            if shared.timers.fire(slot) {
+            let run = shared.timers.fire(slot);
+            // Freed before the callback: a timer that schedules its next turn (a ticker)
+            // finds the slot it leaves.
+            shared.timers.release(slot);
+            if run {
                 shared.stats.counters.timers_fired.add(1);
                 contain(&shared.stats, shared.id, "timer callback", || {
                     callback.call()
                 });
             } else {
-                contain(&shared.stats, shared.id, "drop of a cancelled timer", || {
-                    drop(callback)
-                });
+                contain(
+                    &shared.stats,
+                    shared.id,
+                    "drop of a cancelled timer",
+                    || drop(callback),
+                );
             }
-            shared.timers.release(slot);
         }
     }
 
@@ -397,7 +456,9 @@ impl<M: Send + 'static> Runner<M> {
     /// and the clients that asked to be flushed again.
     pub(super) fn wait_to_retry(&mut self) {
         let park = self.retry_park;
-        let park = self.until_next_timer().map_or(park, |until| park.min(until));
+        let park = self
+            .until_next_timer()
+            .map_or(park, |until| park.min(until));
         // Not woken by a stop: at a stop the retries still have to be made.
         if self
             .shared

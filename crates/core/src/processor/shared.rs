@@ -165,6 +165,12 @@ impl<M: Send + 'static> ProcessorShared<M> {
         self.outbox.lock().unwrap_or_else(|e| e.into_inner()).room()
     }
 
+    /// Events in this processor's outbox, read under its lock (for a stepped dispatcher,
+    /// whose steps run on the caller's thread).
+    pub(crate) fn outbox_len_locked(&self) -> usize {
+        self.outbox.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// Processor side of the waiter protocol (`waiters.rs`: futures of the async door and
     /// threads blocked in a dispatch, `room.rs`), having popped `popped` events in all: if
     /// one waits and there is room for a burst beyond what is already on its way in, takes

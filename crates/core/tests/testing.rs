@@ -1,0 +1,250 @@
+//! The stepped dispatcher of `zerodispatch_core::testing`: the client contract of a running
+//! dispatcher, on the test's thread, with the test's clock.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use zerodispatch_core::testing::TestDispatcher;
+use zerodispatch_core::*;
+
+type Log = Arc<Mutex<Vec<String>>>;
+
+/// Logs its events and flushes; forwards messages above 100 to `next`, minus 100.
+struct Logger {
+    name: &'static str,
+    log: Log,
+    next: Option<ClientHandle>,
+}
+
+impl Client<u64> for Logger {
+    fn on_message(&mut self, n: u64, ctx: &mut Context<u64>) {
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("{} got {n}", self.name));
+        if let (Some(next), true) = (self.next, n > 100) {
+            ctx.dispatcher()
+                .dispatch(next, Event::Message(n - 100))
+                .unwrap();
+        }
+    }
+    fn flush(&mut self, _ctx: &mut Context<u64>) {
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("{} flush", self.name));
+    }
+}
+
+fn stepped(queue: PoolConfig) -> TestDispatcher<u64> {
+    Dispatcher::<u64>::builder()
+        .pool(ClientType::Session, PoolConfig::new(1))
+        .pool(ClientType::Queue, queue)
+        .build_stepped()
+        .unwrap()
+}
+
+fn logger(
+    test: &TestDispatcher<u64>,
+    t: ClientType,
+    name: &'static str,
+    log: &Log,
+    next: Option<ClientHandle>,
+) -> ClientHandle<Logger> {
+    test.register(
+        t,
+        Logger {
+            name,
+            log: log.clone(),
+            next,
+        },
+        Placement::LeastLoaded,
+    )
+    .unwrap()
+}
+
+fn taken(log: &Log) -> Vec<String> {
+    std::mem::take(&mut *log.lock().unwrap())
+}
+
+#[test]
+fn nothing_runs_until_stepped_then_a_drain_flushes_and_max_batch_flushes_a_queue_that_never_drains()
+{
+    let test = stepped(PoolConfig::new(1).max_batch(2));
+    let log = Log::default();
+    let q = logger(&test, ClientType::Queue, "q", &log, None);
+    for n in 1..=5 {
+        test.dispatch(q, Event::Message(n)).unwrap();
+    }
+    assert!(taken(&log).is_empty(), "no thread ran anything");
+    assert_eq!(test.run_until_idle(), 5);
+    assert_eq!(
+        taken(&log),
+        [
+            "q got 1", "q got 2", "q flush", "q got 3", "q got 4", "q flush", "q got 5", "q flush"
+        ]
+    );
+    assert_eq!(test.run_until_idle(), 0, "idle");
+}
+
+#[test]
+fn a_client_dispatching_to_another_processor_goes_through_its_outbox_when_the_queue_is_full() {
+    let test = stepped(PoolConfig::new(1).capacity(2));
+    let log = Log::default();
+    let q = logger(&test, ClientType::Queue, "q", &log, None);
+    let s = logger(&test, ClientType::Session, "s", &log, Some(q.erase()));
+    for n in [101, 102, 103, 104] {
+        test.dispatch(s, Event::Message(n)).unwrap();
+    }
+    test.run_until_idle();
+    let log = taken(&log);
+    let q_got: Vec<_> = log
+        .iter()
+        .filter(|l| l.starts_with("q got"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        q_got,
+        ["q got 1", "q got 2", "q got 3", "q got 4"],
+        "{log:?}"
+    );
+    let outboxed: u64 = test.stats().iter().map(|p| p.outboxed).sum();
+    assert!(
+        outboxed >= 2,
+        "a queue of 2 took four from one drain: {outboxed} outboxed"
+    );
+}
+
+#[test]
+fn a_dispatch_to_a_full_queue_hands_the_event_back_instead_of_waiting() {
+    let test = stepped(PoolConfig::new(1).capacity(2));
+    let log = Log::default();
+    let q = logger(&test, ClientType::Queue, "q", &log, None);
+    test.dispatch(q, Event::Message(1)).unwrap();
+    test.dispatch(q, Event::Message(2)).unwrap();
+    let back = test.dispatch(q, Event::Message(3)).unwrap_err();
+    assert!(back.is_full());
+    assert!(matches!(back.into_inner(), Event::Message(3)));
+    test.run_until_idle();
+    test.dispatch(q, Event::Message(3)).unwrap();
+    assert_eq!(test.run_until_idle(), 1);
+}
+
+#[test]
+fn call_and_synchronize_step_the_processors_and_answer() {
+    let test = stepped(PoolConfig::new(1));
+    let log = Log::default();
+    let q = logger(&test, ClientType::Queue, "q", &log, None);
+    test.dispatch(q, Event::Message(7)).unwrap();
+    let on = test.handle();
+    let seen = test.call(q, move || on.current_processor()).unwrap();
+    assert_eq!(seen, Some(q.processor()), "ran as that processor");
+    assert_eq!(
+        taken(&log),
+        ["q got 7", "q flush"],
+        "everything before the call first"
+    );
+    assert_eq!(
+        test.current_processor(),
+        None,
+        "the test's thread between steps"
+    );
+    test.dispatch(q, Event::Message(8)).unwrap();
+    test.synchronize(q).unwrap();
+    assert_eq!(taken(&log), ["q got 8", "q flush"]);
+}
+
+#[test]
+fn timers_run_when_the_test_moves_the_clock_in_deadline_order_after_a_flush() {
+    let test = stepped(PoolConfig::new(1));
+    let log = Log::default();
+    let q = logger(&test, ClientType::Queue, "q", &log, None);
+    let start = test.now();
+    for ms in [30_u64, 10, 20] {
+        let log = log.clone();
+        test.schedule(
+            q,
+            start + Duration::from_millis(ms),
+            Callback::new(move || log.lock().unwrap().push(format!("timer {ms}"))),
+        )
+        .unwrap();
+    }
+    let cancelled = test
+        .schedule_in(
+            q,
+            Duration::from_millis(15),
+            Callback::new(|| panic!("cancelled")),
+        )
+        .unwrap();
+    test.run_until_idle();
+    assert!(taken(&log).is_empty(), "the clock has not moved");
+    assert!(test.cancel(cancelled));
+    test.dispatch(q, Event::Message(1)).unwrap();
+    test.advance(Duration::from_millis(20));
+    assert_eq!(taken(&log), ["q got 1", "q flush", "timer 10", "timer 20"]);
+    assert_eq!(test.now(), start + Duration::from_millis(20));
+    test.advance(Duration::from_millis(10));
+    assert_eq!(taken(&log), ["timer 30"]);
+    assert_eq!(
+        test.stats()[1].timers_pending,
+        0,
+        "the cancelled one dropped at its deadline"
+    );
+}
+
+#[test]
+fn unregister_flushes_first_and_shutdown_drains_flushes_and_drops() {
+    let mut test = stepped(PoolConfig::new(1));
+    let log = Log::default();
+    let q = logger(&test, ClientType::Queue, "q", &log, None);
+    let r = logger(&test, ClientType::Queue, "r", &log, None);
+    test.dispatch(q, Event::Message(1)).unwrap();
+    test.unregister(q).unwrap();
+    test.run_until_idle();
+    assert_eq!(taken(&log), ["q got 1", "q flush"]);
+    assert!(
+        test.dispatch(q, Event::Message(2)).is_ok(),
+        "accepted, then stale"
+    );
+    test.run_until_idle();
+    assert_eq!(test.stats().iter().map(|s| s.stale).sum::<u64>(), 1);
+    let dropped = Arc::new(());
+    let keep = dropped.clone();
+    test.dispatch(r, Event::Message(3)).unwrap();
+    test.schedule_in(r, Duration::from_secs(1), Callback::new(move || drop(keep)))
+        .unwrap();
+    test.shutdown();
+    assert_eq!(
+        taken(&log),
+        ["r got 3", "r flush"],
+        "drained and flushed at shutdown"
+    );
+    assert_eq!(
+        Arc::strong_count(&dropped),
+        1,
+        "the timer not due dropped unrun"
+    );
+    assert!(
+        test.dispatch(r, Event::Message(4))
+            .unwrap_err()
+            .is_shut_down()
+    );
+    assert_eq!(test.run_until_idle(), 0);
+}
+
+#[test]
+#[should_panic(expected = "still busy after")]
+fn a_client_that_asks_to_be_flushed_again_at_every_flush_is_reported_not_stepped_for_ever() {
+    struct Restless;
+    impl Client<u64> for Restless {
+        fn flush(&mut self, ctx: &mut Context<u64>) {
+            ctx.flush_again();
+        }
+    }
+    let test = stepped(PoolConfig::new(1));
+    let r = test
+        .register(ClientType::Queue, Restless, Placement::LeastLoaded)
+        .unwrap();
+    test.dispatch(r, Event::Message(1)).unwrap();
+    test.run_until_idle();
+}
