@@ -8,7 +8,9 @@
 use std::error::Error;
 use std::fmt;
 
-use zerodispatch_core::{ConfigError, DispatchError, ProcessorId, RegisterError, SyncError};
+use zerodispatch_core::{
+    ConfigError, DispatchError, ProcessorId, RegisterError, RegisterRefusal, SyncError,
+};
 
 use crate::dedup::{MAX_DEDUP_WINDOW, MIN_DEDUP_WINDOW};
 use crate::ids::{AppId, Payload, QueueId};
@@ -108,6 +110,14 @@ pub enum BrokerError {
     ZeroTimerInterval,
     /// A producer's `confirm_timeout` is zero.
     ZeroConfirmTimeout,
+    /// The session processor the producer was placed on already runs its limit of
+    /// producers with a ticker (a timer flush or a confirm timeout).
+    TooManyTimedProducers {
+        /// The session processor.
+        processor: ProcessorId,
+        /// Its limit ([`BrokerConfig::timed_producers`](crate::BrokerConfig::timed_producers)).
+        limit: usize,
+    },
     /// The machine could not provide a producer session's tables for its
     /// `max_unconfirmed`.
     ProducerTablesTooLarge {
@@ -116,7 +126,7 @@ pub enum BrokerError {
     },
     /// The dispatcher could not register a session or a queue, for a reason other than
     /// shutdown. The source is the core's error.
-    Register(RegisterError),
+    Register(RegisterRefusal),
     /// No queue has this id.
     UnknownQueue(QueueId),
     /// The queue has no such app (a priority queue has app 0 only).
@@ -230,6 +240,10 @@ impl fmt::Display for BrokerError {
                 f,
                 "a confirm timeout of zero would time out every message; give a positive timeout, or None"
             ),
+            BrokerError::TooManyTimedProducers { processor, limit } => write!(
+                f,
+                "session processor {processor} already runs its {limit} producers with a ticker (a timer flush or a confirm timeout); raise BrokerConfig::timed_producers, or add session processors"
+            ),
             BrokerError::ProducerTablesTooLarge { max_unconfirmed } => write!(
                 f,
                 "this machine cannot allocate a producer session's tables for max_unconfirmed {max_unconfirmed}; lower it"
@@ -314,10 +328,12 @@ impl From<ConfigError> for BrokerError {
     }
 }
 
-impl From<RegisterError> for BrokerError {
-    fn from(e: RegisterError) -> Self {
-        match e {
-            RegisterError::ShutDown => BrokerError::ShutDown,
+impl<C> From<RegisterError<C>> for BrokerError {
+    /// The reason; the refused client (a session or a queue of the broker's own) is
+    /// dropped.
+    fn from(e: RegisterError<C>) -> Self {
+        match e.reason {
+            RegisterRefusal::ShutDown => BrokerError::ShutDown,
             other => BrokerError::Register(other),
         }
     }

@@ -108,5 +108,5 @@ pub use stats::{ClusterState, QueueStats, SessionStats};
 // The core's types that the broker's own API names.
 pub use zerodispatch_core::{
     Callback, ClientType, ConfigError, DispatchError, ParseWaitStrategyError, ProcessorId,
-    ProcessorSnapshot, RegisterError, SyncError, WaitStrategy,
+    ProcessorSnapshot, RegisterError, RegisterRefusal, SyncError, WaitStrategy,
 };

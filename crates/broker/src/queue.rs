@@ -602,7 +602,11 @@ pub(crate) fn send_confirm(
         // 28 bytes of captures: inline in the default 32-byte space, handed the queue's
         // client when its processor runs it.
         ConfirmMode::Inline => {
-            Event::to_client(move |queue: &mut QueueClient, _ctx| queue.engine.confirm(c))
+            // The queues' table holds erased handles: the client type is checked on the
+            // processor (it is always a queue's).
+            Event::from(Event::to_client(move |queue: &mut QueueClient, _ctx| {
+                queue.engine.confirm(c)
+            }))
         }
         ConfirmMode::Typed => Event::Message(BrokerMsg::Confirm(c)),
         ConfirmMode::Boxed => Event::Message(BrokerMsg::BoxedConfirm(BoxedConfirm(Box::new(
@@ -620,7 +624,9 @@ pub(crate) fn send_receipt(
     r: Receipt,
 ) -> Result<(), DispatchError<Event<BrokerMsg>>> {
     // 24 bytes of captures: inline.
-    let event = Event::to_client(move |queue: &mut QueueClient, _ctx| queue.engine.receipt(r));
+    let event = Event::from(Event::to_client(move |queue: &mut QueueClient, _ctx| {
+        queue.engine.receipt(r)
+    }));
     dispatcher.dispatch(queue, event)
 }
 

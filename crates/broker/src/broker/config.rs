@@ -91,6 +91,12 @@ pub struct BrokerConfig {
     /// keeps `8 + dedup_window / 8` bytes per name, allocated at start (16,384 by default:
     /// 2,056 bytes per name and queue).
     pub dedup_window: usize,
+    /// Producers with a ticker (a timer flush, or a confirm timeout) each session
+    /// processor runs at once: each ticks on one of its processor's timers, preallocated
+    /// at start (about 90 bytes each). One more is refused
+    /// ([`BrokerError::TooManyTimedProducers`]). 4,096 by default; at most
+    /// [`MAX_CAPACITY`](zerodispatch_core::MAX_CAPACITY).
+    pub timed_producers: usize,
 }
 
 impl Default for BrokerConfig {
@@ -107,6 +113,7 @@ impl Default for BrokerConfig {
             on_release: None,
             max_producer_names: 1 << 10,
             dedup_window: 1 << 14,
+            timed_producers: 1 << 12,
         }
     }
 }

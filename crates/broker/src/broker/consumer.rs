@@ -98,9 +98,10 @@ impl Broker {
         let on_processor = self.dispatcher.current_processor().is_some();
         let mut session = session;
         session.attached = !on_processor;
-        let session =
-            self.dispatcher
-                .register(ClientType::Session, session, Placement::LeastLoaded)?;
+        let session = self
+            .dispatcher
+            .register(ClientType::Session, session, Placement::LeastLoaded)?
+            .erase();
         self.warn_if_undersized(id);
         let first = if on_processor {
             (session, Event::Message(BrokerMsg::Open { consumer: id }))

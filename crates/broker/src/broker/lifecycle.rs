@@ -86,9 +86,14 @@ impl Broker {
                 .max_batch(config.max_batch)
                 .wait(config.wait)
                 .pin_to(cores_from(first_core))
+                // Only the session processors run timers: the producers' tickers.
+                .timers(0)
         };
         let dispatcher = Dispatcher::<BrokerMsg>::builder()
-            .pool(ClientType::Session, pool(config.session_processors, 0))
+            .pool(
+                ClientType::Session,
+                pool(config.session_processors, 0).timers(config.timed_producers),
+            )
             .pool(
                 ClientType::Queue,
                 pool(config.queue_processors, config.session_processors),
@@ -120,11 +125,15 @@ impl Broker {
             )
             .map_err(too_large)?;
             stored_ids.push(ids);
-            handles.push(dispatcher.register(
-                ClientType::Queue,
-                QueueClient::new(engine),
-                Placement::LeastLoaded,
-            )?);
+            handles.push(
+                dispatcher
+                    .register(
+                        ClientType::Queue,
+                        QueueClient::new(engine),
+                        Placement::LeastLoaded,
+                    )?
+                    .erase(),
+            );
             queue_counters.push(counters);
         }
         let queues: Arc<[ClientHandle]> = handles.into();
@@ -133,21 +142,23 @@ impl Broker {
         // event capacity from replicas, as many from consumers.
         let replica_credits = Arc::new(Credits::new(config.event_capacity));
         let consumer_credits = Arc::new(Credits::new(config.event_capacity));
-        let cluster = dispatcher.register(
-            ClientType::Cluster,
-            ClusterClient::new(
-                queues.clone(),
-                cluster_counters.clone(),
-                (replica_credits.clone(), consumer_credits.clone()),
-            )
-            .map_err(|_| {
-                BrokerError::Config(ConfigError {
-                    client_type: Some(ClientType::Cluster),
-                    problem: Problem::CapacityTooLarge(config.event_capacity),
-                })
-            })?,
-            Placement::LeastLoaded,
-        )?;
+        let cluster = dispatcher
+            .register(
+                ClientType::Cluster,
+                ClusterClient::new(
+                    queues.clone(),
+                    cluster_counters.clone(),
+                    (replica_credits.clone(), consumer_credits.clone()),
+                )
+                .map_err(|_| {
+                    BrokerError::Config(ConfigError {
+                        client_type: Some(ClientType::Cluster),
+                        problem: Problem::CapacityTooLarge(config.event_capacity),
+                    })
+                })?,
+                Placement::LeastLoaded,
+            )?
+            .erase();
         Ok(Self {
             dispatcher,
             queues,
@@ -167,6 +178,10 @@ impl Broker {
             // Below `MAX_PRODUCER_NAMES`, checked above: fits a `u32`.
             next_producer: AtomicU32::new(config.max_producer_names as u32),
             next_consumer: AtomicU32::new(0),
+            timed_producers: (0..config.session_processors)
+                .map(|_| Arc::default())
+                .collect(),
+            timed_producers_limit: config.timed_producers,
         })
     }
 

@@ -7,9 +7,8 @@
 mod close;
 mod ticker;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 
 use zerodispatch_core::{
     ClientHandle, ClientType, DispatchError, DispatcherHandle, Event, Placement,
@@ -25,7 +24,7 @@ use crate::session::{
 };
 
 use self::close::{CLOSED, Inside};
-use self::ticker::{start_ticker, tick_every};
+use self::ticker::{Ticker, start_ticker, tick_every};
 use super::Broker;
 
 /// A producer: publishes from any thread of the application. Dropping it closes it
@@ -43,8 +42,8 @@ pub struct Producer {
     /// `CLOSED`, `RETIRED`, and the count of calls inside `enqueue` (the bits below
     /// `RETIRED`): the protocol in `producer/close.rs`.
     state: AtomicUsize,
-    /// The thread that sends `Tick`s (timer aggregation, confirm timeouts), if any.
-    ticker: Mutex<Option<(Arc<AtomicBool>, JoinHandle<()>)>>,
+    /// The timer that sends `Tick`s (timer aggregation, confirm timeouts), if any.
+    ticker: Mutex<Option<Ticker>>,
     /// A named producer's table of names, where `close` frees its name; `None` for an
     /// anonymous producer.
     names: Option<Arc<Mutex<Names>>>,
@@ -384,11 +383,29 @@ impl Broker {
         .map_err(|_| BrokerError::ProducerTablesTooLarge {
             max_unconfirmed: config.max_unconfirmed,
         })?;
-        let session =
-            self.dispatcher
-                .register(ClientType::Session, session, Placement::LeastLoaded)?;
-        let ticker =
-            tick_every(config).map(|every| start_ticker(self.dispatcher.handle(), session, every));
+        let session = self
+            .dispatcher
+            .register(ClientType::Session, session, Placement::LeastLoaded)?
+            .erase();
+        let ticker = match tick_every(config) {
+            None => None,
+            Some(every) => {
+                let running = &self.timed_producers[usize::from(session.processor().index)];
+                match start_ticker(
+                    self.dispatcher.handle(),
+                    session,
+                    every,
+                    (running.clone(), self.timed_producers_limit),
+                ) {
+                    Ok(ticker) => Some(ticker),
+                    Err(e) => {
+                        // Nothing was sent to the session: it goes unused.
+                        let _ = self.dispatcher.unregister(session);
+                        return Err(e);
+                    }
+                }
+            }
+        };
         Ok(Producer {
             id,
             session,

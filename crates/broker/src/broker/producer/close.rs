@@ -144,7 +144,7 @@ impl Producer {
             .dispatcher
             .dispatch(self.session, Event::Message(BrokerMsg::Close));
         if let Some(ticker) = self.ticker.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            stop_ticker(ticker, on_processor);
+            stop_ticker(ticker);
         }
         // Step 3. AcqRel: release, so that the `Close` above happens before the
         // unregistration if the last call to leave does it (its `fetch_sub` acquires);

@@ -1,47 +1,126 @@
-//! A producer's ticker: the thread that sends its session a `Tick` (timer aggregation,
-//! confirm timeouts), how often, and how it stops at the producer's close.
+//! A producer's ticker: a timer on its session's processor (the core's timers) that sends
+//! the session a `Tick` (timer aggregation, confirm timeouts) every interval, how often,
+//! and how it stops at the producer's close. No thread of its own, nothing allocated per
+//! tick.
+//!
+//! Each tick runs on the session's processor, sends `Tick` to the session through that
+//! processor's own queue (or outbox: it never waits) and schedules the next tick. The
+//! ticker's slots are bounded: each session processor runs at most
+//! [`BrokerConfig::timed_producers`](crate::BrokerConfig::timed_producers) tickers, one
+//! per live [`Tick`] (counted when it is made, uncounted when it is dropped: after its last
+//! tick, or at shutdown with its timer), which is also the processor's number of timers.
+//! A tick frees its timer before it runs (the core frees a timer's slot before its
+//! callback), so the next tick always finds one.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::{self, JoinHandle};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use zerodispatch_core::{ClientHandle, DispatcherHandle, Event};
+use zerodispatch_core::{Callback, ClientHandle, DispatchError, DispatcherHandle, Event};
 
+use crate::error::BrokerError;
 use crate::message::BrokerMsg;
 use crate::session::{FlushStrategy, ProducerConfig};
 
-/// Starts a thread that sends `Tick` to `session` every `every`, until `stop`.
+/// A running ticker, kept by its producer to stop it.
+#[derive(Debug)]
+pub(crate) struct Ticker {
+    tick: Arc<Tick>,
+}
+
+/// What every tick of one producer shares.
+#[derive(Debug)]
+struct Tick {
+    dispatcher: DispatcherHandle<BrokerMsg>,
+    session: ClientHandle,
+    every: Duration,
+    /// Set at the producer's close: the next tick does nothing and schedules no other.
+    stopped: AtomicBool,
+    /// The tickers of the session's processor, this one counted.
+    running: Arc<AtomicUsize>,
+}
+
+impl Drop for Tick {
+    fn drop(&mut self) {
+        self.running.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Starts ticking `session` every `every`, counted in `running` (the tickers of its
+/// processor) against `limit`.
 pub(super) fn start_ticker(
     dispatcher: DispatcherHandle<BrokerMsg>,
     session: ClientHandle,
     every: Duration,
-) -> (Arc<AtomicBool>, JoinHandle<()>) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let ticker = thread::Builder::new()
-        .name("zd-producer-ticker".into())
-        .spawn(move || {
-            let mut next = Instant::now() + every;
-            while !flag.load(Ordering::Acquire) {
-                // Free-running: ticks fall every `every` whatever the load, as the old
-                // clients' aggregation timer did.
-                let left = next.saturating_duration_since(Instant::now());
-                if !left.is_zero() {
-                    thread::park_timeout(left);
-                    continue;
-                }
-                next += every;
-                if dispatcher
-                    .dispatch(session, Event::Message(BrokerMsg::Tick))
-                    .is_err()
-                {
-                    break;
-                }
-            }
-        })
-        .expect("cannot spawn a producer's ticker thread");
-    (stop, ticker)
+    (running, limit): (Arc<AtomicUsize>, usize),
+) -> Result<Ticker, BrokerError> {
+    if running.fetch_add(1, Ordering::AcqRel) >= limit {
+        running.fetch_sub(1, Ordering::AcqRel);
+        return Err(BrokerError::TooManyTimedProducers {
+            processor: session.processor(),
+            limit,
+        });
+    }
+    let tick = Arc::new(Tick {
+        dispatcher,
+        session,
+        every,
+        stopped: AtomicBool::new(false),
+        running,
+    });
+    let first = tick.dispatcher.now() + every;
+    match schedule(&tick, first) {
+        Ok(()) => Ok(Ticker { tick }),
+        // A processor thread whose outbox is full.
+        Err(DispatchError::Full(_)) => Err(BrokerError::OutboxFull(session.processor())),
+        Err(DispatchError::TimersFull(_)) => Err(BrokerError::TooManyTimedProducers {
+            processor: session.processor(),
+            limit: 0,
+        }),
+        Err(_) => Err(BrokerError::ShutDown),
+    }
+}
+
+/// Schedules the tick due `at`.
+fn schedule(tick: &Arc<Tick>, at: Instant) -> Result<(), DispatchError<Callback>> {
+    let next = Arc::clone(tick);
+    tick.dispatcher
+        .schedule(
+            tick.session.processor(),
+            at,
+            // 24 bytes of captures: inline.
+            Callback::new(move || fire(next, at)),
+        )
+        .map(drop)
+}
+
+/// One tick, on the session's processor: `Tick` to the session, then the next one,
+/// free-running (due every `every` from the first, whatever the load; a tick that fell
+/// behind by more than an interval skips to the next one ahead).
+fn fire(tick: Arc<Tick>, at: Instant) {
+    if tick.stopped.load(Ordering::Acquire) {
+        return;
+    }
+    // The outbox full: this tick is skipped, the next one comes. Shutting down: no more.
+    if let Err(DispatchError::ShutDown(_)) = tick
+        .dispatcher
+        .dispatch(tick.session, Event::Message(BrokerMsg::Tick))
+    {
+        return;
+    }
+    let now = tick.dispatcher.now();
+    let mut next = at + tick.every;
+    if next <= now {
+        next = now + tick.every;
+    }
+    if let Err(e) = schedule(&tick, next) {
+        // Shutdown; never `TimersFull`: this ticker's count holds a timer for it.
+        debug_assert!(
+            !matches!(e, DispatchError::TimersFull(_)),
+            "a ticker found no timer"
+        );
+        tracing::debug!(session = %tick.session, "producer ticker ends: {e}");
+    }
 }
 
 /// How often producer `config`'s session is ticked, if at all: the timer's interval, and a
@@ -61,14 +140,7 @@ pub(super) fn tick_every(config: ProducerConfig) -> Option<Duration> {
     }
 }
 
-/// Stops a ticker at its producer's close: on a processor thread (`on_processor`), without
-/// joining it.
-pub(super) fn stop_ticker((stop, ticker): (Arc<AtomicBool>, JoinHandle<()>), on_processor: bool) {
-    stop.store(true, Ordering::Release);
-    ticker.thread().unpark();
-    // On a processor thread, not joined: the ticker may be waiting to dispatch to
-    // this very thread's full queue. It sees `stop` and ends by itself.
-    if !on_processor {
-        let _ = ticker.join();
-    }
+/// Stops a ticker at its producer's close: its next tick does nothing. Never waits.
+pub(super) fn stop_ticker(ticker: Ticker) {
+    ticker.tick.stopped.store(true, Ordering::Release);
 }

@@ -1,0 +1,98 @@
+//! Producers' tickers (timer aggregation, confirm timeouts) run on their session
+//! processor's timers: no thread per producer, a bound per processor that refuses one
+//! more producer with a clear error, and a count freed when a producer closes.
+
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zerodispatch_broker::*;
+
+fn broker(timed_producers: usize) -> Broker {
+    Broker::start(BrokerConfig {
+        queues: vec![QueueConfig::new(QueueMode::Priority)],
+        timed_producers,
+        ..BrokerConfig::default()
+    })
+    .unwrap()
+}
+
+fn timed() -> ProducerConfig {
+    ProducerConfig {
+        flush: FlushStrategy::Timer(Duration::from_millis(2)),
+        ..ProducerConfig::default()
+    }
+}
+
+/// The threads of this process (Linux: its tasks).
+fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
+}
+
+#[test]
+fn two_hundred_timer_producers_start_no_thread_and_all_tick() {
+    let broker = broker(256);
+    let before = threads();
+    let acks = Arc::new(Mutex::new(0_usize));
+    let producers: Vec<_> = (0..200)
+        .map(|_| {
+            let acks = acks.clone();
+            broker
+                .open_producer_with(timed(), move |batch| *acks.lock().unwrap() += batch.len())
+                .unwrap()
+        })
+        .collect();
+    if before > 0 {
+        assert!(
+            threads() <= before + 2,
+            "a thread per ticker: {before} threads before, {} after",
+            threads()
+        );
+    }
+    for p in &producers {
+        p.send(QueueId(0), Payload { handle: 0, len: 8 }).unwrap();
+    }
+    let start = Instant::now();
+    while *acks.lock().unwrap() < 200 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "a ticker never ticked"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_processor_full_of_tickers_refuses_the_next_timed_producer_until_one_closes() {
+    let broker = broker(2);
+    let open = |config| broker.open_producer_with(config, |_: &[Ack]| ());
+    let a = open(timed()).unwrap();
+    let _b = open(timed()).unwrap();
+    let refused = open(timed()).unwrap_err();
+    assert!(
+        matches!(refused, BrokerError::TooManyTimedProducers { limit: 2, .. }),
+        "{refused:?}"
+    );
+    assert!(refused.to_string().contains("timed_producers"), "{refused}");
+    // A producer without a ticker needs no timer.
+    open(ProducerConfig::default()).unwrap();
+    // Closed, a producer's ticker ends at its next tick, and its count with it.
+    drop(a);
+    let start = Instant::now();
+    let third = loop {
+        match open(timed()) {
+            Ok(p) => break p,
+            Err(BrokerError::TooManyTimedProducers { .. }) => {
+                assert!(
+                    start.elapsed() < Duration::from_secs(5),
+                    "the count never came back"
+                );
+                thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    third
+        .send(QueueId(0), Payload { handle: 1, len: 8 })
+        .unwrap();
+}
