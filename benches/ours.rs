@@ -386,7 +386,7 @@ impl<V: Variant> Ours<V> {
                 let handle = dispatcher
                     .register(t, client, Placement::LeastLoaded)
                     .expect("a running dispatcher with a processor of this type");
-                (handle, progress)
+                (handle.erase(), progress)
             })
             .unzip();
         let targets: Arc<[ClientHandle]> = targets.into();

@@ -22,6 +22,8 @@
 //! | `server` | `zerodispatch::server` (`zerodispatch-server`, the broker over TCP) and `zerodispatch::wire` (the protocol's codec); implies `broker` | tokio, clap (for `zd-server`) |
 //! | `client` | `zerodispatch::client` (`zerodispatch-client`, a client of the wire protocol) and `zerodispatch::wire` | tokio |
 //! | `metrics` | `zerodispatch::core::metrics` and, with `broker`, `zerodispatch::broker::metrics`: statistics exported through the `metrics` crate | metrics |
+//! | `tokio` | a blocking call of the core made on a tokio runtime's worker thread panics, naming its async form (on with `server` and `client`) | tokio (`rt` only) |
+//! | `testing` | `zerodispatch::testing`'s counting allocator and `assert_no_alloc` (`zerodispatch-testkit`), beside the stepped dispatcher that is always there | nothing |
 //!
 //! The benches' workload and harnesses are not part of the library: they live in the
 //! unpublished `zerodispatch-bench-support` crate beside it.
@@ -32,7 +34,7 @@
 //! use zerodispatch::{
 //!     Align8, Align16, BatchError, CallFuture, ConfigError, DefaultSpace, DispatchError,
 //!     ExecuteOnAllError, ExecuteOnAllRefusal, Executor, InlineCallback, InlineValue,
-//!     ProcessorId, Problem, RegisterError, SyncError,
+//!     ProcessorId, Problem, RegisterError, RegisterRefusal, SyncError,
 //! };
 //! // And the rest of the core's root, so that none goes missing from the facade:
 //! #[allow(unused_imports)]
@@ -41,11 +43,12 @@
 //!     Context, DispatchBatchFuture, DispatchFuture, Dispatcher, DispatcherBuilder,
 //!     DispatcherHandle, Event, InlineCallbackWith, MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS,
 //!     NoMessage, ParseWaitStrategyError, Percentiles, Pinning, Placement, PoolConfig,
-//!     ProcessorSnapshot, ShutdownTimedOut, WaitStrategy, counter,
+//!     ProcessorSnapshot, ShutdownTimedOut, WaitStrategy, counter, AnyClient, EventFor, ToClient,
+//!     TimerToken, testing::TestDispatcher,
 //! };
 //! fn handles_them_all(
 //!     _: Option<(BatchError<u8>, ConfigError, DispatchError<u8>, Executor<u8>)>,
-//!     _: Option<(ProcessorId, Problem, RegisterError, SyncError)>,
+//!     _: Option<(ProcessorId, Problem, RegisterError<u8>, RegisterRefusal, SyncError)>,
 //!     _: Option<(ExecuteOnAllError<fn(), fn()>, ExecuteOnAllRefusal, CallFuture<'_, u8, u8>)>,
 //!     _: Option<(InlineCallback<Align8<64>>, InlineCallback<Align16<32>>, InlineValue<DefaultSpace>)>,
 //! ) {
@@ -84,16 +87,30 @@ pub use zerodispatch_core as core;
 // globbed, so that what the facade promises is read here; keep it in step with the core's
 // list (the crate docs' first doctest names each through the facade).
 pub use zerodispatch_core::{
-    BatchError, CallFuture, Client, ClientCallback, ClientEvent, ClientHandle, ClientType,
-    ConfigError, Context, DispatchBatchFuture, DispatchError, DispatchFuture, Dispatcher,
-    DispatcherBuilder, DispatcherHandle, Event, ExecuteOnAllError, ExecuteOnAllRefusal, Executor,
-    MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, NoMessage, ParseWaitStrategyError, Percentiles,
-    Pinning, Placement, PoolConfig, Problem, ProcessorId, ProcessorSnapshot, RegisterError,
-    ShutdownTimedOut, SyncError, WaitStrategy,
+    AnyClient, BatchError, CallFuture, Client, ClientCallback, ClientEvent, ClientHandle,
+    ClientType, ConfigError, Context, DispatchBatchFuture, DispatchError, DispatchFuture,
+    Dispatcher, DispatcherBuilder, DispatcherHandle, Event, EventFor, ExecuteOnAllError,
+    ExecuteOnAllRefusal, Executor, MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, NoMessage,
+    ParseWaitStrategyError, Percentiles, Pinning, Placement, PoolConfig, Problem, ProcessorId,
+    ProcessorSnapshot, RegisterError, RegisterRefusal, ShutdownTimedOut, SyncError, TimerToken,
+    ToClient, WaitStrategy,
 };
 // Single-writer counters for a client's own figures (see the module): public on purpose,
 // the broker's statistics are built from them and so can a user's client's.
 pub use zerodispatch_core::counter;
+
+/// Unit tests of a [`Client`] without threads: the stepped dispatcher
+/// ([`TestDispatcher`](testing::TestDispatcher), from
+/// [`DispatcherBuilder::build_stepped`]) and, with the feature `testing`, the counting
+/// allocator that proves a client allocates nothing (`CountingAllocator`,
+/// `assert_no_alloc`, `allocations_during`, `proof_main`).
+pub mod testing {
+    pub use zerodispatch_core::testing::*;
+    #[cfg(feature = "testing")]
+    pub use zerodispatch_testkit::{
+        CountingAllocator, allocations_during, assert_no_alloc, proof_main,
+    };
+}
 
 #[cfg(feature = "broker")]
 pub use zerodispatch_broker as broker;

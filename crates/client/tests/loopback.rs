@@ -1139,16 +1139,26 @@ async fn send_blocking_on_a_runtime_thread_panics_naming_send_and_sends_nothing(
         .open_producer(QueueId(0), ProducerOptions::default(), on_confirm)
         .await
         .unwrap();
-    // With room to spare it would not have waited: it is refused anyway, on this thread.
-    let refused =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| producer.send_blocking(b"x")));
-    let payload = refused.unwrap_err();
-    let message = payload.downcast_ref::<String>().cloned().unwrap_or_default();
+    let producer = Arc::new(producer);
+    // In a task, on a worker thread: with room to spare it would not have waited, and it
+    // is refused anyway.
+    let on_worker = Arc::clone(&producer);
+    let message = tokio::spawn(async move {
+        let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            on_worker.send_blocking(b"x")
+        }));
+        let payload = refused.unwrap_err();
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default()
+    })
+    .await
+    .unwrap();
     assert!(message.contains("`send_blocking` blocks"), "{message}");
     assert!(message.contains("use `send` instead"), "{message}");
     // The async form on the runtime, and the blocking one on a blocking thread, both send.
     let first = producer.send(b"a").await.unwrap();
-    let producer = Arc::new(producer);
     let sender = Arc::clone(&producer);
     let second = tokio::task::spawn_blocking(move || sender.send_blocking(b"b"))
         .await

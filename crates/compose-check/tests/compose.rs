@@ -16,11 +16,16 @@ use zerodispatch_callback::Callback;
 use zerodispatch_core::{
     BatchError, Client, ClientEvent, ClientHandle, ClientType, ConfigError, Context, DispatchError,
     Dispatcher, Event, ExecuteOnAllError, NoMessage, ParseWaitStrategyError, Placement, PoolConfig,
-    RegisterError, ShutdownTimedOut, SyncError, WaitStrategy,
+    RegisterError, RegisterRefusal, ShutdownTimedOut, SyncError, WaitStrategy,
 };
 
 /// Compiles only for an error that composes.
 fn composes<E: Error + Send + Sync + 'static>() {}
+
+/// A client that is `Send` and not `Sync` (never built: only its type is named).
+#[allow(dead_code)]
+struct SendOnly(std::cell::Cell<u64>);
+impl Client<NoMessage> for SendOnly {}
 
 /// A message of a broker's own: plain data, as the core asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +43,9 @@ fn every_public_error_type_is_send_sync_static_and_an_error() {
     composes::<DispatchError<Callback>>();
     composes::<DispatchError<ClientHandle>>();
     composes::<BatchError<Event<Confirm>>>();
-    composes::<RegisterError>();
+    // A client need only be `Send`: the error handing it back is `Sync` anyway.
+    composes::<RegisterError<SendOnly>>();
+    composes::<RegisterRefusal>();
     composes::<SyncError>();
     composes::<ShutdownTimedOut>();
     composes::<ConfigError>();
@@ -115,6 +122,8 @@ fn every_call_with_anyhow(confirmed: &Arc<AtomicU64>) -> anyhow::Result<()> {
     )?;
     let processor = d.processors(ClientType::Queue)[0];
     d.execute(processor, Callback::new(|| ()))?;
+    let timer = d.schedule_in(processor, Duration::from_secs(60), Callback::new(|| ()))?;
+    assert!(d.cancel(timer));
     d.synchronize(queue)?;
     let on = d.call(queue, move || 40 + 2)?;
     assert_eq!(on, 42);

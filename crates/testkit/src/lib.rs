@@ -1,5 +1,8 @@
-//! Test support shared by the zerodispatch crates.
+//! Test support for zerodispatch and its users: proving that a path allocates nothing.
 //!
+//! * [`CountingAllocator`], [`assert_no_alloc`], [`allocations_during`]: the proof that a
+//!   path allocates nothing, on any thread (the facade re-exports them as
+//!   `zerodispatch::testing`, with the feature `testing`).
 //! * [`within`]: a watchdog that fails a test which used to hang, instead of stalling CI.
 //! * [`quiet_planned_panics`]: a panic hook that keeps the report of every panic but the
 //!   ones a fault test plans (and the processors catch and count).
@@ -87,6 +90,70 @@ pub fn quiet_planned_panics() {
             report(info);
         }
     }));
+}
+
+/// Runs `f` and returns its result with the allocations (and reallocations) made while it
+/// ran, on every thread of the process. Needs [`CountingAllocator`] as the binary's
+/// `#[global_allocator]`.
+///
+/// # Panics
+///
+/// If the binary's global allocator is not a [`CountingAllocator`]: a probe allocation is
+/// made first, and must be counted (otherwise every count would be a false zero).
+#[track_caller]
+pub fn allocations_during<R>(f: impl FnOnce() -> R) -> (R, u64) {
+    let before = CountingAllocator::allocations();
+    drop(std::hint::black_box(Box::new(0_u64)));
+    let after_probe = CountingAllocator::allocations();
+    assert!(
+        after_probe > before,
+        "zerodispatch-testkit: CountingAllocator is not this binary's #[global_allocator]: \
+         add `#[global_allocator] static GLOBAL: CountingAllocator = CountingAllocator;`"
+    );
+    let result = f();
+    (result, CountingAllocator::allocations() - after_probe)
+}
+
+/// Runs `f` (after its warm-up: the first use of a table, a thread's first call, may
+/// allocate) and returns its result, panicking if anything allocated while it ran, on any
+/// thread. Needs [`CountingAllocator`] as the binary's `#[global_allocator]`.
+///
+/// The count is the process's, so run the proof where nothing else allocates meanwhile: in
+/// a test binary of its own, with `harness = false` and [`proof_main`] (libtest's main
+/// thread allocates a warning for a test that runs over 60 s, and runs other tests on
+/// other threads).
+///
+/// ```
+/// use zerodispatch_testkit::{CountingAllocator, assert_no_alloc};
+///
+/// #[global_allocator]
+/// static GLOBAL: CountingAllocator = CountingAllocator;
+///
+/// fn main() {
+///     let mut ring = Vec::with_capacity(64); // the warm-up: allocated once
+///     let sum = assert_no_alloc(|| {
+///         for i in 0..64_u64 {
+///             ring.push(i); // within its capacity: no allocation
+///         }
+///         ring.iter().sum::<u64>()
+///     });
+///     assert_eq!(sum, 2016);
+///     let grew = std::panic::catch_unwind(move || assert_no_alloc(|| ring.push(64)));
+///     assert!(grew.is_err(), "a push past the capacity allocates");
+/// }
+/// ```
+///
+/// # Panics
+///
+/// If `f` allocated, or if the allocator is not installed ([`allocations_during`]).
+#[track_caller]
+pub fn assert_no_alloc<R>(f: impl FnOnce() -> R) -> R {
+    let (result, allocations) = allocations_during(f);
+    assert_eq!(
+        allocations, 0,
+        "{allocations} allocation(s) where none was allowed"
+    );
+    result
 }
 
 /// Allocations (including reallocations) made through a [`CountingAllocator`], on all
