@@ -116,6 +116,7 @@ enum BrokerSource {
 /// server.shutdown();
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[must_use = "a builder starts nothing until `start()`"]
 pub struct ServerBuilder {
     listen: SocketAddr,
     broker: Option<BrokerSource>,

@@ -130,6 +130,7 @@ impl Drop for BatchWriter<'_> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
+#[must_use = "a frame builder writes its frame at `finish()`; dropped, it writes nothing"]
 pub struct PublishBuilder<'a>(BatchWriter<'a>);
 
 impl<'a> PublishBuilder<'a> {
@@ -178,6 +179,7 @@ impl<'a> PublishBuilder<'a> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
+#[must_use = "a frame builder writes its frame at `finish()`; dropped, it writes nothing"]
 pub struct PublishConfirmBuilder<'a>(BatchWriter<'a>);
 
 impl<'a> PublishConfirmBuilder<'a> {
@@ -233,6 +235,7 @@ impl<'a> PublishConfirmBuilder<'a> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
+#[must_use = "a frame builder writes its frame at `finish()`; dropped, it writes nothing"]
 pub struct DeliverBuilder<'a>(BatchWriter<'a>);
 
 impl<'a> DeliverBuilder<'a> {
@@ -282,6 +285,7 @@ impl<'a> DeliverBuilder<'a> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
+#[must_use = "a frame builder writes its frame at `finish()`; dropped, it writes nothing"]
 pub struct ConsumerConfirmBuilder<'a>(BatchWriter<'a>);
 
 impl<'a> ConsumerConfirmBuilder<'a> {

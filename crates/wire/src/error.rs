@@ -13,6 +13,7 @@ use crate::status::ErrorCode;
 /// Detected as soon as the bytes that show it are there: a bad header before its body is
 /// buffered, a bad body once it is whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DecodeError {
     /// The first two bytes are not `ZD`.
     BadMagic,
@@ -205,6 +206,7 @@ impl std::error::Error for DecodeError {}
 /// A frame that cannot be encoded as asked: nothing of it was written, and the buffer is
 /// as it was before the call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum EncodeError {
     /// The payload is longer than [`MAX_PAYLOAD_LEN`](crate::MAX_PAYLOAD_LEN).
     PayloadTooLarge {

@@ -1,0 +1,139 @@
+//! Proof that timers allocate nothing once the dispatcher runs: a counting
+//! `#[global_allocator]` over all threads, 50,000 timers after warm-up, scheduled from an
+//! application thread (due at once, or cancelled before their deadline) and a ticker that
+//! schedules its next turn from its own callback on the processor, as the broker's
+//! producers' tickers do.
+//!
+//! Its own test binary without libtest (`harness = false`, `zerodispatch_testkit::proof_main`).
+
+#![cfg(not(loom))]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use zerodispatch_core::*;
+use zerodispatch_testkit::CountingAllocator;
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+const TIMERS: u64 = 50_000;
+const WARM_UP: u64 = 2_000;
+
+fn main() {
+    zerodispatch_testkit::proof_main("timers_allocate_nothing_per_timer", timers_allocate_nothing);
+}
+
+/// One turn of a ticker: counts, then schedules the next, `left` more times.
+fn tick(d: DispatcherHandle<NoMessage>, queue: ProcessorId, ticks: Arc<AtomicU64>, left: u32) {
+    ticks.fetch_add(1, Ordering::Relaxed);
+    if left > 0 {
+        let next = d.clone();
+        d.schedule_in(
+            queue,
+            Duration::from_micros(50),
+            Callback::new(move || tick(next, queue, ticks, left - 1)),
+        )
+        .expect("the ticker's own slot was freed before it ran");
+    }
+}
+
+/// Schedules `n` timers from this thread: three in four due now, one in four cancelled.
+/// A full set of timers hands the callback back, and it is scheduled again.
+fn schedule(d: &Dispatcher<NoMessage>, queue: ProcessorId, fired: &Arc<AtomicU64>, n: u64) -> u64 {
+    let mut cancelled = 0;
+    for i in 0..n {
+        let fired = fired.clone();
+        let mut callback = Callback::new(move || {
+            fired.fetch_add(1, Ordering::Relaxed);
+        });
+        let cancel = i % 4 == 3;
+        let at = if cancel {
+            d.now() + Duration::from_millis(1)
+        } else {
+            d.now()
+        };
+        let token = loop {
+            match d.schedule(queue, at, callback) {
+                Ok(token) => break token,
+                Err(DispatchError::TimersFull(back)) => {
+                    callback = back;
+                    std::thread::yield_now();
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        if cancel && d.cancel(token) {
+            cancelled += 1;
+        }
+    }
+    cancelled
+}
+
+fn timers_allocate_nothing() {
+    let d = Dispatcher::<NoMessage>::builder()
+        .pool(ClientType::Queue, PoolConfig::new(2).timers(256))
+        .build()
+        .unwrap();
+    // The application's timers on one processor, the ticker alone on the other: it always
+    // finds the slot its last turn freed.
+    let queue = d.processors(ClientType::Queue)[0];
+    let ticker = d.processors(ClientType::Queue)[1];
+    let fired = Arc::new(AtomicU64::new(0));
+    let ticks = Arc::new(AtomicU64::new(0));
+    let settled = |expected: u64| {
+        while fired.load(Ordering::Relaxed) < expected
+            || d.stats().iter().any(|p| p.timers_pending > 0)
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+
+    // Warm-up: the calling thread's first `call`, the first timers, a ticker's first turns.
+    let cancelled = schedule(&d, queue, &fired, WARM_UP);
+    let (h, t) = (d.handle(), ticks.clone());
+    d.schedule_in(
+        ticker,
+        Duration::ZERO,
+        Callback::new(move || tick(h, ticker, t, 100)),
+    )
+    .unwrap();
+    settled(WARM_UP - cancelled);
+    d.synchronize(queue).unwrap();
+    d.synchronize(ticker).unwrap();
+    let _ = d.stats();
+
+    let before = CountingAllocator::allocations();
+    let fired_before = fired.load(Ordering::Relaxed);
+    let (h, t) = (d.handle(), ticks.clone());
+    d.schedule_in(
+        ticker,
+        Duration::ZERO,
+        Callback::new(move || tick(h, ticker, t, 1_000)),
+    )
+    .unwrap();
+    let cancelled = schedule(&d, queue, &fired, TIMERS);
+    while fired.load(Ordering::Relaxed) < fired_before + TIMERS - cancelled
+        || ticks.load(Ordering::Relaxed) < 101 + 1_001
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    d.synchronize(queue).unwrap();
+    d.synchronize(ticker).unwrap();
+    let after = CountingAllocator::allocations();
+
+    assert!(
+        cancelled > TIMERS / 8,
+        "a quarter were cancelled in time: {cancelled}"
+    );
+    assert_eq!(
+        after - before,
+        0,
+        "{} allocations for {TIMERS} timers and 1,001 ticks",
+        after - before
+    );
+    // Not counted: a snapshot allocates its vector.
+    let fired_in_all: u64 = d.stats().iter().map(|p| p.timers_fired).sum();
+    assert!(fired_in_all >= TIMERS - cancelled + 1_001);
+}
