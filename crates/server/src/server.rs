@@ -148,14 +148,12 @@ impl Default for ServerBuilder {
 impl ServerBuilder {
     /// The address to listen on; default `127.0.0.1:7878`. Port 0 picks a free port
     /// ([`Server::local_addr`] says which).
-    #[must_use]
     pub fn listen(mut self, addr: SocketAddr) -> Self {
         self.listen = addr;
         self
     }
 
     /// Starts a broker of this configuration with the server, and shuts it down with it.
-    #[must_use]
     pub fn broker_config(mut self, config: BrokerConfig) -> Self {
         self.broker = Some(BrokerSource::Start(config));
         self
@@ -187,7 +185,6 @@ impl ServerBuilder {
     /// assert!(broker.quiesce().is_ok(), "still running");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    #[must_use]
     pub fn broker(
         mut self,
         broker: Arc<Broker>,
@@ -199,7 +196,6 @@ impl ServerBuilder {
     }
 
     /// The server's limits.
-    #[must_use]
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
@@ -207,7 +203,6 @@ impl ServerBuilder {
 
     /// The tokio runtime's worker threads (the connections' I/O; the broker's processors
     /// are threads of their own). Default 2; at least 1.
-    #[must_use]
     pub fn worker_threads(mut self, threads: usize) -> Self {
         self.worker_threads = threads.max(1);
         self
@@ -389,7 +384,6 @@ impl fmt::Debug for Server {
 
 impl Server {
     /// A builder with the defaults.
-    #[must_use]
     pub fn builder() -> ServerBuilder {
         ServerBuilder::default()
     }
