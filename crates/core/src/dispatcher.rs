@@ -49,8 +49,11 @@ pub enum NoMessage {}
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// Dropping the dispatcher
-/// shuts it down (see the module documentation of the shutdown order).
+/// Dropping the dispatcher shuts it down (see the module documentation of the shutdown
+/// order). Keep it bound for as long as its handles are used: in
+/// `let h = builder.build()?.handle();` the dispatcher is a temporary, dropped (and shut
+/// down) at the end of the statement, which no `#[must_use]` can see; write
+/// `let d = builder.build()?; let h = d.handle();`.
 #[must_use = "dropping the Dispatcher shuts it down: keep it for as long as its handles are used"]
 pub struct Dispatcher<M: Send + 'static> {
     pub(crate) handle: DispatcherHandle<M>,
