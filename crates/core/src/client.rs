@@ -70,7 +70,7 @@ impl fmt::Display for ProcessorId {
 /// [`DispatcherHandle::register`], named by every event sent to the client.
 ///
 /// A handle is typed by its client: `register` of a `Queue` returns a
-/// `ClientHandle<Queue>`, and a callback on a `Queue` ([`Event::to_client`]) is accepted only
+/// `ClientHandle<Queue>`, and a callback on a `Queue` ([`Event::to_client`](crate::Event::to_client)) is accepted only
 /// with a handle to a `Queue`, so a callback sent to a client of another type does not
 /// compile:
 ///
@@ -85,7 +85,7 @@ impl fmt::Display for ProcessorId {
 /// ```
 ///
 /// A table of clients of several types keeps [erased](ClientHandle::erase) handles,
-/// `ClientHandle` (that is, `ClientHandle<AnyClient>`), which accept any [`Event`]; a callback
+/// `ClientHandle` (that is, `ClientHandle<AnyClient>`), which accept any [`Event`](crate::Event); a callback
 /// on a `C` goes to one as an `Event` (`Event::from(Event::to_client(..))`), and its type is
 /// checked on the processor: sent to a client of another type, it is not run (its captures
 /// are dropped) and is counted as `wrong_client_type`.

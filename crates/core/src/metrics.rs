@@ -6,7 +6,7 @@
 //!
 //! * [`export`] publishes what a set of [`ProcessorSnapshot`]s holds: the application calls
 //!   it periodically (every scrape, or every few seconds) with
-//!   [`Dispatcher::stats`](crate::Dispatcher::stats). Nothing is recorded on the event path;
+//!   [`DispatcherHandle::stats`](crate::DispatcherHandle::stats). Nothing is recorded on the event path;
 //!   a process that never calls `export` pays nothing, and one without a recorder installed
 //!   pays only the snapshot.
 //! * Every metric carries the labels `client_type` (`session`, `queue`, `cluster`) and
