@@ -44,7 +44,7 @@
 //!     DispatcherHandle, Event, InlineCallbackWith, MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS,
 //!     NoMessage, ParseWaitStrategyError, Percentiles, Pinning, Placement, PoolConfig,
 //!     ProcessorSnapshot, ShutdownTimedOut, WaitStrategy, counter, AnyClient, EventFor, ToClient,
-//!     TimerToken, testing::TestDispatcher,
+//!     TimerToken, testing::TestDispatcher, allow_blocking, assert_may_block, may_block,
 //! };
 //! fn handles_them_all(
 //!     _: Option<(BatchError<u8>, ConfigError, DispatchError<u8>, Executor<u8>)>,
@@ -93,7 +93,7 @@ pub use zerodispatch_core::{
     ExecuteOnAllRefusal, Executor, MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, NoMessage,
     ParseWaitStrategyError, Percentiles, Pinning, Placement, PoolConfig, Problem, ProcessorId,
     ProcessorSnapshot, RegisterError, RegisterRefusal, ShutdownTimedOut, SyncError, TimerToken,
-    ToClient, WaitStrategy,
+    ToClient, WaitStrategy, allow_blocking, assert_may_block, may_block,
 };
 // Single-writer counters for a client's own figures (see the module): public on purpose,
 // the broker's statistics are built from them and so can a user's client's.

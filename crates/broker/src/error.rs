@@ -328,10 +328,11 @@ impl From<ConfigError> for BrokerError {
     }
 }
 
-impl<C> From<RegisterError<C>> for BrokerError {
-    /// The reason; the refused client (a session or a queue of the broker's own) is
-    /// dropped.
-    fn from(e: RegisterError<C>) -> Self {
+impl BrokerError {
+    /// A refused registration of one of the broker's own clients (a session, a queue):
+    /// the reason; the client, handed back, is dropped. Not a `From`, so that no `?` drops
+    /// a client silently.
+    pub(crate) fn refused_register<C>(e: RegisterError<C>) -> Self {
         match e.reason {
             RegisterRefusal::ShutDown => BrokerError::ShutDown,
             other => BrokerError::Register(other),

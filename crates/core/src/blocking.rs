@@ -19,20 +19,75 @@
 //!
 //! Without the feature there is no check (the core does not depend on tokio then).
 
-/// Panics if the calling thread is a worker of a tokio runtime (feature `tokio`): `call` is
-/// the blocking call, `instead` its async form (empty if it has none).
+std::thread_local! {
+    /// Depth of [`allow_blocking`] on this thread.
+    static ALLOWED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether a blocking call of the dispatcher may be made on this thread: `false` on a
+/// tokio runtime's worker thread (with the feature `tokio`), outside [`allow_blocking`].
+/// For a library on the dispatcher that must decide whether to wait (a `close` that waits
+/// for outcomes, say): a thread-local read.
+#[must_use]
+#[inline]
+pub fn may_block() -> bool {
+    #[cfg(all(feature = "tokio", not(loom)))]
+    {
+        ALLOWED.with(std::cell::Cell::get) > 0 || tokio::runtime::worker_index().is_none()
+    }
+    #[cfg(not(all(feature = "tokio", not(loom))))]
+    {
+        true
+    }
+}
+
+/// Runs `f` with the check of blocking calls off on this thread: for code that must block
+/// where it runs and bounds how long, as a `Drop` that has to hand an event on (a drop
+/// cannot be async). The check comes back when `f` returns or unwinds.
+///
+/// ```
+/// # use zerodispatch_core::*;
+/// let d = Dispatcher::<NoMessage>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build()?;
+/// let queue = d.processors(ClientType::Queue)[0];
+/// // Allowed anywhere, a tokio worker included (where it stalls that worker meanwhile).
+/// allow_blocking(|| d.synchronize(queue))?;
+/// assert!(may_block());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn allow_blocking<R>(f: impl FnOnce() -> R) -> R {
+    struct Allowed;
+    impl Drop for Allowed {
+        fn drop(&mut self) {
+            ALLOWED.with(|a| a.set(a.get() - 1));
+        }
+    }
+    ALLOWED.with(|a| a.set(a.get() + 1));
+    let _allowed = Allowed;
+    f()
+}
+
+/// Panics, naming `instead`, if a blocking call (`call`, by its name) may not be made on
+/// this thread ([`may_block`]): the check every blocking call of the dispatcher makes, for
+/// a library's own blocking calls on top of it to make too.
+///
+/// # Panics
+///
+/// On a tokio runtime's worker thread (feature `tokio`), outside [`allow_blocking`].
+#[inline]
+#[track_caller]
+pub fn assert_may_block(call: &'static str, instead: &'static str) {
+    if !may_block() {
+        refused(call, instead);
+    }
+}
+
+/// [`assert_may_block`], inside the crate.
 #[inline]
 #[track_caller]
 pub(crate) fn refuse_on_runtime(call: &'static str, instead: &'static str) {
-    #[cfg(all(feature = "tokio", not(loom)))]
-    if tokio::runtime::worker_index().is_some() {
-        refused(call, instead);
-    }
-    #[cfg(not(all(feature = "tokio", not(loom))))]
-    let _ = (call, instead);
+    assert_may_block(call, instead);
 }
 
-#[cfg(all(feature = "tokio", not(loom)))]
 #[cold]
 #[inline(never)]
 #[track_caller]

@@ -53,6 +53,16 @@ impl Clock {
         self.epoch + Duration::from_nanos(ns)
     }
 
+    /// The instant `delay` from now, or the latest this clock can name (584 years on) for a
+    /// delay beyond it: never due while a process runs.
+    pub(crate) fn after(&self, delay: Duration) -> Instant {
+        let now = self.now();
+        now.checked_add(delay)
+            .or_else(|| self.epoch.checked_add(Duration::from_nanos(u64::MAX)))
+            // A platform whose `Instant` cannot reach that far: 34 years on.
+            .unwrap_or_else(|| now + Duration::from_secs(1 << 30))
+    }
+
     /// How long from now until `deadline_ns` (zero if it has passed).
     pub(crate) fn until(&self, deadline_ns: u64) -> Duration {
         Duration::from_nanos(deadline_ns.saturating_sub(self.now_ns()))

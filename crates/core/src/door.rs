@@ -77,6 +77,8 @@ impl<M: Send + 'static> Future for DispatchFuture<'_, M> {
         let done = match route(this.handle, this.to) {
             Route::Nowhere => Err(DispatchError::NoSuchProcessor(item)),
             Route::FromProcessor(own, target) => own.send_from(target, item, true),
+            // A stepped dispatcher's queue is emptied by its test alone: not waited for.
+            Route::Door(target) if this.handle.shared.stepped => target.try_push(item),
             Route::Door(target) => {
                 match target.poll_push(item, cx.waker(), &mut this.registration, |item| {
                     target.try_push(item)
@@ -183,12 +185,18 @@ impl<M: Send + 'static, I: Iterator<Item = Event<M>>> Future for DispatchBatchFu
                 own.send_batch_from(target, &mut items, enqueued, true)
             }
             Route::Door(target) => {
-                let attempt = |item| {
+                let mut attempt = |item| {
                     let mut items =
                         std::iter::once(item).chain(events.by_ref().map(|e| Item::new(key, e)));
                     target.try_push_batch(&mut items, enqueued)
                 };
-                match target.poll_push(first, cx.waker(), &mut this.registration, attempt) {
+                // A stepped dispatcher's queue is emptied by its test alone: not waited for.
+                let door = if this.handle.shared.stepped {
+                    Door::Done(attempt(first))
+                } else {
+                    target.poll_push(first, cx.waker(), &mut this.registration, attempt)
+                };
+                match door {
                     Door::Done(done) => done,
                     Door::Wait(item) => {
                         this.held = Some(item);
@@ -290,14 +298,26 @@ impl<M: Send + 'static, R: 'static> Future for CallFuture<'_, M, R> {
         if let Some(error) = this.refused.take() {
             return Poll::Ready(Err(error));
         }
+        let stepped = this.handle.shared.stepped;
         if let Some(item) = this.item.take() {
             let processor = this
                 .handle
                 .processor(this.target)
                 .expect("checked when the future was made");
-            match processor.poll_push(item, cx.waker(), &mut this.registration, |item| {
-                processor.try_push(item)
-            }) {
+            // A stepped dispatcher runs its processors here: room for the call first, then
+            // the call itself, so that the answer is there below. Nothing waits.
+            let door = if stepped {
+                this.handle.run_stepped();
+                Door::Done(processor.try_push(item))
+            } else {
+                processor.poll_push(item, cx.waker(), &mut this.registration, |item| {
+                    processor.try_push(item)
+                })
+            };
+            if stepped {
+                this.handle.run_stepped();
+            }
+            match door {
                 Door::Wait(item) => {
                     this.item = Some(item);
                     return Poll::Pending;

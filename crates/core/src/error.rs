@@ -270,13 +270,6 @@ impl<C> fmt::Display for RegisterError<C> {
 
 impl<C> std::error::Error for RegisterError<C> {}
 
-impl<C> From<RegisterError<C>> for RegisterRefusal {
-    /// The reason alone, the client dropped.
-    fn from(e: RegisterError<C>) -> Self {
-        e.reason
-    }
-}
-
 /// Why [`execute_on_all`](crate::DispatcherHandle::execute_on_all) reached no processor:
 /// it runs `f` on every processor of the type or on none, so a refusal hands `f` and
 /// `done` back, neither run, and names the processors not reached (all of the type).

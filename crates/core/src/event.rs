@@ -161,12 +161,6 @@ pub(crate) enum Item<M> {
         key: ClientKey,
         callback: ClientCallback<M>,
     },
-    /// A timer's callback on its way to the processor's heap (`timers.rs`): its slot holds
-    /// the deadline.
-    Timer {
-        slot: u32,
-        callback: Callback,
-    },
     /// A monitor's probe: the time it was enqueued, to sample time in queue and detect a
     /// stuck processor.
     Probe(Instant),
@@ -191,19 +185,16 @@ impl<M> Item<M> {
             Item::Callback { callback, .. } => Event::Callback(callback),
             Item::Message { message, .. } => Event::Message(message),
             Item::ClientCallback { callback, .. } => Event::ClientCallback(callback),
-            Item::DispatcherCallback(_)
-            | Item::Timer { .. }
-            | Item::Probe(_)
-            | Item::Unregister { .. } => {
+            Item::DispatcherCallback(_) | Item::Probe(_) | Item::Unregister { .. } => {
                 unreachable!("only items made from events are handed back as events")
             }
         }
     }
 
-    /// The callback back out of a dispatcher callback or timer item.
+    /// The callback back out of a dispatcher callback item.
     pub(crate) fn into_dispatcher_callback(self) -> Callback {
         match self {
-            Item::DispatcherCallback(callback) | Item::Timer { callback, .. } => callback,
+            Item::DispatcherCallback(callback) => callback,
             _ => unreachable!("only a dispatcher callback is handed back as one"),
         }
     }

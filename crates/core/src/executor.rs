@@ -20,7 +20,10 @@ impl<M: Send + 'static> Executor<M> {
     /// # Errors
     ///
     /// As [`DispatcherHandle::execute`].
+    #[track_caller]
     pub fn post(&self, f: Callback) -> Result<(), DispatchError<Callback>> {
+        self.dispatcher
+            .refuse_blocking("Executor::post", "call_async");
         self.dispatcher.execute(self.processor, f)
     }
 
@@ -29,6 +32,7 @@ impl<M: Send + 'static> Executor<M> {
     /// # Errors
     ///
     /// As [`post`](Self::post).
+    #[track_caller]
     pub fn dispatch(&self, f: Callback) -> Result<(), DispatchError<Callback>> {
         if current_processor() == Some((self.dispatcher.id(), self.processor)) {
             f.call();

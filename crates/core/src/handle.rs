@@ -183,6 +183,16 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         }
     }
 
+    /// The check of `blocking.rs` for a call that may park this thread, made on every
+    /// dispatcher but a stepped one (whose calls never wait).
+    #[inline]
+    #[track_caller]
+    pub(crate) fn refuse_blocking(&self, call: &'static str, instead: &'static str) {
+        if !self.shared.stepped {
+            crate::blocking::refuse_on_runtime(call, instead);
+        }
+    }
+
     /// `Wait::No` on a stepped dispatcher ([`testing`](crate::testing)), whose processors
     /// run only when its test steps them: a wait for room there would never end.
     #[inline]
@@ -262,12 +272,13 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// outbox is full too (`PoolConfig::outbox_capacity`): keep the event and retry at the
     /// next flush ([`Context::flush_again`](crate::Context::flush_again)).
     #[inline]
+    #[track_caller]
     pub fn dispatch<C>(
         &self,
         to: ClientHandle<C>,
         event: impl EventFor<M, C>,
     ) -> Result<(), DispatchError<Event<M>>> {
-        crate::blocking::refuse_on_runtime("dispatch", "dispatch_async");
+        self.refuse_blocking("dispatch", "dispatch_async");
         self.dispatch_waiting(to, event.into_event(), Wait::Forever)
     }
 
@@ -301,13 +312,14 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// As [`dispatch`](Self::dispatch), and [`DispatchError::Timeout`] with the event when
     /// the queue stayed full until the deadline.
     #[inline]
+    #[track_caller]
     pub fn dispatch_timeout<C>(
         &self,
         to: ClientHandle<C>,
         event: impl EventFor<M, C>,
         timeout: Duration,
     ) -> Result<(), DispatchError<Event<M>>> {
-        crate::blocking::refuse_on_runtime("dispatch_timeout", "dispatch_async");
+        self.refuse_blocking("dispatch_timeout", "dispatch_async");
         self.dispatch_waiting(to, event.into_event(), Wait::timeout(timeout))
     }
 
@@ -318,13 +330,14 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     ///
     /// As [`dispatch_timeout`](Self::dispatch_timeout).
     #[inline]
+    #[track_caller]
     pub fn dispatch_deadline<C>(
         &self,
         to: ClientHandle<C>,
         event: impl EventFor<M, C>,
         deadline: Instant,
     ) -> Result<(), DispatchError<Event<M>>> {
-        crate::blocking::refuse_on_runtime("dispatch_deadline", "dispatch_async");
+        self.refuse_blocking("dispatch_deadline", "dispatch_async");
         self.dispatch_waiting(to, event.into_event(), Wait::Until(deadline))
     }
 
@@ -362,6 +375,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     ///
     /// As [`dispatch`](Self::dispatch); the callback comes back inside the event.
     #[inline]
+    #[track_caller]
     pub fn dispatch_callback<C, F>(
         &self,
         to: ClientHandle<C>,
@@ -370,6 +384,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     where
         F: FnOnce() + Send + 'static,
     {
+        self.refuse_blocking("dispatch_callback", "dispatch_async");
         self.dispatch(to, Event::Callback(Callback::new(f)))
     }
 
@@ -414,12 +429,13 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// As [`try_dispatch_batch`](Self::try_dispatch_batch), except that a full queue is
     /// waited for, or on a processor thread outboxed, as by [`dispatch`](Self::dispatch)
     /// (`Full` only on a processor thread whose outbox is full).
+    #[track_caller]
     pub fn dispatch_batch<C>(
         &self,
         to: ClientHandle<C>,
         events: &mut impl Iterator<Item = impl EventFor<M, C>>,
     ) -> Result<usize, BatchError<Event<M>>> {
-        crate::blocking::refuse_on_runtime("dispatch_batch", "dispatch_batch_async");
+        self.refuse_blocking("dispatch_batch", "dispatch_batch_async");
         self.enqueue(to, &mut events.map(EventFor::into_event), Wait::Forever)
     }
 
@@ -431,13 +447,14 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// # Errors
     ///
     /// As [`dispatch_batch`](Self::dispatch_batch), and `Timeout`.
+    #[track_caller]
     pub fn dispatch_batch_timeout<C>(
         &self,
         to: ClientHandle<C>,
         events: &mut impl Iterator<Item = impl EventFor<M, C>>,
         timeout: Duration,
     ) -> Result<usize, BatchError<Event<M>>> {
-        crate::blocking::refuse_on_runtime("dispatch_batch_timeout", "dispatch_batch_async");
+        self.refuse_blocking("dispatch_batch_timeout", "dispatch_batch_async");
         self.enqueue(
             to,
             &mut events.map(EventFor::into_event),
@@ -450,13 +467,14 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// # Errors
     ///
     /// As [`dispatch_batch_timeout`](Self::dispatch_batch_timeout).
+    #[track_caller]
     pub fn dispatch_batch_deadline<C>(
         &self,
         to: ClientHandle<C>,
         events: &mut impl Iterator<Item = impl EventFor<M, C>>,
         deadline: Instant,
     ) -> Result<usize, BatchError<Event<M>>> {
-        crate::blocking::refuse_on_runtime("dispatch_batch_deadline", "dispatch_batch_async");
+        self.refuse_blocking("dispatch_batch_deadline", "dispatch_batch_async");
         self.enqueue(
             to,
             &mut events.map(EventFor::into_event),
@@ -534,12 +552,13 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// # Errors
     ///
     /// As [`dispatch`](Self::dispatch), with the callback handed back.
+    #[track_caller]
     pub fn execute(
         &self,
         processor: impl Into<ProcessorId>,
         callback: Callback,
     ) -> Result<(), DispatchError<Callback>> {
-        crate::blocking::refuse_on_runtime("execute", "call_async");
+        self.refuse_blocking("execute", "call_async");
         let processor = processor.into();
         let Some(p) = self.processor(processor) else {
             return Err(DispatchError::NoSuchProcessor(callback));
@@ -555,11 +574,11 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// processor's timers are preallocated (`PoolConfig::timers`); the protocol is in
     /// `timers.rs`.
     ///
-    /// The callback travels to the processor through its queue like
-    /// [`execute`](Self::execute)'s, so it waits while the queue is full (on a processor
-    /// thread it goes through the outbox instead, never waiting). A timer runs once; one
-    /// that repeats schedules its next turn from its callback. Timers not due at shutdown
-    /// are dropped unrun.
+    /// Never waits, on any thread (a processor's, an async task's): the callback goes to the
+    /// processor beside its queue, on arrivals as large as its timers, which a free timer
+    /// guarantees have room. A timer runs once; one that repeats schedules its next turn
+    /// from its callback (the processor frees a timer before it runs it, so the next turn
+    /// finds one). Timers not due at shutdown are dropped unrun.
     ///
     /// ```
     /// # use zerodispatch_core::*;
@@ -579,14 +598,14 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// # Errors
     ///
     /// The callback comes back in [`DispatchError::TimersFull`] when every timer of the
-    /// processor is in use, or as [`execute`](Self::execute)'s would.
+    /// processor is in use, [`DispatchError::ShutDown`] once shutdown has started, and
+    /// [`DispatchError::NoSuchProcessor`] for a processor this dispatcher does not have.
     pub fn schedule(
         &self,
         processor: impl Into<ProcessorId>,
         deadline: Instant,
         callback: Callback,
     ) -> Result<TimerToken, DispatchError<Callback>> {
-        crate::blocking::refuse_on_runtime("schedule", "");
         let processor = processor.into();
         let Some(p) = self.processor(processor) else {
             return Err(DispatchError::NoSuchProcessor(callback));
@@ -594,16 +613,16 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         let Some((slot, generation)) = p.timers.take(self.shared.clock.ns_of(deadline)) else {
             return Err(DispatchError::TimersFull(callback));
         };
-        match self.send(p, Item::Timer { slot, callback }, Wait::Forever) {
+        match p.push_timer(slot, callback) {
             Ok(()) => Ok(TimerToken {
                 dispatcher: self.shared.id,
                 processor,
                 slot,
                 generation,
             }),
-            Err(e) => {
+            Err(callback) => {
                 p.timers.release(slot);
-                Err(e.map(Item::into_dispatcher_callback))
+                Err(DispatchError::ShutDown(callback))
             }
         }
     }
@@ -613,13 +632,15 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// # Errors
     ///
     /// As [`schedule`](Self::schedule).
+    /// A delay too long for the clock (`Duration::MAX`) is a timer that never comes due
+    /// while the dispatcher runs.
     pub fn schedule_in(
         &self,
         processor: impl Into<ProcessorId>,
         delay: Duration,
         callback: Callback,
     ) -> Result<TimerToken, DispatchError<Callback>> {
-        self.schedule(processor, self.now() + delay, callback)
+        self.schedule(processor, self.shared.clock.after(delay), callback)
     }
 
     /// Cancels a timer: `true` if it had not started, and then it never runs (its callback
@@ -630,8 +651,14 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         if token.dispatcher != self.shared.id {
             return false;
         }
-        self.processor(token.processor)
-            .is_some_and(|p| p.timers.cancel(token.slot, token.generation))
+        let Some(p) = self.processor(token.processor) else {
+            return false;
+        };
+        let cancelled = p.timers.cancel(token.slot, token.generation);
+        if cancelled {
+            p.nudge();
+        }
+        cancelled
     }
 
     /// Now, on the clock timers are measured on: the monotonic clock, or the test's clock
@@ -714,11 +741,12 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     ///
     /// `ShutDown` if shutdown has started (the processor drops its clients itself then),
     /// `NoSuchProcessor` for a handle of another dispatcher.
+    #[track_caller]
     pub fn unregister<C>(
         &self,
         handle: ClientHandle<C>,
     ) -> Result<(), DispatchError<ClientHandle<C>>> {
-        crate::blocking::refuse_on_runtime("unregister", "");
+        self.refuse_blocking("unregister", "");
         let Some(target) = self.target(handle) else {
             return Err(DispatchError::NoSuchProcessor(handle));
         };
@@ -742,7 +770,9 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// # Errors
     ///
     /// As [`call`](Self::call) (`Panicked` cannot happen: there is nothing to run).
+    #[track_caller]
     pub fn synchronize(&self, target: impl Into<ProcessorId>) -> Result<(), SyncError> {
+        self.refuse_blocking("synchronize", "call_async");
         self.call(target, || ())
     }
 
@@ -785,12 +815,13 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// other), `ShutDown` if shutdown has started (`f` is dropped unrun), `NoSuchProcessor`
     /// for a bad id, `Panicked` if `f` panicked (the processor caught and counted the panic,
     /// and goes on), `Dropped` if the processor's thread died before it got there.
+    #[track_caller]
     pub fn call<F, R>(&self, target: impl Into<ProcessorId>, f: F) -> Result<R, SyncError>
     where
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        crate::blocking::refuse_on_runtime("call", "call_async");
+        self.refuse_blocking("call", "call_async");
         let id = target.into();
         let processor = self.processor(id).ok_or(SyncError::NoSuchProcessor(id))?;
         if let Some(own) = self.current() {
@@ -876,6 +907,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// has none, `ShutDown` once shutdown has closed one of them, `OutboxFull` on a
     /// processor thread whose outbox has room for fewer events than the type has
     /// processors.
+    #[track_caller]
     pub fn execute_on_all<F, D>(
         &self,
         client_type: ClientType,
@@ -886,7 +918,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         F: Fn() + Send + Sync + 'static,
         D: FnOnce() + Send + 'static,
     {
-        crate::blocking::refuse_on_runtime("execute_on_all", "");
+        self.refuse_blocking("execute_on_all", "");
         struct All<F> {
             f: F,
             remaining: std::sync::atomic::AtomicUsize,

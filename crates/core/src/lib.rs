@@ -94,6 +94,7 @@ mod wake;
 #[cfg(all(test, loom))]
 mod loom_tests;
 
+pub use blocking::{allow_blocking, assert_may_block, may_block};
 pub use builder::DispatcherBuilder;
 pub use client::{
     AnyClient, Client, ClientCallback, ClientEvent, ClientHandle, ClientType, Context, ProcessorId,

@@ -537,3 +537,41 @@ fn loom_a_timer_is_cancelled_or_run_never_both_and_a_stale_token_cancels_nothing
         assert!(!slots.fire(slot));
     });
 }
+
+/// A timer scheduled to a processor about to sleep (`push_timer`, through its gate onto its
+/// arrivals) wakes it, by the wake protocol of any event: no lost wake-up, so a timer is
+/// never left waiting for an unrelated event.
+#[test]
+fn loom_a_timer_scheduled_to_a_sleeping_processor_wakes_it() {
+    loom::model(|| {
+        let id = ProcessorId {
+            client_type: ClientType::Queue,
+            index: 0,
+        };
+        let shared = Arc::new(ProcessorShared::<u64>::new(
+            id,
+            PoolConfig::new(1).capacity(2).timers(1),
+        ));
+        let processor = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                loop {
+                    if let Some((slot, callback)) = shared.timers.arrivals.pop() {
+                        drop(callback);
+                        return slot;
+                    }
+                    // Nothing popped yet: the gate's count is what the sleep weighs.
+                    shared.sleep(0, thread::park, true);
+                }
+            })
+        };
+        assert!(shared.thread.set(processor.thread().clone()).is_ok());
+        let (slot, _) = shared.timers.take(0).expect("one free timer");
+        assert!(
+            shared
+                .push_timer(slot, zerodispatch_callback::Callback::new(|| ()))
+                .is_ok()
+        );
+        assert_eq!(processor.join().unwrap(), slot);
+    });
+}

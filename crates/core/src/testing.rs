@@ -65,6 +65,7 @@ use std::ops::Deref;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::client::ClientType;
 use crate::handle::DispatcherHandle;
 use crate::processor::Runner;
 
@@ -152,8 +153,8 @@ impl<M: Send + 'static> fmt::Debug for TestDispatcher<M> {
 pub(crate) trait Steps: Send + Sync {
     /// [`TestDispatcher::run_until_idle`]: 0 after the shutdown.
     fn run_until_idle(&self) -> u64;
-    /// [`TestDispatcher::shutdown`]: idempotent.
-    fn shut_down(&self);
+    /// [`TestDispatcher::shutdown`], pool by pool in `order`: idempotent.
+    fn shut_down(&self, order: [ClientType; 3]);
 }
 
 /// The runners of a stepped dispatcher, taken at its shutdown (they hold handles to the
@@ -190,28 +191,38 @@ impl<M: Send + 'static> Steps for Stepped<M> {
         );
     }
 
-    fn shut_down(&self) {
+    fn shut_down(&self, order: [ClientType; 3]) {
         let mut taken = self.runners.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(mut runners) = taken.take() else {
+        let Some(mut running) = taken.take() else {
             return;
         };
-        for runner in &runners {
-            runner.shared().close();
-        }
-        for runner in &runners {
-            runner.shared().request_stop();
-        }
-        for _ in 0..MAX_TURNS {
-            if runners.iter().all(Runner::may_exit_stepped) {
-                break;
-            }
-            for runner in &mut runners {
-                runner.step();
-            }
-        }
         drop(taken);
-        for runner in runners {
-            runner.finish();
+        // As a running dispatcher's shutdown: pool by pool, every gate of the pool closed
+        // and its processors told to stop, then run (with the pools still running) until
+        // they may exit, and finished.
+        for client_type in order {
+            let (stopping, rest): (Vec<_>, Vec<_>) = running
+                .into_iter()
+                .partition(|r| r.shared().id.client_type == client_type);
+            running = rest;
+            let mut stopping = stopping;
+            for runner in &stopping {
+                runner.shared().close();
+            }
+            for runner in &stopping {
+                runner.shared().request_stop();
+            }
+            for _ in 0..MAX_TURNS {
+                if stopping.iter().all(Runner::may_exit_stepped) {
+                    break;
+                }
+                for runner in stopping.iter_mut().chain(running.iter_mut()) {
+                    runner.step();
+                }
+            }
+            for runner in stopping {
+                runner.finish_stepped();
+            }
         }
     }
 }
@@ -229,7 +240,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             .shutting_down
             .store(true, std::sync::atomic::Ordering::Release);
         if let Some(runners) = self.shared.runners.get() {
-            runners.shut_down();
+            runners.shut_down(self.shared.global.shutdown_order);
         }
     }
 }

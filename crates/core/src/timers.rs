@@ -23,26 +23,36 @@
 //!
 //! 1. `schedule` pops a free slot (none: `TimersFull`, the callback handed back), writes the
 //!    deadline, and moves the state to `(generation + 1, PENDING)`; the token it returns
-//!    carries that generation. Then it sends the callback to the processor through its
-//!    queue (`Item::Timer`, by the rules of any dispatch: on a processor thread through the
-//!    outbox, never waiting), which puts it in its heap. A refused send frees the slot and
-//!    hands the callback back.
+//!    carries that generation. Then it enters the processor's gate (closed: `ShutDown`,
+//!    the slot freed and the callback handed back) and pushes `(slot, callback)` on the
+//!    processor's *arrivals*, a bounded queue as large as the slots, which a taken slot
+//!    guarantees has room: it never waits and never fails, on any thread, a processor's
+//!    included (no outbox: a timer cannot be held up behind full queues). The gate entry
+//!    counts like an event's, so the wake protocol of `wake.rs` wakes a sleeping processor
+//!    and a shutdown waits for the arrival to be taken: the same loom-checked protocol.
 //! 2. `cancel(token)` moves `(generation, PENDING)` to `(generation, CANCELLED)` with one
 //!    compare-and-swap: it succeeds only while the callback has not started (and never
-//!    for a token of an earlier use of the slot, whose generation is gone).
-//! 3. At the deadline the processor moves `(generation, PENDING)` to `(generation, FREE)`
-//!    with a compare-and-swap and, if it won, runs the callback; if a cancel won, it drops
-//!    the callback unrun. Either way the slot goes back on the free list before the
-//!    callback runs, so that a timer that schedules its next turn finds a slot.
+//!    for a token of an earlier use of the slot, whose generation is gone). Then it tells
+//!    the processor, through a second bounded queue of `(slot, generation)`, and wakes it
+//!    if it sleeps, so that the callback is dropped and the slot freed at its next turn,
+//!    not at the deadline (a full queue of cancellations, or a missed wake, only delays
+//!    the reclaim to the deadline).
+//! 3. The processor takes the arrivals into its heap (a cancelled one is dropped at once),
+//!    drops the callbacks of the cancellations it is told of and frees their slots, and at
+//!    a deadline moves `(generation, PENDING)` to `(generation, FREE)` with a
+//!    compare-and-swap: if it won, it runs the callback; if a cancel won, it drops it
+//!    unrun. Either way the slot goes back on the free list before the callback runs, so
+//!    that a timer that schedules its next turn finds a slot.
 //!
 //! So a `cancel` that returns `true` means the callback will never run, and one that
-//! returns `false` means it has run, is running, or was cancelled before. A cancelled
-//! timer keeps its slot until its deadline, when the processor drops its callback: the
-//! slots count timers scheduled and not yet due. The generation has 62 bits: at one
-//! schedule per nanosecond on one slot it would wrap after 146 years.
+//! returns `false` means it has run, is running, or was cancelled before. Heap entries
+//! carry their generation: an entry whose timer was cancelled and reclaimed is skipped when
+//! it comes up, and the heap (room for twice the slots) is compacted in place when stale
+//! entries fill it, so it never grows. The generation has 62 bits: at one schedule per
+//! nanosecond on one slot it would wrap after 146 years.
 //!
 //! At shutdown the timers not yet due are dropped unrun, on the processor's thread, once
-//! its queue is drained.
+//! its queue and arrivals are drained.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -93,6 +103,10 @@ pub(crate) struct TimerSlots {
     capacity: usize,
     /// Indices of the free slots.
     free: BoundedQueue<u32>,
+    /// Timers scheduled and not yet taken by the processor: at most one per slot in use.
+    pub(crate) arrivals: BoundedQueue<(u32, Callback)>,
+    /// Timers cancelled, `(slot, generation)`, for the processor to reclaim.
+    cancelled: BoundedQueue<(u32, u64)>,
     /// Per slot, `generation << 2 | phase`.
     states: Box<[AtomicU64]>,
     /// Per slot, the deadline in nanoseconds on the dispatcher's clock; written by the
@@ -114,6 +128,8 @@ impl TimerSlots {
         Self {
             capacity,
             free,
+            arrivals: BoundedQueue::new(capacity.max(1)),
+            cancelled: BoundedQueue::new(2 * capacity.max(1)),
             states: (0..capacity.max(1)).map(words).collect(),
             deadlines: (0..capacity.max(1)).map(words).collect(),
         }
@@ -141,19 +157,37 @@ impl TimerSlots {
         self.deadlines[slot as usize].load(Ordering::Relaxed)
     }
 
-    /// Cancels the timer of `slot` and `generation` if it has not started: step 2.
+    /// Cancels the timer of `slot` and `generation` if it has not started, and queues its
+    /// reclaim for the processor: step 2.
     pub(crate) fn cancel(&self, slot: u32, generation: u64) -> bool {
         let Some(state) = self.states.get(slot as usize) else {
             return false;
         };
-        state
+        let cancelled = state
             .compare_exchange(
                 generation << 2 | PENDING,
                 generation << 2 | CANCELLED,
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             )
-            .is_ok()
+            .is_ok();
+        if cancelled {
+            // Full: the reclaim waits for the deadline instead.
+            let _ = self.cancelled.push((slot, generation));
+        }
+        cancelled
+    }
+
+    /// A cancellation to reclaim, if any (the processor's side of step 2).
+    pub(crate) fn next_cancelled(&self) -> Option<(u32, u64)> {
+        self.cancelled.pop()
+    }
+
+    /// The generation of the timer in `slot` and whether it is cancelled: read by the
+    /// processor when it takes the timer's arrival.
+    pub(crate) fn current(&self, slot: u32) -> (u64, bool) {
+        let state = self.states[slot as usize].load(Ordering::Acquire);
+        (state >> 2, state & PHASE == CANCELLED)
     }
 
     /// The processor's side at the deadline (step 3): frees the slot's state and returns
@@ -196,39 +230,81 @@ impl TimerSlots {
     }
 }
 
-/// The processor's half of its timers: the callbacks of the timers it has received, by
-/// slot, and a heap of `(deadline, arrival, slot)`, the earliest on top (ties in arrival
-/// order). Both hold every slot from the start, so nothing grows on the event path.
+/// The processor's half of its timers: the callbacks of the timers it has taken in, by
+/// slot, with their generation, and a heap of `(deadline, arrival, slot, generation)`, the
+/// earliest on top (ties in arrival order). The heap has room for twice the slots: a
+/// cancelled timer reclaimed early leaves its entry behind, skipped when it comes up, and
+/// such entries are compacted away in place when they fill the room. Nothing grows on the
+/// event path.
 pub(crate) struct TimerQueue {
-    heap: BinaryHeap<Reverse<(u64, u64, u32)>>,
-    callbacks: Box<[Option<Callback>]>,
+    heap: BinaryHeap<Reverse<(u64, u64, u32, u64)>>,
+    callbacks: Box<[Option<(u64, Callback)>]>,
     arrivals: u64,
 }
 
 impl TimerQueue {
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
-            heap: BinaryHeap::with_capacity(capacity),
+            heap: BinaryHeap::with_capacity(2 * capacity),
             callbacks: (0..capacity.max(1)).map(|_| None).collect(),
             arrivals: 0,
         }
     }
 
-    /// A timer received from the queue.
-    pub(crate) fn arrive(&mut self, slot: u32, deadline: u64, callback: Callback) {
+    /// A timer taken in from the arrivals.
+    pub(crate) fn arrive(&mut self, slot: u32, generation: u64, deadline: u64, callback: Callback) {
         debug_assert!(
             self.callbacks[slot as usize].is_none(),
             "timer slot {slot} twice"
         );
-        self.callbacks[slot as usize] = Some(callback);
+        self.callbacks[slot as usize] = Some((generation, callback));
         self.arrivals += 1;
-        // Never grows: at most one entry per slot.
-        self.heap.push(Reverse((deadline, self.arrivals, slot)));
+        if self.heap.len() == self.heap.capacity() {
+            // Full of stale entries (at most one live entry per slot): compacted in place.
+            let callbacks = &self.callbacks;
+            self.heap.retain(|Reverse((_, _, slot, generation))| {
+                callbacks[*slot as usize]
+                    .as_ref()
+                    .is_some_and(|(g, _)| g == generation)
+            });
+        }
+        debug_assert!(
+            self.heap.len() < self.heap.capacity().max(1),
+            "the heap never grows"
+        );
+        self.heap
+            .push(Reverse((deadline, self.arrivals, slot, generation)));
     }
 
-    /// The earliest deadline, if any timer is waiting.
-    pub(crate) fn next_deadline(&self) -> Option<u64> {
-        self.heap.peek().map(|Reverse((deadline, _, _))| *deadline)
+    /// The callback of the timer of `slot` and `generation`, taken out if it is here (a
+    /// cancelled timer, reclaimed before its deadline).
+    pub(crate) fn take(&mut self, slot: u32, generation: u64) -> Option<Callback> {
+        let entry = &mut self.callbacks[slot as usize];
+        if entry.as_ref().is_some_and(|(g, _)| *g == generation) {
+            entry.take().map(|(_, callback)| callback)
+        } else {
+            None
+        }
+    }
+
+    /// The deadline at the heap's top, perhaps a stale entry's (an early one, then).
+    pub(crate) fn peek_deadline(&self) -> Option<u64> {
+        self.heap.peek().map(|Reverse((deadline, ..))| *deadline)
+    }
+
+    /// Drops the heap's stale entries at its top, and returns the earliest deadline, if any
+    /// timer is waiting.
+    pub(crate) fn next_deadline(&mut self) -> Option<u64> {
+        while let Some(Reverse((deadline, _, slot, generation))) = self.heap.peek() {
+            let live = self.callbacks[*slot as usize]
+                .as_ref()
+                .is_some_and(|(g, _)| g == generation);
+            if live {
+                return Some(*deadline);
+            }
+            self.heap.pop();
+        }
+        None
     }
 
     /// The earliest timer if it is due at `now`.
@@ -236,22 +312,23 @@ impl TimerQueue {
         if self.next_deadline()? > now {
             return None;
         }
-        let Reverse((_, _, slot)) = self.heap.pop()?;
-        let callback = self.callbacks[slot as usize]
+        let Reverse((_, _, slot, _)) = self.heap.pop()?;
+        let (_, callback) = self.callbacks[slot as usize]
             .take()
-            .expect("a timer in the heap has its callback");
+            .expect("a live heap entry has its callback");
         Some((slot, callback))
     }
 
     /// Every timer still waiting, taken out (at the processor's exit).
     pub(crate) fn take_all(&mut self) -> impl Iterator<Item = (u32, Callback)> + '_ {
-        let callbacks = &mut self.callbacks;
-        self.heap.drain().map(move |Reverse((_, _, slot))| {
-            let callback = callbacks[slot as usize]
-                .take()
-                .expect("a timer in the heap has its callback");
-            (slot, callback)
-        })
+        self.heap.clear();
+        self.callbacks
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(slot, entry)| {
+                let (_, callback) = entry.take()?;
+                Some((u32::try_from(slot).expect("slots fit a u32"), callback))
+            })
     }
 }
 
@@ -296,6 +373,7 @@ mod tests {
             let tx = tx.clone();
             queue.arrive(
                 slot,
+                1,
                 deadline,
                 Callback::new(move || tx.send(slot).unwrap()),
             );
@@ -307,5 +385,24 @@ mod tests {
         }
         assert_eq!(rx.try_iter().collect::<Vec<_>>(), [1, 3, 2]);
         assert_eq!(queue.take_all().count(), 1);
+    }
+
+    #[test]
+    fn a_reclaimed_timer_leaves_a_stale_entry_that_is_skipped_and_compacted_never_grown() {
+        let mut queue = TimerQueue::new(2);
+        let capacity = 4;
+        // Slot 0 cancelled and reclaimed over and over, slot 1 live throughout.
+        queue.arrive(1, 1, 100, Callback::new(|| ()));
+        for generation in 1..=20 {
+            queue.arrive(0, generation, 50, Callback::new(|| ()));
+            assert!(queue.take(0, generation).is_some());
+            assert!(queue.take(0, generation).is_none(), "taken once");
+        }
+        assert!(queue.heap.capacity() >= capacity);
+        assert!(queue.heap.len() <= capacity, "compacted, never grown");
+        assert_eq!(queue.next_deadline(), Some(100), "stale entries skipped");
+        assert!(queue.pop_due(99).is_none());
+        assert_eq!(queue.pop_due(100).map(|(slot, _)| slot), Some(1));
+        assert_eq!(queue.next_deadline(), None);
     }
 }

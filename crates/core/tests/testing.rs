@@ -248,3 +248,56 @@ fn a_client_that_asks_to_be_flushed_again_at_every_flush_is_reported_not_stepped
     test.dispatch(r, Event::Message(1)).unwrap();
     test.run_until_idle();
 }
+
+/// Forwards what it buffered to `to` at its flush; records, as it is dropped, which
+/// processor it finds itself on.
+struct Forwarding {
+    pending: Vec<u64>,
+    to: ClientHandle,
+    dropped_on: Arc<Mutex<Option<Option<ProcessorId>>>>,
+    handle: DispatcherHandle<u64>,
+}
+
+impl Client<u64> for Forwarding {
+    fn on_message(&mut self, n: u64, _ctx: &mut Context<u64>) {
+        self.pending.push(n);
+    }
+    fn flush(&mut self, ctx: &mut Context<u64>) {
+        for n in self.pending.drain(..) {
+            ctx.dispatcher()
+                .dispatch(self.to, Event::Message(n))
+                .unwrap();
+        }
+    }
+}
+
+impl Drop for Forwarding {
+    fn drop(&mut self) {
+        *self.dropped_on.lock().unwrap() = Some(self.handle.current_processor());
+    }
+}
+
+#[test]
+fn shutdown_goes_pool_by_pool_as_on_threads_and_clients_are_dropped_on_their_processor() {
+    let mut test = stepped(PoolConfig::new(1));
+    let log = Log::default();
+    let session = logger(&test, ClientType::Session, "s", &log, None);
+    let dropped_on = Arc::new(Mutex::new(None));
+    let queue = test
+        .register(
+            ClientType::Queue,
+            Forwarding {
+                pending: Vec::new(),
+                to: session.erase(),
+                dropped_on: dropped_on.clone(),
+                handle: test.handle(),
+            },
+            Placement::LeastLoaded,
+        )
+        .unwrap();
+    test.dispatch(queue, Event::Message(5)).unwrap();
+    // The queues stop first: the queue's last flush reaches the session, still running.
+    test.shutdown();
+    assert_eq!(taken(&log), ["s got 5", "s flush"]);
+    assert_eq!(*dropped_on.lock().unwrap(), Some(Some(queue.processor())));
+}

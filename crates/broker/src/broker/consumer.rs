@@ -100,7 +100,8 @@ impl Broker {
         session.attached = !on_processor;
         let session = self
             .dispatcher
-            .register(ClientType::Session, session, Placement::LeastLoaded)?
+            .register(ClientType::Session, session, Placement::LeastLoaded)
+            .map_err(BrokerError::refused_register)?
             .erase();
         self.warn_if_undersized(id);
         let first = if on_processor {

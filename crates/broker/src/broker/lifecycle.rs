@@ -131,7 +131,8 @@ impl Broker {
                         ClientType::Queue,
                         QueueClient::new(engine),
                         Placement::LeastLoaded,
-                    )?
+                    )
+                    .map_err(BrokerError::refused_register)?
                     .erase(),
             );
             queue_counters.push(counters);
@@ -157,7 +158,8 @@ impl Broker {
                     })
                 })?,
                 Placement::LeastLoaded,
-            )?
+            )
+            .map_err(BrokerError::refused_register)?
             .erase();
         Ok(Self {
             dispatcher,

@@ -71,7 +71,14 @@ impl Producer {
     /// `TooLarge` for a message that cannot fit a frame; `Closed` after
     /// [`close`](Self::close); `ShutDown` once the broker is shutting down; `WouldBlock` on
     /// a processor thread whose outbox is full.
+    ///
+    /// # Panics
+    ///
+    /// On a tokio runtime's worker thread, with the core's feature `tokio`: it may wait
+    /// there; use [`publish_async`](Self::publish_async).
+    #[track_caller]
     pub fn publish(&self, queue: QueueId, payload: Payload) -> Result<Guid, SendError> {
+        zerodispatch_core::assert_may_block("Producer::publish", "publish_async");
         self.check(payload, None)?;
         self.enqueue(queue, payload, false, None)
     }
@@ -117,12 +124,18 @@ impl Producer {
     /// # Errors
     ///
     /// As [`publish`](Self::publish).
+    ///
+    /// # Panics
+    ///
+    /// As [`publish`](Self::publish); use [`publish_with_id_async`](Self::publish_with_id_async).
+    #[track_caller]
     pub fn publish_with_id(
         &self,
         queue: QueueId,
         payload: Payload,
         publish_id: u64,
     ) -> Result<Guid, SendError> {
+        zerodispatch_core::assert_may_block("Producer::publish_with_id", "publish_with_id_async");
         self.check(payload, Some(publish_id))?;
         self.enqueue(queue, payload, false, Some(publish_id))
     }
@@ -260,7 +273,15 @@ impl Producer {
     /// that cannot fit a frame; `Closed` after [`close`](Self::close); `ShutDown` once the
     /// broker is shutting down; `WouldBlock` on a processor thread at the cap or with its
     /// outbox full.
+    ///
+    /// # Panics
+    ///
+    /// On a tokio runtime's worker thread, with the core's feature `tokio`: it waits there
+    /// at the cap; use [`try_send`](Self::try_send) or
+    /// [`publish_async`](Self::publish_async).
+    #[track_caller]
     pub fn send(&self, queue: QueueId, payload: Payload) -> Result<Guid, SendError> {
+        zerodispatch_core::assert_may_block("Producer::send", "try_send");
         self.check(payload, None)?;
         if !self.credits.try_take() {
             if self.on_processor_thread() {
@@ -385,7 +406,8 @@ impl Broker {
         })?;
         let session = self
             .dispatcher
-            .register(ClientType::Session, session, Placement::LeastLoaded)?
+            .register(ClientType::Session, session, Placement::LeastLoaded)
+            .map_err(BrokerError::refused_register)?
             .erase();
         let ticker = match tick_every(config) {
             None => None,

@@ -71,13 +71,6 @@ impl<M: Send + 'static> Runner<M> {
                     || callback.call(),
                 );
             }
-            Item::Timer { slot, callback } => {
-                if !callback.is_inline() {
-                    self.shared.stats.counters.spilled.add(1);
-                }
-                let deadline = self.shared.timers.deadline(slot);
-                self.timers.arrive(slot, deadline, callback);
-            }
             Item::Probe(enqueued) => {
                 self.histograms.record_time_in_queue(enqueued.elapsed());
                 // Release: a snapshot that reads it with acquire sees the probe popped.

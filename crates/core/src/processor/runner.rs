@@ -152,6 +152,11 @@ impl<M: Send + 'static> Drop for DeathWatch<M> {
                 drop(item)
             });
         }
+        while let Some((_, callback)) = shared.timers.arrivals.pop() {
+            contain(&shared.stats, shared.id, "drop of a timer", || {
+                drop(callback)
+            });
+        }
         // Release: a push that waits under a held entry (`push_waiting`) sees the thread
         // gone and drops its event instead of waiting for a pop that never comes.
         shared.exited.store(true, Ordering::Release);
@@ -277,6 +282,18 @@ impl<M: Send + 'static> Runner<M> {
         }
     }
 
+    /// [`finish`](Self::finish) on the thread of a stepped dispatcher, playing this
+    /// processor: the drops of its clients see themselves on their processor, as they
+    /// would on its thread.
+    pub(crate) fn finish_stepped(self) {
+        let _playing = Playing::start(
+            self.ctx.dispatcher.id(),
+            self.shared.id,
+            self.shared.outbox_len_locked(),
+        );
+        self.finish();
+    }
+
     /// The processor's shared state.
     pub(crate) fn shared(&self) -> &ProcessorShared<M> {
         &self.shared
@@ -328,6 +345,7 @@ impl<M: Send + 'static> Runner<M> {
     /// the flush list is flushed first (the flush contract, point 2). A cancelled one is
     /// dropped unrun. Its slot is freed before the callback runs.
     pub(super) fn fire_due_timers(&mut self) {
+        self.take_timers();
         let Some(next) = self.timers.next_deadline() else {
             return;
         };
@@ -359,16 +377,55 @@ impl<M: Send + 'static> Runner<M> {
         }
     }
 
-    /// How long until the next timer is due, if one waits.
+    /// Takes in the timers scheduled since the last look and reclaims those cancelled
+    /// (steps 1 and 2 of `timers.rs`, the processor's side). Each arrival counts as a pop:
+    /// its scheduler's gate entry made it an event of the wake and shutdown protocols.
+    fn take_timers(&mut self) {
+        let shared = &*self.shared;
+        while let Some((slot, callback)) = shared.timers.arrivals.pop() {
+            self.popped = self.popped.wrapping_add(1);
+            shared.stats.counters.processed.add_release(1);
+            if !callback.is_inline() {
+                shared.stats.counters.spilled.add(1);
+            }
+            let (generation, cancelled) = shared.timers.current(slot);
+            if cancelled {
+                shared.timers.release(slot);
+                contain(
+                    &shared.stats,
+                    shared.id,
+                    "drop of a cancelled timer",
+                    || drop(callback),
+                );
+            } else {
+                let deadline = shared.timers.deadline(slot);
+                self.timers.arrive(slot, generation, deadline, callback);
+            }
+        }
+        while let Some((slot, generation)) = shared.timers.next_cancelled() {
+            if let Some(callback) = self.timers.take(slot, generation) {
+                shared.timers.release(slot);
+                contain(
+                    &shared.stats,
+                    shared.id,
+                    "drop of a cancelled timer",
+                    || drop(callback),
+                );
+            }
+        }
+    }
+
+    /// How long until the next timer is due, if one waits (early, at worst, for a timer
+    /// reclaimed since: the turn it wakes for skips it).
     fn until_next_timer(&self) -> Option<Duration> {
-        let next = self.timers.next_deadline()?;
+        let next = self.timers.peek_deadline()?;
         Some(self.ctx.dispatcher.shared.clock.until(next))
     }
 
     /// Whether a timer is due now (one clock read, only while timers wait).
     fn timer_due(&self) -> bool {
         self.timers
-            .next_deadline()
+            .peek_deadline()
             .is_some_and(|next| next <= self.ctx.dispatcher.shared.clock.now_ns())
     }
 

@@ -8,6 +8,7 @@ use std::task::Waker;
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
+use zerodispatch_callback::Callback;
 
 use super::current::current_processor;
 use super::push::Inside;
@@ -137,6 +138,31 @@ impl<M: Send + 'static> ProcessorShared<M> {
         handed.map_err(|refused| (RegisterRefusal::TableFull(self.id), refused))
     }
 
+    /// Hands a timer's callback to this processor (step 1 of `timers.rs`): through its gate,
+    /// onto its arrivals, which the timer's slot guarantees have room. Never waits, on any
+    /// thread; wakes the processor if it sleeps. Hands the callback back once shutdown has
+    /// closed the gate.
+    pub(crate) fn push_timer(&self, slot: u32, callback: Callback) -> Result<(), Callback> {
+        let Some(mut inside) = self.enter() else {
+            return Err(callback);
+        };
+        let pushed = self.timers.arrivals.push((slot, callback));
+        debug_assert!(
+            pushed.is_ok(),
+            "a taken timer slot has room among the arrivals"
+        );
+        inside.pushed = usize::from(pushed.is_ok());
+        pushed.map_err(|(_, callback)| callback)
+    }
+
+    /// Wakes the processor if it has announced sleep: for a cancelled timer to be
+    /// reclaimed at once rather than at its deadline (a wake missed only delays that).
+    pub(crate) fn nudge(&self) {
+        if self.gate.is_sleeping() {
+            self.unpark();
+        }
+    }
+
     /// Enters the gate; `None` once shutdown has closed it.
     #[inline]
     pub(super) fn enter(&self) -> Option<Inside<'_, M>> {
@@ -250,7 +276,9 @@ impl<M: Send + 'static> ProcessorShared<M> {
     /// processor parks only briefly then (the count is ahead, `wake.rs`), and looks again,
     /// rather than spin until the entered events arrive.
     pub(super) fn has_events(&self, popped: usize) -> bool {
-        !self.queue.is_empty() || (self.waiters.pending() && self.has_room_beyond_entered(popped))
+        !self.queue.is_empty()
+            || !self.timers.arrivals.is_empty()
+            || (self.waiters.pending() && self.has_room_beyond_entered(popped))
     }
 
     /// Processor side: whether it may exit, as far as the stop, the queue and the gate say,

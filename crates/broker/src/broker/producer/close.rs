@@ -68,10 +68,13 @@ impl Producer {
     /// come, so that those arriving after the close are counted (`late_acks`), not dropped
     /// unseen by the dispatcher.
     fn unregister(&self) {
-        if let Err(e) = self
-            .dispatcher
-            .dispatch(self.session, Event::Message(BrokerMsg::Retire))
-        {
+        // Perhaps in a drop on a tokio worker (a future's, or the producer's): a drop
+        // cannot be async, and this dispatch waits only for room in the session's queue.
+        let retired = zerodispatch_core::allow_blocking(|| {
+            self.dispatcher
+                .dispatch(self.session, Event::Message(BrokerMsg::Retire))
+        });
+        if let Err(e) = retired {
             tracing::debug!(
                 producer = self.id.0,
                 ?e,
@@ -116,7 +119,9 @@ impl Producer {
     /// On one of the broker's processor threads (in `on_ack` or `on_delivery`, or a
     /// dispatcher callback) it does not wait at all, whatever `wait` says: that thread
     /// may be the one the outcomes must come through. What is in flight is reported
-    /// `Closed` at once.
+    /// `Closed` at once. Nor on a tokio runtime's worker thread (with the core's feature
+    /// `tokio`: a producer dropped in a task), which it would stall: there it hands the
+    /// close on (waiting, at most, for room in the session's queue) and returns.
     ///
     /// "Not sent yet", at a close without a wait, means still in the session's batch: with
     /// timer aggregation, the messages waiting for the tick; with dynamic send, only those
@@ -129,7 +134,14 @@ impl Producer {
             return true;
         }
         let on_processor = self.on_processor_thread();
-        let drained = if wait.is_zero() || on_processor {
+        let may_wait = !on_processor && zerodispatch_core::may_block();
+        zerodispatch_core::allow_blocking(|| self.close_as(wait, may_wait))
+    }
+
+    /// The rest of [`close`](Self::close), once closed: waits for the outcomes only if
+    /// `may_wait`.
+    fn close_as(&self, wait: Duration, may_wait: bool) -> bool {
+        let drained = if wait.is_zero() || !may_wait {
             // No wait: the `Close` below drains as well.
             self.credits.unreported() == 0
         } else {

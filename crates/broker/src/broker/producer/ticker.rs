@@ -10,13 +10,17 @@
 //! per live [`Tick`] (counted when it is made, uncounted when it is dropped: after its last
 //! tick, or at shutdown with its timer), which is also the processor's number of timers.
 //! A tick frees its timer before it runs (the core frees a timer's slot before its
-//! callback), so the next tick always finds one.
+//! callback), so the next tick always finds one; scheduling never waits and is refused
+//! only at shutdown. At the producer's close the pending tick is cancelled, and the core
+//! reclaims it at once: the count comes back then, not an interval later.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use zerodispatch_core::{Callback, ClientHandle, DispatchError, DispatcherHandle, Event};
+use zerodispatch_core::{
+    Callback, ClientHandle, DispatchError, DispatcherHandle, Event, TimerToken,
+};
 
 use crate::error::BrokerError;
 use crate::message::BrokerMsg;
@@ -36,6 +40,8 @@ struct Tick {
     every: Duration,
     /// Set at the producer's close: the next tick does nothing and schedules no other.
     stopped: AtomicBool,
+    /// The pending tick, to cancel at the close.
+    pending: Mutex<Option<TimerToken>>,
     /// The tickers of the session's processor, this one counted.
     running: Arc<AtomicUsize>,
 }
@@ -66,16 +72,20 @@ pub(super) fn start_ticker(
         session,
         every,
         stopped: AtomicBool::new(false),
+        pending: Mutex::new(None),
         running,
     });
-    let first = tick.dispatcher.now() + every;
+    // An interval too long for the clock: the first tick would never come.
+    let Some(first) = tick.dispatcher.now().checked_add(every) else {
+        return Ok(Ticker { tick });
+    };
     match schedule(&tick, first) {
         Ok(()) => Ok(Ticker { tick }),
-        // A processor thread whose outbox is full.
-        Err(DispatchError::Full(_)) => Err(BrokerError::OutboxFull(session.processor())),
+        // The processor's timers are the tickers' alone, and this one is counted: only a
+        // shutdown refuses it.
         Err(DispatchError::TimersFull(_)) => Err(BrokerError::TooManyTimedProducers {
             processor: session.processor(),
-            limit: 0,
+            limit,
         }),
         Err(_) => Err(BrokerError::ShutDown),
     }
@@ -84,14 +94,14 @@ pub(super) fn start_ticker(
 /// Schedules the tick due `at`.
 fn schedule(tick: &Arc<Tick>, at: Instant) -> Result<(), DispatchError<Callback>> {
     let next = Arc::clone(tick);
-    tick.dispatcher
-        .schedule(
-            tick.session.processor(),
-            at,
-            // 24 bytes of captures: inline.
-            Callback::new(move || fire(next, at)),
-        )
-        .map(drop)
+    let token = tick.dispatcher.schedule(
+        tick.session.processor(),
+        at,
+        // 24 bytes of captures: inline.
+        Callback::new(move || fire(next, at)),
+    )?;
+    *tick.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(token);
+    Ok(())
 }
 
 /// One tick, on the session's processor: `Tick` to the session, then the next one,
@@ -109,10 +119,13 @@ fn fire(tick: Arc<Tick>, at: Instant) {
         return;
     }
     let now = tick.dispatcher.now();
-    let mut next = at + tick.every;
-    if next <= now {
-        next = now + tick.every;
-    }
+    let next = match at.checked_add(tick.every) {
+        Some(next) if next > now => Some(next),
+        _ => now.checked_add(tick.every),
+    };
+    let Some(next) = next else {
+        return;
+    };
     if let Err(e) = schedule(&tick, next) {
         // Shutdown; never `TimersFull`: this ticker's count holds a timer for it.
         debug_assert!(
@@ -140,7 +153,17 @@ pub(super) fn tick_every(config: ProducerConfig) -> Option<Duration> {
     }
 }
 
-/// Stops a ticker at its producer's close: its next tick does nothing. Never waits.
+/// Stops a ticker at its producer's close: its pending tick is cancelled (and reclaimed by
+/// the processor at once), or, if it is running, schedules no other. Never waits.
 pub(super) fn stop_ticker(ticker: Ticker) {
-    ticker.tick.stopped.store(true, Ordering::Release);
+    let tick = &ticker.tick;
+    tick.stopped.store(true, Ordering::Release);
+    let pending = tick
+        .pending
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    if let Some(token) = pending {
+        tick.dispatcher.cancel(token);
+    }
 }
