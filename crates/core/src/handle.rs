@@ -656,7 +656,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         };
         let cancelled = p.timers.cancel(token.slot, token.generation);
         if cancelled {
-            p.nudge();
+            p.push_reclaim(token.slot, token.generation);
         }
         cancelled
     }

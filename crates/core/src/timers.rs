@@ -33,10 +33,10 @@
 //! 2. `cancel(token)` moves `(generation, PENDING)` to `(generation, CANCELLED)` with one
 //!    compare-and-swap: it succeeds only while the callback has not started (and never
 //!    for a token of an earlier use of the slot, whose generation is gone). Then it tells
-//!    the processor, through a second bounded queue of `(slot, generation)`, and wakes it
-//!    if it sleeps, so that the callback is dropped and the slot freed at its next turn,
-//!    not at the deadline (a full queue of cancellations, or a missed wake, only delays
-//!    the reclaim to the deadline).
+//!    the processor, through a second bounded queue of `(slot, generation)` pushed under
+//!    its gate like an arrival (so the wake protocol wakes it), so that the callback is
+//!    dropped and the slot freed at its next turn, not at the deadline (a full queue of
+//!    cancellations, or a closed gate, only delays the reclaim to the deadline or exit).
 //! 3. The processor takes the arrivals into its heap (a cancelled one is dropped at once),
 //!    drops the callbacks of the cancellations it is told of and frees their slots, and at
 //!    a deadline moves `(generation, PENDING)` to `(generation, FREE)` with a
@@ -157,25 +157,31 @@ impl TimerSlots {
         self.deadlines[slot as usize].load(Ordering::Relaxed)
     }
 
-    /// Cancels the timer of `slot` and `generation` if it has not started, and queues its
-    /// reclaim for the processor: step 2.
+    /// Cancels the timer of `slot` and `generation` if it has not started: step 2 (the
+    /// reclaim is queued by the caller, under the processor's gate).
     pub(crate) fn cancel(&self, slot: u32, generation: u64) -> bool {
         let Some(state) = self.states.get(slot as usize) else {
             return false;
         };
-        let cancelled = state
+        state
             .compare_exchange(
                 generation << 2 | PENDING,
                 generation << 2 | CANCELLED,
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             )
-            .is_ok();
-        if cancelled {
-            // Full: the reclaim waits for the deadline instead.
-            let _ = self.cancelled.push((slot, generation));
-        }
-        cancelled
+            .is_ok()
+    }
+
+    /// Queues the reclaim of a cancelled timer for the processor; `false` if the queue of
+    /// cancellations is full (the reclaim then waits for the deadline).
+    pub(crate) fn queue_reclaim(&self, slot: u32, generation: u64) -> bool {
+        self.cancelled.push((slot, generation)).is_ok()
+    }
+
+    /// Whether cancellations wait to be reclaimed.
+    pub(crate) fn has_reclaims(&self) -> bool {
+        !self.cancelled.is_empty()
     }
 
     /// A cancellation to reclaim, if any (the processor's side of step 2).

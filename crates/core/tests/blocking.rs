@@ -64,7 +64,7 @@ fn synchronize_and_call_in_a_task_of_a_multi_thread_runtime_panic_naming_call_as
     });
     let (sync, call) = rt.block_on(task).unwrap();
     assert!(
-        sync.contains("`call` blocks") && sync.contains("`call_async`"),
+        sync.contains("`synchronize` blocks") && sync.contains("`call_async`"),
         "{sync}"
     );
     assert!(call.contains("`call` blocks"), "{call}");

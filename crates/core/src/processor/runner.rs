@@ -403,6 +403,8 @@ impl<M: Send + 'static> Runner<M> {
             }
         }
         while let Some((slot, generation)) = shared.timers.next_cancelled() {
+            // Pushed under the gate, as an arrival: it counts as a pop.
+            self.popped = self.popped.wrapping_add(1);
             if let Some(callback) = self.timers.take(slot, generation) {
                 shared.timers.release(slot);
                 contain(

@@ -155,12 +155,15 @@ impl<M: Send + 'static> ProcessorShared<M> {
         pushed.map_err(|(_, callback)| callback)
     }
 
-    /// Wakes the processor if it has announced sleep: for a cancelled timer to be
-    /// reclaimed at once rather than at its deadline (a wake missed only delays that).
-    pub(crate) fn nudge(&self) {
-        if self.gate.is_sleeping() {
-            self.unpark();
-        }
+    /// Tells the processor of a cancelled timer (step 2 of `timers.rs`), through its gate
+    /// like an arrival, so that it reclaims the timer at its next turn; never waits. A full
+    /// queue of cancellations or a closed gate leaves the reclaim to the deadline (or the
+    /// processor's exit).
+    pub(crate) fn push_reclaim(&self, slot: u32, generation: u64) {
+        let Some(mut inside) = self.enter() else {
+            return;
+        };
+        inside.pushed = usize::from(self.timers.queue_reclaim(slot, generation));
     }
 
     /// Enters the gate; `None` once shutdown has closed it.
@@ -278,6 +281,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
     pub(super) fn has_events(&self, popped: usize) -> bool {
         !self.queue.is_empty()
             || !self.timers.arrivals.is_empty()
+            || self.timers.has_reclaims()
             || (self.waiters.pending() && self.has_room_beyond_entered(popped))
     }
 
