@@ -552,8 +552,11 @@ fn a_message_resent_by_its_own_producer_while_awaiting_its_quorum_has_an_ack_per
     let (_c, _seen) = consumer(&broker);
     let acks: Log<Ack> = Arc::default();
     let sink = acks.clone();
+    // Long enough that the resend below is ACKed before it too times out on a loaded
+    // machine (5 ms failed about once in twenty runs), short enough for the first PUT,
+    // which no receipt answers, to time out soon.
     let config = ProducerConfig {
-        confirm_timeout: Some(Duration::from_millis(5)),
+        confirm_timeout: Some(Duration::from_millis(300)),
         ..ProducerConfig::default()
     };
     let p = broker
