@@ -644,9 +644,10 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     }
 
     /// Cancels a timer: `true` if it had not started, and then it never runs (its callback
-    /// is dropped, on its processor, at its deadline); `false` if it has run, is running,
-    /// was cancelled already, or the token is another dispatcher's. From any thread, never
-    /// waits: one compare-and-swap.
+    /// is dropped, and its slot freed, on its processor at its next turn); `false` if it has
+    /// run, is running, was cancelled already, was dropped at shutdown, or the token is
+    /// another dispatcher's. From any thread, never waits: a compare-and-swap, then the
+    /// processor is told through its gate (`timers.rs`).
     pub fn cancel(&self, token: TimerToken) -> bool {
         if token.dispatcher != self.shared.id {
             return false;

@@ -575,3 +575,65 @@ fn loom_a_timer_scheduled_to_a_sleeping_processor_wakes_it() {
         assert_eq!(processor.join().unwrap(), slot);
     });
 }
+
+/// A cancel racing a sleeping processor that holds the timer (or is about to take its
+/// arrival): the reclaim, pushed under the gate like the arrival, wakes it, and the slot is
+/// freed at the processor's next turn, by one of the two paths, never both and never lost.
+#[test]
+fn loom_a_cancelled_timer_is_reclaimed_by_a_woken_processor() {
+    loom::model(|| {
+        let id = ProcessorId {
+            client_type: ClientType::Queue,
+            index: 0,
+        };
+        let shared = Arc::new(ProcessorShared::<u64>::new(
+            id,
+            PoolConfig::new(1).capacity(2).timers(1),
+        ));
+        let processor = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                let mut popped = 0_usize;
+                let mut held = None;
+                loop {
+                    while let Some((slot, callback)) = shared.timers.arrivals.pop() {
+                        popped += 1;
+                        let (generation, cancelled) = shared.timers.current(slot);
+                        if cancelled {
+                            shared.timers.release(slot);
+                            drop(callback);
+                            return "cancelled before taken";
+                        }
+                        held = Some((slot, generation, callback));
+                    }
+                    while let Some((slot, generation)) = shared.timers.next_cancelled() {
+                        popped += 1;
+                        if held
+                            .as_ref()
+                            .is_some_and(|(s, g, _)| (*s, *g) == (slot, generation))
+                        {
+                            shared.timers.release(slot);
+                            drop(held.take());
+                            return "reclaimed";
+                        }
+                    }
+                    shared.sleep(popped, thread::park, true);
+                }
+            })
+        };
+        assert!(shared.thread.set(processor.thread().clone()).is_ok());
+        let (slot, generation) = shared.timers.take(0).expect("one free timer");
+        assert!(
+            shared
+                .push_timer(slot, zerodispatch_callback::Callback::new(|| ()))
+                .is_ok()
+        );
+        assert!(
+            shared.timers.cancel(slot, generation),
+            "not run: it is not due"
+        );
+        shared.push_reclaim(slot, generation);
+        let _how = processor.join().unwrap();
+        assert_eq!(shared.timers.in_use(), 0, "the slot is free");
+    });
+}

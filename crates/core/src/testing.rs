@@ -94,8 +94,8 @@ impl<M: Send + 'static> TestDispatcher<M> {
 
     /// Runs every processor's loop on this thread until none has anything to do: no event
     /// queued, none kept in an outbox, no timer due, no client asking to be flushed again.
-    /// Returns the work done: events and dispatcher callbacks handled, timers run,
-    /// outboxed events handed on.
+    /// Returns the work done: events and dispatcher callbacks handled, timers taken in, run
+    /// or reclaimed after a cancel, outboxed events handed on.
     ///
     /// # Panics
     ///

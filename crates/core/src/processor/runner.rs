@@ -227,8 +227,15 @@ impl<M: Send + 'static> Runner<M> {
     pub(crate) fn finish(mut self) {
         let id = self.shared.id;
         self.publish_histograms(true);
-        // Timers not yet due are dropped unrun, on this thread, their slots freed.
+        // Timers not yet due are dropped unrun, on this thread, their slots freed; so are
+        // any still among the arrivals (a stepped shutdown that ran out of turns: on a
+        // thread, the loop ends only once they are taken).
         let mut dropped = 0_u64;
+        while let Some((slot, callback)) = self.shared.timers.arrivals.pop() {
+            dropped += 1;
+            contain(&self.shared.stats, id, "drop of a timer", || drop(callback));
+            self.shared.timers.release(slot);
+        }
         for (slot, callback) in self.timers.take_all() {
             dropped += 1;
             contain(&self.shared.stats, id, "drop of a timer", || drop(callback));
