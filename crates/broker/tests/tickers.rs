@@ -126,3 +126,25 @@ fn an_interval_too_long_for_the_clock_never_ticks_and_panics_nothing() {
     assert!(p.close(Duration::from_secs(5)));
     assert_eq!(*acks.lock().unwrap(), 1);
 }
+
+#[test]
+fn a_timed_producer_goes_to_the_session_processor_with_the_fewest_tickers() {
+    let broker = Broker::start(BrokerConfig {
+        queues: vec![QueueConfig::new(QueueMode::Priority)],
+        session_processors: 2,
+        timed_producers: 1,
+        ..BrokerConfig::default()
+    })
+    .unwrap();
+    let open = |config| broker.open_producer_with(config, |_: &[Ack]| ());
+    // Placed by client count alone, the second timed producer would land beside the
+    // first (each processor holding one client) and be refused.
+    let _timed = open(timed()).unwrap();
+    let _plain = open(ProducerConfig::default()).unwrap();
+    let _timed_too = open(timed()).unwrap();
+    let refused = open(timed()).unwrap_err();
+    assert!(
+        matches!(refused, BrokerError::TooManyTimedProducers { limit: 1, .. }),
+        "{refused:?}"
+    );
+}

@@ -404,9 +404,21 @@ impl Broker {
         .map_err(|_| BrokerError::ProducerTablesTooLarge {
             max_unconfirmed: config.max_unconfirmed,
         })?;
+        // A producer with a ticker goes where the fewest tickers run (each session
+        // processor runs at most `timed_producers`); one without, to the least loaded.
+        let placement = match tick_every(config) {
+            Some(_) => self
+                .timed_producers
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, running)| running.load(Ordering::Relaxed))
+                .and_then(|(index, _)| u16::try_from(index).ok())
+                .map_or(Placement::LeastLoaded, Placement::Processor),
+            None => Placement::LeastLoaded,
+        };
         let session = self
             .dispatcher
-            .register(ClientType::Session, session, Placement::LeastLoaded)
+            .register(ClientType::Session, session, placement)
             .map_err(BrokerError::refused_register)?
             .erase();
         let ticker = match tick_every(config) {
