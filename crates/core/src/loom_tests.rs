@@ -538,20 +538,25 @@ fn loom_a_timer_is_cancelled_or_run_never_both_and_a_stale_token_cancels_nothing
     });
 }
 
+/// A processor of queue capacity 2 with one timer.
+fn with_one_timer() -> Arc<ProcessorShared<u64>> {
+    let id = ProcessorId {
+        client_type: ClientType::Queue,
+        index: 0,
+    };
+    Arc::new(ProcessorShared::new(
+        id,
+        PoolConfig::new(1).capacity(2).timers(1),
+    ))
+}
+
 /// A timer scheduled to a processor about to sleep (`push_timer`, through its gate onto its
 /// arrivals) wakes it, by the wake protocol of any event: no lost wake-up, so a timer is
 /// never left waiting for an unrelated event.
 #[test]
 fn loom_a_timer_scheduled_to_a_sleeping_processor_wakes_it() {
     loom::model(|| {
-        let id = ProcessorId {
-            client_type: ClientType::Queue,
-            index: 0,
-        };
-        let shared = Arc::new(ProcessorShared::<u64>::new(
-            id,
-            PoolConfig::new(1).capacity(2).timers(1),
-        ));
+        let shared = with_one_timer();
         let processor = {
             let shared = shared.clone();
             thread::spawn(move || {
@@ -582,14 +587,7 @@ fn loom_a_timer_scheduled_to_a_sleeping_processor_wakes_it() {
 #[test]
 fn loom_a_cancelled_timer_is_reclaimed_by_a_woken_processor() {
     loom::model(|| {
-        let id = ProcessorId {
-            client_type: ClientType::Queue,
-            index: 0,
-        };
-        let shared = Arc::new(ProcessorShared::<u64>::new(
-            id,
-            PoolConfig::new(1).capacity(2).timers(1),
-        ));
+        let shared = with_one_timer();
         let processor = {
             let shared = shared.clone();
             thread::spawn(move || {

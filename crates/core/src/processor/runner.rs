@@ -89,6 +89,21 @@ const RETRY_PARK_MAX: Duration = Duration::from_millis(1);
 /// `benches/dispatch.rs`' `wake_latency`.
 const SPIN_WINDOW: Duration = Duration::from_micros(50);
 
+/// Frees the slot of a cancelled timer and drops its callback (user code: contained).
+fn drop_cancelled<M>(
+    shared: &ProcessorShared<M>,
+    slot: u32,
+    callback: zerodispatch_callback::Callback,
+) {
+    shared.timers.release(slot);
+    contain(
+        &shared.stats,
+        shared.id,
+        "drop of a cancelled timer",
+        || drop(callback),
+    );
+}
+
 /// The processor thread's own state.
 pub(crate) struct Runner<M: Send + 'static> {
     /// The context lent to every call into a client, set to name the client before each;
@@ -397,13 +412,7 @@ impl<M: Send + 'static> Runner<M> {
             }
             let (generation, cancelled) = shared.timers.current(slot);
             if cancelled {
-                shared.timers.release(slot);
-                contain(
-                    &shared.stats,
-                    shared.id,
-                    "drop of a cancelled timer",
-                    || drop(callback),
-                );
+                drop_cancelled(shared, slot, callback);
             } else {
                 let deadline = shared.timers.deadline(slot);
                 self.timers.arrive(slot, generation, deadline, callback);
@@ -413,13 +422,7 @@ impl<M: Send + 'static> Runner<M> {
             // Pushed under the gate, as an arrival: it counts as a pop.
             self.popped = self.popped.wrapping_add(1);
             if let Some(callback) = self.timers.take(slot, generation) {
-                shared.timers.release(slot);
-                contain(
-                    &shared.stats,
-                    shared.id,
-                    "drop of a cancelled timer",
-                    || drop(callback),
-                );
+                drop_cancelled(shared, slot, callback);
             }
         }
     }
