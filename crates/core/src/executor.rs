@@ -23,8 +23,7 @@ impl<M: Send + 'static> Executor<M> {
     #[track_caller]
     pub fn post(&self, f: Callback) -> Result<(), DispatchError<Callback>> {
         self.dispatcher
-            .refuse_blocking("Executor::post", "call_async");
-        self.dispatcher.execute(self.processor, f)
+            .execute_as(self.processor, f, ("Executor::post", "call_async"))
     }
 
     /// Runs `f` at once if called on the processor's own thread; enqueues it otherwise.

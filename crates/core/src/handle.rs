@@ -52,6 +52,13 @@ pub(crate) fn answered<R: 'static>(answer: Answer, id: ProcessorId) -> Result<R,
     }
 }
 
+/// A blocking call's name and its async form (empty if it has none), for the refusal of
+/// `blocking.rs`.
+pub(crate) type BlockingCall = (&'static str, &'static str);
+
+/// The name of a call that never waits: never checked.
+const NEVER_WAITS: BlockingCall = ("", "");
+
 /// What all handles share.
 pub(crate) struct Shared<M> {
     pub(crate) id: u64,
@@ -169,17 +176,26 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// Sends `item` to `target` by the rules of the calling thread: on one of this
     /// dispatcher's processor threads by the outbox protocol (never waiting; see
     /// `outbox.rs`; any `wait` but `Wait::No` may use the outbox); elsewhere straight to
-    /// the queue, waiting for room as `wait` says.
+    /// the queue, waiting for room as `wait` says, once the call (`call`, for the message
+    /// of `blocking.rs`) is checked. The check is made here, on application threads only,
+    /// so that a processor's dispatches (the hot path) pay no thread-local read for it.
     #[inline]
+    #[track_caller]
     fn send(
         &self,
         target: &ProcessorShared<M>,
         item: Item<M>,
         wait: Wait,
+        call: BlockingCall,
     ) -> Result<(), DispatchError<Item<M>>> {
         match self.current() {
             Some(own) => own.send_from(target, item, wait != Wait::No),
-            None => target.push(item, self.no_wait_if_stepped(wait)),
+            None => {
+                if wait != Wait::No {
+                    self.refuse_blocking(call.0, call.1);
+                }
+                target.push(item, self.no_wait_if_stepped(wait))
+            }
         }
     }
 
@@ -203,11 +219,13 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// Enqueues the events of `events` for the client `to`, in order, through one pass of
     /// the processor's gate per run that fits, waiting for room as `wait` says. The body of
     /// both batch calls.
+    #[track_caller]
     fn enqueue<C>(
         &self,
         to: ClientHandle<C>,
         events: &mut impl Iterator<Item = Event<M>>,
         wait: Wait,
+        call: BlockingCall,
     ) -> Result<usize, BatchError<Event<M>>> {
         let Some(target) = self.target(to) else {
             return match events.next() {
@@ -222,7 +240,12 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         let mut items = events.map(|event| Item::new(to.key, event));
         let sent = match self.current() {
             Some(own) => own.send_batch_from(target, &mut items, &mut pushed, wait != Wait::No),
-            None => target.push_batch(&mut items, &mut pushed, self.no_wait_if_stepped(wait)),
+            None => {
+                if wait != Wait::No {
+                    self.refuse_blocking(call.0, call.1);
+                }
+                target.push_batch(&mut items, &mut pushed, self.no_wait_if_stepped(wait))
+            }
         };
         match sent {
             Ok(()) => Ok(pushed),
@@ -252,7 +275,7 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         let Some(target) = self.target(to) else {
             return Err(DispatchError::NoSuchProcessor(event));
         };
-        self.send(target, Item::new(to.key, event), Wait::No)
+        self.send(target, Item::new(to.key, event), Wait::No, NEVER_WAITS)
             .map_err(|e| e.map(Item::into_event))
     }
 
@@ -278,8 +301,12 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         to: ClientHandle<C>,
         event: impl EventFor<M, C>,
     ) -> Result<(), DispatchError<Event<M>>> {
-        self.refuse_blocking("dispatch", "dispatch_async");
-        self.dispatch_waiting(to, event.into_event(), Wait::Forever)
+        self.dispatch_waiting(
+            to,
+            event.into_event(),
+            Wait::Forever,
+            ("dispatch", "dispatch_async"),
+        )
     }
 
     /// Enqueues `event` for the client `to` as [`dispatch`](Self::dispatch) does, but waits
@@ -319,8 +346,12 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         event: impl EventFor<M, C>,
         timeout: Duration,
     ) -> Result<(), DispatchError<Event<M>>> {
-        self.refuse_blocking("dispatch_timeout", "dispatch_async");
-        self.dispatch_waiting(to, event.into_event(), Wait::timeout(timeout))
+        self.dispatch_waiting(
+            to,
+            event.into_event(),
+            Wait::timeout(timeout),
+            ("dispatch_timeout", "dispatch_async"),
+        )
     }
 
     /// [`dispatch_timeout`](Self::dispatch_timeout) with a deadline instead of a timeout:
@@ -337,22 +368,28 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         event: impl EventFor<M, C>,
         deadline: Instant,
     ) -> Result<(), DispatchError<Event<M>>> {
-        self.refuse_blocking("dispatch_deadline", "dispatch_async");
-        self.dispatch_waiting(to, event.into_event(), Wait::Until(deadline))
+        self.dispatch_waiting(
+            to,
+            event.into_event(),
+            Wait::Until(deadline),
+            ("dispatch_deadline", "dispatch_async"),
+        )
     }
 
     /// The body of the dispatches that wait.
     #[inline]
+    #[track_caller]
     fn dispatch_waiting<C>(
         &self,
         to: ClientHandle<C>,
         event: Event<M>,
         wait: Wait,
+        call: BlockingCall,
     ) -> Result<(), DispatchError<Event<M>>> {
         let Some(target) = self.target(to) else {
             return Err(DispatchError::NoSuchProcessor(event));
         };
-        self.send(target, Item::new(to.key, event), wait)
+        self.send(target, Item::new(to.key, event), wait, call)
             .map_err(|e| e.map(Item::into_event))
     }
 
@@ -384,8 +421,13 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     where
         F: FnOnce() + Send + 'static,
     {
-        self.refuse_blocking("dispatch_callback", "dispatch_async");
-        self.dispatch(to, Event::Callback(Callback::new(f)))
+        let event = Event::Callback(Callback::new(f));
+        self.dispatch_waiting(
+            to,
+            event,
+            Wait::Forever,
+            ("dispatch_callback", "dispatch_async"),
+        )
     }
 
     /// Enqueues events for the client `to` from `events`, in order, until it runs out or
@@ -417,7 +459,12 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         to: ClientHandle<C>,
         events: &mut impl Iterator<Item = impl EventFor<M, C>>,
     ) -> Result<usize, BatchError<Event<M>>> {
-        self.enqueue(to, &mut events.map(EventFor::into_event), Wait::No)
+        self.enqueue(
+            to,
+            &mut events.map(EventFor::into_event),
+            Wait::No,
+            NEVER_WAITS,
+        )
     }
 
     /// Enqueues every event of `events` for the client `to`, in order, waiting for room
@@ -435,8 +482,12 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         to: ClientHandle<C>,
         events: &mut impl Iterator<Item = impl EventFor<M, C>>,
     ) -> Result<usize, BatchError<Event<M>>> {
-        self.refuse_blocking("dispatch_batch", "dispatch_batch_async");
-        self.enqueue(to, &mut events.map(EventFor::into_event), Wait::Forever)
+        self.enqueue(
+            to,
+            &mut events.map(EventFor::into_event),
+            Wait::Forever,
+            ("dispatch_batch", "dispatch_batch_async"),
+        )
     }
 
     /// [`dispatch_batch`](Self::dispatch_batch), waiting for room at most `timeout` in
@@ -454,11 +505,11 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         events: &mut impl Iterator<Item = impl EventFor<M, C>>,
         timeout: Duration,
     ) -> Result<usize, BatchError<Event<M>>> {
-        self.refuse_blocking("dispatch_batch_timeout", "dispatch_batch_async");
         self.enqueue(
             to,
             &mut events.map(EventFor::into_event),
             Wait::timeout(timeout),
+            ("dispatch_batch_timeout", "dispatch_batch_async"),
         )
     }
 
@@ -474,11 +525,11 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         events: &mut impl Iterator<Item = impl EventFor<M, C>>,
         deadline: Instant,
     ) -> Result<usize, BatchError<Event<M>>> {
-        self.refuse_blocking("dispatch_batch_deadline", "dispatch_batch_async");
         self.enqueue(
             to,
             &mut events.map(EventFor::into_event),
             Wait::Until(deadline),
+            ("dispatch_batch_deadline", "dispatch_batch_async"),
         )
     }
 
@@ -558,12 +609,21 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         processor: impl Into<ProcessorId>,
         callback: Callback,
     ) -> Result<(), DispatchError<Callback>> {
-        self.refuse_blocking("execute", "call_async");
-        let processor = processor.into();
+        self.execute_as(processor.into(), callback, ("execute", "call_async"))
+    }
+
+    /// [`execute`](Self::execute), named `call` in a refusal of `blocking.rs`.
+    #[track_caller]
+    pub(crate) fn execute_as(
+        &self,
+        processor: ProcessorId,
+        callback: Callback,
+        call: BlockingCall,
+    ) -> Result<(), DispatchError<Callback>> {
         let Some(p) = self.processor(processor) else {
             return Err(DispatchError::NoSuchProcessor(callback));
         };
-        self.send(p, Item::DispatcherCallback(callback), Wait::Forever)
+        self.send(p, Item::DispatcherCallback(callback), Wait::Forever, call)
             .map_err(|e| e.map(Item::into_dispatcher_callback))
     }
 
@@ -747,11 +807,11 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         &self,
         handle: ClientHandle<C>,
     ) -> Result<(), DispatchError<ClientHandle<C>>> {
-        self.refuse_blocking("unregister", "");
         let Some(target) = self.target(handle) else {
             return Err(DispatchError::NoSuchProcessor(handle));
         };
-        self.send(target, Item::Unregister { key: handle.key }, Wait::Forever)
+        let item = Item::Unregister { key: handle.key };
+        self.send(target, item, Wait::Forever, ("unregister", ""))
             .map_err(|e| e.map(|_| handle))
     }
 
