@@ -308,12 +308,18 @@ impl<M: Send + 'static> Runner<M> {
     /// processor: the drops of its clients see themselves on their processor, as they
     /// would on its thread.
     pub(crate) fn finish_stepped(self) {
-        let _playing = Playing::start(
+        let _playing = self.play();
+        self.finish();
+    }
+
+    /// The calling thread playing this processor until the guard drops (a stepped
+    /// dispatcher's thread, `current.rs`).
+    fn play(&self) -> Playing {
+        Playing::start(
             self.ctx.dispatcher.id(),
             self.shared.id,
             self.shared.outbox_len_locked(),
-        );
-        self.finish();
+        )
     }
 
     /// The processor's shared state.
@@ -329,12 +335,7 @@ impl<M: Send + 'static> Runner<M> {
 
     /// [`may_exit`](Self::may_exit) from the thread of a stepped dispatcher.
     pub(crate) fn may_exit_stepped(&self) -> bool {
-        let shared = &*self.shared;
-        let _playing = Playing::start(
-            self.ctx.dispatcher.id(),
-            shared.id,
-            shared.outbox_len_locked(),
-        );
+        let _playing = self.play();
         self.may_exit()
     }
 
@@ -343,12 +344,7 @@ impl<M: Send + 'static> Runner<M> {
     /// the loop does between two waits. Returns how much it did: items popped, timers run
     /// and outboxed events handed on, so that zero means idle.
     pub(crate) fn step(&mut self) -> u64 {
-        let shared = &*self.shared;
-        let _playing = Playing::start(
-            self.ctx.dispatcher.id(),
-            shared.id,
-            shared.outbox_len_locked(),
-        );
+        let _playing = self.play();
         let counters = &self.shared.stats.counters;
         let before = (counters.timers_fired.get(), self.popped, outbox_len());
         self.retry_outbox();
