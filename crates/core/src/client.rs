@@ -13,6 +13,8 @@ use std::marker::PhantomData;
 
 use zerodispatch_callback::{Callback, InlineCallbackWith};
 
+use crate::counter::Counter;
+use crate::event::Event;
 use crate::handle::DispatcherHandle;
 
 /// The kinds of client, each with its own pool of processors (as in BlazingMQ).
@@ -291,8 +293,9 @@ pub struct Context<M> {
     pub(crate) dispatcher: DispatcherHandle<M>,
     pub(crate) me: ClientHandle,
     pub(crate) flags: ClientFlags,
-    /// Set by a [`ClientCallback`] that found a client of another type than its own.
-    pub(crate) wrong_type: bool,
+    /// Counted by each [`ClientCallback`] that found a client of another type than its
+    /// own: the processor adds it to its stats after each delivery and clears it.
+    pub(crate) wrong_type: u32,
 }
 
 /// What a client asks of its processor through its [`Context`].
@@ -353,16 +356,101 @@ impl<M: Send + 'static> fmt::Debug for Context<M> {
     }
 }
 
+/// What a processor hands a client: an event through [`Client::on_event`], or a callback
+/// that takes the client itself. A pack (`pack.rs`) holds its events in this form, made
+/// by the producer, so that the processor hands each over as it lies in the pack.
+pub(crate) enum Delivery<M> {
+    Event(ClientEvent<M>),
+    Call(ClientCallback<M>),
+}
+
+impl<M> Delivery<M> {
+    /// What the call into user code is, for the panic log.
+    pub(crate) fn what(&self) -> &'static str {
+        match self {
+            Delivery::Event(ClientEvent::Callback(_)) => "client callback",
+            Delivery::Event(ClientEvent::Message(_)) => "client message",
+            Delivery::Call(_) => "callback on the client",
+        }
+    }
+
+    /// The event it was made from.
+    pub(crate) fn into_event(self) -> Event<M> {
+        match self {
+            Delivery::Event(ClientEvent::Callback(callback)) => Event::Callback(callback),
+            Delivery::Event(ClientEvent::Message(message)) => Event::Message(message),
+            Delivery::Call(callback) => Event::ClientCallback(callback),
+        }
+    }
+}
+
+impl<M> From<ClientEvent<M>> for Delivery<M> {
+    #[inline]
+    fn from(event: ClientEvent<M>) -> Self {
+        Delivery::Event(event)
+    }
+}
+
+impl<M> From<Event<M>> for Delivery<M> {
+    #[inline]
+    fn from(event: Event<M>) -> Self {
+        match event {
+            Event::Callback(callback) => Delivery::Event(ClientEvent::Callback(callback)),
+            Event::Message(message) => Delivery::Event(ClientEvent::Message(message)),
+            Event::ClientCallback(callback) => Delivery::Call(callback),
+        }
+    }
+}
+
 /// A registered client as its processor keeps it: a [`Client`] that can also be lent as
 /// `&mut dyn Any`, so that a [`ClientCallback`] can reach its concrete type.
 pub(crate) trait Registered<M: Send + 'static>: Client<M> {
     /// The client, for a downcast to its own type.
     fn as_any_mut(&mut self) -> &mut dyn Any;
+
+    /// Hands the client the next `limit` events of a pack (`pack.rs`), in order: one
+    /// dynamic call for the run, the loop compiled for the client's own type. Counts the
+    /// spilled callbacks in `spilled`, and sets `flush` if the client's flush gate was open
+    /// after any of them (as one event at a time puts it on the flush list). A panic
+    /// leaves the events after the one that panicked in `events`.
+    fn on_run(
+        &mut self,
+        events: &mut std::vec::Drain<'_, Delivery<M>>,
+        limit: usize,
+        spilled: &Counter,
+        flush: &mut bool,
+        ctx: &mut Context<M>,
+    );
 }
 
 impl<M: Send + 'static, C: Client<M>> Registered<M> for C {
     fn as_any_mut(&mut self) -> &mut dyn Any {
         self
+    }
+
+    #[inline]
+    fn on_run(
+        &mut self,
+        events: &mut std::vec::Drain<'_, Delivery<M>>,
+        limit: usize,
+        spilled: &Counter,
+        flush: &mut bool,
+        ctx: &mut Context<M>,
+    ) {
+        for delivery in events.by_ref().take(limit) {
+            match delivery {
+                Delivery::Event(event) => {
+                    if let ClientEvent::Callback(callback) = &event
+                        && !callback.is_inline()
+                    {
+                        spilled.add(1);
+                    }
+                    self.on_event(event, ctx);
+                }
+                Delivery::Call(callback) => callback.call(self, ctx),
+            }
+            *flush |= ctx.flags.flush_enabled;
+        }
     }
 }
 
@@ -431,14 +519,14 @@ impl<M: Send + 'static> ClientCallback<M> {
             callback: InlineCallbackWith::new(move |client: &mut dyn Any, ctx: &mut Context<M>| {
                 match client.downcast_mut::<C>() {
                     Some(client) => f(client, ctx),
-                    None => ctx.wrong_type = true,
+                    None => ctx.wrong_type += 1,
                 }
             }),
         }
     }
 
-    /// Runs the callback on `client`; sets `ctx.wrong_type` (and drops the closure unrun)
-    /// if the client is not of the callback's type.
+    /// Runs the callback on `client`; counts itself in `ctx.wrong_type` (and drops the
+    /// closure unrun) if the client is not of the callback's type.
     #[inline]
     pub(crate) fn call(self, client: &mut dyn Registered<M>, ctx: &mut Context<M>) {
         self.callback.call(client.as_any_mut(), ctx);

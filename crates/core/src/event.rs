@@ -167,6 +167,13 @@ pub(crate) enum Item<M> {
     Unregister {
         key: ClientKey,
     },
+    /// Up to [`PACK`](crate::pack::PACK) events of one blocking batch for one client, in
+    /// order, in one slot (`pack.rs`). Never handed back: a pack is pushed under an entry
+    /// that waits for room.
+    Pack {
+        key: ClientKey,
+        events: Vec<crate::client::Delivery<M>>,
+    },
 }
 
 impl<M> Item<M> {
@@ -185,8 +192,11 @@ impl<M> Item<M> {
             Item::Callback { callback, .. } => Event::Callback(callback),
             Item::Message { message, .. } => Event::Message(message),
             Item::ClientCallback { callback, .. } => Event::ClientCallback(callback),
-            Item::DispatcherCallback(_) | Item::Probe(_) | Item::Unregister { .. } => {
-                unreachable!("only items made from events are handed back as events")
+            Item::DispatcherCallback(_)
+            | Item::Probe(_)
+            | Item::Unregister { .. }
+            | Item::Pack { .. } => {
+                unreachable!("only items made from one event are handed back as events")
             }
         }
     }

@@ -237,14 +237,24 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             };
         };
         let mut pushed = 0;
-        let mut items = events.map(|event| Item::new(to.key, event));
+        let key = to.key;
         let sent = match self.current() {
-            Some(own) => own.send_batch_from(target, &mut items, &mut pushed, wait != Wait::No),
+            Some(own) => {
+                let mut items = events.map(|event| Item::new(key, event));
+                own.send_batch_from(target, &mut items, &mut pushed, wait != Wait::No)
+            }
             None => {
                 if wait != Wait::No {
                     self.refuse_blocking(call.0, call.1);
                 }
-                target.push_batch(&mut items, &mut pushed, self.no_wait_if_stepped(wait))
+                match self.no_wait_if_stepped(wait) {
+                    // Packed (`pack.rs`): one slot, one pop and one call per run of events.
+                    Wait::Forever => target.push_packed(key, events, &mut pushed),
+                    wait => {
+                        let mut items = events.map(|event| Item::new(key, event));
+                        target.push_batch(&mut items, &mut pushed, wait)
+                    }
+                }
             }
         };
         match sent {

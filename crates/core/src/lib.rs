@@ -80,6 +80,7 @@ mod handle;
 pub mod metrics;
 mod monitor;
 mod outbox;
+mod pack;
 mod percentiles;
 mod processor;
 mod room;

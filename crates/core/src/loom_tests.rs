@@ -25,7 +25,8 @@ use crate::call::{self, Answer};
 use crate::client::{ClientKey, ClientType, ProcessorId};
 use crate::config::PoolConfig;
 use crate::error::DispatchError;
-use crate::event::Item;
+use crate::event::{Event, Item};
+use crate::pack::PACK;
 use crate::processor::{Door, ProcessorShared, current_outbox_len, set_current};
 use crate::room::Wait;
 
@@ -486,6 +487,55 @@ fn loom_a_producer_blocked_on_a_full_queue_is_woken_or_its_retry_succeeds() {
         };
         producer.join().unwrap();
         assert_eq!(processor.join().unwrap(), 3);
+    });
+}
+
+/// A blocking batch of three packs (`pack.rs`) into a queue whose pool has two: the
+/// third waits for a free pack by the waiter protocol (register, retry through the gate,
+/// park, untimed under loom) while the processor hands packs back and looks at its
+/// waiters within its run. Either the retry finds a pack or the processor wakes the
+/// producer; a lost wake-up leaves it parked forever, which loom reports as a deadlock.
+#[test]
+fn loom_a_batch_waiting_for_a_free_pack_is_woken_or_its_retry_finds_one() {
+    loom::model(|| {
+        let shared = processor(0, 2 * PACK);
+        let me = shared.clone();
+        let processor = thread::spawn(move || {
+            let mut handled = 0;
+            let mut events = 0;
+            let mut waking = Vec::new();
+            while handled < 3 {
+                while let Some(item) = me.queue.pop() {
+                    handled += 1;
+                    if let Item::Pack { events: pack, .. } = item {
+                        events += pack.len();
+                        me.give_back_pack(pack);
+                    }
+                    me.wake_waiters(handled, &mut waking);
+                }
+                me.wake_waiters(handled, &mut waking);
+                if handled < 3 {
+                    me.sleep(handled, thread::park, true);
+                }
+            }
+            events
+        });
+        assert!(shared.thread.set(processor.thread().clone()).is_ok());
+        let producer = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                let key = ClientKey {
+                    slot: 0,
+                    generation: 0,
+                };
+                let mut events = (0..3 * PACK as u64).map(Event::Message);
+                let mut pushed = 0;
+                assert!(shared.push_packed(key, &mut events, &mut pushed).is_ok());
+                pushed
+            })
+        };
+        assert_eq!(producer.join().unwrap(), 3 * PACK);
+        assert_eq!(processor.join().unwrap(), 3 * PACK);
     });
 }
 

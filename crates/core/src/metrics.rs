@@ -161,6 +161,12 @@ pub const METRICS: [Metric; 17] = [
         "Events the processor's clients dispatched that waited in its outbox.",
         Value::Number(|s| s.outboxed),
     ),
+    metric(
+        "zerodispatch_packs_total",
+        Kind::Counter,
+        "Packs the processor handled: runs of one blocking batch that came in one queue slot.",
+        Value::Number(|s| s.packs),
+    ),
     Metric {
         unit: Some(Unit::Seconds),
         ..metric(

@@ -46,6 +46,7 @@ pub(crate) struct Counters {
     pub(crate) stuck_reports: Counter,
     pub(crate) parks: Counter,
     pub(crate) outboxed: Counter,
+    pub(crate) packs: Counter,
     pub(crate) timers_fired: Counter,
 }
 
@@ -208,6 +209,10 @@ pub struct ProcessorSnapshot {
     /// Events its clients dispatched that waited in its outbox because their target's
     /// queue was full (see the outbox protocol).
     pub outboxed: u64,
+    /// Packs it handled: runs of up to 16 events of one blocking `dispatch_batch` from an
+    /// application thread that came in one slot of its queue (`processed` counts their
+    /// events one by one; `depth` counts a pack as one item).
+    pub packs: u64,
     /// Timers it ran at their deadline (not those cancelled first).
     pub timers_fired: u64,
     /// Timers waiting for their deadline now (scheduled, not yet run or dropped).
@@ -280,6 +285,7 @@ impl ProcessorStats {
             stuck_reports: c.stuck_reports.get(),
             parks: c.parks.get(),
             outboxed: c.outboxed.get(),
+            packs: c.packs.get(),
             timers_fired: c.timers_fired.get(),
             timers_pending: timers_pending as u64,
             pinning: self.pinning.get().copied().unwrap_or(Pinning::NotRequested),

@@ -247,9 +247,120 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
         after - before
     );
 
+    // Blocking batches from two application threads at once: packed (up to 16 events to
+    // a slot, `pack.rs`) into the queue of 64 slots, whose pool of 4 packs is always
+    // short, so that both threads wait for packs and for room. The warm-up holds the
+    // processor for a while, so that both threads wait (make their waker, grow the
+    // registry of waiters) whatever the machine's timing; the pool is made at the first
+    // batch.
+    let phases = Arc::new(std::sync::Barrier::new(3));
+    let batch_callbacks = Arc::new(AtomicU64::new(0));
+    let producers: Vec<_> = (0..2)
+        .map(|thread| {
+            let (handle, phases) = (dispatcher.handle(), phases.clone());
+            let callbacks = batch_callbacks.clone();
+            thread::spawn(move || {
+                phases.wait();
+                send_batches(&handle, queue, thread, 0..BATCH_WARM_UP, &callbacks);
+                phases.wait();
+                send_batches(&handle, queue, thread, BATCH_WARM_UP..BATCHES, &callbacks);
+            })
+        })
+        .collect();
+    let base = handled.load(Ordering::Acquire);
+    let sum_base = sum.load(Ordering::Relaxed);
+    dispatcher
+        .execute(
+            queue_processor,
+            Callback::new(|| thread::sleep(std::time::Duration::from_millis(50))),
+        )
+        .unwrap();
+    phases.wait();
+    wait_for(base + batch_totals(0..BATCH_WARM_UP).0);
+    let before = CountingAllocator::allocations();
+    phases.wait();
+    wait_for(base + batch_totals(0..BATCHES).0);
+    let after = CountingAllocator::allocations();
+    producers.into_iter().for_each(|p| p.join().unwrap());
+    let (events, messages, callbacks) = batch_totals(0..BATCHES);
+    assert_eq!(handled.load(Ordering::Acquire) - base, events);
+    assert_eq!(sum.load(Ordering::Relaxed) - sum_base, messages);
+    assert_eq!(batch_callbacks.load(Ordering::Relaxed), callbacks);
+    let packs = dispatcher.stats().iter().map(|s| s.packs).sum::<u64>();
+    assert!(packs > 0, "the batches were packed");
+    assert_eq!(
+        after - before,
+        0,
+        "{} events in blocking batches allocated {} times",
+        events - batch_totals(0..BATCH_WARM_UP).0,
+        after - before
+    );
+
     drop(dispatcher);
     assert_eq!(
         session_ran.load(Ordering::Relaxed),
         (WARM_UP + EVENTS) / 1000
     );
+}
+
+/// Batches per thread: the first `BATCH_WARM_UP` warm up.
+const BATCHES: u64 = 12_000;
+const BATCH_WARM_UP: u64 = 2_000;
+
+/// The length of batch `round` of `thread`: 1 to 40.
+fn batch_len(thread: u64, round: u64) -> u64 {
+    1 + (round * 7 + thread) % 40
+}
+
+/// The sequence number of event `i` of batch `round` of `thread`, unique over the proof.
+fn batch_seq(thread: u64, round: u64, i: u64) -> u64 {
+    (round << 8) | (thread << 6) | i
+}
+
+/// Blocking batches of `thread` for `rounds`: two events in three typed confirms, one a
+/// callback that adds its sequence number to `callbacks`.
+fn send_batches(
+    handle: &DispatcherHandle<Confirm>,
+    queue: ClientHandle<Queue>,
+    thread: u64,
+    rounds: std::ops::Range<u64>,
+    callbacks: &Arc<AtomicU64>,
+) {
+    for round in rounds {
+        let len = batch_len(thread, round);
+        let mut events = (0..len).map(|i| {
+            let seq = batch_seq(thread, round, i);
+            if i % 3 == 0 {
+                let c = callbacks.clone();
+                Event::Callback(Callback::new(move || {
+                    c.fetch_add(seq, Ordering::Relaxed);
+                }))
+            } else {
+                // `Queue` checks a confirm's queue against `seq % 8`.
+                Event::Message(confirm(seq))
+            }
+        });
+        let enqueued = handle.dispatch_batch(queue, &mut events).unwrap();
+        assert_eq!(enqueued as u64, len);
+    }
+}
+
+/// Over both threads' batches of `rounds`: the events, the sum of the typed confirms'
+/// sequence numbers, and that of the callbacks'.
+fn batch_totals(rounds: std::ops::Range<u64>) -> (u64, u64, u64) {
+    let (mut events, mut messages, mut callbacks) = (0, 0, 0);
+    for thread in 0..2 {
+        for round in rounds.clone() {
+            for i in 0..batch_len(thread, round) {
+                events += 1;
+                let seq = batch_seq(thread, round, i);
+                if i % 3 == 0 {
+                    callbacks += seq;
+                } else {
+                    messages += seq;
+                }
+            }
+        }
+    }
+    (events, messages, callbacks)
 }

@@ -3,7 +3,9 @@
 
 use super::contain::contain;
 use super::runner::Runner;
-use crate::client::{ClientCallback, ClientEvent, ClientFlags, ClientKey, Registered};
+use crate::client::{ClientEvent, ClientFlags, ClientKey, Delivery, Registered};
+use std::vec::Drain;
+
 use crate::event::Item;
 use crate::sync::Ordering;
 
@@ -17,35 +19,29 @@ pub(super) struct Entry<M> {
     pub(super) flags: ClientFlags,
 }
 
-/// What [`Runner::deliver`] hands a client: an event through [`Client::on_event`], or a
-/// callback that takes the client itself.
-pub(super) enum Delivery<M> {
-    Event(ClientEvent<M>),
-    Call(ClientCallback<M>),
-}
-
-impl<M> Delivery<M> {
-    /// What the call into user code is, for the panic log.
-    pub(super) fn what(&self) -> &'static str {
-        match self {
-            Delivery::Event(ClientEvent::Callback(_)) => "client callback",
-            Delivery::Event(ClientEvent::Message(_)) => "client message",
-            Delivery::Call(_) => "callback on the client",
+impl<M: Send + 'static> Runner<M> {
+    /// Handles one popped item, counts it (in `processed`, unless it is the monitor's
+    /// probe, counted in `probes`: no caller enqueued it) and makes the flush point that
+    /// `max_batch` events since the last one call for. A pack counts its events.
+    #[inline]
+    pub(super) fn handle(&mut self, item: Item<M>, max_batch: u64) {
+        if let Item::Pack { key, events } = item {
+            // Counted, and its flush points made, run by run.
+            self.deliver_pack(key, events, max_batch);
+            return;
+        }
+        let counted = self.handle_one(item);
+        self.shared.stats.counters.processed.add_release(counted);
+        self.since_flush += 1;
+        if self.since_flush >= max_batch {
+            self.flush_point();
         }
     }
-}
 
-impl<M> From<ClientEvent<M>> for Delivery<M> {
-    fn from(event: ClientEvent<M>) -> Self {
-        Delivery::Event(event)
-    }
-}
-
-impl<M: Send + 'static> Runner<M> {
-    /// Handles one popped item; returns what it adds to `processed`: 1, or 0 for the
-    /// monitor's probe (counted in `probes`: no caller enqueued it).
+    /// [`handle`](Self::handle) of an item that is not a pack, but its count: returns
+    /// what it adds to `processed`.
     #[inline]
-    pub(super) fn handle(&mut self, item: Item<M>) -> u64 {
+    fn handle_one(&mut self, item: Item<M>) -> u64 {
         match item {
             Item::Callback { key, callback } => {
                 if !callback.is_inline() {
@@ -79,8 +75,100 @@ impl<M: Send + 'static> Runner<M> {
                 return 0;
             }
             Item::Unregister { key } => self.unregister(key),
+            Item::Pack { .. } => unreachable!("a pack is handled by `handle` itself"),
         }
         1
+    }
+
+    /// Hands a pack's events (`pack.rs`) to their client in runs that end at the flush
+    /// points `max_batch` calls for, counting each run once handled, and gives the pack
+    /// back to its pool.
+    fn deliver_pack(&mut self, key: ClientKey, mut events: Vec<Delivery<M>>, max_batch: u64) {
+        self.shared.stats.counters.packs.add(1);
+        let mut drain = events.drain(..);
+        while drain.len() > 0 {
+            let room = max_batch.saturating_sub(self.since_flush).max(1);
+            let run = drain.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+            self.deliver_run(key, &mut drain, run);
+            self.shared.stats.counters.processed.add_release(run as u64);
+            self.since_flush += run as u64;
+            if self.since_flush >= max_batch {
+                self.flush_point();
+            }
+        }
+        drop(drain);
+        self.shared.give_back_pack(events);
+    }
+
+    /// Hands the next `run` events of `drain` to the client `key` in one call
+    /// ([`Registered::on_run`]); a panic is contained and the events after it are still
+    /// handed over, one call more for each panic.
+    fn deliver_run(&mut self, key: ClientKey, drain: &mut Drain<'_, Delivery<M>>, run: usize) {
+        let slot = usize::from(key.slot);
+        let found = self
+            .clients
+            .get(slot)
+            .and_then(Option::as_ref)
+            .is_some_and(|e| e.generation == key.generation);
+        if !found && !self.adopt(key) {
+            self.drop_stale_run(key, drain, run);
+            return;
+        }
+        let entry = self.clients[slot]
+            .as_mut()
+            .expect("a client found or adopted just now is in the table");
+        let ctx = &mut self.ctx;
+        ctx.me.key = key;
+        ctx.flags = entry.flags;
+        let client = &mut *entry.client;
+        let stats = &self.shared.stats;
+        let mut flush = false;
+        let end = drain.len() - run;
+        while drain.len() > end {
+            let left = drain.len() - end;
+            contain(stats, self.shared.id, "event of a batch", || {
+                client.on_run(drain, left, &stats.counters.spilled, &mut flush, ctx);
+            });
+        }
+        flush |= ctx.flags.flush_enabled;
+        entry.flags = ClientFlags {
+            flush_again: false,
+            ..ctx.flags
+        };
+        if flush && !entry.on_flush_list {
+            entry.on_flush_list = true;
+            self.flush_list.push(key.slot);
+        }
+        self.count_wrong_types();
+    }
+
+    /// Counts and drops the next `run` events of a pack whose key names no client.
+    #[cold]
+    fn drop_stale_run(&self, key: ClientKey, drain: &mut Drain<'_, Delivery<M>>, run: usize) {
+        self.shared.stats.counters.stale.add(run as u64);
+        tracing::debug!(processor = %self.shared.id, slot = key.slot, generation = key.generation, events = run, "events for an unregistered client dropped");
+        for event in drain.by_ref().take(run) {
+            contain(
+                &self.shared.stats,
+                self.shared.id,
+                "drop of a stale event",
+                || drop(event),
+            );
+        }
+    }
+
+    /// Adds the client callbacks of the last delivery that found a client of another type
+    /// to the stats, and logs them.
+    fn count_wrong_types(&mut self) {
+        let wrong = std::mem::take(&mut self.ctx.wrong_type);
+        if wrong > 0 {
+            self.shared
+                .stats
+                .counters
+                .wrong_client_type
+                .add(u64::from(wrong));
+            tracing::warn!(processor = %self.shared.id, client = %self.ctx.me, callbacks = wrong, "client callback for another client type dropped unrun");
+        }
     }
 
     #[inline]
@@ -125,13 +213,12 @@ impl<M: Send + 'static> Runner<M> {
             flush_again: false,
             ..ctx.flags
         };
-        if std::mem::take(&mut ctx.wrong_type) {
-            self.shared.stats.counters.wrong_client_type.add(1);
-            tracing::warn!(processor = %self.shared.id, client = %ctx.me, "client callback for another client type dropped unrun");
-        }
         if entry.flags.flush_enabled && !entry.on_flush_list {
             entry.on_flush_list = true;
             self.flush_list.push(key.slot);
+        }
+        if ctx.wrong_type > 0 {
+            self.count_wrong_types();
         }
     }
 

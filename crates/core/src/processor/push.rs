@@ -6,9 +6,10 @@ use std::task::Waker;
 
 use super::current::{OUTBOX_LEN, outbox_len};
 use super::shared::ProcessorShared;
-use crate::client::ProcessorId;
+use crate::client::{ClientKey, Delivery, ProcessorId};
 use crate::error::DispatchError;
-use crate::event::Item;
+use crate::event::{Event, Item};
+use crate::pack::{Lent, PACK, PackPool};
 use crate::room::{RoomWait, Wait};
 use crate::sync::Ordering;
 use crate::waiters::Registration;
@@ -136,6 +137,81 @@ impl<M: Send + 'static> ProcessorShared<M> {
                 Err(DispatchError::Full(back)) => return Err(DispatchError::Timeout(back)),
                 other => return other,
             }
+        }
+    }
+
+    /// [`push_batch`](Self::push_batch) waiting as long as it takes, from an application
+    /// thread, for events to the client `key`: packed, up to [`PACK`] to a slot
+    /// (`pack.rs`). Each pack enters the gate before its first event is taken from
+    /// `events` and is pushed under that entry, waiting for room
+    /// ([`Inside::push_waiting`]), so that it is never refused. With every pack in use it
+    /// waits for a quarter of them to come back, holding no entry. A run of one event
+    /// takes a slot of its own, and so does every event for a queue too small for packs.
+    /// Adds the events enqueued to `pushed`.
+    pub(crate) fn push_packed(
+        &self,
+        key: ClientKey,
+        events: &mut impl Iterator<Item = Event<M>>,
+        pushed: &mut usize,
+    ) -> Result<(), DispatchError<Item<M>>> {
+        let capacity = self.queue.capacity();
+        if !PackPool::<M>::enabled(capacity) {
+            return self.push_batch(
+                &mut events.map(|e| Item::new(key, e)),
+                pushed,
+                Wait::Forever,
+            );
+        }
+        let packs = self.packs.get_or_init(|| PackPool::new(capacity));
+        loop {
+            let Some((inside, mut pack)) = self.enter_with_pack(packs) else {
+                return match events.next() {
+                    Some(event) => Err(DispatchError::ShutDown(Item::new(key, event))),
+                    None => Ok(()),
+                };
+            };
+            // The batch's iterator runs here, inside the gate, as in `try_push_batch`.
+            pack.events()
+                .extend(events.by_ref().take(PACK).map(Delivery::from));
+            let n = pack.events().len();
+            let item = match n {
+                // Nothing more: the entry is undone, the pack goes back.
+                0 => return Ok(()),
+                1 => {
+                    let event = pack.events().pop().expect("one event");
+                    Item::new(key, event.into_event())
+                }
+                _ => Item::Pack {
+                    key,
+                    events: pack.send(),
+                },
+            };
+            inside.push_waiting(item);
+            *pushed += n;
+            if n < PACK {
+                return Ok(());
+            }
+        }
+    }
+
+    /// An entry in the gate and a free pack to fill under it; `None` once shutdown has
+    /// closed the gate. With every pack in use it waits for a quarter of them to be free
+    /// by the waiter protocol of a full queue (`room.rs`, `waiters.rs`): each retry enters
+    /// the gate, tries to take a pack, and undoes the entry if there is none, as a
+    /// refused push does, so that the processor's look at its waiters, which it makes
+    /// after handing packs back and before it parks, sees the registration or the retry
+    /// sees the packs.
+    fn enter_with_pack<'p>(&self, packs: &'p PackPool<M>) -> Option<(Inside<'_, M>, Lent<'p, M>)> {
+        let mut wait: Option<RoomWait<'_>> = None;
+        loop {
+            let inside = self.enter()?;
+            if let Some(pack) = packs.take() {
+                return Some((inside, pack));
+            }
+            drop(inside);
+            let _ = wait
+                .get_or_insert_with(|| RoomWait::new(None, Some(&self.waiters)))
+                .pause(|| packs.has_free() || self.gate.is_closed());
         }
     }
 

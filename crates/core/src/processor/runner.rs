@@ -190,7 +190,7 @@ impl<M: Send + 'static> Runner<M> {
                 },
             ),
             flags: ClientFlags::default(),
-            wrong_type: false,
+            wrong_type: 0,
             dispatcher,
         };
         Self {
@@ -462,17 +462,8 @@ impl<M: Send + 'static> Runner<M> {
             let start = popped;
             while let Some(item) = self.shared.queue.pop() {
                 self.popped = self.popped.wrapping_add(1);
-                let counted = self.handle(item);
                 popped += 1;
-                self.shared.stats.counters.processed.add_release(counted);
-                self.since_flush += 1;
-                if self.since_flush >= max_batch {
-                    self.flush_all();
-                    // A queue that never drains still runs its timers, at its flush points.
-                    self.fire_due_timers();
-                    self.retry_outbox();
-                    self.shared.wake_waiters(self.popped, &mut self.waking);
-                }
+                self.handle(item, max_batch);
                 if popped % DEPTH_CHECK_INTERVAL == 1 {
                     self.check_depth();
                     // Producers blocked on the full queue resume as soon as there is room
@@ -491,6 +482,16 @@ impl<M: Send + 'static> Runner<M> {
             // Drained: the alarm can clear.
             self.check_depth();
         }
+    }
+
+    /// A flush point within a drain, once `max_batch` events were handled since the last
+    /// one: flush, run the timers due (a queue that never drains still runs them), retry
+    /// the outbox and wake the producers waiting for room.
+    pub(super) fn flush_point(&mut self) {
+        self.flush_all();
+        self.fire_due_timers();
+        self.retry_outbox();
+        self.shared.wake_waiters(self.popped, &mut self.waking);
     }
 
     pub(super) fn wait_for_work(&mut self) {

@@ -18,6 +18,7 @@ use crate::error::RegisterRefusal;
 use crate::event::Item;
 use crate::gate::Gate;
 use crate::outbox::Outbox;
+use crate::pack::PackPool;
 use crate::slots::ClientSlots;
 use crate::stats::ProcessorStats;
 use crate::sync::{self, AtomicBool, BoundedQueue, Ordering, thread};
@@ -59,6 +60,9 @@ pub(crate) struct ProcessorShared<M> {
     pub(super) waiters: Waiters,
     /// The shared half of the processor's timers (`timers.rs`).
     pub(crate) timers: TimerSlots,
+    /// The packs that blocking batches from application threads fill (`pack.rs`), made
+    /// at the first such batch.
+    pub(super) packs: OnceLock<PackPool<M>>,
 }
 
 impl<M> Drop for Inside<'_, M> {
@@ -105,6 +109,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
             exited: StdAtomicBool::new(false),
             slots: sync::Mutex::new(ClientSlots::default()),
             waiters: Waiters::new(),
+            packs: OnceLock::new(),
         }
     }
 
@@ -228,6 +233,14 @@ impl<M: Send + 'static> ProcessorShared<M> {
     pub(super) fn has_room_beyond_entered(&self, popped: usize) -> bool {
         let capacity = self.queue.capacity();
         self.gate.unpopped(popped) <= capacity - (capacity / 4).max(1) || self.gate.is_closed()
+    }
+
+    /// Processor side: returns a handled pack (`pack.rs`) to the pool it came from.
+    pub(crate) fn give_back_pack(&self, pack: Vec<crate::client::Delivery<M>>) {
+        self.packs
+            .get()
+            .expect("a pack comes from its processor's pool")
+            .give_back(pack);
     }
 
     /// Whether the current thread is this processor's.

@@ -1,0 +1,279 @@
+//! Packs: a blocking `dispatch_batch` from an application thread moves up to 16 events
+//! for one client in one queue slot and hands them to the client in one call
+//! (`crates/core/src/pack.rs`). Each event is still one event: order, panics, flush
+//! points, and every count the stats keep.
+
+// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
+// only the loom models (`--lib`) run then.
+#![cfg(not(loom))]
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use common::{Recorder, Seen, block_processor, one_queue};
+use zerodispatch_core::*;
+
+fn messages(log: &Mutex<Vec<Seen>>) -> Vec<u64> {
+    log.lock()
+        .unwrap()
+        .iter()
+        .filter_map(|s| match s {
+            Seen::Message(m) => Some(*m),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Batches of every length from 1 to 40, between single dispatches from the same thread:
+/// the client sees every event once, in the order they were dispatched; packs carried the
+/// batches; `processed` counts events, not packs.
+#[test]
+fn packed_batches_keep_their_order_among_single_dispatches() {
+    let d = one_queue(PoolConfig::new(1).capacity(256));
+    let (recorder, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+        .unwrap();
+    let mut next = 0_u64;
+    for len in 1..=40_u64 {
+        d.dispatch(h, Event::Message(next)).unwrap();
+        next += 1;
+        let mut batch = (next..next + len).map(Event::Message);
+        assert_eq!(d.dispatch_batch(h, &mut batch).unwrap() as u64, len);
+        next += len;
+    }
+    d.synchronize(h.processor()).unwrap();
+    assert_eq!(messages(&log), (0..next).collect::<Vec<_>>());
+    let stats = &d.stats()[0];
+    assert!(stats.packs >= 40, "{} packs", stats.packs);
+    assert!(stats.processed >= next, "{} processed", stats.processed);
+}
+
+/// A client that panics on one event of a pack: the panic is counted, and the events
+/// after it in the same pack still reach the client, in order.
+#[test]
+fn a_panic_inside_a_pack_is_contained_and_the_rest_of_the_pack_is_delivered() {
+    let d = one_queue(PoolConfig::new(1));
+    let (mut recorder, log) = Recorder::new();
+    recorder.panic_on = Some(5);
+    let h = d
+        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+        .unwrap();
+    d.dispatch_batch(h, &mut (0..16).map(Event::Message))
+        .unwrap();
+    d.synchronize(h.processor()).unwrap();
+    assert_eq!(messages(&log), (0..16).collect::<Vec<_>>());
+    let stats = &d.stats()[0];
+    assert_eq!(stats.panics, 1);
+    assert_eq!(stats.packs, 1);
+}
+
+/// `max_batch` bounds the events between two flush points inside a pack too: a pack of
+/// 16 to a processor flushing every 5 events is split at its flush points.
+#[test]
+fn a_pack_is_split_at_the_flush_points_of_max_batch() {
+    let d = one_queue(PoolConfig::new(1).max_batch(5));
+    let (recorder, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+        .unwrap();
+    // Held, so that the three batches queue up behind one another: the processor drains
+    // 48 events without emptying its queue.
+    let held = block_processor(&d, h);
+    let dispatcher = d.handle();
+    let sender = thread::spawn(move || {
+        for b in 0..3_u64 {
+            let mut batch = (b * 16..b * 16 + 16).map(Event::Message);
+            dispatcher.dispatch_batch(h, &mut batch).unwrap();
+        }
+    });
+    while d.stats()[0].depth < 3 {
+        thread::sleep(Duration::from_millis(1));
+    }
+    held.wait();
+    sender.join().unwrap();
+    d.synchronize(h.processor()).unwrap();
+    let log = log.lock().unwrap().clone();
+    let mut run = 0;
+    for seen in &log {
+        match seen {
+            Seen::Message(_) => {
+                run += 1;
+                assert!(
+                    run <= 5,
+                    "more than max_batch events between flushes: {log:?}"
+                );
+            }
+            Seen::Flush => run = 0,
+            Seen::Callback => {}
+        }
+    }
+    assert_eq!(
+        log.iter().filter(|s| matches!(s, Seen::Message(_))).count(),
+        48
+    );
+    assert!(d.stats()[0].packs >= 3);
+}
+
+/// Another client type's callbacks, spilled callbacks and a stale key, in packs: each
+/// event is counted once, as it would be one to a slot.
+#[test]
+fn a_packs_events_are_counted_one_by_one_wrong_type_spilled_and_stale() {
+    struct Other;
+    impl Client<u64> for Other {}
+
+    let d = one_queue(PoolConfig::new(1));
+    let (recorder, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+        .unwrap()
+        .erase();
+    let ran = Arc::new(AtomicU64::new(0));
+    let mut events = (0..12_u64).map(|i| match i % 3 {
+        0 => Event::from(Event::to_client(|_: &mut Other, _| {
+            unreachable!("not run on a client of another type")
+        })),
+        1 => {
+            let ran = ran.clone();
+            Event::Callback(Callback::spill(move || {
+                ran.fetch_add(1, Ordering::Relaxed);
+            }))
+        }
+        _ => Event::Message(i),
+    });
+    assert_eq!(d.dispatch_batch(h, &mut events).unwrap(), 12);
+    d.synchronize(h.processor()).unwrap();
+    let stats = d.stats()[0].clone();
+    assert_eq!(stats.wrong_client_type, 4);
+    assert_eq!(stats.spilled, 4);
+    assert_eq!(ran.load(Ordering::Relaxed), 4);
+    assert_eq!(messages(&log), vec![2, 5, 8, 11]);
+
+    // A key whose client is gone: every event of the pack is stale, none delivered.
+    d.unregister(h).unwrap();
+    d.dispatch_batch(h, &mut (0..16).map(Event::Message))
+        .unwrap();
+    d.synchronize(h.processor()).unwrap();
+    let stats = d.stats()[0].clone();
+    assert_eq!(stats.stale, 16);
+    assert_eq!(stats.packs, 2);
+}
+
+/// Four threads batching into a queue of 32 slots, whose pool has two packs: they wait
+/// for packs and for room, and every event arrives once, each thread's in its order.
+#[test]
+fn threads_sharing_a_short_pool_of_packs_lose_nothing_and_keep_their_order() {
+    const THREADS: u64 = 4;
+    const EVENTS: u64 = 20_000;
+    let d = one_queue(PoolConfig::new(1).capacity(32));
+    let (recorder, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+        .unwrap();
+    let senders: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let dispatcher = d.handle();
+            thread::spawn(move || {
+                let mut seq = 0;
+                let mut len = t;
+                while seq < EVENTS {
+                    len = len % 37 + 1;
+                    let end = (seq + len).min(EVENTS);
+                    let mut batch = (seq..end).map(|i| Event::Message(t << 32 | i));
+                    dispatcher.dispatch_batch(h, &mut batch).unwrap();
+                    seq = end;
+                }
+            })
+        })
+        .collect();
+    senders.into_iter().for_each(|s| s.join().unwrap());
+    d.synchronize(h.processor()).unwrap();
+    let seen = messages(&log);
+    assert_eq!(seen.len() as u64, THREADS * EVENTS);
+    for t in 0..THREADS {
+        let mine: Vec<_> = seen
+            .iter()
+            .filter(|m| *m >> 32 == t)
+            .map(|m| m & 0xffff_ffff)
+            .collect();
+        assert_eq!(mine, (0..EVENTS).collect::<Vec<_>>(), "thread {t}");
+    }
+    assert!(d.stats()[0].packs > 0);
+}
+
+/// A queue too small for two packs takes a batch one event to a slot.
+#[test]
+fn a_queue_too_small_for_packs_takes_batches_one_event_to_a_slot() {
+    let d = one_queue(PoolConfig::new(1).capacity(16));
+    let (recorder, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+        .unwrap();
+    d.dispatch_batch(h, &mut (0..100).map(Event::Message))
+        .unwrap();
+    d.synchronize(h.processor()).unwrap();
+    assert_eq!(messages(&log), (0..100).collect::<Vec<_>>());
+    assert_eq!(d.stats()[0].packs, 0);
+}
+
+/// Shutdown while threads are in blocking batches: every event a batch reports enqueued
+/// is delivered, and the first one it did not enqueue comes back; nothing else is lost.
+#[test]
+fn shutdown_during_packed_batches_delivers_what_was_accepted_and_hands_back_the_rest() {
+    const THREADS: u64 = 3;
+    let mut d = one_queue(PoolConfig::new(1).capacity(64));
+    let delivered = Arc::new(Mutex::new(Vec::new()));
+    struct Count(Arc<Mutex<Vec<u64>>>);
+    impl Client<u64> for Count {
+        fn on_event(&mut self, event: ClientEvent<u64>, _ctx: &mut Context<u64>) {
+            if let ClientEvent::Message(m) = event {
+                self.0.lock().unwrap().push(m);
+            }
+        }
+    }
+    let h = d
+        .register(
+            ClientType::Queue,
+            Count(delivered.clone()),
+            Placement::LeastLoaded,
+        )
+        .unwrap();
+    let senders: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let dispatcher = d.handle();
+            thread::spawn(move || {
+                let mut accepted = 0_u64;
+                loop {
+                    let mut batch = (accepted..accepted + 50).map(|i| Event::Message(t << 32 | i));
+                    match dispatcher.dispatch_batch(h, &mut batch) {
+                        Ok(n) => accepted += n as u64,
+                        Err(e) => {
+                            accepted += e.enqueued as u64;
+                            let DispatchError::ShutDown(Event::Message(m)) = e.error else {
+                                panic!("only shutdown ends a blocking batch: {:?}", e.error);
+                            };
+                            assert_eq!(m, t << 32 | accepted, "the first event not enqueued");
+                            return accepted;
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(50));
+    d.shutdown();
+    let accepted: Vec<u64> = senders.into_iter().map(|s| s.join().unwrap()).collect();
+    let delivered = delivered.lock().unwrap();
+    for (t, &n) in accepted.iter().enumerate() {
+        let mine: Vec<_> = delivered
+            .iter()
+            .filter(|m| *m >> 32 == t as u64)
+            .map(|m| m & 0xffff_ffff)
+            .collect();
+        assert_eq!(mine, (0..n).collect::<Vec<_>>(), "thread {t}: accepted {n}");
+    }
+}
