@@ -439,14 +439,13 @@ impl<M: Send + 'static, C: Client<M>> Registered<M> for C {
     ) {
         for delivery in events.by_ref().take(limit) {
             match delivery {
-                Delivery::Event(event) => {
-                    if let ClientEvent::Callback(callback) = &event
-                        && !callback.is_inline()
-                    {
+                Delivery::Event(ClientEvent::Callback(callback)) => {
+                    if !callback.is_inline() {
                         spilled.add(1);
                     }
-                    self.on_event(event, ctx);
+                    self.on_event(ClientEvent::Callback(callback), ctx);
                 }
+                Delivery::Event(event) => self.on_event(event, ctx),
                 Delivery::Call(callback) => callback.call(self, ctx),
             }
             *flush |= ctx.flags.flush_enabled;
