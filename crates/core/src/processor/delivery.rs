@@ -202,7 +202,13 @@ impl<M: Send + 'static> Runner<M> {
             &self.shared.stats,
             self.shared.id,
             what,
+            // The callback's arm on its own: merged with the message's, the move of a
+            // message was made for a callback too, through a store-forwarding stall
+            // (`Registered::on_run` has the same arms).
             || match delivery {
+                Delivery::Event(ClientEvent::Callback(callback)) => {
+                    client.on_event(ClientEvent::Callback(callback), ctx);
+                }
                 Delivery::Event(event) => client.on_event(event, ctx),
                 Delivery::Call(callback) => callback.call(client, ctx),
             },
