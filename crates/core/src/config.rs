@@ -146,8 +146,11 @@ impl PoolConfig {
         }
     }
 
-    /// Sets the queue capacity: events each processor's queue holds, 1 to
-    /// [`MAX_CAPACITY`], allocated when the dispatcher is built. Default
+    /// Sets the queue capacity: the items each processor's queue holds, 1 to
+    /// [`MAX_CAPACITY`], allocated when the dispatcher is built. An item is one event, or
+    /// a pack of up to 16 events of one blocking
+    /// [`dispatch_batch`](crate::DispatcherHandle::dispatch_batch) from an application
+    /// thread (a queue of `N` holds at most `N / 16` packs, so under `2N` events). Default
     /// [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY). Unless set explicitly, the watermarks
     /// follow it (a quarter and three quarters), and so does the outbox capacity.
     #[must_use]

@@ -478,8 +478,14 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     }
 
     /// Enqueues every event of `events` for the client `to`, in order, waiting for room
-    /// like [`dispatch`](Self::dispatch), with one pass through the gate per run of events
-    /// that fits. Returns how many were enqueued. Never allocates.
+    /// like [`dispatch`](Self::dispatch). Returns how many were enqueued. Never allocates
+    /// (but once per processor, at its first packed batch: its pool of packs).
+    ///
+    /// From an application thread the events travel in packs: up to 16 in one queue slot,
+    /// handed to the client in one call (one lookup, one containment of panics, one
+    /// dynamic call for the run), each still counted, contained and flushed as one event
+    /// (`ProcessorSnapshot::packs` counts the packs). On a processor thread, one pass
+    /// through the gate per run of events that fits, the rest through the outbox.
     ///
     /// # Errors
     ///
