@@ -51,14 +51,25 @@ pub fn threads(prefix: &str) -> Option<Duration> {
     Some(ticks(total))
 }
 
+/// The broker threads' CPU time as the run read it just before it stopped them
+/// ([`note_broker_threads`]): once stopped, a thread is no longer in `/proc/self/task`.
+static NOTED: std::sync::Mutex<Option<Duration>> = std::sync::Mutex::new(None);
+
+/// Notes the CPU time of the broker's threads (`zd-`) now: the run calls it just before
+/// it shuts the broker (or the local server) down, and [`Start::elapsed`] reads it.
+pub fn note_broker_threads() {
+    *NOTED.lock().unwrap_or_else(|p| p.into_inner()) = threads(BROKER_THREADS);
+}
+
 /// CPU time of a run: of the whole process, and of the broker's threads (processors and,
 /// over TCP with the local server, the server's I/O threads: every thread named `zd-`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct CpuTime {
     /// Seconds of CPU the perftest's process used during the run (user and system).
     pub process_s: f64,
-    /// Seconds of CPU its `zd-` threads used (the broker's, the local server's): those alive
-    /// at the end of the run.
+    /// Seconds of CPU its `zd-` threads used (the broker's, the local server's), read just
+    /// before the run stopped them (a server killed and restarted during the run takes
+    /// its threads' time with it).
     pub broker_threads_s: f64,
     /// The run's wall-clock seconds, to read the two above as a share of a core.
     pub wall_s: f64,
@@ -87,7 +98,10 @@ impl Start {
     #[must_use]
     pub fn elapsed(&self) -> Option<CpuTime> {
         let process = process()?.saturating_sub(self.process?);
-        let broker = threads(BROKER_THREADS)?.saturating_sub(self.broker.unwrap_or_default());
+        let noted = NOTED.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let broker = noted
+            .or_else(|| threads(BROKER_THREADS))?
+            .saturating_sub(self.broker.unwrap_or_default());
         Some(CpuTime {
             process_s: process.as_secs_f64(),
             broker_threads_s: broker.as_secs_f64(),

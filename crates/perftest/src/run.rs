@@ -440,6 +440,13 @@ impl Clock {
     }
 }
 
+/// Yields of a publisher waiting on its backlog before it sleeps.
+const BACKLOG_YIELDS: u32 = 8;
+
+/// One sleep of a publisher waiting on its backlog (about 60-100 us with the kernel's
+/// timer slack).
+const BACKLOG_SLEEP: Duration = Duration::from_micros(20);
+
 /// What a publisher thread did.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct PublisherEnd {
@@ -482,13 +489,24 @@ pub(crate) struct Backlog<'a> {
 }
 
 impl Backlog<'_> {
-    /// Waits while the backlog is at its limit, or until `end_ns`.
+    /// Waits while the backlog is at its limit, or until `end_ns`: a few yields, then
+    /// sleeps of [`BACKLOG_SLEEP`]. A publisher that only yielded took a core of its own
+    /// from the broker it measures: over TCP on two cores, a quarter of the CPU samples
+    /// of a saturation run were its `sched_yield` (`docs/benchmarks.md`, "Over TCP: where
+    /// the time goes"). A sleep is far shorter than the backlog it waits on (half a
+    /// queue's capacity, thousands of messages).
     fn wait_for_room(self, clock: Clock, end_ns: u64) {
+        let mut yields = 0;
         while self.published.load(Ordering::Relaxed)
             >= self.limit + self.consumed.load(Ordering::Relaxed) / self.apps
             && clock.now_ns() < end_ns
         {
-            thread::yield_now();
+            if yields < BACKLOG_YIELDS {
+                yields += 1;
+                thread::yield_now();
+            } else {
+                thread::sleep(BACKLOG_SLEEP);
+            }
         }
     }
 }
@@ -993,6 +1011,7 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
         ),
     };
     drop(producers);
+    crate::cpu::note_broker_threads();
     broker.shutdown();
     Ok(result)
 }

@@ -449,6 +449,7 @@ pub fn run(
         ),
     };
     drop(runtime);
+    crate::cpu::note_broker_threads();
     if let Some(server) = server {
         server.shutdown();
     }

@@ -108,3 +108,18 @@ fn a_queue_without_a_consumer_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--queues 2 needs --consumers 2"), "{err}");
 }
+
+/// The JSON's CPU figures are read while the broker's threads live: a saturation run's
+/// `broker_threads_s` is above zero and at most the process's (it read 0.0 when it was
+/// read after the broker had stopped them).
+#[test]
+fn the_cpu_of_the_broker_threads_is_counted_before_they_stop() {
+    for transport in ["in-process", "tcp"] {
+        let d = perftest(&["--transport", transport]);
+        let cpu = &d["cpu"];
+        let broker = cpu["broker_threads_s"].as_f64().expect("broker_threads_s");
+        let process = cpu["process_s"].as_f64().expect("process_s");
+        assert!(broker > 0.0, "{transport}: {cpu}");
+        assert!(broker <= process, "{transport}: {cpu}");
+    }
+}
