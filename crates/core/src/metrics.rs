@@ -82,7 +82,7 @@ const fn metric(name: &'static str, kind: Kind, help: &'static str, value: Value
 }
 
 /// Every metric [`export`] publishes, per processor.
-pub const METRICS: [Metric; 17] = [
+pub const METRICS: [Metric; 18] = [
     metric(
         "zerodispatch_queue_depth",
         Kind::Gauge,

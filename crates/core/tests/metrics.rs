@@ -194,7 +194,7 @@ fn every_metric_is_described_and_exporting_twice_counts_nothing_twice() {
         once.described["zerodispatch_time_in_queue_seconds"].0,
         Some(Unit::Seconds)
     );
-    // 3 processors: 12 counters and 3 gauges each, 2 histograms of 5 quantiles.
-    assert_eq!(once.values.len(), 3 * (12 + 3 + 2 * 5));
+    // 3 processors: 13 counters and 3 gauges each, 2 histograms of 5 quantiles.
+    assert_eq!(once.values.len(), 3 * (13 + 3 + 2 * 5));
     d.shutdown();
 }
