@@ -409,16 +409,16 @@ pub(crate) trait Registered<M: Send + 'static>: Client<M> {
     fn as_any_mut(&mut self) -> &mut dyn Any;
 
     /// Hands the client the next `limit` events of a pack (`pack.rs`), in order: one
-    /// dynamic call for the run, the loop compiled for the client's own type. Counts the
-    /// spilled callbacks in `spilled`, and sets `flush` if the client's flush gate was open
-    /// after any of them (as one event at a time puts it on the flush list). A panic
-    /// leaves the events after the one that panicked in `events`.
+    /// dynamic call for the run, the loop compiled for the client's own type. Counts each
+    /// event in `processed` once handled (as one event at a time does, so that the
+    /// monitor sees a long pack make progress) and the spilled callbacks in `spilled`,
+    /// and sets `flush` if the client's flush gate was open after any of them (as one
+    /// event at a time puts it on the flush list). A panic leaves the events after the
+    /// one that panicked in `events`.
     fn on_run(
         &mut self,
         events: &mut std::vec::Drain<'_, Delivery<M>>,
-        limit: usize,
-        spilled: &Counter,
-        flush: &mut bool,
+        run: Run<'_>,
         ctx: &mut Context<M>,
     );
 }
@@ -432,11 +432,16 @@ impl<M: Send + 'static, C: Client<M>> Registered<M> for C {
     fn on_run(
         &mut self,
         events: &mut std::vec::Drain<'_, Delivery<M>>,
-        limit: usize,
-        spilled: &Counter,
-        flush: &mut bool,
+        run: Run<'_>,
         ctx: &mut Context<M>,
     ) {
+        let Run {
+            limit,
+            processed,
+            spilled,
+            flush,
+            counted,
+        } = run;
         for delivery in events.by_ref().take(limit) {
             match delivery {
                 Delivery::Event(ClientEvent::Callback(callback)) => {
@@ -449,8 +454,25 @@ impl<M: Send + 'static, C: Client<M>> Registered<M> for C {
                 Delivery::Call(callback) => callback.call(self, ctx),
             }
             *flush |= ctx.flags.flush_enabled;
+            // Release, as for one event: a snapshot's `enqueued` stays a lower bound.
+            processed.add_release(1);
+            *counted += 1;
         }
     }
+}
+
+/// What [`Registered::on_run`] counts a run of a pack's events in.
+pub(crate) struct Run<'a> {
+    /// Events to hand over, at most.
+    pub(crate) limit: usize,
+    /// The processor's count of events handled.
+    pub(crate) processed: &'a Counter,
+    /// The processor's count of spilled callbacks.
+    pub(crate) spilled: &'a Counter,
+    /// Set if the client's flush gate was open after an event.
+    pub(crate) flush: &'a mut bool,
+    /// Events counted in `processed` by this call (not one that panicked).
+    pub(crate) counted: &'a mut usize,
 }
 
 /// A callback that runs on the client it is sent to, handed the client itself (`&mut C`,

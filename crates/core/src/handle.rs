@@ -484,8 +484,12 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// From an application thread the events travel in packs: up to 16 in one queue slot,
     /// handed to the client in one call (one lookup, one containment of panics, one
     /// dynamic call for the run), each still counted, contained and flushed as one event
-    /// (`ProcessorSnapshot::packs` counts the packs). On a processor thread, one pass
-    /// through the gate per run of events that fits, the rest through the outbox.
+    /// (`ProcessorSnapshot::packs` counts the packs). A pack takes as many events as the
+    /// iterator promises (its `size_hint`'s lower bound, up to 16) before it is pushed, so
+    /// such an iterator must not wait for the handling of the events it already gave; one
+    /// that promises nothing is read one event at a time, each pushed as it comes. On a
+    /// processor thread, one pass through the gate per run of events that fits, the rest
+    /// through the outbox.
     ///
     /// # Errors
     ///

@@ -86,7 +86,7 @@ pub const METRICS: [Metric; 18] = [
     metric(
         "zerodispatch_queue_depth",
         Kind::Gauge,
-        "Events in the processor's queue now.",
+        "Items in the processor's queue now: events, control items and packs of a blocking batch's events.",
         Value::Number(|s| s.depth as u64),
     ),
     metric(

@@ -37,6 +37,16 @@
 //!   without packs (`ShutDown` for the first event not taken; the rest stay in the
 //!   caller's iterator).
 //!
+//! - **The iterator is read ahead only as far as it promises.** A pack takes as many
+//!   events as the batch's iterator says it has at least (the lower bound of its
+//!   `size_hint`, up to [`PACK`]) before it is pushed; an iterator that cannot promise two
+//!   more gets the rest one to a slot, each pushed as soon as it is yielded. So an
+//!   iterator over events in hand is packed, and one that waits as it yields (for a
+//!   channel, or for the client's answer to the event before) is not read ahead of what
+//!   it gave. An iterator that promises events and then waits for the processing of the
+//!   ones it gave would wait for ever: they are in its pack. One that panics while a pack
+//!   fills has the events it yielded pushed before its panic goes on.
+//!
 //! Only blocking batches from application threads are packed: a processor's batches go
 //! through its outbox, which never waits, and `try_dispatch_batch`, the timed batches and
 //! the async door hand back the one event that did not fit, which a pack of several in

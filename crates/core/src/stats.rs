@@ -29,10 +29,11 @@ const SIGFIG: u8 = 2;
 /// The counters of one processor.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    /// Items handled that a caller enqueued: events, dispatcher callbacks, unregistrations.
-    /// Not the monitor's probes (counted in `probes`), which no caller enqueued. Added to
-    /// with release after each item is handled, so that a reader that reads it with acquire
-    /// before the queue's length counts no item twice.
+    /// Events and control items handled that a caller enqueued: events (each event of a
+    /// pack), dispatcher callbacks, unregistrations. Not the monitor's probes (counted in
+    /// `probes`), which no caller enqueued. Added to with release after each is handled
+    /// (a pack's events one by one, after it was popped), so that a reader that reads it
+    /// with acquire before the queue's length counts none twice.
     pub(crate) processed: Counter,
     /// The monitor's probes handled: added to (with release) after the probe is popped.
     pub(crate) probes: Counter,
@@ -173,14 +174,17 @@ pub struct ProcessorSnapshot {
     /// Events and control items accepted into its queue, at least: `processed` read
     /// first, plus `depth` read after it. Never more than callers ever enqueued (a
     /// dispatch that lands between the two reads may or may not be counted); it may lag
-    /// by the one item being handled and by up to two monitor probes being counted.
+    /// by the one item being handled, by up to two monitor probes being counted, and by
+    /// up to 15 events for each pack queued or being handled (`depth` counts a pack as
+    /// one item).
     pub enqueued: u64,
     /// Events and control items it has handled (dispatcher callbacks, `synchronize` and
     /// `call` markers, unregistrations). The monitor's probes, which no caller enqueues,
     /// are not counted.
     pub processed: u64,
-    /// Events and control items in its queue now, at most; the monitor's probe, if one is
-    /// queued, is not counted.
+    /// Items in its queue now, at most: events, control items, and packs of up to 16
+    /// events of a blocking batch (each one item, as the queue's capacity counts them);
+    /// the monitor's probe, if one is queued, is not counted.
     pub depth: usize,
     /// Clients registered on it now: those handed in and not yet taken in by the
     /// processor (no event reached them yet) included, and those whose unregistration is

@@ -153,13 +153,21 @@ fn a_packs_events_are_counted_one_by_one_wrong_type_spilled_and_stale() {
     assert_eq!(ran.load(Ordering::Relaxed), 4);
     assert_eq!(messages(&log), vec![2, 5, 8, 11]);
 
-    // A key whose client is gone: every event of the pack is stale, none delivered.
+    // A key whose client is gone: every event of the pack is stale, none delivered; a
+    // spilled callback among them is counted, as one to a slot.
     d.unregister(h).unwrap();
-    d.dispatch_batch(h, &mut (0..16).map(Event::Message))
-        .unwrap();
+    let mut stale = (0..16_u64).map(|i| {
+        if i == 0 {
+            Event::Callback(Callback::spill(|| unreachable!("stale: not run")))
+        } else {
+            Event::Message(i)
+        }
+    });
+    d.dispatch_batch(h, &mut stale).unwrap();
     d.synchronize(h.processor()).unwrap();
     let stats = d.stats()[0].clone();
     assert_eq!(stats.stale, 16);
+    assert_eq!(stats.spilled, 5);
     assert_eq!(stats.packs, 2);
 }
 
@@ -276,4 +284,118 @@ fn shutdown_during_packed_batches_delivers_what_was_accepted_and_hands_back_the_
             .collect();
         assert_eq!(mine, (0..n).collect::<Vec<_>>(), "thread {t}: accepted {n}");
     }
+}
+
+/// A batch that fills every pack returns once its last event is in, without waiting for
+/// a free pack it no longer needs (it did, until the processor handed one back).
+#[test]
+fn a_batch_that_fills_the_last_free_pack_returns_without_waiting_for_another() {
+    let d = one_queue(PoolConfig::new(1).capacity(32));
+    let (recorder, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+        .unwrap();
+    let held = block_processor(&d, h);
+    let dispatcher = d.handle();
+    let sender = thread::spawn(move || {
+        // The pool of a 32-slot queue has two packs: this batch takes both.
+        dispatcher.dispatch_batch(h, &mut (0..32).map(Event::Message))
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !sender.is_finished() && std::time::Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(1));
+    }
+    let returned = sender.is_finished();
+    held.wait();
+    assert_eq!(sender.join().unwrap().unwrap(), 32);
+    assert!(returned, "the batch waited for a pack after its last event");
+    d.synchronize(h.processor()).unwrap();
+    assert_eq!(messages(&log), (0..32).collect::<Vec<_>>());
+}
+
+/// An iterator that cannot promise two more events (`size_hint`) is not read ahead: each
+/// event is pushed as soon as it is yielded, so an iterator that waits for the client's
+/// answer to the event before works; packed, it waited for an event held in its pack.
+#[test]
+fn an_iterator_that_promises_nothing_is_not_read_ahead() {
+    let d = one_queue(PoolConfig::new(1));
+    let (answers, answered) = std::sync::mpsc::channel::<u64>();
+    struct Answer(std::sync::mpsc::Sender<u64>);
+    impl Client<u64> for Answer {
+        fn on_event(&mut self, event: ClientEvent<u64>, _ctx: &mut Context<u64>) {
+            if let ClientEvent::Message(m) = event {
+                let _ = self.0.send(m);
+            }
+        }
+    }
+    let h = d
+        .register(ClientType::Queue, Answer(answers), Placement::LeastLoaded)
+        .unwrap();
+    let mut next = 0_u64;
+    let mut events = std::iter::from_fn(|| {
+        if next > 0 {
+            let m = answered
+                .recv_timeout(Duration::from_secs(5))
+                .expect("answered");
+            assert_eq!(m, next - 1);
+        }
+        (next < 20).then(|| {
+            next += 1;
+            Event::Message(next - 1)
+        })
+    });
+    assert_eq!(d.dispatch_batch(h, &mut events).unwrap(), 20);
+    assert_eq!(d.stats()[0].packs, 0);
+}
+
+/// An iterator that panics while a pack fills: the events it yielded before are
+/// delivered, as they were one to a slot, and the panic reaches the caller.
+#[test]
+fn the_events_yielded_before_an_iterator_panics_are_delivered() {
+    let d = one_queue(PoolConfig::new(1));
+    let (recorder, log) = Recorder::new();
+    let h = d
+        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+        .unwrap();
+    let dispatched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut events = (0..16_u64).map(|i| {
+            assert!(i != 9, "the iterator panics at 9");
+            Event::Message(i)
+        });
+        d.dispatch_batch(h, &mut events)
+    }));
+    assert!(dispatched.is_err(), "the panic reaches the caller");
+    d.synchronize(h.processor()).unwrap();
+    assert_eq!(messages(&log), (0..9).collect::<Vec<_>>());
+}
+
+/// A pack of slow events counts each as it is handled: the monitor, which calls a
+/// processor stuck when `processed` stops moving, sees a long pack make progress.
+#[test]
+fn a_long_pack_is_counted_event_by_event() {
+    let d = one_queue(PoolConfig::new(1));
+    struct Slow;
+    impl Client<u64> for Slow {
+        fn on_event(&mut self, _event: ClientEvent<u64>, _ctx: &mut Context<u64>) {
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let h = d
+        .register(ClientType::Queue, Slow, Placement::LeastLoaded)
+        .unwrap();
+    let before = d.stats()[0].processed;
+    d.dispatch_batch(h, &mut (0..16).map(Event::Message))
+        .unwrap();
+    thread::sleep(Duration::from_millis(150));
+    let midway = d.stats()[0].processed - before;
+    assert!(
+        (1..16).contains(&midway),
+        "{midway} of the pack's 16 events counted after 150 ms"
+    );
+    d.synchronize(h.processor()).unwrap();
+    assert_eq!(
+        d.stats()[0].processed - before,
+        17,
+        "16 events and the marker"
+    );
 }

@@ -3,7 +3,7 @@
 
 use super::contain::contain;
 use super::runner::Runner;
-use crate::client::{ClientEvent, ClientFlags, ClientKey, Delivery, Registered};
+use crate::client::{ClientEvent, ClientFlags, ClientKey, Delivery, Registered, Run};
 use std::vec::Drain;
 
 use crate::event::Item;
@@ -91,7 +91,6 @@ impl<M: Send + 'static> Runner<M> {
             let room = max_batch.saturating_sub(self.since_flush).max(1);
             let run = drain.len().min(usize::try_from(room).unwrap_or(usize::MAX));
             self.deliver_run(key, &mut drain, run);
-            self.shared.stats.counters.processed.add_release(run as u64);
             self.since_flush += run as u64;
             if self.since_flush >= max_batch {
                 self.flush_point();
@@ -126,12 +125,24 @@ impl<M: Send + 'static> Runner<M> {
         let mut flush = false;
         let end = drain.len() - run;
         while drain.len() > end {
-            let left = drain.len() - end;
+            let before = drain.len();
+            let mut counted = 0;
+            let run = Run {
+                limit: before - end,
+                processed: &stats.counters.processed,
+                spilled: &stats.counters.spilled,
+                flush: &mut flush,
+                counted: &mut counted,
+            };
             contain(stats, self.shared.id, "event of a batch", || {
-                client.on_run(drain, left, &stats.counters.spilled, &mut flush, ctx);
+                client.on_run(drain, run, ctx);
             });
+            // An event that panicked is counted, as one event at a time counts it, and
+            // may have opened the flush gate.
+            let uncounted = (before - drain.len()).saturating_sub(counted);
+            stats.counters.processed.add_release(uncounted as u64);
+            flush |= ctx.flags.flush_enabled;
         }
-        flush |= ctx.flags.flush_enabled;
         entry.flags = ClientFlags {
             flush_again: false,
             ..ctx.flags
@@ -143,18 +154,27 @@ impl<M: Send + 'static> Runner<M> {
         self.count_wrong_types();
     }
 
-    /// Counts and drops the next `run` events of a pack whose key names no client.
+    /// Counts and drops the next `run` events of a pack whose key names no client, each
+    /// counted as one event at a time counts it (`stale`, `processed`, and `spilled` for
+    /// a spilled callback).
     #[cold]
     fn drop_stale_run(&self, key: ClientKey, drain: &mut Drain<'_, Delivery<M>>, run: usize) {
-        self.shared.stats.counters.stale.add(run as u64);
+        let counters = &self.shared.stats.counters;
+        counters.stale.add(run as u64);
         tracing::debug!(processor = %self.shared.id, slot = key.slot, generation = key.generation, events = run, "events for an unregistered client dropped");
-        for event in drain.by_ref().take(run) {
+        for delivery in drain.by_ref().take(run) {
+            if let Delivery::Event(ClientEvent::Callback(callback)) = &delivery
+                && !callback.is_inline()
+            {
+                counters.spilled.add(1);
+            }
             contain(
                 &self.shared.stats,
                 self.shared.id,
                 "drop of a stale event",
-                || drop(event),
+                || drop(delivery),
             );
+            counters.processed.add_release(1);
         }
     }
 

@@ -2,6 +2,7 @@
 //! for room as the dispatch says), through the async door, and from other processors'
 //! threads, which never wait, by their outboxes.
 
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::task::Waker;
 
 use super::current::{OUTBOX_LEN, outbox_len};
@@ -142,54 +143,64 @@ impl<M: Send + 'static> ProcessorShared<M> {
 
     /// [`push_batch`](Self::push_batch) waiting as long as it takes, from an application
     /// thread, for events to the client `key`: packed, up to [`PACK`] to a slot
-    /// (`pack.rs`). Each pack enters the gate before its first event is taken from
-    /// `events` and is pushed under that entry, waiting for room
-    /// ([`Inside::push_waiting`]), so that it is never refused. With every pack in use it
-    /// waits for a quarter of them to come back, holding no entry. A run of one event
-    /// takes a slot of its own, and so does every event for a queue too small for packs.
-    /// Adds the events enqueued to `pushed`.
-    pub(crate) fn push_packed(
+    /// (`pack.rs`), as many as the iterator promises (the lower bound of its
+    /// `size_hint`): an iterator that cannot say it has two more events gets the rest one
+    /// to a slot, each pushed as soon as it is yielded, as without packs. Each pack takes
+    /// its first event, then an entry in the gate and a free pack (waiting for one if all
+    /// are in use, holding no entry), then the rest of its events, and is pushed under the
+    /// entry, waiting for room ([`Inside::push_waiting`]), so that it is never refused. An
+    /// iterator that panics while a pack fills has the events it yielded pushed, then its
+    /// panic goes on. A queue too small for packs takes every event one to a slot. Adds
+    /// the events enqueued to `pushed`.
+    pub(crate) fn push_packed<I: Iterator<Item = Event<M>>>(
         &self,
         key: ClientKey,
-        events: &mut impl Iterator<Item = Event<M>>,
+        events: &mut I,
         pushed: &mut usize,
     ) -> Result<(), DispatchError<Item<M>>> {
         let capacity = self.queue.capacity();
-        if !PackPool::<M>::enabled(capacity) {
-            return self.push_batch(
+        let one_to_a_slot = |events: &mut I, pushed: &mut usize| {
+            self.push_batch(
                 &mut events.map(|e| Item::new(key, e)),
                 pushed,
                 Wait::Forever,
-            );
+            )
+        };
+        if !PackPool::<M>::enabled(capacity) {
+            return one_to_a_slot(events, pushed);
         }
         let packs = self.packs.get_or_init(|| PackPool::new(capacity));
         loop {
-            let Some((inside, mut pack)) = self.enter_with_pack(packs) else {
-                return match events.next() {
-                    Some(event) => Err(DispatchError::ShutDown(Item::new(key, event))),
-                    None => Ok(()),
-                };
+            let promised = events.size_hint().0.min(PACK);
+            if promised < 2 {
+                return one_to_a_slot(events, pushed);
+            }
+            let Some(first) = events.next() else {
+                return Ok(());
             };
+            let Some((inside, mut pack)) = self.enter_with_pack(packs) else {
+                return Err(DispatchError::ShutDown(Item::new(key, first)));
+            };
+            pack.events().push(Delivery::from(first));
             // The batch's iterator runs here, inside the gate, as in `try_push_batch`.
-            pack.events()
-                .extend(events.by_ref().take(PACK).map(Delivery::from));
+            let filled = catch_unwind(AssertUnwindSafe(|| {
+                let rest = events.by_ref().take(promised - 1).map(Delivery::from);
+                pack.events().extend(rest);
+            }));
             let n = pack.events().len();
-            let item = match n {
-                // Nothing more: the entry is undone, the pack goes back.
-                0 => return Ok(()),
-                1 => {
-                    let event = pack.events().pop().expect("one event");
-                    Item::new(key, event.into_event())
-                }
-                _ => Item::Pack {
+            let item = if n == 1 {
+                let event = pack.events().pop().expect("one event");
+                Item::new(key, event.into_event())
+            } else {
+                Item::Pack {
                     key,
                     events: pack.send(),
-                },
+                }
             };
             inside.push_waiting(item);
             *pushed += n;
-            if n < PACK {
-                return Ok(());
+            if let Err(panic) = filled {
+                resume_unwind(panic);
             }
         }
     }
