@@ -5,10 +5,11 @@
 mod common;
 
 use std::collections::HashSet;
+use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use common::{Client, eventually, limits, payload_of, server};
-use zerodispatch_broker::QueueMode;
+use zerodispatch_broker::{Callback, ClientType, QueueMode};
 use zerodispatch_server::Limits;
 use zerodispatch_wire::*;
 
@@ -144,9 +145,27 @@ fn a_closed_consumers_unconfirmed_messages_go_to_another_consumer() {
     eventually("every slot free", || server.stats().free_slots == 256);
 }
 
+/// The queue processor is held while the five are published, so that the first two
+/// cannot be stored (and free their places) before the session has seen the other three:
+/// the test does not depend on how fast the queue answers (it once saw message 2 stored,
+/// the ACKs of 0 and 1 back before it arrived).
 #[test]
 fn publishes_past_max_unconfirmed_are_rejected_producer_full() {
     let server = server(&[QueueMode::Priority], limits());
+    let broker = server.broker().clone();
+    let queue = broker.processors(ClientType::Queue)[0];
+    let held = Arc::new(Barrier::new(2));
+    let h = held.clone();
+    broker
+        .execute(
+            queue,
+            Callback::new(move || {
+                h.wait();
+                h.wait();
+            }),
+        )
+        .unwrap();
+    held.wait();
     let mut producer = Client::hello(server.local_addr());
     producer.open_producer(1, 0, 2);
     producer.publish(1, 0..5, payload_of);
@@ -156,6 +175,13 @@ fn publishes_past_max_unconfirmed_are_rejected_producer_full() {
         rejected.push(id.0);
     });
     assert_eq!(rejected, [2, 3, 4]);
+    held.wait();
+    let mut stored = Vec::new();
+    producer.confirms(1, 2, |id, status| {
+        assert_eq!(status, ConfirmStatus::Stored);
+        stored.push(id.0);
+    });
+    assert_eq!(stored, [0, 1]);
 }
 
 #[test]
