@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::time::Duration;
 
-use common::{Recorder, Seen, block_processor, one_queue_unprobed};
+use common::{Recorder, block_processor, messages, one_queue_unprobed};
 use zerodispatch_core::*;
 use zerodispatch_testkit::within;
 
@@ -39,17 +39,6 @@ fn counting_waker() -> (Arc<Count>, Waker) {
 
 fn poll_once<F: Future + Unpin>(future: &mut F, waker: &Waker) -> Poll<F::Output> {
     Pin::new(future).poll(&mut TaskContext::from_waker(waker))
-}
-
-fn messages(log: &Mutex<Vec<Seen>>) -> Vec<u64> {
-    log.lock()
-        .unwrap()
-        .iter()
-        .filter_map(|s| match s {
-            Seen::Message(m) => Some(*m),
-            _ => None,
-        })
-        .collect()
 }
 
 fn runtime() -> tokio::runtime::Runtime {

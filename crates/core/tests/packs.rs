@@ -14,19 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use common::{Recorder, Seen, block_processor, one_queue};
+use common::{Recorder, Seen, block_processor, messages, one_queue, recorder_on};
 use zerodispatch_core::*;
-
-fn messages(log: &Mutex<Vec<Seen>>) -> Vec<u64> {
-    log.lock()
-        .unwrap()
-        .iter()
-        .filter_map(|s| match s {
-            Seen::Message(m) => Some(*m),
-            _ => None,
-        })
-        .collect()
-}
 
 /// Batches of every length from 1 to 40, between single dispatches from the same thread:
 /// the client sees every event once, in the order they were dispatched; packs carried the
@@ -34,10 +23,7 @@ fn messages(log: &Mutex<Vec<Seen>>) -> Vec<u64> {
 #[test]
 fn packed_batches_keep_their_order_among_single_dispatches() {
     let d = one_queue(PoolConfig::new(1).capacity(256));
-    let (recorder, log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap();
+    let (h, log) = recorder_on(&d);
     let mut next = 0_u64;
     for len in 1..=40_u64 {
         d.dispatch(h, Event::Message(next)).unwrap();
@@ -77,10 +63,7 @@ fn a_panic_inside_a_pack_is_contained_and_the_rest_of_the_pack_is_delivered() {
 #[test]
 fn a_pack_is_split_at_the_flush_points_of_max_batch() {
     let d = one_queue(PoolConfig::new(1).max_batch(5));
-    let (recorder, log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap();
+    let (h, log) = recorder_on(&d);
     // Held, so that the three batches queue up behind one another: the processor drains
     // 48 events without emptying its queue.
     let held = block_processor(&d, h);
@@ -178,10 +161,7 @@ fn threads_sharing_a_short_pool_of_packs_lose_nothing_and_keep_their_order() {
     const THREADS: u64 = 4;
     const EVENTS: u64 = 20_000;
     let d = one_queue(PoolConfig::new(1).capacity(32));
-    let (recorder, log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap();
+    let (h, log) = recorder_on(&d);
     let senders: Vec<_> = (0..THREADS)
         .map(|t| {
             let dispatcher = d.handle();
@@ -217,10 +197,7 @@ fn threads_sharing_a_short_pool_of_packs_lose_nothing_and_keep_their_order() {
 #[test]
 fn a_queue_too_small_for_packs_takes_batches_one_event_to_a_slot() {
     let d = one_queue(PoolConfig::new(1).capacity(16));
-    let (recorder, log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap();
+    let (h, log) = recorder_on(&d);
     d.dispatch_batch(h, &mut (0..100).map(Event::Message))
         .unwrap();
     d.synchronize(h.processor()).unwrap();
@@ -291,10 +268,7 @@ fn shutdown_during_packed_batches_delivers_what_was_accepted_and_hands_back_the_
 #[test]
 fn a_batch_that_fills_the_last_free_pack_returns_without_waiting_for_another() {
     let d = one_queue(PoolConfig::new(1).capacity(32));
-    let (recorder, log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap();
+    let (h, log) = recorder_on(&d);
     let held = block_processor(&d, h);
     let dispatcher = d.handle();
     let sender = thread::spawn(move || {
@@ -320,10 +294,7 @@ fn a_batch_that_fills_the_last_free_pack_returns_without_waiting_for_another() {
 #[test]
 fn an_iterator_that_promises_nothing_is_not_read_ahead() {
     let d = one_queue(PoolConfig::new(1));
-    let (recorder, log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap();
+    let (h, log) = recorder_on(&d);
     let base = d.stats()[0].enqueued;
     let handle = d.handle();
     let mut next = 0_u64;
@@ -354,10 +325,7 @@ fn an_iterator_that_promises_nothing_is_not_read_ahead() {
 #[test]
 fn the_events_yielded_before_an_iterator_panics_are_delivered() {
     let d = one_queue(PoolConfig::new(1));
-    let (recorder, log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap();
+    let (h, log) = recorder_on(&d);
     let dispatched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut events = (0..16_u64).map(|i| {
             assert!(i != 9, "the iterator panics at 9");

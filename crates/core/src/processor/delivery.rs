@@ -1,11 +1,11 @@
 //! Handling one popped event on the processor thread: the client table (adoption of a
 //! client handed in, unregistration), deliveries to clients, and the flush list.
 
+use std::vec::Drain;
+
 use super::contain::contain;
 use super::runner::Runner;
 use crate::client::{ClientEvent, ClientFlags, ClientKey, Delivery, Registered, Run};
-use std::vec::Drain;
-
 use crate::event::Item;
 use crate::sync::Ordering;
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use zerodispatch_core::{
     Callback, Client, ClientEvent, ClientHandle, ClientType, Context, Dispatcher, DispatcherHandle,
-    PoolConfig, ProcessorSnapshot,
+    Placement, PoolConfig, ProcessorSnapshot,
 };
 
 /// What a [`Recorder`] saw, in order.
@@ -62,6 +62,27 @@ impl Client<u64> for Recorder {
     fn flush(&mut self, _ctx: &mut Context<u64>) {
         self.log.lock().unwrap().push(Seen::Flush);
     }
+}
+
+/// A [`Recorder`] registered on the least loaded queue processor of `d`, and its log.
+pub fn recorder_on(d: &DispatcherHandle<u64>) -> (ClientHandle<Recorder>, Arc<Mutex<Vec<Seen>>>) {
+    let (recorder, log) = Recorder::new();
+    let handle = d
+        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+        .expect("a queue processor takes the recorder");
+    (handle, log)
+}
+
+/// The messages a [`Recorder`] saw, in order.
+pub fn messages(log: &Mutex<Vec<Seen>>) -> Vec<u64> {
+    log.lock()
+        .unwrap()
+        .iter()
+        .filter_map(|s| match s {
+            Seen::Message(m) => Some(*m),
+            _ => None,
+        })
+        .collect()
 }
 
 pub fn one_queue(config: PoolConfig) -> Dispatcher<u64> {
