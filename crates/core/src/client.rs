@@ -440,7 +440,6 @@ impl<M: Send + 'static, C: Client<M>> Registered<M> for C {
             processed,
             spilled,
             flush,
-            counted,
         } = run;
         for delivery in events.by_ref().take(limit) {
             match delivery {
@@ -456,7 +455,6 @@ impl<M: Send + 'static, C: Client<M>> Registered<M> for C {
             *flush |= ctx.flags.flush_enabled;
             // Release, as for one event: a snapshot's `enqueued` stays a lower bound.
             processed.add_release(1);
-            *counted += 1;
         }
     }
 }
@@ -471,8 +469,6 @@ pub(crate) struct Run<'a> {
     pub(crate) spilled: &'a Counter,
     /// Set if the client's flush gate was open after an event.
     pub(crate) flush: &'a mut bool,
-    /// Events counted in `processed` by this call (not one that panicked).
-    pub(crate) counted: &'a mut usize,
 }
 
 /// A callback that runs on the client it is sent to, handed the client itself (`&mut C`,

@@ -125,23 +125,22 @@ impl<M: Send + 'static> Runner<M> {
         let mut flush = false;
         let end = drain.len() - run;
         while drain.len() > end {
-            let before = drain.len();
-            let mut counted = 0;
             let run = Run {
-                limit: before - end,
+                limit: drain.len() - end,
                 processed: &stats.counters.processed,
                 spilled: &stats.counters.spilled,
                 flush: &mut flush,
-                counted: &mut counted,
             };
-            contain(stats, self.shared.id, "event of a batch", || {
+            let panicked = contain(stats, self.shared.id, "event of a batch", || {
                 client.on_run(drain, run, ctx);
             });
-            // An event that panicked is counted, as one event at a time counts it, and
-            // may have opened the flush gate.
-            let uncounted = (before - drain.len()).saturating_sub(counted);
-            stats.counters.processed.add_release(uncounted as u64);
-            flush |= ctx.flags.flush_enabled;
+            if panicked {
+                // The event that panicked (taken from the pack, not counted by `on_run`) is
+                // counted, as one event at a time counts it, and may have opened the
+                // flush gate.
+                stats.counters.processed.add_release(1);
+                flush |= ctx.flags.flush_enabled;
+            }
         }
         entry.flags = ClientFlags {
             flush_again: false,
