@@ -78,14 +78,15 @@ impl<M: Send + 'static> Dispatcher<M> {
     /// closed and every processor told to stop either way; those still running at the
     /// deadline are named in the error and finish on their own (draining, flushing and
     /// dropping their clients when their handler returns). Idempotent, like `shutdown`.
-    /// On one of its own processor threads it cannot wait at all: it starts the shutdown on
-    /// a thread of its own, as `shutdown` does, and returns `Ok`.
+    /// Where it must not wait at all (one of its own processor threads, a tokio runtime's
+    /// worker) it starts the shutdown on a thread of its own, as `shutdown` does, and
+    /// returns `Ok`.
     ///
     /// # Errors
     ///
     /// [`ShutdownTimedOut`] with the processors still running at the deadline.
     pub fn shutdown_timeout(&mut self, timeout: Duration) -> Result<(), ShutdownTimedOut> {
-        if self.handle.current().is_some() {
+        if !self.may_join() {
             self.shutdown();
             return Ok(());
         }
@@ -109,12 +110,17 @@ impl<M: Send + 'static> Dispatcher<M> {
     /// running the caller: the same ordered shutdown then runs on a thread of its own
     /// (`zd-shutdown`), and this call returns at once; every processor, the caller's
     /// included, stops and drops its clients shortly after the caller's handler returns.
+    ///
+    /// The same on a tokio runtime's worker thread (feature `tokio`; a dispatcher dropped
+    /// by a task, say), where joining would stall every task of that worker: the call
+    /// returns at once and the shutdown completes on `zd-shutdown`. To wait for it there, call it in
+    /// `tokio::task::spawn_blocking` or [`allow_blocking`](crate::allow_blocking).
     pub fn shutdown(&mut self) {
         let shared = self.handle.shared.clone();
         shared.shutting_down.store(true, Ordering::Release);
         let threads = std::mem::take(&mut self.threads);
         let monitor = self.monitor.take();
-        if self.handle.current().is_none() {
+        if self.may_join() {
             shut_down(&shared, threads, monitor, None);
             return;
         }
@@ -193,6 +199,14 @@ impl<M: Send + 'static> std::ops::Deref for Dispatcher<M> {
     #[inline]
     fn deref(&self) -> &DispatcherHandle<M> {
         &self.handle
+    }
+}
+
+impl<M: Send + 'static> Dispatcher<M> {
+    /// Whether this thread may wait for the processors to exit: not one of them, and not a
+    /// tokio worker ([`may_block`](crate::may_block)).
+    fn may_join(&self) -> bool {
+        self.handle.current().is_none() && crate::blocking::may_block()
     }
 }
 

@@ -37,7 +37,8 @@ impl<M: Send + 'static> Executor<M> {
             f.call();
             Ok(())
         } else {
-            self.post(f)
+            self.dispatcher
+                .execute_as(self.processor, f, ("Executor::dispatch", "call_async"))
         }
     }
 

@@ -913,17 +913,25 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             self.run_stepped();
         }
         let (slot, request) = call::request();
-        if processor
-            .push(
-                Item::DispatcherCallback(call_task(f, request)),
-                self.no_wait_if_stepped(Wait::Forever),
-            )
-            .is_err()
-        {
-            // The task came back in the error, and went with it: its request answered
-            // `Dropped`, which leaves the slot ready for the next call once taken.
-            let _ = slot.wait();
-            return Err(SyncError::ShutDown);
+        let mut task = Item::DispatcherCallback(call_task(f, request));
+        loop {
+            match processor.push(task, self.no_wait_if_stepped(Wait::Forever)) {
+                Ok(()) => break,
+                // Only a stepped dispatcher's push can find the queue full (it never
+                // waits): another thread filled it since the run above. Run it, and again.
+                Err(DispatchError::Full(back)) if self.shared.stepped => {
+                    self.run_stepped();
+                    task = back;
+                }
+                Err(refused) => {
+                    // The task comes back in the error, and goes with it: its request
+                    // answers `Dropped`, which leaves the slot ready for the next call once
+                    // taken. A waiting push is refused only by a closed gate.
+                    drop(refused);
+                    let _ = slot.wait();
+                    return Err(SyncError::ShutDown);
+                }
+            }
         }
         if self.shared.stepped {
             self.run_stepped();

@@ -98,3 +98,64 @@ fn blocking_calls_in_spawn_blocking_and_the_async_forms_on_the_runtime_work() {
     // A plain thread (here the test's) blocks as usual.
     assert_eq!(handle.call(sink, || 44), Ok(44));
 }
+
+#[test]
+fn an_executors_dispatch_on_a_runtime_thread_panics_naming_itself() {
+    let (d, sink) = dispatcher();
+    let executor = d.executor(sink.processor());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let refused = rt.block_on(async {
+        catch_unwind(AssertUnwindSafe(|| executor.dispatch(Callback::new(|| ()))))
+    });
+    let message = panic_message(refused.unwrap_err());
+    assert!(message.contains("`Executor::dispatch` blocks"), "{message}");
+}
+
+/// Records whether the dispatcher's drop had returned when its processor dropped it.
+struct Witness {
+    dropped_returned: std::sync::mpsc::Receiver<()>,
+    saw: std::sync::mpsc::Sender<bool>,
+}
+impl Client<u64> for Witness {}
+impl Drop for Witness {
+    fn drop(&mut self) {
+        let returned = self
+            .dropped_returned
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .is_ok();
+        let _ = self.saw.send(returned);
+    }
+}
+
+/// A dispatcher dropped by a task does not stall the runtime's worker joining the
+/// processors: the drop returns at once and the shutdown completes on a thread of its own
+/// (before, the worker joined them, and this witness's drop timed out waiting for it).
+#[test]
+fn a_dispatcher_dropped_in_a_task_shuts_down_without_blocking_the_worker() {
+    let (d, _sink) = dispatcher();
+    let (returned, dropped_returned) = std::sync::mpsc::channel();
+    let (saw, seen) = std::sync::mpsc::channel();
+    d.register(
+        ClientType::Queue,
+        Witness {
+            dropped_returned,
+            saw,
+        },
+        Placement::LeastLoaded,
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        drop(d);
+        returned.send(()).unwrap();
+    });
+    assert_eq!(
+        seen.recv_timeout(std::time::Duration::from_secs(10)),
+        Ok(true),
+        "the drop returned before the processors had dropped their clients"
+    );
+}

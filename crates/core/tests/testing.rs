@@ -154,6 +154,41 @@ fn call_and_synchronize_step_the_processors_and_answer() {
     assert_eq!(taken(&log), ["q got 8", "q flush"]);
 }
 
+/// A `call` whose queue another thread filled between the call's run and its push is run
+/// again and answered, not reported `ShutDown` (it was, before: any refused push was).
+#[test]
+fn a_call_to_a_queue_another_thread_fills_meanwhile_is_answered_not_reported_shut_down() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::time::Instant;
+    let test = stepped(PoolConfig::new(1).capacity(1));
+    let log = Log::default();
+    let q = logger(&test, ClientType::Queue, "q", &log, None);
+    let stop = Arc::new(AtomicBool::new(false));
+    let pushed = Arc::new(AtomicU64::new(0));
+    let filler = {
+        let (handle, stop, pushed) = (test.handle(), stop.clone(), pushed.clone());
+        // A push now and then, at no fixed phase of the calls (a sleep of 1 us is some
+        // tens of microseconds): never so often that a run of the stepped processors
+        // finds work at every turn.
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if handle.dispatch(q, Event::Message(1)).is_ok() {
+                    pushed.fetch_add(1, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_micros(1));
+            }
+        })
+    };
+    let start = Instant::now();
+    let mut calls = 0_u64;
+    while start.elapsed() < Duration::from_millis(500) || pushed.load(Ordering::Relaxed) < 100 {
+        assert_eq!(test.call(q, move || calls), Ok(calls), "call {calls}");
+        calls += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    filler.join().unwrap();
+}
+
 #[test]
 fn timers_run_when_the_test_moves_the_clock_in_deadline_order_after_a_flush() {
     let test = stepped(PoolConfig::new(1));
