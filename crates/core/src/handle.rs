@@ -444,6 +444,8 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// the queue is full, passing the processor's gate once for the whole batch (two
     /// read-modify-writes for the batch instead of one per event; the queue's own
     /// compare-and-swap per event remains). Returns how many were enqueued. Never blocks, never allocates.
+    /// The iterator runs inside the gate: it must not wait for the processor (see
+    /// [`dispatch_batch`](Self::dispatch_batch)).
     ///
     /// # Errors
     ///
@@ -485,11 +487,18 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// handed to the client in one call (one lookup, one containment of panics, one
     /// dynamic call for the run), each still counted, contained and flushed as one event
     /// (`ProcessorSnapshot::packs` counts the packs). A pack takes as many events as the
-    /// iterator promises (its `size_hint`'s lower bound, up to 16) before it is pushed, so
-    /// such an iterator must not wait for the handling of the events it already gave; one
-    /// that promises nothing is read one event at a time, each pushed as it comes. On a
-    /// processor thread, one pass through the gate per run of events that fits, the rest
-    /// through the outbox.
+    /// iterator promises (its `size_hint`'s lower bound, up to 16) before it is pushed; one
+    /// that promises fewer than two is read one event at a time, each pushed to a slot of
+    /// its own as it comes. On a processor thread, one pass through the gate per run of
+    /// events that fits, the rest through the outbox.
+    ///
+    /// The iterator runs inside the processor's gate, and a parked processor is woken for
+    /// the events when the batch leaves it (once per pack, or once for a run of events
+    /// one to a slot; `wake.rs`): so the iterator must not wait for the handling of events
+    /// it already gave, or for anything else that processor does. It could wait for ever:
+    /// the processor may have handled the first events and parked, and the events pushed
+    /// since wait, unannounced, for the batch to leave the gate. Produce what the batch
+    /// carries first, then dispatch it.
     ///
     /// # Errors
     ///
@@ -599,7 +608,8 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// Enqueues every event of `events` for the client `to`, in order, from async code,
     /// waiting for room like [`dispatch_async`](Self::dispatch_async), with one pass
     /// through the gate per run of events that fits. The future resolves with how many were
-    /// enqueued. Allocates nothing per event.
+    /// enqueued. Allocates nothing per event. The iterator runs inside the gate: it must
+    /// not wait for the processor (see [`dispatch_batch`](Self::dispatch_batch)).
     ///
     /// Cancel-safe: dropped before it resolved, it enqueues nothing later; the events it
     /// did not take stay in `events`, and the one it held is dropped with it or handed back

@@ -145,7 +145,8 @@ impl<M: Send + 'static> ProcessorShared<M> {
     /// thread, for events to the client `key`: packed, up to [`PACK`] to a slot
     /// (`pack.rs`), as many as the iterator promises (the lower bound of its
     /// `size_hint`): an iterator that cannot say it has two more events gets the rest one
-    /// to a slot, each pushed as soon as it is yielded, as without packs. Each pack takes
+    /// to a slot, each pushed as soon as it is yielded (announced to the processor when
+    /// the run leaves the gate), as without packs. Each pack takes
     /// its first event, then an entry in the gate and a free pack (waiting for one if all
     /// are in use, holding no entry), then the rest of its events, and is pushed under the
     /// entry, waiting for room ([`Inside::push_waiting`]), so that it is never refused. An
