@@ -97,7 +97,9 @@ pub use error::{BrokerError, SendError};
 pub use ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 pub use message::{Ack, AckStatus, Confirm, ConfirmMode, ConfirmRoute, Confirms, Delivery};
 pub use names::MAX_PRODUCER_NAMES;
-pub use parse::{ParseConfirmModeError, ParseFlushStrategyError};
+pub use parse::{
+    ParseConfirmModeError, ParseDurationError, ParseFlushStrategyError, parse_duration,
+};
 pub use queue::{MAX_APPS, MAX_QUEUE_CAPACITY, QueueMode};
 pub use release::OnRelease;
 pub use replication::{MAX_REPLICAS, Receipt, ReplicaId, Replication};

@@ -5,9 +5,79 @@
 
 use std::fmt::{self, Display};
 use std::str::FromStr;
+use std::time::Duration;
 
 use crate::message::ConfirmMode;
 use crate::session::FlushStrategy;
+
+/// A duration as every command line of the project writes one: a number and its unit, as
+/// the `humantime` crate reads them (`10s`, `500ms`, `250us`, `1.5s`, `2m`, `1m 30s`),
+/// blanks around it ignored. A bare number is refused, with a message asking for the unit:
+/// it would be ambiguous (seconds to one reader, milliseconds to another). The parser of
+/// `timer:<interval>` ([`FlushStrategy`]), the perftest's and `zd-server`'s flags.
+///
+/// ```
+/// use std::time::Duration;
+/// use zerodispatch_broker::parse_duration;
+///
+/// assert_eq!(parse_duration("1m 30s"), Ok(Duration::from_secs(90)));
+/// let err = parse_duration("500").unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "`500` needs a unit: 500s, 500ms or 500us (every duration here is a number and its unit)"
+/// );
+/// assert!(parse_duration("10 parsecs").unwrap_err().to_string().contains("try 10s, 500ms, 2m"));
+/// ```
+///
+/// # Errors
+///
+/// [`ParseDurationError`], which says what is wrong.
+pub fn parse_duration(s: &str) -> Result<Duration, ParseDurationError> {
+    let t = s.trim();
+    let err = |reason| ParseDurationError {
+        input: s.to_owned(),
+        reason,
+    };
+    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(err(DurationReason::BareNumber));
+    }
+    humantime::parse_duration(t).map_err(|e| err(DurationReason::Invalid(e.to_string())))
+}
+
+/// Why [`parse_duration`] refused its input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseDurationError {
+    input: String,
+    reason: DurationReason,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum DurationReason {
+    /// A number without its unit.
+    BareNumber,
+    /// Not a duration, as `humantime` says.
+    Invalid(String),
+}
+
+impl Display for ParseDurationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let input = &self.input;
+        match &self.reason {
+            DurationReason::BareNumber => {
+                let t = input.trim();
+                write!(
+                    f,
+                    "`{input}` needs a unit: {t}s, {t}ms or {t}us (every duration here is a number and its unit)"
+                )
+            }
+            DurationReason::Invalid(why) => {
+                write!(f, "`{input}` is not a duration ({why}; try 10s, 500ms, 2m)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ParseDurationError {}
 
 /// `dynamic`, or `timer:<interval>`, the interval written as every command line of the
 /// project writes a duration: a number and its unit, as the `humantime` crate reads them
@@ -43,12 +113,10 @@ impl FromStr for FlushStrategy {
         let interval = name
             .strip_prefix("timer:")
             .ok_or_else(|| err(FlushReason::Unknown))?;
-        let interval = interval.trim();
-        if !interval.is_empty() && interval.chars().all(|c| c.is_ascii_digit() || c == '.') {
-            return Err(err(FlushReason::BareNumber));
-        }
-        let interval =
-            humantime::parse_duration(interval).map_err(|_| err(FlushReason::Interval))?;
+        let interval = parse_duration(interval).map_err(|e| match e.reason {
+            DurationReason::BareNumber => err(FlushReason::BareNumber),
+            DurationReason::Invalid(_) => err(FlushReason::Interval),
+        })?;
         if interval.is_zero() {
             return Err(err(FlushReason::ZeroInterval));
         }

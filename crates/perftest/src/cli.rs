@@ -275,14 +275,7 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 ///
 /// A message saying what is wrong, for clap to print.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
-        return Err(format!(
-            "`{s}` needs a unit: {t}s, {t}ms or {t}us (every duration here is a number and its unit)"
-        ));
-    }
-    humantime::parse_duration(t)
-        .map_err(|e| format!("`{s}` is not a duration ({e}; try 10s, 500ms, 2m)"))
+    zerodispatch_broker::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// A duration as the command line writes it: whole `s`, `ms` or `us` where exact,

@@ -71,18 +71,10 @@ struct Args {
     max_connections: usize,
 }
 
-/// A duration as every command line of the project writes one: a number and its unit, as
-/// the `humantime` crate reads them (`5s`, `500ms`, `1.5s`, `1m 30s`); a bare number is
-/// refused with a message asking for the unit.
+/// A duration as every command line of the project writes one
+/// ([`zerodispatch_broker::parse_duration`]), for clap.
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
-        return Err(format!(
-            "`{s}` needs a unit: {t}s, {t}ms or {t}us (every duration here is a number and its unit)"
-        ));
-    }
-    humantime::parse_duration(t)
-        .map_err(|e| format!("`{s}` is not a duration ({e}; try 15s, 500ms, 1m)"))
+    zerodispatch_broker::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// [`parse_duration`], above zero.
