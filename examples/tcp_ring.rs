@@ -14,10 +14,13 @@
 //! broker; the percentiles printed are what that many wake-ups and two loopback
 //! deliveries cost on this machine before any work is done.
 //!
-//! Run: `cargo run --release --example tcp_ring [hops] [laps]` (defaults 3 and 500;
-//! `0` hops: the server's task echoes the frame itself).
+//! Run: `cargo run --release --example tcp_ring [hops] [laps] [direct]` (defaults 3 and
+//! 500; `0` hops: the server's task echoes the frame itself). With `direct`, the last hop
+//! writes the frame to the socket itself instead of handing it to the server's writer
+//! task: the path with one wake-up fewer, as if the session processor wrote its ACKs.
 
-use std::sync::mpsc;
+use std::io::Write;
+use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -38,22 +41,41 @@ fn runtime(name: &str) -> Runtime {
         .expect("a runtime")
 }
 
+/// Where the last hop of the chain puts a frame.
+#[derive(Clone)]
+enum Out {
+    /// To the server's writer task.
+    Task(tokio_mpsc::UnboundedSender<Frame>),
+    /// Straight to the socket (a duplicate of the server's socket; nonblocking, as tokio
+    /// set it, and 16-byte frames at 50 a second never find its buffer full).
+    Socket(Arc<std::net::TcpStream>),
+}
+
+impl Out {
+    fn send(&self, frame: Frame) -> bool {
+        match self {
+            Out::Task(writer) => writer.send(frame).is_ok(),
+            Out::Socket(socket) => (&**socket).write_all(&frame).is_ok(),
+        }
+    }
+}
+
 /// The chain of parked threads between the server's reader and its writer; returns the
 /// sender into its first thread.
-fn chain(hops: usize, writer: tokio_mpsc::UnboundedSender<Frame>) -> Option<mpsc::Sender<Frame>> {
+fn chain(hops: usize, out: Out) -> Option<mpsc::Sender<Frame>> {
     if hops == 0 {
         return None;
     }
     let (first, mut from) = mpsc::channel::<Frame>();
     for hop in 1..=hops {
         let (to, next) = mpsc::channel::<Frame>();
-        let (last, writer) = (hop == hops, writer.clone());
+        let (last, out) = (hop == hops, out.clone());
         thread::Builder::new()
             .name(format!("hop-{hop}"))
             .spawn(move || {
                 while let Ok(frame) = from.recv() {
                     let sent = if last {
-                        writer.send(frame).is_ok()
+                        out.send(frame)
                     } else {
                         to.send(frame).is_ok()
                     };
@@ -70,12 +92,27 @@ fn chain(hops: usize, writer: tokio_mpsc::UnboundedSender<Frame>) -> Option<mpsc
 
 /// The server: reads frames, passes each along the chain (or echoes it), writes what
 /// comes back.
-async fn serve(listener: TcpListener, hops: usize) {
+async fn serve(listener: TcpListener, hops: usize, direct: bool) {
     let (stream, _) = listener.accept().await.expect("accept");
     stream.set_nodelay(true).expect("nodelay");
+    // With `direct`, a duplicate of the socket for the last hop to write to.
+    let (stream, duplicate) = if direct {
+        let std = stream.into_std().expect("the socket, as std's");
+        let duplicate = std.try_clone().expect("a duplicate of the socket");
+        (
+            TcpStream::from_std(std).expect("back to tokio"),
+            Some(duplicate),
+        )
+    } else {
+        (stream, None)
+    };
     let (mut read, mut write) = stream.into_split();
     let (back, mut to_write) = tokio_mpsc::unbounded_channel::<Frame>();
-    let into_chain = chain(hops, back.clone());
+    let out = match duplicate {
+        Some(socket) => Out::Socket(Arc::new(socket)),
+        None => Out::Task(back.clone()),
+    };
+    let into_chain = chain(hops, out);
     tokio::spawn(async move {
         while let Some(frame) = to_write.recv().await {
             if write.write_all(&frame).await.is_err() {
@@ -103,13 +140,14 @@ fn main() {
     let laps: usize = args
         .next()
         .map_or(500, |a| a.parse().expect("laps: a number"));
+    let direct = args.next().is_some_and(|a| a == "direct");
 
     let server = runtime("ring-server-io");
     let listener = server
         .block_on(TcpListener::bind("127.0.0.1:0"))
         .expect("bind a loopback port");
     let addr = listener.local_addr().expect("its address");
-    server.spawn(serve(listener, hops));
+    server.spawn(serve(listener, hops, direct));
 
     let client = runtime("ring-client-io");
     let epoch = Instant::now();
@@ -151,8 +189,13 @@ fn main() {
     laps_us.sort_by(f64::total_cmp);
     let at = |q: f64| laps_us[((laps_us.len() - 1) as f64 * q).round() as usize];
     println!(
-        "TCP loopback with {hops} parked hops in the server, {laps} laps at 50 a second: \
+        "TCP loopback with {hops} parked hops in the server{}, {laps} laps at 50 a second: \
          p50 {:.0} us, p90 {:.0}, p99 {:.0}, max {:.0}",
+        if direct {
+            ", the last writing to the socket"
+        } else {
+            ""
+        },
         at(0.5),
         at(0.9),
         at(0.99),
