@@ -243,19 +243,10 @@ impl<M: Send + 'static> ProcessorShared<M> {
         item: Item<M>,
     ) {
         debug_assert!(self.on_own_thread(), "send_entered called off {}", self.id);
-        let item = if outbox_len() == 0 {
-            match target.queue.push(item) {
-                Ok(()) => {
-                    inside.pushed = 1;
-                    return;
-                }
-                Err(item) => item,
-            }
-        } else {
-            item
-        };
-        self.keep(target, item, inside)
-            .expect("the caller checked the outbox's room");
+        if let Some(item) = push_behind_outbox(target, &mut inside, item) {
+            self.keep(target, item, inside)
+                .expect("the caller checked the outbox's room");
+        }
     }
 
     /// Enqueues `item` unless the queue is full or shutdown closed the gate: the protocol of
@@ -343,16 +334,8 @@ impl<M: Send + 'static> ProcessorShared<M> {
         let Some(mut inside) = target.enter() else {
             return Err(DispatchError::ShutDown(item));
         };
-        let item = if outbox_len() == 0 {
-            match target.queue.push(item) {
-                Ok(()) => {
-                    inside.pushed = 1;
-                    return Ok(());
-                }
-                Err(item) => item,
-            }
-        } else {
-            item
+        let Some(item) = push_behind_outbox(target, &mut inside, item) else {
+            return Ok(());
         };
         if !wait {
             return Err(DispatchError::Full(item));
@@ -447,5 +430,27 @@ impl<M: Send + 'static> ProcessorShared<M> {
         });
         OUTBOX_LEN.with(|len| len.set(outbox.len()));
         sent
+    }
+}
+
+/// Pushes `item` into `target`'s queue under `inside` (an entry in its gate), unless the
+/// calling processor's outbox holds events, which it must not overtake (the
+/// [outbox protocol](crate::outbox)), or the queue is full: then hands it back, for the
+/// caller to keep or refuse.
+#[inline]
+fn push_behind_outbox<M: Send + 'static>(
+    target: &ProcessorShared<M>,
+    inside: &mut Inside<'_, M>,
+    item: Item<M>,
+) -> Option<Item<M>> {
+    if outbox_len() != 0 {
+        return Some(item);
+    }
+    match target.queue.push(item) {
+        Ok(()) => {
+            inside.pushed = 1;
+            None
+        }
+        Err(item) => Some(item),
     }
 }
