@@ -78,21 +78,23 @@ impl<M: Send + 'static> Dispatcher<M> {
     /// closed and every processor told to stop either way; those still running at the
     /// deadline are named in the error and finish on their own (draining, flushing and
     /// dropping their clients when their handler returns). Idempotent, like `shutdown`.
-    /// Where it must not wait at all (one of its own processor threads, a tokio runtime's
-    /// worker) it starts the shutdown on a thread of its own, as `shutdown` does, and
-    /// returns `Ok`.
+    /// On one of its own processor threads it cannot wait at all: it starts the shutdown on
+    /// a thread of its own, as `shutdown` does, and returns `Ok`. After a first shutdown
+    /// it does nothing and returns `Ok`.
     ///
     /// # Errors
     ///
     /// [`ShutdownTimedOut`] with the processors still running at the deadline.
     pub fn shutdown_timeout(&mut self, timeout: Duration) -> Result<(), ShutdownTimedOut> {
-        if !self.may_join() {
+        if self.handle.current().is_some() {
             self.shutdown();
             return Ok(());
         }
         let deadline = std::time::Instant::now() + timeout;
         let shared = self.handle.shared.clone();
-        shared.shutting_down.store(true, Ordering::Release);
+        if shared.shutting_down.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
         let threads = std::mem::take(&mut self.threads);
         let unfinished = shut_down(&shared, threads, self.monitor.take(), Some(deadline));
         if unfinished.is_empty() {
@@ -111,16 +113,22 @@ impl<M: Send + 'static> Dispatcher<M> {
     /// (`zd-shutdown`), and this call returns at once; every processor, the caller's
     /// included, stops and drops its clients shortly after the caller's handler returns.
     ///
-    /// The same on a tokio runtime's worker thread (feature `tokio`; a dispatcher dropped
-    /// by a task, say), where joining would stall every task of that worker: the call
-    /// returns at once and the shutdown completes on `zd-shutdown`. To wait for it there, call it in
-    /// `tokio::task::spawn_blocking` or [`allow_blocking`](crate::allow_blocking).
+    /// Only the first call shuts down; a later one (a `shutdown` and then the drop) does
+    /// nothing. On a tokio runtime's worker thread it waits there like any other thread,
+    /// stalling the worker's other tasks while the processors drain (a drop cannot be
+    /// async, and returning before the drain could let the process exit with accepted
+    /// events unhandled): shut down in `tokio::task::spawn_blocking` to keep the worker
+    /// free.
     pub fn shutdown(&mut self) {
         let shared = self.handle.shared.clone();
-        shared.shutting_down.store(true, Ordering::Release);
+        if shared.shutting_down.swap(true, Ordering::AcqRel) {
+            // Under way or done: a second ordered shutdown, with no threads left to join,
+            // would close every pool at once, before the first had drained the earlier.
+            return;
+        }
         let threads = std::mem::take(&mut self.threads);
         let monitor = self.monitor.take();
-        if self.may_join() {
+        if self.handle.current().is_none() {
             shut_down(&shared, threads, monitor, None);
             return;
         }
@@ -199,14 +207,6 @@ impl<M: Send + 'static> std::ops::Deref for Dispatcher<M> {
     #[inline]
     fn deref(&self) -> &DispatcherHandle<M> {
         &self.handle
-    }
-}
-
-impl<M: Send + 'static> Dispatcher<M> {
-    /// Whether this thread may wait for the processors to exit: not one of them, and not a
-    /// tokio worker ([`may_block`](crate::may_block)).
-    fn may_join(&self) -> bool {
-        self.handle.current().is_none() && crate::blocking::may_block()
     }
 }
 

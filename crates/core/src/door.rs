@@ -307,8 +307,7 @@ impl<M: Send + 'static, R: 'static> Future for CallFuture<'_, M, R> {
             // A stepped dispatcher runs its processors here: room for the call first, then
             // the call itself, so that the answer is there below. Nothing waits.
             let door = if stepped {
-                this.handle.run_stepped();
-                Door::Done(processor.try_push(item))
+                Door::Done(this.handle.push_stepped(processor, item))
             } else {
                 processor.poll_push(item, cx.waker(), &mut this.registration, |item| {
                     processor.try_push(item)

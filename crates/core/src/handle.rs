@@ -492,7 +492,8 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// its own as it comes. On a processor thread, one pass through the gate per run of
     /// events that fits, the rest through the outbox.
     ///
-    /// The iterator runs inside the processor's gate, and a parked processor is woken for
+    /// The iterator runs inside the processor's gate (all but the call that gives a pack's
+    /// first event), and a parked processor is woken for
     /// the events when the batch leaves it (once per pack, or once for a run of events
     /// one to a slot; `wake.rs`): so the iterator must not wait for the handling of events
     /// it already gave, or for anything else that processor does. It could wait for ever:
@@ -918,30 +919,20 @@ impl<M: Send + 'static> DispatcherHandle<M> {
         if let Some(own) = self.current() {
             return Err(SyncError::OnProcessorThread(own.id));
         }
-        if self.shared.stepped {
-            // Room for the call, and everything before it handled first.
-            self.run_stepped();
-        }
         let (slot, request) = call::request();
-        let mut task = Item::DispatcherCallback(call_task(f, request));
-        loop {
-            match processor.push(task, self.no_wait_if_stepped(Wait::Forever)) {
-                Ok(()) => break,
-                // Only a stepped dispatcher's push can find the queue full (it never
-                // waits): another thread filled it since the run above. Run it, and again.
-                Err(DispatchError::Full(back)) if self.shared.stepped => {
-                    self.run_stepped();
-                    task = back;
-                }
-                Err(refused) => {
-                    // The task comes back in the error, and goes with it: its request
-                    // answers `Dropped`, which leaves the slot ready for the next call once
-                    // taken. A waiting push is refused only by a closed gate.
-                    drop(refused);
-                    let _ = slot.wait();
-                    return Err(SyncError::ShutDown);
-                }
-            }
+        let task = Item::DispatcherCallback(call_task(f, request));
+        let pushed = if self.shared.stepped {
+            self.push_stepped(processor, task)
+        } else {
+            processor.push(task, Wait::Forever)
+        };
+        if let Err(refused) = pushed {
+            // Shut down (a waiting push is refused only by a closed gate). The task comes
+            // back in the error, and goes with it: its request answers `Dropped`, which
+            // leaves the slot ready for the next call once taken.
+            drop(refused);
+            let _ = slot.wait();
+            return Err(SyncError::ShutDown);
         }
         if self.shared.stepped {
             self.run_stepped();

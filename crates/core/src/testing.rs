@@ -66,8 +66,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::client::ClientType;
+use crate::error::DispatchError;
+use crate::event::Item;
 use crate::handle::DispatcherHandle;
-use crate::processor::Runner;
+use crate::processor::{ProcessorShared, Runner};
 
 /// How many turns of every processor [`TestDispatcher::run_until_idle`] makes at most
 /// before it decides a client keeps it busy for ever (one asking to be flushed again at
@@ -232,6 +234,25 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// stepped dispatcher.
     pub(crate) fn run_stepped(&self) -> u64 {
         self.shared.runners.get().map_or(0, |r| r.run_until_idle())
+    }
+
+    /// Pushes `item` (a `call`'s task) to `processor` of this stepped dispatcher, which
+    /// never waits: runs the processors first (room for it, and everything before it
+    /// handled), and again each time the push finds the queue full (another thread filled
+    /// it meanwhile). Refused only by a closed gate.
+    pub(crate) fn push_stepped(
+        &self,
+        processor: &ProcessorShared<M>,
+        item: Item<M>,
+    ) -> Result<(), DispatchError<Item<M>>> {
+        let mut item = item;
+        loop {
+            self.run_stepped();
+            match processor.try_push(item) {
+                Err(DispatchError::Full(back)) => item = back,
+                other => return other,
+            }
+        }
     }
 
     /// The shutdown of [`TestDispatcher::shutdown`].

@@ -130,3 +130,58 @@ fn dropping_the_dispatcher_shuts_it_down() {
         "every accepted event ran before the drop returned"
     );
 }
+
+/// Only the first shutdown shuts down. A second (the drop after a `shutdown`) made while
+/// the first still drained the queues ran another ordered shutdown with no threads left
+/// to join, which closed every pool at once: here, a queue client still handling its
+/// event found the session pool closed while the queue pool drained.
+#[test]
+fn a_second_shutdown_while_the_first_drains_does_not_close_the_later_pools_early() {
+    struct Runs;
+    impl Client<u64> for Runs {
+        fn on_event(&mut self, event: ClientEvent<u64>, _: &mut Context<u64>) {
+            if let ClientEvent::Callback(cb) = event {
+                cb.call();
+            }
+        }
+    }
+    let d = Dispatcher::<u64>::builder()
+        .pool(ClientType::Session, PoolConfig::new(1))
+        .pool(ClientType::Queue, PoolConfig::new(1))
+        .build()
+        .unwrap();
+    let session = d
+        .register(ClientType::Session, Runs, Placement::LeastLoaded)
+        .unwrap()
+        .erase();
+    let queue = d
+        .register(ClientType::Queue, Runs, Placement::LeastLoaded)
+        .unwrap();
+    let handle = d.handle();
+    let (sent, outcome) = std::sync::mpsc::channel();
+    // Everything the handler needs behind one `Arc`: a callback holds 32 bytes inline.
+    let owner = Arc::new((Mutex::new(Some(d)), handle.clone(), Mutex::new(sent)));
+    let in_handler = owner.clone();
+    handle
+        .dispatch(
+            queue,
+            Event::Callback(Callback::new(move || {
+                let (dispatcher, on_processor, sent) = &*in_handler;
+                // On the queue processor: its shutdown starts on a thread of its own and
+                // waits for this handler; then the drop makes a second call.
+                let mut d = dispatcher.lock().unwrap().take().unwrap();
+                d.shutdown();
+                drop(d);
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                let reached = on_processor.dispatch(session, Event::Message(1));
+                sent.lock().unwrap().send(reached.is_ok()).unwrap();
+            })),
+        )
+        .unwrap();
+    assert_eq!(
+        outcome.recv_timeout(std::time::Duration::from_secs(10)),
+        Ok(true),
+        "the session pool is open until the queue pool has drained"
+    );
+    drop(owner);
+}

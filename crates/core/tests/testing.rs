@@ -154,15 +154,21 @@ fn call_and_synchronize_step_the_processors_and_answer() {
     assert_eq!(taken(&log), ["q got 8", "q flush"]);
 }
 
-/// A `call` whose queue another thread filled between the call's run and its push is run
-/// again and answered, not reported `ShutDown` (it was, before: any refused push was).
+/// A `call` (or `call_async`) whose queue another thread filled between the call's run and
+/// its push is run again and answered, not reported `ShutDown` (it was, before: any refused
+/// push was).
 #[test]
 fn a_call_to_a_queue_another_thread_fills_meanwhile_is_answered_not_reported_shut_down() {
+    use std::future::Future;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::task::{Context as TaskContext, Poll, Waker};
     use std::time::Instant;
+    struct Sink;
+    impl Client<u64> for Sink {}
     let test = stepped(PoolConfig::new(1).capacity(1));
-    let log = Log::default();
-    let q = logger(&test, ClientType::Queue, "q", &log, None);
+    let q = test
+        .register(ClientType::Queue, Sink, Placement::LeastLoaded)
+        .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let pushed = Arc::new(AtomicU64::new(0));
     let filler = {
@@ -183,6 +189,12 @@ fn a_call_to_a_queue_another_thread_fills_meanwhile_is_answered_not_reported_shu
     let mut calls = 0_u64;
     while start.elapsed() < Duration::from_millis(500) || pushed.load(Ordering::Relaxed) < 100 {
         assert_eq!(test.call(q, move || calls), Ok(calls), "call {calls}");
+        // The async form, which a stepped dispatcher answers at its first poll.
+        let mut answer = std::pin::pin!(test.call_async(q, move || calls + 1));
+        let polled = answer
+            .as_mut()
+            .poll(&mut TaskContext::from_waker(Waker::noop()));
+        assert_eq!(polled, Poll::Ready(Ok(calls + 1)), "call_async {calls}");
         calls += 1;
     }
     stop.store(true, Ordering::Relaxed);
