@@ -493,13 +493,12 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// events that fits, the rest through the outbox.
     ///
     /// The iterator runs inside the processor's gate (all but the call that gives a pack's
-    /// first event), and a parked processor is woken for
-    /// the events when the batch leaves it (once per pack, or once for a run of events
-    /// one to a slot; `wake.rs`): so the iterator must not wait for the handling of events
-    /// it already gave, or for anything else that processor does. It could wait for ever:
-    /// the processor may have handled the first events and parked, and the events pushed
-    /// since wait, unannounced, for the batch to leave the gate. Produce what the batch
-    /// carries first, then dispatch it.
+    /// first event), and a parked processor is woken for the events when the batch leaves
+    /// it (once per pack, or once for a run of events one to a slot; `wake.rs`): so the
+    /// iterator must not wait for the handling of events it already gave, or for anything
+    /// else that processor does. It could wait for ever: the processor may have handled
+    /// the first events and parked, and the events pushed since wait, unannounced, for the
+    /// batch to leave the gate. Produce what the batch carries first, then dispatch it.
     ///
     /// # Errors
     ///

@@ -42,10 +42,11 @@
 //!   `size_hint`, up to [`PACK`]) before it is pushed; an iterator that cannot promise two
 //!   more gets the rest one to a slot, each pushed as soon as it is yielded. So an
 //!   iterator over events in hand is packed, and one that waits as it yields (for a
-//!   channel, or for the client's answer to the event before) is not read ahead of what
-//!   it gave. An iterator that promises events and then waits for the processing of the
-//!   ones it gave would wait for ever: they are in its pack. One that panics while a pack
-//!   fills has the events it yielded pushed before its panic goes on.
+//!   channel) is not read ahead of what it gave. No iterator may wait for the handling
+//!   of events it gave: those in its pack are not pushed yet, and those pushed one to a
+//!   slot are announced to a parked processor only when the batch leaves the gate (the
+//!   docs of `dispatch_batch`). One that panics while a pack fills has the events it
+//!   yielded pushed before its panic goes on.
 //!
 //! Only blocking batches from application threads are packed: a processor's batches go
 //! through its outbox, which never waits, and `try_dispatch_batch`, the timed batches and

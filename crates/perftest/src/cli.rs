@@ -266,10 +266,9 @@ fn parse_rate(s: &str) -> Result<f64, String> {
     Ok(rate)
 }
 
-/// Parses a duration as every command line of the project writes one: a number and its
-/// unit, as the `humantime` crate reads them (`10s`, `500ms`, `2m`, `1.5s`, `1m 30s`). A
-/// bare number is refused with a message asking for the unit: it used to be seconds here
-/// and milliseconds in `timer:`.
+/// Parses a duration as every command line of the project writes one: the broker's
+/// [`parse_duration`](zerodispatch_broker::parse_duration) (a number and its unit; a bare
+/// number refused, asking for the unit), its error as clap prints it.
 ///
 /// # Errors
 ///
