@@ -182,7 +182,10 @@ impl<M: Send + 'static> DispatcherBuilder<M> {
         let _ = handle
             .shared
             .runners
-            .set(Box::new(crate::testing::Stepped::new(runners)));
+            .set(Box::new(crate::testing::Stepped::new(
+                runners,
+                handle.shared.global.shutdown_order,
+            )));
         Ok(crate::testing::TestDispatcher::new(handle))
     }
 

@@ -408,6 +408,9 @@ pub(crate) trait Registered<M: Send + 'static>: Client<M> {
     /// The client, for a downcast to its own type.
     fn as_any_mut(&mut self) -> &mut dyn Any;
 
+    /// The client's type, for reports that name it.
+    fn type_name(&self) -> &'static str;
+
     /// Hands the client the next `limit` events of a pack (`pack.rs`), in order: one
     /// dynamic call for the run, the loop compiled for the client's own type. Counts each
     /// event in `processed` once handled (as one event at a time does, so that the
@@ -426,6 +429,10 @@ pub(crate) trait Registered<M: Send + 'static>: Client<M> {
 impl<M: Send + 'static, C: Client<M>> Registered<M> for C {
     fn as_any_mut(&mut self) -> &mut dyn Any {
         self
+    }
+
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<C>()
     }
 
     #[inline]

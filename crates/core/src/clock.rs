@@ -68,16 +68,14 @@ impl Clock {
         Duration::from_nanos(deadline_ns.saturating_sub(self.now_ns()))
     }
 
-    /// Moves a manual clock on by `by`; `false` for the real clock, which cannot be moved.
-    pub(crate) fn advance(&self, by: Duration) -> bool {
+    /// Moves a manual clock on to `ns` nanoseconds since the epoch, if it reads less (a
+    /// clock never goes back); `false` for the real clock, which cannot be moved.
+    pub(crate) fn advance_to(&self, ns: u64) -> bool {
         let Some(now) = &self.manual else {
             return false;
         };
-        let by = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
-        now.fetch_update(Ordering::AcqRel, Ordering::Acquire, |ns| {
-            Some(ns.saturating_add(by))
-        })
-        .is_ok()
+        now.fetch_max(ns, Ordering::AcqRel);
+        true
     }
 
     /// Whether this clock moves only when advanced.

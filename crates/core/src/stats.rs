@@ -176,11 +176,11 @@ pub struct ProcessorSnapshot {
     /// dispatch that lands between the two reads may or may not be counted); it may lag
     /// by the one item being handled, by up to two monitor probes being counted, and by
     /// up to 15 events for each pack queued or being handled (`depth` counts a pack as
-    /// one item).
+    /// one item). A timer, which waits beside the queue, counts once it has run.
     pub enqueued: u64,
     /// Events and control items it has handled (dispatcher callbacks, `synchronize` and
-    /// `call` markers, unregistrations). The monitor's probes, which no caller enqueues,
-    /// are not counted.
+    /// `call` markers, unregistrations), and timers it ran. The monitor's probes, which no
+    /// caller enqueues, and cancelled timers, which never run, are not counted.
     pub processed: u64,
     /// Items in its queue now, at most: events, control items, and packs of up to 16
     /// events of a blocking batch (each one item, as the queue's capacity counts them);
@@ -197,7 +197,8 @@ pub struct ProcessorSnapshot {
     pub flushes: u64,
     /// Panics caught in client handlers, flushes and dispatcher callbacks.
     pub panics: u64,
-    /// Callbacks it ran that had been spilled to the heap (`Callback::spill`).
+    /// Callbacks it ran that had been spilled to the heap (`Callback::spill`): events,
+    /// dispatcher callbacks and timers, counted as they run (a cancelled timer is not).
     pub spilled: u64,
     /// Events dropped because their client had been unregistered.
     pub stale: u64,

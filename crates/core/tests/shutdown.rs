@@ -185,3 +185,55 @@ fn a_second_shutdown_while_the_first_drains_does_not_close_the_later_pools_early
     );
     drop(owner);
 }
+
+/// Dispatches a goodbye to `to` from its drop (on its processor's thread, after that
+/// processor's loop has ended), then lets the session go on.
+struct SaysGoodbye {
+    to: ClientHandle<Recorder>,
+    handle: DispatcherHandle<u64>,
+    dispatched: Arc<std::sync::Barrier>,
+}
+
+impl Client<u64> for SaysGoodbye {}
+
+impl Drop for SaysGoodbye {
+    fn drop(&mut self) {
+        let accepted = self.handle.dispatch(self.to, Event::Message(99));
+        self.dispatched.wait();
+        accepted.expect("accepted: the session pool shuts down after the queues");
+    }
+}
+
+#[test]
+fn an_event_a_client_dispatches_from_its_drop_at_shutdown_is_run_and_the_shutdown_ends() {
+    let mut d = Dispatcher::<u64>::builder()
+        .pool(ClientType::Session, PoolConfig::new(1).capacity(2))
+        .pool(ClientType::Queue, PoolConfig::new(1))
+        .build()
+        .unwrap();
+    let (session, seen) = Recorder::new();
+    let session = d
+        .register(ClientType::Session, session, Placement::LeastLoaded)
+        .unwrap();
+    // The session processor is held in a handler while its queue is full.
+    let release = block_processor(&d, session);
+    d.dispatch(session, Event::Message(1)).unwrap();
+    d.dispatch(session, Event::Message(2)).unwrap();
+    let dispatched = Arc::new(std::sync::Barrier::new(2));
+    let goodbye = SaysGoodbye {
+        to: session,
+        handle: d.handle(),
+        dispatched: dispatched.clone(),
+    };
+    d.register(ClientType::Queue, goodbye, Placement::LeastLoaded)
+        .unwrap();
+    let releaser = std::thread::spawn(move || {
+        // The goodbye found the session's queue full; now let the session drain.
+        dispatched.wait();
+        release.wait();
+    });
+    let ended = d.shutdown_timeout(std::time::Duration::from_secs(10));
+    releaser.join().unwrap();
+    assert_eq!(ended, Ok(()), "the session processor never exited");
+    assert_eq!(messages(&seen), [1, 2, 99]);
+}

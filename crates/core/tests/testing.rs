@@ -348,3 +348,88 @@ fn shutdown_goes_pool_by_pool_as_on_threads_and_clients_are_dropped_on_their_pro
     assert_eq!(taken(&log), ["s got 5", "s flush"]);
     assert_eq!(*dropped_on.lock().unwrap(), Some(Some(queue.processor())));
 }
+
+/// Dispatches `n` to `to` from its drop, as a client that says goodbye at shutdown does.
+struct SaysGoodbye {
+    to: ClientHandle<Logger>,
+    handle: DispatcherHandle<u64>,
+    n: u64,
+}
+
+impl Client<u64> for SaysGoodbye {}
+
+impl Drop for SaysGoodbye {
+    fn drop(&mut self) {
+        self.handle
+            .dispatch(self.to, Event::Message(self.n))
+            .expect("accepted: the session pool shuts down after the queues");
+    }
+}
+
+#[test]
+fn an_event_a_client_dispatches_from_its_drop_at_shutdown_is_run_though_the_target_queue_is_full() {
+    let mut test = Dispatcher::<u64>::builder()
+        .pool(ClientType::Session, PoolConfig::new(1).capacity(2))
+        .pool(ClientType::Queue, PoolConfig::new(1))
+        .build_stepped()
+        .unwrap();
+    let log = Log::default();
+    let session = logger(&test, ClientType::Session, "s", &log, None);
+    let goodbye = SaysGoodbye {
+        to: session,
+        handle: test.handle(),
+        n: 99,
+    };
+    test.register(ClientType::Queue, goodbye, Placement::LeastLoaded)
+        .unwrap();
+    // The session's queue is full when the queue processor drops its client: the goodbye
+    // waits in the queue processor's outbox, which its end of life hands on.
+    test.dispatch(session, Event::Message(1)).unwrap();
+    test.dispatch(session, Event::Message(2)).unwrap();
+    test.shutdown();
+    assert_eq!(
+        taken(&log),
+        ["s got 1", "s got 2", "s flush", "s got 99", "s flush"]
+    );
+}
+
+#[test]
+fn advance_runs_the_timers_of_every_processor_in_deadline_order() {
+    let test = Dispatcher::<u64>::builder()
+        .pool(ClientType::Queue, PoolConfig::new(2))
+        .build_stepped()
+        .unwrap();
+    let log = Log::default();
+    let first = test.processors(ClientType::Queue)[0];
+    let second = test.processors(ClientType::Queue)[1];
+    // The later deadline on the processor stepped first.
+    for (processor, ms) in [(first, 2_u64), (second, 1)] {
+        let log = log.clone();
+        test.schedule_in(
+            processor,
+            Duration::from_millis(ms),
+            Callback::new(move || log.lock().unwrap().push(format!("timer {ms}"))),
+        )
+        .unwrap();
+    }
+    test.run_until_idle();
+    test.advance(Duration::from_millis(3));
+    assert_eq!(taken(&log), ["timer 1", "timer 2"]);
+}
+
+#[test]
+#[should_panic(expected = "Restless` (slot 0) asks to be flushed again")]
+fn a_shutdown_that_a_client_keeps_asking_to_be_flushed_fails_naming_it_as_threads_would_hang() {
+    struct Restless;
+    impl Client<u64> for Restless {
+        fn flush(&mut self, ctx: &mut Context<u64>) {
+            ctx.flush_again();
+        }
+    }
+    let mut test = stepped(PoolConfig::new(1));
+    let r = test
+        .register(ClientType::Queue, Restless, Placement::LeastLoaded)
+        .unwrap();
+    test.dispatch(r, Event::Message(1)).unwrap();
+    test.shutdown();
+}

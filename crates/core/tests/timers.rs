@@ -231,3 +231,47 @@ fn timers_not_due_at_shutdown_are_dropped_unrun_and_later_schedules_refused() {
     ));
     assert_eq!(handle.stats()[0].timers_pending, 0, "its slot freed");
 }
+
+#[test]
+fn a_timer_counts_in_processed_and_spilled_when_it_runs_and_a_cancelled_one_never_does() {
+    let test = Dispatcher::<u64>::builder()
+        .pool(ClientType::Queue, PoolConfig::new(1).timers(4))
+        .build_stepped()
+        .unwrap();
+    let queue = test.processors(ClientType::Queue)[0];
+    let big = [7_u64; 8]; // 64 bytes: too big for the inline space
+    let cancelled = test
+        .schedule_in(
+            queue,
+            Duration::from_millis(1),
+            Callback::spill(move || assert_eq!(std::hint::black_box(big)[0], 7)),
+        )
+        .unwrap();
+    test.run_until_idle(); // taken in
+    assert!(test.cancel(cancelled));
+    test.advance(Duration::from_millis(2));
+    let stats = &test.stats()[0];
+    assert_eq!(
+        (stats.processed, stats.enqueued, stats.spilled),
+        (0, 0, 0),
+        "{stats:?}"
+    );
+    test.schedule_in(
+        queue,
+        Duration::from_millis(1),
+        Callback::spill(move || assert_eq!(std::hint::black_box(big)[0], 7)),
+    )
+    .unwrap();
+    test.advance(Duration::from_millis(2));
+    let stats = &test.stats()[0];
+    assert_eq!(
+        (
+            stats.processed,
+            stats.enqueued,
+            stats.spilled,
+            stats.timers_fired
+        ),
+        (1, 1, 1, 1),
+        "{stats:?}"
+    );
+}

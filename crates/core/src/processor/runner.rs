@@ -131,6 +131,9 @@ pub(crate) struct Runner<M: Send + 'static> {
     pub(super) waking: Vec<Option<Waker>>,
     /// The timers received, by deadline (`timers.rs`).
     pub(super) timers: TimerQueue,
+    /// Its clients and timers dropped: the loop has reached its end of life and only hands
+    /// on what those drops dispatched (`end_of_life`).
+    pub(super) released: bool,
 }
 
 /// Armed for the whole life of a processor thread; if the thread unwinds anyway (a
@@ -207,10 +210,11 @@ impl<M: Send + 'static> Runner<M> {
             histograms: Histograms::new(),
             high_alarm: false,
             waking: Vec::with_capacity(crate::waiters::PLACES),
+            released: false,
         }
     }
 
-    /// The thread's body: pins, runs the loop until stopped, drops the clients.
+    /// The thread's body: pins, runs the loop until it has ended its life.
     pub(crate) fn run(mut self, core: Option<usize>) {
         let id = self.shared.id;
         // Every log line of this thread, its clients' included, names its processor.
@@ -233,18 +237,68 @@ impl<M: Send + 'static> Runner<M> {
         tracing::debug!(processor = %id, ?pinning, "processor started");
 
         self.run_loop();
-        self.finish();
+        self.exit();
     }
 
-    /// What a processor does once its loop has ended (or a stepped dispatcher's shutdown
-    /// has settled it): drops its timers not due, its clients and the clients handed in
-    /// that never got an event, on this thread, and marks itself exited.
-    pub(crate) fn finish(mut self) {
+    /// The loop of the module docs, until its life has ended (`end_of_life`).
+    pub(super) fn run_loop(&mut self) {
+        let _watch = DeathWatch {
+            shared: self.shared.clone(),
+            dispatcher: self.ctx.dispatcher.clone(),
+        };
+        loop {
+            self.turn(u64::MAX);
+            if self.end_of_life() {
+                return;
+            }
+            self.wait_for_work();
+        }
+    }
+
+    /// One turn of the loop, between two waits: retry the outbox, drain at most `budget`
+    /// events, run the timers due, flush, retry the outbox. The thread's loop and the
+    /// stepped dispatcher ([`testing`](crate::testing)) both turn by this function; only
+    /// who turns, and when the clock moves, differ. Returns the work done: items popped,
+    /// timers run, outboxed events handed on, and one if a client asked to be flushed
+    /// again; zero means idle.
+    pub(crate) fn turn(&mut self, budget: u64) -> u64 {
+        let fired = self.shared.stats.counters.timers_fired.get();
+        let (popped, kept) = (self.popped, outbox_len());
+        self.retry_outbox();
+        self.drain(budget);
+        self.fire_due_timers();
+        self.flush_all();
+        self.retry_outbox();
+        let fired = self.shared.stats.counters.timers_fired.get() - fired;
+        let popped = self.popped.wrapping_sub(popped) as u64;
+        let sent = kept.saturating_sub(outbox_len()) as u64;
+        fired + popped + sent + u64::from(!self.flush_list.is_empty())
+    }
+
+    /// The end of the processor's life, checked after each turn: once it may exit
+    /// (stopped, settled, nothing kept or to flush again), it drops its timers and its
+    /// clients, on this thread, once; those drops may dispatch, and what they keep in the
+    /// outbox is handed on by the turns that follow, as any kept event is (its target, in a
+    /// pool that shuts down later, is still draining). Returns `true` once it has dropped
+    /// everything and may exit again: the loop ends.
+    pub(crate) fn end_of_life(&mut self) -> bool {
+        if !self.may_exit() {
+            return false;
+        }
+        if self.released {
+            return true;
+        }
+        self.release();
+        self.may_exit()
+    }
+
+    /// Drops the timers not yet due, the clients, and the clients handed in that never got
+    /// an event: each drop is user code, contained.
+    fn release(&mut self) {
         let id = self.shared.id;
-        self.publish_histograms(true);
+        self.released = true;
         // Timers not yet due are dropped unrun, on this thread, their slots freed; so are
-        // any still among the arrivals (a stepped shutdown that ran out of turns: on a
-        // thread, the loop ends only once they are taken).
+        // any still among the arrivals (none once the gate is settled and a turn took them).
         let mut dropped = 0_u64;
         while let Some((slot, callback)) = self.shared.timers.arrivals.pop() {
             dropped += 1;
@@ -266,6 +320,7 @@ impl<M: Send + 'static> Runner<M> {
             // into user code.
             contain(&self.shared.stats, id, "drop of a client", || drop(entry));
         }
+        self.flush_list.clear();
         // Clients handed in that never got an event: the gate is settled, so no
         // registration is between its hand-in and its exit from the gate (`slots.rs`).
         // Taken out under the lock, dropped outside it.
@@ -280,36 +335,16 @@ impl<M: Send + 'static> Runner<M> {
             clients += 1;
             contain(&self.shared.stats, id, "drop of a client", || drop(client));
         }
-        tracing::debug!(processor = %id, clients, "processor stopped");
+        tracing::debug!(processor = %id, clients, "processor's clients dropped");
+    }
+
+    /// Its last act, once the loop has ended: publishes its histograms and marks itself
+    /// exited.
+    pub(crate) fn exit(mut self) {
+        self.publish_histograms(true);
+        tracing::debug!(processor = %self.shared.id, "processor stopped");
         // Release: whoever sees the flag sees the clients dropped.
         self.shared.exited.store(true, Ordering::Release);
-    }
-
-    /// The loop of the module docs, until stopped with nothing left to do.
-    pub(super) fn run_loop(&mut self) {
-        let _watch = DeathWatch {
-            shared: self.shared.clone(),
-            dispatcher: self.ctx.dispatcher.clone(),
-        };
-        loop {
-            self.retry_outbox();
-            self.drain();
-            self.fire_due_timers();
-            self.flush_all();
-            self.retry_outbox();
-            if self.may_exit() {
-                return;
-            }
-            self.wait_for_work();
-        }
-    }
-
-    /// [`finish`](Self::finish) on the thread of a stepped dispatcher, playing this
-    /// processor: the drops of its clients see themselves on their processor, as they
-    /// would on its thread.
-    pub(crate) fn finish_stepped(self) {
-        let _playing = self.play();
-        self.finish();
     }
 
     /// The calling thread playing this processor until the guard drops (a stepped
@@ -333,30 +368,48 @@ impl<M: Send + 'static> Runner<M> {
         self.shared.may_exit(self.popped) && outbox_len() == 0 && self.flush_list.is_empty()
     }
 
-    /// [`may_exit`](Self::may_exit) from the thread of a stepped dispatcher.
-    pub(crate) fn may_exit_stepped(&self) -> bool {
+    /// A step of a stepped dispatcher, on the calling thread playing this processor: a
+    /// [`turn`](Self::turn) of at most `budget` events, then, if shutdown asked it to stop,
+    /// the [end of life](Self::end_of_life) check. Returns the turn's work, and whether
+    /// the processor has ended its life (then it is to [`exit`](Self::exit)).
+    pub(crate) fn step(&mut self, budget: u64) -> (u64, bool) {
         let _playing = self.play();
-        self.may_exit()
+        let work = self.turn(budget);
+        let ended = self.shared.stop_requested() && self.end_of_life();
+        (work, ended)
     }
 
-    /// One turn of the loop that never waits, on the calling thread (the stepped
-    /// dispatcher of [`testing`](crate::testing), which has no processor threads): what
-    /// the loop does between two waits. Returns how much it did: items popped, timers run
-    /// and outboxed events handed on, so that zero means idle.
-    pub(crate) fn step(&mut self) -> u64 {
+    /// What keeps this processor busy, for a stepped dispatcher's report of one that never
+    /// idles or never ends: the clients that ask to be flushed again, events kept in its
+    /// outbox, entries not yet popped.
+    pub(crate) fn busy_with(&self) -> String {
         let _playing = self.play();
-        let counters = &self.shared.stats.counters;
-        let before = (counters.timers_fired.get(), self.popped, outbox_len());
-        self.retry_outbox();
-        self.drain();
-        self.fire_due_timers();
-        self.flush_all();
-        self.retry_outbox();
-        let counters = &self.shared.stats.counters;
-        let popped = self.popped.wrapping_sub(before.1) as u64;
-        let sent = before.2.saturating_sub(outbox_len()) as u64;
-        let again = u64::from(!self.flush_list.is_empty());
-        (counters.timers_fired.get() - before.0) + popped + sent + again
+        let mut why = Vec::new();
+        for &slot in &self.flush_list {
+            if let Some(Some(entry)) = self.clients.get(usize::from(slot)) {
+                why.push(format!(
+                    "client `{}` (slot {slot}) asks to be flushed again",
+                    entry.client.type_name()
+                ));
+            }
+        }
+        if outbox_len() > 0 {
+            why.push(format!("{} events kept in its outbox", outbox_len()));
+        }
+        if !self.shared.queue.is_empty() {
+            why.push(format!("{} items queued", self.shared.queue.len()));
+        }
+        let unpopped = self.shared.gate.unpopped(self.popped);
+        if unpopped > 0 {
+            why.push(format!(
+                "{unpopped} entries in its gate not yet popped (events kept in another \
+                 processor's outbox, or a producer between its entry and its push)"
+            ));
+        }
+        if why.is_empty() {
+            why.push("nothing visible".into());
+        }
+        format!("{}: {}", self.shared.id, why.join("; "))
     }
 
     /// Runs every timer whose deadline has come, in deadline order, as dispatcher callbacks:
@@ -380,10 +433,15 @@ impl<M: Send + 'static> Runner<M> {
             // finds the slot it leaves.
             shared.timers.release(slot);
             if run {
+                // Counted as run, as a dispatcher callback is: a cancelled timer is not.
                 shared.stats.counters.timers_fired.add(1);
+                if !callback.is_inline() {
+                    shared.stats.counters.spilled.add(1);
+                }
                 contain(&shared.stats, shared.id, "timer callback", || {
                     callback.call()
                 });
+                shared.stats.counters.processed.add_release(1);
             } else {
                 contain(
                     &shared.stats,
@@ -397,15 +455,12 @@ impl<M: Send + 'static> Runner<M> {
 
     /// Takes in the timers scheduled since the last look and reclaims those cancelled
     /// (steps 1 and 2 of `timers.rs`, the processor's side). Each arrival counts as a pop:
-    /// its scheduler's gate entry made it an event of the wake and shutdown protocols.
+    /// its scheduler's gate entry made it an event of the wake and shutdown protocols. Not
+    /// yet in the statistics: a timer counts in `processed` (and `spilled`) when it runs.
     fn take_timers(&mut self) {
         let shared = &*self.shared;
         while let Some((slot, callback)) = shared.timers.arrivals.pop() {
             self.popped = self.popped.wrapping_add(1);
-            shared.stats.counters.processed.add_release(1);
-            if !callback.is_inline() {
-                shared.stats.counters.spilled.add(1);
-            }
             let (generation, cancelled) = shared.timers.current(slot);
             if cancelled {
                 drop_cancelled(shared, slot, callback);
@@ -421,6 +476,12 @@ impl<M: Send + 'static> Runner<M> {
                 drop_cancelled(shared, slot, callback);
             }
         }
+    }
+
+    /// The deadline of the next timer taken in, if one waits (early, at worst, for a timer
+    /// reclaimed since).
+    pub(crate) fn next_deadline(&self) -> Option<u64> {
+        self.timers.peek_deadline()
     }
 
     /// How long until the next timer is due, if one waits (early, at worst, for a timer
@@ -452,15 +513,17 @@ impl<M: Send + 'static> Runner<M> {
         }
     }
 
-    /// Pops and handles events until the queue is empty. After each run of events it
-    /// [lingers](LINGER) and looks once more: it stops at the first look that finds
-    /// the queue empty.
-    pub(super) fn drain(&mut self) {
+    /// Pops and handles events until the queue is empty, or `budget` were popped. After
+    /// each run of events it [lingers](LINGER) and looks once more: it stops at the first
+    /// look that finds the queue empty.
+    pub(super) fn drain(&mut self, budget: u64) {
         let max_batch = self.shared.config.max_batch as u64;
         let mut popped = 0_u64;
         loop {
             let start = popped;
-            while let Some(item) = self.shared.queue.pop() {
+            while popped < budget
+                && let Some(item) = self.shared.queue.pop()
+            {
                 self.popped = self.popped.wrapping_add(1);
                 popped += 1;
                 self.handle(item, max_batch);
@@ -473,7 +536,7 @@ impl<M: Send + 'static> Runner<M> {
             }
             // The end of a run: room for the futures waiting, if they are (`waiters.rs`).
             self.shared.wake_waiters(self.popped, &mut self.waking);
-            if popped == start {
+            if popped == start || popped >= budget {
                 break;
             }
             linger(self.linger_spins);

@@ -23,6 +23,16 @@
 //! answer. The dispatcher is meant for one thread: a dispatch from another thread is
 //! accepted, but runs only at the test's next step.
 //!
+//! Where threads would hang, the double fails instead, naming why: a client that asks to be
+//! flushed again at every flush makes [`run_until_idle`](TestDispatcher::run_until_idle)
+//! and [`shutdown`](TestDispatcher::shutdown) panic with the client's type after
+//! [`MAX_TURNS`] rounds.
+//!
+//! The [`Simulator`] drives the same processors from a seed: which processor turns next
+//! and how far, when the clock moves, and (through its [`SimRng`]) what the test does in
+//! between; [`explore`] runs a scenario over many seeds and reports a failing one with the
+//! steps that led to it, replayable exactly.
+//!
 //! ```
 //! use std::sync::{Arc, Mutex};
 //! use std::time::Duration;
@@ -62,19 +72,16 @@
 
 use std::fmt;
 use std::ops::Deref;
-use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::client::ClientType;
-use crate::error::DispatchError;
-use crate::event::Item;
 use crate::handle::DispatcherHandle;
-use crate::processor::{ProcessorShared, Runner};
 
-/// How many turns of every processor [`TestDispatcher::run_until_idle`] makes at most
-/// before it decides a client keeps it busy for ever (one asking to be flushed again at
-/// every flush, or two bouncing an event between them).
-pub const MAX_TURNS: usize = 100_000;
+mod machine;
+mod simulator;
+
+pub use machine::MAX_TURNS;
+pub(crate) use machine::{Stepped, Steps};
+pub use simulator::{Exploration, Failure, SimRng, Simulator, explore};
 
 /// A dispatcher with no threads, stepped by the test (the module docs). Derefs to its
 /// [`DispatcherHandle`] for every call of a dispatcher. Dropping it shuts it down.
@@ -101,30 +108,51 @@ impl<M: Send + 'static> TestDispatcher<M> {
     ///
     /// # Panics
     ///
-    /// If the processors are still busy after [`MAX_TURNS`] turns (a client that asks to
-    /// be flushed again at every flush, or events bounced between clients without end).
+    /// If the processors are still busy after [`MAX_TURNS`] rounds, naming what keeps them
+    /// busy (a client that asks to be flushed again at every flush, by its type, or events
+    /// bounced between clients without end).
     pub fn run_until_idle(&self) -> u64 {
         self.handle.run_stepped()
     }
 
-    /// Moves the dispatcher's clock on by `by` and runs until idle: the timers that came
-    /// due run, in deadline order. Returns the work done, as
-    /// [`run_until_idle`](Self::run_until_idle).
+    /// Moves the dispatcher's clock on by `by`, deadline by deadline: at each timer's
+    /// deadline on the way (on any processor) the processors run until idle, so timers
+    /// run in deadline order across processors, as on threads; then at `now + by`. Returns
+    /// the work done, as [`run_until_idle`](Self::run_until_idle).
     ///
     /// # Panics
     ///
     /// As [`run_until_idle`](Self::run_until_idle).
     pub fn advance(&self, by: Duration) -> u64 {
-        let moved = self.handle.shared.clock.advance(by);
-        debug_assert!(moved, "a stepped dispatcher's clock is manual");
-        self.run_until_idle()
+        let clock = &self.handle.shared.clock;
+        let to = clock
+            .now_ns()
+            .saturating_add(u64::try_from(by.as_nanos()).unwrap_or(u64::MAX));
+        let mut done = self.run_until_idle();
+        while let Some(next) = self.handle.steps().and_then(|s| s.next_deadline())
+            && next <= to
+        {
+            clock.advance_to(next);
+            done += self.run_until_idle();
+        }
+        clock.advance_to(to);
+        done + self.run_until_idle()
     }
 
-    /// Shuts down as a running dispatcher does: every gate closes, then the processors run
-    /// until their queues and outboxes are drained, their clients flushed, and drop their
-    /// timers not due and their clients. Idempotent; also run on drop.
+    /// Shuts down as a running dispatcher does: pool by pool, every gate of the pool
+    /// closes, then the processors run until their queues and outboxes are drained, their
+    /// clients flushed, and drop their timers not due and their clients (handing on what
+    /// those drops dispatch). Idempotent; also run on drop.
+    ///
+    /// # Panics
+    ///
+    /// Where a threaded shutdown would never end: if a stopping pool's processors are
+    /// still busy after [`MAX_TURNS`] rounds, naming what keeps them (a client that asks
+    /// to be flushed again at every flush, by its type; events kept in an outbox).
     pub fn shutdown(&mut self) {
-        self.handle.shutdown_stepped();
+        if let Err(stuck) = self.handle.shutdown_stepped() {
+            panic!("zerodispatch::testing: {stuck}");
+        }
     }
 }
 
@@ -138,7 +166,11 @@ impl<M: Send + 'static> Deref for TestDispatcher<M> {
 
 impl<M: Send + 'static> Drop for TestDispatcher<M> {
     fn drop(&mut self) {
-        self.shutdown();
+        // A test already failing is not failed twice (a panic in a drop while unwinding
+        // aborts): its processors are left as they are.
+        if !std::thread::panicking() {
+            self.shutdown();
+        }
     }
 }
 
@@ -150,90 +182,21 @@ impl<M: Send + 'static> fmt::Debug for TestDispatcher<M> {
     }
 }
 
-/// A stepped dispatcher's processors, behind a trait object so that the state every
-/// handle shares need not name their message type's bounds.
-pub(crate) trait Steps: Send + Sync {
-    /// [`TestDispatcher::run_until_idle`]: 0 after the shutdown.
-    fn run_until_idle(&self) -> u64;
-    /// [`TestDispatcher::shutdown`], pool by pool in `order`: idempotent.
-    fn shut_down(&self, order: [ClientType; 3]);
-}
-
-/// The runners of a stepped dispatcher, taken at its shutdown (they hold handles to the
-/// state that holds them: taking them ends the cycle).
-pub(crate) struct Stepped<M: Send + 'static> {
-    runners: Mutex<Option<Vec<Runner<M>>>>,
-}
-
-impl<M: Send + 'static> Stepped<M> {
-    pub(crate) fn new(runners: Vec<Runner<M>>) -> Self {
-        Self {
-            runners: Mutex::new(Some(runners)),
-        }
-    }
-}
-
-impl<M: Send + 'static> Steps for Stepped<M> {
-    fn run_until_idle(&self) -> u64 {
-        let mut runners = self.runners.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(runners) = runners.as_mut() else {
-            return 0;
-        };
-        let mut done = 0;
-        for _ in 0..MAX_TURNS {
-            let turn: u64 = runners.iter_mut().map(Runner::step).sum();
-            if turn == 0 {
-                return done;
-            }
-            done += turn;
-        }
-        panic!(
-            "zerodispatch::testing: the processors are still busy after {MAX_TURNS} turns (a \
-             client asking to be flushed again at every flush, or events bounced for ever?)"
-        );
-    }
-
-    fn shut_down(&self, order: [ClientType; 3]) {
-        let mut taken = self.runners.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(mut running) = taken.take() else {
-            return;
-        };
-        drop(taken);
-        // As a running dispatcher's shutdown: pool by pool, every gate of the pool closed
-        // and its processors told to stop, then run (with the pools still running) until
-        // they may exit, and finished.
-        for client_type in order {
-            let (stopping, rest): (Vec<_>, Vec<_>) = running
-                .into_iter()
-                .partition(|r| r.shared().id.client_type == client_type);
-            running = rest;
-            let mut stopping = stopping;
-            for runner in &stopping {
-                runner.shared().close();
-            }
-            for runner in &stopping {
-                runner.shared().request_stop();
-            }
-            for _ in 0..MAX_TURNS {
-                if stopping.iter().all(Runner::may_exit_stepped) {
-                    break;
-                }
-                for runner in stopping.iter_mut().chain(running.iter_mut()) {
-                    runner.step();
-                }
-            }
-            for runner in stopping {
-                runner.finish_stepped();
-            }
-        }
-    }
-}
-
 impl<M: Send + 'static> DispatcherHandle<M> {
+    /// A stepped dispatcher's processors; `None` on threads.
+    pub(crate) fn steps(&self) -> Option<&dyn Steps> {
+        self.shared.runners.get().map(|s| &**s)
+    }
+
     /// The stepping of [`TestDispatcher::run_until_idle`], for it and for `call` on a
     /// stepped dispatcher.
+    #[track_caller]
     pub(crate) fn run_stepped(&self) -> u64 {
-        self.shared.runners.get().map_or(0, |r| r.run_until_idle())
+        match self.steps().map(Steps::run_until_idle) {
+            None => 0,
+            Some(Ok(done)) => done,
+            Some(Err(busy)) => panic!("zerodispatch::testing: {busy}"),
+        }
     }
 
     /// Pushes `item` (a `call`'s task) to `processor` of this stepped dispatcher, which
@@ -242,26 +205,33 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// it meanwhile). Refused only by a closed gate.
     pub(crate) fn push_stepped(
         &self,
-        processor: &ProcessorShared<M>,
-        item: Item<M>,
-    ) -> Result<(), DispatchError<Item<M>>> {
+        processor: &crate::processor::ProcessorShared<M>,
+        item: crate::event::Item<M>,
+    ) -> Result<(), crate::error::DispatchError<crate::event::Item<M>>> {
         let mut item = item;
         loop {
             self.run_stepped();
             match processor.try_push(item) {
-                Err(DispatchError::Full(back)) => item = back,
+                Err(crate::error::DispatchError::Full(back)) => item = back,
                 other => return other,
             }
         }
     }
 
-    /// The shutdown of [`TestDispatcher::shutdown`].
-    pub(crate) fn shutdown_stepped(&self) {
+    /// Marks the dispatcher as shutting down and starts the stepped shutdown (its first
+    /// pool closed): what a threaded shutdown does before it joins.
+    pub(crate) fn begin_shutdown_stepped(&self) {
         self.shared
             .shutting_down
             .store(true, std::sync::atomic::Ordering::Release);
-        if let Some(runners) = self.shared.runners.get() {
-            runners.shut_down(self.shared.global.shutdown_order);
+        if let Some(steps) = self.steps() {
+            steps.begin_shutdown();
         }
+    }
+
+    /// The shutdown of [`TestDispatcher::shutdown`]: `Err` with what keeps it from ending.
+    pub(crate) fn shutdown_stepped(&self) -> Result<(), String> {
+        self.begin_shutdown_stepped();
+        self.steps().map_or(Ok(()), Steps::shut_down)
     }
 }

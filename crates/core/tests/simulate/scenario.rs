@@ -1,0 +1,448 @@
+//! One scenario of the dispatcher core under the seeded simulator, with its invariants:
+//! clients on every pool that forward events to each other through their outboxes, tiny
+//! queues, timers scheduled and cancelled, panicking handlers, client drops that dispatch
+//! at shutdown, and a shutdown in mid-stream. Shared by `tests/simulate.rs` (a fixed
+//! budget of seeds, in CI) and the facade's `examples/simulate.rs` (more seeds, or one
+//! replayed).
+//!
+//! Invariants, checked as it runs and at its end:
+//! * every accepted event runs exactly once; a refused one never runs (it was handed back);
+//! * events from one sender to one client arrive in the order they were sent;
+//! * the flush contract: a client is never handed more than `max_batch` events between
+//!   two flushes, and is flushed before the processors are idle;
+//! * every timer has exactly one fate: run (never before its deadline, never once
+//!   cancelled) or dropped unrun (cancelled, or not due at shutdown);
+//! * shutdown ends, and every client is dropped once, on its own processor.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::zd::testing::Simulator;
+use crate::zd::{
+    Callback, Client, ClientHandle, ClientType, Context, Dispatcher, DispatcherHandle, Event,
+    Placement, PoolConfig, ProcessorId,
+};
+
+/// Who sent an event: the test's thread, or client `i`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sender {
+    Test,
+    Client(usize),
+}
+
+#[derive(Debug)]
+struct Sent {
+    from: Sender,
+    to: usize,
+    /// Per (sender, receiver): what order they must arrive in.
+    seq: u64,
+    accepted: bool,
+    runs: u32,
+    /// The receiver forwards it (as a new event) to this client.
+    forward: Option<usize>,
+    /// The receiver's handler panics after taking it.
+    panics: bool,
+}
+
+#[derive(Debug, Default)]
+struct ClientState {
+    handle: Option<ClientHandle>,
+    processor: Option<ProcessorId>,
+    /// The last seq received from each sender (index 0: the test; i + 1: client i).
+    last_seq: Vec<Option<u64>>,
+    since_flush: u64,
+    drops: u32,
+    dropped_on: Option<Option<ProcessorId>>,
+    /// Its drop dispatches a goodbye to this client.
+    goodbye: Option<usize>,
+}
+
+#[derive(Debug)]
+struct Timer {
+    deadline_ns: u64,
+    ran_at_ns: Option<u64>,
+    dropped_unrun: bool,
+    cancelled: bool,
+}
+
+#[derive(Default)]
+struct World {
+    sent: Vec<Sent>,
+    clients: Vec<ClientState>,
+    next_seq: Vec<Vec<u64>>,
+    timers: Vec<Timer>,
+    max_batch: u64,
+    /// During a `TestDispatcher::advance` from `.0` ns: the deadlines of the timers that
+    /// came due in it, in the order they ran.
+    advancing: Option<(u64, Vec<u64>)>,
+    now_ns: Option<Arc<dyn Fn() -> u64 + Send + Sync>>,
+}
+
+type Shared = Arc<Mutex<World>>;
+
+fn world(shared: &Shared) -> MutexGuard<'_, World> {
+    shared.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl World {
+    /// Records an event about to be dispatched; returns its id.
+    fn send(&mut self, from: Sender, to: usize, forward: Option<usize>, panics: bool) -> u64 {
+        let row = match from {
+            Sender::Test => 0,
+            Sender::Client(i) => i + 1,
+        };
+        let seq = self.next_seq[row][to];
+        self.next_seq[row][to] += 1;
+        self.sent.push(Sent {
+            from,
+            to,
+            seq,
+            accepted: false,
+            runs: 0,
+            forward,
+            panics,
+        });
+        (self.sent.len() - 1) as u64
+    }
+}
+
+/// A client of the scenario: checks and records what it is handed.
+struct Node {
+    me: usize,
+    world: Shared,
+    handle: DispatcherHandle<u64>,
+}
+
+impl Client<u64> for Node {
+    fn on_message(&mut self, id: u64, ctx: &mut Context<u64>) {
+        let mut w = world(&self.world);
+        let max_batch = w.max_batch;
+        let me = self.me;
+        let sent = &mut w.sent[id as usize];
+        assert_eq!(sent.to, me, "event {id} reached the wrong client");
+        assert!(
+            sent.accepted,
+            "event {id} ran though its dispatch was refused"
+        );
+        sent.runs += 1;
+        assert_eq!(sent.runs, 1, "event {id} ran twice");
+        let (from, seq, forward, panics) = (sent.from, sent.seq, sent.forward, sent.panics);
+        let row = match from {
+            Sender::Test => 0,
+            Sender::Client(i) => i + 1,
+        };
+        let state = &mut w.clients[me];
+        if let Some(last) = state.last_seq[row] {
+            assert!(
+                seq > last,
+                "client {me} got seq {seq} from {from:?} after {last}"
+            );
+        }
+        state.last_seq[row] = Some(seq);
+        state.since_flush += 1;
+        assert!(
+            state.since_flush <= max_batch,
+            "client {me} got {} events since its last flush (max_batch {max_batch})",
+            state.since_flush
+        );
+        if let Some(to) = forward
+            && let Some(handle) = w.clients[to].handle
+        {
+            let id = w.send(Sender::Client(me), to, None, false);
+            drop(w);
+            let accepted = ctx
+                .dispatcher()
+                .dispatch(handle, Event::Message(id))
+                .is_ok();
+            world(&self.world).sent[id as usize].accepted = accepted;
+        } else {
+            drop(w);
+        }
+        if panics {
+            std::panic::panic_any(SimulatedPanic);
+        }
+    }
+
+    fn flush(&mut self, _ctx: &mut Context<u64>) {
+        world(&self.world).clients[self.me].since_flush = 0;
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let mut w = world(&self.world);
+        let me = self.me;
+        let on = self.handle.current_processor();
+        let state = &mut w.clients[me];
+        state.drops += 1;
+        state.dropped_on = Some(on);
+        let Some(to) = state.goodbye else { return };
+        let Some(handle) = w.clients[to].handle else {
+            return;
+        };
+        let id = w.send(Sender::Client(me), to, None, false);
+        // Accepted before the handle is used: the target may run it before this returns.
+        w.sent[id as usize].accepted = true;
+        drop(w);
+        let accepted = self.handle.dispatch(handle, Event::Message(id)).is_ok();
+        world(&self.world).sent[id as usize].accepted = accepted;
+    }
+}
+
+/// The payload of a handler's deliberate panic (the processor contains it).
+pub struct SimulatedPanic;
+
+/// Keeps the default hook for every panic but the scenario's own, which would print
+/// thousands of lines.
+pub fn quiet_simulated_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if info.payload().downcast_ref::<SimulatedPanic>().is_none() {
+            default(info);
+        }
+    }));
+}
+
+/// A timer's callback: records its run; dropped unrun, records that.
+struct TimerProbe {
+    world: Shared,
+    index: usize,
+    ran: bool,
+}
+
+impl TimerProbe {
+    fn run(mut self) {
+        self.ran = true;
+        let mut w = world(&self.world);
+        let now = (w.now_ns.as_ref().expect("clock set"))();
+        let timer = &mut w.timers[self.index];
+        assert!(
+            !timer.cancelled,
+            "timer {} ran after it was cancelled",
+            self.index
+        );
+        assert!(timer.ran_at_ns.is_none(), "timer {} ran twice", self.index);
+        assert!(
+            now >= timer.deadline_ns,
+            "timer {} ran at {now} ns, before its deadline {}",
+            self.index,
+            timer.deadline_ns
+        );
+        timer.ran_at_ns = Some(now);
+        let deadline = timer.deadline_ns;
+        if let Some((from, ran)) = &mut w.advancing
+            && deadline > *from
+        {
+            ran.push(deadline);
+        }
+    }
+}
+
+impl Drop for TimerProbe {
+    fn drop(&mut self) {
+        if !self.ran {
+            let mut w = world(&self.world);
+            let timer = &mut w.timers[self.index];
+            assert!(!timer.dropped_unrun, "timer {} dropped twice", self.index);
+            timer.dropped_unrun = true;
+        }
+    }
+}
+
+/// The scenario for `seed`. Panics (with the failing invariant) where one breaks.
+pub fn run(seed: u64) {
+    let mut rng = crate::zd::testing::SimRng::new(seed ^ 0x5EED);
+    let capacity = *rng.pick(&[2, 4, 8]).unwrap();
+    let max_batch = *rng.pick(&[1, 2, 64]).unwrap();
+    let pool = |rng: &mut crate::zd::testing::SimRng| {
+        PoolConfig::new(1 + rng.below(2) as usize)
+            .capacity(capacity)
+            .max_batch(max_batch)
+            .timers(4)
+    };
+    let test = Dispatcher::<u64>::builder()
+        .pool(ClientType::Session, pool(&mut rng))
+        .pool(ClientType::Queue, pool(&mut rng))
+        .pool(ClientType::Cluster, pool(&mut rng))
+        .build_stepped()
+        .expect("a valid configuration");
+    let mut sim = Simulator::new(test, seed);
+    let shared: Shared = Arc::new(Mutex::new(World {
+        max_batch: max_batch as u64,
+        ..World::default()
+    }));
+    let clock = sim.handle();
+    let epoch = clock.now();
+    world(&shared).now_ns = Some(Arc::new(move || {
+        clock.now().duration_since(epoch).as_nanos() as u64
+    }));
+
+    let clients = 3 + sim.rng().below(4) as usize;
+    {
+        let mut w = world(&shared);
+        w.next_seq = vec![vec![0; clients]; clients + 1];
+        for _ in 0..clients {
+            w.clients.push(ClientState {
+                last_seq: vec![None; clients + 1],
+                ..ClientState::default()
+            });
+        }
+    }
+    for me in 0..clients {
+        let client_type = *sim
+            .rng()
+            .pick(&[ClientType::Session, ClientType::Queue, ClientType::Cluster])
+            .unwrap();
+        let goodbye = sim
+            .rng()
+            .one_in(2)
+            .then(|| sim.rng().below(clients as u64) as usize);
+        let node = Node {
+            me,
+            world: shared.clone(),
+            handle: sim.handle(),
+        };
+        let handle = sim
+            .register(client_type, node, Placement::LeastLoaded)
+            .expect("room for every client")
+            .erase();
+        let mut w = world(&shared);
+        w.clients[me].handle = Some(handle);
+        w.clients[me].processor = Some(handle.processor());
+        w.clients[me].goodbye = goodbye;
+        sim.note(format_args!(
+            "client {me} on {} (goodbye to {goodbye:?})",
+            handle.processor()
+        ));
+    }
+
+    let actions = 20 + sim.rng().below(200);
+    let shutdown_at = sim.rng().one_in(2).then(|| sim.rng().below(actions));
+    let mut tokens = Vec::new();
+    for action in 0..actions {
+        if shutdown_at == Some(action) {
+            sim.note("shutdown in mid-stream");
+            sim.shutdown();
+        }
+        match sim.rng().below(10) {
+            0..=3 => {
+                let to = sim.rng().below(clients as u64) as usize;
+                let forward = sim
+                    .rng()
+                    .one_in(2)
+                    .then(|| sim.rng().below(clients as u64) as usize);
+                let panics = sim.rng().one_in(20);
+                let mut w = world(&shared);
+                let handle = w.clients[to].handle.unwrap();
+                let id = w.send(Sender::Test, to, forward, panics);
+                w.sent[id as usize].accepted = true;
+                drop(w);
+                let accepted = if sim.rng().one_in(2) {
+                    sim.try_dispatch(handle, Event::Message(id)).is_ok()
+                } else {
+                    sim.dispatch(handle, Event::Message(id)).is_ok()
+                };
+                world(&shared).sent[id as usize].accepted = accepted;
+                sim.note(format_args!(
+                    "event {id} to client {to}: accepted {accepted}"
+                ));
+            }
+            4 => {
+                let live = sim.handle();
+                let processors: Vec<ProcessorId> = ClientType::ALL
+                    .iter()
+                    .flat_map(|t| live.processors(*t))
+                    .collect();
+                let on = *sim.rng().pick(&processors).unwrap();
+                let delay = Duration::from_nanos(sim.rng().below(20_000));
+                let mut w = world(&shared);
+                let index = w.timers.len();
+                let now = (w.now_ns.as_ref().unwrap())();
+                w.timers.push(Timer {
+                    deadline_ns: now + delay.as_nanos() as u64,
+                    ran_at_ns: None,
+                    dropped_unrun: false,
+                    cancelled: false,
+                });
+                drop(w);
+                let probe = TimerProbe {
+                    world: shared.clone(),
+                    index,
+                    ran: false,
+                };
+                match sim.schedule_in(on, delay, Callback::new(move || probe.run())) {
+                    Ok(token) => tokens.push((index, token)),
+                    // Refused: handed back, and dropped unrun here.
+                    Err(refused) => drop(refused),
+                }
+                sim.note(format_args!("timer {index} on {on} in {delay:?}"));
+            }
+            5 if !tokens.is_empty() => {
+                let at = sim.rng().below(tokens.len() as u64) as usize;
+                let (index, token) = tokens.swap_remove(at);
+                let cancelled = sim.cancel(token);
+                if cancelled {
+                    let mut w = world(&shared);
+                    let timer = &mut w.timers[index];
+                    assert!(
+                        timer.ran_at_ns.is_none(),
+                        "timer {index} cancelled after it ran"
+                    );
+                    timer.cancelled = true;
+                }
+                sim.note(format_args!("cancel timer {index}: {cancelled}"));
+            }
+            6 if sim.rng().one_in(4) => {
+                // The double's own clock move: timers in deadline order across processors.
+                let by = Duration::from_nanos(sim.rng().below(30_000));
+                sim.note(format_args!("advance {by:?}"));
+                {
+                    let mut w = world(&shared);
+                    let now = (w.now_ns.as_ref().unwrap())();
+                    w.advancing = Some((now, Vec::new()));
+                }
+                sim.advance(by);
+                let (_, ran) = world(&shared).advancing.take().unwrap();
+                assert!(
+                    ran.is_sorted(),
+                    "advance({by:?}) ran timers out of deadline order: {ran:?}"
+                );
+            }
+            _ => {
+                sim.step();
+            }
+        }
+    }
+    sim.note("settle");
+    sim.settle();
+    if shutdown_at.is_none() {
+        for (me, state) in world(&shared).clients.iter().enumerate() {
+            assert_eq!(state.since_flush, 0, "client {me} not flushed before idle");
+        }
+    }
+    sim.shutdown();
+
+    let w = world(&shared);
+    for (id, sent) in w.sent.iter().enumerate() {
+        let expected = u32::from(sent.accepted);
+        assert_eq!(
+            sent.runs, expected,
+            "event {id} ({sent:?}) ran {} times, accepted {}",
+            sent.runs, sent.accepted
+        );
+    }
+    for (index, timer) in w.timers.iter().enumerate() {
+        assert!(
+            timer.ran_at_ns.is_some() != timer.dropped_unrun,
+            "timer {index} has no single fate: {timer:?}"
+        );
+    }
+    for (me, state) in w.clients.iter().enumerate() {
+        assert_eq!(state.drops, 1, "client {me} dropped {} times", state.drops);
+        assert_eq!(
+            state.dropped_on,
+            Some(state.processor),
+            "client {me} dropped off its processor"
+        );
+    }
+}
