@@ -165,3 +165,42 @@ fn a_closed_timed_producer_frees_its_ticker_before_close_returns() {
     }
     assert_eq!(refused, 0, "re-opens refused over 200 rounds");
 }
+
+#[test]
+fn two_timed_producers_opened_at_once_take_the_two_free_places() {
+    // Two processors with one ticker each: opened at the same instant, the two producers
+    // must land one on each, never both on one (the second refused beside a free place).
+    let broker = Arc::new(
+        Broker::start(BrokerConfig {
+            queues: vec![QueueConfig::new(QueueMode::Priority)],
+            session_processors: 2,
+            timed_producers: 1,
+            ..BrokerConfig::default()
+        })
+        .unwrap(),
+    );
+    let mut refused = 0;
+    for _ in 0..400 {
+        let start = Arc::new(std::sync::Barrier::new(2));
+        let openers: Vec<_> = (0..2)
+            .map(|_| {
+                let (broker, start) = (broker.clone(), start.clone());
+                thread::spawn(move || {
+                    start.wait();
+                    broker.open_producer_with(timed(), |_: &[Ack]| ())
+                })
+            })
+            .collect();
+        for opened in openers.into_iter().map(|t| t.join().unwrap()) {
+            match opened {
+                Ok(p) => drop(p),
+                Err(BrokerError::TooManyTimedProducers { .. }) => refused += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+    assert_eq!(
+        refused, 0,
+        "opens refused beside a free place, over 400 races"
+    );
+}

@@ -24,7 +24,7 @@ use crate::session::{
 };
 
 use self::close::{CLOSED, Inside};
-use self::ticker::{Ticker, start_ticker, tick_every};
+use self::ticker::{Ticker, reserve, start_ticker, tick_every};
 use super::Broker;
 
 /// A producer: publishes from any thread of the application. Dropping it closes it
@@ -405,31 +405,28 @@ impl Broker {
             max_unconfirmed: config.max_unconfirmed,
         })?;
         // A producer with a ticker goes where the fewest tickers run (each session
-        // processor runs at most `timed_producers`); one without, to the least loaded.
-        let placement = match tick_every(config) {
-            Some(_) => self
-                .timed_producers
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, running)| running.load(Ordering::Relaxed))
-                .and_then(|(index, _)| u16::try_from(index).ok())
-                .map_or(Placement::LeastLoaded, Placement::Processor),
-            None => Placement::LeastLoaded,
-        };
+        // processor runs at most `timed_producers`), its place reserved before it is placed;
+        // one without, to the least loaded.
+        let every = tick_every(config);
+        let slot = every
+            .map(|_| reserve(&self.timed_producers, self.timed_producers_limit))
+            .transpose()?;
+        let placement = slot.as_ref().map_or(Placement::LeastLoaded, |slot| {
+            Placement::Processor(slot.index())
+        });
         let session = self
             .dispatcher
             .register(ClientType::Session, session, placement)
             .map_err(BrokerError::refused_register)?
             .erase();
-        let ticker = match tick_every(config) {
+        let ticker = match every.zip(slot) {
             None => None,
-            Some(every) => {
-                let running = &self.timed_producers[usize::from(session.processor().index)];
+            Some((every, slot)) => {
                 match start_ticker(
                     self.dispatcher.handle(),
                     session,
                     every,
-                    (running.clone(), self.timed_producers_limit),
+                    (slot, self.timed_producers_limit),
                 ) {
                     Ok(ticker) => Some(ticker),
                     Err(e) => {

@@ -7,8 +7,10 @@
 //! processor's own queue (or outbox: it never waits) and schedules the next tick. The
 //! tickers are bounded: each session processor runs at most
 //! [`BrokerConfig::timed_producers`](crate::BrokerConfig::timed_producers), which is also
-//! its number of timers. A ticker's place is a [`TickerSlot`], held by the live [`Tick`] and
-//! given back when that is dropped (after its last tick, or at shutdown with its timer). A tick frees its timer before it runs (the
+//! its number of timers. A ticker's place is a [`TickerSlot`]: reserved when its producer
+//! is placed (so that two producers opened at once cannot both take a processor's last
+//! place), then held by the live [`Tick`], and given back when that is dropped (after its
+//! last tick, or at shutdown with its timer). A tick frees its timer before it runs (the
 //! core frees a timer's slot before its callback), so the next tick always finds one;
 //! scheduling never waits and is refused only at shutdown.
 //!
@@ -22,21 +24,31 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use zerodispatch_core::{
-    Callback, ClientHandle, DispatchError, DispatcherHandle, Event, TimerToken,
+    Callback, ClientHandle, ClientType, DispatchError, DispatcherHandle, Event, ProcessorId,
+    TimerToken,
 };
 
 use crate::error::BrokerError;
 use crate::message::BrokerMsg;
 use crate::session::{FlushStrategy, ProducerConfig};
 
-/// A ticker's place on a session processor: counted in the processor's tickers until it
-/// is dropped, which says so to whoever waits for it.
+/// A ticker's place on a session processor: counted in the processor's tickers from its
+/// reservation ([`reserve`]) until it is dropped, which says so to whoever waits for it.
 #[derive(Debug)]
-struct TickerSlot {
+pub(crate) struct TickerSlot {
+    /// The index of the session processor, in its pool.
+    index: u16,
     /// The processor's tickers, this one counted.
     running: Arc<AtomicUsize>,
     /// Set once this slot is given back.
     freed: Arc<Freed>,
+}
+
+impl TickerSlot {
+    /// Where the producer's session is to be registered.
+    pub(super) fn index(&self) -> u16 {
+        self.index
+    }
 }
 
 impl Drop for TickerSlot {
@@ -67,6 +79,49 @@ impl Freed {
     }
 }
 
+/// Reserves a ticker's place on the session processor (by index in `processors`, each
+/// one's tickers running) with the fewest tickers, below `limit`: counted at once, so
+/// that a producer placed meanwhile sees it taken.
+///
+/// # Errors
+///
+/// `TooManyTimedProducers`: every processor runs `limit` tickers.
+pub(super) fn reserve(
+    processors: &[Arc<AtomicUsize>],
+    limit: usize,
+) -> Result<TickerSlot, BrokerError> {
+    loop {
+        let (index, running, seen) = processors
+            .iter()
+            .enumerate()
+            .map(|(index, running)| (index, running, running.load(Ordering::Acquire)))
+            .min_by_key(|&(_, _, seen)| seen)
+            .expect("a broker has a session processor (the dispatcher refuses a pool of none)");
+        let index = u16::try_from(index).expect("a pool's processors are indexed by u16");
+        if seen >= limit {
+            return Err(BrokerError::TooManyTimedProducers {
+                processor: ProcessorId {
+                    client_type: ClientType::Session,
+                    index,
+                },
+                limit,
+            });
+        }
+        // Taken only at the count it was chosen by; another reservation in between, and the
+        // choice is made again.
+        if running
+            .compare_exchange(seen, seen + 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            return Ok(TickerSlot {
+                index,
+                running: running.clone(),
+                freed: Arc::default(),
+            });
+        }
+    }
+}
+
 /// A running ticker, kept by its producer to stop it.
 #[derive(Debug)]
 pub(crate) struct Ticker {
@@ -90,25 +145,19 @@ struct Tick {
     _slot: TickerSlot,
 }
 
-/// Starts ticking `session` every `every`, counted in `running` (the tickers of its
-/// processor) against `limit`.
+/// Starts ticking `session` (registered on `slot`'s processor) every `every`.
+///
+/// # Errors
+///
+/// `ShutDown`; `TooManyTimedProducers` if the processor's timers are all taken (by
+/// cancelled ticks its processor has not reclaimed yet: a close on a processor thread
+/// does not wait for that).
 pub(super) fn start_ticker(
     dispatcher: DispatcherHandle<BrokerMsg>,
     session: ClientHandle,
     every: Duration,
-    (running, limit): (Arc<AtomicUsize>, usize),
+    (slot, limit): (TickerSlot, usize),
 ) -> Result<Ticker, BrokerError> {
-    if running.fetch_add(1, Ordering::AcqRel) >= limit {
-        running.fetch_sub(1, Ordering::AcqRel);
-        return Err(BrokerError::TooManyTimedProducers {
-            processor: session.processor(),
-            limit,
-        });
-    }
-    let slot = TickerSlot {
-        running,
-        freed: Arc::default(),
-    };
     let freed = slot.freed.clone();
     let tick = Arc::new(Tick {
         dispatcher,
