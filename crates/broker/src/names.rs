@@ -15,6 +15,8 @@
 
 use std::collections::{HashMap, TryReserveError};
 
+use zerodispatch_core::ClientHandle;
+
 use crate::error::BrokerError;
 use crate::ids::ProducerId;
 use crate::tables;
@@ -27,12 +29,17 @@ use crate::tables;
 /// limit also bounds how many of the `u32` producer ids names take.
 pub const MAX_PRODUCER_NAMES: usize = 1 << 20;
 
-/// The names and their ids, and which are held by a producer now.
+/// The names and their ids, which are held by a producer now, and each one's newest
+/// producer.
 #[derive(Debug)]
 pub(crate) struct Names {
     ids: HashMap<Box<str>, ProducerId>,
     /// By id: whether a producer holds the name now.
     open: Vec<bool>,
+    /// By id: the session of the name's newest producer, once it has one (set when its
+    /// open succeeds, kept after its close). A queue asks which of two sessions of a name
+    /// is the newer (`is_newest`), on a rare path only.
+    newest: Vec<Option<ClientHandle>>,
     capacity: usize,
 }
 
@@ -44,6 +51,7 @@ impl Names {
         Ok(Self {
             ids,
             open: tables::vec(capacity)?,
+            newest: tables::vec(capacity)?,
             capacity,
         })
     }
@@ -77,7 +85,22 @@ impl Names {
         let id = ProducerId(self.open.len() as u32);
         self.ids.insert(name.into(), id);
         self.open.push(true);
+        self.newest.push(None);
         Ok(id)
+    }
+
+    /// Records `session` as the session of the newest producer of name `id`: opened after
+    /// every other producer of the name.
+    pub(crate) fn opened(&mut self, id: ProducerId, session: ClientHandle) {
+        if let Some(newest) = self.newest.get_mut(id.0 as usize) {
+            *newest = Some(session);
+        }
+    }
+
+    /// Whether `session` is the session of the newest producer of name `id`: then every
+    /// other session of the name is older, and closed.
+    pub(crate) fn is_newest(&self, id: ProducerId, session: ClientHandle) -> bool {
+        self.newest.get(id.0 as usize) == Some(&Some(session))
     }
 
     /// Frees the name of producer `id` for the next producer of that name.

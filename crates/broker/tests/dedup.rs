@@ -606,3 +606,87 @@ fn a_message_resent_by_its_own_producer_while_awaiting_its_quorum_has_an_ack_per
         "the producer's session went: its ACKs are all in"
     );
 }
+
+/// Waits (10 s at most) until `done` says so.
+fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_closed_producers_put_arriving_after_the_new_producers_copy_leaves_it_the_quorums_ack() {
+    let broker = start(BrokerConfig {
+        session_processors: 2,
+        replication: Some(Replication {
+            replicas: 1,
+            quorum: 1,
+        }),
+        ..BrokerConfig::default()
+    });
+    let clients = |b: &Broker| -> Vec<usize> {
+        let sessions = b.processors(ClientType::Session);
+        sessions
+            .iter()
+            .map(|s| {
+                b.processor_stats()
+                    .iter()
+                    .find(|p| p.processor == *s)
+                    .map_or(0, |p| p.clients)
+            })
+            .collect()
+    };
+    // The old producer on the first session processor, which is then held busy: its PUT
+    // waits there while the new producer, on the second, stores the same message.
+    let (old, old_acks) = named(&broker, "late", 16);
+    assert_eq!(clients(&broker), [1, 0]);
+    let held = Arc::new(std::sync::Barrier::new(2));
+    let gate = held.clone();
+    broker
+        .execute(
+            broker.processors(ClientType::Session)[0],
+            Callback::new(move || {
+                gate.wait();
+            }),
+        )
+        .unwrap();
+    old.publish_with_id(Q, payload(1), 0).unwrap();
+    // Its drain (which sends the PUT) waits behind the held processor: no outcome in time.
+    assert!(!old.close(Duration::from_millis(20)));
+    let (new, new_acks) = named(&broker, "late", 16);
+    assert_eq!(clients(&broker), [1, 1]);
+    let guid = new.publish_with_id(Q, payload(2), 0).unwrap();
+    until("the new producer's copy stored", || {
+        broker.queue_stats()[0].stored == 1
+    });
+    held.wait();
+    until("the old producer's PUT deduplicated", || {
+        broker.queue_stats()[0].deduplicated == 1
+    });
+    broker
+        .replica_receipt(Receipt {
+            queue: Q,
+            guid,
+            replica: ReplicaId(0),
+        })
+        .unwrap();
+    broker.quiesce().unwrap();
+    let statuses = |log: &Log<Ack>| -> Vec<(AckStatus, Payload)> {
+        log.lock()
+            .unwrap()
+            .iter()
+            .map(|a| (a.status, a.payload))
+            .collect()
+    };
+    assert_eq!(
+        statuses(&new_acks),
+        [(AckStatus::Acked, payload(2))],
+        "the open producer's message is stored: the quorum's ACK is its"
+    );
+    assert_eq!(statuses(&old_acks), [(AckStatus::Closed, payload(1))]);
+    // The old PUT was answered `Closed` (superseded) and counted late by its session.
+    assert_eq!(broker.queue_stats()[0].superseded, 1);
+    assert_eq!(broker.session_stats().late_acks, 1);
+}

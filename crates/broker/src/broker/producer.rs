@@ -437,6 +437,14 @@ impl Broker {
                 }
             }
         };
+        if let Some(names) = &names {
+            // Before any message of it can reach a queue: a queue tells the newer of two
+            // sessions of the name by this.
+            names
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .opened(id, session);
+        }
         Ok(Producer {
             id,
             session,
