@@ -49,8 +49,9 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 use crossbeam_utils::{Backoff, CachePadded};
 use zerodispatch::broker::{
-    Ack, AckStatus, AppId, Broker, BrokerConfig, Confirm, ConfirmMode, ConsumerId, ConsumerOptions,
-    Delivery, Guid, Payload, Producer, QueueConfig, QueueId, QueueMode, QueueStats,
+    Ack, AckStatus, AppId, Broker, BrokerConfig, Confirm, ConfirmMode, Consumer, ConsumerId,
+    ConsumerOptions, Delivery, Guid, Payload, Producer, QueueConfig, QueueId, QueueMode,
+    QueueStats,
 };
 
 use ours::{bench_runs, throughput_group};
@@ -182,6 +183,8 @@ struct EndToEnd {
     /// Taken and shut down on drop.
     broker: Option<Broker>,
     producer: Producer,
+    /// Kept for the runs: a consumer is closed when dropped.
+    _consumers: Vec<Consumer>,
     counts: Arc<AckCounts>,
     /// Deliveries so far, per app; Release, as `AckCounts::acked`.
     delivered: Arc<[CachePadded<AtomicU64>]>,
@@ -211,13 +214,15 @@ impl EndToEnd {
         };
         let delivered: Arc<[CachePadded<AtomicU64>]> =
             (0..apps).map(|_| CachePadded::default()).collect();
+        let mut consumers = Vec::new();
         for app in 0..apps {
             let seen = delivered.clone();
-            broker
+            let consumer = broker
                 .open_consumer(QueueId(0), AppId(app), options, move |b: &[Delivery]| {
                     seen[usize::from(app)].fetch_add(b.len() as u64, Ordering::Release);
                 })
                 .expect("a running broker with this queue and app");
+            consumers.push(consumer);
         }
         let counts = Arc::new(AckCounts::default());
         let on_ack = {
@@ -241,6 +246,7 @@ impl EndToEnd {
         Self {
             broker: Some(broker),
             producer,
+            _consumers: consumers,
             counts,
             delivered,
             published: Cell::new(0),

@@ -39,6 +39,7 @@ fn main() -> Result<(), BrokerError> {
     // short); each message of a batch is confirmed when it returns. The last app's confirms
     // go through the cluster processor instead of straight to the queue.
     let delivered: Vec<Arc<AtomicU64>> = (0..APPS).map(|_| Arc::default()).collect();
+    let mut consumers = Vec::new();
     for (app, count) in (0..APPS).zip(&delivered) {
         // By default a consumer confirms with inline functors (`ConfirmMode::Inline`; also
         // `Typed` or `Boxed`), straight to the queue (`ConfirmRoute::Direct`).
@@ -47,9 +48,15 @@ fn main() -> Result<(), BrokerError> {
             options.route = ConfirmRoute::ViaCluster;
         }
         let count = count.clone();
-        broker.open_consumer(QUEUE, AppId(app), options, move |batch: &[Delivery]| {
-            count.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        })?;
+        // Kept: a consumer is closed when dropped.
+        consumers.push(broker.open_consumer(
+            QUEUE,
+            AppId(app),
+            options,
+            move |batch: &[Delivery]| {
+                count.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            },
+        )?);
     }
 
     // Two producers. Each message's outcome comes back to `on_ack`, in batches, on the

@@ -616,3 +616,26 @@ fn invalid_queue_configurations_are_errors_that_name_the_setting() {
     assert_eq!(open(0, 2), BrokerError::UnknownApp(QueueId(0), AppId(2)));
     assert_eq!(open(3, 0), BrokerError::UnknownQueue(QueueId(3)));
 }
+
+#[test]
+fn a_dropped_consumer_is_closed_and_receives_nothing_more() {
+    let broker = start(vec![QueueConfig::new(QueueMode::Priority)], 1);
+    let (p, acks) = producer(&broker, 64);
+    let (dropped, seen_dropped) = consumer(&broker, 0, 0, ConsumerOptions::default());
+    drop(dropped);
+    let (_kept, seen_kept) = consumer(&broker, 0, 0, ConsumerOptions::default());
+    let guids = publish(&p, 0, 10);
+    broker.quiesce().unwrap();
+    assert!(
+        seen_dropped.lock().unwrap().is_empty(),
+        "a dropped consumer was delivered {} messages",
+        seen_dropped.lock().unwrap().len()
+    );
+    assert_eq!(
+        seen_kept.lock().unwrap().len(),
+        10,
+        "the other takes them all"
+    );
+    let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
+    assert!(guids.iter().all(|g| outcome[g] == AckStatus::Acked));
+}

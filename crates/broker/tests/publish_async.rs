@@ -50,7 +50,7 @@ fn publish_async_publishes_in_order_with_one_outcome_each() {
                 sink.lock().unwrap().extend_from_slice(b)
             })
             .unwrap();
-        broker
+        let _consumer = broker
             .open_consumer(
                 QueueId(0),
                 AppId(0),
@@ -99,7 +99,7 @@ fn a_dropped_publish_async_publishes_nothing_and_owes_no_outcome() {
                 sink.lock().unwrap().extend_from_slice(b)
             })
             .unwrap();
-        broker
+        let _consumer = broker
             .open_consumer(
                 QueueId(0),
                 AppId(0),

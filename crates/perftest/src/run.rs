@@ -876,6 +876,8 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
     // Consumers: per app, `consumers` of them, consumer `c` on queue `c % queues`.
     let counters = QueueCounters::for_queues(scenario);
     let mut consume_recorders = Vec::new();
+    // Kept for the run: a consumer is closed when dropped.
+    let mut consumers = Vec::new();
     let options = ConsumerOptions {
         mode: scenario.callbacks,
         ..ConsumerOptions::default()
@@ -886,7 +888,7 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
             consume_recorders.push(recorder.clone());
             let queue = scenario.queue_of(c);
             let counters = counters[queue as usize].clone();
-            broker.open_consumer(
+            consumers.push(broker.open_consumer(
                 QueueId(queue),
                 AppId(app),
                 options,
@@ -901,7 +903,7 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
                         .consumed
                         .fetch_add(batch.len() as u64, Ordering::Relaxed);
                 },
-            )?;
+            )?);
         }
     }
 
