@@ -10,11 +10,11 @@
 //!   sends the ACK (stored) and PUSHes it to its one consumer, the producer's session
 //!   reports the ACK to `on_ack`, the consumer's session hands the message to `on_delivery`
 //!   (which counts it) and sends the CONFIRM in the function's mode, and the queue releases
-//!   the message. A run publishes `iters` messages and is timed until `iters` more `Acked`
+//!   the message. A run publishes `iters` messages and is timed until `iters` more `Stored`
 //!   outcomes have been reported and every app has had `iters` more deliveries; the bench
 //!   thread keeps at most [`IN_FLIGHT`] messages unacknowledged or undelivered to some
 //!   app (the ACK alone no longer paces it: it comes at store), so nothing is ever
-//!   rejected. Any outcome other than `Acked` panics the bench. Throughput only: the
+//!   rejected. Any outcome other than `Stored` panics the bench. Throughput only: the
 //!   perftest reports publish -> confirm and publish -> consume latencies.
 //! * `confirm_fanout4`: the same with a fanout queue of 4 apps and one consumer per app: per
 //!   message, 4 PUSHes, 4 deliveries and 4 CONFIRMs before its release.
@@ -172,7 +172,7 @@ fn wait_for<T>(mut done: impl FnMut() -> Option<T>) -> T {
 /// What the producer's `on_ack` counts, on the session processor.
 #[derive(Default)]
 struct AckCounts {
-    /// `Acked` outcomes so far; Release, so that the bench thread's Acquire load orders it.
+    /// `Stored` outcomes so far; Release, so that the bench thread's Acquire load orders it.
     acked: CachePadded<AtomicU64>,
     /// Any other outcome: the bench is wrong.
     other: AtomicU64,
@@ -230,7 +230,7 @@ impl EndToEnd {
             move |batch: &[Ack]| {
                 let acked = batch
                     .iter()
-                    .filter(|a| a.status == AckStatus::Acked)
+                    .filter(|a| a.status == AckStatus::Stored)
                     .count() as u64;
                 if acked < batch.len() as u64 {
                     counts
@@ -259,7 +259,10 @@ impl EndToEnd {
     fn wait_done(&self, target: u64) -> u64 {
         wait_for(|| {
             let other = self.counts.other.load(Ordering::Relaxed);
-            assert_eq!(other, 0, "{other} messages had an outcome other than Acked");
+            assert_eq!(
+                other, 0,
+                "{other} messages had an outcome other than Stored"
+            );
             let acked = self.counts.acked.load(Ordering::Acquire);
             let done = self
                 .delivered

@@ -60,7 +60,7 @@ fn main() -> Result<(), BrokerError> {
     }
 
     // Two producers. Each message's outcome comes back to `on_ack`, in batches, on the
-    // producer's session processor: count those acknowledged (`Acked`: stored).
+    // producer's session processor: count those stored (`Stored`).
     let acked: Vec<Arc<AtomicU64>> = (0..PRODUCERS).map(|_| Arc::default()).collect();
     let mut producers = Vec::new();
     for count in &acked {
@@ -68,7 +68,7 @@ fn main() -> Result<(), BrokerError> {
         producers.push(broker.open_producer(1 << 14, move |batch: &[Ack]| {
             let ok = batch
                 .iter()
-                .filter(|a| a.status == AckStatus::Acked)
+                .filter(|a| a.status == AckStatus::Stored)
                 .count();
             count.fetch_add(ok as u64, Ordering::Relaxed);
         })?);

@@ -19,7 +19,7 @@
 //!                                         release (the producer hears nothing of it)
 //! ```
 //!
-//! The ACK ([`AckStatus::Acked`]) means stored: the queue sends it when it stores the
+//! The ACK ([`AckStatus::Stored`]) means stored: the queue sends it when it stores the
 //! message, whether or not a consumer is attached. With a [`Replication`] quorum it waits
 //! instead for `quorum` replicas' receipts ([`Broker::replica_receipt`], routed through the
 //! cluster processor as inline functors). Consumers' confirms release the message: its
@@ -48,7 +48,7 @@
 //! let guid = producer.publish(QueueId(0), Payload { handle: 7, len: 100 })?;
 //! broker.quiesce()?;
 //! assert_eq!(acks.lock().unwrap()[0].guid, guid);
-//! assert_eq!(acks.lock().unwrap()[0].status, AckStatus::Acked);
+//! assert_eq!(acks.lock().unwrap()[0].status, AckStatus::Stored);
 //! # drop(consumers);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

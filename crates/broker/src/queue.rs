@@ -4,7 +4,7 @@
 //!
 //! * PUT: the message is stored in a free slot of a table preallocated at the queue's
 //!   capacity (and in a GUID index preallocated likewise), with one pending share per app
-//!   (one for a priority queue, one per app for fanout), and its ACK (`Acked`: stored) is
+//!   (one for a priority queue, one per app for fanout), and its ACK (`Stored`) is
 //!   queued for the producer's session, sent on flush. With a replication quorum the ACK
 //!   waits instead for `quorum` replicas' receipts (see `replication.rs`). A full table
 //!   rejects the PUT with an ACK `RejectedQueueFull`: never a lost or overwritten message.
@@ -348,7 +348,7 @@ impl QueueEngine {
 
     /// Queues a stored message's ACK for its producer's session.
     fn ack(&mut self, producer: ClientHandle, guid: Guid) {
-        self.acks.push((producer, guid, AckStatus::Acked));
+        self.acks.push((producer, guid, AckStatus::Stored));
         self.counters.acked.add(1);
     }
 
@@ -808,8 +808,8 @@ mod tests {
         assert_eq!(
             acks(&seen),
             [
-                (first, AckStatus::Acked),
-                (second, AckStatus::Acked),
+                (first, AckStatus::Stored),
+                (second, AckStatus::Stored),
                 (third, AckStatus::RejectedQueueFull)
             ],
             "stored means stored: the third found the table full"
@@ -842,7 +842,7 @@ mod tests {
         test.run_until_idle();
         assert_eq!(
             acks(&seen),
-            [(fourth, AckStatus::Acked)],
+            [(fourth, AckStatus::Stored)],
             "the confirm freed its slot"
         );
     }

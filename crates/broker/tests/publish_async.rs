@@ -80,7 +80,7 @@ fn publish_async_publishes_in_order_with_one_outcome_each() {
         // The queue may refuse a message when its table is full; nothing else happens.
         assert!(
             acks.iter()
-                .all(|a| matches!(a.status, AckStatus::Acked | AckStatus::RejectedQueueFull))
+                .all(|a| matches!(a.status, AckStatus::Stored | AckStatus::RejectedQueueFull))
         );
         let mut handles: Vec<u64> = acks.iter().map(|a| a.payload.handle).collect();
         handles.sort_unstable();

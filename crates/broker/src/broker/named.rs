@@ -24,7 +24,7 @@ impl Broker {
     /// [`Producer::publish_with_id`] (or its async form) only, numbering its messages
     /// itself in increasing order. Each queue remembers the highest id it has stored for the
     /// name, and a message published again with an id at or below it (after a lost
-    /// connection, say) is ACKed `Acked` again but not stored or delivered twice. Ask
+    /// connection, say) is ACKed `Stored` again but not stored or delivered twice. Ask
     /// [`last_stored`](Self::last_stored) where to resume.
     ///
     /// A name is held by one producer at a time, and free again once that one's

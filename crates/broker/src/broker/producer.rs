@@ -90,7 +90,7 @@ impl Producer {
     /// again, not stored or delivered twice (`QueueStats::deduplicated`).
     ///
     /// Ids must increase along a named producer's stream, across its reopenings under the
-    /// same name; a message whose outcome was not `Acked` is published again with its id
+    /// same name; a message whose outcome was not `Stored` is published again with its id
     /// before any later message is stored, or with a new, higher id (one published with
     /// its old id after a later one was stored is taken for a duplicate). `u64::MAX` is
     /// never deduplicated. An anonymous producer may use it too (never deduplicated): its
@@ -114,7 +114,7 @@ impl Producer {
     /// broker.quiesce()?; // stored and ACKed; say the ACK was lost
     /// producer.publish_with_id(QueueId(0), payload, 7)?; // the same message again
     /// broker.quiesce()?;
-    /// assert_eq!(*acks.lock().unwrap(), [AckStatus::Acked, AckStatus::Acked]);
+    /// assert_eq!(*acks.lock().unwrap(), [AckStatus::Stored, AckStatus::Stored]);
     /// assert_eq!(broker.queue_stats()[0].stored, 1);
     /// assert_eq!(broker.queue_stats()[0].deduplicated, 1);
     /// assert_eq!(broker.last_stored("orders", QueueId(0))?, Some(7));

@@ -87,7 +87,7 @@ impl Producer {
     /// a wait of 1 s. Every message taken by `send`, `try_send` or `publish` before this
     /// call gets exactly one outcome in `on_ack`, which is one of:
     ///
-    /// * its real one (`Acked`, a rejection, `TimedOut`) if that comes within `wait`: the
+    /// * its real one (`Stored`, a rejection, `TimedOut`) if that comes within `wait`: the
     ///   close first sends the session's batch to its queue (a timer producer's too,
     ///   without waiting for its tick), so every message published before it goes;
     /// * `NotSent` if it could not be sent to its queue before the close: with a zero
