@@ -89,13 +89,19 @@ impl Producer {
     /// with its id after a lost connection is known for a duplicate by its queue: ACKed
     /// again, not stored or delivered twice (`QueueStats::deduplicated`).
     ///
-    /// Ids must increase along a named producer's stream, across its reopenings under the
-    /// same name; a message whose outcome was not `Stored` is published again with its id
-    /// before any later message is stored, or with a new, higher id (one published with
-    /// its old id after a later one was stored is taken for a duplicate). `u64::MAX` is
-    /// never deduplicated. An anonymous producer may use it too (never deduplicated): its
-    /// ids must then not repeat a GUID in flight, nor mix with [`publish`](Self::publish)'s
-    /// numbering.
+    /// Each queue keeps, per name, which ids it has stored, exactly, over a window of the
+    /// [`BrokerConfig::dedup_window`](crate::BrokerConfig::dedup_window) ids up to the
+    /// highest it stored (`dedup.rs`), across the name's reopenings. An id it stored is a
+    /// duplicate: ACKed `Stored` again, not stored or delivered twice. An id it did not
+    /// store, above the highest or inside the window, is stored, in whatever order ids come:
+    /// a message refused (`RejectedQueueFull`, say) may be published again with its id
+    /// after later ones were stored. An id older than the window (`highest - id >=
+    /// dedup_window`) is refused `RejectedOutOfWindow`: the queue can no longer tell. So ids
+    /// need not increase, but each names one message: an id given to another message of
+    /// the name while the first is inside the window is taken for the first. Every `u64`,
+    /// `u64::MAX` included, is an id like any other. An anonymous producer may use this
+    /// call too (never deduplicated): its ids must then not repeat a GUID in flight, nor
+    /// mix with [`publish`](Self::publish)'s numbering.
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};

@@ -203,7 +203,10 @@ impl Connection {
             }
         }
         if !self.guids.is_empty() {
-            let consumer = c.consumer.as_ref().expect("an open consumer has its session");
+            let consumer = c
+                .consumer
+                .as_ref()
+                .expect("an open consumer has its session");
             let confirmed = self
                 .shared
                 .broker
