@@ -10,11 +10,11 @@
 //!   sends the ACK (stored) and PUSHes it to its one consumer, the producer's session
 //!   reports the ACK to `on_ack`, the consumer's session hands the message to `on_delivery`
 //!   (which counts it) and sends the CONFIRM in the function's mode, and the queue releases
-//!   the message. A run publishes `iters` messages and is timed until `iters` more `Acked`
+//!   the message. A run publishes `iters` messages and is timed until `iters` more `Stored`
 //!   outcomes have been reported and every app has had `iters` more deliveries; the bench
 //!   thread keeps at most [`IN_FLIGHT`] messages unacknowledged or undelivered to some
 //!   app (the ACK alone no longer paces it: it comes at store), so nothing is ever
-//!   rejected. Any outcome other than `Acked` panics the bench. Throughput only: the
+//!   rejected. Any outcome other than `Stored` panics the bench. Throughput only: the
 //!   perftest reports publish -> confirm and publish -> consume latencies.
 //! * `confirm_fanout4`: the same with a fanout queue of 4 apps and one consumer per app: per
 //!   message, 4 PUSHes, 4 deliveries and 4 CONFIRMs before its release.
@@ -49,8 +49,9 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 use crossbeam_utils::{Backoff, CachePadded};
 use zerodispatch::broker::{
-    Ack, AckStatus, AppId, Broker, BrokerConfig, Confirm, ConfirmMode, ConsumerId, ConsumerOptions,
-    Delivery, Guid, Payload, Producer, QueueConfig, QueueId, QueueMode, QueueStats,
+    Ack, AckStatus, AppId, Broker, BrokerConfig, Confirm, ConfirmMode, Consumer, ConsumerId,
+    ConsumerOptions, Delivery, Guid, Payload, Producer, QueueConfig, QueueId, QueueMode,
+    QueueStats,
 };
 
 use ours::{bench_runs, throughput_group};
@@ -171,7 +172,7 @@ fn wait_for<T>(mut done: impl FnMut() -> Option<T>) -> T {
 /// What the producer's `on_ack` counts, on the session processor.
 #[derive(Default)]
 struct AckCounts {
-    /// `Acked` outcomes so far; Release, so that the bench thread's Acquire load orders it.
+    /// `Stored` outcomes so far; Release, so that the bench thread's Acquire load orders it.
     acked: CachePadded<AtomicU64>,
     /// Any other outcome: the bench is wrong.
     other: AtomicU64,
@@ -182,6 +183,8 @@ struct EndToEnd {
     /// Taken and shut down on drop.
     broker: Option<Broker>,
     producer: Producer,
+    /// Kept for the runs: a consumer is closed when dropped.
+    _consumers: Vec<Consumer>,
     counts: Arc<AckCounts>,
     /// Deliveries so far, per app; Release, as `AckCounts::acked`.
     delivered: Arc<[CachePadded<AtomicU64>]>,
@@ -211,13 +214,15 @@ impl EndToEnd {
         };
         let delivered: Arc<[CachePadded<AtomicU64>]> =
             (0..apps).map(|_| CachePadded::default()).collect();
+        let mut consumers = Vec::new();
         for app in 0..apps {
             let seen = delivered.clone();
-            broker
+            let consumer = broker
                 .open_consumer(QueueId(0), AppId(app), options, move |b: &[Delivery]| {
                     seen[usize::from(app)].fetch_add(b.len() as u64, Ordering::Release);
                 })
                 .expect("a running broker with this queue and app");
+            consumers.push(consumer);
         }
         let counts = Arc::new(AckCounts::default());
         let on_ack = {
@@ -225,7 +230,7 @@ impl EndToEnd {
             move |batch: &[Ack]| {
                 let acked = batch
                     .iter()
-                    .filter(|a| a.status == AckStatus::Acked)
+                    .filter(|a| a.status == AckStatus::Stored)
                     .count() as u64;
                 if acked < batch.len() as u64 {
                     counts
@@ -241,6 +246,7 @@ impl EndToEnd {
         Self {
             broker: Some(broker),
             producer,
+            _consumers: consumers,
             counts,
             delivered,
             published: Cell::new(0),
@@ -253,7 +259,10 @@ impl EndToEnd {
     fn wait_done(&self, target: u64) -> u64 {
         wait_for(|| {
             let other = self.counts.other.load(Ordering::Relaxed);
-            assert_eq!(other, 0, "{other} messages had an outcome other than Acked");
+            assert_eq!(
+                other, 0,
+                "{other} messages had an outcome other than Stored"
+            );
             let acked = self.counts.acked.load(Ordering::Acquire);
             let done = self
                 .delivered

@@ -39,6 +39,7 @@ fn main() -> Result<(), BrokerError> {
     // short); each message of a batch is confirmed when it returns. The last app's confirms
     // go through the cluster processor instead of straight to the queue.
     let delivered: Vec<Arc<AtomicU64>> = (0..APPS).map(|_| Arc::default()).collect();
+    let mut consumers = Vec::new();
     for (app, count) in (0..APPS).zip(&delivered) {
         // By default a consumer confirms with inline functors (`ConfirmMode::Inline`; also
         // `Typed` or `Boxed`), straight to the queue (`ConfirmRoute::Direct`).
@@ -47,13 +48,19 @@ fn main() -> Result<(), BrokerError> {
             options.route = ConfirmRoute::ViaCluster;
         }
         let count = count.clone();
-        broker.open_consumer(QUEUE, AppId(app), options, move |batch: &[Delivery]| {
-            count.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        })?;
+        // Kept: a consumer is closed when dropped.
+        consumers.push(broker.open_consumer(
+            QUEUE,
+            AppId(app),
+            options,
+            move |batch: &[Delivery]| {
+                count.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            },
+        )?);
     }
 
     // Two producers. Each message's outcome comes back to `on_ack`, in batches, on the
-    // producer's session processor: count those acknowledged (`Acked`: stored).
+    // producer's session processor: count those stored (`Stored`).
     let acked: Vec<Arc<AtomicU64>> = (0..PRODUCERS).map(|_| Arc::default()).collect();
     let mut producers = Vec::new();
     for count in &acked {
@@ -61,7 +68,7 @@ fn main() -> Result<(), BrokerError> {
         producers.push(broker.open_producer(1 << 14, move |batch: &[Ack]| {
             let ok = batch
                 .iter()
-                .filter(|a| a.status == AckStatus::Acked)
+                .filter(|a| a.status == AckStatus::Stored)
                 .count();
             count.fetch_add(ok as u64, Ordering::Relaxed);
         })?);

@@ -29,7 +29,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         queues: vec![QueueConfig::new(QueueMode::Priority)],
         ..BrokerConfig::default()
     })?;
-    broker.open_consumer(
+    let _consumer = broker.open_consumer(
         QueueId(0),
         AppId(0),
         ConsumerOptions::default(),

@@ -85,8 +85,8 @@ pub struct Broker {
     dedup_window: usize,
     next_producer: AtomicU32,
     next_consumer: AtomicU32,
-    /// Per session processor, its producers' tickers running
-    /// ([`BrokerConfig::timed_producers`] at most).
+    /// Per session processor, its producers' tickers, running or reserved by a producer
+    /// being opened ([`BrokerConfig::timed_producers`] at most).
     timed_producers: Vec<Arc<std::sync::atomic::AtomicUsize>>,
     timed_producers_limit: usize,
 }

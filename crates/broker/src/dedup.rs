@@ -7,7 +7,7 @@
 //! message published again after a lost connection has the GUID it had, and the queue
 //! tells, id by id:
 //!
-//! * **stored already** (its bit is set): a duplicate. The queue ACKs it `Acked` again (the
+//! * **stored already** (its bit is set): a duplicate. The queue ACKs it `Stored` again (the
 //!   producer may have lost the first ACK with its connection), stores and delivers
 //!   nothing, hands its payload to the release hook and counts it
 //!   ([`QueueStats::deduplicated`](crate::QueueStats::deduplicated)). With replication, a

@@ -19,7 +19,7 @@
 //!                                         release (the producer hears nothing of it)
 //! ```
 //!
-//! The ACK ([`AckStatus::Acked`]) means stored: the queue sends it when it stores the
+//! The ACK ([`AckStatus::Stored`]) means stored: the queue sends it when it stores the
 //! message, whether or not a consumer is attached. With a [`Replication`] quorum it waits
 //! instead for `quorum` replicas' receipts ([`Broker::replica_receipt`], routed through the
 //! cluster processor as inline functors). Consumers' confirms release the message: its
@@ -41,13 +41,15 @@
 //! let acks = Arc::new(Mutex::new(Vec::new()));
 //! let sink = acks.clone();
 //! let producer = broker.open_producer(1024, move |batch: &[Ack]| sink.lock().unwrap().extend_from_slice(batch))?;
-//! for app in 0..2 {
-//!     broker.open_consumer(QueueId(0), AppId(app), ConsumerOptions::default(), |_: &[Delivery]| {})?;
-//! }
+//! // A consumer is closed when dropped: keep them.
+//! let consumers = (0..2)
+//!     .map(|app| broker.open_consumer(QueueId(0), AppId(app), ConsumerOptions::default(), |_: &[Delivery]| {}))
+//!     .collect::<Result<Vec<_>, _>>()?;
 //! let guid = producer.publish(QueueId(0), Payload { handle: 7, len: 100 })?;
 //! broker.quiesce()?;
 //! assert_eq!(acks.lock().unwrap()[0].guid, guid);
-//! assert_eq!(acks.lock().unwrap()[0].status, AckStatus::Acked);
+//! assert_eq!(acks.lock().unwrap()[0].status, AckStatus::Stored);
+//! # drop(consumers);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!

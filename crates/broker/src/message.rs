@@ -59,7 +59,7 @@ pub enum AckStatus {
     /// Stored: the queue holds the message (and, with a replication quorum, enough
     /// replicas have sent their receipt). Consumers' confirms come later, if at all, and
     /// the producer does not hear of them: an ACK means stored, not consumed.
-    Acked,
+    Stored,
     /// The queue's message table was full: the message was not stored. Publish it again.
     RejectedQueueFull,
     /// The producer already had `max_unconfirmed` messages without an outcome (`send`

@@ -161,7 +161,7 @@ pub const QUEUE_COUNTERS: [QueueMetric; 18] = [
     ),
     (
         "zerodispatch_broker_queue_acked_total",
-        "Messages acknowledged Acked to their producer (at store, or at the quorum).",
+        "Messages acknowledged Stored to their producer (at store, or at the quorum).",
         |q| q.acked,
     ),
     (

@@ -6,7 +6,9 @@
 //! it has stored already (see `dedup.rs`). The table is bounded
 //! ([`BrokerConfig::max_producer_names`](crate::BrokerConfig::max_producer_names)) and
 //! preallocated; it is consulted under a mutex when a producer opens or closes and when
-//! [`Broker::last_stored`](crate::Broker::last_stored) is asked, never on the message path.
+//! [`Broker::stored_window`](crate::Broker::stored_window) (or `last_stored`) is asked, and
+//! on the message path in one rare case only: a queue asks which of two producers of a name
+//! is the newer when both published a message still waiting for its replication quorum.
 //!
 //! A name is never forgotten while the broker runs: its entry, and every queue's record of
 //! what it has stored, stay after its producer closes, so that the next producer of that
@@ -15,24 +17,34 @@
 
 use std::collections::{HashMap, TryReserveError};
 
+use zerodispatch_core::ClientHandle;
+
 use crate::error::BrokerError;
 use crate::ids::ProducerId;
 use crate::tables;
 
 /// Producer names a broker may be configured to remember, at most: 2^20.
 ///
-/// Each queue keeps 8 bytes per name (the highest publish id it has stored for it), all
-/// allocated when the broker starts: 8 MiB per queue at this limit. Retune against the
-/// queues a deployment has; ids of anonymous producers start above the table, so the
-/// limit also bounds how many of the `u32` producer ids names take.
+/// Each queue keeps `8 + dedup_window / 8` bytes per name (the highest publish id it has
+/// stored for it, and which of the window's ids below it are stored: `dedup.rs`), all
+/// allocated when the broker starts: at this limit, 16 MiB per queue with the smallest
+/// window ([`MIN_DEDUP_WINDOW`](crate::MIN_DEDUP_WINDOW)) and about 2 GiB with the default
+/// (16,384 ids). Retune against the queues and the window a deployment has; ids of
+/// anonymous producers start above the table, so the limit also bounds how many of the
+/// `u32` producer ids names take.
 pub const MAX_PRODUCER_NAMES: usize = 1 << 20;
 
-/// The names and their ids, and which are held by a producer now.
+/// The names and their ids, which are held by a producer now, and each one's newest
+/// producer.
 #[derive(Debug)]
 pub(crate) struct Names {
     ids: HashMap<Box<str>, ProducerId>,
     /// By id: whether a producer holds the name now.
     open: Vec<bool>,
+    /// By id: the session of the name's newest producer, once it has one (set when its
+    /// open succeeds, kept after its close). A queue asks which of two sessions of a name
+    /// is the newer (`is_newest`), on a rare path only.
+    newest: Vec<Option<ClientHandle>>,
     capacity: usize,
 }
 
@@ -44,6 +56,7 @@ impl Names {
         Ok(Self {
             ids,
             open: tables::vec(capacity)?,
+            newest: tables::vec(capacity)?,
             capacity,
         })
     }
@@ -77,7 +90,22 @@ impl Names {
         let id = ProducerId(self.open.len() as u32);
         self.ids.insert(name.into(), id);
         self.open.push(true);
+        self.newest.push(None);
         Ok(id)
+    }
+
+    /// Records `session` as the session of the newest producer of name `id`: opened after
+    /// every other producer of the name.
+    pub(crate) fn opened(&mut self, id: ProducerId, session: ClientHandle) {
+        if let Some(newest) = self.newest.get_mut(id.0 as usize) {
+            *newest = Some(session);
+        }
+    }
+
+    /// Whether `session` is the session of the newest producer of name `id`: then every
+    /// other session of the name is older, and closed.
+    pub(crate) fn is_newest(&self, id: ProducerId, session: ClientHandle) -> bool {
+        self.newest.get(id.0 as usize) == Some(&Some(session))
     }
 
     /// Frees the name of producer `id` for the next producer of that name.

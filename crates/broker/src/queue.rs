@@ -4,7 +4,7 @@
 //!
 //! * PUT: the message is stored in a free slot of a table preallocated at the queue's
 //!   capacity (and in a GUID index preallocated likewise), with one pending share per app
-//!   (one for a priority queue, one per app for fanout), and its ACK (`Acked`: stored) is
+//!   (one for a priority queue, one per app for fanout), and its ACK (`Stored`) is
 //!   queued for the producer's session, sent on flush. With a replication quorum the ACK
 //!   waits instead for `quorum` replicas' receipts (see `replication.rs`). A full table
 //!   rejects the PUT with an ACK `RejectedQueueFull`: never a lost or overwritten message.
@@ -25,7 +25,7 @@
 
 use std::collections::{HashMap, TryReserveError};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crossbeam_utils::CachePadded;
 use zerodispatch_core::{Client, ClientHandle, Context, DispatchError, DispatcherHandle, Event};
@@ -33,6 +33,7 @@ use zerodispatch_core::{Client, ClientHandle, Context, DispatchError, Dispatcher
 use crate::dedup::{StoredIds, Verdict};
 use crate::ids::{AppId, ConsumerId, Guid, Payload, QueueId};
 use crate::message::{AckStatus, BoxedConfirm, BrokerMsg, Confirm, ConfirmMode};
+use crate::names::Names;
 use crate::release::{OnRelease, Released};
 use crate::replication::{Receipt, Replication};
 use crate::stats::QueueCounters;
@@ -166,8 +167,11 @@ pub(crate) struct QueueEngine {
     counters: Arc<CachePadded<QueueCounters>>,
     /// The payloads released since the last flush, for the application's release hook.
     released: Option<Released>,
-    /// The highest publish id stored per named producer: deduplication.
+    /// The publish ids stored per named producer, over a window: deduplication.
     stored_ids: StoredIds,
+    /// The broker's producer names: which of two sessions of a name is the newer
+    /// (`duplicate`).
+    names: Arc<Mutex<Names>>,
 }
 
 impl QueueEngine {
@@ -182,7 +186,7 @@ impl QueueEngine {
         mode: QueueMode,
         (capacity, window): (usize, u32),
         replication: Option<Replication>,
-        (on_release, stored_ids): (Option<OnRelease>, StoredIds),
+        (on_release, stored_ids, names): (Option<OnRelease>, StoredIds, Arc<Mutex<Names>>),
         counters: Arc<CachePadded<QueueCounters>>,
     ) -> Result<Self, TryReserveError> {
         debug_assert!((1..=MAX_QUEUE_CAPACITY).contains(&capacity));
@@ -223,6 +227,7 @@ impl QueueEngine {
                 .transpose()?,
             counters,
             stored_ids,
+            names,
         })
     }
 
@@ -275,27 +280,36 @@ impl QueueEngine {
     }
 
     /// A named producer's message stored already (`dedup.rs`): ACKed again, unless its
-    /// ACK is still to come (waiting for the replication quorum), which then goes to this
-    /// producer's session, the newest to send it. Its payload is released: the queue
-    /// holds the first copy's, and never reads this one.
+    /// ACK is still to come (waiting for the replication quorum), which then goes to the
+    /// newer of the two producers' sessions. Its payload is released: the queue holds the
+    /// first copy's, and never reads this one.
     fn duplicate(&mut self, producer: ClientHandle, guid: Guid, payload: Payload) {
         self.counters.deduplicated.add(1);
         if let Some(released) = &mut self.released {
             released.push(payload);
         }
         if let Some(&slot) = self.index.get(&guid) {
-            let s = &mut self.slots[slot as usize];
+            let s = self.slots[slot as usize];
             if !s.acked {
                 // Every PUT gets its one ACK (a retired session waits for them:
                 // `outcome_counts.rs`). The same session again: the quorum's ACK goes once
-                // more. A newer producer of the name: the quorum's ACK goes to it, and the
-                // older one, closed (a name has one producer at a time), has its PUTs
-                // answered now, `Closed`.
+                // more. Another session of the name: the quorum's ACK goes to the newer,
+                // and the older one, closed (a name has one producer at a time), has its
+                // PUTs answered now, `Closed`. Which is the newer is not which came last: a
+                // closed producer's PUT may come after its successor's, held up behind a
+                // busy session processor.
                 match s.producer {
-                    Some(current) if current == producer => {
-                        s.resent = s.resent.saturating_add(1);
+                    Some(holder) if holder == producer => {
+                        self.slots[slot as usize].resent = s.resent.saturating_add(1);
+                    }
+                    Some(_) if !self.is_newest(guid, producer) => {
+                        // The arriving PUT is the older's (or both are older than the
+                        // name's newest producer, both closed): the holder keeps the ACK.
+                        self.counters.superseded.add(1);
+                        self.acks.push((producer, guid, AckStatus::Closed));
                     }
                     older => {
+                        let s = &mut self.slots[slot as usize];
                         let puts = 1 + std::mem::take(&mut s.resent);
                         s.producer = Some(producer);
                         if let Some(older) = older {
@@ -312,6 +326,16 @@ impl QueueEngine {
         self.ack(producer, guid);
     }
 
+    /// Whether `session` is the newest producer's of `guid`'s name (`names.rs`). On the
+    /// rare path of a duplicate from another session of the name while the quorum is
+    /// awaited: the names' lock is held only briefly, by opens and closes.
+    fn is_newest(&self, guid: Guid, session: ClientHandle) -> bool {
+        self.names
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_newest(guid.producer(), session)
+    }
+
     /// A named producer's message older than the deduplication window (`dedup.rs`): the
     /// queue cannot tell whether it stored it before, so it neither stores it nor says it
     /// did. Like a message rejected full, it never reaches the release hook: its
@@ -324,7 +348,7 @@ impl QueueEngine {
 
     /// Queues a stored message's ACK for its producer's session.
     fn ack(&mut self, producer: ClientHandle, guid: Guid) {
-        self.acks.push((producer, guid, AckStatus::Acked));
+        self.acks.push((producer, guid, AckStatus::Stored));
         self.counters.acked.add(1);
     }
 
@@ -679,8 +703,6 @@ impl Client<BrokerMsg> for QueueClient {
 mod tests {
     use super::*;
 
-    use std::sync::Mutex;
-
     use zerodispatch_core::testing::TestDispatcher;
     use zerodispatch_core::{ClientType, Dispatcher, Placement, PoolConfig};
 
@@ -713,6 +735,7 @@ mod tests {
             (
                 None,
                 StoredIds::new(0, crate::dedup::MIN_DEDUP_WINDOW).unwrap(),
+                Arc::new(Mutex::new(Names::new(0).unwrap())),
             ),
             Arc::default(),
         )
@@ -785,8 +808,8 @@ mod tests {
         assert_eq!(
             acks(&seen),
             [
-                (first, AckStatus::Acked),
-                (second, AckStatus::Acked),
+                (first, AckStatus::Stored),
+                (second, AckStatus::Stored),
                 (third, AckStatus::RejectedQueueFull)
             ],
             "stored means stored: the third found the table full"
@@ -819,7 +842,7 @@ mod tests {
         test.run_until_idle();
         assert_eq!(
             acks(&seen),
-            [(fourth, AckStatus::Acked)],
+            [(fourth, AckStatus::Stored)],
             "the confirm freed its slot"
         );
     }

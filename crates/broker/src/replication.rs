@@ -3,7 +3,7 @@
 //!
 //! # What an ACK means
 //!
-//! A queue ACKs a message ([`AckStatus::Acked`](crate::AckStatus::Acked)) when the message
+//! A queue ACKs a message ([`AckStatus::Stored`](crate::AckStatus::Stored)) when the message
 //! is stored: at once without replication, or, with a [`Replication`] quorum, when
 //! `quorum` replicas have sent a [`Receipt`] for it (as a BlazingMQ primary acknowledges a
 //! message once enough replicas acknowledged its replication). Consumers' confirms do not

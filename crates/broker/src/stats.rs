@@ -88,7 +88,7 @@ pub struct QueueStats {
     pub gone_consumer: u64,
     /// Shares dropped because their consumer closed (fanout mode).
     pub dropped_shares: u64,
-    /// Messages acknowledged `Acked` to their producer: at store, or at the replication
+    /// Messages acknowledged `Stored` to their producer: at store, or at the replication
     /// quorum, and again for each duplicate (`deduplicated`).
     pub acked: u64,
     /// Messages released: every share confirmed (or dropped), and the ACK gone. Their
@@ -111,7 +111,7 @@ pub struct QueueStats {
     pub deduplicated: u64,
     /// PUTs of a named producer's message older than the queue's deduplication window
     /// ([`BrokerConfig::dedup_window`](crate::BrokerConfig::dedup_window)): whether it was
-    /// stored before cannot be told, so it was neither stored nor ACKed `Acked`, but
+    /// stored before cannot be told, so it was neither stored nor ACKed `Stored`, but
     /// refused `RejectedOutOfWindow`.
     pub out_of_window: u64,
     /// PUTs whose message a newer producer of the same name published again while the
@@ -161,7 +161,7 @@ pub struct SessionStats {
     pub rejected_producer_full: u64,
     /// Publishes rejected because the queue does not exist.
     pub rejected_unknown_queue: u64,
-    /// ACKs from queues (every outcome a queue sends: `Acked` and its refusals) reported
+    /// ACKs from queues (every outcome a queue sends: `Stored` and its refusals) reported
     /// to producers' applications.
     ///
     /// Every ACK a queue sends is counted once, here or in [`late_acks`](Self::late_acks):

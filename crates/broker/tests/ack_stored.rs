@@ -73,7 +73,7 @@ fn statuses(acks: &Log<Ack>) -> Vec<(Guid, AckStatus)> {
 }
 
 fn acked(guids: &[Guid]) -> Vec<(Guid, AckStatus)> {
-    guids.iter().map(|&g| (g, AckStatus::Acked)).collect()
+    guids.iter().map(|&g| (g, AckStatus::Stored)).collect()
 }
 
 #[test]

@@ -63,7 +63,7 @@ fn publish(p: &Producer, queue: u32, n: u64) -> Vec<Guid> {
 }
 
 /// Each published GUID has at most one outcome, and the outcomes add up: a message without
-/// one is held by its queue (waiting for its replication quorum); every `Acked` outcome was
+/// one is held by its queue (waiting for its replication quorum); every `Stored` outcome was
 /// sent by a queue; every stored message is released or held.
 fn check_conservation(
     broker: &Broker,
@@ -106,13 +106,16 @@ fn check_conservation(
     let stored: u64 = queues.iter().map(|q| q.stored).sum();
     let acked: u64 = queues.iter().map(|q| q.acked).sum();
     let released: u64 = queues.iter().map(|q| q.released).sum();
-    let acked_outcomes = outcome.values().filter(|s| **s == AckStatus::Acked).count() as u64;
+    let acked_outcomes = outcome
+        .values()
+        .filter(|s| **s == AckStatus::Stored)
+        .count() as u64;
     assert!(
         acked_outcomes <= acked,
-        "{acked_outcomes} Acked outcomes but the queues sent {acked}"
+        "{acked_outcomes} Stored outcomes but the queues sent {acked}"
     );
     assert!(acked <= stored, "an ACK for a message never stored");
-    // Acked, not yet released: stored and unconsumed; the rest of the held wait for the
+    // Stored, not yet released: stored and unconsumed; the rest of the held wait for the
     // quorum, pending or reported closed.
     assert!(
         held - (acked - released).min(held) <= no_outcome + closed,
@@ -150,7 +153,7 @@ fn priority_delivers_each_message_to_one_consumer_and_acks_it_once() {
     expected.sort();
     assert_eq!(delivered, expected, "every message delivered exactly once");
     let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
-    assert!(guids.iter().all(|g| outcome[g] == AckStatus::Acked));
+    assert!(guids.iter().all(|g| outcome[g] == AckStatus::Stored));
     let q = broker.queue_stats()[0];
     assert_eq!(
         (q.stored, q.pushed, q.confirms, q.acked, q.released, q.held),
@@ -183,7 +186,7 @@ fn fanout_delivers_every_message_to_every_app_acks_it_once_and_releases_it_after
             );
         }
         let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
-        assert!(guids.iter().all(|g| outcome[g] == AckStatus::Acked));
+        assert!(guids.iter().all(|g| outcome[g] == AckStatus::Stored));
         let q = broker.queue_stats()[0];
         let shares = 300 * u64::from(apps);
         assert_eq!(
@@ -213,7 +216,7 @@ fn a_full_table_rejects_with_a_clear_status_and_overwrites_nothing() {
     assert_eq!(rejected.len(), 6);
     assert_eq!(broker.queue_stats()[0].held, 4);
     // The four stored are ACKed already: stored, with no consumer attached.
-    assert!(guids[..4].iter().all(|g| outcome[g] == AckStatus::Acked));
+    assert!(guids[..4].iter().all(|g| outcome[g] == AckStatus::Stored));
     // The four held messages are the first four, intact: a consumer now gets exactly them.
     let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
     broker.quiesce().unwrap();
@@ -316,7 +319,7 @@ fn robustness_cases_are_counted_never_a_panic() {
     broker.quiesce().unwrap();
     assert_eq!(broker.queue_stats()[0].unknown_guid, 2);
     let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
-    assert_eq!(outcome[&g], AckStatus::Acked);
+    assert_eq!(outcome[&g], AckStatus::Stored);
 }
 
 /// A broker whose ACKs wait for one replica's receipt (of one replica), so that a test
@@ -422,7 +425,7 @@ fn closing_a_priority_consumer_redelivers_only_what_it_did_not_take() {
     broker.quiesce().unwrap();
     let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
     assert!(
-        guids.iter().all(|g| outcome[g] == AckStatus::Acked),
+        guids.iter().all(|g| outcome[g] == AckStatus::Stored),
         "{outcome:?}"
     );
     let a_got: HashSet<Guid> = seen_a.lock().unwrap().iter().map(|d| d.guid).collect();
@@ -461,7 +464,7 @@ fn closing_a_fanout_consumer_drops_only_the_share_it_did_not_take() {
     }
     broker.quiesce().unwrap();
     let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
-    assert!(guids.iter().all(|g| outcome[g] == AckStatus::Acked));
+    assert!(guids.iter().all(|g| outcome[g] == AckStatus::Stored));
     assert_eq!(seen0.lock().unwrap().len(), 6);
     let handled = seen1.lock().unwrap().len() as u64;
     assert!(handled >= 1, "c1 was handed its first batch");
@@ -493,7 +496,7 @@ fn the_three_confirm_modes_and_both_routes_give_identical_results() {
             broker.quiesce().unwrap();
             let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
             assert!(
-                guids.iter().all(|g| outcome[g] == AckStatus::Acked),
+                guids.iter().all(|g| outcome[g] == AckStatus::Stored),
                 "{mode:?} {route:?}"
             );
             let routed = broker.cluster_state().unwrap().routed;
@@ -525,7 +528,7 @@ fn shutdown_reports_unacknowledged_messages_closed() {
         acks.lock()
             .unwrap()
             .iter()
-            .all(|a| a.status == AckStatus::Acked)
+            .all(|a| a.status == AckStatus::Stored)
     );
     assert_eq!(acks.lock().unwrap().len(), 3);
     // Stored and waiting for the replicas' receipts: reported `Closed` at shutdown, once.
@@ -615,4 +618,27 @@ fn invalid_queue_configurations_are_errors_that_name_the_setting() {
     };
     assert_eq!(open(0, 2), BrokerError::UnknownApp(QueueId(0), AppId(2)));
     assert_eq!(open(3, 0), BrokerError::UnknownQueue(QueueId(3)));
+}
+
+#[test]
+fn a_dropped_consumer_is_closed_and_receives_nothing_more() {
+    let broker = start(vec![QueueConfig::new(QueueMode::Priority)], 1);
+    let (p, acks) = producer(&broker, 64);
+    let (dropped, seen_dropped) = consumer(&broker, 0, 0, ConsumerOptions::default());
+    drop(dropped);
+    let (_kept, seen_kept) = consumer(&broker, 0, 0, ConsumerOptions::default());
+    let guids = publish(&p, 0, 10);
+    broker.quiesce().unwrap();
+    assert!(
+        seen_dropped.lock().unwrap().is_empty(),
+        "a dropped consumer was delivered {} messages",
+        seen_dropped.lock().unwrap().len()
+    );
+    assert_eq!(
+        seen_kept.lock().unwrap().len(),
+        10,
+        "the other takes them all"
+    );
+    let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
+    assert!(guids.iter().all(|g| outcome[g] == AckStatus::Stored));
 }

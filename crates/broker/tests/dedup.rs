@@ -87,7 +87,7 @@ fn a_message_published_again_is_acked_again_but_stored_and_delivered_once() {
     let acks = second_acks.lock().unwrap().clone();
     assert_eq!(acks.len(), 10);
     assert!(
-        acks.iter().all(|a| a.status == AckStatus::Acked),
+        acks.iter().all(|a| a.status == AckStatus::Stored),
         "{acks:?}"
     );
     let counts = delivered_ids(&seen);
@@ -125,7 +125,7 @@ fn old_and_new_producers_of_a_name_interleaving_the_same_ids_lose_and_duplicate_
         let acks = new_acks.lock().unwrap().clone();
         assert_eq!(acks.len() as u64, N, "round {round}");
         assert!(
-            acks.iter().all(|a| a.status == AckStatus::Acked),
+            acks.iter().all(|a| a.status == AckStatus::Stored),
             "round {round}"
         );
         let counts = delivered_ids(&seen);
@@ -284,7 +284,7 @@ fn last_stored_answers_per_name_and_queue() {
     p.publish_with_id(Q, payload(1), 2).unwrap();
     small.quiesce().unwrap();
     let statuses: Vec<_> = acks.lock().unwrap().iter().map(|a| a.status).collect();
-    assert_eq!(statuses, [AckStatus::Acked, AckStatus::RejectedQueueFull]);
+    assert_eq!(statuses, [AckStatus::Stored, AckStatus::RejectedQueueFull]);
     assert_eq!(small.last_stored("p", Q).unwrap(), Some(1));
 }
 
@@ -330,7 +330,7 @@ fn a_duplicate_payload_is_released_and_a_duplicate_awaiting_its_quorum_is_acked_
     assert_eq!(acks.len(), 1);
     assert_eq!(
         (acks[0].status, acks[0].payload),
-        (AckStatus::Acked, payload(200))
+        (AckStatus::Stored, payload(200))
     );
     assert_eq!(seen.lock().unwrap().len(), 1);
     assert_eq!(*released.lock().unwrap(), [200, 100]);
@@ -383,7 +383,7 @@ fn a_publish_id_in_flight_on_the_producer_is_not_sent_and_both_get_one_outcome()
         .map(|a| (a.payload.handle, a.status))
         .collect();
     outcomes.sort_by_key(|&(h, _)| h);
-    assert_eq!(outcomes, [(1, AckStatus::Acked), (2, AckStatus::NotSent)]);
+    assert_eq!(outcomes, [(1, AckStatus::Stored), (2, AckStatus::NotSent)]);
     broker.quiesce().unwrap();
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
@@ -424,7 +424,7 @@ fn a_lower_id_never_stored_is_stored_when_published_after_a_higher_one() {
     assert!((0..=3).all(|id| broker.stored_window("orders", Q).unwrap().stored(id) == Some(true)));
 }
 
-/// An id the window no longer covers is neither stored nor ACKed `Acked`: the queue cannot
+/// An id the window no longer covers is neither stored nor ACKed `Stored`: the queue cannot
 /// tell whether it stored it before, and says so.
 #[test]
 fn an_id_older_than_the_window_is_refused_not_acked() {
@@ -449,9 +449,9 @@ fn an_id_older_than_the_window_is_refused_not_acked() {
     assert_eq!(
         statuses,
         [
-            (100, AckStatus::Acked),
+            (100, AckStatus::Stored),
             (36, AckStatus::RejectedOutOfWindow),
-            (37, AckStatus::Acked)
+            (37, AckStatus::Stored)
         ]
     );
     assert_eq!(
@@ -480,7 +480,7 @@ fn u64_max_is_an_id_like_any_other() {
         acks.lock()
             .unwrap()
             .iter()
-            .all(|a| a.status == AckStatus::Acked)
+            .all(|a| a.status == AckStatus::Stored)
     );
     let counts = delivered_ids(&seen);
     assert_eq!(counts.keys().copied().collect::<Vec<_>>(), [max - 1, max]);
@@ -538,7 +538,7 @@ fn a_named_producer_may_not_have_more_in_flight_than_the_window_covers() {
 
 /// A named producer that publishes a message again with its id, its first outcome reported
 /// (timed out) while the first copy still waits for its quorum: both PUTs are answered
-/// when the quorum comes (the resend's outcome `Acked`, the first one's counted late), so
+/// when the quorum comes (the resend's outcome `Stored`, the first one's counted late), so
 /// that the session's count of ACKs to come reaches zero and a close lets it go.
 #[test]
 fn a_message_resent_by_its_own_producer_while_awaiting_its_quorum_has_an_ack_per_put() {
@@ -581,7 +581,7 @@ fn a_message_resent_by_its_own_producer_while_awaiting_its_quorum_has_an_ack_per
         .unwrap();
     broker.quiesce().unwrap();
     let statuses: Vec<_> = acks.lock().unwrap().iter().map(|a| a.status).collect();
-    assert_eq!(statuses, [AckStatus::TimedOut, AckStatus::Acked]);
+    assert_eq!(statuses, [AckStatus::TimedOut, AckStatus::Stored]);
     assert_eq!(
         broker.session_stats().late_acks,
         1,
@@ -605,4 +605,88 @@ fn a_message_resent_by_its_own_producer_while_awaiting_its_quorum_has_an_ack_per
         1,
         "the producer's session went: its ACKs are all in"
     );
+}
+
+/// Waits (10 s at most) until `done` says so.
+fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_closed_producers_put_arriving_after_the_new_producers_copy_leaves_it_the_quorums_ack() {
+    let broker = start(BrokerConfig {
+        session_processors: 2,
+        replication: Some(Replication {
+            replicas: 1,
+            quorum: 1,
+        }),
+        ..BrokerConfig::default()
+    });
+    let clients = |b: &Broker| -> Vec<usize> {
+        let sessions = b.processors(ClientType::Session);
+        sessions
+            .iter()
+            .map(|s| {
+                b.processor_stats()
+                    .iter()
+                    .find(|p| p.processor == *s)
+                    .map_or(0, |p| p.clients)
+            })
+            .collect()
+    };
+    // The old producer on the first session processor, which is then held busy: its PUT
+    // waits there while the new producer, on the second, stores the same message.
+    let (old, old_acks) = named(&broker, "late", 16);
+    assert_eq!(clients(&broker), [1, 0]);
+    let held = Arc::new(std::sync::Barrier::new(2));
+    let gate = held.clone();
+    broker
+        .execute(
+            broker.processors(ClientType::Session)[0],
+            Callback::new(move || {
+                gate.wait();
+            }),
+        )
+        .unwrap();
+    old.publish_with_id(Q, payload(1), 0).unwrap();
+    // Its drain (which sends the PUT) waits behind the held processor: no outcome in time.
+    assert!(!old.close(Duration::from_millis(20)));
+    let (new, new_acks) = named(&broker, "late", 16);
+    assert_eq!(clients(&broker), [1, 1]);
+    let guid = new.publish_with_id(Q, payload(2), 0).unwrap();
+    until("the new producer's copy stored", || {
+        broker.queue_stats()[0].stored == 1
+    });
+    held.wait();
+    until("the old producer's PUT deduplicated", || {
+        broker.queue_stats()[0].deduplicated == 1
+    });
+    broker
+        .replica_receipt(Receipt {
+            queue: Q,
+            guid,
+            replica: ReplicaId(0),
+        })
+        .unwrap();
+    broker.quiesce().unwrap();
+    let statuses = |log: &Log<Ack>| -> Vec<(AckStatus, Payload)> {
+        log.lock()
+            .unwrap()
+            .iter()
+            .map(|a| (a.status, a.payload))
+            .collect()
+    };
+    assert_eq!(
+        statuses(&new_acks),
+        [(AckStatus::Stored, payload(2))],
+        "the open producer's message is stored: the quorum's ACK is its"
+    );
+    assert_eq!(statuses(&old_acks), [(AckStatus::Closed, payload(1))]);
+    // The old PUT was answered `Closed` (superseded) and counted late by its session.
+    assert_eq!(broker.queue_stats()[0].superseded, 1);
+    assert_eq!(broker.session_stats().late_acks, 1);
 }

@@ -44,7 +44,7 @@ fn sessions_queues_and_processors_reach_the_recorder() {
         ..BrokerConfig::default()
     })
     .unwrap();
-    broker
+    let _consumer = broker
         .open_consumer(
             QueueId(0),
             AppId(0),

@@ -98,7 +98,7 @@ fn a_fanout_share_dropped_by_a_closing_consumer_still_releases_its_payload() {
     within(LIMIT, "release in fanout", || {
         let (broker, released) = start(QueueConfig::new(QueueMode::Fanout { apps: 2 }), false);
         let producer = broker.open_producer(1024, |_: &[Ack]| {}).unwrap();
-        broker
+        let _consumer = broker
             .open_consumer(
                 QueueId(0),
                 AppId(0),
@@ -160,7 +160,7 @@ fn a_message_never_stored_is_never_released() {
             .collect();
         assert_eq!(refused.len(), 2, "a queue of 4 stores 4");
 
-        broker
+        let _consumer = broker
             .open_consumer(
                 QueueId(0),
                 AppId(0),
@@ -185,7 +185,7 @@ fn a_panicking_release_hook_is_counted_and_the_queue_goes_on() {
         zerodispatch_testkit::quiet_planned_panics();
         let (broker, released) = start(QueueConfig::new(QueueMode::Priority), true);
         let producer = broker.open_producer(1024, |_: &[Ack]| {}).unwrap();
-        broker
+        let _consumer = broker
             .open_consumer(
                 QueueId(0),
                 AppId(0),

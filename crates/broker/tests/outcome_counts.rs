@@ -54,7 +54,7 @@ fn count(outcomes: &Outcomes, status: AckStatus) -> u64 {
     outcomes.get(&format!("{status:?}")).copied().unwrap_or(0)
 }
 
-/// ACKs the queues sent: stored (`Acked`), refused (`RejectedQueueFull`,
+/// ACKs the queues sent: stored (`Stored`), refused (`RejectedQueueFull`,
 /// `RejectedOutOfWindow`), and a closed producer's PUT superseded by a newer producer of its
 /// name (`Closed`).
 fn acks_sent(broker: &Broker) -> u64 {
@@ -180,7 +180,7 @@ impl Rng {
 
 /// Producers opened, used and closed at random from two threads, on a broker whose ACKs
 /// wait for a replica's receipt: the receipts of a producer's messages come before its
-/// close (most are `Acked`) or after it (they are reported `Closed`, and their ACKs come
+/// close (most are `Stored`) or after it (they are reported `Closed`, and their ACKs come
 /// to the closed producer), with a queue small enough to refuse some, caps small enough to
 /// reject some, timer batches that close unsent, confirm timeouts, and an unknown queue
 /// now and then: the counts conserve exactly.
@@ -280,7 +280,7 @@ fn acks_and_outcomes_conserve_under_producer_churn() {
                 *outcomes.entry(status).or_insert(0) += n;
             }
         }
-        for status in [AckStatus::Closed, AckStatus::Acked] {
+        for status in [AckStatus::Closed, AckStatus::Stored] {
             assert!(count(&outcomes, status) > 0, "{status:?} in {outcomes:?}");
         }
         check_conservation(&broker, &outcomes);
@@ -378,7 +378,7 @@ fn a_close_with_a_wait_sends_what_the_batch_held() {
         );
         let outcomes = by_status(&log.lock().unwrap());
         assert_eq!(
-            (count(&outcomes, AckStatus::Acked), outcomes.len()),
+            (count(&outcomes, AckStatus::Stored), outcomes.len()),
             (3, 1),
             "{flush:?}: {outcomes:?}"
         );

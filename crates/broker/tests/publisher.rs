@@ -111,7 +111,7 @@ fn dynamic_send_flushes_each_message_at_once_when_the_queue_drains() {
     assert!(
         outcomes(&acks.lock().unwrap())
             .values()
-            .all(|s| *s == AckStatus::Acked)
+            .all(|s| *s == AckStatus::Stored)
     );
 }
 
@@ -299,7 +299,7 @@ fn many_senders_at_a_tiny_cap_never_exceed_it_and_never_hang() {
     );
     let all = outcomes(&acks.lock().unwrap());
     assert_eq!(all.len(), 8000);
-    assert!(all.values().all(|s| *s == AckStatus::Acked));
+    assert!(all.values().all(|s| *s == AckStatus::Stored));
 }
 
 #[test]
@@ -384,7 +384,7 @@ fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time
     );
     releaser.join().unwrap();
     let all = outcomes(&acks.lock().unwrap());
-    assert!(guids.iter().all(|g| all[g] == AckStatus::Acked), "{all:?}");
+    assert!(guids.iter().all(|g| all[g] == AckStatus::Stored), "{all:?}");
     assert!(matches!(
         p.send(QueueId(0), payload(8)),
         Err(SendError::Closed(_))
@@ -441,7 +441,7 @@ fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time
     sent_on(&broker);
     assert!(p.close(Duration::from_secs(5)));
     let all = outcomes(&acks.lock().unwrap());
-    assert!(guids.iter().all(|g| all[g] == AckStatus::Acked), "{all:?}");
+    assert!(guids.iter().all(|g| all[g] == AckStatus::Stored), "{all:?}");
     assert_eq!(broker.queue_stats()[0].stored, 5);
 }
 

@@ -133,7 +133,7 @@ fn a_panicking_on_ack_reports_each_outcome_once() {
     broker.quiesce().unwrap();
     let all = outcomes(&acks.lock().unwrap());
     assert_eq!(all.len(), 2, "{all:?}");
-    assert_eq!((all[&g1], all[&g2]), (AckStatus::Acked, AckStatus::Acked));
+    assert_eq!((all[&g1], all[&g2]), (AckStatus::Stored, AckStatus::Stored));
     assert_eq!(
         p.unconfirmed(),
         0,
@@ -179,7 +179,7 @@ fn a_panicking_on_delivery_delivers_each_message_once_and_confirms_it() {
     let all = outcomes(&acks.lock().unwrap());
     assert_eq!(
         (all.get(&g1), all.get(&g2)),
-        (Some(&AckStatus::Acked), Some(&AckStatus::Acked)),
+        (Some(&AckStatus::Stored), Some(&AckStatus::Stored)),
         "the panicking batch was confirmed all the same"
     );
     let s = broker.session_stats();
@@ -201,7 +201,7 @@ fn send_from_on_ack_at_a_cap_of_one_does_not_hang() {
         let p = Arc::new(
             broker
                 .open_producer(1, move |b: &[Ack]| {
-                    assert!(b.iter().all(|a| a.status == AckStatus::Acked), "{b:?}");
+                    assert!(b.iter().all(|a| a.status == AckStatus::Stored), "{b:?}");
                     let n = count.fetch_add(b.len(), Ordering::AcqRel) + b.len();
                     if n < CHAIN
                         && let Some(p) = mine.get().and_then(Weak::upgrade)
@@ -277,7 +277,7 @@ fn closed_sessions_free_their_slots() {
         assert_eq!(s.acks, ROUNDS / 1000);
         let all = outcomes(&acks.lock().unwrap());
         assert_eq!(all.len() as u64, ROUNDS / 1000);
-        assert!(all.values().all(|s| *s == AckStatus::Acked), "{all:?}");
+        assert!(all.values().all(|s| *s == AckStatus::Stored), "{all:?}");
     });
 }
 
@@ -310,7 +310,7 @@ fn close_waits_for_published_messages_too() {
         assert!(closed, "everything had its outcome within the wait");
         let all = outcomes(&acks.lock().unwrap());
         assert_eq!(all.len(), guids.len());
-        assert!(guids.iter().all(|g| all[g] == AckStatus::Acked), "{all:?}");
+        assert!(guids.iter().all(|g| all[g] == AckStatus::Stored), "{all:?}");
     });
 }
 
@@ -429,7 +429,7 @@ fn dropping_a_producer_in_its_own_on_ack_does_not_stall_its_processor() {
         );
         broker.quiesce().unwrap();
         let all = outcomes(&acks.lock().unwrap());
-        assert_eq!(all[&acked], AckStatus::Acked);
+        assert_eq!(all[&acked], AckStatus::Stored);
         assert_eq!(all[&stays], AckStatus::Closed);
         assert_eq!(all.len(), 2);
     });
@@ -600,7 +600,7 @@ fn a_full_outbox_on_a_processor_thread_is_not_reported_as_closed() {
             accepted
                 .iter()
                 .chain([&g0])
-                .all(|g| all[g] == AckStatus::Acked)
+                .all(|g| all[g] == AckStatus::Stored)
         );
     });
 }

@@ -240,7 +240,10 @@ fn faults_churn_and_tiny_queues_lose_no_outcome_and_stall_nothing() {
     );
     let stats = broker.queue_stats();
     let sessions = broker.session_stats();
-    let acked = outcome.values().filter(|s| **s == AckStatus::Acked).count() as u64;
+    let acked = outcome
+        .values()
+        .filter(|s| **s == AckStatus::Stored)
+        .count() as u64;
     // A queue counts an ACK it sent; a producer closed before it arrived reported the
     // message `Closed` (or `NotSent`) instead, and the late ACK went to a retired session.
     let closed = outcome

@@ -83,23 +83,10 @@ fn a_processor_full_of_tickers_refuses_the_next_timed_producer_until_one_closes(
     assert!(refused.to_string().contains("timed_producers"), "{refused}");
     // A producer without a ticker needs no timer.
     open(ProducerConfig::default()).unwrap();
-    // Closed, a producer's pending tick is cancelled and reclaimed at once, and its count
-    // with it.
+    // Closed, a producer's pending tick is cancelled, and its place is free once the close
+    // returns.
     drop(a);
-    let start = Instant::now();
-    let third = loop {
-        match open(timed()) {
-            Ok(p) => break p,
-            Err(BrokerError::TooManyTimedProducers { .. }) => {
-                assert!(
-                    start.elapsed() < Duration::from_secs(5),
-                    "the count never came back"
-                );
-                thread::sleep(Duration::from_millis(1));
-            }
-            Err(e) => panic!("{e}"),
-        }
-    };
+    let third = open(timed()).unwrap();
     third
         .send(QueueId(0), Payload { handle: 1, len: 8 })
         .unwrap();
@@ -146,5 +133,74 @@ fn a_timed_producer_goes_to_the_session_processor_with_the_fewest_tickers() {
     assert!(
         matches!(refused, BrokerError::TooManyTimedProducers { limit: 1, .. }),
         "{refused:?}"
+    );
+}
+
+#[test]
+fn a_closed_timed_producer_frees_its_ticker_before_close_returns() {
+    // One ticker per processor: each re-open needs the place the close before it gave back.
+    let broker = broker(1);
+    let mut refused = 0;
+    for round in 0..200 {
+        let interval = if round % 2 == 0 {
+            Duration::from_secs(60) // the pending tick is cancelled
+        } else {
+            Duration::from_micros(200) // a tick may be running as the close comes
+        };
+        let config = ProducerConfig {
+            flush: FlushStrategy::Timer(interval),
+            ..ProducerConfig::default()
+        };
+        match broker.open_producer_with(config, |_: &[Ack]| ()) {
+            Ok(p) => {
+                if round % 3 == 0 {
+                    drop(p);
+                } else {
+                    p.close(Duration::ZERO);
+                }
+            }
+            Err(BrokerError::TooManyTimedProducers { .. }) => refused += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(refused, 0, "re-opens refused over 200 rounds");
+}
+
+#[test]
+fn two_timed_producers_opened_at_once_take_the_two_free_places() {
+    // Two processors with one ticker each: opened at the same instant, the two producers
+    // must land one on each, never both on one (the second refused beside a free place).
+    let broker = Arc::new(
+        Broker::start(BrokerConfig {
+            queues: vec![QueueConfig::new(QueueMode::Priority)],
+            session_processors: 2,
+            timed_producers: 1,
+            ..BrokerConfig::default()
+        })
+        .unwrap(),
+    );
+    let mut refused = 0;
+    for _ in 0..400 {
+        let start = Arc::new(std::sync::Barrier::new(2));
+        let openers: Vec<_> = (0..2)
+            .map(|_| {
+                let (broker, start) = (broker.clone(), start.clone());
+                thread::spawn(move || {
+                    start.wait();
+                    broker.open_producer_with(timed(), |_: &[Ack]| ())
+                })
+            })
+            .collect();
+        for opened in openers.into_iter().map(|t| t.join().unwrap()) {
+            match opened {
+                Ok(p) => drop(p),
+                Err(BrokerError::TooManyTimedProducers { .. }) => refused += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+    assert_eq!(
+        refused, 0,
+        "opens refused beside a free place, over 400 races"
     );
 }

@@ -102,7 +102,7 @@ fn allocations(
     let on_ack = move |batch: &[Ack]| {
         let ok = batch
             .iter()
-            .filter(|a| a.status == AckStatus::Acked)
+            .filter(|a| a.status == AckStatus::Stored)
             .count() as u64;
         refusals.fetch_add(batch.len() as u64 - ok, Ordering::Relaxed);
         sink.fetch_add(ok, Ordering::Release);

@@ -50,14 +50,14 @@ fn publish_async_explicit_confirms_and_credit_allocate_nothing_per_message() {
         })
         .unwrap(),
     );
-    // A panic in `on_ack` would be caught and counted: count what is not `Acked` instead.
+    // A panic in `on_ack` would be caught and counted: count what is not `Stored` instead.
     let (acked, refused) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let (sink, refusals) = (acked.clone(), refused.clone());
     let producer = broker
         .open_producer(2 * IN_FLIGHT as usize, move |batch: &[Ack]| {
             let stored = batch
                 .iter()
-                .filter(|a| a.status == AckStatus::Acked)
+                .filter(|a| a.status == AckStatus::Stored)
                 .count() as u64;
             refusals.fetch_add(batch.len() as u64 - stored, Ordering::Relaxed);
             sink.fetch_add(stored, Ordering::Release);

@@ -12,7 +12,8 @@ use crate::client::{ClientType, ProcessorId};
 #[non_exhaustive]
 pub enum DispatchError<T> {
     /// The processor's queue is full (from `try_dispatch`; `dispatch` waits instead, except
-    /// on the target's own processor thread, where waiting could never end).
+    /// on any processor thread, which never waits: there it comes back when that thread's
+    /// outbox is full too).
     Full(T),
     /// Shutdown has started: the processor accepts no more events.
     ShutDown(T),

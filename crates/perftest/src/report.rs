@@ -378,7 +378,7 @@ pub struct SummaryJson<'a> {
     pub confirm_rate: f64,
     /// Deliveries per second.
     pub consume_rate: f64,
-    /// Publish -> confirm: until the producer's `on_ack` sees the ACK (`Acked`: the
+    /// Publish -> confirm: until the producer's `on_ack` sees the ACK (`Stored`: the
     /// message is stored, and replicated to the quorum if one is configured).
     pub confirm_latency_us: LatencyJson,
     /// Publish -> consume: until a consumer's `on_delivery` sees the message (every app's

@@ -10,7 +10,7 @@
 //! sends; `send` may block at the unconfirmed cap. The scheduled time, in nanoseconds
 //! since the run's epoch, travels as the message's `Payload::handle`, so the consumer's
 //! `on_delivery` (publish -> consume) and the producer's `on_ack` (publish -> confirm,
-//! `Acked` outcomes only) measure from when the message *should* have gone, and any stall
+//! `Stored` outcomes only) measure from when the message *should* have gone, and any stall
 //! (a blocked `send`, a late publisher thread, a flush timer) shows up as latency. With
 //! rate 0 the publisher sends as fast as it can and the scheduled time is the time just
 //! before `send`.
@@ -316,7 +316,7 @@ pub(crate) struct OutcomeCounters(pub(crate) [AtomicU64; 8]);
 impl OutcomeCounters {
     pub(crate) fn index(status: AckStatus) -> usize {
         match status {
-            AckStatus::Acked => 0,
+            AckStatus::Stored => 0,
             AckStatus::RejectedQueueFull => 1,
             AckStatus::RejectedProducerFull => 2,
             AckStatus::RejectedUnknownQueue => 3,
@@ -661,7 +661,7 @@ pub struct RunResult {
     pub behind: u64,
     /// `send` failures.
     pub send_errors: u64,
-    /// Publish -> confirm latency of `Acked` outcomes: until the producer's `on_ack` sees
+    /// Publish -> confirm latency of `Stored` outcomes: until the producer's `on_ack` sees
     /// that the queue stored the message.
     pub confirm_latency: Percentiles,
     /// Publish -> consume latency of every delivery: until a consumer's `on_delivery` sees
@@ -698,7 +698,7 @@ pub struct QueueResult {
     pub outcomes: Outcomes,
     /// Deliveries to its consumers (every app's).
     pub consumed: u64,
-    /// Publish -> confirm latency of its publishers' `Acked` outcomes.
+    /// Publish -> confirm latency of its publishers' `Stored` outcomes.
     pub confirm_latency: Percentiles,
     /// Publish -> consume latency of its consumers' deliveries.
     pub consume_latency: Percentiles,
@@ -747,7 +747,7 @@ impl QueueResult {
         per_second(self.published, duration_s)
     }
 
-    /// Messages confirmed (`Acked`) by this queue per second of publishing.
+    /// Messages confirmed (`Stored`) by this queue per second of publishing.
     #[must_use]
     pub fn confirm_rate(&self, duration_s: f64) -> f64 {
         per_second(self.outcomes.acked, duration_s)
@@ -809,7 +809,7 @@ impl RunResult {
         per_second(self.published, self.duration_s)
     }
 
-    /// Messages confirmed (`Acked`) per second of publishing.
+    /// Messages confirmed (`Stored`) per second of publishing.
     #[must_use]
     pub fn confirm_rate(&self) -> f64 {
         per_second(self.outcomes.acked, self.duration_s)
@@ -876,6 +876,8 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
     // Consumers: per app, `consumers` of them, consumer `c` on queue `c % queues`.
     let counters = QueueCounters::for_queues(scenario);
     let mut consume_recorders = Vec::new();
+    // Kept for the run: a consumer is closed when dropped.
+    let mut consumers = Vec::new();
     let options = ConsumerOptions {
         mode: scenario.callbacks,
         ..ConsumerOptions::default()
@@ -886,7 +888,7 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
             consume_recorders.push(recorder.clone());
             let queue = scenario.queue_of(c);
             let counters = counters[queue as usize].clone();
-            broker.open_consumer(
+            consumers.push(broker.open_consumer(
                 QueueId(queue),
                 AppId(app),
                 options,
@@ -901,7 +903,7 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
                         .consumed
                         .fetch_add(batch.len() as u64, Ordering::Relaxed);
                 },
-            )?;
+            )?);
         }
     }
 
@@ -924,7 +926,7 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
             let mut acked = 0;
             let mut r = lock(&recorder);
             for a in batch {
-                if a.status == AckStatus::Acked {
+                if a.status == AckStatus::Stored {
                     acked += 1;
                     r.record(now.saturating_sub(a.payload.handle) / 1_000);
                 } else {
@@ -932,7 +934,7 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
                 }
             }
             drop(r);
-            outcomes.add(AckStatus::Acked, acked);
+            outcomes.add(AckStatus::Stored, acked);
         })?);
     }
     // Let the consumers attach before the clock starts.

@@ -53,7 +53,7 @@ pub enum Target {
 /// The outcome counter of a wire status (the protocol's table, `docs/protocol.md`).
 fn outcome_index(status: ConfirmStatus) -> usize {
     let ack = match status {
-        ConfirmStatus::Stored => AckStatus::Acked,
+        ConfirmStatus::Stored => AckStatus::Stored,
         ConfirmStatus::RejectedQueueFull => AckStatus::RejectedQueueFull,
         ConfirmStatus::RejectedProducerFull => AckStatus::RejectedProducerFull,
         ConfirmStatus::RejectedUnknownQueue => AckStatus::RejectedUnknownQueue,
@@ -286,7 +286,7 @@ pub fn run(
                 }
             }
             drop(r);
-            outcomes.add(AckStatus::Acked, stored);
+            outcomes.add(AckStatus::Stored, stored);
         };
         let producer = runtime.block_on(async {
             if scenario.reliable {

@@ -24,7 +24,7 @@ pub(crate) struct SessionLink {
 }
 
 impl SessionLink {
-    /// A producer's `on_ack`: each outcome drops the message's ACK reference (`Acked`), or
+    /// A producer's `on_ack`: each outcome drops the message's ACK reference (`Stored`), or
     /// all of them (the message was not stored), and goes to the connection with the
     /// publishing id the client gave it. Runs on a processor thread; never waits.
     pub(crate) fn on_ack(&self, acks: &[Ack]) {
@@ -36,7 +36,7 @@ impl SessionLink {
                 // already, and its publishing id is gone with them.
                 continue;
             };
-            if ack.status == AckStatus::Acked {
+            if ack.status == AckStatus::Stored {
                 self.store.release(handle, 1);
             } else {
                 self.store.release_all(handle);
@@ -90,7 +90,7 @@ impl Drop for SessionLink {
 /// The wire's status for the broker's outcome.
 pub(crate) fn wire_status(status: AckStatus) -> ConfirmStatus {
     match status {
-        AckStatus::Acked => ConfirmStatus::Stored,
+        AckStatus::Stored => ConfirmStatus::Stored,
         AckStatus::RejectedQueueFull => ConfirmStatus::RejectedQueueFull,
         AckStatus::RejectedProducerFull => ConfirmStatus::RejectedProducerFull,
         AckStatus::RejectedUnknownQueue => ConfirmStatus::RejectedUnknownQueue,

@@ -9,7 +9,7 @@
 //!
 //! - at publish: 1 for the producer's outcome (the ACK), plus 1 per share a consumer will
 //!   confirm (one per app in a fanout queue, one in a priority queue);
-//! - the ACK drops 1 if the message was stored (`Acked`), or every reference if it was not
+//! - the ACK drops 1 if the message was stored (`Stored`), or every reference if it was not
 //!   (refused, closed, not sent: nothing was delivered);
 //! - each consumer confirm received from the wire drops 1, and so does each share the
 //!   broker drops (a fanout consumer closed with messages it had not confirmed).

@@ -96,27 +96,36 @@ pub fn quiet_planned_panics() {
 /// ran, on every thread of the process. Needs [`CountingAllocator`] as the binary's
 /// `#[global_allocator]`.
 ///
+/// Before `f`, one probe allocation checks that the allocator is installed (otherwise every
+/// count would be a false zero); it is taken back out of the process's count, so that an
+/// enclosing `allocations_during` (or [`assert_no_alloc`]) does not count it.
+///
 /// # Panics
 ///
-/// If the binary's global allocator is not a [`CountingAllocator`]: a probe allocation is
-/// made first, and must be counted (otherwise every count would be a false zero).
+/// If the binary's global allocator is not a [`CountingAllocator`].
 #[track_caller]
 pub fn allocations_during<R>(f: impl FnOnce() -> R) -> (R, u64) {
     let before = CountingAllocator::allocations();
     drop(std::hint::black_box(Box::new(0_u64)));
-    let after_probe = CountingAllocator::allocations();
     assert!(
-        after_probe > before,
+        CountingAllocator::allocations() > before,
         "zerodispatch-testkit: CountingAllocator is not this binary's #[global_allocator]: \
          add `#[global_allocator] static GLOBAL: CountingAllocator = CountingAllocator;`"
     );
+    // The probe was exactly one counted allocation: uncount it.
+    ALLOCATIONS.fetch_sub(1, Ordering::SeqCst);
+    let start = CountingAllocator::allocations();
     let result = f();
-    (result, CountingAllocator::allocations() - after_probe)
+    (result, CountingAllocator::allocations() - start)
 }
 
-/// Runs `f` (after its warm-up: the first use of a table, a thread's first call, may
-/// allocate) and returns its result, panicking if anything allocated while it ran, on any
-/// thread. Needs [`CountingAllocator`] as the binary's `#[global_allocator]`.
+/// Runs `f` once, as it is, and returns its result, panicking if anything allocated while
+/// it ran, on any thread. Needs [`CountingAllocator`] as the binary's `#[global_allocator]`.
+///
+/// It does no warm-up: what `f` allocates on a first run (a table's first use, a thread's
+/// first call, a lazy initialisation) fails it. Warm up before the call (run the path once,
+/// preallocate), as the example does. Its probe is not counted by an enclosing
+/// [`allocations_during`].
 ///
 /// The count is the process's, so run the proof where nothing else allocates meanwhile: in
 /// a test binary of its own, with `harness = false` and [`proof_main`] (libtest's main
@@ -130,7 +139,7 @@ pub fn allocations_during<R>(f: impl FnOnce() -> R) -> (R, u64) {
 /// static GLOBAL: CountingAllocator = CountingAllocator;
 ///
 /// fn main() {
-///     let mut ring = Vec::with_capacity(64); // the warm-up: allocated once
+///     let mut ring = Vec::with_capacity(64); // the warm-up, before the call: allocated once
 ///     let sum = assert_no_alloc(|| {
 ///         for i in 0..64_u64 {
 ///             ring.push(i); // within its capacity: no allocation

@@ -23,7 +23,7 @@ pub const HEADER_LEN: usize = 10;
 /// A frame body's length, at most: 1 MiB.
 ///
 /// The broker's producers batch up to 1 MiB per frame by default
-/// (`zerodispatch_broker::ProducerConfig::max_frame_bytes`), so a full batch fits one
+/// (`zerodispatch::broker::ProducerConfig::max_frame_bytes`), so a full batch fits one
 /// frame. Raising it raises the receive buffer every connection may need; lowering it below
 /// [`MAX_PAYLOAD_LEN`] plus a batch's overhead would make some payloads unsendable.
 pub const MAX_FRAME_LEN: u32 = 1 << 20;

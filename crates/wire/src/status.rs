@@ -3,9 +3,8 @@
 
 use std::fmt;
 
-/// The outcome of a published message, one byte in a `PublishConfirm`. Each maps to the
-/// broker's `AckStatus` variant of the same name, except [`Stored`](Self::Stored), which
-/// the broker calls `Acked`.
+/// The outcome of a published message, one byte in a `PublishConfirm`. Each that the
+/// broker reports maps to its `AckStatus` variant of the same name.
 ///
 /// A receiver refuses a byte that is none of these (`DecodeError::UnknownStatus`): a
 /// client that cannot tell what became of a message must not guess.

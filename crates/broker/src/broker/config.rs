@@ -78,8 +78,8 @@ pub struct BrokerConfig {
     pub on_release: Option<OnRelease>,
     /// Producer names the broker remembers, at most (0 to [`MAX_PRODUCER_NAMES`]): named
     /// producers ([`Broker::open_named_producer`]) take ids `0..max_producer_names`,
-    /// anonymous ones the ids above. Each queue keeps 8 bytes per name, allocated at start,
-    /// for deduplication. A name is never forgotten while the broker runs; once this many
+    /// anonymous ones the ids above. Each queue keeps `8 + dedup_window / 8` bytes per name
+    /// (2,056 with the default window), allocated at start, for deduplication. A name is never forgotten while the broker runs; once this many
     /// have been opened, a new one is refused ([`BrokerError::TooManyNames`]). 1,024 by
     /// default.
     pub max_producer_names: usize,

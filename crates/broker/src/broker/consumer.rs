@@ -2,9 +2,11 @@
 //! application makes on it: [`Broker::close_consumer`], explicit confirms
 //! ([`Broker::confirm`] and its async forms) and credit ([`Broker::add_credit`]).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use zerodispatch_core::{ClientHandle, ClientType, Event, Placement};
+use zerodispatch_core::{
+    ClientHandle, ClientType, DispatchError, DispatcherHandle, Event, Placement,
+};
 
 use crate::error::BrokerError;
 use crate::ids::{AppId, ConsumerId, Guid, QueueId};
@@ -19,12 +21,18 @@ use crate::message::Confirms;
 #[cfg(doc)]
 use crate::stats::SessionStats;
 
-/// A consumer, as its application holds it.
-#[derive(Debug, Clone, Copy)]
+/// A consumer, as its application holds it. Dropping it closes it, as
+/// [`Broker::close_consumer`] does (unless that closed it already): keep it while its
+/// deliveries are wanted.
+#[derive(Debug)]
+#[must_use = "a consumer is closed when dropped"]
 pub struct Consumer {
     id: ConsumerId,
     queue: QueueId,
     session: ClientHandle,
+    dispatcher: DispatcherHandle<BrokerMsg>,
+    /// Its session was sent `Close`.
+    closed: AtomicBool,
 }
 
 impl Consumer {
@@ -38,6 +46,41 @@ impl Consumer {
     #[must_use]
     pub fn queue(&self) -> QueueId {
         self.queue
+    }
+
+    /// Sends its session `Close`, once: later calls do nothing. On a processor thread whose
+    /// outbox is full, the `Close` comes back and the consumer stays open.
+    fn close(&self) -> Result<(), DispatchError<Event<BrokerMsg>>> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // At the flush the `Close` brings, the session sends its kept confirms, then the
+        // queue's detach, then unregisters itself. A detach sent from here could overtake
+        // those confirms, and the queue would take confirmed messages back for the others.
+        let sent = self
+            .dispatcher
+            .dispatch(self.session, Event::Message(BrokerMsg::Close));
+        if let Err(DispatchError::Full(_)) = &sent {
+            self.closed.store(false, Ordering::Release);
+        }
+        sent
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        // Perhaps on a tokio worker (a task that held it): a drop cannot be async, and this
+        // dispatch waits only for room in the session's queue.
+        let closed = zerodispatch_core::allow_blocking(|| self.close());
+        if let Err(e) = closed {
+            // Shutting down (the dispatcher drops the session), or a full outbox on a
+            // processor thread: the session stays, idle, until shutdown.
+            tracing::debug!(
+                consumer = self.id.0,
+                ?e,
+                "a dropped consumer was not closed"
+            );
+        }
     }
 }
 
@@ -120,7 +163,13 @@ impl Broker {
             let _ = self.dispatcher.unregister(session);
             return Err(self.refused(e));
         }
-        Ok(Consumer { id, queue, session })
+        Ok(Consumer {
+            id,
+            queue,
+            session,
+            dispatcher: self.dispatcher.handle(),
+            closed: AtomicBool::new(false),
+        })
     }
 
     /// Warns when the session processors' event capacity is below what the queues may send
@@ -158,19 +207,15 @@ impl Broker {
     /// then unregisters itself (its client slot freed; its counters stay in
     /// [`session_stats`](Self::session_stats)): PUSHes that reach it afterwards are dropped,
     /// counted `pushes_to_closed` while it is still registered and `stale` (in the
-    /// processor's stats) after. Closing it again does nothing more.
+    /// processor's stats) after. Closing it again, or dropping it, does nothing more;
+    /// dropping it unclosed closes it.
     ///
     /// # Errors
     ///
     /// `ShutDown`; `OutboxFull` on a processor thread whose outbox is full (nothing was
     /// done: call it again).
     pub fn close_consumer(&self, consumer: &Consumer) -> Result<(), BrokerError> {
-        // At the flush the `Close` brings, the session sends its kept confirms, then the
-        // queue's detach, then unregisters itself. A detach sent from here could overtake
-        // those confirms, and the queue would take confirmed messages back for the others.
-        self.dispatcher
-            .dispatch(consumer.session, Event::Message(BrokerMsg::Close))
-            .map_err(|e| self.refused(e))
+        consumer.close().map_err(|e| self.refused(e))
     }
 
     /// Confirms a message delivered to a consumer opened with [`Confirms::Explicit`]: its

@@ -66,6 +66,7 @@ impl Broker {
                 max_producer_names: config.max_producer_names,
             }
         })?;
+        let names = Arc::new(Mutex::new(names));
         if let Some(r) = config.replication.filter(|r| !r.is_valid()) {
             return Err(BrokerError::ReplicationOutOfRange {
                 replicas: r.replicas,
@@ -120,7 +121,7 @@ impl Broker {
                 q.mode,
                 (q.capacity, q.window),
                 config.replication,
-                (config.on_release.clone(), ids.clone()),
+                (config.on_release.clone(), ids.clone(), names.clone()),
                 counters.clone(),
             )
             .map_err(too_large)?;
@@ -174,7 +175,7 @@ impl Broker {
             max_batch: config.max_batch,
             event_capacity: config.event_capacity,
             replication: config.replication,
-            names: Arc::new(Mutex::new(names)),
+            names,
             stored_ids,
             dedup_window: config.dedup_window,
             // Below `MAX_PRODUCER_NAMES`, checked above: fits a `u32`.

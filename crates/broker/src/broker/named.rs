@@ -22,17 +22,23 @@ impl Broker {
     /// [`open_producer_with`](Self::open_producer_with), whose messages are deduplicated:
     /// its id is the name's, the same each time the name is opened, and it publishes with
     /// [`Producer::publish_with_id`] (or its async form) only, numbering its messages
-    /// itself in increasing order. Each queue remembers the highest id it has stored for the
-    /// name, and a message published again with an id at or below it (after a lost
-    /// connection, say) is ACKed `Acked` again but not stored or delivered twice. Ask
-    /// [`last_stored`](Self::last_stored) where to resume.
+    /// itself, one id per message. Each queue remembers which ids it has stored for the
+    /// name, exactly, over a window of [`BrokerConfig::dedup_window`] ids up to the highest
+    /// it stored: a message published again with a stored id (after a lost connection, say)
+    /// is ACKed `Stored` again but not stored or delivered twice; one with an id it did not
+    /// store is stored, in any order; one older than the window is refused
+    /// `RejectedOutOfWindow` (see [`Producer::publish_with_id`]). Ask
+    /// [`stored_window`](Self::stored_window) which ids are stored, to resume
+    /// ([`last_stored`](Self::last_stored) is its highest).
     ///
     /// A name is held by one producer at a time, and free again once that one's
     /// [`close`](Producer::close) returns. Names are never forgotten while the broker runs
     /// (so that a later producer of the name is deduplicated against the earlier ones'
     /// messages): the table holds [`BrokerConfig::max_producer_names`], and once that many
-    /// names have been opened, a new one is refused. The name is looked up under a mutex
-    /// here, at close and in `last_stored`, never on the message path.
+    /// names have been opened, a new one is refused. The table is taken under a mutex here,
+    /// at close and in `stored_window`, and on the message path in one rare case only: a
+    /// queue asks which of two producers of the name is the newer when both published a
+    /// message still waiting for its replication quorum.
     ///
     /// ```
     /// use zerodispatch_broker::*;

@@ -24,7 +24,7 @@ use crate::session::{
 };
 
 use self::close::{CLOSED, Inside};
-use self::ticker::{Ticker, start_ticker, tick_every};
+use self::ticker::{Ticker, reserve, start_ticker, tick_every};
 use super::Broker;
 
 /// A producer: publishes from any thread of the application. Dropping it closes it
@@ -89,13 +89,19 @@ impl Producer {
     /// with its id after a lost connection is known for a duplicate by its queue: ACKed
     /// again, not stored or delivered twice (`QueueStats::deduplicated`).
     ///
-    /// Ids must increase along a named producer's stream, across its reopenings under the
-    /// same name; a message whose outcome was not `Acked` is published again with its id
-    /// before any later message is stored, or with a new, higher id (one published with
-    /// its old id after a later one was stored is taken for a duplicate). `u64::MAX` is
-    /// never deduplicated. An anonymous producer may use it too (never deduplicated): its
-    /// ids must then not repeat a GUID in flight, nor mix with [`publish`](Self::publish)'s
-    /// numbering.
+    /// Each queue keeps, per name, which ids it has stored, exactly, over a window of the
+    /// [`BrokerConfig::dedup_window`](crate::BrokerConfig::dedup_window) ids up to the
+    /// highest it stored (`dedup.rs`), across the name's reopenings. An id it stored is a
+    /// duplicate: ACKed `Stored` again, not stored or delivered twice. An id it did not
+    /// store, above the highest or inside the window, is stored, in whatever order ids come:
+    /// a message refused (`RejectedQueueFull`, say) may be published again with its id
+    /// after later ones were stored. An id older than the window (`highest - id >=
+    /// dedup_window`) is refused `RejectedOutOfWindow`: the queue can no longer tell. So ids
+    /// need not increase, but each names one message: an id given to another message of
+    /// the name while the first is inside the window is taken for the first. Every `u64`,
+    /// `u64::MAX` included, is an id like any other. An anonymous producer may use this
+    /// call too (never deduplicated): its ids must then not repeat a GUID in flight, nor
+    /// mix with [`publish`](Self::publish)'s numbering.
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};
@@ -114,7 +120,7 @@ impl Producer {
     /// broker.quiesce()?; // stored and ACKed; say the ACK was lost
     /// producer.publish_with_id(QueueId(0), payload, 7)?; // the same message again
     /// broker.quiesce()?;
-    /// assert_eq!(*acks.lock().unwrap(), [AckStatus::Acked, AckStatus::Acked]);
+    /// assert_eq!(*acks.lock().unwrap(), [AckStatus::Stored, AckStatus::Stored]);
     /// assert_eq!(broker.queue_stats()[0].stored, 1);
     /// assert_eq!(broker.queue_stats()[0].deduplicated, 1);
     /// assert_eq!(broker.last_stored("orders", QueueId(0))?, Some(7));
@@ -405,31 +411,28 @@ impl Broker {
             max_unconfirmed: config.max_unconfirmed,
         })?;
         // A producer with a ticker goes where the fewest tickers run (each session
-        // processor runs at most `timed_producers`); one without, to the least loaded.
-        let placement = match tick_every(config) {
-            Some(_) => self
-                .timed_producers
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, running)| running.load(Ordering::Relaxed))
-                .and_then(|(index, _)| u16::try_from(index).ok())
-                .map_or(Placement::LeastLoaded, Placement::Processor),
-            None => Placement::LeastLoaded,
-        };
+        // processor runs at most `timed_producers`), its place reserved before it is placed;
+        // one without, to the least loaded.
+        let every = tick_every(config);
+        let slot = every
+            .map(|_| reserve(&self.timed_producers, self.timed_producers_limit))
+            .transpose()?;
+        let placement = slot.as_ref().map_or(Placement::LeastLoaded, |slot| {
+            Placement::Processor(slot.index())
+        });
         let session = self
             .dispatcher
             .register(ClientType::Session, session, placement)
             .map_err(BrokerError::refused_register)?
             .erase();
-        let ticker = match tick_every(config) {
+        let ticker = match every.zip(slot) {
             None => None,
-            Some(every) => {
-                let running = &self.timed_producers[usize::from(session.processor().index)];
+            Some((every, slot)) => {
                 match start_ticker(
                     self.dispatcher.handle(),
                     session,
                     every,
-                    (running.clone(), self.timed_producers_limit),
+                    (slot, self.timed_producers_limit),
                 ) {
                     Ok(ticker) => Some(ticker),
                     Err(e) => {
@@ -440,6 +443,14 @@ impl Broker {
                 }
             }
         };
+        if let Some(names) = &names {
+            // Before any message of it can reach a queue: a queue tells the newer of two
+            // sessions of the name by this.
+            names
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .opened(id, session);
+        }
         Ok(Producer {
             id,
             session,

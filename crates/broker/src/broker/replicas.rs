@@ -69,7 +69,7 @@ impl Broker {
     /// assert!(acks.lock().unwrap().is_empty()); // stored, but no replica has it yet
     /// broker.replica_receipt(Receipt { queue: QueueId(0), guid, replica: ReplicaId(1) })?;
     /// broker.quiesce()?;
-    /// assert_eq!(acks.lock().unwrap()[0].status, AckStatus::Acked);
+    /// assert_eq!(acks.lock().unwrap()[0].status, AckStatus::Stored);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///

@@ -203,11 +203,14 @@ impl Connection {
             }
         }
         if !self.guids.is_empty() {
-            let consumer = c.consumer.expect("an open consumer has its session");
+            let consumer = c
+                .consumer
+                .as_ref()
+                .expect("an open consumer has its session");
             let confirmed = self
                 .shared
                 .broker
-                .confirm_batch_async(&consumer, self.guids.iter().copied())
+                .confirm_batch_async(consumer, self.guids.iter().copied())
                 .await;
             if let Err(BrokerError::ShutDown) = confirmed {
                 return fatal(ErrorCode::SHUTTING_DOWN, "the broker is shutting down");
@@ -231,10 +234,10 @@ impl Connection {
         let held = c.granted as usize + c.unconfirmed.len();
         let room = window.saturating_sub(held).min(u32::MAX as usize) as u32;
         let more = room.min(c.wanted);
-        let Some(consumer) = c.consumer.filter(|_| more != 0) else {
+        let Some(consumer) = c.consumer.as_ref().filter(|_| more != 0) else {
             return Ok(());
         };
-        match self.shared.broker.add_credit_async(&consumer, more).await {
+        match self.shared.broker.add_credit_async(consumer, more).await {
             Ok(()) => {
                 c.granted += more;
                 c.wanted -= more;

@@ -87,7 +87,7 @@ impl Producer {
     /// a wait of 1 s. Every message taken by `send`, `try_send` or `publish` before this
     /// call gets exactly one outcome in `on_ack`, which is one of:
     ///
-    /// * its real one (`Acked`, a rejection, `TimedOut`) if that comes within `wait`: the
+    /// * its real one (`Stored`, a rejection, `TimedOut`) if that comes within `wait`: the
     ///   close first sends the session's batch to its queue (a timer producer's too,
     ///   without waiting for its tick), so every message published before it goes;
     /// * `NotSent` if it could not be sent to its queue before the close: with a zero
@@ -123,6 +123,12 @@ impl Producer {
     /// `tokio`: a producer dropped in a task), which it would stall: there it hands the
     /// close on (waiting, at most, for room in the session's queue) and returns.
     ///
+    /// A producer with a ticker (a timer flush or a confirm timeout) gives its ticker's place
+    /// on its session processor back before this call returns, whatever `wait` says (it
+    /// waits for that processor's next turn, which frees the cancelled timer): a timed
+    /// producer opened next finds the place free. On a processor thread or a tokio worker,
+    /// where it does not wait, the place is free at that turn, after it returns.
+    ///
     /// "Not sent yet", at a close without a wait, means still in the session's batch: with
     /// timer aggregation, the messages waiting for the tick; with dynamic send, only those
     /// that reach the session in the same instant as the close (the session sends its
@@ -156,7 +162,9 @@ impl Producer {
             .dispatcher
             .dispatch(self.session, Event::Message(BrokerMsg::Close));
         if let Some(ticker) = self.ticker.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            stop_ticker(ticker);
+            // Before the name is freed and this returns: a producer opened next finds the
+            // ticker's place free.
+            stop_ticker(ticker, may_wait);
         }
         // Step 3. AcqRel: release, so that the `Close` above happens before the
         // unregistration if the last call to leave does it (its `fetch_sub` acquires);
