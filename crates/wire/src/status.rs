@@ -173,6 +173,9 @@ impl ErrorCode {
     /// its `Hello`, and closes it. Nothing is wrong with the client; it may connect again
     /// later, once another connection has closed.
     pub const TOO_MANY_CONNECTIONS: Self = Self(12);
+    /// A frame that had begun did not arrive whole within the broker's frame timeout
+    /// (`Welcome`'s `frame_timeout_ms`), however its bytes were paced.
+    pub const FRAME_TIMEOUT: Self = Self(13);
 
     /// The queue of an open does not exist.
     pub const UNKNOWN_QUEUE: Self = Self(100);
@@ -221,6 +224,7 @@ impl ErrorCode {
             Self::SHUTTING_DOWN => "shutting down",
             Self::INTERNAL => "internal error",
             Self::TOO_MANY_CONNECTIONS => "too many connections",
+            Self::FRAME_TIMEOUT => "frame timeout",
             Self::UNKNOWN_QUEUE => "unknown queue",
             Self::UNKNOWN_APP => "unknown app",
             Self::UNKNOWN_PRODUCER => "unknown producer",

@@ -73,6 +73,10 @@ fn expected() -> Vec<(&'static str, Vec<u8>)> {
                 max_consumers: 16,
                 idle_timeout_ms: 15_000,
                 max_connections: 256,
+                frame_timeout_ms: 10_000,
+                handshake_timeout_ms: 10_000,
+                dedup_window: 16_384,
+                max_new_names: 64,
             },
         }),
     );

@@ -75,6 +75,20 @@ impl Client {
         }
     }
 
+    /// A client of a connected stream (a clone of another client's, say).
+    pub fn from_stream(stream: TcpStream) -> Self {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        Self {
+            stream,
+            out: Vec::with_capacity(1 << 20),
+            input: vec![0; HEADER_LEN + MAX_FRAME_LEN as usize],
+            start: 0,
+            end: 0,
+        }
+    }
+
     /// Connects and shakes hands (no heartbeats from the client).
     pub fn hello(addr: SocketAddr) -> Self {
         let mut client = Self::connect(addr);
