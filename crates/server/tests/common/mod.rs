@@ -321,9 +321,14 @@ impl Client {
         })
     }
 
-    /// The next frame is a fatal error of `code`, and the server closes after it.
+    /// The next frame is a fatal error of `code`, which refuses no frame (`refused` and
+    /// `subject` 0, as every fatal error), and the server closes after it.
     pub fn expect_fatal(&mut self, code: ErrorCode) {
-        self.expect_error(code);
+        assert_eq!(
+            self.expect_error(code),
+            (None, 0),
+            "a fatal error carries refused 0 and subject 0"
+        );
         self.expect_closed();
     }
 
