@@ -13,8 +13,9 @@ use std::fmt;
 #[repr(u8)]
 pub enum ConfirmStatus {
     /// The broker has taken the message: the client may forget it. (The in-memory broker
-    /// reports it when its queue releases the message, once every consumer or app has
-    /// confirmed it; that is later than storing, never earlier.)
+    /// reports it when its queue stores the message, whether or not a consumer is
+    /// attached, or, with a replication quorum configured, once that many replicas have
+    /// received it; never at consumption: `docs/protocol.md`, "Confirm statuses".)
     Stored = 0,
     /// The queue was full: the message was not stored. Publish it again.
     RejectedQueueFull = 1,
