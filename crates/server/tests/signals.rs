@@ -142,6 +142,7 @@ fn sigterm_with_a_client_that_does_not_read_exits_soon_after_the_drain_bound() {
             assert!(status.success());
             let status = exit_within(&mut child, Duration::from_secs(10));
             let exited = signalled.elapsed();
+            eprintln!("zd-server exited {exited:?} after SIGTERM, a client not reading");
             assert!(status.success(), "zd-server exited with {status:?}");
             assert!(
                 exited < Duration::from_millis(4000),
