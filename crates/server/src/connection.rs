@@ -46,7 +46,10 @@
 //! When the server shuts down, a connection stops reading, closes its consumers (their
 //! deliveries in flight go back to their queues), and writes the outcomes of the messages
 //! it had already handed the broker for up to [`SHUTDOWN_DRAIN`]; then it sends
-//! `SHUTTING_DOWN` and closes.
+//! `SHUTTING_DOWN` and closes. Every write, from the moment the connection sees the
+//! shutdown (one waiting for the client then included), ends within [`SHUTDOWN_DRAIN`] and
+//! [`LINGER`], or the connection is abandoned: a client that does not read holds the
+//! shutdown 2.5 s at most.
 //!
 //! # Joining the processors
 //!

@@ -7,8 +7,9 @@
 //!
 //! Serves until SIGTERM or SIGINT. On either, it stops accepting connections; on each
 //! connection it closes the consumers, writes the outcomes of the messages it had read
-//! (for up to 2 s), sends `SHUTTING_DOWN` and closes; then it shuts the broker down and
-//! exits 0, within about 5 s of the signal. A second signal while it drains exits at once,
+//! (for up to 2 s), sends `SHUTTING_DOWN` and closes, abandoning a client that does not
+//! read 2.5 s after the signal; then it shuts the broker down and exits 0 (within 5 s of
+//! the signal whatever happens). A second signal while it drains exits at once,
 //! with status 1.
 
 use std::net::SocketAddr;
