@@ -59,12 +59,14 @@ pub enum ClientError {
     HeartbeatTimeout,
     /// The handshake did not end within [`ClientOptions::handshake_timeout`](crate::ClientOptions::handshake_timeout).
     HandshakeTimeout,
-    /// A payload is longer than [`MAX_PAYLOAD_LEN`](zerodispatch_wire::MAX_PAYLOAD_LEN):
-    /// it was not sent.
+    /// A payload is longer than the broker takes: the `max_payload` it told in its
+    /// `Welcome` ([`Client::limits`](crate::Client::limits)), itself at most the protocol's
+    /// [`MAX_PAYLOAD_LEN`](zerodispatch_wire::MAX_PAYLOAD_LEN). It was not sent (the broker
+    /// would confirm it `TooLarge`).
     PayloadTooLarge {
         /// The payload's length.
         len: usize,
-        /// The limit.
+        /// The limit: the broker's `max_payload`.
         max: u32,
     },
     /// A named producer has used every publish id: its name's messages are numbered up

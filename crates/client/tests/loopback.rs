@@ -848,7 +848,7 @@ async fn a_bad_error_frame_closes_without_an_answer() {
     let broker = FakeBroker::start(Config::default()).await;
     let client = Client::connect(broker.addr, quiet()).await.unwrap();
     // An error frame whose message_len (5) does not fill its body (no message).
-    let mut raw = b"ZD\x03\x04\0\0".to_vec();
+    let mut raw = b"ZD\x04\x04\0\0".to_vec();
     raw.extend_from_slice(&9_u32.to_le_bytes());
     raw.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 5, 0]);
     broker.act(Action::Raw(raw));

@@ -14,6 +14,11 @@ fn u32_of(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
+/// Saturates a duration the protocol carries in `u32` milliseconds.
+fn millis(d: std::time::Duration) -> u32 {
+    u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
+}
+
 /// What the server enforces, as `Welcome` tells it.
 pub(crate) fn server_limits(
     limits: &Limits,
@@ -36,7 +41,11 @@ pub(crate) fn server_limits(
         queue_slots: u32_of(queue_slots),
         max_producers: limits.max_producers,
         max_consumers: limits.max_consumers,
-        idle_timeout_ms: u32::try_from(limits.idle_timeout.as_millis()).unwrap_or(u32::MAX),
+        idle_timeout_ms: millis(limits.idle_timeout),
         max_connections: u32_of(limits.max_connections),
+        frame_timeout_ms: millis(limits.frame_timeout),
+        handshake_timeout_ms: millis(limits.handshake_timeout.min(limits.idle_timeout)),
+        dedup_window: u32_of(broker.dedup_window()),
+        max_new_names: limits.max_new_names,
     }
 }

@@ -54,6 +54,23 @@ pub struct Limits {
     /// that a client following the heartbeat rule is never closed; at least 1 ms. Default
     /// 15 s.
     pub idle_timeout: Duration,
+    /// How long a frame may take to arrive once its first byte has, however its bytes are
+    /// paced: past it the connection is closed, `FRAME_TIMEOUT`. The idle limit alone
+    /// cannot close a client that sends a byte a little more often than it; this does.
+    /// Told in `Welcome` (`frame_timeout_ms`). At least 1 ms; default 10 s (a whole
+    /// 1 MiB frame at 100 KiB/s).
+    pub frame_timeout: Duration,
+    /// How long a connection may take to send a whole `Hello`, from its accept, however
+    /// its bytes are paced (or the idle limit, if shorter): past it the connection is
+    /// closed, `HANDSHAKE_REQUIRED`. Told in `Welcome` (`handshake_timeout_ms`, the
+    /// shorter of the two). At least 1 ms; default 10 s.
+    pub handshake_timeout: Duration,
+    /// New producer names one connection may create (names the broker has never been
+    /// given), at most: an `OpenProducer` of one more is refused `LIMIT_OUT_OF_RANGE`, so
+    /// that one connection cannot fill the broker's table of names, which keeps every name
+    /// while the broker runs. Names the broker knows may still be opened. Told in `Welcome`
+    /// (`max_new_names`). Default 64.
+    pub max_new_names: u32,
     /// Producers open at once on a connection, at most. Default 16.
     pub max_producers: u16,
     /// Consumers open at once on a connection, at most. Default 16.
@@ -75,6 +92,9 @@ impl Default for Limits {
             slot_size: 4096,
             heartbeat: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(15),
+            frame_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(10),
+            max_new_names: 64,
             max_producers: 16,
             max_consumers: 16,
             max_unconfirmed_per_connection: 1 << 14,
@@ -158,6 +178,17 @@ impl Limits {
         }
         if self.idle_timeout < Duration::from_millis(1) {
             return bad("idle_timeout", "must be at least 1 ms");
+        }
+        for (field, limit) in [
+            ("frame_timeout", self.frame_timeout),
+            ("handshake_timeout", self.handshake_timeout),
+        ] {
+            if limit < Duration::from_millis(1) {
+                return bad(field, "must be at least 1 ms");
+            }
+            if limit.as_millis() > u128::from(u32::MAX) {
+                return bad(field, "must fit the protocol's u32 milliseconds");
+            }
         }
         if self.heartbeat.saturating_mul(3) > self.idle_timeout {
             return bad(

@@ -13,8 +13,12 @@
 //!
 //! One deadline, the earliest of:
 //!
-//! - the handshake's: a connection that has not said `Hello` within 10 s, or within the
-//!   idle limit if shorter, is closed (`HANDSHAKE_REQUIRED`);
+//! - the handshake's: a connection that has not said `Hello` within
+//!   [`Limits::handshake_timeout`] (10 s), or within the idle limit if shorter, is closed
+//!   (`HANDSHAKE_REQUIRED`), however its bytes are paced;
+//! - the frame's: a frame whose first byte has arrived must be whole within
+//!   [`Limits::frame_timeout`], however its bytes are paced (`FRAME_TIMEOUT`), so that a
+//!   client trickling a byte now and then, within the idle limit, cannot hold its place;
 //! - the idle limit ([`Limits::idle_timeout`]): a connection from which nothing (not a
 //!   byte) was received for that long is closed (`HEARTBEAT_TIMEOUT`), whatever it
 //!   announced. It is at least three of the intervals the server announces in `Welcome`,
@@ -42,7 +46,10 @@
 //! When the server shuts down, a connection stops reading, closes its consumers (their
 //! deliveries in flight go back to their queues), and writes the outcomes of the messages
 //! it had already handed the broker for up to [`SHUTDOWN_DRAIN`]; then it sends
-//! `SHUTTING_DOWN` and closes.
+//! `SHUTTING_DOWN` and closes. Every write, from the moment the connection sees the
+//! shutdown (one waiting for the client then included), ends within [`SHUTDOWN_DRAIN`] and
+//! [`LINGER`], or the connection is abandoned: a client that does not read holds the
+//! shutdown 2.5 s at most.
 //!
 //! # Joining the processors
 //!
@@ -113,6 +120,25 @@ pub(crate) struct Shared {
     pub(crate) refused_connections: AtomicU64,
 }
 
+/// A connection's place among the server's [`Limits::max_connections`]: given back when
+/// dropped, which the connection does as soon as its socket is closed (before it lingers
+/// or closes its sessions), so that the next client is served at once.
+pub(crate) struct Place(Arc<Shared>);
+
+impl Place {
+    /// Takes a place (the caller checked that one is free).
+    pub(crate) fn take(shared: &Arc<Shared>) -> Self {
+        shared.connections.fetch_add(1, Ordering::Relaxed);
+        Self(shared.clone())
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// The read buffer's size at first and after a trim: 2 KiB, a `Hello` and the frames of a
 /// light client. Raising it costs every silent connection.
 const READ_BUFFER_FIRST: usize = 2 << 10;
@@ -128,15 +154,13 @@ pub(crate) const TRIM_AFTER: Duration = Duration::from_secs(1);
 const WRITE_BUFFER_KEPT: usize = 4 << 10;
 /// How long a connection, at shutdown, waits for the outcomes of the messages it handed
 /// the broker before it says `SHUTTING_DOWN`: 2 s, well within the server's own wait for
-/// its connections (5 s), since an outcome means stored, not consumed.
+/// its connections (5 s), since an outcome means stored, not consumed. A client that does
+/// not read is abandoned [`LINGER`] after it: 2.5 s after the connection saw the shutdown.
 pub(crate) const SHUTDOWN_DRAIN: Duration = Duration::from_secs(2);
 /// The shortest interval at which the server sends heartbeats, whatever shorter one a
 /// client announced: 10 ms, so that no client can make the server spend itself on
 /// heartbeats (a connection costs at most 100 a second).
 pub(crate) const MIN_PEER_HEARTBEAT: Duration = Duration::from_millis(10);
-/// A client that has not said `Hello` this long after connecting is closed (sooner if the
-/// idle limit is shorter).
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a connection closed on an error keeps reading (and dropping) what the client
 /// still sends, so that the error frame is not lost to a reset.
 const LINGER: Duration = Duration::from_millis(500);
@@ -187,14 +211,21 @@ struct Connection {
     peer_heartbeat: Option<Duration>,
     /// When the last bytes came from the client: the idle limit counts from here.
     last_received: Instant,
+    /// When the first byte of the frame the read buffer holds the start of arrived: the
+    /// frame timeout counts from here. `None` when the buffer holds no part of a frame.
+    frame_began: Option<Instant>,
     /// The sum of the open producers' `max_unconfirmed`.
     budget_used: u32,
+    /// Producer names this connection opened that the broker did not know before: at most
+    /// [`Limits::max_new_names`].
+    new_names: u32,
     shutdown: watch::Receiver<bool>,
 }
 
 /// Serves one accepted connection until it ends, then closes its sessions and waits for
 /// them to be gone (so that every payload reference they hold is dropped).
-pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
+pub(crate) async fn serve(stream: TcpStream, place: Place, shutdown: watch::Receiver<bool>) {
+    let shared = place.0.clone();
     let _ = stream.set_nodelay(true);
     let limits = shared.limits;
     let outbound = Arc::new(Outbound::new(limits.outbound_capacity()));
@@ -203,6 +234,8 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: watc
         stream,
         // Grows with what one round writes (at most about WRITE_HIGH_WATER and two frames).
         out: Vec::new(),
+        stop: shutdown.clone(),
+        shutdown_bound: None,
         last_sent: now,
         lost: false,
         write_limit: limits.idle_timeout,
@@ -217,7 +250,7 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: watc
                 refs: 0,
                 max_unconfirmed: 0,
                 in_flight: 0,
-                named: false,
+                name: None,
                 producer: None,
             })
             .collect(),
@@ -244,7 +277,9 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: watc
         accepted: now,
         peer_heartbeat: None,
         last_received: now,
+        frame_began: None,
         budget_used: 0,
+        new_names: 0,
         shutdown,
     };
     let mut input = vec![0; READ_BUFFER_FIRST];
@@ -258,14 +293,19 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: watc
             }
         }
         if code == ErrorCode::SHUTTING_DOWN && *connection.shutdown.borrow() {
-            connection.drain_for_shutdown(&mut io).await;
+            connection.drain_for_shutdown(&mut io, &message).await;
+        } else {
+            io.error(code, None, 0, &message);
+            io.flush().await;
         }
-        io.error(code, None, 0, &message);
-        io.flush().await;
+        // The client has all it will get: its place is free from here.
+        drop(place);
         if !io.lost {
             let _ = io.stream.shutdown().await;
             linger(&mut io.stream, &mut input).await;
         }
+    } else {
+        drop(place);
     }
     connection.teardown(&mut io).await;
 }
@@ -339,8 +379,11 @@ impl Connection {
         let mut at = if self.welcomed {
             self.last_received + idle
         } else {
-            self.accepted + HANDSHAKE_TIMEOUT.min(idle)
+            self.accepted + self.handshake_limit()
         };
+        if let (Some(began), true) = (self.frame_began, self.welcomed) {
+            at = at.min(began + self.shared.limits.frame_timeout);
+        }
         if let (Some(peer), true) = (self.peer_heartbeat, self.welcomed) {
             at = at.min(io.last_sent + peer);
         }
@@ -354,13 +397,23 @@ impl Connection {
         let now = Instant::now();
         let idle = self.shared.limits.idle_timeout;
         if !self.welcomed {
-            let limit = HANDSHAKE_TIMEOUT.min(idle);
+            let limit = self.handshake_limit();
             if now >= self.accepted + limit {
                 return fatal(
                     ErrorCode::HANDSHAKE_REQUIRED,
                     format!("no Hello within {} ms", limit.as_millis()),
                 );
             }
+        } else if let Some(began) = self.frame_began
+            && now >= began + self.shared.limits.frame_timeout
+        {
+            return fatal(
+                ErrorCode::FRAME_TIMEOUT,
+                format!(
+                    "a frame begun was not whole within the server's frame timeout, {} ms",
+                    self.shared.limits.frame_timeout.as_millis()
+                ),
+            );
         } else if now >= self.last_received + idle {
             return fatal(
                 ErrorCode::HEARTBEAT_TIMEOUT,
@@ -379,6 +432,13 @@ impl Connection {
             self.trim(io, input, filled);
         }
         Ok(())
+    }
+
+    /// How long the handshake may take: [`Limits::handshake_timeout`], or the idle limit if
+    /// shorter.
+    fn handshake_limit(&self) -> Duration {
+        let limits = &self.shared.limits;
+        limits.handshake_timeout.min(limits.idle_timeout)
     }
 
     /// Whether a buffer grew past what a quiet connection keeps.
@@ -438,6 +498,12 @@ impl Connection {
         };
         input.copy_within(at..*filled, 0);
         *filled -= at;
+        // The frame left at the front began in this read, unless it was there before it.
+        self.frame_began = match (*filled, at) {
+            (0, _) => None,
+            (_, 0) => self.frame_began.or_else(|| Some(Instant::now())),
+            _ => Some(Instant::now()),
+        };
         if let Ok(Some(header)) = Header::parse(&input[..*filled]) {
             // At most HEADER_LEN + MAX_FRAME_LEN: the header was checked.
             if header.frame_len() > input.len() {
@@ -560,19 +626,24 @@ impl Connection {
     }
 
     /// At shutdown: closes the consumers (what was delivered and not confirmed goes back to
-    /// its queue, and nothing more is delivered) and writes the outcomes of the messages
-    /// handed the broker, until none is missing or [`SHUTDOWN_DRAIN`] has passed. A client
-    /// that does not read cannot hold it longer: a write still blocked a little after that
-    /// is abandoned, and nothing more is written (the stream may end mid-frame).
-    async fn drain_for_shutdown(&mut self, io: &mut Io) {
+    /// its queue, and nothing more is delivered), writes the outcomes of the messages
+    /// handed the broker, until none is missing or [`SHUTDOWN_DRAIN`] has passed, then
+    /// `SHUTTING_DOWN`. A client that does not read cannot hold it longer: a write still
+    /// blocked [`LINGER`] after that is abandoned, the connection is lost, and nothing more
+    /// is written (the stream may end mid-frame).
+    async fn drain_for_shutdown(&mut self, io: &mut Io, message: &str) {
+        let bound = *io
+            .shutdown_bound
+            .get_or_insert_with(writer::shutdown_deadline);
         for slot in 0..self.consumers.len() {
             if self.consumers[slot].state == Use::Open {
                 self.close_consumer_slot(slot, false);
             }
         }
         let outbound = self.outbound.clone();
-        let until = tokio::time::Instant::now() + SHUTDOWN_DRAIN;
-        let drained = tokio::time::timeout_at(until + LINGER, async {
+        // From when the connection first saw the shutdown (a write may have waited since).
+        let until = bound - LINGER;
+        let drained = tokio::time::timeout_at(bound, async {
             while !io.lost
                 && self
                     .producers
@@ -589,6 +660,8 @@ impl Connection {
                     () = tokio::time::sleep_until(until) => break,
                 }
             }
+            io.error(ErrorCode::SHUTTING_DOWN, None, 0, message);
+            io.flush().await;
         })
         .await;
         if drained.is_err() {

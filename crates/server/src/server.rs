@@ -319,12 +319,8 @@ async fn accept(listener: TcpListener, shared: Arc<Shared>, mut stopped: watch::
                     connections.spawn(refuse(stream, shared.limits.max_connections));
                     continue;
                 }
-                let (shared, stopped) = (shared.clone(), stopped.clone());
-                shared.connections.fetch_add(1, Ordering::Relaxed);
-                connections.spawn(async move {
-                    connection::serve(stream, shared.clone(), stopped).await;
-                    shared.connections.fetch_sub(1, Ordering::Relaxed);
-                });
+                let place = connection::Place::take(&shared);
+                connections.spawn(connection::serve(stream, place, stopped.clone()));
             }
         }
     }

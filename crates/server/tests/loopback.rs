@@ -370,11 +370,11 @@ fn refused_fatally(handshake: bool, bytes: &[u8], code: ErrorCode) {
 fn every_bad_header_is_answered_with_its_code_then_closed() {
     refused_fatally(false, b"GET / HTTP/1.1\r\n", ErrorCode::BAD_MAGIC);
     refused_fatally(true, &header(1, 0x03, 0, 0), ErrorCode::UNSUPPORTED_VERSION);
-    refused_fatally(true, &header(3, 0x7f, 0, 0), ErrorCode::UNKNOWN_KIND);
-    refused_fatally(true, &header(3, 0x03, 1, 0), ErrorCode::UNKNOWN_FLAGS);
+    refused_fatally(true, &header(VERSION, 0x7f, 0, 0), ErrorCode::UNKNOWN_KIND);
+    refused_fatally(true, &header(VERSION, 0x03, 1, 0), ErrorCode::UNKNOWN_FLAGS);
     refused_fatally(
         true,
-        &header(3, 0x12, 0, MAX_FRAME_LEN + 1),
+        &header(VERSION, 0x12, 0, MAX_FRAME_LEN + 1),
         ErrorCode::FRAME_TOO_LARGE,
     );
 }
@@ -382,42 +382,42 @@ fn every_bad_header_is_answered_with_its_code_then_closed() {
 #[test]
 fn every_bad_body_is_answered_malformed_then_closed() {
     // A heartbeat with a body.
-    let mut heartbeat = header(3, 0x03, 0, 1);
+    let mut heartbeat = header(VERSION, 0x03, 0, 1);
     heartbeat.push(0);
     refused_fatally(true, &heartbeat, ErrorCode::MALFORMED);
     // A publish of count 0.
-    let mut empty = header(3, 0x12, 0, 8);
+    let mut empty = header(VERSION, 0x12, 0, 8);
     empty.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]);
     refused_fatally(true, &empty, ErrorCode::MALFORMED);
     // A publish whose count announces more than its body holds.
-    let mut short = header(3, 0x12, 0, 8 + 12);
+    let mut short = header(VERSION, 0x12, 0, 8 + 12);
     short.extend_from_slice(&[1, 0, 0, 0, 2, 0, 0, 0]);
     short.extend_from_slice(&[0; 12]);
     refused_fatally(true, &short, ErrorCode::MALFORMED);
     // A payload over MAX_PAYLOAD_LEN.
-    let mut large = header(3, 0x12, 0, 8 + 12);
+    let mut large = header(VERSION, 0x12, 0, 8 + 12);
     large.extend_from_slice(&[1, 0, 0, 0, 1, 0, 0, 0]);
     large.extend_from_slice(&[0; 8]);
     large.extend_from_slice(&(MAX_PAYLOAD_LEN + 1).to_le_bytes());
     refused_fatally(true, &large, ErrorCode::MALFORMED);
     // A credit of 0.
-    let mut credit = header(3, 0x24, 0, 8);
+    let mut credit = header(VERSION, 0x24, 0, 8);
     credit.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]);
     refused_fatally(true, &credit, ErrorCode::MALFORMED);
     // An OpenProducer of max_unconfirmed 0.
-    let mut open = header(3, 0x10, 0, 13);
+    let mut open = header(VERSION, 0x10, 0, 13);
     open.extend_from_slice(&[0; 13]);
     refused_fatally(true, &open, ErrorCode::MALFORMED);
     // A Hello whose lowest version is above its highest.
-    let mut hello = header(3, 0x01, 0, 6);
+    let mut hello = header(VERSION, 0x01, 0, 6);
     hello.extend_from_slice(&[2, 1, 0, 0, 0, 0]);
     refused_fatally(false, &hello, ErrorCode::MALFORMED);
     // An OpenProducer whose name is not UTF-8.
-    let mut name = header(3, 0x10, 0, 15);
+    let mut name = header(VERSION, 0x10, 0, 15);
     name.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0xff, 0xfe]);
     refused_fatally(true, &name, ErrorCode::MALFORMED);
     // An OpenProducer whose name_len announces more than its body holds.
-    let mut short = header(3, 0x10, 0, 14);
+    let mut short = header(VERSION, 0x10, 0, 14);
     short.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, b'a']);
     refused_fatally(true, &short, ErrorCode::MALFORMED);
 }
@@ -458,7 +458,7 @@ fn the_handshake_is_enforced() {
         let mut hello = header(old, 0x01, 0, 6);
         hello.extend_from_slice(&[old, old, 0, 0, 0, 0]);
         refused_fatally(false, &hello, ErrorCode::UNSUPPORTED_VERSION);
-        let mut range = header(3, 0x01, 0, 6);
+        let mut range = header(VERSION, 0x01, 0, 6);
         range.extend_from_slice(&[1, old, 0, 0, 0, 0]);
         refused_fatally(false, &range, ErrorCode::UNSUPPORTED_VERSION);
     }
@@ -520,7 +520,7 @@ fn the_server_sends_heartbeats_at_the_clients_interval_when_it_has_nothing_else_
 fn a_truncated_frame_then_the_end_closes_quietly() {
     let server = server(&[QueueMode::Priority], limits());
     let mut c = Client::hello(server.local_addr());
-    c.send_raw(&header(3, 0x24, 0, 8)[..7]);
+    c.send_raw(&header(VERSION, 0x24, 0, 8)[..7]);
     c.close_write();
     c.expect_closed();
     eventually("the connection gone", || server.stats().connections == 0);
@@ -639,17 +639,17 @@ fn closing_a_fanout_consumer_without_credit_frees_the_slots_of_what_it_held_back
 #[test]
 fn more_bad_bodies_are_answered_malformed_then_closed() {
     // A batch over MAX_MESSAGES_PER_FRAME.
-    let mut many = header(3, 0x23, 0, 8);
+    let mut many = header(VERSION, 0x23, 0, 8);
     many.extend_from_slice(&1_u32.to_le_bytes());
     many.extend_from_slice(&(MAX_MESSAGES_PER_FRAME + 1).to_le_bytes());
     refused_fatally(true, &many, ErrorCode::MALFORMED);
     // A Hello of version 0.
-    let mut hello = header(3, 0x01, 0, 6);
+    let mut hello = header(VERSION, 0x01, 0, 6);
     hello.extend_from_slice(&[0, 1, 0, 0, 0, 0]);
     refused_fatally(false, &hello, ErrorCode::MALFORMED);
     // A publish confirm (never sent to the broker) with an unknown status: the body is
     // refused before its kind is.
-    let mut status = header(3, 0x13, 0, 8 + 9);
+    let mut status = header(VERSION, 0x13, 0, 8 + 9);
     status.extend_from_slice(&[1, 0, 0, 0, 1, 0, 0, 0]);
     status.extend_from_slice(&[0; 8]);
     status.push(10);
@@ -681,7 +681,7 @@ fn error_frames_from_the_client() {
     c.expect_closed();
     // A bad one (its message not UTF-8): closed without an answer too.
     let mut c = Client::hello(addr);
-    let mut bad = header(3, 0x04, 0, 9 + 1);
+    let mut bad = header(VERSION, 0x04, 0, 9 + 1);
     bad.extend_from_slice(&[11, 0, 0, 0, 0, 0, 0, 1, 0, 0xff]);
     c.send_raw(&bad);
     c.expect_closed();

@@ -5,11 +5,12 @@
 
 mod common;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use common::{Client, eventually, limits, payload_of, server};
 use zerodispatch_broker::QueueMode;
 use zerodispatch_server::Limits;
+use zerodispatch_testkit::within;
 use zerodispatch_wire::*;
 
 /// What one connection read: confirms by status, and the GUIDs delivered to it.
@@ -291,5 +292,52 @@ fn a_client_that_stops_reading_is_dropped_at_the_idle_limit() {
     }
     eventually("the sleeper's connection dropped", || {
         server.stats().connections == 1
+    });
+}
+
+/// With its queue's part of the store full, a named producer's message is answered from
+/// its queue's record first: a duplicate of a stored id is confirmed `Stored` (and not
+/// stored again), an id older than the window `RejectedOutOfWindow`; only an id the queue
+/// has not stored is refused `RejectedStoreFull`.
+#[test]
+fn a_full_store_checks_the_record_before_the_quota() {
+    within(Duration::from_secs(30), "record before quota", || {
+        let server = server(
+            &[QueueMode::Priority],
+            Limits {
+                store_slots: 8,
+                ..limits()
+            },
+        );
+        let mut c = Client::hello(server.local_addr());
+        assert_eq!(c.open_named_producer(1, 0, 100, "orders"), Ok(None));
+        // Eight messages fill the queue's part of the store (no consumer frees them).
+        let stored = [4000, 4001, 4002, 4003, 4004, 4005, 4006, 20_000];
+        c.publish(1, stored, payload_of);
+        c.confirms(1, 8, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+        assert_eq!(server.stats().free_slots, 0);
+        // The window is the 16,384 ids from 20,000 down: 100 is older; 10,000 is in it,
+        // not stored.
+        c.publish(1, [100, 4003, 10_000, 20_000], payload_of);
+        let mut got = Vec::new();
+        c.confirms(1, 4, |id, status| got.push((id.0, status)));
+        got.sort_unstable_by_key(|&(id, _)| id);
+        assert_eq!(
+            got,
+            [
+                (100, ConfirmStatus::RejectedOutOfWindow),
+                (4003, ConfirmStatus::Stored),
+                (10_000, ConfirmStatus::RejectedStoreFull),
+                (20_000, ConfirmStatus::Stored),
+            ]
+        );
+        // Stored once each: eight deliveries, and then nothing.
+        c.open_consumer(7, 0, 0, 64);
+        let mut delivered = Vec::new();
+        c.deliveries(7, 8, |guid, _| delivered.push(guid));
+        assert!(
+            c.quiet_for(Duration::from_millis(200)),
+            "a duplicate was delivered"
+        );
     });
 }

@@ -174,7 +174,7 @@ impl Hello {
 /// on, the heartbeat interval the broker asks of the client, and the broker's limits, so
 /// that a client never learns one by being refused.
 ///
-/// Body, 37 bytes: `version: u8`, `heartbeat_ms: u32`, then [`ServerLimits`]'s fields in
+/// Body, 53 bytes: `version: u8`, `heartbeat_ms: u32`, then [`ServerLimits`]'s fields in
 /// order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Welcome {
@@ -215,10 +215,24 @@ pub struct ServerLimits {
     /// Connections the broker serves at once, at most: one more is refused
     /// `TOO_MANY_CONNECTIONS`.
     pub max_connections: u32,
+    /// How long a frame may take to arrive once its first byte has, in milliseconds,
+    /// whatever the pace of its bytes: past it the connection is closed (`FRAME_TIMEOUT`).
+    pub frame_timeout_ms: u32,
+    /// How long the handshake may take, in milliseconds from the connection: a connection
+    /// that has not sent a whole `Hello` by then is closed (`HANDSHAKE_REQUIRED`).
+    pub handshake_timeout_ms: u32,
+    /// The deduplication window: how many ids, from the highest a queue has stored of a
+    /// name down, it remembers one by one; an id of the name older than that is confirmed
+    /// `RejectedOutOfWindow`. At least `max_unconfirmed_named`.
+    pub dedup_window: u32,
+    /// New producer names one connection may create (names the broker has never been
+    /// given), at most: past it an `OpenProducer` of a new name is refused
+    /// `LIMIT_OUT_OF_RANGE`; names the broker knows may still be opened.
+    pub max_new_names: u32,
 }
 
 impl Welcome {
-    pub(crate) const LEN: usize = 37;
+    pub(crate) const LEN: usize = 53;
 
     pub(crate) fn check(&self) -> Result<(), Invalid> {
         nonzero(self.version, FrameKind::Welcome, "version")
@@ -239,6 +253,10 @@ impl Welcome {
                     max_consumers: r.u16()?,
                     idle_timeout_ms: r.u32()?,
                     max_connections: r.u32()?,
+                    frame_timeout_ms: r.u32()?,
+                    handshake_timeout_ms: r.u32()?,
+                    dedup_window: r.u32()?,
+                    max_new_names: r.u32()?,
                 },
             })
         })?;
@@ -261,8 +279,16 @@ impl Welcome {
         }
         out.extend_from_slice(&l.max_producers.to_le_bytes());
         out.extend_from_slice(&l.max_consumers.to_le_bytes());
-        out.extend_from_slice(&l.idle_timeout_ms.to_le_bytes());
-        out.extend_from_slice(&l.max_connections.to_le_bytes());
+        for word in [
+            l.idle_timeout_ms,
+            l.max_connections,
+            l.frame_timeout_ms,
+            l.handshake_timeout_ms,
+            l.dedup_window,
+            l.max_new_names,
+        ] {
+            out.extend_from_slice(&word.to_le_bytes());
+        }
     }
 }
 
@@ -279,6 +305,10 @@ impl ServerLimits {
         max_consumers: u16::MAX,
         idle_timeout_ms: u32::MAX,
         max_connections: u32::MAX,
+        frame_timeout_ms: u32::MAX,
+        handshake_timeout_ms: u32::MAX,
+        dedup_window: u32::MAX,
+        max_new_names: u32::MAX,
     };
 }
 

@@ -114,7 +114,7 @@ impl Header {
     /// ```
     /// use zerodispatch_wire::{DecodeError, FrameKind, Header, MAX_FRAME_LEN};
     ///
-    /// let mut frame = b"ZD\x03\x03\0\0\0\0\0\0".to_vec(); // a heartbeat
+    /// let mut frame = b"ZD\x04\x03\0\0\0\0\0\0".to_vec(); // a heartbeat
     /// assert_eq!(Header::parse(&frame[..4]), Ok(None));
     /// assert_eq!(Header::parse(&frame), Ok(Some(Header { kind: FrameKind::Heartbeat, len: 0 })));
     ///

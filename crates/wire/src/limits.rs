@@ -14,8 +14,11 @@ pub const MAGIC: [u8; 2] = *b"ZD";
 /// `ProducerOpened`. Version 3 made every problem with one message that message's confirm
 /// (`TooLarge`, `RejectedStoreFull`, `RejectedOutOfWindow`), and `ProducerOpened` says id by
 /// id what is stored (a window of bits, with "nothing stored" carried explicitly, not as
-/// `u64::MAX`). A peer that speaks only an older version is refused `UNSUPPORTED_VERSION`.
-pub const VERSION: u8 = 3;
+/// `u64::MAX`). Version 4 told more of the broker's limits in `Welcome`: how long a frame
+/// that has begun, and the handshake, may take to arrive, the deduplication window, and the
+/// producer names a connection may create. A peer that speaks only an older version is
+/// refused `UNSUPPORTED_VERSION`.
+pub const VERSION: u8 = 4;
 
 /// Bytes in a frame header: magic (2), version (1), kind (1), flags (2), body length (4).
 pub const HEADER_LEN: usize = 10;

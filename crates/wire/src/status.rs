@@ -12,8 +12,9 @@ use std::fmt;
 #[repr(u8)]
 pub enum ConfirmStatus {
     /// The broker has taken the message: the client may forget it. (The in-memory broker
-    /// reports it when its queue releases the message, once every consumer or app has
-    /// confirmed it; that is later than storing, never earlier.)
+    /// reports it when its queue stores the message, whether or not a consumer is
+    /// attached, or, with a replication quorum configured, once that many replicas have
+    /// received it; never at consumption: `docs/protocol.md`, "Confirm statuses".)
     Stored = 0,
     /// The queue was full: the message was not stored. Publish it again.
     RejectedQueueFull = 1,
@@ -172,6 +173,9 @@ impl ErrorCode {
     /// its `Hello`, and closes it. Nothing is wrong with the client; it may connect again
     /// later, once another connection has closed.
     pub const TOO_MANY_CONNECTIONS: Self = Self(12);
+    /// A frame that had begun did not arrive whole within the broker's frame timeout
+    /// (`Welcome`'s `frame_timeout_ms`), however its bytes were paced.
+    pub const FRAME_TIMEOUT: Self = Self(13);
 
     /// The queue of an open does not exist.
     pub const UNKNOWN_QUEUE: Self = Self(100);
@@ -220,6 +224,7 @@ impl ErrorCode {
             Self::SHUTTING_DOWN => "shutting down",
             Self::INTERNAL => "internal error",
             Self::TOO_MANY_CONNECTIONS => "too many connections",
+            Self::FRAME_TIMEOUT => "frame timeout",
             Self::UNKNOWN_QUEUE => "unknown queue",
             Self::UNKNOWN_APP => "unknown app",
             Self::UNKNOWN_PRODUCER => "unknown producer",

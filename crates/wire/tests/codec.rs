@@ -23,7 +23,7 @@ fn round_trip(frame: Frame<'_>) -> Vec<u8> {
 }
 
 fn header(kind: FrameKind, len: u32) -> Vec<u8> {
-    let mut bytes = b"ZD\x03".to_vec();
+    let mut bytes = b"ZD\x04".to_vec();
     bytes.push(kind.as_u8());
     bytes.extend_from_slice(&0_u16.to_le_bytes());
     bytes.extend_from_slice(&len.to_le_bytes());
@@ -58,6 +58,10 @@ fn fixed_frames_round_trip_in_their_documented_layout() {
             max_consumers: 7,
             idle_timeout_ms: 8,
             max_connections: 9,
+            frame_timeout_ms: 10,
+            handshake_timeout_ms: 11,
+            dedup_window: 12,
+            max_new_names: 13,
         },
     }));
     assert_eq!(
@@ -69,11 +73,13 @@ fn fixed_frames_round_trip_in_their_documented_layout() {
                 0, 0x10, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5, 0, 0, 0, // u32 limits
                 6, 0, 7, 0, // producers, consumers
                 8, 0, 0, 0, 9, 0, 0, 0, // idle timeout, connections
+                10, 0, 0, 0, 11, 0, 0, 0, // frame and handshake timeouts
+                12, 0, 0, 0, 13, 0, 0, 0, // dedup window, new names
             ]
         )
     );
 
-    assert_eq!(round_trip(Frame::Heartbeat), b"ZD\x03\x03\0\0\0\0\0\0");
+    assert_eq!(round_trip(Frame::Heartbeat), b"ZD\x04\x03\0\0\0\0\0\0");
 
     let open = OpenProducer {
         producer: ProducerId(1),
@@ -445,12 +451,12 @@ fn a_bad_header_is_refused_from_its_first_bad_byte() {
         );
     }
     assert_eq!(
-        decode(b"ZD\x03\x00"),
+        decode(b"ZD\x04\x00"),
         Err(DecodeError::UnknownKind { kind: 0 })
     );
-    assert_eq!(decode(b"ZD\x03\x03\x01"), Ok(None), "flags are read whole");
+    assert_eq!(decode(b"ZD\x04\x03\x01"), Ok(None), "flags are read whole");
     assert_eq!(
-        decode(b"ZD\x03\x03\x00\x80"),
+        decode(b"ZD\x04\x03\x00\x80"),
         Err(DecodeError::UnknownFlags { flags: 0x8000 })
     );
     let mut huge = header(FrameKind::Publish, u32::MAX);
@@ -494,7 +500,7 @@ fn a_bad_header_is_refused_from_its_first_bad_byte() {
 fn a_fixed_body_of_the_wrong_length_is_refused() {
     for (kind, len) in [
         (FrameKind::Hello, 6_usize),
-        (FrameKind::Welcome, 37),
+        (FrameKind::Welcome, 53),
         (FrameKind::Heartbeat, 0),
         (FrameKind::CloseProducer, 4),
         (FrameKind::OpenConsumer, 14),
@@ -525,7 +531,7 @@ fn a_fixed_body_of_the_wrong_length_is_refused() {
 fn forbidden_zeros_are_refused() {
     let cases: [(FrameKind, &[u8], &str); 4] = [
         (FrameKind::Hello, &[0, 1, 0, 0, 0, 0], "min_version"),
-        (FrameKind::Welcome, &[0; 37], "version"),
+        (FrameKind::Welcome, &[0; 53], "version"),
         (
             FrameKind::OpenProducer,
             &[1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0],

@@ -226,7 +226,7 @@ fn fixed() -> impl Strategy<Value = FixedFrame> {
         (
             1_u8..=255,
             any::<u32>(),
-            any::<[u32; 7]>(),
+            any::<[u32; 11]>(),
             any::<(u16, u16)>()
         )
             .prop_map(
@@ -243,6 +243,10 @@ fn fixed() -> impl Strategy<Value = FixedFrame> {
                         max_consumers: c,
                         idle_timeout_ms: w[5],
                         max_connections: w[6],
+                        frame_timeout_ms: w[7],
+                        handshake_timeout_ms: w[8],
+                        dedup_window: w[9],
+                        max_new_names: w[10],
                     },
                 })
             ),
@@ -413,7 +417,7 @@ proptest! {
         body in prop::collection::vec(any::<u8>(), 0..256),
         extra in 0_usize..4,
     ) {
-        let mut bytes = b"ZD\x03".to_vec();
+        let mut bytes = b"ZD\x04".to_vec();
         bytes.push(kind.as_u8());
         bytes.extend_from_slice(&[0, 0]);
         bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());

@@ -114,7 +114,7 @@ fn encoding_and_decoding_batches_into_a_reused_buffer_allocates_nothing() {
     for batch in 0..WARM_UP {
         round(&mut buf, batch, &payload);
     }
-    let mut huge = b"ZD\x03\x12\0\0".to_vec();
+    let mut huge = b"ZD\x04\x12\0\0".to_vec();
     huge.extend_from_slice(&MAX_FRAME_LEN.to_le_bytes());
     let mut oversize = huge.clone();
     oversize[6..].copy_from_slice(&u32::MAX.to_le_bytes());

@@ -79,6 +79,14 @@ impl Broker {
             .inspect_err(|_| self.lock_names().close(id))
     }
 
+    /// Whether `name` was ever opened: a name not known yet takes a place of
+    /// [`BrokerConfig::max_producer_names`] when it opens, and keeps it while the broker
+    /// runs. (A front end bounds the new names each of its clients may create with it.)
+    #[must_use]
+    pub fn knows_name(&self, name: &str) -> bool {
+        self.lock_names().find(name).is_some()
+    }
+
     /// [`BrokerConfig::dedup_window`]: a named producer's `max_unconfirmed` at most.
     #[must_use]
     pub fn dedup_window(&self) -> usize {

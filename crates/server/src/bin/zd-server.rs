@@ -7,8 +7,9 @@
 //!
 //! Serves until SIGTERM or SIGINT. On either, it stops accepting connections; on each
 //! connection it closes the consumers, writes the outcomes of the messages it had read
-//! (for up to 2 s), sends `SHUTTING_DOWN` and closes; then it shuts the broker down and
-//! exits 0, within about 5 s of the signal. A second signal while it drains exits at once,
+//! (for up to 2 s), sends `SHUTTING_DOWN` and closes, abandoning a client that does not
+//! read 2.5 s after the signal; then it shuts the broker down and exits 0 (within 5 s of
+//! the signal whatever happens). A second signal while it drains exits at once,
 //! with status 1.
 
 use std::net::SocketAddr;
@@ -69,6 +70,33 @@ struct Args {
     /// Connections open at once, at most: one more is refused TOO_MANY_CONNECTIONS (12).
     #[arg(long, default_value_t = 256)]
     max_connections: usize,
+    /// How long a frame may take to arrive once its first byte has, however its bytes are
+    /// paced (FRAME_TIMEOUT past it). Above zero.
+    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
+    frame_timeout: Duration,
+    /// How long a connection may take to send its whole Hello (HANDSHAKE_REQUIRED past it,
+    /// or past the idle limit if shorter). Above zero.
+    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
+    handshake_timeout: Duration,
+    /// Producers open at once on a connection, at most.
+    #[arg(long, default_value_t = 16)]
+    max_producers: u16,
+    /// Consumers open at once on a connection, at most.
+    #[arg(long, default_value_t = 16)]
+    max_consumers: u16,
+    /// The sum of the max_unconfirmed of a connection's open producers, at most.
+    #[arg(long, default_value_t = 1 << 14)]
+    max_unconfirmed_per_connection: u32,
+    /// The deduplication window of named producers, in ids (a power of two, 64 to 2^20):
+    /// a named producer's max_unconfirmed at most.
+    #[arg(long, default_value_t = 1 << 14)]
+    dedup_window: usize,
+    /// Producer names the broker keeps while it runs, at most.
+    #[arg(long, default_value_t = 1024)]
+    max_producer_names: usize,
+    /// New producer names one connection may create, at most.
+    #[arg(long, default_value_t = 64)]
+    max_new_names: u32,
 }
 
 /// A duration as every command line of the project writes one
@@ -108,6 +136,8 @@ fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             queues: vec![queue; args.queues as usize],
             session_processors: args.session_processors,
             queue_processors: args.queue_processors,
+            dedup_window: args.dedup_window,
+            max_producer_names: args.max_producer_names,
             ..BrokerConfig::default()
         })
         .limits(Limits {
@@ -117,7 +147,12 @@ fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             heartbeat: args.heartbeat,
             idle_timeout: args.idle_timeout,
             consumer_window: args.window,
-            ..Limits::default()
+            frame_timeout: args.frame_timeout,
+            handshake_timeout: args.handshake_timeout,
+            max_producers: args.max_producers,
+            max_consumers: args.max_consumers,
+            max_unconfirmed_per_connection: args.max_unconfirmed_per_connection,
+            max_new_names: args.max_new_names,
         })
         .worker_threads(args.io_threads)
         .start()?;
@@ -188,6 +223,54 @@ mod tests {
             (Duration::from_secs(5), Duration::from_secs(15))
         );
         assert!(Args::try_parse_from(["zd-server", "--heartbeat", "0s"]).is_ok());
+        // Every limit the protocol document says the flags set has one, at the defaults
+        // of `Limits` and `BrokerConfig`.
+        let limits = Limits::default();
+        let broker = BrokerConfig::default();
+        assert_eq!(
+            (
+                defaults.frame_timeout,
+                defaults.handshake_timeout,
+                defaults.max_producers,
+                defaults.max_consumers,
+                defaults.max_unconfirmed_per_connection,
+                defaults.max_new_names,
+                defaults.max_connections,
+                defaults.slots,
+                defaults.slot_size,
+                defaults.window,
+            ),
+            (
+                limits.frame_timeout,
+                limits.handshake_timeout,
+                limits.max_producers,
+                limits.max_consumers,
+                limits.max_unconfirmed_per_connection,
+                limits.max_new_names,
+                limits.max_connections,
+                limits.store_slots,
+                limits.slot_size,
+                limits.consumer_window,
+            )
+        );
+        assert_eq!(
+            (defaults.dedup_window, defaults.max_producer_names),
+            (broker.dedup_window, broker.max_producer_names)
+        );
+        let args = Args::try_parse_from([
+            "zd-server",
+            "--frame-timeout",
+            "2s",
+            "--max-new-names",
+            "3",
+            "--max-producers",
+            "2",
+        ])
+        .unwrap();
+        assert_eq!(
+            (args.frame_timeout, args.max_new_names, args.max_producers),
+            (Duration::from_secs(2), 3, 2)
+        );
         for (flag, value, says) in [
             ("--heartbeat", "5000", "`5000` needs a unit: 5000s, 5000ms"),
             ("--idle-timeout", "15", "`15` needs a unit: 15s, 15ms"),

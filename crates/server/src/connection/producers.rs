@@ -29,8 +29,9 @@ pub(super) struct ProducerSlot {
     pub(super) max_unconfirmed: u32,
     /// Messages published and without a confirm written yet.
     pub(super) in_flight: u32,
-    /// Whether the producer is named: its messages are published with their wire ids.
-    pub(super) named: bool,
+    /// The producer's name, if it is named: its messages are published with their wire
+    /// ids, and deduplicated by its queue.
+    pub(super) name: Option<Arc<str>>,
     pub(super) producer: Option<Arc<Producer>>,
 }
 
@@ -101,6 +102,16 @@ impl Connection {
                 "the connection has as many producers open as the server allows",
             );
         };
+        // A name the broker never had takes a place in its table for good: a connection
+        // creates at most `max_new_names`, so that none can fill the table alone.
+        let new_name = !open.name.is_empty() && !self.shared.broker.knows_name(open.name);
+        if new_name && self.new_names >= limits.max_new_names {
+            return refuse(
+                io,
+                ErrorCode::LIMIT_OUT_OF_RANGE,
+                "the connection has created as many new producer names as the server allows (max_new_names)",
+            );
+        }
         let generation = self.generation();
         let link = SessionLink {
             outbound: self.outbound.clone(),
@@ -114,7 +125,7 @@ impl Connection {
             ..ProducerConfig::default()
         };
         let broker = self.shared.broker.clone();
-        let name = (!open.name.is_empty()).then(|| open.name.to_owned());
+        let name: Option<Arc<str>> = (!open.name.is_empty()).then(|| open.name.into());
         let named = name.clone();
         let opened = tokio::task::spawn_blocking(move || {
             let on_ack = move |acks: &[Ack]| link.on_ack(acks);
@@ -162,10 +173,12 @@ impl Connection {
             refs: 2,
             max_unconfirmed: open.max_unconfirmed,
             in_flight: 0,
-            named: name.is_some(),
+            name: name.clone(),
             producer: Some(Arc::new(producer)),
         };
         self.budget_used += open.max_unconfirmed;
+        // At most `max_new_names`: refused above once there.
+        self.new_names += u32::from(new_name);
         // The window's bits in the wire's order (bit i: id last_stored - i); allocated at
         // the open, never per message.
         let window = stored.as_ref().filter(|w| w.highest().is_some());
@@ -235,16 +248,19 @@ impl Connection {
         }
         let store = self.shared.store.clone();
         let p = &self.producers[slot];
-        let (producer, queue, refs, generation, named) = (
+        let (producer, queue, refs, generation, name) = (
             p.producer
                 .clone()
                 .expect("an open producer has its session"),
             p.queue,
             p.refs,
             p.generation,
-            p.named,
+            p.name.clone(),
         );
         let mut local = false;
+        // What the queue has stored of a named producer's messages, asked once a frame,
+        // when its part of the store is full: the record comes before the quota.
+        let mut record: Option<zerodispatch_broker::StoredWindow> = None;
         for (id, payload) in batch.messages() {
             let p = &mut self.producers[slot];
             // Every problem with one message is that message's confirm: the producer stays
@@ -260,7 +276,7 @@ impl Connection {
                     handle,
                     len: payload.len() as u32,
                 };
-                let published = if named {
+                let published = if name.is_some() {
                     producer.publish_with_id_async(queue, message, id.0).await
                 } else {
                     producer.publish_async(queue, message).await
@@ -275,6 +291,27 @@ impl Connection {
                         })
                     }
                 }
+            } else if let Some(name) = &name {
+                // The queue's part of the store is full. A named producer's message that its
+                // queue stored already, or cannot tell (older than the window), is answered
+                // from the record, as the queue itself would: "publishing a stored one again
+                // is harmless", full store or not.
+                if record.is_none() {
+                    match self.shared.broker.stored_window_async(name, queue).await {
+                        Ok(window) => record = Some(window),
+                        Err(BrokerError::ShutDown) => {
+                            return fatal(ErrorCode::SHUTTING_DOWN, "the broker is shutting down");
+                        }
+                        Err(_) => {
+                            return fatal(ErrorCode::INTERNAL, "the broker's queue did not answer");
+                        }
+                    }
+                }
+                Some(match record.as_ref().map(|r| r.stored(id.0)) {
+                    Some(Some(true)) => ConfirmStatus::Stored,
+                    Some(None) => ConfirmStatus::RejectedOutOfWindow,
+                    _ => ConfirmStatus::RejectedStoreFull,
+                })
             } else {
                 // The queue's part of the store is full: refused, never waited for, so
                 // that this connection goes on reading confirms and writing deliveries

@@ -10,6 +10,12 @@ pub(super) const WRITE_HIGH_WATER: usize = 1 << 20;
 pub(super) struct Io {
     pub(super) stream: TcpStream,
     pub(super) out: Vec<u8>,
+    /// The server's shutdown, watched while a write waits for the client.
+    pub(super) stop: watch::Receiver<bool>,
+    /// Once the server shuts down: when the connection is abandoned if its writes have not
+    /// ended ([`SHUTDOWN_DRAIN`] and [`LINGER`] after the connection saw the shutdown), so
+    /// that a client that does not read holds the shutdown no longer.
+    pub(super) shutdown_bound: Option<tokio::time::Instant>,
     pub(super) last_sent: Instant,
     /// The socket failed, or the connection is being torn down: nothing more is written.
     pub(super) lost: bool,
@@ -20,7 +26,9 @@ pub(super) struct Io {
 }
 
 impl Io {
-    /// Writes the write buffer to the socket.
+    /// Writes the write buffer to the socket, within the write limit; once the server
+    /// shuts down, within the shutdown's bound ([`Io::shutdown_bound`]) instead, whichever
+    /// comes first. Past it the connection is lost.
     pub(super) async fn flush(&mut self) {
         if self.lost {
             self.out.clear();
@@ -29,8 +37,25 @@ impl Io {
         if self.out.is_empty() {
             return;
         }
-        let written = tokio::time::timeout(self.write_limit, self.stream.write_all(&self.out));
-        if !matches!(written.await, Ok(Ok(()))) {
+        let limit = tokio::time::Instant::now() + self.write_limit;
+        let Self {
+            stream,
+            out,
+            stop,
+            shutdown_bound,
+            ..
+        } = self;
+        let write = stream.write_all(out);
+        tokio::pin!(write);
+        let done = tokio::select! {
+            biased;
+            done = tokio::time::timeout_at(shutdown_bound.map_or(limit, |b| b.min(limit)), &mut write) => done,
+            () = async { drop(stop.wait_for(|&stop| stop).await) }, if shutdown_bound.is_none() => {
+                let bound = *shutdown_bound.get_or_insert_with(shutdown_deadline);
+                tokio::time::timeout_at(bound.min(limit), &mut write).await
+            }
+        };
+        if !matches!(done, Ok(Ok(()))) {
             self.lost = true;
         }
         self.out.clear();
@@ -64,6 +89,11 @@ impl Io {
     pub(super) fn frame(&mut self, frame: Frame<'_>) {
         let _ = frame.encode(&mut self.out);
     }
+}
+
+/// The shutdown's bound for a connection that sees it now.
+pub(super) fn shutdown_deadline() -> tokio::time::Instant {
+    tokio::time::Instant::now() + SHUTDOWN_DRAIN + LINGER
 }
 
 impl Io {

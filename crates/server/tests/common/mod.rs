@@ -75,6 +75,20 @@ impl Client {
         }
     }
 
+    /// A client of a connected stream (a clone of another client's, say).
+    pub fn from_stream(stream: TcpStream) -> Self {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        Self {
+            stream,
+            out: Vec::with_capacity(1 << 20),
+            input: vec![0; HEADER_LEN + MAX_FRAME_LEN as usize],
+            start: 0,
+            end: 0,
+        }
+    }
+
     /// Connects and shakes hands (no heartbeats from the client).
     pub fn hello(addr: SocketAddr) -> Self {
         let mut client = Self::connect(addr);
@@ -307,9 +321,14 @@ impl Client {
         })
     }
 
-    /// The next frame is a fatal error of `code`, and the server closes after it.
+    /// The next frame is a fatal error of `code`, which refuses no frame (`refused` and
+    /// `subject` 0, as every fatal error), and the server closes after it.
     pub fn expect_fatal(&mut self, code: ErrorCode) {
-        self.expect_error(code);
+        assert_eq!(
+            self.expect_error(code),
+            (None, 0),
+            "a fatal error carries refused 0 and subject 0"
+        );
         self.expect_closed();
     }
 

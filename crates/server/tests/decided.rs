@@ -1,0 +1,208 @@
+//! What the protocol document once left open, decided and held to: the order of checks
+//! for a frame of a kind the broker never receives, an `Error` before `Hello`, an id
+//! between its close and the echo, a confirm of several GUIDs the consumer does not hold,
+//! what a fatal error carries, what takes a slot of the store and for how long, and the
+//! deduplication window told in `Welcome`.
+//!
+//! Every test runs on 127.0.0.1 under a watchdog.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Client, eventually, limits, server};
+use zerodispatch_broker::QueueMode;
+use zerodispatch_testkit::within;
+use zerodispatch_wire::*;
+
+const WATCHDOG: Duration = Duration::from_secs(30);
+
+#[test]
+fn a_kind_the_broker_never_receives_is_fatal_whatever_id_it_names() {
+    within(WATCHDOG, "unexpected kind", || {
+        let server = server(&[QueueMode::Priority], limits());
+        for kind in [FrameKind::Deliver, FrameKind::PublishConfirm] {
+            let mut c = Client::hello(server.local_addr());
+            // Consumer 99 and producer 99 are not open: the kind is checked first.
+            let mut out = Vec::new();
+            if kind == FrameKind::Deliver {
+                let mut batch = DeliverBuilder::begin(&mut out, ConsumerId(99));
+                batch.push(Guid([1; 16]), b"x").unwrap();
+                batch.finish().unwrap();
+            } else {
+                let mut batch = PublishConfirmBuilder::begin(&mut out, ProducerId(99));
+                batch.push(PublishId(0), ConfirmStatus::Stored).unwrap();
+                batch.finish().unwrap();
+            }
+            c.send_raw(&out);
+            c.expect_fatal(ErrorCode::UNEXPECTED_KIND);
+        }
+    });
+}
+
+#[test]
+fn an_error_frame_before_hello_is_answered_handshake_required() {
+    within(WATCHDOG, "error before hello", || {
+        let server = server(&[QueueMode::Priority], limits());
+        for code in [ErrorCode::INTERNAL, ErrorCode::UNKNOWN_QUEUE] {
+            let mut c = Client::connect(server.local_addr());
+            c.send(Frame::Error(ErrorFrame {
+                code,
+                refused: None,
+                subject: 0,
+                message: "",
+            }));
+            c.expect_fatal(ErrorCode::HANDSHAKE_REQUIRED);
+        }
+    });
+}
+
+#[test]
+fn between_a_close_and_its_echo_the_id_is_in_use_and_unknown() {
+    within(WATCHDOG, "close then echo", || {
+        let server = server(&[QueueMode::Priority], limits());
+        let mut c = Client::hello(server.local_addr());
+        c.open_producer(1, 0, 16);
+        // The three in one write: the server reads them before the close is done.
+        let close = Frame::CloseProducer(CloseProducer {
+            producer: ProducerId(1),
+        });
+        let mut out = Vec::new();
+        close.encode(&mut out).unwrap();
+        Frame::OpenProducer(OpenProducer {
+            producer: ProducerId(1),
+            queue: QueueId(0),
+            max_unconfirmed: 16,
+            name: "",
+        })
+        .encode(&mut out)
+        .unwrap();
+        close.encode(&mut out).unwrap();
+        c.send_raw(&out);
+        assert_eq!(
+            c.expect_error(ErrorCode::ID_IN_USE),
+            (Some(FrameKind::OpenProducer), 1)
+        );
+        assert_eq!(
+            c.expect_error(ErrorCode::UNKNOWN_PRODUCER),
+            (Some(FrameKind::CloseProducer), 1)
+        );
+        c.next(|frame| assert_eq!(frame, close));
+        // After the echo the id opens again.
+        c.open_producer(1, 0, 16);
+    });
+}
+
+#[test]
+fn a_confirm_of_several_unknown_guids_gets_one_error_and_the_others_are_confirmed() {
+    within(WATCHDOG, "unknown guids", || {
+        let server = server(&[QueueMode::Priority], limits());
+        let mut c = Client::hello(server.local_addr());
+        c.open_producer(1, 0, 16);
+        c.open_consumer(7, 0, 0, 16);
+        c.publish(1, 0..2, common::payload_of);
+        // Both confirms and both deliveries, in whatever order and grouping they come.
+        let (mut guids, mut confirmed) = (Vec::new(), 0);
+        while guids.len() < 2 || confirmed < 2 {
+            c.next(|frame| match frame {
+                Frame::PublishConfirm(batch) => confirmed += batch.count(),
+                Frame::Deliver(batch) => guids.extend(batch.messages().map(|(guid, _)| guid)),
+                other => panic!("unexpected {other:?}"),
+            });
+        }
+        let slots = server.stats().slots;
+        assert_eq!(server.stats().free_slots, slots - 2);
+        let confirm = [Guid([0xEE; 16]), guids[0], Guid([0xEF; 16]), guids[1]];
+        c.confirm(7, &confirm, false);
+        assert_eq!(
+            c.expect_error(ErrorCode::UNKNOWN_CONSUMER),
+            (Some(FrameKind::ConsumerConfirm), 7)
+        );
+        eventually("both known GUIDs confirmed", || {
+            server.stats().free_slots == slots
+        });
+        assert!(
+            c.quiet_for(Duration::from_millis(200)),
+            "a second error for the same frame"
+        );
+    });
+}
+
+#[test]
+fn an_empty_payload_takes_a_slot_of_the_store() {
+    within(WATCHDOG, "empty payload", || {
+        let server = server(&[QueueMode::Priority], limits());
+        let mut c = Client::hello(server.local_addr());
+        c.open_producer(1, 0, 16);
+        let slots = server.stats().slots;
+        c.publish(1, 0..3, |_, _| 0);
+        c.confirms(1, 3, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+        assert_eq!(server.stats().free_slots, slots - 3);
+    });
+}
+
+#[test]
+fn a_fanout_message_holds_its_slot_until_every_app_confirms() {
+    within(WATCHDOG, "fanout slot", || {
+        let server = server(&[QueueMode::Fanout { apps: 2 }], limits());
+        let mut c = Client::hello(server.local_addr());
+        c.open_producer(1, 0, 16);
+        c.open_consumer(10, 0, 0, 16);
+        c.open_consumer(11, 0, 1, 16);
+        let slots = server.stats().slots;
+        c.publish(1, 0..1, common::payload_of);
+        let (mut first, mut second) = (Vec::new(), Vec::new());
+        let mut got = 0;
+        while got < 2 {
+            got += c.next(|frame| match frame {
+                Frame::PublishConfirm(_) => 0,
+                Frame::Deliver(batch) => {
+                    let to = if batch.consumer() == ConsumerId(10) {
+                        &mut first
+                    } else {
+                        &mut second
+                    };
+                    to.extend(batch.messages().map(|(guid, _)| guid));
+                    1
+                }
+                other => panic!("unexpected {other:?}"),
+            });
+        }
+        c.confirm(10, &first, false);
+        // Give the confirm time to reach the queue: the slot stays held all the same.
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(
+            server.stats().free_slots,
+            slots - 1,
+            "freed by one app's confirm"
+        );
+        c.confirm(11, &second, false);
+        eventually("freed by the last app's confirm", || {
+            server.stats().free_slots == slots
+        });
+    });
+}
+
+#[test]
+fn welcome_tells_the_deduplication_window() {
+    within(WATCHDOG, "dedup window", || {
+        let server = server(&[QueueMode::Priority], limits());
+        let mut c = Client::connect(server.local_addr());
+        c.send(Frame::Hello(Hello {
+            min_version: VERSION,
+            max_version: VERSION,
+            heartbeat_ms: 0,
+        }));
+        let limits = c.next(|frame| match frame {
+            Frame::Welcome(welcome) => welcome.limits,
+            other => panic!("expected Welcome, got {other:?}"),
+        });
+        assert_eq!(
+            limits.dedup_window as usize,
+            server.broker().dedup_window(),
+            "the window the queues keep"
+        );
+        assert_eq!(limits.dedup_window, 16_384);
+        assert!(limits.dedup_window >= limits.max_unconfirmed_named);
+    });
+}

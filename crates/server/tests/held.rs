@@ -1,0 +1,187 @@
+//! A server no single client can hold: a client trickling the bytes of a frame is closed
+//! at the frame timeout, one connection cannot fill the broker's table of producer names,
+//! and a connection the server closed frees its place at once.
+//!
+//! Every test runs on 127.0.0.1 under a watchdog.
+
+mod common;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use common::{Client, limits, server};
+use zerodispatch_broker::QueueMode;
+use zerodispatch_server::Limits;
+use zerodispatch_testkit::within;
+use zerodispatch_wire::*;
+
+const WATCHDOG: Duration = Duration::from_secs(30);
+
+fn welcome(c: &mut Client) -> Welcome {
+    c.send(Frame::Hello(Hello {
+        min_version: VERSION,
+        max_version: VERSION,
+        heartbeat_ms: 0,
+    }));
+    c.next(|frame| match frame {
+        Frame::Welcome(welcome) => welcome,
+        other => panic!("expected Welcome, got {other:?}"),
+    })
+}
+
+#[test]
+fn a_client_trickling_a_frame_within_the_idle_limit_is_closed_at_the_frame_timeout() {
+    within(WATCHDOG, "trickle", || {
+        let frame_timeout = Duration::from_millis(500);
+        let server = server(
+            &[QueueMode::Priority],
+            Limits {
+                max_connections: 1,
+                heartbeat: Duration::ZERO,
+                idle_timeout: Duration::from_millis(400),
+                frame_timeout,
+                ..limits()
+            },
+        );
+        let addr = server.local_addr();
+        let mut c = Client::connect(addr);
+        let told = welcome(&mut c);
+        assert_eq!(told.limits.frame_timeout_ms, 500);
+        // A publish of 1,000 bytes, one byte every 150 ms: never idle for 400 ms.
+        let mut frame = vec![0x5A, 0x44, VERSION, 0x12, 0, 0];
+        frame.extend_from_slice(&1000_u32.to_le_bytes());
+        frame.resize(10 + 1000, 1);
+        let mut writer = c.into_stream();
+        let mut reader = Client::from_stream(writer.try_clone().unwrap());
+        let started = Instant::now();
+        let trickle = std::thread::spawn(move || {
+            for byte in frame {
+                if writer.write_all(&[byte]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(150));
+            }
+        });
+        reader.expect_fatal(ErrorCode::FRAME_TIMEOUT);
+        let closed = started.elapsed();
+        assert!(closed >= frame_timeout, "closed after {closed:?}");
+        assert!(
+            closed < 2 * frame_timeout,
+            "closed {closed:?} after its first byte, the frame timeout {frame_timeout:?}"
+        );
+        // Its place is another client's now.
+        let mut next = Client::connect(addr);
+        welcome(&mut next);
+        trickle.join().unwrap();
+    });
+}
+
+#[test]
+fn a_client_trickling_its_hello_is_closed_at_the_handshake_timeout() {
+    within(WATCHDOG, "trickled hello", || {
+        let server = server(
+            &[QueueMode::Priority],
+            Limits {
+                heartbeat: Duration::ZERO,
+                idle_timeout: Duration::from_secs(2),
+                handshake_timeout: Duration::from_millis(400),
+                ..limits()
+            },
+        );
+        let mut hello = Vec::new();
+        Frame::Hello(Hello {
+            min_version: VERSION,
+            max_version: VERSION,
+            heartbeat_ms: 0,
+        })
+        .encode(&mut hello)
+        .unwrap();
+        let c = Client::connect(server.local_addr());
+        let mut writer = c.into_stream();
+        let mut reader = Client::from_stream(writer.try_clone().unwrap());
+        let started = Instant::now();
+        let trickle = std::thread::spawn(move || {
+            for byte in hello {
+                if writer.write_all(&[byte]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        reader.expect_fatal(ErrorCode::HANDSHAKE_REQUIRED);
+        assert!(started.elapsed() < Duration::from_millis(800));
+        trickle.join().unwrap();
+    });
+}
+
+#[test]
+fn one_connection_creates_at_most_max_new_names_and_known_names_still_open() {
+    within(WATCHDOG, "new names", || {
+        let server = server(
+            &[QueueMode::Priority],
+            Limits {
+                max_new_names: 4,
+                ..limits()
+            },
+        );
+        let addr = server.local_addr();
+        let mut c = Client::connect(addr);
+        assert_eq!(welcome(&mut c).limits.max_new_names, 4);
+        let close = |c: &mut Client, producer: u32| {
+            c.send(Frame::CloseProducer(CloseProducer {
+                producer: ProducerId(producer),
+            }));
+            c.next(|frame| {
+                assert_eq!(
+                    frame,
+                    Frame::CloseProducer(CloseProducer {
+                        producer: ProducerId(producer)
+                    })
+                )
+            });
+        };
+        for n in 0..4 {
+            let name = format!("name-{n}");
+            assert_eq!(c.open_named_producer(n, 0, 16, &name), Ok(None), "{name}");
+            close(&mut c, n);
+        }
+        assert_eq!(
+            c.open_named_producer(9, 0, 16, "one-too-many"),
+            Err(ErrorCode::LIMIT_OUT_OF_RANGE),
+            "a fifth new name"
+        );
+        // Known names open as ever, on this connection and another.
+        assert_eq!(c.open_named_producer(10, 0, 16, "name-0"), Ok(None));
+        let mut other = Client::hello(addr);
+        assert_eq!(other.open_named_producer(1, 0, 16, "name-1"), Ok(None));
+        assert_eq!(other.open_named_producer(2, 0, 16, "theirs"), Ok(None));
+        // Anonymous producers are not names.
+        c.open_producer(11, 0, 16);
+    });
+}
+
+#[test]
+fn a_connection_the_server_closed_frees_its_place_before_the_client_sees_the_end() {
+    within(WATCHDOG, "place freed", || {
+        let server = server(
+            &[QueueMode::Priority],
+            Limits {
+                max_connections: 1,
+                heartbeat: Duration::ZERO,
+                idle_timeout: Duration::from_millis(300),
+                ..limits()
+            },
+        );
+        let addr = server.local_addr();
+        for _ in 0..3 {
+            // A careless client: silent, closed as idle, and keeps its socket open.
+            let mut careless = Client::hello(addr);
+            careless.expect_fatal(ErrorCode::HEARTBEAT_TIMEOUT);
+            let mut next = Client::connect(addr);
+            welcome(&mut next);
+            drop(next);
+            common::eventually("the next one gone", || server.stats().connections == 0);
+            drop(careless);
+        }
+    });
+}

@@ -1,0 +1,223 @@
+//! `docs/protocol.md` against the codec: every example of bytes in the document (each
+//! block tagged `frame`) decodes to the frame the document names and encodes back to the
+//! same bytes, and every stored window the document writes in words (`last_stored 3, known
+//! 4, bits 0b1101`) is one of those frames' windows. The document cannot drift from the
+//! codec again: a wrong byte, a version bump not written down, or a window misread fails
+//! here.
+//!
+//! (The document is read from the workspace, which tests have and packages do not: the
+//! crate's package carries its sources only.)
+
+use zerodispatch_wire::*;
+
+const DOC: &str = include_str!("../../../docs/protocol.md");
+
+/// The bytes of each `frame` block, in the document's order. A line is its bytes (two hex
+/// digits each, one space apart), then, after two spaces or more, words for people.
+fn examples() -> Vec<Vec<u8>> {
+    let mut blocks = Vec::new();
+    let mut current: Option<Vec<u8>> = None;
+    for (n, line) in DOC.lines().enumerate() {
+        match (&mut current, line.trim_end()) {
+            (None, "```frame") => current = Some(Vec::new()),
+            (None, _) => {}
+            (Some(_), "```") => blocks.push(current.take().expect("in a block")),
+            (Some(bytes), line) => {
+                let hex = line.split("  ").next().unwrap_or("");
+                for token in hex.split(' ').filter(|t| !t.is_empty()) {
+                    assert!(
+                        token.len() == 2,
+                        "docs/protocol.md:{}: `{token}` is not one byte",
+                        n + 1
+                    );
+                    let byte = u8::from_str_radix(token, 16).unwrap_or_else(|_| {
+                        panic!("docs/protocol.md:{}: `{token}` is not hex", n + 1)
+                    });
+                    bytes.push(byte);
+                }
+            }
+        }
+    }
+    assert!(current.is_none(), "a `frame` block is not closed");
+    blocks
+}
+
+/// The frames the document's blocks show, in its order, encoded by the codec.
+fn expected() -> Vec<(&'static str, Vec<u8>)> {
+    let mut frames = Vec::new();
+    let mut encode = |name, frame: Frame<'_>| {
+        let mut out = Vec::new();
+        frame.encode(&mut out).expect("a valid frame");
+        frames.push((name, out));
+    };
+    encode(
+        "Hello",
+        Frame::Hello(Hello {
+            min_version: VERSION,
+            max_version: VERSION,
+            heartbeat_ms: 5000,
+        }),
+    );
+    encode(
+        "Welcome",
+        Frame::Welcome(Welcome {
+            version: VERSION,
+            heartbeat_ms: 5000,
+            limits: ServerLimits {
+                max_payload: 4096,
+                max_unconfirmed_per_connection: 16_384,
+                max_unconfirmed_named: 16_384,
+                consumer_window: 1024,
+                queue_slots: 16_384,
+                max_producers: 16,
+                max_consumers: 16,
+                idle_timeout_ms: 15_000,
+                max_connections: 256,
+                frame_timeout_ms: 10_000,
+                handshake_timeout_ms: 10_000,
+                dedup_window: 16_384,
+                max_new_names: 64,
+            },
+        }),
+    );
+    encode(
+        "OpenProducer",
+        Frame::OpenProducer(OpenProducer {
+            producer: ProducerId(1),
+            queue: QueueId(0),
+            max_unconfirmed: 1000,
+            name: "orders",
+        }),
+    );
+    encode(
+        "ProducerOpened",
+        Frame::ProducerOpened(ProducerOpened {
+            producer: ProducerId(1),
+            stored: StoredWindow {
+                last_stored: Some(3),
+                known: 4,
+                bits: &[0b1101],
+            },
+        }),
+    );
+    let mut out = Vec::new();
+    let mut publish = PublishBuilder::begin(&mut out, ProducerId(1));
+    publish.push(PublishId(2), b"c").unwrap();
+    publish.finish().unwrap();
+    frames.push(("Publish", out));
+    let mut out = Vec::new();
+    let mut confirm = PublishConfirmBuilder::begin(&mut out, ProducerId(1));
+    confirm.push(PublishId(2), ConfirmStatus::Stored).unwrap();
+    confirm.finish().unwrap();
+    frames.push(("PublishConfirm", out));
+    let mut encode = |name, frame: Frame<'_>| {
+        let mut out = Vec::new();
+        frame.encode(&mut out).expect("a valid frame");
+        frames.push((name, out));
+    };
+    encode(
+        "Error",
+        Frame::Error(ErrorFrame {
+            code: ErrorCode::TOO_MANY_CONNECTIONS,
+            refused: None,
+            subject: 0,
+            message: "",
+        }),
+    );
+    frames
+}
+
+#[test]
+fn every_frame_in_the_document_decodes_to_what_it_says_and_encodes_back() {
+    let examples = examples();
+    let expected = expected();
+    assert_eq!(
+        examples.len(),
+        expected.len(),
+        "docs/protocol.md has {} `frame` blocks; this test knows {}",
+        examples.len(),
+        expected.len()
+    );
+    for (bytes, (name, codec)) in examples.iter().zip(&expected) {
+        let (frame, len) = decode(bytes)
+            .unwrap_or_else(|e| panic!("the document's {name} does not decode: {e}"))
+            .unwrap_or_else(|| panic!("the document's {name} is cut short"));
+        assert_eq!(
+            len,
+            bytes.len(),
+            "the document's {name} has bytes past its frame"
+        );
+        assert_eq!(
+            format!("{:?}", frame.kind()),
+            *name,
+            "the document's {name} block"
+        );
+        let mut again = Vec::new();
+        frame.encode(&mut again).unwrap();
+        assert_eq!(&again, bytes, "the document's {name} does not encode back");
+        assert_eq!(
+            bytes, codec,
+            "the document's {name} is not the codec's encoding of the frame it names"
+        );
+    }
+}
+
+#[test]
+fn every_stored_window_written_in_words_is_a_frame_of_the_document() {
+    let windows: Vec<(Option<u64>, u32, Vec<u8>)> = examples()
+        .iter()
+        .filter_map(|bytes| match decode(bytes) {
+            Ok(Some((Frame::ProducerOpened(opened), _))) => Some((
+                opened.stored.last_stored,
+                opened.stored.known,
+                opened.stored.bits.to_vec(),
+            )),
+            _ => None,
+        })
+        .collect();
+    let mut said = 0;
+    for (at, _) in DOC.match_indices("last_stored ") {
+        let words = &DOC[at..];
+        let Some((last, known, bits)) = window_in_words(words) else {
+            continue;
+        };
+        said += 1;
+        let mut bytes = vec![0_u8; known.div_ceil(8) as usize];
+        for (i, bit) in bits.bytes().rev().enumerate() {
+            if bit == b'1' {
+                bytes[i / 8] |= 1 << (i % 8);
+            }
+        }
+        let window = StoredWindow {
+            last_stored: Some(last),
+            known,
+            bits: &bytes,
+        };
+        let opened = Frame::ProducerOpened(ProducerOpened {
+            producer: ProducerId(1),
+            stored: window,
+        });
+        assert!(
+            opened.encode(&mut Vec::new()).is_ok(),
+            "`{}` is no valid window",
+            &words[..words.find('}').unwrap_or(words.len())]
+        );
+        assert!(
+            windows.contains(&(Some(last), known, bytes.clone())),
+            "`{}` is not the window of a `frame` block",
+            &words[..words.find('}').unwrap_or(words.len())]
+        );
+    }
+    assert!(said >= 2, "the document writes its window example in words");
+}
+
+/// `last_stored N, known K, bits 0bB` at the start of `words`.
+fn window_in_words(words: &str) -> Option<(u64, u32, &str)> {
+    let rest = words.strip_prefix("last_stored ")?;
+    let (last, rest) = rest.split_once(", known ")?;
+    let (known, rest) = rest.split_once(", bits 0b")?;
+    let end = rest
+        .find(|c: char| c != '0' && c != '1')
+        .unwrap_or(rest.len());
+    Some((last.parse().ok()?, known.parse().ok()?, &rest[..end]))
+}
