@@ -124,19 +124,7 @@ impl<M: Send + 'static> TestDispatcher<M> {
     ///
     /// As [`run_until_idle`](Self::run_until_idle).
     pub fn advance(&self, by: Duration) -> u64 {
-        let clock = &self.handle.shared.clock;
-        let to = clock
-            .now_ns()
-            .saturating_add(u64::try_from(by.as_nanos()).unwrap_or(u64::MAX));
-        let mut done = self.run_until_idle();
-        while let Some(next) = self.handle.steps().and_then(|s| s.next_deadline())
-            && next <= to
-        {
-            clock.advance_to(next);
-            done += self.run_until_idle();
-        }
-        clock.advance_to(to);
-        done + self.run_until_idle()
+        self.handle.advance_stepped(by)
     }
 
     /// Shuts down as a running dispatcher does: pool by pool, every gate of the pool
@@ -216,6 +204,24 @@ impl<M: Send + 'static> DispatcherHandle<M> {
                 other => return other,
             }
         }
+    }
+
+    /// The clock move of [`TestDispatcher::advance`].
+    #[track_caller]
+    pub(crate) fn advance_stepped(&self, by: Duration) -> u64 {
+        let clock = &self.shared.clock;
+        let to = clock
+            .now_ns()
+            .saturating_add(u64::try_from(by.as_nanos()).unwrap_or(u64::MAX));
+        let mut done = self.run_stepped();
+        while let Some(next) = self.steps().and_then(|s| s.next_deadline())
+            && next <= to
+        {
+            clock.advance_to(next);
+            done += self.run_stepped();
+        }
+        clock.advance_to(to);
+        done + self.run_stepped()
     }
 
     /// Marks the dispatcher as shutting down and starts the stepped shutdown (its first

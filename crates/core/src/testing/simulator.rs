@@ -16,8 +16,8 @@ use std::ops::Deref;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
-use super::TestDispatcher;
 use super::machine::{MAX_TURNS, Steps};
+use crate::handle::DispatcherHandle;
 
 /// How many of the last steps a [`Failure`] shows.
 const TRACE_LEN: usize = 40;
@@ -87,8 +87,10 @@ impl SimRng {
     }
 }
 
-/// A [`TestDispatcher`] driven from a seed (the module docs). Derefs to the
-/// `TestDispatcher`, for the test's own dispatches, registers and checks.
+/// A stepped dispatcher ([`TestDispatcher`](super::TestDispatcher)) driven from a seed
+/// (the module docs). It holds a handle, not the dispatcher, so that whatever owns the
+/// `TestDispatcher` (a test, or a component built on one) keeps it; derefs to the
+/// handle for the test's own dispatches, registers and checks.
 ///
 /// ```
 /// use std::sync::{Arc, Mutex};
@@ -106,7 +108,7 @@ impl SimRng {
 ///         .pool(ClientType::Queue, PoolConfig::new(2).capacity(4))
 ///         .build_stepped()
 ///         .unwrap();
-///     let mut sim = Simulator::new(test, seed);
+///     let mut sim = Simulator::new(test.handle(), seed);
 ///     let got = Arc::new(Mutex::new(Vec::new()));
 ///     let log = sim.register(ClientType::Queue, Log(got.clone()), Placement::LeastLoaded).unwrap();
 ///     let mut sent = 0;
@@ -126,14 +128,22 @@ impl SimRng {
 /// assert_eq!(seeds.seeds, 50);
 /// ```
 pub struct Simulator<M: Send + 'static> {
-    test: TestDispatcher<M>,
+    test: DispatcherHandle<M>,
     rng: SimRng,
     seed: u64,
 }
 
 impl<M: Send + 'static> Simulator<M> {
-    /// The simulator of `test`, every draw from `seed`.
-    pub fn new(test: TestDispatcher<M>, seed: u64) -> Self {
+    /// The simulator of the stepped dispatcher of `test`, every draw from `seed`.
+    ///
+    /// # Panics
+    ///
+    /// If `test` is a handle of a dispatcher with threads.
+    pub fn new(test: DispatcherHandle<M>, seed: u64) -> Self {
+        assert!(
+            test.steps().is_some(),
+            "Simulator::new takes a handle of a stepped dispatcher (build_stepped)"
+        );
         trace(format!("seed {seed}"));
         Self {
             test,
@@ -146,6 +156,12 @@ impl<M: Send + 'static> Simulator<M> {
     #[must_use]
     pub fn seed(&self) -> u64 {
         self.seed
+    }
+
+    /// A handle of the dispatcher it drives, for clients and code under test.
+    #[must_use]
+    pub fn handle(&self) -> DispatcherHandle<M> {
+        self.test.clone()
     }
 
     /// The generator, for the test's own draws between steps.
@@ -167,7 +183,8 @@ impl<M: Send + 'static> Simulator<M> {
     /// One step drawn from the seed: most often a turn of one processor, of at most 1, 2,
     /// 3, 8, 64 or all of its events; otherwise a move of the clock, to the next deadline
     /// of a timer taken in, or part of the way there (or a few microseconds with none).
-    /// Returns the work done, as [`TestDispatcher::run_until_idle`] counts it.
+    /// Returns the work done, as
+    /// [`TestDispatcher::run_until_idle`](super::TestDispatcher::run_until_idle) counts it.
     pub fn step(&mut self) -> u64 {
         STEPS.with(|s| s.set(s.get() + 1));
         let live = self.steps().live();
@@ -199,12 +216,13 @@ impl<M: Send + 'static> Simulator<M> {
     }
 
     /// Steps until the processors are idle: random steps until a run of them did nothing,
-    /// then rounds of every processor, as [`TestDispatcher::run_until_idle`], to be sure.
-    /// Returns the work done.
+    /// then rounds of every processor, as
+    /// [`TestDispatcher::run_until_idle`](super::TestDispatcher::run_until_idle), to be
+    /// sure. Returns the work done.
     ///
     /// # Panics
     ///
-    /// As [`TestDispatcher::run_until_idle`].
+    /// As `TestDispatcher::run_until_idle`.
     pub fn settle(&mut self) -> u64 {
         let mut done = 0;
         let mut quiet = 0;
@@ -213,15 +231,36 @@ impl<M: Send + 'static> Simulator<M> {
             done += work;
             quiet = if work == 0 { quiet + 1 } else { 0 };
         }
-        done + self.test.run_until_idle()
+        done + self.test.run_stepped()
     }
 
-    /// Shuts down as [`TestDispatcher::shutdown`] does, with every turn of it drawn from
-    /// the seed: the first pool closes now, the next once the first has exited, and so on.
+    /// [`TestDispatcher::run_until_idle`](super::TestDispatcher::run_until_idle): rounds of
+    /// every processor until one does nothing.
     ///
     /// # Panics
     ///
-    /// Where a threaded shutdown would never end, as [`TestDispatcher::shutdown`].
+    /// As `TestDispatcher::run_until_idle`.
+    pub fn run_until_idle(&self) -> u64 {
+        self.test.run_stepped()
+    }
+
+    /// [`TestDispatcher::advance`](super::TestDispatcher::advance): the clock moved deadline
+    /// by deadline, the processors run until idle at each.
+    ///
+    /// # Panics
+    ///
+    /// As `TestDispatcher::run_until_idle`.
+    pub fn advance(&self, by: Duration) -> u64 {
+        self.test.advance_stepped(by)
+    }
+
+    /// Shuts down as [`TestDispatcher::shutdown`](super::TestDispatcher::shutdown) does,
+    /// with every turn of it drawn from the seed: the first pool closes now, the next once
+    /// the first has exited, and so on.
+    ///
+    /// # Panics
+    ///
+    /// Where a threaded shutdown would never end, as `TestDispatcher::shutdown`.
     pub fn shutdown(&mut self) {
         trace("shutdown begins".into());
         self.test.begin_shutdown_stepped();
@@ -232,14 +271,16 @@ impl<M: Send + 'static> Simulator<M> {
             }
             self.step();
         }
-        self.test.shutdown();
+        if let Err(stuck) = self.test.shutdown_stepped() {
+            panic!("zerodispatch::testing: {stuck}");
+        }
     }
 }
 
 impl<M: Send + 'static> Deref for Simulator<M> {
-    type Target = TestDispatcher<M>;
+    type Target = DispatcherHandle<M>;
 
-    fn deref(&self) -> &TestDispatcher<M> {
+    fn deref(&self) -> &DispatcherHandle<M> {
         &self.test
     }
 }

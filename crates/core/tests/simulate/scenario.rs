@@ -266,7 +266,7 @@ pub fn run(seed: u64) {
         .pool(ClientType::Cluster, pool(&mut rng))
         .build_stepped()
         .expect("a valid configuration");
-    let mut sim = Simulator::new(test, seed);
+    let mut sim = Simulator::new(test.handle(), seed);
     let shared: Shared = Arc::new(Mutex::new(World {
         max_batch: max_batch as u64,
         ..World::default()
