@@ -41,8 +41,9 @@ use zerodispatch_wire::{
     Header, MAX_FRAME_LEN, OpenConsumer, OpenProducer, decode,
 };
 
-use crate::connection::{Command, Connection, Reply};
-use crate::consumer::{ConsumerShared, DeliveryHandler};
+use crate::command::{Command, Reply};
+use crate::connection::Connection;
+use crate::consumer::{ConsumerShared, Deliveries, DeliveryHandler};
 use crate::error::ClientError;
 use crate::producer::{ConfirmHandler, Outcome, Pending, ProducerShared};
 
@@ -493,7 +494,7 @@ impl Io {
                     .iter_mut()
                     .find(|c| c.shared.id == deliver.consumer())
                 {
-                    entry.shared.deliver(&mut entry.on_deliver, deliver);
+                    Deliveries::hand_over(deliver, &entry.shared, &mut entry.on_deliver);
                 }
             }
             Frame::ProducerOpened(open) => {

@@ -24,6 +24,7 @@
 //! lost again before that answer extends the same outage. Its end is reported as a
 //! [`Recovery`].
 
+use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -34,12 +35,13 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use zerodispatch_wire::{ConfirmStatus, ErrorCode, MAX_PAYLOAD_LEN, PublishId, QueueId};
 
-use crate::backoff::{Backoff, Jitter};
+use crate::backoff::Backoff;
 use crate::client::Client;
-use crate::connection::lock;
 use crate::error::{ClientError, TrySendError};
+use crate::lock::lock;
 use crate::options::{ClientOptions, ProducerOptions};
 use crate::producer::{ConfirmHandler, Outcome, Producer, check_payload, take_when_room};
+use crate::reconnect::{self, Supervised};
 use crate::resend_ring::ResendRing;
 
 /// How a reliable producer behaves.
@@ -553,90 +555,89 @@ fn retryable(error: &ClientError) -> bool {
     }
 }
 
-/// The supervisor: runs sessions until the producer closes.
-async fn supervise<A>(shared: Arc<Shared>, addr: A, mut client: Client)
-where
-    A: ToSocketAddrs + Clone + Send + Sync + 'static,
-{
-    let mut jitter = Jitter::new();
-    loop {
-        // A session is on: wait for its end, the close, or a timeout.
-        let session = shared
+impl Supervised for Shared {
+    type Session = Session;
+
+    fn backoff(&self) -> &Backoff {
+        &self.options.backoff
+    }
+
+    fn unless_closing<F: Future + Send>(
+        &self,
+        work: F,
+    ) -> impl Future<Output = Option<F::Output>> + Send {
+        self.run_timeouts_until(work)
+    }
+
+    fn session_ended<'a>(
+        &'a self,
+        client: &'a Client,
+    ) -> Option<impl Future<Output = ()> + Send + 'a> {
+        let session = self
             .state()
             .session
             .as_ref()
-            .map(|p| Arc::clone(p.shared()));
-        let Some(session) = session else {
-            return;
-        };
-        let lost = async {
+            .map(|p| Arc::clone(p.shared()))?;
+        Some(async move {
             tokio::select! {
                 _ = client.closed() => {}
                 _ = session.wait_closed() => {}
             }
-        };
-        let closing = shared.run_timeouts_until(lost).await.is_none();
-        let producer = shared.state().session.take();
-        if closing {
-            if let Some(producer) = producer {
-                // Its outcomes are the messages' (closing is set).
-                let _ = producer.close().await;
-            }
-            shared.settle_all(ClientError::Closed);
-            client.close().await;
-            return;
+        })
+    }
+
+    async fn close(&self, client: Client) {
+        let producer = self.state().session.take();
+        if let Some(producer) = producer {
+            // Its outcomes are the messages' (closing is set).
+            let _ = producer.close().await;
         }
+        self.settle_all(ClientError::Closed);
+        client.close().await;
+    }
+
+    fn session_lost(&self, client: Client) {
+        let producer = self.state().session.take();
         drop(producer);
         drop(client);
-        {
-            // An outage begins, unless one lost again before a confirm goes on.
-            let mut state = shared.state();
-            let lost_at = Instant::now();
-            state.outage.get_or_insert(Outage {
-                lost_at,
-                attempts: 0,
-                reconnected_at: None,
-            });
-        }
-        // Reconnect, by the backoff, until a session opens or the producer closes.
-        let mut attempt = 0;
-        client = loop {
-            let delay = shared.options.backoff.delay(attempt, jitter.next());
-            attempt = attempt.saturating_add(1);
-            if shared
-                .run_timeouts_until(tokio::time::sleep(delay))
-                .await
-                .is_none()
-            {
-                shared.settle_all(ClientError::Closed);
-                return;
-            }
-            let result = shared
-                .run_timeouts_until(connect(addr.clone(), &shared))
-                .await;
-            match result {
-                None => {
-                    shared.settle_all(ClientError::Closed);
-                    return;
-                }
-                Some(Ok((client, session))) => {
-                    shared.begin_session(session, Some(attempt));
-                    break client;
-                }
-                Some(Err(error)) if retryable(&error) => {}
-                Some(Err(error)) => {
-                    shared.settle_all(error);
-                    return;
-                }
-            }
-        };
+        // An outage begins, unless one lost again before a confirm goes on.
+        let mut state = self.state();
+        let lost_at = Instant::now();
+        state.outage.get_or_insert(Outage {
+            lost_at,
+            attempts: 0,
+            reconnected_at: None,
+        });
+    }
+
+    async fn connect_session<A: ToSocketAddrs + Send>(
+        self: &Arc<Self>,
+        addr: A,
+    ) -> Result<(Client, Session), ClientError> {
+        connect(addr, self).await
+    }
+
+    fn reconnected(&self, session: Session, attempts: u32) {
+        self.begin_session(session, Some(attempts));
+    }
+
+    /// The connection's failures and `NAME_IN_USE` are; the broker's other refusals and
+    /// bad options are not.
+    fn retryable(error: &ClientError) -> bool {
+        retryable(error)
+    }
+
+    /// Settles every message without an outcome, and closes the producer with `error`
+    /// (`Closed` when closing).
+    fn give_up(&self, error: Option<ClientError>) {
+        self.settle_all(error.unwrap_or(ClientError::Closed));
     }
 }
 
 impl Shared {
     /// Runs `work` (a wait, an attempt to connect) while settling confirm timeouts as they
     /// come; `None` if the producer is closing first (`work` is dropped).
-    async fn run_timeouts_until<F: std::future::Future>(&self, work: F) -> Option<F::Output> {
+    async fn run_timeouts_until<F: Future>(&self, work: F) -> Option<F::Output> {
         tokio::pin!(work);
         loop {
             let woken = self.wake.notified();
@@ -762,7 +763,7 @@ impl ReliableProducer {
         });
         let (client, session) = connect(addr.clone(), &shared).await?;
         shared.begin_session(session, None);
-        let supervisor = tokio::spawn(supervise(Arc::clone(&shared), addr, client));
+        let supervisor = tokio::spawn(reconnect::supervise(Arc::clone(&shared), addr, client));
         Ok(Self {
             shared,
             supervisor: Some(supervisor),
