@@ -64,7 +64,7 @@ impl<'a> Deliveries<'a> {
     }
 
     /// Confirms one message (of this batch or an earlier one), as
-    /// [`Consumer::confirm`] does.
+    /// [`Consumer::confirm`](crate::Consumer::confirm) does.
     pub fn confirm(&self, guid: Guid) {
         if let Some(on_confirm) = self.on_confirm {
             on_confirm(guid);
@@ -121,7 +121,7 @@ impl ExactSizeIterator for MessageIter<'_> {}
 
 /// What a consumer's application is called with for each batch of deliveries, on the
 /// connection's I/O task. It must not block. A panic in it is caught and counted
-/// ([`Consumer::handler_panics`]); the batch is not delivered again, and its messages stay
+/// ([`Consumer::handler_panics`](crate::Consumer::handler_panics)); the batch is not delivered again, and its messages stay
 /// unconfirmed unless it confirmed them.
 pub(crate) type DeliveryHandler = Box<dyn FnMut(&Deliveries<'_>) + Send>;
 

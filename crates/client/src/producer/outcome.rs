@@ -52,7 +52,7 @@ impl StoredIds {
 
 /// What a producer's application is called with for each batch of outcomes, on the
 /// connection's I/O task. It must not block (it holds up the connection): it may call
-/// [`Producer::try_send`], not `send_blocking`. The batch's messages have left the cap
+/// [`Producer::try_send`](crate::Producer::try_send), not `send_blocking`. The batch's messages have left the cap
 /// before it is called. A panic in it is caught and counted
-/// ([`Producer::handler_panics`]); the batch is not reported again.
+/// ([`Producer::handler_panics`](crate::Producer::handler_panics)); the batch is not reported again.
 pub(crate) type ConfirmHandler = Box<dyn FnMut(&[Outcome]) + Send>;
