@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::{
-    Action, Config, FakeBroker, Policy, Received, UNKNOWN_QUEUE, collector, exactly_once,
-    wait_outcomes,
+    Action, Config, FakeBroker, Policy, Received, UNKNOWN_QUEUE, collector, connected, dynamic,
+    exactly_once, producing, quiet, wait_outcomes,
 };
 use zerodispatch_client::{
     AppId, Client, ClientError, ClientOptions, ConfirmStatus, ConsumerOptions, Flush,
@@ -18,29 +18,9 @@ use zerodispatch_client::{
 };
 use zerodispatch_wire::{ErrorCode, ErrorFrame, Frame, FrameKind, MAX_PAYLOAD_LEN};
 
-fn quiet() -> ClientOptions {
-    ClientOptions {
-        heartbeat: Duration::ZERO,
-        ..ClientOptions::default()
-    }
-}
-
-fn dynamic(batch_size: u32) -> ProducerOptions {
-    ProducerOptions {
-        flush: Flush::Dynamic { batch_size },
-        ..ProducerOptions::default()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamic_send_sends_single_messages_at_a_low_rate() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_producer(QueueId(0), dynamic(64), on_confirm)
-        .await
-        .unwrap();
+    let (broker, _client, producer, outcomes) = producing(Config::default(), dynamic(64)).await;
     for i in 0..20 {
         producer.send(format!("m{i}").as_bytes()).await.unwrap();
         wait_outcomes(&outcomes, i + 1).await;
@@ -58,13 +38,7 @@ async fn dynamic_send_sends_single_messages_at_a_low_rate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamic_send_forms_batches_under_load_cut_at_batch_size() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_producer(QueueId(0), dynamic(64), on_confirm)
-        .await
-        .unwrap();
+    let (broker, _client, producer, outcomes) = producing(Config::default(), dynamic(64)).await;
     const N: u64 = 20_000;
     // From a plain thread, as fast as the cap allows: messages pile up while writes are
     // in flight.
@@ -105,8 +79,7 @@ async fn dynamic_send_forms_batches_under_load_cut_at_batch_size() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timer_sends_on_its_ticks() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (broker, client) = connected(Config::default()).await;
     let (outcomes, on_confirm) = collector();
     let options = ProducerOptions {
         flush: Flush::Timer(Duration::from_millis(100)),
@@ -150,12 +123,11 @@ async fn timer_sends_on_its_ticks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cap_makes_send_wait_then_resume_and_try_send_hand_back() {
-    let broker = FakeBroker::start(Config {
+    let (broker, client) = connected(Config {
         policy: Policy::Hold,
         ..Config::default()
     })
     .await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
     let (outcomes, on_confirm) = collector();
     let options = ProducerOptions {
         max_unconfirmed: 4,
@@ -212,12 +184,11 @@ async fn the_cap_makes_send_wait_then_resume_and_try_send_hand_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cap_blocks_send_blocking_then_resumes() {
-    let broker = FakeBroker::start(Config {
+    let (broker, client) = connected(Config {
         policy: Policy::Hold,
         ..Config::default()
     })
     .await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
     let (outcomes, on_confirm) = collector();
     let options = ProducerOptions {
         max_unconfirmed: 2,
@@ -260,12 +231,11 @@ async fn the_cap_blocks_send_blocking_then_resumes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confirm_timeout_fires_once_and_a_late_confirm_is_ignored() {
-    let broker = FakeBroker::start(Config {
+    let (broker, client) = connected(Config {
         policy: Policy::Hold,
         ..Config::default()
     })
     .await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
     let (outcomes, on_confirm) = collector();
     let options = ProducerOptions {
         confirm_timeout: Some(Duration::from_millis(50)),
@@ -310,13 +280,7 @@ async fn close_gives_every_message_in_flight_one_outcome() {
             close_confirms,
             ..Config::default()
         };
-        let broker = FakeBroker::start(config).await;
-        let client = Client::connect(broker.addr, quiet()).await.unwrap();
-        let (outcomes, on_confirm) = collector();
-        let producer = client
-            .open_producer(QueueId(0), dynamic(4), on_confirm)
-            .await
-            .unwrap();
+        let (broker, client, producer, outcomes) = producing(config, dynamic(4)).await;
         for i in 0..10_u8 {
             producer.send(&[i]).await.unwrap();
         }
@@ -338,17 +302,14 @@ async fn close_gives_every_message_in_flight_one_outcome() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_loss_closes_every_message_in_flight_once() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        ..Config::default()
-    })
+    let (broker, client, producer, outcomes) = producing(
+        Config {
+            policy: Policy::Hold,
+            ..Config::default()
+        },
+        dynamic(64),
+    )
     .await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_producer(QueueId(0), dynamic(64), on_confirm)
-        .await
-        .unwrap();
     for i in 0..10_u8 {
         producer.send(&[i]).await.unwrap();
     }
@@ -377,17 +338,14 @@ async fn connection_loss_closes_every_message_in_flight_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_close_reports_what_has_no_outcome() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        ..Config::default()
-    })
+    let (_broker, client, producer, outcomes) = producing(
+        Config {
+            policy: Policy::Hold,
+            ..Config::default()
+        },
+        dynamic(64),
+    )
     .await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_producer(QueueId(0), dynamic(64), on_confirm)
-        .await
-        .unwrap();
     for i in 0..5_u8 {
         producer.send(&[i]).await.unwrap();
     }
@@ -403,8 +361,7 @@ async fn client_close_reports_what_has_no_outcome() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_is_typed_and_the_connection_stays_open() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (_broker, client) = connected(Config::default()).await;
     let refused = client
         .open_producer(QueueId(UNKNOWN_QUEUE), ProducerOptions::default(), |_| {})
         .await
@@ -452,17 +409,14 @@ async fn a_refusal_is_typed_and_the_connection_stays_open() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fatal_error_frame_ends_the_connection_with_a_typed_error() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        ..Config::default()
-    })
+    let (broker, client, producer, outcomes) = producing(
+        Config {
+            policy: Policy::Hold,
+            ..Config::default()
+        },
+        ProducerOptions::default(),
+    )
     .await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_producer(QueueId(0), ProducerOptions::default(), on_confirm)
-        .await
-        .unwrap();
     producer.send(b"in flight").await.unwrap();
     let mut raw = Vec::new();
     Frame::Error(ErrorFrame {
@@ -490,8 +444,7 @@ async fn a_fatal_error_frame_ends_the_connection_with_a_typed_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_bytes_from_the_broker_are_answered_with_an_error_frame() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (broker, client) = connected(Config::default()).await;
     broker.act(Action::Raw(b"XY\x01\x03\0\0\0\0\0\0".to_vec()));
     let error = client.closed().await;
     assert!(
@@ -515,8 +468,7 @@ async fn bad_bytes_from_the_broker_are_answered_with_an_error_frame() {
         .await;
 
     // A frame a client never receives.
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (broker, client) = connected(Config::default()).await;
     let mut raw = Vec::new();
     Frame::Credit(zerodispatch_wire::Credit {
         consumer: zerodispatch_wire::ConsumerId(1),
@@ -604,8 +556,7 @@ async fn an_idle_client_sends_heartbeats() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_gets_no_more_than_its_credit() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (broker, client) = connected(Config::default()).await;
     let got = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&got);
     let options = ConsumerOptions {
@@ -658,8 +609,7 @@ async fn a_consumer_gets_no_more_than_its_credit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_credit_keeps_messages_flowing_and_confirms_are_batched() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (broker, client) = connected(Config::default()).await;
     let received = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&received);
     let options = ConsumerOptions {
@@ -713,8 +663,7 @@ async fn auto_credit_keeps_messages_flowing_and_confirms_are_batched() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confirms_from_outside_the_handler_go_one_by_one_at_a_low_rate() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (broker, client) = connected(Config::default()).await;
     let guids = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&guids);
     let consumer = client
@@ -761,8 +710,7 @@ async fn confirms_from_outside_the_handler_go_one_by_one_at_a_low_rate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_refused_without_losing_anything() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (_broker, client) = connected(Config::default()).await;
     let bad = ProducerOptions {
         max_unconfirmed: 0,
         ..ProducerOptions::default()
@@ -807,8 +755,7 @@ async fn bad_input_is_refused_without_losing_anything() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_handler_is_counted_and_the_connection_goes_on() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (_broker, client) = connected(Config::default()).await;
     let calls = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&calls);
     let producer = client
@@ -845,8 +792,7 @@ async fn a_broker_that_is_not_there_is_an_io_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_error_frame_closes_without_an_answer() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (broker, client) = connected(Config::default()).await;
     // An error frame whose message_len (5) does not fill its body (no message).
     let mut raw = b"ZD\x03\x04\0\0".to_vec();
     raw.extend_from_slice(&9_u32.to_le_bytes());
@@ -917,8 +863,7 @@ async fn the_handshake_fails_with_a_typed_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_never_written_are_not_sent_when_the_connection_ends() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (broker, client) = connected(Config::default()).await;
     let (outcomes, on_confirm) = collector();
     // A tick that never comes: the messages stay pending.
     let options = ProducerOptions {
@@ -1024,12 +969,11 @@ async fn writes_go_out_while_the_broker_keeps_sending() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_named_producer_numbers_on_from_the_names_last_stored() {
-    let broker = FakeBroker::start(Config {
+    let (broker, client) = connected(Config {
         dedup: true,
         ..Config::default()
     })
     .await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
     for bad in ["", &"n".repeat(256)] {
         let error = client
             .open_named_producer(QueueId(0), bad, dynamic(8), |_| {})
@@ -1081,17 +1025,14 @@ async fn a_named_producer_numbers_on_from_the_names_last_stored() {
 /// sent, and settles each message once, never leaving it open on one side only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frame_refused_with_the_producer_left_open_closes_it_on_both_sides() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        ..Config::default()
-    })
+    let (broker, client, producer, outcomes) = producing(
+        Config {
+            policy: Policy::Hold,
+            ..Config::default()
+        },
+        ProducerOptions::default(),
+    )
     .await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_producer(QueueId(0), ProducerOptions::default(), on_confirm)
-        .await
-        .unwrap();
     producer.send(b"one").await.unwrap();
     let start = Instant::now();
     while broker.publish_counts().iter().sum::<usize>() < 1 {
@@ -1132,13 +1073,8 @@ async fn a_frame_refused_with_the_producer_left_open_closes_it_on_both_sides() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_blocking_on_a_runtime_thread_panics_naming_send_and_sends_nothing() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_producer(QueueId(0), ProducerOptions::default(), on_confirm)
-        .await
-        .unwrap();
+    let (_broker, _client, producer, outcomes) =
+        producing(Config::default(), ProducerOptions::default()).await;
     let producer = Arc::new(producer);
     // In a task, on a worker thread: with room to spare it would not have waited, and it
     // is refused anyway.

@@ -5,9 +5,9 @@
 mod support;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::{Action, Config, FakeBroker, Received};
+use support::{Action, Config, FakeBroker, Received, wait_until};
 use zerodispatch_client::{
     AppId, Backoff, ClientOptions, ConsumerOptions, Guid, QueueId, ReliableConsumer,
     ReliableConsumerOptions,
@@ -29,17 +29,6 @@ fn options(credit: u32, auto_credit: bool) -> ReliableConsumerOptions {
             ..Backoff::default()
         },
         window: 1024,
-    }
-}
-
-async fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "5 s waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
 

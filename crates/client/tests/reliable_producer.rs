@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::{
-    Action, Config, FakeBroker, Policy, Received, collector, exactly_once, wait_outcomes,
+    Action, Config, FakeBroker, Policy, Received, collector, exactly_once, producing_reliably,
+    wait_outcomes, wait_until,
 };
 use zerodispatch_client::{
     Backoff, ClientOptions, ConfirmStatus, ProducerOptions, QueueId, Recovery, ReliableProducer,
@@ -68,31 +69,18 @@ fn recoveries(producer: &ReliableProducer) -> Arc<Mutex<Vec<Recovery>>> {
     recoveries
 }
 
-async fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "5 s waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drops_mid_batch_lose_nothing_and_store_nothing_twice() {
-    let broker = FakeBroker::start(Config {
-        dedup: true,
-        drop_after_messages: Some(300),
-        drops: 3,
-        ..Config::default()
-    })
+    let (broker, producer, outcomes) = producing_reliably(
+        Config {
+            dedup: true,
+            drop_after_messages: Some(300),
+            drops: 3,
+            ..Config::default()
+        },
+        options(500, quick()),
+    )
     .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(500, quick()), on_confirm)
-            .await
-            .unwrap();
     const N: u64 = 3_000;
     for i in 0..N {
         producer.send(&i.to_le_bytes()).await.unwrap();
@@ -128,18 +116,16 @@ async fn drops_mid_batch_lose_nothing_and_store_nothing_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drop_mid_confirm_settles_the_stored_and_resends_the_rest_with_their_ids() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        dedup: true,
-        store_limit: Some(40),
-        ..Config::default()
-    })
+    let (broker, producer, outcomes) = producing_reliably(
+        Config {
+            policy: Policy::Hold,
+            dedup: true,
+            store_limit: Some(40),
+            ..Config::default()
+        },
+        options(1000, quick()),
+    )
     .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(1000, quick()), on_confirm)
-            .await
-            .unwrap();
     let recoveries = recoveries(&producer);
     for i in 0..100_u64 {
         producer.send(&i.to_le_bytes()).await.unwrap();
@@ -188,18 +174,16 @@ async fn a_resent_message_stored_already_is_confirmed_not_stored_again() {
     // The broker stores the first 30 messages of a frame of 50, then the connection goes
     // before any confirm: last_stored (29) settles those, the rest go again; with drops at
     // every 30 messages of later connections too, some resends find their message stored.
-    let broker = FakeBroker::start(Config {
-        dedup: true,
-        drop_after_messages: Some(30),
-        drops: 2,
-        ..Config::default()
-    })
+    let (broker, producer, outcomes) = producing_reliably(
+        Config {
+            dedup: true,
+            drop_after_messages: Some(30),
+            drops: 2,
+            ..Config::default()
+        },
+        options(1000, quick()),
+    )
     .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(1000, quick()), on_confirm)
-            .await
-            .unwrap();
     for i in 0..200_u64 {
         producer.send(&i.to_le_bytes()).await.unwrap();
     }
@@ -252,16 +236,14 @@ async fn a_new_producer_of_a_name_numbers_on_from_what_was_stored() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_during_a_reconnect_gives_each_message_one_outcome() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        ..Config::default()
-    })
+    let (broker, producer, outcomes) = producing_reliably(
+        Config {
+            policy: Policy::Hold,
+            ..Config::default()
+        },
+        options(15, slow()),
+    )
     .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(15, slow()), on_confirm)
-            .await
-            .unwrap();
     for i in 0..10_u64 {
         producer.send(&i.to_le_bytes()).await.unwrap();
     }
@@ -342,17 +324,15 @@ async fn send_waits_while_reconnecting_at_the_cap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drop_during_close_gives_each_message_one_outcome() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        drop_on_close: true,
-        ..Config::default()
-    })
+    let (broker, producer, outcomes) = producing_reliably(
+        Config {
+            policy: Policy::Hold,
+            drop_on_close: true,
+            ..Config::default()
+        },
+        options(100, quick()),
+    )
     .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(100, quick()), on_confirm)
-            .await
-            .unwrap();
     for i in 0..10_u64 {
         producer.send(&i.to_le_bytes()).await.unwrap();
     }
@@ -537,16 +517,14 @@ fn the_handles_are_shared_between_threads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_blocking_waits_at_the_cap_across_a_reconnect() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        ..Config::default()
-    })
+    let (broker, producer, outcomes) = producing_reliably(
+        Config {
+            policy: Policy::Hold,
+            ..Config::default()
+        },
+        options(4, quick()),
+    )
     .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(4, quick()), on_confirm)
-            .await
-            .unwrap();
     let producer = std::sync::Arc::new(producer);
     for i in 0..4_u64 {
         producer.send(&i.to_le_bytes()).await.unwrap();
@@ -570,18 +548,16 @@ async fn send_blocking_waits_at_the_cap_across_a_reconnect() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_reopen_closes_the_producer_and_wakes_its_senders() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        refuse_reopens: 1,
-        reopen_refusal: zerodispatch_wire::ErrorCode::UNKNOWN_QUEUE,
-        ..Config::default()
-    })
+    let (broker, producer, outcomes) = producing_reliably(
+        Config {
+            policy: Policy::Hold,
+            refuse_reopens: 1,
+            reopen_refusal: zerodispatch_wire::ErrorCode::UNKNOWN_QUEUE,
+            ..Config::default()
+        },
+        options(2, quick()),
+    )
     .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(2, quick()), on_confirm)
-            .await
-            .unwrap();
     let producer = std::sync::Arc::new(producer);
     for i in 0..2_u64 {
         producer.send(&i.to_le_bytes()).await.unwrap();
@@ -618,18 +594,16 @@ async fn a_refused_reopen_closes_the_producer_and_wakes_its_senders() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_outage_is_reported_once_at_the_first_confirm_after_it() {
-    let broker = FakeBroker::start(Config {
-        dedup: true,
-        refuse_reopens: 1,
-        reopen_refusal: zerodispatch_wire::ErrorCode::NAME_IN_USE,
-        ..Config::default()
-    })
+    let (broker, producer, outcomes) = producing_reliably(
+        Config {
+            dedup: true,
+            refuse_reopens: 1,
+            reopen_refusal: zerodispatch_wire::ErrorCode::NAME_IN_USE,
+            ..Config::default()
+        },
+        options(8, quick()),
+    )
     .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(8, quick()), on_confirm)
-            .await
-            .unwrap();
     let recoveries = recoveries(&producer);
     let recovered = || recoveries.lock().unwrap().clone();
 
@@ -675,18 +649,16 @@ async fn each_outage_is_reported_once_at_the_first_confirm_after_it() {
 /// stored and never was. Now the re-open says id by id what is stored, and 2 goes again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_refused_below_the_highest_stored_is_resent_not_reported_stored() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        dedup: true,
-        lose_id: Some(2),
-        ..Config::default()
-    })
+    let (broker, producer, outcomes) = producing_reliably(
+        Config {
+            policy: Policy::Hold,
+            dedup: true,
+            lose_id: Some(2),
+            ..Config::default()
+        },
+        options(64, quick()),
+    )
     .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(64, quick()), on_confirm)
-            .await
-            .unwrap();
     for i in 0..4_u64 {
         producer.send(&i.to_le_bytes()).await.unwrap();
     }
@@ -727,16 +699,14 @@ async fn a_message_refused_below_the_highest_stored_is_resent_not_reported_store
 /// message nor takes the refusal for a lost connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_refused_too_large_is_reported_once_and_never_resent() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Confirm(ConfirmStatus::TooLarge),
-        ..Config::default()
-    })
+    let (broker, producer, outcomes) = producing_reliably(
+        Config {
+            policy: Policy::Confirm(ConfirmStatus::TooLarge),
+            ..Config::default()
+        },
+        options(64, quick()),
+    )
     .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(64, quick()), on_confirm)
-            .await
-            .unwrap();
     for i in 0..5_u64 {
         producer.send(&i.to_le_bytes()).await.unwrap();
     }

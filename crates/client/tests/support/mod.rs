@@ -10,7 +10,13 @@
 
 #![allow(dead_code)]
 
+mod fixtures;
 pub mod proxy;
+
+// The fixtures: the fake peer and the client side of a test, built in one call. Each test
+// binary uses some of them.
+#[allow(unused_imports)]
+pub use fixtures::{connected, dynamic, producing, producing_reliably, quiet, wait_until};
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
