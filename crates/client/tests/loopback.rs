@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::{
-    Action, Config, FakeBroker, Policy, Received, UNKNOWN_QUEUE, collector, connected, dynamic,
-    exactly_once, producing, quiet, wait_outcomes,
+    Action, Config, FakeBroker, Received, UNKNOWN_QUEUE, all_settled, collector, connected,
+    dynamic, exactly_once, producer_of, producing, quiet, wait_outcomes,
 };
 use zerodispatch_client::{
     AppId, Client, ClientError, ClientOptions, ConfirmStatus, ConsumerOptions, Flush,
@@ -79,16 +79,11 @@ async fn dynamic_send_forms_batches_under_load_cut_at_batch_size() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timer_sends_on_its_ticks() {
-    let (broker, client) = connected(Config::default()).await;
-    let (outcomes, on_confirm) = collector();
     let options = ProducerOptions {
         flush: Flush::Timer(Duration::from_millis(100)),
         ..ProducerOptions::default()
     };
-    let producer = client
-        .open_producer(QueueId(0), options, on_confirm)
-        .await
-        .unwrap();
+    let (broker, _client, producer, outcomes) = producing(Config::default(), options).await;
     for round in 0..2_u64 {
         let start = Instant::now();
         for i in 0..5_u64 {
@@ -123,22 +118,12 @@ async fn timer_sends_on_its_ticks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cap_makes_send_wait_then_resume_and_try_send_hand_back() {
-    let (broker, client) = connected(Config {
-        policy: Policy::Hold,
-        ..Config::default()
-    })
-    .await;
-    let (outcomes, on_confirm) = collector();
     let options = ProducerOptions {
         max_unconfirmed: 4,
         ..ProducerOptions::default()
     };
-    let producer = Arc::new(
-        client
-            .open_producer(QueueId(0), options, on_confirm)
-            .await
-            .unwrap(),
-    );
+    let (broker, _client, producer, outcomes) = producing(Config::holding(), options).await;
+    let producer = Arc::new(producer);
     for i in 0..4_u8 {
         producer.send(&[i]).await.unwrap();
     }
@@ -184,22 +169,12 @@ async fn the_cap_makes_send_wait_then_resume_and_try_send_hand_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cap_blocks_send_blocking_then_resumes() {
-    let (broker, client) = connected(Config {
-        policy: Policy::Hold,
-        ..Config::default()
-    })
-    .await;
-    let (outcomes, on_confirm) = collector();
     let options = ProducerOptions {
         max_unconfirmed: 2,
         ..ProducerOptions::default()
     };
-    let producer = Arc::new(
-        client
-            .open_producer(QueueId(0), options, on_confirm)
-            .await
-            .unwrap(),
-    );
+    let (broker, _client, producer, outcomes) = producing(Config::holding(), options).await;
+    let producer = Arc::new(producer);
     let done = Arc::new(AtomicUsize::new(0));
     let (sender, sent) = (Arc::clone(&producer), Arc::clone(&done));
     let thread = std::thread::spawn(move || {
@@ -231,20 +206,11 @@ async fn the_cap_blocks_send_blocking_then_resumes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confirm_timeout_fires_once_and_a_late_confirm_is_ignored() {
-    let (broker, client) = connected(Config {
-        policy: Policy::Hold,
-        ..Config::default()
-    })
-    .await;
-    let (outcomes, on_confirm) = collector();
     let options = ProducerOptions {
         confirm_timeout: Some(Duration::from_millis(50)),
         ..ProducerOptions::default()
     };
-    let producer = client
-        .open_producer(QueueId(0), options, on_confirm)
-        .await
-        .unwrap();
+    let (broker, _client, producer, outcomes) = producing(Config::holding(), options).await;
     let start = Instant::now();
     for i in 0..3_u8 {
         producer.send(&[i]).await.unwrap();
@@ -276,9 +242,8 @@ async fn a_confirm_timeout_fires_once_and_a_late_confirm_is_ignored() {
 async fn close_gives_every_message_in_flight_one_outcome() {
     for close_confirms in [true, false] {
         let config = Config {
-            policy: Policy::Hold,
             close_confirms,
-            ..Config::default()
+            ..Config::holding()
         };
         let (broker, client, producer, outcomes) = producing(config, dynamic(4)).await;
         for i in 0..10_u8 {
@@ -286,9 +251,7 @@ async fn close_gives_every_message_in_flight_one_outcome() {
         }
         producer.close().await.unwrap();
         // Every outcome is in when close returns.
-        for outcome in exactly_once(&outcomes, 10) {
-            assert_eq!(outcome.status, ConfirmStatus::Closed);
-        }
+        all_settled(&outcomes, 10, ConfirmStatus::Closed);
         let frames = broker.frames();
         let sent: usize = broker.publish_counts().iter().sum();
         assert_eq!(sent, 10, "what was pending went before the close");
@@ -302,14 +265,7 @@ async fn close_gives_every_message_in_flight_one_outcome() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_loss_closes_every_message_in_flight_once() {
-    let (broker, client, producer, outcomes) = producing(
-        Config {
-            policy: Policy::Hold,
-            ..Config::default()
-        },
-        dynamic(64),
-    )
-    .await;
+    let (broker, client, producer, outcomes) = producing(Config::holding(), dynamic(64)).await;
     for i in 0..10_u8 {
         producer.send(&[i]).await.unwrap();
     }
@@ -322,9 +278,7 @@ async fn connection_loss_closes_every_message_in_flight_once() {
         .await;
     broker.act(Action::Drop);
     assert_eq!(client.closed().await, ClientError::ConnectionClosed);
-    for outcome in exactly_once(&outcomes, 10) {
-        assert_eq!(outcome.status, ConfirmStatus::Closed);
-    }
+    all_settled(&outcomes, 10, ConfirmStatus::Closed);
     assert_eq!(
         producer.send(b"late").await,
         Err(ClientError::ConnectionClosed)
@@ -338,14 +292,7 @@ async fn connection_loss_closes_every_message_in_flight_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_close_reports_what_has_no_outcome() {
-    let (_broker, client, producer, outcomes) = producing(
-        Config {
-            policy: Policy::Hold,
-            ..Config::default()
-        },
-        dynamic(64),
-    )
-    .await;
+    let (_broker, client, producer, outcomes) = producing(Config::holding(), dynamic(64)).await;
     for i in 0..5_u8 {
         producer.send(&[i]).await.unwrap();
     }
@@ -397,11 +344,7 @@ async fn a_refusal_is_typed_and_the_connection_stays_open() {
             ..
         }
     ));
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_producer(QueueId(0), ProducerOptions::default(), on_confirm)
-        .await
-        .unwrap();
+    let (producer, outcomes) = producer_of(&client, ProducerOptions::default()).await;
     producer.send(b"still open").await.unwrap();
     wait_outcomes(&outcomes, 1).await;
     assert_eq!(client.error(), None);
@@ -409,14 +352,8 @@ async fn a_refusal_is_typed_and_the_connection_stays_open() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fatal_error_frame_ends_the_connection_with_a_typed_error() {
-    let (broker, client, producer, outcomes) = producing(
-        Config {
-            policy: Policy::Hold,
-            ..Config::default()
-        },
-        ProducerOptions::default(),
-    )
-    .await;
+    let (broker, client, producer, outcomes) =
+        producing(Config::holding(), ProducerOptions::default()).await;
     producer.send(b"in flight").await.unwrap();
     let mut raw = Vec::new();
     Frame::Error(ErrorFrame {
@@ -730,11 +667,7 @@ async fn bad_input_is_refused_without_losing_anything() {
             ..
         })
     ));
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_producer(QueueId(0), ProducerOptions::default(), on_confirm)
-        .await
-        .unwrap();
+    let (producer, outcomes) = producer_of(&client, ProducerOptions::default()).await;
     let big = vec![0; MAX_PAYLOAD_LEN as usize + 1];
     assert!(matches!(
         producer.send(&big).await,
@@ -863,25 +796,18 @@ async fn the_handshake_fails_with_a_typed_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_never_written_are_not_sent_when_the_connection_ends() {
-    let (broker, client) = connected(Config::default()).await;
-    let (outcomes, on_confirm) = collector();
     // A tick that never comes: the messages stay pending.
     let options = ProducerOptions {
         flush: Flush::Timer(Duration::from_secs(3600)),
         ..ProducerOptions::default()
     };
-    let producer = client
-        .open_producer(QueueId(0), options, on_confirm)
-        .await
-        .unwrap();
+    let (broker, client, producer, outcomes) = producing(Config::default(), options).await;
     for i in 0..3_u8 {
         producer.send(&[i]).await.unwrap();
     }
     broker.act(Action::Drop);
     assert_eq!(client.closed().await, ClientError::ConnectionClosed);
-    for outcome in exactly_once(&outcomes, 3) {
-        assert_eq!(outcome.status, ConfirmStatus::NotSent);
-    }
+    all_settled(&outcomes, 3, ConfirmStatus::NotSent);
     assert!(broker.publish_counts().is_empty());
 }
 
@@ -1025,14 +951,8 @@ async fn a_named_producer_numbers_on_from_the_names_last_stored() {
 /// sent, and settles each message once, never leaving it open on one side only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frame_refused_with_the_producer_left_open_closes_it_on_both_sides() {
-    let (broker, client, producer, outcomes) = producing(
-        Config {
-            policy: Policy::Hold,
-            ..Config::default()
-        },
-        ProducerOptions::default(),
-    )
-    .await;
+    let (broker, client, producer, outcomes) =
+        producing(Config::holding(), ProducerOptions::default()).await;
     producer.send(b"one").await.unwrap();
     let start = Instant::now();
     while broker.publish_counts().iter().sum::<usize>() < 1 {
@@ -1065,9 +985,7 @@ async fn a_frame_refused_with_the_producer_left_open_closes_it_on_both_sides() {
         );
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    for outcome in exactly_once(&outcomes, 1) {
-        assert_eq!(outcome.status, ConfirmStatus::Closed);
-    }
+    all_settled(&outcomes, 1, ConfirmStatus::Closed);
     client.close().await;
 }
 

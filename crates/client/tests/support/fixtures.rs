@@ -3,9 +3,11 @@
 
 use std::time::{Duration, Instant};
 
+use std::sync::{Arc, Mutex};
+
 use zerodispatch_client::{
-    Client, ClientOptions, Flush, Producer, ProducerOptions, QueueId, ReliableProducer,
-    ReliableProducerOptions,
+    AppId, Client, ClientOptions, Deliveries, Flush, Guid, Producer, ProducerOptions, QueueId,
+    ReliableConsumer, ReliableConsumerOptions, ReliableProducer, ReliableProducerOptions,
 };
 
 use super::{Config, FakeBroker, Outcomes, collector};
@@ -40,12 +42,18 @@ pub async fn producing(
     options: ProducerOptions,
 ) -> (FakeBroker, Client, Producer, Outcomes) {
     let (broker, client) = connected(config).await;
+    let (producer, outcomes) = producer_of(&client, options).await;
+    (broker, client, producer, outcomes)
+}
+
+/// A producer on queue 0 of `client` with `options`, whose outcomes are collected.
+pub async fn producer_of(client: &Client, options: ProducerOptions) -> (Producer, Outcomes) {
     let (outcomes, on_confirm) = collector();
     let producer = client
         .open_producer(QueueId(0), options, on_confirm)
         .await
         .unwrap();
-    (broker, client, producer, outcomes)
+    (producer, outcomes)
 }
 
 /// A fake broker started with `config`, and a reliable producer of it on queue 0 with
@@ -60,6 +68,32 @@ pub async fn producing_reliably(
         .await
         .unwrap();
     (broker, producer, outcomes)
+}
+
+/// What a consumer handed the application, in order: each message's GUID and payload.
+pub type Handed = Arc<Mutex<Vec<(Guid, Vec<u8>)>>>;
+
+/// A reliable consumer of app 0 on queue 0 of `broker` with `options`, whose handler
+/// records each message it is handed, then calls `then` with the batch (to confirm).
+pub async fn consuming_reliably(
+    broker: &FakeBroker,
+    options: ReliableConsumerOptions,
+    then: impl Fn(&Deliveries<'_>) + Send + 'static,
+) -> (ReliableConsumer, Handed) {
+    let handed: Handed = Arc::default();
+    let sink = Arc::clone(&handed);
+    let consumer =
+        ReliableConsumer::connect(broker.addr, QueueId(0), AppId(0), options, move |batch| {
+            let mut sink = sink.lock().unwrap();
+            for message in batch.iter() {
+                sink.push((message.guid, message.payload.to_vec()));
+            }
+            drop(sink);
+            then(batch);
+        })
+        .await
+        .unwrap();
+    (consumer, handed)
 }
 
 /// Waits (up to 5 s) until `cond` holds; `what` names it in the failure.

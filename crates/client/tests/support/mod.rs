@@ -16,7 +16,10 @@ pub mod proxy;
 // The fixtures: the fake peer and the client side of a test, built in one call. Each test
 // binary uses some of them.
 #[allow(unused_imports)]
-pub use fixtures::{connected, dynamic, producing, producing_reliably, quiet, wait_until};
+pub use fixtures::{
+    Handed, connected, consuming_reliably, dynamic, producer_of, producing, producing_reliably,
+    quiet, wait_until,
+};
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -109,6 +112,17 @@ impl Default for Config {
             refuse_consumer_reopens: false,
             silent_reconnects: false,
             silent_heartbeats: false,
+        }
+    }
+}
+
+impl Config {
+    /// The default settings, but confirming nothing until the test says
+    /// ([`Policy::Hold`]).
+    pub fn holding() -> Self {
+        Self {
+            policy: Policy::Hold,
+            ..Self::default()
         }
     }
 }
@@ -258,6 +272,11 @@ impl FakeBroker {
                 _ => None,
             })
             .collect()
+    }
+
+    /// Whether every message of the shared queue (`Config::shared_queue`) is confirmed.
+    pub fn all_confirmed(&self) -> bool {
+        self.log.lock().unwrap().queue.iter().all(|(_, c)| *c)
     }
 
     /// Waits (up to 5 s) until `cond` holds of the log.
@@ -652,4 +671,12 @@ pub fn exactly_once(outcomes: &Outcomes, n: u64) -> Vec<zerodispatch_client::Out
     let ids: Vec<u64> = all.iter().map(|o| o.publish_id.0).collect();
     assert_eq!(ids, (0..n).collect::<Vec<_>>(), "one outcome per message");
     all
+}
+
+/// Asserts that `outcomes` has exactly one outcome for each of `0..n` (see
+/// [`exactly_once`]), each with `status`.
+pub fn all_settled(outcomes: &Outcomes, n: u64, status: ConfirmStatus) {
+    for outcome in exactly_once(outcomes, n) {
+        assert_eq!(outcome.status, status);
+    }
 }
