@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use support::{
     Action, Config, FakeBroker, Received, UNKNOWN_QUEUE, all_settled, collector, connected,
-    dynamic, exactly_once, producer_of, producing, quiet, wait_outcomes,
+    dynamic, exactly_once, producer_of, producing, quiet, wait_outcomes, wait_until,
 };
 use zerodispatch_client::{
     AppId, Client, ClientError, ClientOptions, ConfirmStatus, ConsumerOptions, Flush,
@@ -145,16 +145,7 @@ async fn the_cap_makes_send_wait_then_resume_and_try_send_hand_back() {
     assert!(!fifth.is_finished(), "send waits at the cap");
     assert_eq!(producer.unconfirmed(), 4);
     broker
-        .wait_for("4 messages", |log| {
-            log.frames
-                .iter()
-                .filter_map(|(_, f)| match f {
-                    Received::Publish { ids, .. } => Some(ids.len()),
-                    _ => None,
-                })
-                .sum::<usize>()
-                == 4
-        })
+        .wait_for("4 messages", |log| log.messages_published() == 4)
         .await;
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
     let id = tokio::time::timeout(Duration::from_secs(5), fifth)
@@ -522,16 +513,7 @@ async fn a_consumer_gets_no_more_than_its_credit() {
     assert_eq!(got.len(), 5, "three and two");
     assert_eq!(got[4], (support::guid(4), vec![4; 3]));
     broker
-        .wait_for("5 confirms", |log| {
-            log.frames
-                .iter()
-                .filter_map(|(_, f)| match f {
-                    Received::ConsumerConfirm { guids, .. } => Some(guids.len()),
-                    _ => None,
-                })
-                .sum::<usize>()
-                == 5
-        })
+        .wait_for("5 confirms", |log| log.guids_confirmed() == 5)
         .await;
     let credits: Vec<u32> = broker
         .frames()
@@ -566,16 +548,7 @@ async fn auto_credit_keeps_messages_flowing_and_confirms_are_batched() {
         payloads,
     });
     broker
-        .wait_for("2000 confirms", |log| {
-            log.frames
-                .iter()
-                .filter_map(|(_, f)| match f {
-                    Received::ConsumerConfirm { guids, .. } => Some(guids.len()),
-                    _ => None,
-                })
-                .sum::<usize>()
-                == 2_000
-        })
+        .wait_for("2000 confirms", |log| log.guids_confirmed() == 2_000)
         .await;
     assert_eq!(received.load(Ordering::SeqCst), 2_000);
     let frames = broker.frames();
@@ -954,11 +927,10 @@ async fn a_frame_refused_with_the_producer_left_open_closes_it_on_both_sides() {
     let (broker, client, producer, outcomes) =
         producing(Config::holding(), ProducerOptions::default()).await;
     producer.send(b"one").await.unwrap();
-    let start = Instant::now();
-    while broker.publish_counts().iter().sum::<usize>() < 1 {
-        assert!(start.elapsed() < Duration::from_secs(5));
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    wait_until("one published", || {
+        broker.publish_counts().iter().sum::<usize>() >= 1
+    })
+    .await;
     let mut raw = Vec::new();
     Frame::Error(ErrorFrame {
         code: ErrorCode::DUPLICATE_ID,
@@ -977,14 +949,10 @@ async fn a_frame_refused_with_the_producer_left_open_closes_it_on_both_sides() {
             ..
         })
     ));
-    let start = Instant::now();
-    while !matches!(broker.frames().last(), Some(Received::CloseProducer { .. })) {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "no CloseProducer sent"
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    wait_until("a CloseProducer sent", || {
+        matches!(broker.frames().last(), Some(Received::CloseProducer { .. }))
+    })
+    .await;
     all_settled(&outcomes, 1, ConfirmStatus::Closed);
     client.close().await;
 }

@@ -198,6 +198,31 @@ pub struct Log {
     pub queue: Vec<(Vec<u8>, bool)>,
 }
 
+impl Log {
+    /// Messages received in `Publish` frames, on every connection.
+    pub fn messages_published(&self) -> usize {
+        self.frames
+            .iter()
+            .filter_map(|(_, f)| match f {
+                Received::Publish { ids, .. } => Some(ids.len()),
+                _ => None,
+            })
+            .sum()
+    }
+
+    /// GUIDs received in `ConsumerConfirm` frames, on every connection.
+    pub fn guids_confirmed(&self) -> usize {
+        self.frames
+            .iter()
+            .filter_map(|(_, f)| match f {
+                Received::ConsumerConfirm { guids, .. } => Some(guids.len()),
+                _ => None,
+            })
+            .sum()
+    }
+}
+
+/// The fake broker: its address, and the log shared with its connections.
 pub struct FakeBroker {
     pub addr: std::net::SocketAddr,
     pub log: Arc<Mutex<Log>>,
