@@ -10,7 +10,8 @@ use zerodispatch_wire::{
     AppId, ErrorCode, ErrorFrame, Frame, Hello, QueueId, ServerLimits, VERSION, Welcome, decode,
 };
 
-use crate::connection::{Command, Connection};
+use crate::command::Command;
+use crate::connection::Connection;
 use crate::consumer::{Consumer, ConsumerShared, Deliveries};
 use crate::error::ClientError;
 use crate::io::{Io, is_error_frame, receive_buffer};
@@ -190,7 +191,8 @@ impl Client {
             option: "max_unconfirmed",
             expected: "a cap whose tables fit in memory",
         };
-        let shared = ProducerShared::new(id, options, Arc::clone(&self.conn)).map_err(too_large)?;
+        let shared =
+            ProducerShared::new(id, options, Arc::clone(&self.conn.wake)).map_err(too_large)?;
         let buffers = shared.io_buffers().map_err(too_large)?;
         let shared = Arc::new(shared);
         let (reply, answer) = oneshot::channel();
@@ -202,7 +204,7 @@ impl Client {
             buffers,
             reply,
         })?;
-        let producer = Producer::new(Arc::clone(&shared));
+        let producer = Producer::new(Arc::clone(&shared), Arc::clone(&self.conn));
         match answer.await {
             Ok(Ok(())) => Ok(producer),
             Ok(Err(error)) => {
@@ -236,7 +238,11 @@ impl Client {
         on_deliver: impl FnMut(&Deliveries<'_>) + Send + 'static,
     ) -> Result<Consumer, ClientError> {
         let id = self.conn.consumer_id();
-        let shared = Arc::new(ConsumerShared::new(id, options, Arc::clone(&self.conn)));
+        let shared = Arc::new(ConsumerShared::new(
+            id,
+            options,
+            Arc::clone(&self.conn.wake),
+        ));
         let (reply, answer) = oneshot::channel();
         self.conn.command(Command::OpenConsumer {
             shared: Arc::clone(&shared),
@@ -245,7 +251,7 @@ impl Client {
             on_deliver: Box::new(on_deliver),
             reply,
         })?;
-        let consumer = Consumer::new(Arc::clone(&shared));
+        let consumer = Consumer::new(Arc::clone(&shared), Arc::clone(&self.conn));
         match answer.await {
             Ok(Ok(())) => Ok(consumer),
             Ok(Err(error)) => {

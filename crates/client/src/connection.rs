@@ -8,68 +8,14 @@
 //! at once. So no request waits for a task that is gone.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
-use tokio::sync::{Notify, oneshot};
-use zerodispatch_wire::{AppId, ConsumerId, ProducerId, QueueId, ServerLimits};
+use tokio::sync::Notify;
+use zerodispatch_wire::{ConsumerId, ProducerId, ServerLimits};
 
-use crate::consumer::{ConsumerShared, DeliveryHandler};
+use crate::command::Command;
 use crate::error::ClientError;
-use crate::producer::{ConfirmHandler, Outcome, Pending, ProducerShared};
-
-/// The answer to an open or a close, from the I/O task.
-pub(crate) type Reply = oneshot::Sender<Result<(), ClientError>>;
-
-/// A request for the I/O task.
-pub(crate) enum Command {
-    /// Send `OpenProducer`, and answer when the broker opens it (`ProducerOpened`) or
-    /// refuses it.
-    OpenProducer {
-        shared: Arc<ProducerShared>,
-        queue: QueueId,
-        /// The producer's name; empty for an anonymous producer.
-        name: String,
-        on_confirm: ConfirmHandler,
-        /// The task's spare pending buffer and outcome list, allocated by the opener.
-        buffers: (Pending, Vec<Outcome>),
-        reply: Reply,
-    },
-    /// Send what the producer has pending, then `CloseProducer`; once the broker echoes
-    /// it, report what still has no outcome `Closed`, and answer (if anyone waits).
-    CloseProducer {
-        producer: ProducerId,
-        reply: Option<Reply>,
-    },
-    /// Send `OpenConsumer`, and answer when the broker echoes or refuses it.
-    OpenConsumer {
-        shared: Arc<ConsumerShared>,
-        queue: QueueId,
-        app: AppId,
-        on_deliver: DeliveryHandler,
-        reply: Reply,
-    },
-    /// Send the consumer's confirms, then `CloseConsumer`, and answer at the echo.
-    CloseConsumer {
-        consumer: ConsumerId,
-        reply: Option<Reply>,
-    },
-    /// Send what is pending and close the connection.
-    Shutdown,
-}
-
-impl Command {
-    /// Answers the command's waiter, if it has one, with `error`.
-    pub(crate) fn fail(self, error: &ClientError) {
-        let reply = match self {
-            Self::OpenProducer { reply, .. } | Self::OpenConsumer { reply, .. } => Some(reply),
-            Self::CloseProducer { reply, .. } | Self::CloseConsumer { reply, .. } => reply,
-            Self::Shutdown => None,
-        };
-        if let Some(reply) = reply {
-            let _ = reply.send(Err(error.clone()));
-        }
-    }
-}
+use crate::lock::lock;
 
 /// The state behind the lock.
 struct Control {
@@ -85,8 +31,9 @@ struct Control {
 /// A connection's shared part.
 pub(crate) struct Connection {
     /// Wakes the I/O task: a command is queued, or a producer or consumer has something to
-    /// send. A wake while the task is busy is kept (one permit) for its next wait.
-    pub(crate) wake: Notify,
+    /// send. A wake while the task is busy is kept (one permit) for its next wait. Shared
+    /// with each producer and consumer of the connection.
+    pub(crate) wake: Arc<Notify>,
     /// Woken when the connection ends.
     ended: Notify,
     control: Mutex<Control>,
@@ -94,18 +41,11 @@ pub(crate) struct Connection {
     pub(crate) limits: ServerLimits,
 }
 
-/// Locks `mutex`. A lock is never held while application code runs, so a poisoned lock
-/// only means a panic in this crate between two consistent states: its data is used as
-/// it is.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Connection {
     pub(crate) fn new(limits: ServerLimits) -> Self {
         Self {
             limits,
-            wake: Notify::new(),
+            wake: Arc::new(Notify::new()),
             ended: Notify::new(),
             control: Mutex::new(Control {
                 commands: VecDeque::with_capacity(16),

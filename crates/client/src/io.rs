@@ -29,6 +29,9 @@
 //! allocated once; the write buffer and every spare grow to the largest batch and are
 //! then reused.
 
+mod commands;
+mod frames;
+
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,11 +40,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::time::Instant;
 use zerodispatch_wire::{
-    CloseConsumer, CloseProducer, ErrorCode, ErrorFrame, Frame, FrameKind, Guid, HEADER_LEN,
-    Header, MAX_FRAME_LEN, OpenConsumer, OpenProducer, decode,
+    ErrorCode, ErrorFrame, Frame, FrameKind, Guid, HEADER_LEN, Header, MAX_FRAME_LEN,
 };
 
-use crate::connection::{Command, Connection, Reply};
+use crate::command::{Command, Reply};
+use crate::connection::Connection;
 use crate::consumer::{ConsumerShared, DeliveryHandler};
 use crate::error::ClientError;
 use crate::producer::{ConfirmHandler, Outcome, Pending, ProducerShared};
@@ -256,106 +259,6 @@ impl Io {
         }
     }
 
-    /// Handles the commands queued by the handles.
-    fn run_commands(&mut self) -> Result<(), ClientError> {
-        self.conn.take_commands(&mut self.commands);
-        while let Some(command) = self.commands.pop_front() {
-            match command {
-                Command::OpenProducer {
-                    shared,
-                    queue,
-                    name,
-                    on_confirm,
-                    buffers: (spare, outcomes),
-                    reply,
-                } => {
-                    let open = OpenProducer {
-                        producer: shared.id,
-                        queue,
-                        max_unconfirmed: shared.options.max_unconfirmed,
-                        name: &name,
-                    };
-                    encode(Frame::OpenProducer(open), &mut self.out);
-                    let next_tick = match shared.options.flush {
-                        crate::Flush::Timer(interval) => Some(Instant::now() + interval),
-                        crate::Flush::Dynamic { .. } => None,
-                    };
-                    self.producers.push(ProducerEntry {
-                        shared,
-                        on_confirm,
-                        outcomes,
-                        spare,
-                        next_tick,
-                        phase: Phase::Opening(Some(reply)),
-                    });
-                }
-                Command::CloseProducer { producer, reply } => {
-                    let Some(entry) = self.producers.iter_mut().find(|p| p.shared.id == producer)
-                    else {
-                        if let Some(reply) = reply {
-                            let _ = reply.send(Ok(()));
-                        }
-                        continue;
-                    };
-                    entry.shared.take_pending(&mut entry.spare, |_| true);
-                    entry.shared.encode(&mut entry.spare, &mut self.out);
-                    encode(
-                        Frame::CloseProducer(CloseProducer { producer }),
-                        &mut self.out,
-                    );
-                    entry.phase = Phase::Closing(reply);
-                }
-                Command::OpenConsumer {
-                    shared,
-                    queue,
-                    app,
-                    on_deliver,
-                    reply,
-                } => {
-                    let open = OpenConsumer {
-                        consumer: shared.id,
-                        queue,
-                        app,
-                        credit: shared.options.credit,
-                    };
-                    encode(Frame::OpenConsumer(open), &mut self.out);
-                    let spare =
-                        Vec::with_capacity((shared.options.credit as usize).clamp(64, 4096));
-                    self.consumers.push(ConsumerEntry {
-                        shared,
-                        on_deliver,
-                        spare,
-                        phase: Phase::Opening(Some(reply)),
-                    });
-                }
-                Command::CloseConsumer { consumer, reply } => {
-                    let Some(entry) = self.consumers.iter_mut().find(|c| c.shared.id == consumer)
-                    else {
-                        if let Some(reply) = reply {
-                            let _ = reply.send(Ok(()));
-                        }
-                        continue;
-                    };
-                    entry.shared.encode(&mut self.out, &mut entry.spare);
-                    entry.shared.close_with(ClientError::Closed);
-                    encode(
-                        Frame::CloseConsumer(CloseConsumer { consumer }),
-                        &mut self.out,
-                    );
-                    entry.phase = Phase::Closing(reply);
-                }
-                Command::Shutdown => {
-                    // What is pending goes out before the connection closes.
-                    self.out.drain(..self.written);
-                    self.written = 0;
-                    self.gather_all();
-                    return Err(ClientError::Closed);
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Encodes what the producers and consumers have to send (dynamic send: called when
     /// nothing is in flight).
     fn gather(&mut self, now: Instant) {
@@ -442,200 +345,6 @@ impl Io {
             }
         }
         Ok(deadline)
-    }
-
-    /// Handles every whole frame received.
-    fn handle_received(&mut self) -> Result<(), ClientError> {
-        let rbuf = std::mem::take(&mut self.rbuf);
-        let mut at = 0;
-        let result = loop {
-            match decode(&rbuf[at..self.filled]) {
-                Ok(Some((frame, consumed))) => {
-                    at += consumed;
-                    if let Err(error) = self.on_frame(frame) {
-                        break Err(error);
-                    }
-                }
-                Ok(None) => break Ok(()),
-                Err(error) => {
-                    self.answer_errors = !is_error_frame(&rbuf[at..self.filled]);
-                    break Err(ClientError::protocol(error));
-                }
-            }
-        };
-        let mut rbuf = rbuf;
-        rbuf.copy_within(at..self.filled, 0);
-        self.filled -= at;
-        self.rbuf = rbuf;
-        result
-    }
-
-    /// Handles one frame from the broker.
-    fn on_frame(&mut self, frame: Frame<'_>) -> Result<(), ClientError> {
-        match frame {
-            Frame::Heartbeat => {}
-            Frame::PublishConfirm(confirms) => {
-                let now = std::time::Instant::now();
-                if let Some(entry) = self
-                    .producers
-                    .iter_mut()
-                    .find(|p| p.shared.id == confirms.producer())
-                {
-                    entry
-                        .shared
-                        .confirm(confirms.confirms(), now, &mut entry.outcomes);
-                    entry.report();
-                }
-            }
-            Frame::Deliver(deliver) => {
-                if let Some(entry) = self
-                    .consumers
-                    .iter_mut()
-                    .find(|c| c.shared.id == deliver.consumer())
-                {
-                    entry.shared.deliver(&mut entry.on_deliver, deliver);
-                }
-            }
-            Frame::ProducerOpened(open) => {
-                if let Some(entry) = self
-                    .producers
-                    .iter_mut()
-                    .find(|p| p.shared.id == open.producer)
-                    && matches!(entry.phase, Phase::Opening(_))
-                {
-                    entry.shared.opened(open.stored);
-                    entry.phase.answer(Ok(()));
-                    entry.phase = Phase::Open;
-                }
-            }
-            Frame::CloseProducer(close) => {
-                if let Some(i) = self
-                    .producers
-                    .iter()
-                    .position(|p| p.shared.id == close.producer)
-                {
-                    let mut entry = self.producers.swap_remove(i);
-                    entry.settle_all(ClientError::Closed, false, Ok(()));
-                }
-            }
-            Frame::OpenConsumer(open) => {
-                if let Some(entry) = self
-                    .consumers
-                    .iter_mut()
-                    .find(|c| c.shared.id == open.consumer)
-                    && matches!(entry.phase, Phase::Opening(_))
-                {
-                    entry.phase.answer(Ok(()));
-                    entry.phase = Phase::Open;
-                }
-            }
-            Frame::CloseConsumer(close) => {
-                if let Some(i) = self
-                    .consumers
-                    .iter()
-                    .position(|c| c.shared.id == close.consumer)
-                {
-                    let mut entry = self.consumers.swap_remove(i);
-                    entry.shared.close_with(ClientError::Closed);
-                    entry.phase.answer(Ok(()));
-                }
-            }
-            Frame::Error(error) => return self.on_error(error),
-            Frame::Welcome(_) => {
-                return Err(ClientError::Protocol {
-                    code: ErrorCode::HANDSHAKE_REQUIRED,
-                    message: "a second Welcome".into(),
-                });
-            }
-            Frame::Hello(_)
-            | Frame::OpenProducer(_)
-            | Frame::Publish(_)
-            | Frame::ConsumerConfirm(_)
-            | Frame::Credit(_) => {
-                return Err(ClientError::Protocol {
-                    code: ErrorCode::UNEXPECTED_KIND,
-                    message: format!("a {:?} frame sent to a client", frame.kind()),
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// Handles an error frame: a fatal one ends the connection; a refusal concerns the
-    /// producer or consumer its frame named.
-    fn on_error(&mut self, error: ErrorFrame<'_>) -> Result<(), ClientError> {
-        if error.code.is_fatal() {
-            return Err(ClientError::Broker {
-                code: error.code,
-                message: error.message.to_owned(),
-            });
-        }
-        let refusal = ClientError::Refused {
-            code: error.code,
-            refused: error.refused,
-            subject: error.subject,
-            message: error.message.to_owned(),
-        };
-        match error.refused {
-            Some(
-                kind @ (FrameKind::OpenProducer | FrameKind::Publish | FrameKind::CloseProducer),
-            ) => {
-                // The producer is not open on the broker (any more), or, for a whole
-                // `Publish` refused with the producer left open (`DUPLICATE_ID`, which this
-                // client never provokes), it cannot tell which of its messages the frame
-                // held: then it ends the producer on the broker too (its `CloseProducer`,
-                // whose answers find no producer here). Either way every message it has
-                // without an outcome is settled.
-                if let Some(i) = self
-                    .producers
-                    .iter()
-                    .position(|p| p.shared.id.0 == error.subject)
-                {
-                    if kind == FrameKind::Publish && error.code != ErrorCode::UNKNOWN_PRODUCER {
-                        let producer = self.producers[i].shared.id;
-                        encode(
-                            Frame::CloseProducer(CloseProducer { producer }),
-                            &mut self.out,
-                        );
-                    }
-                    let mut entry = self.producers.swap_remove(i);
-                    entry.settle_all(refusal.clone(), false, Err(refusal));
-                }
-            }
-            Some(FrameKind::OpenConsumer) => {
-                if let Some(i) = self
-                    .consumers
-                    .iter()
-                    .position(|c| c.shared.id.0 == error.subject)
-                {
-                    let mut entry = self.consumers.swap_remove(i);
-                    entry.shared.close_with(refusal.clone());
-                    entry.phase.answer(Err(refusal));
-                }
-            }
-            Some(FrameKind::CloseConsumer) => {
-                if let Some(i) = self
-                    .consumers
-                    .iter()
-                    .position(|c| c.shared.id.0 == error.subject)
-                {
-                    let mut entry = self.consumers.swap_remove(i);
-                    entry.shared.close_with(ClientError::Closed);
-                    entry.phase.answer(Err(refusal));
-                }
-            }
-            Some(_) | None => {
-                // A confirm or a credit refused: the consumer stays open.
-                if let Some(entry) = self
-                    .consumers
-                    .iter()
-                    .find(|c| c.shared.id.0 == error.subject)
-                {
-                    entry.shared.refused(refusal);
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Ends the connection with `error`: the last frames, then every outcome and answer.

@@ -45,12 +45,15 @@
 mod backoff;
 mod blocking;
 mod client;
+mod command;
 mod connection;
 mod consumer;
 mod error;
 mod io;
+mod lock;
 mod options;
 mod producer;
+mod reconnect;
 mod reliable_consumer;
 mod reliable_producer;
 mod resend_ring;

@@ -14,6 +14,7 @@
 //! to come, goes to the new session.
 
 use std::collections::{HashMap, TryReserveError, VecDeque};
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::net::ToSocketAddrs;
@@ -21,12 +22,13 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use zerodispatch_wire::{AppId, Guid, MAX_MESSAGES_PER_FRAME, QueueId};
 
-use crate::backoff::{Backoff, Jitter};
+use crate::backoff::Backoff;
 use crate::client::Client;
-use crate::connection::lock;
 use crate::consumer::{Consumer, Deliveries, DeliveryHandler};
 use crate::error::ClientError;
+use crate::lock::lock;
 use crate::options::{ClientOptions, ConsumerOptions};
+use crate::reconnect::{self, Supervised};
 
 /// How a reliable consumer behaves.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -252,23 +254,6 @@ impl Shared {
     }
 }
 
-impl Shared {
-    /// Runs `work` (a wait, an attempt to connect); `None` if the consumer is closing
-    /// first (`work` is dropped).
-    async fn unless_closing<F: std::future::Future>(&self, work: F) -> Option<F::Output> {
-        let woken = self.wake.notified();
-        tokio::pin!(woken);
-        woken.as_mut().enable();
-        if self.state().closing {
-            return None;
-        }
-        tokio::select! {
-            output = work => Some(output),
-            () = woken => None,
-        }
-    }
-}
-
 /// Connects and opens a session consumer.
 async fn connect<A: ToSocketAddrs>(
     addr: A,
@@ -288,70 +273,78 @@ async fn connect<A: ToSocketAddrs>(
     Ok((client, consumer))
 }
 
-/// The supervisor: runs sessions until the consumer closes.
-async fn supervise<A>(shared: Arc<Shared>, addr: A, mut client: Client)
-where
-    A: ToSocketAddrs + Clone + Send + Sync + 'static,
-{
-    let mut jitter = Jitter::new();
-    loop {
-        let closing = {
-            let woken = shared.wake.notified();
-            tokio::pin!(woken);
-            woken.as_mut().enable();
-            if shared.state().closing {
-                true
-            } else {
-                tokio::select! {
-                    _ = client.closed() => false,
-                    () = woken => true,
-                }
-            }
-        };
-        let session = shared.state().session.take();
-        if !closing {
-            // The session's deliveries have all been handled: the I/O task ends last.
-            lock(&shared.window).session_lost();
+impl Supervised for Shared {
+    type Session = Consumer;
+
+    fn backoff(&self) -> &Backoff {
+        &self.options.backoff
+    }
+
+    async fn unless_closing<F: Future + Send>(&self, work: F) -> Option<F::Output> {
+        let woken = self.wake.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if self.state().closing {
+            return None;
         }
-        if closing {
-            if let Some(session) = session {
-                let _ = session.close().await;
-            }
-            client.close().await;
-            return;
+        tokio::select! {
+            output = work => Some(output),
+            () = woken => None,
         }
+    }
+
+    fn session_ended<'a>(
+        &'a self,
+        client: &'a Client,
+    ) -> Option<impl Future<Output = ()> + Send + 'a> {
+        Some(async move {
+            client.closed().await;
+        })
+    }
+
+    async fn close(&self, client: Client) {
+        let session = self.state().session.take();
+        if let Some(session) = session {
+            let _ = session.close().await;
+        }
+        client.close().await;
+    }
+
+    fn session_lost(&self, client: Client) {
+        let session = self.state().session.take();
+        // The session's deliveries have all been handled: the I/O task ends last.
+        lock(&self.window).session_lost();
         drop(session);
         drop(client);
-        let mut attempt = 0;
-        client = loop {
-            let delay = shared.options.backoff.delay(attempt, jitter.next());
-            attempt = attempt.saturating_add(1);
-            if shared
-                .unless_closing(tokio::time::sleep(delay))
-                .await
-                .is_none()
-            {
-                return;
-            }
-            let Some(attempt) = shared.unless_closing(connect(addr.clone(), &shared)).await else {
-                return;
-            };
-            match attempt {
-                Ok((client, session)) => {
-                    let mut state = shared.state();
-                    state.session = Some(session);
-                    state.stats.reconnects += 1;
-                    break client;
-                }
-                Err(error @ (ClientError::Refused { .. } | ClientError::Protocol { .. })) => {
-                    // The queue or the app is gone, or the broker speaks otherwise: no
-                    // attempt will do better. The consumer is closed with why.
-                    shared.state().closed = Some(error);
-                    return;
-                }
-                Err(_) => {}
-            }
-        };
+    }
+
+    async fn connect_session<A: ToSocketAddrs + Send>(
+        self: &Arc<Self>,
+        addr: A,
+    ) -> Result<(Client, Consumer), ClientError> {
+        connect(addr, self).await
+    }
+
+    fn reconnected(&self, session: Consumer, _attempts: u32) {
+        let mut state = self.state();
+        state.session = Some(session);
+        state.stats.reconnects += 1;
+    }
+
+    /// The queue or the app is gone (`Refused`), or the broker speaks otherwise
+    /// (`Protocol`): no attempt will do better. Any other error is.
+    fn retryable(error: &ClientError) -> bool {
+        !matches!(
+            error,
+            ClientError::Refused { .. } | ClientError::Protocol { .. }
+        )
+    }
+
+    /// The consumer is closed with why.
+    fn give_up(&self, error: Option<ClientError>) {
+        if let Some(error) = error {
+            self.state().closed = Some(error);
+        }
     }
 }
 
@@ -435,7 +428,7 @@ impl ReliableConsumer {
         });
         let (client, session) = connect(addr.clone(), &shared).await?;
         shared.state().session = Some(session);
-        let supervisor = tokio::spawn(supervise(Arc::clone(&shared), addr, client));
+        let supervisor = tokio::spawn(reconnect::supervise(Arc::clone(&shared), addr, client));
         Ok(Self {
             shared,
             supervisor: Some(supervisor),

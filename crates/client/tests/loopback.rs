@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::{
-    Action, Config, FakeBroker, Policy, Received, UNKNOWN_QUEUE, collector, exactly_once,
-    wait_outcomes,
+    Action, Config, FakeBroker, Received, UNKNOWN_QUEUE, all_settled, collector, connected,
+    dynamic, exactly_once, producer_of, producing, quiet, wait_outcomes, wait_until,
 };
 use zerodispatch_client::{
     AppId, Client, ClientError, ClientOptions, ConfirmStatus, ConsumerOptions, Flush,
@@ -18,29 +18,9 @@ use zerodispatch_client::{
 };
 use zerodispatch_wire::{ErrorCode, ErrorFrame, Frame, FrameKind, MAX_PAYLOAD_LEN};
 
-fn quiet() -> ClientOptions {
-    ClientOptions {
-        heartbeat: Duration::ZERO,
-        ..ClientOptions::default()
-    }
-}
-
-fn dynamic(batch_size: u32) -> ProducerOptions {
-    ProducerOptions {
-        flush: Flush::Dynamic { batch_size },
-        ..ProducerOptions::default()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamic_send_sends_single_messages_at_a_low_rate() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_producer(QueueId(0), dynamic(64), on_confirm)
-        .await
-        .unwrap();
+    let (broker, _client, producer, outcomes) = producing(Config::default(), dynamic(64)).await;
     for i in 0..20 {
         producer.send(format!("m{i}").as_bytes()).await.unwrap();
         wait_outcomes(&outcomes, i + 1).await;
@@ -58,13 +38,7 @@ async fn dynamic_send_sends_single_messages_at_a_low_rate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamic_send_forms_batches_under_load_cut_at_batch_size() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_producer(QueueId(0), dynamic(64), on_confirm)
-        .await
-        .unwrap();
+    let (broker, _client, producer, outcomes) = producing(Config::default(), dynamic(64)).await;
     const N: u64 = 20_000;
     // From a plain thread, as fast as the cap allows: messages pile up while writes are
     // in flight.
@@ -105,17 +79,11 @@ async fn dynamic_send_forms_batches_under_load_cut_at_batch_size() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timer_sends_on_its_ticks() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    let (outcomes, on_confirm) = collector();
     let options = ProducerOptions {
         flush: Flush::Timer(Duration::from_millis(100)),
         ..ProducerOptions::default()
     };
-    let producer = client
-        .open_producer(QueueId(0), options, on_confirm)
-        .await
-        .unwrap();
+    let (broker, _client, producer, outcomes) = producing(Config::default(), options).await;
     for round in 0..2_u64 {
         let start = Instant::now();
         for i in 0..5_u64 {
@@ -150,23 +118,12 @@ async fn timer_sends_on_its_ticks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cap_makes_send_wait_then_resume_and_try_send_hand_back() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        ..Config::default()
-    })
-    .await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    let (outcomes, on_confirm) = collector();
     let options = ProducerOptions {
         max_unconfirmed: 4,
         ..ProducerOptions::default()
     };
-    let producer = Arc::new(
-        client
-            .open_producer(QueueId(0), options, on_confirm)
-            .await
-            .unwrap(),
-    );
+    let (broker, _client, producer, outcomes) = producing(Config::holding(), options).await;
+    let producer = Arc::new(producer);
     for i in 0..4_u8 {
         producer.send(&[i]).await.unwrap();
     }
@@ -188,16 +145,7 @@ async fn the_cap_makes_send_wait_then_resume_and_try_send_hand_back() {
     assert!(!fifth.is_finished(), "send waits at the cap");
     assert_eq!(producer.unconfirmed(), 4);
     broker
-        .wait_for("4 messages", |log| {
-            log.frames
-                .iter()
-                .filter_map(|(_, f)| match f {
-                    Received::Publish { ids, .. } => Some(ids.len()),
-                    _ => None,
-                })
-                .sum::<usize>()
-                == 4
-        })
+        .wait_for("4 messages", |log| log.messages_published() == 4)
         .await;
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
     let id = tokio::time::timeout(Duration::from_secs(5), fifth)
@@ -212,23 +160,12 @@ async fn the_cap_makes_send_wait_then_resume_and_try_send_hand_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cap_blocks_send_blocking_then_resumes() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        ..Config::default()
-    })
-    .await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    let (outcomes, on_confirm) = collector();
     let options = ProducerOptions {
         max_unconfirmed: 2,
         ..ProducerOptions::default()
     };
-    let producer = Arc::new(
-        client
-            .open_producer(QueueId(0), options, on_confirm)
-            .await
-            .unwrap(),
-    );
+    let (broker, _client, producer, outcomes) = producing(Config::holding(), options).await;
+    let producer = Arc::new(producer);
     let done = Arc::new(AtomicUsize::new(0));
     let (sender, sent) = (Arc::clone(&producer), Arc::clone(&done));
     let thread = std::thread::spawn(move || {
@@ -260,21 +197,11 @@ async fn the_cap_blocks_send_blocking_then_resumes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confirm_timeout_fires_once_and_a_late_confirm_is_ignored() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        ..Config::default()
-    })
-    .await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    let (outcomes, on_confirm) = collector();
     let options = ProducerOptions {
         confirm_timeout: Some(Duration::from_millis(50)),
         ..ProducerOptions::default()
     };
-    let producer = client
-        .open_producer(QueueId(0), options, on_confirm)
-        .await
-        .unwrap();
+    let (broker, _client, producer, outcomes) = producing(Config::holding(), options).await;
     let start = Instant::now();
     for i in 0..3_u8 {
         producer.send(&[i]).await.unwrap();
@@ -306,25 +233,16 @@ async fn a_confirm_timeout_fires_once_and_a_late_confirm_is_ignored() {
 async fn close_gives_every_message_in_flight_one_outcome() {
     for close_confirms in [true, false] {
         let config = Config {
-            policy: Policy::Hold,
             close_confirms,
-            ..Config::default()
+            ..Config::holding()
         };
-        let broker = FakeBroker::start(config).await;
-        let client = Client::connect(broker.addr, quiet()).await.unwrap();
-        let (outcomes, on_confirm) = collector();
-        let producer = client
-            .open_producer(QueueId(0), dynamic(4), on_confirm)
-            .await
-            .unwrap();
+        let (broker, client, producer, outcomes) = producing(config, dynamic(4)).await;
         for i in 0..10_u8 {
             producer.send(&[i]).await.unwrap();
         }
         producer.close().await.unwrap();
         // Every outcome is in when close returns.
-        for outcome in exactly_once(&outcomes, 10) {
-            assert_eq!(outcome.status, ConfirmStatus::Closed);
-        }
+        all_settled(&outcomes, 10, ConfirmStatus::Closed);
         let frames = broker.frames();
         let sent: usize = broker.publish_counts().iter().sum();
         assert_eq!(sent, 10, "what was pending went before the close");
@@ -338,17 +256,7 @@ async fn close_gives_every_message_in_flight_one_outcome() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_loss_closes_every_message_in_flight_once() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        ..Config::default()
-    })
-    .await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_producer(QueueId(0), dynamic(64), on_confirm)
-        .await
-        .unwrap();
+    let (broker, client, producer, outcomes) = producing(Config::holding(), dynamic(64)).await;
     for i in 0..10_u8 {
         producer.send(&[i]).await.unwrap();
     }
@@ -361,9 +269,7 @@ async fn connection_loss_closes_every_message_in_flight_once() {
         .await;
     broker.act(Action::Drop);
     assert_eq!(client.closed().await, ClientError::ConnectionClosed);
-    for outcome in exactly_once(&outcomes, 10) {
-        assert_eq!(outcome.status, ConfirmStatus::Closed);
-    }
+    all_settled(&outcomes, 10, ConfirmStatus::Closed);
     assert_eq!(
         producer.send(b"late").await,
         Err(ClientError::ConnectionClosed)
@@ -377,17 +283,7 @@ async fn connection_loss_closes_every_message_in_flight_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_close_reports_what_has_no_outcome() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        ..Config::default()
-    })
-    .await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_producer(QueueId(0), dynamic(64), on_confirm)
-        .await
-        .unwrap();
+    let (_broker, client, producer, outcomes) = producing(Config::holding(), dynamic(64)).await;
     for i in 0..5_u8 {
         producer.send(&[i]).await.unwrap();
     }
@@ -403,8 +299,7 @@ async fn client_close_reports_what_has_no_outcome() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_is_typed_and_the_connection_stays_open() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (_broker, client) = connected(Config::default()).await;
     let refused = client
         .open_producer(QueueId(UNKNOWN_QUEUE), ProducerOptions::default(), |_| {})
         .await
@@ -440,11 +335,7 @@ async fn a_refusal_is_typed_and_the_connection_stays_open() {
             ..
         }
     ));
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_producer(QueueId(0), ProducerOptions::default(), on_confirm)
-        .await
-        .unwrap();
+    let (producer, outcomes) = producer_of(&client, ProducerOptions::default()).await;
     producer.send(b"still open").await.unwrap();
     wait_outcomes(&outcomes, 1).await;
     assert_eq!(client.error(), None);
@@ -452,17 +343,8 @@ async fn a_refusal_is_typed_and_the_connection_stays_open() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fatal_error_frame_ends_the_connection_with_a_typed_error() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        ..Config::default()
-    })
-    .await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_producer(QueueId(0), ProducerOptions::default(), on_confirm)
-        .await
-        .unwrap();
+    let (broker, client, producer, outcomes) =
+        producing(Config::holding(), ProducerOptions::default()).await;
     producer.send(b"in flight").await.unwrap();
     let mut raw = Vec::new();
     Frame::Error(ErrorFrame {
@@ -490,8 +372,7 @@ async fn a_fatal_error_frame_ends_the_connection_with_a_typed_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_bytes_from_the_broker_are_answered_with_an_error_frame() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (broker, client) = connected(Config::default()).await;
     broker.act(Action::Raw(b"XY\x01\x03\0\0\0\0\0\0".to_vec()));
     let error = client.closed().await;
     assert!(
@@ -515,8 +396,7 @@ async fn bad_bytes_from_the_broker_are_answered_with_an_error_frame() {
         .await;
 
     // A frame a client never receives.
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (broker, client) = connected(Config::default()).await;
     let mut raw = Vec::new();
     Frame::Credit(zerodispatch_wire::Credit {
         consumer: zerodispatch_wire::ConsumerId(1),
@@ -604,8 +484,7 @@ async fn an_idle_client_sends_heartbeats() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_gets_no_more_than_its_credit() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (broker, client) = connected(Config::default()).await;
     let got = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&got);
     let options = ConsumerOptions {
@@ -634,16 +513,7 @@ async fn a_consumer_gets_no_more_than_its_credit() {
     assert_eq!(got.len(), 5, "three and two");
     assert_eq!(got[4], (support::guid(4), vec![4; 3]));
     broker
-        .wait_for("5 confirms", |log| {
-            log.frames
-                .iter()
-                .filter_map(|(_, f)| match f {
-                    Received::ConsumerConfirm { guids, .. } => Some(guids.len()),
-                    _ => None,
-                })
-                .sum::<usize>()
-                == 5
-        })
+        .wait_for("5 confirms", |log| log.guids_confirmed() == 5)
         .await;
     let credits: Vec<u32> = broker
         .frames()
@@ -658,8 +528,7 @@ async fn a_consumer_gets_no_more_than_its_credit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_credit_keeps_messages_flowing_and_confirms_are_batched() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (broker, client) = connected(Config::default()).await;
     let received = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&received);
     let options = ConsumerOptions {
@@ -679,16 +548,7 @@ async fn auto_credit_keeps_messages_flowing_and_confirms_are_batched() {
         payloads,
     });
     broker
-        .wait_for("2000 confirms", |log| {
-            log.frames
-                .iter()
-                .filter_map(|(_, f)| match f {
-                    Received::ConsumerConfirm { guids, .. } => Some(guids.len()),
-                    _ => None,
-                })
-                .sum::<usize>()
-                == 2_000
-        })
+        .wait_for("2000 confirms", |log| log.guids_confirmed() == 2_000)
         .await;
     assert_eq!(received.load(Ordering::SeqCst), 2_000);
     let frames = broker.frames();
@@ -713,8 +573,7 @@ async fn auto_credit_keeps_messages_flowing_and_confirms_are_batched() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confirms_from_outside_the_handler_go_one_by_one_at_a_low_rate() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (broker, client) = connected(Config::default()).await;
     let guids = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&guids);
     let consumer = client
@@ -761,8 +620,7 @@ async fn confirms_from_outside_the_handler_go_one_by_one_at_a_low_rate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_refused_without_losing_anything() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (_broker, client) = connected(Config::default()).await;
     let bad = ProducerOptions {
         max_unconfirmed: 0,
         ..ProducerOptions::default()
@@ -782,11 +640,7 @@ async fn bad_input_is_refused_without_losing_anything() {
             ..
         })
     ));
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_producer(QueueId(0), ProducerOptions::default(), on_confirm)
-        .await
-        .unwrap();
+    let (producer, outcomes) = producer_of(&client, ProducerOptions::default()).await;
     let big = vec![0; MAX_PAYLOAD_LEN as usize + 1];
     assert!(matches!(
         producer.send(&big).await,
@@ -807,8 +661,7 @@ async fn bad_input_is_refused_without_losing_anything() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_handler_is_counted_and_the_connection_goes_on() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (_broker, client) = connected(Config::default()).await;
     let calls = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&calls);
     let producer = client
@@ -845,8 +698,7 @@ async fn a_broker_that_is_not_there_is_an_io_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_error_frame_closes_without_an_answer() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
+    let (broker, client) = connected(Config::default()).await;
     // An error frame whose message_len (5) does not fill its body (no message).
     let mut raw = b"ZD\x04\x04\0\0".to_vec();
     raw.extend_from_slice(&9_u32.to_le_bytes());
@@ -917,26 +769,18 @@ async fn the_handshake_fails_with_a_typed_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_never_written_are_not_sent_when_the_connection_ends() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    let (outcomes, on_confirm) = collector();
     // A tick that never comes: the messages stay pending.
     let options = ProducerOptions {
         flush: Flush::Timer(Duration::from_secs(3600)),
         ..ProducerOptions::default()
     };
-    let producer = client
-        .open_producer(QueueId(0), options, on_confirm)
-        .await
-        .unwrap();
+    let (broker, client, producer, outcomes) = producing(Config::default(), options).await;
     for i in 0..3_u8 {
         producer.send(&[i]).await.unwrap();
     }
     broker.act(Action::Drop);
     assert_eq!(client.closed().await, ClientError::ConnectionClosed);
-    for outcome in exactly_once(&outcomes, 3) {
-        assert_eq!(outcome.status, ConfirmStatus::NotSent);
-    }
+    all_settled(&outcomes, 3, ConfirmStatus::NotSent);
     assert!(broker.publish_counts().is_empty());
 }
 
@@ -1024,12 +868,11 @@ async fn writes_go_out_while_the_broker_keeps_sending() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_named_producer_numbers_on_from_the_names_last_stored() {
-    let broker = FakeBroker::start(Config {
+    let (broker, client) = connected(Config {
         dedup: true,
         ..Config::default()
     })
     .await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
     for bad in ["", &"n".repeat(256)] {
         let error = client
             .open_named_producer(QueueId(0), bad, dynamic(8), |_| {})
@@ -1081,23 +924,13 @@ async fn a_named_producer_numbers_on_from_the_names_last_stored() {
 /// sent, and settles each message once, never leaving it open on one side only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frame_refused_with_the_producer_left_open_closes_it_on_both_sides() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        ..Config::default()
+    let (broker, client, producer, outcomes) =
+        producing(Config::holding(), ProducerOptions::default()).await;
+    producer.send(b"one").await.unwrap();
+    wait_until("one published", || {
+        broker.publish_counts().iter().sum::<usize>() >= 1
     })
     .await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_producer(QueueId(0), ProducerOptions::default(), on_confirm)
-        .await
-        .unwrap();
-    producer.send(b"one").await.unwrap();
-    let start = Instant::now();
-    while broker.publish_counts().iter().sum::<usize>() < 1 {
-        assert!(start.elapsed() < Duration::from_secs(5));
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
     let mut raw = Vec::new();
     Frame::Error(ErrorFrame {
         code: ErrorCode::DUPLICATE_ID,
@@ -1116,29 +949,18 @@ async fn a_frame_refused_with_the_producer_left_open_closes_it_on_both_sides() {
             ..
         })
     ));
-    let start = Instant::now();
-    while !matches!(broker.frames().last(), Some(Received::CloseProducer { .. })) {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "no CloseProducer sent"
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    for outcome in exactly_once(&outcomes, 1) {
-        assert_eq!(outcome.status, ConfirmStatus::Closed);
-    }
+    wait_until("a CloseProducer sent", || {
+        matches!(broker.frames().last(), Some(Received::CloseProducer { .. }))
+    })
+    .await;
+    all_settled(&outcomes, 1, ConfirmStatus::Closed);
     client.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_blocking_on_a_runtime_thread_panics_naming_send_and_sends_nothing() {
-    let broker = FakeBroker::start(Config::default()).await;
-    let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_producer(QueueId(0), ProducerOptions::default(), on_confirm)
-        .await
-        .unwrap();
+    let (_broker, _client, producer, outcomes) =
+        producing(Config::default(), ProducerOptions::default()).await;
     let producer = Arc::new(producer);
     // In a task, on a worker thread: with room to spare it would not have waited, and it
     // is refused anyway.

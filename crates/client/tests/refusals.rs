@@ -7,20 +7,13 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::{collector, exactly_once, wait_outcomes};
+use support::{collector, exactly_once, quiet, wait_outcomes};
 use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig, QueueMode};
 use zerodispatch_client::{
-    Backoff, Client, ClientError, ClientOptions, ConfirmStatus, ProducerOptions, QueueId,
-    ReliableProducer, ReliableProducerOptions,
+    Backoff, Client, ClientError, ConfirmStatus, ProducerOptions, QueueId, ReliableProducer,
+    ReliableProducerOptions,
 };
 use zerodispatch_server::{Limits, Server};
-
-fn quiet() -> ClientOptions {
-    ClientOptions {
-        heartbeat: Duration::ZERO,
-        ..ClientOptions::default()
-    }
-}
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

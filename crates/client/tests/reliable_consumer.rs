@@ -4,10 +4,9 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::{Action, Config, FakeBroker, Received};
+use support::{Action, Config, FakeBroker, Received, consuming_reliably, wait_until};
 use zerodispatch_client::{
     AppId, Backoff, ClientOptions, ConsumerOptions, Guid, QueueId, ReliableConsumer,
     ReliableConsumerOptions,
@@ -32,19 +31,6 @@ fn options(credit: u32, auto_credit: bool) -> ReliableConsumerOptions {
     }
 }
 
-async fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "5 s waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-}
-
-type Handed = Arc<Mutex<Vec<(Guid, Vec<u8>)>>>;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drops_mid_delivery_hand_each_message_once() {
     let broker = FakeBroker::start(Config {
@@ -56,27 +42,11 @@ async fn drops_mid_delivery_hand_each_message_once() {
     .await;
     const N: usize = 200;
     broker.enqueue((0..N).map(|i| format!("m{i}").into_bytes()));
-    let handed: Handed = Arc::default();
-    let sink = Arc::clone(&handed);
-    let consumer = ReliableConsumer::connect(
-        broker.addr,
-        QueueId(0),
-        AppId(0),
-        options(16, true),
-        move |batch| {
-            let mut sink = sink.lock().unwrap();
-            for message in batch.iter() {
-                sink.push((message.guid, message.payload.to_vec()));
-            }
-            batch.confirm_all();
-        },
-    )
-    .await
-    .unwrap();
-    wait_until("every message confirmed", || {
-        broker.log.lock().unwrap().queue.iter().all(|(_, c)| *c)
+    let (consumer, handed) = consuming_reliably(&broker, options(16, true), |batch| {
+        batch.confirm_all();
     })
     .await;
+    wait_until("every message confirmed", || broker.all_confirmed()).await;
     let handed = handed.lock().unwrap().clone();
     let mut payloads: Vec<Vec<u8>> = handed.iter().map(|(_, p)| p.clone()).collect();
     assert_eq!(payloads.len(), N, "no duplicate reached the application");
@@ -97,26 +67,13 @@ async fn a_redelivered_message_waits_for_the_applications_own_confirm() {
     })
     .await;
     broker.enqueue((0..10_u8).map(|i| vec![i]));
-    let handed: Handed = Arc::default();
-    let sink = Arc::clone(&handed);
-    let consumer = ReliableConsumer::connect(
-        broker.addr,
-        QueueId(0),
-        AppId(0),
-        options(10, false),
-        move |batch| {
-            let mut sink = sink.lock().unwrap();
-            for message in batch.iter() {
-                sink.push((message.guid, message.payload.to_vec()));
-            }
-            // Confirmed later, below; the first three right away.
-            for message in batch.iter().filter(|m| m.payload[0] < 3) {
-                batch.confirm(message.guid);
-            }
-        },
-    )
-    .await
-    .unwrap();
+    let (consumer, handed) = consuming_reliably(&broker, options(10, false), |batch| {
+        // Confirmed later, below; the first three right away.
+        for message in batch.iter().filter(|m| m.payload[0] < 3) {
+            batch.confirm(message.guid);
+        }
+    })
+    .await;
     wait_until("10 handed", || handed.lock().unwrap().len() == 10).await;
     wait_until("3 confirms sent", || {
         broker
@@ -157,10 +114,7 @@ async fn a_redelivered_message_waits_for_the_applications_own_confirm() {
     for guid in &guids[3..] {
         consumer.confirm(*guid).unwrap();
     }
-    wait_until("every message confirmed", || {
-        broker.log.lock().unwrap().queue.iter().all(|(_, c)| *c)
-    })
-    .await;
+    wait_until("every message confirmed", || broker.all_confirmed()).await;
     consumer.close().await;
 }
 
@@ -172,22 +126,7 @@ async fn a_confirm_lost_with_the_connection_is_made_again() {
     })
     .await;
     broker.enqueue((0..5_u8).map(|i| vec![i]));
-    let handed: Handed = Arc::default();
-    let sink = Arc::clone(&handed);
-    let consumer = ReliableConsumer::connect(
-        broker.addr,
-        QueueId(0),
-        AppId(0),
-        options(10, false),
-        move |batch| {
-            let mut sink = sink.lock().unwrap();
-            for message in batch.iter() {
-                sink.push((message.guid, message.payload.to_vec()));
-            }
-        },
-    )
-    .await
-    .unwrap();
+    let (consumer, handed) = consuming_reliably(&broker, options(10, false), |_| {}).await;
     wait_until("5 handed", || handed.lock().unwrap().len() == 5).await;
     broker.act(Action::Drop);
     wait_until("the loss", || !consumer.is_connected()).await;
@@ -196,10 +135,7 @@ async fn a_confirm_lost_with_the_connection_is_made_again() {
     for guid in guids {
         consumer.confirm(guid).unwrap();
     }
-    wait_until("every message confirmed", || {
-        broker.log.lock().unwrap().queue.iter().all(|(_, c)| *c)
-    })
-    .await;
+    wait_until("every message confirmed", || broker.all_confirmed()).await;
     assert_eq!(handed.lock().unwrap().len(), 5);
     assert_eq!(consumer.stats().duplicates_filtered, 5);
     consumer.close().await;

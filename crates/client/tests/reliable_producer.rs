@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::{
-    Action, Config, FakeBroker, Policy, Received, collector, exactly_once, wait_outcomes,
+    Action, Config, FakeBroker, Policy, Received, all_settled, collector, exactly_once,
+    producing_reliably, wait_outcomes, wait_until,
 };
 use zerodispatch_client::{
     Backoff, ClientOptions, ConfirmStatus, ProducerOptions, QueueId, Recovery, ReliableProducer,
@@ -68,39 +69,29 @@ fn recoveries(producer: &ReliableProducer) -> Arc<Mutex<Vec<Recovery>>> {
     recoveries
 }
 
-async fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "5 s waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
+/// Sends messages numbered `ids` (each its id, little-endian), in order.
+async fn send_ids(producer: &ReliableProducer, ids: std::ops::Range<u64>) {
+    for i in ids {
+        producer.send(&i.to_le_bytes()).await.unwrap();
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drops_mid_batch_lose_nothing_and_store_nothing_twice() {
-    let broker = FakeBroker::start(Config {
-        dedup: true,
-        drop_after_messages: Some(300),
-        drops: 3,
-        ..Config::default()
-    })
+    let (broker, producer, outcomes) = producing_reliably(
+        Config {
+            dedup: true,
+            drop_after_messages: Some(300),
+            drops: 3,
+            ..Config::default()
+        },
+        options(500, quick()),
+    )
     .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(500, quick()), on_confirm)
-            .await
-            .unwrap();
     const N: u64 = 3_000;
-    for i in 0..N {
-        producer.send(&i.to_le_bytes()).await.unwrap();
-    }
+    send_ids(&producer, 0..N).await;
     wait_outcomes(&outcomes, N as usize).await;
-    for outcome in exactly_once(&outcomes, N) {
-        assert_eq!(outcome.status, ConfirmStatus::Stored);
-    }
+    all_settled(&outcomes, N, ConfirmStatus::Stored);
     let stored = broker.log.lock().unwrap().stored.clone();
     assert_eq!(
         stored,
@@ -128,22 +119,17 @@ async fn drops_mid_batch_lose_nothing_and_store_nothing_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drop_mid_confirm_settles_the_stored_and_resends_the_rest_with_their_ids() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        dedup: true,
-        store_limit: Some(40),
-        ..Config::default()
-    })
+    let (broker, producer, outcomes) = producing_reliably(
+        Config {
+            dedup: true,
+            store_limit: Some(40),
+            ..Config::holding()
+        },
+        options(1000, quick()),
+    )
     .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(1000, quick()), on_confirm)
-            .await
-            .unwrap();
     let recoveries = recoveries(&producer);
-    for i in 0..100_u64 {
-        producer.send(&i.to_le_bytes()).await.unwrap();
-    }
+    send_ids(&producer, 0..100).await;
     wait_until("100 published", || sessions(&broker)[0].len() == 100).await;
     // 0..40 stored, 0..10 confirmed, then the connection goes.
     broker.act(Action::ConfirmThenDrop(10));
@@ -168,9 +154,7 @@ async fn a_drop_mid_confirm_settles_the_stored_and_resends_the_rest_with_their_i
     );
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
     wait_outcomes(&outcomes, 101).await;
-    for outcome in exactly_once(&outcomes, 101) {
-        assert_eq!(outcome.status, ConfirmStatus::Stored);
-    }
+    all_settled(&outcomes, 101, ConfirmStatus::Stored);
     let stored = broker.log.lock().unwrap().stored.clone();
     assert_eq!(stored, (0..101).collect::<Vec<_>>());
     let stats = producer.stats();
@@ -188,25 +172,19 @@ async fn a_resent_message_stored_already_is_confirmed_not_stored_again() {
     // The broker stores the first 30 messages of a frame of 50, then the connection goes
     // before any confirm: last_stored (29) settles those, the rest go again; with drops at
     // every 30 messages of later connections too, some resends find their message stored.
-    let broker = FakeBroker::start(Config {
-        dedup: true,
-        drop_after_messages: Some(30),
-        drops: 2,
-        ..Config::default()
-    })
+    let (broker, producer, outcomes) = producing_reliably(
+        Config {
+            dedup: true,
+            drop_after_messages: Some(30),
+            drops: 2,
+            ..Config::default()
+        },
+        options(1000, quick()),
+    )
     .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(1000, quick()), on_confirm)
-            .await
-            .unwrap();
-    for i in 0..200_u64 {
-        producer.send(&i.to_le_bytes()).await.unwrap();
-    }
+    send_ids(&producer, 0..200).await;
     wait_outcomes(&outcomes, 200).await;
-    for outcome in exactly_once(&outcomes, 200) {
-        assert_eq!(outcome.status, ConfirmStatus::Stored);
-    }
+    all_settled(&outcomes, 200, ConfirmStatus::Stored);
     let stored = broker.log.lock().unwrap().stored.clone();
     assert_eq!(stored, (0..200).collect::<Vec<_>>(), "each stored once");
     assert_eq!(producer.stats().reconnects, 2);
@@ -225,9 +203,7 @@ async fn a_new_producer_of_a_name_numbers_on_from_what_was_stored() {
         ReliableProducer::connect(broker.addr, QueueId(0), options(100, quick()), on_confirm)
             .await
             .unwrap();
-    for i in 0..5_u64 {
-        first.send(&i.to_le_bytes()).await.unwrap();
-    }
+    send_ids(&first, 0..5).await;
     wait_outcomes(&outcomes, 5).await;
     first.close().await;
     let (outcomes, on_confirm) = collector();
@@ -252,19 +228,9 @@ async fn a_new_producer_of_a_name_numbers_on_from_what_was_stored() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_during_a_reconnect_gives_each_message_one_outcome() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        ..Config::default()
-    })
-    .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(15, slow()), on_confirm)
-            .await
-            .unwrap();
-    for i in 0..10_u64 {
-        producer.send(&i.to_le_bytes()).await.unwrap();
-    }
+    let (broker, producer, outcomes) =
+        producing_reliably(Config::holding(), options(15, slow())).await;
+    send_ids(&producer, 0..10).await;
     wait_until("10 published", || sessions(&broker)[0].len() == 10).await;
     broker.act(Action::Drop);
     wait_until("the loss", || !producer.is_connected()).await;
@@ -290,11 +256,7 @@ async fn close_during_a_reconnect_gives_each_message_one_outcome() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_waits_while_reconnecting_at_the_cap() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        ..Config::default()
-    })
-    .await;
+    let broker = FakeBroker::start(Config::holding()).await;
     let (outcomes, on_confirm) = collector();
     let backoff = Backoff {
         initial: Duration::from_millis(200),
@@ -306,9 +268,7 @@ async fn send_waits_while_reconnecting_at_the_cap() {
         ReliableProducer::connect(broker.addr, QueueId(0), options(4, backoff), on_confirm)
             .await
             .unwrap();
-    for i in 0..4_u64 {
-        producer.send(&i.to_le_bytes()).await.unwrap();
-    }
+    send_ids(&producer, 0..4).await;
     wait_until("4 published", || sessions(&broker)[0].len() == 4).await;
     broker.act(Action::Drop);
     {
@@ -342,27 +302,20 @@ async fn send_waits_while_reconnecting_at_the_cap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drop_during_close_gives_each_message_one_outcome() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        drop_on_close: true,
-        ..Config::default()
-    })
+    let (broker, producer, outcomes) = producing_reliably(
+        Config {
+            drop_on_close: true,
+            ..Config::holding()
+        },
+        options(100, quick()),
+    )
     .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(100, quick()), on_confirm)
-            .await
-            .unwrap();
-    for i in 0..10_u64 {
-        producer.send(&i.to_le_bytes()).await.unwrap();
-    }
+    send_ids(&producer, 0..10).await;
     wait_until("10 published", || sessions(&broker)[0].len() == 10).await;
     tokio::time::timeout(Duration::from_secs(5), producer.close())
         .await
         .expect("close returns");
-    for outcome in exactly_once(&outcomes, 10) {
-        assert_eq!(outcome.status, ConfirmStatus::Closed);
-    }
+    all_settled(&outcomes, 10, ConfirmStatus::Closed);
     assert_eq!(
         broker.log.lock().unwrap().opens,
         1,
@@ -422,11 +375,7 @@ async fn name_in_use_is_retried_by_the_backoff_bounded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confirm_timeouts_run_while_reconnecting() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        ..Config::default()
-    })
-    .await;
+    let broker = FakeBroker::start(Config::holding()).await;
     let (outcomes, on_confirm) = collector();
     let mut options = options(100, slow());
     options.producer.confirm_timeout = Some(Duration::from_millis(100));
@@ -434,9 +383,7 @@ async fn confirm_timeouts_run_while_reconnecting() {
         .await
         .unwrap();
     let start = Instant::now();
-    for i in 0..5_u64 {
-        producer.send(&i.to_le_bytes()).await.unwrap();
-    }
+    send_ids(&producer, 0..5).await;
     wait_until("5 published", || sessions(&broker)[0].len() == 5).await;
     broker.act(Action::Drop);
     wait_until("the loss", || !producer.is_connected()).await;
@@ -492,9 +439,8 @@ async fn bad_options_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeouts_and_close_do_not_wait_for_a_hanging_connect() {
     let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
         silent_reconnects: true,
-        ..Config::default()
+        ..Config::holding()
     })
     .await;
     let (outcomes, on_confirm) = collector();
@@ -504,9 +450,7 @@ async fn timeouts_and_close_do_not_wait_for_a_hanging_connect() {
     let producer = ReliableProducer::connect(broker.addr, QueueId(0), options, on_confirm)
         .await
         .unwrap();
-    for i in 0..3_u64 {
-        producer.send(&i.to_le_bytes()).await.unwrap();
-    }
+    send_ids(&producer, 0..3).await;
     wait_until("3 published", || sessions(&broker)[0].len() == 3).await;
     broker.act(Action::Drop);
     wait_until("a hanging attempt", || {
@@ -537,20 +481,10 @@ fn the_handles_are_shared_between_threads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_blocking_waits_at_the_cap_across_a_reconnect() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        ..Config::default()
-    })
-    .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(4, quick()), on_confirm)
-            .await
-            .unwrap();
+    let (broker, producer, outcomes) =
+        producing_reliably(Config::holding(), options(4, quick())).await;
     let producer = std::sync::Arc::new(producer);
-    for i in 0..4_u64 {
-        producer.send(&i.to_le_bytes()).await.unwrap();
-    }
+    send_ids(&producer, 0..4).await;
     wait_until("4 published", || sessions(&broker)[0].len() == 4).await;
     broker.act(Action::Drop);
     let sender = std::sync::Arc::clone(&producer);
@@ -570,22 +504,17 @@ async fn send_blocking_waits_at_the_cap_across_a_reconnect() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_reopen_closes_the_producer_and_wakes_its_senders() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        refuse_reopens: 1,
-        reopen_refusal: zerodispatch_wire::ErrorCode::UNKNOWN_QUEUE,
-        ..Config::default()
-    })
+    let (broker, producer, outcomes) = producing_reliably(
+        Config {
+            refuse_reopens: 1,
+            reopen_refusal: zerodispatch_wire::ErrorCode::UNKNOWN_QUEUE,
+            ..Config::holding()
+        },
+        options(2, quick()),
+    )
     .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(2, quick()), on_confirm)
-            .await
-            .unwrap();
     let producer = std::sync::Arc::new(producer);
-    for i in 0..2_u64 {
-        producer.send(&i.to_le_bytes()).await.unwrap();
-    }
+    send_ids(&producer, 0..2).await;
     wait_until("2 published", || sessions(&broker)[0].len() == 2).await;
     let sender = std::sync::Arc::clone(&producer);
     let blocked = std::thread::spawn(move || sender.send_blocking(b"third"));
@@ -618,18 +547,16 @@ async fn a_refused_reopen_closes_the_producer_and_wakes_its_senders() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_outage_is_reported_once_at_the_first_confirm_after_it() {
-    let broker = FakeBroker::start(Config {
-        dedup: true,
-        refuse_reopens: 1,
-        reopen_refusal: zerodispatch_wire::ErrorCode::NAME_IN_USE,
-        ..Config::default()
-    })
+    let (broker, producer, outcomes) = producing_reliably(
+        Config {
+            dedup: true,
+            refuse_reopens: 1,
+            reopen_refusal: zerodispatch_wire::ErrorCode::NAME_IN_USE,
+            ..Config::default()
+        },
+        options(8, quick()),
+    )
     .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(8, quick()), on_confirm)
-            .await
-            .unwrap();
     let recoveries = recoveries(&producer);
     let recovered = || recoveries.lock().unwrap().clone();
 
@@ -675,21 +602,16 @@ async fn each_outage_is_reported_once_at_the_first_confirm_after_it() {
 /// stored and never was. Now the re-open says id by id what is stored, and 2 goes again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_refused_below_the_highest_stored_is_resent_not_reported_stored() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Hold,
-        dedup: true,
-        lose_id: Some(2),
-        ..Config::default()
-    })
+    let (broker, producer, outcomes) = producing_reliably(
+        Config {
+            dedup: true,
+            lose_id: Some(2),
+            ..Config::holding()
+        },
+        options(64, quick()),
+    )
     .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(64, quick()), on_confirm)
-            .await
-            .unwrap();
-    for i in 0..4_u64 {
-        producer.send(&i.to_le_bytes()).await.unwrap();
-    }
+    send_ids(&producer, 0..4).await;
     wait_until("4 published", || sessions(&broker)[0].len() == 4).await;
     assert_eq!(broker.log.lock().unwrap().stored, [0, 1, 3]);
     broker.act(Action::Drop);
@@ -715,9 +637,7 @@ async fn a_message_refused_below_the_highest_stored_is_resent_not_reported_store
     );
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
     wait_outcomes(&outcomes, 4).await;
-    for outcome in exactly_once(&outcomes, 4) {
-        assert_eq!(outcome.status, ConfirmStatus::Stored);
-    }
+    all_settled(&outcomes, 4, ConfirmStatus::Stored);
     assert_eq!(broker.log.lock().unwrap().stored, [0, 1, 3, 2]);
     assert_eq!(producer.stats().stored_before, 3);
     producer.close().await;
@@ -727,24 +647,18 @@ async fn a_message_refused_below_the_highest_stored_is_resent_not_reported_store
 /// message nor takes the refusal for a lost connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_refused_too_large_is_reported_once_and_never_resent() {
-    let broker = FakeBroker::start(Config {
-        policy: Policy::Confirm(ConfirmStatus::TooLarge),
-        ..Config::default()
-    })
+    let (broker, producer, outcomes) = producing_reliably(
+        Config {
+            policy: Policy::Confirm(ConfirmStatus::TooLarge),
+            ..Config::default()
+        },
+        options(64, quick()),
+    )
     .await;
-    let (outcomes, on_confirm) = collector();
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(64, quick()), on_confirm)
-            .await
-            .unwrap();
-    for i in 0..5_u64 {
-        producer.send(&i.to_le_bytes()).await.unwrap();
-    }
+    send_ids(&producer, 0..5).await;
     wait_outcomes(&outcomes, 5).await;
     tokio::time::sleep(Duration::from_millis(50)).await;
-    for outcome in exactly_once(&outcomes, 5) {
-        assert_eq!(outcome.status, ConfirmStatus::TooLarge);
-    }
+    all_settled(&outcomes, 5, ConfirmStatus::TooLarge);
     assert_eq!(producer.stats().reconnects, 0);
     assert_eq!(sessions(&broker).len(), 1, "one session: nothing resent");
     producer.close().await;

@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::proxy::KillProxy;
-use support::{collector, exactly_once};
+use support::{collector, exactly_once, quiet};
 use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig, QueueMode};
 use zerodispatch_client::{
-    AppId, Backoff, ClientOptions, ConfirmStatus, ConsumerOptions, Guid, ProducerOptions, QueueId,
+    AppId, Backoff, ConfirmStatus, ConsumerOptions, Guid, ProducerOptions, QueueId,
     ReliableConsumer, ReliableConsumerOptions, ReliableProducer, ReliableProducerOptions,
 };
 use zerodispatch_server::{Limits, PayloadStore, Server};
@@ -30,13 +30,6 @@ fn backoff() -> Backoff {
         initial: Duration::from_millis(2),
         max: Duration::from_millis(20),
         ..Backoff::default()
-    }
-}
-
-fn quiet() -> ClientOptions {
-    ClientOptions {
-        heartbeat: Duration::ZERO,
-        ..ClientOptions::default()
     }
 }
 

@@ -20,8 +20,8 @@ use std::time::Duration;
 use zerodispatch_broker::{Broker, QueueMode};
 use zerodispatch_server::{Limits, PayloadStore, Server, ServerError};
 
-use crate::run::{Scenario, WINDOW};
-use crate::tcp::STAMP_LEN;
+use crate::scenario::{Scenario, WINDOW};
+use crate::stamp::STAMP_LEN;
 
 /// The broker and the server serving it, restarted on a schedule or not.
 pub struct LocalServer {

@@ -26,13 +26,25 @@
 //! Exit status: 0, 1 for a broker error, 2 when a message was lost or duplicated (the
 //! summary is printed first).
 
-mod chaos;
+// The command line, and the scenario it describes.
 mod cli;
-mod cpu;
+mod scenario;
+// What a run counts and records as it goes.
+mod counters;
+mod latency;
+// Publishing open loop, on a schedule.
+mod schedule;
+// A run: in-process (`run`) or over TCP (`tcp`, with its stamps, its own server and the
+// proxy that kills connections).
+mod chaos;
 mod local_server;
-mod report;
 mod run;
+mod stamp;
 mod tcp;
+// What a run measured, and how it is printed.
+mod cpu;
+mod report;
+mod result;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -42,7 +54,9 @@ use clap::Parser;
 use zerodispatch_broker::FlushStrategy;
 
 use crate::cli::Args;
-use crate::run::{Progress, RunResult, Scenario};
+use crate::result::RunResult;
+use crate::scenario::Scenario;
+use crate::schedule::Progress;
 
 fn main() -> ExitCode {
     let args = Args::parse();

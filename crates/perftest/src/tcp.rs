@@ -4,7 +4,7 @@
 //! loopback port, or the server at `--connect`.
 //!
 //! What differs from the in-process run is only the path: the schedule, the publishers,
-//! the latency recorders and the report are the same (`run.rs`). Payload bytes travel for
+//! the latency recorders and the report are the same (`schedule.rs`, `result.rs`). Payload bytes travel for
 //! real: each message carries its scheduled send time in its first 8 bytes (little-endian
 //! nanoseconds since the run's epoch), padded with zeros to `--size`, so that the consumer
 //! measures publish -> consume from the bytes it received. Publish -> confirm is measured
@@ -13,8 +13,7 @@
 //! `max_unconfirmed` places: a message's place is reused only after its outcome.
 
 use std::error::Error;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -28,27 +27,13 @@ use zerodispatch_client::{
 use zerodispatch_core::Percentiles;
 
 use crate::chaos::Chaos;
+use crate::counters::{OutcomeCounters, QueueCounters, total};
+use crate::latency::{Recorder, Shared, lock, merge_total};
 use crate::local_server::LocalServer;
-use crate::run::{
-    Clock, DRAIN_TIMEOUT, Faults, OutcomeCounters, Progress, Publishing, QueueCounters, Recorder,
-    RunResult, Scenario, Shared, WINDOW, lock, merge_total, per_queue, publish_all, timer_interval,
-    total, total_outcomes,
-};
-
-/// Bytes of a payload that carry its scheduled send time (8) and its key (publisher and
-/// publish id, 8), by which the consumers tell a message that came twice.
-pub const STAMP_LEN: usize = 16;
-
-/// Where a TCP run's broker is.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Target {
-    /// A server started in this process, on a loopback port, with the broker the command
-    /// line describes.
-    Local,
-    /// A server already running at this address (its broker's configuration is its own:
-    /// the perftest uses its queues 0 to `--queues` - 1).
-    Connect(SocketAddr),
-}
+use crate::result::{BrokerFigures, Faults, RunResult};
+use crate::scenario::{Scenario, Target, WINDOW};
+use crate::schedule::{Clock, Progress, publish_all};
+use crate::stamp::{STAMP_LEN, Stamps, read_stamp, write_stamp};
 
 /// The outcome counter of a wire status (the protocol's table, `docs/protocol.md`).
 fn outcome_index(status: ConfirmStatus) -> usize {
@@ -67,23 +52,6 @@ fn outcome_index(status: ConfirmStatus) -> usize {
         }
     };
     OutcomeCounters::index(ack)
-}
-
-/// The scheduled send times of a producer's unconfirmed messages, by publish id.
-struct Stamps(Box<[AtomicU64]>);
-
-impl Stamps {
-    fn new(places: usize) -> Self {
-        Self(
-            (0..places.next_power_of_two())
-                .map(|_| AtomicU64::new(0))
-                .collect(),
-        )
-    }
-
-    fn place(&self, id: u64) -> &AtomicU64 {
-        &self.0[(id as usize) & (self.0.len() - 1)]
-    }
 }
 
 /// A publisher's producer: plain, or reliable (reconnects and resends).
@@ -318,20 +286,15 @@ pub fn run(
         let mut next: u64 = 0;
         move |at: u64| send(producer, p as u64, stamps, &mut payload, &mut next, at)
     });
-    let Publishing {
-        ends,
-        go_ns,
-        end_ns,
-        published,
-    } = publish_all(
+    let recorders: [&[Shared]; 2] = [&confirm_recorders, &consume_recorders];
+    let publishing = publish_all(
         scenario,
         clock,
         progress,
         senders.collect(),
         &counters,
-        [&confirm_recorders, &consume_recorders],
+        recorders,
     );
-    let ended_ns = ends.iter().map(|e| e.ended_ns).max().unwrap_or(end_ns);
     // The kills stop with the publishing: the drain then settles what is in flight.
     if let Some(chaos) = &mut chaos {
         chaos.stop_killing();
@@ -342,7 +305,7 @@ pub fn run(
 
     // Drain: every outcome in, then close the producers (each message has had its one
     // outcome when `close` returns) and let the consumers catch up.
-    let deadline = Instant::now() + DRAIN_TIMEOUT + timer_interval(scenario.flush) * 2;
+    let deadline = scenario.drain_deadline();
     while producers.iter().any(|(p, _)| p.unconfirmed() > 0) && Instant::now() < deadline {
         thread::sleep(Duration::from_micros(200));
     }
@@ -398,7 +361,7 @@ pub fn run(
         }
     });
     drop(chaos);
-    let drain_s = (clock.now_ns().saturating_sub(ended_ns)) as f64 / 1e9;
+    let drain_s = (clock.now_ns().saturating_sub(publishing.ended_ns())) as f64 / 1e9;
     {
         let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
         faults.consumed_unique = seen.unique;
@@ -408,8 +371,6 @@ pub fn run(
     faults.recovery_us = Percentiles::of(&merge_total(&[to_confirm]));
     faults.reconnect_us = Percentiles::of(&merge_total(&[to_session]));
 
-    let outcomes = total_outcomes(&counters);
-    let all_outcomes = outcomes.total();
     let (broker_published, redelivered, deduplicated) = match &server {
         Some(server) => {
             let queues = server.broker().queue_stats();
@@ -420,52 +381,24 @@ pub fn run(
             )
         }
         // A remote broker's counters are its own (and count other clients too).
-        None => (published, 0, 0),
+        None => (publishing.published, 0, 0),
     };
     faults.deduplicated = deduplicated;
-    let result = RunResult {
-        scenario: scenario.clone(),
-        duration_s: ended_ns.max(end_ns).saturating_sub(go_ns) as f64 / 1e9,
-        drain_s,
-        published,
-        broker_published,
-        outcomes,
-        consumed: total(&counters, |q| q.consumed.load(Ordering::Relaxed)),
-        lost: published.saturating_sub(all_outcomes),
-        extra_outcomes: all_outcomes.saturating_sub(published),
-        behind: ends.iter().map(|e| e.behind).sum(),
-        send_errors: ends.iter().map(|e| e.errors).sum(),
-        confirm_latency: Percentiles::of(&merge_total(&confirm_recorders)),
-        consume_latency: Percentiles::of(&merge_total(&consume_recorders)),
+    let figures = BrokerFigures {
+        published: broker_published,
         put_frames: frames,
         put_messages: messages,
         redelivered,
         drained,
         faults: scenario.reliable.then_some(faults),
-        queues: per_queue(
-            scenario,
-            &counters,
-            [&confirm_recorders, &consume_recorders],
-        ),
     };
+    let result = publishing.gather(scenario, drain_s, &counters, recorders, figures);
     drop(runtime);
     crate::cpu::note_broker_threads();
     if let Some(server) = server {
         server.shutdown();
     }
     Ok(result)
-}
-
-/// A payload's scheduled send time and its key (publisher and publish id).
-fn read_stamp(payload: &[u8]) -> (u64, u64) {
-    let mut bytes = [0_u8; STAMP_LEN];
-    let n = payload.len().min(STAMP_LEN);
-    bytes[..n].copy_from_slice(&payload[..n]);
-    let (stamp, key) = bytes.split_at(8);
-    (
-        u64::from_le_bytes(stamp.try_into().expect("8 bytes")),
-        u64::from_le_bytes(key.try_into().expect("8 bytes")),
-    )
 }
 
 /// Sends one message stamped `at` (its scheduled time) and keyed by publisher `p` and
@@ -479,8 +412,7 @@ fn send(
     next: &mut u64,
     at: u64,
 ) -> Result<(), String> {
-    payload[..8].copy_from_slice(&at.to_le_bytes());
-    payload[8..16].copy_from_slice(&((p << 40) | *next).to_le_bytes());
+    write_stamp(payload, at, p, *next);
     // Before the send: the confirm may come back before `send_blocking` returns.
     stamps.place(*next).store(at, Ordering::Relaxed);
     match producer.send_blocking(payload) {

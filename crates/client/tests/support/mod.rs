@@ -10,7 +10,16 @@
 
 #![allow(dead_code)]
 
+mod fixtures;
 pub mod proxy;
+
+// The fixtures: the fake peer and the client side of a test, built in one call. Each test
+// binary uses some of them.
+#[allow(unused_imports)]
+pub use fixtures::{
+    Handed, connected, consuming_reliably, dynamic, producer_of, producing, producing_reliably,
+    quiet, wait_until,
+};
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -107,6 +116,17 @@ impl Default for Config {
     }
 }
 
+impl Config {
+    /// The default settings, but confirming nothing until the test says
+    /// ([`Policy::Hold`]).
+    pub fn holding() -> Self {
+        Self {
+            policy: Policy::Hold,
+            ..Self::default()
+        }
+    }
+}
+
 /// A frame the fake broker received, as it logs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Received {
@@ -178,6 +198,31 @@ pub struct Log {
     pub queue: Vec<(Vec<u8>, bool)>,
 }
 
+impl Log {
+    /// Messages received in `Publish` frames, on every connection.
+    pub fn messages_published(&self) -> usize {
+        self.frames
+            .iter()
+            .filter_map(|(_, f)| match f {
+                Received::Publish { ids, .. } => Some(ids.len()),
+                _ => None,
+            })
+            .sum()
+    }
+
+    /// GUIDs received in `ConsumerConfirm` frames, on every connection.
+    pub fn guids_confirmed(&self) -> usize {
+        self.frames
+            .iter()
+            .filter_map(|(_, f)| match f {
+                Received::ConsumerConfirm { guids, .. } => Some(guids.len()),
+                _ => None,
+            })
+            .sum()
+    }
+}
+
+/// The fake broker: its address, and the log shared with its connections.
 pub struct FakeBroker {
     pub addr: std::net::SocketAddr,
     pub log: Arc<Mutex<Log>>,
@@ -252,6 +297,11 @@ impl FakeBroker {
                 _ => None,
             })
             .collect()
+    }
+
+    /// Whether every message of the shared queue (`Config::shared_queue`) is confirmed.
+    pub fn all_confirmed(&self) -> bool {
+        self.log.lock().unwrap().queue.iter().all(|(_, c)| *c)
     }
 
     /// Waits (up to 5 s) until `cond` holds of the log.
@@ -646,4 +696,12 @@ pub fn exactly_once(outcomes: &Outcomes, n: u64) -> Vec<zerodispatch_client::Out
     let ids: Vec<u64> = all.iter().map(|o| o.publish_id.0).collect();
     assert_eq!(ids, (0..n).collect::<Vec<_>>(), "one outcome per message");
     all
+}
+
+/// Asserts that `outcomes` has exactly one outcome for each of `0..n` (see
+/// [`exactly_once`]), each with `status`.
+pub fn all_settled(outcomes: &Outcomes, n: u64, status: ConfirmStatus) {
+    for outcome in exactly_once(outcomes, n) {
+        assert_eq!(outcome.status, status);
+    }
 }

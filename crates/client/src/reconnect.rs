@@ -1,0 +1,125 @@
+//! The reconnect supervisor that a [`ReliableProducer`](crate::ReliableProducer) and a
+//! [`ReliableConsumer`](crate::ReliableConsumer) share: one task per reliable handle that
+//! runs its sessions, one connection each, until the handle closes.
+//!
+//! # The loop
+//!
+//! 1. Wait for the current session's end, unless the handle closes first.
+//! 2. Closing: close the session and its connection; the task ends.
+//! 3. Lost: the handle takes the session back ([`Supervised::session_lost`]) and the
+//!    connection is dropped.
+//! 4. Reconnect by the handle's [`Backoff`]: wait the next delay, then connect and open a
+//!    session, each unless the handle closes first (then it gives up, closed).
+//!    - Opened: the handle begins the session ([`Supervised::reconnected`]); back to 1.
+//!    - An error worth another attempt ([`Supervised::retryable`]): 4 again.
+//!    - Any other error: the handle gives up with it; the task ends.
+//!
+//! What differs between the two handles is behind [`Supervised`]: a producer keeps settling
+//! confirm timeouts while it waits, and resends at a new session; a consumer marks what a
+//! lost session handed out as suspect, to filter redeliveries.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::net::ToSocketAddrs;
+
+use crate::backoff::{Backoff, Jitter};
+use crate::client::Client;
+use crate::error::ClientError;
+
+/// A reliable handle's shared part, as its supervisor drives it.
+pub(crate) trait Supervised: Send + Sync + 'static {
+    /// What a new connection opens for the handle: its session producer or consumer.
+    type Session: Send;
+
+    /// The delays between attempts to reconnect.
+    fn backoff(&self) -> &Backoff;
+
+    /// Runs `work` (a wait, an attempt to connect); `None` if the handle is closing first
+    /// (`work` is dropped).
+    fn unless_closing<F: Future + Send>(
+        &self,
+        work: F,
+    ) -> impl Future<Output = Option<F::Output>> + Send;
+
+    /// The end of the current session on `client`; `None` if there is no session.
+    fn session_ended<'a>(
+        &'a self,
+        client: &'a Client,
+    ) -> Option<impl Future<Output = ()> + Send + 'a>;
+
+    /// The handle is closing: closes the current session, then `client`.
+    fn close(&self, client: Client) -> impl Future<Output = ()> + Send;
+
+    /// The current session was lost: takes it back, and drops `client`.
+    fn session_lost(&self, client: Client);
+
+    /// Connects to `addr` and opens a session.
+    fn connect_session<A: ToSocketAddrs + Send>(
+        self: &Arc<Self>,
+        addr: A,
+    ) -> impl Future<Output = Result<(Client, Self::Session), ClientError>> + Send;
+
+    /// A session opened after a loss, at the `attempts`th attempt to connect.
+    fn reconnected(&self, session: Self::Session, attempts: u32);
+
+    /// Whether an error at connecting or opening is worth another attempt.
+    fn retryable(error: &ClientError) -> bool;
+
+    /// The supervisor stops reconnecting: closing (`None`), or for `error`, which no
+    /// attempt will do better on.
+    fn give_up(&self, error: Option<ClientError>);
+}
+
+/// The supervisor: runs `handle`'s sessions, the first on `client`, until it closes or
+/// gives up (the loop of the module's doc).
+pub(crate) async fn supervise<S, A>(handle: Arc<S>, addr: A, mut client: Client)
+where
+    S: Supervised,
+    A: ToSocketAddrs + Clone + Send + Sync + 'static,
+{
+    let mut jitter = Jitter::new();
+    loop {
+        // A session is on: wait for its end, or the close.
+        let Some(ended) = handle.session_ended(&client) else {
+            return;
+        };
+        if handle.unless_closing(ended).await.is_none() {
+            handle.close(client).await;
+            return;
+        }
+        handle.session_lost(client);
+        // Reconnect, by the backoff, until a session opens or the handle closes.
+        let mut attempt = 0;
+        client = loop {
+            let delay = handle.backoff().delay(attempt, jitter.next());
+            attempt = attempt.saturating_add(1);
+            if handle
+                .unless_closing(tokio::time::sleep(delay))
+                .await
+                .is_none()
+            {
+                handle.give_up(None);
+                return;
+            }
+            match handle
+                .unless_closing(handle.connect_session(addr.clone()))
+                .await
+            {
+                None => {
+                    handle.give_up(None);
+                    return;
+                }
+                Some(Ok((client, session))) => {
+                    handle.reconnected(session, attempt);
+                    break client;
+                }
+                Some(Err(error)) if S::retryable(&error) => {}
+                Some(Err(error)) => {
+                    handle.give_up(Some(error));
+                    return;
+                }
+            }
+        };
+    }
+}
