@@ -206,6 +206,9 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     pub(crate) fn refuse_blocking(&self, call: &'static str, instead: &'static str) {
         if !self.shared.stepped {
             crate::blocking::refuse_on_runtime(call, instead);
+            // The thread's first call that may wait makes the waker it would wait with: a
+            // warm-up of the path sees that allocation, not the first full queue.
+            crate::room::prepare_thread();
         }
     }
 
@@ -290,7 +293,9 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     }
 
     /// Enqueues `event` for the client `to`, waiting with backoff while the queue is full.
-    /// Never allocates.
+    /// Never allocates, but once per application thread: its first call that may wait
+    /// (this, or any other blocking call) makes the waker the thread waits with, whether
+    /// or not it waits, so that a warm-up sees it.
     ///
     /// On a processor thread of this dispatcher it never waits: a processor never waits for
     /// a processor (two that dispatch to each other would deadlock). An event whose queue is
@@ -406,7 +411,8 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// Dispatches the closure `f` to the client `to` as a callback event, as
     /// [`dispatch`](Self::dispatch) does `Event::Callback(Callback::new(f))`: stored inline,
     /// and a compile error if it does not fit the callback's space ([at `cargo build`, not
-    /// at `cargo check`](zerodispatch_callback#when-the-size-check-runs)). Never allocates.
+    /// at `cargo check`](zerodispatch_callback#when-the-size-check-runs)). Never allocates
+    /// (but once per thread, as [`dispatch`](Self::dispatch) says).
     ///
     /// ```compile_fail
     /// # use zerodispatch_core::*;
@@ -481,7 +487,8 @@ impl<M: Send + 'static> DispatcherHandle<M> {
 
     /// Enqueues every event of `events` for the client `to`, in order, waiting for room
     /// like [`dispatch`](Self::dispatch). Returns how many were enqueued. Never allocates
-    /// (but once per processor, at its first packed batch: its pool of packs).
+    /// (but once per processor, at its first packed batch: its pool of packs; and once per
+    /// thread, as [`dispatch`](Self::dispatch) says).
     ///
     /// From an application thread the events travel in packs: up to 16 in one queue slot,
     /// handed to the client in one call (one lookup, one containment of panics, one

@@ -19,8 +19,9 @@
 //!    another process for a time slice, during which the processor drains the queue and
 //!    starves). This covers a processor that frees a quarter of a small or medium queue
 //!    within microseconds.
-//! 2. **Register** the thread's waker (one per thread, made at its first wait) with the
-//!    processor's [`Waiters`], the registry of the async door (`waiters.rs`), and retry
+//! 2. **Register** the thread's waker (one per thread, made at its first call that may
+//!    wait, `prepare_thread`) with the processor's [`Waiters`], the registry of the async
+//!    door (`waiters.rs`), and retry
 //!    the push, which passes the gate: the retry after the registration is what orders it
 //!    before the processor's look, exactly as for a future.
 //! 3. **Park** until the processor wakes it: the processor looks at its waiters every few
@@ -119,14 +120,24 @@ impl ThreadWaker {
 
 #[cfg(not(loom))]
 std::thread_local! {
-    /// The current thread's waker for room waits: made once per thread, at its first wait
-    /// that registers, then cloned into the registry (a reference count, no allocation).
+    /// The current thread's waker for room waits: made once per thread, at its first call
+    /// that may wait ([`prepare_thread`]), then cloned into the registry (a reference
+    /// count, no allocation).
     static THREAD_WAKER: ThreadWaker = ThreadWaker::new();
 }
 
 #[cfg(loom)]
 loom::thread_local! {
     static THREAD_WAKER: ThreadWaker = ThreadWaker::new();
+}
+
+/// Makes the current thread's waker for room waits if it has none: called by every call
+/// that may wait, on application threads, so that the thread's one allocation for waiting
+/// comes at its first such call, whether or not that call waits. A thread-local look
+/// after the first.
+#[inline]
+pub(crate) fn prepare_thread() {
+    THREAD_WAKER.with(|_| ());
 }
 
 /// How long a dispatch from an application thread waits for room in a full queue.
