@@ -4,11 +4,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::client::{ClientType, ProcessorId};
 use crate::clock::Clock;
 use crate::config::{ConfigError, GlobalConfig, PoolConfig, Problem};
 use crate::dispatcher::Dispatcher;
 use crate::handle::{DispatcherHandle, Shared};
+use crate::ids::{ClientType, ProcessorId};
 use crate::monitor;
 use crate::processor::{ProcessorShared, Runner};
 use crate::sync::thread;
@@ -42,6 +42,13 @@ pub struct DispatcherBuilder<M> {
     pools: [Option<PoolConfig>; 3],
     global: GlobalConfig,
     _message: std::marker::PhantomData<fn(M)>,
+}
+
+impl<M: Send + 'static> Dispatcher<M> {
+    /// A builder with no pools configured.
+    pub fn builder() -> DispatcherBuilder<M> {
+        DispatcherBuilder::new()
+    }
 }
 
 impl<M: Send + 'static> DispatcherBuilder<M> {

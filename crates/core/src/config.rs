@@ -8,7 +8,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::client::ClientType;
+use crate::ids::ClientType;
 
 /// How a processor waits when its queue is empty.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -22,10 +22,9 @@ use std::fmt;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::builder::DispatcherBuilder;
-use crate::client::ProcessorId;
 use crate::error::ShutdownTimedOut;
 use crate::handle::{DispatcherHandle, Shared};
+use crate::ids::ProcessorId;
 use crate::monitor;
 
 /// A message type for dispatchers that carry callbacks only.
@@ -62,11 +61,6 @@ pub struct Dispatcher<M: Send + 'static> {
 }
 
 impl<M: Send + 'static> Dispatcher<M> {
-    /// A builder with no pools configured.
-    pub fn builder() -> DispatcherBuilder<M> {
-        DispatcherBuilder::new()
-    }
-
     /// A handle to dispatch through; clone it for each producer.
     #[must_use]
     pub fn handle(&self) -> DispatcherHandle<M> {

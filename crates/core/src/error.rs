@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::client::{ClientType, ProcessorId};
+use crate::ids::{ClientType, ProcessorId};
 
 /// Why a dispatch did not enqueue its event; the event comes back in the error, so
 /// nothing is lost. Non-exhaustive: match the cases you handle and take the rest with

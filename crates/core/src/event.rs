@@ -27,7 +27,8 @@ use std::time::Instant;
 
 use zerodispatch_callback::Callback;
 
-use crate::client::{Client, ClientCallback, ClientKey, Context};
+use crate::client::{Client, ClientCallback, ClientEvent, Context, Delivery};
+use crate::ids::ClientKey;
 
 /// An event for a client: what [`dispatch`](crate::DispatcherHandle::dispatch) sends to
 /// the client a handle names.
@@ -206,6 +207,28 @@ impl<M> Item<M> {
         match self {
             Item::DispatcherCallback(callback) => callback,
             _ => unreachable!("only a dispatcher callback is handed back as one"),
+        }
+    }
+}
+
+impl<M> Delivery<M> {
+    /// The event it was made from.
+    pub(crate) fn into_event(self) -> Event<M> {
+        match self {
+            Delivery::Event(ClientEvent::Callback(callback)) => Event::Callback(callback),
+            Delivery::Event(ClientEvent::Message(message)) => Event::Message(message),
+            Delivery::Call(callback) => Event::ClientCallback(callback),
+        }
+    }
+}
+
+impl<M> From<Event<M>> for Delivery<M> {
+    #[inline]
+    fn from(event: Event<M>) -> Self {
+        match event {
+            Event::Callback(callback) => Delivery::Event(ClientEvent::Callback(callback)),
+            Event::Message(message) => Delivery::Event(ClientEvent::Message(message)),
+            Event::ClientCallback(callback) => Delivery::Call(callback),
         }
     }
 }

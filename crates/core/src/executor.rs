@@ -2,9 +2,9 @@
 
 use zerodispatch_callback::Callback;
 
-use crate::client::ProcessorId;
 use crate::error::DispatchError;
 use crate::handle::DispatcherHandle;
+use crate::ids::ProcessorId;
 use crate::processor::current_processor;
 
 /// Runs closures on one processor: BlazingMQ's executor.
@@ -46,5 +46,16 @@ impl<M: Send + 'static> Executor<M> {
     #[must_use]
     pub fn processor(&self) -> ProcessorId {
         self.processor
+    }
+}
+
+impl<M: Send + 'static> DispatcherHandle<M> {
+    /// An executor running closures on `processor`.
+    #[must_use]
+    pub fn executor(&self, processor: impl Into<ProcessorId>) -> Executor<M> {
+        Executor {
+            dispatcher: self.clone(),
+            processor: processor.into(),
+        }
     }
 }

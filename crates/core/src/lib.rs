@@ -70,12 +70,12 @@ mod config;
 // statistics are built from them, and a user's clients can be too.
 pub mod counter;
 mod dispatcher;
-mod door;
 mod error;
 mod event;
 mod executor;
 mod gate;
 mod handle;
+mod ids;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod monitor;
@@ -97,22 +97,22 @@ mod loom_tests;
 
 pub use blocking::{allow_blocking, assert_may_block, may_block};
 pub use builder::DispatcherBuilder;
-pub use client::{
-    AnyClient, Client, ClientCallback, ClientEvent, ClientHandle, ClientType, Context, ProcessorId,
-};
+pub use client::{Client, ClientCallback, ClientEvent, Context};
 pub use config::{
     ConfigError, MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, ParseWaitStrategyError, PoolConfig,
     Problem, WaitStrategy,
 };
 pub use dispatcher::{Dispatcher, NoMessage};
-pub use door::{CallFuture, DispatchBatchFuture, DispatchFuture};
 pub use error::{
     BatchError, DispatchError, ExecuteOnAllError, ExecuteOnAllRefusal, RegisterError,
     RegisterRefusal, ShutdownTimedOut, SyncError,
 };
 pub use event::{Event, EventFor, ToClient};
 pub use executor::Executor;
-pub use handle::{DispatcherHandle, Placement};
+pub use handle::DispatcherHandle;
+pub use handle::clients::Placement;
+pub use handle::door::{CallFuture, DispatchBatchFuture, DispatchFuture};
+pub use ids::{AnyClient, ClientHandle, ClientType, ProcessorId};
 pub use percentiles::Percentiles;
 pub use stats::{Pinning, ProcessorSnapshot};
 pub use timers::TimerToken;

@@ -22,10 +22,10 @@ use loom::thread;
 use zerodispatch_callback::InlineValue;
 
 use crate::call::{self, Answer};
-use crate::client::{ClientKey, ClientType, ProcessorId};
 use crate::config::PoolConfig;
 use crate::error::DispatchError;
 use crate::event::{Event, Item};
+use crate::ids::{ClientKey, ClientType, ProcessorId};
 use crate::pack::PACK;
 use crate::processor::{Door, ProcessorShared, current_outbox_len, set_current};
 use crate::room::Wait;

@@ -52,8 +52,8 @@
 
 use std::collections::VecDeque;
 
-use crate::client::ProcessorId;
 use crate::event::Item;
+use crate::ids::ProcessorId;
 
 /// Events a processor could not hand on yet, oldest first, each holding one entry in its
 /// target's gate. Touched only by the processor's own thread (its `Mutex` is never

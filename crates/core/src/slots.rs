@@ -57,7 +57,8 @@
 //! `loom` on the real code (`loom_tests.rs`: a handle registered then dispatched to from
 //! another thread, racing a shutdown).
 
-use crate::client::{Client, ClientKey, Registered};
+use crate::client::{Client, Registered};
+use crate::ids::ClientKey;
 
 /// A processor's client slots and its arrivals: what `register` and the processor share,
 /// under the processor's slot lock.

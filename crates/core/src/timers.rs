@@ -60,7 +60,7 @@ use std::fmt;
 
 use zerodispatch_callback::Callback;
 
-use crate::client::ProcessorId;
+use crate::ids::ProcessorId;
 use crate::sync::{AtomicU64, BoundedQueue, Ordering};
 
 const FREE: u64 = 0;

@@ -2,7 +2,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use crate::client::ProcessorId;
+use crate::ids::ProcessorId;
 use crate::stats::ProcessorStats;
 
 /// Runs `f`, containing a panic: counted in `stats` and logged with `what`. Every call

@@ -1,7 +1,7 @@
 //! Which processor, of which dispatcher, the current thread is, and how many events its
 //! outbox holds: thread-locals read on every dispatch, with no lock.
 
-use crate::client::ProcessorId;
+use crate::ids::ProcessorId;
 
 #[cfg(not(loom))]
 std::thread_local! {

@@ -4,20 +4,11 @@
 use std::vec::Drain;
 
 use super::contain::contain;
-use super::runner::Runner;
-use crate::client::{ClientEvent, ClientFlags, ClientKey, Delivery, Registered, Run};
+use super::runner::{Entry, Runner};
+use crate::client::{ClientEvent, ClientFlags, Delivery, Registered, Run};
 use crate::event::Item;
+use crate::ids::ClientKey;
 use crate::sync::Ordering;
-
-/// A registered client in its processor's table.
-pub(super) struct Entry<M> {
-    pub(super) client: Box<dyn Registered<M>>,
-    pub(super) generation: u16,
-    /// On the flush list now (the dedup flag).
-    pub(super) on_flush_list: bool,
-    /// The flush gate and the flush-again request ([`Context`]).
-    pub(super) flags: ClientFlags,
-}
 
 impl<M: Send + 'static> Runner<M> {
     /// Handles one popped item, counts it (in `processed`, unless it is the monitor's

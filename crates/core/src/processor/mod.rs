@@ -29,19 +29,29 @@
 //!
 //! * `shared.rs`: [`ProcessorShared`], the state other threads see, and the processor's
 //!   side of the stop and sleep protocol.
+//! * `gate_entry.rs`: a producer's entry in the gate, settled whatever happens.
 //! * `push.rs`: how events get into the queue: from application threads (waiting as a
 //!   dispatch says), through the async door, and from other processors by their outboxes.
 //! * `current.rs`: which processor the current thread is.
-//! * `runner.rs`: [`Runner`], the thread's own state and the loop above.
+//! * `runner.rs`: [`Runner`], the thread's own state, the loop above and its one turn.
 //! * `delivery.rs`: handling an event: the client table, deliveries and flushes.
+//! * `timers.rs`: the processor's side of its timers.
+//! * `wait.rs`: waiting for work between two turns.
+//! * `end_of_life.rs`: dropping the clients at the end, and handing on what they dispatch.
+//! * `tuning.rs`: the loop's tuned constants, with how to retune them.
 //! * `contain.rs`: every call into user code, with its panic contained.
 
 mod contain;
 mod current;
 mod delivery;
+mod end_of_life;
+mod gate_entry;
 mod push;
 mod runner;
 mod shared;
+mod timers;
+mod tuning;
+mod wait;
 
 pub(crate) use current::current_processor;
 #[cfg(all(loom, test))]

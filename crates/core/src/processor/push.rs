@@ -6,10 +6,12 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::task::Waker;
 
 use super::current::{OUTBOX_LEN, outbox_len};
+use super::gate_entry::GateEntry;
 use super::shared::ProcessorShared;
-use crate::client::{ClientKey, Delivery, ProcessorId};
+use crate::client::Delivery;
 use crate::error::DispatchError;
 use crate::event::{Event, Item};
+use crate::ids::{ClientKey, ProcessorId};
 use crate::pack::{Lent, PACK, PackPool};
 use crate::room::{RoomWait, Wait};
 use crate::sync::Ordering;
@@ -25,20 +27,7 @@ pub(crate) enum Door<T> {
     Wait(T),
 }
 
-/// A producer's entry in a processor's gate (see `gate.rs`), for the events it pushes
-/// while holding it. Dropping it settles the count on every path, a panic included: no
-/// event pushed, the entry is undone; `k` events pushed, the `k - 1` others are added. Then
-/// it wakes the processor if the gate said it was going to sleep (the wake protocol).
-#[must_use = "dropping it undoes the entry at once"]
-pub(crate) struct Inside<'a, M> {
-    pub(super) target: &'a ProcessorShared<M>,
-    /// Events pushed under this entry.
-    pub(super) pushed: usize,
-    /// The processor had announced sleep when a read-modify-write of this entry ran.
-    pub(super) wake: bool,
-}
-
-impl<M> Inside<'_, M> {
+impl<M> GateEntry<'_, M> {
     /// Pushes `item` under this entry from an application thread, waiting for room as long
     /// as it takes. An entry made before the close keeps its event accepted through a
     /// shutdown, whose processor drains until its gate is settled: the room comes.
@@ -149,7 +138,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
     /// the run leaves the gate), as without packs. Each pack takes
     /// its first event, then an entry in the gate and a free pack (waiting for one if all
     /// are in use, holding no entry), then the rest of its events, and is pushed under the
-    /// entry, waiting for room ([`Inside::push_waiting`]), so that it is never refused. An
+    /// entry, waiting for room ([`GateEntry::push_waiting`]), so that it is never refused. An
     /// iterator that panics while a pack fills has the events it yielded pushed, then its
     /// panic goes on. A queue too small for packs takes every event one to a slot. Adds
     /// the events enqueued to `pushed`.
@@ -213,7 +202,10 @@ impl<M: Send + 'static> ProcessorShared<M> {
     /// refused push does, so that the processor's look at its waiters, which it makes
     /// after handing packs back and before it parks, sees the registration or the retry
     /// sees the packs.
-    fn enter_with_pack<'p>(&self, packs: &'p PackPool<M>) -> Option<(Inside<'_, M>, Lent<'p, M>)> {
+    fn enter_with_pack<'p>(
+        &self,
+        packs: &'p PackPool<M>,
+    ) -> Option<(GateEntry<'_, M>, Lent<'p, M>)> {
         let mut wait: Option<RoomWait<'_>> = None;
         loop {
             let inside = self.enter()?;
@@ -239,7 +231,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
     pub(crate) fn send_entered(
         &self,
         target: &ProcessorShared<M>,
-        mut inside: Inside<'_, M>,
+        mut inside: GateEntry<'_, M>,
         item: Item<M>,
     ) {
         debug_assert!(self.on_own_thread(), "send_entered called off {}", self.id);
@@ -384,7 +376,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
         &self,
         target: &ProcessorShared<M>,
         item: Item<M>,
-        inside: Inside<'_, M>,
+        inside: GateEntry<'_, M>,
     ) -> Result<(), DispatchError<Item<M>>> {
         let mut outbox = self.outbox.lock().unwrap_or_else(|e| e.into_inner());
         match outbox.keep(target.id, item) {
@@ -440,7 +432,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
 #[inline]
 fn push_behind_outbox<M: Send + 'static>(
     target: &ProcessorShared<M>,
-    inside: &mut Inside<'_, M>,
+    inside: &mut GateEntry<'_, M>,
     item: Item<M>,
 ) -> Option<Item<M>> {
     if outbox_len() != 0 {

@@ -5,18 +5,18 @@
 use std::sync::atomic::AtomicBool as StdAtomicBool;
 use std::sync::{Mutex, OnceLock};
 use std::task::Waker;
-use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 use zerodispatch_callback::Callback;
 
 use super::current::current_processor;
-use super::push::Inside;
-use crate::client::{Client, ClientKey, ProcessorId};
+use super::tuning::BRIEF_PARK;
+use crate::client::Client;
 use crate::config::PoolConfig;
 use crate::error::RegisterRefusal;
 use crate::event::Item;
 use crate::gate::Gate;
+use crate::ids::{ClientKey, ProcessorId};
 use crate::outbox::Outbox;
 use crate::pack::PackPool;
 use crate::slots::ClientSlots;
@@ -24,12 +24,6 @@ use crate::stats::ProcessorStats;
 use crate::sync::{self, AtomicBool, BoundedQueue, Ordering, thread};
 use crate::timers::TimerSlots;
 use crate::waiters::Waiters;
-
-/// How long a processor parks when its queue is empty but entries are ahead of what it
-/// popped (a producer between its entry and its push, or an event kept in an outbox): a
-/// push follows its entry within nanoseconds, an outboxed event within the sender's next
-/// retry. Short enough to cost no visible latency, long enough not to spin.
-pub(super) const BRIEF_PARK: Duration = Duration::from_micros(20);
 
 /// The state of a processor that other threads see.
 pub(crate) struct ProcessorShared<M> {
@@ -63,20 +57,6 @@ pub(crate) struct ProcessorShared<M> {
     /// The packs that blocking batches from application threads fill (`pack.rs`), made
     /// at the first such batch.
     pub(super) packs: OnceLock<PackPool<M>>,
-}
-
-impl<M> Drop for Inside<'_, M> {
-    #[inline]
-    fn drop(&mut self) {
-        match self.pushed {
-            0 => self.target.gate.undo(),
-            1 => {}
-            k => self.wake |= self.target.gate.add(k - 1),
-        }
-        if self.wake {
-            self.target.unpark();
-        }
-    }
 }
 
 impl<M> ProcessorShared<M> {
@@ -169,27 +149,6 @@ impl<M: Send + 'static> ProcessorShared<M> {
             return;
         };
         inside.pushed = usize::from(self.timers.queue_reclaim(slot, generation));
-    }
-
-    /// Enters the gate; `None` once shutdown has closed it.
-    #[inline]
-    pub(super) fn enter(&self) -> Option<Inside<'_, M>> {
-        let wake = self.gate.enter()?;
-        Some(Inside {
-            target: self,
-            pushed: 0,
-            wake,
-        })
-    }
-
-    /// Enters the gate of every processor of `pool`, or of none: `None` (every entry made
-    /// undone) if shutdown has closed one. An event pushed under each entry is accepted,
-    /// even across a shutdown (see `gate.rs`): what makes `execute_on_all` reach every
-    /// processor or none.
-    pub(crate) fn enter_all<'a>(
-        pool: impl IntoIterator<Item = &'a Self>,
-    ) -> Option<Vec<Inside<'a, M>>> {
-        pool.into_iter().map(Self::enter).collect()
     }
 
     /// Room left in this processor's outbox. On its own thread only, where the room can

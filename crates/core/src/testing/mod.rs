@@ -78,10 +78,12 @@ use crate::handle::DispatcherHandle;
 
 mod machine;
 mod simulator;
+pub(crate) mod steps;
 
 pub use machine::MAX_TURNS;
-pub(crate) use machine::{Stepped, Steps};
+pub(crate) use machine::Stepped;
 pub use simulator::{Exploration, Failure, SimRng, Simulator, explore};
+use steps::Steps;
 
 /// A dispatcher with no threads, stepped by the test (the module docs). Derefs to its
 /// [`DispatcherHandle`] for every call of a dispatcher. Dropping it shuts it down.

@@ -16,7 +16,8 @@ use std::ops::Deref;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
-use super::machine::{MAX_TURNS, Steps};
+use super::machine::MAX_TURNS;
+use super::steps::Steps;
 use crate::handle::DispatcherHandle;
 
 /// How many of the last steps a [`Failure`] shows.

@@ -19,13 +19,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use super::DispatcherHandle;
+use super::call::{answered, call_task};
 use crate::call::{self, CallSlot};
-use crate::client::{ClientHandle, ProcessorId};
 use crate::error::SyncError;
 use crate::error::{BatchError, DispatchError};
-use crate::event::{Event, Item};
-use crate::handle::DispatcherHandle;
-use crate::handle::answered;
+use crate::event::{Event, EventFor, Item};
+use crate::ids::{ClientHandle, ProcessorId};
 use crate::processor::{Door, ProcessorShared};
 use crate::waiters::Registration;
 
@@ -410,3 +410,104 @@ fn withdraw<M: Send + 'static>(
 impl<M: Send + 'static> Unpin for DispatchFuture<'_, M> {}
 impl<M: Send + 'static, I> Unpin for DispatchBatchFuture<'_, M, I> {}
 impl<M: Send + 'static, R> Unpin for CallFuture<'_, M, R> {}
+
+impl<M: Send + 'static> DispatcherHandle<M> {
+    /// Enqueues `event` for the client `to` from async code: the future resolves at once
+    /// when the queue has room, and otherwise waits for room with its task's waker (no
+    /// spinning, no blocked runtime thread), woken by the processor once a quarter of the
+    /// queue is free. Works on any runtime (only `std::task`); allocates nothing per event
+    /// (a waker clone, once a registry has grown to the number of futures waiting at once).
+    ///
+    /// On a processor thread of this dispatcher it never waits, as
+    /// [`dispatch`](Self::dispatch) does there: a full queue sends the event through the
+    /// processor's outbox, and the future resolves at its first poll.
+    ///
+    /// Cancel-safe: a future dropped before it resolved enqueues nothing later, and what it
+    /// enqueued stays enqueued; the event it still holds is dropped with it, or handed back
+    /// by [`DispatchFuture::cancel`]. The protocol is in `waiters.rs`.
+    ///
+    /// ```
+    /// # use zerodispatch_core::*;
+    /// # struct Sink;
+    /// # impl Client<u64> for Sink {
+    /// #     fn on_event(&mut self, _: ClientEvent<u64>, _: &mut Context<u64>) {}
+    /// # }
+    /// let d = Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build()?;
+    /// let sink = d.register(ClientType::Queue, Sink, Placement::LeastLoaded)?;
+    /// let handle = d.handle();
+    /// let future = handle.dispatch_async(sink, Event::Message(7));
+    /// // Poll it on any runtime: `future.await?` in an async fn.
+    /// # drop(future);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The future's output hands the event back in [`DispatchError::ShutDown`] (shutdown
+    /// wakes every waiting future), [`DispatchError::NoSuchProcessor`] for a handle of
+    /// another dispatcher, or, on a processor thread whose outbox is full,
+    /// [`DispatchError::Full`].
+    pub fn dispatch_async<C>(
+        &self,
+        to: ClientHandle<C>,
+        event: impl EventFor<M, C>,
+    ) -> DispatchFuture<'_, M> {
+        DispatchFuture::new(self, to.erase(), event.into_event())
+    }
+
+    /// Enqueues every event of `events` for the client `to`, in order, from async code,
+    /// waiting for room like [`dispatch_async`](Self::dispatch_async), with one pass
+    /// through the gate per run of events that fits. The future resolves with how many were
+    /// enqueued. Allocates nothing per event. The iterator runs inside the gate: it must
+    /// not wait for the processor (see [`dispatch_batch`](Self::dispatch_batch)).
+    ///
+    /// Cancel-safe: dropped before it resolved, it enqueues nothing later; the events it
+    /// did not take stay in `events`, and the one it held is dropped with it or handed back
+    /// by [`DispatchBatchFuture::cancel`].
+    ///
+    /// # Errors
+    ///
+    /// As [`dispatch_async`](Self::dispatch_async), in a [`BatchError`] that counts the
+    /// events enqueued before it; the events after the one handed back stay in `events`.
+    pub fn dispatch_batch_async<'a, C, I: Iterator<Item = Event<M>>>(
+        &'a self,
+        to: ClientHandle<C>,
+        events: &'a mut I,
+    ) -> DispatchBatchFuture<'a, M, I> {
+        DispatchBatchFuture::new(self, to.erase(), events)
+    }
+
+    /// As [`call`](Self::call), for a task on an async runtime: the future sends `f` to
+    /// the processor (waiting for room, if its queue is full, as
+    /// [`dispatch_async`](Self::dispatch_async) does) and resolves with `f`'s result, never
+    /// blocking its thread. Same limits on `f` and `R`; allocates nothing once the thread
+    /// polling it has a free answer slot in its pool (one per call it has had under way at
+    /// once: the protocol is in `call.rs`).
+    ///
+    /// Cancel-safe: dropped before `f` was enqueued, `f` is dropped unrun; dropped after,
+    /// `f` runs and its result is dropped.
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](Self::call).
+    pub fn call_async<F, R>(&self, target: impl Into<ProcessorId>, f: F) -> CallFuture<'_, M, R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let id = target.into();
+        if self.processor(id).is_none() {
+            return CallFuture::refused(self, id, SyncError::NoSuchProcessor(id));
+        }
+        if let Some(own) = self.current() {
+            return CallFuture::refused(self, id, SyncError::OnProcessorThread(own.id));
+        }
+        let (slot, request) = call::task_request();
+        CallFuture::new(
+            self,
+            id,
+            Item::DispatcherCallback(call_task(f, request)),
+            slot,
+        )
+    }
+}
