@@ -8,11 +8,17 @@
 //! monitor logs a warning and counts it, once per episode, and logs again when the
 //! processor moves on. Probes keep the queue non-empty while a processor is stuck, so a
 //! long event is seen even when nothing else is queued.
+//!
+//! While every processor sleeps the monitor sleeps longer too: its interval doubles at each
+//! such tick up to [`IDLE_INTERVAL`], and falls back to `monitor_interval` at the first tick
+//! that finds a processor awake. An idle dispatcher thus wakes no thread of its own more
+//! than once a second (a processor that wakes is probed, and watched for being stuck, from
+//! the monitor's next tick: within a second).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::event::Item;
 use crate::handle::Shared;
@@ -31,6 +37,12 @@ struct Watch {
     since: Instant,
     reported: bool,
 }
+
+/// The longest interval of the monitor while every processor sleeps: an idle dispatcher's
+/// only wake-up, once a second (`voluntary_ctxt_switches` of an idle `zd-server`: 75 a
+/// second at the 10 ms interval before). Longer would delay the first probe, and the stuck
+/// watch, of a processor that wakes.
+const IDLE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The monitor thread's name.
 pub(crate) const THREAD_NAME: &str = "zd-monitor";
@@ -75,11 +87,18 @@ fn run<M: Send + 'static>(shared: &Shared<M>, stop: &AtomicBool) {
         .collect();
     // `park_timeout` returns early on `stop`'s unpark; the park token makes an unpark that
     // comes before the park count too, so the stop is never missed.
+    let mut interval = shared.global.monitor_interval;
     while !stop.load(Ordering::Acquire) {
-        thread::park_timeout(shared.global.monitor_interval);
+        thread::park_timeout(interval);
         if stop.load(Ordering::Acquire) || shared.is_shutting_down() {
             break;
         }
+        // Every processor asleep: the next tick comes later (the module docs).
+        interval = if shared.processors().all(|p| p.is_sleeping()) {
+            (interval * 2).min(IDLE_INTERVAL.max(shared.global.monitor_interval))
+        } else {
+            shared.global.monitor_interval
+        };
         let now = Instant::now();
         for (processor, watch) in shared.processors().zip(watches.iter_mut()) {
             processor
