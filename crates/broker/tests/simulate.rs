@@ -13,7 +13,7 @@ use zerodispatch_core::testing as zdt;
 mod scenario;
 
 /// Seeds a CI run explores (debug build): a few seconds here.
-const SEEDS: u64 = if cfg!(miri) { 2 } else { 200 };
+const SEEDS: u64 = if cfg!(miri) { 2 } else { 500 };
 
 #[test]
 fn the_broker_keeps_its_invariants_under_every_seed_of_the_budget() {

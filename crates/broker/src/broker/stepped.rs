@@ -62,6 +62,7 @@ impl Owner {
 /// queue runs the processors until idle and the event is dispatched again, into the room
 /// that made. On threads it is the plain dispatch (a full queue comes back from it only on
 /// a processor thread, whose outbox is full, and that is handed back as ever).
+#[inline]
 pub(crate) fn dispatch_waiting(
     dispatcher: &DispatcherHandle<BrokerMsg>,
     stepped: bool,
