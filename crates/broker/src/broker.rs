@@ -14,6 +14,8 @@
 //! * `named.rs`: named producers, and what a queue has stored of a name;
 //! * `consumer.rs`: [`Consumer`]: opening and closing one, confirms, credit;
 //! * `replicas.rs`: the replicas' confirms and receipts, and the cluster's state.
+//! * `stepped.rs`: the broker on a stepped dispatcher ([`Broker::start_stepped`]) and its
+//!   seeded simulator ([`BrokerSimulator`]); what the waiting calls do there.
 //!
 //! # Calls made on a processor thread
 //!
@@ -31,6 +33,7 @@ mod lifecycle;
 mod named;
 mod producer;
 mod replicas;
+mod stepped;
 
 use std::fmt;
 use std::sync::atomic::AtomicU32;
@@ -39,7 +42,8 @@ use std::sync::{Arc, Mutex};
 use crossbeam_utils::CachePadded;
 use zerodispatch_callback::Callback;
 use zerodispatch_core::{
-    ClientHandle, ClientType, DispatchError, Dispatcher, ProcessorId, ProcessorSnapshot, SyncError,
+    ClientHandle, ClientType, DispatchError, DispatcherHandle, ProcessorId, ProcessorSnapshot,
+    SyncError,
 };
 
 use crate::credits::Credits;
@@ -50,18 +54,24 @@ use crate::names::Names;
 use crate::replication::Replication;
 use crate::stats::{ClusterCounters, QueueCounters, QueueStats, SessionRegistry, SessionStats};
 
-// Named in the docs only.
-#[cfg(doc)]
-use zerodispatch_core::DispatcherHandle;
-
 pub use config::{BrokerConfig, ConsumerOptions, QueueConfig};
 pub use consumer::Consumer;
 pub use producer::Producer;
+pub use stepped::BrokerSimulator;
+
+use stepped::Owner;
 
 /// A broker's confirm path, in-process: queues on queue processors, sessions on session
 /// processors, one cluster processor.
 pub struct Broker {
-    dispatcher: Dispatcher<BrokerMsg>,
+    /// The handle of the dispatcher `owner` holds: every call of the broker goes through
+    /// it, on threads and stepped alike.
+    dispatcher: DispatcherHandle<BrokerMsg>,
+    /// The dispatcher itself, with threads or stepped ([`Broker::start_stepped`]).
+    owner: Owner,
+    /// Whether `owner` is stepped: its processors run only when its simulator (or a call
+    /// that runs them until idle) turns them, so no call of the broker may wait for them.
+    stepped: bool,
     queues: Arc<[ClientHandle]>,
     queue_configs: Vec<QueueConfig>,
     queue_counters: Vec<Arc<CachePadded<QueueCounters>>>,

@@ -93,7 +93,9 @@ mod session;
 mod stats;
 mod tables;
 
-pub use broker::{Broker, BrokerConfig, Consumer, ConsumerOptions, Producer, QueueConfig};
+pub use broker::{
+    Broker, BrokerConfig, BrokerSimulator, Consumer, ConsumerOptions, Producer, QueueConfig,
+};
 pub use dedup::{MAX_DEDUP_WINDOW, MIN_DEDUP_WINDOW, StoredWindow};
 pub use error::{BrokerError, SendError};
 pub use ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};

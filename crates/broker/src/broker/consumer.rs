@@ -13,6 +13,7 @@ use crate::ids::{AppId, ConsumerId, Guid, QueueId};
 use crate::message::{BrokerMsg, ConfirmRoute, Delivery};
 use crate::session::{ConsumerSession, Pacing};
 
+use super::stepped::dispatch_waiting;
 use super::{Broker, ConsumerOptions};
 
 // Named in the docs only.
@@ -31,6 +32,8 @@ pub struct Consumer {
     queue: QueueId,
     session: ClientHandle,
     dispatcher: DispatcherHandle<BrokerMsg>,
+    /// Its broker is stepped ([`Broker::start_stepped`]).
+    stepped: bool,
     /// Its session was sent `Close`.
     closed: AtomicBool,
 }
@@ -57,9 +60,12 @@ impl Consumer {
         // At the flush the `Close` brings, the session sends its kept confirms, then the
         // queue's detach, then unregisters itself. A detach sent from here could overtake
         // those confirms, and the queue would take confirmed messages back for the others.
-        let sent = self
-            .dispatcher
-            .dispatch(self.session, Event::Message(BrokerMsg::Close));
+        let sent = dispatch_waiting(
+            &self.dispatcher,
+            self.stepped,
+            self.session,
+            Event::Message(BrokerMsg::Close),
+        );
         if let Err(DispatchError::Full(_)) = &sent {
             self.closed.store(false, Ordering::Release);
         }
@@ -157,7 +163,7 @@ impl Broker {
             };
             (queue_handle, Event::Message(attach))
         };
-        if let Err(e) = self.dispatcher.dispatch(first.0, first.1) {
+        if let Err(e) = dispatch_waiting(&self.dispatcher, self.stepped, first.0, first.1) {
             // Not attached: the session goes again (if that too finds the outbox full, it
             // stays registered, idle, until shutdown).
             let _ = self.dispatcher.unregister(session);
@@ -167,7 +173,8 @@ impl Broker {
             id,
             queue,
             session,
-            dispatcher: self.dispatcher.handle(),
+            dispatcher: self.dispatcher.clone(),
+            stepped: self.stepped,
             closed: AtomicBool::new(false),
         })
     }
@@ -229,9 +236,13 @@ impl Broker {
     ///
     /// `ShutDown`; `OutboxFull` on a processor thread whose outbox is full.
     pub fn confirm(&self, consumer: &Consumer, guid: Guid) -> Result<(), BrokerError> {
-        self.dispatcher
-            .dispatch(consumer.session, app_confirm(consumer, guid))
-            .map_err(|e| self.refused(e))
+        dispatch_waiting(
+            &self.dispatcher,
+            self.stepped,
+            consumer.session,
+            app_confirm(consumer, guid),
+        )
+        .map_err(|e| self.refused(e))
     }
 
     /// As [`confirm`](Self::confirm), for an application on an async runtime: waits for
@@ -277,9 +288,13 @@ impl Broker {
     ///
     /// As [`confirm`](Self::confirm).
     pub fn add_credit(&self, consumer: &Consumer, credit: u32) -> Result<(), BrokerError> {
-        self.dispatcher
-            .dispatch(consumer.session, credit_event(consumer, credit))
-            .map_err(|e| self.refused(e))
+        dispatch_waiting(
+            &self.dispatcher,
+            self.stepped,
+            consumer.session,
+            credit_event(consumer, credit),
+        )
+        .map_err(|e| self.refused(e))
     }
 
     /// As [`add_credit`](Self::add_credit), waiting for room as a future. Cancel-safe:

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_utils::CachePadded;
 use zerodispatch_core::{
-    ClientHandle, ClientType, ConfigError, Dispatcher, Placement, PoolConfig, Problem,
+    ClientHandle, ClientType, ConfigError, Dispatcher, DispatcherBuilder, Placement, PoolConfig,
+    Problem,
 };
 
 use crate::cluster::ClusterClient;
@@ -20,7 +21,7 @@ use crate::names::{MAX_PRODUCER_NAMES, Names};
 use crate::queue::{MAX_APPS, MAX_QUEUE_CAPACITY, QueueClient, QueueEngine};
 use crate::stats::{ClusterCounters, QueueCounters};
 
-use super::{Broker, BrokerConfig};
+use super::{Broker, BrokerConfig, Owner};
 
 impl Broker {
     /// Starts the dispatcher and creates the queues and the cluster client.
@@ -31,6 +32,15 @@ impl Broker {
     /// [`MAX_QUEUE_CAPACITY`] included), or a queue whose tables cannot be allocated: an
     /// error, never an abort.
     pub fn start(config: BrokerConfig) -> Result<Self, BrokerError> {
+        Self::start_on(config, |builder| builder.build().map(Owner::Threads))
+    }
+
+    /// Starts the broker as [`start`](Self::start) does, on a dispatcher whose processors
+    /// are built by `build` from the broker's configuration of them.
+    pub(super) fn start_on(
+        config: BrokerConfig,
+        build: impl FnOnce(DispatcherBuilder<BrokerMsg>) -> Result<Owner, ConfigError>,
+    ) -> Result<Self, BrokerError> {
         for (i, q) in config.queues.iter().enumerate() {
             let id = QueueId(i as u32);
             if q.capacity == 0 || q.capacity > MAX_QUEUE_CAPACITY {
@@ -90,7 +100,7 @@ impl Broker {
                 // Only the session processors run timers: the producers' tickers.
                 .timers(0)
         };
-        let dispatcher = Dispatcher::<BrokerMsg>::builder()
+        let builder = Dispatcher::<BrokerMsg>::builder()
             .pool(
                 ClientType::Session,
                 pool(config.session_processors, 0).timers(config.timed_producers),
@@ -102,8 +112,10 @@ impl Broker {
             .pool(
                 ClientType::Cluster,
                 pool(1, config.session_processors + config.queue_processors),
-            )
-            .build()?;
+            );
+        let owner = build(builder)?;
+        let stepped = matches!(owner, Owner::Stepped(_));
+        let dispatcher = owner.handle();
         let mut handles = Vec::with_capacity(config.queues.len());
         let mut queue_counters = Vec::with_capacity(config.queues.len());
         let mut stored_ids = Vec::with_capacity(config.queues.len());
@@ -164,6 +176,8 @@ impl Broker {
             .erase();
         Ok(Self {
             dispatcher,
+            owner,
+            stepped,
             queues,
             queue_configs: config.queues,
             queue_counters,
@@ -191,6 +205,6 @@ impl Broker {
     /// Shuts the broker down: queues drain first, then sessions (each producer session
     /// reports its messages without an outcome `Closed`), then the cluster.
     pub fn shutdown(mut self) {
-        self.dispatcher.shutdown();
+        self.owner.shutdown();
     }
 }

@@ -37,6 +37,8 @@ pub struct Producer {
     session: ClientHandle,
     next_seq: AtomicU64,
     dispatcher: DispatcherHandle<BrokerMsg>,
+    /// Its broker is stepped ([`Broker::start_stepped`]): nothing may wait for a processor.
+    stepped: bool,
     config: ProducerConfig,
     credits: Arc<Credits>,
     /// `CLOSED`, `RETIRED`, and the count of calls inside `enqueue` (the bits below
@@ -290,7 +292,9 @@ impl Producer {
         zerodispatch_core::assert_may_block("Producer::send", "try_send");
         self.check(payload, None)?;
         if !self.credits.try_take() {
-            if self.on_processor_thread() {
+            // A stepped broker's processors run only when this thread turns them: waiting
+            // here would never end.
+            if self.on_processor_thread() || self.stepped {
                 return Err(SendError::WouldBlock(payload));
             }
             self.credits.take();
@@ -429,7 +433,7 @@ impl Broker {
             None => None,
             Some((every, slot)) => {
                 match start_ticker(
-                    self.dispatcher.handle(),
+                    self.dispatcher.clone(),
                     session,
                     every,
                     (slot, self.timed_producers_limit),
@@ -455,7 +459,8 @@ impl Broker {
             id,
             session,
             next_seq: AtomicU64::new(0),
-            dispatcher: self.dispatcher.handle(),
+            dispatcher: self.dispatcher.clone(),
+            stepped: self.stepped,
             config,
             credits,
             state: AtomicUsize::new(0),

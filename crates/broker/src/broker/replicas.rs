@@ -9,6 +9,7 @@ use crate::message::{BrokerMsg, Confirm, ConfirmMode};
 use crate::replication::Receipt;
 use crate::stats::ClusterState;
 
+use super::stepped::dispatch_waiting;
 use super::{Broker, sync_refused};
 
 // Named in the docs only.
@@ -29,19 +30,17 @@ impl Broker {
     /// `ShutDown`; on one of the broker's processor threads, `OnProcessorThread` when it
     /// would have to wait for a credit, `OutboxFull` when the processor's outbox is full.
     pub fn replica_confirm(&self, confirm: Confirm, mode: ConfirmMode) -> Result<(), BrokerError> {
-        if !self.replica_credits.try_take() {
-            self.off_processor_threads()?;
-            self.replica_credits.take();
-        }
-        self.dispatcher
-            .dispatch(
-                self.cluster,
-                Event::Message(BrokerMsg::Replica(confirm, mode)),
-            )
-            .map_err(|e| {
-                self.replica_credits.give_back(1);
-                self.refused(e)
-            })
+        self.take_replica_credit()?;
+        dispatch_waiting(
+            &self.dispatcher,
+            self.stepped,
+            self.cluster,
+            Event::Message(BrokerMsg::Replica(confirm, mode)),
+        )
+        .map_err(|e| {
+            self.replica_credits.give_back(1);
+            self.refused(e)
+        })
     }
 
     /// A replica's receipt: `receipt.replica` has stored message `receipt.guid`. Routed by
@@ -90,16 +89,38 @@ impl Broker {
                 replicas,
             });
         }
-        if !self.replica_credits.try_take() {
-            self.off_processor_threads()?;
-            self.replica_credits.take();
+        self.take_replica_credit()?;
+        dispatch_waiting(
+            &self.dispatcher,
+            self.stepped,
+            self.cluster,
+            Event::Message(BrokerMsg::Receipt(receipt)),
+        )
+        .map_err(|e| {
+            self.replica_credits.give_back(1);
+            self.refused(e)
+        })
+    }
+
+    /// Takes one of the replica credits, waiting for one off the processor threads; on a
+    /// stepped broker, running the processors until idle instead, which routes every
+    /// confirm and receipt and gives their credits back.
+    fn take_replica_credit(&self) -> Result<(), BrokerError> {
+        if self.replica_credits.try_take() {
+            return Ok(());
         }
-        self.dispatcher
-            .dispatch(self.cluster, Event::Message(BrokerMsg::Receipt(receipt)))
-            .map_err(|e| {
-                self.replica_credits.give_back(1);
-                self.refused(e)
-            })
+        self.off_processor_threads()?;
+        if !self.stepped {
+            self.replica_credits.take();
+            return Ok(());
+        }
+        self.run_stepped()?;
+        // Where threads would wait forever, the stepped broker fails, naming why.
+        assert!(
+            self.replica_credits.try_take(),
+            "zerodispatch_broker: no replica credit free once the processors are idle: a credit was not given back"
+        );
+        Ok(())
     }
 
     /// The cluster's state, answered by a dispatcher callback on the cluster processor (so

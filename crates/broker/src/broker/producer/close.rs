@@ -31,6 +31,7 @@ use zerodispatch_core::{DispatchError, Event};
 
 use crate::message::BrokerMsg;
 
+use super::super::stepped::{dispatch_waiting, run_until_idle};
 use super::Producer;
 use super::ticker::stop_ticker;
 
@@ -71,8 +72,12 @@ impl Producer {
         // Perhaps in a drop on a tokio worker (a future's, or the producer's): a drop
         // cannot be async, and this dispatch waits only for room in the session's queue.
         let retired = zerodispatch_core::allow_blocking(|| {
-            self.dispatcher
-                .dispatch(self.session, Event::Message(BrokerMsg::Retire))
+            dispatch_waiting(
+                &self.dispatcher,
+                self.stepped,
+                self.session,
+                Event::Message(BrokerMsg::Retire),
+            )
         });
         if let Err(e) = retired {
             tracing::debug!(
@@ -153,18 +158,31 @@ impl Producer {
         } else {
             // Refused only when the broker is shutting down: the session then reports what
             // it holds as the dispatcher drops it, which the wait sees as well.
-            let _ = self
-                .dispatcher
-                .dispatch(self.session, Event::Message(BrokerMsg::Drain));
-            self.credits.wait_reported(wait)
+            let _ = dispatch_waiting(
+                &self.dispatcher,
+                self.stepped,
+                self.session,
+                Event::Message(BrokerMsg::Drain),
+            );
+            if self.stepped {
+                // Its processors run on this thread alone: they run until idle, the clock
+                // still (`Broker::start_stepped`).
+                let _ = run_until_idle(&self.dispatcher, self.session.processor());
+                self.credits.unreported() == 0
+            } else {
+                self.credits.wait_reported(wait)
+            }
         };
-        let told = self
-            .dispatcher
-            .dispatch(self.session, Event::Message(BrokerMsg::Close));
+        let told = dispatch_waiting(
+            &self.dispatcher,
+            self.stepped,
+            self.session,
+            Event::Message(BrokerMsg::Close),
+        );
         if let Some(ticker) = self.ticker.lock().unwrap_or_else(|e| e.into_inner()).take() {
             // Before the name is freed and this returns: a producer opened next finds the
             // ticker's place free.
-            stop_ticker(ticker, may_wait);
+            stop_ticker(ticker, may_wait, self.stepped);
         }
         // Step 3. AcqRel: release, so that the `Close` above happens before the
         // unregistration if the last call to leave does it (its `fetch_sub` acquires);

@@ -71,6 +71,10 @@ impl Freed {
         self.cond.notify_all();
     }
 
+    fn is_set(&self) -> bool {
+        *self.done.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn wait(&self) {
         let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
         while !*done {
@@ -254,8 +258,14 @@ pub(super) fn tick_every(config: ProducerConfig) -> Option<Duration> {
 /// running, it schedules no other. With `wait`, returns once the ticker's slot (and its
 /// timer) is free: at the session processor's next turn, which reclaims the cancelled
 /// timer. Without (on a processor thread, where that turn may be this very one), the slot
-/// is given back at that turn.
-pub(super) fn stop_ticker(ticker: Ticker, wait: bool) {
+/// is given back at that turn. On a stepped broker (`stepped`), whose processors turn only
+/// on this thread, waiting runs them until idle instead.
+///
+/// # Panics
+///
+/// On a stepped broker, if the slot is still held once the processors are idle: where
+/// threads would wait forever, it fails, naming why.
+pub(super) fn stop_ticker(ticker: Ticker, wait: bool, stepped: bool) {
     let Ticker { tick, freed } = ticker;
     let pending = {
         let mut pending = tick.pending.lock().unwrap_or_else(|e| e.into_inner());
@@ -265,8 +275,18 @@ pub(super) fn stop_ticker(ticker: Ticker, wait: bool) {
     if let Some(token) = pending {
         tick.dispatcher.cancel(token);
     }
+    let processor = tick.session.processor();
+    let dispatcher = (wait && stepped).then(|| tick.dispatcher.clone());
     drop(tick);
-    if wait {
+    if let Some(dispatcher) = dispatcher {
+        // Refused at shutdown only, where the slot is given back as the timers are dropped.
+        if super::super::stepped::run_until_idle(&dispatcher, processor).is_ok() {
+            assert!(
+                freed.is_set(),
+                "zerodispatch_broker: a closed producer's ticker still holds its place once the processors are idle"
+            );
+        }
+    } else if wait {
         freed.wait();
     }
 }

@@ -1,0 +1,938 @@
+//! One scenario of the broker's confirm path under the seeded simulator
+//! ([`Broker::start_stepped`], [`BrokerSimulator`]): producers (anonymous, named, timed by
+//! a timer flush or a confirm timeout) publishing to priority and fanout queues with tiny
+//! capacities; consumers with credit, explicit or on-return confirms, straight or through
+//! the cluster; replication with a quorum and receipts that come late or never; closes
+//! with and without a wait, a named producer's reconnection (closed, its name opened again
+//! at once, and everything it had no `Stored` for published again with the same ids);
+//! tiny processor queues; and a shutdown in mid-stream. Shared by `tests/simulate.rs` (a
+//! fixed budget of seeds, in CI) and the facade's `examples/simulate_broker.rs` (more
+//! seeds, or one replayed).
+//!
+//! Invariants, checked as it runs (the handlers record a breach; the test's thread fails
+//! on it after the step that made it) and at its end:
+//! * every message published (a publish that returned `Ok`) has exactly one outcome, and
+//!   no outcome comes for a message not published;
+//! * `Closed` comes only to a producer whose close has begun, or at shutdown (a producer
+//!   still open is never told its message is closed);
+//! * `Stored` comes only once the quorum's replicas sent their receipt, and only for a
+//!   message its queue holds: once the run is over, every message reported `Stored` is
+//!   delivered to each app of its queue (unless a consumer of that fanout app closed,
+//!   which drops its shares), so none was lost either;
+//! * a delivery is of a message published to that queue; a share (message, app) is
+//!   delivered at most once while a consumer holds it, and never again once confirmed:
+//!   so a named producer's message published again is never stored (nor delivered) twice;
+//!   each queue stores at most one copy of each GUID;
+//! * a timed producer is refused `TooManyTimedProducers` only when as many timed producers
+//!   as the session processors allow are open: a close gives its ticker's place back
+//!   before it returns;
+//! * ACK conservation, at the end of a run without a shutdown in mid-stream: every ACK a
+//!   queue sent was counted once by a session (`acked + rejected_full + out_of_window +
+//!   superseded == acks + late_acks`), and every outcome the applications saw is counted
+//!   in the sessions' counters.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::zdb::{
+    Ack, AckStatus, AppId, Broker, BrokerConfig, BrokerError, BrokerSimulator, ConfirmMode,
+    ConfirmRoute, Confirms, Consumer, ConsumerOptions, Delivery, FlushStrategy, Guid,
+    MIN_DEDUP_WINDOW, OnRelease, Payload, Producer, ProducerConfig, QueueConfig, QueueId,
+    QueueMode, Receipt, ReplicaId, Replication, SendError,
+};
+use crate::zdt::SimRng;
+
+/// Producer names the scenario uses.
+const NAMES: usize = 3;
+
+#[derive(Debug)]
+struct Attempt {
+    instance: usize,
+    guid: Guid,
+    queue: u32,
+    outcomes: Vec<AckStatus>,
+}
+
+#[derive(Debug, Default)]
+struct Instance {
+    name: Option<usize>,
+    timed: bool,
+    /// Its close has begun (or it was dropped).
+    closing: bool,
+    /// Its messages without an outcome, oldest first, by GUID (attempt indexes).
+    in_flight: HashMap<Guid, Vec<usize>>,
+}
+
+#[derive(Debug, Default)]
+struct Name {
+    /// The instance holding it now.
+    open: Option<usize>,
+    next_id: u64,
+    /// Every (queue, id) published under it.
+    published: Vec<(u32, u64)>,
+    /// The (queue, id) reported `Stored` to some producer of it.
+    stored: HashSet<(u32, u64)>,
+}
+
+/// Where `status` counts in `World::outcomes`.
+fn status_index(status: AckStatus) -> usize {
+    match status {
+        AckStatus::Stored => 0,
+        AckStatus::RejectedQueueFull => 1,
+        AckStatus::RejectedProducerFull => 2,
+        AckStatus::RejectedUnknownQueue => 3,
+        AckStatus::Closed => 4,
+        AckStatus::TimedOut => 5,
+        AckStatus::NotSent => 6,
+        AckStatus::RejectedOutOfWindow => 7,
+    }
+}
+
+#[derive(Debug)]
+struct ConsumerState {
+    queue: u32,
+    app: u16,
+    explicit: bool,
+    /// Paced by credit.
+    paced: bool,
+    closed: bool,
+    /// Explicit: delivered and not confirmed yet.
+    held: Vec<Guid>,
+}
+
+#[derive(Debug, Default)]
+struct Share {
+    holder: Option<usize>,
+    confirmed: bool,
+    deliveries: u32,
+}
+
+#[derive(Default)]
+struct World {
+    attempts: Vec<Attempt>,
+    instances: Vec<Instance>,
+    names: Vec<Name>,
+    consumers: Vec<ConsumerState>,
+    shares: HashMap<(u32, Guid, u16), Share>,
+    /// Every (queue, GUID) published with an `Ok`.
+    published: HashSet<(u32, Guid)>,
+    /// Every (queue, GUID) reported `Stored`.
+    stored: HashSet<(u32, Guid)>,
+    /// Receipts sent, by (queue, GUID): a mask of replicas.
+    receipts: HashMap<(u32, Guid), u64>,
+    quorum: Option<u8>,
+    /// Fanout (queue, app)s that had a consumer closed: their shares may be dropped.
+    lossy: HashSet<(u32, u16)>,
+    shutting_down: bool,
+    /// Outcomes the applications were given, by status (`status_index`).
+    outcomes: [u64; 8],
+    /// Payload handles of the messages published (`Ok`).
+    handles: HashSet<u64>,
+    /// Payload handles the queues released.
+    released: HashSet<u64>,
+    /// The first invariant a handler found broken.
+    breach: Option<String>,
+}
+
+type Shared = Arc<Mutex<World>>;
+
+fn world(shared: &Shared) -> MutexGuard<'_, World> {
+    shared.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl World {
+    fn breach(&mut self, what: String) {
+        self.breach.get_or_insert(what);
+    }
+
+    /// A producer instance's batch of outcomes.
+    fn on_ack(&mut self, instance: usize, batch: &[Ack]) {
+        for ack in batch {
+            self.outcomes[status_index(ack.status)] += 1;
+            let Some(index) = self.instances[instance]
+                .in_flight
+                .get_mut(&ack.guid)
+                .and_then(|v| (!v.is_empty()).then(|| v.remove(0)))
+            else {
+                self.breach(format!(
+                    "producer {instance} was given an outcome {:?} for {:?}, which it has no message of without one",
+                    ack.status, ack.guid
+                ));
+                continue;
+            };
+            let queue = self.attempts[index].queue;
+            self.attempts[index].outcomes.push(ack.status);
+            match ack.status {
+                AckStatus::Closed if !self.instances[instance].closing && !self.shutting_down => {
+                    self.breach(format!(
+                        "producer {instance}, open, was told Closed for {:?} (message {index})",
+                        ack.guid
+                    ));
+                }
+                AckStatus::Stored => {
+                    if let Some(quorum) = self.quorum {
+                        let got = self
+                            .receipts
+                            .get(&(queue, ack.guid))
+                            .map_or(0, |m| m.count_ones());
+                        if got < u32::from(quorum) {
+                            self.breach(format!(
+                                "{:?} reported Stored with {got} receipts sent, quorum {quorum}",
+                                ack.guid
+                            ));
+                        }
+                    }
+                    self.stored.insert((queue, ack.guid));
+                    if let Some(name) = self.instances[instance].name {
+                        self.names[name].stored.insert((queue, ack.guid.seq()));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// A consumer's batch of deliveries.
+    fn on_delivery(&mut self, consumer: usize, batch: &[Delivery]) {
+        for d in batch {
+            let queue = d.queue.0;
+            let app = d.app.0;
+            let (want_queue, want_app, explicit) = {
+                let c = &self.consumers[consumer];
+                (c.queue, c.app, c.explicit)
+            };
+            if (queue, app) != (want_queue, want_app) {
+                self.breach(format!(
+                    "consumer {consumer} of queue {want_queue} app {want_app} got {d:?}"
+                ));
+            }
+            if !self.published.contains(&(queue, d.guid)) {
+                self.breach(format!("{d:?} delivered, never published to its queue"));
+            }
+            let holder_open = {
+                let share = self.shares.entry((queue, d.guid, app)).or_default();
+                share.holder
+            }
+            .filter(|&h| !self.consumers[h].closed);
+            let share = self.shares.get_mut(&(queue, d.guid, app)).expect("made");
+            if share.confirmed {
+                let n = share.deliveries;
+                self.breach(format!(
+                    "{d:?} delivered to consumer {consumer} after it was confirmed ({n} deliveries before)"
+                ));
+            } else if let Some(h) = holder_open {
+                self.breach(format!(
+                    "{d:?} delivered to consumer {consumer} while consumer {h}, open, holds it"
+                ));
+            }
+            let share = self.shares.get_mut(&(queue, d.guid, app)).expect("made");
+            share.deliveries += 1;
+            if explicit {
+                share.holder = Some(consumer);
+                self.consumers[consumer].held.push(d.guid);
+            } else {
+                // Confirmed as the handler returns.
+                share.holder = None;
+                share.confirmed = true;
+            }
+        }
+    }
+}
+
+/// What the test's thread holds: the broker's objects (never inside the world's lock,
+/// since their calls may run the processors, whose handlers take it).
+struct Run {
+    broker: Broker,
+    sim: BrokerSimulator,
+    shared: Shared,
+    producers: Vec<Option<Producer>>,
+    consumers: Vec<Option<Consumer>>,
+    queues: Vec<QueueConfig>,
+    replication: Option<Replication>,
+    session_processors: usize,
+    timed_limit: usize,
+    next_handle: u64,
+}
+
+impl Run {
+    fn w(&self) -> MutexGuard<'_, World> {
+        world(&self.shared)
+    }
+
+    /// Fails the run on a breach a handler recorded.
+    fn check(&self) {
+        if let Some(breach) = self.w().breach.take() {
+            panic!("{breach}");
+        }
+    }
+
+    fn shutting_down(&self) -> bool {
+        self.w().shutting_down
+    }
+
+    fn open_instances(&self) -> Vec<usize> {
+        (0..self.producers.len())
+            .filter(|&i| self.producers[i].is_some())
+            .collect()
+    }
+
+    fn live_timed(&self) -> usize {
+        let w = self.w();
+        (0..self.producers.len())
+            .filter(|&i| self.producers[i].is_some() && w.instances[i].timed)
+            .count()
+    }
+
+    fn producer_config(&mut self) -> (ProducerConfig, bool) {
+        let rng = self.sim.rng();
+        let mut config = ProducerConfig {
+            max_unconfirmed: 1 + rng.below(16) as usize,
+            batch_size: 1 + rng.below(4) as usize,
+            ..ProducerConfig::default()
+        };
+        if rng.one_in(3) {
+            config.flush = FlushStrategy::Timer(Duration::from_micros(20 + rng.below(300)));
+        }
+        if rng.one_in(3) {
+            config.confirm_timeout = Some(Duration::from_micros(200 + rng.below(3_000)));
+        }
+        let timed =
+            config.confirm_timeout.is_some() || matches!(config.flush, FlushStrategy::Timer(_));
+        (config, timed)
+    }
+
+    /// Opens a producer (of `name`, if any); returns its instance.
+    fn open_producer(&mut self, name: Option<usize>) -> Option<usize> {
+        let (config, timed) = self.producer_config();
+        let instance = self.producers.len();
+        let live_timed = self.live_timed();
+        let shared = self.shared.clone();
+        let on_ack = move |batch: &[Ack]| world(&shared).on_ack(instance, batch);
+        let opened = match name {
+            Some(n) => self
+                .broker
+                .open_named_producer(&format!("name-{n}"), config, on_ack),
+            None => self.broker.open_producer_with(config, on_ack),
+        };
+        self.sim.note(format_args!(
+            "open producer {instance} (name {name:?}, timed {timed}): {:?}",
+            opened.as_ref().map(Producer::id)
+        ));
+        match opened {
+            Ok(p) => {
+                self.producers.push(Some(p));
+                let mut w = self.w();
+                w.instances.push(Instance {
+                    name,
+                    timed,
+                    ..Instance::default()
+                });
+                if let Some(n) = name {
+                    w.names[n].open = Some(instance);
+                }
+                Some(instance)
+            }
+            Err(BrokerError::TooManyTimedProducers { .. }) => {
+                let room = self.timed_limit * self.session_processors;
+                assert!(
+                    self.shutting_down() || live_timed >= room,
+                    "a timed producer was refused TooManyTimedProducers with {live_timed} timed producers open, room for {room}"
+                );
+                None
+            }
+            Err(BrokerError::ShutDown) => {
+                assert!(self.shutting_down(), "open refused ShutDown while running");
+                None
+            }
+            Err(e) => panic!("open producer refused: {e}"),
+        }
+    }
+
+    /// Publishes through `instance`: a named one a new id or one without `Stored` again.
+    fn publish(&mut self, instance: usize, resend: Option<(u32, u64)>) {
+        let name = self.w().instances[instance].name;
+        let handle = self.next_handle;
+        self.next_handle += 1;
+        let payload = Payload { handle, len: 8 };
+        let how = self.sim.rng().below(3);
+        let (queue, id) = match (name, resend) {
+            (_, Some(again)) => (again.0, Some(again.1)),
+            (Some(n), None) => {
+                let queue = self.sim.rng().below(self.queues.len() as u64) as u32;
+                let mut w = self.w();
+                let id = w.names[n].next_id;
+                w.names[n].next_id += 1;
+                w.names[n].published.push((queue, id));
+                (queue, Some(id))
+            }
+            (None, None) => (self.sim.rng().below(self.queues.len() as u64) as u32, None),
+        };
+        let producer = self.producers[instance].as_ref().expect("open");
+        let sent = match (id, how) {
+            (Some(id), _) => producer.publish_with_id(QueueId(queue), payload, id),
+            (None, 0) => producer.publish(QueueId(queue), payload),
+            (None, 1) => producer.send(QueueId(queue), payload),
+            (None, _) => producer.try_send(QueueId(queue), payload),
+        };
+        self.sim.note(format_args!(
+            "producer {instance} publishes {id:?} to queue {queue}: {sent:?}"
+        ));
+        match sent {
+            Ok(guid) => {
+                let mut w = self.w();
+                let index = w.attempts.len();
+                w.attempts.push(Attempt {
+                    instance,
+                    guid,
+                    queue,
+                    outcomes: Vec::new(),
+                });
+                w.instances[instance]
+                    .in_flight
+                    .entry(guid)
+                    .or_default()
+                    .push(index);
+                w.published.insert((queue, guid));
+                w.handles.insert(handle);
+            }
+            Err(SendError::WouldBlock(_) | SendError::Full(_)) => {}
+            Err(SendError::ShutDown(_)) => {
+                assert!(
+                    self.shutting_down(),
+                    "publish refused ShutDown while running"
+                );
+            }
+            Err(e) => panic!("publish refused: {e}"),
+        }
+    }
+
+    /// Closes producer `instance` (with a wait, without, or by drop).
+    fn close_producer(&mut self, instance: usize) {
+        let Some(producer) = self.producers[instance].take() else {
+            return;
+        };
+        self.w().instances[instance].closing = true;
+        let how = self.sim.rng().below(3);
+        self.sim
+            .note(format_args!("close producer {instance} ({how})"));
+        match how {
+            0 => drop(producer),
+            1 => {
+                producer.close(Duration::ZERO);
+            }
+            _ => {
+                producer.close(Duration::from_secs(1));
+            }
+        }
+        let mut w = self.w();
+        if let Some(n) = w.instances[instance].name {
+            w.names[n].open = None;
+        }
+    }
+
+    fn open_consumer(&mut self) {
+        let queue = self.sim.rng().below(self.queues.len() as u64) as u32;
+        let apps = match self.queues[queue as usize].mode {
+            QueueMode::Priority => 1,
+            QueueMode::Fanout { apps } => apps,
+        };
+        let app = self.sim.rng().below(u64::from(apps)) as u16;
+        let rng = self.sim.rng();
+        let options = ConsumerOptions {
+            mode: *rng
+                .pick(&[ConfirmMode::Inline, ConfirmMode::Typed, ConfirmMode::Boxed])
+                .unwrap(),
+            route: *rng
+                .pick(&[ConfirmRoute::Direct, ConfirmRoute::ViaCluster])
+                .unwrap(),
+            confirms: *rng.pick(&[Confirms::OnReturn, Confirms::Explicit]).unwrap(),
+            credit: rng.one_in(3).then(|| rng.below(4) as u32),
+        };
+        self.open_consumer_with(queue, app, options);
+    }
+
+    fn open_consumer_with(&mut self, queue: u32, app: u16, options: ConsumerOptions) {
+        let index = self.consumers.len();
+        self.w().consumers.push(ConsumerState {
+            queue,
+            app,
+            explicit: options.confirms == Confirms::Explicit,
+            paced: options.credit.is_some(),
+            closed: false,
+            held: Vec::new(),
+        });
+        let shared = self.shared.clone();
+        let opened = self.broker.open_consumer(
+            QueueId(queue),
+            AppId(app),
+            options,
+            move |batch: &[Delivery]| world(&shared).on_delivery(index, batch),
+        );
+        self.sim.note(format_args!(
+            "open consumer {index} of queue {queue} app {app} ({options:?}): {:?}",
+            opened.as_ref().map(Consumer::id)
+        ));
+        match opened {
+            Ok(c) => self.consumers.push(Some(c)),
+            Err(BrokerError::ShutDown) => {
+                assert!(
+                    self.shutting_down(),
+                    "open consumer refused ShutDown while running"
+                );
+                self.w().consumers[index].closed = true;
+                self.consumers.push(None);
+            }
+            Err(e) => panic!("open consumer refused: {e}"),
+        }
+    }
+
+    fn close_consumer(&mut self, index: usize) {
+        let Some(consumer) = self.consumers[index].take() else {
+            return;
+        };
+        {
+            let mut w = self.w();
+            let (queue, app) = (w.consumers[index].queue, w.consumers[index].app);
+            w.consumers[index].closed = true;
+            if matches!(self.queues[queue as usize].mode, QueueMode::Fanout { .. }) {
+                w.lossy.insert((queue, app));
+            }
+        }
+        let by_drop = self.sim.rng().one_in(2);
+        self.sim
+            .note(format_args!("close consumer {index} (drop {by_drop})"));
+        if by_drop {
+            drop(consumer);
+        } else {
+            let closed = self.broker.close_consumer(&consumer);
+            assert!(
+                closed.is_ok() || self.shutting_down(),
+                "close_consumer: {closed:?}"
+            );
+        }
+    }
+
+    fn confirm(&mut self, index: usize) {
+        let guid = {
+            let mut w = self.w();
+            let held = &mut w.consumers[index].held;
+            if held.is_empty() {
+                return;
+            }
+            let at = 0;
+            held.remove(at)
+        };
+        let consumer = self.consumers[index].as_ref().expect("open");
+        let queue = consumer.queue().0;
+        let app = self.w().consumers[index].app;
+        {
+            // Confirmed from the call on: the queue never hands it out again.
+            let mut w = self.w();
+            let share = w.shares.entry((queue, guid, app)).or_default();
+            share.confirmed = true;
+            share.holder = None;
+        }
+        let done = self.broker.confirm(consumer, guid);
+        self.sim
+            .note(format_args!("consumer {index} confirms {guid:?}: {done:?}"));
+        assert!(done.is_ok() || self.shutting_down(), "confirm: {done:?}");
+    }
+
+    fn receipt(&mut self, queue: u32, guid: Guid, replica: u8) {
+        self.w()
+            .receipts
+            .entry((queue, guid))
+            .and_modify(|m| *m |= 1 << replica)
+            .or_insert(1 << replica);
+        let sent = self.broker.replica_receipt(Receipt {
+            queue: QueueId(queue),
+            guid,
+            replica: ReplicaId(replica),
+        });
+        self.sim.note(format_args!(
+            "receipt of replica {replica} for {guid:?}: {sent:?}"
+        ));
+        assert!(sent.is_ok() || self.shutting_down(), "receipt: {sent:?}");
+    }
+
+    /// A named producer's reconnection: closed without a wait, its name opened again at
+    /// once, and every message of the name without `Stored` published again, same ids.
+    fn reconnect(&mut self, instance: usize) {
+        let Some(name) = self.w().instances[instance].name else {
+            return;
+        };
+        self.sim.note(format_args!("reconnect producer {instance}"));
+        if let Some(p) = self.producers[instance].take() {
+            self.w().instances[instance].closing = true;
+            p.close(Duration::ZERO);
+            self.w().names[name].open = None;
+        }
+        let Some(again) = self.open_producer(Some(name)) else {
+            return;
+        };
+        let unresolved: Vec<(u32, u64)> = {
+            let w = self.w();
+            let n = &w.names[name];
+            n.published
+                .iter()
+                .filter(|p| !n.stored.contains(p))
+                .copied()
+                .collect()
+        };
+        for (queue, id) in unresolved {
+            if self.sim.rng().one_in(3) {
+                self.sim.step();
+            }
+            self.publish(again, Some((queue, id)));
+        }
+    }
+}
+
+/// A seed's broker configuration.
+fn config(rng: &mut SimRng, shared: &Shared) -> BrokerConfig {
+    let queues = (0..1 + rng.below(2))
+        .map(|_| QueueConfig {
+            mode: if rng.one_in(2) {
+                QueueMode::Priority
+            } else {
+                QueueMode::Fanout {
+                    apps: 2 + rng.below(2) as u16,
+                }
+            },
+            capacity: *rng.pick(&[2, 8, 32]).unwrap(),
+            window: *rng.pick(&[1, 2, 8]).unwrap(),
+        })
+        .collect();
+    let replication = rng.one_in(2).then(|| {
+        let replicas = 1 + rng.below(3) as u8;
+        Replication {
+            replicas,
+            quorum: 1 + rng.below(u64::from(replicas)) as u8,
+        }
+    });
+    let released = shared.clone();
+    BrokerConfig {
+        queues,
+        session_processors: 1 + rng.below(3) as usize,
+        queue_processors: 1 + rng.below(2) as usize,
+        event_capacity: *rng.pick(&[2, 4, 8, 64]).unwrap(),
+        max_batch: *rng.pick(&[1, 2, 8, 64]).unwrap(),
+        replication,
+        on_release: Some(OnRelease::new(move |batch: &[Payload]| {
+            let mut w = world(&released);
+            for p in batch {
+                if !w.released.insert(p.handle) {
+                    w.breach(format!("payload {} released twice", p.handle));
+                }
+            }
+        })),
+        max_producer_names: NAMES,
+        dedup_window: MIN_DEDUP_WINDOW,
+        timed_producers: 1 + rng.below(2) as usize,
+        ..BrokerConfig::default()
+    }
+}
+
+/// The scenario for `seed`. Panics (with the failing invariant) where one breaks.
+pub fn run(seed: u64) {
+    let shared: Shared = Arc::default();
+    let mut rng = SimRng::new(seed ^ 0x00B4_0CE5);
+    let config = config(&mut rng, &shared);
+    let broker = Broker::start_stepped(config.clone()).expect("a valid configuration");
+    let sim = broker.simulator(seed).expect("a stepped broker");
+    {
+        let mut w = world(&shared);
+        w.quorum = config.replication.map(|r| r.quorum);
+        w.names = (0..NAMES).map(|_| Name::default()).collect();
+    }
+    let mut run = Run {
+        broker,
+        sim,
+        shared,
+        producers: Vec::new(),
+        consumers: Vec::new(),
+        queues: config.queues.clone(),
+        replication: config.replication,
+        session_processors: config.session_processors,
+        timed_limit: config.timed_producers,
+        next_handle: 0,
+    };
+    run.sim.note(format_args!("{config:?}"));
+
+    for _ in 0..1 + run.sim.rng().below(3) {
+        run.open_producer(None);
+    }
+    for _ in 0..run.sim.rng().below(3) {
+        run.open_consumer();
+    }
+
+    let actions = 40 + run.sim.rng().below(200);
+    let shutdown_at = run
+        .sim
+        .rng()
+        .one_in(3)
+        .then(|| run.sim.rng().below(actions));
+    for action in 0..actions {
+        if shutdown_at == Some(action) {
+            run.sim.note("shutdown in mid-stream");
+            run.w().shutting_down = true;
+            run.sim.shutdown();
+        }
+        match run.sim.rng().below(24) {
+            0..=6 => {
+                let open = run.open_instances();
+                if let Some(&i) = run.sim.rng().pick(&open) {
+                    run.publish(i, None);
+                }
+            }
+            7 => {
+                let free: Vec<usize> = {
+                    let w = run.w();
+                    (0..NAMES).filter(|&n| w.names[n].open.is_none()).collect()
+                };
+                let name = if run.sim.rng().one_in(2) {
+                    run.sim.rng().pick(&free).copied()
+                } else {
+                    None
+                };
+                run.open_producer(name);
+            }
+            8 => {
+                let open = run.open_instances();
+                if let Some(&i) = run.sim.rng().pick(&open) {
+                    run.close_producer(i);
+                }
+            }
+            9 | 10 => {
+                let named: Vec<usize> = {
+                    let w = run.w();
+                    run.open_instances()
+                        .into_iter()
+                        .filter(|&i| w.instances[i].name.is_some())
+                        .collect()
+                };
+                if let Some(&i) = run.sim.rng().pick(&named) {
+                    run.reconnect(i);
+                }
+            }
+            11 => run.open_consumer(),
+            12 => {
+                let open: Vec<usize> = (0..run.consumers.len())
+                    .filter(|&c| run.consumers[c].is_some())
+                    .collect();
+                if let Some(&c) = run.sim.rng().pick(&open) {
+                    run.close_consumer(c);
+                }
+            }
+            13 => {
+                let open: Vec<usize> = (0..run.consumers.len())
+                    .filter(|&c| run.consumers[c].is_some())
+                    .collect();
+                if let Some(&c) = run.sim.rng().pick(&open) {
+                    if run.sim.rng().one_in(2) {
+                        run.confirm(c);
+                    } else {
+                        let credit = 1 + run.sim.rng().below(4) as u32;
+                        let consumer = run.consumers[c].as_ref().unwrap();
+                        let done = run.broker.add_credit(consumer, credit);
+                        run.sim
+                            .note(format_args!("consumer {c} credit +{credit}: {done:?}"));
+                        assert!(done.is_ok() || run.shutting_down(), "add_credit: {done:?}");
+                    }
+                }
+            }
+            14 | 15 => {
+                if let Some(r) = run.replication {
+                    let n = run.w().attempts.len() as u64;
+                    let pick = (n > 0).then(|| {
+                        // Mostly the latest messages.
+                        let back = run.sim.rng().below(n.min(8));
+                        let a = &run.w().attempts[(n - 1 - back) as usize];
+                        (a.queue, a.guid)
+                    });
+                    if let Some((queue, guid)) = pick {
+                        let replica = run.sim.rng().below(u64::from(r.replicas)) as u8;
+                        run.receipt(queue, guid, replica);
+                    }
+                }
+            }
+            16 => {
+                let by = Duration::from_micros(run.sim.rng().below(2_000));
+                run.sim.note(format_args!("advance {by:?}"));
+                run.sim.advance(by);
+            }
+            _ => {
+                for _ in 0..1 + run.sim.rng().below(4) {
+                    run.sim.step();
+                }
+            }
+        }
+        run.check();
+    }
+
+    let mid_stream = run.shutting_down();
+    if !mid_stream {
+        finish(&mut run);
+    }
+    run.sim.note("shutdown");
+    run.w().shutting_down = true;
+    run.sim.shutdown();
+    run.check();
+    for i in 0..run.producers.len() {
+        if let Some(p) = run.producers[i].take() {
+            run.w().instances[i].closing = true;
+            drop(p);
+        }
+    }
+    run.consumers.clear();
+    run.check();
+
+    let w = run.w();
+    for (index, a) in w.attempts.iter().enumerate() {
+        assert_eq!(
+            a.outcomes.len(),
+            1,
+            "message {index} ({:?} of producer {} to queue {}) has outcomes {:?}",
+            a.guid,
+            a.instance,
+            a.queue,
+            a.outcomes
+        );
+    }
+    for handle in &w.released {
+        assert!(
+            w.handles.contains(handle),
+            "payload {handle} released, never published"
+        );
+    }
+    let stats = run.broker.queue_stats();
+    for (q, s) in stats.iter().enumerate() {
+        let guids = w
+            .published
+            .iter()
+            .filter(|(queue, _)| *queue == q as u32)
+            .count() as u64;
+        assert!(
+            s.stored <= guids,
+            "queue {q} stored {} messages of {guids} GUIDs published to it: one stored twice",
+            s.stored
+        );
+    }
+}
+
+/// The end of a run without a shutdown in mid-stream: every receipt sent, every consumer
+/// that could hold shares back closed, a fresh consumer for each app, every stored message
+/// delivered; every producer closed; the counters conserved.
+fn finish(run: &mut Run) {
+    run.sim.note("finish: settle");
+    run.sim.settle();
+    if let Some(r) = run.replication {
+        let all: Vec<(u32, Guid)> = run.w().published.iter().copied().collect();
+        for (queue, guid) in all {
+            for replica in 0..r.quorum {
+                run.receipt(queue, guid, replica);
+            }
+        }
+        run.sim.settle();
+    }
+    // The consumers that hold shares back: paced ones get all the credit they want, and
+    // explicit ones confirm what they hold, until none holds anything.
+    for c in 0..run.consumers.len() {
+        if run.consumers[c].is_some() && run.w().consumers[c].paced {
+            let consumer = run.consumers[c].as_ref().unwrap();
+            let done = run.broker.add_credit(consumer, u32::MAX);
+            assert!(done.is_ok(), "add_credit: {done:?}");
+        }
+    }
+    for _ in 0..1_000 {
+        run.sim.settle();
+        let holding: Vec<usize> = (0..run.consumers.len())
+            .filter(|&c| run.consumers[c].is_some() && !run.w().consumers[c].held.is_empty())
+            .collect();
+        if holding.is_empty() {
+            break;
+        }
+        for c in holding {
+            while !run.w().consumers[c].held.is_empty() {
+                run.confirm(c);
+            }
+        }
+    }
+    for q in 0..run.queues.len() as u32 {
+        let apps = match run.queues[q as usize].mode {
+            QueueMode::Priority => 1,
+            QueueMode::Fanout { apps } => apps,
+        };
+        for app in 0..apps {
+            run.open_consumer_with(q, app, ConsumerOptions::default());
+        }
+    }
+    run.sim.settle();
+    run.check();
+    {
+        let w = run.w();
+        for &(queue, guid) in &w.stored {
+            let apps = match run.queues[queue as usize].mode {
+                QueueMode::Priority => 1,
+                QueueMode::Fanout { apps } => apps,
+            };
+            for app in 0..apps {
+                if w.lossy.contains(&(queue, app)) {
+                    continue;
+                }
+                let delivered = w
+                    .shares
+                    .get(&(queue, guid, app))
+                    .map_or(0, |s| s.deliveries);
+                assert!(
+                    delivered > 0,
+                    "{guid:?} was reported Stored to queue {queue}, never delivered to app {app}"
+                );
+            }
+        }
+    }
+    for i in 0..run.producers.len() {
+        run.close_producer(i);
+    }
+    run.sim.settle();
+    run.check();
+    let queues = run.broker.queue_stats();
+    let sessions = run.broker.session_stats();
+    let sent: u64 = queues
+        .iter()
+        .map(|q| q.acked + q.rejected_full + q.out_of_window + q.superseded)
+        .sum();
+    assert_eq!(
+        sent,
+        sessions.acks + sessions.late_acks,
+        "ACKs the queues sent, counted by the sessions: {queues:?} {sessions:?}"
+    );
+    let w = run.w();
+    let given = |s: AckStatus| w.outcomes[status_index(s)];
+    assert_eq!(
+        given(AckStatus::Closed),
+        sessions.closed_reported,
+        "Closed outcomes"
+    );
+    assert_eq!(
+        given(AckStatus::NotSent),
+        sessions.not_sent,
+        "NotSent outcomes"
+    );
+    assert_eq!(
+        given(AckStatus::TimedOut),
+        sessions.timed_out,
+        "TimedOut outcomes"
+    );
+    assert_eq!(
+        given(AckStatus::RejectedProducerFull),
+        sessions.rejected_producer_full,
+        "RejectedProducerFull outcomes"
+    );
+    assert_eq!(
+        w.attempts.len() as u64,
+        sessions.published,
+        "messages published, as the sessions count them"
+    );
+}
