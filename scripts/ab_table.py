@@ -30,7 +30,7 @@ def medians(runs, side, subject):
 def subjects(runs, side):
     found = set()
     for path in (runs / side).glob("*/criterion/*/*/new/sample.json"):
-        found.add(str(path.parent.parent.relative_to(path.parents[2])))
+        found.add(str(path.parent.parent.relative_to(path.parents[3])))
     return found
 
 
