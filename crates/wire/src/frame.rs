@@ -4,7 +4,7 @@
 
 use crate::batch::{ConsumerConfirmFrame, DeliverFrame, PublishConfirmFrame, PublishFrame};
 use crate::error::{DecodeError, EncodeError};
-use crate::header::FrameKind;
+use crate::kind::FrameKind;
 use crate::ids::{AppId, ConsumerId, ProducerId, QueueId};
 use crate::limits::{MAX_ERROR_MESSAGE_LEN, MAX_PRODUCER_NAME_LEN};
 use crate::reader::Reader;
