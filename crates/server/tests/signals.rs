@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Client, payload_of};
+use common::*;
 use zerodispatch_testkit::within;
 use zerodispatch_wire::*;
 
