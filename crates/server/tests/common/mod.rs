@@ -101,16 +101,7 @@ impl Client {
     pub fn connect(addr: SocketAddr) -> Self {
         let stream = TcpStream::connect(addr).expect("connects");
         stream.set_nodelay(true).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        Self {
-            stream,
-            out: Vec::with_capacity(1 << 20),
-            input: vec![0; HEADER_LEN + MAX_FRAME_LEN as usize],
-            start: 0,
-            end: 0,
-        }
+        Self::from_stream(stream)
     }
 
     /// A client of a connected stream (a clone of another client's, say).
