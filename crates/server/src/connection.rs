@@ -68,13 +68,18 @@
 //! the broker the consumer's credit only as far as that leaves room. Together they bound
 //! the outbound queue, which is sized for them.
 
-mod consumers;
+// The task's parts, each an `impl Connection` of its own: frames read (`reader`), the
+// producers and consumers they open, what comes back written (`writer`), the timer, the end.
 mod producers;
-mod writer;
-
-use self::consumers::{ConsumerSlot, Unconfirmed};
+mod reader;
 use self::producers::ProducerSlot;
+mod consumers;
+use self::consumers::{ConsumerSlot, Unconfirmed};
+mod writer;
 use self::writer::Io;
+mod shutdown;
+mod timer;
+use self::shutdown::linger;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -310,19 +315,9 @@ pub(crate) async fn serve(stream: TcpStream, place: Place, shutdown: watch::Rece
     connection.teardown(&mut io).await;
 }
 
-/// Reads and drops what the client still sends, until it closes or [`LINGER`] passes.
-async fn linger(stream: &mut TcpStream, buf: &mut [u8]) {
-    let _ = tokio::time::timeout(LINGER, async {
-        while let Ok(n) = stream.read(buf).await {
-            if n == 0 {
-                break;
-            }
-        }
-    })
-    .await;
-}
-
 impl Connection {
+    /// The task's loop: until the connection ends, flushes what was written, then waits for
+    /// the shutdown, the outbound queue, the socket or the timer, whichever comes first.
     async fn run(&mut self, io: &mut Io, input: &mut Vec<u8>) -> Ending {
         if *self.shutdown.borrow_and_update() {
             return Ending::Fatal(
@@ -372,230 +367,7 @@ impl Connection {
         }
     }
 
-    /// When the timer must fire next: the handshake's time up, the idle limit, a heartbeat
-    /// the client asked for, or the trim of a quiet connection's grown buffers.
-    fn deadline(&self, io: &Io, input: &[u8]) -> Instant {
-        let idle = self.shared.limits.idle_timeout;
-        let mut at = if self.welcomed {
-            self.last_received + idle
-        } else {
-            self.accepted + self.handshake_limit()
-        };
-        if let (Some(began), true) = (self.frame_began, self.welcomed) {
-            at = at.min(began + self.shared.limits.frame_timeout);
-        }
-        if let (Some(peer), true) = (self.peer_heartbeat, self.welcomed) {
-            at = at.min(io.last_sent + peer);
-        }
-        if self.grown(io, input) {
-            at = at.min(self.last_received.max(io.last_sent) + TRIM_AFTER);
-        }
-        at
-    }
-
-    fn tick(&mut self, io: &mut Io, input: &mut Vec<u8>, filled: usize) -> Result<(), Ending> {
-        let now = Instant::now();
-        let idle = self.shared.limits.idle_timeout;
-        if !self.welcomed {
-            let limit = self.handshake_limit();
-            if now >= self.accepted + limit {
-                return fatal(
-                    ErrorCode::HANDSHAKE_REQUIRED,
-                    format!("no Hello within {} ms", limit.as_millis()),
-                );
-            }
-        } else if let Some(began) = self.frame_began
-            && now >= began + self.shared.limits.frame_timeout
-        {
-            return fatal(
-                ErrorCode::FRAME_TIMEOUT,
-                format!(
-                    "a frame begun was not whole within the server's frame timeout, {} ms",
-                    self.shared.limits.frame_timeout.as_millis()
-                ),
-            );
-        } else if now >= self.last_received + idle {
-            return fatal(
-                ErrorCode::HEARTBEAT_TIMEOUT,
-                format!(
-                    "nothing received for the server's idle limit, {} ms",
-                    idle.as_millis()
-                ),
-            );
-        }
-        if let (Some(peer), true) = (self.peer_heartbeat, self.welcomed)
-            && now >= io.last_sent + peer
-        {
-            io.frame(Frame::Heartbeat);
-        }
-        if self.grown(io, input) && now >= self.last_received.max(io.last_sent) + TRIM_AFTER {
-            self.trim(io, input, filled);
-        }
-        Ok(())
-    }
-
-    /// How long the handshake may take: [`Limits::handshake_timeout`], or the idle limit if
-    /// shorter.
-    fn handshake_limit(&self) -> Duration {
-        let limits = &self.shared.limits;
-        limits.handshake_timeout.min(limits.idle_timeout)
-    }
-
-    /// Whether a buffer grew past what a quiet connection keeps.
-    fn grown(&self, io: &Io, input: &[u8]) -> bool {
-        input.len() > READ_BUFFER_FIRST
-            || io.out.capacity() > WRITE_BUFFER_KEPT
-            || self.staged.capacity() > FIRST_SEGMENT
-            || self.scratch.capacity() > self.shared.store.slot_size().min(WRITE_BUFFER_KEPT)
-            || self.guids.capacity() > FIRST_SEGMENT
-    }
-
-    /// Gives back the buffers a burst grew. The read buffer keeps room for the whole of a
-    /// frame it holds the start of (a read must never be offered an empty buffer: it would
-    /// read as the end of the stream).
-    fn trim(&mut self, io: &mut Io, input: &mut Vec<u8>, filled: usize) {
-        let frame = match Header::parse(&input[..filled]) {
-            Ok(Some(header)) => header.frame_len(),
-            _ => 0,
-        };
-        input.truncate(frame.max(filled + 1).max(READ_BUFFER_FIRST));
-        input.shrink_to_fit();
-        io.out.shrink_to(WRITE_BUFFER_KEPT);
-        self.staged.shrink_to(FIRST_SEGMENT);
-        self.scratch
-            .shrink_to(self.shared.store.slot_size().min(WRITE_BUFFER_KEPT));
-        self.guids.shrink_to(FIRST_SEGMENT);
-    }
-
-    /// Handles every whole frame in `input[..filled]`, then keeps the rest at its front.
-    async fn frames(
-        &mut self,
-        io: &mut Io,
-        input: &mut Vec<u8>,
-        filled: &mut usize,
-    ) -> Result<(), Ending> {
-        let mut at = 0;
-        let result = loop {
-            match wire::decode(&input[at..*filled]) {
-                Ok(Some((frame, len))) => {
-                    let handled = self.frame(io, frame).await;
-                    at += len;
-                    if handled.is_err() {
-                        break handled;
-                    }
-                }
-                Ok(None) => break Ok(()),
-                Err(error) => {
-                    // A bad error frame is closed on without an answer.
-                    if let Ok(Some(header)) = Header::parse(&input[at..*filled])
-                        && header.kind == FrameKind::Error
-                    {
-                        break Err(Ending::PeerClosed);
-                    }
-                    break fatal(error.code(), error.to_string());
-                }
-            }
-        };
-        input.copy_within(at..*filled, 0);
-        *filled -= at;
-        // The frame left at the front began in this read, unless it was there before it.
-        self.frame_began = match (*filled, at) {
-            (0, _) => None,
-            (_, 0) => self.frame_began.or_else(|| Some(Instant::now())),
-            _ => Some(Instant::now()),
-        };
-        if let Ok(Some(header)) = Header::parse(&input[..*filled]) {
-            // At most HEADER_LEN + MAX_FRAME_LEN: the header was checked.
-            if header.frame_len() > input.len() {
-                input.resize(header.frame_len(), 0);
-            }
-        }
-        result
-    }
-
-    async fn frame(&mut self, io: &mut Io, frame: Frame<'_>) -> Result<(), Ending> {
-        if !self.welcomed {
-            return match frame {
-                Frame::Hello(hello) => self.hello(io, hello),
-                other => fatal(
-                    ErrorCode::HANDSHAKE_REQUIRED,
-                    format!("a {:?} frame before Hello", other.kind()),
-                ),
-            };
-        }
-        match frame {
-            Frame::Hello(_) => fatal(ErrorCode::HANDSHAKE_REQUIRED, "a second Hello"),
-            Frame::Welcome(_)
-            | Frame::PublishConfirm(_)
-            | Frame::ProducerOpened(_)
-            | Frame::Deliver(_) => fatal(
-                ErrorCode::UNEXPECTED_KIND,
-                format!("the broker never receives a {:?} frame", frame.kind()),
-            ),
-            Frame::Heartbeat => Ok(()),
-            Frame::Error(error) if error.code.is_fatal() => Err(Ending::PeerClosed),
-            Frame::Error(_) => Ok(()),
-            Frame::OpenProducer(open) => {
-                // Before the session exists: its callbacks may push from their first call.
-                // Not for an open refused for its budget: it must not grow the queue.
-                let budget = u64::from(self.budget_used) + u64::from(open.max_unconfirmed);
-                if budget <= u64::from(self.shared.limits.max_unconfirmed_per_connection) {
-                    self.reserve_outbound(budget as u32, 1, 0);
-                }
-                self.open_producer(io, open).await
-            }
-            Frame::CloseProducer(close) => {
-                self.close_producer(io, close);
-                Ok(())
-            }
-            Frame::Publish(batch) => {
-                // The outcomes the connection may give the frame's messages itself.
-                self.reserve_outbound(self.budget_used, 0, batch.count() as usize);
-                self.publish(io, batch).await
-            }
-            Frame::OpenConsumer(open) => {
-                self.reserve_outbound(self.budget_used, 1, 0);
-                self.open_consumer(io, open).await
-            }
-            Frame::CloseConsumer(close) => {
-                self.close_consumer(io, close);
-                Ok(())
-            }
-            Frame::ConsumerConfirm(batch) => self.consumer_confirm(io, batch).await,
-            Frame::Credit(credit) => {
-                let kind = FrameKind::Credit;
-                let Some(slot) = self.open_consumer_slot(credit.consumer.0) else {
-                    return self.unknown_consumer(io, kind, credit.consumer.0);
-                };
-                let c = &mut self.consumers[slot];
-                c.wanted = c.wanted.saturating_add(credit.credit);
-                self.grant(slot).await
-            }
-        }
-    }
-
-    fn hello(&mut self, io: &mut Io, hello: Hello) -> Result<(), Ending> {
-        if !(hello.min_version..=hello.max_version).contains(&VERSION) {
-            return fatal(
-                ErrorCode::UNSUPPORTED_VERSION,
-                format!(
-                    "the server speaks version {VERSION}; the client offers {} to {}",
-                    hello.min_version, hello.max_version
-                ),
-            );
-        }
-        self.welcomed = true;
-        self.peer_heartbeat = (hello.heartbeat_ms != 0)
-            .then(|| Duration::from_millis(u64::from(hello.heartbeat_ms)).max(MIN_PEER_HEARTBEAT));
-        io.frame(Frame::Welcome(Welcome {
-            version: VERSION,
-            // Checked by `Limits::check` to fit.
-            heartbeat_ms: self.shared.limits.heartbeat.as_millis() as u32,
-            limits: self.shared.told,
-        }));
-        Ok(())
-    }
-
+    /// A new generation for a producer or consumer slot being opened.
     fn generation(&mut self) -> u32 {
         self.next_generation = self.next_generation.wrapping_add(1);
         self.next_generation
@@ -623,76 +395,5 @@ impl Connection {
             .saturating_add(consumers + producers + sessions)
             .saturating_add(local);
         self.outbound.reserve(places);
-    }
-
-    /// At shutdown: closes the consumers (what was delivered and not confirmed goes back to
-    /// its queue, and nothing more is delivered), writes the outcomes of the messages
-    /// handed the broker, until none is missing or [`SHUTDOWN_DRAIN`] has passed, then
-    /// `SHUTTING_DOWN`. A client that does not read cannot hold it longer: a write still
-    /// blocked [`LINGER`] after that is abandoned, the connection is lost, and nothing more
-    /// is written (the stream may end mid-frame).
-    async fn drain_for_shutdown(&mut self, io: &mut Io, message: &str) {
-        let bound = *io
-            .shutdown_bound
-            .get_or_insert_with(writer::shutdown_deadline);
-        for slot in 0..self.consumers.len() {
-            if self.consumers[slot].state == Use::Open {
-                self.close_consumer_slot(slot, false);
-            }
-        }
-        let outbound = self.outbound.clone();
-        // From when the connection first saw the shutdown (a write may have waited since).
-        let until = bound - LINGER;
-        let drained = tokio::time::timeout_at(bound, async {
-            while !io.lost
-                && self
-                    .producers
-                    .iter()
-                    .any(|p| p.state != Use::Free && p.in_flight != 0)
-            {
-                tokio::select! {
-                    () = outbound.ready() => {
-                        if self.drain(io).await.is_err() {
-                            break;
-                        }
-                        io.flush().await;
-                    }
-                    () = tokio::time::sleep_until(until) => break,
-                }
-            }
-            io.error(ErrorCode::SHUTTING_DOWN, None, 0, message);
-            io.flush().await;
-        })
-        .await;
-        if drained.is_err() {
-            io.lost = true;
-        }
-    }
-
-    /// Closes every session of the connection and waits until each is gone, dropping the
-    /// payload references of what they still hand over. Nothing more is written.
-    async fn teardown(&mut self, io: &mut Io) {
-        io.lost = true;
-        for slot in 0..self.producers.len() {
-            if self.producers[slot].state == Use::Open {
-                self.close_producer_slot(slot, false);
-            }
-        }
-        for slot in 0..self.consumers.len() {
-            if self.consumers[slot].state == Use::Open {
-                self.close_consumer_slot(slot, false);
-            }
-        }
-        let outbound = self.outbound.clone();
-        while self.producers.iter().any(|p| p.state != Use::Free)
-            || self.consumers.iter().any(|c| c.state != Use::Free)
-        {
-            outbound.ready().await;
-            // Overflowed or not: only the references matter now.
-            let _ = self.drain(io).await;
-            if outbound.overflows() != 0 {
-                break;
-            }
-        }
     }
 }

@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Client, eventually, limits, server};
+use common::*;
 use zerodispatch_broker::QueueMode;
 use zerodispatch_testkit::within;
 use zerodispatch_wire::*;
@@ -20,7 +20,7 @@ const WATCHDOG: Duration = Duration::from_secs(30);
 #[test]
 fn a_kind_the_broker_never_receives_is_fatal_whatever_id_it_names() {
     within(WATCHDOG, "unexpected kind", || {
-        let server = server(&[QueueMode::Priority], limits());
+        let server = priority_server();
         for kind in [FrameKind::Deliver, FrameKind::PublishConfirm] {
             let mut c = Client::hello(server.local_addr());
             // Consumer 99 and producer 99 are not open: the kind is checked first.
@@ -43,7 +43,7 @@ fn a_kind_the_broker_never_receives_is_fatal_whatever_id_it_names() {
 #[test]
 fn an_error_frame_before_hello_is_answered_handshake_required() {
     within(WATCHDOG, "error before hello", || {
-        let server = server(&[QueueMode::Priority], limits());
+        let server = priority_server();
         for code in [ErrorCode::INTERNAL, ErrorCode::UNKNOWN_QUEUE] {
             let mut c = Client::connect(server.local_addr());
             c.send(Frame::Error(ErrorFrame {
@@ -60,7 +60,7 @@ fn an_error_frame_before_hello_is_answered_handshake_required() {
 #[test]
 fn between_a_close_and_its_echo_the_id_is_in_use_and_unknown() {
     within(WATCHDOG, "close then echo", || {
-        let server = server(&[QueueMode::Priority], limits());
+        let server = priority_server();
         let mut c = Client::hello(server.local_addr());
         c.open_producer(1, 0, 16);
         // The three in one write: the server reads them before the close is done.
@@ -96,7 +96,7 @@ fn between_a_close_and_its_echo_the_id_is_in_use_and_unknown() {
 #[test]
 fn a_confirm_of_several_unknown_guids_gets_one_error_and_the_others_are_confirmed() {
     within(WATCHDOG, "unknown guids", || {
-        let server = server(&[QueueMode::Priority], limits());
+        let server = priority_server();
         let mut c = Client::hello(server.local_addr());
         c.open_producer(1, 0, 16);
         c.open_consumer(7, 0, 0, 16);
@@ -131,12 +131,12 @@ fn a_confirm_of_several_unknown_guids_gets_one_error_and_the_others_are_confirme
 #[test]
 fn an_empty_payload_takes_a_slot_of_the_store() {
     within(WATCHDOG, "empty payload", || {
-        let server = server(&[QueueMode::Priority], limits());
+        let server = priority_server();
         let mut c = Client::hello(server.local_addr());
         c.open_producer(1, 0, 16);
         let slots = server.stats().slots;
         c.publish(1, 0..3, |_, _| 0);
-        c.confirms(1, 3, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+        c.all_stored(1, 3);
         assert_eq!(server.stats().free_slots, slots - 3);
     });
 }
@@ -186,17 +186,9 @@ fn a_fanout_message_holds_its_slot_until_every_app_confirms() {
 #[test]
 fn welcome_tells_the_deduplication_window() {
     within(WATCHDOG, "dedup window", || {
-        let server = server(&[QueueMode::Priority], limits());
+        let server = priority_server();
         let mut c = Client::connect(server.local_addr());
-        c.send(Frame::Hello(Hello {
-            min_version: VERSION,
-            max_version: VERSION,
-            heartbeat_ms: 0,
-        }));
-        let limits = c.next(|frame| match frame {
-            Frame::Welcome(welcome) => welcome.limits,
-            other => panic!("expected Welcome, got {other:?}"),
-        });
+        let limits = c.shake_hands(0).limits;
         assert_eq!(
             limits.dedup_window as usize,
             server.broker().dedup_window(),

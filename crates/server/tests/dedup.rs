@@ -9,8 +9,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{Client, eventually, limits, payload_of, server};
-use zerodispatch_broker::QueueMode;
+use common::*;
 use zerodispatch_wire::*;
 
 /// The publish id a GUID of a named producer carries (its bytes 4 to 12).
@@ -40,7 +39,7 @@ fn reopen(addr: std::net::SocketAddr, producer: u32, name: &str) -> (Client, Opt
 
 #[test]
 fn a_producer_reconnecting_under_its_name_resends_and_every_message_is_delivered_once() {
-    let server = server(&[QueueMode::Priority], limits());
+    let server = priority_server();
     let addr = server.local_addr();
     let mut consumer = Client::hello(addr);
     consumer.open_consumer(7, 0, 0, 64);
@@ -49,7 +48,7 @@ fn a_producer_reconnecting_under_its_name_resends_and_every_message_is_delivered
         let mut first = Client::hello(addr);
         assert_eq!(first.open_named_producer(1, 0, 100, &name), Ok(None));
         first.publish(1, 0..20, payload_of);
-        first.confirms(1, 20, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+        first.all_stored(1, 20);
         // 20 more, and the connection is lost before their confirms: some, all or none
         // of them are stored.
         first.publish(1, 20..40, payload_of);
@@ -90,18 +89,18 @@ fn a_producer_reconnecting_under_its_name_resends_and_every_message_is_delivered
         );
         consumer.confirm(7, &guids, true);
     }
-    eventually("every slot free", || server.stats().free_slots == 256);
+    all_slots_free(&server);
     assert_eq!(server.stats().stale_handles, 0);
 }
 
 #[test]
 fn producer_opened_carries_the_last_stored_id_and_a_name_is_open_once() {
-    let server = server(&[QueueMode::Priority], limits());
+    let server = priority_server();
     let addr = server.local_addr();
     let mut c = Client::hello(addr);
     assert_eq!(c.open_named_producer(1, 0, 10, "n"), Ok(None));
     c.publish(1, [3, 5, 8], payload_of);
-    c.confirms(1, 3, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+    c.all_stored(1, 3);
     // Open on this connection and on any other: refused, and the connection stays.
     assert_eq!(
         c.open_named_producer(2, 0, 10, "n"),
@@ -113,9 +112,7 @@ fn producer_opened_carries_the_last_stored_id_and_a_name_is_open_once() {
         Err(ErrorCode::NAME_IN_USE)
     );
     // Closed, the name opens again, with what its queue has stored.
-    c.send(Frame::CloseProducer(CloseProducer {
-        producer: ProducerId(1),
-    }));
+    c.close_producer(1);
     c.next(|frame| {
         assert_eq!(
             frame,
@@ -132,7 +129,7 @@ fn producer_opened_carries_the_last_stored_id_and_a_name_is_open_once() {
     });
     c.open_producer(4, 0, 10);
     c.publish(4, [8], payload_of);
-    c.confirms(4, 1, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+    c.all_stored(4, 1);
     c.open_consumer(7, 0, 0, 64);
     let mut guids = Vec::new();
     c.deliveries(7, 4, |guid, _| guids.push(guid));
@@ -141,5 +138,5 @@ fn producer_opened_carries_the_last_stored_id_and_a_name_is_open_once() {
         "4 stored: 3, 5, 8 and the anonymous 8"
     );
     c.confirm(7, &guids, false);
-    eventually("every slot free", || server.stats().free_slots == 256);
+    all_slots_free(&server);
 }

@@ -9,25 +9,13 @@ mod common;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use common::{Client, limits, server};
+use common::*;
 use zerodispatch_broker::QueueMode;
 use zerodispatch_server::Limits;
 use zerodispatch_testkit::within;
 use zerodispatch_wire::*;
 
 const WATCHDOG: Duration = Duration::from_secs(30);
-
-fn welcome(c: &mut Client) -> Welcome {
-    c.send(Frame::Hello(Hello {
-        min_version: VERSION,
-        max_version: VERSION,
-        heartbeat_ms: 0,
-    }));
-    c.next(|frame| match frame {
-        Frame::Welcome(welcome) => welcome,
-        other => panic!("expected Welcome, got {other:?}"),
-    })
-}
 
 #[test]
 fn a_client_trickling_a_frame_within_the_idle_limit_is_closed_at_the_frame_timeout() {
@@ -45,7 +33,7 @@ fn a_client_trickling_a_frame_within_the_idle_limit_is_closed_at_the_frame_timeo
         );
         let addr = server.local_addr();
         let mut c = Client::connect(addr);
-        let told = welcome(&mut c);
+        let told = c.shake_hands(0);
         assert_eq!(told.limits.frame_timeout_ms, 500);
         // A publish of 1,000 bytes, one byte every 150 ms: never idle for 400 ms.
         let mut frame = vec![0x5A, 0x44, VERSION, 0x12, 0, 0];
@@ -71,7 +59,7 @@ fn a_client_trickling_a_frame_within_the_idle_limit_is_closed_at_the_frame_timeo
         );
         // Its place is another client's now.
         let mut next = Client::connect(addr);
-        welcome(&mut next);
+        next.shake_hands(0);
         trickle.join().unwrap();
     });
 }
@@ -88,14 +76,7 @@ fn a_client_trickling_its_hello_is_closed_at_the_handshake_timeout() {
                 ..limits()
             },
         );
-        let mut hello = Vec::new();
-        Frame::Hello(Hello {
-            min_version: VERSION,
-            max_version: VERSION,
-            heartbeat_ms: 0,
-        })
-        .encode(&mut hello)
-        .unwrap();
+        let hello = encoded(hello_frame(0));
         let c = Client::connect(server.local_addr());
         let mut writer = c.into_stream();
         let mut reader = Client::from_stream(writer.try_clone().unwrap());
@@ -126,11 +107,9 @@ fn one_connection_creates_at_most_max_new_names_and_known_names_still_open() {
         );
         let addr = server.local_addr();
         let mut c = Client::connect(addr);
-        assert_eq!(welcome(&mut c).limits.max_new_names, 4);
+        assert_eq!(c.shake_hands(0).limits.max_new_names, 4);
         let close = |c: &mut Client, producer: u32| {
-            c.send(Frame::CloseProducer(CloseProducer {
-                producer: ProducerId(producer),
-            }));
+            c.close_producer(producer);
             c.next(|frame| {
                 assert_eq!(
                     frame,
@@ -178,7 +157,7 @@ fn a_connection_the_server_closed_frees_its_place_before_the_client_sees_the_end
             let mut careless = Client::hello(addr);
             careless.expect_fatal(ErrorCode::HEARTBEAT_TIMEOUT);
             let mut next = Client::connect(addr);
-            welcome(&mut next);
+            next.shake_hands(0);
             drop(next);
             common::eventually("the next one gone", || server.stats().connections == 0);
             drop(careless);

@@ -11,7 +11,7 @@ use std::io::Read;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{Client, limits, server};
+use common::*;
 use zerodispatch_broker::QueueMode;
 use zerodispatch_server::Limits;
 use zerodispatch_testkit::within;
@@ -27,18 +27,6 @@ fn idle_limits(idle: Duration) -> Limits {
         idle_timeout: idle,
         ..limits()
     }
-}
-
-fn hello(c: &mut Client, heartbeat_ms: u32) -> Welcome {
-    c.send(Frame::Hello(Hello {
-        min_version: VERSION,
-        max_version: VERSION,
-        heartbeat_ms,
-    }));
-    c.next(|frame| match frame {
-        Frame::Welcome(welcome) => welcome,
-        other => panic!("expected Welcome, got {other:?}"),
-    })
 }
 
 /// Reads frames until the connection ends; returns when each heartbeat came (since
@@ -84,7 +72,7 @@ fn heartbeats_until_closed(
 
 fn raw_hello(addr: std::net::SocketAddr, heartbeat_ms: u32) -> TcpStream {
     let mut c = Client::connect(addr);
-    hello(&mut c, heartbeat_ms);
+    c.shake_hands(heartbeat_ms);
     c.into_stream()
 }
 
@@ -149,7 +137,7 @@ fn a_client_that_follows_the_servers_heartbeat_stays_open_past_the_idle_limit() 
         let idle = Duration::from_millis(600);
         let server = server(&[QueueMode::Priority], idle_limits(idle));
         let mut c = Client::connect(server.local_addr());
-        let welcome = hello(&mut c, 0);
+        let welcome = c.shake_hands(0);
         assert_eq!(welcome.heartbeat_ms, 200);
         let until = Instant::now() + idle * 4;
         while Instant::now() < until {
@@ -165,7 +153,7 @@ fn a_client_that_follows_the_servers_heartbeat_stays_open_past_the_idle_limit() 
 fn a_client_announcing_300_ms_receives_heartbeats_at_that_rate() {
     within(WATCHDOG, "heartbeats at 300 ms", || {
         // The server's own interval (what it asks of clients) is another: 5 s.
-        let server = server(&[QueueMode::Priority], limits());
+        let server = priority_server();
         let start = Instant::now();
         let mut c = raw_hello(server.local_addr(), 300);
         // The client sends its own heartbeats meanwhile, on another handle of the socket.
@@ -258,7 +246,7 @@ fn a_connection_past_the_cap_is_refused_with_its_own_code_and_a_freed_place_is_t
 #[test]
 fn a_client_announcing_1_ms_gets_heartbeats_no_faster_than_every_10_ms() {
     within(WATCHDOG, "heartbeat floor", || {
-        let server = server(&[QueueMode::Priority], limits());
+        let server = priority_server();
         let start = Instant::now();
         let mut c = raw_hello(server.local_addr(), 1);
         let writer = c.try_clone().unwrap();

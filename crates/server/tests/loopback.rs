@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use common::{Client, eventually, limits, payload_of, server};
+use common::*;
 use zerodispatch_broker::{Callback, ClientType, QueueMode};
 use zerodispatch_server::Limits;
 use zerodispatch_wire::*;
@@ -37,12 +37,8 @@ fn round_trip(producer: &mut Client, consumer: &mut Client, first: u64, n: u64) 
 
 #[test]
 fn publishes_are_delivered_with_their_bytes_and_confirmed_stored_by_id() {
-    let server = server(&[QueueMode::Priority], limits());
-    let addr = server.local_addr();
-    let mut producer = Client::hello(addr);
-    let mut consumer = Client::hello(addr);
-    producer.open_producer(1, 0, 100);
-    consumer.open_consumer(7, 0, 0, 64);
+    let server = priority_server();
+    let (mut producer, mut consumer) = open_pair(server.local_addr(), 100, 64);
     round_trip(&mut producer, &mut consumer, 0, 20);
     let mut ids = Vec::new();
     producer.confirms(1, 20, |id, status| {
@@ -51,35 +47,25 @@ fn publishes_are_delivered_with_their_bytes_and_confirmed_stored_by_id() {
     });
     ids.sort_unstable();
     assert_eq!(ids, (0..20).collect::<Vec<_>>());
-    eventually("every slot free", || server.stats().free_slots == 256);
+    all_slots_free(&server);
     assert_eq!(server.stats().stale_handles, 0);
 }
 
 #[test]
 fn nothing_is_delivered_without_credit() {
-    let server = server(&[QueueMode::Priority], limits());
-    let addr = server.local_addr();
-    let mut producer = Client::hello(addr);
-    let mut consumer = Client::hello(addr);
-    producer.open_producer(1, 0, 100);
-    consumer.open_consumer(7, 0, 0, 0);
+    let server = priority_server();
+    let (mut producer, mut consumer) = open_pair(server.local_addr(), 100, 0);
     producer.publish(1, 0..5, payload_of);
     assert!(consumer.quiet_for(QUIET), "delivered without credit");
-    consumer.send(Frame::Credit(Credit {
-        consumer: ConsumerId(7),
-        credit: 2,
-    }));
+    consumer.credit(7, 2);
     let mut guids = Vec::new();
     consumer.deliveries(7, 2, |guid, _| guids.push(guid));
     assert!(consumer.quiet_for(QUIET), "delivered past the credit");
-    consumer.send(Frame::Credit(Credit {
-        consumer: ConsumerId(7),
-        credit: 3,
-    }));
+    consumer.credit(7, 3);
     consumer.deliveries(7, 3, |guid, _| guids.push(guid));
     consumer.confirm(7, &guids, false);
-    producer.confirms(1, 5, |_, status| assert_eq!(status, ConfirmStatus::Stored));
-    eventually("every slot free", || server.stats().free_slots == 256);
+    producer.all_stored(1, 5);
+    all_slots_free(&server);
 }
 
 #[test]
@@ -106,14 +92,14 @@ fn a_fanout_queue_delivers_every_message_to_every_app() {
         assert_eq!(ids.len(), 30);
         app.confirm(7, &guids, true);
     }
-    producer.confirms(1, 30, |_, status| assert_eq!(status, ConfirmStatus::Stored));
-    eventually("every slot free", || server.stats().free_slots == 256);
+    producer.all_stored(1, 30);
+    all_slots_free(&server);
     assert_eq!(server.stats().stale_handles, 0);
 }
 
 #[test]
 fn a_closed_consumers_unconfirmed_messages_go_to_another_consumer() {
-    let server = server(&[QueueMode::Priority], limits());
+    let server = priority_server();
     let addr = server.local_addr();
     let mut producer = Client::hello(addr);
     let mut first = Client::hello(addr);
@@ -125,24 +111,14 @@ fn a_closed_consumers_unconfirmed_messages_go_to_another_consumer() {
     first.deliveries(7, 10, |guid, _| {
         delivered.insert(guid);
     });
-    first.send(Frame::CloseConsumer(CloseConsumer {
-        consumer: ConsumerId(7),
-    }));
-    first.next(|frame| {
-        assert_eq!(
-            frame,
-            Frame::CloseConsumer(CloseConsumer {
-                consumer: ConsumerId(7)
-            })
-        );
-    });
+    first.close_consumer(7);
     second.open_consumer(3, 0, 0, 64);
     let mut again = Vec::new();
     second.deliveries(3, 10, |guid, _| again.push(guid));
     assert_eq!(again.iter().copied().collect::<HashSet<_>>(), delivered);
     second.confirm(3, &again, true);
-    producer.confirms(1, 10, |_, status| assert_eq!(status, ConfirmStatus::Stored));
-    eventually("every slot free", || server.stats().free_slots == 256);
+    producer.all_stored(1, 10);
+    all_slots_free(&server);
 }
 
 /// The queue processor is held while the five are published, so that the first two
@@ -151,7 +127,7 @@ fn a_closed_consumers_unconfirmed_messages_go_to_another_consumer() {
 /// the ACKs of 0 and 1 back before it arrived).
 #[test]
 fn publishes_past_max_unconfirmed_are_rejected_producer_full() {
-    let server = server(&[QueueMode::Priority], limits());
+    let server = priority_server();
     let broker = server.broker().clone();
     let queue = broker.processors(ClientType::Queue)[0];
     let held = Arc::new(Barrier::new(2));
@@ -186,16 +162,10 @@ fn publishes_past_max_unconfirmed_are_rejected_producer_full() {
 
 #[test]
 fn closing_a_producer_confirms_its_messages_then_echoes() {
-    let server = server(&[QueueMode::Priority], limits());
-    let addr = server.local_addr();
-    let mut producer = Client::hello(addr);
-    let mut consumer = Client::hello(addr);
-    producer.open_producer(1, 0, 100);
-    consumer.open_consumer(7, 0, 0, 64);
+    let server = priority_server();
+    let (mut producer, mut consumer) = open_pair(server.local_addr(), 100, 64);
     round_trip(&mut producer, &mut consumer, 0, 5);
-    producer.send(Frame::CloseProducer(CloseProducer {
-        producer: ProducerId(1),
-    }));
+    producer.close_producer(1);
     let mut confirmed = 0;
     loop {
         let done = producer.next(|frame| match frame {
@@ -216,9 +186,7 @@ fn closing_a_producer_confirms_its_messages_then_echoes() {
     assert_eq!(confirmed, 5, "every confirm before the echo");
     // The id may be opened again, and a publish to the closed one is refused.
     producer.open_producer(1, 0, 100);
-    producer.send(Frame::CloseProducer(CloseProducer {
-        producer: ProducerId(1),
-    }));
+    producer.close_producer(1);
     producer.next(|frame| assert!(matches!(frame, Frame::CloseProducer(_))));
     producer.publish(1, 0..1, payload_of);
     assert_eq!(
@@ -284,14 +252,9 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
         c.expect_error(ErrorCode::UNKNOWN_PRODUCER),
         (Some(FrameKind::Publish), 5)
     );
-    c.send(Frame::CloseProducer(CloseProducer {
-        producer: ProducerId(5),
-    }));
+    c.close_producer(5);
     c.expect_error(ErrorCode::UNKNOWN_PRODUCER);
-    c.send(Frame::Credit(Credit {
-        consumer: ConsumerId(6),
-        credit: 1,
-    }));
+    c.credit(6, 1);
     assert_eq!(
         c.expect_error(ErrorCode::UNKNOWN_CONSUMER),
         (Some(FrameKind::Credit), 6)
@@ -356,7 +319,7 @@ fn header(version: u8, kind: u8, flags: u16, len: u32) -> Vec<u8> {
 /// Sends `bytes` after a handshake (or before, if `handshake` is false) and expects a fatal
 /// error of `code`, then the end of the connection.
 fn refused_fatally(handshake: bool, bytes: &[u8], code: ErrorCode) {
-    let server = server(&[QueueMode::Priority], limits());
+    let server = priority_server();
     let mut c = if handshake {
         Client::hello(server.local_addr())
     } else {
@@ -434,14 +397,7 @@ fn the_handshake_is_enforced() {
     .encode(&mut open)
     .unwrap();
     refused_fatally(false, &open, ErrorCode::HANDSHAKE_REQUIRED);
-    let mut hello = Vec::new();
-    Frame::Hello(Hello {
-        min_version: VERSION,
-        max_version: VERSION,
-        heartbeat_ms: 0,
-    })
-    .encode(&mut hello)
-    .unwrap();
+    let hello = encoded(hello_frame(0));
     refused_fatally(true, &hello, ErrorCode::HANDSHAKE_REQUIRED);
     let mut newer = Vec::new();
     Frame::Hello(Hello {
@@ -484,11 +440,7 @@ fn a_silent_client_is_closed_at_the_idle_limit_whatever_its_heartbeat() {
         },
     );
     let mut c = Client::connect(server.local_addr());
-    c.send(Frame::Hello(Hello {
-        min_version: VERSION,
-        max_version: VERSION,
-        heartbeat_ms: 30,
-    }));
+    c.send(hello_frame(30));
     c.next(|frame| assert!(matches!(frame, Frame::Welcome(_))));
     c.expect_fatal(ErrorCode::HEARTBEAT_TIMEOUT);
 }
@@ -496,13 +448,9 @@ fn a_silent_client_is_closed_at_the_idle_limit_whatever_its_heartbeat() {
 #[test]
 fn the_server_sends_heartbeats_at_the_clients_interval_when_it_has_nothing_else_to_say() {
     // The server asks for its own interval (5 s), and sends at the client's (20 ms).
-    let server = server(&[QueueMode::Priority], limits());
+    let server = priority_server();
     let mut c = Client::connect(server.local_addr());
-    c.send(Frame::Hello(Hello {
-        min_version: VERSION,
-        max_version: VERSION,
-        heartbeat_ms: 20,
-    }));
+    c.send(hello_frame(20));
     c.next(|frame| {
         assert!(matches!(
             frame,
@@ -518,7 +466,7 @@ fn the_server_sends_heartbeats_at_the_clients_interval_when_it_has_nothing_else_
 
 #[test]
 fn a_truncated_frame_then_the_end_closes_quietly() {
-    let server = server(&[QueueMode::Priority], limits());
+    let server = priority_server();
     let mut c = Client::hello(server.local_addr());
     c.send_raw(&header(VERSION, 0x24, 0, 8)[..7]);
     c.close_write();
@@ -538,14 +486,14 @@ fn a_dropped_connection_frees_every_payload_slot() {
     c.deliveries_among(7, 40, true, |_, _| {});
     assert!(server.stats().free_slots < 256);
     drop(c);
-    eventually("every slot free", || server.stats().free_slots == 256);
+    all_slots_free(&server);
     eventually("the connection gone", || server.stats().connections == 0);
     assert_eq!(server.stats().stale_handles, 0);
 }
 
 #[test]
 fn a_dropped_consumer_connection_hands_its_messages_to_another() {
-    let server = server(&[QueueMode::Priority], limits());
+    let server = priority_server();
     let addr = server.local_addr();
     let mut producer = Client::hello(addr);
     let mut first = Client::hello(addr);
@@ -559,7 +507,7 @@ fn a_dropped_consumer_connection_hands_its_messages_to_another() {
     let mut guids = Vec::new();
     second.deliveries(7, 10, |guid, _| guids.push(guid));
     second.confirm(7, &guids, true);
-    producer.confirms(1, 10, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+    producer.all_stored(1, 10);
     // A consumer that closes detaches at once: confirms still on their way are then
     // late, and the queue keeps those messages for the next consumer. Closed once its
     // confirms are in, it leaves nothing behind.
@@ -568,12 +516,12 @@ fn a_dropped_consumer_connection_hands_its_messages_to_another() {
     });
     drop(producer);
     drop(second);
-    eventually("every slot free", || server.stats().free_slots == 256);
+    all_slots_free(&server);
 }
 
 #[test]
 fn shutdown_tells_every_client() {
-    let server = server(&[QueueMode::Priority], limits());
+    let server = priority_server();
     let mut c = Client::hello(server.local_addr());
     c.open_producer(1, 0, 10);
     let stopping = std::thread::spawn(move || server.shutdown());
@@ -583,21 +531,15 @@ fn shutdown_tells_every_client() {
 
 #[test]
 fn many_batches_through_one_connection_pair() {
-    let server = server(&[QueueMode::Priority], limits());
-    let addr = server.local_addr();
-    let mut producer = Client::hello(addr);
-    let mut consumer = Client::hello(addr);
-    producer.open_producer(1, 0, 1000);
-    consumer.open_consumer(7, 0, 0, 64);
+    let server = priority_server();
+    let (mut producer, mut consumer) = open_pair(server.local_addr(), 1000, 64);
     let mut next = 0;
     for _ in 0..50 {
         round_trip(&mut producer, &mut consumer, next, 64);
         next += 64;
     }
-    producer.confirms(1, next as usize, |_, status| {
-        assert_eq!(status, ConfirmStatus::Stored);
-    });
-    eventually("every slot free", || server.stats().free_slots == 256);
+    producer.all_stored(1, next as usize);
+    all_slots_free(&server);
 }
 
 #[test]
@@ -617,19 +559,12 @@ fn a_connection_past_the_limit_is_told_and_closed() {
 #[test]
 fn closing_a_fanout_consumer_without_credit_frees_the_slots_of_what_it_held_back() {
     let server = server(&[QueueMode::Fanout { apps: 1 }], limits());
-    let addr = server.local_addr();
-    let mut producer = Client::hello(addr);
-    let mut consumer = Client::hello(addr);
-    producer.open_producer(1, 0, 100);
-    consumer.open_consumer(7, 0, 0, 0);
+    let (mut producer, mut consumer) = open_pair(server.local_addr(), 100, 0);
     producer.publish(1, 0..10, payload_of);
     // The queue pushes them to the consumer's session, which holds them for want of credit.
     assert!(consumer.quiet_for(QUIET));
-    consumer.send(Frame::CloseConsumer(CloseConsumer {
-        consumer: ConsumerId(7),
-    }));
-    consumer.next(|frame| assert!(matches!(frame, Frame::CloseConsumer(_))));
-    eventually("every slot free", || server.stats().free_slots == 256);
+    consumer.close_consumer(7);
+    all_slots_free(&server);
     assert!(
         consumer.quiet_for(QUIET),
         "nothing delivered after the echo"
@@ -658,7 +593,7 @@ fn more_bad_bodies_are_answered_malformed_then_closed() {
 
 #[test]
 fn error_frames_from_the_client() {
-    let server = server(&[QueueMode::Priority], limits());
+    let server = priority_server();
     let addr = server.local_addr();
     let error = |code, message: &str| {
         let mut bytes = Vec::new();
@@ -708,13 +643,9 @@ fn a_running_broker_is_served_and_outlives_the_server() {
         .limits(limits())
         .start()
         .unwrap();
-    let addr = server.local_addr();
-    let mut producer = Client::hello(addr);
-    let mut consumer = Client::hello(addr);
-    producer.open_producer(1, 0, 10);
-    consumer.open_consumer(7, 0, 0, 10);
+    let (mut producer, mut consumer) = open_pair(server.local_addr(), 10, 10);
     round_trip(&mut producer, &mut consumer, 0, 3);
-    producer.confirms(1, 3, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+    producer.all_stored(1, 3);
     eventually("the confirms", || broker.queue_stats()[0].released == 3);
     server.shutdown();
     assert!(broker.quiesce().is_ok(), "the broker still runs");
@@ -760,7 +691,7 @@ fn many_producers_and_consumers_on_their_own_threads_exactly_once() {
     const PER_PRODUCER: u64 = 1500;
     const BATCH: u64 = 50;
     const TOTAL: usize = (PRODUCERS * PER_PRODUCER) as usize;
-    let server = server(&[QueueMode::Priority], limits());
+    let server = priority_server();
     let addr = server.local_addr();
     let delivered = Arc::new(AtomicUsize::new(0));
     let consumers: Vec<_> = (0..2)
@@ -835,6 +766,6 @@ fn many_producers_and_consumers_on_their_own_threads_exactly_once() {
         .flat_map(|p| (0..PER_PRODUCER).map(move |id| p << 32 | id))
         .collect();
     assert_eq!(all, expected, "each delivered once");
-    eventually("every slot free", || server.stats().free_slots == 256);
+    all_slots_free(&server);
     assert_eq!(server.stats().stale_handles, 0);
 }

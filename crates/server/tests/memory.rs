@@ -15,7 +15,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use common::server;
+use common::*;
 use zerodispatch_broker::QueueMode;
 use zerodispatch_server::Limits;
 use zerodispatch_testkit::within;
@@ -69,14 +69,7 @@ fn a_silent_connection_costs_at_most_64_kib_churn_does_not_grow_memory_and_a_bur
         };
         let server = server(&[QueueMode::Priority], limits);
         let addr = server.local_addr();
-        let mut hello = Vec::new();
-        Frame::Hello(Hello {
-            min_version: VERSION,
-            max_version: VERSION,
-            heartbeat_ms: 0,
-        })
-        .encode(&mut hello)
-        .unwrap();
+        let hello = encoded(hello_frame(0));
         let mut streams = Vec::with_capacity(CONNECTIONS);
         // One connection first, so that the runtime's and the listener's own first
         // allocations are not counted.

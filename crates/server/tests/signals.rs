@@ -9,15 +9,16 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Client, payload_of};
+use common::*;
 use zerodispatch_testkit::within;
 use zerodispatch_wire::*;
 
-/// Starts `zd-server` on a free loopback port; returns it and its address (from the line
-/// it prints).
-fn spawn_server() -> (Child, SocketAddr) {
+/// Starts `zd-server` on a free loopback port with the options `args`; returns it and its
+/// address (from the line it prints).
+fn spawn_server(args: &[&str]) -> (Child, SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_zd-server"))
-        .args(["--listen", "127.0.0.1:0", "--slots", "4096"])
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -31,6 +32,15 @@ fn spawn_server() -> (Child, SocketAddr) {
         .find_map(|word| word.parse().ok())
         .unwrap_or_else(|| panic!("no address in {line:?}"));
     (child, addr)
+}
+
+/// Sends `signal` (`-TERM`, `-INT`) to the process.
+fn kill(child: &Child, signal: &str) {
+    let status = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
 }
 
 /// Waits for the process to exit, up to `limit`.
@@ -49,26 +59,15 @@ fn exit_within(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
 }
 
 fn signal_drains_and_exits_zero(signal: &str) {
-    let (mut child, addr) = spawn_server();
-    let mut producer = Client::hello(addr);
-    let mut consumer = Client::hello(addr);
-    producer.open_producer(1, 0, 1024);
-    consumer.open_consumer(7, 0, 0, 0);
+    let (mut child, addr) = spawn_server(&["--slots", "4096"]);
+    let (mut producer, mut consumer) = open_pair(addr, 1024, 0);
     producer.publish(1, 0..100, payload_of);
-    producer.confirms(1, 100, |_, status| {
-        assert_eq!(status, ConfirmStatus::Stored)
-    });
+    producer.all_stored(1, 100);
     // Published, not read back: the server owes these their confirms.
     producer.publish(1, 100..1100, payload_of);
     std::thread::sleep(Duration::from_millis(200));
-    let status = Command::new("kill")
-        .args([signal, &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    producer.confirms(1, 1000, |_, status| {
-        assert_eq!(status, ConfirmStatus::Stored)
-    });
+    kill(&child, signal);
+    producer.all_stored(1, 1000);
     producer.expect_fatal(ErrorCode::SHUTTING_DOWN);
     consumer.expect_fatal(ErrorCode::SHUTTING_DOWN);
     let status = exit_within(&mut child, Duration::from_secs(10));
@@ -102,20 +101,7 @@ fn sigterm_with_a_client_that_does_not_read_exits_soon_after_the_drain_bound() {
         Duration::from_secs(60),
         "SIGTERM, a client not reading",
         || {
-            let mut child = Command::new(env!("CARGO_BIN_EXE_zd-server"))
-                .args(["--listen", "127.0.0.1:0", "--fanout", "16"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .expect("zd-server starts");
-            let mut line = String::new();
-            BufReader::new(child.stdout.take().unwrap())
-                .read_line(&mut line)
-                .unwrap();
-            let addr: SocketAddr = line
-                .split_whitespace()
-                .find_map(|word| word.parse().ok())
-                .unwrap_or_else(|| panic!("no address in {line:?}"));
+            let (mut child, addr) = spawn_server(&["--fanout", "16"]);
             // Sixteen consumers of a fanout queue, each given a window of 4 KiB payloads: 64 MiB
             // of deliveries owed to a client that reads none of them.
             let mut c = Client::hello(addr);
@@ -135,11 +121,7 @@ fn sigterm_with_a_client_that_does_not_read_exits_soon_after_the_drain_bound() {
             }
             std::thread::sleep(Duration::from_millis(500));
             let signalled = Instant::now();
-            let status = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status()
-                .unwrap();
-            assert!(status.success());
+            kill(&child, "-TERM");
             let status = exit_within(&mut child, Duration::from_secs(10));
             let exited = signalled.elapsed();
             eprintln!("zd-server exited {exited:?} after SIGTERM, a client not reading");

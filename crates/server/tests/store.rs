@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Client, eventually, limits, payload_of, server};
+use common::*;
 use zerodispatch_broker::QueueMode;
 use zerodispatch_server::Limits;
 use zerodispatch_testkit::within;
@@ -129,7 +129,7 @@ fn a_queue_that_fills_its_part_of_the_store_does_not_stall_another_queue() {
     for id in 0..400 {
         let sent = Instant::now();
         producer.publish(2, [id], payload_of);
-        producer.confirms(2, 1, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+        producer.all_stored(2, 1);
         latencies.push(sent.elapsed());
         let mut guids = Vec::new();
         consumer.deliveries(9, 1, |guid, _| guids.push(guid));
@@ -154,7 +154,7 @@ fn a_queue_that_fills_its_part_of_the_store_does_not_stall_another_queue() {
 /// is stored is confirmed as it is stored, and the rest is refused.
 #[test]
 fn a_frame_larger_than_the_store_is_confirmed_as_far_as_it_is_stored() {
-    let server = server(&[QueueMode::Priority], limits());
+    let server = priority_server();
     let mut producer = Client::hello(server.local_addr());
     producer.open_producer(1, 0, 1024);
     producer.publish(1, 0..300, payload_of);
@@ -205,10 +205,8 @@ fn a_payload_larger_than_the_slots_is_refused_alone_and_its_producer_stays_open(
     );
     // Still open: it publishes on.
     client.publish(1, [3], payload_of);
-    client.confirms(1, 1, |_, status| assert_eq!(status, ConfirmStatus::Stored));
-    client.send(Frame::CloseProducer(CloseProducer {
-        producer: ProducerId(1),
-    }));
+    client.all_stored(1, 1);
+    client.close_producer(1);
     client.next(|frame| {
         assert_eq!(
             frame,
@@ -233,7 +231,7 @@ fn a_payload_larger_than_the_slots_is_refused_alone_and_its_producer_stays_open(
 /// `DUPLICATE_ID`, before anything of it is stored; the producer stays open.
 #[test]
 fn a_frame_that_names_an_id_twice_is_refused_whole() {
-    let server = server(&[QueueMode::Priority], limits());
+    let server = priority_server();
     let mut client = Client::hello(server.local_addr());
     client.open_producer(1, 0, 64);
     client.publish(1, [19, 20, 21, 20], payload_of);
@@ -288,7 +286,7 @@ fn a_client_that_stops_reading_is_dropped_at_the_idle_limit() {
         }
         batch.finish().unwrap();
         producer.send_raw(&frame);
-        producer.confirms(1, 8, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+        producer.all_stored(1, 8);
     }
     eventually("the sleeper's connection dropped", || {
         server.stats().connections == 1
@@ -314,7 +312,7 @@ fn a_full_store_checks_the_record_before_the_quota() {
         // Eight messages fill the queue's part of the store (no consumer frees them).
         let stored = [4000, 4001, 4002, 4003, 4004, 4005, 4006, 20_000];
         c.publish(1, stored, payload_of);
-        c.confirms(1, 8, |_, status| assert_eq!(status, ConfirmStatus::Stored));
+        c.all_stored(1, 8);
         assert_eq!(server.stats().free_slots, 0);
         // The window is the 16,384 ids from 20,000 down: 100 is older; 10,000 is in it,
         // not stored.

@@ -10,10 +10,9 @@
 
 mod common;
 
-use common::{Client, limits, payload_of, server};
-use zerodispatch_broker::QueueMode;
+use common::*;
 use zerodispatch_testkit::CountingAllocator;
-use zerodispatch_wire::{ConfirmStatus, Guid};
+use zerodispatch_wire::Guid;
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
@@ -35,9 +34,7 @@ fn round(producer: &mut Client, consumer: &mut Client, guids: &mut Vec<Guid>, fi
         guids.push(guid);
     });
     consumer.confirm(7, guids, true);
-    producer.confirms(1, BATCH as usize, |_, status| {
-        assert_eq!(status, ConfirmStatus::Stored);
-    });
+    producer.all_stored(1, BATCH as usize);
 }
 
 /// Runs the proof without libtest (`zerodispatch_testkit::proof_main`): libtest's main
@@ -50,7 +47,7 @@ fn main() {
 }
 
 fn a_message_through_the_server_allocates_nothing_once_warm() {
-    let server = server(&[QueueMode::Priority], limits());
+    let server = priority_server();
     let addr = server.local_addr();
     let mut producer = Client::hello(addr);
     let mut consumer = Client::hello(addr);

@@ -11,8 +11,8 @@
 //! buffer, valid as long as it is.
 
 use crate::error::DecodeError;
-use crate::header::FrameKind;
 use crate::ids::{ConsumerId, Guid, ProducerId, PublishId};
+use crate::kind::FrameKind;
 use crate::limits::{MAX_MESSAGES_PER_FRAME, MAX_PAYLOAD_LEN};
 use crate::reader::Reader;
 use crate::status::ConfirmStatus;

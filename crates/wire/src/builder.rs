@@ -13,8 +13,9 @@
 //! largest batch.
 
 use crate::error::EncodeError;
-use crate::header::{FrameKind, Header};
+use crate::header::Header;
 use crate::ids::{ConsumerId, Guid, ProducerId, PublishId};
+use crate::kind::FrameKind;
 use crate::limits::{HEADER_LEN, MAX_FRAME_LEN, MAX_MESSAGES_PER_FRAME, MAX_PAYLOAD_LEN};
 use crate::status::ConfirmStatus;
 

@@ -21,7 +21,8 @@ use crate::frame::{
     CloseConsumer, CloseProducer, Credit, ErrorFrame, Frame, Hello, OpenConsumer, OpenProducer,
     ProducerOpened, Welcome,
 };
-use crate::header::{FrameKind, Header};
+use crate::header::Header;
+use crate::kind::FrameKind;
 use crate::limits::{HEADER_LEN, MAX_FRAME_LEN};
 
 /// Decodes the frame at the start of `buf`, if it is all there.

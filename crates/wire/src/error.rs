@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::header::FrameKind;
+use crate::kind::FrameKind;
 use crate::status::ErrorCode;
 
 /// Bytes that are not a valid frame. Every variant is a protocol error: the receiver

@@ -61,6 +61,7 @@ mod error;
 mod frame;
 mod header;
 mod ids;
+mod kind;
 mod limits;
 mod reader;
 mod status;
@@ -76,8 +77,9 @@ pub use frame::{
     CloseConsumer, CloseProducer, Credit, ErrorFrame, Frame, Hello, MAX_STORED_WINDOW,
     OpenConsumer, OpenProducer, ProducerOpened, ServerLimits, StoredWindow, Welcome,
 };
-pub use header::{FrameKind, Header};
+pub use header::Header;
 pub use ids::{AppId, ConsumerId, Guid, ProducerId, PublishId, QueueId};
+pub use kind::FrameKind;
 pub use limits::{
     HEADER_LEN, MAGIC, MAX_ERROR_MESSAGE_LEN, MAX_FRAME_LEN, MAX_MESSAGES_PER_FRAME,
     MAX_PAYLOAD_LEN, MAX_PRODUCER_NAME_LEN, VERSION,

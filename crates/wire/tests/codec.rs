@@ -1,69 +1,18 @@
 //! The codec frame by frame: each kind encodes and decodes back to itself, its bytes are
 //! the documented layout, and each kind of bad input is refused with its own error.
 
+mod support;
+
+use support::*;
 use zerodispatch_wire::*;
-
-/// Encodes `frame` alone and checks that it decodes back, whole and from no shorter prefix.
-fn round_trip(frame: Frame<'_>) -> Vec<u8> {
-    let mut buf = vec![0xAA]; // something of the caller's before the frame, kept
-    let written = frame.encode(&mut buf).expect("a valid frame encodes");
-    assert_eq!(buf[0], 0xAA);
-    let bytes = buf.split_off(1);
-    assert_eq!(bytes.len(), written);
-    assert_eq!(decode(&bytes), Ok(Some((frame, written))));
-    for short in 0..bytes.len() {
-        assert_eq!(
-            decode(&bytes[..short]),
-            Ok(None),
-            "{:?} cut at {short}",
-            frame.kind()
-        );
-    }
-    bytes
-}
-
-fn header(kind: FrameKind, len: u32) -> Vec<u8> {
-    let mut bytes = b"ZD\x04".to_vec();
-    bytes.push(kind.as_u8());
-    bytes.extend_from_slice(&0_u16.to_le_bytes());
-    bytes.extend_from_slice(&len.to_le_bytes());
-    bytes
-}
-
-fn frame_of(kind: FrameKind, body: &[u8]) -> Vec<u8> {
-    let mut bytes = header(kind, body.len() as u32);
-    bytes.extend_from_slice(body);
-    bytes
-}
 
 #[test]
 fn fixed_frames_round_trip_in_their_documented_layout() {
-    let hello = round_trip(Frame::Hello(Hello {
-        min_version: 1,
-        max_version: 3,
-        heartbeat_ms: 0x0102_0304,
-    }));
+    let hello = round_trip(Frame::Hello(hello(1, 3, 0x0102_0304)));
     assert_eq!(hello, frame_of(FrameKind::Hello, &[1, 3, 4, 3, 2, 1]));
 
-    let welcome = round_trip(Frame::Welcome(Welcome {
-        version: 1,
-        heartbeat_ms: 5000,
-        limits: ServerLimits {
-            max_payload: 4096,
-            max_unconfirmed_per_connection: 2,
-            max_unconfirmed_named: 3,
-            consumer_window: 4,
-            queue_slots: 5,
-            max_producers: 6,
-            max_consumers: 7,
-            idle_timeout_ms: 8,
-            max_connections: 9,
-            frame_timeout_ms: 10,
-            handshake_timeout_ms: 11,
-            dedup_window: 12,
-            max_new_names: 13,
-        },
-    }));
+    let limits = [4096, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13];
+    let welcome = round_trip(Frame::Welcome(welcome(1, 5000, limits, 6, 7)));
     assert_eq!(
         welcome,
         frame_of(
@@ -81,12 +30,7 @@ fn fixed_frames_round_trip_in_their_documented_layout() {
 
     assert_eq!(round_trip(Frame::Heartbeat), b"ZD\x04\x03\0\0\0\0\0\0");
 
-    let open = OpenProducer {
-        producer: ProducerId(1),
-        queue: QueueId(2),
-        max_unconfirmed: 3,
-        name: "",
-    };
+    let open = open_producer(1, 2, 3, "");
     assert_eq!(
         round_trip(Frame::OpenProducer(open)),
         frame_of(
@@ -102,14 +46,7 @@ fn fixed_frames_round_trip_in_their_documented_layout() {
             &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 2, b'a', b'b']
         )
     );
-    let opened = ProducerOpened {
-        producer: ProducerId(1),
-        stored: StoredWindow {
-            last_stored: Some(0x0102),
-            known: 3,
-            bits: &[0b101],
-        },
-    };
+    let opened = producer_opened(1, 0x0102, 3, &[0b101]);
     assert_eq!(
         round_trip(Frame::ProducerOpened(opened)),
         frame_of(
@@ -134,14 +71,7 @@ fn fixed_frames_round_trip_in_their_documented_layout() {
     );
     assert_eq!(none.stored.stored(0), Some(false));
     // u64::MAX is an id like any other: "nothing stored" is the flag, not a value.
-    let max = ProducerOpened {
-        stored: StoredWindow {
-            last_stored: Some(u64::MAX),
-            known: 1,
-            bits: &[1],
-        },
-        ..opened
-    };
+    let max = producer_opened(1, u64::MAX, 1, &[1]);
     assert_eq!(round_trip(Frame::ProducerOpened(max)).len(), 28);
     assert_eq!(max.stored.stored(u64::MAX), Some(true));
     assert_eq!(
@@ -150,12 +80,7 @@ fn fixed_frames_round_trip_in_their_documented_layout() {
         })),
         frame_of(FrameKind::CloseProducer, &[0x0d, 0x0c, 0x0b, 0x0a])
     );
-    let open = OpenConsumer {
-        consumer: ConsumerId(1),
-        queue: QueueId(2),
-        app: AppId(3),
-        credit: 0,
-    };
+    let open = open_consumer(1, 2, 3, 0);
     assert_eq!(
         round_trip(Frame::OpenConsumer(open)),
         frame_of(
@@ -170,10 +95,7 @@ fn fixed_frames_round_trip_in_their_documented_layout() {
         frame_of(FrameKind::CloseConsumer, &[9, 0, 0, 0])
     );
     assert_eq!(
-        round_trip(Frame::Credit(Credit {
-            consumer: ConsumerId(9),
-            credit: 256
-        })),
+        round_trip(Frame::Credit(credit(9, 256))),
         frame_of(FrameKind::Credit, &[9, 0, 0, 0, 0, 1, 0, 0])
     );
 }
@@ -191,12 +113,7 @@ fn error_frames_round_trip_with_and_without_a_subject() {
     body.extend_from_slice(b"queue 12 does not exist");
     assert_eq!(bytes, frame_of(FrameKind::Error, &body));
 
-    let fatal = ErrorFrame {
-        code: ErrorCode(4242),
-        refused: None,
-        subject: 0,
-        message: "",
-    };
+    let fatal = fatal(ErrorCode(4242), "");
     round_trip(Frame::Error(fatal));
     let long = "é".repeat(usize::from(MAX_ERROR_MESSAGE_LEN) / 2);
     round_trip(Frame::Error(ErrorFrame {
@@ -365,22 +282,14 @@ fn encode_refuses_the_values_decode_would_and_writes_nothing() {
     let mut buf = Vec::new();
     let refused = [
         (
-            Frame::Hello(Hello {
-                min_version: 0,
-                max_version: 1,
-                heartbeat_ms: 0,
-            }),
+            Frame::Hello(hello(0, 1, 0)),
             EncodeError::Zero {
                 kind: FrameKind::Hello,
                 field: "min_version",
             },
         ),
         (
-            Frame::Hello(Hello {
-                min_version: 2,
-                max_version: 1,
-                heartbeat_ms: 0,
-            }),
+            Frame::Hello(hello(2, 1, 0)),
             EncodeError::BadVersionRange { min: 2, max: 1 },
         ),
         (
@@ -395,22 +304,14 @@ fn encode_refuses_the_values_decode_would_and_writes_nothing() {
             },
         ),
         (
-            Frame::OpenProducer(OpenProducer {
-                producer: ProducerId(1),
-                queue: QueueId(1),
-                max_unconfirmed: 0,
-                name: "",
-            }),
+            Frame::OpenProducer(open_producer(1, 1, 0, "")),
             EncodeError::Zero {
                 kind: FrameKind::OpenProducer,
                 field: "max_unconfirmed",
             },
         ),
         (
-            Frame::Credit(Credit {
-                consumer: ConsumerId(1),
-                credit: 0,
-            }),
+            Frame::Credit(credit(1, 0)),
             EncodeError::Zero {
                 kind: FrameKind::Credit,
                 field: "credit",
@@ -421,12 +322,7 @@ fn encode_refuses_the_values_decode_would_and_writes_nothing() {
         assert_eq!(frame.encode(&mut buf), Err(error));
     }
     let long = "x".repeat(usize::from(MAX_ERROR_MESSAGE_LEN) + 1);
-    let error = ErrorFrame {
-        code: ErrorCode::INTERNAL,
-        refused: None,
-        subject: 0,
-        message: &long,
-    };
+    let error = fatal(ErrorCode::INTERNAL, &long);
     assert_eq!(
         Frame::Error(error).encode(&mut buf),
         Err(EncodeError::MessageTooLong {
@@ -700,12 +596,7 @@ fn a_producer_name_must_be_utf8_fill_its_body_and_fit_its_length_byte() {
     );
     // The longest name goes; one byte more is refused, and nothing is written.
     let longest = "n".repeat(MAX_PRODUCER_NAME_LEN);
-    let open = OpenProducer {
-        producer: ProducerId(1),
-        queue: QueueId(0),
-        max_unconfirmed: 1,
-        name: &longest,
-    };
+    let open = open_producer(1, 0, 1, &longest);
     let bytes = round_trip(Frame::OpenProducer(open));
     assert_eq!(bytes.len(), HEADER_LEN + 13 + MAX_PRODUCER_NAME_LEN);
     let too_long = format!("{longest}n");
@@ -791,14 +682,7 @@ fn an_inconsistent_stored_window_is_refused_both_ways() {
         ),
         "bits shorter than known needs"
     );
-    let bad = Frame::ProducerOpened(ProducerOpened {
-        producer: ProducerId(1),
-        stored: StoredWindow {
-            last_stored: Some(5),
-            known: 2,
-            bits: &[0b10],
-        },
-    });
+    let bad = Frame::ProducerOpened(producer_opened(1, 5, 2, &[0b10]));
     let mut out = Vec::new();
     assert_eq!(bad.encode(&mut out), Err(EncodeError::BadStoredWindow));
     assert!(out.is_empty(), "nothing written");

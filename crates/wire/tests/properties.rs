@@ -11,6 +11,9 @@
 //! allocator in `zero_alloc.rs`.
 
 use proptest::prelude::*;
+mod support;
+
+use support::*;
 use zerodispatch_wire::*;
 
 /// A frame with owned contents, to generate and to compare decoded frames with.
@@ -87,12 +90,7 @@ impl Model {
                 max_unconfirmed,
                 name,
             } => {
-                let open = OpenProducer {
-                    producer: ProducerId(*producer),
-                    queue: QueueId(*queue),
-                    max_unconfirmed: *max_unconfirmed,
-                    name,
-                };
+                let open = open_producer(*producer, *queue, *max_unconfirmed, name);
                 Frame::OpenProducer(open).encode(out).unwrap();
             }
             Self::Error {
@@ -217,11 +215,7 @@ fn fixed() -> impl Strategy<Value = FixedFrame> {
     prop_oneof![
         (1_u8..=255, any::<u8>(), any::<u32>()).prop_map(|(min, extra, heartbeat_ms)| {
             let max_version = min.saturating_add(extra % 4);
-            FixedFrame::Hello(Hello {
-                min_version: min,
-                max_version,
-                heartbeat_ms,
-            })
+            FixedFrame::Hello(hello(min, max_version, heartbeat_ms))
         }),
         (
             1_u8..=255,
@@ -230,25 +224,13 @@ fn fixed() -> impl Strategy<Value = FixedFrame> {
             any::<(u16, u16)>()
         )
             .prop_map(
-                |(version, heartbeat_ms, w, (p, c))| FixedFrame::Welcome(Welcome {
+                |(version, heartbeat_ms, w, (p, c))| FixedFrame::Welcome(welcome(
                     version,
                     heartbeat_ms,
-                    limits: ServerLimits {
-                        max_payload: w[0],
-                        max_unconfirmed_per_connection: w[1],
-                        max_unconfirmed_named: w[2],
-                        consumer_window: w[3],
-                        queue_slots: w[4],
-                        max_producers: p,
-                        max_consumers: c,
-                        idle_timeout_ms: w[5],
-                        max_connections: w[6],
-                        frame_timeout_ms: w[7],
-                        handshake_timeout_ms: w[8],
-                        dedup_window: w[9],
-                        max_new_names: w[10],
-                    },
-                })
+                    w,
+                    p,
+                    c
+                ))
             ),
         Just(FixedFrame::Heartbeat),
         (any::<u32>(), any::<u64>(), 0_u32..=40, any::<u64>()).prop_map(
@@ -279,20 +261,12 @@ fn fixed() -> impl Strategy<Value = FixedFrame> {
             producer: ProducerId(p)
         })),
         (any::<u32>(), any::<u32>(), any::<u16>(), any::<u32>()).prop_map(|(c, q, a, credit)| {
-            FixedFrame::OpenConsumer(OpenConsumer {
-                consumer: ConsumerId(c),
-                queue: QueueId(q),
-                app: AppId(a),
-                credit,
-            })
+            FixedFrame::OpenConsumer(open_consumer(c, q, a, credit))
         }),
         any::<u32>().prop_map(|c| FixedFrame::CloseConsumer(CloseConsumer {
             consumer: ConsumerId(c)
         })),
-        (any::<u32>(), 1_u32..).prop_map(|(c, credit)| FixedFrame::Credit(Credit {
-            consumer: ConsumerId(c),
-            credit
-        })),
+        (any::<u32>(), 1_u32..).prop_map(|(c, n)| FixedFrame::Credit(credit(c, n))),
     ]
 }
 
@@ -417,11 +391,7 @@ proptest! {
         body in prop::collection::vec(any::<u8>(), 0..256),
         extra in 0_usize..4,
     ) {
-        let mut bytes = b"ZD\x04".to_vec();
-        bytes.push(kind.as_u8());
-        bytes.extend_from_slice(&[0, 0]);
-        bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
-        bytes.extend_from_slice(&body);
+        let mut bytes = frame_of(kind, &body);
         bytes.extend(std::iter::repeat_n(0x5a, extra)); // the start of the next frame
         decode_hostile(&bytes)?;
         prop_assert!(decode(&bytes) != Ok(None), "a whole frame is decoded or refused");

@@ -8,6 +8,9 @@
 //! (The document is read from the workspace, which tests have and packages do not: the
 //! crate's package carries its sources only.)
 
+mod support;
+
+use support::*;
 use zerodispatch_wire::*;
 
 const DOC: &str = include_str!("../../../docs/protocol.md");
@@ -44,62 +47,27 @@ fn examples() -> Vec<Vec<u8>> {
 
 /// The frames the document's blocks show, in its order, encoded by the codec.
 fn expected() -> Vec<(&'static str, Vec<u8>)> {
-    let mut frames = Vec::new();
-    let mut encode = |name, frame: Frame<'_>| {
-        let mut out = Vec::new();
-        frame.encode(&mut out).expect("a valid frame");
-        frames.push((name, out));
-    };
-    encode(
-        "Hello",
-        Frame::Hello(Hello {
-            min_version: VERSION,
-            max_version: VERSION,
-            heartbeat_ms: 5000,
-        }),
-    );
-    encode(
-        "Welcome",
-        Frame::Welcome(Welcome {
-            version: VERSION,
-            heartbeat_ms: 5000,
-            limits: ServerLimits {
-                max_payload: 4096,
-                max_unconfirmed_per_connection: 16_384,
-                max_unconfirmed_named: 16_384,
-                consumer_window: 1024,
-                queue_slots: 16_384,
-                max_producers: 16,
-                max_consumers: 16,
-                idle_timeout_ms: 15_000,
-                max_connections: 256,
-                frame_timeout_ms: 10_000,
-                handshake_timeout_ms: 10_000,
-                dedup_window: 16_384,
-                max_new_names: 64,
-            },
-        }),
-    );
-    encode(
-        "OpenProducer",
-        Frame::OpenProducer(OpenProducer {
-            producer: ProducerId(1),
-            queue: QueueId(0),
-            max_unconfirmed: 1000,
-            name: "orders",
-        }),
-    );
-    encode(
-        "ProducerOpened",
-        Frame::ProducerOpened(ProducerOpened {
-            producer: ProducerId(1),
-            stored: StoredWindow {
-                last_stored: Some(3),
-                known: 4,
-                bits: &[0b1101],
-            },
-        }),
-    );
+    let limits = [
+        4096, 16_384, 16_384, 1024, 16_384, 15_000, 256, 10_000, 10_000, 16_384, 64,
+    ];
+    let mut frames = vec![
+        (
+            "Hello",
+            encoded(Frame::Hello(hello(VERSION, VERSION, 5000))),
+        ),
+        (
+            "Welcome",
+            encoded(Frame::Welcome(welcome(VERSION, 5000, limits, 16, 16))),
+        ),
+        (
+            "OpenProducer",
+            encoded(Frame::OpenProducer(open_producer(1, 0, 1000, "orders"))),
+        ),
+        (
+            "ProducerOpened",
+            encoded(Frame::ProducerOpened(producer_opened(1, 3, 4, &[0b1101]))),
+        ),
+    ];
     let mut out = Vec::new();
     let mut publish = PublishBuilder::begin(&mut out, ProducerId(1));
     publish.push(PublishId(2), b"c").unwrap();
@@ -110,20 +78,8 @@ fn expected() -> Vec<(&'static str, Vec<u8>)> {
     confirm.push(PublishId(2), ConfirmStatus::Stored).unwrap();
     confirm.finish().unwrap();
     frames.push(("PublishConfirm", out));
-    let mut encode = |name, frame: Frame<'_>| {
-        let mut out = Vec::new();
-        frame.encode(&mut out).expect("a valid frame");
-        frames.push((name, out));
-    };
-    encode(
-        "Error",
-        Frame::Error(ErrorFrame {
-            code: ErrorCode::TOO_MANY_CONNECTIONS,
-            refused: None,
-            subject: 0,
-            message: "",
-        }),
-    );
+    let error = fatal(ErrorCode::TOO_MANY_CONNECTIONS, "");
+    frames.push(("Error", encoded(Frame::Error(error))));
     frames
 }
 
@@ -188,15 +144,7 @@ fn every_stored_window_written_in_words_is_a_frame_of_the_document() {
                 bytes[i / 8] |= 1 << (i % 8);
             }
         }
-        let window = StoredWindow {
-            last_stored: Some(last),
-            known,
-            bits: &bytes,
-        };
-        let opened = Frame::ProducerOpened(ProducerOpened {
-            producer: ProducerId(1),
-            stored: window,
-        });
+        let opened = Frame::ProducerOpened(producer_opened(1, last, known, &bytes));
         assert!(
             opened.encode(&mut Vec::new()).is_ok(),
             "`{}` is no valid window",

@@ -8,6 +8,9 @@
 //! measures.
 
 use zerodispatch_testkit::CountingAllocator;
+mod support;
+
+use support::*;
 use zerodispatch_wire::*;
 
 #[global_allocator]
@@ -45,30 +48,15 @@ fn round(buf: &mut Vec<u8>, batch: u64, payload: &[u8]) -> u64 {
         confirm.push(Guid([i as u8; 16])).unwrap();
     }
     confirm.finish().unwrap();
-    Frame::Credit(Credit {
-        consumer: ConsumerId(2),
-        credit: PER_BATCH as u32,
-    })
-    .encode(buf)
-    .unwrap();
-    Frame::OpenProducer(OpenProducer {
-        producer: ProducerId(1),
-        queue: QueueId(0),
-        max_unconfirmed: 7,
-        name: "orders",
-    })
-    .encode(buf)
-    .unwrap();
-    Frame::ProducerOpened(ProducerOpened {
-        producer: ProducerId(1),
-        stored: StoredWindow {
-            last_stored: Some(batch),
-            known: 1,
-            bits: &[1],
-        },
-    })
-    .encode(buf)
-    .unwrap();
+    Frame::Credit(credit(2, PER_BATCH as u32))
+        .encode(buf)
+        .unwrap();
+    Frame::OpenProducer(open_producer(1, 0, 7, "orders"))
+        .encode(buf)
+        .unwrap();
+    Frame::ProducerOpened(producer_opened(1, batch, 1, &[1]))
+        .encode(buf)
+        .unwrap();
 
     let mut sum = 0;
     let mut rest = &buf[..];

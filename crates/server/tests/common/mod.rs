@@ -30,6 +30,44 @@ pub fn server(queues: &[QueueMode], limits: Limits) -> Server {
         .expect("the server starts")
 }
 
+/// A server of one priority queue, under [`limits`]: what most tests need.
+pub fn priority_server() -> Server {
+    server(&[QueueMode::Priority], limits())
+}
+
+/// Waits until every slot of the store is free (the store of [`limits`]).
+pub fn all_slots_free(server: &Server) {
+    eventually("every slot free", || {
+        server.stats().free_slots == limits().store_slots
+    });
+}
+
+/// `frame`'s bytes, to send raw or in a write with others.
+pub fn encoded(frame: Frame<'_>) -> Vec<u8> {
+    let mut out = Vec::new();
+    frame.encode(&mut out).expect("a valid frame encodes");
+    out
+}
+
+/// The `Hello` of this version, announcing `heartbeat_ms`.
+pub fn hello_frame(heartbeat_ms: u32) -> Frame<'static> {
+    Frame::Hello(Hello {
+        min_version: VERSION,
+        max_version: VERSION,
+        heartbeat_ms,
+    })
+}
+
+/// A producer and a consumer, each on a connection of its own: producer 1, opened with
+/// `max_unconfirmed`, and consumer 7 with `credit`, both of queue 0 (app 0).
+pub fn open_pair(addr: SocketAddr, max_unconfirmed: u32, credit: u32) -> (Client, Client) {
+    let mut producer = Client::hello(addr);
+    let mut consumer = Client::hello(addr);
+    producer.open_producer(1, 0, max_unconfirmed);
+    consumer.open_consumer(7, 0, 0, credit);
+    (producer, consumer)
+}
+
 /// Small limits for tests: few slots, so that leaks show.
 pub fn limits() -> Limits {
     Limits {
@@ -63,16 +101,7 @@ impl Client {
     pub fn connect(addr: SocketAddr) -> Self {
         let stream = TcpStream::connect(addr).expect("connects");
         stream.set_nodelay(true).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        Self {
-            stream,
-            out: Vec::with_capacity(1 << 20),
-            input: vec![0; HEADER_LEN + MAX_FRAME_LEN as usize],
-            start: 0,
-            end: 0,
-        }
+        Self::from_stream(stream)
     }
 
     /// A client of a connected stream (a clone of another client's, say).
@@ -92,21 +121,49 @@ impl Client {
     /// Connects and shakes hands (no heartbeats from the client).
     pub fn hello(addr: SocketAddr) -> Self {
         let mut client = Self::connect(addr);
-        client.send(Frame::Hello(Hello {
-            min_version: VERSION,
-            max_version: VERSION,
-            heartbeat_ms: 0,
-        }));
-        client.next(|frame| {
-            assert!(matches!(
-                frame,
-                Frame::Welcome(Welcome {
-                    version: VERSION,
-                    ..
-                })
-            ));
-        });
+        let welcome = client.shake_hands(0);
+        assert_eq!(welcome.version, VERSION);
         client
+    }
+
+    /// Says `Hello`, announcing `heartbeat_ms`, and returns the `Welcome` that answers.
+    pub fn shake_hands(&mut self, heartbeat_ms: u32) -> Welcome {
+        self.send(hello_frame(heartbeat_ms));
+        self.next(|frame| match frame {
+            Frame::Welcome(welcome) => welcome,
+            other => panic!("expected Welcome, got {other:?}"),
+        })
+    }
+
+    /// Gives consumer `consumer` `credit` more messages.
+    pub fn credit(&mut self, consumer: u32, credit: u32) {
+        self.send(Frame::Credit(Credit {
+            consumer: ConsumerId(consumer),
+            credit,
+        }));
+    }
+
+    /// Closes consumer `consumer` and reads the echo.
+    pub fn close_consumer(&mut self, consumer: u32) {
+        let close = Frame::CloseConsumer(CloseConsumer {
+            consumer: ConsumerId(consumer),
+        });
+        self.send(close);
+        self.next(|frame| assert_eq!(frame, close));
+    }
+
+    /// Asks to close producer `producer` (the echo comes after its outcomes).
+    pub fn close_producer(&mut self, producer: u32) {
+        self.send(Frame::CloseProducer(CloseProducer {
+            producer: ProducerId(producer),
+        }));
+    }
+
+    /// Reads `n` publish confirms of `producer`, each `Stored`.
+    pub fn all_stored(&mut self, producer: u32, n: usize) {
+        self.confirms(producer, n, |_, status| {
+            assert_eq!(status, ConfirmStatus::Stored)
+        });
     }
 
     pub fn send(&mut self, frame: Frame<'_>) {

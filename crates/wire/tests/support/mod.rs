@@ -1,0 +1,145 @@
+//! What the codec's tests share: the fixed frames built from their fields in one line, raw
+//! headers and bodies for the bytes a hostile peer sends, and the round trip every valid
+//! frame must make.
+
+#![allow(dead_code)]
+
+use zerodispatch_wire::*;
+
+/// `Hello` offering `min_version` to `max_version`.
+pub fn hello(min_version: u8, max_version: u8, heartbeat_ms: u32) -> Hello {
+    Hello {
+        min_version,
+        max_version,
+        heartbeat_ms,
+    }
+}
+
+/// `Welcome` at `version`: the `u32` limits in the order of their fields, then the
+/// producers and the consumers.
+pub fn welcome(
+    version: u8,
+    heartbeat_ms: u32,
+    w: [u32; 11],
+    producers: u16,
+    consumers: u16,
+) -> Welcome {
+    let limits = ServerLimits {
+        max_payload: w[0],
+        max_unconfirmed_per_connection: w[1],
+        max_unconfirmed_named: w[2],
+        consumer_window: w[3],
+        queue_slots: w[4],
+        max_producers: producers,
+        max_consumers: consumers,
+        idle_timeout_ms: w[5],
+        max_connections: w[6],
+        frame_timeout_ms: w[7],
+        handshake_timeout_ms: w[8],
+        dedup_window: w[9],
+        max_new_names: w[10],
+    };
+    Welcome {
+        version,
+        heartbeat_ms,
+        limits,
+    }
+}
+
+/// `OpenProducer` of `producer` on `queue` (anonymous if `name` is empty).
+pub fn open_producer(
+    producer: u32,
+    queue: u32,
+    max_unconfirmed: u32,
+    name: &str,
+) -> OpenProducer<'_> {
+    OpenProducer {
+        producer: ProducerId(producer),
+        queue: QueueId(queue),
+        max_unconfirmed,
+        name,
+    }
+}
+
+/// `ProducerOpened` of `producer`, with a window stored from `last_stored` down.
+pub fn producer_opened(
+    producer: u32,
+    last_stored: u64,
+    known: u32,
+    bits: &[u8],
+) -> ProducerOpened<'_> {
+    ProducerOpened {
+        producer: ProducerId(producer),
+        stored: StoredWindow {
+            last_stored: Some(last_stored),
+            known,
+            bits,
+        },
+    }
+}
+
+/// `OpenConsumer` of `consumer` on `app` of `queue`.
+pub fn open_consumer(consumer: u32, queue: u32, app: u16, credit: u32) -> OpenConsumer {
+    OpenConsumer {
+        consumer: ConsumerId(consumer),
+        queue: QueueId(queue),
+        app: AppId(app),
+        credit,
+    }
+}
+
+/// `Credit` of `credit` more messages for `consumer`.
+pub fn credit(consumer: u32, credit: u32) -> Credit {
+    Credit {
+        consumer: ConsumerId(consumer),
+        credit,
+    }
+}
+
+/// An error frame that refuses no frame.
+pub fn fatal(code: ErrorCode, message: &str) -> ErrorFrame<'_> {
+    ErrorFrame {
+        code,
+        refused: None,
+        subject: 0,
+        message,
+    }
+}
+
+/// `frame`'s bytes.
+pub fn encoded(frame: Frame<'_>) -> Vec<u8> {
+    let mut out = Vec::new();
+    frame.encode(&mut out).expect("a valid frame encodes");
+    out
+}
+
+/// A valid header of `kind` announcing a body of `len` bytes.
+pub fn header(kind: FrameKind, len: u32) -> Vec<u8> {
+    let mut bytes = b"ZD\x04".to_vec();
+    bytes.push(kind.as_u8());
+    bytes.extend_from_slice(&0_u16.to_le_bytes());
+    bytes.extend_from_slice(&len.to_le_bytes());
+    bytes
+}
+
+/// A frame of `kind` with `body` behind a valid header, whatever the body holds.
+pub fn frame_of(kind: FrameKind, body: &[u8]) -> Vec<u8> {
+    let mut bytes = header(kind, body.len() as u32);
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+/// Encodes `frame` alone and checks that it decodes back, whole and from no shorter prefix.
+pub fn round_trip(frame: Frame<'_>) -> Vec<u8> {
+    let mut buf = vec![0xAA]; // something of the caller's before the frame, kept
+    let written = frame.encode(&mut buf).expect("a valid frame encodes");
+    assert_eq!(buf[0], 0xAA);
+    let bytes = buf.split_off(1);
+    assert_eq!(bytes.len(), written);
+    assert_eq!(decode(&bytes), Ok(Some((frame, written))));
+    for short in 0..bytes.len() {
+        let kind = frame.kind();
+        assert_eq!(decode(&bytes[..short]), Ok(None), "{kind:?} cut at {short}");
+    }
+    bytes
+}
