@@ -95,6 +95,9 @@ pub use zerodispatch_core::{
     ProcessorSnapshot, RegisterError, RegisterRefusal, ShutdownTimedOut, SyncError, TimerToken,
     ToClient, WaitStrategy, allow_blocking, assert_may_block, may_block,
 };
+// The histogram crate `Percentiles::of` takes, so that a user needs no dependency of their
+// own to summarise latencies the same way.
+pub use zerodispatch_core::hdrhistogram;
 // Single-writer counters for a client's own figures (see the module): public on purpose,
 // the broker's statistics are built from them and so can a user's client's.
 pub use zerodispatch_core::counter;

@@ -70,6 +70,39 @@ impl<T> DispatchError<T> {
         matches!(self, DispatchError::Timeout(_))
     }
 
+    /// What is handed back, by reference: for a match guard or a log line that looks at it
+    /// and leaves it in the error.
+    ///
+    /// ```
+    /// use zerodispatch_core::DispatchError;
+    /// let e = DispatchError::Full(7_u64);
+    /// match e {
+    ///     ref e if *e.inner() > 5 => assert!(e.is_full()),
+    ///     _ => unreachable!(),
+    /// }
+    /// ```
+    #[must_use]
+    pub fn inner(&self) -> &T {
+        match self {
+            DispatchError::Full(t)
+            | DispatchError::ShutDown(t)
+            | DispatchError::NoSuchProcessor(t)
+            | DispatchError::Timeout(t)
+            | DispatchError::TimersFull(t) => t,
+        }
+    }
+
+    /// What is handed back, by mutable reference.
+    pub fn inner_mut(&mut self) -> &mut T {
+        match self {
+            DispatchError::Full(t)
+            | DispatchError::ShutDown(t)
+            | DispatchError::NoSuchProcessor(t)
+            | DispatchError::Timeout(t)
+            | DispatchError::TimersFull(t) => t,
+        }
+    }
+
     /// What was handed back: the event, callback or handle the call was given.
     pub fn into_inner(self) -> T {
         match self {
@@ -157,6 +190,12 @@ pub struct BatchError<T> {
 }
 
 impl<T> BatchError<T> {
+    /// The refused event, by reference ([`DispatchError::inner`]).
+    #[must_use]
+    pub fn inner(&self) -> &T {
+        self.error.inner()
+    }
+
     /// The refused event handed back.
     pub fn into_inner(self) -> T {
         self.error.into_inner()
@@ -245,6 +284,14 @@ impl<C> RegisterError<C> {
             reason,
             client: std::sync::Mutex::new(client),
         }
+    }
+
+    /// The client, by mutable reference (the error holds it behind a lock, so that the
+    /// error is `Sync` whatever the client: a shared view would need the lock).
+    pub fn client_mut(&mut self) -> &mut C {
+        self.client
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The client, handed back unregistered.

@@ -112,6 +112,10 @@ pub use executor::Executor;
 pub use handle::DispatcherHandle;
 pub use handle::clients::Placement;
 pub use handle::door::{CallFuture, DispatchBatchFuture, DispatchFuture};
+/// The histogram crate [`Percentiles::of`] takes, re-exported so that a user summarises
+/// their own latencies without naming a dependency of their own (a public dependency: a
+/// new major version of it is a breaking change of this crate).
+pub use hdrhistogram;
 pub use ids::{AnyClient, ClientHandle, ClientType, ProcessorId};
 pub use percentiles::Percentiles;
 pub use stats::{Pinning, ProcessorSnapshot};
