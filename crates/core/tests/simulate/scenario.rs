@@ -75,6 +75,8 @@ struct World {
     /// During a `TestDispatcher::advance` from `.0` ns: the deadlines of the timers that
     /// came due in it, in the order they ran.
     advancing: Option<(u64, Vec<u64>)>,
+    /// The first invariant a handler found broken.
+    breach: Option<String>,
     now_ns: Option<Arc<dyn Fn() -> u64 + Send + Sync>>,
 }
 
@@ -85,6 +87,21 @@ fn world(shared: &Shared) -> MutexGuard<'_, World> {
 }
 
 impl World {
+    /// Records a broken invariant, if `ok` is false: checks run in handlers, whose panics
+    /// the processor contains, so the test's thread fails on them ([`World::fail_on_breach`]).
+    fn check(&mut self, ok: bool, breach: impl FnOnce() -> String) {
+        if !ok && self.breach.is_none() {
+            self.breach = Some(breach());
+        }
+    }
+
+    /// Panics, on the test's thread, with the first invariant a handler found broken.
+    fn fail_on_breach(&mut self) {
+        if let Some(breach) = self.breach.take() {
+            panic!("{breach}");
+        }
+    }
+
     /// Records an event about to be dispatched; returns its id.
     fn send(&mut self, from: Sender, to: usize, forward: Option<usize>, panics: bool) -> u64 {
         let row = match from {
@@ -119,32 +136,34 @@ impl Client<u64> for Node {
         let max_batch = w.max_batch;
         let me = self.me;
         let sent = &mut w.sent[id as usize];
-        assert_eq!(sent.to, me, "event {id} reached the wrong client");
-        assert!(
-            sent.accepted,
-            "event {id} ran though its dispatch was refused"
-        );
         sent.runs += 1;
-        assert_eq!(sent.runs, 1, "event {id} ran twice");
+        let (to, accepted, runs) = (sent.to, sent.accepted, sent.runs);
         let (from, seq, forward, panics) = (sent.from, sent.seq, sent.forward, sent.panics);
+        w.check(to == me, || {
+            format!("event {id} for client {to} reached client {me}")
+        });
+        w.check(accepted, || {
+            format!("event {id} ran though its dispatch was refused")
+        });
+        w.check(runs == 1, || format!("event {id} ran {runs} times"));
         let row = match from {
             Sender::Test => 0,
             Sender::Client(i) => i + 1,
         };
         let state = &mut w.clients[me];
-        if let Some(last) = state.last_seq[row] {
-            assert!(
-                seq > last,
-                "client {me} got seq {seq} from {from:?} after {last}"
-            );
-        }
-        state.last_seq[row] = Some(seq);
+        let last = state.last_seq[row].replace(seq);
         state.since_flush += 1;
-        assert!(
-            state.since_flush <= max_batch,
-            "client {me} got {} events since its last flush (max_batch {max_batch})",
-            state.since_flush
-        );
+        let since_flush = state.since_flush;
+        if let Some(last) = last {
+            w.check(seq > last, || {
+                format!("client {me} got seq {seq} from {from:?} after {last}")
+            });
+        }
+        w.check(since_flush <= max_batch, || {
+            format!(
+                "client {me} got {since_flush} events since its last flush (max_batch {max_batch})"
+            )
+        });
         if let Some(to) = forward
             && let Some(handle) = w.clients[to].handle
         {
@@ -215,21 +234,20 @@ impl TimerProbe {
         self.ran = true;
         let mut w = world(&self.world);
         let now = (w.now_ns.as_ref().expect("clock set"))();
-        let timer = &mut w.timers[self.index];
-        assert!(
-            !timer.cancelled,
-            "timer {} ran after it was cancelled",
-            self.index
+        let index = self.index;
+        let timer = &mut w.timers[index];
+        let (cancelled, ran_before, deadline) = (
+            timer.cancelled,
+            timer.ran_at_ns.replace(now),
+            timer.deadline_ns,
         );
-        assert!(timer.ran_at_ns.is_none(), "timer {} ran twice", self.index);
-        assert!(
-            now >= timer.deadline_ns,
-            "timer {} ran at {now} ns, before its deadline {}",
-            self.index,
-            timer.deadline_ns
-        );
-        timer.ran_at_ns = Some(now);
-        let deadline = timer.deadline_ns;
+        w.check(!cancelled, || {
+            format!("timer {index} ran after it was cancelled")
+        });
+        w.check(ran_before.is_none(), || format!("timer {index} ran twice"));
+        w.check(now >= deadline, || {
+            format!("timer {index} ran at {now} ns, before its deadline {deadline}")
+        });
         if let Some((from, ran)) = &mut w.advancing
             && deadline > *from
         {
@@ -242,9 +260,9 @@ impl Drop for TimerProbe {
     fn drop(&mut self) {
         if !self.ran {
             let mut w = world(&self.world);
-            let timer = &mut w.timers[self.index];
-            assert!(!timer.dropped_unrun, "timer {} dropped twice", self.index);
-            timer.dropped_unrun = true;
+            let index = self.index;
+            let twice = std::mem::replace(&mut w.timers[index].dropped_unrun, true);
+            w.check(!twice, || format!("timer {index} dropped twice"));
         }
     }
 }
@@ -408,13 +426,38 @@ pub fn run(seed: u64) {
                     "advance({by:?}) ran timers out of deadline order: {ran:?}"
                 );
             }
+            7 if sim.rng().one_in(3) => {
+                // A dispatcher callback: its processor's clients are flushed before it runs.
+                let live = sim.handle();
+                let processors: Vec<ProcessorId> = ClientType::ALL
+                    .iter()
+                    .flat_map(|t| live.processors(*t))
+                    .collect();
+                let on = *sim.rng().pick(&processors).unwrap();
+                let w = shared.clone();
+                let check = Callback::new(move || {
+                    let mut w = world(&w);
+                    let unflushed: Vec<usize> = (0..w.clients.len())
+                        .filter(|&c| {
+                            w.clients[c].processor == Some(on) && w.clients[c].since_flush > 0
+                        })
+                        .collect();
+                    w.check(unflushed.is_empty(), || {
+                        format!("a dispatcher callback on {on} ran before clients {unflushed:?} were flushed")
+                    });
+                });
+                let accepted = sim.execute(on, check).is_ok();
+                sim.note(format_args!("execute on {on}: accepted {accepted}"));
+            }
             _ => {
                 sim.step();
             }
         }
+        world(&shared).fail_on_breach();
     }
     sim.note("settle");
     sim.settle();
+    world(&shared).fail_on_breach();
     if shutdown_at.is_none() {
         for (me, state) in world(&shared).clients.iter().enumerate() {
             assert_eq!(state.since_flush, 0, "client {me} not flushed before idle");
@@ -422,7 +465,8 @@ pub fn run(seed: u64) {
     }
     sim.shutdown();
 
-    let w = world(&shared);
+    let mut w = world(&shared);
+    w.fail_on_breach();
     for (id, sent) in w.sent.iter().enumerate() {
         let expected = u32::from(sent.accepted);
         assert_eq!(
