@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::time::Duration;
 
-use common::{Recorder, block_processor, messages, one_queue_unprobed};
+use common::*;
 use zerodispatch_core::*;
 use zerodispatch_testkit::within;
 
@@ -53,10 +53,7 @@ fn runtime() -> tokio::runtime::Runtime {
 fn a_dispatch_with_room_resolves_at_its_first_poll() {
     within(LIMIT, "dispatch_async with room", || {
         let d = one_queue_unprobed(PoolConfig::new(1).capacity(8));
-        let (recorder, log) = Recorder::new();
-        let c = d
-            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-            .unwrap();
+        let (c, log) = recorder_on(&d);
         let (count, waker) = counting_waker();
         let mut future = d.dispatch_async(c, Event::Message(1));
         assert!(matches!(
@@ -81,14 +78,8 @@ fn a_dispatch_with_room_resolves_at_its_first_poll() {
 fn a_dispatch_to_a_full_queue_waits_for_room_and_keeps_order() {
     within(LIMIT, "dispatch_async on a full queue", || {
         let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
-        let (recorder, log) = Recorder::new();
-        let c = d
-            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-            .unwrap();
-        let held = block_processor(&d.handle(), c);
-        for m in 0..4 {
-            d.try_dispatch(c, Event::Message(m)).unwrap();
-        }
+        let (c, log) = recorder_on(&d);
+        let held = hold_full(&d, c, 4);
         let (count, waker) = counting_waker();
         let mut future = d.dispatch_async(c, Event::Message(4));
         assert!(poll_once(&mut future, &waker).is_pending());
@@ -134,10 +125,7 @@ fn many_async_producers_lose_nothing() {
     const EACH: u64 = 5_000;
     within(LIMIT * 3, "many async producers", || {
         let d = one_queue_unprobed(PoolConfig::new(1).capacity(16));
-        let (recorder, log) = Recorder::new();
-        let c = d
-            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-            .unwrap();
+        let (c, log) = recorder_on(&d);
         let rt = runtime();
         let tasks: Vec<_> = (0..TASKS)
             .map(|t| {
@@ -181,14 +169,8 @@ fn many_async_producers_lose_nothing() {
 fn a_pending_future_given_up_loses_nothing_and_enqueues_nothing_later() {
     within(LIMIT, "cancelling a pending dispatch", || {
         let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
-        let (recorder, log) = Recorder::new();
-        let c = d
-            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-            .unwrap();
-        let held = block_processor(&d.handle(), c);
-        for m in 0..4 {
-            d.try_dispatch(c, Event::Message(m)).unwrap();
-        }
+        let (c, log) = recorder_on(&d);
+        let held = hold_full(&d, c, 4);
         let (count, waker) = counting_waker();
         let mut cancelled = d.dispatch_async(c, Event::Message(98));
         let mut dropped = d.dispatch_async(c, Event::Message(99));
@@ -227,10 +209,7 @@ fn a_pending_future_given_up_loses_nothing_and_enqueues_nothing_later() {
 fn shutdown_wakes_a_pending_future_with_its_event() {
     within(LIMIT, "shutdown with a pending dispatch", || {
         let mut d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
-        let (recorder, log) = Recorder::new();
-        let c = d
-            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-            .unwrap();
+        let (c, log) = recorder_on(&d);
         let handle = d.handle();
         let held = block_processor(&handle, c);
         for m in 0..4 {
@@ -288,10 +267,7 @@ fn on_a_processor_thread_the_door_goes_through_the_outbox() {
             .monitor_interval(Duration::from_secs(3600))
             .build()
             .unwrap();
-        let (recorder, log) = Recorder::new();
-        let sink = d
-            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-            .unwrap();
+        let (sink, log) = recorder_on(&d);
         let polled = Arc::new(Mutex::new(Vec::new()));
         let forward = d
             .register(
@@ -314,14 +290,7 @@ fn on_a_processor_thread_the_door_goes_through_the_outbox() {
             "resolved at the first poll"
         );
         held.wait();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while messages(&log).len() < 6 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "outboxed events arrive"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        eventually("outboxed events arrive", || messages(&log).len() >= 6);
         assert_eq!(messages(&log), [0, 1, 2, 3, 4, 5]);
     });
 }
@@ -333,10 +302,7 @@ fn on_a_processor_thread_the_door_goes_through_the_outbox() {
 fn call_async_brings_back_each_result() {
     within(LIMIT, "call_async", || {
         let d = one_queue_unprobed(PoolConfig::new(1).capacity(64));
-        let (recorder, log) = Recorder::new();
-        let c = d
-            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-            .unwrap();
+        let (c, log) = recorder_on(&d);
         let queue = c.processor();
         let rt = runtime();
         let log_for_call = log.clone();
@@ -398,18 +364,12 @@ fn call_async_brings_back_each_result() {
 fn call_async_is_cancel_safe() {
     within(LIMIT, "call_async cancelled", || {
         let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
-        let (recorder, _log) = Recorder::new();
-        let c = d
-            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-            .unwrap();
+        let (c, _log) = recorder_on(&d);
         let queue = c.processor();
         let ran = Arc::new(AtomicUsize::new(0));
 
         // Dropped while waiting for room: never runs.
-        let held = block_processor(&d.handle(), c);
-        for m in 0..4 {
-            d.try_dispatch(c, Event::Message(m)).unwrap();
-        }
+        let held = hold_full(&d, c, 4);
         let (_, waker) = counting_waker();
         let r = ran.clone();
         let mut waiting = d.call_async(queue, move || r.fetch_add(1, Ordering::SeqCst));
@@ -447,15 +407,9 @@ fn call_async_is_cancel_safe() {
 fn call_async_resolves_at_shutdown() {
     within(LIMIT, "call_async at shutdown", || {
         let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
-        let (recorder, _log) = Recorder::new();
-        let c = d
-            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-            .unwrap();
+        let (c, _log) = recorder_on(&d);
         let queue = c.processor();
-        let held = block_processor(&d.handle(), c);
-        for m in 0..4 {
-            d.try_dispatch(c, Event::Message(m)).unwrap();
-        }
+        let held = hold_full(&d, c, 4);
         let rt = runtime();
         let handle = d.handle();
         let task = rt.spawn(async move { handle.call_async(queue, || 5_u64).await });

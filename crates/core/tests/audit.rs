@@ -15,18 +15,9 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Recorder, Seen, one_queue};
+use common::*;
 use zerodispatch_core::*;
 use zerodispatch_testkit::within;
-
-/// Waits until `ready` holds, or fails after 10 s.
-fn eventually(what: &str, ready: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !ready() {
-        assert!(Instant::now() < deadline, "never happened: {what}");
-        thread::sleep(Duration::from_millis(1));
-    }
-}
 
 // 1. A processor never waits for another processor ------------------------------------
 
@@ -126,20 +117,8 @@ fn two_processors_dispatching_to_each_other_on_tiny_queues_never_deadlock() {
 #[test]
 fn synchronize_on_a_processor_thread_is_refused_so_two_cannot_wait_for_each_other() {
     let d = one_queue(PoolConfig::new(2));
-    let a = d
-        .register(
-            ClientType::Queue,
-            Recorder::new().0,
-            Placement::Processor(0),
-        )
-        .unwrap();
-    let b = d
-        .register(
-            ClientType::Queue,
-            Recorder::new().0,
-            Placement::Processor(1),
-        )
-        .unwrap();
+    let a = recorder_at(&d, Placement::Processor(0)).0;
+    let b = recorder_at(&d, Placement::Processor(1)).0;
     let barrier = Arc::new(Barrier::new(2));
     let results = Arc::new(Mutex::new(Vec::new()));
     for (me, other) in [(a, b), (b, a)] {
@@ -176,10 +155,7 @@ fn synchronize_on_a_processor_thread_is_refused_so_two_cannot_wait_for_each_othe
 fn a_processor_of_one_dispatcher_waits_on_a_full_processor_of_another() {
     let a = one_queue(PoolConfig::new(1));
     let b = one_queue(PoolConfig::new(1).capacity(1));
-    let (recorder, log) = Recorder::new();
-    let target = b
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap();
+    let (target, log) = recorder_on(&b);
     b.synchronize(target).unwrap();
     // Hold B's processor in a callback and fill its one slot.
     let hold = Arc::new(Barrier::new(2));
@@ -228,13 +204,8 @@ fn a_processor_of_one_dispatcher_waits_on_a_full_processor_of_another() {
 fn a_handle_of_another_dispatcher_is_refused() {
     let a = one_queue(PoolConfig::new(1));
     let b = one_queue(PoolConfig::new(1));
-    let from_a = a
-        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
-        .unwrap();
-    let (recorder, log) = Recorder::new();
-    let in_b = b
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap();
+    let from_a = recorder_on(&a).0;
+    let (in_b, log) = recorder_on(&b);
     assert_eq!(
         from_a.processor(),
         in_b.processor(),
@@ -281,9 +252,7 @@ impl Drop for PanicsOnDrop {
 #[test]
 fn a_stale_event_whose_drop_panics_is_contained() {
     let d = one_queue(PoolConfig::new(1));
-    let h = d
-        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
-        .unwrap();
+    let h = recorder_on(&d).0;
     d.unregister(h).unwrap();
     let drops = Arc::new(AtomicUsize::new(0));
     let bomb = PanicsOnDrop(drops.clone());
@@ -301,10 +270,7 @@ fn a_stale_event_whose_drop_panics_is_contained() {
     let stats = &d.stats()[0];
     assert_eq!((stats.stale, stats.panics), (1, 1));
     // The processor is alive: a new client gets its events.
-    let (recorder, log) = Recorder::new();
-    let h2 = d
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap();
+    let (h2, log) = recorder_on(&d);
     d.dispatch(h2, Event::Message(5)).unwrap();
     d.synchronize(h2).unwrap();
     assert!(log.lock().unwrap().contains(&Seen::Message(5)));
@@ -346,9 +312,7 @@ fn clients_whose_drop_panics_at_shutdown_are_contained() {
 #[test]
 fn a_panicking_batch_iterator_leaves_the_gate() {
     let mut d = one_queue(PoolConfig::new(1));
-    let h = d
-        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
-        .unwrap();
+    let h = recorder_on(&d).0;
     let handle = d.handle();
     let panicked = thread::spawn(move || {
         let mut events = (0..10_u64).map(|i| {
@@ -493,9 +457,7 @@ fn the_enqueued_figure_never_exceeds_what_was_dispatched() {
         .monitor_interval(Duration::from_secs(3600))
         .build()
         .unwrap();
-    let h = d
-        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
-        .unwrap();
+    let h = recorder_on(&d).0;
     let dispatched = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let producer = {

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use common::{Recorder, Seen, block_processor, messages, one_queue, recorder_on};
+use common::*;
 use zerodispatch_core::*;
 
 /// Batches of every length from 1 to 40, between single dispatches from the same thread:

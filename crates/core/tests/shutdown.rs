@@ -16,9 +16,7 @@ use zerodispatch_core::*;
 #[test]
 fn dispatch_after_shutdown_hands_the_event_back() {
     let mut d = one_queue(PoolConfig::new(1));
-    let h = d
-        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
-        .unwrap();
+    let h = recorder_on(&d).0;
     let handle = d.handle();
     d.shutdown();
     assert!(matches!(
@@ -43,9 +41,7 @@ fn dispatch_after_shutdown_hands_the_event_back() {
 #[test]
 fn a_batch_after_shutdown_hands_back_its_first_event() {
     let mut d = one_queue(PoolConfig::new(1));
-    let h = d
-        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
-        .unwrap();
+    let h = recorder_on(&d).0;
     let handle = d.handle();
     d.shutdown();
     let mut events = (0..3).map(Event::Message);
@@ -110,9 +106,7 @@ fn dropping_the_dispatcher_shuts_it_down() {
     let ran = Arc::new(AtomicUsize::new(0));
     {
         let d = one_queue(PoolConfig::new(1));
-        let h = d
-            .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
-            .unwrap();
+        let h = recorder_on(&d).0;
         for _ in 0..100 {
             let r = ran.clone();
             d.dispatch(

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use zerodispatch_core::{
     Callback, Client, ClientEvent, ClientHandle, ClientType, Context, Dispatcher, DispatcherHandle,
-    Placement, PoolConfig, ProcessorSnapshot,
+    Event, Placement, PoolConfig, ProcessorSnapshot,
 };
 
 /// What a [`Recorder`] saw, in order.
@@ -64,13 +64,36 @@ impl Client<u64> for Recorder {
     }
 }
 
+/// What a [`Recorder`] saw, shared with the test.
+pub type Log = Arc<Mutex<Vec<Seen>>>;
+
 /// A [`Recorder`] registered on the least loaded queue processor of `d`, and its log.
-pub fn recorder_on(d: &DispatcherHandle<u64>) -> (ClientHandle<Recorder>, Arc<Mutex<Vec<Seen>>>) {
+pub fn recorder_on(d: &DispatcherHandle<u64>) -> (ClientHandle<Recorder>, Log) {
+    recorder_at(d, Placement::LeastLoaded)
+}
+
+/// A [`Recorder`] registered on the queue processor `placement` names, and its log.
+pub fn recorder_at(
+    d: &DispatcherHandle<u64>,
+    placement: Placement,
+) -> (ClientHandle<Recorder>, Log) {
     let (recorder, log) = Recorder::new();
     let handle = d
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+        .register(ClientType::Queue, recorder, placement)
         .expect("a queue processor takes the recorder");
     (handle, log)
+}
+
+/// Everything a [`Recorder`] saw but its flushes, in order.
+pub fn without_flushes(log: &Mutex<Vec<Seen>>) -> Vec<Seen> {
+    let log = log.lock().unwrap();
+    log.iter().filter(|s| **s != Seen::Flush).cloned().collect()
+}
+
+/// How many messages a [`Recorder`] saw.
+pub fn message_count(log: &Mutex<Vec<Seen>>) -> usize {
+    let log = log.lock().unwrap();
+    log.iter().filter(|s| matches!(s, Seen::Message(_))).count()
 }
 
 /// The messages a [`Recorder`] saw, in order.
@@ -117,6 +140,26 @@ pub fn block_processor<C>(d: &DispatcherHandle<u64>, handle: ClientHandle<C>) ->
     .unwrap();
     barrier.wait();
     barrier
+}
+
+/// Blocks the processor of `handle` (as [`block_processor`]) and fills its queue with the
+/// messages `0..n`, each of which must find room.
+pub fn hold_full<C>(d: &DispatcherHandle<u64>, handle: ClientHandle<C>, n: u64) -> Arc<Barrier> {
+    let held = block_processor(d, handle);
+    for m in 0..n {
+        d.try_dispatch(handle, Event::Message(m)).unwrap();
+    }
+    held
+}
+
+/// Waits, polling every millisecond, until `ready` holds; fails the test, saying `what`
+/// never happened, after 10 s.
+pub fn eventually(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ready() {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// The first processor's stats once `ready` holds. Histograms are merged into the shared
