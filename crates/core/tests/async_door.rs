@@ -26,6 +26,13 @@ const LIMIT: Duration = Duration::from_secs(20);
 /// A waker that counts its wakes.
 struct Count(AtomicUsize);
 
+impl Count {
+    /// The wakes so far.
+    fn wakes(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
 impl Wake for Count {
     fn wake(self: Arc<Self>) {
         self.0.fetch_add(1, Ordering::SeqCst);
@@ -52,8 +59,7 @@ fn runtime() -> tokio::runtime::Runtime {
 #[test]
 fn a_dispatch_with_room_resolves_at_its_first_poll() {
     within(LIMIT, "dispatch_async with room", || {
-        let d = one_queue_unprobed(PoolConfig::new(1).capacity(8));
-        let (c, log) = recorder_on(&d);
+        let (d, c, log) = recorded_queue(8);
         let (count, waker) = counting_waker();
         let mut future = d.dispatch_async(c, Event::Message(1));
         assert!(matches!(
@@ -68,7 +74,7 @@ fn a_dispatch_with_room_resolves_at_its_first_poll() {
         });
         d.synchronize(c.processor()).unwrap();
         assert_eq!(messages(&log), [1, 2, 3, 4, 5]);
-        assert_eq!(count.0.load(Ordering::SeqCst), 0, "never waited");
+        assert_eq!(count.wakes(), 0, "never waited");
     });
 }
 
@@ -77,16 +83,15 @@ fn a_dispatch_with_room_resolves_at_its_first_poll() {
 #[test]
 fn a_dispatch_to_a_full_queue_waits_for_room_and_keeps_order() {
     within(LIMIT, "dispatch_async on a full queue", || {
-        let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
-        let (c, log) = recorder_on(&d);
+        let (d, c, log) = recorded_queue(4);
         let held = hold_full(&d, c, 4);
         let (count, waker) = counting_waker();
         let mut future = d.dispatch_async(c, Event::Message(4));
         assert!(poll_once(&mut future, &waker).is_pending());
         assert!(poll_once(&mut future, &waker).is_pending(), "polled again");
-        assert_eq!(count.0.load(Ordering::SeqCst), 0);
+        assert_eq!(count.wakes(), 0);
         held.wait();
-        while count.0.load(Ordering::SeqCst) == 0 {
+        while count.wakes() == 0 {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert!(matches!(
@@ -96,7 +101,7 @@ fn a_dispatch_to_a_full_queue_waits_for_room_and_keeps_order() {
         drop(future);
         d.synchronize(c.processor()).unwrap();
         assert_eq!(messages(&log), [0, 1, 2, 3, 4]);
-        assert_eq!(count.0.load(Ordering::SeqCst), 1, "woken once, not per pop");
+        assert_eq!(count.wakes(), 1, "woken once, not per pop");
 
         // The same on tokio, a batch larger than the queue: the task stays pending while
         // the processor is held, and resolves once it is released.
@@ -124,8 +129,7 @@ fn many_async_producers_lose_nothing() {
     const TASKS: u64 = 8;
     const EACH: u64 = 5_000;
     within(LIMIT * 3, "many async producers", || {
-        let d = one_queue_unprobed(PoolConfig::new(1).capacity(16));
-        let (c, log) = recorder_on(&d);
+        let (d, c, log) = recorded_queue(16);
         let rt = runtime();
         let tasks: Vec<_> = (0..TASKS)
             .map(|t| {
@@ -168,8 +172,7 @@ fn many_async_producers_lose_nothing() {
 #[test]
 fn a_pending_future_given_up_loses_nothing_and_enqueues_nothing_later() {
     within(LIMIT, "cancelling a pending dispatch", || {
-        let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
-        let (c, log) = recorder_on(&d);
+        let (d, c, log) = recorded_queue(4);
         let held = hold_full(&d, c, 4);
         let (count, waker) = counting_waker();
         let mut cancelled = d.dispatch_async(c, Event::Message(98));
@@ -184,7 +187,7 @@ fn a_pending_future_given_up_loses_nothing_and_enqueues_nothing_later() {
         // A batch: two of its events went in before the queue filled.
         held.wait();
         d.synchronize(c.processor()).unwrap();
-        assert_eq!(count.0.load(Ordering::SeqCst), 0, "withdrawn: not woken");
+        assert_eq!(count.wakes(), 0, "withdrawn: not woken");
         let held = block_processor(&d.handle(), c);
         let mut events = (10..20).map(Event::Message);
         let mut batch = d.dispatch_batch_async(c, &mut events);
@@ -208,13 +211,9 @@ fn a_pending_future_given_up_loses_nothing_and_enqueues_nothing_later() {
 #[test]
 fn shutdown_wakes_a_pending_future_with_its_event() {
     within(LIMIT, "shutdown with a pending dispatch", || {
-        let mut d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
-        let (c, log) = recorder_on(&d);
+        let (mut d, c, log) = recorded_queue(4);
         let handle = d.handle();
-        let held = block_processor(&handle, c);
-        for m in 0..4 {
-            d.try_dispatch(c, Event::Message(m)).unwrap();
-        }
+        let held = hold_full(&handle, c, 4);
         let rt = runtime();
         let waiting = handle.clone();
         let task = rt.spawn(async move { waiting.dispatch_async(c, Event::Message(99)).await });
@@ -301,8 +300,7 @@ fn on_a_processor_thread_the_door_goes_through_the_outbox() {
 #[test]
 fn call_async_brings_back_each_result() {
     within(LIMIT, "call_async", || {
-        let d = one_queue_unprobed(PoolConfig::new(1).capacity(64));
-        let (c, log) = recorder_on(&d);
+        let (d, c, log) = recorded_queue(64);
         let queue = c.processor();
         let rt = runtime();
         let log_for_call = log.clone();
@@ -363,8 +361,7 @@ fn call_async_brings_back_each_result() {
 #[test]
 fn call_async_is_cancel_safe() {
     within(LIMIT, "call_async cancelled", || {
-        let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
-        let (c, _log) = recorder_on(&d);
+        let (d, c, _log) = recorded_queue(4);
         let queue = c.processor();
         let ran = Arc::new(AtomicUsize::new(0));
 
@@ -406,8 +403,7 @@ fn call_async_is_cancel_safe() {
 #[test]
 fn call_async_resolves_at_shutdown() {
     within(LIMIT, "call_async at shutdown", || {
-        let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
-        let (c, _log) = recorder_on(&d);
+        let (d, c, _log) = recorded_queue(4);
         let queue = c.processor();
         let held = hold_full(&d, c, 4);
         let rt = runtime();

@@ -158,17 +158,7 @@ fn a_processor_of_one_dispatcher_waits_on_a_full_processor_of_another() {
     let (target, log) = recorder_on(&b);
     b.synchronize(target).unwrap();
     // Hold B's processor in a callback and fill its one slot.
-    let hold = Arc::new(Barrier::new(2));
-    let held = hold.clone();
-    b.execute(
-        target.processor(),
-        Callback::new(move || {
-            held.wait();
-            held.wait();
-        }),
-    )
-    .unwrap();
-    hold.wait();
+    let hold = block_processor(&b, target);
     b.dispatch(target, Event::Message(1)).unwrap();
     let result = Arc::new(Mutex::new(None));
     let (bh, out) = (b.handle(), result.clone());
@@ -187,14 +177,7 @@ fn a_processor_of_one_dispatcher_waits_on_a_full_processor_of_another() {
         *result.lock().unwrap() == Some(true)
     });
     b.synchronize(target).unwrap();
-    let messages: Vec<_> = log
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|s| matches!(s, Seen::Message(_)))
-        .cloned()
-        .collect();
-    assert_eq!(messages, [Seen::Message(1), Seen::Message(2)]);
+    assert_eq!(messages(&log), [1, 2]);
 }
 
 // 2. Handles ----------------------------------------------------------------------------
@@ -293,12 +276,7 @@ fn clients_whose_drop_panics_at_shutdown_are_contained() {
     let mut d = one_queue(PoolConfig::new(2));
     let drops = Arc::new(AtomicUsize::new(0));
     for _ in 0..4 {
-        d.register(
-            ClientType::Queue,
-            Grenade(drops.clone()),
-            Placement::LeastLoaded,
-        )
-        .unwrap();
+        on_queue(&d, Grenade(drops.clone()));
     }
     let handle = d.handle();
     d.shutdown();

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
-use zerodispatch_core::{Client, ClientType, Context, Dispatcher, Event, Placement, PoolConfig};
+use zerodispatch_core::{Client, Context, Dispatcher, Event, PoolConfig};
 
 /// Counts how many times it is dropped.
 struct DropCount(Arc<AtomicUsize>);
@@ -67,9 +67,7 @@ fn reaches_its_client_in_order_with_its_other_events_and_flushes_it() {
 fn a_callback_for_another_client_type_is_dropped_unrun_and_counted() {
     let mut dispatcher = dispatcher();
     let (recorder, log) = recorder_on(&dispatcher);
-    let other = dispatcher
-        .register(ClientType::Queue, Other, Placement::LeastLoaded)
-        .unwrap();
+    let other = on_queue(&dispatcher, Other);
     let drops = Arc::new(AtomicUsize::new(0));
     let ran = Arc::new(AtomicUsize::new(0));
     let (guard, r) = (DropCount(drops.clone()), ran.clone());

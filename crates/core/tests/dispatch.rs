@@ -70,8 +70,7 @@ fn a_client_dispatches_to_another_processor_through_its_context() {
 /// deadline already passed still tries once. Nothing is lost or reordered.
 #[test]
 fn a_dispatch_with_a_deadline_hands_the_event_back_when_the_queue_stays_full() {
-    let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded_queue(4);
     let gate = block_processor(&d.handle(), h);
     let past = Instant::now();
     d.dispatch_deadline(h, Event::Message(0), past).unwrap();
@@ -140,8 +139,7 @@ fn a_producer_waiting_for_room_does_not_burn_its_core() {
         let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
         Duration::from_millis(ticks * 10)
     }
-    let d = one_queue_unprobed(PoolConfig::new(1).capacity(2));
-    let (h, _log) = recorder_on(&d);
+    let (d, h, _log) = recorded_queue(2);
     let gate = hold_full(&d, h, 2);
     let handle = d.handle();
     let producer = thread::spawn(move || {
@@ -161,8 +159,7 @@ fn a_producer_waiting_for_room_does_not_burn_its_core() {
 
 #[test]
 fn a_full_queue_hands_the_event_back_and_dispatch_waits() {
-    let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded_queue(4);
     let gate = hold_full(&d, h, 4);
     match d.try_dispatch(h, Event::Message(4)) {
         Err(DispatchError::Full(Event::Message(4))) => {}
@@ -244,8 +241,7 @@ fn ids_of_another_dispatcher_are_errors_that_hand_the_event_back() {
 
 #[test]
 fn a_batch_goes_in_order_and_a_full_queue_hands_back_the_event_that_did_not_fit() {
-    let d = one_queue_unprobed(PoolConfig::new(1).capacity(8));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded_queue(8);
     let gate = block_processor(&d.handle(), h);
     let mut events = (0..12).map(Event::Message);
     match d.try_dispatch_batch(h, &mut events) {

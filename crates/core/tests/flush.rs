@@ -119,13 +119,7 @@ fn the_flush_gate_keeps_a_client_off_the_flush_list() {
     }
     let d = one_queue(PoolConfig::new(1));
     let flushes = Arc::new(AtomicUsize::new(0));
-    let h = d
-        .register(
-            ClientType::Queue,
-            Gated(flushes.clone()),
-            Placement::LeastLoaded,
-        )
-        .unwrap();
+    let h = on_queue(&d, Gated(flushes.clone()));
     d.dispatch(h, Event::Message(0)).unwrap();
     d.synchronize(h).unwrap();
     assert_eq!(flushes.load(Ordering::SeqCst), 0);

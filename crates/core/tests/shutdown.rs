@@ -148,9 +148,7 @@ fn a_second_shutdown_while_the_first_drains_does_not_close_the_later_pools_early
         .register(ClientType::Session, Runs, Placement::LeastLoaded)
         .unwrap()
         .erase();
-    let queue = d
-        .register(ClientType::Queue, Runs, Placement::LeastLoaded)
-        .unwrap();
+    let queue = on_queue(&d, Runs);
     let handle = d.handle();
     let (sent, outcome) = std::sync::mpsc::channel();
     // Everything the handler needs behind one `Arc`: a callback holds 32 bytes inline.
@@ -219,8 +217,7 @@ fn an_event_a_client_dispatches_from_its_drop_at_shutdown_is_run_and_the_shutdow
         handle: d.handle(),
         dispatched: dispatched.clone(),
     };
-    d.register(ClientType::Queue, goodbye, Placement::LeastLoaded)
-        .unwrap();
+    on_queue(&d, goodbye);
     let releaser = std::thread::spawn(move || {
         // The goodbye found the session's queue full; now let the session drain.
         dispatched.wait();

@@ -67,9 +67,22 @@ impl Client<u64> for Recorder {
 /// What a [`Recorder`] saw, shared with the test.
 pub type Log = Arc<Mutex<Vec<Seen>>>;
 
+/// `client` registered on the least loaded queue processor of `d`.
+pub fn on_queue<C: Client<u64>>(d: &DispatcherHandle<u64>, client: C) -> ClientHandle<C> {
+    d.register(ClientType::Queue, client, Placement::LeastLoaded)
+        .expect("a queue processor takes the client")
+}
+
 /// A [`Recorder`] registered on the least loaded queue processor of `d`, and its log.
 pub fn recorder_on(d: &DispatcherHandle<u64>) -> (ClientHandle<Recorder>, Log) {
     recorder_at(d, Placement::LeastLoaded)
+}
+
+/// A [`Recorder`] that panics on message `m`, registered as [`recorder_on`] does.
+pub fn panicking_recorder_on(d: &DispatcherHandle<u64>, m: u64) -> (ClientHandle<Recorder>, Log) {
+    let (mut recorder, log) = Recorder::new();
+    recorder.panic_on = Some(m);
+    (on_queue(d, recorder), log)
 }
 
 /// A [`Recorder`] registered on the queue processor `placement` names, and its log.
@@ -123,6 +136,14 @@ pub fn one_queue_unprobed(config: PoolConfig) -> Dispatcher<u64> {
         .monitor_interval(Duration::from_secs(3600))
         .build()
         .expect("valid config")
+}
+
+/// One queue processor of `capacity`, unprobed (as [`one_queue_unprobed`]), with a
+/// [`Recorder`] on it, and the recorder's log.
+pub fn recorded_queue(capacity: usize) -> (Dispatcher<u64>, ClientHandle<Recorder>, Log) {
+    let d = one_queue_unprobed(PoolConfig::new(1).capacity(capacity));
+    let (handle, log) = recorder_on(&d);
+    (d, handle, log)
 }
 
 /// Blocks the processor of `handle` until the returned barrier is waited on twice (once to
