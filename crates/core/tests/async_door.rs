@@ -268,16 +268,13 @@ fn on_a_processor_thread_the_door_goes_through_the_outbox() {
             .unwrap();
         let (sink, log) = recorder_on(&d);
         let polled = Arc::new(Mutex::new(Vec::new()));
-        let forward = d
-            .register(
-                ClientType::Session,
-                Forward {
-                    to: sink.erase(),
-                    polled: polled.clone(),
-                },
-                Placement::LeastLoaded,
-            )
-            .unwrap();
+        let forward = on_session(
+            &d,
+            Forward {
+                to: sink.erase(),
+                polled: polled.clone(),
+            },
+        );
         let held = block_processor(&d.handle(), sink);
         for m in 0..6 {
             d.dispatch(forward, Event::Message(m)).unwrap();

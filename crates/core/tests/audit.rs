@@ -72,8 +72,7 @@ fn two_processors_dispatching_to_each_other_on_tiny_queues_never_deadlock() {
                 finished: finished.clone(),
                 refused: refused.clone(),
             };
-            d.register(ClientType::Queue, bouncer, Placement::Processor(i as u16))
-                .unwrap()
+            on_queue_processor(&d, i as u16, bouncer)
         })
         .collect();
     *peers[0].lock().unwrap() = Some(handles[1].erase());
@@ -356,11 +355,7 @@ fn dropping_the_dispatcher_on_its_own_processor_shuts_everything_down() {
             self.0.fetch_add(1, Ordering::Relaxed);
         }
     }
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Session, PoolConfig::new(1))
-        .pool(ClientType::Queue, PoolConfig::new(2))
-        .build()
-        .unwrap();
+    let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(2));
     let dropped = Arc::new(AtomicUsize::new(0));
     let mut handles = Vec::new();
     for t in [ClientType::Session, ClientType::Queue, ClientType::Queue] {
@@ -483,19 +478,8 @@ fn shutdown_timeout_names_a_stuck_processor_and_returns() {
     }
     let mut d = one_queue(PoolConfig::new(2));
     let dropped = Arc::new(AtomicUsize::new(0));
-    let stuck = d
-        .register(
-            ClientType::Queue,
-            Counted(dropped.clone()),
-            Placement::Processor(0),
-        )
-        .unwrap();
-    d.register(
-        ClientType::Queue,
-        Counted(dropped.clone()),
-        Placement::Processor(1),
-    )
-    .unwrap();
+    let stuck = on_queue_processor(&d, 0, Counted(dropped.clone()));
+    on_queue_processor(&d, 1, Counted(dropped.clone()));
     let (entered, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
     let (e, r) = (entered.clone(), release.clone());
     d.dispatch_callback(stuck, move || {

@@ -46,19 +46,9 @@ fn a_client_dispatches_to_another_processor_through_its_context() {
         }
         fn flush(&mut self, _ctx: &mut Context<u64>) {}
     }
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Session, PoolConfig::new(1))
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .build()
-        .unwrap();
+    let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(1));
     let (sink, log) = recorder_on(&d);
-    let fwd = d
-        .register(
-            ClientType::Session,
-            Forwarder { to: sink.erase() },
-            Placement::LeastLoaded,
-        )
-        .unwrap();
+    let fwd = on_session(&d, Forwarder { to: sink.erase() });
     d.dispatch(fwd, Event::Message(7)).unwrap();
     d.synchronize(fwd).unwrap();
     d.synchronize(sink).unwrap();

@@ -139,15 +139,8 @@ fn a_second_shutdown_while_the_first_drains_does_not_close_the_later_pools_early
             }
         }
     }
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Session, PoolConfig::new(1))
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .build()
-        .unwrap();
-    let session = d
-        .register(ClientType::Session, Runs, Placement::LeastLoaded)
-        .unwrap()
-        .erase();
+    let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(1));
+    let session = on_session(&d, Runs).erase();
     let queue = on_queue(&d, Runs);
     let handle = d.handle();
     let (sent, outcome) = std::sync::mpsc::channel();
@@ -198,15 +191,9 @@ impl Drop for SaysGoodbye {
 
 #[test]
 fn an_event_a_client_dispatches_from_its_drop_at_shutdown_is_run_and_the_shutdown_ends() {
-    let mut d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Session, PoolConfig::new(1).capacity(2))
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .build()
-        .unwrap();
+    let mut d = sessions_and_queues(PoolConfig::new(1).capacity(2), PoolConfig::new(1));
     let (session, seen) = Recorder::new();
-    let session = d
-        .register(ClientType::Session, session, Placement::LeastLoaded)
-        .unwrap();
+    let session = on_session(&d, session);
     // The session processor is held in a handler while its queue is full.
     let release = block_processor(&d, session);
     d.dispatch(session, Event::Message(1)).unwrap();

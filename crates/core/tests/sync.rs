@@ -81,11 +81,7 @@ fn a_call_that_panics_answers_panicked_and_the_processor_goes_on() {
 /// id, and, after shutdown, hands nothing to run and says so.
 #[test]
 fn call_refuses_processor_threads_bad_ids_and_shutdown() {
-    let mut d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .pool(ClientType::Session, PoolConfig::new(1))
-        .build()
-        .unwrap();
+    let mut d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(1));
     let queue = d.processors(ClientType::Queue)[0];
     let session = d.processors(ClientType::Session)[0];
     let handle = d.handle();

@@ -73,6 +73,22 @@ pub fn on_queue<C: Client<u64>>(d: &DispatcherHandle<u64>, client: C) -> ClientH
         .expect("a queue processor takes the client")
 }
 
+/// `client` registered on the queue processor of index `index` of `d`.
+pub fn on_queue_processor<C: Client<u64>>(
+    d: &DispatcherHandle<u64>,
+    index: u16,
+    client: C,
+) -> ClientHandle<C> {
+    d.register(ClientType::Queue, client, Placement::Processor(index))
+        .expect("the queue processor takes the client")
+}
+
+/// `client` registered on the least loaded session processor of `d`.
+pub fn on_session<C: Client<u64>>(d: &DispatcherHandle<u64>, client: C) -> ClientHandle<C> {
+    d.register(ClientType::Session, client, Placement::LeastLoaded)
+        .expect("a session processor takes the client")
+}
+
 /// A [`Recorder`] registered on the least loaded queue processor of `d`, and its log.
 pub fn recorder_on(d: &DispatcherHandle<u64>) -> (ClientHandle<Recorder>, Log) {
     recorder_at(d, Placement::LeastLoaded)
@@ -124,6 +140,15 @@ pub fn messages(log: &Mutex<Vec<Seen>>) -> Vec<u64> {
 pub fn one_queue(config: PoolConfig) -> Dispatcher<u64> {
     Dispatcher::builder()
         .pool(ClientType::Queue, config)
+        .build()
+        .expect("valid config")
+}
+
+/// A dispatcher of a session pool and a queue pool.
+pub fn sessions_and_queues(sessions: PoolConfig, queues: PoolConfig) -> Dispatcher<u64> {
+    Dispatcher::builder()
+        .pool(ClientType::Session, sessions)
+        .pool(ClientType::Queue, queues)
         .build()
         .expect("valid config")
 }
