@@ -21,14 +21,8 @@ fn events_reach_the_client_in_order_and_one_flush_follows_a_drained_batch() {
     let ran = Arc::new(AtomicUsize::new(0));
     for i in 0..5 {
         d.dispatch(h, Event::Message(i)).unwrap();
-        let r = ran.clone();
-        d.dispatch(
-            h,
-            Event::Callback(Callback::new(move || {
-                r.fetch_add(1, Ordering::SeqCst);
-            })),
-        )
-        .unwrap();
+        d.dispatch(h, Event::Callback(counting_callback(&ran)))
+            .unwrap();
     }
     gate.wait();
     d.synchronize(h).unwrap();

@@ -108,14 +108,8 @@ fn dropping_the_dispatcher_shuts_it_down() {
         let d = one_queue(PoolConfig::new(1));
         let h = recorder_on(&d).0;
         for _ in 0..100 {
-            let r = ran.clone();
-            d.dispatch(
-                h,
-                Event::Callback(Callback::new(move || {
-                    r.fetch_add(1, Ordering::SeqCst);
-                })),
-            )
-            .unwrap();
+            d.dispatch(h, Event::Callback(counting_callback(&ran)))
+                .unwrap();
         }
     }
     assert_eq!(

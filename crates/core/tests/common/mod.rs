@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -169,6 +170,14 @@ pub fn recorded_queue(capacity: usize) -> (Dispatcher<u64>, ClientHandle<Recorde
     let d = one_queue_unprobed(PoolConfig::new(1).capacity(capacity));
     let (handle, log) = recorder_on(&d);
     (d, handle, log)
+}
+
+/// A callback that adds one to `count` when it runs.
+pub fn counting_callback(count: &Arc<AtomicUsize>) -> Callback {
+    let count = count.clone();
+    Callback::new(move || {
+        count.fetch_add(1, Ordering::SeqCst);
+    })
 }
 
 /// Blocks the processor of `handle` until the returned barrier is waited on twice (once to
