@@ -9,9 +9,13 @@
 mod wait;
 pub use wait::{ParseWaitStrategyError, WaitStrategy};
 
-// The settings of one pool of processors, their limits and their validation.
+// The limits every pool's settings are held to.
+mod limits;
+pub use limits::{MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS};
+
+// The settings of one pool of processors and their validation.
 mod pool;
-pub use pool::{MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS, PoolConfig};
+pub use pool::PoolConfig;
 
 // The settings of the dispatcher as a whole.
 mod global;
