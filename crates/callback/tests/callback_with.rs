@@ -18,6 +18,19 @@ struct Queue {
 
 type ToQueue = InlineCallbackWith<Queue, u64, DefaultSpace>;
 
+/// A callback that confirms `seq` on its queue, holding a guard of `counts`, and then
+/// panics if told to.
+fn confirming(counts: &Counts, seq: u64, then_panic: bool) -> ToQueue {
+    let guard = counts.guard();
+    ToQueue::new(move |queue, _| {
+        let _keep = &guard;
+        queue.confirmed.push(seq);
+        if then_panic {
+            panic!("planned");
+        }
+    })
+}
+
 #[test]
 fn same_size_as_the_plain_callback() {
     assert_eq!(size_of::<ToQueue>(), size_of::<Callback>());
@@ -48,11 +61,7 @@ fn runs_once_on_the_target_and_context_it_is_handed() {
 #[test]
 fn dropped_uncalled_drops_captures_once_and_never_touches_a_target() {
     let counts = Counts::new();
-    let guard = counts.guard();
-    let cb = ToQueue::new(move |queue, _| {
-        let _keep = &guard;
-        queue.confirmed.push(1);
-    });
+    let cb = confirming(&counts, 1, false);
     drop(cb);
     assert_eq!(counts.drops(), 1);
 }
@@ -60,12 +69,7 @@ fn dropped_uncalled_drops_captures_once_and_never_touches_a_target() {
 #[test]
 fn panic_drops_captures_once_and_leaves_the_target_usable() {
     let counts = Counts::new();
-    let guard = counts.guard();
-    let cb = ToQueue::new(move |queue, _| {
-        let _keep = &guard;
-        queue.confirmed.push(7);
-        panic!("planned");
-    });
+    let cb = confirming(&counts, 7, true);
     let (mut queue, mut calls) = (Queue::default(), 0);
     let result = catch_unwind(AssertUnwindSafe(|| cb.call(&mut queue, &mut calls)));
     assert!(result.is_err());
