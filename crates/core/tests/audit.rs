@@ -342,25 +342,12 @@ fn execute_on_all_runs_done_once_even_when_f_panics() {
 /// their clients never dropped.
 #[test]
 fn dropping_the_dispatcher_on_its_own_processor_shuts_everything_down() {
-    struct Counted(Arc<AtomicUsize>);
-    impl Client<u64> for Counted {
-        fn on_event(&mut self, event: ClientEvent<u64>, _: &mut Context<u64>) {
-            if let ClientEvent::Callback(cb) = event {
-                cb.call();
-            }
-        }
-    }
-    impl Drop for Counted {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Ordering::Relaxed);
-        }
-    }
     let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(2));
     let dropped = Arc::new(AtomicUsize::new(0));
     let mut handles = Vec::new();
     for t in [ClientType::Session, ClientType::Queue, ClientType::Queue] {
         handles.push(
-            d.register(t, Counted(dropped.clone()), Placement::LeastLoaded)
+            d.register(t, DropCounted(dropped.clone()), Placement::LeastLoaded)
                 .unwrap(),
         );
     }
@@ -469,17 +456,10 @@ fn the_enqueued_figure_never_exceeds_what_was_dispatched() {
 /// still drains, drops its clients and exits once the handler returns.
 #[test]
 fn shutdown_timeout_names_a_stuck_processor_and_returns() {
-    struct Counted(Arc<AtomicUsize>);
-    impl Client<u64> for Counted {}
-    impl Drop for Counted {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Ordering::Relaxed);
-        }
-    }
     let mut d = one_queue(PoolConfig::new(2));
     let dropped = Arc::new(AtomicUsize::new(0));
-    let stuck = on_queue_processor(&d, 0, Counted(dropped.clone()));
-    on_queue_processor(&d, 1, Counted(dropped.clone()));
+    let stuck = on_queue_processor(&d, 0, DropCounted(dropped.clone()));
+    on_queue_processor(&d, 1, DropCounted(dropped.clone()));
     let (entered, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
     let (e, r) = (entered.clone(), release.clone());
     d.dispatch_callback(stuck, move || {

@@ -8,9 +8,6 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use common::*;
 use zerodispatch_core::*;
 
-struct Sink;
-impl Client<u64> for Sink {}
-
 fn dispatcher() -> (Dispatcher<u64>, ClientHandle<Sink>) {
     let d = one_queue(PoolConfig::new(1));
     let sink = on_queue(&d, Sink);

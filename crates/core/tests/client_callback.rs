@@ -10,21 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
-use zerodispatch_core::{Client, Context, Dispatcher, Event, PoolConfig};
-
-/// Counts how many times it is dropped.
-struct DropCount(Arc<AtomicUsize>);
-
-impl Drop for DropCount {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-/// A client of another type than [`Recorder`].
-struct Other;
-
-impl Client<u64> for Other {}
+use zerodispatch_core::{Context, Dispatcher, Event, PoolConfig};
 
 fn dispatcher() -> Dispatcher<u64> {
     one_queue(PoolConfig::new(1))
@@ -67,10 +53,10 @@ fn reaches_its_client_in_order_with_its_other_events_and_flushes_it() {
 fn a_callback_for_another_client_type_is_dropped_unrun_and_counted() {
     let mut dispatcher = dispatcher();
     let (recorder, log) = recorder_on(&dispatcher);
-    let other = on_queue(&dispatcher, Other);
+    let other = on_queue(&dispatcher, Sink);
     let drops = Arc::new(AtomicUsize::new(0));
     let ran = Arc::new(AtomicUsize::new(0));
-    let (guard, r) = (DropCount(drops.clone()), ran.clone());
+    let (guard, r) = (DropCounted(drops.clone()), ran.clone());
     dispatcher
         .dispatch(
             // Erased, the handle takes a callback on any client type, and the processor

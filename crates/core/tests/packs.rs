@@ -102,15 +102,12 @@ fn a_pack_is_split_at_the_flush_points_of_max_batch() {
 /// event is counted once, as it would be one to a slot.
 #[test]
 fn a_packs_events_are_counted_one_by_one_wrong_type_spilled_and_stale() {
-    struct Other;
-    impl Client<u64> for Other {}
-
     let d = one_queue(PoolConfig::new(1));
     let (recorder, log) = Recorder::new();
     let h = on_queue(&d, recorder).erase();
     let ran = Arc::new(AtomicU64::new(0));
     let mut events = (0..12_u64).map(|i| match i % 3 {
-        0 => Event::from(Event::to_client(|_: &mut Other, _| {
+        0 => Event::from(Event::to_client(|_: &mut Sink, _| {
             unreachable!("not run on a client of another type")
         })),
         1 => {

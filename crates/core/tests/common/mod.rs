@@ -13,6 +13,23 @@ use zerodispatch_core::{
     Event, Placement, PoolConfig, ProcessorSnapshot,
 };
 
+/// A client that keeps the defaults of [`Client`]: it runs its callbacks and drops its
+/// messages.
+pub struct Sink;
+
+impl Client<u64> for Sink {}
+
+/// A client with the defaults of [`Client`] that counts its drops (a capture, too).
+pub struct DropCounted(pub Arc<AtomicUsize>);
+
+impl Client<u64> for DropCounted {}
+
+impl Drop for DropCounted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 /// What a [`Recorder`] saw, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Seen {
