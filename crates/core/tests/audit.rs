@@ -412,11 +412,7 @@ fn huge_capacities_are_configuration_errors() {
 #[test]
 fn the_enqueued_figure_never_exceeds_what_was_dispatched() {
     // No monitor probes in the test's lifetime: the figure would count them too.
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1).capacity(1024))
-        .monitor_interval(Duration::from_secs(3600))
-        .build()
-        .unwrap();
+    let d = one_queue_unprobed(PoolConfig::new(1).capacity(1024));
     let h = recorder_on(&d).0;
     let dispatched = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));

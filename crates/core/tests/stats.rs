@@ -16,11 +16,7 @@ use zerodispatch_core::*;
 
 #[test]
 fn stats_count_while_the_processor_runs() {
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .monitor_interval(Duration::from_millis(1))
-        .build()
-        .unwrap();
+    let d = one_queue_probed(PoolConfig::new(1));
     let (h, _log) = recorder_on(&d);
     let big = [1_u8; 64];
     d.dispatch(
@@ -93,11 +89,7 @@ fn watermark_alarms_are_edge_triggered_and_clear_at_the_low_mark() {
 #[test]
 fn enqueued_never_exceeds_what_callers_enqueued_with_the_monitor_probing() {
     const CAPACITY: usize = 65_536;
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1).capacity(CAPACITY))
-        .monitor_interval(Duration::from_millis(1))
-        .build()
-        .unwrap();
+    let d = one_queue_probed(PoolConfig::new(1).capacity(CAPACITY));
     let h = recorder_on(&d).0;
     let processor = h.processor();
     // Everything this test enqueues: the registration (a queued item before the fix), the

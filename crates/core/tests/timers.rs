@@ -11,10 +11,7 @@ use common::*;
 use zerodispatch_core::*;
 
 fn dispatcher(timers: usize) -> Dispatcher<u64> {
-    Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1).timers(timers))
-        .build()
-        .unwrap()
+    one_queue(PoolConfig::new(1).timers(timers))
 }
 
 #[test]

@@ -171,6 +171,15 @@ pub fn sessions_and_queues(sessions: PoolConfig, queues: PoolConfig) -> Dispatch
         .expect("valid config")
 }
 
+/// One queue processor and a monitor that probes it every millisecond while it is awake.
+pub fn one_queue_probed(config: PoolConfig) -> Dispatcher<u64> {
+    Dispatcher::builder()
+        .pool(ClientType::Queue, config)
+        .monitor_interval(Duration::from_millis(1))
+        .build()
+        .expect("valid config")
+}
+
 /// One queue processor and a monitor that never probes in the test's lifetime, for tests
 /// that count queue slots exactly (a probe takes a slot).
 pub fn one_queue_unprobed(config: PoolConfig) -> Dispatcher<u64> {
