@@ -1,25 +1,15 @@
 //! Behaviour of `Callback` and `BoxedCallback`: run once, drop once, panics, sizes,
 //! alignment, threads. Small enough to run under Miri.
 
+mod common;
+
 use std::mem::{align_of, size_of};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use common::Counts;
 use zerodispatch_callback::{Align8, Align16, BoxedCallback, Callback, InlineCallback};
-
-/// Counts how many times it is dropped.
-struct DropCount(Arc<AtomicUsize>);
-
-impl Drop for DropCount {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-fn counters() -> (Arc<AtomicUsize>, Arc<AtomicUsize>) {
-    (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)))
-}
 
 #[test]
 fn size_of_callback_is_48_bytes() {
@@ -33,42 +23,28 @@ fn size_of_callback_is_48_bytes() {
 
 #[test]
 fn call_runs_exactly_once_and_drops_captures_once() {
-    let (runs, drops) = counters();
-    let guard = DropCount(drops.clone());
-    let r = runs.clone();
-    let cb = Callback::new(move || {
-        let _keep = &guard;
-        r.fetch_add(1, Ordering::SeqCst);
-    });
+    let counts = Counts::new();
+    let cb = Callback::new(counts.closure());
     assert!(cb.is_inline());
-    assert_eq!(
-        (runs.load(Ordering::SeqCst), drops.load(Ordering::SeqCst)),
-        (0, 0)
-    );
+    assert_eq!((counts.runs(), counts.drops()), (0, 0));
     cb.call();
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
-    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    assert_eq!(counts.runs(), 1);
+    assert_eq!(counts.drops(), 1);
 }
 
 #[test]
 fn drop_without_call_drops_captures_once_and_never_runs() {
-    let (runs, drops) = counters();
-    let guard = DropCount(drops.clone());
-    let r = runs.clone();
-    let cb = Callback::new(move || {
-        let _keep = &guard;
-        r.fetch_add(1, Ordering::SeqCst);
-    });
+    let counts = Counts::new();
+    let cb = Callback::new(counts.closure());
     drop(cb);
-    assert_eq!(runs.load(Ordering::SeqCst), 0);
-    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    assert_eq!(counts.runs(), 0);
+    assert_eq!(counts.drops(), 1);
 }
 
 #[test]
 fn panic_during_call_drops_captures_once_and_runs_once() {
-    let (runs, drops) = counters();
-    let guard = DropCount(drops.clone());
-    let r = runs.clone();
+    let counts = Counts::new();
+    let (guard, r) = (counts.guard(), counts.runs.clone());
     let cb = Callback::new(move || {
         let _keep = &guard;
         r.fetch_add(1, Ordering::SeqCst);
@@ -80,8 +56,8 @@ fn panic_during_call_drops_captures_once_and_runs_once() {
         message.downcast_ref::<&str>(),
         Some(&"confirm handler failed")
     );
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
-    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    assert_eq!(counts.runs(), 1);
+    assert_eq!(counts.drops(), 1);
 }
 
 #[test]
@@ -139,12 +115,11 @@ fn over_aligned_capture_fits_an_align16_space() {
 
 #[test]
 fn moves_across_threads() {
-    let (runs, drops) = counters();
+    let counts = Counts::new();
     let mut handles = Vec::new();
     let callbacks: Vec<Callback> = (0..4)
         .map(|i| {
-            let guard = DropCount(drops.clone());
-            let r = runs.clone();
+            let (guard, r) = (counts.guard(), counts.runs.clone());
             Callback::new(move || {
                 let _keep = &guard;
                 r.fetch_add(i + 1, Ordering::SeqCst);
@@ -157,15 +132,14 @@ fn moves_across_threads() {
     for h in handles {
         h.join().unwrap();
     }
-    assert_eq!(runs.load(Ordering::SeqCst), 1 + 2 + 3 + 4);
-    assert_eq!(drops.load(Ordering::SeqCst), 4);
+    assert_eq!(counts.runs(), 1 + 2 + 3 + 4);
+    assert_eq!(counts.drops(), 4);
 }
 
 #[test]
 fn spill_stores_a_large_closure_on_the_heap_and_says_so() {
-    let (runs, drops) = counters();
-    let guard = DropCount(drops.clone());
-    let r = runs.clone();
+    let counts = Counts::new();
+    let (guard, r) = (counts.guard(), counts.runs.clone());
     let big = [3_u64; 16];
     let f = move || {
         let _keep = &guard;
@@ -176,29 +150,29 @@ fn spill_stores_a_large_closure_on_the_heap_and_says_so() {
     let cb = Callback::spill(f);
     assert!(!cb.is_inline());
     cb.call();
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
-    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    assert_eq!(counts.runs(), 1);
+    assert_eq!(counts.drops(), 1);
 
     // Dropped unrun, a spilled closure is freed and its captures dropped once.
-    let guard = DropCount(drops.clone());
+    let guard = counts.guard();
     let cb = Callback::spill(move || {
         let _keep = (&guard, big);
     });
     drop(cb);
-    assert_eq!(drops.load(Ordering::SeqCst), 2);
+    assert_eq!(counts.drops(), 2);
 }
 
 #[test]
 fn spilled_closure_that_panics_drops_once() {
-    let (_, drops) = counters();
-    let guard = DropCount(drops.clone());
+    let counts = Counts::new();
+    let guard = counts.guard();
     let big = [0_u8; 100];
     let cb = Callback::spill(move || {
         let _keep = (&guard, big);
         panic!("boom");
     });
     assert!(catch_unwind(AssertUnwindSafe(move || cb.call())).is_err());
-    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    assert_eq!(counts.drops(), 1);
 }
 
 #[test]
@@ -215,25 +189,17 @@ fn new_or_spill_picks_inline_when_it_fits() {
 
 #[test]
 fn boxed_callback_runs_once_and_drops_once() {
-    let (runs, drops) = counters();
-    let guard = DropCount(drops.clone());
-    let r = runs.clone();
-    let cb = BoxedCallback::new(move || {
-        let _keep = &guard;
-        r.fetch_add(1, Ordering::SeqCst);
-    });
+    let counts = Counts::new();
+    let cb = BoxedCallback::new(counts.closure());
     assert!(!cb.is_inline());
     cb.call();
-    assert_eq!(
-        (runs.load(Ordering::SeqCst), drops.load(Ordering::SeqCst)),
-        (1, 1)
-    );
+    assert_eq!((counts.runs(), counts.drops()), (1, 1));
 
-    let guard = DropCount(drops.clone());
+    let guard = counts.guard();
     drop(BoxedCallback::new(move || {
         let _keep = &guard;
     }));
-    assert_eq!(drops.load(Ordering::SeqCst), 2);
+    assert_eq!(counts.drops(), 2);
 }
 
 #[test]

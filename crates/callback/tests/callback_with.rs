@@ -2,22 +2,14 @@
 //! once on them, drops once, survives panics, spills when asked, and reaches an unsized
 //! target. Small enough to run under Miri.
 
+mod common;
+
 use std::any::Any;
 use std::mem::size_of;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
+use common::Counts;
 use zerodispatch_callback::{Align8, Callback, DefaultSpace, InlineCallbackWith};
-
-/// Counts how many times it is dropped.
-struct DropCount(Arc<AtomicUsize>);
-
-impl Drop for DropCount {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
 
 #[derive(Default)]
 struct Queue {
@@ -25,6 +17,19 @@ struct Queue {
 }
 
 type ToQueue = InlineCallbackWith<Queue, u64, DefaultSpace>;
+
+/// A callback that confirms `seq` on its queue, holding a guard of `counts`, and then
+/// panics if told to.
+fn confirming(counts: &Counts, seq: u64, then_panic: bool) -> ToQueue {
+    let guard = counts.guard();
+    ToQueue::new(move |queue, _| {
+        let _keep = &guard;
+        queue.confirmed.push(seq);
+        if then_panic {
+            panic!("planned");
+        }
+    })
+}
 
 #[test]
 fn same_size_as_the_plain_callback() {
@@ -37,8 +42,8 @@ fn same_size_as_the_plain_callback() {
 
 #[test]
 fn runs_once_on_the_target_and_context_it_is_handed() {
-    let drops = Arc::new(AtomicUsize::new(0));
-    let guard = DropCount(drops.clone());
+    let counts = Counts::new();
+    let guard = counts.guard();
     let seq = 41_u64;
     let cb = ToQueue::new(move |queue, calls| {
         let _keep = &guard;
@@ -50,34 +55,25 @@ fn runs_once_on_the_target_and_context_it_is_handed() {
     cb.call(&mut queue, &mut calls);
     assert_eq!(queue.confirmed, [42]);
     assert_eq!(calls, 1);
-    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    assert_eq!(counts.drops(), 1);
 }
 
 #[test]
 fn dropped_uncalled_drops_captures_once_and_never_touches_a_target() {
-    let drops = Arc::new(AtomicUsize::new(0));
-    let guard = DropCount(drops.clone());
-    let cb = ToQueue::new(move |queue, _| {
-        let _keep = &guard;
-        queue.confirmed.push(1);
-    });
+    let counts = Counts::new();
+    let cb = confirming(&counts, 1, false);
     drop(cb);
-    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    assert_eq!(counts.drops(), 1);
 }
 
 #[test]
 fn panic_drops_captures_once_and_leaves_the_target_usable() {
-    let drops = Arc::new(AtomicUsize::new(0));
-    let guard = DropCount(drops.clone());
-    let cb = ToQueue::new(move |queue, _| {
-        let _keep = &guard;
-        queue.confirmed.push(7);
-        panic!("planned");
-    });
+    let counts = Counts::new();
+    let cb = confirming(&counts, 7, true);
     let (mut queue, mut calls) = (Queue::default(), 0);
     let result = catch_unwind(AssertUnwindSafe(|| cb.call(&mut queue, &mut calls)));
     assert!(result.is_err());
-    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    assert_eq!(counts.drops(), 1);
     assert_eq!(queue.confirmed, [7]);
 }
 
@@ -97,8 +93,8 @@ fn an_unsized_target_is_reached_through_its_trait_object() {
 
 #[test]
 fn spill_holds_a_large_closure_and_frees_it_once() {
-    let drops = Arc::new(AtomicUsize::new(0));
-    let guard = DropCount(drops.clone());
+    let counts = Counts::new();
+    let guard = counts.guard();
     let big = [5_u64; 16];
     let cb: InlineCallbackWith<Queue, u64, Align8<32>> =
         InlineCallbackWith::spill(move |queue: &mut Queue, _: &mut u64| {
@@ -109,7 +105,7 @@ fn spill_holds_a_large_closure_and_frees_it_once() {
     let mut queue = Queue::default();
     cb.call(&mut queue, &mut 0);
     assert_eq!(queue.confirmed, [5, 5]);
-    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    assert_eq!(counts.drops(), 1);
 
     let small = InlineCallbackWith::<Queue, u64, Align8<32>>::new_or_spill(|_, _| {});
     assert!(small.is_inline());

@@ -84,33 +84,31 @@ fn allocations_per_hop<T: Send + 'static>(make: fn(u64) -> T, call: fn(T)) -> u6
     after - before
 }
 
+/// [`allocations_per_hop`], checking that every callback ran once.
+fn every_one_run<T: Send + 'static>(make: fn(u64) -> T, call: fn(T)) -> u64 {
+    CONFIRMED_SUM.store(0, Ordering::SeqCst);
+    let allocations = allocations_per_hop(make, call);
+    assert_eq!(
+        CONFIRMED_SUM.load(Ordering::SeqCst),
+        (0..WARM_UP + EVENTS).map(|seq| seq + 1).sum::<u64>(),
+        "every callback ran once"
+    );
+    allocations
+}
+
 #[test]
 #[cfg_attr(
     miri,
     ignore = "a million cross-thread hops; the unsafe code it exercises is covered by tests/callback.rs under Miri"
 )]
 fn inline_callbacks_allocate_nothing_boxed_ones_allocate_per_event() {
-    let expected_sum = (0..WARM_UP + EVENTS).map(|seq| seq + 1).sum::<u64>();
-
-    CONFIRMED_SUM.store(0, Ordering::SeqCst);
-    let inline = allocations_per_hop(|seq| Callback::new(confirm(seq)), Callback::call);
-    assert_eq!(
-        CONFIRMED_SUM.load(Ordering::SeqCst),
-        expected_sum,
-        "every callback ran once"
-    );
+    let inline = every_one_run(|seq| Callback::new(confirm(seq)), Callback::call);
     assert_eq!(
         inline, 0,
         "{EVENTS} inline callbacks across threads allocated {inline} times"
     );
 
-    CONFIRMED_SUM.store(0, Ordering::SeqCst);
-    let boxed = allocations_per_hop(|seq| BoxedCallback::new(confirm(seq)), BoxedCallback::call);
-    assert_eq!(
-        CONFIRMED_SUM.load(Ordering::SeqCst),
-        expected_sum,
-        "every callback ran once"
-    );
+    let boxed = every_one_run(|seq| BoxedCallback::new(confirm(seq)), BoxedCallback::call);
     assert!(
         boxed >= EVENTS,
         "the counter must see one allocation per boxed callback: counted {boxed} for {EVENTS}"

@@ -44,7 +44,7 @@
 //! once (answering consumes it, and its drop answers only if it has not), and the calling
 //! thread starts its next call only after taking the answer of this one.
 //!
-//! Model-checked with `loom` on this code (`loom_tests.rs`).
+//! Model-checked with `loom` on this code (`loom/call.rs`).
 
 use std::sync::Arc;
 use std::task::{Poll, Waker};

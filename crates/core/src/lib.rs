@@ -93,7 +93,7 @@ mod waiters;
 mod wake;
 
 #[cfg(all(test, loom))]
-mod loom_tests;
+mod loom;
 
 pub use blocking::{allow_blocking, assert_may_block, may_block};
 pub use builder::DispatcherBuilder;

@@ -47,7 +47,7 @@
 //!   the order they were dispatched. The price is head-of-line blocking: an event for a
 //!   full target delays `X`'s events to every other target until it goes through.
 //!
-//! The gate's part is model-checked with `loom` (`loom_tests.rs`: an outboxed event holds
+//! The gate's part is model-checked with `loom` (`loom/outbox.rs`: an outboxed event holds
 //! its gate through a racing shutdown).
 
 use std::collections::VecDeque;

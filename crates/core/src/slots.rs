@@ -54,7 +54,7 @@
 //! The lock is taken by `register` and `stats` (the count of clients), and by the
 //! processor only on a miss of its table (a client's first event, or a stale event) and
 //! at unregistration: never on the event path of a registered client. Modelled with
-//! `loom` on the real code (`loom_tests.rs`: a handle registered then dispatched to from
+//! `loom` on the real code (`loom/register.rs`: a handle registered then dispatched to from
 //! another thread, racing a shutdown).
 
 use crate::client::{Client, Registered};

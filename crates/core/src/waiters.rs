@@ -65,7 +65,7 @@
 //!
 //! A processor that never parks (busy) looks at `pending` after every drained run and at
 //! every flush point, and a relaxed load sees the store within the time the hardware takes
-//! to make a store visible. Modelled with `loom` on the real code (`loom_tests.rs`): a
+//! to make a store visible. Modelled with `loom` on the real code (`loom/room.rs`): a
 //! future polled while the processor drains is always woken, or its retry succeeds.
 //!
 //! A wake-up may be spurious (a future that already completed, or whose queue filled again

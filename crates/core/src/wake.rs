@@ -49,7 +49,7 @@
 //! one syscall and leaves a token that makes the next park return at once; the processor
 //! loops and re-checks, so it is harmless.
 //!
-//! Model-checked with `loom` on the real code (`loom_tests.rs`): a producer pushing while
+//! Model-checked with `loom` on the real code (`loom/wake.rs`): a producer pushing while
 //! the processor goes to sleep never leaves an event unprocessed.
 //!
 //! The gate's methods of this protocol are a second `impl Gate` here, beside the argument

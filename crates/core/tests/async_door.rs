@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::time::Duration;
 
-use common::{Recorder, block_processor, messages, one_queue_unprobed};
+use common::*;
 use zerodispatch_core::*;
 use zerodispatch_testkit::within;
 
@@ -25,6 +25,13 @@ const LIMIT: Duration = Duration::from_secs(20);
 
 /// A waker that counts its wakes.
 struct Count(AtomicUsize);
+
+impl Count {
+    /// The wakes so far.
+    fn wakes(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
 
 impl Wake for Count {
     fn wake(self: Arc<Self>) {
@@ -52,11 +59,7 @@ fn runtime() -> tokio::runtime::Runtime {
 #[test]
 fn a_dispatch_with_room_resolves_at_its_first_poll() {
     within(LIMIT, "dispatch_async with room", || {
-        let d = one_queue_unprobed(PoolConfig::new(1).capacity(8));
-        let (recorder, log) = Recorder::new();
-        let c = d
-            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-            .unwrap();
+        let (d, c, log) = recorded_queue(8);
         let (count, waker) = counting_waker();
         let mut future = d.dispatch_async(c, Event::Message(1));
         assert!(matches!(
@@ -71,7 +74,7 @@ fn a_dispatch_with_room_resolves_at_its_first_poll() {
         });
         d.synchronize(c.processor()).unwrap();
         assert_eq!(messages(&log), [1, 2, 3, 4, 5]);
-        assert_eq!(count.0.load(Ordering::SeqCst), 0, "never waited");
+        assert_eq!(count.wakes(), 0, "never waited");
     });
 }
 
@@ -80,22 +83,15 @@ fn a_dispatch_with_room_resolves_at_its_first_poll() {
 #[test]
 fn a_dispatch_to_a_full_queue_waits_for_room_and_keeps_order() {
     within(LIMIT, "dispatch_async on a full queue", || {
-        let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
-        let (recorder, log) = Recorder::new();
-        let c = d
-            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-            .unwrap();
-        let held = block_processor(&d.handle(), c);
-        for m in 0..4 {
-            d.try_dispatch(c, Event::Message(m)).unwrap();
-        }
+        let (d, c, log) = recorded_queue(4);
+        let held = hold_full(&d, c, 4);
         let (count, waker) = counting_waker();
         let mut future = d.dispatch_async(c, Event::Message(4));
         assert!(poll_once(&mut future, &waker).is_pending());
         assert!(poll_once(&mut future, &waker).is_pending(), "polled again");
-        assert_eq!(count.0.load(Ordering::SeqCst), 0);
+        assert_eq!(count.wakes(), 0);
         held.wait();
-        while count.0.load(Ordering::SeqCst) == 0 {
+        while count.wakes() == 0 {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert!(matches!(
@@ -105,7 +101,7 @@ fn a_dispatch_to_a_full_queue_waits_for_room_and_keeps_order() {
         drop(future);
         d.synchronize(c.processor()).unwrap();
         assert_eq!(messages(&log), [0, 1, 2, 3, 4]);
-        assert_eq!(count.0.load(Ordering::SeqCst), 1, "woken once, not per pop");
+        assert_eq!(count.wakes(), 1, "woken once, not per pop");
 
         // The same on tokio, a batch larger than the queue: the task stays pending while
         // the processor is held, and resolves once it is released.
@@ -133,11 +129,7 @@ fn many_async_producers_lose_nothing() {
     const TASKS: u64 = 8;
     const EACH: u64 = 5_000;
     within(LIMIT * 3, "many async producers", || {
-        let d = one_queue_unprobed(PoolConfig::new(1).capacity(16));
-        let (recorder, log) = Recorder::new();
-        let c = d
-            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-            .unwrap();
+        let (d, c, log) = recorded_queue(16);
         let rt = runtime();
         let tasks: Vec<_> = (0..TASKS)
             .map(|t| {
@@ -180,15 +172,8 @@ fn many_async_producers_lose_nothing() {
 #[test]
 fn a_pending_future_given_up_loses_nothing_and_enqueues_nothing_later() {
     within(LIMIT, "cancelling a pending dispatch", || {
-        let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
-        let (recorder, log) = Recorder::new();
-        let c = d
-            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-            .unwrap();
-        let held = block_processor(&d.handle(), c);
-        for m in 0..4 {
-            d.try_dispatch(c, Event::Message(m)).unwrap();
-        }
+        let (d, c, log) = recorded_queue(4);
+        let held = hold_full(&d, c, 4);
         let (count, waker) = counting_waker();
         let mut cancelled = d.dispatch_async(c, Event::Message(98));
         let mut dropped = d.dispatch_async(c, Event::Message(99));
@@ -202,7 +187,7 @@ fn a_pending_future_given_up_loses_nothing_and_enqueues_nothing_later() {
         // A batch: two of its events went in before the queue filled.
         held.wait();
         d.synchronize(c.processor()).unwrap();
-        assert_eq!(count.0.load(Ordering::SeqCst), 0, "withdrawn: not woken");
+        assert_eq!(count.wakes(), 0, "withdrawn: not woken");
         let held = block_processor(&d.handle(), c);
         let mut events = (10..20).map(Event::Message);
         let mut batch = d.dispatch_batch_async(c, &mut events);
@@ -226,16 +211,9 @@ fn a_pending_future_given_up_loses_nothing_and_enqueues_nothing_later() {
 #[test]
 fn shutdown_wakes_a_pending_future_with_its_event() {
     within(LIMIT, "shutdown with a pending dispatch", || {
-        let mut d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
-        let (recorder, log) = Recorder::new();
-        let c = d
-            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-            .unwrap();
+        let (mut d, c, log) = recorded_queue(4);
         let handle = d.handle();
-        let held = block_processor(&handle, c);
-        for m in 0..4 {
-            d.try_dispatch(c, Event::Message(m)).unwrap();
-        }
+        let held = hold_full(&handle, c, 4);
         let rt = runtime();
         let waiting = handle.clone();
         let task = rt.spawn(async move { waiting.dispatch_async(c, Event::Message(99)).await });
@@ -288,21 +266,15 @@ fn on_a_processor_thread_the_door_goes_through_the_outbox() {
             .monitor_interval(Duration::from_secs(3600))
             .build()
             .unwrap();
-        let (recorder, log) = Recorder::new();
-        let sink = d
-            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-            .unwrap();
+        let (sink, log) = recorder_on(&d);
         let polled = Arc::new(Mutex::new(Vec::new()));
-        let forward = d
-            .register(
-                ClientType::Session,
-                Forward {
-                    to: sink.erase(),
-                    polled: polled.clone(),
-                },
-                Placement::LeastLoaded,
-            )
-            .unwrap();
+        let forward = on_session(
+            &d,
+            Forward {
+                to: sink.erase(),
+                polled: polled.clone(),
+            },
+        );
         let held = block_processor(&d.handle(), sink);
         for m in 0..6 {
             d.dispatch(forward, Event::Message(m)).unwrap();
@@ -314,14 +286,7 @@ fn on_a_processor_thread_the_door_goes_through_the_outbox() {
             "resolved at the first poll"
         );
         held.wait();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while messages(&log).len() < 6 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "outboxed events arrive"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        eventually("outboxed events arrive", || messages(&log).len() >= 6);
         assert_eq!(messages(&log), [0, 1, 2, 3, 4, 5]);
     });
 }
@@ -332,11 +297,7 @@ fn on_a_processor_thread_the_door_goes_through_the_outbox() {
 #[test]
 fn call_async_brings_back_each_result() {
     within(LIMIT, "call_async", || {
-        let d = one_queue_unprobed(PoolConfig::new(1).capacity(64));
-        let (recorder, log) = Recorder::new();
-        let c = d
-            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-            .unwrap();
+        let (d, c, log) = recorded_queue(64);
         let queue = c.processor();
         let rt = runtime();
         let log_for_call = log.clone();
@@ -397,19 +358,12 @@ fn call_async_brings_back_each_result() {
 #[test]
 fn call_async_is_cancel_safe() {
     within(LIMIT, "call_async cancelled", || {
-        let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
-        let (recorder, _log) = Recorder::new();
-        let c = d
-            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-            .unwrap();
+        let (d, c, _log) = recorded_queue(4);
         let queue = c.processor();
         let ran = Arc::new(AtomicUsize::new(0));
 
         // Dropped while waiting for room: never runs.
-        let held = block_processor(&d.handle(), c);
-        for m in 0..4 {
-            d.try_dispatch(c, Event::Message(m)).unwrap();
-        }
+        let held = hold_full(&d, c, 4);
         let (_, waker) = counting_waker();
         let r = ran.clone();
         let mut waiting = d.call_async(queue, move || r.fetch_add(1, Ordering::SeqCst));
@@ -446,16 +400,9 @@ fn call_async_is_cancel_safe() {
 #[test]
 fn call_async_resolves_at_shutdown() {
     within(LIMIT, "call_async at shutdown", || {
-        let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
-        let (recorder, _log) = Recorder::new();
-        let c = d
-            .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-            .unwrap();
+        let (d, c, _log) = recorded_queue(4);
         let queue = c.processor();
-        let held = block_processor(&d.handle(), c);
-        for m in 0..4 {
-            d.try_dispatch(c, Event::Message(m)).unwrap();
-        }
+        let held = hold_full(&d, c, 4);
         let rt = runtime();
         let handle = d.handle();
         let task = rt.spawn(async move { handle.call_async(queue, || 5_u64).await });

@@ -15,18 +15,9 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Recorder, Seen, one_queue};
+use common::*;
 use zerodispatch_core::*;
 use zerodispatch_testkit::within;
-
-/// Waits until `ready` holds, or fails after 10 s.
-fn eventually(what: &str, ready: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !ready() {
-        assert!(Instant::now() < deadline, "never happened: {what}");
-        thread::sleep(Duration::from_millis(1));
-    }
-}
 
 // 1. A processor never waits for another processor ------------------------------------
 
@@ -81,8 +72,7 @@ fn two_processors_dispatching_to_each_other_on_tiny_queues_never_deadlock() {
                 finished: finished.clone(),
                 refused: refused.clone(),
             };
-            d.register(ClientType::Queue, bouncer, Placement::Processor(i as u16))
-                .unwrap()
+            on_queue_processor(&d, i as u16, bouncer)
         })
         .collect();
     *peers[0].lock().unwrap() = Some(handles[1].erase());
@@ -126,20 +116,8 @@ fn two_processors_dispatching_to_each_other_on_tiny_queues_never_deadlock() {
 #[test]
 fn synchronize_on_a_processor_thread_is_refused_so_two_cannot_wait_for_each_other() {
     let d = one_queue(PoolConfig::new(2));
-    let a = d
-        .register(
-            ClientType::Queue,
-            Recorder::new().0,
-            Placement::Processor(0),
-        )
-        .unwrap();
-    let b = d
-        .register(
-            ClientType::Queue,
-            Recorder::new().0,
-            Placement::Processor(1),
-        )
-        .unwrap();
+    let a = recorder_at(&d, Placement::Processor(0)).0;
+    let b = recorder_at(&d, Placement::Processor(1)).0;
     let barrier = Arc::new(Barrier::new(2));
     let results = Arc::new(Mutex::new(Vec::new()));
     for (me, other) in [(a, b), (b, a)] {
@@ -176,23 +154,10 @@ fn synchronize_on_a_processor_thread_is_refused_so_two_cannot_wait_for_each_othe
 fn a_processor_of_one_dispatcher_waits_on_a_full_processor_of_another() {
     let a = one_queue(PoolConfig::new(1));
     let b = one_queue(PoolConfig::new(1).capacity(1));
-    let (recorder, log) = Recorder::new();
-    let target = b
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap();
+    let (target, log) = recorder_on(&b);
     b.synchronize(target).unwrap();
     // Hold B's processor in a callback and fill its one slot.
-    let hold = Arc::new(Barrier::new(2));
-    let held = hold.clone();
-    b.execute(
-        target.processor(),
-        Callback::new(move || {
-            held.wait();
-            held.wait();
-        }),
-    )
-    .unwrap();
-    hold.wait();
+    let hold = block_processor(&b, target);
     b.dispatch(target, Event::Message(1)).unwrap();
     let result = Arc::new(Mutex::new(None));
     let (bh, out) = (b.handle(), result.clone());
@@ -211,14 +176,7 @@ fn a_processor_of_one_dispatcher_waits_on_a_full_processor_of_another() {
         *result.lock().unwrap() == Some(true)
     });
     b.synchronize(target).unwrap();
-    let messages: Vec<_> = log
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|s| matches!(s, Seen::Message(_)))
-        .cloned()
-        .collect();
-    assert_eq!(messages, [Seen::Message(1), Seen::Message(2)]);
+    assert_eq!(messages(&log), [1, 2]);
 }
 
 // 2. Handles ----------------------------------------------------------------------------
@@ -228,13 +186,8 @@ fn a_processor_of_one_dispatcher_waits_on_a_full_processor_of_another() {
 fn a_handle_of_another_dispatcher_is_refused() {
     let a = one_queue(PoolConfig::new(1));
     let b = one_queue(PoolConfig::new(1));
-    let from_a = a
-        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
-        .unwrap();
-    let (recorder, log) = Recorder::new();
-    let in_b = b
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap();
+    let from_a = recorder_on(&a).0;
+    let (in_b, log) = recorder_on(&b);
     assert_eq!(
         from_a.processor(),
         in_b.processor(),
@@ -281,9 +234,7 @@ impl Drop for PanicsOnDrop {
 #[test]
 fn a_stale_event_whose_drop_panics_is_contained() {
     let d = one_queue(PoolConfig::new(1));
-    let h = d
-        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
-        .unwrap();
+    let h = recorder_on(&d).0;
     d.unregister(h).unwrap();
     let drops = Arc::new(AtomicUsize::new(0));
     let bomb = PanicsOnDrop(drops.clone());
@@ -301,10 +252,7 @@ fn a_stale_event_whose_drop_panics_is_contained() {
     let stats = &d.stats()[0];
     assert_eq!((stats.stale, stats.panics), (1, 1));
     // The processor is alive: a new client gets its events.
-    let (recorder, log) = Recorder::new();
-    let h2 = d
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap();
+    let (h2, log) = recorder_on(&d);
     d.dispatch(h2, Event::Message(5)).unwrap();
     d.synchronize(h2).unwrap();
     assert!(log.lock().unwrap().contains(&Seen::Message(5)));
@@ -327,12 +275,7 @@ fn clients_whose_drop_panics_at_shutdown_are_contained() {
     let mut d = one_queue(PoolConfig::new(2));
     let drops = Arc::new(AtomicUsize::new(0));
     for _ in 0..4 {
-        d.register(
-            ClientType::Queue,
-            Grenade(drops.clone()),
-            Placement::LeastLoaded,
-        )
-        .unwrap();
+        on_queue(&d, Grenade(drops.clone()));
     }
     let handle = d.handle();
     d.shutdown();
@@ -346,9 +289,7 @@ fn clients_whose_drop_panics_at_shutdown_are_contained() {
 #[test]
 fn a_panicking_batch_iterator_leaves_the_gate() {
     let mut d = one_queue(PoolConfig::new(1));
-    let h = d
-        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
-        .unwrap();
+    let h = recorder_on(&d).0;
     let handle = d.handle();
     let panicked = thread::spawn(move || {
         let mut events = (0..10_u64).map(|i| {
@@ -401,29 +342,12 @@ fn execute_on_all_runs_done_once_even_when_f_panics() {
 /// their clients never dropped.
 #[test]
 fn dropping_the_dispatcher_on_its_own_processor_shuts_everything_down() {
-    struct Counted(Arc<AtomicUsize>);
-    impl Client<u64> for Counted {
-        fn on_event(&mut self, event: ClientEvent<u64>, _: &mut Context<u64>) {
-            if let ClientEvent::Callback(cb) = event {
-                cb.call();
-            }
-        }
-    }
-    impl Drop for Counted {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Session, PoolConfig::new(1))
-        .pool(ClientType::Queue, PoolConfig::new(2))
-        .build()
-        .unwrap();
+    let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(2));
     let dropped = Arc::new(AtomicUsize::new(0));
     let mut handles = Vec::new();
     for t in [ClientType::Session, ClientType::Queue, ClientType::Queue] {
         handles.push(
-            d.register(t, Counted(dropped.clone()), Placement::LeastLoaded)
+            d.register(t, DropCounted(dropped.clone()), Placement::LeastLoaded)
                 .unwrap(),
         );
     }
@@ -488,14 +412,8 @@ fn huge_capacities_are_configuration_errors() {
 #[test]
 fn the_enqueued_figure_never_exceeds_what_was_dispatched() {
     // No monitor probes in the test's lifetime: the figure would count them too.
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1).capacity(1024))
-        .monitor_interval(Duration::from_secs(3600))
-        .build()
-        .unwrap();
-    let h = d
-        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
-        .unwrap();
+    let d = one_queue_unprobed(PoolConfig::new(1).capacity(1024));
+    let h = recorder_on(&d).0;
     let dispatched = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let producer = {
@@ -534,28 +452,10 @@ fn the_enqueued_figure_never_exceeds_what_was_dispatched() {
 /// still drains, drops its clients and exits once the handler returns.
 #[test]
 fn shutdown_timeout_names_a_stuck_processor_and_returns() {
-    struct Counted(Arc<AtomicUsize>);
-    impl Client<u64> for Counted {}
-    impl Drop for Counted {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Ordering::Relaxed);
-        }
-    }
     let mut d = one_queue(PoolConfig::new(2));
     let dropped = Arc::new(AtomicUsize::new(0));
-    let stuck = d
-        .register(
-            ClientType::Queue,
-            Counted(dropped.clone()),
-            Placement::Processor(0),
-        )
-        .unwrap();
-    d.register(
-        ClientType::Queue,
-        Counted(dropped.clone()),
-        Placement::Processor(1),
-    )
-    .unwrap();
+    let stuck = on_queue_processor(&d, 0, DropCounted(dropped.clone()));
+    on_queue_processor(&d, 1, DropCounted(dropped.clone()));
     let (entered, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
     let (e, r) = (entered.clone(), release.clone());
     d.dispatch_callback(stuck, move || {

@@ -1,22 +1,32 @@
 //! Blocking calls on a tokio runtime's worker thread panic, naming the async form
 //! (feature `tokio`); on `spawn_blocking` threads and plain threads they block as usual.
 
+mod common;
+
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use common::*;
 use zerodispatch_core::*;
 
-struct Sink;
-impl Client<u64> for Sink {}
-
 fn dispatcher() -> (Dispatcher<u64>, ClientHandle<Sink>) {
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .build()
-        .unwrap();
-    let sink = d
-        .register(ClientType::Queue, Sink, Placement::LeastLoaded)
-        .unwrap();
+    let d = one_queue(PoolConfig::new(1));
+    let sink = on_queue(&d, Sink);
     (d, sink)
+}
+
+/// A runtime whose one worker is the thread that calls `block_on`.
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+}
+
+/// A runtime of one worker thread of its own.
+fn one_worker() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap()
 }
 
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
@@ -31,9 +41,7 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 fn a_blocking_dispatch_on_a_runtime_thread_panics_naming_the_async_form() {
     let (d, sink) = dispatcher();
     let handle = d.handle();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
+    let rt = current_thread();
     let refused = rt.block_on(async {
         catch_unwind(AssertUnwindSafe(|| {
             handle.dispatch(sink, Event::Message(1))
@@ -50,10 +58,7 @@ fn a_blocking_dispatch_on_a_runtime_thread_panics_naming_the_async_form() {
 fn synchronize_and_call_in_a_task_of_a_multi_thread_runtime_panic_naming_call_async() {
     let (d, sink) = dispatcher();
     let handle = d.handle();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .build()
-        .unwrap();
+    let rt = one_worker();
     let task = rt.spawn(async move {
         let sync = catch_unwind(AssertUnwindSafe(|| handle.synchronize(sink)));
         let call = catch_unwind(AssertUnwindSafe(|| handle.call(sink, || 7)));
@@ -74,10 +79,7 @@ fn synchronize_and_call_in_a_task_of_a_multi_thread_runtime_panic_naming_call_as
 fn blocking_calls_in_spawn_blocking_and_the_async_forms_on_the_runtime_work() {
     let (d, sink) = dispatcher();
     let handle = d.handle();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .build()
-        .unwrap();
+    let rt = one_worker();
     let blocking = handle.clone();
     let answer = rt
         .block_on(rt.spawn_blocking(move || {
@@ -103,9 +105,7 @@ fn blocking_calls_in_spawn_blocking_and_the_async_forms_on_the_runtime_work() {
 fn an_executors_dispatch_on_a_runtime_thread_panics_naming_itself() {
     let (d, sink) = dispatcher();
     let executor = d.executor(sink.processor());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
+    let rt = current_thread();
     let refused = rt.block_on(async {
         catch_unwind(AssertUnwindSafe(|| executor.dispatch(Callback::new(|| ()))))
     });

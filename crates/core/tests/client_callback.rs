@@ -9,22 +9,8 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{Recorder, Seen, block_processor, one_queue};
-use zerodispatch_core::{Client, ClientType, Context, Dispatcher, Event, Placement, PoolConfig};
-
-/// Counts how many times it is dropped.
-struct DropCount(Arc<AtomicUsize>);
-
-impl Drop for DropCount {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-/// A client of another type than [`Recorder`].
-struct Other;
-
-impl Client<u64> for Other {}
+use common::*;
+use zerodispatch_core::{Context, Dispatcher, Event, PoolConfig};
 
 fn dispatcher() -> Dispatcher<u64> {
     one_queue(PoolConfig::new(1))
@@ -33,10 +19,7 @@ fn dispatcher() -> Dispatcher<u64> {
 #[test]
 fn reaches_its_client_in_order_with_its_other_events_and_flushes_it() {
     let mut dispatcher = dispatcher();
-    let (recorder, log) = Recorder::new();
-    let h = dispatcher
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap();
+    let (h, log) = recorder_on(&dispatcher);
     // The processor is held until the three events are queued: they arrive in one drain.
     let gate = block_processor(&dispatcher.handle(), h);
     dispatcher.dispatch(h, Event::Message(1)).unwrap();
@@ -69,16 +52,11 @@ fn reaches_its_client_in_order_with_its_other_events_and_flushes_it() {
 #[test]
 fn a_callback_for_another_client_type_is_dropped_unrun_and_counted() {
     let mut dispatcher = dispatcher();
-    let (recorder, log) = Recorder::new();
-    let recorder = dispatcher
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap();
-    let other = dispatcher
-        .register(ClientType::Queue, Other, Placement::LeastLoaded)
-        .unwrap();
+    let (recorder, log) = recorder_on(&dispatcher);
+    let other = on_queue(&dispatcher, Sink);
     let drops = Arc::new(AtomicUsize::new(0));
     let ran = Arc::new(AtomicUsize::new(0));
-    let (guard, r) = (DropCount(drops.clone()), ran.clone());
+    let (guard, r) = (DropCounted(drops.clone()), ran.clone());
     dispatcher
         .dispatch(
             // Erased, the handle takes a callback on any client type, and the processor
@@ -110,10 +88,7 @@ fn a_callback_for_another_client_type_is_dropped_unrun_and_counted() {
 fn a_panicking_callback_is_contained_and_the_client_lives_on() {
     zerodispatch_testkit::quiet_planned_panics();
     let mut dispatcher = dispatcher();
-    let (recorder, log) = Recorder::new();
-    let h = dispatcher
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap();
+    let (h, log) = recorder_on(&dispatcher);
     dispatcher
         .dispatch(
             h,
@@ -130,10 +105,7 @@ fn a_panicking_callback_is_contained_and_the_client_lives_on() {
 #[test]
 fn handed_back_whole_when_refused() {
     let mut dispatcher = dispatcher();
-    let (recorder, _log) = Recorder::new();
-    let h = dispatcher
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap();
+    let (h, _log) = recorder_on(&dispatcher);
     dispatcher.shutdown();
     let ran = Arc::new(AtomicUsize::new(0));
     let r = ran.clone();

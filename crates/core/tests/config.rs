@@ -72,10 +72,7 @@ fn invalid_configurations_are_errors_with_messages() {
 fn pinning_to_a_usable_core_is_reported_in_stats() {
     let cores: Vec<usize> = core_affinity_ids();
     let d = one_queue(PoolConfig::new(1).pin_to([cores[0]]));
-    let (client, _log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, client, Placement::LeastLoaded)
-        .unwrap();
+    let (h, _log) = recorder_on(&d);
     d.synchronize(h).unwrap();
     let pinning = d.stats()[0].pinning;
     assert!(
@@ -160,10 +157,7 @@ fn a_stack_size_the_system_cannot_provide_is_an_error() {
         .stack_size(256 << 10)
         .build()
         .unwrap();
-    let (client, log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, client, Placement::LeastLoaded)
-        .unwrap();
+    let (h, log) = recorder_on(&d);
     d.dispatch(h, Event::Message(7)).unwrap();
     d.synchronize(h).unwrap();
     assert_eq!(log.lock().unwrap()[0], Seen::Message(7));

@@ -46,22 +46,9 @@ fn a_client_dispatches_to_another_processor_through_its_context() {
         }
         fn flush(&mut self, _ctx: &mut Context<u64>) {}
     }
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Session, PoolConfig::new(1))
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .build()
-        .unwrap();
-    let (sink, log) = Recorder::new();
-    let sink = d
-        .register(ClientType::Queue, sink, Placement::LeastLoaded)
-        .unwrap();
-    let fwd = d
-        .register(
-            ClientType::Session,
-            Forwarder { to: sink.erase() },
-            Placement::LeastLoaded,
-        )
-        .unwrap();
+    let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(1));
+    let (sink, log) = recorder_on(&d);
+    let fwd = on_session(&d, Forwarder { to: sink.erase() });
     d.dispatch(fwd, Event::Message(7)).unwrap();
     d.synchronize(fwd).unwrap();
     d.synchronize(sink).unwrap();
@@ -73,11 +60,7 @@ fn a_client_dispatches_to_another_processor_through_its_context() {
 /// deadline already passed still tries once. Nothing is lost or reordered.
 #[test]
 fn a_dispatch_with_a_deadline_hands_the_event_back_when_the_queue_stays_full() {
-    let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
-    let (client, log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, client, Placement::LeastLoaded)
-        .unwrap();
+    let (d, h, log) = recorded_queue(4);
     let gate = block_processor(&d.handle(), h);
     let past = Instant::now();
     d.dispatch_deadline(h, Event::Message(0), past).unwrap();
@@ -128,13 +111,7 @@ fn a_dispatch_with_a_deadline_hands_the_event_back_when_the_queue_stays_full() {
     let far = Instant::now() + Duration::from_secs(30);
     assert_eq!(d.dispatch_batch_deadline(h, &mut rest, far).unwrap(), 2);
     d.synchronize(h).unwrap();
-    let messages: Vec<Seen> = log
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|s| **s != Seen::Flush)
-        .cloned()
-        .collect();
+    let messages = without_flushes(&log);
     assert_eq!(messages, (0..7).map(Seen::Message).collect::<Vec<_>>());
 }
 
@@ -152,15 +129,8 @@ fn a_producer_waiting_for_room_does_not_burn_its_core() {
         let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
         Duration::from_millis(ticks * 10)
     }
-    let d = one_queue_unprobed(PoolConfig::new(1).capacity(2));
-    let (client, _log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, client, Placement::LeastLoaded)
-        .unwrap();
-    let gate = block_processor(&d.handle(), h);
-    for i in 0..2 {
-        d.try_dispatch(h, Event::Message(i)).unwrap();
-    }
+    let (d, h, _log) = recorded_queue(2);
+    let gate = hold_full(&d, h, 2);
     let handle = d.handle();
     let producer = thread::spawn(move || {
         let before = (thread_cpu_time(), Instant::now());
@@ -179,15 +149,8 @@ fn a_producer_waiting_for_room_does_not_burn_its_core() {
 
 #[test]
 fn a_full_queue_hands_the_event_back_and_dispatch_waits() {
-    let d = one_queue_unprobed(PoolConfig::new(1).capacity(4));
-    let (client, log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, client, Placement::LeastLoaded)
-        .unwrap();
-    let gate = block_processor(&d.handle(), h);
-    for i in 0..4 {
-        d.try_dispatch(h, Event::Message(i)).unwrap();
-    }
+    let (d, h, log) = recorded_queue(4);
+    let gate = hold_full(&d, h, 4);
     match d.try_dispatch(h, Event::Message(4)) {
         Err(DispatchError::Full(Event::Message(4))) => {}
         other => panic!("expected Full(Message(4)), got {other:?}"),
@@ -200,23 +163,14 @@ fn a_full_queue_hands_the_event_back_and_dispatch_waits() {
     gate.wait();
     waiter.join().unwrap().unwrap();
     d.synchronize(h).unwrap();
-    let messages: Vec<Seen> = log
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|s| **s != Seen::Flush)
-        .cloned()
-        .collect();
+    let messages = without_flushes(&log);
     assert_eq!(messages, (0..5).map(Seen::Message).collect::<Vec<_>>());
 }
 
 #[test]
 fn dispatch_on_its_own_full_queue_waits_in_the_outbox_and_hands_back_only_when_that_is_full() {
     let d = one_queue_unprobed(PoolConfig::new(1).capacity(2).outbox_capacity(2));
-    let (recorder, log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap();
+    let (h, log) = recorder_on(&d);
     let outcome = Arc::new(Mutex::new(Vec::new()));
     let (handle, out) = (d.handle(), outcome.clone());
     d.execute(
@@ -241,15 +195,7 @@ fn dispatch_on_its_own_full_queue_waits_in_the_outbox_and_hands_back_only_when_t
     // The outboxed events are handed on at the processor's next loop turns.
     let deadline = Instant::now() + Duration::from_secs(10);
     let delivered = loop {
-        let delivered: Vec<u64> = log
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|s| match s {
-                Seen::Message(m) => Some(*m),
-                _ => None,
-            })
-            .collect();
+        let delivered: Vec<u64> = messages(&log);
         if delivered.len() as u64 >= accepted || Instant::now() > deadline {
             break delivered;
         }
@@ -263,13 +209,7 @@ fn dispatch_on_its_own_full_queue_waits_in_the_outbox_and_hands_back_only_when_t
 fn ids_of_another_dispatcher_are_errors_that_hand_the_event_back() {
     let small = one_queue(PoolConfig::new(1));
     let big = one_queue(PoolConfig::new(3));
-    let far = big
-        .register(
-            ClientType::Queue,
-            Recorder::new().0,
-            Placement::Processor(2),
-        )
-        .unwrap();
+    let far = recorder_at(&big, Placement::Processor(2)).0;
     assert!(matches!(
         small.try_dispatch(far, Event::Message(1)),
         Err(DispatchError::NoSuchProcessor(Event::Message(1)))
@@ -291,11 +231,7 @@ fn ids_of_another_dispatcher_are_errors_that_hand_the_event_back() {
 
 #[test]
 fn a_batch_goes_in_order_and_a_full_queue_hands_back_the_event_that_did_not_fit() {
-    let d = one_queue_unprobed(PoolConfig::new(1).capacity(8));
-    let (client, log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, client, Placement::LeastLoaded)
-        .unwrap();
+    let (d, h, log) = recorded_queue(8);
     let gate = block_processor(&d.handle(), h);
     let mut events = (0..12).map(Event::Message);
     match d.try_dispatch_batch(h, &mut events) {
@@ -322,14 +258,6 @@ fn a_batch_goes_in_order_and_a_full_queue_hands_back_the_event_that_did_not_fit(
     gate.wait();
     assert_eq!(waiter.join().unwrap().unwrap(), 20);
     d.synchronize(h).unwrap();
-    let got: Vec<u64> = log
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|s| match s {
-            Seen::Message(m) => Some(*m),
-            _ => None,
-        })
-        .collect();
+    let got: Vec<u64> = messages(&log);
     assert_eq!(got, (0..8).chain(100..120).collect::<Vec<_>>());
 }

@@ -71,13 +71,7 @@ fn execute_on_all_runs_f_on_every_processor_then_done_once() {
 #[test]
 fn execute_on_all_on_a_processor_runs_everywhere_or_is_refused() {
     let d = one_queue_unprobed(PoolConfig::new(2).capacity(2).outbox_capacity(2));
-    let own = d
-        .register(
-            ClientType::Queue,
-            Recorder::new().0,
-            Placement::Processor(0),
-        )
-        .unwrap();
+    let own = recorder_at(&d, Placement::Processor(0)).0;
     let ran = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicUsize::new(0));
     let (told, outcome) = std::sync::mpsc::channel();

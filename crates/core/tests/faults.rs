@@ -23,14 +23,8 @@ fn a_panicking_handler_flush_or_callback_is_counted_and_the_processor_goes_on() 
         }
     }
     let d = one_queue(PoolConfig::new(1));
-    let (mut client, log) = Recorder::new();
-    client.panic_on = Some(2);
-    let h = d
-        .register(ClientType::Queue, client, Placement::LeastLoaded)
-        .unwrap();
-    let f = d
-        .register(ClientType::Queue, PanickyFlush, Placement::LeastLoaded)
-        .unwrap();
+    let (h, log) = panicking_recorder_on(&d, 2);
+    let f = on_queue(&d, PanickyFlush);
     for i in 0..4 {
         d.dispatch(h, Event::Message(i)).unwrap();
     }
@@ -47,14 +41,7 @@ fn a_panicking_handler_flush_or_callback_is_counted_and_the_processor_goes_on() 
     .unwrap();
     d.dispatch(h, Event::Message(5)).unwrap();
     d.synchronize(h).unwrap();
-    let messages: Vec<Seen> = log
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|s| matches!(s, Seen::Message(_)))
-        .cloned()
-        .collect();
-    assert_eq!(messages, [0, 1, 2, 3, 5].map(Seen::Message));
+    assert_eq!(messages(&log), [0, 1, 2, 3, 5]);
     assert_eq!(d.stats()[0].panics, 4);
 }
 

@@ -16,22 +16,13 @@ use zerodispatch_core::*;
 #[test]
 fn events_reach_the_client_in_order_and_one_flush_follows_a_drained_batch() {
     let d = one_queue(PoolConfig::new(1));
-    let (client, log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, client, Placement::LeastLoaded)
-        .unwrap();
+    let (h, log) = recorder_on(&d);
     let gate = block_processor(&d.handle(), h);
     let ran = Arc::new(AtomicUsize::new(0));
     for i in 0..5 {
         d.dispatch(h, Event::Message(i)).unwrap();
-        let r = ran.clone();
-        d.dispatch(
-            h,
-            Event::Callback(Callback::new(move || {
-                r.fetch_add(1, Ordering::SeqCst);
-            })),
-        )
-        .unwrap();
+        d.dispatch(h, Event::Callback(counting_callback(&ran)))
+            .unwrap();
     }
     gate.wait();
     d.synchronize(h).unwrap();
@@ -48,10 +39,7 @@ fn events_reach_the_client_in_order_and_one_flush_follows_a_drained_batch() {
 #[test]
 fn a_dispatcher_callback_flushes_first_and_bypasses_the_client() {
     let d = one_queue(PoolConfig::new(1));
-    let (client, log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, client, Placement::LeastLoaded)
-        .unwrap();
+    let (h, log) = recorder_on(&d);
     let gate = block_processor(&d.handle(), h);
     d.dispatch(h, Event::Message(1)).unwrap();
     let l = log.clone();
@@ -78,10 +66,7 @@ fn a_dispatcher_callback_flushes_first_and_bypasses_the_client() {
 #[test]
 fn a_queue_that_never_drains_still_flushes_every_max_batch_events() {
     let d = one_queue(PoolConfig::new(1).max_batch(4));
-    let (client, log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, client, Placement::LeastLoaded)
-        .unwrap();
+    let (h, log) = recorder_on(&d);
     let gate = block_processor(&d.handle(), h);
     for i in 0..10 {
         d.dispatch(h, Event::Message(i)).unwrap();
@@ -128,13 +113,7 @@ fn the_flush_gate_keeps_a_client_off_the_flush_list() {
     }
     let d = one_queue(PoolConfig::new(1));
     let flushes = Arc::new(AtomicUsize::new(0));
-    let h = d
-        .register(
-            ClientType::Queue,
-            Gated(flushes.clone()),
-            Placement::LeastLoaded,
-        )
-        .unwrap();
+    let h = on_queue(&d, Gated(flushes.clone()));
     d.dispatch(h, Event::Message(0)).unwrap();
     d.synchronize(h).unwrap();
     assert_eq!(flushes.load(Ordering::SeqCst), 0);

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use common::{Recorder, Seen, block_processor, messages, one_queue, recorder_on};
+use common::*;
 use zerodispatch_core::*;
 
 /// Batches of every length from 1 to 40, between single dispatches from the same thread:
@@ -44,11 +44,7 @@ fn packed_batches_keep_their_order_among_single_dispatches() {
 #[test]
 fn a_panic_inside_a_pack_is_contained_and_the_rest_of_the_pack_is_delivered() {
     let d = one_queue(PoolConfig::new(1));
-    let (mut recorder, log) = Recorder::new();
-    recorder.panic_on = Some(5);
-    let h = d
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap();
+    let (h, log) = panicking_recorder_on(&d, 5);
     d.dispatch_batch(h, &mut (0..16).map(Event::Message))
         .unwrap();
     d.synchronize(h.processor()).unwrap();
@@ -106,18 +102,12 @@ fn a_pack_is_split_at_the_flush_points_of_max_batch() {
 /// event is counted once, as it would be one to a slot.
 #[test]
 fn a_packs_events_are_counted_one_by_one_wrong_type_spilled_and_stale() {
-    struct Other;
-    impl Client<u64> for Other {}
-
     let d = one_queue(PoolConfig::new(1));
     let (recorder, log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
-        .unwrap()
-        .erase();
+    let h = on_queue(&d, recorder).erase();
     let ran = Arc::new(AtomicU64::new(0));
     let mut events = (0..12_u64).map(|i| match i % 3 {
-        0 => Event::from(Event::to_client(|_: &mut Other, _| {
+        0 => Event::from(Event::to_client(|_: &mut Sink, _| {
             unreachable!("not run on a client of another type")
         })),
         1 => {
@@ -220,13 +210,7 @@ fn shutdown_during_packed_batches_delivers_what_was_accepted_and_hands_back_the_
             }
         }
     }
-    let h = d
-        .register(
-            ClientType::Queue,
-            Count(delivered.clone()),
-            Placement::LeastLoaded,
-        )
-        .unwrap();
+    let h = on_queue(&d, Count(delivered.clone()));
     let senders: Vec<_> = (0..THREADS)
         .map(|t| {
             let dispatcher = d.handle();
@@ -349,9 +333,7 @@ fn a_long_pack_is_counted_event_by_event() {
             thread::sleep(Duration::from_millis(20));
         }
     }
-    let h = d
-        .register(ClientType::Queue, Slow, Placement::LeastLoaded)
-        .unwrap();
+    let h = on_queue(&d, Slow);
     let before = d.stats()[0].processed;
     d.dispatch_batch(h, &mut (0..16).map(Event::Message))
         .unwrap();

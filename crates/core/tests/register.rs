@@ -14,24 +14,13 @@ use zerodispatch_core::*;
 #[test]
 fn least_loaded_placement_spreads_clients_and_explicit_placement_pins_them() {
     let d = one_queue(PoolConfig::new(3));
-    let handles: Vec<_> = (0..6)
-        .map(|_| {
-            d.register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
-                .unwrap()
-        })
-        .collect();
+    let handles: Vec<_> = (0..6).map(|_| recorder_on(&d).0).collect();
     let mut per_processor = [0; 3];
     for h in &handles {
         per_processor[usize::from(h.processor().index)] += 1;
     }
     assert_eq!(per_processor, [2, 2, 2]);
-    let pinned = d
-        .register(
-            ClientType::Queue,
-            Recorder::new().0,
-            Placement::Processor(1),
-        )
-        .unwrap();
+    let pinned = recorder_at(&d, Placement::Processor(1)).0;
     assert_eq!(pinned.processor().index, 1);
     assert_eq!(
         d.register(
@@ -61,20 +50,8 @@ fn least_loaded_placement_spreads_clients_and_explicit_placement_pins_them() {
 #[test]
 fn in_dispatcher_thread_is_true_only_on_the_owning_processor() {
     let d = one_queue(PoolConfig::new(2));
-    let a = d
-        .register(
-            ClientType::Queue,
-            Recorder::new().0,
-            Placement::Processor(0),
-        )
-        .unwrap();
-    let b = d
-        .register(
-            ClientType::Queue,
-            Recorder::new().0,
-            Placement::Processor(1),
-        )
-        .unwrap();
+    let a = recorder_at(&d, Placement::Processor(0)).0;
+    let b = recorder_at(&d, Placement::Processor(1)).0;
     assert!(!d.in_dispatcher_thread(a));
     let answers = Arc::new(Mutex::new(None));
     let (handle, out) = (d.handle(), answers.clone());
@@ -96,10 +73,7 @@ fn in_dispatcher_thread_is_true_only_on_the_owning_processor() {
 #[test]
 fn unregister_flushes_then_drops_and_later_events_are_stale() {
     let d = one_queue(PoolConfig::new(1));
-    let (client, log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, client, Placement::LeastLoaded)
-        .unwrap();
+    let (h, log) = recorder_on(&d);
     let gate = block_processor(&d.handle(), h);
     d.dispatch(h, Event::Message(1)).unwrap();
     d.unregister(h).unwrap();
@@ -109,10 +83,7 @@ fn unregister_flushes_then_drops_and_later_events_are_stale() {
     assert_eq!(*log.lock().unwrap(), [Seen::Message(1), Seen::Flush]);
     assert_eq!(d.stats()[0].stale, 1);
     // The slot is reused with a new generation: the old handle still does not reach it.
-    let (client2, log2) = Recorder::new();
-    let h2 = d
-        .register(ClientType::Queue, client2, Placement::LeastLoaded)
-        .unwrap();
+    let (h2, log2) = recorder_on(&d);
     assert_ne!(h, h2);
     d.dispatch(h, Event::Message(3)).unwrap();
     d.dispatch(h2, Event::Message(4)).unwrap();
@@ -131,13 +102,7 @@ const PATIENCE: std::time::Duration = std::time::Duration::from_secs(20);
 #[test]
 fn a_handle_registered_on_a_processor_is_reached_by_the_next_event_from_any_thread() {
     let d = one_queue_unprobed(PoolConfig::new(2).capacity(4));
-    let first = d
-        .register(
-            ClientType::Queue,
-            Recorder::new().0,
-            Placement::Processor(1),
-        )
-        .unwrap();
+    let first = recorder_at(&d, Placement::Processor(1)).0;
     // Processor 1 stalled, its queue full.
     let stall = block_processor(&d.handle(), first);
     while d.try_dispatch(first, Event::Message(0)).is_ok() {}

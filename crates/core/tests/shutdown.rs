@@ -16,9 +16,7 @@ use zerodispatch_core::*;
 #[test]
 fn dispatch_after_shutdown_hands_the_event_back() {
     let mut d = one_queue(PoolConfig::new(1));
-    let h = d
-        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
-        .unwrap();
+    let h = recorder_on(&d).0;
     let handle = d.handle();
     d.shutdown();
     assert!(matches!(
@@ -43,9 +41,7 @@ fn dispatch_after_shutdown_hands_the_event_back() {
 #[test]
 fn a_batch_after_shutdown_hands_back_its_first_event() {
     let mut d = one_queue(PoolConfig::new(1));
-    let h = d
-        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
-        .unwrap();
+    let h = recorder_on(&d).0;
     let handle = d.handle();
     d.shutdown();
     let mut events = (0..3).map(Event::Message);
@@ -110,18 +106,10 @@ fn dropping_the_dispatcher_shuts_it_down() {
     let ran = Arc::new(AtomicUsize::new(0));
     {
         let d = one_queue(PoolConfig::new(1));
-        let h = d
-            .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
-            .unwrap();
+        let h = recorder_on(&d).0;
         for _ in 0..100 {
-            let r = ran.clone();
-            d.dispatch(
-                h,
-                Event::Callback(Callback::new(move || {
-                    r.fetch_add(1, Ordering::SeqCst);
-                })),
-            )
-            .unwrap();
+            d.dispatch(h, Event::Callback(counting_callback(&ran)))
+                .unwrap();
         }
     }
     assert_eq!(
@@ -145,18 +133,9 @@ fn a_second_shutdown_while_the_first_drains_does_not_close_the_later_pools_early
             }
         }
     }
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Session, PoolConfig::new(1))
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .build()
-        .unwrap();
-    let session = d
-        .register(ClientType::Session, Runs, Placement::LeastLoaded)
-        .unwrap()
-        .erase();
-    let queue = d
-        .register(ClientType::Queue, Runs, Placement::LeastLoaded)
-        .unwrap();
+    let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(1));
+    let session = on_session(&d, Runs).erase();
+    let queue = on_queue(&d, Runs);
     let handle = d.handle();
     let (sent, outcome) = std::sync::mpsc::channel();
     // Everything the handler needs behind one `Arc`: a callback holds 32 bytes inline.
@@ -206,15 +185,9 @@ impl Drop for SaysGoodbye {
 
 #[test]
 fn an_event_a_client_dispatches_from_its_drop_at_shutdown_is_run_and_the_shutdown_ends() {
-    let mut d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Session, PoolConfig::new(1).capacity(2))
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .build()
-        .unwrap();
+    let mut d = sessions_and_queues(PoolConfig::new(1).capacity(2), PoolConfig::new(1));
     let (session, seen) = Recorder::new();
-    let session = d
-        .register(ClientType::Session, session, Placement::LeastLoaded)
-        .unwrap();
+    let session = on_session(&d, session);
     // The session processor is held in a handler while its queue is full.
     let release = block_processor(&d, session);
     d.dispatch(session, Event::Message(1)).unwrap();
@@ -225,8 +198,7 @@ fn an_event_a_client_dispatches_from_its_drop_at_shutdown_is_run_and_the_shutdow
         handle: d.handle(),
         dispatched: dispatched.clone(),
     };
-    d.register(ClientType::Queue, goodbye, Placement::LeastLoaded)
-        .unwrap();
+    on_queue(&d, goodbye);
     let releaser = std::thread::spawn(move || {
         // The goodbye found the session's queue full; now let the session drain.
         dispatched.wait();

@@ -16,15 +16,8 @@ use zerodispatch_core::*;
 
 #[test]
 fn stats_count_while_the_processor_runs() {
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .monitor_interval(Duration::from_millis(1))
-        .build()
-        .unwrap();
-    let (client, _log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, client, Placement::LeastLoaded)
-        .unwrap();
+    let d = one_queue_probed(PoolConfig::new(1));
+    let (h, _log) = recorder_on(&d);
     let big = [1_u8; 64];
     d.dispatch(
         h,
@@ -69,9 +62,7 @@ fn stats_count_while_the_processor_runs() {
 #[test]
 fn watermark_alarms_are_edge_triggered_and_clear_at_the_low_mark() {
     let d = one_queue_unprobed(PoolConfig::new(1).capacity(256).watermarks(16, 128));
-    let h = d
-        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
-        .unwrap();
+    let h = recorder_on(&d).0;
     for _round in 0..2 {
         // Depth is sampled after the first event of a drain and every 64 events after it: with
         // 200 queued, a sample within the drain sees at least 135, above the high mark.
@@ -98,14 +89,8 @@ fn watermark_alarms_are_edge_triggered_and_clear_at_the_low_mark() {
 #[test]
 fn enqueued_never_exceeds_what_callers_enqueued_with_the_monitor_probing() {
     const CAPACITY: usize = 65_536;
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1).capacity(CAPACITY))
-        .monitor_interval(Duration::from_millis(1))
-        .build()
-        .unwrap();
-    let h = d
-        .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
-        .unwrap();
+    let d = one_queue_probed(PoolConfig::new(1).capacity(CAPACITY));
+    let h = recorder_on(&d).0;
     let processor = h.processor();
     // Everything this test enqueues: the registration (a queued item before the fix), the
     // stall, the events accepted, and each `synchronize`.

@@ -16,22 +16,12 @@ use zerodispatch_core::*;
 #[test]
 fn synchronize_waits_for_earlier_events_and_refuses_its_own_thread() {
     let d = one_queue(PoolConfig::new(1));
-    let (client, log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, client, Placement::LeastLoaded)
-        .unwrap();
+    let (h, log) = recorder_on(&d);
     for i in 0..1000 {
         d.dispatch(h, Event::Message(i)).unwrap();
     }
     d.synchronize(h).unwrap();
-    assert_eq!(
-        log.lock()
-            .unwrap()
-            .iter()
-            .filter(|s| matches!(s, Seen::Message(_)))
-            .count(),
-        1000
-    );
+    assert_eq!(message_count(&log), 1000);
     let result = Arc::new(Mutex::new(None));
     let (handle, r) = (d.handle(), result.clone());
     d.execute(
@@ -52,10 +42,7 @@ fn synchronize_waits_for_earlier_events_and_refuses_its_own_thread() {
 #[test]
 fn call_runs_on_the_processor_after_earlier_events_and_returns_the_result() {
     let d = one_queue(PoolConfig::new(1));
-    let (client, log) = Recorder::new();
-    let h = d
-        .register(ClientType::Queue, client, Placement::LeastLoaded)
-        .unwrap();
+    let (h, log) = recorder_on(&d);
     for i in 0..100 {
         d.dispatch(h, Event::Message(i)).unwrap();
     }
@@ -94,11 +81,7 @@ fn a_call_that_panics_answers_panicked_and_the_processor_goes_on() {
 /// id, and, after shutdown, hands nothing to run and says so.
 #[test]
 fn call_refuses_processor_threads_bad_ids_and_shutdown() {
-    let mut d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .pool(ClientType::Session, PoolConfig::new(1))
-        .build()
-        .unwrap();
+    let mut d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(1));
     let queue = d.processors(ClientType::Queue)[0];
     let session = d.processors(ClientType::Session)[0];
     let handle = d.handle();

@@ -63,6 +63,15 @@ fn logger(
     .unwrap()
 }
 
+/// A stepped dispatcher (as [`stepped`]) with a [`Logger`] named "q" on its queue pool,
+/// and the log.
+fn logged_queue(queue: PoolConfig) -> (TestDispatcher<u64>, Log, ClientHandle<Logger>) {
+    let test = stepped(queue);
+    let log = Log::default();
+    let q = logger(&test, ClientType::Queue, "q", &log, None);
+    (test, log, q)
+}
+
 fn taken(log: &Log) -> Vec<String> {
     std::mem::take(&mut *log.lock().unwrap())
 }
@@ -70,9 +79,7 @@ fn taken(log: &Log) -> Vec<String> {
 #[test]
 fn nothing_runs_until_stepped_then_a_drain_flushes_and_max_batch_flushes_a_queue_that_never_drains()
 {
-    let test = stepped(PoolConfig::new(1).max_batch(2));
-    let log = Log::default();
-    let q = logger(&test, ClientType::Queue, "q", &log, None);
+    let (test, log, q) = logged_queue(PoolConfig::new(1).max_batch(2));
     for n in 1..=5 {
         test.dispatch(q, Event::Message(n)).unwrap();
     }
@@ -89,9 +96,7 @@ fn nothing_runs_until_stepped_then_a_drain_flushes_and_max_batch_flushes_a_queue
 
 #[test]
 fn a_client_dispatching_to_another_processor_goes_through_its_outbox_when_the_queue_is_full() {
-    let test = stepped(PoolConfig::new(1).capacity(2));
-    let log = Log::default();
-    let q = logger(&test, ClientType::Queue, "q", &log, None);
+    let (test, log, q) = logged_queue(PoolConfig::new(1).capacity(2));
     let s = logger(&test, ClientType::Session, "s", &log, Some(q.erase()));
     for n in [101, 102, 103, 104] {
         test.dispatch(s, Event::Message(n)).unwrap();
@@ -117,9 +122,7 @@ fn a_client_dispatching_to_another_processor_goes_through_its_outbox_when_the_qu
 
 #[test]
 fn a_dispatch_to_a_full_queue_hands_the_event_back_instead_of_waiting() {
-    let test = stepped(PoolConfig::new(1).capacity(2));
-    let log = Log::default();
-    let q = logger(&test, ClientType::Queue, "q", &log, None);
+    let (test, _log, q) = logged_queue(PoolConfig::new(1).capacity(2));
     test.dispatch(q, Event::Message(1)).unwrap();
     test.dispatch(q, Event::Message(2)).unwrap();
     let back = test.dispatch(q, Event::Message(3)).unwrap_err();
@@ -132,9 +135,7 @@ fn a_dispatch_to_a_full_queue_hands_the_event_back_instead_of_waiting() {
 
 #[test]
 fn call_and_synchronize_step_the_processors_and_answer() {
-    let test = stepped(PoolConfig::new(1));
-    let log = Log::default();
-    let q = logger(&test, ClientType::Queue, "q", &log, None);
+    let (test, log, q) = logged_queue(PoolConfig::new(1));
     test.dispatch(q, Event::Message(7)).unwrap();
     let on = test.handle();
     let seen = test.call(q, move || on.current_processor()).unwrap();
@@ -203,9 +204,7 @@ fn a_call_to_a_queue_another_thread_fills_meanwhile_is_answered_not_reported_shu
 
 #[test]
 fn timers_run_when_the_test_moves_the_clock_in_deadline_order_after_a_flush() {
-    let test = stepped(PoolConfig::new(1));
-    let log = Log::default();
-    let q = logger(&test, ClientType::Queue, "q", &log, None);
+    let (test, log, q) = logged_queue(PoolConfig::new(1));
     let start = test.now();
     for ms in [30_u64, 10, 20] {
         let log = log.clone();
@@ -241,9 +240,7 @@ fn timers_run_when_the_test_moves_the_clock_in_deadline_order_after_a_flush() {
 
 #[test]
 fn unregister_flushes_first_and_shutdown_drains_flushes_and_drops() {
-    let mut test = stepped(PoolConfig::new(1));
-    let log = Log::default();
-    let q = logger(&test, ClientType::Queue, "q", &log, None);
+    let (mut test, log, q) = logged_queue(PoolConfig::new(1));
     let r = logger(&test, ClientType::Queue, "r", &log, None);
     test.dispatch(q, Event::Message(1)).unwrap();
     test.unregister(q).unwrap();

@@ -1,17 +1,17 @@
 //! Timers on processors: deadline order, the flush before a timer, cancellation, a full
 //! set of timers handing the callback back, a repeating timer, and shutdown.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
+use common::*;
 use zerodispatch_core::*;
 
 fn dispatcher(timers: usize) -> Dispatcher<u64> {
-    Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1).timers(timers))
-        .build()
-        .unwrap()
+    one_queue(PoolConfig::new(1).timers(timers))
 }
 
 #[test]
@@ -57,16 +57,14 @@ impl Client<u64> for Buffering {
 fn a_timer_runs_after_the_clients_are_flushed() {
     let d = dispatcher(4);
     let out = Arc::new(Mutex::new(Vec::new()));
-    let client = d
-        .register(
-            ClientType::Queue,
-            Buffering {
-                pending: Vec::new(),
-                out: out.clone(),
-            },
-            Placement::LeastLoaded,
-        )
-        .unwrap();
+    let pending = Vec::new();
+    let client = on_queue(
+        &d,
+        Buffering {
+            pending,
+            out: out.clone(),
+        },
+    );
     // Hold the processor so that the message and the due timer are handled in one turn.
     let (held_tx, held_rx) = mpsc::channel::<()>();
     let (blocked_tx, blocked_rx) = mpsc::channel();
@@ -89,9 +87,9 @@ fn a_timer_runs_after_the_clients_are_flushed() {
     d.dispatch(client, Event::Message(1)).unwrap();
     held_tx.send(()).unwrap();
     d.synchronize(client).unwrap();
-    while out.lock().unwrap().len() < 2 {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    eventually("the message sent and the timer run", || {
+        out.lock().unwrap().len() >= 2
+    });
     assert_eq!(*out.lock().unwrap(), ["sent 1", "timer"]);
 }
 
@@ -116,9 +114,9 @@ fn a_cancelled_timer_never_runs_and_its_captures_are_dropped() {
     assert!(d.cancel(token));
     assert!(!d.cancel(token), "cancelled once only");
     // At its deadline the processor drops it unrun and frees its slot.
-    while Arc::strong_count(&captured) > 1 {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    eventually("the cancelled timer dropped", || {
+        Arc::strong_count(&captured) <= 1
+    });
     assert_eq!(ran.load(Ordering::SeqCst), 0);
     assert_eq!(d.stats()[0].timers_fired, 0);
     // A token of another dispatcher cancels nothing.
@@ -199,9 +197,7 @@ fn a_timer_that_reschedules_itself_from_its_processor_repeats() {
         Callback::new(move || tick(h, queue, t)),
     )
     .unwrap();
-    while ticks.load(Ordering::SeqCst) < 5 {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    eventually("five ticks", || ticks.load(Ordering::SeqCst) >= 5);
     d.synchronize(queue).unwrap();
     assert_eq!(d.stats()[0].timers_fired, 5);
 }

@@ -39,6 +39,22 @@ fn tick(d: DispatcherHandle<NoMessage>, queue: ProcessorId, ticks: Arc<AtomicU64
     }
 }
 
+/// Starts a ticker on `ticker` now: its first turn and `turns` more.
+fn start_ticker(
+    d: &Dispatcher<NoMessage>,
+    ticker: ProcessorId,
+    ticks: &Arc<AtomicU64>,
+    turns: u32,
+) {
+    let (h, t) = (d.handle(), ticks.clone());
+    d.schedule_in(
+        ticker,
+        Duration::ZERO,
+        Callback::new(move || tick(h, ticker, t, turns)),
+    )
+    .unwrap();
+}
+
 /// Schedules `n` timers from this thread: three in four due now, one in four cancelled.
 /// A full set of timers hands the callback back, and it is scheduled again.
 fn schedule(d: &Dispatcher<NoMessage>, queue: ProcessorId, fired: &Arc<AtomicU64>, n: u64) -> u64 {
@@ -92,13 +108,7 @@ fn timers_allocate_nothing() {
 
     // Warm-up: the calling thread's first `call`, the first timers, a ticker's first turns.
     let cancelled = schedule(&d, queue, &fired, WARM_UP);
-    let (h, t) = (d.handle(), ticks.clone());
-    d.schedule_in(
-        ticker,
-        Duration::ZERO,
-        Callback::new(move || tick(h, ticker, t, 100)),
-    )
-    .unwrap();
+    start_ticker(&d, ticker, &ticks, 100);
     settled(WARM_UP - cancelled);
     d.synchronize(queue).unwrap();
     d.synchronize(ticker).unwrap();
@@ -106,13 +116,7 @@ fn timers_allocate_nothing() {
 
     let before = CountingAllocator::allocations();
     let fired_before = fired.load(Ordering::Relaxed);
-    let (h, t) = (d.handle(), ticks.clone());
-    d.schedule_in(
-        ticker,
-        Duration::ZERO,
-        Callback::new(move || tick(h, ticker, t, 1_000)),
-    )
-    .unwrap();
+    start_ticker(&d, ticker, &ticks, 1_000);
     let cancelled = schedule(&d, queue, &fired, TIMERS);
     while fired.load(Ordering::Relaxed) < fired_before + TIMERS - cancelled
         || ticks.load(Ordering::Relaxed) < 101 + 1_001

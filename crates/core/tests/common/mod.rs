@@ -3,14 +3,32 @@
 
 use std::sync::Arc;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use zerodispatch_core::{
     Callback, Client, ClientEvent, ClientHandle, ClientType, Context, Dispatcher, DispatcherHandle,
-    Placement, PoolConfig, ProcessorSnapshot,
+    Event, Placement, PoolConfig, ProcessorSnapshot,
 };
+
+/// A client that keeps the defaults of [`Client`]: it runs its callbacks and drops its
+/// messages.
+pub struct Sink;
+
+impl Client<u64> for Sink {}
+
+/// A client with the defaults of [`Client`] that counts its drops (a capture, too).
+pub struct DropCounted(pub Arc<AtomicUsize>);
+
+impl Client<u64> for DropCounted {}
+
+impl Drop for DropCounted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
 
 /// What a [`Recorder`] saw, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,13 +82,65 @@ impl Client<u64> for Recorder {
     }
 }
 
+/// What a [`Recorder`] saw, shared with the test.
+pub type Log = Arc<Mutex<Vec<Seen>>>;
+
+/// `client` registered on the least loaded queue processor of `d`.
+pub fn on_queue<C: Client<u64>>(d: &DispatcherHandle<u64>, client: C) -> ClientHandle<C> {
+    d.register(ClientType::Queue, client, Placement::LeastLoaded)
+        .expect("a queue processor takes the client")
+}
+
+/// `client` registered on the queue processor of index `index` of `d`.
+pub fn on_queue_processor<C: Client<u64>>(
+    d: &DispatcherHandle<u64>,
+    index: u16,
+    client: C,
+) -> ClientHandle<C> {
+    d.register(ClientType::Queue, client, Placement::Processor(index))
+        .expect("the queue processor takes the client")
+}
+
+/// `client` registered on the least loaded session processor of `d`.
+pub fn on_session<C: Client<u64>>(d: &DispatcherHandle<u64>, client: C) -> ClientHandle<C> {
+    d.register(ClientType::Session, client, Placement::LeastLoaded)
+        .expect("a session processor takes the client")
+}
+
 /// A [`Recorder`] registered on the least loaded queue processor of `d`, and its log.
-pub fn recorder_on(d: &DispatcherHandle<u64>) -> (ClientHandle<Recorder>, Arc<Mutex<Vec<Seen>>>) {
+pub fn recorder_on(d: &DispatcherHandle<u64>) -> (ClientHandle<Recorder>, Log) {
+    recorder_at(d, Placement::LeastLoaded)
+}
+
+/// A [`Recorder`] that panics on message `m`, registered as [`recorder_on`] does.
+pub fn panicking_recorder_on(d: &DispatcherHandle<u64>, m: u64) -> (ClientHandle<Recorder>, Log) {
+    let (mut recorder, log) = Recorder::new();
+    recorder.panic_on = Some(m);
+    (on_queue(d, recorder), log)
+}
+
+/// A [`Recorder`] registered on the queue processor `placement` names, and its log.
+pub fn recorder_at(
+    d: &DispatcherHandle<u64>,
+    placement: Placement,
+) -> (ClientHandle<Recorder>, Log) {
     let (recorder, log) = Recorder::new();
     let handle = d
-        .register(ClientType::Queue, recorder, Placement::LeastLoaded)
+        .register(ClientType::Queue, recorder, placement)
         .expect("a queue processor takes the recorder");
     (handle, log)
+}
+
+/// Everything a [`Recorder`] saw but its flushes, in order.
+pub fn without_flushes(log: &Mutex<Vec<Seen>>) -> Vec<Seen> {
+    let log = log.lock().unwrap();
+    log.iter().filter(|s| **s != Seen::Flush).cloned().collect()
+}
+
+/// How many messages a [`Recorder`] saw.
+pub fn message_count(log: &Mutex<Vec<Seen>>) -> usize {
+    let log = log.lock().unwrap();
+    log.iter().filter(|s| matches!(s, Seen::Message(_))).count()
 }
 
 /// The messages a [`Recorder`] saw, in order.
@@ -92,6 +162,24 @@ pub fn one_queue(config: PoolConfig) -> Dispatcher<u64> {
         .expect("valid config")
 }
 
+/// A dispatcher of a session pool and a queue pool.
+pub fn sessions_and_queues(sessions: PoolConfig, queues: PoolConfig) -> Dispatcher<u64> {
+    Dispatcher::builder()
+        .pool(ClientType::Session, sessions)
+        .pool(ClientType::Queue, queues)
+        .build()
+        .expect("valid config")
+}
+
+/// One queue processor and a monitor that probes it every millisecond while it is awake.
+pub fn one_queue_probed(config: PoolConfig) -> Dispatcher<u64> {
+    Dispatcher::builder()
+        .pool(ClientType::Queue, config)
+        .monitor_interval(Duration::from_millis(1))
+        .build()
+        .expect("valid config")
+}
+
 /// One queue processor and a monitor that never probes in the test's lifetime, for tests
 /// that count queue slots exactly (a probe takes a slot).
 pub fn one_queue_unprobed(config: PoolConfig) -> Dispatcher<u64> {
@@ -100,6 +188,22 @@ pub fn one_queue_unprobed(config: PoolConfig) -> Dispatcher<u64> {
         .monitor_interval(Duration::from_secs(3600))
         .build()
         .expect("valid config")
+}
+
+/// One queue processor of `capacity`, unprobed (as [`one_queue_unprobed`]), with a
+/// [`Recorder`] on it, and the recorder's log.
+pub fn recorded_queue(capacity: usize) -> (Dispatcher<u64>, ClientHandle<Recorder>, Log) {
+    let d = one_queue_unprobed(PoolConfig::new(1).capacity(capacity));
+    let (handle, log) = recorder_on(&d);
+    (d, handle, log)
+}
+
+/// A callback that adds one to `count` when it runs.
+pub fn counting_callback(count: &Arc<AtomicUsize>) -> Callback {
+    let count = count.clone();
+    Callback::new(move || {
+        count.fetch_add(1, Ordering::SeqCst);
+    })
 }
 
 /// Blocks the processor of `handle` until the returned barrier is waited on twice (once to
@@ -117,6 +221,26 @@ pub fn block_processor<C>(d: &DispatcherHandle<u64>, handle: ClientHandle<C>) ->
     .unwrap();
     barrier.wait();
     barrier
+}
+
+/// Blocks the processor of `handle` (as [`block_processor`]) and fills its queue with the
+/// messages `0..n`, each of which must find room.
+pub fn hold_full<C>(d: &DispatcherHandle<u64>, handle: ClientHandle<C>, n: u64) -> Arc<Barrier> {
+    let held = block_processor(d, handle);
+    for m in 0..n {
+        d.try_dispatch(handle, Event::Message(m)).unwrap();
+    }
+    held
+}
+
+/// Waits, polling every millisecond, until `ready` holds; fails the test, saying `what`
+/// never happened, after 10 s.
+pub fn eventually(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ready() {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// The first processor's stats once `ready` holds. Histograms are merged into the shared

@@ -1,0 +1,58 @@
+//! Test set-up shared by the callback crate's tests: counters of a closure's runs and of
+//! its captures' drops.
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A capture that counts how many times it is dropped.
+pub struct DropCount(pub Arc<AtomicUsize>);
+
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// How many times the closures made by [`Counts::closure`] ran, and how many of their
+/// captures ([`Counts::guard`]s) were dropped.
+pub struct Counts {
+    /// Added to by each run.
+    pub runs: Arc<AtomicUsize>,
+    /// Added to by each guard's drop.
+    pub drops: Arc<AtomicUsize>,
+}
+
+impl Counts {
+    /// Nothing run, nothing dropped.
+    pub fn new() -> Self {
+        Self {
+            runs: Arc::new(AtomicUsize::new(0)),
+            drops: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// A capture whose drop is counted.
+    pub fn guard(&self) -> DropCount {
+        DropCount(self.drops.clone())
+    }
+
+    /// A closure that captures a [`guard`](Self::guard) and counts its run.
+    pub fn closure(&self) -> impl FnOnce() + Send + 'static {
+        let (guard, runs) = (self.guard(), self.runs.clone());
+        move || {
+            let _keep = &guard;
+            runs.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// The runs so far.
+    pub fn runs(&self) -> usize {
+        self.runs.load(Ordering::SeqCst)
+    }
+
+    /// The drops so far.
+    pub fn drops(&self) -> usize {
+        self.drops.load(Ordering::SeqCst)
+    }
+}
