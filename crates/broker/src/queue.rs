@@ -32,6 +32,7 @@ use zerodispatch_core::{Client, ClientHandle, Context, DispatchError, Dispatcher
 
 use crate::dedup::{StoredIds, Verdict};
 use crate::ids::{AppId, ConsumerId, Guid, Payload, QueueId};
+use crate::limits::{MAX_APPS, MAX_QUEUE_CAPACITY};
 use crate::message::{AckStatus, BoxedConfirm, BrokerMsg, Confirm, ConfirmMode};
 use crate::names::Names;
 use crate::release::{OnRelease, Released};
@@ -39,25 +40,11 @@ use crate::replication::{Receipt, Replication};
 use crate::stats::QueueCounters;
 use crate::tables;
 
-/// Fanout apps per queue, at most: a message's pending shares are a bit mask
-/// (a `u64`). 64 covers BlazingMQ's 30-app fanout with room to spare.
-pub const MAX_APPS: u16 = AppMask::BITS as u16;
-
 /// A set of apps of one message, bit `app`: its pending or undelivered shares.
 type AppMask = u64;
 
-/// Messages a queue may be configured to hold, at most: 2^24 (16,777,216).
-///
-/// A queue allocates its tables for its whole capacity when the broker starts, about 210
-/// bytes per message plus 4 per fanout app (the message table's 80-byte slots, the
-/// consumer of each app's share, a GUID index at twice the capacity, and the free, push
-/// and ACK lists), so about 3.5 GiB at this limit for a priority queue. Past it a
-/// capacity is refused by [`Broker::start`](crate::Broker::start); below it, an allocation
-/// the machine cannot provide is an error too, not an abort. Retune by measuring a queue's
-/// footprint (`Broker::start` with one queue, resident memory before and after) against
-/// the memory a deployment gives the broker; slot indexes are `u32`, so it can go no
-/// higher than `u32::MAX`.
-pub const MAX_QUEUE_CAPACITY: usize = 1 << 24;
+// A message's shares fit its mask.
+const _: () = assert!(AppMask::BITS == MAX_APPS as u32);
 
 /// How a queue hands out its messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -734,7 +721,7 @@ mod tests {
             None,
             (
                 None,
-                StoredIds::new(0, crate::dedup::MIN_DEDUP_WINDOW).unwrap(),
+                StoredIds::new(0, crate::limits::MIN_DEDUP_WINDOW).unwrap(),
                 Arc::new(Mutex::new(Names::new(0).unwrap())),
             ),
             Arc::default(),

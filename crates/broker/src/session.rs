@@ -40,6 +40,7 @@ use zerodispatch_core::{
 
 use crate::credits::Credits;
 use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
+use crate::limits::{FRAME_OVERHEAD, MAX_UNCONFIRMED};
 use crate::message::{Ack, AckStatus, BrokerMsg, Confirm, ConfirmMode, Confirms, Delivery};
 use crate::queue::{GuidHasher, send_confirm};
 use crate::stats::SessionTally;
@@ -89,19 +90,6 @@ pub struct ProducerConfig {
     /// A message without an outcome after this long is reported `TimedOut`, once.
     pub confirm_timeout: Option<std::time::Duration>,
 }
-
-/// A producer's `max_unconfirmed`, at most: 2^24 (16,777,216).
-///
-/// A producer's session allocates its tables for the whole cap when it opens, about 150
-/// bytes per message (the unconfirmed index at twice the cap, and the outcome lists),
-/// so about 2.4 GiB at this limit. Past it the cap is refused by `open_producer`; below
-/// it, an allocation the machine cannot provide is an error too, not an abort. Retune by
-/// measuring a session's footprint against the memory a deployment gives its producers.
-pub const MAX_UNCONFIRMED: usize = 1 << 24;
-
-/// Bytes a message adds to a frame besides its payload: its GUID, queue and length
-/// fields, as a wire protocol would carry them.
-pub const FRAME_OVERHEAD: usize = 32;
 
 impl Default for ProducerConfig {
     fn default() -> Self {
