@@ -87,6 +87,7 @@ mod message;
 pub mod metrics;
 mod names;
 mod parse;
+mod protocol;
 mod queue;
 mod release;
 mod replication;

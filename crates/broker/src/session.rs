@@ -39,10 +39,11 @@ use zerodispatch_core::{
 };
 
 use crate::credits::Credits;
-use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
+use crate::ids::{AppId, ConsumerId, Guid, GuidHasher, Payload, ProducerId, QueueId};
 use crate::limits::{FRAME_OVERHEAD, MAX_UNCONFIRMED};
-use crate::message::{Ack, AckStatus, BrokerMsg, Confirm, ConfirmMode, Confirms, Delivery};
-use crate::queue::{GuidHasher, send_confirm};
+use crate::message::{Ack, AckStatus, Confirm, ConfirmMode, Confirms, Delivery};
+use crate::protocol::BrokerMsg;
+use crate::queue::send_confirm;
 use crate::stats::SessionTally;
 use crate::tables;
 

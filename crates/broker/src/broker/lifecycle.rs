@@ -19,8 +19,8 @@ use crate::ids::QueueId;
 use crate::limits::{
     MAX_APPS, MAX_DEDUP_WINDOW, MAX_PRODUCER_NAMES, MAX_QUEUE_CAPACITY, MIN_DEDUP_WINDOW,
 };
-use crate::message::BrokerMsg;
 use crate::names::Names;
+use crate::protocol::BrokerMsg;
 use crate::queue::{QueueClient, QueueEngine};
 use crate::stats::{ClusterCounters, QueueCounters};
 

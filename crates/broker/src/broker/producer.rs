@@ -18,8 +18,9 @@ use crate::credits::Credits;
 use crate::error::{BrokerError, SendError};
 use crate::ids::{Guid, Payload, ProducerId, QueueId};
 use crate::limits::{FRAME_OVERHEAD, MAX_UNCONFIRMED};
-use crate::message::{Ack, BrokerMsg};
+use crate::message::Ack;
 use crate::names::Names;
+use crate::protocol::BrokerMsg;
 use crate::session::{AckHandler, FlushStrategy, ProducerConfig, ProducerSession};
 
 use self::close::{CLOSED, Inside};
