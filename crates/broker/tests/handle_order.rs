@@ -62,17 +62,13 @@ struct Scene {
 /// A broker of one queue whose processors' queues hold [`EVENT_CAPACITY`] events, and its
 /// session, queue and cluster processors.
 fn small_broker() -> (Arc<Broker>, [ProcessorId; 3]) {
-    let broker = Arc::new(
-        Broker::start(BrokerConfig {
-            queues: vec![QueueConfig::new(QueueMode::Priority)],
-            session_processors: 1,
-            queue_processors: 1,
-            event_capacity: EVENT_CAPACITY,
-            max_batch: 4,
-            ..BrokerConfig::default()
-        })
-        .unwrap(),
-    );
+    let broker = Arc::new(start(BrokerConfig {
+        session_processors: 1,
+        queue_processors: 1,
+        event_capacity: EVENT_CAPACITY,
+        max_batch: 4,
+        ..one_queue(QueueMode::Priority)
+    }));
     let processors = [ClientType::Session, ClientType::Queue, ClientType::Cluster]
         .map(|t| broker.processors(t)[0]);
     (broker, processors)
@@ -225,9 +221,7 @@ fn a_credit_sent_from_another_thread_reaches_a_consumer_opened_on_a_processor() 
     // Paused at credit 0: the message waits in the session until the credit comes.
     let producer = scene.act(|broker, consumer| {
         let producer = broker.open_producer(16, |_| ()).unwrap();
-        producer
-            .publish(QueueId(0), Payload { handle: 1, len: 8 })
-            .unwrap();
+        producer.publish(QueueId(0), payload(1)).unwrap();
         broker.add_credit(consumer, 1).unwrap();
         producer
     });
@@ -349,9 +343,7 @@ fn a_late_attach_never_attaches_a_consumer_closed_from_another_thread() {
         .unwrap();
     let producer = broker.open_producer(64, |_| ()).unwrap();
     for i in 0..16 {
-        producer
-            .publish(QueueId(0), Payload { handle: i, len: 8 })
-            .unwrap();
+        producer.publish(QueueId(0), payload(i)).unwrap();
     }
     let all = eventually(|| got.load(Ordering::SeqCst) == 16);
     let seen = got.load(Ordering::SeqCst);

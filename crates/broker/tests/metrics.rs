@@ -36,27 +36,17 @@ fn exported(broker: &Broker) -> (Values, HashMap<String, String>) {
 
 #[test]
 fn sessions_queues_and_processors_reach_the_recorder() {
-    let broker = Broker::start(BrokerConfig {
+    let broker = start(BrokerConfig {
         queues: vec![
             QueueConfig::new(QueueMode::Priority),
             QueueConfig::new(QueueMode::Fanout { apps: 2 }),
         ],
         ..BrokerConfig::default()
-    })
-    .unwrap();
-    let _consumer = broker
-        .open_consumer(
-            QueueId(0),
-            AppId(0),
-            ConsumerOptions::default(),
-            |_: &[Delivery]| {},
-        )
-        .unwrap();
+    });
+    let _consumer = drain(&broker, 0);
     let producer = broker.open_producer(1024, |_: &[Ack]| {}).unwrap();
     for handle in 0..100 {
-        producer
-            .publish(QueueId(0), Payload { handle, len: 8 })
-            .unwrap();
+        producer.publish(QueueId(0), payload(handle)).unwrap();
     }
     broker.quiesce().unwrap();
 

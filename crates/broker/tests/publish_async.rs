@@ -36,28 +36,15 @@ fn start(event_capacity: usize) -> Broker {
 }
 
 fn payload(handle: u64) -> Payload {
-    Payload { handle, len: 8 }
+    payload(handle)
 }
 
 #[test]
 fn publish_async_publishes_in_order_with_one_outcome_each() {
     within(LIMIT, "publish_async on tokio", || {
         let broker = Arc::new(start(64));
-        let acks = Arc::new(Mutex::new(Vec::new()));
-        let sink = acks.clone();
-        let producer = broker
-            .open_producer(1 << 12, move |b: &[Ack]| {
-                sink.lock().unwrap().extend_from_slice(b)
-            })
-            .unwrap();
-        let _consumer = broker
-            .open_consumer(
-                QueueId(0),
-                AppId(0),
-                ConsumerOptions::default(),
-                |_: &[Delivery]| {},
-            )
-            .unwrap();
+        let (producer, acks) = producer(&broker, 1 << 12);
+        let _consumer = drain(&broker, 0);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .build()
@@ -92,21 +79,8 @@ fn publish_async_publishes_in_order_with_one_outcome_each() {
 fn a_dropped_publish_async_publishes_nothing_and_owes_no_outcome() {
     within(LIMIT, "a cancelled publish_async", || {
         let broker = start(16);
-        let acks = Arc::new(Mutex::new(Vec::new()));
-        let sink = acks.clone();
-        let producer = broker
-            .open_producer(1 << 12, move |b: &[Ack]| {
-                sink.lock().unwrap().extend_from_slice(b)
-            })
-            .unwrap();
-        let _consumer = broker
-            .open_consumer(
-                QueueId(0),
-                AppId(0),
-                ConsumerOptions::default(),
-                |_: &[Delivery]| {},
-            )
-            .unwrap();
+        let (producer, acks) = producer(&broker, 1 << 12);
+        let _consumer = drain(&broker, 0);
 
         // Hold the session processor, so that its queue fills.
         let release = Arc::new(AtomicBool::new(false));

@@ -67,27 +67,24 @@ fn live_clients(broker: &Broker) -> usize {
 #[test]
 fn faults_churn_and_tiny_queues_lose_no_outcome_and_stall_nothing() {
     quiet_planned_panics();
-    let broker = Arc::new(
-        Broker::start(BrokerConfig {
-            queues: vec![
-                QueueConfig {
-                    capacity: 512,
-                    window: 16,
-                    ..QueueConfig::new(QueueMode::Priority)
-                },
-                QueueConfig {
-                    capacity: 512,
-                    window: 16,
-                    ..QueueConfig::new(QueueMode::Fanout { apps: 2 })
-                },
-            ],
-            session_processors: 2,
-            queue_processors: 2,
-            event_capacity: 64,
-            ..BrokerConfig::default()
-        })
-        .unwrap(),
-    );
+    let broker = Arc::new(start(BrokerConfig {
+        queues: vec![
+            QueueConfig {
+                capacity: 512,
+                window: 16,
+                ..QueueConfig::new(QueueMode::Priority)
+            },
+            QueueConfig {
+                capacity: 512,
+                window: 16,
+                ..QueueConfig::new(QueueMode::Fanout { apps: 2 })
+            },
+        ],
+        session_processors: 2,
+        queue_processors: 2,
+        event_capacity: 64,
+        ..BrokerConfig::default()
+    }));
     let clients_at_start = live_clients(&broker);
     let outcomes = Arc::new(Outcomes::default());
     let stop = Arc::new(AtomicBool::new(false));
