@@ -5,7 +5,7 @@
 //! never forgets a name; `last_stored` says where to resume.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use zerodispatch_broker::*;

@@ -15,6 +15,10 @@ use std::time::{Duration, Instant};
 
 use zerodispatch_broker::*;
 
+mod support;
+
+use support::{one_queue, payload, start};
+
 /// How long any step may wait before the test fails instead of hanging.
 /// Where the handler on the cluster processor leaves the consumer it opened.
 type Opened = Mutex<Option<Result<Consumer, BrokerError>>>;

@@ -6,10 +6,7 @@ use std::collections::HashMap;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::{CompositeKey, MetricKind};
 use zerodispatch_broker::metrics::{QUEUE_COUNTERS, QUEUE_HELD, SESSION_COUNTERS, export};
-use zerodispatch_broker::{
-    Ack, AppId, Broker, BrokerConfig, ConsumerOptions, Delivery, Payload, QueueConfig, QueueId,
-    QueueMode,
-};
+use zerodispatch_broker::{Ack, Broker, BrokerConfig, QueueConfig, QueueId, QueueMode};
 
 /// Each exported value by kind, name and labels.
 type Values = HashMap<(MetricKind, String, Vec<(String, String)>), DebugValue>;
@@ -33,6 +30,10 @@ fn exported(broker: &Broker) -> (Values, HashMap<String, String>) {
     }
     (values, described)
 }
+
+mod support;
+
+use support::{drain, payload, start};
 
 #[test]
 fn sessions_queues_and_processors_reach_the_recorder() {

@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 
 use zerodispatch_broker::*;
 
+mod support;
+
+use support::{payload, start};
+
 const PRODUCERS: u64 = 3;
 /// Messages per producer: about a second in a debug build.
 const MESSAGES: u64 = if cfg!(debug_assertions) {

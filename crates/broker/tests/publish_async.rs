@@ -5,8 +5,8 @@
 
 use std::future::Future;
 use std::pin::pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,10 @@ use zerodispatch_broker::*;
 use zerodispatch_callback::Callback;
 use zerodispatch_core::ClientType;
 use zerodispatch_testkit::within;
+
+mod support;
+
+use support::{drain, one_queue, payload, producer};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -26,17 +30,11 @@ impl Wake for Count {
 }
 
 fn start(event_capacity: usize) -> Broker {
-    Broker::start(BrokerConfig {
-        queues: vec![QueueConfig::new(QueueMode::Priority)],
+    support::start(BrokerConfig {
         session_processors: 1,
         event_capacity,
-        ..BrokerConfig::default()
+        ..one_queue(QueueMode::Priority)
     })
-    .expect("valid config")
-}
-
-fn payload(handle: u64) -> Payload {
-    payload(handle)
 }
 
 #[test]

@@ -16,21 +16,9 @@ use std::time::{Duration, Instant};
 use zerodispatch_broker::*;
 use zerodispatch_testkit::quiet_planned_panics;
 
-/// xorshift64*: a small deterministic generator, seeded per thread.
-struct Rng(u64);
+mod support;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use support::{Rng, start};
 
 fn soak() -> Duration {
     let secs = std::env::var("ZD_SOAK_SECS")

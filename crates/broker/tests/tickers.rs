@@ -8,6 +8,10 @@ use std::time::{Duration, Instant};
 
 use zerodispatch_broker::*;
 
+mod support;
+
+use support::{one_queue, payload, start};
+
 fn broker(timed_producers: usize) -> Broker {
     start(BrokerConfig {
         timed_producers,
