@@ -13,7 +13,8 @@ use zerodispatch_broker::*;
 mod support;
 
 use support::{
-    Log, consumer, one_queue, producer, producer_with, publish, receipt, replication, wait_for,
+    Log, consumer, consumer_calling, one_queue, producer, producer_with, publish, receipt,
+    replication, wait_for,
 };
 
 fn start(replication: Option<Replication>, mode: QueueMode, session_processors: usize) -> Broker {
@@ -78,18 +79,11 @@ fn an_ack_arrives_before_the_consumer_confirms_and_the_credits_come_back_at_stor
     let (in_tx, in_rx) = mpsc::channel();
     let (out_tx, out_rx) = mpsc::channel::<()>();
     let out_rx = Mutex::new(out_rx);
-    let _c = broker
-        .open_consumer(
-            QueueId(0),
-            AppId(0),
-            ConsumerOptions::default(),
-            move |b: &[Delivery]| {
-                let _ = in_tx.send(b.len());
-                // Hold the delivery (unconfirmed) until the test lets go.
-                let _ = out_rx.lock().unwrap().recv_timeout(Duration::from_secs(20));
-            },
-        )
-        .unwrap();
+    let _c = consumer_calling(&broker, move |b: &[Delivery]| {
+        let _ = in_tx.send(b.len());
+        // Hold the delivery (unconfirmed) until the test lets go.
+        let _ = out_rx.lock().unwrap().recv_timeout(Duration::from_secs(20));
+    });
     let first = p.try_send(QueueId(0), Payload::default()).unwrap();
     assert_eq!(
         in_rx.recv_timeout(Duration::from_secs(10)),

@@ -17,7 +17,7 @@ use zerodispatch_broker::*;
 
 mod support;
 
-use support::{one_queue, payload, start};
+use support::{consumer_calling, one_queue, payload, start};
 
 /// How long any step may wait before the test fails instead of hanging.
 /// Where the handler on the cluster processor leaves the consumer it opened.
@@ -335,16 +335,9 @@ fn a_late_attach_never_attaches_a_consumer_closed_from_another_thread() {
     // Consumer B, and 16 messages: every one reaches B (none went to the closed A).
     let got = Arc::new(AtomicU64::new(0));
     let g = got.clone();
-    let b = broker
-        .open_consumer(
-            QueueId(0),
-            AppId(0),
-            ConsumerOptions::default(),
-            move |batch: &[Delivery]| {
-                g.fetch_add(batch.len() as u64, Ordering::SeqCst);
-            },
-        )
-        .unwrap();
+    let b = consumer_calling(&broker, move |batch: &[Delivery]| {
+        g.fetch_add(batch.len() as u64, Ordering::SeqCst);
+    });
     let producer = broker.open_producer(64, |_| ()).unwrap();
     for i in 0..16 {
         producer.publish(QueueId(0), payload(i)).unwrap();

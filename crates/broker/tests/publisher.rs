@@ -11,7 +11,7 @@ use zerodispatch_broker::*;
 
 mod support;
 
-use support::{drain, one_queue, outcomes, producer_with, start};
+use support::{consumer_calling, drain, one_queue, outcomes, producer_with, start};
 
 fn broker() -> Broker {
     start(one_queue(QueueMode::Priority))
@@ -298,18 +298,11 @@ fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time
     let gate = Arc::new(std::sync::Barrier::new(2));
     let g = gate.clone();
     let mut first = true;
-    let _c = broker
-        .open_consumer(
-            QueueId(0),
-            AppId(0),
-            ConsumerOptions::default(),
-            move |_: &[Delivery]| {
-                if std::mem::take(&mut first) {
-                    g.wait();
-                }
-            },
-        )
-        .unwrap();
+    let _c = consumer_calling(&broker, move |_: &[Delivery]| {
+        if std::mem::take(&mut first) {
+            g.wait();
+        }
+    });
     let (p, acks) = producer_with(&broker, ProducerConfig::default());
     let guids: Vec<Guid> = (0..50)
         .map(|_| p.send(QueueId(0), payload(8)).unwrap())

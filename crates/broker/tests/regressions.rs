@@ -12,7 +12,7 @@ use zerodispatch_testkit::within;
 
 mod support;
 
-use support::{Log, drain, outcomes, payload, producer, replication, wait_up_to};
+use support::{Log, consumer_calling, drain, outcomes, payload, producer, replication, wait_up_to};
 
 fn start(queues: Vec<QueueConfig>, session_processors: usize) -> Broker {
     support::start(BrokerConfig {
@@ -113,19 +113,12 @@ fn a_panicking_on_delivery_delivers_each_message_once_and_confirms_it() {
     let seen: Log<Delivery> = Arc::default();
     let sink = seen.clone();
     let mut first = true;
-    let _c = broker
-        .open_consumer(
-            QueueId(0),
-            AppId(0),
-            ConsumerOptions::default(),
-            move |b: &[Delivery]| {
-                sink.lock().unwrap().extend_from_slice(b);
-                if std::mem::take(&mut first) {
-                    panic!("on_delivery fails once (expected by the test)");
-                }
-            },
-        )
-        .unwrap();
+    let _c = consumer_calling(&broker, move |b: &[Delivery]| {
+        sink.lock().unwrap().extend_from_slice(b);
+        if std::mem::take(&mut first) {
+            panic!("on_delivery fails once (expected by the test)");
+        }
+    });
     let (p, acks) = producer(&broker, 100);
     let g1 = p.publish(QueueId(0), payload(1)).unwrap();
     broker.quiesce().unwrap();

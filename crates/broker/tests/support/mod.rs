@@ -89,6 +89,18 @@ pub fn consumer(
     (c, seen)
 }
 
+/// A consumer of queue 0's app 0, with the default options, that hands each batch to
+/// `on_delivery`.
+pub fn consumer_calling(
+    broker: &Broker,
+    on_delivery: impl FnMut(&[Delivery]) + Send + 'static,
+) -> Consumer {
+    let options = ConsumerOptions::default();
+    broker
+        .open_consumer(QueueId(0), AppId(0), options, on_delivery)
+        .unwrap()
+}
+
 /// A consumer of `queue`'s app 0 that takes everything and keeps nothing.
 pub fn drain(broker: &Broker, queue: u32) -> Consumer {
     let options = ConsumerOptions::default();
