@@ -49,8 +49,8 @@ use zerodispatch_core::{
 use crate::credits::Credits;
 use crate::dedup::StoredIds;
 use crate::error::BrokerError;
-use crate::message::BrokerMsg;
 use crate::names::Names;
+use crate::protocol::BrokerMsg;
 use crate::replication::Replication;
 use crate::stats::{ClusterCounters, QueueCounters, QueueStats, SessionRegistry, SessionStats};
 

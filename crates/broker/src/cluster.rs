@@ -30,7 +30,8 @@ use zerodispatch_core::{Client, ClientEvent, ClientHandle, Context, DispatchErro
 
 use crate::credits::Credits;
 use crate::ids::{ConsumerId, QueueId};
-use crate::message::{BrokerMsg, Confirm, ConfirmMode};
+use crate::message::{Confirm, ConfirmMode};
+use crate::protocol::BrokerMsg;
 use crate::queue::{send_confirm, send_receipt};
 use crate::replication::Receipt;
 use crate::stats::ClusterCounters;

@@ -54,14 +54,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::ids::{Guid, ProducerId};
+use crate::limits::{MAX_DEDUP_WINDOW, MIN_DEDUP_WINDOW};
 use crate::tables;
-
-/// The smallest window: one word of bits.
-pub const MIN_DEDUP_WINDOW: usize = 64;
-/// The largest window, 2^20 ids (128 KiB per name and queue). A named producer's
-/// `max_unconfirmed` is at most the window, and the answer to a re-open carries the
-/// window in one frame.
-pub const MAX_DEDUP_WINDOW: usize = 1 << 20;
 
 /// Bits in a word of the ring.
 const BITS: u64 = u64::BITS as u64;

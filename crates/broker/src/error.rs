@@ -12,12 +12,12 @@ use zerodispatch_core::{
     ConfigError, DispatchError, ProcessorId, RegisterError, RegisterRefusal, SyncError,
 };
 
-use crate::dedup::{MAX_DEDUP_WINDOW, MIN_DEDUP_WINDOW};
 use crate::ids::{AppId, Payload, QueueId};
-use crate::names::MAX_PRODUCER_NAMES;
-use crate::queue::{MAX_APPS, MAX_QUEUE_CAPACITY};
-use crate::replication::{MAX_REPLICAS, ReplicaId};
-use crate::session::{FRAME_OVERHEAD, MAX_UNCONFIRMED};
+use crate::limits::{
+    FRAME_OVERHEAD, MAX_APPS, MAX_DEDUP_WINDOW, MAX_PRODUCER_NAMES, MAX_QUEUE_CAPACITY,
+    MAX_REPLICAS, MAX_UNCONFIRMED, MIN_DEDUP_WINDOW,
+};
+use crate::replication::ReplicaId;
 
 /// Why the broker could not start or a call failed.
 ///

@@ -1,6 +1,7 @@
 //! Message identity and data: GUIDs, queue, app, producer and consumer ids, payload handles.
 
 use std::fmt;
+use std::hash::Hasher;
 
 /// A 16-byte message GUID, unique per broker: the producer's id, the producer's sequence
 /// number of the message, and a constant tag.
@@ -72,4 +73,24 @@ pub struct Payload {
     pub handle: u64,
     /// The payload's length in bytes.
     pub len: u32,
+}
+
+/// A hasher for GUIDs: they are unique and well spread already (a producer id and a
+/// sequence number), so mixing two words is enough, and far cheaper than SipHash.
+#[derive(Default)]
+pub(crate) struct GuidHasher(u64);
+
+impl Hasher for GuidHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0_u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word))
+                .wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
 }

@@ -81,11 +81,13 @@ mod credits;
 mod dedup;
 mod error;
 mod ids;
+mod limits;
 mod message;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod names;
 mod parse;
+mod protocol;
 mod queue;
 mod release;
 mod replication;
@@ -96,20 +98,21 @@ mod tables;
 pub use broker::{
     Broker, BrokerConfig, BrokerSimulator, Consumer, ConsumerOptions, Producer, QueueConfig,
 };
-pub use dedup::{MAX_DEDUP_WINDOW, MIN_DEDUP_WINDOW, StoredWindow};
+pub use dedup::StoredWindow;
 pub use error::{BrokerError, SendError};
 pub use ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
+pub use limits::{
+    FRAME_OVERHEAD, MAX_APPS, MAX_DEDUP_WINDOW, MAX_PRODUCER_NAMES, MAX_QUEUE_CAPACITY,
+    MAX_REPLICAS, MAX_UNCONFIRMED, MIN_DEDUP_WINDOW,
+};
 pub use message::{Ack, AckStatus, Confirm, ConfirmMode, ConfirmRoute, Confirms, Delivery};
-pub use names::MAX_PRODUCER_NAMES;
 pub use parse::{
     ParseConfirmModeError, ParseDurationError, ParseFlushStrategyError, parse_duration,
 };
-pub use queue::{MAX_APPS, MAX_QUEUE_CAPACITY, QueueMode};
+pub use queue::QueueMode;
 pub use release::OnRelease;
-pub use replication::{MAX_REPLICAS, Receipt, ReplicaId, Replication};
-pub use session::{
-    AckHandler, DeliveryHandler, FRAME_OVERHEAD, FlushStrategy, MAX_UNCONFIRMED, ProducerConfig,
-};
+pub use replication::{Receipt, ReplicaId, Replication};
+pub use session::{AckHandler, DeliveryHandler, FlushStrategy, ProducerConfig};
 pub use stats::{ClusterState, QueueStats, SessionStats};
 // The core's types that the broker's own API names.
 pub use zerodispatch_core::{

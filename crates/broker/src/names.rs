@@ -23,17 +23,6 @@ use crate::error::BrokerError;
 use crate::ids::ProducerId;
 use crate::tables;
 
-/// Producer names a broker may be configured to remember, at most: 2^20.
-///
-/// Each queue keeps `8 + dedup_window / 8` bytes per name (the highest publish id it has
-/// stored for it, and which of the window's ids below it are stored: `dedup.rs`), all
-/// allocated when the broker starts: at this limit, 16 MiB per queue with the smallest
-/// window ([`MIN_DEDUP_WINDOW`](crate::MIN_DEDUP_WINDOW)) and about 2 GiB with the default
-/// (16,384 ids). Retune against the queues and the window a deployment has; ids of
-/// anonymous producers start above the table, so the limit also bounds how many of the
-/// `u32` producer ids names take.
-pub const MAX_PRODUCER_NAMES: usize = 1 << 20;
-
 /// The names and their ids, which are held by a producer now, and each one's newest
 /// producer.
 #[derive(Debug)]

@@ -33,10 +33,7 @@
 //! the broker stops), exactly once, as for any message without an outcome.
 
 use crate::ids::{Guid, QueueId};
-
-/// Replicas a broker may be configured with, at most: a message's receipts are a bit
-/// mask kept in the padding of its slot in the queue's table (a `u32`).
-pub const MAX_REPLICAS: u8 = 32;
+use crate::limits::MAX_REPLICAS;
 
 /// A replica node's id: 0 to the configured number of replicas, exclusive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

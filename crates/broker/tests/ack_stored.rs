@@ -4,63 +4,24 @@
 //! replication quorum the ACK waits for that many replicas' receipts, and goes once. Each
 //! test failed on the code that ACKed at release.
 
+use std::sync::Mutex;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use zerodispatch_broker::*;
 
-type Log<T> = Arc<Mutex<Vec<T>>>;
+mod support;
+
+use support::{
+    Log, consumer, consumer_calling, one_queue, producer, producer_with, publish, receipt,
+    replication, wait_for,
+};
 
 fn start(replication: Option<Replication>, mode: QueueMode, session_processors: usize) -> Broker {
-    Broker::start(BrokerConfig {
-        queues: vec![QueueConfig::new(mode)],
+    support::start(BrokerConfig {
         session_processors,
         replication,
-        ..BrokerConfig::default()
-    })
-    .expect("valid config")
-}
-
-fn producer(broker: &Broker, max_unconfirmed: usize) -> (Producer, Log<Ack>) {
-    let acks: Log<Ack> = Arc::default();
-    let sink = acks.clone();
-    let p = broker
-        .open_producer(max_unconfirmed, move |b: &[Ack]| {
-            sink.lock().unwrap().extend_from_slice(b)
-        })
-        .unwrap();
-    (p, acks)
-}
-
-fn consumer(broker: &Broker, app: u16) -> (Consumer, Log<Delivery>) {
-    let seen: Log<Delivery> = Arc::default();
-    let sink = seen.clone();
-    let c = broker
-        .open_consumer(
-            QueueId(0),
-            AppId(app),
-            ConsumerOptions::default(),
-            move |b: &[Delivery]| sink.lock().unwrap().extend_from_slice(b),
-        )
-        .unwrap();
-    (c, seen)
-}
-
-fn publish(p: &Producer, n: u64) -> Vec<Guid> {
-    (0..n)
-        .map(|i| {
-            p.publish(QueueId(0), Payload { handle: i, len: 8 })
-                .unwrap()
-        })
-        .collect()
-}
-
-fn receipt(broker: &Broker, guid: Guid, replica: u8) -> Result<(), BrokerError> {
-    broker.replica_receipt(Receipt {
-        queue: QueueId(0),
-        guid,
-        replica: ReplicaId(replica),
+        ..one_queue(mode)
     })
 }
 
@@ -80,7 +41,7 @@ fn acked(guids: &[Guid]) -> Vec<(Guid, AckStatus)> {
 fn an_ack_arrives_with_no_consumer_attached_at_all() {
     let broker = start(None, QueueMode::Priority, 1);
     let (p, acks) = producer(&broker, 100);
-    let guids = publish(&p, 10);
+    let guids = publish(&p, 0, 0..10);
     broker.quiesce().unwrap();
     assert_eq!(statuses(&acks), acked(&guids), "ACKed at store, in order");
     let q = broker.queue_stats()[0];
@@ -91,7 +52,7 @@ fn an_ack_arrives_with_no_consumer_attached_at_all() {
     );
     // A consumer attached now gets every message; its confirms release them, and the
     // producer hears nothing more.
-    let (_c, seen) = consumer(&broker, 0);
+    let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
     broker.quiesce().unwrap();
     let got: Vec<Guid> = seen.lock().unwrap().iter().map(|d| d.guid).collect();
     assert_eq!(got, guids);
@@ -107,7 +68,7 @@ fn an_ack_arrives_before_the_consumer_confirms_and_the_credits_come_back_at_stor
     // holds its delivery, the producer's (the first) reports the ACK meanwhile.
     let broker = start(None, QueueMode::Priority, 2);
     let (ack_tx, ack_rx) = mpsc::channel();
-    let acks: Log<Ack> = Arc::default();
+    let acks: Log<Ack> = Log::default();
     let sink = acks.clone();
     let p = broker
         .open_producer(1, move |b: &[Ack]| {
@@ -118,18 +79,11 @@ fn an_ack_arrives_before_the_consumer_confirms_and_the_credits_come_back_at_stor
     let (in_tx, in_rx) = mpsc::channel();
     let (out_tx, out_rx) = mpsc::channel::<()>();
     let out_rx = Mutex::new(out_rx);
-    let _c = broker
-        .open_consumer(
-            QueueId(0),
-            AppId(0),
-            ConsumerOptions::default(),
-            move |b: &[Delivery]| {
-                let _ = in_tx.send(b.len());
-                // Hold the delivery (unconfirmed) until the test lets go.
-                let _ = out_rx.lock().unwrap().recv_timeout(Duration::from_secs(20));
-            },
-        )
-        .unwrap();
+    let _c = consumer_calling(&broker, move |b: &[Delivery]| {
+        let _ = in_tx.send(b.len());
+        // Hold the delivery (unconfirmed) until the test lets go.
+        let _ = out_rx.lock().unwrap().recv_timeout(Duration::from_secs(20));
+    });
     let first = p.try_send(QueueId(0), Payload::default()).unwrap();
     assert_eq!(
         in_rx.recv_timeout(Duration::from_secs(10)),
@@ -143,10 +97,7 @@ fn an_ack_arrives_before_the_consumer_confirms_and_the_credits_come_back_at_stor
     let q = broker.queue_stats()[0];
     assert_eq!((q.confirms, q.released, q.held), (0, 0, 1));
     // At a cap of 1, the credit came back with the ACK: another message can go now.
-    let wait = std::time::Instant::now() + Duration::from_secs(10);
-    while p.unconfirmed() > 0 && std::time::Instant::now() < wait {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_for("the credit", || p.unconfirmed() == 0);
     assert_eq!(p.unconfirmed(), 0, "the credit is back at store");
     let second = p
         .try_send(QueueId(0), Payload::default())
@@ -185,9 +136,9 @@ fn with_a_quorum_no_ack_until_the_receipts_then_exactly_one() {
     };
     let broker = start(Some(replication), QueueMode::Fanout { apps: 2 }, 1);
     let (p, acks) = producer(&broker, 100);
-    let (_c0, seen0) = consumer(&broker, 0);
-    let (_c1, seen1) = consumer(&broker, 1);
-    let guids = publish(&p, 5);
+    let (_c0, seen0) = consumer(&broker, 0, 0, ConsumerOptions::default());
+    let (_c1, seen1) = consumer(&broker, 0, 1, ConsumerOptions::default());
+    let guids = publish(&p, 0, 0..5);
     broker.quiesce().unwrap();
     // Delivered and confirmed by both apps, but not ACKed: the quorum is not reached, and
     // the queue keeps the messages until it is.
@@ -228,16 +179,9 @@ fn with_a_quorum_no_ack_until_the_receipts_then_exactly_one() {
 
 #[test]
 fn a_quorum_reached_before_the_confirms_acks_at_once_and_the_confirms_release() {
-    let broker = start(
-        Some(Replication {
-            replicas: 1,
-            quorum: 1,
-        }),
-        QueueMode::Priority,
-        1,
-    );
+    let broker = start(replication(1, 1), QueueMode::Priority, 1);
     let (p, acks) = producer(&broker, 100);
-    let guids = publish(&p, 3);
+    let guids = publish(&p, 0, 0..3);
     broker.quiesce().unwrap();
     for &g in &guids {
         receipt(&broker, g, 0).unwrap();
@@ -245,7 +189,7 @@ fn a_quorum_reached_before_the_confirms_acks_at_once_and_the_confirms_release() 
     broker.quiesce().unwrap();
     assert_eq!(statuses(&acks), acked(&guids), "ACKed with no consumer");
     assert_eq!(broker.queue_stats()[0].held, 3, "held for the consumers");
-    let (_c, seen) = consumer(&broker, 0);
+    let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
     broker.quiesce().unwrap();
     assert_eq!(seen.lock().unwrap().len(), 3);
     let q = broker.queue_stats()[0];
@@ -255,25 +199,12 @@ fn a_quorum_reached_before_the_confirms_acks_at_once_and_the_confirms_release() 
 
 #[test]
 fn a_quorum_that_never_comes_times_out_at_the_producer_and_is_closed_at_shutdown() {
-    let broker = start(
-        Some(Replication {
-            replicas: 2,
-            quorum: 2,
-        }),
-        QueueMode::Priority,
-        1,
-    );
+    let broker = start(replication(2, 2), QueueMode::Priority, 1);
     let config = ProducerConfig {
         confirm_timeout: Some(Duration::from_millis(30)),
         ..ProducerConfig::default()
     };
-    let acks: Log<Ack> = Arc::default();
-    let sink = acks.clone();
-    let timed = broker
-        .open_producer_with(config, move |b: &[Ack]| {
-            sink.lock().unwrap().extend_from_slice(b)
-        })
-        .unwrap();
+    let (timed, acks) = producer_with(&broker, config);
     let late = timed.send(QueueId(0), Payload::default()).unwrap();
     let (open, open_acks) = producer(&broker, 100);
     let pending = open.send(QueueId(0), Payload::default()).unwrap();
@@ -281,10 +212,7 @@ fn a_quorum_that_never_comes_times_out_at_the_producer_and_is_closed_at_shutdown
     receipt(&broker, late, 0).unwrap();
     receipt(&broker, pending, 1).unwrap();
     // One receipt of two: the confirm timeout reports it, once.
-    let wait = std::time::Instant::now() + Duration::from_secs(10);
-    while acks.lock().unwrap().is_empty() && std::time::Instant::now() < wait {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_for("the timeout", || !acks.lock().unwrap().is_empty());
     assert_eq!(statuses(&acks), vec![(late, AckStatus::TimedOut)]);
     assert_eq!(timed.unconfirmed(), 0);
     // Its second receipt: the ACK comes late, counted and not reported.
@@ -310,10 +238,10 @@ fn a_quorum_that_never_comes_times_out_at_the_producer_and_is_closed_at_shutdown
 #[test]
 fn bad_replication_settings_and_receipts_are_errors_that_say_what_to_change() {
     for (replicas, quorum) in [(0, 0), (3, 0), (3, 4), (MAX_REPLICAS + 1, 1)] {
+        let replication = replication(replicas, quorum);
         let e = Broker::start(BrokerConfig {
-            queues: vec![QueueConfig::new(QueueMode::Priority)],
-            replication: Some(Replication { replicas, quorum }),
-            ..BrokerConfig::default()
+            replication,
+            ..one_queue(QueueMode::Priority)
         })
         .unwrap_err();
         assert_eq!(e, BrokerError::ReplicationOutOfRange { replicas, quorum });
@@ -332,14 +260,7 @@ fn bad_replication_settings_and_receipts_are_errors_that_say_what_to_change() {
     );
     assert!(e.to_string().contains("no replica 0"), "{e}");
     broker.shutdown();
-    let broker = start(
-        Some(Replication {
-            replicas: 2,
-            quorum: 1,
-        }),
-        QueueMode::Priority,
-        1,
-    );
+    let broker = start(replication(2, 1), QueueMode::Priority, 1);
     assert_eq!(
         receipt(&broker, guid, 2).unwrap_err(),
         BrokerError::UnknownReplica {
@@ -365,16 +286,9 @@ fn bad_replication_settings_and_receipts_are_errors_that_say_what_to_change() {
 
 #[test]
 fn a_fanout_share_dropped_by_a_closing_consumer_releases_only_after_the_quorum() {
-    let broker = start(
-        Some(Replication {
-            replicas: 1,
-            quorum: 1,
-        }),
-        QueueMode::Fanout { apps: 2 },
-        3,
-    );
+    let broker = start(replication(1, 1), QueueMode::Fanout { apps: 2 }, 3);
     let (p, acks) = producer(&broker, 100);
-    let (_c0, seen0) = consumer(&broker, 0);
+    let (_c0, seen0) = consumer(&broker, 0, 0, ConsumerOptions::default());
     // App 1's consumer confirms explicitly, and never does: it holds its delivery.
     let (in_tx, in_rx) = mpsc::channel();
     let in_tx = Mutex::new(in_tx);
@@ -387,15 +301,12 @@ fn a_fanout_share_dropped_by_a_closing_consumer_releases_only_after_the_quorum()
             let _ = in_tx.lock().unwrap().send(());
         })
         .unwrap();
-    let guid = publish(&p, 1)[0];
+    let guid = publish(&p, 0, 0..1)[0];
     in_rx.recv_timeout(Duration::from_secs(10)).unwrap();
     // Closed while it holds the share: the share is dropped, app 0 confirms, but without
     // the receipt the message is neither ACKed nor released.
     broker.close_consumer(&c1).unwrap();
-    let wait = std::time::Instant::now() + Duration::from_secs(10);
-    while broker.queue_stats()[0].dropped_shares == 0 && std::time::Instant::now() < wait {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_for("the drop", || broker.queue_stats()[0].dropped_shares > 0);
     broker.quiesce().unwrap();
     assert_eq!(seen0.lock().unwrap().len(), 1);
     let q = broker.queue_stats()[0];

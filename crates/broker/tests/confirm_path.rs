@@ -3,63 +3,21 @@
 //! confirm modes giving identical results. Every test ends with a conservation check.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use zerodispatch_broker::*;
 
-type Log<T> = Arc<Mutex<Vec<T>>>;
+mod support;
 
-fn log<T>() -> Log<T> {
-    Arc::new(Mutex::new(Vec::new()))
-}
+use support::{Log, consumer, producer, publish, receipt, replicated, wait_for};
 
 fn start(queues: Vec<QueueConfig>, session_processors: usize) -> Broker {
-    Broker::start(BrokerConfig {
+    support::start(BrokerConfig {
         queues,
         session_processors,
         ..BrokerConfig::default()
     })
-    .expect("valid config")
-}
-
-fn producer(broker: &Broker, max_unacked: usize) -> (Producer, Log<Ack>) {
-    let acks = log();
-    let sink = acks.clone();
-    let p = broker
-        .open_producer(max_unacked, move |batch: &[Ack]| {
-            sink.lock().unwrap().extend_from_slice(batch)
-        })
-        .unwrap();
-    (p, acks)
-}
-
-fn consumer(
-    broker: &Broker,
-    queue: u32,
-    app: u16,
-    options: ConsumerOptions,
-) -> (Consumer, Log<Delivery>) {
-    let seen = log();
-    let sink = seen.clone();
-    let c = broker
-        .open_consumer(
-            QueueId(queue),
-            AppId(app),
-            options,
-            move |batch: &[Delivery]| sink.lock().unwrap().extend_from_slice(batch),
-        )
-        .unwrap();
-    (c, seen)
-}
-
-fn publish(p: &Producer, queue: u32, n: u64) -> Vec<Guid> {
-    (0..n)
-        .map(|i| {
-            p.publish(QueueId(queue), Payload { handle: i, len: 8 })
-                .unwrap()
-        })
-        .collect()
 }
 
 /// Each published GUID has at most one outcome, and the outcomes add up: a message without
@@ -135,7 +93,7 @@ fn priority_delivers_each_message_to_one_consumer_and_acks_it_once() {
     let (p, acks) = producer(&broker, 4096);
     let (_a, seen_a) = consumer(&broker, 0, 0, ConsumerOptions::default());
     let (_b, seen_b) = consumer(&broker, 0, 0, ConsumerOptions::default());
-    let guids = publish(&p, 0, 2000);
+    let guids = publish(&p, 0, 0..2000);
     broker.quiesce().unwrap();
     let (a, b) = (
         seen_a.lock().unwrap().clone(),
@@ -170,7 +128,7 @@ fn fanout_delivers_every_message_to_every_app_acks_it_once_and_releases_it_after
         let seen: Vec<_> = (0..apps)
             .map(|app| consumer(&broker, 0, app, ConsumerOptions::default()))
             .collect();
-        let guids = publish(&p, 0, 300);
+        let guids = publish(&p, 0, 0..300);
         broker.quiesce().unwrap();
         for (app, (_, log)) in seen.iter().enumerate() {
             let got: Vec<Guid> = log.lock().unwrap().iter().map(|d| d.guid).collect();
@@ -206,7 +164,7 @@ fn a_full_table_rejects_with_a_clear_status_and_overwrites_nothing() {
         1,
     );
     let (p, acks) = producer(&broker, 100);
-    let guids = publish(&p, 0, 10);
+    let guids = publish(&p, 0, 0..10);
     broker.quiesce().unwrap();
     let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
     let rejected: Vec<&Guid> = guids
@@ -238,7 +196,7 @@ fn a_full_table_rejects_with_a_clear_status_and_overwrites_nothing() {
 fn a_producer_past_its_unacked_cap_gets_rejections_and_unknown_queues_are_rejected() {
     let broker = start(vec![QueueConfig::new(QueueMode::Priority)], 1);
     let (p, acks) = producer(&broker, 3);
-    let mut guids = publish(&p, 0, 5);
+    let mut guids = publish(&p, 0, 0..5);
     guids.push(p.publish(QueueId(9), Payload::default()).unwrap());
     broker.quiesce().unwrap();
     let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
@@ -258,7 +216,7 @@ fn a_producer_past_its_unacked_cap_gets_rejections_and_unknown_queues_are_reject
 fn robustness_cases_are_counted_never_a_panic() {
     let broker = start(vec![QueueConfig::new(QueueMode::Fanout { apps: 2 })], 1);
     let (p, acks) = producer(&broker, 100);
-    let guids = publish(&p, 0, 1);
+    let guids = publish(&p, 0, 0..1);
     let (c0, _) = consumer(&broker, 0, 0, ConsumerOptions::default());
     broker.quiesce().unwrap();
     let g = guids[0];
@@ -322,35 +280,11 @@ fn robustness_cases_are_counted_never_a_panic() {
     assert_eq!(outcome[&g], AckStatus::Stored);
 }
 
-/// A broker whose ACKs wait for one replica's receipt (of one replica), so that a test
-/// holds messages stored and without an outcome as long as it likes.
-fn start_replicated(queues: Vec<QueueConfig>) -> Broker {
-    Broker::start(BrokerConfig {
-        queues,
-        replication: Some(Replication {
-            replicas: 1,
-            quorum: 1,
-        }),
-        ..BrokerConfig::default()
-    })
-    .expect("valid config")
-}
-
-fn receipt(broker: &Broker, guid: Guid, replica: u8) {
-    broker
-        .replica_receipt(Receipt {
-            queue: QueueId(0),
-            guid,
-            replica: ReplicaId(replica),
-        })
-        .unwrap();
-}
-
 #[test]
 fn closing_a_producer_reports_every_pending_message_and_counts_later_acks_late() {
-    let broker = start_replicated(vec![QueueConfig::new(QueueMode::Priority)]);
+    let broker = support::start(replicated());
     let (p, acks) = producer(&broker, 100);
-    let guids = publish(&p, 0, 5);
+    let guids = publish(&p, 0, 0..5);
     broker.quiesce().unwrap();
     // No wait: stored, waiting for their receipts, each is reported `Closed`.
     assert!(!p.close(Duration::ZERO));
@@ -363,7 +297,7 @@ fn closing_a_producer_reports_every_pending_message_and_counts_later_acks_late()
     let stale = |broker: &Broker| -> u64 { broker.processor_stats().iter().map(|s| s.stale).sum() };
     let stale_before = stale(&broker);
     for &g in &guids {
-        receipt(&broker, g, 0);
+        receipt(&broker, g, 0).unwrap();
     }
     broker.quiesce().unwrap();
     let s = broker.session_stats();
@@ -382,7 +316,7 @@ fn closing_a_producer_reports_every_pending_message_and_counts_later_acks_late()
 /// A consumer whose delivery handler blocks on `gate` (twice: "I am in", "let me out")
 /// the first time it is called.
 fn blocking_consumer(broker: &Broker, app: u16, gate: Arc<Barrier>) -> (Consumer, Log<Delivery>) {
-    let seen = log();
+    let seen = Log::default();
     let sink = seen.clone();
     let mut first = true;
     let c = broker
@@ -414,14 +348,11 @@ fn closing_a_priority_consumer_redelivers_only_what_it_did_not_take() {
     let gate = Arc::new(Barrier::new(2));
     let (a, seen_a) = blocking_consumer(&broker, 0, gate.clone());
     let (_b, seen_b) = consumer(&broker, 0, 0, ConsumerOptions::default());
-    let guids = publish(&p, 0, 10);
+    let guids = publish(&p, 0, 0..10);
     gate.wait(); // consumer a holds its first batch, unconfirmed
     broker.close_consumer(&a).unwrap();
     gate.wait();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while broker.queue_stats()[0].released < 10 && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    wait_for("every release", || broker.queue_stats()[0].released >= 10);
     broker.quiesce().unwrap();
     let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
     assert!(
@@ -454,14 +385,11 @@ fn closing_a_fanout_consumer_drops_only_the_share_it_did_not_take() {
     let (_c0, seen0) = consumer(&broker, 0, 0, ConsumerOptions::default());
     let gate = Arc::new(Barrier::new(2));
     let (c1, seen1) = blocking_consumer(&broker, 1, gate.clone());
-    let guids = publish(&p, 0, 6);
+    let guids = publish(&p, 0, 0..6);
     gate.wait();
     broker.close_consumer(&c1).unwrap();
     gate.wait();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while broker.queue_stats()[0].released < 6 && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    wait_for("every release", || broker.queue_stats()[0].released >= 6);
     broker.quiesce().unwrap();
     let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
     assert!(guids.iter().all(|g| outcome[g] == AckStatus::Stored));
@@ -492,7 +420,7 @@ fn the_three_confirm_modes_and_both_routes_give_identical_results() {
             let _consumers: Vec<_> = (0..2)
                 .map(|app| consumer(&broker, 0, app, options))
                 .collect();
-            let guids = publish(&p, 0, 500);
+            let guids = publish(&p, 0, 0..500);
             broker.quiesce().unwrap();
             let outcome = check_conservation(&broker, &guids, &acks.lock().unwrap());
             assert!(
@@ -521,7 +449,7 @@ fn shutdown_reports_unacknowledged_messages_closed() {
     // report.
     let broker = start(vec![QueueConfig::new(QueueMode::Priority)], 1);
     let (p, acks) = producer(&broker, 100);
-    publish(&p, 0, 3);
+    publish(&p, 0, 0..3);
     broker.quiesce().unwrap();
     broker.shutdown();
     assert!(
@@ -532,9 +460,9 @@ fn shutdown_reports_unacknowledged_messages_closed() {
     );
     assert_eq!(acks.lock().unwrap().len(), 3);
     // Stored and waiting for the replicas' receipts: reported `Closed` at shutdown, once.
-    let broker = start_replicated(vec![QueueConfig::new(QueueMode::Priority)]);
+    let broker = support::start(replicated());
     let (p, acks) = producer(&broker, 100);
-    let guids = publish(&p, 0, 3);
+    let guids = publish(&p, 0, 0..3);
     broker.quiesce().unwrap();
     assert!(acks.lock().unwrap().is_empty());
     broker.shutdown();
@@ -627,7 +555,7 @@ fn a_dropped_consumer_is_closed_and_receives_nothing_more() {
     let (dropped, seen_dropped) = consumer(&broker, 0, 0, ConsumerOptions::default());
     drop(dropped);
     let (_kept, seen_kept) = consumer(&broker, 0, 0, ConsumerOptions::default());
-    let guids = publish(&p, 0, 10);
+    let guids = publish(&p, 0, 0..10);
     broker.quiesce().unwrap();
     assert!(
         seen_dropped.lock().unwrap().is_empty(),

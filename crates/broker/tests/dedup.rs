@@ -5,21 +5,22 @@
 //! never forgets a name; `last_stored` says where to resume.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use zerodispatch_broker::*;
 
-type Log<T> = Arc<Mutex<Vec<T>>>;
+mod support;
+
+use support::{Log, consumer, payload, producer, replication, wait_for};
 
 const Q: QueueId = QueueId(0);
 
 fn start(config: BrokerConfig) -> Broker {
-    Broker::start(BrokerConfig {
+    support::start(BrokerConfig {
         queues: vec![QueueConfig::new(QueueMode::Priority)],
         ..config
     })
-    .expect("valid config")
 }
 
 fn named(broker: &Broker, name: &str, max_unconfirmed: usize) -> (Producer, Log<Ack>) {
@@ -37,24 +38,6 @@ fn named(broker: &Broker, name: &str, max_unconfirmed: usize) -> (Producer, Log<
     (p, acks)
 }
 
-fn consumer(broker: &Broker) -> (Consumer, Log<Delivery>) {
-    let seen: Log<Delivery> = Arc::default();
-    let sink = seen.clone();
-    let c = broker
-        .open_consumer(
-            Q,
-            AppId(0),
-            ConsumerOptions::default(),
-            move |b: &[Delivery]| sink.lock().unwrap().extend_from_slice(b),
-        )
-        .unwrap();
-    (c, seen)
-}
-
-fn payload(id: u64) -> Payload {
-    Payload { handle: id, len: 8 }
-}
-
 /// How many times each publish id was delivered.
 fn delivered_ids(seen: &Log<Delivery>) -> BTreeMap<u64, usize> {
     let mut counts = BTreeMap::new();
@@ -67,7 +50,7 @@ fn delivered_ids(seen: &Log<Delivery>) -> BTreeMap<u64, usize> {
 #[test]
 fn a_message_published_again_is_acked_again_but_stored_and_delivered_once() {
     let broker = start(BrokerConfig::default());
-    let (_c, seen) = consumer(&broker);
+    let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
     let (first, first_acks) = named(&broker, "orders", 64);
     for id in 0..10 {
         first.publish_with_id(Q, payload(id), id).unwrap();
@@ -109,7 +92,7 @@ fn old_and_new_producers_of_a_name_interleaving_the_same_ids_lose_and_duplicate_
             session_processors: 2,
             ..BrokerConfig::default()
         });
-        let (_c, seen) = consumer(&broker);
+        let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
         let (old, _) = named(&broker, "p", N as usize);
         for id in 0..N {
             old.publish_with_id(Q, payload(id), id).unwrap();
@@ -146,14 +129,8 @@ fn old_and_new_producers_of_a_name_interleaving_the_same_ids_lose_and_duplicate_
 #[test]
 fn anonymous_producers_are_never_deduplicated() {
     let broker = start(BrokerConfig::default());
-    let (_c, seen) = consumer(&broker);
-    let acks: Log<Ack> = Arc::default();
-    let sink = acks.clone();
-    let p = broker
-        .open_producer(16, move |b: &[Ack]| {
-            sink.lock().unwrap().extend_from_slice(b)
-        })
-        .unwrap();
+    let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
+    let (p, _acks) = producer(&broker, 16);
     assert!(p.id().0 >= 1024, "anonymous ids start above the names");
     p.publish_with_id(Q, payload(1), 3).unwrap();
     broker.quiesce().unwrap();
@@ -243,11 +220,10 @@ fn a_broker_without_names_refuses_named_producers_and_a_table_too_large_is_refus
 
 #[test]
 fn last_stored_answers_per_name_and_queue() {
-    let broker = Broker::start(BrokerConfig {
+    let broker = support::start(BrokerConfig {
         queues: vec![QueueConfig::new(QueueMode::Priority); 2],
         ..BrokerConfig::default()
-    })
-    .unwrap();
+    });
     assert_eq!(broker.last_stored("never", Q).unwrap(), None);
     let (p, _) = named(&broker, "p", 16);
     assert_eq!(broker.last_stored("p", Q).unwrap(), None);
@@ -271,14 +247,13 @@ fn last_stored_answers_per_name_and_queue() {
     );
     assert_eq!(rt.block_on(broker.last_stored_async("q", Q)).unwrap(), None);
     // A message the queue rejects (full) is not recorded.
-    let small = Broker::start(BrokerConfig {
+    let small = support::start(BrokerConfig {
         queues: vec![QueueConfig {
             capacity: 1,
             ..QueueConfig::new(QueueMode::Priority)
         }],
         ..BrokerConfig::default()
-    })
-    .unwrap();
+    });
     let (p, acks) = named(&small, "p", 16);
     p.publish_with_id(Q, payload(0), 1).unwrap();
     p.publish_with_id(Q, payload(1), 2).unwrap();
@@ -294,16 +269,13 @@ fn a_duplicate_payload_is_released_and_a_duplicate_awaiting_its_quorum_is_acked_
     let released: Log<u64> = Arc::default();
     let sink = released.clone();
     let broker = start(BrokerConfig {
-        replication: Some(Replication {
-            replicas: 1,
-            quorum: 1,
-        }),
+        replication: replication(1, 1),
         on_release: Some(OnRelease::new(move |p: &[Payload]| {
             sink.lock().unwrap().extend(p.iter().map(|p| p.handle))
         })),
         ..BrokerConfig::default()
     });
-    let (_c, seen) = consumer(&broker);
+    let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
     let (old, old_acks) = named(&broker, "r", 16);
     let guid = old.publish_with_id(Q, payload(100), 0).unwrap();
     broker.quiesce().unwrap();
@@ -358,7 +330,7 @@ fn a_duplicate_payload_is_released_and_a_duplicate_awaiting_its_quorum_is_acked_
 #[test]
 fn a_publish_id_in_flight_on_the_producer_is_not_sent_and_both_get_one_outcome() {
     let broker = start(BrokerConfig::default());
-    let (_c, seen) = consumer(&broker);
+    let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
     // Timer aggregation holds the first in the session's batch while the second comes.
     let acks: Log<Ack> = Arc::default();
     let sink = acks.clone();
@@ -395,7 +367,7 @@ fn a_publish_id_in_flight_on_the_producer_is_not_sent_and_both_get_one_outcome()
 #[test]
 fn a_lower_id_never_stored_is_stored_when_published_after_a_higher_one() {
     let broker = start(BrokerConfig::default());
-    let (_c, seen) = consumer(&broker);
+    let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
     let (producer, acks) = named(&broker, "orders", 64);
     for id in [0, 1, 3] {
         producer.publish_with_id(Q, payload(id), id).unwrap();
@@ -432,7 +404,7 @@ fn an_id_older_than_the_window_is_refused_not_acked() {
         dedup_window: 64,
         ..BrokerConfig::default()
     });
-    let (_c, seen) = consumer(&broker);
+    let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
     let (producer, acks) = named(&broker, "orders", 64);
     producer.publish_with_id(Q, payload(100), 100).unwrap();
     broker.quiesce().unwrap();
@@ -469,7 +441,7 @@ fn an_id_older_than_the_window_is_refused_not_acked() {
 #[test]
 fn u64_max_is_an_id_like_any_other() {
     let broker = start(BrokerConfig::default());
-    let (_c, seen) = consumer(&broker);
+    let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
     let (producer, acks) = named(&broker, "orders", 64);
     let max = u64::MAX;
     for id in [max - 1, max, max - 1, max] {
@@ -543,13 +515,10 @@ fn a_named_producer_may_not_have_more_in_flight_than_the_window_covers() {
 #[test]
 fn a_message_resent_by_its_own_producer_while_awaiting_its_quorum_has_an_ack_per_put() {
     let broker = start(BrokerConfig {
-        replication: Some(Replication {
-            replicas: 1,
-            quorum: 1,
-        }),
+        replication: replication(1, 1),
         ..BrokerConfig::default()
     });
-    let (_c, _seen) = consumer(&broker);
+    let (_c, _seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
     let acks: Log<Ack> = Arc::default();
     let sink = acks.clone();
     // Long enough that the resend below is ACKed before it too times out on a loaded
@@ -607,23 +576,11 @@ fn a_message_resent_by_its_own_producer_while_awaiting_its_quorum_has_an_ack_per
     );
 }
 
-/// Waits (10 s at most) until `done` says so.
-fn until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !done() {
-        assert!(std::time::Instant::now() < deadline, "never: {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 #[test]
 fn a_closed_producers_put_arriving_after_the_new_producers_copy_leaves_it_the_quorums_ack() {
     let broker = start(BrokerConfig {
         session_processors: 2,
-        replication: Some(Replication {
-            replicas: 1,
-            quorum: 1,
-        }),
+        replication: replication(1, 1),
         ..BrokerConfig::default()
     });
     let clients = |b: &Broker| -> Vec<usize> {
@@ -658,11 +615,11 @@ fn a_closed_producers_put_arriving_after_the_new_producers_copy_leaves_it_the_qu
     let (new, new_acks) = named(&broker, "late", 16);
     assert_eq!(clients(&broker), [1, 1]);
     let guid = new.publish_with_id(Q, payload(2), 0).unwrap();
-    until("the new producer's copy stored", || {
+    wait_for("the new producer's copy stored", || {
         broker.queue_stats()[0].stored == 1
     });
     held.wait();
-    until("the old producer's PUT deduplicated", || {
+    wait_for("the old producer's PUT deduplicated", || {
         broker.queue_stats()[0].deduplicated == 1
     });
     broker

@@ -3,57 +3,33 @@
 //! consumers confirm over the wire, long after `on_delivery` returned, and say with credit
 //! how much they can take.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use zerodispatch_broker::*;
 use zerodispatch_testkit::within;
 
 const LIMIT: Duration = Duration::from_secs(20);
 
+mod support;
+
+use support::{Log, payload, wait_for};
+
 fn start() -> Broker {
-    Broker::start(BrokerConfig {
-        queues: vec![QueueConfig::new(QueueMode::Priority)],
+    support::start(BrokerConfig {
         session_processors: 1,
-        ..BrokerConfig::default()
+        ..support::one_queue(QueueMode::Priority)
     })
-    .expect("valid config")
 }
 
-/// Opens a consumer that records what it is handed.
-fn consumer(broker: &Broker, options: ConsumerOptions) -> (Consumer, Arc<Mutex<Vec<Delivery>>>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let sink = seen.clone();
-    let consumer = broker
-        .open_consumer(
-            QueueId(0),
-            AppId(0),
-            options,
-            move |batch: &[Delivery]| {
-                sink.lock().unwrap().extend_from_slice(batch);
-            },
-        )
-        .unwrap();
-    (consumer, seen)
+/// Opens a consumer of queue 0's app 0 that records what it is handed.
+fn consumer(broker: &Broker, options: ConsumerOptions) -> (Consumer, Log<Delivery>) {
+    support::consumer(broker, 0, 0, options)
 }
 
 fn publish(broker: &Broker, n: u64) -> Producer {
     let producer = broker.open_producer(1024, |_: &[Ack]| {}).unwrap();
-    for handle in 0..n {
-        producer
-            .publish(QueueId(0), Payload { handle, len: 8 })
-            .unwrap();
-    }
+    support::publish(&producer, 0, 0..n);
     producer
-}
-
-/// Waits until `done` holds, failing after a while.
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 fn held(broker: &Broker) -> u64 {
@@ -244,9 +220,7 @@ fn explicit_confirms_churn_through_a_small_window() {
         // A full window (16) in flight at a time, each confirmed as it comes.
         let mut confirmed = 0;
         for handle in 0..2_000_u64 {
-            producer
-                .send(QueueId(0), Payload { handle, len: 8 })
-                .unwrap();
+            producer.send(QueueId(0), payload(handle)).unwrap();
             if handle % 16 == 15 {
                 wait_for("sixteen deliveries", || {
                     seen.lock().unwrap().len() as u64 == handle + 1
@@ -284,9 +258,7 @@ fn confirms_made_before_a_close_are_not_overtaken_by_it() {
             };
             let (consumer, seen) = consumer(&broker, options);
             for handle in 0..10 {
-                producer
-                    .publish(QueueId(0), Payload { handle, len: 8 })
-                    .unwrap();
+                producer.publish(QueueId(0), payload(handle)).unwrap();
             }
             wait_for("10 deliveries", || seen.lock().unwrap().len() == 10);
             for d in seen.lock().unwrap().iter() {

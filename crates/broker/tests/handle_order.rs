@@ -15,6 +15,10 @@ use std::time::{Duration, Instant};
 
 use zerodispatch_broker::*;
 
+mod support;
+
+use support::{consumer_calling, one_queue, payload, start};
+
 /// How long any step may wait before the test fails instead of hanging.
 /// Where the handler on the cluster processor leaves the consumer it opened.
 type Opened = Mutex<Option<Result<Consumer, BrokerError>>>;
@@ -62,17 +66,13 @@ struct Scene {
 /// A broker of one queue whose processors' queues hold [`EVENT_CAPACITY`] events, and its
 /// session, queue and cluster processors.
 fn small_broker() -> (Arc<Broker>, [ProcessorId; 3]) {
-    let broker = Arc::new(
-        Broker::start(BrokerConfig {
-            queues: vec![QueueConfig::new(QueueMode::Priority)],
-            session_processors: 1,
-            queue_processors: 1,
-            event_capacity: EVENT_CAPACITY,
-            max_batch: 4,
-            ..BrokerConfig::default()
-        })
-        .unwrap(),
-    );
+    let broker = Arc::new(start(BrokerConfig {
+        session_processors: 1,
+        queue_processors: 1,
+        event_capacity: EVENT_CAPACITY,
+        max_batch: 4,
+        ..one_queue(QueueMode::Priority)
+    }));
     let processors = [ClientType::Session, ClientType::Queue, ClientType::Cluster]
         .map(|t| broker.processors(t)[0]);
     (broker, processors)
@@ -225,9 +225,7 @@ fn a_credit_sent_from_another_thread_reaches_a_consumer_opened_on_a_processor() 
     // Paused at credit 0: the message waits in the session until the credit comes.
     let producer = scene.act(|broker, consumer| {
         let producer = broker.open_producer(16, |_| ()).unwrap();
-        producer
-            .publish(QueueId(0), Payload { handle: 1, len: 8 })
-            .unwrap();
+        producer.publish(QueueId(0), payload(1)).unwrap();
         broker.add_credit(consumer, 1).unwrap();
         producer
     });
@@ -337,21 +335,12 @@ fn a_late_attach_never_attaches_a_consumer_closed_from_another_thread() {
     // Consumer B, and 16 messages: every one reaches B (none went to the closed A).
     let got = Arc::new(AtomicU64::new(0));
     let g = got.clone();
-    let b = broker
-        .open_consumer(
-            QueueId(0),
-            AppId(0),
-            ConsumerOptions::default(),
-            move |batch: &[Delivery]| {
-                g.fetch_add(batch.len() as u64, Ordering::SeqCst);
-            },
-        )
-        .unwrap();
+    let b = consumer_calling(&broker, move |batch: &[Delivery]| {
+        g.fetch_add(batch.len() as u64, Ordering::SeqCst);
+    });
     let producer = broker.open_producer(64, |_| ()).unwrap();
     for i in 0..16 {
-        producer
-            .publish(QueueId(0), Payload { handle: i, len: 8 })
-            .unwrap();
+        producer.publish(QueueId(0), payload(i)).unwrap();
     }
     let all = eventually(|| got.load(Ordering::SeqCst) == 16);
     let seen = got.load(Ordering::SeqCst);

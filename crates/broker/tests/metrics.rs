@@ -6,10 +6,7 @@ use std::collections::HashMap;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::{CompositeKey, MetricKind};
 use zerodispatch_broker::metrics::{QUEUE_COUNTERS, QUEUE_HELD, SESSION_COUNTERS, export};
-use zerodispatch_broker::{
-    Ack, AppId, Broker, BrokerConfig, ConsumerOptions, Delivery, Payload, QueueConfig, QueueId,
-    QueueMode,
-};
+use zerodispatch_broker::{Ack, Broker, BrokerConfig, QueueConfig, QueueId, QueueMode};
 
 /// Each exported value by kind, name and labels.
 type Values = HashMap<(MetricKind, String, Vec<(String, String)>), DebugValue>;
@@ -34,29 +31,23 @@ fn exported(broker: &Broker) -> (Values, HashMap<String, String>) {
     (values, described)
 }
 
+mod support;
+
+use support::{drain, payload, start};
+
 #[test]
 fn sessions_queues_and_processors_reach_the_recorder() {
-    let broker = Broker::start(BrokerConfig {
+    let broker = start(BrokerConfig {
         queues: vec![
             QueueConfig::new(QueueMode::Priority),
             QueueConfig::new(QueueMode::Fanout { apps: 2 }),
         ],
         ..BrokerConfig::default()
-    })
-    .unwrap();
-    let _consumer = broker
-        .open_consumer(
-            QueueId(0),
-            AppId(0),
-            ConsumerOptions::default(),
-            |_: &[Delivery]| {},
-        )
-        .unwrap();
+    });
+    let _consumer = drain(&broker, 0);
     let producer = broker.open_producer(1024, |_: &[Ack]| {}).unwrap();
     for handle in 0..100 {
-        producer
-            .publish(QueueId(0), Payload { handle, len: 8 })
-            .unwrap();
+        producer.publish(QueueId(0), payload(handle)).unwrap();
     }
     broker.quiesce().unwrap();
 

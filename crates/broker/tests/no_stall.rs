@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 
 use zerodispatch_broker::*;
 
+mod support;
+
+use support::{payload, start};
+
 const PRODUCERS: u64 = 3;
 /// Messages per producer: about a second in a debug build.
 const MESSAGES: u64 = if cfg!(debug_assertions) {
@@ -25,28 +29,25 @@ const STALL: Duration = Duration::from_secs(3);
 
 #[test]
 fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
-    let broker = Arc::new(
-        Broker::start(BrokerConfig {
-            queues: vec![
-                QueueConfig {
-                    capacity: 16,
-                    window: 8,
-                    ..QueueConfig::new(QueueMode::Priority)
-                },
-                QueueConfig {
-                    capacity: 16,
-                    window: 8,
-                    ..QueueConfig::new(QueueMode::Fanout { apps: 2 })
-                },
-            ],
-            session_processors: 2,
-            queue_processors: 2,
-            event_capacity: 16,
-            max_batch: 8,
-            ..BrokerConfig::default()
-        })
-        .unwrap(),
-    );
+    let broker = Arc::new(start(BrokerConfig {
+        queues: vec![
+            QueueConfig {
+                capacity: 16,
+                window: 8,
+                ..QueueConfig::new(QueueMode::Priority)
+            },
+            QueueConfig {
+                capacity: 16,
+                window: 8,
+                ..QueueConfig::new(QueueMode::Fanout { apps: 2 })
+            },
+        ],
+        session_processors: 2,
+        queue_processors: 2,
+        event_capacity: 16,
+        max_batch: 8,
+        ..BrokerConfig::default()
+    }));
     // Consumers: each app of each queue has one direct and one routed through the cluster;
     // some sleep now and then.
     let delivered = Arc::new(AtomicU64::new(0));
@@ -97,7 +98,7 @@ fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
                 let mut sent = Vec::with_capacity(MESSAGES as usize);
                 for i in 0..MESSAGES {
                     let queue = QueueId(((i + n) % 2) as u32);
-                    let payload = Payload { handle: i, len: 8 };
+                    let payload = payload(i);
                     // Half with the cap's back-pressure, half without.
                     let guid = if n % 2 == 0 {
                         p.send(queue, payload).unwrap()

@@ -6,10 +6,14 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use zerodispatch_broker::*;
 use zerodispatch_testkit::within;
+
+mod support;
+
+use support::{drain, wait_for};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -25,21 +29,12 @@ fn start(queue: QueueConfig, panic_once: bool) -> (Broker, Log) {
         }
         sink.lock().unwrap().extend(batch.iter().map(|p| p.handle));
     });
-    let broker = Broker::start(BrokerConfig {
+    let broker = support::start(BrokerConfig {
         queues: vec![queue],
         on_release: Some(hook),
         ..BrokerConfig::default()
-    })
-    .expect("valid config");
+    });
     (broker, released)
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// Each handle's count in `log`.
@@ -49,14 +44,6 @@ fn counts(log: &Log) -> HashMap<u64, usize> {
         *counts.entry(h).or_insert(0) += 1;
     }
     counts
-}
-
-fn publish(producer: &Producer, handles: std::ops::Range<u64>) {
-    for handle in handles {
-        producer
-            .publish(QueueId(0), Payload { handle, len: 8 })
-            .unwrap();
-    }
 }
 
 #[test]
@@ -75,7 +62,7 @@ fn a_payload_is_released_once_its_message_is_consumed_not_when_it_is_acked() {
         let consumer = broker
             .open_consumer(QueueId(0), AppId(0), options, |_: &[Delivery]| {})
             .unwrap();
-        publish(&producer, 0..10);
+        support::publish(&producer, 0, 0..10);
         wait_for("10 ACKs", || *acks.lock().unwrap() == 10);
         broker.quiesce().unwrap();
         assert!(
@@ -98,14 +85,7 @@ fn a_fanout_share_dropped_by_a_closing_consumer_still_releases_its_payload() {
     within(LIMIT, "release in fanout", || {
         let (broker, released) = start(QueueConfig::new(QueueMode::Fanout { apps: 2 }), false);
         let producer = broker.open_producer(1024, |_: &[Ack]| {}).unwrap();
-        let _consumer = broker
-            .open_consumer(
-                QueueId(0),
-                AppId(0),
-                ConsumerOptions::default(),
-                |_: &[Delivery]| {},
-            )
-            .unwrap();
+        let _consumer = drain(&broker, 0);
         // App 1's consumer takes its deliveries and never confirms them.
         let options = ConsumerOptions {
             confirms: Confirms::Explicit,
@@ -114,7 +94,7 @@ fn a_fanout_share_dropped_by_a_closing_consumer_still_releases_its_payload() {
         let holder = broker
             .open_consumer(QueueId(0), AppId(1), options, |_: &[Delivery]| {})
             .unwrap();
-        publish(&producer, 0..20);
+        support::publish(&producer, 0, 0..20);
         wait_for("app 0's confirms", || {
             broker.queue_stats()[0].confirms == 20
         });
@@ -149,7 +129,7 @@ fn a_message_never_stored_is_never_released() {
                     .extend(b.iter().map(|a| (a.payload.handle, a.status)))
             })
             .unwrap();
-        publish(&producer, 0..6);
+        support::publish(&producer, 0, 0..6);
         wait_for("6 outcomes", || outcomes.lock().unwrap().len() == 6);
         let refused: Vec<u64> = outcomes
             .lock()
@@ -160,14 +140,7 @@ fn a_message_never_stored_is_never_released() {
             .collect();
         assert_eq!(refused.len(), 2, "a queue of 4 stores 4");
 
-        let _consumer = broker
-            .open_consumer(
-                QueueId(0),
-                AppId(0),
-                ConsumerOptions::default(),
-                |_: &[Delivery]| {},
-            )
-            .unwrap();
+        let _consumer = drain(&broker, 0);
         wait_for("4 releases", || released.lock().unwrap().len() == 4);
         broker.quiesce().unwrap();
         let counts = counts(&released);
@@ -185,17 +158,10 @@ fn a_panicking_release_hook_is_counted_and_the_queue_goes_on() {
         zerodispatch_testkit::quiet_planned_panics();
         let (broker, released) = start(QueueConfig::new(QueueMode::Priority), true);
         let producer = broker.open_producer(1024, |_: &[Ack]| {}).unwrap();
-        let _consumer = broker
-            .open_consumer(
-                QueueId(0),
-                AppId(0),
-                ConsumerOptions::default(),
-                |_: &[Delivery]| {},
-            )
-            .unwrap();
-        publish(&producer, 0..1);
+        let _consumer = drain(&broker, 0);
+        support::publish(&producer, 0, 0..1);
         wait_for("the panic", || broker.queue_stats()[0].release_panics == 1);
-        publish(&producer, 1..11);
+        support::publish(&producer, 0, 1..11);
         wait_for("the later releases", || {
             released.lock().unwrap().len() == 10
         });

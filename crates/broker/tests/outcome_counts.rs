@@ -14,29 +14,16 @@
 //!   equals the number of `Closed`, `NotSent` outcomes the applications were given.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
 use zerodispatch_broker::*;
 use zerodispatch_testkit::within;
 
-type Log = Arc<Mutex<Vec<Ack>>>;
+mod support;
 
-fn producer(broker: &Broker, config: ProducerConfig) -> (Producer, Log) {
-    let log: Log = Arc::default();
-    let sink = log.clone();
-    let p = broker
-        .open_producer_with(config, move |b: &[Ack]| {
-            sink.lock().unwrap().extend_from_slice(b)
-        })
-        .unwrap();
-    (p, log)
-}
-
-fn payload(handle: u64) -> Payload {
-    Payload { handle, len: 8 }
-}
+use support::{Log, Rng, drain, payload, producer_with, replicated, replication, start};
 
 /// How many outcomes of each status `log` holds, by the status's name.
 fn by_status(log: &[Ack]) -> Outcomes {
@@ -110,25 +97,13 @@ fn check_conservation(broker: &Broker, outcomes: &Outcomes) {
     );
 }
 
-fn replicated() -> Broker {
-    Broker::start(BrokerConfig {
-        queues: vec![QueueConfig::new(QueueMode::Priority)],
-        replication: Some(Replication {
-            replicas: 1,
-            quorum: 1,
-        }),
-        ..BrokerConfig::default()
-    })
-    .expect("valid config")
-}
-
 /// The ACKs of messages reported `Closed` come after the close: the producer's session
 /// waits for them and counts them `late_acks`, instead of being gone and leaving them to
 /// the dispatcher's stale count.
 #[test]
 fn acks_arriving_after_a_producers_close_are_counted_late() {
-    let broker = replicated();
-    let (p, log) = producer(&broker, ProducerConfig::default());
+    let broker = start(replicated());
+    let (p, log) = producer_with(&broker, ProducerConfig::default());
     let guids: Vec<Guid> = (0..5)
         .map(|i| p.publish(QueueId(0), payload(i)).unwrap())
         .collect();
@@ -166,18 +141,6 @@ fn acks_arriving_after_a_producers_close_are_counted_late() {
     broker.shutdown();
 }
 
-/// A tiny xorshift: the churn's choices, reproducible from the seed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 /// Producers opened, used and closed at random from two threads, on a broker whose ACKs
 /// wait for a replica's receipt: the receipts of a producer's messages come before its
 /// close (most are `Stored`) or after it (they are reported `Closed`, and their ACKs come
@@ -193,22 +156,12 @@ fn acks_and_outcomes_conserve_under_producer_churn() {
                 ..QueueConfig::new(QueueMode::Priority)
             }],
             session_processors: 2,
-            replication: Some(Replication {
-                replicas: 1,
-                quorum: 1,
-            }),
+            replication: replication(1, 1),
             ..BrokerConfig::default()
         })
         .expect("valid config");
         let broker = Arc::new(broker);
-        let _consumer = broker
-            .open_consumer(
-                QueueId(0),
-                AppId(0),
-                ConsumerOptions::default(),
-                |_: &[Delivery]| {},
-            )
-            .unwrap();
+        let _consumer = drain(&broker, 0);
         let churn = |seed: u64| {
             let broker = broker.clone();
             thread::spawn(move || {
@@ -225,7 +178,7 @@ fn acks_and_outcomes_conserve_under_producer_churn() {
                         confirm_timeout: (rng.below(8) == 0).then(|| Duration::from_millis(1)),
                         ..ProducerConfig::default()
                     };
-                    let (p, log) = producer(&broker, config);
+                    let (p, log) = producer_with(&broker, config);
                     let mut guids = Vec::new();
                     for i in 0..rng.below(60) {
                         let queue = QueueId(u32::from(rng.below(50) == 0));
@@ -269,7 +222,7 @@ fn acks_and_outcomes_conserve_under_producer_churn() {
                 logs
             })
         };
-        let logs: Vec<Log> = [churn(0x9e37_79b9_7f4a_7c15), churn(0x2545_f491_4f6c_dd1d)]
+        let logs: Vec<Log<Ack>> = [churn(0x9e37_79b9_7f4a_7c15), churn(0x2545_f491_4f6c_dd1d)]
             .into_iter()
             .flat_map(|t| t.join().unwrap())
             .collect();
@@ -297,16 +250,16 @@ fn acks_and_outcomes_conserve_under_producer_churn() {
 /// and a publish id repeated while in flight.
 #[test]
 fn closed_reported_counts_closed_outcomes_and_not_sent_counts_not_sent() {
-    let broker = replicated();
+    let broker = start(replicated());
     let unsent = ProducerConfig {
         flush: FlushStrategy::Timer(Duration::from_secs(3600)),
         ..ProducerConfig::default()
     };
-    let (batching, batch_log) = producer(&broker, unsent);
+    let (batching, batch_log) = producer_with(&broker, unsent);
     for i in 0..3 {
         batching.publish(QueueId(0), payload(i)).unwrap();
     }
-    let (in_flight, flight_log) = producer(&broker, ProducerConfig::default());
+    let (in_flight, flight_log) = producer_with(&broker, ProducerConfig::default());
     for i in 0..4 {
         in_flight
             .publish_with_id(QueueId(0), payload(i), i)
@@ -362,7 +315,7 @@ fn a_close_with_a_wait_sends_what_the_batch_held() {
         FlushStrategy::Timer(Duration::from_secs(3600)),
         FlushStrategy::Dynamic,
     ] {
-        let (p, log) = producer(
+        let (p, log) = producer_with(
             &broker,
             ProducerConfig {
                 flush,

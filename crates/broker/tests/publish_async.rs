@@ -5,8 +5,8 @@
 
 use std::future::Future;
 use std::pin::pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,10 @@ use zerodispatch_broker::*;
 use zerodispatch_callback::Callback;
 use zerodispatch_core::ClientType;
 use zerodispatch_testkit::within;
+
+mod support;
+
+use support::{drain, one_queue, payload, producer};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -26,38 +30,19 @@ impl Wake for Count {
 }
 
 fn start(event_capacity: usize) -> Broker {
-    Broker::start(BrokerConfig {
-        queues: vec![QueueConfig::new(QueueMode::Priority)],
+    support::start(BrokerConfig {
         session_processors: 1,
         event_capacity,
-        ..BrokerConfig::default()
+        ..one_queue(QueueMode::Priority)
     })
-    .expect("valid config")
-}
-
-fn payload(handle: u64) -> Payload {
-    Payload { handle, len: 8 }
 }
 
 #[test]
 fn publish_async_publishes_in_order_with_one_outcome_each() {
     within(LIMIT, "publish_async on tokio", || {
         let broker = Arc::new(start(64));
-        let acks = Arc::new(Mutex::new(Vec::new()));
-        let sink = acks.clone();
-        let producer = broker
-            .open_producer(1 << 12, move |b: &[Ack]| {
-                sink.lock().unwrap().extend_from_slice(b)
-            })
-            .unwrap();
-        let _consumer = broker
-            .open_consumer(
-                QueueId(0),
-                AppId(0),
-                ConsumerOptions::default(),
-                |_: &[Delivery]| {},
-            )
-            .unwrap();
+        let (producer, acks) = producer(&broker, 1 << 12);
+        let _consumer = drain(&broker, 0);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .build()
@@ -92,21 +77,8 @@ fn publish_async_publishes_in_order_with_one_outcome_each() {
 fn a_dropped_publish_async_publishes_nothing_and_owes_no_outcome() {
     within(LIMIT, "a cancelled publish_async", || {
         let broker = start(16);
-        let acks = Arc::new(Mutex::new(Vec::new()));
-        let sink = acks.clone();
-        let producer = broker
-            .open_producer(1 << 12, move |b: &[Ack]| {
-                sink.lock().unwrap().extend_from_slice(b)
-            })
-            .unwrap();
-        let _consumer = broker
-            .open_consumer(
-                QueueId(0),
-                AppId(0),
-                ConsumerOptions::default(),
-                |_: &[Delivery]| {},
-            )
-            .unwrap();
+        let (producer, acks) = producer(&broker, 1 << 12);
+        let _consumer = drain(&broker, 0);
 
         // Hold the session processor, so that its queue fills.
         let release = Arc::new(AtomicBool::new(false));

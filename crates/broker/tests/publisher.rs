@@ -2,7 +2,6 @@
 //! timer), the unconfirmed cap with back-pressure and no lost wake-up, confirm timeouts,
 //! and close: every message gets exactly one outcome.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -10,29 +9,12 @@ use std::time::{Duration, Instant};
 
 use zerodispatch_broker::*;
 
-type Log<T> = Arc<Mutex<Vec<T>>>;
+mod support;
+
+use support::{consumer_calling, drain, one_queue, outcomes, producer_with, start};
 
 fn broker() -> Broker {
-    Broker::start(BrokerConfig {
-        queues: vec![QueueConfig::new(QueueMode::Priority)],
-        ..BrokerConfig::default()
-    })
-    .unwrap()
-}
-
-/// A broker whose ACKs wait for the receipt of its one replica: a message stays without an
-/// outcome until the test sends [`receipts`] for it (without replication a queue ACKs a
-/// message as soon as it stores it).
-fn replicated() -> Broker {
-    Broker::start(BrokerConfig {
-        queues: vec![QueueConfig::new(QueueMode::Priority)],
-        replication: Some(Replication {
-            replicas: 1,
-            quorum: 1,
-        }),
-        ..BrokerConfig::default()
-    })
-    .unwrap()
+    start(one_queue(QueueMode::Priority))
 }
 
 /// The replica's receipts for `guids`, once the queue has stored what was sent (a replica
@@ -40,53 +22,12 @@ fn replicated() -> Broker {
 fn receipts(broker: &Broker, guids: &[Guid]) {
     broker.quiesce().unwrap();
     for &guid in guids {
-        broker
-            .replica_receipt(Receipt {
-                queue: QueueId(0),
-                guid,
-                replica: ReplicaId(0),
-            })
-            .unwrap();
+        support::receipt(broker, guid, 0).unwrap();
     }
-}
-
-fn open(broker: &Broker, config: ProducerConfig) -> (Producer, Log<Ack>) {
-    let acks: Log<Ack> = Arc::default();
-    let sink = acks.clone();
-    let p = broker
-        .open_producer_with(config, move |b: &[Ack]| {
-            sink.lock().unwrap().extend_from_slice(b)
-        })
-        .unwrap();
-    (p, acks)
-}
-
-fn consume(broker: &Broker) -> Consumer {
-    broker
-        .open_consumer(
-            QueueId(0),
-            AppId(0),
-            ConsumerOptions::default(),
-            |_: &[Delivery]| {},
-        )
-        .unwrap()
 }
 
 fn payload(len: u32) -> Payload {
     Payload { handle: 0, len }
-}
-
-/// Each GUID's single outcome; panics on a second one.
-fn outcomes(acks: &[Ack]) -> HashMap<Guid, AckStatus> {
-    let mut map = HashMap::new();
-    for a in acks {
-        assert!(
-            map.insert(a.guid, a.status).is_none(),
-            "{:?} reported twice",
-            a.guid
-        );
-    }
-    map
 }
 
 fn frames(broker: &Broker) -> (u64, u64) {
@@ -97,8 +38,8 @@ fn frames(broker: &Broker) -> (u64, u64) {
 #[test]
 fn dynamic_send_flushes_each_message_at_once_when_the_queue_drains() {
     let broker = broker();
-    let _c = consume(&broker);
-    let (p, acks) = open(&broker, ProducerConfig::default());
+    let _c = drain(&broker, 0);
+    let (p, acks) = producer_with(&broker, ProducerConfig::default());
     for _ in 0..20 {
         p.send(QueueId(0), payload(8)).unwrap();
         broker.quiesce().unwrap(); // low rate: the session's queue drains after each message
@@ -133,7 +74,7 @@ fn hold_session_processor(broker: &Broker) -> Arc<std::sync::Barrier> {
 #[test]
 fn a_batch_is_sent_when_it_reaches_batch_size_or_fills_a_frame() {
     let broker = broker();
-    let (p, _acks) = open(
+    let (p, _acks) = producer_with(
         &broker,
         ProducerConfig {
             batch_size: 4,
@@ -155,7 +96,7 @@ fn a_batch_is_sent_when_it_reaches_batch_size_or_fills_a_frame() {
         max_frame_bytes: 400,
         ..ProducerConfig::default()
     };
-    let (p, _acks) = open(&broker, config);
+    let (p, _acks) = producer_with(&broker, config);
     let gate = hold_session_processor(&broker);
     for _ in 0..7 {
         p.send(QueueId(0), payload(100)).unwrap();
@@ -168,7 +109,7 @@ fn a_batch_is_sent_when_it_reaches_batch_size_or_fills_a_frame() {
 #[test]
 fn a_message_larger_than_a_frame_is_refused_and_handed_back() {
     let broker = broker();
-    let (p, _acks) = open(
+    let (p, _acks) = producer_with(
         &broker,
         ProducerConfig {
             max_frame_bytes: 1000,
@@ -193,12 +134,12 @@ fn a_message_larger_than_a_frame_is_refused_and_handed_back() {
 #[test]
 fn timer_aggregation_waits_for_the_tick() {
     let broker = broker();
-    let _c = consume(&broker);
+    let _c = drain(&broker, 0);
     let config = ProducerConfig {
         flush: FlushStrategy::Timer(Duration::from_millis(50)),
         ..ProducerConfig::default()
     };
-    let (p, acks) = open(&broker, config);
+    let (p, acks) = producer_with(&broker, config);
     let start = Instant::now();
     for _ in 0..5 {
         p.send(QueueId(0), payload(8)).unwrap();
@@ -223,8 +164,8 @@ fn timer_aggregation_waits_for_the_tick() {
 
 #[test]
 fn the_cap_blocks_send_and_try_send_hands_back_without_exceeding_it() {
-    let broker = replicated();
-    let (p, acks) = open(
+    let broker = start(support::replicated());
+    let (p, acks) = producer_with(
         &broker,
         ProducerConfig {
             max_unconfirmed: 3,
@@ -258,10 +199,10 @@ fn the_cap_blocks_send_and_try_send_hands_back_without_exceeding_it() {
 #[test]
 fn many_senders_at_a_tiny_cap_never_exceed_it_and_never_hang() {
     let broker = Arc::new(broker());
-    let _c = consume(&broker);
+    let _c = drain(&broker, 0);
     let cap = 4;
     let peak = Arc::new(AtomicUsize::new(0));
-    let (p, acks) = open(
+    let (p, acks) = producer_with(
         &broker,
         ProducerConfig {
             max_unconfirmed: cap,
@@ -305,12 +246,12 @@ fn many_senders_at_a_tiny_cap_never_exceed_it_and_never_hang() {
 #[test]
 fn an_unconfirmed_message_times_out_once_and_a_late_ack_is_counted() {
     // Stored, and waiting for the replica's receipt that makes the quorum.
-    let broker = replicated();
+    let broker = start(support::replicated());
     let config = ProducerConfig {
         confirm_timeout: Some(Duration::from_millis(40)),
         ..ProducerConfig::default()
     };
-    let (p, acks) = open(&broker, config);
+    let (p, acks) = producer_with(&broker, config);
     let guids: Vec<Guid> = (0..5)
         .map(|_| p.send(QueueId(0), payload(8)).unwrap())
         .collect();
@@ -357,19 +298,12 @@ fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time
     let gate = Arc::new(std::sync::Barrier::new(2));
     let g = gate.clone();
     let mut first = true;
-    let _c = broker
-        .open_consumer(
-            QueueId(0),
-            AppId(0),
-            ConsumerOptions::default(),
-            move |_: &[Delivery]| {
-                if std::mem::take(&mut first) {
-                    g.wait();
-                }
-            },
-        )
-        .unwrap();
-    let (p, acks) = open(&broker, ProducerConfig::default());
+    let _c = consumer_calling(&broker, move |_: &[Delivery]| {
+        if std::mem::take(&mut first) {
+            g.wait();
+        }
+    });
+    let (p, acks) = producer_with(&broker, ProducerConfig::default());
     let guids: Vec<Guid> = (0..50)
         .map(|_| p.send(QueueId(0), payload(8)).unwrap())
         .collect();
@@ -392,8 +326,8 @@ fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time
 
     // In flight, waiting for a receipt that does not come: reported Closed when the wait
     // ends.
-    let broker = replicated();
-    let (p, acks) = open(&broker, ProducerConfig::default());
+    let broker = start(support::replicated());
+    let (p, acks) = producer_with(&broker, ProducerConfig::default());
     let guids: Vec<Guid> = (0..5)
         .map(|_| p.send(QueueId(0), payload(8)).unwrap())
         .collect();
@@ -413,7 +347,7 @@ fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time
         ..ProducerConfig::default()
     };
     let broker = self::broker();
-    let (p, acks) = open(&broker, config);
+    let (p, acks) = producer_with(&broker, config);
     let guids: Vec<Guid> = (0..5)
         .map(|_| p.send(QueueId(0), payload(8)).unwrap())
         .collect();
@@ -434,7 +368,7 @@ fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time
     // The same closed with a wait: the close sends the batch without waiting for the
     // tick, and each message gets its real outcome.
     let broker = self::broker();
-    let (p, acks) = open(&broker, config);
+    let (p, acks) = producer_with(&broker, config);
     let guids: Vec<Guid> = (0..5)
         .map(|_| p.send(QueueId(0), payload(8)).unwrap())
         .collect();
@@ -449,7 +383,7 @@ fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time
 fn every_message_gets_exactly_one_outcome_under_a_random_close() {
     for seed in 1..=6_u64 {
         let broker = broker();
-        let _c = consume(&broker);
+        let _c = drain(&broker, 0);
         let config = ProducerConfig {
             max_unconfirmed: 64,
             flush: if seed % 2 == 0 {
@@ -460,7 +394,7 @@ fn every_message_gets_exactly_one_outcome_under_a_random_close() {
             confirm_timeout: Some(Duration::from_millis(5 + seed)),
             ..ProducerConfig::default()
         };
-        let (p, acks) = open(&broker, config);
+        let (p, acks) = producer_with(&broker, config);
         let p = Arc::new(p);
         let sent: Arc<Mutex<Vec<Guid>>> = Arc::default();
         let sender = {
@@ -493,8 +427,8 @@ fn every_message_gets_exactly_one_outcome_under_a_random_close() {
 /// after, reports nothing more.
 #[test]
 fn closing_again_or_dropping_after_close_reports_nothing_more() {
-    let broker = replicated();
-    let (p, acks) = open(&broker, ProducerConfig::default());
+    let broker = start(support::replicated());
+    let (p, acks) = producer_with(&broker, ProducerConfig::default());
     let mut guids: Vec<Guid> = (0..3)
         .map(|_| p.publish(QueueId(0), payload(8)).unwrap())
         .collect();
@@ -526,8 +460,8 @@ fn closing_again_or_dropping_after_close_reports_nothing_more() {
 /// the producer was not closed) and hand the payload back.
 #[test]
 fn after_shutdown_every_call_says_shut_down_and_hands_the_payload_back() {
-    let broker = replicated();
-    let (p, acks) = open(&broker, ProducerConfig::default());
+    let broker = start(support::replicated());
+    let (p, acks) = producer_with(&broker, ProducerConfig::default());
     let g = p.send(QueueId(0), payload(8)).unwrap();
     sent_on(&broker);
     broker.shutdown();

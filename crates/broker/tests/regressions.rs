@@ -2,7 +2,6 @@
 //! defect, named after what it guards. Each failed on the code before its fix. A test that
 //! used to hang runs under [`within`], a watchdog that fails it instead.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread;
@@ -11,56 +10,20 @@ use std::time::{Duration, Instant};
 use zerodispatch_broker::*;
 use zerodispatch_testkit::within;
 
-type Log<T> = Arc<Mutex<Vec<T>>>;
+mod support;
+
+use support::{Log, consumer_calling, drain, outcomes, payload, producer, replication, wait_up_to};
 
 fn start(queues: Vec<QueueConfig>, session_processors: usize) -> Broker {
-    Broker::start(BrokerConfig {
+    support::start(BrokerConfig {
         queues,
         session_processors,
         ..BrokerConfig::default()
     })
-    .expect("valid config")
 }
 
 fn priority() -> QueueConfig {
     QueueConfig::new(QueueMode::Priority)
-}
-
-fn consume(broker: &Broker, queue: u32) -> Consumer {
-    broker
-        .open_consumer(
-            QueueId(queue),
-            AppId(0),
-            ConsumerOptions::default(),
-            |_: &[Delivery]| {},
-        )
-        .unwrap()
-}
-
-fn payload(handle: u64) -> Payload {
-    Payload { handle, len: 8 }
-}
-
-/// Each GUID's single outcome; panics on a second one.
-fn outcomes(acks: &[Ack]) -> HashMap<Guid, AckStatus> {
-    let mut map = HashMap::new();
-    for a in acks {
-        assert!(
-            map.insert(a.guid, a.status).is_none(),
-            "{:?} reported twice: {acks:?}",
-            a.guid
-        );
-    }
-    map
-}
-
-/// Waits until `done` holds, failing the test after `limit`.
-fn wait_for(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// Defect 8: `held` was `held - released` from two unordered loads, and wrapped (a panic in
@@ -76,7 +39,7 @@ fn queue_stats_held_never_wraps_while_messages_flow() {
             }],
             2,
         ));
-        let _c = consume(&broker, 0);
+        let _c = drain(&broker, 0);
         let p = broker.open_producer(CAPACITY, |_: &[Ack]| {}).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let readers: Vec<_> = (0..2)
@@ -115,7 +78,7 @@ fn queue_stats_held_never_wraps_while_messages_flow() {
 #[test]
 fn a_panicking_on_ack_reports_each_outcome_once() {
     let broker = start(vec![priority()], 1);
-    let _c = consume(&broker, 0);
+    let _c = drain(&broker, 0);
     let acks: Log<Ack> = Arc::default();
     let sink = acks.clone();
     let mut first = true;
@@ -150,26 +113,13 @@ fn a_panicking_on_delivery_delivers_each_message_once_and_confirms_it() {
     let seen: Log<Delivery> = Arc::default();
     let sink = seen.clone();
     let mut first = true;
-    let _c = broker
-        .open_consumer(
-            QueueId(0),
-            AppId(0),
-            ConsumerOptions::default(),
-            move |b: &[Delivery]| {
-                sink.lock().unwrap().extend_from_slice(b);
-                if std::mem::take(&mut first) {
-                    panic!("on_delivery fails once (expected by the test)");
-                }
-            },
-        )
-        .unwrap();
-    let acks: Log<Ack> = Arc::default();
-    let sink = acks.clone();
-    let p = broker
-        .open_producer(100, move |b: &[Ack]| {
-            sink.lock().unwrap().extend_from_slice(b)
-        })
-        .unwrap();
+    let _c = consumer_calling(&broker, move |b: &[Delivery]| {
+        sink.lock().unwrap().extend_from_slice(b);
+        if std::mem::take(&mut first) {
+            panic!("on_delivery fails once (expected by the test)");
+        }
+    });
+    let (p, acks) = producer(&broker, 100);
     let g1 = p.publish(QueueId(0), payload(1)).unwrap();
     broker.quiesce().unwrap();
     let g2 = p.publish(QueueId(0), payload(2)).unwrap();
@@ -194,7 +144,7 @@ fn send_from_on_ack_at_a_cap_of_one_does_not_hang() {
     const CHAIN: usize = 20;
     within(Duration::from_secs(10), "send from on_ack", || {
         let broker = start(vec![priority()], 1);
-        let _c = consume(&broker, 0);
+        let _c = drain(&broker, 0);
         let me: Arc<OnceLock<Weak<Producer>>> = Arc::default();
         let acked = Arc::new(AtomicUsize::new(0));
         let (mine, count) = (me.clone(), acked.clone());
@@ -287,13 +237,7 @@ fn closed_sessions_free_their_slots() {
 fn close_waits_for_published_messages_too() {
     within(Duration::from_secs(20), "close after publish", || {
         let broker = start(vec![priority()], 1);
-        let acks: Log<Ack> = Arc::default();
-        let sink = acks.clone();
-        let p = broker
-            .open_producer(1000, move |b: &[Ack]| {
-                sink.lock().unwrap().extend_from_slice(b)
-            })
-            .unwrap();
+        let (p, acks) = producer(&broker, 1000);
         let guids: Vec<Guid> = (0..50)
             .map(|i| p.publish(QueueId(0), payload(i)).unwrap())
             .collect();
@@ -303,7 +247,7 @@ fn close_waits_for_published_messages_too() {
         let closed = thread::scope(|s| {
             s.spawn(|| {
                 thread::sleep(Duration::from_millis(30));
-                consume(&broker, 0)
+                drain(&broker, 0)
             });
             p.close(Duration::from_secs(5))
         });
@@ -378,16 +322,12 @@ fn a_huge_queue_capacity_is_an_error_not_an_abort() {
 fn dropping_a_producer_in_its_own_on_ack_does_not_stall_its_processor() {
     within(Duration::from_secs(20), "drop in on_ack", || {
         // ACKs wait for the replica's receipt: a message without one stays in flight.
-        let broker = Broker::start(BrokerConfig {
+        let broker = support::start(BrokerConfig {
             queues: vec![priority()],
-            replication: Some(Replication {
-                replicas: 1,
-                quorum: 1,
-            }),
+            replication: replication(1, 1),
             ..BrokerConfig::default()
-        })
-        .unwrap();
-        let _c = consume(&broker, 0);
+        });
+        let _c = drain(&broker, 0);
         let receipt = |guid| {
             broker
                 .replica_receipt(Receipt {
@@ -419,7 +359,7 @@ fn dropping_a_producer_in_its_own_on_ack_does_not_stall_its_processor() {
         drop(slot);
         broker.quiesce().unwrap(); // stored: the replica has it
         receipt(acked);
-        wait_for(Duration::from_secs(5), "the drop in on_ack", || {
+        wait_up_to(Duration::from_secs(5), "the drop in on_ack", || {
             took.lock().unwrap().is_some()
         });
         let took = took.lock().unwrap().unwrap();
@@ -441,7 +381,7 @@ fn dropping_a_producer_in_its_own_on_ack_does_not_stall_its_processor() {
 fn send_at_the_cap_on_a_processor_thread_hands_the_message_back() {
     within(Duration::from_secs(10), "send at the cap in on_ack", || {
         let broker = start(vec![priority()], 1);
-        let _c = consume(&broker, 0);
+        let _c = drain(&broker, 0);
         let me: Arc<OnceLock<Weak<Producer>>> = Arc::default();
         let results: Log<Result<Guid, SendError>> = Arc::default();
         let (mine, sink) = (me.clone(), results.clone());
@@ -463,7 +403,7 @@ fn send_at_the_cap_on_a_processor_thread_hands_the_message_back() {
         );
         me.set(Arc::downgrade(&p)).unwrap();
         p.send(QueueId(0), payload(0)).unwrap();
-        wait_for(Duration::from_secs(5), "on_ack's sends", || {
+        wait_up_to(Duration::from_secs(5), "on_ack's sends", || {
             results.lock().unwrap().len() == 2
         });
         let r = results.lock().unwrap();
@@ -499,7 +439,7 @@ fn cluster_state_on_a_processor_thread_is_an_error_not_a_hang() {
                     }),
                 )
                 .unwrap();
-            wait_for(Duration::from_secs(5), "the answer", || {
+            wait_up_to(Duration::from_secs(5), "the answer", || {
                 answer.lock().unwrap().is_some()
             });
             let answer = answer.lock().unwrap().take().unwrap();
@@ -517,7 +457,7 @@ fn cluster_state_on_a_processor_thread_is_an_error_not_a_hang() {
 fn quiesce_in_on_ack_says_it_is_on_a_processor_thread() {
     within(Duration::from_secs(10), "quiesce in on_ack", || {
         let broker = Arc::new(start(vec![priority()], 1));
-        let _c = consume(&broker, 0);
+        let _c = drain(&broker, 0);
         let answer: Arc<Mutex<Option<Result<(), BrokerError>>>> = Arc::default();
         let (weak, sink) = (Arc::downgrade(&broker), answer.clone());
         let p = broker
@@ -528,7 +468,7 @@ fn quiesce_in_on_ack_says_it_is_on_a_processor_thread() {
             })
             .unwrap();
         p.send(QueueId(0), payload(0)).unwrap();
-        wait_for(Duration::from_secs(5), "the answer", || {
+        wait_up_to(Duration::from_secs(5), "the answer", || {
             answer.lock().unwrap().is_some()
         });
         let session = broker.processors(ClientType::Session)[0];
@@ -548,13 +488,12 @@ fn a_full_outbox_on_a_processor_thread_is_not_reported_as_closed() {
     within(Duration::from_secs(20), "publishes from on_ack", || {
         // Tiny event queues and outboxes (8 events): 200 publishes from one on_ack call
         // fill the session processor's own queue, then its outbox.
-        let broker = Broker::start(BrokerConfig {
+        let broker = support::start(BrokerConfig {
             queues: vec![priority()],
             event_capacity: 8,
             ..BrokerConfig::default()
-        })
-        .unwrap();
-        let _c = consume(&broker, 0);
+        });
+        let _c = drain(&broker, 0);
         let me: Arc<OnceLock<Weak<Producer>>> = Arc::default();
         let results: Log<Result<Guid, SendError>> = Arc::default();
         let acks: Log<Ack> = Arc::default();
@@ -578,7 +517,7 @@ fn a_full_outbox_on_a_processor_thread_is_not_reported_as_closed() {
         );
         me.set(Arc::downgrade(&p)).unwrap();
         let g0 = p.publish(QueueId(0), payload(0)).unwrap();
-        wait_for(Duration::from_secs(5), "on_ack's publishes", || {
+        wait_up_to(Duration::from_secs(5), "on_ack's publishes", || {
             results.lock().unwrap().len() == 200
         });
         let results = results.lock().unwrap().clone();
@@ -615,16 +554,13 @@ fn a_full_outbox_is_its_own_error_with_the_core_refusal_as_source() {
         Duration::from_secs(20),
         "close_consumer on the cluster thread",
         || {
-            let broker = Arc::new(
-                Broker::start(BrokerConfig {
-                    queues: vec![priority()],
-                    event_capacity: 8,
-                    ..BrokerConfig::default()
-                })
-                .unwrap(),
-            );
+            let broker = Arc::new(support::start(BrokerConfig {
+                queues: vec![priority()],
+                event_capacity: 8,
+                ..BrokerConfig::default()
+            }));
             let consumers: Arc<Vec<Consumer>> =
-                Arc::new((0..64).map(|_| consume(&broker, 0)).collect());
+                Arc::new((0..64).map(|_| drain(&broker, 0)).collect());
             broker.quiesce().unwrap();
             // Hold the queue processor: the Detaches fill its queue, then the cluster
             // processor's outbox.
@@ -650,7 +586,7 @@ fn a_full_outbox_is_its_own_error_with_the_core_refusal_as_source() {
                 }
             });
             broker.execute(cluster, close_all).unwrap();
-            wait_for(Duration::from_secs(5), "the answer", || {
+            wait_up_to(Duration::from_secs(5), "the answer", || {
                 answer.lock().unwrap().is_some()
             });
             gate.wait();

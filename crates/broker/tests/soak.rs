@@ -16,21 +16,9 @@ use std::time::{Duration, Instant};
 use zerodispatch_broker::*;
 use zerodispatch_testkit::quiet_planned_panics;
 
-/// xorshift64*: a small deterministic generator, seeded per thread.
-struct Rng(u64);
+mod support;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use support::{Rng, start};
 
 fn soak() -> Duration {
     let secs = std::env::var("ZD_SOAK_SECS")
@@ -67,27 +55,24 @@ fn live_clients(broker: &Broker) -> usize {
 #[test]
 fn faults_churn_and_tiny_queues_lose_no_outcome_and_stall_nothing() {
     quiet_planned_panics();
-    let broker = Arc::new(
-        Broker::start(BrokerConfig {
-            queues: vec![
-                QueueConfig {
-                    capacity: 512,
-                    window: 16,
-                    ..QueueConfig::new(QueueMode::Priority)
-                },
-                QueueConfig {
-                    capacity: 512,
-                    window: 16,
-                    ..QueueConfig::new(QueueMode::Fanout { apps: 2 })
-                },
-            ],
-            session_processors: 2,
-            queue_processors: 2,
-            event_capacity: 64,
-            ..BrokerConfig::default()
-        })
-        .unwrap(),
-    );
+    let broker = Arc::new(start(BrokerConfig {
+        queues: vec![
+            QueueConfig {
+                capacity: 512,
+                window: 16,
+                ..QueueConfig::new(QueueMode::Priority)
+            },
+            QueueConfig {
+                capacity: 512,
+                window: 16,
+                ..QueueConfig::new(QueueMode::Fanout { apps: 2 })
+            },
+        ],
+        session_processors: 2,
+        queue_processors: 2,
+        event_capacity: 64,
+        ..BrokerConfig::default()
+    }));
     let clients_at_start = live_clients(&broker);
     let outcomes = Arc::new(Outcomes::default());
     let stop = Arc::new(AtomicBool::new(false));

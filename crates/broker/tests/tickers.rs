@@ -8,13 +8,15 @@ use std::time::{Duration, Instant};
 
 use zerodispatch_broker::*;
 
+mod support;
+
+use support::{one_queue, payload, start};
+
 fn broker(timed_producers: usize) -> Broker {
-    Broker::start(BrokerConfig {
-        queues: vec![QueueConfig::new(QueueMode::Priority)],
+    start(BrokerConfig {
         timed_producers,
-        ..BrokerConfig::default()
+        ..one_queue(QueueMode::Priority)
     })
-    .unwrap()
 }
 
 fn timed() -> ProducerConfig {
@@ -52,7 +54,7 @@ fn two_hundred_timer_producers_start_no_thread_and_all_tick() {
         );
     }
     for p in &producers {
-        p.send(QueueId(0), Payload { handle: 0, len: 8 }).unwrap();
+        p.send(QueueId(0), payload(0)).unwrap();
     }
     let start = Instant::now();
     while *acks.lock().unwrap() < 200 {
@@ -87,9 +89,7 @@ fn a_processor_full_of_tickers_refuses_the_next_timed_producer_until_one_closes(
     // returns.
     drop(a);
     let third = open(timed()).unwrap();
-    third
-        .send(QueueId(0), Payload { handle: 1, len: 8 })
-        .unwrap();
+    third.send(QueueId(0), payload(1)).unwrap();
 }
 
 #[test]
@@ -106,7 +106,7 @@ fn an_interval_too_long_for_the_clock_never_ticks_and_panics_nothing() {
             move |batch| *seen.lock().unwrap() += batch.len(),
         )
         .unwrap();
-    p.send(QueueId(0), Payload { handle: 2, len: 8 }).unwrap();
+    p.send(QueueId(0), payload(2)).unwrap();
     thread::sleep(Duration::from_millis(30));
     assert_eq!(*acks.lock().unwrap(), 0, "no tick came: nothing was sent");
     // The close sends the batch.
@@ -116,13 +116,11 @@ fn an_interval_too_long_for_the_clock_never_ticks_and_panics_nothing() {
 
 #[test]
 fn a_timed_producer_goes_to_the_session_processor_with_the_fewest_tickers() {
-    let broker = Broker::start(BrokerConfig {
-        queues: vec![QueueConfig::new(QueueMode::Priority)],
+    let broker = start(BrokerConfig {
         session_processors: 2,
         timed_producers: 1,
-        ..BrokerConfig::default()
-    })
-    .unwrap();
+        ..one_queue(QueueMode::Priority)
+    });
     let open = |config| broker.open_producer_with(config, |_: &[Ack]| ());
     // Placed by client count alone, the second timed producer would land beside the
     // first (each processor holding one client) and be refused.
@@ -170,15 +168,11 @@ fn a_closed_timed_producer_frees_its_ticker_before_close_returns() {
 fn two_timed_producers_opened_at_once_take_the_two_free_places() {
     // Two processors with one ticker each: opened at the same instant, the two producers
     // must land one on each, never both on one (the second refused beside a free place).
-    let broker = Arc::new(
-        Broker::start(BrokerConfig {
-            queues: vec![QueueConfig::new(QueueMode::Priority)],
-            session_processors: 2,
-            timed_producers: 1,
-            ..BrokerConfig::default()
-        })
-        .unwrap(),
-    );
+    let broker = Arc::new(start(BrokerConfig {
+        session_processors: 2,
+        timed_producers: 1,
+        ..one_queue(QueueMode::Priority)
+    }));
     let mut refused = 0;
     for _ in 0..400 {
         let start = Arc::new(std::sync::Barrier::new(2));

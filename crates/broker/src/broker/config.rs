@@ -13,13 +13,9 @@ use crate::replication::Replication;
 #[cfg(doc)]
 use super::Broker;
 #[cfg(doc)]
-use crate::dedup::{MAX_DEDUP_WINDOW, MIN_DEDUP_WINDOW};
-#[cfg(doc)]
 use crate::error::BrokerError;
 #[cfg(doc)]
-use crate::names::MAX_PRODUCER_NAMES;
-#[cfg(doc)]
-use crate::queue::MAX_QUEUE_CAPACITY;
+use crate::limits::{MAX_DEDUP_WINDOW, MAX_PRODUCER_NAMES, MAX_QUEUE_CAPACITY, MIN_DEDUP_WINDOW};
 
 /// One queue of the broker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,7 +10,8 @@ use zerodispatch_core::{
 
 use crate::error::BrokerError;
 use crate::ids::{AppId, ConsumerId, Guid, QueueId};
-use crate::message::{BrokerMsg, ConfirmRoute, Delivery};
+use crate::message::{ConfirmRoute, Delivery};
+use crate::protocol::BrokerMsg;
 use crate::session::{ConsumerSession, Pacing};
 
 use super::stepped::dispatch_waiting;

@@ -13,12 +13,15 @@ use zerodispatch_core::{
 
 use crate::cluster::ClusterClient;
 use crate::credits::Credits;
-use crate::dedup::{MAX_DEDUP_WINDOW, MIN_DEDUP_WINDOW, StoredIds};
+use crate::dedup::StoredIds;
 use crate::error::BrokerError;
 use crate::ids::QueueId;
-use crate::message::BrokerMsg;
-use crate::names::{MAX_PRODUCER_NAMES, Names};
-use crate::queue::{MAX_APPS, MAX_QUEUE_CAPACITY, QueueClient, QueueEngine};
+use crate::limits::{
+    MAX_APPS, MAX_DEDUP_WINDOW, MAX_PRODUCER_NAMES, MAX_QUEUE_CAPACITY, MIN_DEDUP_WINDOW,
+};
+use crate::names::Names;
+use crate::protocol::BrokerMsg;
+use crate::queue::{QueueClient, QueueEngine};
 use crate::stats::{ClusterCounters, QueueCounters};
 
 use super::{Broker, BrokerConfig, Owner};

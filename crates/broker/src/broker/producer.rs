@@ -17,11 +17,11 @@ use zerodispatch_core::{
 use crate::credits::Credits;
 use crate::error::{BrokerError, SendError};
 use crate::ids::{Guid, Payload, ProducerId, QueueId};
-use crate::message::{Ack, BrokerMsg};
+use crate::limits::{FRAME_OVERHEAD, MAX_UNCONFIRMED};
+use crate::message::Ack;
 use crate::names::Names;
-use crate::session::{
-    AckHandler, FRAME_OVERHEAD, FlushStrategy, MAX_UNCONFIRMED, ProducerConfig, ProducerSession,
-};
+use crate::protocol::BrokerMsg;
+use crate::session::{AckHandler, FlushStrategy, ProducerConfig, ProducerSession};
 
 use self::close::{CLOSED, Inside};
 use self::ticker::{Ticker, reserve, start_ticker, tick_every};

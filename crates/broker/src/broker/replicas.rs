@@ -5,7 +5,8 @@
 use zerodispatch_core::Event;
 
 use crate::error::BrokerError;
-use crate::message::{BrokerMsg, Confirm, ConfirmMode};
+use crate::message::{Confirm, ConfirmMode};
+use crate::protocol::BrokerMsg;
 use crate::replication::Receipt;
 use crate::stats::ClusterState;
 

@@ -20,7 +20,7 @@ use zerodispatch_core::{
 };
 
 use crate::error::BrokerError;
-use crate::message::BrokerMsg;
+use crate::protocol::BrokerMsg;
 
 use super::{Broker, BrokerConfig};
 

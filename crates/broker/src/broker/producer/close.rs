@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use zerodispatch_core::{DispatchError, Event};
 
-use crate::message::BrokerMsg;
+use crate::protocol::BrokerMsg;
 
 use super::super::stepped::{dispatch_waiting, run_until_idle};
 use super::Producer;

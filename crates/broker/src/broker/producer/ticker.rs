@@ -29,7 +29,7 @@ use zerodispatch_core::{
 };
 
 use crate::error::BrokerError;
-use crate::message::BrokerMsg;
+use crate::protocol::BrokerMsg;
 use crate::session::{FlushStrategy, ProducerConfig};
 
 /// A ticker's place on a session processor: counted in the processor's tickers from its

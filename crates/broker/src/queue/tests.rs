@@ -1,0 +1,150 @@
+use std::sync::{Arc, Mutex};
+
+use zerodispatch_core::testing::TestDispatcher;
+use zerodispatch_core::{
+    Client, ClientHandle, ClientType, Context, Dispatcher, Event, Placement, PoolConfig,
+};
+
+use crate::dedup::StoredIds;
+use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
+use crate::message::{AckStatus, Confirm};
+use crate::names::Names;
+use crate::protocol::BrokerMsg;
+
+use super::{QueueClient, QueueEngine, QueueMode};
+
+type Seen = Arc<Mutex<Vec<BrokerMsg>>>;
+
+/// A session that keeps what the queue sends it (ACKs, pushes).
+struct Session(Seen);
+impl Client<BrokerMsg> for Session {
+    fn on_message(&mut self, message: BrokerMsg, _ctx: &mut Context<BrokerMsg>) {
+        self.0.lock().unwrap().push(message);
+    }
+}
+
+/// The queue's client alone on the stepped dispatcher, with a session to ACK to.
+fn stepped_queue(capacity: usize) -> (TestDispatcher<BrokerMsg>, ClientHandle, ClientHandle, Seen) {
+    let test = Dispatcher::<BrokerMsg>::builder()
+        .pool(ClientType::Session, PoolConfig::new(1))
+        .pool(ClientType::Queue, PoolConfig::new(1))
+        .build_stepped()
+        .unwrap();
+    let engine = QueueEngine::new(
+        QueueId(0),
+        QueueMode::Priority,
+        (capacity, 16),
+        None,
+        (
+            None,
+            StoredIds::new(0, crate::limits::MIN_DEDUP_WINDOW).unwrap(),
+            Arc::new(Mutex::new(Names::new(0).unwrap())),
+        ),
+        Arc::default(),
+    )
+    .unwrap();
+    let queue = test
+        .register(
+            ClientType::Queue,
+            QueueClient::new(engine),
+            Placement::LeastLoaded,
+        )
+        .unwrap()
+        .erase();
+    let seen = Seen::default();
+    let session = test
+        .register(
+            ClientType::Session,
+            Session(seen.clone()),
+            Placement::LeastLoaded,
+        )
+        .unwrap()
+        .erase();
+    (test, queue, session, seen)
+}
+
+fn put(
+    test: &TestDispatcher<BrokerMsg>,
+    queue: ClientHandle,
+    producer: ClientHandle,
+    seq: u64,
+) -> Guid {
+    let guid = Guid::new(ProducerId(7), seq);
+    let payload = Payload {
+        handle: seq,
+        len: 8,
+    };
+    test.dispatch(
+        queue,
+        Event::Message(BrokerMsg::Put {
+            producer,
+            guid,
+            payload,
+        }),
+    )
+    .unwrap();
+    guid
+}
+
+fn acks(seen: &Seen) -> Vec<(Guid, AckStatus)> {
+    let mut seen = seen.lock().unwrap();
+    let acks = seen
+        .iter()
+        .filter_map(|m| match m {
+            BrokerMsg::Ack { guid, status } => Some((*guid, *status)),
+            _ => None,
+        })
+        .collect();
+    seen.clear();
+    acks
+}
+
+#[test]
+fn on_the_stepped_dispatcher_a_queue_acks_at_its_flush_refuses_when_full_and_frees_at_confirm() {
+    let (test, queue, session, seen) = stepped_queue(2);
+    let first = put(&test, queue, session, 0);
+    let second = put(&test, queue, session, 1);
+    let third = put(&test, queue, session, 2);
+    assert!(acks(&seen).is_empty(), "nothing runs before the test steps");
+    test.run_until_idle();
+    assert_eq!(
+        acks(&seen),
+        [
+            (first, AckStatus::Stored),
+            (second, AckStatus::Stored),
+            (third, AckStatus::RejectedQueueFull)
+        ],
+        "stored means stored: the third found the table full"
+    );
+    // A consumer attached: the queue pushes both at its flush; a confirm frees a slot.
+    let consumer = ConsumerId(1);
+    let attach = BrokerMsg::Attach {
+        consumer,
+        app: AppId(0),
+        session,
+    };
+    test.dispatch(queue, Event::Message(attach)).unwrap();
+    test.run_until_idle();
+    let pushed = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|m| matches!(m, BrokerMsg::Push { .. }))
+        .count();
+    assert_eq!(pushed, 2);
+    let confirm = Confirm {
+        queue: QueueId(0),
+        guid: first,
+        consumer,
+        app: AppId(0),
+    };
+    test.dispatch(queue, Event::Message(BrokerMsg::Confirm(confirm)))
+        .unwrap();
+    let fourth = put(&test, queue, session, 3);
+    test.run_until_idle();
+    assert_eq!(
+        acks(&seen),
+        [(fourth, AckStatus::Stored)],
+        "the confirm freed its slot"
+    );
+}
