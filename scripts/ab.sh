@@ -36,8 +36,11 @@ mkdir -p "$ab/runs"
 declare -A bench
 for side in old new; do
     dir="$ab/$side"
-    git worktree remove --force "$dir" 2>/dev/null || rm -rf "$dir"
-    git worktree add --force --detach "$dir" "${rev[$side]}" >/dev/null
+    # A worktree already at the commit is kept: its build is then up to date.
+    if [ "$(git -C "$dir" rev-parse HEAD 2>/dev/null)" != "${rev[$side]}" ]; then
+        git worktree remove --force "$dir" 2>/dev/null || rm -rf "$dir"
+        git worktree add --force --detach "$dir" "${rev[$side]}" >/dev/null 2>&1
+    fi
     echo "building $side (${rev[$side]:0:9}) in $dir" >&2
     bench[$side]=$(cd "$dir" && CARGO_TARGET_DIR="$ab/$side-target" cargo bench --bench hop --no-run \
         --message-format=json 2>/dev/null | python3 -c '
