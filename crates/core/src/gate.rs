@@ -41,7 +41,7 @@
 //! The price is one uncontended read-modify-write per dispatch (one per batch), made before
 //! the push, when the previous event's slot write may still sit in the store buffer: half
 //! of what the earlier enter-and-leave gate paid (`docs/benchmarks.md`, `dispatch_hop`).
-//! Modelled with `loom` on the real code (`loom_tests.rs`).
+//! Modelled with `loom` on the real code (`loom/shutdown.rs`, `loom/wake.rs`).
 
 use crate::sync::{AtomicUsize, Ordering};
 

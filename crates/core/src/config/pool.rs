@@ -159,6 +159,12 @@ impl PoolConfig {
     /// (about 90 bytes each), so that scheduling never allocates; a schedule beyond them
     /// is refused with its callback handed back (`TimersFull`). Default
     /// [`DEFAULT_TIMERS`](Self::DEFAULT_TIMERS).
+    ///
+    /// A cancelled timer's slot is free again at its processor's next turn, not at the
+    /// `cancel`: a client that cancels and re-arms between two turns (a timeout reset on
+    /// every event it handles) holds two slots for a moment. Size the set for one spare per
+    /// timer that may be re-armed within one turn of its processor: for `n` such timers,
+    /// `2 * n`.
     #[must_use]
     pub fn timers(mut self, timers: usize) -> Self {
         self.timers = timers;
