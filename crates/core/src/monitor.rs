@@ -9,11 +9,11 @@
 //! processor moves on. Probes keep the queue non-empty while a processor is stuck, so a
 //! long event is seen even when nothing else is queued.
 //!
-//! While every processor sleeps the monitor sleeps longer too: its interval doubles at each
-//! such tick up to [`IDLE_INTERVAL`], and falls back to `monitor_interval` at the first tick
-//! that finds a processor awake. An idle dispatcher thus wakes no thread of its own more
-//! than once a second (a processor that wakes is probed, and watched for being stuck, from
-//! the monitor's next tick: within a second).
+//! While every processor sleeps the monitor rests: its interval doubles at each such tick
+//! up to [`IDLE_INTERVAL`]. The first processor that wakes from a park while it rests
+//! unparks it (`Shared::wake_monitor`), and it goes back to `monitor_interval` at once. An
+//! idle dispatcher thus wakes no thread of its own more than once a second, and a
+//! processor that wakes is probed and watched as before.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,7 +63,9 @@ impl Monitor {
         if let Some(bytes) = stack_size {
             builder = builder.stack_size(bytes);
         }
-        let thread = builder.spawn(move || run(&shared, &flag))?;
+        let for_thread = shared.clone();
+        let thread = builder.spawn(move || run(&for_thread, &flag))?;
+        let _ = shared.monitor_thread.set(thread.thread().clone());
         Ok(Self { stop, thread })
     }
 
@@ -87,17 +89,23 @@ fn run<M: Send + 'static>(shared: &Shared<M>, stop: &AtomicBool) {
         .collect();
     // `park_timeout` returns early on `stop`'s unpark; the park token makes an unpark that
     // comes before the park count too, so the stop is never missed.
-    let mut interval = shared.global.monitor_interval;
+    let base = shared.global.monitor_interval;
+    let mut interval = base;
     while !stop.load(Ordering::Acquire) {
+        // Resting (every processor asleep at the last tick): a processor that wakes
+        // unparks it. Relaxed: a hint; the timeout bounds a missed one.
+        let resting = interval > base;
+        shared.monitor_resting.store(resting, Ordering::Relaxed);
         thread::park_timeout(interval);
+        let woken = resting && !shared.monitor_resting.swap(false, Ordering::Relaxed);
         if stop.load(Ordering::Acquire) || shared.is_shutting_down() {
             break;
         }
-        // Every processor asleep: the next tick comes later (the module docs).
-        interval = if shared.processors().all(|p| p.is_sleeping()) {
-            (interval * 2).min(IDLE_INTERVAL.max(shared.global.monitor_interval))
+        // Every processor asleep, and none woke it: the next tick comes later.
+        interval = if !woken && shared.processors().all(|p| p.is_sleeping()) {
+            (interval * 2).min(IDLE_INTERVAL.max(base))
         } else {
-            shared.global.monitor_interval
+            base
         };
         let now = Instant::now();
         for (processor, watch) in shared.processors().zip(watches.iter_mut()) {
