@@ -16,8 +16,47 @@ use std::time::{Duration, Instant};
 use zerodispatch_core::*;
 use zerodispatch_testkit::CountingAllocator;
 
+/// The counting allocator, which also counts, apart, the allocations of the thread that
+/// marks itself measured: the claim is about that thread's wait, and the process's count
+/// takes in whatever else the processes's other threads do meanwhile.
+struct OnThisThread;
+
+std::thread_local! {
+    /// Set by the producer while its allocations are counted.
+    static MEASURED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Allocations of the measured thread while it was measured.
+static ON_MEASURED_THREAD: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is handed to `CountingAllocator`, which upholds `GlobalAlloc`'s
+// contract; the count beside it reads a const-initialised thread-local (no allocation,
+// no destructor) and adds to an atomic.
+unsafe impl std::alloc::GlobalAlloc for OnThisThread {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        if MEASURED.with(std::cell::Cell::get) {
+            ON_MEASURED_THREAD.fetch_add(1, Ordering::SeqCst);
+        }
+        // SAFETY: the caller's contract, passed on.
+        unsafe { CountingAllocator.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { CountingAllocator.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
+        if MEASURED.with(std::cell::Cell::get) {
+            ON_MEASURED_THREAD.fetch_add(1, Ordering::SeqCst);
+        }
+        // SAFETY: the caller's contract, passed on.
+        unsafe { CountingAllocator.realloc(ptr, layout, size) }
+    }
+}
+
 #[global_allocator]
-static GLOBAL: CountingAllocator = CountingAllocator;
+static GLOBAL: OnThisThread = OnThisThread;
 
 /// Counts the messages it gets.
 struct Counter(Arc<AtomicU64>);
@@ -77,9 +116,11 @@ fn a_threads_first_wait_allocates_nothing_after_its_first_blocking_call() {
             warmed.store(true, Ordering::Release);
             until(&measuring);
             // The queue fills, then the last dispatch waits for the blocked processor.
+            MEASURED.with(|m| m.set(true));
             for n in 1..=CAPACITY + 1 {
                 h.dispatch(client, Event::Message(n)).unwrap();
             }
+            MEASURED.with(|m| m.set(false));
             done.store(true, Ordering::Release);
         })
     };
@@ -87,6 +128,16 @@ fn a_threads_first_wait_allocates_nothing_after_its_first_blocking_call() {
     while got.load(Ordering::Acquire) < 1 {
         thread::yield_now();
     }
+    // The processor's part warmed up too: a full queue once (its watermark alarm is raised
+    // and cleared, whose log lines' first use may allocate), then drained.
+    let held = Arc::new(AtomicBool::new(false));
+    let h = held.clone();
+    d.execute(client.processor(), Callback::new(move || until(&h)))
+        .unwrap();
+    while d.try_dispatch(client, Event::Message(0)).is_ok() {}
+    held.store(true, Ordering::Release);
+    d.synchronize(client).unwrap();
+    let warmed_up = got.load(Ordering::Acquire);
     // The processor is held in a dispatcher callback until released.
     let (b, r) = (blocked.clone(), release.clone());
     d.execute(
@@ -112,12 +163,23 @@ fn a_threads_first_wait_allocates_nothing_after_its_first_blocking_call() {
     let allocations = CountingAllocator::allocations() - before;
 
     producer.join().unwrap();
+    let on_producer = ON_MEASURED_THREAD.load(Ordering::SeqCst);
     assert_eq!(
-        allocations, 0,
-        "a thread's first wait allocated {allocations} time(s) after its first dispatch"
+        on_producer, 0,
+        "a thread's first wait allocated {on_producer} time(s) after its first dispatch"
     );
+    // The process's count is reported, not asserted: before the warm-up filled the queue
+    // once, one run in six or so (feature `tokio`, a loaded machine) counted one or two
+    // allocations on another thread, never the producer's, when the processor's watermark
+    // alarm was first raised and cleared in the window (their log lines' first use, as far
+    // as we could tell); with that warm-up none was seen in eight runs.
+    if allocations != 0 {
+        eprintln!(
+            "the process allocated {allocations} time(s) in the window, none of them the producer's"
+        );
+    }
     assert_eq!(
         d.synchronize(client).map(|()| got.load(Ordering::Acquire)),
-        Ok(CAPACITY + 2)
+        Ok(warmed_up + CAPACITY + 1)
     );
 }
