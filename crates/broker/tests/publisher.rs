@@ -405,6 +405,12 @@ fn every_message_gets_exactly_one_outcome_under_a_random_close() {
                 }
             })
         };
+        // The close comes while messages are being sent: after the first, on a loaded
+        // machine too (the sender may not have run yet when the sleep alone ends).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while sent.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+            thread::yield_now();
+        }
         thread::sleep(Duration::from_millis(5 * seed));
         p.close(Duration::from_millis(seed));
         sender.join().unwrap();
