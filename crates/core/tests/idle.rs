@@ -1,0 +1,60 @@
+//! An idle dispatcher sleeps: its monitor wakes about once a second, not at its interval.
+//! A test binary of its own: it counts the context switches of every thread named
+//! `zd-monitor` in the process, so no other test's dispatcher may run beside it.
+
+// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
+// only the loom models (`--lib`) run then.
+#![cfg(not(loom))]
+
+mod common;
+
+use std::thread;
+use std::time::Duration;
+
+use common::*;
+use zerodispatch_core::*;
+
+/// Context switches so far of this process's threads named `name` (Linux's
+/// `/proc/self/task/*/status`).
+#[cfg(target_os = "linux")]
+fn context_switches_of(name: &str) -> u64 {
+    let mut total = 0;
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        total += status
+            .lines()
+            .filter(|l| {
+                l.starts_with("voluntary_ctxt_switches")
+                    || l.starts_with("nonvoluntary_ctxt_switches")
+            })
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    total
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn an_idle_dispatchers_monitor_wakes_about_once_a_second_not_at_its_interval() {
+    let d = Dispatcher::<u64>::builder()
+        .pool(ClientType::Queue, PoolConfig::new(2))
+        .pool(ClientType::Session, PoolConfig::new(1))
+        .monitor_interval(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    // Long enough for the processors to park and the monitor's interval to grow to 1 s.
+    thread::sleep(Duration::from_secs(3));
+    let before = context_switches_of("zd-monitor");
+    thread::sleep(Duration::from_secs(2));
+    let woke = context_switches_of("zd-monitor") - before;
+    // At the 10 ms interval it would be about 200; at 1 s, 2 (a loaded machine adds a few
+    // involuntary ones).
+    assert!(woke <= 20, "the idle monitor woke {woke} times in 2 s");
+    // And it still watches: a processor that wakes is probed again.
+    let (queue, _seen) = recorder_on(&d);
+    d.synchronize(queue).unwrap();
+}
