@@ -20,42 +20,9 @@ use zerodispatch::testing as zdt;
 mod scenario;
 
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let mut seeds = 0..2_000_u64;
-    while let Some(arg) = args.next() {
-        let mut value = || -> u64 {
-            args.next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("{arg} takes a number"))
-        };
-        match arg.as_str() {
-            "--seeds" => seeds = 0..value(),
-            "--seed" => {
-                let seed = value();
-                seeds = seed..seed + 1;
-            }
-            "--from" => {
-                let from = value();
-                seeds = from..from + (seeds.end - seeds.start);
-            }
-            other => {
-                eprintln!("usage: simulate_broker [--seeds N] [--from S] [--seed S] (not {other})");
-                std::process::exit(2);
-            }
-        }
-    }
-    let replay = |seed| format!("cargo run --release --example simulate_broker -- --seed {seed}");
-    match zdt::explore(seeds, replay, scenario::run) {
-        Ok(explored) => println!(
-            "{} seeds passed, {} steps, in {:.2} s: {:.0} seeds/s",
-            explored.seeds,
-            explored.steps,
-            explored.elapsed.as_secs_f64(),
-            explored.seeds_per_second()
-        ),
-        Err(failure) => {
-            eprintln!("{failure}");
-            std::process::exit(1);
-        }
-    }
+    zdt::explore_main(
+        "cargo run --release --features broker --example simulate_broker --",
+        2_000,
+        scenario::run,
+    );
 }

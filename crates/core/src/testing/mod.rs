@@ -82,7 +82,7 @@ pub(crate) mod steps;
 
 pub use machine::MAX_TURNS;
 pub(crate) use machine::Stepped;
-pub use simulator::{Exploration, Failure, SimRng, Simulator, explore};
+pub use simulator::{Exploration, Failure, SimRng, Simulator, explore, explore_main};
 use steps::Steps;
 
 /// A dispatcher with no threads, stepped by the test (the module docs). Derefs to its

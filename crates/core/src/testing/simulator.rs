@@ -378,3 +378,41 @@ pub fn explore(
         elapsed: start.elapsed(),
     })
 }
+
+/// The `main` of a simulation binary (an example, a `harness = false` test): runs
+/// `scenario` over the seeds its command line names and exits 1 on a failing seed, after
+/// printing it with its last steps and the command that replays it, or 2 on bad arguments.
+///
+/// Arguments: `--seeds N` (seeds `0..N`, default `default_seeds`), `--from S` (start at `S`),
+/// `--seed S` (replay one). `replay` is the command a failing seed is replayed with, to
+/// which ` --seed S` is added (for an example: `cargo run --release --example NAME --`).
+pub fn explore_main(replay: &str, default_seeds: u64, scenario: impl Fn(u64)) {
+    let mut args = std::env::args().skip(1);
+    let (mut from, mut count) = (0_u64, default_seeds);
+    while let Some(arg) = args.next() {
+        let value = args.next().and_then(|v| v.parse::<u64>().ok());
+        match (arg.as_str(), value) {
+            ("--seeds", Some(n)) => count = n,
+            ("--from", Some(s)) => from = s,
+            ("--seed", Some(s)) => (from, count) = (s, 1),
+            _ => {
+                eprintln!("usage: [--seeds N] [--from S] [--seed S] (not {arg})");
+                std::process::exit(2);
+            }
+        }
+    }
+    let seeds = from..from.saturating_add(count);
+    match explore(seeds, |seed| format!("{replay} --seed {seed}"), scenario) {
+        Ok(explored) => println!(
+            "{} seeds passed, {} steps, in {:.2} s: {:.0} seeds/s",
+            explored.seeds,
+            explored.steps,
+            explored.elapsed.as_secs_f64(),
+            explored.seeds_per_second()
+        ),
+        Err(failure) => {
+            eprintln!("{failure}");
+            std::process::exit(1);
+        }
+    }
+}
