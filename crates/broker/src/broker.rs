@@ -36,7 +36,7 @@ mod replicas;
 mod stepped;
 
 use std::fmt;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_utils::CachePadded;
@@ -93,7 +93,11 @@ pub struct Broker {
     stored_ids: Vec<StoredIds>,
     /// [`BrokerConfig::dedup_window`]: a named producer's `max_unconfirmed` at most.
     dedup_window: usize,
-    next_producer: AtomicU32,
+    /// Anonymous producers opened so far: the next one's id and generation
+    /// (`Broker::anonymous_id`).
+    anonymous_producers: AtomicU64,
+    /// [`BrokerConfig::max_producer_names`]: ids below it are names'.
+    max_producer_names: u32,
     next_consumer: AtomicU32,
     /// Per session processor, its producers' tickers, running or reserved by a producer
     /// being opened ([`BrokerConfig::timed_producers`] at most).

@@ -32,13 +32,20 @@
 //!
 //! # The record
 //!
-//! Per (queue, name): one word holding the highest id stored, and a ring of
-//! `window` bits in which id `x` is bit `x % window`. Only ids in
+//! Per (queue, place of the table of names): one word holding the generation of the name
+//! the record is of, one holding the highest id stored, and a ring of `window` bits in
+//! which id `x` is bit `x % window`. Only ids in
 //! `highest - window + 1 ..= highest` are read; when the highest moves up from `h` to `n`,
 //! the bits of the ids between them (`h + 1 .. n`, which now stand where ids of the old
 //! window stood) are cleared, so the ring always describes exactly the current window. A
 //! new highest one past the last costs one bit set: the record is paid per message in a
 //! load, a test and a store or two, never a shift of the whole window.
+//!
+//! A name that takes a place given up by another (`names.rs`) comes with the next
+//! generation. Its first message finds the record of an older generation: for it nothing
+//! is stored, and storing it starts the record afresh (the generation written, the ring
+//! cleared). A message of an older generation than the record's (the given-up name's, still
+//! in flight) is out of the window: never stored under the new name's record.
 //!
 //! Nothing stored at all is not a value of the highest: it is "the highest's own bit is
 //! clear" (once anything is stored, the highest id's bit is set, and it stays set until a
@@ -53,12 +60,15 @@ use std::collections::TryReserveError;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::ids::{Guid, ProducerId};
+use crate::ids::{Guid, ProducerId, ProducerKey};
 use crate::limits::{MAX_DEDUP_WINDOW, MIN_DEDUP_WINDOW};
 use crate::tables;
 
 /// Bits in a word of the ring.
 const BITS: u64 = u64::BITS as u64;
+
+/// Words of a record before its ring: the generation and the highest id.
+const WORDS_BEFORE_RING: usize = 2;
 
 /// One queue's stored ids per named producer. Cloned handles share it (one thin pointer,
 /// so that the dispatcher callback that reads it fits its inline space).
@@ -66,7 +76,8 @@ const BITS: u64 = u64::BITS as u64;
 pub(crate) struct StoredIds(Arc<Tables>);
 
 pub(crate) struct Tables {
-    /// Per name, `1 + window / 64` words: the highest id stored, then the ring of bits.
+    /// Per name, `2 + window / 64` words: the generation, the highest id stored, then the
+    /// ring of bits.
     words: Box<[AtomicU64]>,
     /// Ids the ring covers: a power of two, `MIN_DEDUP_WINDOW..=MAX_DEDUP_WINDOW`.
     window: u64,
@@ -85,7 +96,7 @@ impl StoredIds {
     pub(crate) fn new(names: usize, window: usize) -> Result<Self, TryReserveError> {
         debug_assert!(window.is_power_of_two());
         debug_assert!((MIN_DEDUP_WINDOW..=MAX_DEDUP_WINDOW).contains(&window));
-        let per_name = 1 + window / BITS as usize;
+        let per_name = WORDS_BEFORE_RING + window / BITS as usize;
         let len = names.saturating_mul(per_name);
         let mut words = tables::vec(len)?;
         words.extend((0..len).map(|_| AtomicU64::new(0)));
@@ -95,15 +106,15 @@ impl StoredIds {
         })))
     }
 
-    /// The named producer's record (highest word, then ring), or `None` for an anonymous
-    /// producer.
+    /// The record of the name at `producer`'s place, or `None` for an anonymous producer.
     fn record_of(&self, producer: ProducerId) -> Option<Record<'_>> {
-        let per_name = 1 + (self.window / BITS) as usize;
+        let per_name = WORDS_BEFORE_RING + (self.window / BITS) as usize;
         let start = (producer.0 as usize).checked_mul(per_name)?;
         let words = self.words.get(start..start + per_name)?;
         Some(Record {
-            highest: &words[0],
-            ring: &words[1..],
+            generation: &words[0],
+            highest: &words[1],
+            ring: &words[WORDS_BEFORE_RING..],
             window: self.window,
         })
     }
@@ -115,6 +126,15 @@ impl StoredIds {
         let Some(record) = self.record_of(guid.producer()) else {
             return Verdict::Anonymous;
         };
+        let recorded = record.generation();
+        if guid.generation() > recorded {
+            // A name newer than the record's: nothing of it is stored yet.
+            return Verdict::New;
+        }
+        if guid.generation() < recorded {
+            // A name that gave up its place: the record no longer speaks for it.
+            return Verdict::OutOfWindow;
+        }
         match record.stored(guid.seq()) {
             Some(true) => Verdict::Duplicate,
             Some(false) => Verdict::New,
@@ -127,6 +147,9 @@ impl StoredIds {
     /// `New`.
     pub(crate) fn record(&self, guid: Guid) {
         if let Some(record) = self.record_of(guid.producer()) {
+            if guid.generation() != record.generation() {
+                record.restart(guid.generation());
+            }
             record.insert(guid.seq());
         }
     }
@@ -136,12 +159,16 @@ impl StoredIds {
         StoredWindow::empty(self.window)
     }
 
-    /// A copy of what the record says for `producer`: the highest id stored and, below
-    /// it, which ids of the window are stored.
-    pub(crate) fn snapshot(&self, producer: ProducerId) -> StoredWindow {
-        let Some(record) = self.record_of(producer) else {
+    /// A copy of what the record says for the name `producer` (its place and generation):
+    /// the highest id stored and, below it, which ids of the window are stored.
+    pub(crate) fn snapshot(&self, producer: ProducerKey) -> StoredWindow {
+        let Some(record) = self.record_of(producer.id) else {
             return StoredWindow::empty(self.window);
         };
+        if record.generation() != producer.generation {
+            // The record is an older name's: nothing of this one is stored.
+            return StoredWindow::empty(self.window);
+        }
         let Some(highest) = record.highest() else {
             return StoredWindow::empty(self.window);
         };
@@ -166,6 +193,8 @@ impl StoredIds {
 
 /// One name's record in one queue.
 struct Record<'a> {
+    /// The generation of the name the record is of.
+    generation: &'a AtomicU64,
     highest: &'a AtomicU64,
     /// Id `x` is bit `x % window`.
     ring: &'a [AtomicU64],
@@ -205,6 +234,21 @@ impl Record<'_> {
             left -= take;
             at = (at + take) % self.window;
         }
+    }
+
+    /// The generation of the name the record is of.
+    fn generation(&self) -> u32 {
+        // Relaxed: only this processor writes, and readers run on it too. Only `restart`
+        // writes it, with a `u32`.
+        self.generation.load(Ordering::Relaxed) as u32
+    }
+
+    /// Starts the record afresh for the name of generation `generation`: nothing stored.
+    fn restart(&self, generation: u32) {
+        self.ring.iter().for_each(|w| w.store(0, Ordering::Relaxed));
+        self.highest.store(0, Ordering::Relaxed);
+        self.generation
+            .store(u64::from(generation), Ordering::Relaxed);
     }
 
     /// The highest id stored, or `None` when nothing is: the highest's own bit is set
@@ -356,6 +400,10 @@ mod tests {
     use super::*;
 
     const NAMED: ProducerId = ProducerId(1);
+    const KEY: ProducerKey = ProducerKey {
+        id: NAMED,
+        generation: 0,
+    };
 
     fn guid(seq: u64) -> Guid {
         Guid::new(NAMED, seq)
@@ -381,10 +429,45 @@ mod tests {
         assert_eq!(ids.check(guid(1)), Verdict::Duplicate);
         assert_eq!(store(&ids, 2), Verdict::New);
         assert_eq!(ids.check(guid(2)), Verdict::Duplicate);
-        let window = ids.snapshot(NAMED);
+        let window = ids.snapshot(KEY);
         assert_eq!(window.highest(), Some(3));
         assert_eq!(window.known(), 4);
         assert!((0..=3).all(|id| window.stored(id) == Some(true)));
+    }
+
+    #[test]
+    fn a_name_of_the_next_generation_starts_the_record_afresh_and_the_older_one_is_refused() {
+        let ids = StoredIds::new(2, 64).unwrap();
+        for id in [0, 1, 3] {
+            assert_eq!(store(&ids, id), Verdict::New);
+        }
+        let next = ProducerKey {
+            id: NAMED,
+            generation: 1,
+        };
+        assert_eq!(
+            ids.snapshot(next).highest(),
+            None,
+            "nothing of the new name"
+        );
+        assert_eq!(
+            ids.check(next.guid(1)),
+            Verdict::New,
+            "stored for the old name only"
+        );
+        ids.record(next.guid(1));
+        let window = ids.snapshot(next);
+        assert_eq!(window.highest(), Some(1));
+        assert_eq!(
+            window.stored(0),
+            Some(false),
+            "the old name's 0 is not the new one's"
+        );
+        assert_eq!(ids.check(next.guid(1)), Verdict::Duplicate);
+        // The old name's messages still in flight are never taken for the new name's.
+        assert_eq!(ids.check(guid(3)), Verdict::OutOfWindow);
+        assert_eq!(ids.check(guid(7)), Verdict::OutOfWindow);
+        assert_eq!(ids.snapshot(KEY).highest(), None);
     }
 
     #[test]
@@ -399,7 +482,7 @@ mod tests {
             "in the window, not stored"
         );
         assert_eq!(ids.check(guid(5)), Verdict::OutOfWindow);
-        let window = ids.snapshot(NAMED);
+        let window = ids.snapshot(KEY);
         assert_eq!(window.stored(5), None);
         assert_eq!(window.stored(37), Some(false));
         assert_eq!(window.stored(100), Some(true));
@@ -452,10 +535,10 @@ mod tests {
     #[test]
     fn every_u64_is_an_id_and_nothing_stored_is_no_id() {
         let ids = StoredIds::new(2, 64).unwrap();
-        assert_eq!(ids.snapshot(NAMED).highest(), None);
+        assert_eq!(ids.snapshot(KEY).highest(), None);
         assert_eq!(store(&ids, u64::MAX), Verdict::New);
         assert_eq!(ids.check(guid(u64::MAX)), Verdict::Duplicate);
-        assert_eq!(ids.snapshot(NAMED).highest(), Some(u64::MAX));
+        assert_eq!(ids.snapshot(KEY).highest(), Some(u64::MAX));
         assert_eq!(ids.check(guid(u64::MAX - 1)), Verdict::New);
         assert_eq!(ids.check(guid(0)), Verdict::OutOfWindow);
         // Id 0 stored first: its bit is bit 0, which must not read as "nothing stored".
@@ -463,7 +546,7 @@ mod tests {
         assert_eq!(ids.check(guid(0)), Verdict::New);
         store(&ids, 0);
         assert_eq!(ids.check(guid(0)), Verdict::Duplicate);
-        assert_eq!(ids.snapshot(NAMED).highest(), Some(0));
-        assert_eq!(ids.snapshot(NAMED).known(), 1);
+        assert_eq!(ids.snapshot(KEY).highest(), Some(0));
+        assert_eq!(ids.snapshot(KEY).known(), 1);
     }
 }

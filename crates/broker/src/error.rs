@@ -153,12 +153,16 @@ pub enum BrokerError {
     /// A producer holds this name now: one producer per name at a time. The name is free
     /// again once that producer's `close` returns.
     NameInUse(Box<str>),
-    /// The broker's table of producer names is full: it never forgets a name while it
-    /// runs, and has been asked for this many already. Names in it may still be opened.
+    /// The broker's table of producer names is full and an open producer holds every name
+    /// in it (a closed name gives up its place to a new one). Names in it may still be
+    /// opened.
     TooManyNames {
         /// Its size ([`BrokerConfig::max_producer_names`](crate::BrokerConfig::max_producer_names)).
         max_producer_names: usize,
     },
+    /// Every id an anonymous producer can have has been given, in every generation (after
+    /// about 2^52 opens): ids are never given twice.
+    ProducerIdsExhausted,
     /// [`BrokerConfig::dedup_window`](crate::BrokerConfig::dedup_window) is not a power of
     /// two from [`MIN_DEDUP_WINDOW`](crate::MIN_DEDUP_WINDOW) to
     /// [`MAX_DEDUP_WINDOW`](crate::MAX_DEDUP_WINDOW).
@@ -288,7 +292,11 @@ impl fmt::Display for BrokerError {
             ),
             BrokerError::TooManyNames { max_producer_names } => write!(
                 f,
-                "the broker's {max_producer_names} producer names are all taken, and names are never forgotten while it runs; reuse a name, or raise BrokerConfig::max_producer_names"
+                "the broker's {max_producer_names} producer names are all held by open producers; close one, reuse a name, or raise BrokerConfig::max_producer_names"
+            ),
+            BrokerError::ProducerIdsExhausted => write!(
+                f,
+                "every anonymous producer id has been given in every generation; restart the broker"
             ),
             BrokerError::DedupWindowOutOfRange { dedup_window } => write!(
                 f,

@@ -4,21 +4,27 @@ use std::fmt;
 use std::hash::Hasher;
 
 /// A 16-byte message GUID, unique per broker: the producer's id, the producer's sequence
-/// number of the message, and a constant tag.
+/// number of the message, and the generation of the producer's id (how many producers
+/// held the id before: a name whose place the broker gave to another name comes back
+/// under a new generation, see [`Broker::open_named_producer`](crate::Broker::open_named_producer)).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Guid(pub [u8; 16]);
 
 impl Guid {
-    /// The tag in the last four bytes of every GUID this crate makes.
-    const TAG: u32 = 0x5a44_4d51;
-
-    /// The GUID of message `seq` of `producer`.
+    /// The GUID of message `seq` of `producer`, in the id's first generation (0). A
+    /// producer's own GUIDs come from [`Producer::guid`](crate::Producer::guid).
     #[must_use]
     pub fn new(producer: ProducerId, seq: u64) -> Self {
+        Self::with_generation(producer, 0, seq)
+    }
+
+    /// The GUID of message `seq` of `producer` in the id's generation `generation`.
+    #[must_use]
+    pub fn with_generation(producer: ProducerId, generation: u32, seq: u64) -> Self {
         let mut bytes = [0; 16];
         bytes[..4].copy_from_slice(&producer.0.to_le_bytes());
         bytes[4..12].copy_from_slice(&seq.to_le_bytes());
-        bytes[12..].copy_from_slice(&Self::TAG.to_le_bytes());
+        bytes[12..].copy_from_slice(&generation.to_le_bytes());
         Self(bytes)
     }
 
@@ -33,11 +39,23 @@ impl Guid {
     pub fn seq(&self) -> u64 {
         u64::from_le_bytes(self.0[4..12].try_into().expect("8 bytes"))
     }
+
+    /// The generation of the producer's id when it published the message.
+    #[must_use]
+    pub fn generation(&self) -> u32 {
+        u32::from_le_bytes(self.0[12..].try_into().expect("4 bytes"))
+    }
 }
 
 impl fmt::Debug for Guid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Guid({}:{})", self.producer().0, self.seq())
+        write!(
+            f,
+            "Guid({}:{}/{})",
+            self.producer().0,
+            self.seq(),
+            self.generation()
+        )
     }
 }
 
@@ -53,6 +71,24 @@ pub struct AppId(pub u16);
 /// A producer's id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProducerId(pub u32);
+
+/// A producer's id and its generation: what its GUIDs carry besides the sequence number.
+/// A named producer's are its name's place in the broker's table and the place's
+/// generation (`names.rs`); an anonymous one's, an id above the names' and the round of
+/// ids it was given in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ProducerKey {
+    pub(crate) id: ProducerId,
+    /// How many producers held the id before this one (for a name: how many names).
+    pub(crate) generation: u32,
+}
+
+impl ProducerKey {
+    /// The GUID of this producer's message `seq`.
+    pub(crate) fn guid(self, seq: u64) -> Guid {
+        Guid::with_generation(self.id, self.generation, seq)
+    }
+}
 
 /// A consumer's id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -2,7 +2,8 @@
 //! publish id (after a lost connection, say) is ACKed again but stored and delivered once;
 //! an old and a new producer of one name whose messages interleave lose and duplicate
 //! nothing; anonymous producers are never deduplicated; the name table is bounded, and
-//! never forgets a name; `last_stored` says where to resume.
+//! gives the place of the name closed least recently to a new one; `last_stored` says
+//! where to resume.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -162,11 +163,12 @@ fn a_named_producer_numbers_its_messages_itself() {
 }
 
 #[test]
-fn the_name_table_is_bounded_and_never_forgets_a_name() {
+fn the_name_table_is_bounded_by_open_names_and_a_new_name_takes_the_least_recently_closed() {
     let broker = start(BrokerConfig {
         max_producer_names: 2,
         ..BrokerConfig::default()
     });
+    let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
     let (a, _) = named(&broker, "a", 4);
     let (b, _) = named(&broker, "b", 4);
     let cfg = ProducerConfig::default();
@@ -179,15 +181,41 @@ fn the_name_table_is_bounded_and_never_forgets_a_name() {
             max_producer_names: 2
         })
     ));
+    let old_guid = a.publish_with_id(Q, payload(0), 0).unwrap();
     let (a_id, b_id) = (a.id(), b.id());
     a.close(Duration::from_secs(1));
     b.close(Duration::from_secs(1));
-    // Closed, their names stay: a new name is still refused, the old ones reopen.
-    let full = broker.open_named_producer("c", cfg, |_: &[Ack]| {});
+    assert_eq!(broker.last_stored("a", Q).unwrap(), Some(0));
+    // Closed, `a` first: the new name takes `a`'s place, at its next generation.
+    let (c, _) = named(&broker, "c", 4);
+    assert_eq!((c.id(), c.generation()), (a_id, 1));
+    assert!(!broker.knows_name("a") && broker.knows_name("b"));
+    assert_eq!(broker.last_stored("a", Q).unwrap(), None, "forgotten");
+    assert_eq!(
+        broker.last_stored("c", Q).unwrap(),
+        None,
+        "nothing of `a`'s"
+    );
+    // `b` is still known: same id, same generation, its record kept.
+    let (b, _) = named(&broker, "b", 4);
+    assert_eq!((b.id(), b.generation()), (b_id, 0));
+    // Every name is held: a new one (or the forgotten `a`) is refused.
+    let full = broker.open_named_producer("a", cfg, |_: &[Ack]| {});
     assert!(matches!(full, Err(BrokerError::TooManyNames { .. })));
-    assert_eq!(named(&broker, "b", 4).0.id(), b_id);
-    assert_eq!(named(&broker, "a", 4).0.id(), a_id);
-    // Anonymous producers are not bounded by the table.
+    c.close(Duration::from_secs(1));
+    // `a` again: a new name now, with new GUIDs, and its id 0 is stored again.
+    let (a, acks) = named(&broker, "a", 4);
+    assert_eq!((a.id(), a.generation()), (a_id, 2));
+    let new_guid = a.publish_with_id(Q, payload(1), 0).unwrap();
+    assert_ne!(new_guid, old_guid);
+    assert_eq!(new_guid, a.guid(0));
+    assert_eq!(new_guid.generation(), 2);
+    wait_for("the new `a`'s ACK", || acks.lock().unwrap().len() == 1);
+    assert_eq!(acks.lock().unwrap()[0].status, AckStatus::Stored);
+    wait_for("both deliveries", || seen.lock().unwrap().len() == 2);
+    let guids: Vec<Guid> = seen.lock().unwrap().iter().map(|d| d.guid).collect();
+    assert_eq!(guids, [old_guid, new_guid]);
+    // Anonymous producers are not bounded by the table: their ids start above it.
     assert_eq!(
         broker.open_producer(4, |_: &[Ack]| {}).unwrap().id(),
         ProducerId(2)

@@ -67,8 +67,9 @@ pub struct Limits {
     pub handshake_timeout: Duration,
     /// New producer names one connection may create (names the broker has never been
     /// given), at most: an `OpenProducer` of one more is refused `LIMIT_OUT_OF_RANGE`, so
-    /// that one connection cannot fill the broker's table of names, which keeps every name
-    /// while the broker runs. Names the broker knows may still be opened. Told in `Welcome`
+    /// that one connection cannot hold the broker's table of names (a new name past the
+    /// table's size takes the place of the name closed least recently). Names the broker
+    /// knows may still be opened. Told in `Welcome`
     /// (`max_new_names`). Default 64.
     pub max_new_names: u32,
     /// Producers open at once on a connection, at most. Default 16.

@@ -1,6 +1,6 @@
 //! A server no single client can hold: a client trickling the bytes of a frame is closed
-//! at the frame timeout, one connection cannot fill the broker's table of producer names,
-//! and a connection the server closed frees its place at once.
+//! at the frame timeout, no connection (nor a row of them) can fill the broker's table of
+//! producer names, and a connection the server closed frees its place at once.
 //!
 //! Every test runs on 127.0.0.1 under a watchdog.
 
@@ -136,6 +136,61 @@ fn one_connection_creates_at_most_max_new_names_and_known_names_still_open() {
         assert_eq!(other.open_named_producer(2, 0, 16, "theirs"), Ok(None));
         // Anonymous producers are not names.
         c.open_producer(11, 0, 16);
+    });
+}
+
+#[test]
+fn connections_one_after_another_cannot_fill_the_table_of_names_and_an_open_name_is_kept() {
+    within(WATCHDOG, "names reclaimed", || {
+        let limits = Limits {
+            max_new_names: 2,
+            ..limits()
+        };
+        let server = zerodispatch_server::Server::builder()
+            .listen("127.0.0.1:0".parse().unwrap())
+            .broker_config(zerodispatch_broker::BrokerConfig {
+                queues: vec![zerodispatch_broker::QueueConfig {
+                    window: limits.consumer_window,
+                    ..zerodispatch_broker::QueueConfig::new(QueueMode::Priority)
+                }],
+                max_producer_names: 4,
+                ..zerodispatch_broker::BrokerConfig::default()
+            })
+            .limits(limits)
+            .start()
+            .unwrap();
+        let addr = server.local_addr();
+        // A name held open, with a message stored, by a client that stays.
+        let mut holder = Client::hello(addr);
+        assert_eq!(holder.open_named_producer(1, 0, 16, "held"), Ok(None));
+        holder.publish(1, [7], |_, _| 1);
+        holder.all_stored(1, 1);
+        // Twenty connections, one after another, each creating two new names and leaving:
+        // 40 names through a table of 4.
+        for n in 0..20 {
+            let mut c = Client::hello(addr);
+            for p in 0..2 {
+                let name = format!("churn-{n}-{p}");
+                assert_eq!(c.open_named_producer(p, 0, 16, &name), Ok(None), "{name}");
+            }
+            if n % 2 == 0 {
+                c.close_producer(0);
+                c.close_producer(1);
+                for _ in 0..2 {
+                    c.next(|frame| assert!(matches!(frame, Frame::CloseProducer(_))));
+                }
+            }
+            // Odd connections just leave: the server closes their producers.
+        }
+        // The held name kept its place and its record.
+        let mut again = Client::hello(addr);
+        assert_eq!(
+            again.open_named_producer(1, 0, 16, "held"),
+            Err(ErrorCode::NAME_IN_USE)
+        );
+        holder.close_producer(1);
+        holder.next(|frame| assert!(matches!(frame, Frame::CloseProducer(_))));
+        assert_eq!(again.open_named_producer(1, 0, 16, "held"), Ok(Some(7)));
     });
 }
 

@@ -50,6 +50,6 @@ pub const MAX_PAYLOAD_LEN: u32 = 256 << 10;
 pub const MAX_ERROR_MESSAGE_LEN: u16 = 1024;
 
 /// A producer's name in `OpenProducer`, at most: 255 bytes of UTF-8 (its length is a
-/// `u8`). The broker keeps every name it is given (a bounded table), so names are short
+/// `u8`). The broker keeps the names it is given in a bounded table, so names are short
 /// labels, not data.
 pub const MAX_PRODUCER_NAME_LEN: usize = u8::MAX as usize;

@@ -74,9 +74,11 @@ pub struct BrokerConfig {
     pub on_release: Option<OnRelease>,
     /// Producer names the broker remembers, at most (0 to [`MAX_PRODUCER_NAMES`]): named
     /// producers ([`Broker::open_named_producer`]) take ids `0..max_producer_names`,
-    /// anonymous ones the ids above. Each queue keeps `8 + dedup_window / 8` bytes per name
-    /// (2,056 with the default window), allocated at start, for deduplication. A name is never forgotten while the broker runs; once this many
-    /// have been opened, a new one is refused ([`BrokerError::TooManyNames`]). 1,024 by
+    /// anonymous ones the ids above. Each queue keeps `16 + dedup_window / 8` bytes per
+    /// name (2,064 with the default window), allocated at start, for deduplication. Once
+    /// this many names are known, a new one takes the place of the name closed least
+    /// recently (forgetting what was stored of it), and is refused
+    /// ([`BrokerError::TooManyNames`]) only while open producers hold them all. 1,024 by
     /// default.
     pub max_producer_names: usize,
     /// Publish ids each queue remembers exactly, per producer name, for deduplication
@@ -84,8 +86,8 @@ pub struct BrokerConfig {
     /// for a name, whether it stored it. A power of two from [`MIN_DEDUP_WINDOW`] to
     /// [`MAX_DEDUP_WINDOW`]; a named producer's `max_unconfirmed` may not exceed it, so that
     /// every message it resends after a lost connection is inside the window. Each queue
-    /// keeps `8 + dedup_window / 8` bytes per name, allocated at start (16,384 by default:
-    /// 2,056 bytes per name and queue).
+    /// keeps `16 + dedup_window / 8` bytes per name, allocated at start (16,384 by default:
+    /// 2,064 bytes per name and queue).
     pub dedup_window: usize,
     /// Producers with a ticker (a timer flush, or a confirm timeout) each session
     /// processor runs at once: each ticks on one of its processor's timers, preallocated

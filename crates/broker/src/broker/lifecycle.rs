@@ -2,7 +2,7 @@
 //! dispatcher's pools and registers the queues and the cluster client; [`Broker::shutdown`]
 //! drains and stops them.
 
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_utils::CachePadded;
@@ -195,8 +195,9 @@ impl Broker {
             names,
             stored_ids,
             dedup_window: config.dedup_window,
+            anonymous_producers: AtomicU64::new(0),
             // Below `MAX_PRODUCER_NAMES`, checked above: fits a `u32`.
-            next_producer: AtomicU32::new(config.max_producer_names as u32),
+            max_producer_names: config.max_producer_names as u32,
             next_consumer: AtomicU32::new(0),
             timed_producers: (0..config.session_processors)
                 .map(|_| Arc::default())

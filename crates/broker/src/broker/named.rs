@@ -6,7 +6,7 @@ use zerodispatch_core::ProcessorId;
 
 use crate::dedup::{StoredIds, StoredWindow};
 use crate::error::BrokerError;
-use crate::ids::{ProducerId, QueueId};
+use crate::ids::{ProducerKey, QueueId};
 use crate::message::Ack;
 use crate::names::Names;
 use crate::session::ProducerConfig;
@@ -32,10 +32,15 @@ impl Broker {
     /// ([`last_stored`](Self::last_stored) is its highest).
     ///
     /// A name is held by one producer at a time, and free again once that one's
-    /// [`close`](Producer::close) returns. Names are never forgotten while the broker runs
-    /// (so that a later producer of the name is deduplicated against the earlier ones'
-    /// messages): the table holds [`BrokerConfig::max_producer_names`], and once that many
-    /// names have been opened, a new one is refused. The table is taken under a mutex here,
+    /// [`close`](Producer::close) returns. The broker keeps a closed name (so that a later
+    /// producer of the name is deduplicated against the earlier ones' messages) while its
+    /// table has room: it holds [`BrokerConfig::max_producer_names`]. A new name that finds
+    /// it full takes the place of the name closed least recently, at the place's next
+    /// generation ([`Producer::generation`]; its GUIDs are new, the old name's messages
+    /// still in the queues keep theirs), and the queues forget what they stored of the old
+    /// name: reopened later, it is a new name, with nothing stored (a message it publishes
+    /// again is stored again: at least once, never lost). A new name is refused only while
+    /// open producers hold every name. The table is taken under a mutex here,
     /// at close and in `stored_window`, and on the message path in one rare case only: a
     /// queue asks which of two producers of the name is the newer when both published a
     /// message still waiting for its replication quorum.
@@ -74,14 +79,15 @@ impl Broker {
                 dedup_window: self.dedup_window,
             });
         }
-        let id = self.lock_names().open(name)?;
-        self.open_session(id, config, Box::new(on_ack), Some(self.names.clone()))
-            .inspect_err(|_| self.lock_names().close(id))
+        let key = self.lock_names().open(name)?;
+        self.open_session(key, config, Box::new(on_ack), Some(self.names.clone()))
+            .inspect_err(|_| self.lock_names().close(key.id))
     }
 
-    /// Whether `name` was ever opened: a name not known yet takes a place of
-    /// [`BrokerConfig::max_producer_names`] when it opens, and keeps it while the broker
-    /// runs. (A front end bounds the new names each of its clients may create with it.)
+    /// Whether the broker knows `name`: it was opened, and its place not given to a newer
+    /// name since. A name not known takes a place of
+    /// [`BrokerConfig::max_producer_names`] when it opens. (A front end bounds the new
+    /// names each of its clients may create with it.)
     #[must_use]
     pub fn knows_name(&self, name: &str) -> bool {
         self.lock_names().find(name).is_some()
@@ -96,7 +102,8 @@ impl Broker {
     /// The highest publish id `queue` has stored for the producers named `name`
     /// ([`open_named_producer`](Self::open_named_producer)), counting every message sent to
     /// it before this call; `None` if it has stored none of theirs (or the name was never
-    /// opened). A producer of the name that starts afresh numbers its messages after it.
+    /// opened, or its place given to a newer name since). A producer of the name that starts
+    /// afresh numbers its messages after it.
     /// It says nothing of lower ids: ask [`stored_window`](Self::stored_window) which of
     /// those are stored. For application threads only.
     ///
@@ -166,19 +173,19 @@ impl Broker {
     }
 
     /// Where `stored_window` asks: the queue's processor, its record, and the name's id;
-    /// for a name never opened, the empty answer at once.
+    /// for a name the broker does not know, the empty answer at once.
     fn stored_ids_of(&self, name: &str, queue: QueueId) -> Result<Known, BrokerError> {
         let ids = self
             .stored_ids
             .get(queue.0 as usize)
             .ok_or(BrokerError::UnknownQueue(queue))?;
-        let Some(id) = self.lock_names().find(name) else {
+        let Some(key) = self.lock_names().find(name) else {
             return Ok(Known::Never(ids.nothing_stored()));
         };
         Ok(Known::Name(
             self.queues[queue.0 as usize].processor(),
             ids.clone(),
-            id,
+            key,
         ))
     }
 
@@ -189,8 +196,8 @@ impl Broker {
 
 /// What [`Broker::stored_window`] finds before it asks a queue.
 enum Known {
-    /// A name opened once: the queue's processor answers for it.
-    Name(ProcessorId, StoredIds, ProducerId),
-    /// A name never opened: nothing of it is stored.
+    /// A name the broker knows: the queue's processor answers for it.
+    Name(ProcessorId, StoredIds, ProducerKey),
+    /// A name the broker does not know: nothing of it is stored.
     Never(StoredWindow),
 }

@@ -16,7 +16,7 @@ use zerodispatch_core::{
 
 use crate::credits::Credits;
 use crate::error::{BrokerError, SendError};
-use crate::ids::{Guid, Payload, ProducerId, QueueId};
+use crate::ids::{Guid, Payload, ProducerId, ProducerKey, QueueId};
 use crate::limits::{FRAME_OVERHEAD, MAX_UNCONFIRMED};
 use crate::message::Ack;
 use crate::names::Names;
@@ -33,7 +33,7 @@ use super::Broker;
 /// back, or gets its outcome: never lost.
 #[derive(Debug)]
 pub struct Producer {
-    id: ProducerId,
+    key: ProducerKey,
     session: ClientHandle,
     next_seq: AtomicU64,
     dispatcher: DispatcherHandle<BrokerMsg>,
@@ -52,10 +52,26 @@ pub struct Producer {
 }
 
 impl Producer {
-    /// This producer's id.
+    /// This producer's id: a named producer's is its name's, the same each time the name
+    /// is opened while the broker keeps it (see
+    /// [`Broker::open_named_producer`](crate::Broker::open_named_producer)).
     #[must_use]
     pub fn id(&self) -> ProducerId {
-        self.id
+        self.key.id
+    }
+
+    /// The generation of this producer's id, which its GUIDs carry
+    /// ([`Guid::generation`]): 0 unless the id was held by other producers before.
+    #[must_use]
+    pub fn generation(&self) -> u32 {
+        self.key.generation
+    }
+
+    /// The GUID of this producer's message numbered `publish_id`
+    /// ([`publish_with_id`](Self::publish_with_id)).
+    #[must_use]
+    pub fn guid(&self, publish_id: u64) -> Guid {
+        self.key.guid(publish_id)
     }
 
     /// Publishes a message to `queue` without taking a credit: no back-pressure beyond the
@@ -86,7 +102,7 @@ impl Producer {
     }
 
     /// As [`publish`](Self::publish), numbered by the caller: the message's GUID is
-    /// `Guid::new(self.id(), publish_id)`. The form a named producer
+    /// [`self.guid(publish_id)`](Self::guid). The form a named producer
     /// ([`Broker::open_named_producer`]) publishes with, so that a message published again
     /// with its id after a lost connection is known for a duplicate by its queue: ACKed
     /// again, not stored or delivered twice (`QueueStats::deduplicated`).
@@ -255,7 +271,7 @@ impl Producer {
         publish_id: Option<u64>,
     ) -> (Guid, Event<BrokerMsg>) {
         let seq = publish_id.unwrap_or_else(|| self.next_seq.fetch_add(1, Ordering::Relaxed));
-        let guid = Guid::new(self.id, seq);
+        let guid = self.key.guid(seq);
         self.credits.accept();
         let publish = BrokerMsg::Publish {
             queue,
@@ -366,8 +382,9 @@ impl Broker {
         on_ack: impl FnMut(&[Ack]) + Send + 'static,
     ) -> Result<Producer, BrokerError> {
         Self::check_producer(config)?;
-        let id = ProducerId(self.next_producer.fetch_add(1, Ordering::Relaxed));
-        self.open_session(id, config, Box::new(on_ack), None)
+        let n = self.anonymous_producers.fetch_add(1, Ordering::Relaxed);
+        let key = anonymous_key(self.max_producer_names, n)?;
+        self.open_session(key, config, Box::new(on_ack), None)
     }
 
     /// Checks a producer's configuration.
@@ -394,17 +411,17 @@ impl Broker {
         Ok(())
     }
 
-    /// Opens producer `id`'s session (its configuration checked).
+    /// Opens the session of producer `key` (its configuration checked).
     pub(super) fn open_session(
         &self,
-        id: ProducerId,
+        key: ProducerKey,
         config: ProducerConfig,
         on_ack: AckHandler,
         names: Option<Arc<Mutex<Names>>>,
     ) -> Result<Producer, BrokerError> {
         let credits = Arc::new(Credits::new(config.max_unconfirmed));
         let session = ProducerSession::new(
-            id,
+            key.id,
             self.queues.clone(),
             config,
             credits.clone(),
@@ -453,10 +470,10 @@ impl Broker {
             names
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .opened(id, session);
+                .opened(key.id, session);
         }
         Ok(Producer {
-            id,
+            key,
             session,
             next_seq: AtomicU64::new(0),
             dispatcher: self.dispatcher.clone(),
@@ -470,6 +487,17 @@ impl Broker {
     }
 }
 
+/// The id and generation of the `n`th anonymous producer of a broker whose names take the
+/// ids below `names`: the ids above them in turn, each once per generation, so that no
+/// two producers' GUIDs are alike however many open and close.
+fn anonymous_key(names: u32, n: u64) -> Result<ProducerKey, BrokerError> {
+    let ids = (1 << 32) - u64::from(names);
+    let generation = u32::try_from(n / ids).map_err(|_| BrokerError::ProducerIdsExhausted)?;
+    // Below 2^32: `names + n % ids < names + ids`.
+    let id = ProducerId((u64::from(names) + n % ids) as u32);
+    Ok(ProducerKey { id, generation })
+}
+
 /// The error for a publish the dispatcher handed back.
 fn publish_refused(e: DispatchError<Event<BrokerMsg>>, payload: Payload) -> SendError {
     match e {
@@ -479,5 +507,57 @@ fn publish_refused(e: DispatchError<Event<BrokerMsg>>, payload: Payload) -> Send
         // dispatcher's own, and it is unregistered only once no call is inside), nor does
         // `Timeout` (only the `dispatch_timeout` family gives it).
         _ => SendError::ShutDown(payload),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anonymous_ids_go_round_above_the_names_one_generation_a_round_and_never_wrap() {
+        let key = |n| anonymous_key(1024, n).unwrap();
+        assert_eq!(
+            key(0),
+            ProducerKey {
+                id: ProducerId(1024),
+                generation: 0
+            }
+        );
+        let round = (1 << 32) - 1024;
+        assert_eq!(
+            key(round - 1),
+            ProducerKey {
+                id: ProducerId(u32::MAX),
+                generation: 0
+            }
+        );
+        assert_eq!(
+            key(round),
+            ProducerKey {
+                id: ProducerId(1024),
+                generation: 1
+            }
+        );
+        let last = round * (u64::from(u32::MAX) + 1) - 1;
+        assert_eq!(
+            key(last),
+            ProducerKey {
+                id: ProducerId(u32::MAX),
+                generation: u32::MAX
+            }
+        );
+        assert!(matches!(
+            anonymous_key(1024, last + 1),
+            Err(BrokerError::ProducerIdsExhausted)
+        ));
+        // With no names, the `u64` count of opens is exactly 2^32 rounds of 2^32 ids.
+        assert_eq!(
+            anonymous_key(0, u64::MAX).unwrap(),
+            ProducerKey {
+                id: ProducerId(u32::MAX),
+                generation: u32::MAX
+            }
+        );
     }
 }

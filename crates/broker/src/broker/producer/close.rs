@@ -81,7 +81,7 @@ impl Producer {
         });
         if let Err(e) = retired {
             tracing::debug!(
-                producer = self.id.0,
+                producer = self.key.id.0,
                 ?e,
                 "the session was not retired (shutting down: the dispatcher drops it)"
             );
@@ -200,7 +200,7 @@ impl Producer {
                 // everything `Closed` as it is dropped at the unregistration (or at
                 // shutdown, if that too found the outbox full).
                 tracing::warn!(
-                    producer = self.id.0,
+                    producer = self.key.id.0,
                     ?e,
                     "Close not delivered to the session"
                 );
@@ -210,7 +210,7 @@ impl Producer {
             names
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .close(self.id);
+                .close(self.key.id);
         }
         drained
     }
