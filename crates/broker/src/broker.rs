@@ -36,7 +36,7 @@ mod replicas;
 mod stepped;
 
 use std::fmt;
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use crossbeam_utils::CachePadded;
@@ -98,7 +98,8 @@ pub struct Broker {
     anonymous_producers: AtomicU64,
     /// [`BrokerConfig::max_producer_names`]: ids below it are names'.
     max_producer_names: u32,
-    next_consumer: AtomicU32,
+    /// Consumers opened so far: the next one's id.
+    consumers_opened: AtomicU64,
     /// Per session processor, its producers' tickers, running or reserved by a producer
     /// being opened ([`BrokerConfig::timed_producers`] at most).
     timed_producers: Vec<Arc<std::sync::atomic::AtomicUsize>>,

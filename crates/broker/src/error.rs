@@ -163,6 +163,8 @@ pub enum BrokerError {
     /// Every id an anonymous producer can have has been given, in every generation (after
     /// about 2^52 opens): ids are never given twice.
     ProducerIdsExhausted,
+    /// Every consumer id has been given (after `u32::MAX` opens): ids are never given twice.
+    ConsumerIdsExhausted,
     /// [`BrokerConfig::dedup_window`](crate::BrokerConfig::dedup_window) is not a power of
     /// two from [`MIN_DEDUP_WINDOW`](crate::MIN_DEDUP_WINDOW) to
     /// [`MAX_DEDUP_WINDOW`](crate::MAX_DEDUP_WINDOW).
@@ -294,6 +296,9 @@ impl fmt::Display for BrokerError {
                 f,
                 "the broker's {max_producer_names} producer names are all held by open producers; close one, reuse a name, or raise BrokerConfig::max_producer_names"
             ),
+            BrokerError::ConsumerIdsExhausted => {
+                write!(f, "every consumer id has been given; restart the broker")
+            }
             BrokerError::ProducerIdsExhausted => write!(
                 f,
                 "every anonymous producer id has been given in every generation; restart the broker"

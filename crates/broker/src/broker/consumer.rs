@@ -98,7 +98,8 @@ impl Broker {
     ///
     /// # Errors
     ///
-    /// `UnknownQueue`, `UnknownApp`; `ConsumerBatchTooLarge` if the machine cannot allocate
+    /// `UnknownQueue`, `UnknownApp`; `ConsumerIdsExhausted` after `u32::MAX` opens;
+    /// `ConsumerBatchTooLarge` if the machine cannot allocate
     /// the consumer's batch; `ShutDown`; `Register` if the dispatcher cannot take the
     /// session; `OutboxFull` on a processor thread whose outbox is full (the consumer is
     /// not opened).
@@ -116,7 +117,14 @@ impl Broker {
         if app.0 >= self.queue_configs[queue.0 as usize].mode.apps() {
             return Err(BrokerError::UnknownApp(queue, app));
         }
-        let id = ConsumerId(self.next_consumer.fetch_add(1, Ordering::Relaxed));
+        // A `u64` count that never wraps: ids are never given twice, and `u32::MAX` (the
+        // queues' "no consumer") never at all.
+        let opened = self.consumers_opened.fetch_add(1, Ordering::Relaxed);
+        let id = u32::try_from(opened)
+            .ok()
+            .filter(|&id| id != u32::MAX)
+            .map(ConsumerId)
+            .ok_or(BrokerError::ConsumerIdsExhausted)?;
         let config = &self.queue_configs[queue.0 as usize];
         // What the consumer can hold unconfirmed, at most, and receive between two flushes.
         let window = (config.window as usize).min(config.capacity);
@@ -330,4 +338,35 @@ fn credit_event(consumer: &Consumer, credit: u32) -> Event<BrokerMsg> {
         consumer: consumer.id,
         credit,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BrokerConfig, ConsumerOptions, QueueConfig, QueueMode};
+
+    #[test]
+    fn consumer_ids_are_never_given_twice_nor_the_queues_no_consumer() {
+        let broker = Broker::start(BrokerConfig {
+            queues: vec![QueueConfig::new(QueueMode::Priority)],
+            ..BrokerConfig::default()
+        })
+        .unwrap();
+        let open = || {
+            broker.open_consumer(
+                QueueId(0),
+                AppId(0),
+                ConsumerOptions::default(),
+                |_: &[crate::Delivery]| {},
+            )
+        };
+        assert_eq!(open().unwrap().id(), ConsumerId(0));
+        broker
+            .consumers_opened
+            .store(u64::from(u32::MAX) - 1, Ordering::Relaxed);
+        assert_eq!(open().unwrap().id(), ConsumerId(u32::MAX - 1));
+        for _ in 0..2 {
+            assert!(matches!(open(), Err(BrokerError::ConsumerIdsExhausted)));
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //! dispatcher's pools and registers the queues and the cluster client; [`Broker::shutdown`]
 //! drains and stops them.
 
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use crossbeam_utils::CachePadded;
@@ -198,7 +198,7 @@ impl Broker {
             anonymous_producers: AtomicU64::new(0),
             // Below `MAX_PRODUCER_NAMES`, checked above: fits a `u32`.
             max_producer_names: config.max_producer_names as u32,
-            next_consumer: AtomicU32::new(0),
+            consumers_opened: AtomicU64::new(0),
             timed_producers: (0..config.session_processors)
                 .map(|_| Arc::default())
                 .collect(),
