@@ -49,11 +49,7 @@ fn dynamic_send_flushes_each_message_at_once_when_the_queue_drains() {
         (20, 20),
         "one frame per message at a low rate"
     );
-    assert!(
-        outcomes(&acks.lock().unwrap())
-            .values()
-            .all(|s| *s == AckStatus::Stored)
-    );
+    assert!(outcomes(&acks).values().all(|s| *s == AckStatus::Stored));
 }
 
 /// Holds the session processor busy, so that its queue does not drain, until the returned
@@ -192,7 +188,7 @@ fn the_cap_blocks_send_and_try_send_hands_back_without_exceeding_it() {
     let last = sender.join().unwrap().unwrap();
     receipts(&broker, &[last]);
     broker.quiesce().unwrap();
-    assert_eq!(outcomes(&acks.lock().unwrap()).len(), 4);
+    assert_eq!(outcomes(&acks).len(), 4);
     assert_eq!(p.unconfirmed(), 0);
 }
 
@@ -238,7 +234,7 @@ fn many_senders_at_a_tiny_cap_never_exceed_it_and_never_hang() {
         "the cap was exceeded: {}",
         peak.load(Ordering::Relaxed)
     );
-    let all = outcomes(&acks.lock().unwrap());
+    let all = outcomes(&acks);
     assert_eq!(all.len(), 8000);
     assert!(all.values().all(|s| *s == AckStatus::Stored));
 }
@@ -264,7 +260,7 @@ fn an_unconfirmed_message_times_out_once_and_a_late_ack_is_counted() {
         thread::sleep(Duration::from_millis(2));
     }
     assert!(start.elapsed() >= Duration::from_millis(30));
-    let all = outcomes(&acks.lock().unwrap());
+    let all = outcomes(&acks);
     assert!(guids.iter().all(|g| all[g] == AckStatus::TimedOut));
     assert_eq!(
         p.unconfirmed(),
@@ -317,7 +313,7 @@ fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time
         "everything had its outcome within the wait"
     );
     releaser.join().unwrap();
-    let all = outcomes(&acks.lock().unwrap());
+    let all = outcomes(&acks);
     assert!(guids.iter().all(|g| all[g] == AckStatus::Stored), "{all:?}");
     assert!(matches!(
         p.send(QueueId(0), payload(8)),
@@ -337,7 +333,7 @@ fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time
         "nothing could confirm them"
     );
     broker.quiesce().unwrap();
-    let all = outcomes(&acks.lock().unwrap());
+    let all = outcomes(&acks);
     assert!(guids.iter().all(|g| all[g] == AckStatus::Closed), "{all:?}");
 
     // Not sent yet (timer strategy, before the tick), closed without a wait: reported
@@ -354,7 +350,7 @@ fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time
     sent_on(&broker);
     assert!(!p.close(Duration::ZERO));
     broker.quiesce().unwrap();
-    let all = outcomes(&acks.lock().unwrap());
+    let all = outcomes(&acks);
     assert!(
         guids.iter().all(|g| all[g] == AckStatus::NotSent),
         "{all:?}"
@@ -374,7 +370,7 @@ fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time
         .collect();
     sent_on(&broker);
     assert!(p.close(Duration::from_secs(5)));
-    let all = outcomes(&acks.lock().unwrap());
+    let all = outcomes(&acks);
     assert!(guids.iter().all(|g| all[g] == AckStatus::Stored), "{all:?}");
     assert_eq!(broker.queue_stats()[0].stored, 5);
 }
@@ -415,7 +411,7 @@ fn every_message_gets_exactly_one_outcome_under_a_random_close() {
         p.close(Duration::from_millis(seed));
         sender.join().unwrap();
         broker.quiesce().unwrap();
-        let all = outcomes(&acks.lock().unwrap());
+        let all = outcomes(&acks);
         let sent = sent.lock().unwrap();
         assert!(!sent.is_empty());
         assert_eq!(
@@ -443,7 +439,7 @@ fn closing_again_or_dropping_after_close_reports_nothing_more() {
     // No receipt, so nothing can ACK them, and no wait: each is reported `Closed`.
     assert!(!p.close(Duration::ZERO));
     broker.quiesce().unwrap();
-    let all = outcomes(&acks.lock().unwrap());
+    let all = outcomes(&acks);
     assert_eq!(all.len(), 5);
     assert!(guids.iter().all(|g| all[g] == AckStatus::Closed), "{all:?}");
     assert_eq!(p.unconfirmed(), 0);
@@ -458,7 +454,7 @@ fn closing_again_or_dropping_after_close_reports_nothing_more() {
     assert!(SendError::Closed(m).to_string().contains("closed"));
     drop(p);
     broker.quiesce().unwrap();
-    assert_eq!(outcomes(&acks.lock().unwrap()).len(), 5, "nothing more");
+    assert_eq!(outcomes(&acks).len(), 5, "nothing more");
     assert_eq!(broker.session_stats().closed_reported, 5);
 }
 
@@ -472,7 +468,7 @@ fn after_shutdown_every_call_says_shut_down_and_hands_the_payload_back() {
     sent_on(&broker);
     broker.shutdown();
     // In flight, without its receipt: its session reported it `Closed` at shutdown.
-    assert_eq!(outcomes(&acks.lock().unwrap())[&g], AckStatus::Closed);
+    assert_eq!(outcomes(&acks)[&g], AckStatus::Closed);
     let m = payload(9);
     for r in [
         p.publish(QueueId(0), m),
