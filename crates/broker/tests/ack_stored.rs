@@ -38,28 +38,14 @@ fn consumer_of(broker: &Broker, app: u16) -> (Consumer, Log<Delivery>) {
     consumer(broker, 0, app, ConsumerOptions::default())
 }
 
-/// Checks the queue's (confirms, released, held).
-fn assert_released(broker: &Broker, confirms: u64, released: u64, held: u64) {
-    let q = broker.queue_stats()[0];
-    assert_eq!(
-        (q.confirms, q.released, q.held),
-        (confirms, released, held),
-        "{q:?}"
-    );
-}
-
-/// Checks the queue's (acked, released, held).
-fn assert_acked(broker: &Broker, acked: u64, released: u64, held: u64) {
-    let q = broker.queue_stats()[0];
-    assert_eq!(
-        (q.acked, q.released, q.held),
-        (acked, released, held),
-        "{q:?}"
-    );
-}
-
 fn acked(guids: &[Guid]) -> Vec<(Guid, AckStatus)> {
     guids.iter().map(|&g| (g, AckStatus::Stored)).collect()
+}
+
+/// Checks the queue's (`first`, released, held), `first` read by `read` (confirms or acked).
+fn assert_queue(broker: &Broker, read: fn(&QueueStats) -> u64, expected: (u64, u64, u64)) {
+    let q = broker.queue_stats()[0];
+    assert_eq!((read(&q), q.released, q.held), expected, "{q:?}");
 }
 
 #[test]
@@ -80,7 +66,7 @@ fn an_ack_arrives_with_no_consumer_attached_at_all() {
     let (_c, seen) = consumer_of(&broker, 0);
     broker.quiesce().unwrap();
     assert_eq!(support::guids(&seen), guids);
-    assert_released(&broker, 10, 10, 0);
+    assert_queue(&broker, |q| q.confirms, (10, 10, 0));
     assert_eq!(acks.lock().unwrap().len(), 10, "nothing more at release");
     assert_eq!(broker.session_stats().acks, 10);
 }
@@ -117,7 +103,7 @@ fn an_ack_arrives_before_the_consumer_confirms_and_the_credits_come_back_at_stor
         .recv_timeout(Duration::from_secs(10))
         .expect("the ACK came while the consumer holds the message unconfirmed");
     assert_eq!(statuses(&acks), acked(&[first]));
-    assert_released(&broker, 0, 0, 1);
+    assert_queue(&broker, |q| q.confirms, (0, 0, 1));
     // At a cap of 1, the credit came back with the ACK: another message can go now.
     wait_for("the credit", || p.unconfirmed() == 0);
     assert_eq!(p.unconfirmed(), 0, "the credit is back at store");
@@ -129,7 +115,7 @@ fn an_ack_arrives_before_the_consumer_confirms_and_the_credits_come_back_at_stor
     // Let the consumer go: both are confirmed and released, and no more ACKs come.
     drop(out_tx);
     broker.quiesce().unwrap();
-    assert_released(&broker, 2, 2, 0);
+    assert_queue(&broker, |q| q.confirms, (2, 2, 0));
     assert_eq!(acks.lock().unwrap().len(), 2);
 }
 
@@ -180,7 +166,7 @@ fn with_a_quorum_no_ack_until_the_receipts_then_exactly_one() {
     receipts(&broker, &guids, 2);
     broker.quiesce().unwrap();
     assert_eq!(statuses(&acks), acked(&guids));
-    assert_acked(&broker, 5, 5, 0);
+    assert_queue(&broker, |q| q.acked, (5, 5, 0));
     // The third replica's receipts come after the release: counted, ignored, no ACK.
     receipts(&broker, &guids, 1);
     receipt(&broker, Guid::new(ProducerId(99), 0), 1).unwrap();
@@ -204,7 +190,7 @@ fn a_quorum_reached_before_the_confirms_acks_at_once_and_the_confirms_release() 
     let (_c, seen) = consumer_of(&broker, 0);
     broker.quiesce().unwrap();
     assert_eq!(seen.lock().unwrap().len(), 3);
-    assert_acked(&broker, 3, 3, 0);
+    assert_queue(&broker, |q| q.acked, (3, 3, 0));
     assert_eq!(acks.lock().unwrap().len(), 3);
 }
 
@@ -311,5 +297,5 @@ fn a_fanout_share_dropped_by_a_closing_consumer_releases_only_after_the_quorum()
     receipt(&broker, guid, 0).unwrap();
     broker.quiesce().unwrap();
     assert_eq!(statuses(&acks), acked(&[guid]));
-    assert_acked(&broker, 1, 1, 0);
+    assert_queue(&broker, |q| q.acked, (1, 1, 0));
 }
