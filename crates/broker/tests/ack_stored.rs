@@ -13,8 +13,8 @@ use zerodispatch_broker::*;
 mod support;
 
 use support::{
-    Log, consumer, consumer_calling, one_queue, producer, producer_with, publish, receipt,
-    replication, wait_for,
+    Log, consumer, consumer_calling, explicit, one_queue, producer, producer_with, publish,
+    receipt, receipts, recording, replication, timeout, wait_for,
 };
 
 fn start(replication: Option<Replication>, mode: QueueMode, session_processors: usize) -> Broker {
@@ -33,8 +33,19 @@ fn statuses(acks: &Log<Ack>) -> Vec<(Guid, AckStatus)> {
         .collect()
 }
 
+/// A consumer of queue 0's `app` with the default options, and the log of its deliveries.
+fn consumer_of(broker: &Broker, app: u16) -> (Consumer, Log<Delivery>) {
+    consumer(broker, 0, app, ConsumerOptions::default())
+}
+
 fn acked(guids: &[Guid]) -> Vec<(Guid, AckStatus)> {
     guids.iter().map(|&g| (g, AckStatus::Stored)).collect()
+}
+
+/// Checks the queue's (`first`, released, held), `first` read by `read` (confirms or acked).
+fn assert_queue(broker: &Broker, read: fn(&QueueStats) -> u64, expected: (u64, u64, u64)) {
+    let q = broker.queue_stats()[0];
+    assert_eq!((read(&q), q.released, q.held), expected, "{q:?}");
 }
 
 #[test]
@@ -52,12 +63,10 @@ fn an_ack_arrives_with_no_consumer_attached_at_all() {
     );
     // A consumer attached now gets every message; its confirms release them, and the
     // producer hears nothing more.
-    let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
+    let (_c, seen) = consumer_of(&broker, 0);
     broker.quiesce().unwrap();
-    let got: Vec<Guid> = seen.lock().unwrap().iter().map(|d| d.guid).collect();
-    assert_eq!(got, guids);
-    let q = broker.queue_stats()[0];
-    assert_eq!((q.confirms, q.released, q.held), (10, 10, 0));
+    assert_eq!(support::guids(&seen), guids);
+    assert_queue(&broker, |q| q.confirms, (10, 10, 0));
     assert_eq!(acks.lock().unwrap().len(), 10, "nothing more at release");
     assert_eq!(broker.session_stats().acks, 10);
 }
@@ -69,10 +78,10 @@ fn an_ack_arrives_before_the_consumer_confirms_and_the_credits_come_back_at_stor
     let broker = start(None, QueueMode::Priority, 2);
     let (ack_tx, ack_rx) = mpsc::channel();
     let acks: Log<Ack> = Log::default();
-    let sink = acks.clone();
+    let mut record = recording(&acks);
     let p = broker
         .open_producer(1, move |b: &[Ack]| {
-            sink.lock().unwrap().extend_from_slice(b);
+            record(b);
             let _ = ack_tx.send(());
         })
         .unwrap();
@@ -94,8 +103,7 @@ fn an_ack_arrives_before_the_consumer_confirms_and_the_credits_come_back_at_stor
         .recv_timeout(Duration::from_secs(10))
         .expect("the ACK came while the consumer holds the message unconfirmed");
     assert_eq!(statuses(&acks), acked(&[first]));
-    let q = broker.queue_stats()[0];
-    assert_eq!((q.confirms, q.released, q.held), (0, 0, 1));
+    assert_queue(&broker, |q| q.confirms, (0, 0, 1));
     // At a cap of 1, the credit came back with the ACK: another message can go now.
     wait_for("the credit", || p.unconfirmed() == 0);
     assert_eq!(p.unconfirmed(), 0, "the credit is back at store");
@@ -107,8 +115,7 @@ fn an_ack_arrives_before_the_consumer_confirms_and_the_credits_come_back_at_stor
     // Let the consumer go: both are confirmed and released, and no more ACKs come.
     drop(out_tx);
     broker.quiesce().unwrap();
-    let q = broker.queue_stats()[0];
-    assert_eq!((q.confirms, q.released, q.held), (2, 2, 0));
+    assert_queue(&broker, |q| q.confirms, (2, 2, 0));
     assert_eq!(acks.lock().unwrap().len(), 2);
 }
 
@@ -136,8 +143,8 @@ fn with_a_quorum_no_ack_until_the_receipts_then_exactly_one() {
     };
     let broker = start(Some(replication), QueueMode::Fanout { apps: 2 }, 1);
     let (p, acks) = producer(&broker, 100);
-    let (_c0, seen0) = consumer(&broker, 0, 0, ConsumerOptions::default());
-    let (_c1, seen1) = consumer(&broker, 0, 1, ConsumerOptions::default());
+    let (_c0, seen0) = consumer_of(&broker, 0);
+    let (_c1, seen1) = consumer_of(&broker, 1);
     let guids = publish(&p, 0, 0..5);
     broker.quiesce().unwrap();
     // Delivered and confirmed by both apps, but not ACKed: the quorum is not reached, and
@@ -148,27 +155,20 @@ fn with_a_quorum_no_ack_until_the_receipts_then_exactly_one() {
     let q = broker.queue_stats()[0];
     assert_eq!((q.confirms, q.acked, q.released, q.held), (10, 0, 0, 5));
     // One replica: below the quorum. The same replica again: a duplicate, not a second.
-    for &g in &guids {
-        receipt(&broker, g, 0).unwrap();
-        receipt(&broker, g, 0).unwrap();
-    }
+    receipts(&broker, &guids, 0);
+    receipts(&broker, &guids, 0);
     broker.quiesce().unwrap();
     assert!(acks.lock().unwrap().is_empty(), "one distinct receipt of 2");
     let q = broker.queue_stats()[0];
     assert_eq!((q.receipts, q.duplicate_receipts), (5, 5));
     // A second replica: the quorum. Each message is ACKed once and released (its shares
     // were confirmed already).
-    for &g in &guids {
-        receipt(&broker, g, 2).unwrap();
-    }
+    receipts(&broker, &guids, 2);
     broker.quiesce().unwrap();
     assert_eq!(statuses(&acks), acked(&guids));
-    let q = broker.queue_stats()[0];
-    assert_eq!((q.acked, q.released, q.held), (5, 5, 0));
+    assert_queue(&broker, |q| q.acked, (5, 5, 0));
     // The third replica's receipts come after the release: counted, ignored, no ACK.
-    for &g in &guids {
-        receipt(&broker, g, 1).unwrap();
-    }
+    receipts(&broker, &guids, 1);
     receipt(&broker, Guid::new(ProducerId(99), 0), 1).unwrap();
     broker.quiesce().unwrap();
     assert_eq!(acks.lock().unwrap().len(), 5, "exactly one ACK each");
@@ -183,28 +183,21 @@ fn a_quorum_reached_before_the_confirms_acks_at_once_and_the_confirms_release() 
     let (p, acks) = producer(&broker, 100);
     let guids = publish(&p, 0, 0..3);
     broker.quiesce().unwrap();
-    for &g in &guids {
-        receipt(&broker, g, 0).unwrap();
-    }
+    receipts(&broker, &guids, 0);
     broker.quiesce().unwrap();
     assert_eq!(statuses(&acks), acked(&guids), "ACKed with no consumer");
     assert_eq!(broker.queue_stats()[0].held, 3, "held for the consumers");
-    let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
+    let (_c, seen) = consumer_of(&broker, 0);
     broker.quiesce().unwrap();
     assert_eq!(seen.lock().unwrap().len(), 3);
-    let q = broker.queue_stats()[0];
-    assert_eq!((q.acked, q.released, q.held), (3, 3, 0));
+    assert_queue(&broker, |q| q.acked, (3, 3, 0));
     assert_eq!(acks.lock().unwrap().len(), 3);
 }
 
 #[test]
 fn a_quorum_that_never_comes_times_out_at_the_producer_and_is_closed_at_shutdown() {
     let broker = start(replication(2, 2), QueueMode::Priority, 1);
-    let config = ProducerConfig {
-        confirm_timeout: Some(Duration::from_millis(30)),
-        ..ProducerConfig::default()
-    };
-    let (timed, acks) = producer_with(&broker, config);
+    let (timed, acks) = producer_with(&broker, timeout(Duration::from_millis(30)));
     let late = timed.send(QueueId(0), Payload::default()).unwrap();
     let (open, open_acks) = producer(&broker, 100);
     let pending = open.send(QueueId(0), Payload::default()).unwrap();
@@ -220,19 +213,14 @@ fn a_quorum_that_never_comes_times_out_at_the_producer_and_is_closed_at_shutdown
     broker.quiesce().unwrap();
     assert_eq!(acks.lock().unwrap().len(), 1);
     assert_eq!(broker.session_stats().late_acks, 1);
-    assert_eq!(
-        broker.queue_stats()[0].held,
-        2,
-        "no consumer: both still held"
-    );
+    let held = broker.queue_stats()[0].held;
+    assert_eq!(held, 2, "no consumer: both still held");
     // The other never reaches its quorum: shutdown reports it `Closed`, once.
     assert!(open_acks.lock().unwrap().is_empty());
     broker.shutdown();
     assert_eq!(statuses(&open_acks), vec![(pending, AckStatus::Closed)]);
-    assert!(matches!(
-        open.send(QueueId(0), Payload::default()),
-        Err(SendError::ShutDown(_))
-    ));
+    let refused = open.send(QueueId(0), Payload::default());
+    assert!(matches!(refused, Err(SendError::ShutDown(_))));
 }
 
 #[test]
@@ -250,34 +238,23 @@ fn bad_replication_settings_and_receipts_are_errors_that_say_what_to_change() {
     let guid = Guid::new(ProducerId(0), 0);
     // Without replication, no replica exists.
     let broker = start(None, QueueMode::Priority, 1);
+    let unknown = |replica, replicas| BrokerError::UnknownReplica {
+        replica: ReplicaId(replica),
+        replicas,
+    };
     let e = receipt(&broker, guid, 0).unwrap_err();
-    assert_eq!(
-        e,
-        BrokerError::UnknownReplica {
-            replica: ReplicaId(0),
-            replicas: 0
-        }
-    );
+    assert_eq!(e, unknown(0, 0));
     assert!(e.to_string().contains("no replica 0"), "{e}");
     broker.shutdown();
     let broker = start(replication(2, 1), QueueMode::Priority, 1);
-    assert_eq!(
-        receipt(&broker, guid, 2).unwrap_err(),
-        BrokerError::UnknownReplica {
-            replica: ReplicaId(2),
-            replicas: 2
-        }
-    );
-    assert_eq!(
-        broker
-            .replica_receipt(Receipt {
-                queue: QueueId(4),
-                guid,
-                replica: ReplicaId(0),
-            })
-            .unwrap_err(),
-        BrokerError::UnknownQueue(QueueId(4))
-    );
+    assert_eq!(receipt(&broker, guid, 2).unwrap_err(), unknown(2, 2));
+    let elsewhere = Receipt {
+        queue: QueueId(4),
+        guid,
+        replica: ReplicaId(0),
+    };
+    let refused = broker.replica_receipt(elsewhere).unwrap_err();
+    assert_eq!(refused, BrokerError::UnknownQueue(QueueId(4)));
     // Well formed, for a message never stored: counted, ignored.
     receipt(&broker, guid, 1).unwrap();
     broker.quiesce().unwrap();
@@ -288,18 +265,19 @@ fn bad_replication_settings_and_receipts_are_errors_that_say_what_to_change() {
 fn a_fanout_share_dropped_by_a_closing_consumer_releases_only_after_the_quorum() {
     let broker = start(replication(1, 1), QueueMode::Fanout { apps: 2 }, 3);
     let (p, acks) = producer(&broker, 100);
-    let (_c0, seen0) = consumer(&broker, 0, 0, ConsumerOptions::default());
+    let (_c0, seen0) = consumer_of(&broker, 0);
     // App 1's consumer confirms explicitly, and never does: it holds its delivery.
     let (in_tx, in_rx) = mpsc::channel();
     let in_tx = Mutex::new(in_tx);
-    let options = ConsumerOptions {
-        confirms: Confirms::Explicit,
-        ..ConsumerOptions::default()
-    };
     let c1 = broker
-        .open_consumer(QueueId(0), AppId(1), options, move |_: &[Delivery]| {
-            let _ = in_tx.lock().unwrap().send(());
-        })
+        .open_consumer(
+            QueueId(0),
+            AppId(1),
+            explicit(None),
+            move |_: &[Delivery]| {
+                let _ = in_tx.lock().unwrap().send(());
+            },
+        )
         .unwrap();
     let guid = publish(&p, 0, 0..1)[0];
     in_rx.recv_timeout(Duration::from_secs(10)).unwrap();
@@ -319,6 +297,5 @@ fn a_fanout_share_dropped_by_a_closing_consumer_releases_only_after_the_quorum()
     receipt(&broker, guid, 0).unwrap();
     broker.quiesce().unwrap();
     assert_eq!(statuses(&acks), acked(&[guid]));
-    let q = broker.queue_stats()[0];
-    assert_eq!((q.acked, q.released, q.held), (1, 1, 0));
+    assert_queue(&broker, |q| q.acked, (1, 1, 0));
 }

@@ -6,14 +6,16 @@
 //! where to resume.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use zerodispatch_broker::*;
 
 mod support;
 
-use support::{Log, consumer, payload, producer, replication, wait_for};
+use support::{
+    Log, capped, consumer, hold, named, payload, producer, receipt, replication, runtime,
+    session_clients, sessions_alive, sized, statuses, timeout, timer, wait_for,
+};
 
 const Q: QueueId = QueueId(0);
 
@@ -24,19 +26,18 @@ fn start(config: BrokerConfig) -> Broker {
     })
 }
 
-fn named(broker: &Broker, name: &str, max_unconfirmed: usize) -> (Producer, Log<Ack>) {
-    let acks: Log<Ack> = Arc::default();
-    let sink = acks.clone();
-    let config = ProducerConfig {
-        max_unconfirmed,
-        ..ProducerConfig::default()
-    };
-    let p = broker
-        .open_named_producer(name, config, move |b: &[Ack]| {
-            sink.lock().unwrap().extend_from_slice(b)
-        })
-        .unwrap();
-    (p, acks)
+/// A broker of one priority queue and `config`, and a consumer of it that logs.
+fn start_consumed(config: BrokerConfig) -> (Broker, Consumer, Log<Delivery>) {
+    let broker = start(config);
+    let (c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
+    (broker, c, seen)
+}
+
+/// Publishes each of `ids` with its own id as its publish id and payload handle.
+fn publish_ids(p: &Producer, ids: impl IntoIterator<Item = u64>) {
+    for id in ids {
+        p.publish_with_id(Q, payload(id), id).unwrap();
+    }
 }
 
 /// How many times each publish id was delivered.
@@ -48,38 +49,34 @@ fn delivered_ids(seen: &Log<Delivery>) -> BTreeMap<u64, usize> {
     counts
 }
 
+/// Checks that the ids delivered are `ids`, each once.
+fn assert_delivered_once(seen: &Log<Delivery>, ids: &[u64]) {
+    let counts = delivered_ids(seen);
+    assert_eq!(
+        counts.keys().copied().collect::<Vec<_>>(),
+        ids,
+        "{counts:?}"
+    );
+    assert!(counts.values().all(|&n| n == 1), "{counts:?}");
+}
+
 #[test]
 fn a_message_published_again_is_acked_again_but_stored_and_delivered_once() {
-    let broker = start(BrokerConfig::default());
-    let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
-    let (first, first_acks) = named(&broker, "orders", 64);
-    for id in 0..10 {
-        first.publish_with_id(Q, payload(id), id).unwrap();
-    }
+    let (broker, _c, seen) = start_consumed(BrokerConfig::default());
+    let (first, first_acks) = named(&broker, "orders", capped(64));
+    publish_ids(&first, 0..10);
     broker.quiesce().unwrap();
     // Its connection is lost: the ACKs of 5..10 with it, say. The next producer of the
     // name publishes 5..15 again.
     assert!(first.close(Duration::from_secs(5)));
     assert_eq!(first_acks.lock().unwrap().len(), 10);
-    let (second, second_acks) = named(&broker, "orders", 64);
+    let (second, second_acks) = named(&broker, "orders", capped(64));
     assert_eq!(second.id(), first.id(), "a name keeps its id");
     assert_eq!(broker.last_stored("orders", Q).unwrap(), Some(9));
-    for id in 5..15 {
-        second.publish_with_id(Q, payload(id), id).unwrap();
-    }
+    publish_ids(&second, 5..15);
     broker.quiesce().unwrap();
-    let acks = second_acks.lock().unwrap().clone();
-    assert_eq!(acks.len(), 10);
-    assert!(
-        acks.iter().all(|a| a.status == AckStatus::Stored),
-        "{acks:?}"
-    );
-    let counts = delivered_ids(&seen);
-    assert_eq!(
-        counts.keys().copied().collect::<Vec<_>>(),
-        (0..15).collect::<Vec<_>>()
-    );
-    assert!(counts.values().all(|&n| n == 1), "{counts:?}");
+    assert_eq!(statuses(&second_acks), [AckStatus::Stored; 10]);
+    assert_delivered_once(&seen, &(0..15).collect::<Vec<_>>());
     let q = broker.queue_stats()[0];
     assert_eq!((q.stored, q.deduplicated, q.acked), (15, 5, 20));
     assert_eq!(broker.last_stored("orders", Q).unwrap(), Some(14));
@@ -89,27 +86,22 @@ fn a_message_published_again_is_acked_again_but_stored_and_delivered_once() {
 fn old_and_new_producers_of_a_name_interleaving_the_same_ids_lose_and_duplicate_nothing() {
     const N: u64 = 5_000;
     for round in 0..20 {
-        let broker = start(BrokerConfig {
+        let (broker, _c, seen) = start_consumed(BrokerConfig {
             session_processors: 2,
             ..BrokerConfig::default()
         });
-        let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
-        let (old, _) = named(&broker, "p", N as usize);
-        for id in 0..N {
-            old.publish_with_id(Q, payload(id), id).unwrap();
-        }
+        let (old, _) = named(&broker, "p", capped(N as usize));
+        publish_ids(&old, 0..N);
         // Closed at once, its PUTs still on their way to the queue while the new producer
         // (on another session processor, perhaps) sends the same ids again.
         old.close(Duration::ZERO);
-        let (new, new_acks) = named(&broker, "p", N as usize);
-        for id in 0..N {
-            new.publish_with_id(Q, payload(id), id).unwrap();
-        }
+        let (new, new_acks) = named(&broker, "p", capped(N as usize));
+        publish_ids(&new, 0..N);
         broker.quiesce().unwrap();
-        let acks = new_acks.lock().unwrap().clone();
+        let acks = statuses(&new_acks);
         assert_eq!(acks.len() as u64, N, "round {round}");
         assert!(
-            acks.iter().all(|a| a.status == AckStatus::Stored),
+            acks.iter().all(|s| *s == AckStatus::Stored),
             "round {round}"
         );
         let counts = delivered_ids(&seen);
@@ -129,8 +121,7 @@ fn old_and_new_producers_of_a_name_interleaving_the_same_ids_lose_and_duplicate_
 
 #[test]
 fn anonymous_producers_are_never_deduplicated() {
-    let broker = start(BrokerConfig::default());
-    let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
+    let (broker, _c, seen) = start_consumed(BrokerConfig::default());
     let (p, _acks) = producer(&broker, 16);
     assert!(p.id().0 >= 1024, "anonymous ids start above the names");
     p.publish_with_id(Q, payload(1), 3).unwrap();
@@ -146,7 +137,7 @@ fn anonymous_producers_are_never_deduplicated() {
 #[test]
 fn a_named_producer_numbers_its_messages_itself() {
     let broker = start(BrokerConfig::default());
-    let (p, _) = named(&broker, "n", 16);
+    let (p, _) = named(&broker, "n", capped(16));
     let refused = p.publish(Q, payload(1)).unwrap_err();
     assert_eq!(refused, SendError::NeedsPublishId(payload(1)));
     assert_eq!(refused.into_payload(), payload(1));
@@ -169,12 +160,11 @@ fn the_name_table_is_bounded_by_open_names_and_a_new_name_takes_the_least_recent
         ..BrokerConfig::default()
     });
     let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
-    let (a, _) = named(&broker, "a", 4);
-    let (b, _) = named(&broker, "b", 4);
-    let cfg = ProducerConfig::default();
-    let in_use = broker.open_named_producer("a", cfg, |_: &[Ack]| {});
-    assert!(matches!(in_use, Err(BrokerError::NameInUse(ref n)) if &**n == "a"));
-    let full = broker.open_named_producer("c", cfg, |_: &[Ack]| {});
+    let (a, _) = named(&broker, "a", capped(4));
+    let (b, _) = named(&broker, "b", capped(4));
+    let open = |name| broker.open_named_producer(name, ProducerConfig::default(), |_: &[Ack]| {});
+    assert!(matches!(open("a"), Err(BrokerError::NameInUse(ref n)) if &**n == "a"));
+    let full = open("c");
     assert!(matches!(
         full,
         Err(BrokerError::TooManyNames {
@@ -187,7 +177,7 @@ fn the_name_table_is_bounded_by_open_names_and_a_new_name_takes_the_least_recent
     b.close(Duration::from_secs(1));
     assert_eq!(broker.last_stored("a", Q).unwrap(), Some(0));
     // Closed, `a` first: the new name takes `a`'s place, at its next generation.
-    let (c, _) = named(&broker, "c", 4);
+    let (c, _) = named(&broker, "c", capped(4));
     assert_eq!((c.id(), c.generation()), (a_id, 1));
     assert!(!broker.knows_name("a") && broker.knows_name("b"));
     assert_eq!(broker.last_stored("a", Q).unwrap(), None, "forgotten");
@@ -197,14 +187,13 @@ fn the_name_table_is_bounded_by_open_names_and_a_new_name_takes_the_least_recent
         "nothing of `a`'s"
     );
     // `b` is still known: same id, same generation, its record kept.
-    let (b, _) = named(&broker, "b", 4);
+    let (b, _) = named(&broker, "b", capped(4));
     assert_eq!((b.id(), b.generation()), (b_id, 0));
     // Every name is held: a new one (or the forgotten `a`) is refused.
-    let full = broker.open_named_producer("a", cfg, |_: &[Ack]| {});
-    assert!(matches!(full, Err(BrokerError::TooManyNames { .. })));
+    assert!(matches!(open("a"), Err(BrokerError::TooManyNames { .. })));
     c.close(Duration::from_secs(1));
     // `a` again: a new name now, with new GUIDs, and its id 0 is stored again.
-    let (a, acks) = named(&broker, "a", 4);
+    let (a, acks) = named(&broker, "a", capped(4));
     assert_eq!((a.id(), a.generation()), (a_id, 2));
     let new_guid = a.publish_with_id(Q, payload(1), 0).unwrap();
     assert_ne!(new_guid, old_guid);
@@ -216,10 +205,7 @@ fn the_name_table_is_bounded_by_open_names_and_a_new_name_takes_the_least_recent
     let guids: Vec<Guid> = seen.lock().unwrap().iter().map(|d| d.guid).collect();
     assert_eq!(guids, [old_guid, new_guid]);
     // Anonymous producers are not bounded by the table: their ids start above it.
-    assert_eq!(
-        broker.open_producer(4, |_: &[Ack]| {}).unwrap().id(),
-        ProducerId(2)
-    );
+    assert_eq!(support::deaf_producer(&broker, 4).id(), ProducerId(2));
 }
 
 #[test]
@@ -230,10 +216,7 @@ fn a_broker_without_names_refuses_named_producers_and_a_table_too_large_is_refus
     });
     let refused = broker.open_named_producer("x", ProducerConfig::default(), |_: &[Ack]| {});
     assert!(matches!(refused, Err(BrokerError::TooManyNames { .. })));
-    assert_eq!(
-        broker.open_producer(4, |_: &[Ack]| {}).unwrap().id(),
-        ProducerId(0)
-    );
+    assert_eq!(support::deaf_producer(&broker, 4).id(), ProducerId(0));
     let err = Broker::start(BrokerConfig {
         queues: vec![QueueConfig::new(QueueMode::Priority)],
         max_producer_names: MAX_PRODUCER_NAMES + 1,
@@ -253,7 +236,7 @@ fn last_stored_answers_per_name_and_queue() {
         ..BrokerConfig::default()
     });
     assert_eq!(broker.last_stored("never", Q).unwrap(), None);
-    let (p, _) = named(&broker, "p", 16);
+    let (p, _) = named(&broker, "p", capped(16));
     assert_eq!(broker.last_stored("p", Q).unwrap(), None);
     p.publish_with_id(Q, payload(0), 7).unwrap();
     p.publish_with_id(QueueId(1), payload(1), 3).unwrap();
@@ -262,13 +245,9 @@ fn last_stored_answers_per_name_and_queue() {
     broker.quiesce().unwrap();
     assert_eq!(broker.last_stored("p", Q).unwrap(), Some(7));
     assert_eq!(broker.last_stored("p", QueueId(1)).unwrap(), Some(3));
-    assert_eq!(
-        broker.last_stored("p", QueueId(2)),
-        Err(BrokerError::UnknownQueue(QueueId(2)))
-    );
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
+    let unknown = Err(BrokerError::UnknownQueue(QueueId(2)));
+    assert_eq!(broker.last_stored("p", QueueId(2)), unknown);
+    let rt = runtime();
     assert_eq!(
         rt.block_on(broker.last_stored_async("p", Q)).unwrap(),
         Some(7)
@@ -276,41 +255,39 @@ fn last_stored_answers_per_name_and_queue() {
     assert_eq!(rt.block_on(broker.last_stored_async("q", Q)).unwrap(), None);
     // A message the queue rejects (full) is not recorded.
     let small = support::start(BrokerConfig {
-        queues: vec![QueueConfig {
-            capacity: 1,
-            ..QueueConfig::new(QueueMode::Priority)
-        }],
+        queues: vec![sized(QueueMode::Priority, 1)],
         ..BrokerConfig::default()
     });
-    let (p, acks) = named(&small, "p", 16);
+    let (p, acks) = named(&small, "p", capped(16));
     p.publish_with_id(Q, payload(0), 1).unwrap();
     p.publish_with_id(Q, payload(1), 2).unwrap();
     small.quiesce().unwrap();
-    let statuses: Vec<_> = acks.lock().unwrap().iter().map(|a| a.status).collect();
-    assert_eq!(statuses, [AckStatus::Stored, AckStatus::RejectedQueueFull]);
+    assert_eq!(
+        statuses(&acks),
+        [AckStatus::Stored, AckStatus::RejectedQueueFull]
+    );
     assert_eq!(small.last_stored("p", Q).unwrap(), Some(1));
 }
 
 #[test]
 fn a_duplicate_payload_is_released_and_a_duplicate_awaiting_its_quorum_is_acked_to_the_new_producer()
  {
-    let released: Log<u64> = Arc::default();
+    let released: Log<u64> = Log::default();
     let sink = released.clone();
-    let broker = start(BrokerConfig {
+    let (broker, _c, seen) = start_consumed(BrokerConfig {
         replication: replication(1, 1),
         on_release: Some(OnRelease::new(move |p: &[Payload]| {
             sink.lock().unwrap().extend(p.iter().map(|p| p.handle))
         })),
         ..BrokerConfig::default()
     });
-    let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
-    let (old, old_acks) = named(&broker, "r", 16);
+    let (old, old_acks) = named(&broker, "r", capped(16));
     let guid = old.publish_with_id(Q, payload(100), 0).unwrap();
     broker.quiesce().unwrap();
     old.close(Duration::ZERO); // stored, no receipt yet: no ACK
     broker.quiesce().unwrap();
     assert_eq!(old_acks.lock().unwrap()[0].status, AckStatus::Closed);
-    let (new, new_acks) = named(&broker, "r", 16);
+    let (new, new_acks) = named(&broker, "r", capped(16));
     new.publish_with_id(Q, payload(200), 0).unwrap();
     broker.quiesce().unwrap();
     assert!(
@@ -318,15 +295,9 @@ fn a_duplicate_payload_is_released_and_a_duplicate_awaiting_its_quorum_is_acked_
         "stored, not yet replicated"
     );
     assert_eq!(*released.lock().unwrap(), [200], "the duplicate's payload");
-    broker
-        .replica_receipt(Receipt {
-            queue: Q,
-            guid,
-            replica: ReplicaId(0),
-        })
-        .unwrap();
+    receipt(&broker, guid, 0).unwrap();
     broker.quiesce().unwrap();
-    let acks = new_acks.lock().unwrap().clone();
+    let acks = support::logged(&new_acks);
     assert_eq!(acks.len(), 1);
     assert_eq!(
         (acks[0].status, acks[0].payload),
@@ -337,19 +308,11 @@ fn a_duplicate_payload_is_released_and_a_duplicate_awaiting_its_quorum_is_acked_
     // The old producer's PUT had its one ACK too (`Closed`, counted late by its retired
     // session), which lets that session go: the consumer's and the new producer's stay.
     assert_eq!(broker.queue_stats()[0].superseded, 1);
-    let sessions = |b: &Broker| -> usize {
-        b.processor_stats()
-            .iter()
-            .filter(|p| b.processors(ClientType::Session).contains(&p.processor))
-            .map(|p| p.clients)
-            .sum()
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while sessions(&broker) != 2 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_for("the old producer's session never went", || {
+        sessions_alive(&broker) == 2
+    });
     assert_eq!(
-        sessions(&broker),
+        sessions_alive(&broker),
         2,
         "the old producer's session never went"
     );
@@ -357,28 +320,15 @@ fn a_duplicate_payload_is_released_and_a_duplicate_awaiting_its_quorum_is_acked_
 
 #[test]
 fn a_publish_id_in_flight_on_the_producer_is_not_sent_and_both_get_one_outcome() {
-    let broker = start(BrokerConfig::default());
-    let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
+    let (broker, _c, seen) = start_consumed(BrokerConfig::default());
     // Timer aggregation holds the first in the session's batch while the second comes.
-    let acks: Log<Ack> = Arc::default();
-    let sink = acks.clone();
-    let config = ProducerConfig {
-        flush: FlushStrategy::Timer(Duration::from_millis(50)),
-        ..ProducerConfig::default()
-    };
-    let p = broker
-        .open_named_producer("twice", config, move |b: &[Ack]| {
-            sink.lock().unwrap().extend_from_slice(b)
-        })
-        .unwrap();
+    let (p, acks) = named(&broker, "twice", timer(Duration::from_millis(50)));
     p.publish_with_id(Q, payload(1), 9).unwrap();
     p.publish_with_id(Q, payload(2), 9).unwrap();
     // The tick sends the batch.
     std::thread::sleep(Duration::from_millis(200));
     broker.quiesce().unwrap();
-    let mut outcomes: Vec<_> = acks
-        .lock()
-        .unwrap()
+    let mut outcomes: Vec<_> = support::logged(&acks)
         .iter()
         .map(|a| (a.payload.handle, a.status))
         .collect();
@@ -394,12 +344,9 @@ fn a_publish_id_in_flight_on_the_producer_is_not_sent_and_both_get_one_outcome()
 /// covered it.
 #[test]
 fn a_lower_id_never_stored_is_stored_when_published_after_a_higher_one() {
-    let broker = start(BrokerConfig::default());
-    let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
-    let (producer, acks) = named(&broker, "orders", 64);
-    for id in [0, 1, 3] {
-        producer.publish_with_id(Q, payload(id), id).unwrap();
-    }
+    let (broker, _c, seen) = start_consumed(BrokerConfig::default());
+    let (producer, acks) = named(&broker, "orders", capped(64));
+    publish_ids(&producer, [0, 1, 3]);
     broker.quiesce().unwrap();
     let window = broker.stored_window("orders", Q).unwrap();
     assert_eq!(window.highest(), Some(3));
@@ -408,16 +355,10 @@ fn a_lower_id_never_stored_is_stored_when_published_after_a_higher_one() {
         [Some(true), Some(true), Some(false), Some(true), Some(false)],
         "id by id, what is stored: 2 is not"
     );
-    producer.publish_with_id(Q, payload(2), 2).unwrap();
-    producer.publish_with_id(Q, payload(3), 3).unwrap();
+    publish_ids(&producer, [2, 3]);
     broker.quiesce().unwrap();
-    let counts = delivered_ids(&seen);
-    assert_eq!(
-        counts.keys().copied().collect::<Vec<_>>(),
-        [0, 1, 2, 3],
-        "2 is stored and delivered"
-    );
-    assert!(counts.values().all(|&n| n == 1), "{counts:?}");
+    // 2 is stored and delivered.
+    assert_delivered_once(&seen, &[0, 1, 2, 3]);
     let q = broker.queue_stats()[0];
     assert_eq!((q.stored, q.deduplicated), (4, 1), "only 3 was a duplicate");
     assert_eq!(acks.lock().unwrap().len(), 5);
@@ -428,32 +369,25 @@ fn a_lower_id_never_stored_is_stored_when_published_after_a_higher_one() {
 /// tell whether it stored it before, and says so.
 #[test]
 fn an_id_older_than_the_window_is_refused_not_acked() {
-    let broker = start(BrokerConfig {
+    let (broker, _c, seen) = start_consumed(BrokerConfig {
         dedup_window: 64,
         ..BrokerConfig::default()
     });
-    let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
-    let (producer, acks) = named(&broker, "orders", 64);
-    producer.publish_with_id(Q, payload(100), 100).unwrap();
+    let (producer, acks) = named(&broker, "orders", capped(64));
+    publish_ids(&producer, [100]);
     broker.quiesce().unwrap();
-    for id in [36, 37] {
-        producer.publish_with_id(Q, payload(id), id).unwrap();
-    }
+    publish_ids(&producer, [36, 37]);
     broker.quiesce().unwrap();
-    let statuses: Vec<_> = acks
-        .lock()
-        .unwrap()
+    let by_id: Vec<_> = support::logged(&acks)
         .iter()
         .map(|a| (a.guid.seq(), a.status))
         .collect();
-    assert_eq!(
-        statuses,
-        [
-            (100, AckStatus::Stored),
-            (36, AckStatus::RejectedOutOfWindow),
-            (37, AckStatus::Stored)
-        ]
-    );
+    let expected = [
+        (100, AckStatus::Stored),
+        (36, AckStatus::RejectedOutOfWindow),
+        (37, AckStatus::Stored),
+    ];
+    assert_eq!(by_id, expected);
     assert_eq!(
         delivered_ids(&seen).keys().copied().collect::<Vec<_>>(),
         [37, 100]
@@ -468,26 +402,16 @@ fn an_id_older_than_the_window_is_refused_not_acked() {
 /// one GUID.
 #[test]
 fn u64_max_is_an_id_like_any_other() {
-    let broker = start(BrokerConfig::default());
-    let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
-    let (producer, acks) = named(&broker, "orders", 64);
+    let (broker, _c, seen) = start_consumed(BrokerConfig::default());
+    let (producer, acks) = named(&broker, "orders", capped(64));
     let max = u64::MAX;
     for id in [max - 1, max, max - 1, max] {
-        producer.publish_with_id(Q, payload(id), id).unwrap();
+        publish_ids(&producer, [id]);
         broker.quiesce().unwrap();
     }
-    assert!(
-        acks.lock()
-            .unwrap()
-            .iter()
-            .all(|a| a.status == AckStatus::Stored)
-    );
-    let counts = delivered_ids(&seen);
-    assert_eq!(counts.keys().copied().collect::<Vec<_>>(), [max - 1, max]);
-    assert!(
-        counts.values().all(|&n| n == 1),
-        "each stored and delivered once: {counts:?}"
-    );
+    assert!(statuses(&acks).iter().all(|s| *s == AckStatus::Stored));
+    // Each stored and delivered once.
+    assert_delivered_once(&seen, &[max - 1, max]);
     let q = broker.queue_stats()[0];
     assert_eq!((q.stored, q.deduplicated), (2, 2));
     assert_eq!(broker.last_stored("orders", Q).unwrap(), Some(max));
@@ -501,11 +425,7 @@ fn a_named_producer_may_not_have_more_in_flight_than_the_window_covers() {
         dedup_window: 128,
         ..BrokerConfig::default()
     });
-    let config = |max_unconfirmed| ProducerConfig {
-        max_unconfirmed,
-        ..ProducerConfig::default()
-    };
-    let refused = broker.open_named_producer("big", config(129), |_: &[Ack]| {});
+    let refused = broker.open_named_producer("big", capped(129), |_: &[Ack]| {});
     let Err(error @ BrokerError::WindowBelowUnconfirmed { .. }) = refused else {
         panic!(
             "expected WindowBelowUnconfirmed, got {:?}",
@@ -515,13 +435,13 @@ fn a_named_producer_may_not_have_more_in_flight_than_the_window_covers() {
     assert!(error.to_string().contains("129") && error.to_string().contains("128"));
     assert!(
         broker
-            .open_named_producer("big", config(128), |_: &[Ack]| {})
+            .open_named_producer("big", capped(128), |_: &[Ack]| {})
             .is_ok()
     );
     // Anonymous producers are not deduplicated: no such bound.
     assert!(
         broker
-            .open_producer_with(config(1024), |_: &[Ack]| {})
+            .open_producer_with(capped(1024), |_: &[Ack]| {})
             .is_ok()
     );
     for window in [0, 63, 100, (MAX_DEDUP_WINDOW << 1)] {
@@ -542,66 +462,29 @@ fn a_named_producer_may_not_have_more_in_flight_than_the_window_covers() {
 /// that the session's count of ACKs to come reaches zero and a close lets it go.
 #[test]
 fn a_message_resent_by_its_own_producer_while_awaiting_its_quorum_has_an_ack_per_put() {
-    let broker = start(BrokerConfig {
+    let (broker, _c, _seen) = start_consumed(BrokerConfig {
         replication: replication(1, 1),
         ..BrokerConfig::default()
     });
-    let (_c, _seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
-    let acks: Log<Ack> = Arc::default();
-    let sink = acks.clone();
     // Long enough that the resend below is ACKed before it too times out on a loaded
     // machine (5 ms failed about once in twenty runs), short enough for the first PUT,
     // which no receipt answers, to time out soon.
-    let config = ProducerConfig {
-        confirm_timeout: Some(Duration::from_millis(300)),
-        ..ProducerConfig::default()
-    };
-    let p = broker
-        .open_named_producer("again", config, move |b: &[Ack]| {
-            sink.lock().unwrap().extend_from_slice(b)
-        })
-        .unwrap();
+    let (p, acks) = named(&broker, "again", timeout(Duration::from_millis(300)));
     let guid = p.publish_with_id(Q, payload(1), 0).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while acks.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_for("the first outcome", || !acks.lock().unwrap().is_empty());
     assert_eq!(acks.lock().unwrap()[0].status, AckStatus::TimedOut);
     p.publish_with_id(Q, payload(2), 0).unwrap();
     broker.quiesce().unwrap();
-    broker
-        .replica_receipt(Receipt {
-            queue: Q,
-            guid,
-            replica: ReplicaId(0),
-        })
-        .unwrap();
+    receipt(&broker, guid, 0).unwrap();
     broker.quiesce().unwrap();
-    let statuses: Vec<_> = acks.lock().unwrap().iter().map(|a| a.status).collect();
-    assert_eq!(statuses, [AckStatus::TimedOut, AckStatus::Stored]);
-    assert_eq!(
-        broker.session_stats().late_acks,
-        1,
-        "the first PUT's ACK, late"
-    );
+    assert_eq!(statuses(&acks), [AckStatus::TimedOut, AckStatus::Stored]);
+    let late = broker.session_stats().late_acks;
+    assert_eq!(late, 1, "the first PUT's ACK, late");
     assert_eq!(broker.queue_stats()[0].superseded, 0);
     assert!(p.close(Duration::from_secs(5)));
-    let sessions = |b: &Broker| -> usize {
-        b.processor_stats()
-            .iter()
-            .filter(|s| b.processors(ClientType::Session).contains(&s.processor))
-            .map(|s| s.clients)
-            .sum()
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while sessions(&broker) != 1 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    assert_eq!(
-        sessions(&broker),
-        1,
-        "the producer's session went: its ACKs are all in"
-    );
+    let gone = "the producer's session went: its ACKs are all in";
+    wait_for(gone, || sessions_alive(&broker) == 1);
+    assert_eq!(sessions_alive(&broker), 1, "{gone}");
 }
 
 #[test]
@@ -611,37 +494,16 @@ fn a_closed_producers_put_arriving_after_the_new_producers_copy_leaves_it_the_qu
         replication: replication(1, 1),
         ..BrokerConfig::default()
     });
-    let clients = |b: &Broker| -> Vec<usize> {
-        let sessions = b.processors(ClientType::Session);
-        sessions
-            .iter()
-            .map(|s| {
-                b.processor_stats()
-                    .iter()
-                    .find(|p| p.processor == *s)
-                    .map_or(0, |p| p.clients)
-            })
-            .collect()
-    };
     // The old producer on the first session processor, which is then held busy: its PUT
     // waits there while the new producer, on the second, stores the same message.
-    let (old, old_acks) = named(&broker, "late", 16);
-    assert_eq!(clients(&broker), [1, 0]);
-    let held = Arc::new(std::sync::Barrier::new(2));
-    let gate = held.clone();
-    broker
-        .execute(
-            broker.processors(ClientType::Session)[0],
-            Callback::new(move || {
-                gate.wait();
-            }),
-        )
-        .unwrap();
+    let (old, old_acks) = named(&broker, "late", capped(16));
+    assert_eq!(session_clients(&broker), [1, 0]);
+    let held = hold(&broker, support::session(&broker));
     old.publish_with_id(Q, payload(1), 0).unwrap();
     // Its drain (which sends the PUT) waits behind the held processor: no outcome in time.
     assert!(!old.close(Duration::from_millis(20)));
-    let (new, new_acks) = named(&broker, "late", 16);
-    assert_eq!(clients(&broker), [1, 1]);
+    let (new, new_acks) = named(&broker, "late", capped(16));
+    assert_eq!(session_clients(&broker), [1, 1]);
     let guid = new.publish_with_id(Q, payload(2), 0).unwrap();
     wait_for("the new producer's copy stored", || {
         broker.queue_stats()[0].stored == 1
@@ -650,27 +512,20 @@ fn a_closed_producers_put_arriving_after_the_new_producers_copy_leaves_it_the_qu
     wait_for("the old producer's PUT deduplicated", || {
         broker.queue_stats()[0].deduplicated == 1
     });
-    broker
-        .replica_receipt(Receipt {
-            queue: Q,
-            guid,
-            replica: ReplicaId(0),
-        })
-        .unwrap();
+    receipt(&broker, guid, 0).unwrap();
     broker.quiesce().unwrap();
-    let statuses = |log: &Log<Ack>| -> Vec<(AckStatus, Payload)> {
-        log.lock()
-            .unwrap()
+    let outcomes = |log: &Log<Ack>| -> Vec<(AckStatus, Payload)> {
+        support::logged(log)
             .iter()
             .map(|a| (a.status, a.payload))
             .collect()
     };
     assert_eq!(
-        statuses(&new_acks),
+        outcomes(&new_acks),
         [(AckStatus::Stored, payload(2))],
         "the open producer's message is stored: the quorum's ACK is its"
     );
-    assert_eq!(statuses(&old_acks), [(AckStatus::Closed, payload(1))]);
+    assert_eq!(outcomes(&old_acks), [(AckStatus::Closed, payload(1))]);
     // The old PUT was answered `Closed` (superseded) and counted late by its session.
     assert_eq!(broker.queue_stats()[0].superseded, 1);
     assert_eq!(broker.session_stats().late_acks, 1);

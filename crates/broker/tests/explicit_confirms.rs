@@ -12,7 +12,7 @@ const LIMIT: Duration = Duration::from_secs(20);
 
 mod support;
 
-use support::{Log, payload, wait_for};
+use support::{Log, deaf_producer, explicit, len, paced, payload, runtime, wait_for};
 
 fn start() -> Broker {
     support::start(BrokerConfig {
@@ -27,7 +27,7 @@ fn consumer(broker: &Broker, options: ConsumerOptions) -> (Consumer, Log<Deliver
 }
 
 fn publish(broker: &Broker, n: u64) -> Producer {
-    let producer = broker.open_producer(1024, |_: &[Ack]| {}).unwrap();
+    let producer = deaf_producer(broker, 1024);
     support::publish(&producer, 0, 0..n);
     producer
 }
@@ -40,13 +40,9 @@ fn held(broker: &Broker) -> u64 {
 fn explicit_confirms_release_only_what_the_application_confirms() {
     within(LIMIT, "explicit confirms", || {
         let broker = start();
-        let options = ConsumerOptions {
-            confirms: Confirms::Explicit,
-            ..ConsumerOptions::default()
-        };
-        let (consumer, seen) = consumer(&broker, options);
+        let (consumer, seen) = consumer(&broker, explicit(None));
         let _producer = publish(&broker, 10);
-        wait_for("10 deliveries", || seen.lock().unwrap().len() == 10);
+        wait_for("10 deliveries", || len(&seen) == 10);
         broker.quiesce().unwrap();
         // Handed over, not confirmed: the queue still holds every message.
         assert_eq!(held(&broker), 10);
@@ -67,11 +63,9 @@ fn explicit_confirms_release_only_what_the_application_confirms() {
         assert_eq!(held(&broker), 6);
 
         // The rest in one batch, from async code.
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        runtime
-            .block_on(broker.confirm_batch_async(&consumer, delivered[4..].iter().map(|d| d.guid)))
+        let rest = delivered[4..].iter().map(|d| d.guid);
+        runtime()
+            .block_on(broker.confirm_batch_async(&consumer, rest))
             .unwrap();
         wait_for("every release", || held(&broker) == 0);
         assert_eq!(broker.session_stats().unknown_confirms, 2);
@@ -84,9 +78,7 @@ fn on_return_confirms_are_unchanged_and_count_no_unknown_confirm() {
         let broker = start();
         let (consumer, seen) = consumer(&broker, ConsumerOptions::default());
         let _producer = publish(&broker, 10);
-        wait_for("every release", || {
-            seen.lock().unwrap().len() == 10 && held(&broker) == 0
-        });
+        wait_for("every release", || len(&seen) == 10 && held(&broker) == 0);
         // A confirm for a consumer that confirms on return: nothing to confirm.
         broker.confirm(&consumer, Guid([1; 16])).unwrap();
         wait_for("the unknown confirm", || {
@@ -99,29 +91,21 @@ fn on_return_confirms_are_unchanged_and_count_no_unknown_confirm() {
 fn credit_paces_deliveries() {
     within(LIMIT, "credit pacing", || {
         let broker = start();
-        let options = ConsumerOptions {
-            credit: Some(0),
-            ..ConsumerOptions::default()
-        };
-        let (consumer, seen) = consumer(&broker, options);
+        let (consumer, seen) = consumer(&broker, paced(0));
         let _producer = publish(&broker, 10);
         // Started paused: the session holds what the queue pushed.
         wait_for("the pushes", || held(&broker) == 10);
         broker.quiesce().unwrap();
-        assert_eq!(seen.lock().unwrap().len(), 0);
+        assert_eq!(len(&seen), 0);
 
         broker.add_credit(&consumer, 3).unwrap();
-        wait_for("3 deliveries", || seen.lock().unwrap().len() == 3);
+        wait_for("3 deliveries", || len(&seen) == 3);
         broker.quiesce().unwrap();
-        assert_eq!(seen.lock().unwrap().len(), 3, "more than the credit");
+        assert_eq!(len(&seen), 3, "more than the credit");
 
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        runtime
-            .block_on(broker.add_credit_async(&consumer, u32::MAX))
-            .unwrap();
-        wait_for("every delivery", || seen.lock().unwrap().len() == 10);
+        let all = broker.add_credit_async(&consumer, u32::MAX);
+        runtime().block_on(all).unwrap();
+        wait_for("every delivery", || len(&seen) == 10);
         wait_for("every release", || held(&broker) == 0);
         // In publish order, each once.
         let handles: Vec<u64> = seen
@@ -138,19 +122,14 @@ fn credit_paces_deliveries() {
 fn credit_and_explicit_confirms_together_keep_a_fixed_number_in_flight() {
     within(LIMIT, "credit and explicit confirms", || {
         let broker = start();
-        let options = ConsumerOptions {
-            confirms: Confirms::Explicit,
-            credit: Some(4),
-            ..ConsumerOptions::default()
-        };
-        let (consumer, seen) = consumer(&broker, options);
+        let (consumer, seen) = consumer(&broker, explicit(Some(4)));
         let _producer = publish(&broker, 100);
         let mut confirmed = 0;
         while confirmed < 100 {
-            wait_for("a delivery", || seen.lock().unwrap().len() > confirmed);
+            wait_for("a delivery", || len(&seen) > confirmed);
             let batch: Vec<Delivery> = seen.lock().unwrap()[confirmed..].to_vec();
             assert!(
-                seen.lock().unwrap().len() - confirmed <= 4,
+                len(&seen) - confirmed <= 4,
                 "more in flight than the credit"
             );
             for d in &batch {
@@ -168,21 +147,14 @@ fn credit_and_explicit_confirms_together_keep_a_fixed_number_in_flight() {
 fn what_a_closed_consumer_held_is_redelivered_and_confirmed_by_the_next() {
     within(LIMIT, "redelivery to an explicit consumer", || {
         let broker = start();
-        let options = ConsumerOptions {
-            confirms: Confirms::Explicit,
-            ..ConsumerOptions::default()
-        };
-        let options = ConsumerOptions {
-            credit: Some(64),
-            ..options
-        };
+        let options = explicit(Some(64));
         let (first, seen_first) = consumer(&broker, options);
         let _producer = publish(&broker, 10);
-        wait_for("10 deliveries", || seen_first.lock().unwrap().len() == 10);
+        wait_for("10 deliveries", || len(&seen_first) == 10);
         let (second, seen) = consumer(&broker, options);
         broker.quiesce().unwrap();
         broker.close_consumer(&first).unwrap();
-        wait_for("10 redeliveries", || seen.lock().unwrap().len() == 10);
+        wait_for("10 redeliveries", || len(&seen) == 10);
         let redelivered = seen.lock().unwrap().clone();
         for d in &redelivered {
             broker.confirm(&second, d.guid).unwrap();
@@ -201,30 +173,23 @@ fn what_a_closed_consumer_held_is_redelivered_and_confirmed_by_the_next() {
 #[test]
 fn explicit_confirms_churn_through_a_small_window() {
     within(LIMIT, "explicit confirms through a small window", || {
-        let broker = Broker::start(BrokerConfig {
-            queues: vec![QueueConfig {
-                capacity: 64,
-                window: 16,
-                ..QueueConfig::new(QueueMode::Priority)
-            }],
+        let queue = QueueConfig {
+            window: 16,
+            ..support::sized(QueueMode::Priority, 64)
+        };
+        let broker = support::start(BrokerConfig {
+            queues: vec![queue],
             session_processors: 1,
             ..BrokerConfig::default()
-        })
-        .expect("valid config");
-        let options = ConsumerOptions {
-            confirms: Confirms::Explicit,
-            ..ConsumerOptions::default()
-        };
-        let (consumer, seen) = consumer(&broker, options);
-        let producer = broker.open_producer(64, |_: &[Ack]| {}).unwrap();
+        });
+        let (consumer, seen) = consumer(&broker, explicit(None));
+        let producer = deaf_producer(&broker, 64);
         // A full window (16) in flight at a time, each confirmed as it comes.
         let mut confirmed = 0;
         for handle in 0..2_000_u64 {
             producer.send(QueueId(0), payload(handle)).unwrap();
             if handle % 16 == 15 {
-                wait_for("sixteen deliveries", || {
-                    seen.lock().unwrap().len() as u64 == handle + 1
-                });
+                wait_for("sixteen deliveries", || len(&seen) as u64 == handle + 1);
                 let batch: Vec<Delivery> = seen.lock().unwrap()[confirmed..].to_vec();
                 for d in &batch {
                     broker.confirm(&consumer, d.guid).unwrap();
@@ -247,7 +212,7 @@ fn explicit_confirms_churn_through_a_small_window() {
 fn confirms_made_before_a_close_are_not_overtaken_by_it() {
     within(LIMIT, "confirm then close", || {
         let broker = start();
-        let producer = broker.open_producer(1024, |_: &[Ack]| {}).unwrap();
+        let producer = deaf_producer(&broker, 1024);
         for round in 0..200_u64 {
             // Both paths a confirm can take: straight to the queue, or through the cluster.
             let route = [ConfirmRoute::Direct, ConfirmRoute::ViaCluster][round as usize % 2];
@@ -260,7 +225,7 @@ fn confirms_made_before_a_close_are_not_overtaken_by_it() {
             for handle in 0..10 {
                 producer.publish(QueueId(0), payload(handle)).unwrap();
             }
-            wait_for("10 deliveries", || seen.lock().unwrap().len() == 10);
+            wait_for("10 deliveries", || len(&seen) == 10);
             for d in seen.lock().unwrap().iter() {
                 broker.confirm(&consumer, d.guid).unwrap();
             }

@@ -114,28 +114,22 @@ fn stall_and_fill(broker: &Arc<Broker>, stalled: ProcessorId, filler: ProcessorI
     release
 }
 
-/// Opens, from a handler on the cluster processor, a consumer of queue 0 with `options`
-/// while the session processor's queue is full.
-fn open_on_a_processor(options: ConsumerOptions) -> Scene {
-    let (broker, [session, queue, cluster]) = small_broker();
-    // The session processor stalled, its queue full from the queue processor (whose outbox
-    // keeps the rest), so that the cluster processor's outbox stays empty.
-    let release_session = stall_and_fill(&broker, session, queue);
-
-    // Open the consumer on the cluster processor, hand it over, and stay in the handler.
-    let delivered = Arc::new(AtomicU64::new(0));
+/// Opens, from a handler on `cluster`, a consumer of queue 0 with `options` that counts
+/// its deliveries in `delivered`, hands it over and stays in the handler until the latch
+/// returned with it is opened.
+fn open_on(
+    broker: &Arc<Broker>,
+    cluster: ProcessorId,
+    options: ConsumerOptions,
+    delivered: Arc<AtomicU64>,
+) -> (Consumer, Arc<Latch>) {
     let opened: Arc<(Opened, Latch)> = Arc::default();
     let release_cluster = Arc::new(Latch::default());
     let hand = {
-        let (b, o, r, d) = (
-            broker.clone(),
-            opened.clone(),
-            release_cluster.clone(),
-            delivered.clone(),
-        );
+        let (b, o, r) = (broker.clone(), opened.clone(), release_cluster.clone());
         move || {
             let consumer = b.open_consumer(QueueId(0), AppId(0), options, move |batch| {
-                d.fetch_add(batch.len() as u64, Ordering::SeqCst);
+                delivered.fetch_add(batch.len() as u64, Ordering::SeqCst);
             });
             *o.0.lock().unwrap() = Some(consumer);
             o.1.open();
@@ -144,11 +138,42 @@ fn open_on_a_processor(options: ConsumerOptions) -> Scene {
     };
     // Four `Arc`s: more than the default space holds, so it is spilled (counted, visible).
     broker.execute(cluster, Callback::spill(hand)).unwrap();
-    assert!(
-        opened.1.wait(),
-        "the cluster processor never opened the consumer"
-    );
+    let opened_it = opened.1.wait();
+    assert!(opened_it, "the cluster processor never opened the consumer");
     let consumer = opened.0.lock().unwrap().take().unwrap().unwrap();
+    (consumer, release_cluster)
+}
+
+/// Waits until `processor` has handled what was sent to it (a callback queued behind ran).
+fn marker(broker: &Broker, processor: ProcessorId) {
+    let handled = Arc::new(Latch::default());
+    let h = handled.clone();
+    support::on(broker, processor, move || h.open());
+    assert!(
+        handled.wait(),
+        "the session processor never got to the marker"
+    );
+}
+
+/// Shuts `broker` down once the handlers have dropped their clones of it.
+fn shut_down(broker: Arc<Broker>) {
+    let alone = eventually(|| Arc::strong_count(&broker) == 1);
+    assert!(alone, "a handler still holds the broker");
+    let broker =
+        Arc::try_unwrap(broker).unwrap_or_else(|_| unreachable!("the last clone of the broker"));
+    broker.shutdown();
+}
+
+/// Opens, from a handler on the cluster processor, a consumer of queue 0 with `options`
+/// while the session processor's queue is full.
+fn open_on_a_processor(options: ConsumerOptions) -> Scene {
+    let (broker, [session, queue, cluster]) = small_broker();
+    // The session processor stalled, its queue full from the queue processor (whose outbox
+    // keeps the rest), so that the cluster processor's outbox stays empty.
+    let release_session = stall_and_fill(&broker, session, queue);
+    // Open the consumer on the cluster processor, hand it over, and stay in the handler.
+    let delivered = Arc::new(AtomicU64::new(0));
+    let (consumer, release_cluster) = open_on(&broker, cluster, options, delivered.clone());
     Scene {
         broker,
         session,
@@ -165,15 +190,7 @@ impl Scene {
     fn act<T>(&self, op: impl FnOnce(&Broker, &Consumer) -> T) -> T {
         self.release_session.open();
         let made = op(&self.broker, &self.consumer);
-        let handled = Arc::new(Latch::default());
-        let h = handled.clone();
-        self.broker
-            .execute(self.session, Callback::new(move || h.open()))
-            .unwrap();
-        assert!(
-            handled.wait(),
-            "the session processor never got to the marker"
-        );
+        marker(&self.broker, self.session);
         made
     }
 
@@ -196,11 +213,7 @@ impl Scene {
     /// dropped their clones of it.
     fn end(self) {
         self.release_cluster.open();
-        let alone = eventually(|| Arc::strong_count(&self.broker) == 1);
-        assert!(alone, "a handler still holds the broker");
-        let broker = Arc::try_unwrap(self.broker)
-            .unwrap_or_else(|_| unreachable!("the last clone of the broker"));
-        broker.shutdown();
+        shut_down(self.broker);
     }
 }
 
@@ -287,36 +300,11 @@ fn a_late_attach_never_attaches_a_consumer_closed_from_another_thread() {
     let release_queue = stall_and_fill(&broker, queue, session);
 
     // Consumer A, opened on the cluster processor, which then stays in its handler.
-    let opened: Arc<(Opened, Latch)> = Arc::default();
-    let release_cluster = Arc::new(Latch::default());
-    let hand = {
-        let (b, o, r) = (broker.clone(), opened.clone(), release_cluster.clone());
-        move || {
-            let consumer = b.open_consumer(
-                QueueId(0),
-                AppId(0),
-                ConsumerOptions::default(),
-                |_: &[Delivery]| {},
-            );
-            *o.0.lock().unwrap() = Some(consumer);
-            o.1.open();
-            assert!(r.wait(), "the test never let the cluster processor go");
-        }
-    };
-    broker.execute(cluster, Callback::spill(hand)).unwrap();
-    assert!(opened.1.wait(), "the cluster processor never opened A");
-    let a = opened.0.lock().unwrap().take().unwrap().unwrap();
+    let options = ConsumerOptions::default();
+    let (a, release_cluster) = open_on(&broker, cluster, options, Arc::default());
     broker.close_consumer(&a).unwrap();
     // The session processor has handled the close (a marker queued behind it ran).
-    let handled = Arc::new(Latch::default());
-    let h = handled.clone();
-    broker
-        .execute(session, Callback::new(move || h.open()))
-        .unwrap();
-    assert!(
-        handled.wait(),
-        "the session processor never got to the marker"
-    );
+    marker(&broker, session);
 
     // The queue goes first (it takes what the session processor kept: the detach), then
     // the cluster processor (its outbox, if it kept anything).
@@ -346,11 +334,7 @@ fn a_late_attach_never_attaches_a_consumer_closed_from_another_thread() {
     let seen = got.load(Ordering::SeqCst);
     drop(producer);
     broker.close_consumer(&b).unwrap();
-    let alone = eventually(|| Arc::strong_count(&broker) == 1);
-    assert!(alone, "a handler still holds the broker");
-    Arc::try_unwrap(broker)
-        .unwrap_or_else(|_| unreachable!("the last clone of the broker"))
-        .shutdown();
+    shut_down(broker);
     assert!(
         all,
         "B got {seen} of 16: the rest went to the closed consumer A"

@@ -13,7 +13,7 @@ use zerodispatch_testkit::within;
 
 mod support;
 
-use support::{drain, wait_for};
+use support::{deaf_producer, drain, explicit, len, paced, wait_for};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -55,23 +55,16 @@ fn a_payload_is_released_once_its_message_is_consumed_not_when_it_is_acked() {
         let producer = broker
             .open_producer(1024, move |b: &[Ack]| *sink.lock().unwrap() += b.len())
             .unwrap();
-        let options = ConsumerOptions {
-            credit: Some(0),
-            ..ConsumerOptions::default()
-        };
         let consumer = broker
-            .open_consumer(QueueId(0), AppId(0), options, |_: &[Delivery]| {})
+            .open_consumer(QueueId(0), AppId(0), paced(0), |_: &[Delivery]| {})
             .unwrap();
         support::publish(&producer, 0, 0..10);
         wait_for("10 ACKs", || *acks.lock().unwrap() == 10);
         broker.quiesce().unwrap();
-        assert!(
-            released.lock().unwrap().is_empty(),
-            "acked, not consumed: not released"
-        );
+        assert!(len(&released) == 0, "acked, not consumed: not released");
 
         broker.add_credit(&consumer, 10).unwrap();
-        wait_for("10 releases", || released.lock().unwrap().len() == 10);
+        wait_for("10 releases", || len(&released) == 10);
         broker.quiesce().unwrap();
         let counts = counts(&released);
         assert_eq!(counts.len(), 10);
@@ -84,28 +77,21 @@ fn a_payload_is_released_once_its_message_is_consumed_not_when_it_is_acked() {
 fn a_fanout_share_dropped_by_a_closing_consumer_still_releases_its_payload() {
     within(LIMIT, "release in fanout", || {
         let (broker, released) = start(QueueConfig::new(QueueMode::Fanout { apps: 2 }), false);
-        let producer = broker.open_producer(1024, |_: &[Ack]| {}).unwrap();
+        let producer = deaf_producer(&broker, 1024);
         let _consumer = drain(&broker, 0);
         // App 1's consumer takes its deliveries and never confirms them.
-        let options = ConsumerOptions {
-            confirms: Confirms::Explicit,
-            ..ConsumerOptions::default()
-        };
         let holder = broker
-            .open_consumer(QueueId(0), AppId(1), options, |_: &[Delivery]| {})
+            .open_consumer(QueueId(0), AppId(1), explicit(None), |_: &[Delivery]| {})
             .unwrap();
         support::publish(&producer, 0, 0..20);
         wait_for("app 0's confirms", || {
             broker.queue_stats()[0].confirms == 20
         });
         broker.quiesce().unwrap();
-        assert!(
-            released.lock().unwrap().is_empty(),
-            "app 1 holds every message"
-        );
+        assert!(len(&released) == 0, "app 1 holds every message");
 
         broker.close_consumer(&holder).unwrap();
-        wait_for("20 releases", || released.lock().unwrap().len() == 20);
+        wait_for("20 releases", || len(&released) == 20);
         broker.quiesce().unwrap();
         assert!(counts(&released).values().all(|&n| n == 1));
         assert_eq!(counts(&released).len(), 20);
@@ -115,11 +101,7 @@ fn a_fanout_share_dropped_by_a_closing_consumer_still_releases_its_payload() {
 #[test]
 fn a_message_never_stored_is_never_released() {
     within(LIMIT, "no release without a store", || {
-        let queue = QueueConfig {
-            capacity: 4,
-            ..QueueConfig::new(QueueMode::Priority)
-        };
-        let (broker, released) = start(queue, false);
+        let (broker, released) = start(support::sized(QueueMode::Priority, 4), false);
         let outcomes = Arc::new(Mutex::new(Vec::new()));
         let sink = outcomes.clone();
         let producer = broker
@@ -141,14 +123,12 @@ fn a_message_never_stored_is_never_released() {
         assert_eq!(refused.len(), 2, "a queue of 4 stores 4");
 
         let _consumer = drain(&broker, 0);
-        wait_for("4 releases", || released.lock().unwrap().len() == 4);
+        wait_for("4 releases", || len(&released) == 4);
         broker.quiesce().unwrap();
         let counts = counts(&released);
         assert_eq!(counts.len(), 4);
-        assert!(
-            refused.iter().all(|h| !counts.contains_key(h)),
-            "a refused payload released"
-        );
+        let none = refused.iter().all(|h| !counts.contains_key(h));
+        assert!(none, "a refused payload released");
     });
 }
 
@@ -157,14 +137,12 @@ fn a_panicking_release_hook_is_counted_and_the_queue_goes_on() {
     within(LIMIT, "a panicking release hook", || {
         zerodispatch_testkit::quiet_planned_panics();
         let (broker, released) = start(QueueConfig::new(QueueMode::Priority), true);
-        let producer = broker.open_producer(1024, |_: &[Ack]| {}).unwrap();
+        let producer = deaf_producer(&broker, 1024);
         let _consumer = drain(&broker, 0);
         support::publish(&producer, 0, 0..1);
         wait_for("the panic", || broker.queue_stats()[0].release_panics == 1);
         support::publish(&producer, 0, 1..11);
-        wait_for("the later releases", || {
-            released.lock().unwrap().len() == 10
-        });
+        wait_for("the later releases", || len(&released) == 10);
         broker.quiesce().unwrap();
         assert_eq!(broker.queue_stats()[0].release_panics, 1);
         assert_eq!(broker.queue_stats()[0].released, 11);

@@ -23,7 +23,10 @@ use zerodispatch_testkit::within;
 
 mod support;
 
-use support::{Log, Rng, drain, payload, producer_with, replicated, replication, start};
+use support::{
+    Log, Rng, drain, one_queue, payload, producer_with, receipts, replicated, replication,
+    sessions_alive, sized, stale, start, timer,
+};
 
 /// How many outcomes of each status `log` holds, by the status's name.
 fn by_status(log: &[Ack]) -> Outcomes {
@@ -52,19 +55,15 @@ fn acks_sent(broker: &Broker) -> u64 {
         .sum()
 }
 
-fn stale(broker: &Broker) -> u64 {
-    broker.processor_stats().iter().map(|s| s.stale).sum()
-}
-
-/// Clients registered on the session processors: the sessions still alive.
-fn sessions_alive(broker: &Broker) -> usize {
-    let sessions = broker.processors(ClientType::Session);
-    broker
-        .processor_stats()
-        .iter()
-        .filter(|s| sessions.contains(&s.processor))
-        .map(|s| s.clients)
-        .sum()
+/// The outcomes of every log of `logs`, by status.
+fn merged<'a>(logs: impl IntoIterator<Item = &'a Log<Ack>>) -> Outcomes {
+    let mut all = Outcomes::new();
+    for log in logs {
+        for (status, n) in by_status(&log.lock().unwrap()) {
+            *all.entry(status).or_insert(0) += n;
+        }
+    }
+    all
 }
 
 /// Checks both equations of the module's doc against the outcomes the applications got.
@@ -117,26 +116,15 @@ fn acks_arriving_after_a_producers_close_are_counted_late() {
     );
     assert_eq!(sessions_alive(&broker), 1, "waiting for its ACKs");
     let stale_before = stale(&broker);
-    for &guid in &guids {
-        broker
-            .replica_receipt(Receipt {
-                queue: QueueId(0),
-                guid,
-                replica: ReplicaId(0),
-            })
-            .unwrap();
-    }
+    receipts(&broker, &guids, 0);
     broker.quiesce().unwrap();
     let s = broker.session_stats();
     assert_eq!(broker.queue_stats()[0].acked, 5);
     assert_eq!((s.acks, s.late_acks), (0, 5), "{s:?}");
     assert_eq!(stale(&broker), stale_before, "no ACK dropped unseen");
     assert_eq!(log.lock().unwrap().len(), 5, "late ACKs are not reported");
-    assert_eq!(
-        sessions_alive(&broker),
-        0,
-        "its last ACK in, the session is gone"
-    );
+    let alive = sessions_alive(&broker);
+    assert_eq!(alive, 0, "its last ACK in, the session is gone");
     check_conservation(&broker, &by_status(&log.lock().unwrap()));
     broker.shutdown();
 }
@@ -150,17 +138,12 @@ fn acks_arriving_after_a_producers_close_are_counted_late() {
 #[test]
 fn acks_and_outcomes_conserve_under_producer_churn() {
     within(Duration::from_secs(120), "churn", || {
-        let broker = Broker::start(BrokerConfig {
-            queues: vec![QueueConfig {
-                capacity: 64,
-                ..QueueConfig::new(QueueMode::Priority)
-            }],
+        let broker = Arc::new(start(BrokerConfig {
+            queues: vec![sized(QueueMode::Priority, 64)],
             session_processors: 2,
             replication: replication(1, 1),
             ..BrokerConfig::default()
-        })
-        .expect("valid config");
-        let broker = Arc::new(broker);
+        }));
         let _consumer = drain(&broker, 0);
         let churn = |seed: u64| {
             let broker = broker.clone();
@@ -194,15 +177,7 @@ fn acks_and_outcomes_conserve_under_producer_churn() {
                         // would be ignored (unknown GUID), its message would wait for a
                         // quorum for ever, and its retired session for its ACK.
                         broker.quiesce().unwrap();
-                        for &guid in guids {
-                            broker
-                                .replica_receipt(Receipt {
-                                    queue: QueueId(0),
-                                    guid,
-                                    replica: ReplicaId(0),
-                                })
-                                .unwrap();
-                        }
+                        receipts(&broker, guids, 0);
                     };
                     let before_close = rng.below(2) == 0;
                     if before_close {
@@ -227,21 +202,14 @@ fn acks_and_outcomes_conserve_under_producer_churn() {
             .flat_map(|t| t.join().unwrap())
             .collect();
         broker.quiesce().unwrap();
-        let mut outcomes = Outcomes::new();
-        for log in &logs {
-            for (status, n) in by_status(&log.lock().unwrap()) {
-                *outcomes.entry(status).or_insert(0) += n;
-            }
-        }
+        let outcomes = merged(&logs);
         for status in [AckStatus::Closed, AckStatus::Stored] {
             assert!(count(&outcomes, status) > 0, "{status:?} in {outcomes:?}");
         }
         check_conservation(&broker, &outcomes);
-        assert_eq!(
-            sessions_alive(&broker),
-            1,
-            "only the consumer's: every producer's session left once its ACKs were in"
-        );
+        let alive = sessions_alive(&broker);
+        let left = "only the consumer's: every producer's session left once its ACKs were in";
+        assert_eq!(alive, 1, "{left}");
     });
 }
 
@@ -251,11 +219,7 @@ fn acks_and_outcomes_conserve_under_producer_churn() {
 #[test]
 fn closed_reported_counts_closed_outcomes_and_not_sent_counts_not_sent() {
     let broker = start(replicated());
-    let unsent = ProducerConfig {
-        flush: FlushStrategy::Timer(Duration::from_secs(3600)),
-        ..ProducerConfig::default()
-    };
-    let (batching, batch_log) = producer_with(&broker, unsent);
+    let (batching, batch_log) = producer_with(&broker, timer(Duration::from_secs(3600)));
     for i in 0..3 {
         batching.publish(QueueId(0), payload(i)).unwrap();
     }
@@ -272,10 +236,8 @@ fn closed_reported_counts_closed_outcomes_and_not_sent_counts_not_sent() {
         .unwrap();
     broker.quiesce().unwrap();
     // Closed without a wait: the batch is not sent, its messages are `NotSent`.
-    assert!(
-        !batching.close(Duration::ZERO),
-        "three messages without an outcome at the close"
-    );
+    let closed = batching.close(Duration::ZERO);
+    assert!(!closed, "three messages without an outcome at the close");
     assert!(!in_flight.close(Duration::ZERO));
     broker.quiesce().unwrap();
     let batch = by_status(&batch_log.lock().unwrap());
@@ -291,11 +253,7 @@ fn closed_reported_counts_closed_outcomes_and_not_sent_counts_not_sent() {
     );
     let s = broker.session_stats();
     assert_eq!((s.closed_reported, s.not_sent), (4, 4), "{s:?}");
-    let mut all = batch;
-    for (status, n) in flight {
-        *all.entry(status).or_insert(0) += n;
-    }
-    check_conservation(&broker, &all);
+    check_conservation(&broker, &merged([&batch_log, &flight_log]));
     broker.shutdown();
 }
 
@@ -306,11 +264,7 @@ fn closed_reported_counts_closed_outcomes_and_not_sent_counts_not_sent() {
 /// for the real outcomes.
 #[test]
 fn a_close_with_a_wait_sends_what_the_batch_held() {
-    let broker = Broker::start(BrokerConfig {
-        queues: vec![QueueConfig::new(QueueMode::Priority)],
-        ..BrokerConfig::default()
-    })
-    .expect("valid config");
+    let broker = start(one_queue(QueueMode::Priority));
     for flush in [
         FlushStrategy::Timer(Duration::from_secs(3600)),
         FlushStrategy::Dynamic,

@@ -11,7 +11,10 @@ use zerodispatch_broker::*;
 
 mod support;
 
-use support::{consumer_calling, drain, one_queue, outcomes, producer_with, start};
+use support::{
+    assert_each, capped, consumer_calling, drain, hold, one_queue, outcomes, producer_with,
+    replicated, session, start, timeout, timer,
+};
 
 fn broker() -> Broker {
     start(one_queue(QueueMode::Priority))
@@ -21,9 +24,20 @@ fn broker() -> Broker {
 /// gets a message from the primary after it is stored): their ACKs go.
 fn receipts(broker: &Broker, guids: &[Guid]) {
     broker.quiesce().unwrap();
-    for &guid in guids {
-        support::receipt(broker, guid, 0).unwrap();
-    }
+    support::receipts(broker, guids, 0);
+}
+
+/// Sends `n` messages of 8 bytes to queue 0; their GUIDs.
+fn send(p: &Producer, n: usize) -> Vec<Guid> {
+    (0..n)
+        .map(|_| p.send(QueueId(0), payload(8)).unwrap())
+        .collect()
+}
+
+/// Waits until the producer's session has handled what was sent to it (and, with dynamic
+/// send, sent it on: the flush point after its queue drained).
+fn sent_on(broker: &Broker) {
+    support::handled(broker, session(broker));
 }
 
 fn payload(len: u32) -> Payload {
@@ -49,42 +63,19 @@ fn dynamic_send_flushes_each_message_at_once_when_the_queue_drains() {
         (20, 20),
         "one frame per message at a low rate"
     );
-    assert!(
-        outcomes(&acks.lock().unwrap())
-            .values()
-            .all(|s| *s == AckStatus::Stored)
-    );
-}
-
-/// Holds the session processor busy, so that its queue does not drain, until the returned
-/// barrier is waited on.
-fn hold_session_processor(broker: &Broker) -> Arc<std::sync::Barrier> {
-    let gate = Arc::new(std::sync::Barrier::new(2));
-    let g = gate.clone();
-    let session = broker.processors(ClientType::Session)[0];
-    let hold = Callback::new(move || {
-        g.wait();
-        g.wait();
-    });
-    broker.execute(session, hold).unwrap();
-    gate.wait();
-    gate
+    assert!(outcomes(&acks).values().all(|s| *s == AckStatus::Stored));
 }
 
 #[test]
 fn a_batch_is_sent_when_it_reaches_batch_size_or_fills_a_frame() {
     let broker = broker();
-    let (p, _acks) = producer_with(
-        &broker,
-        ProducerConfig {
-            batch_size: 4,
-            ..ProducerConfig::default()
-        },
-    );
-    let gate = hold_session_processor(&broker);
-    for _ in 0..10 {
-        p.send(QueueId(0), payload(8)).unwrap();
-    }
+    let config = ProducerConfig {
+        batch_size: 4,
+        ..ProducerConfig::default()
+    };
+    let (p, _acks) = producer_with(&broker, config);
+    let gate = hold(&broker, session(&broker));
+    send(&p, 10);
     gate.wait();
     broker.quiesce().unwrap();
     // 10 messages, batches of at most 4 cut by the cap: 4 + 4 + 2 (the last at the drain).
@@ -97,7 +88,7 @@ fn a_batch_is_sent_when_it_reaches_batch_size_or_fills_a_frame() {
         ..ProducerConfig::default()
     };
     let (p, _acks) = producer_with(&broker, config);
-    let gate = hold_session_processor(&broker);
+    let gate = hold(&broker, session(&broker));
     for _ in 0..7 {
         p.send(QueueId(0), payload(100)).unwrap();
     }
@@ -109,13 +100,11 @@ fn a_batch_is_sent_when_it_reaches_batch_size_or_fills_a_frame() {
 #[test]
 fn a_message_larger_than_a_frame_is_refused_and_handed_back() {
     let broker = broker();
-    let (p, _acks) = producer_with(
-        &broker,
-        ProducerConfig {
-            max_frame_bytes: 1000,
-            ..ProducerConfig::default()
-        },
-    );
+    let config = ProducerConfig {
+        max_frame_bytes: 1000,
+        ..ProducerConfig::default()
+    };
+    let (p, _acks) = producer_with(&broker, config);
     let refused = Err(SendError::TooLarge {
         payload: payload(1000),
         needs: 1000 + FRAME_OVERHEAD,
@@ -125,25 +114,17 @@ fn a_message_larger_than_a_frame_is_refused_and_handed_back() {
     assert_eq!(p.try_send(QueueId(0), payload(1000)), refused);
     // `publish` takes no credit, but the frame is the same: refused, handed back.
     assert_eq!(p.publish(QueueId(0), payload(1000)), refused);
-    assert!(
-        p.send(QueueId(0), payload(1000 - FRAME_OVERHEAD as u32))
-            .is_ok()
-    );
+    let fits = payload(1000 - FRAME_OVERHEAD as u32);
+    assert!(p.send(QueueId(0), fits).is_ok());
 }
 
 #[test]
 fn timer_aggregation_waits_for_the_tick() {
     let broker = broker();
     let _c = drain(&broker, 0);
-    let config = ProducerConfig {
-        flush: FlushStrategy::Timer(Duration::from_millis(50)),
-        ..ProducerConfig::default()
-    };
-    let (p, acks) = producer_with(&broker, config);
+    let (p, acks) = producer_with(&broker, timer(Duration::from_millis(50)));
     let start = Instant::now();
-    for _ in 0..5 {
-        p.send(QueueId(0), payload(8)).unwrap();
-    }
+    send(&p, 5);
     // Nothing is sent before a tick, however long the session's queue has been drained.
     thread::sleep(Duration::from_millis(10));
     assert!(acks.lock().unwrap().is_empty(), "sent before the tick");
@@ -164,21 +145,13 @@ fn timer_aggregation_waits_for_the_tick() {
 
 #[test]
 fn the_cap_blocks_send_and_try_send_hands_back_without_exceeding_it() {
-    let broker = start(support::replicated());
-    let (p, acks) = producer_with(
-        &broker,
-        ProducerConfig {
-            max_unconfirmed: 3,
-            ..ProducerConfig::default()
-        },
-    );
+    let broker = start(replicated());
+    let (p, acks) = producer_with(&broker, capped(3));
     let first: Vec<Guid> = (0..3)
         .map(|_| p.try_send(QueueId(0), payload(8)).unwrap())
         .collect();
-    assert_eq!(
-        p.try_send(QueueId(0), payload(9)),
-        Err(SendError::Full(payload(9)))
-    );
+    let full = Err(SendError::Full(payload(9)));
+    assert_eq!(p.try_send(QueueId(0), payload(9)), full);
     assert_eq!(p.unconfirmed(), 3);
     // A blocking send waits until a message is ACKed: here by its replica's receipt.
     let p = Arc::new(p);
@@ -192,7 +165,7 @@ fn the_cap_blocks_send_and_try_send_hands_back_without_exceeding_it() {
     let last = sender.join().unwrap().unwrap();
     receipts(&broker, &[last]);
     broker.quiesce().unwrap();
-    assert_eq!(outcomes(&acks.lock().unwrap()).len(), 4);
+    assert_eq!(outcomes(&acks).len(), 4);
     assert_eq!(p.unconfirmed(), 0);
 }
 
@@ -202,13 +175,7 @@ fn many_senders_at_a_tiny_cap_never_exceed_it_and_never_hang() {
     let _c = drain(&broker, 0);
     let cap = 4;
     let peak = Arc::new(AtomicUsize::new(0));
-    let (p, acks) = producer_with(
-        &broker,
-        ProducerConfig {
-            max_unconfirmed: cap,
-            ..ProducerConfig::default()
-        },
-    );
+    let (p, acks) = producer_with(&broker, capped(cap));
     let p = Arc::new(p);
     let senders: Vec<_> = (0..4)
         .map(|_| {
@@ -233,12 +200,9 @@ fn many_senders_at_a_tiny_cap_never_exceed_it_and_never_hang() {
         s.join().unwrap();
     }
     broker.quiesce().unwrap();
-    assert!(
-        peak.load(Ordering::Relaxed) <= cap,
-        "the cap was exceeded: {}",
-        peak.load(Ordering::Relaxed)
-    );
-    let all = outcomes(&acks.lock().unwrap());
+    let peak = peak.load(Ordering::Relaxed);
+    assert!(peak <= cap, "the cap was exceeded: {peak}");
+    let all = outcomes(&acks);
     assert_eq!(all.len(), 8000);
     assert!(all.values().all(|s| *s == AckStatus::Stored));
 }
@@ -246,15 +210,9 @@ fn many_senders_at_a_tiny_cap_never_exceed_it_and_never_hang() {
 #[test]
 fn an_unconfirmed_message_times_out_once_and_a_late_ack_is_counted() {
     // Stored, and waiting for the replica's receipt that makes the quorum.
-    let broker = start(support::replicated());
-    let config = ProducerConfig {
-        confirm_timeout: Some(Duration::from_millis(40)),
-        ..ProducerConfig::default()
-    };
-    let (p, acks) = producer_with(&broker, config);
-    let guids: Vec<Guid> = (0..5)
-        .map(|_| p.send(QueueId(0), payload(8)).unwrap())
-        .collect();
+    let broker = start(replicated());
+    let (p, acks) = producer_with(&broker, timeout(Duration::from_millis(40)));
+    let guids = send(&p, 5);
     let start = Instant::now();
     while acks.lock().unwrap().len() < 5 {
         assert!(
@@ -264,30 +222,15 @@ fn an_unconfirmed_message_times_out_once_and_a_late_ack_is_counted() {
         thread::sleep(Duration::from_millis(2));
     }
     assert!(start.elapsed() >= Duration::from_millis(30));
-    let all = outcomes(&acks.lock().unwrap());
-    assert!(guids.iter().all(|g| all[g] == AckStatus::TimedOut));
-    assert_eq!(
-        p.unconfirmed(),
-        0,
-        "a timed-out message gives its credit back"
-    );
+    assert_each(&outcomes(&acks), &guids, AckStatus::TimedOut);
+    let credits = p.unconfirmed();
+    assert_eq!(credits, 0, "a timed-out message gives its credit back");
     // The receipts come now: the ACKs come late, are counted, not reported again.
     receipts(&broker, &guids);
     broker.quiesce().unwrap();
     assert_eq!(acks.lock().unwrap().len(), 5);
     let s = broker.session_stats();
     assert_eq!((s.timed_out, s.late_acks), (5, 5));
-}
-
-/// Waits until the producer's session has handled what was sent to it (and, with dynamic
-/// send, sent it on: the flush point after its queue drained).
-fn sent_on(broker: &Broker) {
-    let session = broker.processors(ClientType::Session)[0];
-    // A dispatcher callback runs after everything enqueued to the processor before it.
-    let (done, ran) = std::sync::mpsc::channel();
-    let marker = Callback::new(move || done.send(()).unwrap());
-    broker.execute(session, marker).unwrap();
-    ran.recv().unwrap();
 }
 
 #[test]
@@ -304,21 +247,16 @@ fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time
         }
     });
     let (p, acks) = producer_with(&broker, ProducerConfig::default());
-    let guids: Vec<Guid> = (0..50)
-        .map(|_| p.send(QueueId(0), payload(8)).unwrap())
-        .collect();
+    let guids = send(&p, 50);
     sent_on(&broker);
     let releaser = thread::spawn(move || {
         thread::sleep(Duration::from_millis(20));
         gate.wait();
     });
-    assert!(
-        p.close(Duration::from_secs(5)),
-        "everything had its outcome within the wait"
-    );
+    let closed = p.close(Duration::from_secs(5));
+    assert!(closed, "everything had its outcome within the wait");
     releaser.join().unwrap();
-    let all = outcomes(&acks.lock().unwrap());
-    assert!(guids.iter().all(|g| all[g] == AckStatus::Stored), "{all:?}");
+    assert_each(&outcomes(&acks), &guids, AckStatus::Stored);
     assert!(matches!(
         p.send(QueueId(0), payload(8)),
         Err(SendError::Closed(_))
@@ -326,56 +264,36 @@ fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time
 
     // In flight, waiting for a receipt that does not come: reported Closed when the wait
     // ends.
-    let broker = start(support::replicated());
+    let broker = start(replicated());
     let (p, acks) = producer_with(&broker, ProducerConfig::default());
-    let guids: Vec<Guid> = (0..5)
-        .map(|_| p.send(QueueId(0), payload(8)).unwrap())
-        .collect();
+    let guids = send(&p, 5);
     sent_on(&broker);
-    assert!(
-        !p.close(Duration::from_millis(30)),
-        "nothing could confirm them"
-    );
+    let closed = p.close(Duration::from_millis(30));
+    assert!(!closed, "nothing could confirm them");
     broker.quiesce().unwrap();
-    let all = outcomes(&acks.lock().unwrap());
-    assert!(guids.iter().all(|g| all[g] == AckStatus::Closed), "{all:?}");
+    assert_each(&outcomes(&acks), &guids, AckStatus::Closed);
 
     // Not sent yet (timer strategy, before the tick), closed without a wait: reported
     // NotSent, nothing reaches the queue.
-    let config = ProducerConfig {
-        flush: FlushStrategy::Timer(Duration::from_secs(3600)),
-        ..ProducerConfig::default()
-    };
+    let config = timer(Duration::from_secs(3600));
     let broker = self::broker();
     let (p, acks) = producer_with(&broker, config);
-    let guids: Vec<Guid> = (0..5)
-        .map(|_| p.send(QueueId(0), payload(8)).unwrap())
-        .collect();
+    let guids = send(&p, 5);
     sent_on(&broker);
     assert!(!p.close(Duration::ZERO));
     broker.quiesce().unwrap();
-    let all = outcomes(&acks.lock().unwrap());
-    assert!(
-        guids.iter().all(|g| all[g] == AckStatus::NotSent),
-        "{all:?}"
-    );
-    assert_eq!(
-        broker.queue_stats()[0].stored,
-        0,
-        "nothing reached the queue"
-    );
+    assert_each(&outcomes(&acks), &guids, AckStatus::NotSent);
+    let stored = broker.queue_stats()[0].stored;
+    assert_eq!(stored, 0, "nothing reached the queue");
 
     // The same closed with a wait: the close sends the batch without waiting for the
     // tick, and each message gets its real outcome.
     let broker = self::broker();
     let (p, acks) = producer_with(&broker, config);
-    let guids: Vec<Guid> = (0..5)
-        .map(|_| p.send(QueueId(0), payload(8)).unwrap())
-        .collect();
+    let guids = send(&p, 5);
     sent_on(&broker);
     assert!(p.close(Duration::from_secs(5)));
-    let all = outcomes(&acks.lock().unwrap());
-    assert!(guids.iter().all(|g| all[g] == AckStatus::Stored), "{all:?}");
+    assert_each(&outcomes(&acks), &guids, AckStatus::Stored);
     assert_eq!(broker.queue_stats()[0].stored, 5);
 }
 
@@ -415,14 +333,11 @@ fn every_message_gets_exactly_one_outcome_under_a_random_close() {
         p.close(Duration::from_millis(seed));
         sender.join().unwrap();
         broker.quiesce().unwrap();
-        let all = outcomes(&acks.lock().unwrap());
+        let all = outcomes(&acks);
         let sent = sent.lock().unwrap();
         assert!(!sent.is_empty());
-        assert_eq!(
-            all.len(),
-            sent.len(),
-            "seed {seed}: an outcome for every message sent, no more"
-        );
+        let every = format!("seed {seed}: an outcome for every message sent, no more");
+        assert_eq!(all.len(), sent.len(), "{every}");
         assert!(sent.iter().all(|g| all.contains_key(g)));
         assert_eq!(p.unconfirmed(), 0);
     }
@@ -433,19 +348,19 @@ fn every_message_gets_exactly_one_outcome_under_a_random_close() {
 /// after, reports nothing more.
 #[test]
 fn closing_again_or_dropping_after_close_reports_nothing_more() {
-    let broker = start(support::replicated());
+    let broker = start(replicated());
     let (p, acks) = producer_with(&broker, ProducerConfig::default());
     let mut guids: Vec<Guid> = (0..3)
         .map(|_| p.publish(QueueId(0), payload(8)).unwrap())
         .collect();
-    guids.extend((0..2).map(|_| p.send(QueueId(0), payload(8)).unwrap()));
+    guids.extend(send(&p, 2));
     sent_on(&broker);
     // No receipt, so nothing can ACK them, and no wait: each is reported `Closed`.
     assert!(!p.close(Duration::ZERO));
     broker.quiesce().unwrap();
-    let all = outcomes(&acks.lock().unwrap());
+    let all = outcomes(&acks);
     assert_eq!(all.len(), 5);
-    assert!(guids.iter().all(|g| all[g] == AckStatus::Closed), "{all:?}");
+    assert_each(&all, &guids, AckStatus::Closed);
     assert_eq!(p.unconfirmed(), 0);
     // Closing again does nothing, and says that nothing is left.
     assert!(p.close(Duration::ZERO));
@@ -458,7 +373,7 @@ fn closing_again_or_dropping_after_close_reports_nothing_more() {
     assert!(SendError::Closed(m).to_string().contains("closed"));
     drop(p);
     broker.quiesce().unwrap();
-    assert_eq!(outcomes(&acks.lock().unwrap()).len(), 5, "nothing more");
+    assert_eq!(outcomes(&acks).len(), 5, "nothing more");
     assert_eq!(broker.session_stats().closed_reported, 5);
 }
 
@@ -466,13 +381,13 @@ fn closing_again_or_dropping_after_close_reports_nothing_more() {
 /// the producer was not closed) and hand the payload back.
 #[test]
 fn after_shutdown_every_call_says_shut_down_and_hands_the_payload_back() {
-    let broker = start(support::replicated());
+    let broker = start(replicated());
     let (p, acks) = producer_with(&broker, ProducerConfig::default());
-    let g = p.send(QueueId(0), payload(8)).unwrap();
+    let g = send(&p, 1)[0];
     sent_on(&broker);
     broker.shutdown();
     // In flight, without its receipt: its session reported it `Closed` at shutdown.
-    assert_eq!(outcomes(&acks.lock().unwrap())[&g], AckStatus::Closed);
+    assert_eq!(outcomes(&acks)[&g], AckStatus::Closed);
     let m = payload(9);
     for r in [
         p.publish(QueueId(0), m),
@@ -485,10 +400,8 @@ fn after_shutdown_every_call_says_shut_down_and_hands_the_payload_back() {
         assert!(e.to_string().contains("shutting down"), "{e}");
     }
     assert_eq!(p.unconfirmed(), 0, "a refused send gives its credit back");
-    assert!(
-        p.close(Duration::from_secs(1)),
-        "every outcome was reported at shutdown"
-    );
+    let closed = p.close(Duration::from_secs(1));
+    assert!(closed, "every outcome was reported at shutdown");
 }
 
 #[test]
@@ -497,10 +410,7 @@ fn invalid_producer_configurations_are_errors_that_name_the_setting() {
     let err = |c: ProducerConfig| broker.open_producer_with(c, |_: &[Ack]| {}).unwrap_err();
     let cases = [
         (
-            ProducerConfig {
-                max_unconfirmed: 0,
-                ..ProducerConfig::default()
-            },
+            capped(0),
             BrokerError::MaxUnconfirmedOutOfRange { max_unconfirmed: 0 },
             "max_unconfirmed",
         ),
@@ -523,18 +433,12 @@ fn invalid_producer_configurations_are_errors_that_name_the_setting() {
             "max_frame_bytes",
         ),
         (
-            ProducerConfig {
-                flush: FlushStrategy::Timer(Duration::ZERO),
-                ..ProducerConfig::default()
-            },
+            timer(Duration::ZERO),
             BrokerError::ZeroTimerInterval,
             "interval",
         ),
         (
-            ProducerConfig {
-                confirm_timeout: Some(Duration::ZERO),
-                ..ProducerConfig::default()
-            },
+            timeout(Duration::ZERO),
             BrokerError::ZeroConfirmTimeout,
             "timeout",
         ),
@@ -543,14 +447,13 @@ fn invalid_producer_configurations_are_errors_that_name_the_setting() {
         let e = err(config);
         assert_eq!(e, expected);
         assert!(e.to_string().contains(names), "{e}");
-        assert!(
-            std::error::Error::source(&e).is_none(),
-            "{e:?}: no core error behind it"
-        );
+        let source = std::error::Error::source(&e);
+        assert!(source.is_none(), "{e:?}: no core error behind it");
     }
     // `open_producer` takes the same cap, and refuses 0 the same way.
+    let refused = broker.open_producer(0, |_: &[Ack]| {}).unwrap_err();
     assert_eq!(
-        broker.open_producer(0, |_: &[Ack]| {}).unwrap_err(),
+        refused,
         BrokerError::MaxUnconfirmedOutOfRange { max_unconfirmed: 0 }
     );
 }

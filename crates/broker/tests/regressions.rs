@@ -3,7 +3,7 @@
 //! used to hang runs under [`within`], a watchdog that fails it instead.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,10 @@ use zerodispatch_testkit::within;
 
 mod support;
 
-use support::{Log, consumer_calling, drain, outcomes, payload, producer, replication, wait_up_to};
+use support::{
+    Log, Slot, answer, consumer_calling, drain, hold, on, outcomes, payload, producer, receipt,
+    recording, replication, sized, wait_up_to,
+};
 
 fn start(queues: Vec<QueueConfig>, session_processors: usize) -> Broker {
     support::start(BrokerConfig {
@@ -26,19 +29,45 @@ fn priority() -> QueueConfig {
     QueueConfig::new(QueueMode::Priority)
 }
 
+/// The producer itself, as a handler of its own sees it: set once it is opened.
+type Me = OnceLock<Weak<Producer>>;
+
+/// A producer whose `on_ack` is handed, with each batch, where to find the producer itself.
+fn reentrant(
+    broker: &Broker,
+    max_unconfirmed: usize,
+    mut on_ack: impl FnMut(&Me, &[Ack]) + Send + 'static,
+) -> Arc<Producer> {
+    let me: Arc<Me> = Arc::default();
+    let mine = me.clone();
+    let on_ack = move |b: &[Ack]| on_ack(&mine, b);
+    let p = Arc::new(broker.open_producer(max_unconfirmed, on_ack).unwrap());
+    me.set(Arc::downgrade(&p)).unwrap();
+    p
+}
+
+/// A handler that appends each batch to `log`, and panics (planned) the first time.
+fn panicking_once<T: Clone + Send + 'static>(
+    log: &Log<T>,
+    what: &'static str,
+) -> impl FnMut(&[T]) + Send + 'static {
+    let mut record = recording(log);
+    let mut first = true;
+    move |b: &[T]| {
+        record(b);
+        if std::mem::take(&mut first) {
+            panic!("{what} fails once (expected by the test)");
+        }
+    }
+}
+
 /// Defect 8: `held` was `held - released` from two unordered loads, and wrapped (a panic in
 /// debug builds) when a release fell between them.
 #[test]
 fn queue_stats_held_never_wraps_while_messages_flow() {
     const CAPACITY: usize = 64;
     within(Duration::from_secs(30), "held under load", || {
-        let broker = Arc::new(start(
-            vec![QueueConfig {
-                capacity: CAPACITY,
-                ..priority()
-            }],
-            2,
-        ));
+        let broker = Arc::new(start(vec![sized(QueueMode::Priority, CAPACITY)], 2));
         let _c = drain(&broker, 0);
         let p = broker.open_producer(CAPACITY, |_: &[Ack]| {}).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
@@ -49,10 +78,7 @@ fn queue_stats_held_never_wraps_while_messages_flow() {
                     let mut reads = 0_u64;
                     while !stop.load(Ordering::Relaxed) {
                         let held = broker.queue_stats()[0].held;
-                        assert!(
-                            held <= CAPACITY as u64,
-                            "held {held} above the capacity {CAPACITY}"
-                        );
+                        assert!(held <= CAPACITY as u64, "held {held} above {CAPACITY}");
                         reads += 1;
                     }
                     reads
@@ -79,29 +105,19 @@ fn queue_stats_held_never_wraps_while_messages_flow() {
 fn a_panicking_on_ack_reports_each_outcome_once() {
     let broker = start(vec![priority()], 1);
     let _c = drain(&broker, 0);
-    let acks: Log<Ack> = Arc::default();
-    let sink = acks.clone();
-    let mut first = true;
+    let acks: Log<Ack> = Log::default();
     let p = broker
-        .open_producer(100, move |b: &[Ack]| {
-            sink.lock().unwrap().extend_from_slice(b);
-            if std::mem::take(&mut first) {
-                panic!("on_ack fails once (expected by the test)");
-            }
-        })
+        .open_producer(100, panicking_once(&acks, "on_ack"))
         .unwrap();
     let g1 = p.send(QueueId(0), payload(1)).unwrap();
     broker.quiesce().unwrap();
     let g2 = p.send(QueueId(0), payload(2)).unwrap();
     broker.quiesce().unwrap();
-    let all = outcomes(&acks.lock().unwrap());
+    let all = outcomes(&acks);
     assert_eq!(all.len(), 2, "{all:?}");
     assert_eq!((all[&g1], all[&g2]), (AckStatus::Stored, AckStatus::Stored));
-    assert_eq!(
-        p.unconfirmed(),
-        0,
-        "the panicking batch gave its credits back"
-    );
+    let credits = p.unconfirmed();
+    assert_eq!(credits, 0, "the panicking batch gave its credits back");
     assert_eq!(broker.session_stats().handler_panics, 1);
 }
 
@@ -110,23 +126,19 @@ fn a_panicking_on_ack_reports_each_outcome_once() {
 #[test]
 fn a_panicking_on_delivery_delivers_each_message_once_and_confirms_it() {
     let broker = start(vec![priority()], 1);
-    let seen: Log<Delivery> = Arc::default();
-    let sink = seen.clone();
-    let mut first = true;
-    let _c = consumer_calling(&broker, move |b: &[Delivery]| {
-        sink.lock().unwrap().extend_from_slice(b);
-        if std::mem::take(&mut first) {
-            panic!("on_delivery fails once (expected by the test)");
-        }
-    });
+    let seen: Log<Delivery> = Log::default();
+    let _c = consumer_calling(&broker, panicking_once(&seen, "on_delivery"));
     let (p, acks) = producer(&broker, 100);
     let g1 = p.publish(QueueId(0), payload(1)).unwrap();
     broker.quiesce().unwrap();
     let g2 = p.publish(QueueId(0), payload(2)).unwrap();
     broker.quiesce().unwrap();
-    let delivered: Vec<Guid> = seen.lock().unwrap().iter().map(|d| d.guid).collect();
-    assert_eq!(delivered, [g1, g2], "each message delivered once");
-    let all = outcomes(&acks.lock().unwrap());
+    assert_eq!(
+        support::guids(&seen),
+        [g1, g2],
+        "each message delivered once"
+    );
+    let all = outcomes(&acks);
     assert_eq!(
         (all.get(&g1), all.get(&g2)),
         (Some(&AckStatus::Stored), Some(&AckStatus::Stored)),
@@ -145,23 +157,17 @@ fn send_from_on_ack_at_a_cap_of_one_does_not_hang() {
     within(Duration::from_secs(10), "send from on_ack", || {
         let broker = start(vec![priority()], 1);
         let _c = drain(&broker, 0);
-        let me: Arc<OnceLock<Weak<Producer>>> = Arc::default();
         let acked = Arc::new(AtomicUsize::new(0));
-        let (mine, count) = (me.clone(), acked.clone());
-        let p = Arc::new(
-            broker
-                .open_producer(1, move |b: &[Ack]| {
-                    assert!(b.iter().all(|a| a.status == AckStatus::Stored), "{b:?}");
-                    let n = count.fetch_add(b.len(), Ordering::AcqRel) + b.len();
-                    if n < CHAIN
-                        && let Some(p) = mine.get().and_then(Weak::upgrade)
-                    {
-                        p.send(QueueId(0), payload(n as u64)).unwrap();
-                    }
-                })
-                .unwrap(),
-        );
-        me.set(Arc::downgrade(&p)).unwrap();
+        let count = acked.clone();
+        let p = reentrant(&broker, 1, move |mine, b| {
+            assert!(b.iter().all(|a| a.status == AckStatus::Stored), "{b:?}");
+            let n = count.fetch_add(b.len(), Ordering::AcqRel) + b.len();
+            if n < CHAIN
+                && let Some(p) = mine.get().and_then(Weak::upgrade)
+            {
+                p.send(QueueId(0), payload(n as u64)).unwrap();
+            }
+        });
         p.send(QueueId(0), payload(0)).unwrap();
         while acked.load(Ordering::Acquire) < CHAIN {
             thread::sleep(Duration::from_millis(1));
@@ -186,21 +192,14 @@ fn closed_sessions_free_their_slots() {
             }],
             1,
         );
-        let acks: Log<Ack> = Arc::default();
+        let acks: Log<Ack> = Log::default();
+        let options = ConsumerOptions::default();
         for i in 0..ROUNDS {
-            let sink = acks.clone();
             let p = broker
-                .open_producer(1, move |b: &[Ack]| {
-                    sink.lock().unwrap().extend_from_slice(b)
-                })
+                .open_producer(1, recording(&acks))
                 .unwrap_or_else(|e| panic!("round {i}: {e}"));
             let c = broker
-                .open_consumer(
-                    QueueId(0),
-                    AppId(0),
-                    ConsumerOptions::default(),
-                    |_: &[Delivery]| {},
-                )
+                .open_consumer(QueueId(0), AppId(0), options, |_: &[Delivery]| {})
                 .unwrap_or_else(|e| panic!("round {i}: {e}"));
             if i % 1000 == 0 {
                 p.publish(QueueId(0), payload(i)).unwrap();
@@ -210,10 +209,8 @@ fn closed_sessions_free_their_slots() {
             if i % 2 == 0 {
                 p.close(Duration::ZERO);
                 // Its session is gone: a later publish is refused, not lost.
-                assert_eq!(
-                    p.publish(QueueId(0), payload(i)),
-                    Err(SendError::Closed(payload(i)))
-                );
+                let refused = Err(SendError::Closed(payload(i)));
+                assert_eq!(p.publish(QueueId(0), payload(i)), refused);
             } else {
                 drop(p);
             }
@@ -221,11 +218,10 @@ fn closed_sessions_free_their_slots() {
         broker.quiesce().unwrap();
         // The closed sessions' counters are still in the totals.
         let s = broker.session_stats();
-        assert_eq!(s.published, ROUNDS / 1000);
-        assert_eq!(s.delivered, ROUNDS / 1000);
-        assert_eq!(s.confirms_sent, ROUNDS / 1000);
-        assert_eq!(s.acks, ROUNDS / 1000);
-        let all = outcomes(&acks.lock().unwrap());
+        for counted in [s.published, s.delivered, s.confirms_sent, s.acks] {
+            assert_eq!(counted, ROUNDS / 1000, "{s:?}");
+        }
+        let all = outcomes(&acks);
         assert_eq!(all.len() as u64, ROUNDS / 1000);
         assert!(all.values().all(|s| *s == AckStatus::Stored), "{all:?}");
     });
@@ -252,7 +248,7 @@ fn close_waits_for_published_messages_too() {
             p.close(Duration::from_secs(5))
         });
         assert!(closed, "everything had its outcome within the wait");
-        let all = outcomes(&acks.lock().unwrap());
+        let all = outcomes(&acks);
         assert_eq!(all.len(), guids.len());
         assert!(guids.iter().all(|g| all[g] == AckStatus::Stored), "{all:?}");
     });
@@ -268,23 +264,20 @@ fn a_huge_queue_capacity_is_an_error_not_an_abort() {
         MAX_QUEUE_CAPACITY + 1,
         1 << 40,
     ] {
-        let err = Broker::start(BrokerConfig {
-            queues: vec![QueueConfig {
-                capacity,
-                ..priority()
-            }],
+        let queues = vec![sized(QueueMode::Priority, capacity)];
+        let config = BrokerConfig {
+            queues,
             ..BrokerConfig::default()
-        })
-        .unwrap_err();
+        };
+        let err = Broker::start(config).unwrap_err();
+        let expected = BrokerError::QueueCapacityOutOfRange {
+            queue: QueueId(0),
+            capacity,
+        };
+        assert!(err == expected, "{capacity}: {err:?}");
+        let limit = MAX_QUEUE_CAPACITY.to_string();
         assert!(
-            err == BrokerError::QueueCapacityOutOfRange {
-                queue: QueueId(0),
-                capacity
-            },
-            "{capacity}: {err:?}"
-        );
-        assert!(
-            err.to_string().contains(&MAX_QUEUE_CAPACITY.to_string()),
+            err.to_string().contains(&limit),
             "the message says the limit: {err}"
         );
     }
@@ -304,15 +297,11 @@ fn a_huge_queue_capacity_is_an_error_not_an_abort() {
         );
     }
     // A batch never holds more than the cap: a huge batch size allocates no more.
-    broker
-        .open_producer_with(
-            ProducerConfig {
-                batch_size: usize::MAX,
-                ..ProducerConfig::default()
-            },
-            |_: &[Ack]| {},
-        )
-        .unwrap();
+    let huge = ProducerConfig {
+        batch_size: usize::MAX,
+        ..ProducerConfig::default()
+    };
+    broker.open_producer_with(huge, |_: &[Ack]| {}).unwrap();
 }
 
 /// Defect 20 (second half): dropping a producer inside its own `on_ack` waited on the
@@ -328,22 +317,13 @@ fn dropping_a_producer_in_its_own_on_ack_does_not_stall_its_processor() {
             ..BrokerConfig::default()
         });
         let _c = drain(&broker, 0);
-        let receipt = |guid| {
-            broker
-                .replica_receipt(Receipt {
-                    queue: QueueId(0),
-                    guid,
-                    replica: ReplicaId(0),
-                })
-                .unwrap()
-        };
-        let holder: Arc<Mutex<Option<Producer>>> = Arc::default();
-        let took: Arc<Mutex<Option<Duration>>> = Arc::default();
-        let acks: Log<Ack> = Arc::default();
-        let (mine, time, sink) = (holder.clone(), took.clone(), acks.clone());
+        let holder: Slot<Producer> = Slot::default();
+        let took: Slot<Duration> = Slot::default();
+        let acks: Log<Ack> = Log::default();
+        let (mine, time, mut record) = (holder.clone(), took.clone(), recording(&acks));
         let p = broker
             .open_producer(100, move |b: &[Ack]| {
-                sink.lock().unwrap().extend_from_slice(b);
+                record(b);
                 let p = mine.lock().unwrap().take();
                 if let Some(p) = p {
                     let t = Instant::now();
@@ -358,17 +338,12 @@ fn dropping_a_producer_in_its_own_on_ack_does_not_stall_its_processor() {
         let acked = slot.insert(p).send(QueueId(0), payload(0)).unwrap();
         drop(slot);
         broker.quiesce().unwrap(); // stored: the replica has it
-        receipt(acked);
-        wait_up_to(Duration::from_secs(5), "the drop in on_ack", || {
-            took.lock().unwrap().is_some()
-        });
-        let took = took.lock().unwrap().unwrap();
-        assert!(
-            took < Duration::from_millis(300),
-            "the drop stalled the session processor for {took:?}"
-        );
+        receipt(&broker, acked, 0).unwrap();
+        let took = answer(&took, Duration::from_secs(5), "the drop in on_ack");
+        let stalled = format!("the drop stalled the session processor for {took:?}");
+        assert!(took < Duration::from_millis(300), "{stalled}");
         broker.quiesce().unwrap();
-        let all = outcomes(&acks.lock().unwrap());
+        let all = outcomes(&acks);
         assert_eq!(all[&acked], AckStatus::Stored);
         assert_eq!(all[&stays], AckStatus::Closed);
         assert_eq!(all.len(), 2);
@@ -382,29 +357,23 @@ fn send_at_the_cap_on_a_processor_thread_hands_the_message_back() {
     within(Duration::from_secs(10), "send at the cap in on_ack", || {
         let broker = start(vec![priority()], 1);
         let _c = drain(&broker, 0);
-        let me: Arc<OnceLock<Weak<Producer>>> = Arc::default();
-        let results: Log<Result<Guid, SendError>> = Arc::default();
-        let (mine, sink) = (me.clone(), results.clone());
+        let results: Log<Result<Guid, SendError>> = Log::default();
+        let sink = results.clone();
         let mut first = true;
-        let p = Arc::new(
-            broker
-                .open_producer(1, move |_: &[Ack]| {
-                    if !std::mem::take(&mut first) {
-                        return;
-                    }
-                    if let Some(p) = mine.get().and_then(Weak::upgrade) {
-                        // The first takes the credit just given back; the second finds none.
-                        let mut r = sink.lock().unwrap();
-                        r.push(p.send(QueueId(0), payload(1)));
-                        r.push(p.send(QueueId(0), payload(2)));
-                    }
-                })
-                .unwrap(),
-        );
-        me.set(Arc::downgrade(&p)).unwrap();
+        let p = reentrant(&broker, 1, move |mine, _| {
+            if !std::mem::take(&mut first) {
+                return;
+            }
+            if let Some(p) = mine.get().and_then(Weak::upgrade) {
+                // The first takes the credit just given back; the second finds none.
+                let mut r = sink.lock().unwrap();
+                r.push(p.send(QueueId(0), payload(1)));
+                r.push(p.send(QueueId(0), payload(2)));
+            }
+        });
         p.send(QueueId(0), payload(0)).unwrap();
         wait_up_to(Duration::from_secs(5), "on_ack's sends", || {
-            results.lock().unwrap().len() == 2
+            support::len(&results) == 2
         });
         let r = results.lock().unwrap();
         assert!(r[0].is_ok(), "{:?}", r[0]);
@@ -426,23 +395,15 @@ fn cluster_state_on_a_processor_thread_is_an_error_not_a_hang() {
         "cluster_state on the cluster thread",
         || {
             let broker = Arc::new(start(vec![priority()], 1));
-            let answer: Arc<Mutex<Option<Result<ClusterState, BrokerError>>>> = Arc::default();
-            let (weak, sink) = (Arc::downgrade(&broker), answer.clone());
+            let slot: Slot<Result<ClusterState, BrokerError>> = Slot::default();
+            let (weak, sink) = (Arc::downgrade(&broker), slot.clone());
             let cluster = broker.processors(ClientType::Cluster)[0];
-            broker
-                .execute(
-                    cluster,
-                    Callback::new(move || {
-                        if let Some(broker) = weak.upgrade() {
-                            *sink.lock().unwrap() = Some(broker.cluster_state());
-                        }
-                    }),
-                )
-                .unwrap();
-            wait_up_to(Duration::from_secs(5), "the answer", || {
-                answer.lock().unwrap().is_some()
+            on(&broker, cluster, move || {
+                if let Some(broker) = weak.upgrade() {
+                    *sink.lock().unwrap() = Some(broker.cluster_state());
+                }
             });
-            let answer = answer.lock().unwrap().take().unwrap();
+            let answer = answer(&slot, Duration::from_secs(5), "the answer");
             assert_eq!(answer, Err(BrokerError::OnProcessorThread(cluster)));
             assert!(answer.unwrap_err().to_string().contains("processor thread"));
             // From an application thread it answers.
@@ -458,8 +419,8 @@ fn quiesce_in_on_ack_says_it_is_on_a_processor_thread() {
     within(Duration::from_secs(10), "quiesce in on_ack", || {
         let broker = Arc::new(start(vec![priority()], 1));
         let _c = drain(&broker, 0);
-        let answer: Arc<Mutex<Option<Result<(), BrokerError>>>> = Arc::default();
-        let (weak, sink) = (Arc::downgrade(&broker), answer.clone());
+        let slot: Slot<Result<(), BrokerError>> = Slot::default();
+        let (weak, sink) = (Arc::downgrade(&broker), slot.clone());
         let p = broker
             .open_producer(10, move |_: &[Ack]| {
                 if let Some(broker) = weak.upgrade() {
@@ -468,14 +429,9 @@ fn quiesce_in_on_ack_says_it_is_on_a_processor_thread() {
             })
             .unwrap();
         p.send(QueueId(0), payload(0)).unwrap();
-        wait_up_to(Duration::from_secs(5), "the answer", || {
-            answer.lock().unwrap().is_some()
-        });
-        let session = broker.processors(ClientType::Session)[0];
-        assert_eq!(
-            answer.lock().unwrap().take().unwrap(),
-            Err(BrokerError::OnProcessorThread(session))
-        );
+        let answer = answer(&slot, Duration::from_secs(5), "the answer");
+        let session = support::session(&broker);
+        assert_eq!(answer, Err(BrokerError::OnProcessorThread(session)));
         broker.quiesce().unwrap();
     });
 }
@@ -494,53 +450,40 @@ fn a_full_outbox_on_a_processor_thread_is_not_reported_as_closed() {
             ..BrokerConfig::default()
         });
         let _c = drain(&broker, 0);
-        let me: Arc<OnceLock<Weak<Producer>>> = Arc::default();
-        let results: Log<Result<Guid, SendError>> = Arc::default();
-        let acks: Log<Ack> = Arc::default();
-        let (mine, sink, outcomes_sink) = (me.clone(), results.clone(), acks.clone());
+        let results: Log<Result<Guid, SendError>> = Log::default();
+        let acks: Log<Ack> = Log::default();
+        let (sink, mut record) = (results.clone(), recording(&acks));
         let mut first = true;
-        let p = Arc::new(
-            broker
-                .open_producer(1000, move |b: &[Ack]| {
-                    outcomes_sink.lock().unwrap().extend_from_slice(b);
-                    if !std::mem::take(&mut first) {
-                        return;
-                    }
-                    if let Some(p) = mine.get().and_then(Weak::upgrade) {
-                        let mut r = sink.lock().unwrap();
-                        for i in 0..200 {
-                            r.push(p.publish(QueueId(0), payload(i)));
-                        }
-                    }
-                })
-                .unwrap(),
-        );
-        me.set(Arc::downgrade(&p)).unwrap();
+        let p = reentrant(&broker, 1000, move |mine, b| {
+            record(b);
+            if !std::mem::take(&mut first) {
+                return;
+            }
+            if let Some(p) = mine.get().and_then(Weak::upgrade) {
+                let mut r = sink.lock().unwrap();
+                for i in 0..200 {
+                    r.push(p.publish(QueueId(0), payload(i)));
+                }
+            }
+        });
         let g0 = p.publish(QueueId(0), payload(0)).unwrap();
         wait_up_to(Duration::from_secs(5), "on_ack's publishes", || {
-            results.lock().unwrap().len() == 200
+            support::len(&results) == 200
         });
         let results = results.lock().unwrap().clone();
         let refused = results.iter().filter(|r| r.is_err()).count();
         assert!(refused > 0, "the outbox never filled");
-        assert!(
-            results
-                .iter()
-                .zip(0..)
-                .all(|(r, i)| r.is_ok() || *r == Err(SendError::WouldBlock(payload(i)))),
-            "{results:?}"
-        );
+        let handed_back = |(r, i): (&Result<Guid, SendError>, u64)| {
+            r.is_ok() || *r == Err(SendError::WouldBlock(payload(i)))
+        };
+        assert!(results.iter().zip(0..).all(handed_back), "{results:?}");
         // Every accepted message has its one outcome.
         broker.quiesce().unwrap();
-        let all = outcomes(&acks.lock().unwrap());
+        let all = outcomes(&acks);
         let accepted: Vec<Guid> = results.iter().filter_map(|r| r.ok()).collect();
         assert_eq!(all.len(), accepted.len() + 1);
-        assert!(
-            accepted
-                .iter()
-                .chain([&g0])
-                .all(|g| all[g] == AckStatus::Stored)
-        );
+        support::assert_each(&all, &accepted, AckStatus::Stored);
+        assert_eq!(all[&g0], AckStatus::Stored);
     });
 }
 
@@ -564,42 +507,27 @@ fn a_full_outbox_is_its_own_error_with_the_core_refusal_as_source() {
             broker.quiesce().unwrap();
             // Hold the queue processor: the Detaches fill its queue, then the cluster
             // processor's outbox.
-            let queue = broker.processors(ClientType::Queue)[0];
             let cluster = broker.processors(ClientType::Cluster)[0];
-            let gate = Arc::new(std::sync::Barrier::new(2));
-            let g = gate.clone();
-            let hold = Callback::new(move || {
-                g.wait();
-                g.wait();
-            });
-            broker.execute(queue, hold).unwrap();
-            gate.wait();
-            let answer: Arc<Mutex<Option<Result<(), BrokerError>>>> = Arc::default();
-            let (weak, sink, all) = (Arc::downgrade(&broker), answer.clone(), consumers.clone());
-            let close_all = Callback::new(move || {
+            let gate = hold(&broker, broker.processors(ClientType::Queue)[0]);
+            let slot: Slot<Result<(), BrokerError>> = Slot::default();
+            let (weak, sink, all) = (Arc::downgrade(&broker), slot.clone(), consumers.clone());
+            on(&broker, cluster, move || {
                 if let Some(broker) = weak.upgrade() {
-                    let first_error = all
-                        .iter()
-                        .map(|c| broker.close_consumer(c))
-                        .find(Result::is_err);
+                    let closes = all.iter().map(|c| broker.close_consumer(c));
+                    let first_error = closes.into_iter().find(Result::is_err);
                     *sink.lock().unwrap() = Some(first_error.unwrap_or(Ok(())));
                 }
             });
-            broker.execute(cluster, close_all).unwrap();
-            wait_up_to(Duration::from_secs(5), "the answer", || {
-                answer.lock().unwrap().is_some()
-            });
+            let answer = answer(&slot, Duration::from_secs(5), "the answer");
             gate.wait();
-            let err = answer.lock().unwrap().take().unwrap().unwrap_err();
+            let err = answer.unwrap_err();
             assert_eq!(err, BrokerError::OutboxFull(cluster));
             assert!(err.to_string().contains("outbox full"), "{err}");
             let cause = std::error::Error::source(&err).expect("the core's refusal");
-            assert!(
-                cause
-                    .downcast_ref::<DispatchError<()>>()
-                    .is_some_and(DispatchError::is_full),
-                "{cause:?}"
-            );
+            let full = cause
+                .downcast_ref::<DispatchError<()>>()
+                .is_some_and(DispatchError::is_full);
+            assert!(full, "{cause:?}");
             // Nothing is stuck once the queue processor goes on.
             broker.quiesce().unwrap();
         },

@@ -10,7 +10,7 @@ use zerodispatch_broker::*;
 
 mod support;
 
-use support::{one_queue, payload, start};
+use support::{one_queue, payload, start, timer};
 
 fn broker(timed_producers: usize) -> Broker {
     start(BrokerConfig {
@@ -20,10 +20,16 @@ fn broker(timed_producers: usize) -> Broker {
 }
 
 fn timed() -> ProducerConfig {
-    ProducerConfig {
-        flush: FlushStrategy::Timer(Duration::from_millis(2)),
-        ..ProducerConfig::default()
-    }
+    timer(Duration::from_millis(2))
+}
+
+/// A broker of one priority queue on two session processors, one ticker each.
+fn two_processors() -> Broker {
+    start(BrokerConfig {
+        session_processors: 2,
+        timed_producers: 1,
+        ..one_queue(QueueMode::Priority)
+    })
 }
 
 /// The threads of this process (Linux: its tasks).
@@ -71,11 +77,7 @@ fn a_processor_full_of_tickers_refuses_the_next_timed_producer_until_one_closes(
     let broker = broker(2);
     let open = |config| broker.open_producer_with(config, |_: &[Ack]| ());
     // A minute between ticks: the count must come back at the close, not at the next tick.
-    let a = open(ProducerConfig {
-        flush: FlushStrategy::Timer(Duration::from_secs(60)),
-        ..ProducerConfig::default()
-    })
-    .unwrap();
+    let a = open(timer(Duration::from_secs(60))).unwrap();
     let _b = open(timed()).unwrap();
     let refused = open(timed()).unwrap_err();
     assert!(
@@ -97,14 +99,9 @@ fn an_interval_too_long_for_the_clock_never_ticks_and_panics_nothing() {
     let broker = broker(2);
     let acks = Arc::new(Mutex::new(0_usize));
     let seen = acks.clone();
+    let on_ack = move |batch: &[Ack]| *seen.lock().unwrap() += batch.len();
     let p = broker
-        .open_producer_with(
-            ProducerConfig {
-                flush: FlushStrategy::Timer(Duration::MAX),
-                ..ProducerConfig::default()
-            },
-            move |batch| *seen.lock().unwrap() += batch.len(),
-        )
+        .open_producer_with(timer(Duration::MAX), on_ack)
         .unwrap();
     p.send(QueueId(0), payload(2)).unwrap();
     thread::sleep(Duration::from_millis(30));
@@ -116,11 +113,7 @@ fn an_interval_too_long_for_the_clock_never_ticks_and_panics_nothing() {
 
 #[test]
 fn a_timed_producer_goes_to_the_session_processor_with_the_fewest_tickers() {
-    let broker = start(BrokerConfig {
-        session_processors: 2,
-        timed_producers: 1,
-        ..one_queue(QueueMode::Priority)
-    });
+    let broker = two_processors();
     let open = |config| broker.open_producer_with(config, |_: &[Ack]| ());
     // Placed by client count alone, the second timed producer would land beside the
     // first (each processor holding one client) and be refused.
@@ -145,11 +138,7 @@ fn a_closed_timed_producer_frees_its_ticker_before_close_returns() {
         } else {
             Duration::from_micros(200) // a tick may be running as the close comes
         };
-        let config = ProducerConfig {
-            flush: FlushStrategy::Timer(interval),
-            ..ProducerConfig::default()
-        };
-        match broker.open_producer_with(config, |_: &[Ack]| ()) {
+        match broker.open_producer_with(timer(interval), |_: &[Ack]| ()) {
             Ok(p) => {
                 if round % 3 == 0 {
                     drop(p);
@@ -168,11 +157,7 @@ fn a_closed_timed_producer_frees_its_ticker_before_close_returns() {
 fn two_timed_producers_opened_at_once_take_the_two_free_places() {
     // Two processors with one ticker each: opened at the same instant, the two producers
     // must land one on each, never both on one (the second refused beside a free place).
-    let broker = Arc::new(start(BrokerConfig {
-        session_processors: 2,
-        timed_producers: 1,
-        ..one_queue(QueueMode::Priority)
-    }));
+    let broker = Arc::new(two_processors());
     let mut refused = 0;
     for _ in 0..400 {
         let start = Arc::new(std::sync::Barrier::new(2));

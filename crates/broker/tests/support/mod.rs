@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use zerodispatch_broker::*;
@@ -60,12 +60,7 @@ pub fn producer(broker: &Broker, max_unconfirmed: usize) -> (Producer, Log<Ack>)
 /// A producer configured with `config`, and the log of its outcomes.
 pub fn producer_with(broker: &Broker, config: ProducerConfig) -> (Producer, Log<Ack>) {
     let acks = Log::default();
-    let sink = acks.clone();
-    let p = broker
-        .open_producer_with(config, move |b: &[Ack]| {
-            sink.lock().unwrap().extend_from_slice(b)
-        })
-        .unwrap();
+    let p = broker.open_producer_with(config, recording(&acks)).unwrap();
     (p, acks)
 }
 
@@ -77,14 +72,8 @@ pub fn consumer(
     options: ConsumerOptions,
 ) -> (Consumer, Log<Delivery>) {
     let seen = Log::default();
-    let sink = seen.clone();
     let c = broker
-        .open_consumer(
-            QueueId(queue),
-            AppId(app),
-            options,
-            move |b: &[Delivery]| sink.lock().unwrap().extend_from_slice(b),
-        )
+        .open_consumer(QueueId(queue), AppId(app), options, recording(&seen))
         .unwrap();
     (c, seen)
 }
@@ -127,10 +116,11 @@ pub fn receipt(broker: &Broker, guid: Guid, replica: u8) -> Result<(), BrokerErr
     })
 }
 
-/// Each GUID's single outcome; panics on a second one.
-pub fn outcomes(acks: &[Ack]) -> HashMap<Guid, AckStatus> {
+/// Each GUID's single outcome in `acks`; panics on a second one.
+pub fn outcomes(acks: &Log<Ack>) -> HashMap<Guid, AckStatus> {
+    let acks = acks.lock().unwrap();
     let mut map = HashMap::new();
-    for a in acks {
+    for a in acks.iter() {
         let first = map.insert(a.guid, a.status).is_none();
         assert!(first, "{:?} reported twice: {acks:?}", a.guid);
     }
@@ -149,6 +139,184 @@ pub fn wait_up_to(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
         assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// A handler that appends each batch it is handed to `log`.
+pub fn recording<T: Clone + Send + 'static>(log: &Log<T>) -> impl FnMut(&[T]) + Send + 'static {
+    let sink = log.clone();
+    move |batch: &[T]| sink.lock().unwrap().extend_from_slice(batch)
+}
+
+/// What `log` holds now.
+pub fn logged<T: Clone>(log: &Log<T>) -> Vec<T> {
+    log.lock().unwrap().clone()
+}
+
+/// How many entries `log` holds now.
+pub fn len<T>(log: &Log<T>) -> usize {
+    log.lock().unwrap().len()
+}
+
+/// The statuses of the outcomes `acks` holds, in order.
+pub fn statuses(acks: &Log<Ack>) -> Vec<AckStatus> {
+    acks.lock().unwrap().iter().map(|a| a.status).collect()
+}
+
+/// The GUIDs of the deliveries `seen` holds, in order.
+pub fn guids(seen: &Log<Delivery>) -> Vec<Guid> {
+    seen.lock().unwrap().iter().map(|d| d.guid).collect()
+}
+
+/// Checks that each of `guids` has the outcome `status` in `outcome`.
+pub fn assert_each(outcome: &HashMap<Guid, AckStatus>, guids: &[Guid], status: AckStatus) {
+    for g in guids {
+        assert_eq!(outcome.get(g), Some(&status), "{g:?}: {outcome:?}");
+    }
+}
+
+/// The default producer configuration with `max_unconfirmed`.
+pub fn capped(max_unconfirmed: usize) -> ProducerConfig {
+    ProducerConfig {
+        max_unconfirmed,
+        ..ProducerConfig::default()
+    }
+}
+
+/// The default producer configuration with timer aggregation every `interval`.
+pub fn timer(interval: Duration) -> ProducerConfig {
+    ProducerConfig {
+        flush: FlushStrategy::Timer(interval),
+        ..ProducerConfig::default()
+    }
+}
+
+/// The default producer configuration with a confirm timeout of `timeout`.
+pub fn timeout(timeout: Duration) -> ProducerConfig {
+    ProducerConfig {
+        confirm_timeout: Some(timeout),
+        ..ProducerConfig::default()
+    }
+}
+
+/// A producer of the name `name` configured with `config`, and the log of its outcomes.
+pub fn named(broker: &Broker, name: &str, config: ProducerConfig) -> (Producer, Log<Ack>) {
+    let acks = Log::default();
+    let p = broker
+        .open_named_producer(name, config, recording(&acks))
+        .unwrap();
+    (p, acks)
+}
+
+/// A producer that drops its outcomes.
+pub fn deaf_producer(broker: &Broker, max_unconfirmed: usize) -> Producer {
+    broker
+        .open_producer(max_unconfirmed, |_: &[Ack]| {})
+        .unwrap()
+}
+
+/// Consumer options confirming explicitly (`Confirms::Explicit`), paced by `credit`.
+pub fn explicit(credit: Option<u32>) -> ConsumerOptions {
+    ConsumerOptions {
+        confirms: Confirms::Explicit,
+        credit,
+        ..ConsumerOptions::default()
+    }
+}
+
+/// Consumer options paced by a credit of `credit`, confirming on return.
+pub fn paced(credit: u32) -> ConsumerOptions {
+    ConsumerOptions {
+        credit: Some(credit),
+        ..ConsumerOptions::default()
+    }
+}
+
+/// A queue of `mode` with a table of `capacity` messages.
+pub fn sized(mode: QueueMode, capacity: usize) -> QueueConfig {
+    QueueConfig {
+        capacity,
+        ..QueueConfig::new(mode)
+    }
+}
+
+/// Replica `replica`'s receipts of each of `guids`, stored by queue 0.
+pub fn receipts(broker: &Broker, guids: &[Guid], replica: u8) {
+    for &guid in guids {
+        receipt(broker, guid, replica).unwrap();
+    }
+}
+
+/// Clients registered on each session processor, in the order of the processors.
+pub fn session_clients(broker: &Broker) -> Vec<usize> {
+    let stats = broker.processor_stats();
+    let clients = |p: &ProcessorId| {
+        stats
+            .iter()
+            .find(|s| s.processor == *p)
+            .map_or(0, |s| s.clients)
+    };
+    broker
+        .processors(ClientType::Session)
+        .iter()
+        .map(clients)
+        .collect()
+}
+
+/// Clients registered on the session processors: the sessions still alive.
+pub fn sessions_alive(broker: &Broker) -> usize {
+    session_clients(broker).iter().sum()
+}
+
+/// Events the processors dropped as stale, in all.
+pub fn stale(broker: &Broker) -> u64 {
+    broker.processor_stats().iter().map(|s| s.stale).sum()
+}
+
+/// Runs `f` on `processor`, as a dispatcher callback.
+pub fn on(broker: &Broker, processor: ProcessorId, f: impl FnOnce() + Send + 'static) {
+    broker.execute(processor, Callback::new(f)).unwrap();
+}
+
+/// Holds `processor` busy in a handler, so that its queue does not drain, until the
+/// returned barrier is waited on; returns once the handler runs.
+pub fn hold(broker: &Broker, processor: ProcessorId) -> Arc<Barrier> {
+    let gate = Arc::new(Barrier::new(2));
+    let g = gate.clone();
+    on(broker, processor, move || {
+        g.wait();
+        g.wait();
+    });
+    gate.wait();
+    gate
+}
+
+/// Waits until `processor` has handled what was sent to it before: a dispatcher callback
+/// runs after everything enqueued to the processor before it.
+pub fn handled(broker: &Broker, processor: ProcessorId) {
+    let (done, ran) = std::sync::mpsc::channel();
+    on(broker, processor, move || done.send(()).unwrap());
+    ran.recv().unwrap();
+}
+
+/// The first session processor.
+pub fn session(broker: &Broker) -> ProcessorId {
+    broker.processors(ClientType::Session)[0]
+}
+
+/// Where a handler leaves its answer for the test's thread.
+pub type Slot<T> = Arc<Mutex<Option<T>>>;
+
+/// The answer left in `slot`, waited for up to `limit`.
+pub fn answer<T>(slot: &Slot<T>, limit: Duration, what: &str) -> T {
+    wait_up_to(limit, what, || slot.lock().unwrap().is_some());
+    slot.lock().unwrap().take().unwrap()
+}
+
+/// A tokio runtime on the calling thread.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
 }
 
 /// xorshift64*: a small deterministic generator, for choices reproducible from a seed.
