@@ -464,21 +464,36 @@ impl Client {
         skip_confirms: bool,
         mut f: impl FnMut(Guid, &[u8]),
     ) {
-        let mut got = 0;
-        while got < n {
-            got += self.next(|frame| match frame {
-                Frame::PublishConfirm(_) if skip_confirms => 0,
-                Frame::Deliver(batch) => {
-                    assert_eq!(batch.consumer(), ConsumerId(consumer));
-                    for (guid, payload) in batch.messages() {
-                        f(guid, payload);
-                    }
-                    batch.count() as usize
+        self.counted(n, "delivered", |frame| match frame {
+            Frame::PublishConfirm(_) if skip_confirms => 0,
+            Frame::Deliver(batch) => {
+                assert_eq!(batch.consumer(), ConsumerId(consumer));
+                for (guid, payload) in batch.messages() {
+                    f(guid, payload);
                 }
-                other => panic!("expected a delivery, got {other:?}"),
-            });
-        }
-        assert_eq!(got, n, "more delivered than expected");
+                batch.count() as usize
+            }
+            other => panic!("expected a delivery, got {other:?}"),
+        });
+    }
+
+    /// Reads publish confirms of `producer` until `n` came, handing each to `f`.
+    pub fn confirms(
+        &mut self,
+        producer: u32,
+        n: usize,
+        mut f: impl FnMut(PublishId, ConfirmStatus),
+    ) {
+        self.counted(n, "confirms", |frame| match frame {
+            Frame::PublishConfirm(batch) => {
+                assert_eq!(batch.producer(), ProducerId(producer));
+                for (id, status) in batch.confirms() {
+                    f(id, status);
+                }
+                batch.count() as usize
+            }
+            other => panic!("expected publish confirms, got {other:?}"),
+        });
     }
 
     /// Reads deliveries to `consumer` until `n` messages came; returns their GUIDs.
@@ -528,27 +543,14 @@ impl Client {
         read
     }
 
-    /// Reads publish confirms of `producer` until `n` came, handing each to `f`.
-    pub fn confirms(
-        &mut self,
-        producer: u32,
-        n: usize,
-        mut f: impl FnMut(PublishId, ConfirmStatus),
-    ) {
+    /// Reads frames into `count` (which says how many of the `n` each holds) until `n`
+    /// came, and no more (`what` names them).
+    fn counted(&mut self, n: usize, what: &str, mut count: impl FnMut(Frame<'_>) -> usize) {
         let mut got = 0;
         while got < n {
-            got += self.next(|frame| match frame {
-                Frame::PublishConfirm(batch) => {
-                    assert_eq!(batch.producer(), ProducerId(producer));
-                    for (id, status) in batch.confirms() {
-                        f(id, status);
-                    }
-                    batch.count() as usize
-                }
-                other => panic!("expected publish confirms, got {other:?}"),
-            });
+            got += self.next(&mut count);
         }
-        assert_eq!(got, n, "more confirms than expected");
+        assert_eq!(got, n, "more {what} than expected");
     }
 
     /// The socket, for a test that reads it itself.
