@@ -69,6 +69,13 @@ pub fn reliable(name: &str, max_unconfirmed: u32, backoff: Backoff) -> ReliableP
     }
 }
 
+/// The bytes of `frame`, for a fake peer to write.
+pub fn frame_bytes(frame: Frame<'_>) -> Vec<u8> {
+    let mut raw = Vec::new();
+    frame.encode(&mut raw).expect("a valid frame encodes");
+    raw
+}
+
 /// The bytes of an `Error` frame.
 pub fn error_bytes(
     code: ErrorCode,
@@ -76,41 +83,31 @@ pub fn error_bytes(
     subject: u32,
     message: &str,
 ) -> Vec<u8> {
-    let mut raw = Vec::new();
     let error = ErrorFrame {
         code,
         refused,
         subject,
         message,
     };
-    Frame::Error(error).encode(&mut raw).unwrap();
-    raw
+    frame_bytes(Frame::Error(error))
 }
 
 /// The bytes of a `Welcome` of this version asking for `heartbeat_ms`, with the protocol's
 /// limits.
 pub fn welcome_bytes(heartbeat_ms: u32) -> Vec<u8> {
-    let mut raw = Vec::new();
-    Frame::Welcome(zerodispatch_wire::Welcome {
+    frame_bytes(Frame::Welcome(zerodispatch_wire::Welcome {
         version: zerodispatch_wire::VERSION,
         heartbeat_ms,
         limits: zerodispatch_wire::ServerLimits::PROTOCOL,
-    })
-    .encode(&mut raw)
-    .unwrap();
-    raw
+    }))
 }
 
 /// The bytes of a `ProducerOpened` of `producer` with nothing stored.
 pub fn producer_opened_bytes(producer: zerodispatch_wire::ProducerId) -> Vec<u8> {
-    let mut raw = Vec::new();
-    Frame::ProducerOpened(zerodispatch_wire::ProducerOpened {
+    frame_bytes(Frame::ProducerOpened(zerodispatch_wire::ProducerOpened {
         producer,
         stored: zerodispatch_wire::StoredWindow::NOTHING,
-    })
-    .encode(&mut raw)
-    .unwrap();
-    raw
+    }))
 }
 
 /// A consumer of app 0 on queue 0 of `client` with `options`, whose handler records each

@@ -18,9 +18,9 @@ pub mod proxy;
 #[allow(unused_imports)]
 pub use fixtures::{
     Handed, backoff, capped, connected, consuming, consuming_reliably, consuming_reliably_at,
-    counting, dynamic, error_bytes, one_queue, producer_of, producer_opened_bytes, producing,
-    producing_reliably, proof_options, quiet, real_server, reliable, reliable_producer, runtime,
-    timer, wait_until, welcome_bytes,
+    counting, dynamic, error_bytes, frame_bytes, one_queue, producer_of, producer_opened_bytes,
+    producing, producing_reliably, proof_options, quiet, real_server, reliable, reliable_producer,
+    runtime, timer, wait_until, welcome_bytes,
 };
 
 use std::collections::VecDeque;
