@@ -4,19 +4,28 @@
 
 mod support;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::{
-    Action, Config, FakeBroker, Received, UNKNOWN_QUEUE, all_settled, collector, connected,
-    dynamic, exactly_once, producer_of, producing, quiet, wait_outcomes, wait_until,
+    Action, Config, FakeBroker, Received, UNKNOWN_QUEUE, all_settled, capped, collector, connected,
+    consuming, dynamic, error_bytes, exactly_once, frame_bytes, producer_of, producer_opened_bytes,
+    producing, quiet, timer, wait_outcomes, wait_until, welcome_bytes,
 };
 use zerodispatch_client::{
-    AppId, Client, ClientError, ClientOptions, ConfirmStatus, ConsumerOptions, Flush,
-    ProducerOptions, QueueId, TrySendError,
+    AppId, Client, ClientError, ClientOptions, ConfirmStatus, ConsumerOptions, ProducerOptions,
+    QueueId, TrySendError,
 };
-use zerodispatch_wire::{ErrorCode, ErrorFrame, Frame, FrameKind, MAX_PAYLOAD_LEN};
+use zerodispatch_wire::{ErrorCode, Frame, FrameKind, MAX_PAYLOAD_LEN};
+
+/// The code of a protocol error (the client's own refusal of what it read).
+fn protocol_code(error: &ClientError) -> Option<ErrorCode> {
+    match error {
+        ClientError::Protocol { code, .. } => Some(*code),
+        _ => None,
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamic_send_sends_single_messages_at_a_low_rate() {
@@ -66,23 +75,16 @@ async fn dynamic_send_forms_batches_under_load_cut_at_batch_size() {
     );
     assert!(counts.contains(&64), "some batch reached batch_size");
     // Every message in order: dynamic send keeps the order taken.
-    let ids: Vec<u64> = broker
-        .frames()
-        .into_iter()
-        .flat_map(|f| match f {
-            Received::Publish { ids, .. } => ids,
-            _ => Vec::new(),
-        })
-        .collect();
-    assert_eq!(ids, (0..N).collect::<Vec<_>>());
+    let ids = broker.picked(|f| match f {
+        Received::Publish { ids, .. } => Some(ids),
+        _ => None,
+    });
+    assert_eq!(ids.concat(), (0..N).collect::<Vec<_>>());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timer_sends_on_its_ticks() {
-    let options = ProducerOptions {
-        flush: Flush::Timer(Duration::from_millis(100)),
-        ..ProducerOptions::default()
-    };
+    let options = timer(Duration::from_millis(100));
     let (broker, _client, producer, outcomes) = producing(Config::default(), options).await;
     for round in 0..2_u64 {
         let start = Instant::now();
@@ -118,11 +120,7 @@ async fn timer_sends_on_its_ticks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cap_makes_send_wait_then_resume_and_try_send_hand_back() {
-    let options = ProducerOptions {
-        max_unconfirmed: 4,
-        ..ProducerOptions::default()
-    };
-    let (broker, _client, producer, outcomes) = producing(Config::holding(), options).await;
+    let (broker, _client, producer, outcomes) = producing(Config::holding(), capped(4)).await;
     let producer = Arc::new(producer);
     for i in 0..4_u8 {
         producer.send(&[i]).await.unwrap();
@@ -160,11 +158,7 @@ async fn the_cap_makes_send_wait_then_resume_and_try_send_hand_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cap_blocks_send_blocking_then_resumes() {
-    let options = ProducerOptions {
-        max_unconfirmed: 2,
-        ..ProducerOptions::default()
-    };
-    let (broker, _client, producer, outcomes) = producing(Config::holding(), options).await;
+    let (broker, _client, producer, outcomes) = producing(Config::holding(), capped(2)).await;
     let producer = Arc::new(producer);
     let done = Arc::new(AtomicUsize::new(0));
     let (sender, sent) = (Arc::clone(&producer), Arc::clone(&done));
@@ -180,13 +174,7 @@ async fn the_cap_blocks_send_blocking_then_resumes() {
         2,
         "the third blocks at the cap"
     );
-    broker
-        .wait_for("2 messages", |log| {
-            log.frames
-                .iter()
-                .any(|(_, f)| matches!(f, Received::Publish { ids, .. } if ids.contains(&1)))
-        })
-        .await;
+    broker.wait_published(1).await;
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
     tokio::task::spawn_blocking(move || thread.join().unwrap())
         .await
@@ -217,13 +205,7 @@ async fn a_confirm_timeout_fires_once_and_a_late_confirm_is_ignored() {
     assert_eq!(producer.unconfirmed(), 0);
     // The producer goes on.
     producer.send(b"after").await.unwrap();
-    broker
-        .wait_for("message 3", |log| {
-            log.frames
-                .iter()
-                .any(|(_, f)| matches!(f, Received::Publish { ids, .. } if ids.contains(&3)))
-        })
-        .await;
+    broker.wait_published(3).await;
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
     wait_outcomes(&outcomes, 4).await;
     assert_eq!(outcomes.lock().unwrap()[3].status, ConfirmStatus::Stored);
@@ -232,10 +214,7 @@ async fn a_confirm_timeout_fires_once_and_a_late_confirm_is_ignored() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_gives_every_message_in_flight_one_outcome() {
     for close_confirms in [true, false] {
-        let config = Config {
-            close_confirms,
-            ..Config::holding()
-        };
+        let config = Config::holding().with(|c| c.close_confirms = close_confirms);
         let (broker, client, producer, outcomes) = producing(config, dynamic(4)).await;
         for i in 0..10_u8 {
             producer.send(&[i]).await.unwrap();
@@ -260,13 +239,7 @@ async fn connection_loss_closes_every_message_in_flight_once() {
     for i in 0..10_u8 {
         producer.send(&[i]).await.unwrap();
     }
-    broker
-        .wait_for("10 messages", |log| {
-            log.frames
-                .iter()
-                .any(|(_, f)| matches!(f, Received::Publish { ids, .. } if ids.contains(&9)))
-        })
-        .await;
+    broker.wait_published(9).await;
     broker.act(Action::Drop);
     assert_eq!(client.closed().await, ClientError::ConnectionClosed);
     all_settled(&outcomes, 10, ConfirmStatus::Closed);
@@ -346,16 +319,12 @@ async fn a_fatal_error_frame_ends_the_connection_with_a_typed_error() {
     let (broker, client, producer, outcomes) =
         producing(Config::holding(), ProducerOptions::default()).await;
     producer.send(b"in flight").await.unwrap();
-    let mut raw = Vec::new();
-    Frame::Error(ErrorFrame {
-        code: ErrorCode::SHUTTING_DOWN,
-        refused: None,
-        subject: 0,
-        message: "bye",
-    })
-    .encode(&mut raw)
-    .unwrap();
-    broker.act(Action::Raw(raw));
+    broker.act(Action::Raw(error_bytes(
+        ErrorCode::SHUTTING_DOWN,
+        None,
+        0,
+        "bye",
+    )));
     assert_eq!(
         client.closed().await,
         ClientError::Broker {
@@ -375,14 +344,9 @@ async fn bad_bytes_from_the_broker_are_answered_with_an_error_frame() {
     let (broker, client) = connected(Config::default()).await;
     broker.act(Action::Raw(b"XY\x01\x03\0\0\0\0\0\0".to_vec()));
     let error = client.closed().await;
-    assert!(
-        matches!(
-            error,
-            ClientError::Protocol {
-                code: ErrorCode::BAD_MAGIC,
-                ..
-            }
-        ),
+    assert_eq!(
+        protocol_code(&error),
+        Some(ErrorCode::BAD_MAGIC),
         "{error:?}"
     );
     broker
@@ -397,23 +361,15 @@ async fn bad_bytes_from_the_broker_are_answered_with_an_error_frame() {
 
     // A frame a client never receives.
     let (broker, client) = connected(Config::default()).await;
-    let mut raw = Vec::new();
-    Frame::Credit(zerodispatch_wire::Credit {
+    let credit = zerodispatch_wire::Credit {
         consumer: zerodispatch_wire::ConsumerId(1),
         credit: 1,
-    })
-    .encode(&mut raw)
-    .unwrap();
-    broker.act(Action::Raw(raw));
+    };
+    broker.act(Action::Raw(frame_bytes(Frame::Credit(credit))));
     let error = client.closed().await;
-    assert!(
-        matches!(
-            error,
-            ClientError::Protocol {
-                code: ErrorCode::UNEXPECTED_KIND,
-                ..
-            }
-        ),
+    assert_eq!(
+        protocol_code(&error),
+        Some(ErrorCode::UNEXPECTED_KIND),
         "{error:?}"
     );
 }
@@ -422,12 +378,8 @@ async fn bad_bytes_from_the_broker_are_answered_with_an_error_frame() {
 async fn a_silent_broker_is_detected_after_three_of_the_clients_heartbeat_intervals() {
     // The broker asks for 5 s; the client announced 30 ms, so the broker may stay silent
     // 30 ms, and after 90 ms of silence the client gives up.
-    let broker = FakeBroker::start(Config {
-        heartbeat_ms: 5_000,
-        silent_heartbeats: true,
-        ..Config::default()
-    })
-    .await;
+    let config = Config::default().with(|c| (c.heartbeat_ms, c.silent_heartbeats) = (5_000, true));
+    let broker = FakeBroker::start(config).await;
     let start = Instant::now();
     let options = ClientOptions {
         heartbeat: Duration::from_millis(30),
@@ -461,16 +413,8 @@ async fn an_idle_client_sends_heartbeats() {
     // The broker asks for a heartbeat every 20 ms; the client announces none, so it never
     // times the broker out (a timeout at three of its own 20 ms intervals fired under load
     // when the fake's own heartbeats came late).
-    let broker = FakeBroker::start(Config {
-        heartbeat_ms: 20,
-        ..Config::default()
-    })
-    .await;
-    let options = ClientOptions {
-        heartbeat: Duration::ZERO,
-        ..ClientOptions::default()
-    };
-    let client = Client::connect(broker.addr, options).await.unwrap();
+    let broker = FakeBroker::start(Config::default().with(|c| c.heartbeat_ms = 20)).await;
+    let client = Client::connect(broker.addr, quiet()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
     let frames = broker.frames();
     assert_eq!(frames[0], Received::Hello { heartbeat_ms: 0 });
@@ -485,21 +429,11 @@ async fn an_idle_client_sends_heartbeats() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_gets_no_more_than_its_credit() {
     let (broker, client) = connected(Config::default()).await;
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let sink = Arc::clone(&got);
     let options = ConsumerOptions {
         credit: 3,
         auto_credit: false,
     };
-    let consumer = client
-        .open_consumer(QueueId(0), AppId(0), options, move |batch| {
-            for m in batch.iter() {
-                sink.lock().unwrap().push((m.guid, m.payload.to_vec()));
-            }
-            batch.confirm_all();
-        })
-        .await
-        .unwrap();
+    let (consumer, got) = consuming(&client, options, |batch| batch.confirm_all()).await;
     let payloads: Vec<Vec<u8>> = (0..10_u8).map(|i| vec![i; 3]).collect();
     broker.act(Action::Deliver {
         consumer: consumer.id().0,
@@ -515,33 +449,17 @@ async fn a_consumer_gets_no_more_than_its_credit() {
     broker
         .wait_for("5 confirms", |log| log.guids_confirmed() == 5)
         .await;
-    let credits: Vec<u32> = broker
-        .frames()
-        .into_iter()
-        .filter_map(|f| match f {
-            Received::Credit { credit, .. } => Some(credit),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(credits, vec![2], "no automatic credit");
+    assert_eq!(broker.credits(), vec![2], "no automatic credit");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_credit_keeps_messages_flowing_and_confirms_are_batched() {
     let (broker, client) = connected(Config::default()).await;
-    let received = Arc::new(AtomicUsize::new(0));
-    let count = Arc::clone(&received);
     let options = ConsumerOptions {
         credit: 500,
         auto_credit: true,
     };
-    let consumer = client
-        .open_consumer(QueueId(0), AppId(0), options, move |batch| {
-            count.fetch_add(batch.len(), Ordering::SeqCst);
-            batch.confirm_all();
-        })
-        .await
-        .unwrap();
+    let (consumer, received) = consuming(&client, options, |batch| batch.confirm_all()).await;
     let payloads: Vec<Vec<u8>> = (0..2_000_u32).map(|i| i.to_le_bytes().to_vec()).collect();
     broker.act(Action::Deliver {
         consumer: consumer.id().0,
@@ -550,23 +468,13 @@ async fn auto_credit_keeps_messages_flowing_and_confirms_are_batched() {
     broker
         .wait_for("2000 confirms", |log| log.guids_confirmed() == 2_000)
         .await;
-    assert_eq!(received.load(Ordering::SeqCst), 2_000);
-    let frames = broker.frames();
-    let confirm_frames = frames
-        .iter()
-        .filter(|f| matches!(f, Received::ConsumerConfirm { .. }))
-        .count();
+    assert_eq!(received.lock().unwrap().len(), 2_000);
+    let confirm_frames = broker.confirm_counts().len();
     assert!(
         confirm_frames <= 8,
         "a batch of 500 confirmed in a frame or a few: {confirm_frames}"
     );
-    let credit: u32 = frames
-        .iter()
-        .filter_map(|f| match f {
-            Received::Credit { credit, .. } => Some(*credit),
-            _ => None,
-        })
-        .sum();
+    let credit: u32 = broker.credits().iter().sum();
     assert_eq!(credit, 2_000, "one credit back per confirm");
     consumer.close().await.unwrap();
 }
@@ -574,59 +482,25 @@ async fn auto_credit_keeps_messages_flowing_and_confirms_are_batched() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confirms_from_outside_the_handler_go_one_by_one_at_a_low_rate() {
     let (broker, client) = connected(Config::default()).await;
-    let guids = Arc::new(Mutex::new(Vec::new()));
-    let sink = Arc::clone(&guids);
-    let consumer = client
-        .open_consumer(
-            QueueId(0),
-            AppId(0),
-            ConsumerOptions::default(),
-            move |batch| {
-                sink.lock().unwrap().extend(batch.iter().map(|m| m.guid));
-            },
-        )
-        .await
-        .unwrap();
+    let (consumer, handed) = consuming(&client, ConsumerOptions::default(), |_| {}).await;
     broker.act(Action::Deliver {
         consumer: consumer.id().0,
         payloads: vec![b"a".to_vec(); 4],
     });
-    broker
-        .wait_for("delivery", |_| guids.lock().unwrap().len() == 4)
-        .await;
-    let delivered = guids.lock().unwrap().clone();
-    for (i, guid) in delivered.into_iter().enumerate() {
+    wait_until("delivery", || handed.lock().unwrap().len() == 4).await;
+    let delivered = handed.lock().unwrap().clone();
+    for (i, (guid, _)) in delivered.into_iter().enumerate() {
         consumer.confirm(guid).unwrap();
-        broker
-            .wait_for("a confirm", |log| {
-                log.frames
-                    .iter()
-                    .filter(|(_, f)| matches!(f, Received::ConsumerConfirm { .. }))
-                    .count()
-                    == i + 1
-            })
-            .await;
+        wait_until("a confirm", || broker.confirm_counts().len() == i + 1).await;
     }
-    let sizes: Vec<usize> = broker
-        .frames()
-        .into_iter()
-        .filter_map(|f| match f {
-            Received::ConsumerConfirm { guids, .. } => Some(guids.len()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(sizes, vec![1; 4]);
+    assert_eq!(broker.confirm_counts(), vec![1; 4]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_refused_without_losing_anything() {
     let (_broker, client) = connected(Config::default()).await;
-    let bad = ProducerOptions {
-        max_unconfirmed: 0,
-        ..ProducerOptions::default()
-    };
     assert!(matches!(
-        client.open_producer(QueueId(0), bad, |_| {}).await,
+        client.open_producer(QueueId(0), capped(0), |_| {}).await,
         Err(ClientError::InvalidOption {
             option: "max_unconfirmed",
             ..
@@ -705,14 +579,9 @@ async fn a_bad_error_frame_closes_without_an_answer() {
     raw.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 5, 0]);
     broker.act(Action::Raw(raw));
     let error = client.closed().await;
-    assert!(
-        matches!(
-            error,
-            ClientError::Protocol {
-                code: ErrorCode::MALFORMED,
-                ..
-            }
-        ),
+    assert_eq!(
+        protocol_code(&error),
+        Some(ErrorCode::MALFORMED),
         "{error:?}"
     );
     broker.wait_for("the end", |log| log.ended).await;
@@ -735,16 +604,13 @@ async fn the_handshake_fails_with_a_typed_error() {
         let (mut stream, _) = listener.accept().await.unwrap();
         let mut hello = [0; 16];
         stream.read_exact(&mut hello).await.unwrap();
-        let mut out = Vec::new();
-        Frame::Error(ErrorFrame {
-            code: ErrorCode::UNSUPPORTED_VERSION,
-            refused: Some(FrameKind::Hello),
-            subject: 0,
-            message: "no",
-        })
-        .encode(&mut out)
-        .unwrap();
-        stream.write_all(&out).await.unwrap();
+        let no = error_bytes(
+            ErrorCode::UNSUPPORTED_VERSION,
+            Some(FrameKind::Hello),
+            0,
+            "no",
+        );
+        stream.write_all(&no).await.unwrap();
     });
     let error = Client::connect(addr, quiet()).await.unwrap_err();
     assert_eq!(
@@ -770,10 +636,7 @@ async fn the_handshake_fails_with_a_typed_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_never_written_are_not_sent_when_the_connection_ends() {
     // A tick that never comes: the messages stay pending.
-    let options = ProducerOptions {
-        flush: Flush::Timer(Duration::from_secs(3600)),
-        ..ProducerOptions::default()
-    };
+    let options = timer(Duration::from_secs(3600));
     let (broker, client, producer, outcomes) = producing(Config::default(), options).await;
     for i in 0..3_u8 {
         producer.send(&[i]).await.unwrap();
@@ -798,28 +661,14 @@ async fn writes_go_out_while_the_broker_keeps_sending() {
         let (mut reader, mut writer) = stream.into_split();
         let mut hello = [0; 16];
         reader.read_exact(&mut hello).await.unwrap();
-        let mut out = Vec::new();
-        Frame::Welcome(zerodispatch_wire::Welcome {
-            version: zerodispatch_wire::VERSION,
-            heartbeat_ms: 0,
-            limits: zerodispatch_wire::ServerLimits::PROTOCOL,
-        })
-        .encode(&mut out)
-        .unwrap();
-        writer.write_all(&out).await.unwrap();
+        writer.write_all(&welcome_bytes(0)).await.unwrap();
         let mut open = [0; 23];
         reader.read_exact(&mut open).await.unwrap();
         let Some((Frame::OpenProducer(open), _)) = zerodispatch_wire::decode(&open).unwrap() else {
             panic!("not an OpenProducer");
         };
-        out.clear();
-        Frame::ProducerOpened(zerodispatch_wire::ProducerOpened {
-            producer: open.producer,
-            stored: zerodispatch_wire::StoredWindow::NOTHING,
-        })
-        .encode(&mut out)
-        .unwrap();
-        writer.write_all(&out).await.unwrap();
+        let opened = producer_opened_bytes(open.producer);
+        writer.write_all(&opened).await.unwrap();
         tokio::spawn(async move {
             let mut buf = vec![0; 1 << 21];
             let mut filled = 0;
@@ -868,11 +717,7 @@ async fn writes_go_out_while_the_broker_keeps_sending() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_named_producer_numbers_on_from_the_names_last_stored() {
-    let (broker, client) = connected(Config {
-        dedup: true,
-        ..Config::default()
-    })
-    .await;
+    let (broker, client) = connected(Config::default().with(|c| c.dedup = true)).await;
     for bad in ["", &"n".repeat(256)] {
         let error = client
             .open_named_producer(QueueId(0), bad, dynamic(8), |_| {})
@@ -910,7 +755,7 @@ async fn a_named_producer_numbers_on_from_the_names_last_stored() {
         "on from the last stored"
     );
     wait_outcomes(&outcomes, 1).await;
-    assert_eq!(broker.log.lock().unwrap().stored, vec![0, 1, 2, 3]);
+    assert_eq!(broker.stored(), vec![0, 1, 2, 3]);
     let anonymous = client
         .open_producer(QueueId(0), dynamic(8), |_| {})
         .await
@@ -931,16 +776,9 @@ async fn a_frame_refused_with_the_producer_left_open_closes_it_on_both_sides() {
         broker.publish_counts().iter().sum::<usize>() >= 1
     })
     .await;
-    let mut raw = Vec::new();
-    Frame::Error(ErrorFrame {
-        code: ErrorCode::DUPLICATE_ID,
-        refused: Some(FrameKind::Publish),
-        subject: producer.id().0,
-        message: "twice",
-    })
-    .encode(&mut raw)
-    .unwrap();
-    broker.act(Action::Raw(raw));
+    let publish = Some(FrameKind::Publish);
+    let twice = error_bytes(ErrorCode::DUPLICATE_ID, publish, producer.id().0, "twice");
+    broker.act(Action::Raw(twice));
     wait_outcomes(&outcomes, 1).await;
     assert!(matches!(
         producer.send(b"two").await,

@@ -7,21 +7,13 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::{collector, exactly_once, quiet, wait_outcomes};
-use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig, QueueMode};
-use zerodispatch_client::{
-    Backoff, Client, ClientError, ConfirmStatus, ProducerOptions, QueueId, ReliableProducer,
-    ReliableProducerOptions,
+use support::{
+    backoff, capped, collector, exactly_once, one_queue, quiet, real_server, reliable,
+    reliable_producer, runtime, wait_outcomes,
 };
+use zerodispatch_broker::{Broker, BrokerConfig};
+use zerodispatch_client::{Client, ClientError, ConfirmStatus, ProducerOptions, QueueId};
 use zerodispatch_server::{Limits, Server};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// A server whose payload slots hold 64 bytes.
 fn small_slots() -> (Server, Arc<Broker>) {
@@ -29,15 +21,7 @@ fn small_slots() -> (Server, Arc<Broker>) {
         slot_size: 64,
         ..Limits::default()
     };
-    let server = Server::builder()
-        .listen("127.0.0.1:0".parse().unwrap())
-        .broker_config(BrokerConfig {
-            queues: vec![QueueConfig::new(QueueMode::Priority)],
-            ..BrokerConfig::default()
-        })
-        .limits(limits)
-        .start()
-        .expect("the server starts");
+    let server = real_server(one_queue(), limits);
     let broker = Arc::clone(server.broker());
     (server, broker)
 }
@@ -50,27 +34,8 @@ fn small_slots() -> (Server, Arc<Broker>) {
 fn a_payload_too_large_for_the_server_is_refused_by_send_and_the_producer_goes_on() {
     let (server, broker) = small_slots();
     runtime().block_on(async {
-        let (outcomes, on_confirm) = collector();
-        let producer = ReliableProducer::connect(
-            server.local_addr(),
-            QueueId(0),
-            ReliableProducerOptions {
-                producer: ProducerOptions {
-                    max_unconfirmed: 16,
-                    ..ProducerOptions::default()
-                },
-                client: quiet(),
-                backoff: Backoff {
-                    initial: Duration::from_millis(1),
-                    max: Duration::from_millis(5),
-                    ..Backoff::default()
-                },
-                ..ReliableProducerOptions::new("too-large")
-            },
-            on_confirm,
-        )
-        .await
-        .unwrap();
+        let options = reliable("too-large", 16, backoff(1, 5));
+        let (producer, outcomes) = reliable_producer(server.local_addr(), options).await;
         producer.send(b"small before").await.unwrap();
         assert_eq!(
             producer.send(&[7; 200]).await,
@@ -191,19 +156,15 @@ fn a_name_stored_up_to_u64_max_has_no_next_id() {
 /// name and value: a client learns the limits at the handshake, not by being refused.
 #[test]
 fn a_cap_over_the_brokers_told_limits_is_refused_before_anything_is_sent() {
-    let server = Server::builder()
-        .listen("127.0.0.1:0".parse().unwrap())
-        .broker_config(BrokerConfig {
-            queues: vec![QueueConfig::new(QueueMode::Priority)],
-            dedup_window: 64,
-            ..BrokerConfig::default()
-        })
-        .limits(Limits {
-            max_unconfirmed_per_connection: 100,
-            ..Limits::default()
-        })
-        .start()
-        .expect("the server starts");
+    let config = BrokerConfig {
+        dedup_window: 64,
+        ..one_queue()
+    };
+    let limits = Limits {
+        max_unconfirmed_per_connection: 100,
+        ..Limits::default()
+    };
+    let server = real_server(config, limits);
     runtime().block_on(async {
         let client = Client::connect(server.local_addr(), quiet()).await.unwrap();
         let limits = client.limits();
@@ -214,10 +175,7 @@ fn a_cap_over_the_brokers_told_limits_is_refused_before_anything_is_sent() {
             ),
             (100, 64)
         );
-        let cap = |max_unconfirmed| ProducerOptions {
-            max_unconfirmed,
-            ..ProducerOptions::default()
-        };
+        let cap = capped;
         let (_, on_confirm) = collector();
         let anonymous = client.open_producer(QueueId(0), cap(101), on_confirm).await;
         assert!(

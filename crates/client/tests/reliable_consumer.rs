@@ -6,10 +6,11 @@ mod support;
 
 use std::time::Duration;
 
-use support::{Action, Config, FakeBroker, Received, consuming_reliably, wait_until};
+use support::{
+    Action, Config, FakeBroker, Received, backoff, consuming_reliably, quiet, wait_until,
+};
 use zerodispatch_client::{
-    AppId, Backoff, ClientOptions, ConsumerOptions, Guid, QueueId, ReliableConsumer,
-    ReliableConsumerOptions,
+    AppId, ConsumerOptions, Guid, QueueId, ReliableConsumer, ReliableConsumerOptions,
 };
 
 fn options(credit: u32, auto_credit: bool) -> ReliableConsumerOptions {
@@ -18,28 +19,20 @@ fn options(credit: u32, auto_credit: bool) -> ReliableConsumerOptions {
             credit,
             auto_credit,
         },
-        client: ClientOptions {
-            heartbeat: Duration::ZERO,
-            ..ClientOptions::default()
-        },
-        backoff: Backoff {
-            initial: Duration::from_millis(5),
-            max: Duration::from_millis(20),
-            ..Backoff::default()
-        },
+        client: quiet(),
+        backoff: backoff(5, 20),
         window: 1024,
     }
 }
 
+/// A fake broker serving its shared queue, as `tune` changes the settings.
+async fn shared_queue(tune: impl FnOnce(&mut Config)) -> FakeBroker {
+    FakeBroker::start(Config::default().with(|c| c.shared_queue = true).with(tune)).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drops_mid_delivery_hand_each_message_once() {
-    let broker = FakeBroker::start(Config {
-        shared_queue: true,
-        drop_after_messages: Some(30),
-        drops: 3,
-        ..Config::default()
-    })
-    .await;
+    let broker = shared_queue(|c| (c.drop_after_messages, c.drops) = (Some(30), 3)).await;
     const N: usize = 200;
     broker.enqueue((0..N).map(|i| format!("m{i}").into_bytes()));
     let (consumer, handed) = consuming_reliably(&broker, options(16, true), |batch| {
@@ -61,11 +54,7 @@ async fn drops_mid_delivery_hand_each_message_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redelivered_message_waits_for_the_applications_own_confirm() {
-    let broker = FakeBroker::start(Config {
-        shared_queue: true,
-        ..Config::default()
-    })
-    .await;
+    let broker = shared_queue(|_| {}).await;
     broker.enqueue((0..10_u8).map(|i| vec![i]));
     let (consumer, handed) = consuming_reliably(&broker, options(10, false), |batch| {
         // Confirmed later, below; the first three right away.
@@ -120,11 +109,7 @@ async fn a_redelivered_message_waits_for_the_applications_own_confirm() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confirm_lost_with_the_connection_is_made_again() {
-    let broker = FakeBroker::start(Config {
-        shared_queue: true,
-        ..Config::default()
-    })
-    .await;
+    let broker = shared_queue(|_| {}).await;
     broker.enqueue((0..5_u8).map(|i| vec![i]));
     let (consumer, handed) = consuming_reliably(&broker, options(10, false), |_| {}).await;
     wait_until("5 handed", || handed.lock().unwrap().len() == 5).await;
@@ -163,12 +148,7 @@ async fn a_window_below_the_credit_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_reopen_closes_the_consumer_with_why() {
-    let broker = FakeBroker::start(Config {
-        shared_queue: true,
-        refuse_consumer_reopens: true,
-        ..Config::default()
-    })
-    .await;
+    let broker = shared_queue(|c| c.refuse_consumer_reopens = true).await;
     let consumer =
         ReliableConsumer::connect(broker.addr, QueueId(0), AppId(0), options(10, true), |_| {})
             .await

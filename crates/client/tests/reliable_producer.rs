@@ -8,44 +8,35 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::{
-    Action, Config, FakeBroker, Policy, Received, all_settled, collector, exactly_once,
-    producing_reliably, wait_outcomes, wait_until,
+    Action, Config, FakeBroker, Policy, Received, all_settled, backoff, exactly_once,
+    producing_reliably, reliable, reliable_producer, wait_outcomes, wait_until,
 };
 use zerodispatch_client::{
-    Backoff, ClientOptions, ConfirmStatus, ProducerOptions, QueueId, Recovery, ReliableProducer,
-    ReliableProducerOptions, TrySendError,
+    Backoff, ConfirmStatus, QueueId, Recovery, ReliableProducer, ReliableProducerOptions,
+    TrySendError,
 };
 
+/// The options of producer "orders", capped at `max_unconfirmed`.
 fn options(max_unconfirmed: u32, backoff: Backoff) -> ReliableProducerOptions {
-    ReliableProducerOptions {
-        producer: ProducerOptions {
-            max_unconfirmed,
-            ..ProducerOptions::default()
-        },
-        client: ClientOptions {
-            heartbeat: Duration::ZERO,
-            ..ClientOptions::default()
-        },
-        backoff,
-        ..ReliableProducerOptions::new("orders")
-    }
+    reliable("orders", max_unconfirmed, backoff)
 }
 
 fn quick() -> Backoff {
-    Backoff {
-        initial: Duration::from_millis(5),
-        max: Duration::from_millis(20),
-        ..Backoff::default()
-    }
+    backoff(5, 20)
 }
 
 /// Never within a test.
 fn slow() -> Backoff {
-    Backoff {
-        initial: Duration::from_secs(60),
-        max: Duration::from_secs(60),
-        ..Backoff::default()
-    }
+    backoff(60_000, 60_000)
+}
+
+/// Waits until session `n` has received `len` messages.
+async fn wait_session(broker: &FakeBroker, n: usize, len: usize) {
+    let what = format!("{len} published in session {n}");
+    wait_until(&what, || {
+        sessions(broker).get(n).is_some_and(|s| s.len() == len)
+    })
+    .await;
 }
 
 /// The publish ids each session received, split at each `OpenProducer`.
@@ -78,21 +69,15 @@ async fn send_ids(producer: &ReliableProducer, ids: std::ops::Range<u64>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drops_mid_batch_lose_nothing_and_store_nothing_twice() {
-    let (broker, producer, outcomes) = producing_reliably(
-        Config {
-            dedup: true,
-            drop_after_messages: Some(300),
-            drops: 3,
-            ..Config::default()
-        },
-        options(500, quick()),
-    )
-    .await;
+    let config = Config::default().with(|c| {
+        (c.dedup, c.drop_after_messages, c.drops) = (true, Some(300), 3);
+    });
+    let (broker, producer, outcomes) = producing_reliably(config, options(500, quick())).await;
     const N: u64 = 3_000;
     send_ids(&producer, 0..N).await;
     wait_outcomes(&outcomes, N as usize).await;
     all_settled(&outcomes, N, ConfirmStatus::Stored);
-    let stored = broker.log.lock().unwrap().stored.clone();
+    let stored = broker.stored();
     assert_eq!(
         stored,
         (0..N).collect::<Vec<_>>(),
@@ -119,24 +104,14 @@ async fn drops_mid_batch_lose_nothing_and_store_nothing_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drop_mid_confirm_settles_the_stored_and_resends_the_rest_with_their_ids() {
-    let (broker, producer, outcomes) = producing_reliably(
-        Config {
-            dedup: true,
-            store_limit: Some(40),
-            ..Config::holding()
-        },
-        options(1000, quick()),
-    )
-    .await;
+    let config = Config::holding().with(|c| (c.dedup, c.store_limit) = (true, Some(40)));
+    let (broker, producer, outcomes) = producing_reliably(config, options(1000, quick())).await;
     let recoveries = recoveries(&producer);
     send_ids(&producer, 0..100).await;
-    wait_until("100 published", || sessions(&broker)[0].len() == 100).await;
+    wait_session(&broker, 0, 100).await;
     // 0..40 stored, 0..10 confirmed, then the connection goes.
     broker.act(Action::ConfirmThenDrop(10));
-    wait_until("the resend", || {
-        sessions(&broker).get(1).is_some_and(|s| s.len() == 60)
-    })
-    .await;
+    wait_session(&broker, 1, 60).await;
     // The re-open's last_stored was the broker's first answer: it ended the outage.
     let all = recoveries.lock().unwrap().clone();
     assert_eq!(all.len(), 1, "{all:?}");
@@ -146,7 +121,7 @@ async fn a_drop_mid_confirm_settles_the_stored_and_resends_the_rest_with_their_i
     assert_eq!(settled.settled_at, all[0].confirmed_at);
     // Something new goes after the resend.
     producer.send(b"new").await.unwrap();
-    wait_until("the new message", || sessions(&broker)[1].len() == 61).await;
+    wait_session(&broker, 1, 61).await;
     assert_eq!(
         sessions(&broker)[1],
         (40..101).collect::<Vec<_>>(),
@@ -155,8 +130,7 @@ async fn a_drop_mid_confirm_settles_the_stored_and_resends_the_rest_with_their_i
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
     wait_outcomes(&outcomes, 101).await;
     all_settled(&outcomes, 101, ConfirmStatus::Stored);
-    let stored = broker.log.lock().unwrap().stored.clone();
-    assert_eq!(stored, (0..101).collect::<Vec<_>>());
+    assert_eq!(broker.stored(), (0..101).collect::<Vec<_>>());
     let stats = producer.stats();
     assert_eq!(
         stats.stored_before, 30,
@@ -172,45 +146,30 @@ async fn a_resent_message_stored_already_is_confirmed_not_stored_again() {
     // The broker stores the first 30 messages of a frame of 50, then the connection goes
     // before any confirm: last_stored (29) settles those, the rest go again; with drops at
     // every 30 messages of later connections too, some resends find their message stored.
-    let (broker, producer, outcomes) = producing_reliably(
-        Config {
-            dedup: true,
-            drop_after_messages: Some(30),
-            drops: 2,
-            ..Config::default()
-        },
-        options(1000, quick()),
-    )
-    .await;
+    let config = Config::default().with(|c| {
+        (c.dedup, c.drop_after_messages, c.drops) = (true, Some(30), 2);
+    });
+    let (broker, producer, outcomes) = producing_reliably(config, options(1000, quick())).await;
     send_ids(&producer, 0..200).await;
     wait_outcomes(&outcomes, 200).await;
     all_settled(&outcomes, 200, ConfirmStatus::Stored);
-    let stored = broker.log.lock().unwrap().stored.clone();
-    assert_eq!(stored, (0..200).collect::<Vec<_>>(), "each stored once");
+    assert_eq!(
+        broker.stored(),
+        (0..200).collect::<Vec<_>>(),
+        "each stored once"
+    );
     assert_eq!(producer.stats().reconnects, 2);
     producer.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_producer_of_a_name_numbers_on_from_what_was_stored() {
-    let broker = FakeBroker::start(Config {
-        dedup: true,
-        ..Config::default()
-    })
-    .await;
-    let (outcomes, on_confirm) = collector();
-    let first =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(100, quick()), on_confirm)
-            .await
-            .unwrap();
+    let config = Config::default().with(|c| c.dedup = true);
+    let (broker, first, outcomes) = producing_reliably(config, options(100, quick())).await;
     send_ids(&first, 0..5).await;
     wait_outcomes(&outcomes, 5).await;
     first.close().await;
-    let (outcomes, on_confirm) = collector();
-    let second =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(100, quick()), on_confirm)
-            .await
-            .unwrap();
+    let (second, outcomes) = reliable_producer(broker.addr, options(100, quick())).await;
     assert_eq!(
         second.send(b"sixth").await.unwrap().0,
         5,
@@ -218,8 +177,9 @@ async fn a_new_producer_of_a_name_numbers_on_from_what_was_stored() {
     );
     wait_outcomes(&outcomes, 1).await;
     assert_eq!(outcomes.lock().unwrap()[0].status, ConfirmStatus::Stored);
+    let stored = broker.stored();
     assert_eq!(
-        broker.log.lock().unwrap().stored,
+        stored,
         (0..6).collect::<Vec<_>>(),
         "stored, not taken for a duplicate"
     );
@@ -231,7 +191,7 @@ async fn close_during_a_reconnect_gives_each_message_one_outcome() {
     let (broker, producer, outcomes) =
         producing_reliably(Config::holding(), options(15, slow())).await;
     send_ids(&producer, 0..10).await;
-    wait_until("10 published", || sessions(&broker)[0].len() == 10).await;
+    wait_session(&broker, 0, 10).await;
     broker.act(Action::Drop);
     wait_until("the loss", || !producer.is_connected()).await;
     // Taken while reconnecting, within the cap.
@@ -256,20 +216,14 @@ async fn close_during_a_reconnect_gives_each_message_one_outcome() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_waits_while_reconnecting_at_the_cap() {
-    let broker = FakeBroker::start(Config::holding()).await;
-    let (outcomes, on_confirm) = collector();
     let backoff = Backoff {
-        initial: Duration::from_millis(200),
-        max: Duration::from_millis(200),
         jitter: 0.0,
-        ..Backoff::default()
+        ..backoff(200, 200)
     };
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(4, backoff), on_confirm)
-            .await
-            .unwrap();
+    let (broker, producer, outcomes) =
+        producing_reliably(Config::holding(), options(4, backoff)).await;
     send_ids(&producer, 0..4).await;
-    wait_until("4 published", || sessions(&broker)[0].len() == 4).await;
+    wait_session(&broker, 0, 4).await;
     broker.act(Action::Drop);
     {
         let start = Instant::now();
@@ -282,10 +236,7 @@ async fn send_waits_while_reconnecting_at_the_cap() {
                 .is_err(),
             "send waits at the cap"
         );
-        wait_until("the resend", || {
-            sessions(&broker).get(1).is_some_and(|s| s.len() == 4)
-        })
-        .await;
+        wait_session(&broker, 1, 4).await;
         assert!(
             start.elapsed() >= Duration::from_millis(190),
             "the backoff's delay"
@@ -293,7 +244,7 @@ async fn send_waits_while_reconnecting_at_the_cap() {
         broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
         assert_eq!(waiting.await.unwrap().0, 4);
     }
-    wait_until("the fifth", || sessions(&broker)[1].len() == 5).await;
+    wait_session(&broker, 1, 5).await;
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
     wait_outcomes(&outcomes, 5).await;
     exactly_once(&outcomes, 5);
@@ -302,16 +253,10 @@ async fn send_waits_while_reconnecting_at_the_cap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drop_during_close_gives_each_message_one_outcome() {
-    let (broker, producer, outcomes) = producing_reliably(
-        Config {
-            drop_on_close: true,
-            ..Config::holding()
-        },
-        options(100, quick()),
-    )
-    .await;
+    let config = Config::holding().with(|c| c.drop_on_close = true);
+    let (broker, producer, outcomes) = producing_reliably(config, options(100, quick())).await;
     send_ids(&producer, 0..10).await;
-    wait_until("10 published", || sessions(&broker)[0].len() == 10).await;
+    wait_session(&broker, 0, 10).await;
     tokio::time::timeout(Duration::from_secs(5), producer.close())
         .await
         .expect("close returns");
@@ -325,22 +270,13 @@ async fn a_drop_during_close_gives_each_message_one_outcome() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn name_in_use_is_retried_by_the_backoff_bounded() {
-    let broker = FakeBroker::start(Config {
-        refuse_reopens: 3,
-        ..Config::default()
-    })
-    .await;
-    let (outcomes, on_confirm) = collector();
+    let config = Config::default().with(|c| c.refuse_reopens = 3);
     let backoff = Backoff {
-        initial: Duration::from_millis(20),
-        max: Duration::from_millis(50),
         factor: 2.0,
         jitter: 0.0,
+        ..backoff(20, 50)
     };
-    let producer =
-        ReliableProducer::connect(broker.addr, QueueId(0), options(100, backoff), on_confirm)
-            .await
-            .unwrap();
+    let (broker, producer, outcomes) = producing_reliably(config, options(100, backoff)).await;
     broker.act(Action::Drop);
     let dropped = Instant::now();
     wait_until("the reconnect", || producer.stats().reconnects == 1).await;
@@ -375,16 +311,12 @@ async fn name_in_use_is_retried_by_the_backoff_bounded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confirm_timeouts_run_while_reconnecting() {
-    let broker = FakeBroker::start(Config::holding()).await;
-    let (outcomes, on_confirm) = collector();
     let mut options = options(100, slow());
     options.producer.confirm_timeout = Some(Duration::from_millis(100));
-    let producer = ReliableProducer::connect(broker.addr, QueueId(0), options, on_confirm)
-        .await
-        .unwrap();
+    let (broker, producer, outcomes) = producing_reliably(Config::holding(), options).await;
     let start = Instant::now();
     send_ids(&producer, 0..5).await;
-    wait_until("5 published", || sessions(&broker)[0].len() == 5).await;
+    wait_session(&broker, 0, 5).await;
     broker.act(Action::Drop);
     wait_until("the loss", || !producer.is_connected()).await;
     producer.send(b"while reconnecting").await.unwrap();
@@ -438,20 +370,13 @@ async fn bad_options_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeouts_and_close_do_not_wait_for_a_hanging_connect() {
-    let broker = FakeBroker::start(Config {
-        silent_reconnects: true,
-        ..Config::holding()
-    })
-    .await;
-    let (outcomes, on_confirm) = collector();
+    let config = Config::holding().with(|c| c.silent_reconnects = true);
     let mut options = options(100, quick());
     options.client.handshake_timeout = Duration::from_secs(30);
     options.producer.confirm_timeout = Some(Duration::from_millis(100));
-    let producer = ReliableProducer::connect(broker.addr, QueueId(0), options, on_confirm)
-        .await
-        .unwrap();
+    let (broker, producer, outcomes) = producing_reliably(config, options).await;
     send_ids(&producer, 0..3).await;
-    wait_until("3 published", || sessions(&broker)[0].len() == 3).await;
+    wait_session(&broker, 0, 3).await;
     broker.act(Action::Drop);
     wait_until("a hanging attempt", || {
         broker.log.lock().unwrap().connections >= 2
@@ -485,18 +410,15 @@ async fn send_blocking_waits_at_the_cap_across_a_reconnect() {
         producing_reliably(Config::holding(), options(4, quick())).await;
     let producer = std::sync::Arc::new(producer);
     send_ids(&producer, 0..4).await;
-    wait_until("4 published", || sessions(&broker)[0].len() == 4).await;
+    wait_session(&broker, 0, 4).await;
     broker.act(Action::Drop);
     let sender = std::sync::Arc::clone(&producer);
     let blocked = std::thread::spawn(move || sender.send_blocking(b"fifth"));
-    wait_until("the resend", || {
-        sessions(&broker).get(1).is_some_and(|s| s.len() == 4)
-    })
-    .await;
+    wait_session(&broker, 1, 4).await;
     assert!(!blocked.is_finished(), "at the cap until a confirm");
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
     assert_eq!(blocked.join().unwrap().unwrap().0, 4);
-    wait_until("the fifth", || sessions(&broker)[1].len() == 5).await;
+    wait_session(&broker, 1, 5).await;
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
     wait_outcomes(&outcomes, 5).await;
     exactly_once(&outcomes, 5);
@@ -504,18 +426,13 @@ async fn send_blocking_waits_at_the_cap_across_a_reconnect() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_reopen_closes_the_producer_and_wakes_its_senders() {
-    let (broker, producer, outcomes) = producing_reliably(
-        Config {
-            refuse_reopens: 1,
-            reopen_refusal: zerodispatch_wire::ErrorCode::UNKNOWN_QUEUE,
-            ..Config::holding()
-        },
-        options(2, quick()),
-    )
-    .await;
+    let config = Config::holding().with(|c| {
+        (c.refuse_reopens, c.reopen_refusal) = (1, zerodispatch_wire::ErrorCode::UNKNOWN_QUEUE);
+    });
+    let (broker, producer, outcomes) = producing_reliably(config, options(2, quick())).await;
     let producer = std::sync::Arc::new(producer);
     send_ids(&producer, 0..2).await;
-    wait_until("2 published", || sessions(&broker)[0].len() == 2).await;
+    wait_session(&broker, 0, 2).await;
     let sender = std::sync::Arc::clone(&producer);
     let blocked = std::thread::spawn(move || sender.send_blocking(b"third"));
     let waiting = std::sync::Arc::clone(&producer);
@@ -547,16 +464,11 @@ async fn a_refused_reopen_closes_the_producer_and_wakes_its_senders() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_outage_is_reported_once_at_the_first_confirm_after_it() {
-    let (broker, producer, outcomes) = producing_reliably(
-        Config {
-            dedup: true,
-            refuse_reopens: 1,
-            reopen_refusal: zerodispatch_wire::ErrorCode::NAME_IN_USE,
-            ..Config::default()
-        },
-        options(8, quick()),
-    )
-    .await;
+    let config = Config::default().with(|c| {
+        (c.dedup, c.refuse_reopens) = (true, 1);
+        c.reopen_refusal = zerodispatch_wire::ErrorCode::NAME_IN_USE;
+    });
+    let (broker, producer, outcomes) = producing_reliably(config, options(8, quick())).await;
     let recoveries = recoveries(&producer);
     let recovered = || recoveries.lock().unwrap().clone();
 
@@ -602,23 +514,13 @@ async fn each_outage_is_reported_once_at_the_first_confirm_after_it() {
 /// stored and never was. Now the re-open says id by id what is stored, and 2 goes again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_refused_below_the_highest_stored_is_resent_not_reported_stored() {
-    let (broker, producer, outcomes) = producing_reliably(
-        Config {
-            dedup: true,
-            lose_id: Some(2),
-            ..Config::holding()
-        },
-        options(64, quick()),
-    )
-    .await;
+    let config = Config::holding().with(|c| (c.dedup, c.lose_id) = (true, Some(2)));
+    let (broker, producer, outcomes) = producing_reliably(config, options(64, quick())).await;
     send_ids(&producer, 0..4).await;
-    wait_until("4 published", || sessions(&broker)[0].len() == 4).await;
-    assert_eq!(broker.log.lock().unwrap().stored, [0, 1, 3]);
+    wait_session(&broker, 0, 4).await;
+    assert_eq!(broker.stored(), [0, 1, 3]);
     broker.act(Action::Drop);
-    wait_until("the resend", || {
-        sessions(&broker).get(1).is_some_and(|s| !s.is_empty())
-    })
-    .await;
+    wait_session(&broker, 1, 1).await;
     assert_eq!(
         sessions(&broker)[1],
         [2],
@@ -638,7 +540,7 @@ async fn a_message_refused_below_the_highest_stored_is_resent_not_reported_store
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
     wait_outcomes(&outcomes, 4).await;
     all_settled(&outcomes, 4, ConfirmStatus::Stored);
-    assert_eq!(broker.log.lock().unwrap().stored, [0, 1, 3, 2]);
+    assert_eq!(broker.stored(), [0, 1, 3, 2]);
     assert_eq!(producer.stats().stored_before, 3);
     producer.close().await;
 }
@@ -647,14 +549,8 @@ async fn a_message_refused_below_the_highest_stored_is_resent_not_reported_store
 /// message nor takes the refusal for a lost connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_refused_too_large_is_reported_once_and_never_resent() {
-    let (broker, producer, outcomes) = producing_reliably(
-        Config {
-            policy: Policy::Confirm(ConfirmStatus::TooLarge),
-            ..Config::default()
-        },
-        options(64, quick()),
-    )
-    .await;
+    let config = Config::default().with(|c| c.policy = Policy::Confirm(ConfirmStatus::TooLarge));
+    let (broker, producer, outcomes) = producing_reliably(config, options(64, quick())).await;
     send_ids(&producer, 0..5).await;
     wait_outcomes(&outcomes, 5).await;
     tokio::time::sleep(Duration::from_millis(50)).await;

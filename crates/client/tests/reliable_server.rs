@@ -14,24 +14,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::proxy::KillProxy;
-use support::{collector, exactly_once, quiet};
+use support::{
+    backoff, collector, consuming_reliably_at, exactly_once, one_queue, quiet, real_server,
+    reliable, reliable_producer, runtime,
+};
 use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig, QueueMode};
 use zerodispatch_client::{
-    AppId, Backoff, ConfirmStatus, ConsumerOptions, Guid, ProducerOptions, QueueId,
-    ReliableConsumer, ReliableConsumerOptions, ReliableProducer, ReliableProducerOptions,
+    ConfirmStatus, ConsumerOptions, Guid, QueueId, ReliableConsumerOptions, ReliableProducer,
+    ReliableProducerOptions,
 };
 use zerodispatch_server::{Limits, PayloadStore, Server};
-
-/// What the application was handed: GUID and payload.
-type Handed = Arc<Mutex<Vec<(Guid, Vec<u8>)>>>;
-
-fn backoff() -> Backoff {
-    Backoff {
-        initial: Duration::from_millis(2),
-        max: Duration::from_millis(20),
-        ..Backoff::default()
-    }
-}
 
 /// A queue with a window the test's consumer can take whole.
 fn limits() -> Limits {
@@ -58,54 +50,19 @@ fn exactly_once_through<D>(addr: SocketAddr, broker: &Broker, disrupt: impl FnOn
 where
     D: Future<Output = ()>,
 {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async move {
-        let handed: Handed = Arc::default();
-        let sink = Arc::clone(&handed);
-        let consumer = ReliableConsumer::connect(
-            addr,
-            QueueId(0),
-            AppId(0),
-            ReliableConsumerOptions {
-                consumer: ConsumerOptions {
-                    credit: 64,
-                    auto_credit: true,
-                },
-                client: quiet(),
-                backoff: backoff(),
-                window: 4096,
+    runtime().block_on(async move {
+        let options = ReliableConsumerOptions {
+            consumer: ConsumerOptions {
+                credit: 64,
+                auto_credit: true,
             },
-            move |batch| {
-                let mut sink = sink.lock().unwrap();
-                for message in batch.iter() {
-                    sink.push((message.guid, message.payload.to_vec()));
-                }
-                batch.confirm_all();
-            },
-        )
-        .await
-        .unwrap();
-        let (outcomes, on_confirm) = collector();
-        let producer = ReliableProducer::connect(
-            addr,
-            QueueId(0),
-            ReliableProducerOptions {
-                producer: ProducerOptions {
-                    max_unconfirmed: 512,
-                    ..ProducerOptions::default()
-                },
-                client: quiet(),
-                backoff: backoff(),
-                ..ReliableProducerOptions::new("kill-test")
-            },
-            on_confirm,
-        )
-        .await
-        .unwrap();
+            client: quiet(),
+            backoff: backoff(2, 20),
+            window: 4096,
+        };
+        let (consumer, handed) = consuming_reliably_at(addr, options, |b| b.confirm_all()).await;
+        let options = reliable("kill-test", 512, backoff(2, 20));
+        let (producer, outcomes) = reliable_producer(addr, options).await;
         const N: u64 = 5_000;
         let sending = async {
             for i in 0..N {
@@ -156,12 +113,7 @@ where
 #[test]
 fn connections_killed_while_producing_and_consuming_lose_nothing() {
     let limits = limits();
-    let server = Server::builder()
-        .listen("127.0.0.1:0".parse().unwrap())
-        .broker_config(broker_config(&limits))
-        .limits(limits)
-        .start()
-        .expect("the server starts");
+    let server = real_server(broker_config(&limits), limits);
     let server_addr = server.local_addr();
     let broker = Arc::clone(server.broker());
     // The proxy runs on a runtime of its own, beside the clients'.
@@ -255,14 +207,7 @@ fn handed_payloads_of(handed: &[(Guid, Vec<u8>)]) -> HashSet<Vec<u8>> {
 
 #[test]
 fn default_options_open_on_a_server_with_default_limits() {
-    let server = Server::builder()
-        .listen("127.0.0.1:0".parse().unwrap())
-        .broker_config(BrokerConfig {
-            queues: vec![QueueConfig::new(QueueMode::Priority)],
-            ..BrokerConfig::default()
-        })
-        .start()
-        .expect("the server starts");
+    let server = real_server(one_queue(), Limits::default());
     let addr = server.local_addr();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -6,11 +6,14 @@
 //! Its own test binary, so that no other test's CPU time is counted. Linux only (it reads
 //! `/proc/self/stat`); elsewhere it passes without measuring.
 
+mod support;
+
 use std::time::Duration;
 
+use support::{producer_opened_bytes, quiet, welcome_bytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use zerodispatch_client::{Client, ClientOptions, Flush, ProducerOptions, QueueId, TrySendError};
-use zerodispatch_wire::{Frame, MAX_PAYLOAD_LEN, Welcome};
+use zerodispatch_client::{Client, Flush, ProducerOptions, QueueId, TrySendError};
+use zerodispatch_wire::{MAX_PAYLOAD_LEN, ProducerId};
 
 /// The process's user and system CPU time, in clock ticks (1/100 s on Linux).
 fn cpu_ticks() -> Option<u64> {
@@ -41,36 +44,18 @@ fn run() {
             let (mut stream, _) = listener.accept().await.unwrap();
             let mut hello = [0; 16];
             stream.read_exact(&mut hello).await.unwrap();
-            let mut out = Vec::new();
             // The broker asks for a heartbeat every 5 ms (the client announces none, so
             // this broker, which sends nothing, is never timed out).
-            Frame::Welcome(Welcome {
-                version: zerodispatch_wire::VERSION,
-                heartbeat_ms: 5,
-                limits: zerodispatch_wire::ServerLimits::PROTOCOL,
-            })
-            .encode(&mut out)
-            .unwrap();
-            stream.write_all(&out).await.unwrap();
+            stream.write_all(&welcome_bytes(5)).await.unwrap();
             // The OpenProducer the client sends next (producer 1, queue 0, cap 256,
             // anonymous), and the broker's answer.
             let mut open = [0; 23];
             stream.read_exact(&mut open).await.unwrap();
-            out.clear();
-            Frame::ProducerOpened(zerodispatch_wire::ProducerOpened {
-                producer: zerodispatch_wire::ProducerId(1),
-                stored: zerodispatch_wire::StoredWindow::NOTHING,
-            })
-            .encode(&mut out)
-            .unwrap();
-            stream.write_all(&out).await.unwrap();
+            let answer = producer_opened_bytes(ProducerId(1));
+            stream.write_all(&answer).await.unwrap();
             let _ = opened.send(stream);
         });
-        let options = ClientOptions {
-            heartbeat: Duration::ZERO,
-            ..ClientOptions::default()
-        };
-        let client = Client::connect(addr, options).await.unwrap();
+        let client = Client::connect(addr, quiet()).await.unwrap();
         let options = ProducerOptions {
             max_unconfirmed: 256,
             flush: Flush::Timer(Duration::from_millis(2)),

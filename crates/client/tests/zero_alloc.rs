@@ -11,12 +11,9 @@ mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
-use support::{Config, FakeBroker};
-use zerodispatch_client::{
-    AppId, Client, ClientOptions, ConfirmStatus, ConsumerOptions, Flush, ProducerOptions, QueueId,
-};
+use support::{Config, FakeBroker, counting, proof_options, quiet};
+use zerodispatch_client::{AppId, Client, ConsumerOptions, QueueId};
 use zerodispatch_testkit::CountingAllocator;
 
 #[global_allocator]
@@ -68,11 +65,7 @@ fn steady_state_sends_and_confirms_allocate_nothing() {
             ..Config::default()
         };
         let broker = FakeBroker::start(config).await;
-        let options = ClientOptions {
-            heartbeat: Duration::ZERO,
-            ..ClientOptions::default()
-        };
-        let client = Client::connect(broker.addr, options).await.unwrap();
+        let client = Client::connect(broker.addr, quiet()).await.unwrap();
         // Consumer 1, the first opened: the broker delivers it every message published.
         // Its credit (4096) is more than the producer's cap: the broker always has credit.
         let consumed = Arc::new(AtomicU64::new(0));
@@ -89,23 +82,9 @@ fn steady_state_sends_and_confirms_allocate_nothing() {
             .await
             .unwrap();
         assert_eq!(consumer.id().0, 1);
-        let settled = Arc::new(AtomicU64::new(0));
-        let stored = Arc::new(AtomicU64::new(0));
-        let (count, ok) = (Arc::clone(&settled), Arc::clone(&stored));
-        let options = ProducerOptions {
-            max_unconfirmed: 1024,
-            flush: Flush::Dynamic { batch_size: 256 },
-            confirm_timeout: Some(Duration::from_secs(60)),
-        };
+        let (settled, stored, on_confirm) = counting();
         let producer = client
-            .open_producer(QueueId(0), options, move |outcomes| {
-                let stored_here = outcomes
-                    .iter()
-                    .filter(|o| o.status == ConfirmStatus::Stored)
-                    .count() as u64;
-                ok.fetch_add(stored_here, Ordering::Relaxed);
-                count.fetch_add(outcomes.len() as u64, Ordering::Release);
-            })
+            .open_producer(QueueId(0), proof_options(), on_confirm)
             .await
             .unwrap();
 

@@ -8,15 +8,10 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
-use support::{Config, FakeBroker};
-use zerodispatch_client::{
-    ClientOptions, ConfirmStatus, Flush, ProducerOptions, QueueId, ReliableProducer,
-    ReliableProducerOptions,
-};
+use support::{Config, FakeBroker, counting, proof_options, quiet};
+use zerodispatch_client::{QueueId, ReliableProducer, ReliableProducerOptions};
 use zerodispatch_testkit::CountingAllocator;
 
 #[global_allocator]
@@ -49,36 +44,15 @@ fn steady_state_reliable_sends_allocate_nothing() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let broker = FakeBroker::start(Config {
-            record: false,
-            ..Config::default()
-        })
-        .await;
+        let broker = FakeBroker::start(Config::default().with(|c| c.record = false)).await;
         let options = ReliableProducerOptions {
-            producer: ProducerOptions {
-                max_unconfirmed: 1024,
-                flush: Flush::Dynamic { batch_size: 256 },
-                confirm_timeout: Some(Duration::from_secs(60)),
-            },
-            client: ClientOptions {
-                heartbeat: Duration::ZERO,
-                ..ClientOptions::default()
-            },
+            producer: proof_options(),
+            client: quiet(),
             buffer_bytes: 1 << 20,
             ..ReliableProducerOptions::new("zero-alloc")
         };
-        let settled = Arc::new(AtomicU64::new(0));
-        let stored = Arc::new(AtomicU64::new(0));
-        let (count, ok) = (Arc::clone(&settled), Arc::clone(&stored));
-        let producer =
-            ReliableProducer::connect(broker.addr, QueueId(0), options, move |outcomes| {
-                let stored_here = outcomes
-                    .iter()
-                    .filter(|o| o.status == ConfirmStatus::Stored)
-                    .count() as u64;
-                ok.fetch_add(stored_here, Ordering::Relaxed);
-                count.fetch_add(outcomes.len() as u64, Ordering::Release);
-            })
+        let (settled, stored, on_confirm) = counting();
+        let producer = ReliableProducer::connect(broker.addr, QueueId(0), options, on_confirm)
             .await
             .unwrap();
 

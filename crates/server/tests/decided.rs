@@ -46,12 +46,7 @@ fn an_error_frame_before_hello_is_answered_handshake_required() {
         let server = priority_server();
         for code in [ErrorCode::INTERNAL, ErrorCode::UNKNOWN_QUEUE] {
             let mut c = Client::connect(server.local_addr());
-            c.send(Frame::Error(ErrorFrame {
-                code,
-                refused: None,
-                subject: 0,
-                message: "",
-            }));
+            c.send(error_frame(code, ""));
             c.expect_fatal(ErrorCode::HANDSHAKE_REQUIRED);
         }
     });
@@ -64,21 +59,9 @@ fn between_a_close_and_its_echo_the_id_is_in_use_and_unknown() {
         let mut c = Client::hello(server.local_addr());
         c.open_producer(1, 0, 16);
         // The three in one write: the server reads them before the close is done.
-        let close = Frame::CloseProducer(CloseProducer {
-            producer: ProducerId(1),
-        });
-        let mut out = Vec::new();
-        close.encode(&mut out).unwrap();
-        Frame::OpenProducer(OpenProducer {
-            producer: ProducerId(1),
-            queue: QueueId(0),
-            max_unconfirmed: 16,
-            name: "",
-        })
-        .encode(&mut out)
-        .unwrap();
-        close.encode(&mut out).unwrap();
-        c.send_raw(&out);
+        let close = encoded(close_producer_frame(1));
+        let open = encoded(open_producer_frame(1, 0, 16));
+        c.send_raw(&[close.as_slice(), &open, &close].concat());
         assert_eq!(
             c.expect_error(ErrorCode::ID_IN_USE),
             (Some(FrameKind::OpenProducer), 1)
@@ -87,7 +70,7 @@ fn between_a_close_and_its_echo_the_id_is_in_use_and_unknown() {
             c.expect_error(ErrorCode::UNKNOWN_PRODUCER),
             (Some(FrameKind::CloseProducer), 1)
         );
-        c.next(|frame| assert_eq!(frame, close));
+        c.next(|frame| assert_eq!(frame, close_producer_frame(1)));
         // After the echo the id opens again.
         c.open_producer(1, 0, 16);
     });
@@ -101,15 +84,9 @@ fn a_confirm_of_several_unknown_guids_gets_one_error_and_the_others_are_confirme
         c.open_producer(1, 0, 16);
         c.open_consumer(7, 0, 0, 16);
         c.publish(1, 0..2, common::payload_of);
-        // Both confirms and both deliveries, in whatever order and grouping they come.
-        let (mut guids, mut confirmed) = (Vec::new(), 0);
-        while guids.len() < 2 || confirmed < 2 {
-            c.next(|frame| match frame {
-                Frame::PublishConfirm(batch) => confirmed += batch.count(),
-                Frame::Deliver(batch) => guids.extend(batch.messages().map(|(guid, _)| guid)),
-                other => panic!("unexpected {other:?}"),
-            });
-        }
+        let guids = c
+            .read_until(|r| r.delivered.len() >= 2 && r.confirms.len() >= 2)
+            .guids(7);
         let slots = server.stats().slots;
         assert_eq!(server.stats().free_slots, slots - 2);
         let confirm = [Guid([0xEE; 16]), guids[0], Guid([0xEF; 16]), guids[1]];
@@ -151,24 +128,8 @@ fn a_fanout_message_holds_its_slot_until_every_app_confirms() {
         c.open_consumer(11, 0, 1, 16);
         let slots = server.stats().slots;
         c.publish(1, 0..1, common::payload_of);
-        let (mut first, mut second) = (Vec::new(), Vec::new());
-        let mut got = 0;
-        while got < 2 {
-            got += c.next(|frame| match frame {
-                Frame::PublishConfirm(_) => 0,
-                Frame::Deliver(batch) => {
-                    let to = if batch.consumer() == ConsumerId(10) {
-                        &mut first
-                    } else {
-                        &mut second
-                    };
-                    to.extend(batch.messages().map(|(guid, _)| guid));
-                    1
-                }
-                other => panic!("unexpected {other:?}"),
-            });
-        }
-        c.confirm(10, &first, false);
+        let read = c.read_until(|r| r.delivered.len() >= 2);
+        c.confirm(10, &read.guids(10), false);
         // Give the confirm time to reach the queue: the slot stays held all the same.
         std::thread::sleep(Duration::from_millis(200));
         assert_eq!(
@@ -176,7 +137,7 @@ fn a_fanout_message_holds_its_slot_until_every_app_confirms() {
             slots - 1,
             "freed by one app's confirm"
         );
-        c.confirm(11, &second, false);
+        c.confirm(11, &read.guids(11), false);
         eventually("freed by the last app's confirm", || {
             server.stats().free_slots == slots
         });

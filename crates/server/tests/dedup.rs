@@ -62,13 +62,8 @@ fn a_producer_reconnecting_under_its_name_resends_and_every_message_is_delivered
         // What is not confirmed, published again with its id: the client cannot tell what
         // the queue stored, and need not.
         second.publish(3, 20..40, payload_of);
-        let mut confirmed = Vec::new();
-        second.confirms(3, 20, |id, status| {
-            assert_eq!(status, ConfirmStatus::Stored, "round {round}: {id:?}");
-            confirmed.push(id.0);
-        });
-        confirmed.sort_unstable();
-        assert_eq!(confirmed, (20..40).collect::<Vec<_>>());
+        let confirmed = second.stored_ids(3, 20);
+        assert_eq!(confirmed, (20..40).collect::<Vec<_>>(), "round {round}");
         let mut counts = BTreeMap::new();
         let mut guids = Vec::new();
         consumer.deliveries(7, 40, |guid, payload| {
@@ -112,15 +107,7 @@ fn producer_opened_carries_the_last_stored_id_and_a_name_is_open_once() {
         Err(ErrorCode::NAME_IN_USE)
     );
     // Closed, the name opens again, with what its queue has stored.
-    c.close_producer(1);
-    c.next(|frame| {
-        assert_eq!(
-            frame,
-            Frame::CloseProducer(CloseProducer {
-                producer: ProducerId(1)
-            })
-        );
-    });
+    c.close_producer_echoed(1);
     assert_eq!(other.open_named_producer(1, 0, 10, "n"), Ok(Some(8)));
     // A duplicate is confirmed Stored again; an anonymous producer is not deduplicated.
     other.publish(1, [8], payload_of);
@@ -131,8 +118,7 @@ fn producer_opened_carries_the_last_stored_id_and_a_name_is_open_once() {
     c.publish(4, [8], payload_of);
     c.all_stored(4, 1);
     c.open_consumer(7, 0, 0, 64);
-    let mut guids = Vec::new();
-    c.deliveries(7, 4, |guid, _| guids.push(guid));
+    let guids = c.delivered(7, 4);
     assert!(
         c.quiet_for(Duration::from_millis(100)),
         "4 stored: 3, 5, 8 and the anonymous 8"

@@ -7,30 +7,39 @@
 mod common;
 
 use std::io::Write;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::*;
-use zerodispatch_broker::QueueMode;
-use zerodispatch_server::Limits;
 use zerodispatch_testkit::within;
 use zerodispatch_wire::*;
 
 const WATCHDOG: Duration = Duration::from_secs(30);
 
+/// Writes `bytes` on `c`'s socket one at a time, `every` apart, from a thread of its own
+/// (until the server closes); returns a client that reads the same socket, and the thread.
+fn trickle(c: Client, bytes: Vec<u8>, every: Duration) -> (Client, JoinHandle<()>) {
+    let mut writer = c.into_stream();
+    let reader = Client::from_stream(writer.try_clone().unwrap());
+    let trickle = std::thread::spawn(move || {
+        for byte in bytes {
+            if writer.write_all(&[byte]).is_err() {
+                return;
+            }
+            std::thread::sleep(every);
+        }
+    });
+    (reader, trickle)
+}
+
 #[test]
 fn a_client_trickling_a_frame_within_the_idle_limit_is_closed_at_the_frame_timeout() {
     within(WATCHDOG, "trickle", || {
         let frame_timeout = Duration::from_millis(500);
-        let server = server(
-            &[QueueMode::Priority],
-            Limits {
-                max_connections: 1,
-                heartbeat: Duration::ZERO,
-                idle_timeout: Duration::from_millis(400),
-                frame_timeout,
-                ..limits()
-            },
-        );
+        let server = priority_server_with(|l| {
+            (l.max_connections, l.heartbeat) = (1, Duration::ZERO);
+            (l.idle_timeout, l.frame_timeout) = (Duration::from_millis(400), frame_timeout);
+        });
         let addr = server.local_addr();
         let mut c = Client::connect(addr);
         let told = c.shake_hands(0);
@@ -39,17 +48,8 @@ fn a_client_trickling_a_frame_within_the_idle_limit_is_closed_at_the_frame_timeo
         let mut frame = vec![0x5A, 0x44, VERSION, 0x12, 0, 0];
         frame.extend_from_slice(&1000_u32.to_le_bytes());
         frame.resize(10 + 1000, 1);
-        let mut writer = c.into_stream();
-        let mut reader = Client::from_stream(writer.try_clone().unwrap());
         let started = Instant::now();
-        let trickle = std::thread::spawn(move || {
-            for byte in frame {
-                if writer.write_all(&[byte]).is_err() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(150));
-            }
-        });
+        let (mut reader, trickle) = trickle(c, frame, Duration::from_millis(150));
         reader.expect_fatal(ErrorCode::FRAME_TIMEOUT);
         let closed = started.elapsed();
         assert!(closed >= frame_timeout, "closed after {closed:?}");
@@ -67,28 +67,14 @@ fn a_client_trickling_a_frame_within_the_idle_limit_is_closed_at_the_frame_timeo
 #[test]
 fn a_client_trickling_its_hello_is_closed_at_the_handshake_timeout() {
     within(WATCHDOG, "trickled hello", || {
-        let server = server(
-            &[QueueMode::Priority],
-            Limits {
-                heartbeat: Duration::ZERO,
-                idle_timeout: Duration::from_secs(2),
-                handshake_timeout: Duration::from_millis(400),
-                ..limits()
-            },
-        );
+        let server = priority_server_with(|l| {
+            (l.heartbeat, l.idle_timeout) = (Duration::ZERO, Duration::from_secs(2));
+            l.handshake_timeout = Duration::from_millis(400);
+        });
         let hello = encoded(hello_frame(0));
         let c = Client::connect(server.local_addr());
-        let mut writer = c.into_stream();
-        let mut reader = Client::from_stream(writer.try_clone().unwrap());
         let started = Instant::now();
-        let trickle = std::thread::spawn(move || {
-            for byte in hello {
-                if writer.write_all(&[byte]).is_err() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        });
+        let (mut reader, trickle) = trickle(c, hello, Duration::from_millis(100));
         reader.expect_fatal(ErrorCode::HANDSHAKE_REQUIRED);
         assert!(started.elapsed() < Duration::from_millis(800));
         trickle.join().unwrap();
@@ -98,31 +84,14 @@ fn a_client_trickling_its_hello_is_closed_at_the_handshake_timeout() {
 #[test]
 fn one_connection_creates_at_most_max_new_names_and_known_names_still_open() {
     within(WATCHDOG, "new names", || {
-        let server = server(
-            &[QueueMode::Priority],
-            Limits {
-                max_new_names: 4,
-                ..limits()
-            },
-        );
+        let server = priority_server_with(|l| l.max_new_names = 4);
         let addr = server.local_addr();
         let mut c = Client::connect(addr);
         assert_eq!(c.shake_hands(0).limits.max_new_names, 4);
-        let close = |c: &mut Client, producer: u32| {
-            c.close_producer(producer);
-            c.next(|frame| {
-                assert_eq!(
-                    frame,
-                    Frame::CloseProducer(CloseProducer {
-                        producer: ProducerId(producer)
-                    })
-                )
-            });
-        };
         for n in 0..4 {
             let name = format!("name-{n}");
             assert_eq!(c.open_named_producer(n, 0, 16, &name), Ok(None), "{name}");
-            close(&mut c, n);
+            c.close_producer_echoed(n);
         }
         assert_eq!(
             c.open_named_producer(9, 0, 16, "one-too-many"),
@@ -197,15 +166,10 @@ fn connections_one_after_another_cannot_fill_the_table_of_names_and_an_open_name
 #[test]
 fn a_connection_the_server_closed_frees_its_place_before_the_client_sees_the_end() {
     within(WATCHDOG, "place freed", || {
-        let server = server(
-            &[QueueMode::Priority],
-            Limits {
-                max_connections: 1,
-                heartbeat: Duration::ZERO,
-                idle_timeout: Duration::from_millis(300),
-                ..limits()
-            },
-        );
+        let server = priority_server_with(|l| {
+            (l.max_connections, l.heartbeat) = (1, Duration::ZERO);
+            l.idle_timeout = Duration::from_millis(300);
+        });
         let addr = server.local_addr();
         for _ in 0..3 {
             // A careless client: silent, closed as idle, and keeps its socket open.

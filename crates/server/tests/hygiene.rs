@@ -12,21 +12,14 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::*;
-use zerodispatch_broker::QueueMode;
-use zerodispatch_server::Limits;
 use zerodispatch_testkit::within;
 use zerodispatch_wire::*;
 
 const WATCHDOG: Duration = Duration::from_secs(30);
 
-/// Limits with an idle limit of `idle` and the server asking for heartbeats every third
-/// of it.
-fn idle_limits(idle: Duration) -> Limits {
-    Limits {
-        heartbeat: idle / 3,
-        idle_timeout: idle,
-        ..limits()
-    }
+/// A server with an idle limit of `idle`, asking for heartbeats every third of it.
+fn idle_server(idle: Duration) -> zerodispatch_server::Server {
+    priority_server_with(|l| (l.heartbeat, l.idle_timeout) = (idle / 3, idle))
 }
 
 /// Reads frames until the connection ends; returns when each heartbeat came (since
@@ -80,7 +73,7 @@ fn raw_hello(addr: std::net::SocketAddr, heartbeat_ms: u32) -> TcpStream {
 fn a_connection_silent_after_hello_with_heartbeat_zero_is_closed_at_the_idle_limit() {
     within(WATCHDOG, "idle after Hello", || {
         let idle = Duration::from_millis(600);
-        let server = server(&[QueueMode::Priority], idle_limits(idle));
+        let server = idle_server(idle);
         let start = Instant::now();
         let mut c = raw_hello(server.local_addr(), 0);
         let (beats, code) = heartbeats_until_closed(&mut c, start, Duration::from_secs(5));
@@ -103,7 +96,7 @@ fn a_connection_silent_after_hello_with_heartbeat_zero_is_closed_at_the_idle_lim
 fn a_connection_that_announced_a_long_heartbeat_is_closed_at_the_idle_limit_all_the_same() {
     within(WATCHDOG, "idle, long heartbeat", || {
         let idle = Duration::from_millis(600);
-        let server = server(&[QueueMode::Priority], idle_limits(idle));
+        let server = idle_server(idle);
         let start = Instant::now();
         // An hour: the server sends heartbeats that rarely; the client owes its own at the
         // server's interval, and sends none.
@@ -118,7 +111,7 @@ fn a_connection_that_announced_a_long_heartbeat_is_closed_at_the_idle_limit_all_
 fn a_connection_that_never_says_hello_is_closed_at_the_idle_limit() {
     within(WATCHDOG, "idle before Hello", || {
         let idle = Duration::from_millis(600);
-        let server = server(&[QueueMode::Priority], idle_limits(idle));
+        let server = idle_server(idle);
         let start = Instant::now();
         let mut c = TcpStream::connect(server.local_addr()).unwrap();
         let (_, code) = heartbeats_until_closed(&mut c, start, Duration::from_secs(5));
@@ -135,7 +128,7 @@ fn a_connection_that_never_says_hello_is_closed_at_the_idle_limit() {
 fn a_client_that_follows_the_servers_heartbeat_stays_open_past_the_idle_limit() {
     within(WATCHDOG, "heartbeats keep it open", || {
         let idle = Duration::from_millis(600);
-        let server = server(&[QueueMode::Priority], idle_limits(idle));
+        let server = idle_server(idle);
         let mut c = Client::connect(server.local_addr());
         let welcome = c.shake_hands(0);
         assert_eq!(welcome.heartbeat_ms, 200);
@@ -191,14 +184,10 @@ fn a_client_announcing_300_ms_receives_heartbeats_at_that_rate() {
 #[test]
 fn a_client_announcing_zero_receives_no_heartbeat_whatever_the_servers_interval() {
     within(WATCHDOG, "no heartbeats", || {
-        let server = server(
-            &[QueueMode::Priority],
-            Limits {
-                heartbeat: Duration::from_millis(100),
-                idle_timeout: Duration::from_millis(1500),
-                ..limits()
-            },
-        );
+        let server = priority_server_with(|l| {
+            (l.heartbeat, l.idle_timeout) =
+                (Duration::from_millis(100), Duration::from_millis(1500));
+        });
         let start = Instant::now();
         let mut c = raw_hello(server.local_addr(), 0);
         let (beats, code) = heartbeats_until_closed(&mut c, start, Duration::from_secs(5));
@@ -215,13 +204,7 @@ fn a_client_announcing_zero_receives_no_heartbeat_whatever_the_servers_interval(
 #[test]
 fn a_connection_past_the_cap_is_refused_with_its_own_code_and_a_freed_place_is_taken_again() {
     within(WATCHDOG, "connection cap", || {
-        let server = server(
-            &[QueueMode::Priority],
-            Limits {
-                max_connections: 2,
-                ..limits()
-            },
-        );
+        let server = priority_server_with(|l| l.max_connections = 2);
         let addr = server.local_addr();
         let a = Client::hello(addr);
         let _b = Client::hello(addr);

@@ -40,13 +40,7 @@ fn publishes_are_delivered_with_their_bytes_and_confirmed_stored_by_id() {
     let server = priority_server();
     let (mut producer, mut consumer) = open_pair(server.local_addr(), 100, 64);
     round_trip(&mut producer, &mut consumer, 0, 20);
-    let mut ids = Vec::new();
-    producer.confirms(1, 20, |id, status| {
-        assert_eq!(status, ConfirmStatus::Stored);
-        ids.push(id.0);
-    });
-    ids.sort_unstable();
-    assert_eq!(ids, (0..20).collect::<Vec<_>>());
+    assert_eq!(producer.stored_ids(1, 20), (0..20).collect::<Vec<_>>());
     all_slots_free(&server);
     assert_eq!(server.stats().stale_handles, 0);
 }
@@ -58,11 +52,10 @@ fn nothing_is_delivered_without_credit() {
     producer.publish(1, 0..5, payload_of);
     assert!(consumer.quiet_for(QUIET), "delivered without credit");
     consumer.credit(7, 2);
-    let mut guids = Vec::new();
-    consumer.deliveries(7, 2, |guid, _| guids.push(guid));
+    let mut guids = consumer.delivered(7, 2);
     assert!(consumer.quiet_for(QUIET), "delivered past the credit");
     consumer.credit(7, 3);
-    consumer.deliveries(7, 3, |guid, _| guids.push(guid));
+    guids.extend(consumer.delivered(7, 3));
     consumer.confirm(7, &guids, false);
     producer.all_stored(1, 5);
     all_slots_free(&server);
@@ -107,14 +100,10 @@ fn a_closed_consumers_unconfirmed_messages_go_to_another_consumer() {
     producer.open_producer(1, 0, 100);
     first.open_consumer(7, 0, 0, 64);
     producer.publish(1, 0..10, payload_of);
-    let mut delivered = HashSet::new();
-    first.deliveries(7, 10, |guid, _| {
-        delivered.insert(guid);
-    });
+    let delivered: HashSet<Guid> = first.delivered(7, 10).into_iter().collect();
     first.close_consumer(7);
     second.open_consumer(3, 0, 0, 64);
-    let mut again = Vec::new();
-    second.deliveries(3, 10, |guid, _| again.push(guid));
+    let again = second.delivered(3, 10);
     assert_eq!(again.iter().copied().collect::<HashSet<_>>(), delivered);
     second.confirm(3, &again, true);
     producer.all_stored(1, 10);
@@ -186,8 +175,7 @@ fn closing_a_producer_confirms_its_messages_then_echoes() {
     assert_eq!(confirmed, 5, "every confirm before the echo");
     // The id may be opened again, and a publish to the closed one is refused.
     producer.open_producer(1, 0, 100);
-    producer.close_producer(1);
-    producer.next(|frame| assert!(matches!(frame, Frame::CloseProducer(_))));
+    producer.close_producer_echoed(1);
     producer.publish(1, 0..1, payload_of);
     assert_eq!(
         producer.expect_error(ErrorCode::UNKNOWN_PRODUCER),
@@ -207,14 +195,7 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
     other.open_producer(5, 0, 10);
     other.open_consumer(6, 1, 0, 10);
 
-    let open = |producer, queue, max_unconfirmed| {
-        Frame::OpenProducer(OpenProducer {
-            producer: ProducerId(producer),
-            queue: QueueId(queue),
-            max_unconfirmed,
-            name: "",
-        })
-    };
+    let open = open_producer_frame;
     c.send(open(1, 9, 10));
     assert_eq!(
         c.expect_error(ErrorCode::UNKNOWN_QUEUE),
@@ -283,36 +264,27 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
     batch.push(PublishId(101), &big).unwrap();
     batch.finish().unwrap();
     c.send_raw(&frame);
-    let (mut statuses, mut delivered) = (Vec::new(), Vec::new());
-    while statuses.len() < 2 || delivered.is_empty() {
-        c.next(|frame| match frame {
-            Frame::PublishConfirm(batch) => {
-                statuses.extend(batch.confirms().map(|(id, status)| (id.0, status)));
-            }
-            Frame::Deliver(batch) => delivered.extend(batch.messages().map(|(g, _)| g)),
-            other => panic!("{other:?}"),
-        });
-    }
-    assert_eq!(delivered.len(), 1, "only the small one");
-    c.confirm(2, &delivered, true);
-    statuses.sort_unstable_by_key(|&(id, _)| id);
-    assert_eq!(
-        statuses,
-        [(100, ConfirmStatus::Stored), (101, ConfirmStatus::TooLarge)]
-    );
+    let mut read = c.read_until(|r| r.confirms.len() >= 2 && !r.delivered.is_empty());
+    assert_eq!(read.delivered.len(), 1, "only the small one");
+    c.confirm(2, &read.guids(2), true);
+    read.confirms.sort_unstable_by_key(|&(id, _)| id);
+    let expected = [(100, ConfirmStatus::Stored), (101, ConfirmStatus::TooLarge)];
+    assert_eq!(read.confirms, expected);
 
     // Still open: the producer publishes and its consumer gets it.
     c.publish(1, 0..1, payload_of);
     c.deliveries_among(2, 1, true, |_, payload| assert_eq!(payload.len(), 8));
 }
 
-/// A raw header: magic, version, kind, flags, length.
-fn header(version: u8, kind: u8, flags: u16, len: u32) -> Vec<u8> {
+/// A raw frame: magic, version, kind, flags, length, then `body` (whatever the length
+/// says).
+fn raw(version: u8, kind: u8, flags: u16, len: u32, body: &[u8]) -> Vec<u8> {
     let mut h = b"ZD".to_vec();
     h.push(version);
     h.push(kind);
     h.extend_from_slice(&flags.to_le_bytes());
     h.extend_from_slice(&len.to_le_bytes());
+    h.extend_from_slice(body);
     h
 }
 
@@ -332,90 +304,102 @@ fn refused_fatally(handshake: bool, bytes: &[u8], code: ErrorCode) {
 #[test]
 fn every_bad_header_is_answered_with_its_code_then_closed() {
     refused_fatally(false, b"GET / HTTP/1.1\r\n", ErrorCode::BAD_MAGIC);
-    refused_fatally(true, &header(1, 0x03, 0, 0), ErrorCode::UNSUPPORTED_VERSION);
-    refused_fatally(true, &header(VERSION, 0x7f, 0, 0), ErrorCode::UNKNOWN_KIND);
-    refused_fatally(true, &header(VERSION, 0x03, 1, 0), ErrorCode::UNKNOWN_FLAGS);
     refused_fatally(
         true,
-        &header(VERSION, 0x12, 0, MAX_FRAME_LEN + 1),
-        ErrorCode::FRAME_TOO_LARGE,
+        &raw(1, 0x03, 0, 0, &[]),
+        ErrorCode::UNSUPPORTED_VERSION,
     );
+    refused_fatally(
+        true,
+        &raw(VERSION, 0x7f, 0, 0, &[]),
+        ErrorCode::UNKNOWN_KIND,
+    );
+    refused_fatally(
+        true,
+        &raw(VERSION, 0x03, 1, 0, &[]),
+        ErrorCode::UNKNOWN_FLAGS,
+    );
+    let large = raw(VERSION, 0x12, 0, MAX_FRAME_LEN + 1, &[]);
+    refused_fatally(true, &large, ErrorCode::FRAME_TOO_LARGE);
 }
 
 #[test]
 fn every_bad_body_is_answered_malformed_then_closed() {
-    // A heartbeat with a body.
-    let mut heartbeat = header(VERSION, 0x03, 0, 1);
-    heartbeat.push(0);
-    refused_fatally(true, &heartbeat, ErrorCode::MALFORMED);
-    // A publish of count 0.
-    let mut empty = header(VERSION, 0x12, 0, 8);
-    empty.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]);
-    refused_fatally(true, &empty, ErrorCode::MALFORMED);
-    // A publish whose count announces more than its body holds.
-    let mut short = header(VERSION, 0x12, 0, 8 + 12);
-    short.extend_from_slice(&[1, 0, 0, 0, 2, 0, 0, 0]);
-    short.extend_from_slice(&[0; 12]);
-    refused_fatally(true, &short, ErrorCode::MALFORMED);
-    // A payload over MAX_PAYLOAD_LEN.
-    let mut large = header(VERSION, 0x12, 0, 8 + 12);
-    large.extend_from_slice(&[1, 0, 0, 0, 1, 0, 0, 0]);
-    large.extend_from_slice(&[0; 8]);
+    let mut large = vec![1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
     large.extend_from_slice(&(MAX_PAYLOAD_LEN + 1).to_le_bytes());
-    refused_fatally(true, &large, ErrorCode::MALFORMED);
-    // A credit of 0.
-    let mut credit = header(VERSION, 0x24, 0, 8);
-    credit.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]);
-    refused_fatally(true, &credit, ErrorCode::MALFORMED);
-    // An OpenProducer of max_unconfirmed 0.
-    let mut open = header(VERSION, 0x10, 0, 13);
-    open.extend_from_slice(&[0; 13]);
-    refused_fatally(true, &open, ErrorCode::MALFORMED);
-    // A Hello whose lowest version is above its highest.
-    let mut hello = header(VERSION, 0x01, 0, 6);
-    hello.extend_from_slice(&[2, 1, 0, 0, 0, 0]);
-    refused_fatally(false, &hello, ErrorCode::MALFORMED);
-    // An OpenProducer whose name is not UTF-8.
-    let mut name = header(VERSION, 0x10, 0, 15);
-    name.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0xff, 0xfe]);
-    refused_fatally(true, &name, ErrorCode::MALFORMED);
-    // An OpenProducer whose name_len announces more than its body holds.
-    let mut short = header(VERSION, 0x10, 0, 14);
-    short.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, b'a']);
-    refused_fatally(true, &short, ErrorCode::MALFORMED);
+    let bodies: [(bool, Vec<u8>); 9] = [
+        // A heartbeat with a body.
+        (true, raw(VERSION, 0x03, 0, 1, &[0])),
+        // A publish of count 0.
+        (true, raw(VERSION, 0x12, 0, 8, &[1, 0, 0, 0, 0, 0, 0, 0])),
+        // A publish whose count announces more than its body holds.
+        (
+            true,
+            raw(
+                VERSION,
+                0x12,
+                0,
+                8 + 12,
+                &[[1, 0, 0, 0, 2, 0, 0, 0].as_slice(), &[0; 12]].concat(),
+            ),
+        ),
+        // A payload over MAX_PAYLOAD_LEN.
+        (true, raw(VERSION, 0x12, 0, 8 + 12, &large)),
+        // A credit of 0.
+        (true, raw(VERSION, 0x24, 0, 8, &[1, 0, 0, 0, 0, 0, 0, 0])),
+        // An OpenProducer of max_unconfirmed 0.
+        (true, raw(VERSION, 0x10, 0, 13, &[0; 13])),
+        // A Hello whose lowest version is above its highest.
+        (false, raw(VERSION, 0x01, 0, 6, &[2, 1, 0, 0, 0, 0])),
+        // An OpenProducer whose name is not UTF-8.
+        (
+            true,
+            raw(
+                VERSION,
+                0x10,
+                0,
+                15,
+                &[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0xff, 0xfe],
+            ),
+        ),
+        // An OpenProducer whose name_len announces more than its body holds.
+        (
+            true,
+            raw(
+                VERSION,
+                0x10,
+                0,
+                14,
+                &[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, b'a'],
+            ),
+        ),
+    ];
+    for (handshake, bytes) in bodies {
+        refused_fatally(handshake, &bytes, ErrorCode::MALFORMED);
+    }
 }
 
 #[test]
 fn the_handshake_is_enforced() {
-    let mut open = Vec::new();
-    Frame::OpenProducer(OpenProducer {
-        producer: ProducerId(1),
-        queue: QueueId(0),
-        max_unconfirmed: 1,
-        name: "",
-    })
-    .encode(&mut open)
-    .unwrap();
+    let open = encoded(open_producer_frame(1, 0, 1));
     refused_fatally(false, &open, ErrorCode::HANDSHAKE_REQUIRED);
-    let hello = encoded(hello_frame(0));
-    refused_fatally(true, &hello, ErrorCode::HANDSHAKE_REQUIRED);
-    let mut newer = Vec::new();
-    Frame::Hello(Hello {
+    refused_fatally(
+        true,
+        &encoded(hello_frame(0)),
+        ErrorCode::HANDSHAKE_REQUIRED,
+    );
+    let newer = encoded(Frame::Hello(Hello {
         min_version: VERSION + 1,
         max_version: VERSION + 2,
         heartbeat_ms: 0,
-    })
-    .encode(&mut newer)
-    .unwrap();
+    }));
     refused_fatally(false, &newer, ErrorCode::UNSUPPORTED_VERSION);
     // A client of an older version: its Hello's header says its version, and its range
     // does not reach 3; either way it is refused.
     for old in [1, 2] {
-        let mut hello = header(old, 0x01, 0, 6);
-        hello.extend_from_slice(&[old, old, 0, 0, 0, 0]);
+        let hello = raw(old, 0x01, 0, 6, &[old, old, 0, 0, 0, 0]);
         refused_fatally(false, &hello, ErrorCode::UNSUPPORTED_VERSION);
-        let mut range = header(VERSION, 0x01, 0, 6);
-        range.extend_from_slice(&[1, old, 0, 0, 0, 0]);
+        let range = raw(VERSION, 0x01, 0, 6, &[1, old, 0, 0, 0, 0]);
         refused_fatally(false, &range, ErrorCode::UNSUPPORTED_VERSION);
     }
 }
@@ -431,14 +415,10 @@ fn a_frame_the_broker_never_receives_is_unexpected() {
 
 #[test]
 fn a_silent_client_is_closed_at_the_idle_limit_whatever_its_heartbeat() {
-    let server = server(
-        &[QueueMode::Priority],
-        Limits {
-            heartbeat: Duration::from_millis(30),
-            idle_timeout: Duration::from_millis(90),
-            ..limits()
-        },
-    );
+    let server = priority_server_with(|l| {
+        l.heartbeat = Duration::from_millis(30);
+        l.idle_timeout = Duration::from_millis(90);
+    });
     let mut c = Client::connect(server.local_addr());
     c.send(hello_frame(30));
     c.next(|frame| assert!(matches!(frame, Frame::Welcome(_))));
@@ -468,7 +448,7 @@ fn the_server_sends_heartbeats_at_the_clients_interval_when_it_has_nothing_else_
 fn a_truncated_frame_then_the_end_closes_quietly() {
     let server = priority_server();
     let mut c = Client::hello(server.local_addr());
-    c.send_raw(&header(VERSION, 0x24, 0, 8)[..7]);
+    c.send_raw(&raw(VERSION, 0x24, 0, 8, &[])[..7]);
     c.close_write();
     c.expect_closed();
     eventually("the connection gone", || server.stats().connections == 0);
@@ -500,12 +480,11 @@ fn a_dropped_consumer_connection_hands_its_messages_to_another() {
     producer.open_producer(1, 0, 100);
     first.open_consumer(7, 0, 0, 64);
     producer.publish(1, 0..10, payload_of);
-    first.deliveries(7, 10, |_, _| {});
+    first.delivered(7, 10);
     drop(first);
     let mut second = Client::hello(addr);
     second.open_consumer(7, 0, 0, 64);
-    let mut guids = Vec::new();
-    second.deliveries(7, 10, |guid, _| guids.push(guid));
+    let guids = second.delivered(7, 10);
     second.confirm(7, &guids, true);
     producer.all_stored(1, 10);
     // A consumer that closes detaches at once: confirms still on their way are then
@@ -544,13 +523,7 @@ fn many_batches_through_one_connection_pair() {
 
 #[test]
 fn a_connection_past_the_limit_is_told_and_closed() {
-    let server = server(
-        &[QueueMode::Priority],
-        Limits {
-            max_connections: 1,
-            ..limits()
-        },
-    );
+    let server = priority_server_with(|l| l.max_connections = 1);
     let _first = Client::hello(server.local_addr());
     let mut second = Client::connect(server.local_addr());
     second.expect_fatal(ErrorCode::TOO_MANY_CONNECTIONS);
@@ -574,39 +547,34 @@ fn closing_a_fanout_consumer_without_credit_frees_the_slots_of_what_it_held_back
 #[test]
 fn more_bad_bodies_are_answered_malformed_then_closed() {
     // A batch over MAX_MESSAGES_PER_FRAME.
-    let mut many = header(VERSION, 0x23, 0, 8);
-    many.extend_from_slice(&1_u32.to_le_bytes());
-    many.extend_from_slice(&(MAX_MESSAGES_PER_FRAME + 1).to_le_bytes());
-    refused_fatally(true, &many, ErrorCode::MALFORMED);
+    let count = [
+        1_u32.to_le_bytes(),
+        (MAX_MESSAGES_PER_FRAME + 1).to_le_bytes(),
+    ]
+    .concat();
+    refused_fatally(
+        true,
+        &raw(VERSION, 0x23, 0, 8, &count),
+        ErrorCode::MALFORMED,
+    );
     // A Hello of version 0.
-    let mut hello = header(VERSION, 0x01, 0, 6);
-    hello.extend_from_slice(&[0, 1, 0, 0, 0, 0]);
+    let hello = raw(VERSION, 0x01, 0, 6, &[0, 1, 0, 0, 0, 0]);
     refused_fatally(false, &hello, ErrorCode::MALFORMED);
     // A publish confirm (never sent to the broker) with an unknown status: the body is
     // refused before its kind is.
-    let mut status = header(VERSION, 0x13, 0, 8 + 9);
-    status.extend_from_slice(&[1, 0, 0, 0, 1, 0, 0, 0]);
-    status.extend_from_slice(&[0; 8]);
-    status.push(10);
-    refused_fatally(true, &status, ErrorCode::MALFORMED);
+    let body = [1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10];
+    refused_fatally(
+        true,
+        &raw(VERSION, 0x13, 0, 8 + 9, &body),
+        ErrorCode::MALFORMED,
+    );
 }
 
 #[test]
 fn error_frames_from_the_client() {
     let server = priority_server();
     let addr = server.local_addr();
-    let error = |code, message: &str| {
-        let mut bytes = Vec::new();
-        Frame::Error(ErrorFrame {
-            code,
-            refused: None,
-            subject: 0,
-            message,
-        })
-        .encode(&mut bytes)
-        .unwrap();
-        bytes
-    };
+    let error = |code, message| encoded(error_frame(code, message));
     // A refusal: nothing to answer, the connection stays.
     let mut c = Client::hello(addr);
     c.send_raw(&error(ErrorCode::UNKNOWN_QUEUE, "hm"));
@@ -616,9 +584,13 @@ fn error_frames_from_the_client() {
     c.expect_closed();
     // A bad one (its message not UTF-8): closed without an answer too.
     let mut c = Client::hello(addr);
-    let mut bad = header(VERSION, 0x04, 0, 9 + 1);
-    bad.extend_from_slice(&[11, 0, 0, 0, 0, 0, 0, 1, 0, 0xff]);
-    c.send_raw(&bad);
+    c.send_raw(&raw(
+        VERSION,
+        0x04,
+        0,
+        9 + 1,
+        &[11, 0, 0, 0, 0, 0, 0, 1, 0, 0xff],
+    ));
     c.expect_closed();
 }
 

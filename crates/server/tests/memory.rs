@@ -41,15 +41,22 @@ fn silent(addr: SocketAddr, hello: &[u8]) -> TcpStream {
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     stream.write_all(hello).unwrap();
-    let mut welcome = [0; 64];
+    read_frame(&mut stream, "Welcome", |frame| {
+        assert!(matches!(frame, Frame::Welcome(_)), "{frame:?}");
+    });
+    stream
+}
+
+/// Reads the next frame from `stream` (`what`, the end before it a failure) into `check`.
+fn read_frame(stream: &mut TcpStream, what: &str, check: impl FnOnce(Frame<'_>)) {
+    let mut buf = [0; 2048];
     let mut filled = 0;
     loop {
-        let n = stream.read(&mut welcome[filled..]).unwrap();
-        assert_ne!(n, 0, "closed before Welcome");
+        let n = stream.read(&mut buf[filled..]).unwrap();
+        assert_ne!(n, 0, "closed before {what}");
         filled += n;
-        if let Some((frame, _)) = decode(&welcome[..filled]).unwrap() {
-            assert!(matches!(frame, Frame::Welcome(_)), "{frame:?}");
-            return stream;
+        if let Some((frame, _)) = decode(&buf[..filled]).unwrap() {
+            return check(frame);
         }
     }
 }
@@ -104,13 +111,7 @@ fn a_silent_connection_costs_at_most_64_kib_churn_does_not_grow_memory_and_a_bur
         // A burst: each connection sends one large frame (a publish for a producer it has
         // not opened: refused, but read whole), which grows its read buffer; quiet, the
         // buffer is given back.
-        let mut burst = Vec::new();
-        let mut batch = PublishBuilder::begin(&mut burst, ProducerId(99));
-        let payload = vec![7; 4096];
-        for id in 0..48 {
-            batch.push(PublishId(id), &payload).unwrap();
-        }
-        batch.finish().unwrap();
+        let burst = publish_frame(99, 0..48, &[7; 4096]);
         let quiet = rss_kib();
         for _ in 0..CONNECTIONS {
             let mut stream = silent(addr, &hello);
@@ -118,26 +119,12 @@ fn a_silent_connection_costs_at_most_64_kib_churn_does_not_grow_memory_and_a_bur
             streams.push(stream);
         }
         for stream in &mut streams {
-            let mut answer = [0; 2048];
-            let mut filled = 0;
-            loop {
-                let n = stream.read(&mut answer[filled..]).unwrap();
-                assert_ne!(n, 0, "closed before the refusal");
-                filled += n;
-                if let Some((frame, _)) = decode(&answer[..filled]).unwrap() {
-                    assert!(
-                        matches!(
-                            frame,
-                            Frame::Error(ErrorFrame {
-                                code: ErrorCode::UNKNOWN_PRODUCER,
-                                ..
-                            })
-                        ),
-                        "{frame:?}"
-                    );
-                    break;
-                }
-            }
+            read_frame(stream, "the refusal", |frame| {
+                let Frame::Error(error) = frame else {
+                    panic!("{frame:?}");
+                };
+                assert_eq!(error.code, ErrorCode::UNKNOWN_PRODUCER, "{error:?}");
+            });
         }
         let grown = rss_kib();
         std::thread::sleep(Duration::from_millis(1500));

@@ -111,13 +111,11 @@ fn sigterm_with_a_client_that_does_not_read_exits_soon_after_the_drain_bound() {
             c.open_producer(100, 0, 1024);
             let payload = [7_u8; 4000];
             for round in 0..8_u64 {
-                let mut frame = Vec::new();
-                let mut batch = PublishBuilder::begin(&mut frame, ProducerId(100));
-                for id in round * 128..(round + 1) * 128 {
-                    batch.push(PublishId(id), &payload).unwrap();
-                }
-                batch.finish().unwrap();
-                c.send_raw(&frame);
+                c.send_raw(&publish_frame(
+                    100,
+                    round * 128..(round + 1) * 128,
+                    &payload,
+                ));
             }
             std::thread::sleep(Duration::from_millis(500));
             let signalled = Instant::now();

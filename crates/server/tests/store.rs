@@ -9,36 +9,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use zerodispatch_broker::QueueMode;
-use zerodispatch_server::Limits;
 use zerodispatch_testkit::within;
 use zerodispatch_wire::*;
-
-/// What one connection read: confirms by status, and the GUIDs delivered to it.
-#[derive(Default)]
-struct Read {
-    stored: Vec<u64>,
-    refused: Vec<u64>,
-    delivered: Vec<Guid>,
-}
-
-/// Reads frames from `client` until `done(&read)`, sorting confirms and deliveries.
-fn read_until(client: &mut Client, read: &mut Read, done: impl Fn(&Read) -> bool) {
-    while !done(read) {
-        client.next(|frame| match frame {
-            Frame::PublishConfirm(batch) => {
-                for (id, status) in batch.confirms() {
-                    match status {
-                        ConfirmStatus::Stored => read.stored.push(id.0),
-                        ConfirmStatus::RejectedStoreFull => read.refused.push(id.0),
-                        other => panic!("message {}: {other:?}", id.0),
-                    }
-                }
-            }
-            Frame::Deliver(batch) => read.delivered.extend(batch.messages().map(|(g, _)| g)),
-            other => panic!("unexpected {other:?}"),
-        });
-    }
-}
 
 /// Issue: with 4 payload slots, a connection publishing 12 messages to a queue whose only
 /// consumer was on the same connection waited for a slot inside its task, and so never
@@ -47,13 +19,7 @@ fn read_until(client: &mut Client, read: &mut Read, done: impl Fn(&Read) -> bool
 /// connection goes on.
 #[test]
 fn a_connection_whose_own_consumer_frees_the_slots_never_stalls() {
-    let server = server(
-        &[QueueMode::Priority],
-        Limits {
-            store_slots: 4,
-            ..limits()
-        },
-    );
+    let server = priority_server_with(|l| l.store_slots = 4);
     let mut client = Client::hello(server.local_addr());
     client.open_consumer(7, 0, 0, 64);
     client.open_producer(1, 0, 100);
@@ -62,20 +28,30 @@ fn a_connection_whose_own_consumer_frees_the_slots_never_stalls() {
     for round in 0.. {
         assert!(round < 20, "no progress: {} stored", stored.len());
         client.publish(1, pending.iter().copied(), payload_of);
-        let mut read = Read::default();
         let want = pending.len();
-        read_until(&mut client, &mut read, |r| {
-            r.stored.len() + r.refused.len() == want && r.delivered.len() == r.stored.len()
+        let read = client.read_until(|r| {
+            let stored = r.ids(ConfirmStatus::Stored).len();
+            r.confirms.len() == want && r.delivered.len() == stored
         });
+        let (now_stored, refused) = (
+            read.ids(ConfirmStatus::Stored),
+            read.ids(ConfirmStatus::RejectedStoreFull),
+        );
+        assert_eq!(
+            now_stored.len() + refused.len(),
+            want,
+            "{:?}",
+            read.confirms
+        );
         if round == 0 {
-            assert_eq!(read.stored.len(), 4, "as many as the slots");
+            assert_eq!(now_stored.len(), 4, "as many as the slots");
         }
-        assert!(!read.stored.is_empty(), "round {round} stored nothing");
+        assert!(!now_stored.is_empty(), "round {round} stored nothing");
         // The consumer on the same connection frees the slots; the refused go again.
-        client.confirm(7, &read.delivered, true);
+        client.confirm(7, &read.guids(7), true);
         eventually("the slots freed", || server.stats().free_slots == 4);
-        stored.extend(read.stored);
-        pending = read.refused;
+        stored.extend(now_stored);
+        pending = refused;
         if pending.is_empty() {
             break;
         }
@@ -92,13 +68,9 @@ fn a_connection_whose_own_consumer_frees_the_slots_never_stalls() {
 /// progress, not time).
 #[test]
 fn a_queue_that_fills_its_part_of_the_store_does_not_stall_another_queue() {
-    let server = server(
-        &[QueueMode::Priority, QueueMode::Priority],
-        Limits {
-            store_slots: 64,
-            ..limits()
-        },
-    );
+    let mut limits = limits();
+    limits.store_slots = 64;
+    let server = server(&[QueueMode::Priority, QueueMode::Priority], limits);
     let addr = server.local_addr();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flooder = {
@@ -131,8 +103,7 @@ fn a_queue_that_fills_its_part_of_the_store_does_not_stall_another_queue() {
         producer.publish(2, [id], payload_of);
         producer.all_stored(2, 1);
         latencies.push(sent.elapsed());
-        let mut guids = Vec::new();
-        consumer.deliveries(9, 1, |guid, _| guids.push(guid));
+        let guids = consumer.delivered(9, 1);
         consumer.confirm(9, &guids, true);
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -158,16 +129,15 @@ fn a_frame_larger_than_the_store_is_confirmed_as_far_as_it_is_stored() {
     let mut producer = Client::hello(server.local_addr());
     producer.open_producer(1, 0, 1024);
     producer.publish(1, 0..300, payload_of);
-    let (mut stored, mut refused) = (Vec::new(), Vec::new());
-    producer.confirms(1, 300, |id, status| match status {
-        ConfirmStatus::Stored => stored.push(id.0),
-        ConfirmStatus::RejectedStoreFull => refused.push(id.0),
-        other => panic!("{other:?}"),
-    });
-    stored.sort_unstable();
-    refused.sort_unstable();
-    assert_eq!(stored, (0..256).collect::<Vec<_>>());
-    assert_eq!(refused, (256..300).collect::<Vec<_>>());
+    let statuses = producer.statuses(1, 300);
+    let status = |id| match id {
+        0..256 => ConfirmStatus::Stored,
+        _ => ConfirmStatus::RejectedStoreFull,
+    };
+    assert_eq!(
+        statuses,
+        (0..300).map(|id| (id, status(id))).collect::<Vec<_>>()
+    );
     assert_eq!(server.stats().free_slots, 0);
 }
 
@@ -178,13 +148,7 @@ fn a_frame_larger_than_the_store_is_confirmed_as_far_as_it_is_stored() {
 /// stored, and the producer stays open on both sides: closed, its name opens again.
 #[test]
 fn a_payload_larger_than_the_slots_is_refused_alone_and_its_producer_stays_open() {
-    let server = server(
-        &[QueueMode::Priority],
-        Limits {
-            slot_size: 64,
-            ..limits()
-        },
-    );
+    let server = priority_server_with(|l| l.slot_size = 64);
     let mut client = Client::hello(server.local_addr());
     assert_eq!(client.open_named_producer(1, 0, 16, "n"), Ok(None));
     client.publish(
@@ -192,11 +156,8 @@ fn a_payload_larger_than_the_slots_is_refused_alone_and_its_producer_stays_open(
         0..3,
         |id, buf| if id == 1 { 200 } else { payload_of(id, buf) },
     );
-    let mut statuses = Vec::new();
-    client.confirms(1, 3, |id, status| statuses.push((id.0, status)));
-    statuses.sort_unstable_by_key(|&(id, _)| id);
     assert_eq!(
-        statuses,
+        client.statuses(1, 3),
         [
             (0, ConfirmStatus::Stored),
             (1, ConfirmStatus::TooLarge),
@@ -206,15 +167,7 @@ fn a_payload_larger_than_the_slots_is_refused_alone_and_its_producer_stays_open(
     // Still open: it publishes on.
     client.publish(1, [3], payload_of);
     client.all_stored(1, 1);
-    client.close_producer(1);
-    client.next(|frame| {
-        assert_eq!(
-            frame,
-            Frame::CloseProducer(CloseProducer {
-                producer: ProducerId(1)
-            })
-        )
-    });
+    client.close_producer_echoed(1);
     let window = client
         .open_producer_window(2, 0, 16, "n")
         .expect("the name is free once its producer closed");
@@ -241,13 +194,7 @@ fn a_frame_that_names_an_id_twice_is_refused_whole() {
     );
     // Out of order but distinct: taken.
     client.publish(1, [21, 20, 19], payload_of);
-    let mut ids = Vec::new();
-    client.confirms(1, 3, |id, status| {
-        assert_eq!(status, ConfirmStatus::Stored);
-        ids.push(id.0);
-    });
-    ids.sort_unstable();
-    assert_eq!(ids, [19, 20, 21]);
+    assert_eq!(client.stored_ids(1, 3), [19, 20, 21]);
     assert_eq!(server.broker().queue_stats()[0].stored, 3);
 }
 
@@ -257,17 +204,11 @@ fn a_frame_that_names_an_id_twice_is_refused_whole() {
 /// connection's task was doing when the client stopped reading.)
 #[test]
 fn a_client_that_stops_reading_is_dropped_at_the_idle_limit() {
-    let server = server(
-        &[QueueMode::Priority],
-        Limits {
-            slot_size: 64 << 10,
-            store_slots: 1024,
-            consumer_window: 1024,
-            heartbeat: std::time::Duration::from_millis(100),
-            idle_timeout: std::time::Duration::from_millis(500),
-            ..limits()
-        },
-    );
+    let server = priority_server_with(|l| {
+        (l.slot_size, l.store_slots, l.consumer_window) = (64 << 10, 1024, 1024);
+        l.heartbeat = Duration::from_millis(100);
+        l.idle_timeout = Duration::from_millis(500);
+    });
     let addr = server.local_addr();
     // Opens a consumer with room for everything, then never reads again.
     let mut sleeper = Client::hello(addr);
@@ -277,15 +218,8 @@ fn a_client_that_stops_reading_is_dropped_at_the_idle_limit() {
     producer.open_producer(1, 0, 1024);
     // 512 messages of 64 KiB: 32 MiB of deliveries, far more than the socket buffers take.
     let payload = vec![7_u8; 64 << 10];
-    let mut frame = Vec::new();
     for first in (0..512_u64).step_by(8) {
-        frame.clear();
-        let mut batch = PublishBuilder::begin(&mut frame, ProducerId(1));
-        for id in first..first + 8 {
-            batch.push(PublishId(id), &payload).unwrap();
-        }
-        batch.finish().unwrap();
-        producer.send_raw(&frame);
+        producer.send_raw(&publish_frame(1, first..first + 8, &payload));
         producer.all_stored(1, 8);
     }
     eventually("the sleeper's connection dropped", || {
@@ -300,13 +234,7 @@ fn a_client_that_stops_reading_is_dropped_at_the_idle_limit() {
 #[test]
 fn a_full_store_checks_the_record_before_the_quota() {
     within(Duration::from_secs(30), "record before quota", || {
-        let server = server(
-            &[QueueMode::Priority],
-            Limits {
-                store_slots: 8,
-                ..limits()
-            },
-        );
+        let server = priority_server_with(|l| l.store_slots = 8);
         let mut c = Client::hello(server.local_addr());
         assert_eq!(c.open_named_producer(1, 0, 100, "orders"), Ok(None));
         // Eight messages fill the queue's part of the store (no consumer frees them).
@@ -317,11 +245,8 @@ fn a_full_store_checks_the_record_before_the_quota() {
         // The window is the 16,384 ids from 20,000 down: 100 is older; 10,000 is in it,
         // not stored.
         c.publish(1, [100, 4003, 10_000, 20_000], payload_of);
-        let mut got = Vec::new();
-        c.confirms(1, 4, |id, status| got.push((id.0, status)));
-        got.sort_unstable_by_key(|&(id, _)| id);
         assert_eq!(
-            got,
+            c.statuses(1, 4),
             [
                 (100, ConfirmStatus::RejectedOutOfWindow),
                 (4003, ConfirmStatus::Stored),
@@ -331,8 +256,7 @@ fn a_full_store_checks_the_record_before_the_quota() {
         );
         // Stored once each: eight deliveries, and then nothing.
         c.open_consumer(7, 0, 0, 64);
-        let mut delivered = Vec::new();
-        c.deliveries(7, 8, |guid, _| delivered.push(guid));
+        c.delivered(7, 8);
         assert!(
             c.quiet_for(Duration::from_millis(200)),
             "a duplicate was delivered"

@@ -3,12 +3,17 @@
 
 use std::time::{Duration, Instant};
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use zerodispatch_broker::{BrokerConfig, QueueConfig, QueueMode};
 use zerodispatch_client::{
-    AppId, Client, ClientOptions, Deliveries, Flush, Guid, Producer, ProducerOptions, QueueId,
-    ReliableConsumer, ReliableConsumerOptions, ReliableProducer, ReliableProducerOptions,
+    AppId, Backoff, Client, ClientOptions, ConfirmStatus, Consumer, ConsumerOptions, Deliveries,
+    Flush, Guid, Outcome, Producer, ProducerOptions, QueueId, ReliableConsumer,
+    ReliableConsumerOptions, ReliableProducer, ReliableProducerOptions,
 };
+use zerodispatch_server::{Limits, Server};
+use zerodispatch_wire::{ErrorCode, ErrorFrame, Frame, FrameKind};
 
 use super::{Config, FakeBroker, Outcomes, collector};
 
@@ -26,6 +31,167 @@ pub fn dynamic(batch_size: u32) -> ProducerOptions {
         flush: Flush::Dynamic { batch_size },
         ..ProducerOptions::default()
     }
+}
+
+/// Producer options with at most `max_unconfirmed` messages unconfirmed.
+pub fn capped(max_unconfirmed: u32) -> ProducerOptions {
+    ProducerOptions {
+        max_unconfirmed,
+        ..ProducerOptions::default()
+    }
+}
+
+/// Producer options that send on the ticks of a timer of `period`.
+pub fn timer(period: Duration) -> ProducerOptions {
+    ProducerOptions {
+        flush: Flush::Timer(period),
+        ..ProducerOptions::default()
+    }
+}
+
+/// A backoff from `initial` to `max` (milliseconds), with the default factor and jitter.
+pub fn backoff(initial: u64, max: u64) -> Backoff {
+    Backoff {
+        initial: Duration::from_millis(initial),
+        max: Duration::from_millis(max),
+        ..Backoff::default()
+    }
+}
+
+/// Options of a reliable producer named `name` with a [`quiet`] client, capped at
+/// `max_unconfirmed`, reconnecting with `backoff`.
+pub fn reliable(name: &str, max_unconfirmed: u32, backoff: Backoff) -> ReliableProducerOptions {
+    ReliableProducerOptions {
+        producer: capped(max_unconfirmed),
+        client: quiet(),
+        backoff,
+        ..ReliableProducerOptions::new(name)
+    }
+}
+
+/// The bytes of `frame`, for a fake peer to write.
+pub fn frame_bytes(frame: Frame<'_>) -> Vec<u8> {
+    let mut raw = Vec::new();
+    frame.encode(&mut raw).expect("a valid frame encodes");
+    raw
+}
+
+/// The bytes of an `Error` frame.
+pub fn error_bytes(
+    code: ErrorCode,
+    refused: Option<FrameKind>,
+    subject: u32,
+    message: &str,
+) -> Vec<u8> {
+    let error = ErrorFrame {
+        code,
+        refused,
+        subject,
+        message,
+    };
+    frame_bytes(Frame::Error(error))
+}
+
+/// The bytes of a `Welcome` of this version asking for `heartbeat_ms`, with the protocol's
+/// limits.
+pub fn welcome_bytes(heartbeat_ms: u32) -> Vec<u8> {
+    frame_bytes(Frame::Welcome(zerodispatch_wire::Welcome {
+        version: zerodispatch_wire::VERSION,
+        heartbeat_ms,
+        limits: zerodispatch_wire::ServerLimits::PROTOCOL,
+    }))
+}
+
+/// The bytes of a `ProducerOpened` of `producer` with nothing stored.
+pub fn producer_opened_bytes(producer: zerodispatch_wire::ProducerId) -> Vec<u8> {
+    frame_bytes(Frame::ProducerOpened(zerodispatch_wire::ProducerOpened {
+        producer,
+        stored: zerodispatch_wire::StoredWindow::NOTHING,
+    }))
+}
+
+/// A consumer of app 0 on queue 0 of `client` with `options`, whose handler records each
+/// message it is handed, then calls `then` with the batch (to confirm).
+pub async fn consuming(
+    client: &Client,
+    options: ConsumerOptions,
+    then: impl Fn(&Deliveries<'_>) + Send + 'static,
+) -> (Consumer, Handed) {
+    let handed: Handed = Arc::default();
+    let sink = Arc::clone(&handed);
+    let consumer = client
+        .open_consumer(QueueId(0), AppId(0), options, move |batch| {
+            record(&sink, batch);
+            then(batch);
+        })
+        .await
+        .unwrap();
+    (consumer, handed)
+}
+
+/// Appends each message of `batch` to `handed`.
+fn record(handed: &Handed, batch: &Deliveries<'_>) {
+    let mut handed = handed.lock().unwrap();
+    for message in batch.iter() {
+        handed.push((message.guid, message.payload.to_vec()));
+    }
+}
+
+/// Counters of outcomes for the zero-allocation proofs, and the confirm handler that counts
+/// into them: how many settled, and how many of those `Stored`.
+pub fn counting() -> (
+    Arc<AtomicU64>,
+    Arc<AtomicU64>,
+    impl FnMut(&[Outcome]) + Send + 'static,
+) {
+    let settled = Arc::new(AtomicU64::new(0));
+    let stored = Arc::new(AtomicU64::new(0));
+    let (count, ok) = (Arc::clone(&settled), Arc::clone(&stored));
+    (settled, stored, move |outcomes: &[Outcome]| {
+        let stored_here = outcomes
+            .iter()
+            .filter(|o| o.status == ConfirmStatus::Stored)
+            .count() as u64;
+        ok.fetch_add(stored_here, Ordering::Relaxed);
+        count.fetch_add(outcomes.len() as u64, Ordering::Release);
+    })
+}
+
+/// The producer options of the zero-allocation proofs: a cap of 1,024, dynamic send cut at
+/// 256, and a confirm timeout that never fires.
+pub fn proof_options() -> ProducerOptions {
+    ProducerOptions {
+        max_unconfirmed: 1024,
+        flush: Flush::Dynamic { batch_size: 256 },
+        confirm_timeout: Some(Duration::from_secs(60)),
+    }
+}
+
+/// A runtime of two worker threads, for a test against the real server.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A broker of one priority queue.
+pub fn one_queue() -> BrokerConfig {
+    BrokerConfig {
+        queues: vec![QueueConfig::new(QueueMode::Priority)],
+        ..BrokerConfig::default()
+    }
+}
+
+/// The real server on a free loopback port, serving a broker of `config` under `limits`.
+pub fn real_server(config: BrokerConfig, limits: Limits) -> Server {
+    Server::builder()
+        .listen("127.0.0.1:0".parse().unwrap())
+        .broker_config(config)
+        .limits(limits)
+        .start()
+        .expect("the server starts")
 }
 
 /// A fake broker started with `config`, and a [`quiet`] client connected to it.
@@ -63,11 +229,21 @@ pub async fn producing_reliably(
     options: ReliableProducerOptions,
 ) -> (FakeBroker, ReliableProducer, Outcomes) {
     let broker = FakeBroker::start(config).await;
+    let (producer, outcomes) = reliable_producer(broker.addr, options).await;
+    (broker, producer, outcomes)
+}
+
+/// A reliable producer on queue 0 of the broker at `addr` with `options`, whose outcomes
+/// are collected.
+pub async fn reliable_producer(
+    addr: std::net::SocketAddr,
+    options: ReliableProducerOptions,
+) -> (ReliableProducer, Outcomes) {
     let (outcomes, on_confirm) = collector();
-    let producer = ReliableProducer::connect(broker.addr, QueueId(0), options, on_confirm)
+    let producer = ReliableProducer::connect(addr, QueueId(0), options, on_confirm)
         .await
         .unwrap();
-    (broker, producer, outcomes)
+    (producer, outcomes)
 }
 
 /// What a consumer handed the application, in order: each message's GUID and payload.
@@ -80,19 +256,23 @@ pub async fn consuming_reliably(
     options: ReliableConsumerOptions,
     then: impl Fn(&Deliveries<'_>) + Send + 'static,
 ) -> (ReliableConsumer, Handed) {
+    consuming_reliably_at(broker.addr, options, then).await
+}
+
+/// As [`consuming_reliably`], of the broker at `addr`.
+pub async fn consuming_reliably_at(
+    addr: std::net::SocketAddr,
+    options: ReliableConsumerOptions,
+    then: impl Fn(&Deliveries<'_>) + Send + 'static,
+) -> (ReliableConsumer, Handed) {
     let handed: Handed = Arc::default();
     let sink = Arc::clone(&handed);
-    let consumer =
-        ReliableConsumer::connect(broker.addr, QueueId(0), AppId(0), options, move |batch| {
-            let mut sink = sink.lock().unwrap();
-            for message in batch.iter() {
-                sink.push((message.guid, message.payload.to_vec()));
-            }
-            drop(sink);
-            then(batch);
-        })
-        .await
-        .unwrap();
+    let consumer = ReliableConsumer::connect(addr, QueueId(0), AppId(0), options, move |batch| {
+        record(&sink, batch);
+        then(batch);
+    })
+    .await
+    .unwrap();
     (consumer, handed)
 }
 

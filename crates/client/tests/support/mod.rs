@@ -17,8 +17,10 @@ pub mod proxy;
 // binary uses some of them.
 #[allow(unused_imports)]
 pub use fixtures::{
-    Handed, connected, consuming_reliably, dynamic, producer_of, producing, producing_reliably,
-    quiet, wait_until,
+    Handed, backoff, capped, connected, consuming, consuming_reliably, consuming_reliably_at,
+    counting, dynamic, error_bytes, frame_bytes, one_queue, producer_of, producer_opened_bytes,
+    producing, producing_reliably, proof_options, quiet, real_server, reliable, reliable_producer,
+    runtime, timer, wait_until, welcome_bytes,
 };
 
 use std::collections::VecDeque;
@@ -124,6 +126,12 @@ impl Config {
             policy: Policy::Hold,
             ..Self::default()
         }
+    }
+
+    /// These settings as `tune` changes them.
+    pub fn with(mut self, tune: impl FnOnce(&mut Self)) -> Self {
+        tune(&mut self);
+        self
     }
 }
 
@@ -288,15 +296,48 @@ impl FakeBroker {
         self.log.lock().unwrap().frames.clone()
     }
 
+    /// The frames received so far that `pick` maps to something, mapped.
+    pub fn picked<T>(&self, pick: impl Fn(Received) -> Option<T>) -> Vec<T> {
+        self.frames().into_iter().filter_map(pick).collect()
+    }
+
+    /// The credit of each `Credit` frame received, in order.
+    pub fn credits(&self) -> Vec<u32> {
+        self.picked(|f| match f {
+            Received::Credit { credit, .. } => Some(credit),
+            _ => None,
+        })
+    }
+
+    /// The GUID counts of the `ConsumerConfirm` frames received, in order.
+    pub fn confirm_counts(&self) -> Vec<usize> {
+        self.picked(|f| match f {
+            Received::ConsumerConfirm { guids, .. } => Some(guids.len()),
+            _ => None,
+        })
+    }
+
+    /// The publish ids stored (with `dedup`), in order.
+    pub fn stored(&self) -> Vec<u64> {
+        self.log.lock().unwrap().stored.clone()
+    }
+
+    /// Waits (up to 5 s) until a `Publish` frame with message `id` has come.
+    pub async fn wait_published(&self, id: u64) {
+        self.wait_for(&format!("message {id}"), |log| {
+            log.frames
+                .iter()
+                .any(|(_, f)| matches!(f, Received::Publish { ids, .. } if ids.contains(&id)))
+        })
+        .await;
+    }
+
     /// The message counts of the `Publish` frames received, in order.
     pub fn publish_counts(&self) -> Vec<usize> {
-        self.frames()
-            .into_iter()
-            .filter_map(|f| match f {
-                Received::Publish { ids, .. } => Some(ids.len()),
-                _ => None,
-            })
-            .collect()
+        self.picked(|f| match f {
+            Received::Publish { ids, .. } => Some(ids.len()),
+            _ => None,
+        })
     }
 
     /// Whether every message of the shared queue (`Config::shared_queue`) is confirmed.

@@ -35,6 +35,13 @@ pub fn priority_server() -> Server {
     server(&[QueueMode::Priority], limits())
 }
 
+/// A server of one priority queue, under [`limits`] as `tune` changes them.
+pub fn priority_server_with(tune: impl FnOnce(&mut Limits)) -> Server {
+    let mut limits = limits();
+    tune(&mut limits);
+    server(&[QueueMode::Priority], limits)
+}
+
 /// Waits until every slot of the store is free (the store of [`limits`]).
 pub fn all_slots_free(server: &Server) {
     eventually("every slot free", || {
@@ -56,6 +63,44 @@ pub fn hello_frame(heartbeat_ms: u32) -> Frame<'static> {
         max_version: VERSION,
         heartbeat_ms,
     })
+}
+
+/// An `OpenProducer` of an anonymous producer.
+pub fn open_producer_frame(producer: u32, queue: u32, max_unconfirmed: u32) -> Frame<'static> {
+    Frame::OpenProducer(OpenProducer {
+        producer: ProducerId(producer),
+        queue: QueueId(queue),
+        max_unconfirmed,
+        name: "",
+    })
+}
+
+/// The `CloseProducer` of `producer` (the server echoes it).
+pub fn close_producer_frame(producer: u32) -> Frame<'static> {
+    Frame::CloseProducer(CloseProducer {
+        producer: ProducerId(producer),
+    })
+}
+
+/// An `Error` frame that refuses nothing, `code` with `message`.
+pub fn error_frame(code: ErrorCode, message: &str) -> Frame<'_> {
+    Frame::Error(ErrorFrame {
+        code,
+        refused: None,
+        subject: 0,
+        message,
+    })
+}
+
+/// A `Publish` of `producer`'s messages `ids`, each with `payload`, encoded.
+pub fn publish_frame(producer: u32, ids: impl IntoIterator<Item = u64>, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut batch = PublishBuilder::begin(&mut out, ProducerId(producer));
+    for id in ids {
+        batch.push(PublishId(id), payload).unwrap();
+    }
+    batch.finish().unwrap();
+    out
 }
 
 /// A producer and a consumer, each on a connection of its own: producer 1, opened with
@@ -154,9 +199,14 @@ impl Client {
 
     /// Asks to close producer `producer` (the echo comes after its outcomes).
     pub fn close_producer(&mut self, producer: u32) {
-        self.send(Frame::CloseProducer(CloseProducer {
-            producer: ProducerId(producer),
-        }));
+        self.send(close_producer_frame(producer));
+    }
+
+    /// Closes producer `producer`, whose messages all have their outcomes, and reads the
+    /// echo.
+    pub fn close_producer_echoed(&mut self, producer: u32) {
+        self.close_producer(producer);
+        self.next(|frame| assert_eq!(frame, close_producer_frame(producer)));
     }
 
     /// Reads `n` publish confirms of `producer`, each `Stored`.
@@ -414,21 +464,17 @@ impl Client {
         skip_confirms: bool,
         mut f: impl FnMut(Guid, &[u8]),
     ) {
-        let mut got = 0;
-        while got < n {
-            got += self.next(|frame| match frame {
-                Frame::PublishConfirm(_) if skip_confirms => 0,
-                Frame::Deliver(batch) => {
-                    assert_eq!(batch.consumer(), ConsumerId(consumer));
-                    for (guid, payload) in batch.messages() {
-                        f(guid, payload);
-                    }
-                    batch.count() as usize
+        self.counted(n, "delivered", |frame| match frame {
+            Frame::PublishConfirm(_) if skip_confirms => 0,
+            Frame::Deliver(batch) => {
+                assert_eq!(batch.consumer(), ConsumerId(consumer));
+                for (guid, payload) in batch.messages() {
+                    f(guid, payload);
                 }
-                other => panic!("expected a delivery, got {other:?}"),
-            });
-        }
-        assert_eq!(got, n, "more delivered than expected");
+                batch.count() as usize
+            }
+            other => panic!("expected a delivery, got {other:?}"),
+        });
     }
 
     /// Reads publish confirms of `producer` until `n` came, handing each to `f`.
@@ -438,20 +484,73 @@ impl Client {
         n: usize,
         mut f: impl FnMut(PublishId, ConfirmStatus),
     ) {
-        let mut got = 0;
-        while got < n {
-            got += self.next(|frame| match frame {
-                Frame::PublishConfirm(batch) => {
-                    assert_eq!(batch.producer(), ProducerId(producer));
-                    for (id, status) in batch.confirms() {
-                        f(id, status);
-                    }
-                    batch.count() as usize
+        self.counted(n, "confirms", |frame| match frame {
+            Frame::PublishConfirm(batch) => {
+                assert_eq!(batch.producer(), ProducerId(producer));
+                for (id, status) in batch.confirms() {
+                    f(id, status);
                 }
-                other => panic!("expected publish confirms, got {other:?}"),
+                batch.count() as usize
+            }
+            other => panic!("expected publish confirms, got {other:?}"),
+        });
+    }
+
+    /// Reads deliveries to `consumer` until `n` messages came; returns their GUIDs.
+    pub fn delivered(&mut self, consumer: u32, n: usize) -> Vec<Guid> {
+        let mut guids = Vec::new();
+        self.deliveries(consumer, n, |guid, _| guids.push(guid));
+        guids
+    }
+
+    /// Reads `n` publish confirms of `producer`; returns each id with its status, by id.
+    pub fn statuses(&mut self, producer: u32, n: usize) -> Vec<(u64, ConfirmStatus)> {
+        let mut statuses = Vec::new();
+        self.confirms(producer, n, |id, status| statuses.push((id.0, status)));
+        statuses.sort_unstable_by_key(|&(id, _)| id);
+        statuses
+    }
+
+    /// Reads `n` publish confirms of `producer`, each `Stored`; returns their ids, sorted.
+    pub fn stored_ids(&mut self, producer: u32, n: usize) -> Vec<u64> {
+        let mut ids = Vec::new();
+        self.confirms(producer, n, |id, status| {
+            assert_eq!(status, ConfirmStatus::Stored, "message {}", id.0);
+            ids.push(id.0);
+        });
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Reads publish confirms and deliveries, in whatever order and grouping they come,
+    /// until `done` holds of what was read (checked before each frame).
+    pub fn read_until(&mut self, done: impl Fn(&Traffic) -> bool) -> Traffic {
+        let mut read = Traffic::default();
+        while !done(&read) {
+            self.next(|frame| match frame {
+                Frame::PublishConfirm(batch) => {
+                    read.confirms
+                        .extend(batch.confirms().map(|(id, s)| (id.0, s)));
+                }
+                Frame::Deliver(batch) => {
+                    let consumer = batch.consumer().0;
+                    read.delivered
+                        .extend(batch.messages().map(|(g, _)| (consumer, g)));
+                }
+                other => panic!("expected confirms or deliveries, got {other:?}"),
             });
         }
-        assert_eq!(got, n, "more confirms than expected");
+        read
+    }
+
+    /// Reads frames into `count` (which says how many of the `n` each holds) until `n`
+    /// came, and no more (`what` names them).
+    fn counted(&mut self, n: usize, what: &str, mut count: impl FnMut(Frame<'_>) -> usize) {
+        let mut got = 0;
+        while got < n {
+            got += self.next(&mut count);
+        }
+        assert_eq!(got, n, "more {what} than expected");
     }
 
     /// The socket, for a test that reads it itself.
@@ -476,6 +575,35 @@ pub fn payload_of(id: u64, buf: &mut [u8]) -> usize {
         *b = (id >> (8 * (i % 8))) as u8;
     }
     len
+}
+
+/// What [`Client::read_until`] read: publish confirms and deliveries.
+#[derive(Debug, Default)]
+pub struct Traffic {
+    /// Each publish confirm's id and status, in order.
+    pub confirms: Vec<(u64, ConfirmStatus)>,
+    /// Each delivery's consumer and GUID, in order.
+    pub delivered: Vec<(u32, Guid)>,
+}
+
+impl Traffic {
+    /// The ids confirmed with `status`, in order.
+    pub fn ids(&self, status: ConfirmStatus) -> Vec<u64> {
+        self.confirms
+            .iter()
+            .filter(|c| c.1 == status)
+            .map(|c| c.0)
+            .collect()
+    }
+
+    /// The GUIDs delivered to `consumer`, in order.
+    pub fn guids(&self, consumer: u32) -> Vec<Guid> {
+        self.delivered
+            .iter()
+            .filter(|d| d.0 == consumer)
+            .map(|d| d.1)
+            .collect()
+    }
 }
 
 /// A `ProducerOpened`'s stored window, owned.
