@@ -111,19 +111,18 @@ fn one_connection_creates_at_most_max_new_names_and_known_names_still_open() {
 #[test]
 fn connections_one_after_another_cannot_fill_the_table_of_names_and_an_open_name_is_kept() {
     within(WATCHDOG, "names reclaimed", || {
-        let limits = Limits {
-            max_new_names: 2,
-            ..limits()
-        };
+        let mut limits = limits();
+        limits.max_new_names = 2;
+        use zerodispatch_broker::{BrokerConfig, QueueConfig, QueueMode};
         let server = zerodispatch_server::Server::builder()
             .listen("127.0.0.1:0".parse().unwrap())
-            .broker_config(zerodispatch_broker::BrokerConfig {
-                queues: vec![zerodispatch_broker::QueueConfig {
+            .broker_config(BrokerConfig {
+                queues: vec![QueueConfig {
                     window: limits.consumer_window,
-                    ..zerodispatch_broker::QueueConfig::new(QueueMode::Priority)
+                    ..QueueConfig::new(QueueMode::Priority)
                 }],
                 max_producer_names: 4,
-                ..zerodispatch_broker::BrokerConfig::default()
+                ..BrokerConfig::default()
             })
             .limits(limits)
             .start()
@@ -143,11 +142,8 @@ fn connections_one_after_another_cannot_fill_the_table_of_names_and_an_open_name
                 assert_eq!(c.open_named_producer(p, 0, 16, &name), Ok(None), "{name}");
             }
             if n % 2 == 0 {
-                c.close_producer(0);
-                c.close_producer(1);
-                for _ in 0..2 {
-                    c.next(|frame| assert!(matches!(frame, Frame::CloseProducer(_))));
-                }
+                c.close_producer_echoed(0);
+                c.close_producer_echoed(1);
             }
             // Odd connections just leave: the server closes their producers.
         }
@@ -157,8 +153,7 @@ fn connections_one_after_another_cannot_fill_the_table_of_names_and_an_open_name
             again.open_named_producer(1, 0, 16, "held"),
             Err(ErrorCode::NAME_IN_USE)
         );
-        holder.close_producer(1);
-        holder.next(|frame| assert!(matches!(frame, Frame::CloseProducer(_))));
+        holder.close_producer_echoed(1);
         assert_eq!(again.open_named_producer(1, 0, 16, "held"), Ok(Some(7)));
     });
 }
