@@ -121,6 +121,39 @@ fn priority_delivers_each_message_to_one_consumer_and_acks_it_once() {
 }
 
 #[test]
+fn queues_on_the_session_processors_deliver_ack_and_shut_down_as_on_their_own() {
+    for session_processors in [1, 2] {
+        let broker = support::start(BrokerConfig {
+            queues: vec![priority(), fanout(2)],
+            session_processors,
+            queue_processors: 0,
+            ..BrokerConfig::default()
+        });
+        let processors = broker.processor_stats().len();
+        assert_eq!(
+            processors,
+            session_processors + 1,
+            "sessions and the cluster"
+        );
+        assert!(broker.processors(ClientType::Queue).is_empty());
+        let (p, acks) = producer(&broker, 4096);
+        let (_a, seen_a) = consumer_of(&broker, 0);
+        let (_f0, seen_f0) = consumer(&broker, 1, 0, ConsumerOptions::default());
+        let (_f1, seen_f1) = consumer(&broker, 1, 1, ConsumerOptions::default());
+        let mut guids = publish(&p, 0, 0..500);
+        guids.extend(publish(&p, 1, 500..1000));
+        broker.quiesce().unwrap();
+        assert_eq!(delivered(&seen_a), guids[..500]);
+        assert_eq!(delivered(&seen_f0), guids[500..]);
+        assert_eq!(delivered(&seen_f1), guids[500..]);
+        all_stored(&broker, &guids, &acks);
+        let released: u64 = broker.queue_stats().iter().map(|q| q.released).sum();
+        assert_eq!(released, 1000);
+        broker.shutdown();
+    }
+}
+
+#[test]
 fn fanout_delivers_every_message_to_every_app_acks_it_once_and_releases_it_after_the_last() {
     // 30: BlazingMQ's fanout figure; MAX_APPS: every bit of the share mask.
     for apps in [3, 30, MAX_APPS] {

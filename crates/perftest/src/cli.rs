@@ -83,8 +83,8 @@ pub struct Args {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub session_processors: u32,
 
-    /// Queue processors.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    /// Queue processors; 0: the queues run on the session processors.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=64))]
     pub queue_processors: u32,
 
     /// How the broker's processors wait for work when their queue is empty: `park`,

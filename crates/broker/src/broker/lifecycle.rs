@@ -103,19 +103,25 @@ impl Broker {
                 // Only the session processors run timers: the producers' tickers.
                 .timers(0)
         };
-        let builder = Dispatcher::<BrokerMsg>::builder()
-            .pool(
-                ClientType::Session,
-                pool(config.session_processors, 0).timers(config.timed_producers),
-            )
-            .pool(
+        let mut builder = Dispatcher::<BrokerMsg>::builder().pool(
+            ClientType::Session,
+            pool(config.session_processors, 0).timers(config.timed_producers),
+        );
+        // No queue processors: the queues run on the session processors, beside the
+        // sessions that send them their messages.
+        let queue_pool = if config.queue_processors == 0 {
+            ClientType::Session
+        } else {
+            builder = builder.pool(
                 ClientType::Queue,
                 pool(config.queue_processors, config.session_processors),
-            )
-            .pool(
-                ClientType::Cluster,
-                pool(1, config.session_processors + config.queue_processors),
             );
+            ClientType::Queue
+        };
+        let builder = builder.pool(
+            ClientType::Cluster,
+            pool(1, config.session_processors + config.queue_processors),
+        );
         let owner = build(builder)?;
         let stepped = matches!(owner, Owner::Stepped(_));
         let dispatcher = owner.handle();
@@ -143,11 +149,7 @@ impl Broker {
             stored_ids.push(ids);
             handles.push(
                 dispatcher
-                    .register(
-                        ClientType::Queue,
-                        QueueClient::new(engine),
-                        Placement::LeastLoaded,
-                    )
+                    .register(queue_pool, QueueClient::new(engine), Placement::LeastLoaded)
                     .map_err(BrokerError::refused_register)?
                     .erase(),
             );

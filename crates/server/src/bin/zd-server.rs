@@ -44,7 +44,8 @@ struct Args {
     /// Session processors.
     #[arg(long, default_value_t = 1)]
     session_processors: usize,
-    /// Queue processors.
+    /// Queue processors; 0: the queues run on the session processors (fewer wake-ups
+    /// per message at low rates, less parallelism under load).
     #[arg(long, default_value_t = 1)]
     queue_processors: usize,
     /// Threads of the I/O runtime.
