@@ -340,6 +340,11 @@ impl<M: Send + 'static> Runner<M> {
                 .reserve(room.saturating_sub(self.flush_list.len()));
             self.again.reserve(room.saturating_sub(self.again.len()));
         }
+        let kinds = &mut self.ctx.kinds;
+        if kinds.len() <= slot {
+            kinds.resize(slot + 1, None);
+        }
+        kinds[slot] = Some(client.kind());
         debug_assert!(self.clients[slot].is_none(), "slot {slot} adopted twice");
         self.clients[slot] = Some(Entry {
             client,
