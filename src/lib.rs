@@ -6,7 +6,8 @@
 //! * [`callback`] (`zerodispatch-callback`): [`Callback`], a type-erased
 //!   `FnOnce() + Send + 'static` stored in a fixed inline buffer, its spaces ([`Align8`],
 //!   [`Align16`], [`DefaultSpace`]) and forms ([`InlineCallback`], [`InlineCallbackWith`],
-//!   [`InlineValue`]), and [`BoxedCallback`], the boxed baseline.
+//!   [`InlineValue`]), [`IntoCallback`] (what every call that takes work accepts: a
+//!   closure, or a callback made already), and [`BoxedCallback`], the boxed baseline.
 //! * [`core`] (`zerodispatch-core`): the [`Dispatcher`], its processors, clients, events,
 //!   flush contract, wake protocol, shutdown and stats. Every item the core re-exports at
 //!   its own root (each `pub use` of `zerodispatch_core`'s `lib.rs`: the dispatcher and its
@@ -41,7 +42,7 @@
 //! use zerodispatch::{
 //!     BoxedCallback, Callback, Client, ClientCallback, ClientEvent, ClientHandle, ClientType,
 //!     Context, DispatchBatchFuture, DispatchFuture, Dispatcher, DispatcherBuilder,
-//!     DispatcherHandle, Event, InlineCallbackWith, MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS,
+//!     DispatcherHandle, Event, InlineCallbackWith, IntoCallback, MAX_CAPACITY, MAX_CORE_ID, MAX_PROCESSORS,
 //!     NoMessage, ParseWaitStrategyError, Percentiles, Pinning, Placement, PoolConfig,
 //!     ProcessorSnapshot, ShutdownTimedOut, WaitStrategy, counter, AnyClient, EventFor, ToClient,
 //!     TimerToken, testing::TestDispatcher, allow_blocking, assert_may_block, may_block,
@@ -78,11 +79,11 @@
 pub use zerodispatch_callback as callback;
 pub use zerodispatch_callback::{
     Align8, Align16, BoxedCallback, Callback, DefaultSpace, InlineCallback, InlineCallbackWith,
-    InlineValue,
+    InlineValue, IntoCallback,
 };
 pub use zerodispatch_core as core;
 // Every item the core re-exports at its root (its `lib.rs`'s `pub use` list, less the
-// callback crate's two, exported above): the dispatcher and its builder, clients, events,
+// callback crate's three, exported above): the dispatcher and its builder, clients, events,
 // futures, every error and id type, configuration and stats. Written out rather than
 // globbed, so that what the facade promises is read here; keep it in step with the core's
 // list (the crate docs' first doctest names each through the facade).

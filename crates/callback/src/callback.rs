@@ -43,6 +43,7 @@ use core::ptr;
 
 use smallbox::SmallBox;
 
+use crate::fit::Fit;
 use crate::space::DefaultSpace;
 
 /// A closure that can be run once, in place, out of the storage that holds it, handed a
@@ -60,59 +61,32 @@ trait Invoke<T: ?Sized, C: ?Sized>: Send {
     fn is_spilled(&self) -> bool;
 }
 
-/// A closure stored by value in the callback's space.
+/// A closure stored in the callback's space: by value (`SPILLED` false), or boxed by
+/// [`InlineCallbackWith::spill`] (`SPILLED` true: the thin `Box` is what sits in the
+/// space). One implementation of [`Invoke`] serves both: a `Box` of a closure is a closure.
 #[repr(transparent)]
-struct InPlace<F>(F);
+struct Stored<F, const SPILLED: bool>(F);
 
-impl<T: ?Sized, C: ?Sized, F: FnOnce(&mut T, &mut C) + Send> Invoke<T, C> for InPlace<F> {
+impl<T, C, F, const SPILLED: bool> Invoke<T, C> for Stored<F, SPILLED>
+where
+    T: ?Sized,
+    C: ?Sized,
+    F: FnOnce(&mut T, &mut C) + Send,
+{
     #[inline]
     unsafe fn invoke_in_place(&mut self, target: &mut T, context: &mut C) {
         // SAFETY: the caller guarantees `self.0` is initialised and is never used or dropped
         // after this call, so this read makes `f` the closure's only owner. If `f()`
-        // unwinds, `f` (already consumed by the call) drops its captures once.
+        // unwinds, `f` (already consumed by the call) drops its captures once; a spilled
+        // closure's `Box`, read here too, frees it once, after the call or while unwinding.
         let f = unsafe { ptr::read(&self.0) };
         f(target, context)
     }
 
     #[inline]
     fn is_spilled(&self) -> bool {
-        false
+        SPILLED
     }
-}
-
-/// A closure too large for the space, boxed by [`InlineCallbackWith::spill`]; the thin
-/// `Box` itself is what sits in the space.
-struct Spilled<F>(Box<F>);
-
-impl<T: ?Sized, C: ?Sized, F: FnOnce(&mut T, &mut C) + Send> Invoke<T, C> for Spilled<F> {
-    #[inline]
-    unsafe fn invoke_in_place(&mut self, target: &mut T, context: &mut C) {
-        // SAFETY: as for `InPlace`: the caller never uses or drops `self.0` again, so the
-        // read `Box` is the closure's only owner and frees it once, after the call or while
-        // unwinding from it.
-        let f = unsafe { ptr::read(&self.0) };
-        f(target, context)
-    }
-
-    #[inline]
-    fn is_spilled(&self) -> bool {
-        true
-    }
-}
-
-/// Fails (at compile time, in a `const` block) unless a closure `F` fits the space `S`,
-/// with a message that says what to do instead.
-const fn assert_fits<F, S>() {
-    assert!(
-        mem::size_of::<F>() <= mem::size_of::<S>(),
-        "zerodispatch: the closure is too large for the Callback's inline space: \
-         capture less, use a larger space, or use Callback::spill (allocates)"
-    );
-    assert!(
-        mem::align_of::<F>() <= mem::align_of::<S>(),
-        "zerodispatch: the closure is more aligned than the Callback's inline space: \
-         use an Align16 space, or Callback::spill (allocates)"
-    );
 }
 
 /// A type-erased `FnOnce() + Send + 'static`, stored inline in the [`DefaultSpace`]
@@ -181,8 +155,9 @@ impl<S> InlineCallback<S> {
     ///
     /// # Compile errors
     ///
-    /// Fails to compile, with a message saying which, if `f` is larger than the space `S`
-    /// or more aligned than it: at `cargo build`, not at `cargo check`
+    /// Fails to compile if `f` is larger than the space `S` or more aligned than it, with a
+    /// message that gives both sizes (or alignments) and the space that would hold `f`: at
+    /// `cargo build`, not at `cargo check`
     /// ([why](crate#when-the-size-check-runs)). Capture less (a handle or an index rather than the data),
     /// pick a larger space (`InlineCallback<Align8<64>>`, `InlineCallback<Align16<32>>`), or, for a
     /// rare large closure, use [`InlineCallback::spill`].
@@ -193,9 +168,11 @@ impl<S> InlineCallback<S> {
     {
         // Checked here, so that the compile error names the caller's closure rather than
         // the adapter; the adapter captures `f` alone (same size and alignment).
-        const { assert_fits::<F, S>() };
+        let () = Fit::<F, S>::CALLBACK;
         Self {
-            inner: InlineCallbackWith::from_invoke(InPlace(move |_: &mut (), _: &mut ()| f())),
+            inner: InlineCallbackWith::from_invoke(Stored::<_, false>(
+                move |_: &mut (), _: &mut ()| f(),
+            )),
         }
     }
 
@@ -298,7 +275,7 @@ impl<T: ?Sized, C: ?Sized, S> InlineCallbackWith<T, C, S> {
     /// [`InlineCallbackWith::new`] accepts it.
     #[must_use]
     pub const fn fits<F>() -> bool {
-        mem::size_of::<F>() <= mem::size_of::<S>() && mem::align_of::<F>() <= mem::align_of::<S>()
+        Fit::<F, S>::FITS
     }
 
     /// Stores `f` inline. Never allocates.
@@ -312,8 +289,8 @@ impl<T: ?Sized, C: ?Sized, S> InlineCallbackWith<T, C, S> {
     where
         F: FnOnce(&mut T, &mut C) + Send + 'static,
     {
-        const { assert_fits::<F, S>() };
-        Self::from_invoke(InPlace(f))
+        let () = Fit::<F, S>::CALLBACK_WITH;
+        Self::from_invoke(Stored::<_, false>(f))
     }
 
     /// Stores `f` on the heap: as [`InlineCallback::spill`] (one allocation, and
@@ -328,11 +305,11 @@ impl<T: ?Sized, C: ?Sized, S> InlineCallbackWith<T, C, S> {
     {
         const {
             assert!(
-                Self::fits::<Spilled<F>>(),
+                Self::fits::<Stored<Box<F>, true>>(),
                 "zerodispatch: the Callback's inline space cannot hold even a pointer"
             );
         }
-        Self::from_invoke(Spilled(Box::new(f)))
+        Self::from_invoke(Stored::<_, true>(Box::new(f)))
     }
 
     /// Stores `f` inline if it fits the space, and spills it to the heap otherwise.
@@ -341,7 +318,7 @@ impl<T: ?Sized, C: ?Sized, S> InlineCallbackWith<T, C, S> {
         F: FnOnce(&mut T, &mut C) + Send + 'static,
     {
         if Self::fits::<F>() {
-            Self::from_invoke(InPlace(f))
+            Self::from_invoke(Stored::<_, false>(f))
         } else {
             Self::spill(f)
         }
@@ -382,12 +359,12 @@ impl<T: ?Sized, C: ?Sized, S> InlineCallbackWith<T, C, S> {
 // shared between threads, and it is sound for every closure, `Sync` or not, because no
 // code reachable through a shared reference touches the closure. This module alone grants
 // access to it: `body` is private, and `Invoke` is a private trait implemented only by
-// `InPlace` and `Spilled` above. The closure is reached by `invoke_in_place`, which takes
+// `Stored` above. The closure is reached by `invoke_in_place`, which takes
 // `&mut self` and is called only from `call`, which owns the callback by value; and by
 // `Drop` (smallbox's, on an owned box). The one `&self` path is `is_inline` (and `Debug`,
 // which calls it and `size_of::<S>()`): it reads the box's vtable pointer and calls
-// `Invoke::is_spilled`, whose two implementations return a constant without reading
-// `self.0`. The spaces (`Align8`, `Align16`) are never read as values. So sharing a
+// `Invoke::is_spilled`, whose one implementation returns a constant (`SPILLED`) without
+// reading `self.0`. The spaces (`Align8`, `Align16`) are never read as values. So sharing a
 // callback shares nothing of the closure: a `Cell` it captures can only be used by the
 // one thread that calls it, after having taken the callback by value (which `Send`
 // governs: `Invoke: Send`). Adding a `&self` method that reads the closure would break

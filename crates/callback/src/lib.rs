@@ -7,7 +7,9 @@
 //! instead, and refuses at compile time a closure that would not fit, so "inline" is a
 //! guarantee rather than a hope (at `cargo build`, not at `cargo check`: see
 //! [below](#when-the-size-check-runs)). [`BoxedCallback`] is the boxed baseline with the
-//! same API, for side-by-side measurement.
+//! same API, for side-by-side measurement. A function that takes work takes
+//! [`impl IntoCallback`](IntoCallback): a closure, or a callback prepared earlier, passed on
+//! without a second wrapper.
 //!
 //! ```
 //! use zerodispatch_callback::{Align8, Callback, InlineCallback};
@@ -28,7 +30,19 @@
 //! # When the size check runs
 //!
 //! A closure (or an [`InlineValue`]'s value) that is larger or more aligned than its space
-//! is a compile error, but only when code is generated: `cargo build`, `cargo test`,
+//! is a compile error, whose message gives the two sizes (or alignments) and the ways out:
+//!
+//! ```text
+//! error[E0080]: evaluation panicked: zerodispatch: this closure is 40 bytes, more than the
+//! 32 bytes of its inline space (Align8<32>). Capture less (an index, a handle or an `Arc`
+//! rather than the data), use a larger space: `InlineCallback::<Align8<40>>::new(f)`, or
+//! `Callback::spill(f)`, which allocates
+//! ...
+//! note: the above error was encountered while instantiating `fn InlineCallback::<Align8<32>>::new::<{closure@src/main.rs:6:19: 6:26}>`
+//!  --> src/main.rs:6:5
+//! ```
+//!
+//! It is raised only when code is generated: `cargo build`, `cargo test`,
 //! `cargo run` and the `compile_fail` doctests reject it, while `cargo check`, `cargo
 //! clippy` and an IDE (rust-analyzer runs `cargo check`) accept it without a word.
 //!
@@ -46,10 +60,13 @@
 
 mod boxed;
 mod callback;
+mod fit;
+mod into;
 pub mod space;
 mod value;
 
 pub use boxed::BoxedCallback;
 pub use callback::{Callback, InlineCallback, InlineCallbackWith};
+pub use into::IntoCallback;
 pub use space::{Align8, Align16, DefaultSpace};
 pub use value::InlineValue;

@@ -5,10 +5,10 @@
 
 use core::any::Any;
 use core::fmt;
-use core::mem;
 
 use smallbox::SmallBox;
 
+use crate::fit::Fit;
 use crate::space::DefaultSpace;
 
 /// A type-erased value of at most the space `S` in size and alignment, stored inline:
@@ -39,7 +39,7 @@ impl<S> InlineValue<S> {
     /// [`InlineValue::new`] accepts it.
     #[must_use]
     pub const fn fits<T>() -> bool {
-        mem::size_of::<T>() <= mem::size_of::<S>() && mem::align_of::<T>() <= mem::align_of::<S>()
+        Fit::<T, S>::FITS
     }
 
     /// Stores `value` inline. Never allocates.
@@ -51,17 +51,7 @@ impl<S> InlineValue<S> {
     /// check`](crate#when-the-size-check-runs)). Return a handle, an index or a `Box` of your own instead.
     #[inline]
     pub fn new<T: Any + Send>(value: T) -> Self {
-        const {
-            assert!(
-                mem::size_of::<T>() <= mem::size_of::<S>(),
-                "zerodispatch: the value is too large for the InlineValue's space: \
-                 return less (a handle, an index, or a Box of your own)"
-            );
-            assert!(
-                mem::align_of::<T>() <= mem::align_of::<S>(),
-                "zerodispatch: the value is more aligned than the InlineValue's space"
-            );
-        }
+        let () = Fit::<T, S>::VALUE;
         let value: SmallBox<dyn Any + Send, S> = smallbox::smallbox!(value);
         debug_assert!(!value.is_heap(), "an InlineValue must be inline");
         Self { value }

@@ -10,5 +10,7 @@ fn closures_that_do_not_fit_do_not_compile() {
     t.pass("tests/ui/fits.rs");
     t.compile_fail("tests/ui/too_large.rs");
     t.compile_fail("tests/ui/over_aligned.rs");
+    t.compile_fail("tests/ui/into_callback_too_large.rs");
+    t.compile_fail("tests/ui/value_too_large.rs");
     t.compile_fail("tests/ui/not_send.rs");
 }

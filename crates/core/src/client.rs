@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 
 use zerodispatch_callback::{Callback, InlineCallbackWith};
 
@@ -105,6 +105,26 @@ pub struct Context<M> {
     /// Counted by each [`ClientCallback`] that found a client of another type than its
     /// own: the processor adds it to its stats after each delivery and clears it.
     pub(crate) wrong_type: u32,
+    /// The type of the client in each slot of the processor's table (`None` for a slot
+    /// never filled), written when a client is installed, read only by
+    /// [`Context::own_handle`]: so the event path sets nothing more than `me`'s key.
+    pub(crate) kinds: Vec<Option<ClientKind>>,
+}
+
+/// A client's concrete type, as [`Context::own_handle`] checks it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ClientKind {
+    pub(crate) id: TypeId,
+    pub(crate) name: &'static str,
+}
+
+impl ClientKind {
+    pub(crate) fn of<C: 'static>() -> Self {
+        Self {
+            id: TypeId::of::<C>(),
+            name: std::any::type_name::<C>(),
+        }
+    }
 }
 
 /// What a client asks of its processor through its [`Context`].
@@ -133,10 +153,72 @@ impl<M: Send + 'static> Context<M> {
         &self.dispatcher
     }
 
-    /// This client's handle.
+    /// This client's handle, erased: it names the client but not its type, so a callback on
+    /// the client sent with it has its type checked on the processor. For a handle typed by
+    /// the client, on which such a callback is checked at compile time, see
+    /// [`own_handle`](Self::own_handle).
     #[must_use]
     pub fn handle(&self) -> ClientHandle {
         self.me
+    }
+
+    /// This client's handle, typed by its client `C`, as
+    /// [`register`](DispatcherHandle::register) returned it: a callback on the client sent
+    /// with it ([`Event::to_client`](crate::Event::to_client)) is checked against `C` at
+    /// compile time, the wrong type a compile error instead of a callback dropped on the
+    /// processor. In a client's own code, `ctx.own_handle::<Self>()`. A read of the
+    /// processor's table and a type comparison: no allocation.
+    ///
+    /// ```
+    /// use zerodispatch_core::*;
+    ///
+    /// /// Counts down by sending itself a callback on itself until it reaches zero.
+    /// struct Countdown { left: u32, done: std::sync::mpsc::Sender<()> }
+    /// impl Client<u32> for Countdown {
+    ///     fn on_message(&mut self, from: u32, ctx: &mut Context<u32>) {
+    ///         self.left = from;
+    ///         let me: ClientHandle<Countdown> = ctx.own_handle::<Self>();
+    ///         let tick = Event::to_client(|c: &mut Countdown, ctx| c.on_message(c.left - 1, ctx));
+    ///         if from > 0 {
+    ///             ctx.dispatcher().dispatch(me, tick).unwrap();
+    ///         } else {
+    ///             self.done.send(()).unwrap();
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// let d = Dispatcher::<u32>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build()?;
+    /// let (done, ended) = std::sync::mpsc::channel();
+    /// let countdown = d.register(ClientType::Queue, Countdown { left: 0, done }, Placement::LeastLoaded)?;
+    /// d.dispatch(countdown, Event::Message(3))?;
+    /// ended.recv()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `C` is not the type of the client this context is lent to (a client that hands
+    /// its context to another client object it holds, and that one asks for its own type),
+    /// with a message naming both types; the processor catches and counts the panic as any
+    /// other of a client's. [`handle`](Self::handle) is the erased handle, for any type.
+    #[must_use]
+    #[track_caller]
+    pub fn own_handle<C: Client<M>>(&self) -> ClientHandle<C> {
+        let kind = self
+            .kinds
+            .get(usize::from(self.me.key.slot))
+            .copied()
+            .flatten();
+        match kind {
+            Some(kind) if kind.id == TypeId::of::<C>() => {
+                ClientHandle::new(self.me.dispatcher, self.me.processor, self.me.key)
+            }
+            _ => wrong_own_type(
+                std::any::type_name::<C>(),
+                kind.map_or("(no client)", |k| k.name),
+                self.me,
+            ),
+        }
     }
 
     /// Turns flushing of this client on or off. While off, events to the client do not
@@ -155,6 +237,18 @@ impl<M: Send + 'static> Context<M> {
     pub fn flush_again(&mut self) {
         self.flags.flush_again = true;
     }
+}
+
+/// The panic of [`Context::own_handle`] asked for a type that is not its client's.
+#[cold]
+#[track_caller]
+fn wrong_own_type(asked: &str, actual: &str, me: ClientHandle) -> ! {
+    panic!(
+        "zerodispatch: `Context::own_handle::<{asked}>()` on the context of client {me}, \
+         which is a `{actual}`, not a `{asked}`: a handle is typed by the client it names. \
+         Ask for `ClientHandle<{actual}>` (`ctx.own_handle::<Self>()` in that client's own \
+         code), or take the erased `Context::handle()`"
+    )
 }
 
 impl<M: Send + 'static> fmt::Debug for Context<M> {
@@ -200,6 +294,9 @@ pub(crate) trait Registered<M: Send + 'static>: Client<M> {
     /// The client's type, for reports that name it.
     fn type_name(&self) -> &'static str;
 
+    /// The client's type, for [`Context::own_handle`]'s check.
+    fn kind(&self) -> ClientKind;
+
     /// Hands the client the next `limit` events of a pack (`pack.rs`), in order: one
     /// dynamic call for the run, the loop compiled for the client's own type. Counts each
     /// event in `processed` once handled (as one event at a time does, so that the
@@ -222,6 +319,10 @@ impl<M: Send + 'static, C: Client<M>> Registered<M> for C {
 
     fn type_name(&self) -> &'static str {
         std::any::type_name::<C>()
+    }
+
+    fn kind(&self) -> ClientKind {
+        ClientKind::of::<C>()
     }
 
     #[inline]

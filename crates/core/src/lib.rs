@@ -120,7 +120,7 @@ pub use ids::{AnyClient, ClientHandle, ClientType, ProcessorId};
 pub use percentiles::Percentiles;
 pub use stats::{Pinning, ProcessorSnapshot};
 pub use timers::TimerToken;
-pub use zerodispatch_callback::{BoxedCallback, Callback};
+pub use zerodispatch_callback::{BoxedCallback, Callback, IntoCallback};
 
 #[doc(hidden)]
 pub mod __private {

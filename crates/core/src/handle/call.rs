@@ -4,7 +4,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use zerodispatch_callback::{Callback, InlineValue};
+use zerodispatch_callback::{Callback, InlineValue, IntoCallback};
 
 use crate::call::{self, Answer};
 use crate::error::{DispatchError, ExecuteOnAllError, ExecuteOnAllRefusal, SyncError};
@@ -44,19 +44,44 @@ pub(crate) fn answered<R: 'static>(answer: Answer, id: ProcessorId) -> Result<R,
 }
 
 impl<M: Send + 'static> DispatcherHandle<M> {
-    /// Runs `callback` on `processor` as a dispatcher callback (after flushing its
-    /// clients), waiting while its queue is full, like [`dispatch`](Self::dispatch).
+    /// Runs `work` on `processor` as a dispatcher callback (after flushing its clients),
+    /// waiting while its queue is full, like [`dispatch`](Self::dispatch).
+    ///
+    /// `work` is a closure, stored inline as by [`Callback::new`] (a compile error if it
+    /// does not fit the callback's space, [at `cargo build`, not at `cargo
+    /// check`](zerodispatch_callback#when-the-size-check-runs)), or a [`Callback`] made
+    /// already (a spilled one, one handed back by an earlier error), passed on as it is:
+    /// every call that takes work takes [`IntoCallback`]. Never allocates (but once per
+    /// thread, as [`dispatch`](Self::dispatch) says).
+    ///
+    /// ```
+    /// # use zerodispatch_core::*;
+    /// let d = Dispatcher::<NoMessage>::builder().pool(ClientType::Queue, PoolConfig::new(1)).build()?;
+    /// let queue = d.processors(ClientType::Queue)[0];
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let again = tx.clone();
+    /// d.execute(queue, move || tx.send("a closure").unwrap())?;
+    /// d.execute(queue, Callback::new(move || again.send("a callback").unwrap()))?;
+    /// assert_eq!((rx.recv()?, rx.recv()?), ("a closure", "a callback"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     ///
-    /// As [`dispatch`](Self::dispatch), with the callback handed back.
+    /// As [`dispatch`](Self::dispatch), with the work handed back as a [`Callback`] (a
+    /// closure converted, a callback as it was given), to retry with the same call.
     #[track_caller]
-    pub fn execute(
+    pub fn execute<W: IntoCallback>(
         &self,
         processor: impl Into<ProcessorId>,
-        callback: Callback,
+        work: W,
     ) -> Result<(), DispatchError<Callback>> {
-        self.execute_as(processor.into(), callback, ("execute", "call_async"))
+        let () = W::CHECK;
+        self.execute_as(
+            processor.into(),
+            work.into_callback(),
+            ("execute", "call_async"),
+        )
     }
 
     /// [`execute`](Self::execute), named `call` in a refusal of `blocking.rs`.
@@ -93,6 +118,11 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// everything enqueued to the processor before this call, and after the processor has
     /// flushed its clients. For application threads: a processor thread never waits for a
     /// processor.
+    ///
+    /// `f` is a closure that returns a value, not work of the kind [`execute`](Self::execute)
+    /// takes ([`IntoCallback`], which returns nothing): a [`Callback`] made already has no
+    /// result to send back, so `call` takes only the closure, and wraps it itself in the
+    /// callback that answers.
     ///
     /// Allocates nothing after the calling thread's first call (which makes its reusable
     /// answer slot; the protocol is in `call.rs`). `f` travels inline in a [`Callback`],
@@ -174,7 +204,11 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// it is refused unless that outbox has room for one event per processor of the type,
     /// checked before anything is sent (only the calling thread adds to its outbox).
     ///
-    /// Allocates one shared record: this is a management operation.
+    /// Allocates one shared record: this is a management operation. So `f` and `done` are
+    /// closures of any size, not work of the kind [`execute`](Self::execute) takes
+    /// ([`IntoCallback`]): `f` runs once on each processor (a shared `Fn`, not a callback,
+    /// which runs once), and both live in that record, not in a queue slot, and come back in
+    /// their own types in the error.
     ///
     /// # Errors
     ///

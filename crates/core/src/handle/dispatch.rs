@@ -1,7 +1,7 @@
 //! The forms of dispatch: one event or a batch, to a client, waiting for room or not.
 use std::time::{Duration, Instant};
 
-use zerodispatch_callback::Callback;
+use zerodispatch_callback::IntoCallback;
 
 use crate::error::{BatchError, DispatchError};
 use crate::event::{Event, EventFor, Item};
@@ -151,11 +151,13 @@ impl<M: Send + 'static> DispatcherHandle<M> {
             .map_err(|e| e.map(Item::into_event))
     }
 
-    /// Dispatches the closure `f` to the client `to` as a callback event, as
-    /// [`dispatch`](Self::dispatch) does `Event::Callback(Callback::new(f))`: stored inline,
-    /// and a compile error if it does not fit the callback's space ([at `cargo build`, not
-    /// at `cargo check`](zerodispatch_callback#when-the-size-check-runs)). Never allocates
-    /// (but once per thread, as [`dispatch`](Self::dispatch) says).
+    /// Dispatches `work` to the client `to` as a callback event, as
+    /// [`dispatch`](Self::dispatch) does `Event::Callback(work.into_callback())`. `work` is a
+    /// closure, stored inline (a compile error if it does not fit the callback's space, [at
+    /// `cargo build`, not at `cargo check`](zerodispatch_callback#when-the-size-check-runs)),
+    /// or a [`Callback`](crate::Callback) made already, passed on as it is
+    /// ([`IntoCallback`], as every call that takes work). Never allocates (but once per
+    /// thread, as [`dispatch`](Self::dispatch) says).
     ///
     /// ```compile_fail
     /// # use zerodispatch_core::*;
@@ -172,15 +174,13 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// As [`dispatch`](Self::dispatch); the callback comes back inside the event.
     #[inline]
     #[track_caller]
-    pub fn dispatch_callback<C, F>(
+    pub fn dispatch_callback<C, W: IntoCallback>(
         &self,
         to: ClientHandle<C>,
-        f: F,
-    ) -> Result<(), DispatchError<Event<M>>>
-    where
-        F: FnOnce() + Send + 'static,
-    {
-        let event = Event::Callback(Callback::new(f));
+        work: W,
+    ) -> Result<(), DispatchError<Event<M>>> {
+        let () = W::CHECK;
+        let event = Event::Callback(work.into_callback());
         self.dispatch_waiting(
             to,
             event,

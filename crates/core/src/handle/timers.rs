@@ -2,7 +2,7 @@
 //! they are measured on.
 use std::time::{Duration, Instant};
 
-use zerodispatch_callback::Callback;
+use zerodispatch_callback::{Callback, IntoCallback};
 
 use crate::error::DispatchError;
 use crate::ids::ProcessorId;
@@ -11,12 +11,15 @@ use crate::timers::TimerToken;
 use super::DispatcherHandle;
 
 impl<M: Send + 'static> DispatcherHandle<M> {
-    /// Runs `callback` on `processor` at `deadline` (on the dispatcher's clock,
+    /// Runs `work` on `processor` at `deadline` (on the dispatcher's clock,
     /// [`now`](Self::now)), as a dispatcher callback: after the processor has flushed its
     /// clients, in deadline order among its timers (ties in the order they reached it). A
     /// deadline already past runs at the processor's next loop turn. Never allocates: the
     /// processor's timers are preallocated (`PoolConfig::timers`); the protocol is in
     /// `timers.rs`.
+    ///
+    /// `work` is a closure or a [`Callback`], as [`execute`](Self::execute) takes it
+    /// ([`IntoCallback`]).
     ///
     /// Never waits, on any thread (a processor's, an async task's): the callback goes to the
     /// processor beside its queue, on arrivals as large as its timers, which a free timer
@@ -31,8 +34,8 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// let queue = d.processors(ClientType::Queue)[0];
     /// let (tx, rx) = std::sync::mpsc::channel();
     /// let tick = tx.clone();
-    /// d.schedule(queue, d.now() + Duration::from_millis(5), Callback::new(move || tick.send("late").unwrap()))?;
-    /// let early = d.schedule(queue, d.now() + Duration::from_millis(1), Callback::new(move || tx.send("early").unwrap()))?;
+    /// d.schedule(queue, d.now() + Duration::from_millis(5), move || tick.send("late").unwrap())?;
+    /// let early = d.schedule(queue, d.now() + Duration::from_millis(1), move || tx.send("early").unwrap())?;
     /// assert_eq!(rx.recv()?, "early");
     /// assert!(!d.cancel(early), "it has run");
     /// assert_eq!(rx.recv()?, "late");
@@ -41,16 +44,26 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     ///
     /// # Errors
     ///
-    /// The callback comes back in [`DispatchError::TimersFull`] when every timer of the
+    /// The work comes back, as a [`Callback`], in [`DispatchError::TimersFull`] when every timer of the
     /// processor is in use, [`DispatchError::ShutDown`] once shutdown has started, and
     /// [`DispatchError::NoSuchProcessor`] for a processor this dispatcher does not have.
-    pub fn schedule(
+    pub fn schedule<W: IntoCallback>(
         &self,
         processor: impl Into<ProcessorId>,
         deadline: Instant,
+        work: W,
+    ) -> Result<TimerToken, DispatchError<Callback>> {
+        let () = W::CHECK;
+        self.schedule_callback(processor.into(), deadline, work.into_callback())
+    }
+
+    /// [`schedule`](Self::schedule), its work a callback already.
+    fn schedule_callback(
+        &self,
+        processor: ProcessorId,
+        deadline: Instant,
         callback: Callback,
     ) -> Result<TimerToken, DispatchError<Callback>> {
-        let processor = processor.into();
         let Some(p) = self.processor(processor) else {
             return Err(DispatchError::NoSuchProcessor(callback));
         };
@@ -78,13 +91,15 @@ impl<M: Send + 'static> DispatcherHandle<M> {
     /// As [`schedule`](Self::schedule).
     /// A delay too long for the clock (`Duration::MAX`) is a timer that never comes due
     /// while the dispatcher runs.
-    pub fn schedule_in(
+    pub fn schedule_in<W: IntoCallback>(
         &self,
         processor: impl Into<ProcessorId>,
         delay: Duration,
-        callback: Callback,
+        work: W,
     ) -> Result<TimerToken, DispatchError<Callback>> {
-        self.schedule(processor, self.shared.clock.after(delay), callback)
+        let () = W::CHECK;
+        let deadline = self.shared.clock.after(delay);
+        self.schedule_callback(processor.into(), deadline, work.into_callback())
     }
 
     /// Cancels a timer: `true` if it had not started, and then it never runs (its callback

@@ -44,22 +44,30 @@ fn loom_a_future_waiting_for_room_is_woken_or_its_retry_succeeds() {
     });
 }
 
-/// Shutdown closing the gate of a full queue (its processor stalled) wakes a future
-/// waiting for room, which then gets its event back: none waits forever.
-#[test]
-fn loom_shutdown_wakes_a_future_waiting_for_room() {
-    loom::model(|| {
+/// Shutdown closing the gate of a full queue (its processor stalled) wakes a producer that
+/// waits for room by `push`, which then gets its event back: none waits forever.
+fn shutdown_wakes(push: Push) {
+    loom::model(move || {
         let shared = full_one_slot();
         let closing = {
             let shared = shared.clone();
             thread::spawn(move || shared.close())
         };
         assert!(matches!(
-            poll_until_done(&shared, message(1)),
+            push(&shared, message(1)),
             Err(DispatchError::ShutDown(_))
         ));
         closing.join().unwrap();
     });
+}
+
+/// A way to wait for room: the async door's, or a blocking dispatch's.
+type Push = fn(&ProcessorShared<u64>, Item<u64>) -> Result<(), DispatchError<Item<u64>>>;
+
+/// [`shutdown_wakes`] a future waiting for room.
+#[test]
+fn loom_shutdown_wakes_a_future_waiting_for_room() {
+    shutdown_wakes(poll_until_done);
 }
 
 /// A blocking dispatch into a full one-slot queue: the producer registers its thread's
@@ -89,20 +97,8 @@ fn loom_a_producer_blocked_on_a_full_queue_is_woken_or_its_retry_succeeds() {
     });
 }
 
-/// Shutdown closing the gate of a full queue (its processor stalled) wakes a producer
-/// blocked in `dispatch`, which then gets its event back: none waits forever.
+/// [`shutdown_wakes`] a producer blocked in `dispatch`.
 #[test]
 fn loom_shutdown_wakes_a_producer_blocked_on_a_full_queue() {
-    loom::model(|| {
-        let shared = full_one_slot();
-        let closing = {
-            let shared = shared.clone();
-            thread::spawn(move || shared.close())
-        };
-        assert!(matches!(
-            shared.push(message(1), Wait::Forever),
-            Err(DispatchError::ShutDown(_))
-        ));
-        closing.join().unwrap();
-    });
+    shutdown_wakes(|shared, item| shared.push(item, Wait::Forever));
 }

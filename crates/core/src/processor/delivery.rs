@@ -96,12 +96,7 @@ impl<M: Send + 'static> Runner<M> {
     /// handed over, one call more for each panic.
     fn deliver_run(&mut self, key: ClientKey, drain: &mut Drain<'_, Delivery<M>>, run: usize) {
         let slot = usize::from(key.slot);
-        let found = self
-            .clients
-            .get(slot)
-            .and_then(Option::as_ref)
-            .is_some_and(|e| e.generation == key.generation);
-        if !found && !self.adopt(key) {
+        if !self.holds(key) && !self.adopt(key) {
             self.drop_stale_run(key, drain, run);
             return;
         }
@@ -304,6 +299,15 @@ impl<M: Send + 'static> Runner<M> {
         );
     }
 
+    /// Whether the table holds the client `key` names: its slot, at its generation.
+    #[inline]
+    fn holds(&self, key: ClientKey) -> bool {
+        self.clients
+            .get(usize::from(key.slot))
+            .and_then(Option::as_ref)
+            .is_some_and(|e| e.generation == key.generation)
+    }
+
     /// Takes in the client handed in under `key`, if it is among the arrivals (the
     /// processor's side of the protocol of `slots.rs`): on a miss of the table only, never
     /// on the event path of a client already in it.
@@ -336,6 +340,11 @@ impl<M: Send + 'static> Runner<M> {
                 .reserve(room.saturating_sub(self.flush_list.len()));
             self.again.reserve(room.saturating_sub(self.again.len()));
         }
+        let kinds = &mut self.ctx.kinds;
+        if kinds.len() <= slot {
+            kinds.resize(slot + 1, None);
+        }
+        kinds[slot] = Some(client.kind());
         debug_assert!(self.clients[slot].is_none(), "slot {slot} adopted twice");
         self.clients[slot] = Some(Entry {
             client,
@@ -347,13 +356,8 @@ impl<M: Send + 'static> Runner<M> {
 
     pub(super) fn unregister(&mut self, key: ClientKey) {
         let slot = usize::from(key.slot);
-        let registered = self
-            .clients
-            .get(slot)
-            .and_then(Option::as_ref)
-            .is_some_and(|e| e.generation == key.generation);
         // A client handed in that got no event before its unregistration is adopted for it.
-        if !registered && !self.adopt(key) {
+        if !self.holds(key) && !self.adopt(key) {
             self.shared.stats.counters.stale.add(1);
             return;
         }

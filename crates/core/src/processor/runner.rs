@@ -140,6 +140,7 @@ impl<M: Send + 'static> Runner<M> {
             ),
             flags: ClientFlags::default(),
             wrong_type: 0,
+            kinds: Vec::new(),
             dispatcher,
         };
         Self {

@@ -1,0 +1,211 @@
+//! One rule for the calls that take work: `execute`, `schedule`, `schedule_in`,
+//! `Executor::post` and `Executor::dispatch`, `dispatch_callback` each accept a closure and
+//! a `Callback` made already, and hand a refused one back as a `Callback`; and a client's
+//! own typed handle, from its `Context`.
+
+mod common;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{Sink, counting_callback, on_queue, one_queue};
+use zerodispatch_core::testing::TestDispatcher;
+use zerodispatch_core::{
+    Callback, Client, ClientHandle, ClientType, Context, Dispatcher, Event, IntoCallback,
+    PoolConfig, ProcessorId,
+};
+
+/// Every call that takes work, each given a closure and then a callback: each runs once.
+#[test]
+fn every_call_that_takes_work_takes_a_closure_and_a_callback() {
+    let d = one_queue(PoolConfig::new(1));
+    let queue = d.processors(ClientType::Queue)[0];
+    let sink = on_queue(&d, Sink);
+    let executor = d.executor(queue);
+    let count = Arc::new(AtomicUsize::new(0));
+    let closure = || {
+        let count = count.clone();
+        move || _ = count.fetch_add(1, Ordering::SeqCst)
+    };
+
+    d.execute(queue, closure()).unwrap();
+    d.execute(queue, counting_callback(&count)).unwrap();
+    d.schedule(queue, d.now(), closure()).unwrap();
+    d.schedule(queue, d.now(), counting_callback(&count))
+        .unwrap();
+    d.schedule_in(queue, Duration::ZERO, closure()).unwrap();
+    d.schedule_in(queue, Duration::ZERO, counting_callback(&count))
+        .unwrap();
+    executor.post(closure()).unwrap();
+    executor.post(counting_callback(&count)).unwrap();
+    executor.dispatch(closure()).unwrap();
+    executor.dispatch(counting_callback(&count)).unwrap();
+    d.dispatch_callback(sink, closure()).unwrap();
+    d.dispatch_callback(sink, counting_callback(&count))
+        .unwrap();
+
+    common::eventually("every work ran", || count.load(Ordering::SeqCst) == 12);
+    d.synchronize(queue).unwrap();
+    assert_eq!(count.load(Ordering::SeqCst), 12, "each ran once");
+}
+
+/// A refused closure comes back as a `Callback`, which the same call takes again; a
+/// refused callback comes back as it was given (a spilled one still spilled: not wrapped).
+#[test]
+fn a_refused_work_comes_back_as_a_callback_that_the_same_call_takes_again() {
+    let d = one_queue(PoolConfig::new(1));
+    let queue = d.processors(ClientType::Queue)[0];
+    let nowhere = ProcessorId {
+        client_type: ClientType::Cluster,
+        index: 0,
+    };
+    let (tx, rx) = mpsc::channel();
+
+    let refused = d
+        .execute(nowhere, move || tx.send("ran").unwrap())
+        .unwrap_err();
+    assert!(refused.is_no_such_processor());
+    let callback: Callback = refused.into_inner();
+    assert!(callback.is_inline());
+    d.execute(queue, callback).unwrap();
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), "ran");
+
+    let big = [3_u64; 16];
+    let (tx, rx) = mpsc::channel();
+    let spilled = Callback::spill(move || tx.send(big.iter().sum::<u64>()).unwrap());
+    let refused = d.schedule(nowhere, d.now(), spilled).unwrap_err();
+    let spilled = refused.into_inner();
+    assert!(
+        !spilled.is_inline(),
+        "handed back as it was given, still spilled"
+    );
+    let refused = d.executor(nowhere).post(spilled).unwrap_err();
+    d.schedule_in(queue, Duration::ZERO, refused.into_inner())
+        .unwrap();
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), 48);
+    assert_eq!(d.stats()[0].spilled, 1, "one spilled callback, run once");
+}
+
+/// Code generic over the work, as the dispatcher's own calls are, passes it on.
+#[test]
+fn generic_code_passes_work_on() {
+    fn post_it<W: IntoCallback>(d: &Dispatcher<u64>, queue: ProcessorId, work: W) {
+        let executor = d.executor(queue);
+        let refused = executor.post(work).err();
+        assert!(refused.is_none());
+    }
+    let d = one_queue(PoolConfig::new(1));
+    let queue = d.processors(ClientType::Queue)[0];
+    let (tx, rx) = mpsc::channel();
+    let again = tx.clone();
+    post_it(&d, queue, move || tx.send(1).unwrap());
+    post_it(&d, queue, Callback::new(move || again.send(2).unwrap()));
+    let mut got = [rx.recv().unwrap(), rx.recv().unwrap()];
+    got.sort_unstable();
+    assert_eq!(got, [1, 2]);
+}
+
+/// Counts down by sending itself callbacks on itself through its own typed handle.
+struct Countdown {
+    from: u32,
+    handles: mpsc::Sender<ClientHandle<Countdown>>,
+}
+
+impl Client<u64> for Countdown {
+    fn on_message(&mut self, _: u64, ctx: &mut Context<u64>) {
+        let me = ctx.own_handle::<Self>();
+        self.handles.send(me).unwrap();
+        if self.from > 0 {
+            let tick = Event::to_client(|c: &mut Countdown, ctx: &mut Context<u64>| {
+                c.from -= 1;
+                c.on_message(0, ctx);
+            });
+            ctx.dispatcher().dispatch(me, tick).unwrap();
+        }
+    }
+}
+
+/// A stepped dispatcher of one queue processor.
+fn stepped_queue() -> TestDispatcher<u64> {
+    Dispatcher::<u64>::builder()
+        .pool(ClientType::Queue, PoolConfig::new(1))
+        .build_stepped()
+        .unwrap()
+}
+
+#[test]
+fn a_client_gets_its_own_typed_handle_from_its_context() {
+    let test = stepped_queue();
+    // A client before it, so that the countdown is not in the table's first slot.
+    let _sink = on_queue(&test, Sink);
+    let (handles, seen) = mpsc::channel();
+    let countdown = on_queue(&test, Countdown { from: 3, handles });
+    test.dispatch(countdown, Event::Message(0)).unwrap();
+    test.run_until_idle();
+    let seen: Vec<ClientHandle<Countdown>> = seen.try_iter().collect();
+    assert_eq!(seen.len(), 4, "the message and three callbacks on itself");
+    assert!(
+        seen.iter().all(|&h| h == countdown),
+        "{seen:?} vs {countdown:?}"
+    );
+    let stats = &test.stats()[0];
+    assert_eq!((stats.wrong_client_type, stats.panics), (0, 0));
+}
+
+/// A client that lends its context to another client object it holds: that one's own
+/// type is not the registered client's, and asking for it panics, naming both types.
+struct Outer {
+    inner: Inner,
+    answers: mpsc::Sender<String>,
+}
+
+struct Inner;
+
+impl Client<u64> for Inner {}
+
+impl Client<u64> for Outer {
+    fn on_message(&mut self, _: u64, ctx: &mut Context<u64>) {
+        let _ = &self.inner;
+        let asked = catch_unwind(AssertUnwindSafe(|| ctx.own_handle::<Inner>()));
+        let message = match asked {
+            Ok(handle) => format!("no panic: {handle}"),
+            Err(panic) => panic
+                .downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_else(|| "a panic without a message".into()),
+        };
+        self.answers.send(message).unwrap();
+        // Its own type is still right.
+        let _ = ctx.own_handle::<Outer>();
+    }
+}
+
+#[test]
+fn asking_for_another_type_than_the_clients_panics_naming_both() {
+    let test = stepped_queue();
+    let (answers, answered) = mpsc::channel();
+    let outer = on_queue(
+        &test,
+        Outer {
+            inner: Inner,
+            answers,
+        },
+    );
+    test.dispatch(outer, Event::Message(0)).unwrap();
+    test.run_until_idle();
+    let message = answered.try_recv().unwrap();
+    assert!(
+        message.starts_with("zerodispatch: `Context::own_handle::<one_rule::Inner>()`"),
+        "{message}"
+    );
+    assert!(
+        message.contains("which is a `one_rule::Outer`, not a `one_rule::Inner`"),
+        "{message}"
+    );
+    assert!(message.contains("Context::handle()"), "{message}");
+    assert!(message.contains(&outer.to_string()), "{message}");
+    assert_eq!(test.stats()[0].panics, 0, "caught in the client");
+}
