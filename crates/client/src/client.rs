@@ -19,7 +19,9 @@ use crate::options::{ClientOptions, ConsumerOptions, ProducerOptions};
 use crate::producer::{Outcome, Producer, ProducerShared};
 
 /// A connection to a broker, with its I/O task (one tokio task that reads and writes the
-/// socket, sends heartbeats and watches the broker's).
+/// socket, sends heartbeats and watches the broker's). Through the facade it is
+/// `zerodispatch::client::Client`; the root's `zerodispatch::Client` is the dispatcher's
+/// client trait, another thing.
 ///
 /// Dropping the client closes the connection (as [`close`](Self::close) does, without
 /// waiting): what was taken and has no outcome is reported `Closed` (or `NotSent`), and the

@@ -49,6 +49,9 @@ pub enum ClientEvent<M> {
 ///
 /// A panic in `on_event` or `flush` is caught, counted in the processor's stats and
 /// logged; the processor goes on with the next event.
+///
+/// Not to be confused with `zerodispatch::client::Client` (feature `client`), a TCP
+/// connection to a broker: the facade's module path tells the two apart.
 pub trait Client<M: Send + 'static>: Send + 'static {
     /// Handles one event. Runs on the client's processor thread. The default runs a
     /// callback and hands a message to [`on_message`](Client::on_message): a client that
