@@ -92,7 +92,8 @@ struct Args {
     /// a named producer's max_unconfirmed at most.
     #[arg(long, default_value_t = 1 << 14)]
     dedup_window: usize,
-    /// Producer names the broker keeps while it runs, at most.
+    /// Producer names the broker keeps, at most: past it a new name takes the place of the
+    /// name closed least recently.
     #[arg(long, default_value_t = 1024)]
     max_producer_names: usize,
     /// New producer names one connection may create, at most.
