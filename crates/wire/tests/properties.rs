@@ -108,32 +108,16 @@ impl Model {
                 Frame::Error(error).encode(out).unwrap();
             }
             Self::Publish { producer, messages } => {
-                let mut b = PublishBuilder::begin(out, ProducerId(*producer));
-                for (id, payload) in messages {
-                    b.push(PublishId(*id), payload).unwrap();
-                }
-                b.finish().unwrap();
+                publish(out, *producer, messages.iter().map(|(id, p)| (*id, &p[..])));
             }
             Self::PublishConfirm { producer, confirms } => {
-                let mut b = PublishConfirmBuilder::begin(out, ProducerId(*producer));
-                for &(id, status) in confirms {
-                    b.push(PublishId(id), status).unwrap();
-                }
-                b.finish().unwrap();
+                publish_confirm(out, *producer, confirms.iter().copied())
             }
             Self::Deliver { consumer, messages } => {
-                let mut b = DeliverBuilder::begin(out, ConsumerId(*consumer));
-                for (guid, payload) in messages {
-                    b.push(Guid(*guid), payload).unwrap();
-                }
-                b.finish().unwrap();
+                deliver(out, *consumer, messages.iter().map(|(g, p)| (*g, &p[..])));
             }
             Self::ConsumerConfirm { consumer, guids } => {
-                let mut b = ConsumerConfirmBuilder::begin(out, ConsumerId(*consumer));
-                for &guid in guids {
-                    b.push(Guid(guid)).unwrap();
-                }
-                b.finish().unwrap();
+                consumer_confirm(out, *consumer, guids.iter().copied())
             }
         }
     }
