@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use zerodispatch_core::{
     Callback, Client, ClientEvent, ClientHandle, ClientType, Context, Dispatcher, DispatcherHandle,
-    Event, Placement, PoolConfig, ProcessorSnapshot,
+    Event, Placement, PoolConfig, ProcessorId, ProcessorSnapshot,
 };
 
 /// A client that keeps the defaults of [`Client`]: it runs its callbacks and drops its
@@ -196,6 +196,38 @@ pub fn recorded_queue(capacity: usize) -> (Dispatcher<u64>, ClientHandle<Recorde
     let d = one_queue_unprobed(PoolConfig::new(1).capacity(capacity));
     let (handle, log) = recorder_on(&d);
     (d, handle, log)
+}
+
+/// A count shared by a test and the closures and clients that add to it.
+#[derive(Clone, Debug, Default)]
+pub struct Counter(pub Arc<AtomicUsize>);
+
+impl Counter {
+    /// Adds `n`; returns the count before.
+    pub fn add(&self, n: usize) -> usize {
+        self.0.fetch_add(n, Ordering::SeqCst)
+    }
+
+    /// The count now.
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// A callback that adds one when it runs.
+    pub fn callback(&self) -> Callback {
+        counting_callback(&self.0)
+    }
+}
+
+/// The first queue processor of `d`.
+pub fn first_queue(d: &DispatcherHandle<u64>) -> ProcessorId {
+    d.processors(ClientType::Queue)[0]
+}
+
+/// The events of producer `t` among `seen`, each tagged `t << 32 | i`, as their `i`.
+pub fn of_producer(seen: &[u64], t: u64) -> Vec<u64> {
+    let mine = seen.iter().filter(|m| *m >> 32 == t);
+    mine.map(|m| m & 0xffff_ffff).collect()
 }
 
 /// A callback that adds one to `count` when it runs.
