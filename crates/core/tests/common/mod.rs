@@ -213,9 +213,17 @@ impl Counter {
         self.0.load(Ordering::SeqCst)
     }
 
+    /// A closure that adds one when it runs.
+    pub fn adder(&self) -> impl FnOnce() + Send + 'static {
+        let count = self.clone();
+        move || {
+            count.add(1);
+        }
+    }
+
     /// A callback that adds one when it runs.
     pub fn callback(&self) -> Callback {
-        counting_callback(&self.0)
+        Callback::new(self.adder())
     }
 }
 
