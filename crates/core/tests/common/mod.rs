@@ -213,12 +213,15 @@ impl Counter {
         self.0.load(Ordering::SeqCst)
     }
 
-    /// A closure that adds one when it runs.
-    pub fn adder(&self) -> impl FnOnce() + Send + 'static {
+    /// Adds one.
+    pub fn incr(&self) {
+        self.add(1);
+    }
+
+    /// A closure that adds one each time it runs.
+    pub fn adder(&self) -> impl Fn() + Send + Sync + 'static {
         let count = self.clone();
-        move || {
-            count.add(1);
-        }
+        move || count.incr()
     }
 
     /// A callback that adds one when it runs.
