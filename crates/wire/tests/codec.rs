@@ -30,9 +30,6 @@ fn fixed_frames_round_trip_in_their_documented_layout() {
         stored: StoredWindow::NOTHING,
         ..opened
     };
-    let close = CloseProducer {
-        producer: ProducerId(0x0a0b_0c0d),
-    };
     let layouts: [(Frame, &[u8]); 8] = [
         (
             Frame::OpenProducer(open),
@@ -50,17 +47,15 @@ fn fixed_frames_round_trip_in_their_documented_layout() {
             Frame::ProducerOpened(none),
             &[1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
         ),
-        (Frame::CloseProducer(close), &[0x0d, 0x0c, 0x0b, 0x0a]),
+        (
+            Frame::CloseProducer(close_producer(0x0a0b_0c0d)),
+            &[0x0d, 0x0c, 0x0b, 0x0a],
+        ),
         (
             Frame::OpenConsumer(open_consumer(1, 2, 3, 0)),
             &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 0, 0],
         ),
-        (
-            Frame::CloseConsumer(CloseConsumer {
-                consumer: ConsumerId(9),
-            }),
-            &[9, 0, 0, 0],
-        ),
+        (Frame::CloseConsumer(close_consumer(9)), &[9, 0, 0, 0]),
         (Frame::Credit(credit(9, 256)), &[9, 0, 0, 0, 0, 1, 0, 0]),
     ];
     for (frame, body) in layouts {
@@ -93,10 +88,8 @@ fn error_frames_round_trip_with_and_without_a_subject() {
     let fatal = fatal(ErrorCode(4242), "");
     round_trip(Frame::Error(fatal));
     let long = "é".repeat(usize::from(MAX_ERROR_MESSAGE_LEN) / 2);
-    round_trip(Frame::Error(ErrorFrame {
-        message: &long,
-        ..fatal
-    }));
+    let message = &long;
+    round_trip(Frame::Error(ErrorFrame { message, ..fatal }));
 }
 
 #[test]
@@ -118,18 +111,13 @@ fn publish_batches_round_trip_in_order_with_their_payloads() {
     let (frame @ Frame::Publish(batch), consumed) = decoded(&buf) else {
         panic!()
     };
-    assert_eq!(
-        (consumed, batch.producer(), batch.count()),
-        (written, ProducerId(5), 2)
-    );
+    let read = (consumed, batch.producer(), batch.count());
+    assert_eq!(read, (written, ProducerId(5), 2));
     let messages = batch.messages();
     assert_eq!(messages.len(), 2);
     assert!(messages.eq([(PublishId(u64::MAX), &b"abc"[..]), (PublishId(0), &b""[..])]));
-    assert_eq!(
-        round_trip(frame),
-        buf,
-        "a decoded batch encodes again as it was"
-    );
+    let again = round_trip(frame);
+    assert_eq!(again, buf, "a decoded batch encodes again as it was");
 }
 
 #[test]
@@ -167,11 +155,8 @@ fn deliver_and_consumer_confirm_batches_round_trip() {
         panic!()
     };
     assert_eq!(batch.consumer(), ConsumerId(2));
-    assert!(
-        batch
-            .messages()
-            .eq([(Guid([1; 16]), &big[..]), (Guid([2; 16]), &b"x"[..])])
-    );
+    let messages = [(Guid([1; 16]), &big[..]), (Guid([2; 16]), &b"x"[..])];
+    assert!(batch.messages().eq(messages));
     round_trip(frame);
 
     let mut buf = Vec::new();
@@ -184,16 +169,10 @@ fn deliver_and_consumer_confirm_batches_round_trip() {
     let (frame @ Frame::ConsumerConfirm(batch), _) = decoded(&buf) else {
         panic!()
     };
-    assert_eq!(
-        (batch.consumer(), batch.count()),
-        (ConsumerId(2), MAX_MESSAGES_PER_FRAME)
-    );
-    assert!(
-        batch
-            .guids()
-            .map(|g| g.0[0])
-            .eq((0..MAX_MESSAGES_PER_FRAME).map(|i| i as u8))
-    );
+    let read = (batch.consumer(), batch.count());
+    assert_eq!(read, (ConsumerId(2), MAX_MESSAGES_PER_FRAME));
+    let firsts = (0..MAX_MESSAGES_PER_FRAME).map(|i| i as u8);
+    assert!(batch.guids().map(|g| g.0[0]).eq(firsts));
     round_trip(frame);
 }
 
@@ -202,30 +181,22 @@ fn a_builder_refuses_what_breaks_a_limit_and_keeps_the_frame_valid() {
     let mut buf = b"kept".to_vec();
     let mut publish = PublishBuilder::begin(&mut buf, ProducerId(1));
     let too_big = vec![0; MAX_PAYLOAD_LEN as usize + 1];
-    assert_eq!(
-        publish.push(PublishId(0), &too_big),
-        Err(EncodeError::PayloadTooLarge {
-            len: too_big.len(),
-            max: MAX_PAYLOAD_LEN
-        })
-    );
+    let (len, max) = (too_big.len(), MAX_PAYLOAD_LEN);
+    let refused = publish.push(PublishId(0), &too_big);
+    assert_eq!(refused, Err(EncodeError::PayloadTooLarge { len, max }));
     let max = vec![0; MAX_PAYLOAD_LEN as usize];
     for i in 0..3 {
         publish.push(PublishId(i), &max).unwrap();
     }
     // Body so far: 8 + 3 * (12 + 256 KiB); a fourth full payload would pass 1 MiB.
     let needs = 8 + 4 * (12 + MAX_PAYLOAD_LEN as usize);
-    assert_eq!(
-        publish.push(PublishId(3), &max),
-        Err(EncodeError::FrameFull {
-            needs,
-            max: MAX_FRAME_LEN
-        })
-    );
+    let refused = publish.push(PublishId(3), &max);
+    let max = MAX_FRAME_LEN;
+    assert_eq!(refused, Err(EncodeError::FrameFull { needs, max }));
     assert_eq!(publish.count(), 3);
     publish.finish().unwrap();
     assert_eq!(&buf[..4], b"kept");
-    let Ok(Some((Frame::Publish(batch), consumed))) = decode(&buf[4..]) else {
+    let (Frame::Publish(batch), consumed) = decoded(&buf[4..]) else {
         panic!()
     };
     assert_eq!((batch.count(), consumed), (3, buf.len() - 4));
@@ -235,12 +206,8 @@ fn a_builder_refuses_what_breaks_a_limit_and_keeps_the_frame_valid() {
 fn an_empty_or_abandoned_batch_leaves_the_buffer_as_it_was() {
     let mut buf = b"kept".to_vec();
     let publish = PublishBuilder::begin(&mut buf, ProducerId(1));
-    assert_eq!(
-        publish.finish(),
-        Err(EncodeError::EmptyBatch {
-            kind: FrameKind::Publish
-        })
-    );
+    let kind = FrameKind::Publish;
+    assert_eq!(publish.finish(), Err(EncodeError::EmptyBatch { kind }));
     assert_eq!(buf, b"kept");
 
     let mut deliver = DeliverBuilder::begin(&mut buf, ConsumerId(1));
@@ -258,28 +225,18 @@ fn encode_refuses_the_values_decode_would_and_writes_nothing() {
         heartbeat_ms: 0,
         limits: ServerLimits::PROTOCOL,
     };
-    let refused = [
-        (
-            Frame::Hello(hello(0, 1, 0)),
-            zero(FrameKind::Hello, "min_version"),
-        ),
-        (
-            Frame::Hello(hello(2, 1, 0)),
-            EncodeError::BadVersionRange { min: 2, max: 1 },
-        ),
-        (Frame::Welcome(welcome), zero(FrameKind::Welcome, "version")),
-        (
-            Frame::OpenProducer(open_producer(1, 1, 0, "")),
-            zero(FrameKind::OpenProducer, "max_unconfirmed"),
-        ),
-        (
-            Frame::Credit(credit(1, 0)),
-            zero(FrameKind::Credit, "credit"),
-        ),
-    ];
-    for (frame, error) in refused {
-        assert_eq!(frame.encode(&mut buf), Err(error));
-    }
+    let mut refuses = |frame: Frame, error| assert_eq!(frame.encode(&mut buf), Err(error));
+    use FrameKind as K;
+    refuses(Frame::Hello(hello(0, 1, 0)), zero(K::Hello, "min_version"));
+    let range = EncodeError::BadVersionRange { min: 2, max: 1 };
+    refuses(Frame::Hello(hello(2, 1, 0)), range);
+    refuses(Frame::Welcome(welcome), zero(K::Welcome, "version"));
+    let open = open_producer(1, 1, 0, "");
+    refuses(
+        Frame::OpenProducer(open),
+        zero(K::OpenProducer, "max_unconfirmed"),
+    );
+    refuses(Frame::Credit(credit(1, 0)), zero(K::Credit, "credit"));
     let long = "x".repeat(usize::from(MAX_ERROR_MESSAGE_LEN) + 1);
     let error = fatal(ErrorCode::INTERNAL, &long);
     let (len, max) = (long.len(), MAX_ERROR_MESSAGE_LEN);

@@ -136,13 +136,9 @@ fn fixed() -> impl Strategy<Value = Frame<'static>> {
             let bytes = bits.to_le_bytes()[..known.div_ceil(8) as usize].to_vec();
             Frame::ProducerOpened(producer_opened(p, last, known, bytes.leak()))
         }),
-        any::<u32>().prop_map(|p| Frame::CloseProducer(CloseProducer {
-            producer: ProducerId(p)
-        })),
+        any::<u32>().prop_map(|p| Frame::CloseProducer(close_producer(p))),
         open_consumers.prop_map(|(c, q, a, n)| Frame::OpenConsumer(open_consumer(c, q, a, n))),
-        any::<u32>().prop_map(|c| Frame::CloseConsumer(CloseConsumer {
-            consumer: ConsumerId(c)
-        })),
+        any::<u32>().prop_map(|c| Frame::CloseConsumer(close_consumer(c))),
         (any::<u32>(), 1_u32..).prop_map(|(c, n)| Frame::Credit(credit(c, n))),
     ]
 }

@@ -88,6 +88,18 @@ pub fn open_consumer(consumer: u32, queue: u32, app: u16, credit: u32) -> OpenCo
     }
 }
 
+/// `CloseProducer` of `producer`.
+pub fn close_producer(producer: u32) -> CloseProducer {
+    let producer = ProducerId(producer);
+    CloseProducer { producer }
+}
+
+/// `CloseConsumer` of `consumer`.
+pub fn close_consumer(consumer: u32) -> CloseConsumer {
+    let consumer = ConsumerId(consumer);
+    CloseConsumer { consumer }
+}
+
 /// `Credit` of `credit` more messages for `consumer`.
 pub fn credit(consumer: u32, credit: u32) -> Credit {
     Credit {
