@@ -247,46 +247,38 @@ fn encode_refuses_the_values_decode_would_and_writes_nothing() {
 
 #[test]
 fn a_bad_header_is_refused_from_its_first_bad_byte() {
-    let too_large = DecodeError::FrameTooLarge {
+    use DecodeError as E;
+    let too_large = E::FrameTooLarge {
         len: u32::MAX,
         max: MAX_FRAME_LEN,
     };
     assert_eq!(decode(b""), Ok(None));
     assert_eq!(decode(b"Z"), Ok(None));
-    assert_eq!(decode(b"X"), Err(DecodeError::BadMagic));
-    assert_eq!(decode(b"ZX"), Err(DecodeError::BadMagic));
+    assert_eq!(decode(b"X"), Err(E::BadMagic));
+    assert_eq!(decode(b"ZX"), Err(E::BadMagic));
     // A peer of an older version is refused from its first frame's third byte.
     for version in [1, 2] {
-        assert_eq!(
-            decode(&[b'Z', b'D', version]),
-            Err(DecodeError::UnsupportedVersion { version })
-        );
+        let refused = Err(E::UnsupportedVersion { version });
+        assert_eq!(decode(&[b'Z', b'D', version]), refused);
     }
-    let unknown_flags = DecodeError::UnknownFlags { flags: 0x8000 };
-    assert_eq!(
-        decode(b"ZD\x04\x00"),
-        Err(DecodeError::UnknownKind { kind: 0 })
-    );
+    assert_eq!(decode(b"ZD\x04\x00"), Err(E::UnknownKind { kind: 0 }));
     assert_eq!(decode(b"ZD\x04\x03\x01"), Ok(None), "flags are read whole");
-    assert_eq!(decode(b"ZD\x04\x03\x00\x80"), Err(unknown_flags));
+    assert_eq!(
+        decode(b"ZD\x04\x03\x00\x80"),
+        Err(E::UnknownFlags { flags: 0x8000 })
+    );
     let mut huge = header(FrameKind::Publish, u32::MAX);
     assert_eq!(decode(&huge), Err(too_large));
     huge[6..].copy_from_slice(&MAX_FRAME_LEN.to_le_bytes());
     assert_eq!(decode(&huge), Ok(None), "the largest body is waited for");
     for (kind, code) in [
-        (DecodeError::BadMagic, ErrorCode::BAD_MAGIC),
+        (E::BadMagic, ErrorCode::BAD_MAGIC),
         (
-            DecodeError::UnsupportedVersion { version: 2 },
+            E::UnsupportedVersion { version: 2 },
             ErrorCode::UNSUPPORTED_VERSION,
         ),
-        (
-            DecodeError::UnknownKind { kind: 0 },
-            ErrorCode::UNKNOWN_KIND,
-        ),
-        (
-            DecodeError::UnknownFlags { flags: 1 },
-            ErrorCode::UNKNOWN_FLAGS,
-        ),
+        (E::UnknownKind { kind: 0 }, ErrorCode::UNKNOWN_KIND),
+        (E::UnknownFlags { flags: 1 }, ErrorCode::UNKNOWN_FLAGS),
         (too_large, ErrorCode::FRAME_TOO_LARGE),
     ] {
         assert_eq!(kind.code(), code);
@@ -296,14 +288,15 @@ fn a_bad_header_is_refused_from_its_first_bad_byte() {
 
 #[test]
 fn a_fixed_body_of_the_wrong_length_is_refused() {
+    use FrameKind as K;
     for (kind, len) in [
-        (FrameKind::Hello, 6_usize),
-        (FrameKind::Welcome, 53),
-        (FrameKind::Heartbeat, 0),
-        (FrameKind::CloseProducer, 4),
-        (FrameKind::OpenConsumer, 14),
-        (FrameKind::CloseConsumer, 4),
-        (FrameKind::Credit, 8),
+        (K::Hello, 6_usize),
+        (K::Welcome, 53),
+        (K::Heartbeat, 0),
+        (K::CloseProducer, 4),
+        (K::OpenConsumer, 14),
+        (K::CloseConsumer, 4),
+        (K::Credit, 8),
     ] {
         // All ones: a valid body of the right length, for each of these kinds.
         for wrong in [len.saturating_sub(1), len + 1] {
@@ -322,15 +315,16 @@ fn a_fixed_body_of_the_wrong_length_is_refused() {
 
 #[test]
 fn forbidden_zeros_are_refused() {
+    use FrameKind as K;
     let cases: [(FrameKind, &[u8], &str); 4] = [
-        (FrameKind::Hello, &[0, 1, 0, 0, 0, 0], "min_version"),
-        (FrameKind::Welcome, &[0; 53], "version"),
+        (K::Hello, &[0, 1, 0, 0, 0, 0], "min_version"),
+        (K::Welcome, &[0; 53], "version"),
         (
-            FrameKind::OpenProducer,
+            K::OpenProducer,
             &[1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
             "max_unconfirmed",
         ),
-        (FrameKind::Credit, &[1, 0, 0, 0, 0, 0, 0, 0], "credit"),
+        (K::Credit, &[1, 0, 0, 0, 0, 0, 0, 0], "credit"),
     ];
     for (kind, body, field) in cases {
         assert_eq!(
@@ -339,25 +333,22 @@ fn forbidden_zeros_are_refused() {
         );
     }
     let range = DecodeError::BadVersionRange { min: 3, max: 2 };
-    assert_eq!(
-        decode_body(FrameKind::Hello, &[3, 2, 0, 0, 0, 0]),
-        Err(range)
-    );
+    assert_eq!(decode_body(K::Hello, &[3, 2, 0, 0, 0, 0]), Err(range));
     for kind in [
-        FrameKind::Publish,
-        FrameKind::PublishConfirm,
-        FrameKind::Deliver,
-        FrameKind::ConsumerConfirm,
+        K::Publish,
+        K::PublishConfirm,
+        K::Deliver,
+        K::ConsumerConfirm,
     ] {
-        let field = "count";
+        let (field, len) = ("count", 7);
         let empty = decode_body(kind, &[1, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(empty, Err(DecodeError::Zero { kind, field }));
         let short = decode_body(kind, &[1, 0, 0, 0, 0, 0, 0]);
-        let len = 7;
+        let no_room = "no room for the count";
         assert_eq!(
             short,
             Err(DecodeError::BadLength { kind, len }),
-            "no room for the count"
+            "{no_room}"
         );
     }
 }
@@ -412,26 +403,19 @@ fn a_bad_error_frame_is_refused() {
     let kind = FrameKind::Error;
     let long = vec![b'x'; usize::from(MAX_ERROR_MESSAGE_LEN) + 1];
     let (len, max) = (long.len() as u16, MAX_ERROR_MESSAGE_LEN);
+    use DecodeError as E;
+    let short = |len| Err(E::BadLength { kind, len });
     for (body, answer) in [
         (body(0, 2, b"ok"), Ok(())),
-        (
-            body(0, 3, b"ok"),
-            Err(DecodeError::BadLength { kind, len: 11 }),
-        ),
-        (
-            body(0, 1, b"ok"),
-            Err(DecodeError::BadLength { kind, len: 11 }),
-        ),
-        (vec![6, 0, 0], Err(DecodeError::BadLength { kind, len: 3 })),
-        (body(0, 2, b"\xff\xfe"), Err(DecodeError::BadUtf8)),
+        (body(0, 3, b"ok"), short(11)),
+        (body(0, 1, b"ok"), short(11)),
+        (vec![6, 0, 0], short(3)),
+        (body(0, 2, b"\xff\xfe"), Err(E::BadUtf8)),
         (
             body(0x7f, 0, b""),
-            Err(DecodeError::UnknownRefusedKind { kind: 0x7f }),
+            Err(E::UnknownRefusedKind { kind: 0x7f }),
         ),
-        (
-            body(0, len, &long),
-            Err(DecodeError::MessageTooLong { len, max }),
-        ),
+        (body(0, len, &long), Err(E::MessageTooLong { len, max })),
     ] {
         assert_eq!(decode_body(kind, &body), answer, "{body:?}");
     }
@@ -484,17 +468,13 @@ fn every_kind_byte_names_its_kind_and_codes_their_range() {
     for kind in FrameKind::ALL {
         assert_eq!(FrameKind::from_u8(kind.as_u8()), Some(kind));
     }
-    let known = (0..=u8::MAX)
-        .filter(|&b| FrameKind::from_u8(b).is_some())
-        .count();
-    assert_eq!(known, FrameKind::ALL.len());
+    let known = (0..=u8::MAX).filter(|&b| FrameKind::from_u8(b).is_some());
+    assert_eq!(known.count(), FrameKind::ALL.len());
     assert!(ErrorCode::HANDSHAKE_REQUIRED.is_fatal() && !ErrorCode::ID_IN_USE.is_fatal());
     assert_eq!(ErrorCode::UNKNOWN_APP.to_string(), "unknown app (101)");
     assert_eq!(format!("{:?}", ErrorCode(7777)), "ErrorCode(7777)");
-    assert_eq!(
-        format!("{:?}", Guid([0xab; 16])),
-        format!("Guid({})", "ab".repeat(16))
-    );
+    let guid = format!("{:?}", Guid([0xab; 16]));
+    assert_eq!(guid, format!("Guid({})", "ab".repeat(16)));
     // Every error says what it is.
     let (kind, count) = (FrameKind::Deliver, 3);
     let mismatch = DecodeError::CountMismatch { kind, count }.to_string();
