@@ -13,24 +13,27 @@ use std::time::Duration;
 use common::*;
 use zerodispatch_core::*;
 
-#[test]
-fn dispatch_after_shutdown_hands_the_event_back() {
+/// A dispatcher shut down, a handle of it, and a recorder registered before.
+fn shut_down() -> (
+    Dispatcher<u64>,
+    DispatcherHandle<u64>,
+    ClientHandle<Recorder>,
+) {
     let mut d = one_queue(PoolConfig::new(1));
     let h = recorder_on(&d).0;
     let handle = d.handle();
     d.shutdown();
-    let (tried, waited) = (
-        handle.try_dispatch(h, Event::Message(1)),
-        handle.dispatch(h, Event::Message(2)),
-    );
-    assert!(matches!(
-        tried,
-        Err(DispatchError::ShutDown(Event::Message(1)))
-    ));
-    assert!(matches!(
-        waited,
-        Err(DispatchError::ShutDown(Event::Message(2)))
-    ));
+    (d, handle, h)
+}
+
+#[test]
+fn dispatch_after_shutdown_hands_the_event_back() {
+    let (mut d, handle, h) = shut_down();
+    use DispatchError::ShutDown;
+    let tried = handle.try_dispatch(h, Event::Message(1));
+    assert!(matches!(tried, Err(ShutDown(Event::Message(1)))));
+    let waited = handle.dispatch(h, Event::Message(2));
+    assert!(matches!(waited, Err(ShutDown(Event::Message(2)))));
     assert_eq!(handle.synchronize(h), Err(SyncError::ShutDown));
     let refused = handle.register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded);
     assert_eq!(refused.unwrap_err().reason, RegisterRefusal::ShutDown);
@@ -39,10 +42,7 @@ fn dispatch_after_shutdown_hands_the_event_back() {
 
 #[test]
 fn a_batch_after_shutdown_hands_back_its_first_event() {
-    let mut d = one_queue(PoolConfig::new(1));
-    let h = recorder_on(&d).0;
-    let handle = d.handle();
-    d.shutdown();
+    let (_d, handle, h) = shut_down();
     let mut events = (0..3).map(Event::Message);
     let err = handle.dispatch_batch(h, &mut events).unwrap_err();
     assert_eq!(err.enqueued, 0);

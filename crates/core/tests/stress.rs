@@ -148,13 +148,25 @@ fn ran(tally: &Tally, messages: &AtomicU64) -> u64 {
     tally.callbacks_run.load(Ordering::Relaxed) + messages.load(Ordering::Relaxed)
 }
 
+/// The messages handled, the clients (two on every processor of `d`), a tally of nothing
+/// yet, and a stop flag not set.
+type Stream = (
+    Arc<AtomicU64>,
+    Vec<ClientHandle>,
+    Arc<Tally>,
+    Arc<AtomicBool>,
+);
+
+fn stream(d: &Dispatcher<u64>) -> Stream {
+    let messages = Arc::new(AtomicU64::new(0));
+    let clients = register_all(d, &messages);
+    (messages, clients, Arc::default(), Arc::default())
+}
+
 #[test]
 fn every_event_runs_once_or_is_handed_back() {
     let mut d = dispatcher();
-    let messages = Arc::new(AtomicU64::new(0));
-    let clients = register_all(&d, &messages);
-    let tally = Arc::new(Tally::default());
-    let stop = Arc::new(AtomicBool::new(false));
+    let (messages, clients, tally, stop) = stream(&d);
     for t in run_producers(&d.handle(), &clients, &tally, &stop) {
         t.join().unwrap();
     }
@@ -178,10 +190,7 @@ fn every_event_runs_once_or_is_handed_back() {
 #[test]
 fn shutdown_in_the_middle_of_a_stream_loses_nothing() {
     let mut d = dispatcher();
-    let messages = Arc::new(AtomicU64::new(0));
-    let clients = register_all(&d, &messages);
-    let tally = Arc::new(Tally::default());
-    let stop = Arc::new(AtomicBool::new(false)); // never set: producers stop at ShutDown
+    let (messages, clients, tally, stop) = stream(&d); // `stop` never set: producers stop at ShutDown
     let producers = run_producers(&d.handle(), &clients, &tally, &stop);
     while tally.accepted.load(Ordering::Relaxed) < PER_PRODUCER {
         thread::yield_now();
