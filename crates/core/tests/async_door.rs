@@ -62,11 +62,8 @@ fn pause(rt: &tokio::runtime::Runtime, ms: u64) {
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_time()
-        .build()
-        .unwrap()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(4).enable_time().build().unwrap()
 }
 
 #[test]
@@ -74,10 +71,9 @@ fn a_dispatch_with_room_resolves_at_its_first_poll() {
     within(LIMIT, "dispatch_async with room", || {
         let (d, c, log) = recorded_queue(8);
         let (count, waker) = counting_waker();
-        assert!(ready_ok(
-            &mut d.dispatch_async(c, Event::Message(1)),
-            &waker
-        ));
+        let mut first = d.dispatch_async(c, Event::Message(1));
+        assert!(ready_ok(&mut first, &waker));
+        drop(first);
         runtime().block_on(async {
             d.dispatch_async(c, Event::Message(2)).await.unwrap();
             let mut batch = (3..6).map(Event::Message);
@@ -149,7 +145,8 @@ fn many_async_producers_lose_nothing() {
                             handle.dispatch_async(c, event).await.unwrap();
                         } else {
                             let mut one = std::iter::once(event);
-                            assert_eq!(handle.dispatch_batch_async(c, &mut one).await.unwrap(), 1);
+                            let enqueued = handle.dispatch_batch_async(c, &mut one).await;
+                            assert_eq!(enqueued.unwrap(), 1);
                         }
                     }
                 })
