@@ -85,7 +85,10 @@ fn a_cancelled_timer_never_runs_and_its_captures_are_dropped() {
     let queue = first_queue(&d);
     let (ran, captured) = (Counter::default(), Arc::new(()));
     let (r, keep) = (ran.clone(), captured.clone());
-    let timer = Callback::new(move || drop((keep, r.add(1))));
+    let timer = Callback::new(move || {
+        let _keep = &keep;
+        r.incr();
+    });
     let token = d
         .schedule_in(queue, Duration::from_millis(20), timer)
         .unwrap();
