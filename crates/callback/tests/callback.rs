@@ -26,38 +26,29 @@ fn call_runs_exactly_once_and_drops_captures_once() {
     let counts = Counts::new();
     let cb = Callback::new(counts.closure());
     assert!(cb.is_inline());
-    assert_eq!((counts.runs(), counts.drops()), (0, 0));
+    counts.assert(0, 0);
     cb.call();
-    assert_eq!(counts.runs(), 1);
-    assert_eq!(counts.drops(), 1);
+    counts.assert(1, 1);
 }
 
 #[test]
 fn drop_without_call_drops_captures_once_and_never_runs() {
     let counts = Counts::new();
-    let cb = Callback::new(counts.closure());
-    drop(cb);
-    assert_eq!(counts.runs(), 0);
-    assert_eq!(counts.drops(), 1);
+    drop(Callback::new(counts.closure()));
+    counts.assert(0, 1);
 }
 
 #[test]
 fn panic_during_call_drops_captures_once_and_runs_once() {
     let counts = Counts::new();
-    let (guard, r) = (counts.guard(), counts.runs.clone());
-    let cb = Callback::new(move || {
-        let _keep = &guard;
-        r.fetch_add(1, Ordering::SeqCst);
-        panic!("confirm handler failed");
-    });
+    let cb = Callback::new(counts.closure_then(|| panic!("confirm handler failed")));
     let outcome = catch_unwind(AssertUnwindSafe(move || cb.call()));
     let message = outcome.expect_err("the panic must reach the caller");
     assert_eq!(
         message.downcast_ref::<&str>(),
         Some(&"confirm handler failed")
     );
-    assert_eq!(counts.runs(), 1);
-    assert_eq!(counts.drops(), 1);
+    counts.assert(1, 1);
 }
 
 #[test]
@@ -75,8 +66,7 @@ fn captures_are_moved_in_and_out_intact() {
     // Move the callback around (into a Vec and out, through an Option) before calling it.
     let mut slot = vec![cb];
     let mut option = slot.pop();
-    let cb = option.take().unwrap();
-    cb.call();
+    option.take().unwrap().call();
     assert_eq!(seen.load(Ordering::SeqCst), 1);
 }
 
@@ -116,63 +106,45 @@ fn over_aligned_capture_fits_an_align16_space() {
 #[test]
 fn moves_across_threads() {
     let counts = Counts::new();
-    let mut handles = Vec::new();
-    let callbacks: Vec<Callback> = (0..4)
+    let threads: Vec<_> = (0..4)
         .map(|i| {
-            let (guard, r) = (counts.guard(), counts.runs.clone());
-            Callback::new(move || {
-                let _keep = &guard;
-                r.fetch_add(i + 1, Ordering::SeqCst);
-            })
+            let r = counts.runs.clone();
+            // Counts its run, and `i` more.
+            let cb = Callback::new(counts.closure_then(move || {
+                r.fetch_add(i, Ordering::SeqCst);
+            }));
+            std::thread::spawn(move || cb.call())
         })
         .collect();
-    for cb in callbacks {
-        handles.push(std::thread::spawn(move || cb.call()));
-    }
-    for h in handles {
-        h.join().unwrap();
-    }
-    assert_eq!(counts.runs(), 1 + 2 + 3 + 4);
-    assert_eq!(counts.drops(), 4);
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    counts.assert(1 + 2 + 3 + 4, 4);
 }
 
 #[test]
 fn spill_stores_a_large_closure_on_the_heap_and_says_so() {
     let counts = Counts::new();
-    let (guard, r) = (counts.guard(), counts.runs.clone());
     let big = [3_u64; 16];
-    let f = move || {
-        let _keep = &guard;
-        assert_eq!(big.iter().sum::<u64>(), 48);
-        r.fetch_add(1, Ordering::SeqCst);
-    };
+    let f = counts.closure_then(move || assert_eq!(big.iter().sum::<u64>(), 48));
     assert!(!Callback::fits_closure(&f));
     let cb = Callback::spill(f);
     assert!(!cb.is_inline());
     cb.call();
-    assert_eq!(counts.runs(), 1);
-    assert_eq!(counts.drops(), 1);
+    counts.assert(1, 1);
 
     // Dropped unrun, a spilled closure is freed and its captures dropped once.
-    let guard = counts.guard();
-    let cb = Callback::spill(move || {
-        let _keep = (&guard, big);
-    });
-    drop(cb);
-    assert_eq!(counts.drops(), 2);
+    drop(Callback::spill(
+        counts.closure_then(move || assert_eq!(big[0], 3)),
+    ));
+    counts.assert(1, 2);
 }
 
 #[test]
 fn spilled_closure_that_panics_drops_once() {
     let counts = Counts::new();
-    let guard = counts.guard();
     let big = [0_u8; 100];
-    let cb = Callback::spill(move || {
-        let _keep = (&guard, big);
-        panic!("boom");
-    });
+    let cb = Callback::spill(counts.closure_then(move || panic!("boom {}", big.len())));
     assert!(catch_unwind(AssertUnwindSafe(move || cb.call())).is_err());
-    assert_eq!(counts.drops(), 1);
+    counts.assert(1, 1);
 }
 
 #[test]
@@ -193,13 +165,9 @@ fn boxed_callback_runs_once_and_drops_once() {
     let cb = BoxedCallback::new(counts.closure());
     assert!(!cb.is_inline());
     cb.call();
-    assert_eq!((counts.runs(), counts.drops()), (1, 1));
-
-    let guard = counts.guard();
-    drop(BoxedCallback::new(move || {
-        let _keep = &guard;
-    }));
-    assert_eq!(counts.drops(), 2);
+    counts.assert(1, 1);
+    drop(BoxedCallback::new(counts.closure()));
+    counts.assert(1, 2);
 }
 
 #[test]
@@ -209,13 +177,13 @@ fn debug_says_where_the_closure_lives() {
     let spilled = Callback::spill(move || {
         std::hint::black_box(big);
     });
+    let shown = [format!("{inline:?}"), format!("{spilled:?}")];
     assert_eq!(
-        format!("{inline:?}"),
-        "Callback { inline: true, space_bytes: 32, .. }"
-    );
-    assert_eq!(
-        format!("{spilled:?}"),
-        "Callback { inline: false, space_bytes: 32, .. }"
+        shown,
+        [
+            "Callback { inline: true, space_bytes: 32, .. }",
+            "Callback { inline: false, space_bytes: 32, .. }",
+        ]
     );
 }
 

@@ -34,10 +34,8 @@ fn confirming(counts: &Counts, seq: u64, then_panic: bool) -> ToQueue {
 #[test]
 fn same_size_as_the_plain_callback() {
     assert_eq!(size_of::<ToQueue>(), size_of::<Callback>());
-    assert_eq!(
-        size_of::<InlineCallbackWith<dyn Any, u64>>(),
-        size_of::<Callback>()
-    );
+    let to_any = size_of::<InlineCallbackWith<dyn Any, u64>>();
+    assert_eq!(to_any, size_of::<Callback>());
 }
 
 #[test]
@@ -61,9 +59,8 @@ fn runs_once_on_the_target_and_context_it_is_handed() {
 #[test]
 fn dropped_uncalled_drops_captures_once_and_never_touches_a_target() {
     let counts = Counts::new();
-    let cb = confirming(&counts, 1, false);
-    drop(cb);
-    assert_eq!(counts.drops(), 1);
+    drop(confirming(&counts, 1, false));
+    counts.assert(0, 1);
 }
 
 #[test]
@@ -85,33 +82,29 @@ fn an_unsized_target_is_reached_through_its_trait_object() {
             *seen += 1;
         }
     });
-    let mut queue = Queue::default();
-    let mut seen = 0;
+    let (mut queue, mut seen) = (Queue::default(), 0);
     cb.call(&mut queue as &mut dyn Any, &mut seen);
     assert_eq!((queue.confirmed.as_slice(), seen), (&[3][..], 1));
 }
 
 #[test]
 fn spill_holds_a_large_closure_and_frees_it_once() {
+    type To32 = InlineCallbackWith<Queue, u64, Align8<32>>;
     let counts = Counts::new();
     let guard = counts.guard();
     let big = [5_u64; 16];
-    let cb: InlineCallbackWith<Queue, u64, Align8<32>> =
-        InlineCallbackWith::spill(move |queue: &mut Queue, _: &mut u64| {
-            let _keep = &guard;
-            queue.confirmed.extend_from_slice(&big[..2]);
-        });
+    let cb = To32::spill(move |queue: &mut Queue, _: &mut u64| {
+        let _keep = &guard;
+        queue.confirmed.extend_from_slice(&big[..2]);
+    });
     assert!(!cb.is_inline());
     let mut queue = Queue::default();
     cb.call(&mut queue, &mut 0);
     assert_eq!(queue.confirmed, [5, 5]);
-    assert_eq!(counts.drops(), 1);
+    counts.assert(0, 1);
 
-    let small = InlineCallbackWith::<Queue, u64, Align8<32>>::new_or_spill(|_, _| {});
-    assert!(small.is_inline());
-    let large = InlineCallbackWith::<Queue, u64, Align8<32>>::new_or_spill(move |q, _| {
-        q.confirmed.push(big[15])
-    });
+    assert!(To32::new_or_spill(|_, _| {}).is_inline());
+    let large = To32::new_or_spill(move |q, _| q.confirmed.push(big[15]));
     assert!(!large.is_inline());
     drop(large);
 }
@@ -122,13 +115,12 @@ fn moves_across_threads_to_the_thread_that_owns_the_target() {
         queue.confirmed.push(9);
         *calls += 1;
     });
-    let queue = std::thread::spawn(move || {
+    let owner = std::thread::spawn(move || {
         let mut queue = Queue::default();
         cb.call(&mut queue, &mut 0);
         queue
-    })
-    .join()
-    .unwrap();
+    });
+    let queue = owner.join().unwrap();
     assert_eq!(queue.confirmed, [9]);
     assert!(format!("{:?}", ToQueue::new(|_, _| {})).contains("inline: true"));
 }

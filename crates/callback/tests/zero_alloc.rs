@@ -60,8 +60,7 @@ fn allocations_per_hop<T: Send + 'static>(make: fn(u64) -> T, call: fn(T)) -> u6
         })
     };
     let produce = |range: std::ops::Range<u64>| {
-        for seq in range {
-            let mut item = make(seq);
+        for mut item in range.map(make) {
             while let Err(back) = queue.push(item) {
                 item = back;
                 thread::yield_now();
@@ -88,9 +87,10 @@ fn allocations_per_hop<T: Send + 'static>(make: fn(u64) -> T, call: fn(T)) -> u6
 fn every_one_run<T: Send + 'static>(make: fn(u64) -> T, call: fn(T)) -> u64 {
     CONFIRMED_SUM.store(0, Ordering::SeqCst);
     let allocations = allocations_per_hop(make, call);
+    let once = (0..WARM_UP + EVENTS).map(|seq| seq + 1).sum::<u64>();
     assert_eq!(
         CONFIRMED_SUM.load(Ordering::SeqCst),
-        (0..WARM_UP + EVENTS).map(|seq| seq + 1).sum::<u64>(),
+        once,
         "every callback ran once"
     );
     allocations

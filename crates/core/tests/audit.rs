@@ -37,11 +37,8 @@ impl Client<u64> for Bouncer {
             }
             ClientEvent::Message(hops) => {
                 let peer = self.peer.lock().unwrap().expect("peer set before traffic");
-                if ctx
-                    .dispatcher()
-                    .dispatch(peer, Event::Message(hops - 1))
-                    .is_err()
-                {
+                let sent = ctx.dispatcher().dispatch(peer, Event::Message(hops - 1));
+                if sent.is_err() {
                     // Outbox full: a real client would keep it for its next flush; the test
                     // counts it so that conservation still holds.
                     self.refused.fetch_add(1, Ordering::Relaxed);
@@ -67,47 +64,42 @@ fn two_processors_dispatching_to_each_other_on_tiny_queues_never_deadlock() {
     let peers = [Arc::new(Mutex::new(None)), Arc::new(Mutex::new(None))];
     let handles: Vec<_> = (0..2)
         .map(|i| {
+            let (peer, finished, refused) = (peers[i].clone(), finished.clone(), refused.clone());
             let bouncer = Bouncer {
-                peer: peers[i].clone(),
-                finished: finished.clone(),
-                refused: refused.clone(),
+                peer,
+                finished,
+                refused,
             };
             on_queue_processor(&d, i as u16, bouncer)
         })
         .collect();
     *peers[0].lock().unwrap() = Some(handles[1].erase());
     *peers[1].lock().unwrap() = Some(handles[0].erase());
-
-    let (f, r, dd) = (finished.clone(), refused.clone(), d.clone());
-    within(
-        Duration::from_secs(60),
-        "a cycle of two processors on queues of 8",
-        move || {
-            let producers: Vec<_> = (0..PRODUCERS)
-                .map(|p| {
-                    let (d, target) = (dd.handle(), handles[(p % 2) as usize]);
-                    thread::spawn(move || {
-                        for _ in 0..PER_PRODUCER {
-                            d.dispatch(target, Event::Message(HOPS)).unwrap();
-                        }
-                    })
-                })
-                .collect();
-            for p in producers {
-                p.join().unwrap();
+    let ended = {
+        let (f, r) = (finished.clone(), refused.clone());
+        move || f.load(Ordering::Relaxed) + r.load(Ordering::Relaxed)
+    };
+    let (total, ended_in_time, dd) = (PRODUCERS * PER_PRODUCER, ended.clone(), d.clone());
+    let what = "a cycle of two processors on queues of 8";
+    within(Duration::from_secs(60), what, move || {
+        let d = &dd;
+        thread::scope(|s| {
+            for p in 0..PRODUCERS {
+                let target = handles[(p % 2) as usize];
+                s.spawn(move || {
+                    for _ in 0..PER_PRODUCER {
+                        d.dispatch(target, Event::Message(HOPS)).unwrap();
+                    }
+                });
             }
-            let total = PRODUCERS * PER_PRODUCER;
-            eventually("every message finishes or is refused", || {
-                f.load(Ordering::Relaxed) + r.load(Ordering::Relaxed) == total
-            });
-        },
-    );
+        });
+        eventually("every message finishes or is refused", || {
+            ended_in_time() == total
+        });
+    });
     let outboxed: u64 = d.stats().iter().map(|s| s.outboxed).sum();
     assert!(outboxed > 0, "the test never filled a queue");
-    assert_eq!(
-        finished.load(Ordering::Relaxed) + refused.load(Ordering::Relaxed),
-        PRODUCERS * PER_PRODUCER
-    );
+    assert_eq!(ended(), total);
 }
 
 /// 15: two clients that `synchronize` on each other at the same moment deadlocked, and the
@@ -122,29 +114,23 @@ fn synchronize_on_a_processor_thread_is_refused_so_two_cannot_wait_for_each_othe
     let results = Arc::new(Mutex::new(Vec::new()));
     for (me, other) in [(a, b), (b, a)] {
         let (handle, barrier, results) = (d.handle(), barrier.clone(), results.clone());
-        d.execute(
-            me.processor(),
-            Callback::spill(move || {
-                barrier.wait();
-                let r = handle.synchronize(other);
-                results.lock().unwrap().push((me.processor(), r));
-            }),
-        )
-        .unwrap();
+        let wait_for_other = Callback::spill(move || {
+            barrier.wait();
+            let r = handle.synchronize(other);
+            results.lock().unwrap().push((me.processor(), r));
+        });
+        d.execute(me.processor(), wait_for_other).unwrap();
     }
-    within(
-        Duration::from_secs(10),
-        "dropping the dispatcher after a mutual synchronize",
-        move || {
-            eventually("both synchronize calls returned", || {
-                results.lock().unwrap().len() == 2
-            });
-            for (me, r) in results.lock().unwrap().iter() {
-                assert_eq!(*r, Err(SyncError::OnProcessorThread(*me)));
-            }
-            drop(d);
-        },
-    );
+    let what = "dropping the dispatcher after a mutual synchronize";
+    within(Duration::from_secs(10), what, move || {
+        eventually("both synchronize calls returned", || {
+            results.lock().unwrap().len() == 2
+        });
+        for (me, r) in results.lock().unwrap().iter() {
+            assert_eq!(*r, Err(SyncError::OnProcessorThread(*me)));
+        }
+        drop(d);
+    });
 }
 
 /// 7: the own-thread check compared only processor ids: a processor of dispatcher A doing
@@ -161,13 +147,8 @@ fn a_processor_of_one_dispatcher_waits_on_a_full_processor_of_another() {
     b.dispatch(target, Event::Message(1)).unwrap();
     let result = Arc::new(Mutex::new(None));
     let (bh, out) = (b.handle(), result.clone());
-    a.execute(
-        a.processors(ClientType::Queue)[0],
-        Callback::spill(move || {
-            *out.lock().unwrap() = Some(bh.dispatch(target, Event::Message(2)).is_ok());
-        }),
-    )
-    .unwrap();
+    let send = move || *out.lock().unwrap() = Some(bh.dispatch(target, Event::Message(2)).is_ok());
+    a.execute(first_queue(&a), Callback::spill(send)).unwrap();
     thread::sleep(Duration::from_millis(50));
     let early = *result.lock().unwrap();
     hold.wait(); // release B's processor before asserting, so that a failure cannot hang
@@ -193,25 +174,19 @@ fn a_handle_of_another_dispatcher_is_refused() {
         in_b.processor(),
         "same processor id, same slot"
     );
+    use DispatchError::NoSuchProcessor;
+    let sent = b.dispatch(from_a, Event::Message(7));
+    assert!(matches!(sent, Err(NoSuchProcessor(Event::Message(7)))));
+    let tried = b.try_dispatch(from_a, Event::Message(7));
+    assert!(matches!(tried, Err(NoSuchProcessor(_))));
+    let batch = b
+        .dispatch_batch(from_a, &mut (0..3).map(Event::Message))
+        .unwrap_err();
     assert!(matches!(
-        b.dispatch(from_a, Event::Message(7)),
-        Err(DispatchError::NoSuchProcessor(Event::Message(7)))
+        (batch.enqueued, batch.error),
+        (0, NoSuchProcessor(_))
     ));
-    assert!(matches!(
-        b.try_dispatch(from_a, Event::Message(7)),
-        Err(DispatchError::NoSuchProcessor(_))
-    ));
-    assert!(matches!(
-        b.dispatch_batch(from_a, &mut (0..3).map(Event::Message)),
-        Err(BatchError {
-            enqueued: 0,
-            error: DispatchError::NoSuchProcessor(_)
-        })
-    ));
-    assert!(matches!(
-        b.unregister(from_a),
-        Err(DispatchError::NoSuchProcessor(_))
-    ));
+    assert!(matches!(b.unregister(from_a), Err(NoSuchProcessor(_))));
     assert!(!b.in_dispatcher_thread(from_a));
     b.synchronize(in_b).unwrap();
     assert!(!log.lock().unwrap().contains(&Seen::Message(7)));
@@ -241,13 +216,10 @@ fn a_stale_event_whose_drop_panics_is_contained() {
     d.dispatch(h, Event::Callback(Callback::new(move || drop(bomb))))
         .unwrap();
     let handle = d.handle();
-    within(
-        Duration::from_secs(10),
-        "synchronize after a panicking stale drop",
-        move || {
-            handle.synchronize(h).unwrap();
-        },
-    );
+    let what = "synchronize after a panicking stale drop";
+    within(Duration::from_secs(10), what, move || {
+        handle.synchronize(h).unwrap()
+    });
     assert_eq!(drops.load(Ordering::Relaxed), 1);
     let stats = &d.stats()[0];
     assert_eq!((stats.stale, stats.panics), (1, 1));
@@ -300,40 +272,26 @@ fn a_panicking_batch_iterator_leaves_the_gate() {
     })
     .join();
     assert!(panicked.is_err());
-    within(
-        Duration::from_secs(10),
-        "shutdown after a panicking batch iterator",
-        move || d.shutdown(),
-    );
+    let what = "shutdown after a panicking batch iterator";
+    within(Duration::from_secs(10), what, move || d.shutdown());
 }
 
 /// 14: if `f` panicked on one processor, `done` never ran.
 #[test]
 fn execute_on_all_runs_done_once_even_when_f_panics() {
     let d = one_queue(PoolConfig::new(3));
-    let ran = Arc::new(AtomicUsize::new(0));
-    let done = Arc::new(AtomicUsize::new(0));
+    let (ran, done) = (Counter::default(), Counter::default());
     let (r, dn) = (ran.clone(), done.clone());
-    d.execute_on_all(
-        ClientType::Queue,
-        move || {
-            if r.fetch_add(1, Ordering::Relaxed) == 1 {
-                panic!("f panics on one processor");
-            }
-        },
-        move || {
-            dn.fetch_add(1, Ordering::Relaxed);
-        },
-    )
-    .unwrap();
-    eventually("done ran", || done.load(Ordering::Relaxed) == 1);
+    let f = move || assert!(r.add(1) != 1, "f panics on one processor");
+    let done_once = move || {
+        dn.add(1);
+    };
+    d.execute_on_all(ClientType::Queue, f, done_once).unwrap();
+    eventually("done ran", || done.get() == 1);
     for p in d.processors(ClientType::Queue) {
         d.synchronize(p).unwrap();
     }
-    assert_eq!(
-        (ran.load(Ordering::Relaxed), done.load(Ordering::Relaxed)),
-        (3, 1)
-    );
+    assert_eq!((ran.get(), done.get()), (3, 1));
     assert_eq!(d.stats().iter().map(|s| s.panics).sum::<u64>(), 1);
 }
 
@@ -344,33 +302,30 @@ fn execute_on_all_runs_done_once_even_when_f_panics() {
 fn dropping_the_dispatcher_on_its_own_processor_shuts_everything_down() {
     let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(2));
     let dropped = Arc::new(AtomicUsize::new(0));
-    let mut handles = Vec::new();
-    for t in [ClientType::Session, ClientType::Queue, ClientType::Queue] {
-        handles.push(
+    let handles: Vec<_> = [ClientType::Session, ClientType::Queue, ClientType::Queue]
+        .map(|t| {
             d.register(t, DropCounted(dropped.clone()), Placement::LeastLoaded)
-                .unwrap(),
-        );
-    }
+                .unwrap()
+        })
+        .into();
     let owner = Arc::new(Mutex::new(Some(d)));
     let in_handler = owner.clone();
     let returned = Arc::new(AtomicBool::new(false));
     let r = returned.clone();
     let dispatcher = owner.lock().unwrap().as_ref().unwrap().handle();
+    let drop_it = Callback::new(move || {
+        drop(in_handler.lock().unwrap().take());
+        r.store(true, Ordering::Relaxed);
+    });
     dispatcher
-        .dispatch(
-            handles[1],
-            Event::Callback(Callback::new(move || {
-                drop(in_handler.lock().unwrap().take());
-                r.store(true, Ordering::Relaxed);
-            })),
-        )
+        .dispatch(handles[1], Event::Callback(drop_it))
         .unwrap();
     within(
         Duration::from_secs(10),
         "every processor stopped and dropped its clients",
         move || {
             eventually("all three clients dropped", || {
-                dropped.load(Ordering::Relaxed) == 3
+                dropped.load(Ordering::SeqCst) == 3
             });
         },
     );
@@ -378,10 +333,8 @@ fn dropping_the_dispatcher_on_its_own_processor_shuts_everything_down() {
         returned.load(Ordering::Relaxed),
         "the drop returned in the handler"
     );
-    assert!(matches!(
-        dispatcher.dispatch(handles[0], Event::Message(1)),
-        Err(DispatchError::ShutDown(_))
-    ));
+    let refused = dispatcher.dispatch(handles[0], Event::Message(1));
+    assert!(matches!(refused, Err(DispatchError::ShutDown(_))));
 }
 
 // 4. Configuration and figures -----------------------------------------------------------
@@ -389,21 +342,18 @@ fn dropping_the_dispatcher_on_its_own_processor_shuts_everything_down() {
 /// 18: huge capacities panicked ("capacity overflow") or aborted on the allocation.
 #[test]
 fn huge_capacities_are_configuration_errors() {
-    for capacity in [usize::MAX, 1 << 40, MAX_CAPACITY + 1] {
-        let err = Dispatcher::<u64>::builder()
-            .pool(ClientType::Queue, PoolConfig::new(1).capacity(capacity))
+    let refused = |c| {
+        Dispatcher::<u64>::builder()
+            .pool(ClientType::Queue, c)
             .build()
-            .unwrap_err();
+            .unwrap_err()
+    };
+    for capacity in [usize::MAX, 1 << 40, MAX_CAPACITY + 1] {
+        let err = refused(PoolConfig::new(1).capacity(capacity));
         assert_eq!(err.problem, Problem::CapacityTooLarge(capacity));
         assert!(err.to_string().contains("above the limit"), "{err}");
     }
-    let err = Dispatcher::<u64>::builder()
-        .pool(
-            ClientType::Queue,
-            PoolConfig::new(1).outbox_capacity(usize::MAX),
-        )
-        .build()
-        .unwrap_err();
+    let err = refused(PoolConfig::new(1).outbox_capacity(usize::MAX));
     assert_eq!(err.problem, Problem::CapacityTooLarge(usize::MAX));
 }
 
@@ -470,23 +420,15 @@ fn shutdown_timeout_names_a_stuck_processor_and_returns() {
         started.elapsed() < Duration::from_secs(5),
         "it returned at its deadline"
     );
-    assert_eq!(
-        outcome,
-        Err(ShutdownTimedOut {
-            unfinished: vec![stuck.processor()]
-        })
-    );
+    let unfinished = vec![stuck.processor()];
+    assert_eq!(outcome, Err(ShutdownTimedOut { unfinished }));
     // The other processor finished; the stuck one finishes once its handler returns.
-    eventually("the free processor's client dropped", || {
-        dropped.load(Ordering::Relaxed) == 1
-    });
+    let dropped_now = || dropped.load(Ordering::SeqCst);
+    eventually("the free processor's client dropped", || dropped_now() == 1);
     release.wait();
     eventually("the stuck processor's client dropped", || {
-        dropped.load(Ordering::Relaxed) == 2
+        dropped_now() == 2
     });
-    assert_eq!(
-        d.shutdown_timeout(Duration::from_millis(1)),
-        Ok(()),
-        "idempotent"
-    );
+    let again = d.shutdown_timeout(Duration::from_millis(1));
+    assert_eq!(again, Ok(()), "idempotent");
 }

@@ -29,10 +29,11 @@ fn one_worker() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
-    payload
-        .downcast_ref::<String>()
-        .cloned()
+/// The message of the panic `f` makes (it must panic).
+fn panic_message<T: std::fmt::Debug>(f: impl FnOnce() -> T) -> String {
+    let payload = catch_unwind(AssertUnwindSafe(f)).unwrap_err();
+    let owned = payload.downcast_ref::<String>().cloned();
+    owned
         .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
         .unwrap_or_default()
 }
@@ -42,12 +43,7 @@ fn a_blocking_dispatch_on_a_runtime_thread_panics_naming_the_async_form() {
     let (d, sink) = dispatcher();
     let handle = d.handle();
     let rt = current_thread();
-    let refused = rt.block_on(async {
-        catch_unwind(AssertUnwindSafe(|| {
-            handle.dispatch(sink, Event::Message(1))
-        }))
-    });
-    let message = panic_message(refused.unwrap_err());
+    let message = rt.block_on(async { panic_message(|| handle.dispatch(sink, Event::Message(1))) });
     assert!(message.contains("`dispatch` blocks"), "{message}");
     assert!(message.contains("`dispatch_async`"), "{message}");
     // The queue's room never mattered: the event was not sent, the processor is fine.
@@ -60,18 +56,12 @@ fn synchronize_and_call_in_a_task_of_a_multi_thread_runtime_panic_naming_call_as
     let handle = d.handle();
     let rt = one_worker();
     let task = rt.spawn(async move {
-        let sync = catch_unwind(AssertUnwindSafe(|| handle.synchronize(sink)));
-        let call = catch_unwind(AssertUnwindSafe(|| handle.call(sink, || 7)));
-        (
-            panic_message(sync.unwrap_err()),
-            panic_message(call.unwrap_err()),
-        )
+        let sync = panic_message(|| handle.synchronize(sink));
+        (sync, panic_message(|| handle.call(sink, || 7)))
     });
     let (sync, call) = rt.block_on(task).unwrap();
-    assert!(
-        sync.contains("`synchronize` blocks") && sync.contains("`call_async`"),
-        "{sync}"
-    );
+    let names = sync.contains("`synchronize` blocks") && sync.contains("`call_async`");
+    assert!(names, "{sync}");
     assert!(call.contains("`call` blocks"), "{call}");
 }
 
@@ -81,19 +71,15 @@ fn blocking_calls_in_spawn_blocking_and_the_async_forms_on_the_runtime_work() {
     let handle = d.handle();
     let rt = one_worker();
     let blocking = handle.clone();
-    let answer = rt
-        .block_on(rt.spawn_blocking(move || {
-            blocking.dispatch(sink, Event::Message(1)).unwrap();
-            blocking.call(sink, || 42).unwrap()
-        }))
-        .unwrap();
-    assert_eq!(answer, 42);
+    let task = rt.spawn_blocking(move || {
+        blocking.dispatch(sink, Event::Message(1)).unwrap();
+        blocking.call(sink, || 42).unwrap()
+    });
+    assert_eq!(rt.block_on(task).unwrap(), 42);
     let on_runtime = handle.clone();
     let answer = rt.block_on(async move {
-        on_runtime
-            .dispatch_async(sink, Event::Message(2))
-            .await
-            .unwrap();
+        let sent = on_runtime.dispatch_async(sink, Event::Message(2)).await;
+        sent.unwrap();
         on_runtime.call_async(sink, || 43).await.unwrap()
     });
     assert_eq!(answer, 43);
@@ -106,9 +92,6 @@ fn an_executors_dispatch_on_a_runtime_thread_panics_naming_itself() {
     let (d, sink) = dispatcher();
     let executor = d.executor(sink.processor());
     let rt = current_thread();
-    let refused = rt.block_on(async {
-        catch_unwind(AssertUnwindSafe(|| executor.dispatch(Callback::new(|| ()))))
-    });
-    let message = panic_message(refused.unwrap_err());
+    let message = rt.block_on(async { panic_message(|| executor.dispatch(Callback::new(|| ()))) });
     assert!(message.contains("`Executor::dispatch` blocks"), "{message}");
 }

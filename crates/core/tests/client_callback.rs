@@ -6,9 +6,6 @@
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use common::*;
 use zerodispatch_core::{Context, Dispatcher, Event, PoolConfig};
 
@@ -23,27 +20,22 @@ fn reaches_its_client_in_order_with_its_other_events_and_flushes_it() {
     // The processor is held until the three events are queued: they arrive in one drain.
     let gate = block_processor(&dispatcher.handle(), h);
     dispatcher.dispatch(h, Event::Message(1)).unwrap();
-    dispatcher
-        .dispatch(
-            h,
-            Event::to_client(move |r: &mut Recorder, ctx: &mut Context<u64>| {
-                assert_eq!(ctx.handle(), h, "the context names the client");
-                r.log.lock().unwrap().push(Seen::Message(2));
-            }),
-        )
-        .unwrap();
+    let two = move |r: &mut Recorder, ctx: &mut Context<u64>| {
+        assert_eq!(ctx.handle(), h, "the context names the client");
+        r.log.lock().unwrap().push(Seen::Message(2));
+    };
+    dispatcher.dispatch(h, Event::to_client(two)).unwrap();
     dispatcher.dispatch(h, Event::Message(3)).unwrap();
     gate.wait();
     dispatcher.synchronize(h).unwrap();
     let log = log.lock().unwrap().clone();
+    let expected = [1, 2, 3]
+        .map(Seen::Message)
+        .into_iter()
+        .chain([Seen::Flush]);
     assert_eq!(
         log,
-        [
-            Seen::Message(1),
-            Seen::Message(2),
-            Seen::Message(3),
-            Seen::Flush
-        ],
+        expected.collect::<Vec<_>>(),
         "in order, then one flush"
     );
     dispatcher.shutdown();
@@ -54,29 +46,22 @@ fn a_callback_for_another_client_type_is_dropped_unrun_and_counted() {
     let mut dispatcher = dispatcher();
     let (recorder, log) = recorder_on(&dispatcher);
     let other = on_queue(&dispatcher, Sink);
-    let drops = Arc::new(AtomicUsize::new(0));
-    let ran = Arc::new(AtomicUsize::new(0));
-    let (guard, r) = (DropCounted(drops.clone()), ran.clone());
+    let (drops, ran) = (Counter::default(), Counter::default());
+    let (guard, r) = (DropCounted(drops.0.clone()), ran.clone());
+    let wrong = Event::to_client(move |_: &mut Recorder, _| {
+        let _keep = &guard;
+        r.incr();
+    });
+    // Erased, the handle takes a callback on any client type, and the processor checks it
+    // (typed, this does not compile).
     dispatcher
-        .dispatch(
-            // Erased, the handle takes a callback on any client type, and the processor
-            // checks it (typed, this does not compile).
-            other.erase(),
-            Event::from(Event::to_client(move |_: &mut Recorder, _| {
-                let _keep = &guard;
-                r.fetch_add(1, Ordering::SeqCst);
-            })),
-        )
+        .dispatch(other.erase(), Event::from(wrong))
         .unwrap();
     // The processor goes on: a later event to the right client arrives.
     dispatcher.dispatch(recorder, Event::Message(9)).unwrap();
     dispatcher.synchronize(other).unwrap();
-    assert_eq!(
-        ran.load(Ordering::SeqCst),
-        0,
-        "never run on the wrong client"
-    );
-    assert_eq!(drops.load(Ordering::SeqCst), 1, "captures dropped once");
+    assert_eq!(ran.get(), 0, "never run on the wrong client");
+    assert_eq!(drops.get(), 1, "captures dropped once");
     let stats = dispatcher.stats();
     assert_eq!(stats.iter().map(|s| s.wrong_client_type).sum::<u64>(), 1);
     assert_eq!(stats.iter().map(|s| s.panics).sum::<u64>(), 0);
@@ -89,12 +74,8 @@ fn a_panicking_callback_is_contained_and_the_client_lives_on() {
     zerodispatch_testkit::quiet_planned_panics();
     let mut dispatcher = dispatcher();
     let (h, log) = recorder_on(&dispatcher);
-    dispatcher
-        .dispatch(
-            h,
-            Event::to_client(|_: &mut Recorder, _| panic!("planned panic in a client callback")),
-        )
-        .unwrap();
+    let panics = |_: &mut Recorder, _: &mut _| panic!("planned panic in a client callback");
+    dispatcher.dispatch(h, Event::to_client(panics)).unwrap();
     dispatcher.dispatch(h, Event::Message(5)).unwrap();
     dispatcher.synchronize(h).unwrap();
     assert_eq!(dispatcher.stats().iter().map(|s| s.panics).sum::<u64>(), 1);
@@ -107,17 +88,11 @@ fn handed_back_whole_when_refused() {
     let mut dispatcher = dispatcher();
     let (h, _log) = recorder_on(&dispatcher);
     dispatcher.shutdown();
-    let ran = Arc::new(AtomicUsize::new(0));
+    let ran = Counter::default();
     let r = ran.clone();
-    let err = dispatcher
-        .dispatch(
-            h,
-            Event::to_client(move |_: &mut Recorder, _| {
-                r.fetch_add(1, Ordering::SeqCst);
-            }),
-        )
-        .unwrap_err();
+    let count = Event::to_client(move |_: &mut Recorder, _| r.incr());
+    let err = dispatcher.dispatch(h, count).unwrap_err();
     assert!(err.is_shut_down());
     assert!(matches!(err.into_inner(), Event::ClientCallback(_)));
-    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    assert_eq!(ran.get(), 0);
 }

@@ -16,56 +16,51 @@ use zerodispatch_core::*;
 
 #[test]
 fn invalid_configurations_are_errors_with_messages() {
-    let build = |c: PoolConfig| {
-        Dispatcher::<u64>::builder()
+    let msg = |c: PoolConfig| {
+        let built = Dispatcher::<u64>::builder()
             .pool(ClientType::Queue, c)
-            .build()
-            .map(drop)
+            .build();
+        built.unwrap_err().to_string()
     };
-    let msg = |r: Result<(), ConfigError>| r.unwrap_err().to_string();
-    assert_eq!(
-        msg(build(PoolConfig::new(0))),
-        "queue pool: 0 processors; a pool needs at least 1 (omit the pool to have none)"
-    );
-    assert!(msg(build(PoolConfig::new(1).capacity(0).watermarks(0, 0))).contains("capacity 0"));
-    assert!(
-        msg(build(PoolConfig::new(1).watermarks(8, 8)))
-            .contains("low watermark 8 must be below the high watermark 8")
-    );
-    assert!(
-        msg(build(PoolConfig::new(1).capacity(16).watermarks(1, 17)))
-            .contains("above the queue capacity 16")
-    );
-    assert!(msg(build(PoolConfig::new(1).max_batch(0))).contains("max_batch 0"));
-    assert!(msg(build(PoolConfig::new(1).pin_to([1024]))).contains("core id 1024 is out of range"));
-    assert!(msg(build(PoolConfig::new(1).pin_to([usize::MAX]))).contains("out of range"));
-    assert!(
-        msg(build(PoolConfig::new(1).pin_to([1000])))
-            .contains("core id 1000 is not one this process may run on")
-    );
-    assert_eq!(
-        Dispatcher::<u64>::builder().build().unwrap_err().problem,
-        Problem::NoPools
-    );
-    let zero = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .stuck_warning(Duration::ZERO)
-        .build()
-        .unwrap_err();
+    let none = "queue pool: 0 processors; a pool needs at least 1 (omit the pool to have none)";
+    assert_eq!(msg(PoolConfig::new(0)), none);
+    let one = || PoolConfig::new(1);
+    for (config, says) in [
+        (one().capacity(0).watermarks(0, 0), "capacity 0"),
+        (
+            one().watermarks(8, 8),
+            "low watermark 8 must be below the high watermark 8",
+        ),
+        (
+            one().capacity(16).watermarks(1, 17),
+            "above the queue capacity 16",
+        ),
+        (one().max_batch(0), "max_batch 0"),
+        (one().pin_to([1024]), "core id 1024 is out of range"),
+        (one().pin_to([usize::MAX]), "out of range"),
+        (
+            one().pin_to([1000]),
+            "core id 1000 is not one this process may run on",
+        ),
+    ] {
+        let msg = msg(config);
+        assert!(msg.contains(says), "{msg}");
+    }
+    let no_pools = Dispatcher::<u64>::builder().build().unwrap_err();
+    assert_eq!(no_pools.problem, Problem::NoPools);
+    let queue = || Dispatcher::<u64>::builder().pool(ClientType::Queue, one());
+    let zero = queue().stuck_warning(Duration::ZERO).build().unwrap_err();
     assert!(
         zero.to_string()
             .contains("stuck_warning must be greater than zero")
     );
-    let order = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .shutdown_order([ClientType::Queue, ClientType::Queue, ClientType::Cluster])
+    let twice = [ClientType::Queue, ClientType::Queue, ClientType::Cluster];
+    let order = queue()
+        .shutdown_order(twice)
         .build()
-        .unwrap_err();
-    assert!(
-        order
-            .to_string()
-            .contains("must name session, queue and cluster once each")
-    );
+        .unwrap_err()
+        .to_string();
+    assert!(order.contains("must name session, queue and cluster once each"));
 }
 
 #[test]
@@ -75,28 +70,21 @@ fn pinning_to_a_usable_core_is_reported_in_stats() {
     let (h, _log) = recorder_on(&d);
     d.synchronize(h).unwrap();
     let pinning = d.stats()[0].pinning;
-    assert!(
-        matches!(pinning, Pinning::Pinned(c) | Pinning::Refused(c) if c == cores[0]),
-        "{pinning:?}"
-    );
+    let reported = matches!(pinning, Pinning::Pinned(c) | Pinning::Refused(c) if c == cores[0]);
+    assert!(reported, "{pinning:?}");
     let unpinned = one_queue(PoolConfig::new(1));
-    unpinned
-        .synchronize(unpinned.processors(ClientType::Queue)[0])
-        .unwrap();
+    unpinned.synchronize(first_queue(&unpinned)).unwrap();
     assert_eq!(unpinned.stats()[0].pinning, Pinning::NotRequested);
 }
 
 fn core_affinity_ids() -> Vec<usize> {
     // The usable cores are exactly those a pool may be pinned to: probe by building.
-    (0..MAX_CORE_ID)
-        .filter(|&c| {
-            Dispatcher::<u64>::builder()
-                .pool(ClientType::Queue, PoolConfig::new(1).pin_to([c]))
-                .build()
-                .is_ok()
-        })
-        .take(1)
-        .collect()
+    let pinned = |c| PoolConfig::new(1).pin_to([c]);
+    let usable = |&c: &usize| {
+        let built = Dispatcher::<u64>::builder().pool(ClientType::Queue, pinned(c));
+        built.build().is_ok()
+    };
+    (0..MAX_CORE_ID).filter(usable).take(1).collect()
 }
 
 #[test]
@@ -107,28 +95,16 @@ fn processors_are_named_threads_per_client_type() {
         .build()
         .unwrap();
     let names = Arc::new(Mutex::new(Vec::new()));
-    for p in d
-        .processors(ClientType::Session)
-        .into_iter()
-        .chain(d.processors(ClientType::Cluster))
-    {
+    let sessions = d.processors(ClientType::Session).into_iter();
+    for p in sessions.chain(d.processors(ClientType::Cluster)) {
         let names = names.clone();
-        d.execute(
-            p,
-            Callback::new(move || {
-                names
-                    .lock()
-                    .unwrap()
-                    .push(thread::current().name().unwrap().to_owned())
-            }),
-        )
-        .unwrap();
+        let name = move || thread::current().name().unwrap().to_owned();
+        d.execute(p, Callback::new(move || names.lock().unwrap().push(name())))
+            .unwrap();
         d.synchronize(p).unwrap();
     }
-    assert_eq!(
-        *names.lock().unwrap(),
-        ["zd-session-0", "zd-session-1", "zd-cluster-0"]
-    );
+    let names = names.lock().unwrap().clone();
+    assert_eq!(names, ["zd-session-0", "zd-session-1", "zd-cluster-0"]);
     assert!(d.processors(ClientType::Queue).is_empty());
 }
 
@@ -142,15 +118,11 @@ fn a_stack_size_the_system_cannot_provide_is_an_error() {
         .build()
         .unwrap_err();
     assert_eq!(err.client_type, Some(ClientType::Queue));
-    assert!(
-        matches!(&err.problem, Problem::CannotSpawn { thread, .. } if thread == "zd-queue-0"),
-        "{err:?}"
-    );
-    assert!(
-        err.to_string()
-            .starts_with("queue pool: cannot start thread zd-queue-0: "),
-        "{err}"
-    );
+    let problem = &err.problem;
+    let cannot = matches!(problem, Problem::CannotSpawn { thread, .. } if thread == "zd-queue-0");
+    assert!(cannot, "{err:?}");
+    let says = "queue pool: cannot start thread zd-queue-0: ";
+    assert!(err.to_string().starts_with(says), "{err}");
 
     let d = Dispatcher::<u64>::builder()
         .pool(ClientType::Queue, PoolConfig::new(1))

@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 use common::*;
 use zerodispatch_core::*;
 
+/// How long a dispatch that must go through may wait.
+const LONG: Duration = Duration::from_secs(30);
+
 #[test]
 fn event_sizes() {
     assert_eq!(std::mem::size_of::<Callback>(), 48);
@@ -33,14 +36,12 @@ fn event_sizes() {
 
 #[test]
 fn a_client_dispatches_to_another_processor_through_its_context() {
-    struct Forwarder {
-        to: ClientHandle,
-    }
+    struct Forwarder(ClientHandle);
     impl Client<u64> for Forwarder {
         fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<u64>) {
             if let ClientEvent::Message(m) = event {
                 ctx.dispatcher()
-                    .dispatch(self.to, Event::Message(m * 10))
+                    .dispatch(self.0, Event::Message(m * 10))
                     .unwrap();
             }
         }
@@ -48,7 +49,7 @@ fn a_client_dispatches_to_another_processor_through_its_context() {
     }
     let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(1));
     let (sink, log) = recorder_on(&d);
-    let fwd = on_session(&d, Forwarder { to: sink.erase() });
+    let fwd = on_session(&d, Forwarder(sink.erase()));
     d.dispatch(fwd, Event::Message(7)).unwrap();
     d.synchronize(fwd).unwrap();
     d.synchronize(sink).unwrap();
@@ -80,39 +81,37 @@ fn a_dispatch_with_a_deadline_hands_the_event_back_when_the_queue_stays_full() {
     let took = start.elapsed();
     assert!(took >= Duration::from_millis(30), "gave up early: {took:?}");
     assert!(took < Duration::from_secs(2), "gave up late: {took:?}");
+    let passed = d.dispatch_deadline(h, Event::Message(4), past);
     assert!(matches!(
-        d.dispatch_deadline(h, Event::Message(4), past),
+        passed,
         Err(DispatchError::Timeout(Event::Message(4)))
     ));
     // A batch: the event that did not fit comes back, the rest stay in the iterator.
     let mut events = (4..7).map(Event::Message);
-    let err = d
-        .dispatch_batch_timeout(h, &mut events, Duration::from_millis(5))
-        .unwrap_err();
+    let err = d.dispatch_batch_timeout(h, &mut events, Duration::from_millis(5));
+    let err = err.unwrap_err();
     assert_eq!(err.enqueued, 0);
     assert!(matches!(
         err.error,
         DispatchError::Timeout(Event::Message(4))
     ));
-    assert_eq!(
-        events.next().map(|e| matches!(e, Event::Message(5))),
-        Some(true)
-    );
+    let next = events.next().map(|e| matches!(e, Event::Message(5)));
+    assert_eq!(next, Some(true));
 
     // Room comes while a dispatch waits: it goes through.
     let handle = d.handle();
-    let waiter = thread::spawn(move || {
-        handle.dispatch_timeout(h, Event::Message(4), Duration::from_secs(30))
-    });
+    let waiter = thread::spawn(move || handle.dispatch_timeout(h, Event::Message(4), LONG));
     thread::sleep(Duration::from_millis(20));
     gate.wait();
     waiter.join().unwrap().unwrap();
     let mut rest = (5..7).map(Event::Message);
-    let far = Instant::now() + Duration::from_secs(30);
+    let far = Instant::now() + LONG;
     assert_eq!(d.dispatch_batch_deadline(h, &mut rest, far).unwrap(), 2);
     d.synchronize(h).unwrap();
-    let messages = without_flushes(&log);
-    assert_eq!(messages, (0..7).map(Seen::Message).collect::<Vec<_>>());
+    assert_eq!(
+        without_flushes(&log),
+        (0..7).map(Seen::Message).collect::<Vec<_>>()
+    );
 }
 
 /// A producer waiting on a full queue parks instead of spinning: blocked for 300 ms, it
@@ -163,8 +162,10 @@ fn a_full_queue_hands_the_event_back_and_dispatch_waits() {
     gate.wait();
     waiter.join().unwrap().unwrap();
     d.synchronize(h).unwrap();
-    let messages = without_flushes(&log);
-    assert_eq!(messages, (0..5).map(Seen::Message).collect::<Vec<_>>());
+    assert_eq!(
+        without_flushes(&log),
+        (0..5).map(Seen::Message).collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -173,17 +174,13 @@ fn dispatch_on_its_own_full_queue_waits_in_the_outbox_and_hands_back_only_when_t
     let (h, log) = recorder_on(&d);
     let outcome = Arc::new(Mutex::new(Vec::new()));
     let (handle, out) = (d.handle(), outcome.clone());
-    d.execute(
-        h.processor(),
-        Callback::new(move || {
-            for i in 0..6 {
-                out.lock()
-                    .unwrap()
-                    .push(handle.dispatch(h, Event::Message(i)).is_ok());
-            }
-        }),
-    )
-    .unwrap();
+    let dispatch_six = Callback::new(move || {
+        for i in 0..6 {
+            let sent = handle.dispatch(h, Event::Message(i));
+            out.lock().unwrap().push(sent.is_ok());
+        }
+    });
+    d.execute(h.processor(), dispatch_six).unwrap();
     d.synchronize(h).unwrap();
     // The queue holds 2 (one slot may be taken by the test's own `synchronize` marker),
     // the outbox 2 more: the dispatches that find both full hand their events back; none
@@ -193,15 +190,9 @@ fn dispatch_on_its_own_full_queue_waits_in_the_outbox_and_hands_back_only_when_t
     assert_eq!(outcome[4..], [false, false], "{outcome:?}");
     let accepted = outcome.iter().filter(|&&ok| ok).count() as u64;
     // The outboxed events are handed on at the processor's next loop turns.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let delivered = loop {
-        let delivered: Vec<u64> = messages(&log);
-        if delivered.len() as u64 >= accepted || Instant::now() > deadline {
-            break delivered;
-        }
-        thread::sleep(Duration::from_millis(1));
-    };
-    assert_eq!(delivered, (0..accepted).collect::<Vec<_>>());
+    let delivered = || messages(&log).len() as u64;
+    eventually("the accepted events delivered", || delivered() >= accepted);
+    assert_eq!(messages(&log), (0..accepted).collect::<Vec<_>>());
     assert!(d.stats()[0].outboxed >= 1);
 }
 
@@ -210,23 +201,19 @@ fn ids_of_another_dispatcher_are_errors_that_hand_the_event_back() {
     let small = one_queue(PoolConfig::new(1));
     let big = one_queue(PoolConfig::new(3));
     let far = recorder_at(&big, Placement::Processor(2)).0;
-    assert!(matches!(
-        small.try_dispatch(far, Event::Message(1)),
-        Err(DispatchError::NoSuchProcessor(Event::Message(1)))
-    ));
-    assert!(matches!(
-        small.dispatch(far, Event::Message(2)),
-        Err(DispatchError::NoSuchProcessor(Event::Message(2)))
-    ));
-    assert!(matches!(
-        small.execute(far.processor(), Callback::new(|| ())),
-        Err(DispatchError::NoSuchProcessor(_))
-    ));
+    use DispatchError::NoSuchProcessor;
+    let tried = small.try_dispatch(far, Event::Message(1));
+    assert!(matches!(tried, Err(NoSuchProcessor(Event::Message(1)))));
+    let waited = small.dispatch(far, Event::Message(2));
+    assert!(matches!(waited, Err(NoSuchProcessor(Event::Message(2)))));
+    let executed = small.execute(far.processor(), Callback::new(|| ()));
+    assert!(matches!(executed, Err(NoSuchProcessor(_))));
+    let synchronized = small.synchronize(far);
     assert_eq!(
-        small.synchronize(far),
+        synchronized,
         Err(SyncError::NoSuchProcessor(far.processor()))
     );
-    assert!(matches!(small.unregister(far), Err(DispatchError::NoSuchProcessor(h)) if h == far));
+    assert!(matches!(small.unregister(far), Err(NoSuchProcessor(h)) if h == far));
 }
 
 #[test]
@@ -242,13 +229,14 @@ fn a_batch_goes_in_order_and_a_full_queue_hands_back_the_event_that_did_not_fit(
         other => panic!("expected 8 enqueued and Message(8) handed back, got {other:?}"),
     }
     // The events after the one handed back are still in the caller's iterator.
-    let rest: Vec<u64> = events
-        .map(|e| match e {
-            Event::Message(m) => m,
-            _ => unreachable!(),
-        })
-        .collect();
-    assert_eq!(rest, [9, 10, 11]);
+    let rest = events.map(|e| {
+        if let Event::Message(m) = e {
+            m
+        } else {
+            unreachable!()
+        }
+    });
+    assert_eq!(rest.collect::<Vec<_>>(), [9, 10, 11]);
     // The blocking batch waits for room and enqueues everything.
     let handle = d.handle();
     let waiter =
@@ -258,6 +246,5 @@ fn a_batch_goes_in_order_and_a_full_queue_hands_back_the_event_that_did_not_fit(
     gate.wait();
     assert_eq!(waiter.join().unwrap().unwrap(), 20);
     d.synchronize(h).unwrap();
-    let got: Vec<u64> = messages(&log);
-    assert_eq!(got, (0..8).chain(100..120).collect::<Vec<_>>());
+    assert_eq!(messages(&log), (0..8).chain(100..120).collect::<Vec<_>>());
 }

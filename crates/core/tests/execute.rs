@@ -6,9 +6,9 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
+use std::time::Duration;
 
 use common::*;
 use zerodispatch_core::*;
@@ -16,17 +16,17 @@ use zerodispatch_core::*;
 #[test]
 fn executor_posts_always_and_dispatches_in_place_on_its_own_thread() {
     let d = one_queue(PoolConfig::new(1));
-    let p = d.processors(ClientType::Queue)[0];
+    let p = first_queue(&d);
     let exec = d.executor(p);
     let order = Arc::new(Mutex::new(Vec::new()));
     let (o, e) = (order.clone(), exec.clone());
     exec.post(Callback::new(move || {
-        let o2 = o.clone();
-        e.post(Callback::new(move || o2.lock().unwrap().push("posted")))
-            .unwrap();
-        let o3 = o.clone();
-        e.dispatch(Callback::new(move || o3.lock().unwrap().push("in place")))
-            .unwrap();
+        let push = |what| {
+            let o = o.clone();
+            Callback::new(move || o.lock().unwrap().push(what))
+        };
+        e.post(push("posted")).unwrap();
+        e.dispatch(push("in place")).unwrap();
         o.lock().unwrap().push("outer done");
     }))
     .unwrap();
@@ -39,28 +39,22 @@ fn executor_posts_always_and_dispatches_in_place_on_its_own_thread() {
 fn execute_on_all_runs_f_on_every_processor_then_done_once() {
     let d = one_queue(PoolConfig::new(3));
     let threads = Arc::new(Mutex::new(Vec::new()));
-    let done = Arc::new(AtomicUsize::new(0));
+    let done = Counter::default();
     let (t, dn, t2) = (threads.clone(), done.clone(), threads.clone());
-    d.execute_on_all(
-        ClientType::Queue,
-        move || {
-            t.lock()
-                .unwrap()
-                .push(thread::current().name().unwrap().to_owned())
-        },
-        move || {
-            assert_eq!(t2.lock().unwrap().len(), 3, "done runs after every f");
-            dn.fetch_add(1, Ordering::SeqCst);
-        },
-    )
-    .unwrap();
+    let name = || thread::current().name().unwrap().to_owned();
+    let f = move || t.lock().unwrap().push(name());
+    let then = move || {
+        assert_eq!(t2.lock().unwrap().len(), 3, "done runs after every f");
+        dn.add(1);
+    };
+    d.execute_on_all(ClientType::Queue, f, then).unwrap();
     for p in d.processors(ClientType::Queue) {
         d.synchronize(p).unwrap();
     }
     let mut names = threads.lock().unwrap().clone();
     names.sort();
     assert_eq!(names, ["zd-queue-0", "zd-queue-1", "zd-queue-2"]);
-    assert_eq!(done.load(Ordering::SeqCst), 1);
+    assert_eq!(done.get(), 1);
 }
 
 /// `execute_on_all` on a processor whose outbox has room for only part of the pool (its
@@ -72,39 +66,25 @@ fn execute_on_all_runs_f_on_every_processor_then_done_once() {
 fn execute_on_all_on_a_processor_runs_everywhere_or_is_refused() {
     let d = one_queue_unprobed(PoolConfig::new(2).capacity(2).outbox_capacity(2));
     let own = recorder_at(&d, Placement::Processor(0)).0;
-    let ran = Arc::new(AtomicUsize::new(0));
-    let done = Arc::new(AtomicUsize::new(0));
-    let (told, outcome) = std::sync::mpsc::channel();
-    let (handle, r, dn) = (d.handle(), ran.clone(), done.clone());
-    d.execute(
-        own.processor(),
-        Callback::spill(move || {
-            // This processor's own queue full, then one event in its outbox: room for one
-            // more there, and the pool has two processors.
-            while handle.try_dispatch(own, Event::Message(0)).is_ok() {}
-            handle.dispatch(own, Event::Message(1)).unwrap();
-            let result = handle.execute_on_all(
-                ClientType::Queue,
-                move || {
-                    r.fetch_add(1, Ordering::SeqCst);
-                },
-                move || {
-                    dn.fetch_add(1, Ordering::SeqCst);
-                },
-            );
-            told.send((result.is_ok(), format!("{result:?}"), result.err()))
-                .unwrap();
-        }),
-    )
-    .unwrap();
-    let (ok, shown, refused) = outcome
-        .recv_timeout(std::time::Duration::from_secs(20))
-        .unwrap();
+    let (ran, done) = (Counter::default(), Counter::default());
+    let (told, outcome) = mpsc::channel();
+    let (handle, f, then) = (d.handle(), ran.adder(), done.adder());
+    let on_own = Callback::spill(move || {
+        // This processor's own queue full, then one event in its outbox: room for one more
+        // there, and the pool has two processors.
+        while handle.try_dispatch(own, Event::Message(0)).is_ok() {}
+        handle.dispatch(own, Event::Message(1)).unwrap();
+        let result = handle.execute_on_all(ClientType::Queue, f, then);
+        let told_ok = told.send((result.is_ok(), format!("{result:?}"), result.err()));
+        told_ok.unwrap();
+    });
+    d.execute(own.processor(), on_own).unwrap();
+    let (ok, shown, refused) = outcome.recv_timeout(Duration::from_secs(20)).unwrap();
     for p in d.processors(ClientType::Queue) {
         d.synchronize(p).unwrap();
         d.synchronize(p).unwrap();
     }
-    let counts = || (ran.load(Ordering::SeqCst), done.load(Ordering::SeqCst));
+    let counts = || (ran.get(), done.get());
     assert!(
         !ok,
         "reported a success: {shown}; (f, done) ran {:?} times",
@@ -112,31 +92,27 @@ fn execute_on_all_on_a_processor_runs_everywhere_or_is_refused() {
     );
     assert_eq!(counts(), (0, 0), "refused, yet f or done ran");
     let refused = refused.unwrap();
-    assert_eq!(
-        refused.reason,
-        ExecuteOnAllRefusal::OutboxFull {
-            processor: own.processor(),
-            room: 1,
-            needed: 2
-        }
-    );
+    let (processor, room, needed) = (own.processor(), 1, 2);
+    let outbox_full = ExecuteOnAllRefusal::OutboxFull {
+        processor,
+        room,
+        needed,
+    };
+    assert_eq!(refused.reason, outbox_full);
     assert_eq!(refused.not_reached, d.processors(ClientType::Queue));
+    let says = refused.to_string();
     assert!(
-        refused
-            .to_string()
-            .contains("reached none of the 2 processors"),
+        says.contains("reached none of the 2 processors"),
         "{refused}"
     );
     // Nothing lost: what came back runs everywhere once the outbox has room.
     let (f, done_again) = refused.into_inner();
-    let (finished, waited) = std::sync::mpsc::channel();
+    let (finished, waited) = mpsc::channel();
     d.execute_on_all(ClientType::Queue, f, move || {
         done_again();
         finished.send(()).unwrap();
     })
     .unwrap();
-    waited
-        .recv_timeout(std::time::Duration::from_secs(20))
-        .unwrap();
+    waited.recv_timeout(Duration::from_secs(20)).unwrap();
     assert_eq!(counts(), (2, 1));
 }

@@ -28,17 +28,11 @@ fn a_panicking_handler_flush_or_callback_is_counted_and_the_processor_goes_on() 
     for i in 0..4 {
         d.dispatch(h, Event::Message(i)).unwrap();
     }
-    d.dispatch(
-        h,
-        Event::Callback(Callback::new(|| panic!("callback fails"))),
-    )
-    .unwrap();
+    let fails = Callback::new(|| panic!("callback fails"));
+    d.dispatch(h, Event::Callback(fails)).unwrap();
     d.dispatch(f, Event::Message(0)).unwrap();
-    d.execute(
-        h.processor(),
-        Callback::new(|| panic!("dispatcher callback fails")),
-    )
-    .unwrap();
+    let fails = Callback::new(|| panic!("dispatcher callback fails"));
+    d.execute(h.processor(), fails).unwrap();
     d.dispatch(h, Event::Message(5)).unwrap();
     d.synchronize(h).unwrap();
     assert_eq!(messages(&log), [0, 1, 2, 3, 5]);
@@ -53,12 +47,9 @@ fn a_stuck_processor_is_reported() {
         .monitor_interval(Duration::from_millis(5))
         .build()
         .unwrap();
-    let p = d.processors(ClientType::Queue)[0];
-    d.execute(
-        p,
-        Callback::new(|| thread::sleep(Duration::from_millis(300))),
-    )
-    .unwrap();
+    let p = first_queue(&d);
+    let stuck = Callback::new(|| thread::sleep(Duration::from_millis(300)));
+    d.execute(p, stuck).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while d.stats()[0].stuck_reports == 0 && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(10));

@@ -7,9 +7,6 @@
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use common::*;
 use zerodispatch_core::*;
 
@@ -18,11 +15,10 @@ fn events_reach_the_client_in_order_and_one_flush_follows_a_drained_batch() {
     let d = one_queue(PoolConfig::new(1));
     let (h, log) = recorder_on(&d);
     let gate = block_processor(&d.handle(), h);
-    let ran = Arc::new(AtomicUsize::new(0));
+    let ran = Counter::default();
     for i in 0..5 {
         d.dispatch(h, Event::Message(i)).unwrap();
-        d.dispatch(h, Event::Callback(counting_callback(&ran)))
-            .unwrap();
+        d.dispatch(h, Event::Callback(ran.callback())).unwrap();
     }
     gate.wait();
     d.synchronize(h).unwrap();
@@ -33,7 +29,7 @@ fn events_reach_the_client_in_order_and_one_flush_follows_a_drained_batch() {
     }
     expected.push(Seen::Flush); // one flush for the whole drained batch (the dedup flag)
     assert_eq!(log, expected);
-    assert_eq!(ran.load(Ordering::SeqCst), 5);
+    assert_eq!(ran.get(), 5);
 }
 
 #[test]
@@ -43,24 +39,14 @@ fn a_dispatcher_callback_flushes_first_and_bypasses_the_client() {
     let gate = block_processor(&d.handle(), h);
     d.dispatch(h, Event::Message(1)).unwrap();
     let l = log.clone();
-    d.execute(
-        h.processor(),
-        Callback::new(move || l.lock().unwrap().push(Seen::Message(99))),
-    )
-    .unwrap();
+    let bypass = Callback::new(move || l.lock().unwrap().push(Seen::Message(99)));
+    d.execute(h.processor(), bypass).unwrap();
     d.dispatch(h, Event::Message(2)).unwrap();
     gate.wait();
     d.synchronize(h).unwrap();
-    assert_eq!(
-        *log.lock().unwrap(),
-        [
-            Seen::Message(1),
-            Seen::Flush,
-            Seen::Message(99),
-            Seen::Message(2),
-            Seen::Flush
-        ]
-    );
+    use Seen::{Flush, Message};
+    let expected = [Message(1), Flush, Message(99), Message(2), Flush];
+    assert_eq!(*log.lock().unwrap(), expected);
 }
 
 #[test]
@@ -75,32 +61,18 @@ fn a_queue_that_never_drains_still_flushes_every_max_batch_events() {
     d.synchronize(h).unwrap();
     let log = log.lock().unwrap().clone();
     // The barrier callback counts as the first event of the first batch.
-    let flushes_at: Vec<usize> = log
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| **s == Seen::Flush)
-        .map(|(i, _)| i)
-        .collect();
-    assert_eq!(
-        log.iter().filter(|s| matches!(s, Seen::Message(_))).count(),
-        10
-    );
-    assert!(
-        flushes_at.len() >= 3,
-        "a flush at least every 4 events: {log:?}"
-    );
-    let stats = stats_once_published(&d, |s| s.batch_size.count > 0);
-    assert!(stats.batch_size.count > 0);
-    assert!(
-        stats.batch_size.max <= 4,
-        "no batch above max_batch: {:?}",
-        stats.batch_size
-    );
+    let flushes = log.iter().filter(|s| **s == Seen::Flush).count();
+    let messages = log.iter().filter(|s| matches!(s, Seen::Message(_)));
+    assert_eq!(messages.count(), 10);
+    assert!(flushes >= 3, "a flush at least every 4 events: {log:?}");
+    let batches = stats_once_published(&d, |s| s.batch_size.count > 0).batch_size;
+    assert!(batches.count > 0);
+    assert!(batches.max <= 4, "no batch above max_batch: {batches:?}");
 }
 
 #[test]
 fn the_flush_gate_keeps_a_client_off_the_flush_list() {
-    struct Gated(Arc<AtomicUsize>);
+    struct Gated(Counter);
     impl Client<u64> for Gated {
         fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<u64>) {
             if let ClientEvent::Message(m) = event {
@@ -108,16 +80,15 @@ fn the_flush_gate_keeps_a_client_off_the_flush_list() {
             }
         }
         fn flush(&mut self, _ctx: &mut Context<u64>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
+            self.0.incr();
         }
     }
     let d = one_queue(PoolConfig::new(1));
-    let flushes = Arc::new(AtomicUsize::new(0));
+    let flushes = Counter::default();
     let h = on_queue(&d, Gated(flushes.clone()));
-    d.dispatch(h, Event::Message(0)).unwrap();
-    d.synchronize(h).unwrap();
-    assert_eq!(flushes.load(Ordering::SeqCst), 0);
-    d.dispatch(h, Event::Message(1)).unwrap();
-    d.synchronize(h).unwrap();
-    assert_eq!(flushes.load(Ordering::SeqCst), 1);
+    for (m, flushed) in [(0, 0), (1, 1)] {
+        d.dispatch(h, Event::Message(m)).unwrap();
+        d.synchronize(h).unwrap();
+        assert_eq!(flushes.get(), flushed, "after message {m}");
+    }
 }

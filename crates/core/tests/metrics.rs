@@ -44,10 +44,10 @@ impl Exported {
         let mut described = HashMap::new();
         for (key, unit, description, value) in snapshotter.snapshot().into_vec() {
             let (kind, key) = CompositeKey::into_parts(key);
-            let mut labels: Vec<(String, String)> = key
+            let labels = key
                 .labels()
-                .map(|l: &Label| (l.key().to_owned(), l.value().to_owned()))
-                .collect();
+                .map(|l: &Label| (l.key().to_owned(), l.value().to_owned()));
+            let mut labels: Vec<(String, String)> = labels.collect();
             labels.sort();
             if let Some(description) = description {
                 described.insert(key.name().to_owned(), (unit, description.to_string()));
@@ -58,14 +58,13 @@ impl Exported {
     }
 
     fn get(&self, kind: MetricKind, name: &str, labels: &[(&str, &str)]) -> &DebugValue {
-        let mut labels: Vec<(String, String)> = labels
+        let labels = labels
             .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+        let mut labels: Vec<(String, String)> = labels.collect();
         labels.sort();
-        self.values
-            .get(&(kind, name.to_owned(), labels.clone()))
-            .unwrap_or_else(|| panic!("{name} {labels:?} not exported"))
+        let value = self.values.get(&(kind, name.to_owned(), labels.clone()));
+        value.unwrap_or_else(|| panic!("{name} {labels:?} not exported"))
     }
 
     fn counter(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
@@ -92,9 +91,8 @@ fn loaded() -> (Dispatcher<u64>, Vec<ProcessorSnapshot>) {
         .build()
         .unwrap();
     let queue = d.processors(ClientType::Queue)[0];
-    let client = d
-        .register(ClientType::Queue, Sink, Placement::Processor(queue.index))
-        .unwrap();
+    let client = d.register(ClientType::Queue, Sink, Placement::Processor(queue.index));
+    let client = client.unwrap();
     for i in 0..1000 {
         d.dispatch(client, Event::Message(i)).unwrap();
     }
@@ -103,9 +101,8 @@ fn loaded() -> (Dispatcher<u64>, Vec<ProcessorSnapshot>) {
         d.synchronize(queue).unwrap();
         let stats = d.stats();
         let first = stats.iter().find(|s| s.processor == queue).unwrap();
-        if (first.batch_size.count > 0 && first.time_in_queue_ns.count > 0)
-            || Instant::now() > deadline
-        {
+        let published = first.batch_size.count > 0 && first.time_in_queue_ns.count > 0;
+        if published || Instant::now() > deadline {
             return (d, stats);
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -144,29 +141,21 @@ fn every_processor_figure_reaches_the_recorder() {
             ("0.999", s.time_in_queue_ns.p999),
             ("1", s.time_in_queue_ns.max),
         ] {
-            let mut labels = labels.to_vec();
-            labels.push(("quantile", quantile));
+            let labels = [labels[0], labels[1], ("quantile", quantile)];
             let seconds = exported.gauge("zerodispatch_time_in_queue_seconds", &labels);
             assert_eq!(seconds, ns as f64 / 1e9, "{quantile}");
         }
-        let mut labels = labels.to_vec();
-        labels.push(("quantile", "1"));
-        assert_eq!(
-            exported.gauge("zerodispatch_batch_size", &labels),
-            s.batch_size.max as f64
-        );
+        let labels = [labels[0], labels[1], ("quantile", "1")];
+        let batch_size = exported.gauge("zerodispatch_batch_size", &labels);
+        assert_eq!(batch_size, s.batch_size.max as f64);
     }
     // The loaded processor's figures are real ones, not zeros.
     let queue0 = [("client_type", "queue"), ("processor", "0")];
     assert!(exported.counter("zerodispatch_processed_total", &queue0) >= 1000);
     assert!(exported.counter("zerodispatch_batches_total", &queue0) > 0);
     assert!(exported.counter("zerodispatch_time_in_queue_probes_total", &queue0) > 0);
-    assert!(
-        exported.gauge(
-            "zerodispatch_time_in_queue_seconds",
-            &[queue0[0], queue0[1], ("quantile", "1")]
-        ) > 0.0
-    );
+    let longest = [queue0[0], queue0[1], ("quantile", "1")];
+    assert!(exported.gauge("zerodispatch_time_in_queue_seconds", &longest) > 0.0);
     d.shutdown();
 }
 
@@ -177,23 +166,17 @@ fn every_metric_is_described_and_exporting_twice_counts_nothing_twice() {
     let twice = Exported::of(&stats, 2);
     assert_eq!(once.values, twice.values);
     for metric in &METRICS {
-        let (unit, help) = once
-            .described
-            .get(metric.name)
-            .unwrap_or_else(|| panic!("{} not described", metric.name));
-        assert_eq!(*unit, metric.unit, "{}", metric.name);
+        let name = metric.name;
+        let described = once.described.get(name);
+        let (unit, help) = described.unwrap_or_else(|| panic!("{name} not described"));
+        assert_eq!(*unit, metric.unit, "{name}");
         assert_eq!(help, metric.help);
-        assert_eq!(
-            metric.name.ends_with("_total"),
-            metric.kind == Kind::Counter,
-            "{}: counters and only counters end in _total",
-            metric.name
-        );
+        let total = name.ends_with("_total");
+        let only = "counters and only counters end in _total";
+        assert_eq!(total, metric.kind == Kind::Counter, "{name}: {only}");
     }
-    assert_eq!(
-        once.described["zerodispatch_time_in_queue_seconds"].0,
-        Some(Unit::Seconds)
-    );
+    let seconds = once.described["zerodispatch_time_in_queue_seconds"].0;
+    assert_eq!(seconds, Some(Unit::Seconds));
     // 3 processors: 13 counters and 3 gauges each, 2 histograms of 5 quantiles.
     assert_eq!(once.values.len(), 3 * (13 + 3 + 2 * 5));
     d.shutdown();

@@ -9,10 +9,9 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use zerodispatch_core::*;
@@ -63,18 +62,18 @@ fn a_pack_is_split_at_the_flush_points_of_max_batch() {
     // Held, so that the three batches queue up behind one another: the processor drains
     // 48 events without emptying its queue.
     let held = block_processor(&d, h);
-    let dispatcher = d.handle();
-    let sender = thread::spawn(move || {
-        for b in 0..3_u64 {
-            let mut batch = (b * 16..b * 16 + 16).map(Event::Message);
-            dispatcher.dispatch_batch(h, &mut batch).unwrap();
+    thread::scope(|s| {
+        s.spawn(|| {
+            for b in 0..3_u64 {
+                d.dispatch_batch(h, &mut (b * 16..b * 16 + 16).map(Event::Message))
+                    .unwrap();
+            }
+        });
+        while d.stats()[0].depth < 3 {
+            thread::sleep(Duration::from_millis(1));
         }
+        held.wait();
     });
-    while d.stats()[0].depth < 3 {
-        thread::sleep(Duration::from_millis(1));
-    }
-    held.wait();
-    sender.join().unwrap();
     d.synchronize(h.processor()).unwrap();
     let log = log.lock().unwrap().clone();
     let mut run = 0;
@@ -91,10 +90,8 @@ fn a_pack_is_split_at_the_flush_points_of_max_batch() {
             Seen::Callback => {}
         }
     }
-    assert_eq!(
-        log.iter().filter(|s| matches!(s, Seen::Message(_))).count(),
-        48
-    );
+    let messages = log.iter().filter(|s| matches!(s, Seen::Message(_)));
+    assert_eq!(messages.count(), 48);
     assert!(d.stats()[0].packs >= 3);
 }
 
@@ -105,17 +102,11 @@ fn a_packs_events_are_counted_one_by_one_wrong_type_spilled_and_stale() {
     let d = one_queue(PoolConfig::new(1));
     let (recorder, log) = Recorder::new();
     let h = on_queue(&d, recorder).erase();
-    let ran = Arc::new(AtomicU64::new(0));
+    let ran = Counter::default();
+    let wrong_type = |_: &mut Sink, _: &mut _| unreachable!("not run on a client of another type");
     let mut events = (0..12_u64).map(|i| match i % 3 {
-        0 => Event::from(Event::to_client(|_: &mut Sink, _| {
-            unreachable!("not run on a client of another type")
-        })),
-        1 => {
-            let ran = ran.clone();
-            Event::Callback(Callback::spill(move || {
-                ran.fetch_add(1, Ordering::Relaxed);
-            }))
-        }
+        0 => Event::from(Event::to_client(wrong_type)),
+        1 => Event::Callback(Callback::spill(ran.adder())),
         _ => Event::Message(i),
     });
     assert_eq!(d.dispatch_batch(h, &mut events).unwrap(), 12);
@@ -123,7 +114,7 @@ fn a_packs_events_are_counted_one_by_one_wrong_type_spilled_and_stale() {
     let stats = d.stats()[0].clone();
     assert_eq!(stats.wrong_client_type, 4);
     assert_eq!(stats.spilled, 4);
-    assert_eq!(ran.load(Ordering::Relaxed), 4);
+    assert_eq!(ran.get(), 4);
     assert_eq!(messages(&log), vec![2, 5, 8, 11]);
 
     // A key whose client is gone: every event of the pack is stale, none delivered; a
@@ -152,32 +143,26 @@ fn threads_sharing_a_short_pool_of_packs_lose_nothing_and_keep_their_order() {
     const EVENTS: u64 = 20_000;
     let d = one_queue(PoolConfig::new(1).capacity(32));
     let (h, log) = recorder_on(&d);
-    let senders: Vec<_> = (0..THREADS)
-        .map(|t| {
-            let dispatcher = d.handle();
-            thread::spawn(move || {
-                let mut seq = 0;
-                let mut len = t;
+    thread::scope(|s| {
+        for t in 0..THREADS {
+            let d = &d;
+            s.spawn(move || {
+                let (mut seq, mut len) = (0, t);
                 while seq < EVENTS {
                     len = len % 37 + 1;
                     let end = (seq + len).min(EVENTS);
                     let mut batch = (seq..end).map(|i| Event::Message(t << 32 | i));
-                    dispatcher.dispatch_batch(h, &mut batch).unwrap();
+                    d.dispatch_batch(h, &mut batch).unwrap();
                     seq = end;
                 }
-            })
-        })
-        .collect();
-    senders.into_iter().for_each(|s| s.join().unwrap());
+            });
+        }
+    });
     d.synchronize(h.processor()).unwrap();
     let seen = messages(&log);
     assert_eq!(seen.len() as u64, THREADS * EVENTS);
     for t in 0..THREADS {
-        let mine: Vec<_> = seen
-            .iter()
-            .filter(|m| *m >> 32 == t)
-            .map(|m| m & 0xffff_ffff)
-            .collect();
+        let mine = of_producer(&seen, t);
         assert_eq!(mine, (0..EVENTS).collect::<Vec<_>>(), "thread {t}");
     }
     assert!(d.stats()[0].packs > 0);
@@ -238,11 +223,7 @@ fn shutdown_during_packed_batches_delivers_what_was_accepted_and_hands_back_the_
     let accepted: Vec<u64> = senders.into_iter().map(|s| s.join().unwrap()).collect();
     let delivered = delivered.lock().unwrap();
     for (t, &n) in accepted.iter().enumerate() {
-        let mine: Vec<_> = delivered
-            .iter()
-            .filter(|m| *m >> 32 == t as u64)
-            .map(|m| m & 0xffff_ffff)
-            .collect();
+        let mine = of_producer(&delivered, t as u64);
         assert_eq!(mine, (0..n).collect::<Vec<_>>(), "thread {t}: accepted {n}");
     }
 }
@@ -259,8 +240,8 @@ fn a_batch_that_fills_the_last_free_pack_returns_without_waiting_for_another() {
         // The pool of a 32-slot queue has two packs: this batch takes both.
         dispatcher.dispatch_batch(h, &mut (0..32).map(Event::Message))
     });
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while !sender.is_finished() && std::time::Instant::now() < deadline {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !sender.is_finished() && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(1));
     }
     let returned = sender.is_finished();
@@ -284,13 +265,10 @@ fn an_iterator_that_promises_nothing_is_not_read_ahead() {
     let mut next = 0_u64;
     let mut events = std::iter::from_fn(|| {
         // Every event yielded so far is in the queue (or handled) before the next.
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + Duration::from_secs(5);
         while handle.stats()[0].enqueued < base + next {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "event {} was held back",
-                next - 1
-            );
+            let held_back = next - 1;
+            assert!(Instant::now() < deadline, "event {held_back} was held back");
             thread::yield_now();
         }
         (next < 20).then(|| {
@@ -338,19 +316,17 @@ fn a_long_pack_is_counted_event_by_event() {
     d.dispatch_batch(h, &mut (0..16).map(Event::Message))
         .unwrap();
     // The 16 events take about 320 ms: a count between none and all is seen meanwhile.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(10);
     let mut seen = Vec::new();
     loop {
         let counted = d.stats()[0].processed - before;
         seen.push(counted);
-        if counted >= 16 || std::time::Instant::now() > deadline {
+        if counted >= 16 || Instant::now() > deadline {
             break;
         }
         thread::sleep(Duration::from_millis(1));
     }
-    assert!(
-        seen.iter().any(|c| (1..16).contains(c)),
-        "the pack was counted all at once: {seen:?}"
-    );
+    let meanwhile = seen.iter().any(|c| (1..16).contains(c));
+    assert!(meanwhile, "the pack was counted all at once: {seen:?}");
     assert!(seen.last().is_some_and(|&c| c >= 16), "{seen:?}");
 }

@@ -22,28 +22,18 @@ fn least_loaded_placement_spreads_clients_and_explicit_placement_pins_them() {
     assert_eq!(per_processor, [2, 2, 2]);
     let pinned = recorder_at(&d, Placement::Processor(1)).0;
     assert_eq!(pinned.processor().index, 1);
+    let refusal = |t, placement| {
+        d.register(t, Recorder::new().0, placement)
+            .unwrap_err()
+            .reason
+    };
+    let (client_type, index) = (ClientType::Queue, 3);
+    let fourth = RegisterRefusal::NoSuchProcessor(ProcessorId { client_type, index });
+    assert_eq!(refusal(client_type, Placement::Processor(3)), fourth);
+    let sessions = RegisterRefusal::NoProcessors(ClientType::Session);
     assert_eq!(
-        d.register(
-            ClientType::Queue,
-            Recorder::new().0,
-            Placement::Processor(3)
-        )
-        .unwrap_err()
-        .reason,
-        RegisterRefusal::NoSuchProcessor(ProcessorId {
-            client_type: ClientType::Queue,
-            index: 3
-        })
-    );
-    assert_eq!(
-        d.register(
-            ClientType::Session,
-            Recorder::new().0,
-            Placement::LeastLoaded
-        )
-        .unwrap_err()
-        .reason,
-        RegisterRefusal::NoProcessors(ClientType::Session)
+        refusal(ClientType::Session, Placement::LeastLoaded),
+        sessions
     );
 }
 
@@ -56,16 +46,14 @@ fn in_dispatcher_thread_is_true_only_on_the_owning_processor() {
     let answers = Arc::new(Mutex::new(None));
     let (handle, out) = (d.handle(), answers.clone());
     // Two 16-byte handles and two pointers: more than the default space holds.
-    d.execute(
-        a.processor(),
-        Callback::spill(move || {
-            *out.lock().unwrap() = Some((
-                handle.in_dispatcher_thread(a),
-                handle.in_dispatcher_thread(b),
-            ))
-        }),
-    )
-    .unwrap();
+    let ask = move || {
+        (
+            handle.in_dispatcher_thread(a),
+            handle.in_dispatcher_thread(b),
+        )
+    };
+    let ask = Callback::spill(move || *out.lock().unwrap() = Some(ask()));
+    d.execute(a.processor(), ask).unwrap();
     d.synchronize(a).unwrap();
     assert_eq!(*answers.lock().unwrap(), Some((true, false)));
 }
@@ -112,26 +100,20 @@ fn a_handle_registered_on_a_processor_is_reached_by_the_next_event_from_any_thre
     let (handed, handle_rx) = std::sync::mpsc::channel();
     let (go, go_rx) = std::sync::mpsc::channel::<()>();
     let handle = d.handle();
-    d.execute(
-        d.processors(ClientType::Queue)[0],
-        Callback::spill(move || {
-            let registered = handle.register(ClientType::Queue, client, Placement::Processor(1));
-            handed.send(registered).unwrap();
-            let _ = go_rx.recv_timeout(PATIENCE);
-        }),
-    )
-    .unwrap();
+    let register = Callback::spill(move || {
+        let registered = handle.register(ClientType::Queue, client, Placement::Processor(1));
+        handed.send(registered).unwrap();
+        let _ = go_rx.recv_timeout(PATIENCE);
+    });
+    d.execute(first_queue(&d), register).unwrap();
     let registered = handle_rx.recv_timeout(PATIENCE);
     stall.wait(); // processor 1 drains
-    let seen = registered
-        .as_ref()
-        .ok()
-        .and_then(|r| r.as_ref().ok())
-        .map(|&h| {
-            d.dispatch(h, Event::Message(42)).unwrap();
-            d.synchronize(h).unwrap();
-            (log.lock().unwrap().clone(), d.stats()[1].stale)
-        });
+    let seen = registered.as_ref().ok().and_then(|r| r.as_ref().ok());
+    let seen = seen.map(|&h| {
+        d.dispatch(h, Event::Message(42)).unwrap();
+        d.synchronize(h).unwrap();
+        (log.lock().unwrap().clone(), d.stats()[1].stale)
+    });
     go.send(()).unwrap();
     let (log, stale) = seen.unwrap_or_else(|| panic!("no handle: {registered:?}"));
     assert_eq!(

@@ -7,56 +7,52 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::Duration;
 
 use common::*;
 use zerodispatch_core::*;
 
-#[test]
-fn dispatch_after_shutdown_hands_the_event_back() {
+/// A dispatcher shut down, a handle of it, and a recorder registered before.
+fn shut_down() -> (
+    Dispatcher<u64>,
+    DispatcherHandle<u64>,
+    ClientHandle<Recorder>,
+) {
     let mut d = one_queue(PoolConfig::new(1));
     let h = recorder_on(&d).0;
     let handle = d.handle();
     d.shutdown();
-    assert!(matches!(
-        handle.try_dispatch(h, Event::Message(1)),
-        Err(DispatchError::ShutDown(Event::Message(1)))
-    ));
-    assert!(matches!(
-        handle.dispatch(h, Event::Message(2)),
-        Err(DispatchError::ShutDown(Event::Message(2)))
-    ));
+    (d, handle, h)
+}
+
+#[test]
+fn dispatch_after_shutdown_hands_the_event_back() {
+    let (mut d, handle, h) = shut_down();
+    use DispatchError::ShutDown;
+    let tried = handle.try_dispatch(h, Event::Message(1));
+    assert!(matches!(tried, Err(ShutDown(Event::Message(1)))));
+    let waited = handle.dispatch(h, Event::Message(2));
+    assert!(matches!(waited, Err(ShutDown(Event::Message(2)))));
     assert_eq!(handle.synchronize(h), Err(SyncError::ShutDown));
-    assert_eq!(
-        handle
-            .register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded)
-            .unwrap_err()
-            .reason,
-        RegisterRefusal::ShutDown
-    );
+    let refused = handle.register(ClientType::Queue, Recorder::new().0, Placement::LeastLoaded);
+    assert_eq!(refused.unwrap_err().reason, RegisterRefusal::ShutDown);
     d.shutdown(); // idempotent
 }
 
 #[test]
 fn a_batch_after_shutdown_hands_back_its_first_event() {
-    let mut d = one_queue(PoolConfig::new(1));
-    let h = recorder_on(&d).0;
-    let handle = d.handle();
-    d.shutdown();
+    let (_d, handle, h) = shut_down();
     let mut events = (0..3).map(Event::Message);
+    let err = handle.dispatch_batch(h, &mut events).unwrap_err();
+    assert_eq!(err.enqueued, 0);
     assert!(matches!(
-        handle.dispatch_batch(h, &mut events),
-        Err(BatchError {
-            enqueued: 0,
-            error: DispatchError::ShutDown(Event::Message(0))
-        })
+        err.error,
+        DispatchError::ShutDown(Event::Message(0))
     ));
     assert_eq!(events.count(), 2);
-    assert!(matches!(
-        handle.try_dispatch_batch(h, &mut std::iter::empty::<Event<u64>>()),
-        Ok(0)
-    ));
+    let empty = handle.try_dispatch_batch(h, &mut std::iter::empty::<Event<u64>>());
+    assert!(matches!(empty, Ok(0)));
 }
 
 #[test]
@@ -81,20 +77,15 @@ fn shutdown_drains_every_queue_and_flushes_in_order() {
         .pool(ClientType::Cluster, PoolConfig::new(1))
         .build()
         .unwrap();
-    let mut handles = Vec::new();
     for (t, name) in [
         (ClientType::Cluster, "cluster"),
         (ClientType::Session, "session"),
         (ClientType::Queue, "queue"),
     ] {
-        handles.push(
-            d.register(t, Last(order.clone(), name, 0), Placement::LeastLoaded)
-                .unwrap(),
-        );
-    }
-    for h in &handles {
+        let h = d.register(t, Last(order.clone(), name, 0), Placement::LeastLoaded);
+        let h = h.unwrap();
         for i in 0..1000 {
-            d.dispatch(*h, Event::Message(i)).unwrap();
+            d.dispatch(h, Event::Message(i)).unwrap();
         }
     }
     d.shutdown();
@@ -103,17 +94,16 @@ fn shutdown_drains_every_queue_and_flushes_in_order() {
 
 #[test]
 fn dropping_the_dispatcher_shuts_it_down() {
-    let ran = Arc::new(AtomicUsize::new(0));
+    let ran = Counter::default();
     {
         let d = one_queue(PoolConfig::new(1));
         let h = recorder_on(&d).0;
         for _ in 0..100 {
-            d.dispatch(h, Event::Callback(counting_callback(&ran)))
-                .unwrap();
+            d.dispatch(h, Event::Callback(ran.callback())).unwrap();
         }
     }
     assert_eq!(
-        ran.load(Ordering::SeqCst),
+        ran.get(),
         100,
         "every accepted event ran before the drop returned"
     );
@@ -141,24 +131,21 @@ fn a_second_shutdown_while_the_first_drains_does_not_close_the_later_pools_early
     // Everything the handler needs behind one `Arc`: a callback holds 32 bytes inline.
     let owner = Arc::new((Mutex::new(Some(d)), handle.clone(), Mutex::new(sent)));
     let in_handler = owner.clone();
-    handle
-        .dispatch(
-            queue,
-            Event::Callback(Callback::new(move || {
-                let (dispatcher, on_processor, sent) = &*in_handler;
-                // On the queue processor: its shutdown starts on a thread of its own and
-                // waits for this handler; then the drop makes a second call.
-                let mut d = dispatcher.lock().unwrap().take().unwrap();
-                d.shutdown();
-                drop(d);
-                std::thread::sleep(std::time::Duration::from_millis(100));
-                let reached = on_processor.dispatch(session, Event::Message(1));
-                sent.lock().unwrap().send(reached.is_ok()).unwrap();
-            })),
-        )
-        .unwrap();
+    let handler = Callback::new(move || {
+        let (dispatcher, on_processor, sent) = &*in_handler;
+        // On the queue processor: its shutdown starts on a thread of its own and waits for
+        // this handler; then the drop makes a second call.
+        let mut d = dispatcher.lock().unwrap().take().unwrap();
+        d.shutdown();
+        drop(d);
+        std::thread::sleep(Duration::from_millis(100));
+        let reached = on_processor.dispatch(session, Event::Message(1));
+        sent.lock().unwrap().send(reached.is_ok()).unwrap();
+    });
+    handle.dispatch(queue, Event::Callback(handler)).unwrap();
+    let reached = outcome.recv_timeout(Duration::from_secs(10));
     assert_eq!(
-        outcome.recv_timeout(std::time::Duration::from_secs(10)),
+        reached,
         Ok(true),
         "the session pool is open until the queue pool has drained"
     );
@@ -170,7 +157,7 @@ fn a_second_shutdown_while_the_first_drains_does_not_close_the_later_pools_early
 struct SaysGoodbye {
     to: ClientHandle<Recorder>,
     handle: DispatcherHandle<u64>,
-    dispatched: Arc<std::sync::Barrier>,
+    dispatched: Arc<Barrier>,
 }
 
 impl Client<u64> for SaysGoodbye {}
@@ -192,19 +179,22 @@ fn an_event_a_client_dispatches_from_its_drop_at_shutdown_is_run_and_the_shutdow
     let release = block_processor(&d, session);
     d.dispatch(session, Event::Message(1)).unwrap();
     d.dispatch(session, Event::Message(2)).unwrap();
-    let dispatched = Arc::new(std::sync::Barrier::new(2));
-    let goodbye = SaysGoodbye {
-        to: session,
-        handle: d.handle(),
-        dispatched: dispatched.clone(),
-    };
-    on_queue(&d, goodbye);
+    let dispatched = Arc::new(Barrier::new(2));
+    let (to, handle) = (session, d.handle());
+    on_queue(
+        &d,
+        SaysGoodbye {
+            to,
+            handle,
+            dispatched: dispatched.clone(),
+        },
+    );
     let releaser = std::thread::spawn(move || {
         // The goodbye found the session's queue full; now let the session drain.
         dispatched.wait();
         release.wait();
     });
-    let ended = d.shutdown_timeout(std::time::Duration::from_secs(10));
+    let ended = d.shutdown_timeout(Duration::from_secs(10));
     releaser.join().unwrap();
     assert_eq!(ended, Ok(()), "the session processor never exited");
     assert_eq!(messages(&seen), [1, 2, 99]);

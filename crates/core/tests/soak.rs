@@ -155,10 +155,10 @@ impl Drop for Worker {
 }
 
 fn soak_secs() -> u64 {
-    std::env::var("ZD_SOAK_SECS")
+    let secs = std::env::var("ZD_SOAK_SECS")
         .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20)
+        .and_then(|s| s.parse().ok());
+    secs.unwrap_or(20)
 }
 
 #[test]
@@ -178,38 +178,28 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
         .build()
         .unwrap();
     // A foreign dispatcher: its handles must be refused by ours.
-    let foreign_dispatcher = Dispatcher::<Token>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .build()
-        .unwrap();
+    let foreign_dispatcher =
+        Dispatcher::<Token>::builder().pool(ClientType::Queue, PoolConfig::new(1));
+    let foreign_dispatcher = foreign_dispatcher.build().unwrap();
     let worker_drops = Arc::new(AtomicU64::new(0));
-    let foreign = foreign_dispatcher
-        .register(
-            ClientType::Queue,
-            Worker {
-                registry: Arc::new(Mutex::new(Vec::new())),
-                rng: Rng(7),
-                drops: worker_drops.clone(),
-            },
-            Placement::LeastLoaded,
-        )
-        .unwrap()
-        .erase();
-    let ledger = Arc::new(Ledger::new());
-    let registry: Registry = Arc::new(Mutex::new(Vec::new()));
-    // Clients handed to `register` (each must be dropped exactly once): the foreign one,
-    // and those registered below.
-    let registered = Arc::new(AtomicU64::new(1));
-    let stale = Arc::new(Mutex::new(Vec::new()));
-    let new_worker = |seed| Worker {
+    let worker = |registry: &Registry, seed| Worker {
         registry: registry.clone(),
         rng: Rng(seed),
         drops: worker_drops.clone(),
     };
+    let alone = worker(&Registry::default(), 7);
+    let foreign = foreign_dispatcher.register(ClientType::Queue, alone, Placement::LeastLoaded);
+    let foreign = foreign.unwrap().erase();
+    let ledger = Arc::new(Ledger::new());
+    let registry = Registry::default();
+    // Clients handed to `register` (each must be dropped exactly once): the foreign one,
+    // and those registered below.
+    let registered = Arc::new(AtomicU64::new(1));
+    let stale = Arc::new(Mutex::new(Vec::new()));
+    let new_worker = |seed| worker(&registry, seed);
     for (i, t) in ClientType::ALL.iter().cycle().take(6).enumerate() {
-        let h = dispatcher
-            .register(*t, new_worker(i as u64 + 11), Placement::LeastLoaded)
-            .unwrap();
+        let h = dispatcher.register(*t, new_worker(i as u64 + 11), Placement::LeastLoaded);
+        let h = h.unwrap();
         registered.fetch_add(1, Ordering::Relaxed);
         registry.lock().unwrap().push(h.erase());
     }
@@ -218,13 +208,8 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
     let mut threads = Vec::new();
     // Producers: every dispatch form, to live, stale and foreign handles.
     for p in 0..3_u64 {
-        let (d, ledger, registry, stale, stop) = (
-            dispatcher.handle(),
-            ledger.clone(),
-            registry.clone(),
-            stale.clone(),
-            stop.clone(),
-        );
+        let (d, ledger, registry) = (dispatcher.handle(), ledger.clone(), registry.clone());
+        let (stale, stop) = (stale.clone(), stop.clone());
         threads.push(thread::spawn(move || {
             let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (p + 1));
             while !stop.load(Ordering::Relaxed) {
@@ -246,11 +231,9 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
                 match rng.below(5) {
                     0 => discard(d.try_dispatch(to, Event::Message(token))),
                     1 => {
-                        let mut batch = std::iter::once(token)
-                            .chain(
-                                (0..rng.below(6)).filter_map(|_| Token::issue(&ledger, &mut rng)),
-                            )
-                            .map(Event::Message);
+                        let more =
+                            (0..rng.below(6)).filter_map(|_| Token::issue(&ledger, &mut rng));
+                        let mut batch = std::iter::once(token).chain(more).map(Event::Message);
                         discard(d.dispatch_batch(to, &mut batch));
                         batch.for_each(discard);
                     }
@@ -270,13 +253,8 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
     }
     // Churn: clients registered and unregistered under load.
     {
-        let (d, registry, stale, stop, registered) = (
-            dispatcher.handle(),
-            registry.clone(),
-            stale.clone(),
-            stop.clone(),
-            registered.clone(),
-        );
+        let (d, registry, stale) = (dispatcher.handle(), registry.clone(), stale.clone());
+        let (stop, registered) = (stop.clone(), registered.clone());
         let make = new_worker;
         let mut workers: Vec<Worker> = (0..100_000).map(|i| make(1000 + i)).collect();
         threads.push(thread::spawn(move || {
@@ -285,10 +263,8 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
                 thread::sleep(Duration::from_millis(2));
                 let len = registry.lock().unwrap().len();
                 if len > 2 && rng.below(2) == 0 {
-                    let h = registry
-                        .lock()
-                        .unwrap()
-                        .swap_remove(rng.below(len as u64) as usize);
+                    let at = rng.below(len as u64) as usize;
+                    let h = registry.lock().unwrap().swap_remove(at);
                     if d.unregister(h).is_ok() {
                         stale.lock().unwrap().push(h);
                     }
@@ -333,9 +309,8 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
         let _ = shutdown_tx.send(());
         dispatcher
     });
-    shutdown_rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("shutdown in mid-stream finished within 10 s");
+    let finished = shutdown_rx.recv_timeout(Duration::from_secs(10));
+    finished.expect("shutdown in mid-stream finished within 10 s");
     let dispatcher = shutting.join().unwrap();
     stop.store(true, Ordering::Relaxed);
     for t in threads {
@@ -345,19 +320,15 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
     drop(foreign_dispatcher);
 
     let issued = ledger.issued.load(Ordering::Relaxed).min(MAX_TOKENS);
-    let unended: Vec<usize> = (0..issued)
-        .filter(|&i| ledger.ends[i].load(Ordering::Relaxed) != 1)
-        .take(10)
-        .collect();
+    let unended = (0..issued).filter(|&i| ledger.ends[i].load(Ordering::Relaxed) != 1);
+    let unended: Vec<usize> = unended.take(10).collect();
     assert!(
         unended.is_empty(),
         "tokens that did not end exactly once: {unended:?}"
     );
-    assert_eq!(
-        worker_drops.load(Ordering::Relaxed),
-        registered.load(Ordering::Relaxed),
-        "every client dropped exactly once"
-    );
+    let drops = worker_drops.load(Ordering::Relaxed);
+    let once = "every client dropped exactly once";
+    assert_eq!(drops, registered.load(Ordering::Relaxed), "{once}");
     let panics: u64 = stats.iter().map(|s| s.panics).sum();
     let outboxed: u64 = stats.iter().map(|s| s.outboxed).sum();
     let stale_events: u64 = stats.iter().map(|s| s.stale).sum();
@@ -366,8 +337,6 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
         ledger.finished.load(Ordering::Relaxed),
         ledger.dropped.load(Ordering::Relaxed),
     );
-    assert!(
-        panics > 0 && outboxed > 0 && stale_events > 0,
-        "every fault was exercised"
-    );
+    let exercised = panics > 0 && outboxed > 0 && stale_events > 0;
+    assert!(exercised, "every fault was exercised");
 }

@@ -9,7 +9,7 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use zerodispatch_core::*;
@@ -19,11 +19,8 @@ fn stats_count_while_the_processor_runs() {
     let d = one_queue_probed(PoolConfig::new(1));
     let (h, _log) = recorder_on(&d);
     let big = [1_u8; 64];
-    d.dispatch(
-        h,
-        Event::Callback(Callback::spill(move || assert_eq!(big[0], 1))),
-    )
-    .unwrap();
+    let spilled = Callback::spill(move || assert_eq!(big[0], 1));
+    d.dispatch(h, Event::Callback(spilled)).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicU64::new(0));
     let producer = {
@@ -53,10 +50,8 @@ fn stats_count_while_the_processor_runs() {
         s.batch_size.count > 0 && s.time_in_queue_ns.count > 0
     });
     assert!(s.batch_size.count > 0);
-    assert!(
-        s.time_in_queue_ns.count > 0 && s.time_in_queue_ns.max > 0,
-        "probes sampled the time in queue: {s:?}"
-    );
+    let sampled = s.time_in_queue_ns.count > 0 && s.time_in_queue_ns.max > 0;
+    assert!(sampled, "probes sampled the time in queue: {s:?}");
 }
 
 #[test]
@@ -74,10 +69,8 @@ fn watermark_alarms_are_edge_triggered_and_clear_at_the_low_mark() {
         d.synchronize(h).unwrap();
     }
     let s = &d.stats()[0];
-    assert_eq!(
-        s.high_watermark_alarms, 2,
-        "raised once per fill, cleared in between: {s:?}"
-    );
+    let alarms = s.high_watermark_alarms;
+    assert_eq!(alarms, 2, "raised once per fill, cleared in between: {s:?}");
     assert!(s.max_depth >= 128);
 }
 
@@ -103,21 +96,19 @@ fn enqueued_never_exceeds_what_callers_enqueued_with_the_monitor_probing() {
         }
     }
     stall.wait();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(30);
     let check = |s: &ProcessorSnapshot, enqueued: u64| {
+        let (figure, processed, depth) = (s.enqueued, s.processed, s.depth);
         assert!(
-            s.enqueued <= enqueued,
-            "enqueued {} > {enqueued} ever enqueued (processed {}, depth {})",
-            s.enqueued,
-            s.processed,
-            s.depth
+            figure <= enqueued,
+            "enqueued {figure} > {enqueued} ever enqueued (processed {processed}, depth {depth})"
         );
     };
     // While it drains.
     loop {
         let s = d.stats().remove(0);
         check(&s, enqueued);
-        if s.depth == 0 || std::time::Instant::now() > deadline {
+        if s.depth == 0 || Instant::now() > deadline {
             break;
         }
     }
@@ -131,9 +122,6 @@ fn enqueued_never_exceeds_what_callers_enqueued_with_the_monitor_probing() {
         if s.time_in_queue_ns.count > 0 {
             break;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no probe was handled in 30 s"
-        );
+        assert!(Instant::now() < deadline, "no probe was handled in 30 s");
     }
 }

@@ -30,7 +30,7 @@ impl Client<u64> for Counting {
         match event {
             ClientEvent::Callback(cb) => cb.call(),
             ClientEvent::Message(m) => {
-                self.messages.fetch_add(1, Ordering::Relaxed);
+                add(&self.messages);
                 if m % 1000 == 999 {
                     panic!("planned panic on message {m}");
                 }
@@ -71,12 +71,8 @@ fn run_producers(
 ) -> Vec<thread::JoinHandle<()>> {
     (0..PRODUCERS)
         .map(|p| {
-            let (handle, clients, tally, stop) = (
-                handle.clone(),
-                clients.to_vec(),
-                tally.clone(),
-                stop.clone(),
-            );
+            let (handle, clients) = (handle.clone(), clients.to_vec());
+            let (tally, stop) = (tally.clone(), stop.clone());
             thread::spawn(move || {
                 for i in 0..PER_PRODUCER {
                     if stop.load(Ordering::Relaxed) {
@@ -90,45 +86,30 @@ fn run_producers(
                             handle.try_dispatch(to, event)
                         }
                     };
+                    let t = tally.clone();
+                    let ran = Callback::new(move || add(&t.callbacks_run));
                     let result = match i % 3 {
                         0 => {
                             if i % 1000 == 999 {
-                                tally.panicking_sent.fetch_add(1, Ordering::Relaxed);
+                                add(&tally.panicking_sent);
                             }
                             send(Event::Message(i))
                         }
-                        1 => {
-                            let t = tally.clone();
-                            send(Event::Callback(Callback::new(move || {
-                                t.callbacks_run.fetch_add(1, Ordering::Relaxed);
-                            })))
-                        }
-                        _ => {
-                            // A dispatcher callback, to the client's processor.
-                            let t = tally.clone();
-                            handle
-                                .execute(
-                                    to.processor(),
-                                    Callback::new(move || {
-                                        t.callbacks_run.fetch_add(1, Ordering::Relaxed);
-                                    }),
-                                )
-                                .map_err(|e| e.map(Event::Callback))
-                        }
+                        1 => send(Event::Callback(ran)),
+                        // A dispatcher callback, to the client's processor.
+                        _ => handle
+                            .execute(to.processor(), ran)
+                            .map_err(|e| e.map(Event::Callback)),
                     };
                     match result {
-                        Ok(()) => {
-                            tally.accepted.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(DispatchError::Full(_)) => {
-                            tally.handed_back.fetch_add(1, Ordering::Relaxed);
-                        }
+                        Ok(()) => add(&tally.accepted),
+                        Err(DispatchError::Full(_)) => add(&tally.handed_back),
                         Err(DispatchError::NoSuchProcessor(_)) => {
                             unreachable!("every handle is of this dispatcher")
                         }
                         Err(DispatchError::ShutDown(_)) => {
-                            tally.handed_back.fetch_add(1, Ordering::Relaxed);
-                            tally.refused_at_shutdown.fetch_add(1, Ordering::Relaxed);
+                            add(&tally.handed_back);
+                            add(&tally.refused_at_shutdown);
                             // Every later dispatch would be refused too.
                             break;
                         }
@@ -140,6 +121,12 @@ fn run_producers(
         .collect()
 }
 
+/// Adds one to `count`.
+fn add(count: &AtomicU64) {
+    count.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Two [`Counting`] clients on every processor of `d`.
 fn register_all(d: &Dispatcher<u64>, messages: &Arc<AtomicU64>) -> Vec<ClientHandle> {
     let mut clients = Vec::new();
     for t in ClientType::ALL {
@@ -148,24 +135,38 @@ fn register_all(d: &Dispatcher<u64>, messages: &Arc<AtomicU64>) -> Vec<ClientHan
                 let client = Counting {
                     messages: messages.clone(),
                 };
-                clients.push(
-                    d.register(t, client, Placement::Processor(p.index))
-                        .unwrap()
-                        .erase(),
-                );
+                let h = d.register(t, client, Placement::Processor(p.index));
+                clients.push(h.unwrap().erase());
             }
         }
     }
     clients
 }
 
+/// The callbacks run and the messages handled.
+fn ran(tally: &Tally, messages: &AtomicU64) -> u64 {
+    tally.callbacks_run.load(Ordering::Relaxed) + messages.load(Ordering::Relaxed)
+}
+
+/// The messages handled, the clients (two on every processor of `d`), a tally of nothing
+/// yet, and a stop flag not set.
+type Stream = (
+    Arc<AtomicU64>,
+    Vec<ClientHandle>,
+    Arc<Tally>,
+    Arc<AtomicBool>,
+);
+
+fn stream(d: &Dispatcher<u64>) -> Stream {
+    let messages = Arc::new(AtomicU64::new(0));
+    let clients = register_all(d, &messages);
+    (messages, clients, Arc::default(), Arc::default())
+}
+
 #[test]
 fn every_event_runs_once_or_is_handed_back() {
     let mut d = dispatcher();
-    let messages = Arc::new(AtomicU64::new(0));
-    let clients = register_all(&d, &messages);
-    let tally = Arc::new(Tally::default());
-    let stop = Arc::new(AtomicBool::new(false));
+    let (messages, clients, tally, stop) = stream(&d);
     for t in run_producers(&d.handle(), &clients, &tally, &stop) {
         t.join().unwrap();
     }
@@ -173,7 +174,7 @@ fn every_event_runs_once_or_is_handed_back() {
     let stats = d.stats();
     let sent = PRODUCERS * PER_PRODUCER;
     let accepted = tally.accepted.load(Ordering::Relaxed);
-    let ran = tally.callbacks_run.load(Ordering::Relaxed) + messages.load(Ordering::Relaxed);
+    let ran = ran(&tally, &messages);
     assert_eq!(accepted + tally.handed_back.load(Ordering::Relaxed), sent);
     assert_eq!(ran, accepted, "every accepted event ran exactly once");
     // A panicking message may have been handed back (full queue) rather than run, so the
@@ -189,10 +190,7 @@ fn every_event_runs_once_or_is_handed_back() {
 #[test]
 fn shutdown_in_the_middle_of_a_stream_loses_nothing() {
     let mut d = dispatcher();
-    let messages = Arc::new(AtomicU64::new(0));
-    let clients = register_all(&d, &messages);
-    let tally = Arc::new(Tally::default());
-    let stop = Arc::new(AtomicBool::new(false)); // never set: producers stop at ShutDown
+    let (messages, clients, tally, stop) = stream(&d); // `stop` never set: producers stop at ShutDown
     let producers = run_producers(&d.handle(), &clients, &tally, &stop);
     while tally.accepted.load(Ordering::Relaxed) < PER_PRODUCER {
         thread::yield_now();
@@ -202,16 +200,12 @@ fn shutdown_in_the_middle_of_a_stream_loses_nothing() {
         t.join().unwrap();
     }
     let accepted = tally.accepted.load(Ordering::Relaxed);
-    let ran = tally.callbacks_run.load(Ordering::Relaxed) + messages.load(Ordering::Relaxed);
+    let ran = ran(&tally, &messages);
     let refused = tally.refused_at_shutdown.load(Ordering::Relaxed);
-    assert_eq!(
-        ran, accepted,
-        "every event accepted before shutdown ran exactly once"
-    );
-    assert!(
-        accepted < PRODUCERS * PER_PRODUCER,
-        "shutdown came in the middle of the stream"
-    );
+    let once = "every event accepted before shutdown ran exactly once";
+    assert_eq!(ran, accepted, "{once}");
+    let middle = accepted < PRODUCERS * PER_PRODUCER;
+    assert!(middle, "shutdown came in the middle of the stream");
     assert!(
         refused > 0,
         "producers still sending were handed their events back"

@@ -24,16 +24,11 @@ fn synchronize_waits_for_earlier_events_and_refuses_its_own_thread() {
     assert_eq!(message_count(&log), 1000);
     let result = Arc::new(Mutex::new(None));
     let (handle, r) = (d.handle(), result.clone());
-    d.execute(
-        h.processor(),
-        Callback::new(move || *r.lock().unwrap() = Some(handle.synchronize(h))),
-    )
-    .unwrap();
+    let own = Callback::new(move || *r.lock().unwrap() = Some(handle.synchronize(h)));
+    d.execute(h.processor(), own).unwrap();
     d.synchronize(h).unwrap();
-    assert_eq!(
-        *result.lock().unwrap(),
-        Some(Err(SyncError::OnProcessorThread(h.processor())))
-    );
+    let refused = Err(SyncError::OnProcessorThread(h.processor()));
+    assert_eq!(*result.lock().unwrap(), Some(refused));
 }
 
 /// `call` runs its closure on the processor, after the events enqueued before it and after
@@ -47,13 +42,12 @@ fn call_runs_on_the_processor_after_earlier_events_and_returns_the_result() {
         d.dispatch(h, Event::Message(i)).unwrap();
     }
     let seen = log.clone();
-    let (events, flushed, on) = d
-        .call(h, move || {
-            let log = seen.lock().unwrap();
-            let on = std::thread::current().name() == Some("zd-queue-0");
-            (log.len(), log.last() == Some(&Seen::Flush), on)
-        })
-        .unwrap();
+    let answer = d.call(h, move || {
+        let log = seen.lock().unwrap();
+        let on = std::thread::current().name() == Some("zd-queue-0");
+        (log.len(), log.last() == Some(&Seen::Flush), on)
+    });
+    let (events, flushed, on) = answer.unwrap();
     assert_eq!(events, 101, "100 messages and the flush before the call");
     assert!(flushed && on);
     let handle = d.handle();
@@ -67,12 +61,10 @@ fn call_runs_on_the_processor_after_earlier_events_and_returns_the_result() {
 #[test]
 fn a_call_that_panics_answers_panicked_and_the_processor_goes_on() {
     let d = one_queue(PoolConfig::new(1));
-    let queue = d.processors(ClientType::Queue)[0];
+    let queue = first_queue(&d);
     zerodispatch_testkit::quiet_planned_panics();
-    assert_eq!(
-        d.call(queue, || -> u64 { panic!("planned panic in a call") }),
-        Err(SyncError::Panicked(queue))
-    );
+    let panicked = d.call(queue, || -> u64 { panic!("planned panic in a call") });
+    assert_eq!(panicked, Err(SyncError::Panicked(queue)));
     assert_eq!(d.call(queue, || 5_u32), Ok(5));
     assert_eq!(d.stats()[0].panics, 1);
 }
@@ -82,17 +74,14 @@ fn a_call_that_panics_answers_panicked_and_the_processor_goes_on() {
 #[test]
 fn call_refuses_processor_threads_bad_ids_and_shutdown() {
     let mut d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(1));
-    let queue = d.processors(ClientType::Queue)[0];
-    let session = d.processors(ClientType::Session)[0];
+    let (queue, session) = (first_queue(&d), d.processors(ClientType::Session)[0]);
     let handle = d.handle();
     let inner = d
         .call(session, move || handle.call(queue, || 1_u8))
         .unwrap();
     assert_eq!(inner, Err(SyncError::OnProcessorThread(session)));
-    let missing = ProcessorId {
-        client_type: ClientType::Cluster,
-        index: 0,
-    };
+    let (client_type, index) = (ClientType::Cluster, 0);
+    let missing = ProcessorId { client_type, index };
     assert_eq!(
         d.call(missing, || 1_u8),
         Err(SyncError::NoSuchProcessor(missing))
@@ -102,13 +91,10 @@ fn call_refuses_processor_threads_bad_ids_and_shutdown() {
     d.shutdown();
     let ran = Arc::new(AtomicBool::new(false));
     let r = ran.clone();
-    assert_eq!(
-        handle.call(queue, move || r.store(true, Ordering::Relaxed)),
-        Err(SyncError::ShutDown)
-    );
+    let refused = handle.call(queue, move || r.store(true, Ordering::Relaxed));
+    assert_eq!(refused, Err(SyncError::ShutDown));
     assert!(!ran.load(Ordering::Relaxed));
     // The thread's slot is left ready: a call to a live dispatcher still works.
     let live = one_queue(PoolConfig::new(1));
-    let p = live.processors(ClientType::Queue)[0];
-    assert_eq!(live.call(p, || 9_i64), Ok(9));
+    assert_eq!(live.call(first_queue(&live), || 9_i64), Ok(9));
 }

@@ -37,11 +37,21 @@ impl Client<u64> for Logger {
 }
 
 fn stepped(queue: PoolConfig) -> TestDispatcher<u64> {
-    Dispatcher::<u64>::builder()
-        .pool(ClientType::Session, PoolConfig::new(1))
-        .pool(ClientType::Queue, queue)
+    stepped_with(PoolConfig::new(1), queue)
+}
+
+/// A stepped dispatcher of a session pool and a queue pool.
+fn stepped_with(sessions: PoolConfig, queues: PoolConfig) -> TestDispatcher<u64> {
+    let builder = Dispatcher::<u64>::builder().pool(ClientType::Session, sessions);
+    builder
+        .pool(ClientType::Queue, queues)
         .build_stepped()
         .unwrap()
+}
+
+/// `client` registered on the least loaded processor of type `t`.
+fn on<C: Client<u64>>(test: &TestDispatcher<u64>, t: ClientType, client: C) -> ClientHandle<C> {
+    test.register(t, client, Placement::LeastLoaded).unwrap()
 }
 
 fn logger(
@@ -51,16 +61,17 @@ fn logger(
     log: &Log,
     next: Option<ClientHandle>,
 ) -> ClientHandle<Logger> {
-    test.register(
-        t,
-        Logger {
-            name,
-            log: log.clone(),
-            next,
-        },
-        Placement::LeastLoaded,
-    )
-    .unwrap()
+    let log = log.clone();
+    on(test, t, Logger { name, log, next })
+}
+
+/// Asks to be flushed again at every flush.
+struct Restless;
+
+impl Client<u64> for Restless {
+    fn flush(&mut self, ctx: &mut Context<u64>) {
+        ctx.flush_again();
+    }
 }
 
 /// A stepped dispatcher (as [`stepped`]) with a [`Logger`] named "q" on its queue pool,
@@ -103,11 +114,7 @@ fn a_client_dispatching_to_another_processor_goes_through_its_outbox_when_the_qu
     }
     test.run_until_idle();
     let log = taken(&log);
-    let q_got: Vec<_> = log
-        .iter()
-        .filter(|l| l.starts_with("q got"))
-        .cloned()
-        .collect();
+    let q_got: Vec<_> = log.iter().filter(|l| l.starts_with("q got")).collect();
     assert_eq!(
         q_got,
         ["q got 1", "q got 2", "q got 3", "q got 4"],
@@ -167,9 +174,7 @@ fn a_call_to_a_queue_another_thread_fills_meanwhile_is_answered_not_reported_shu
     struct Sink;
     impl Client<u64> for Sink {}
     let test = stepped(PoolConfig::new(1).capacity(1));
-    let q = test
-        .register(ClientType::Queue, Sink, Placement::LeastLoaded)
-        .unwrap();
+    let q = on(&test, ClientType::Queue, Sink);
     let stop = Arc::new(AtomicBool::new(false));
     let pushed = Arc::new(AtomicU64::new(0));
     let filler = {
@@ -208,19 +213,13 @@ fn timers_run_when_the_test_moves_the_clock_in_deadline_order_after_a_flush() {
     let start = test.now();
     for ms in [30_u64, 10, 20] {
         let log = log.clone();
-        test.schedule(
-            q,
-            start + Duration::from_millis(ms),
-            Callback::new(move || log.lock().unwrap().push(format!("timer {ms}"))),
-        )
-        .unwrap();
+        let timer = Callback::new(move || log.lock().unwrap().push(format!("timer {ms}")));
+        test.schedule(q, start + Duration::from_millis(ms), timer)
+            .unwrap();
     }
+    let never = Callback::new(|| panic!("cancelled"));
     let cancelled = test
-        .schedule_in(
-            q,
-            Duration::from_millis(15),
-            Callback::new(|| panic!("cancelled")),
-        )
+        .schedule_in(q, Duration::from_millis(15), never)
         .unwrap();
     test.run_until_idle();
     assert!(taken(&log).is_empty(), "the clock has not moved");
@@ -231,11 +230,8 @@ fn timers_run_when_the_test_moves_the_clock_in_deadline_order_after_a_flush() {
     assert_eq!(test.now(), start + Duration::from_millis(20));
     test.advance(Duration::from_millis(10));
     assert_eq!(taken(&log), ["timer 30"]);
-    assert_eq!(
-        test.stats()[1].timers_pending,
-        0,
-        "the cancelled one dropped at its deadline"
-    );
+    let pending = test.stats()[1].timers_pending;
+    assert_eq!(pending, 0, "the cancelled one dropped at its deadline");
 }
 
 #[test]
@@ -255,8 +251,8 @@ fn unregister_flushes_first_and_shutdown_drains_flushes_and_drops() {
     let dropped = Arc::new(());
     let keep = dropped.clone();
     test.dispatch(r, Event::Message(3)).unwrap();
-    test.schedule_in(r, Duration::from_secs(1), Callback::new(move || drop(keep)))
-        .unwrap();
+    let timer = Callback::new(move || drop(keep));
+    test.schedule_in(r, Duration::from_secs(1), timer).unwrap();
     test.shutdown();
     assert_eq!(
         taken(&log),
@@ -268,27 +264,16 @@ fn unregister_flushes_first_and_shutdown_drains_flushes_and_drops() {
         1,
         "the timer not due dropped unrun"
     );
-    assert!(
-        test.dispatch(r, Event::Message(4))
-            .unwrap_err()
-            .is_shut_down()
-    );
+    let refused = test.dispatch(r, Event::Message(4)).unwrap_err();
+    assert!(refused.is_shut_down());
     assert_eq!(test.run_until_idle(), 0);
 }
 
 #[test]
 #[should_panic(expected = "still busy after")]
 fn a_client_that_asks_to_be_flushed_again_at_every_flush_is_reported_not_stepped_for_ever() {
-    struct Restless;
-    impl Client<u64> for Restless {
-        fn flush(&mut self, ctx: &mut Context<u64>) {
-            ctx.flush_again();
-        }
-    }
     let test = stepped(PoolConfig::new(1));
-    let r = test
-        .register(ClientType::Queue, Restless, Placement::LeastLoaded)
-        .unwrap();
+    let r = on(&test, ClientType::Queue, Restless);
     test.dispatch(r, Event::Message(1)).unwrap();
     test.run_until_idle();
 }
@@ -327,18 +312,14 @@ fn shutdown_goes_pool_by_pool_as_on_threads_and_clients_are_dropped_on_their_pro
     let log = Log::default();
     let session = logger(&test, ClientType::Session, "s", &log, None);
     let dropped_on = Arc::new(Mutex::new(None));
-    let queue = test
-        .register(
-            ClientType::Queue,
-            Forwarding {
-                pending: Vec::new(),
-                to: session.erase(),
-                dropped_on: dropped_on.clone(),
-                handle: test.handle(),
-            },
-            Placement::LeastLoaded,
-        )
-        .unwrap();
+    let (pending, to, handle) = (Vec::new(), session.erase(), test.handle());
+    let forwarding = Forwarding {
+        pending,
+        to,
+        dropped_on: dropped_on.clone(),
+        handle,
+    };
+    let queue = on(&test, ClientType::Queue, forwarding);
     test.dispatch(queue, Event::Message(5)).unwrap();
     // The queues stop first: the queue's last flush reaches the session, still running.
     test.shutdown();
@@ -357,37 +338,25 @@ impl Client<u64> for SaysGoodbye {}
 
 impl Drop for SaysGoodbye {
     fn drop(&mut self) {
-        self.handle
-            .dispatch(self.to, Event::Message(self.n))
-            .expect("accepted: the session pool shuts down after the queues");
+        let accepted = self.handle.dispatch(self.to, Event::Message(self.n));
+        accepted.expect("accepted: the session pool shuts down after the queues");
     }
 }
 
 #[test]
 fn an_event_a_client_dispatches_from_its_drop_at_shutdown_is_run_though_the_target_queue_is_full() {
-    let mut test = Dispatcher::<u64>::builder()
-        .pool(ClientType::Session, PoolConfig::new(1).capacity(2))
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .build_stepped()
-        .unwrap();
+    let mut test = stepped_with(PoolConfig::new(1).capacity(2), PoolConfig::new(1));
     let log = Log::default();
     let session = logger(&test, ClientType::Session, "s", &log, None);
-    let goodbye = SaysGoodbye {
-        to: session,
-        handle: test.handle(),
-        n: 99,
-    };
-    test.register(ClientType::Queue, goodbye, Placement::LeastLoaded)
-        .unwrap();
+    let (to, handle, n) = (session, test.handle(), 99);
+    on(&test, ClientType::Queue, SaysGoodbye { to, handle, n });
     // The session's queue is full when the queue processor drops its client: the goodbye
     // waits in the queue processor's outbox, which its end of life hands on.
     test.dispatch(session, Event::Message(1)).unwrap();
     test.dispatch(session, Event::Message(2)).unwrap();
     test.shutdown();
-    assert_eq!(
-        taken(&log),
-        ["s got 1", "s got 2", "s flush", "s got 99", "s flush"]
-    );
+    let expected = ["s got 1", "s got 2", "s flush", "s got 99", "s flush"];
+    assert_eq!(taken(&log), expected);
 }
 
 #[test]
@@ -402,12 +371,9 @@ fn advance_runs_the_timers_of_every_processor_in_deadline_order() {
     // The later deadline on the processor stepped first.
     for (processor, ms) in [(first, 2_u64), (second, 1)] {
         let log = log.clone();
-        test.schedule_in(
-            processor,
-            Duration::from_millis(ms),
-            Callback::new(move || log.lock().unwrap().push(format!("timer {ms}"))),
-        )
-        .unwrap();
+        let timer = Callback::new(move || log.lock().unwrap().push(format!("timer {ms}")));
+        test.schedule_in(processor, Duration::from_millis(ms), timer)
+            .unwrap();
     }
     test.run_until_idle();
     test.advance(Duration::from_millis(3));
@@ -417,16 +383,8 @@ fn advance_runs_the_timers_of_every_processor_in_deadline_order() {
 #[test]
 #[should_panic(expected = "Restless` (slot 0) asks to be flushed again")]
 fn a_shutdown_that_a_client_keeps_asking_to_be_flushed_fails_naming_it_as_threads_would_hang() {
-    struct Restless;
-    impl Client<u64> for Restless {
-        fn flush(&mut self, ctx: &mut Context<u64>) {
-            ctx.flush_again();
-        }
-    }
     let mut test = stepped(PoolConfig::new(1));
-    let r = test
-        .register(ClientType::Queue, Restless, Placement::LeastLoaded)
-        .unwrap();
+    let r = on(&test, ClientType::Queue, Restless);
     test.dispatch(r, Event::Message(1)).unwrap();
     test.shutdown();
 }

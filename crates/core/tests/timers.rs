@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
@@ -17,7 +16,7 @@ fn dispatcher(timers: usize) -> Dispatcher<u64> {
 #[test]
 fn timers_run_in_deadline_order_whatever_the_order_they_were_scheduled_in() {
     let d = dispatcher(16);
-    let queue = d.processors(ClientType::Queue)[0];
+    let queue = first_queue(&d);
     let (tx, rx) = mpsc::channel();
     let start = d.now();
     for ms in [30_u64, 10, 20, 10, 0] {
@@ -57,33 +56,20 @@ impl Client<u64> for Buffering {
 fn a_timer_runs_after_the_clients_are_flushed() {
     let d = dispatcher(4);
     let out = Arc::new(Mutex::new(Vec::new()));
-    let pending = Vec::new();
-    let client = on_queue(
-        &d,
-        Buffering {
-            pending,
-            out: out.clone(),
-        },
-    );
+    let (pending, seen) = (Vec::new(), out.clone());
+    let client = on_queue(&d, Buffering { pending, out: seen });
     // Hold the processor so that the message and the due timer are handled in one turn.
     let (held_tx, held_rx) = mpsc::channel::<()>();
     let (blocked_tx, blocked_rx) = mpsc::channel();
-    d.execute(
-        client,
-        Callback::new(move || {
-            blocked_tx.send(()).unwrap();
-            held_rx.recv().unwrap();
-        }),
-    )
-    .unwrap();
+    let hold = move || {
+        blocked_tx.send(()).unwrap();
+        held_rx.recv().unwrap();
+    };
+    d.execute(client, Callback::new(hold)).unwrap();
     blocked_rx.recv().unwrap();
     let seen = out.clone();
-    d.schedule(
-        client,
-        d.now(),
-        Callback::new(move || seen.lock().unwrap().push("timer".into())),
-    )
-    .unwrap();
+    let timer = Callback::new(move || seen.lock().unwrap().push("timer".into()));
+    d.schedule(client, d.now(), timer).unwrap();
     d.dispatch(client, Event::Message(1)).unwrap();
     held_tx.send(()).unwrap();
     d.synchronize(client).unwrap();
@@ -96,19 +82,15 @@ fn a_timer_runs_after_the_clients_are_flushed() {
 #[test]
 fn a_cancelled_timer_never_runs_and_its_captures_are_dropped() {
     let d = dispatcher(4);
-    let queue = d.processors(ClientType::Queue)[0];
-    let ran = Arc::new(AtomicUsize::new(0));
-    let captured = Arc::new(());
+    let queue = first_queue(&d);
+    let (ran, captured) = (Counter::default(), Arc::new(()));
     let (r, keep) = (ran.clone(), captured.clone());
+    let timer = Callback::new(move || {
+        let _keep = &keep;
+        r.incr();
+    });
     let token = d
-        .schedule_in(
-            queue,
-            Duration::from_millis(20),
-            Callback::new(move || {
-                let _keep = &keep;
-                r.fetch_add(1, Ordering::SeqCst);
-            }),
-        )
+        .schedule_in(queue, Duration::from_millis(20), timer)
         .unwrap();
     assert_eq!(token.processor(), queue);
     assert!(d.cancel(token));
@@ -117,13 +99,12 @@ fn a_cancelled_timer_never_runs_and_its_captures_are_dropped() {
     eventually("the cancelled timer dropped", || {
         Arc::strong_count(&captured) <= 1
     });
-    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    assert_eq!(ran.get(), 0);
     assert_eq!(d.stats()[0].timers_fired, 0);
     // A token of another dispatcher cancels nothing.
     let other = dispatcher(4);
-    let mine = d
-        .schedule_in(queue, Duration::from_secs(60), Callback::new(|| ()))
-        .unwrap();
+    let mine = d.schedule_in(queue, Duration::from_secs(60), Callback::new(|| ()));
+    let mine = mine.unwrap();
     assert!(!other.cancel(mine));
     assert!(d.cancel(mine));
 }
@@ -131,14 +112,13 @@ fn a_cancelled_timer_never_runs_and_its_captures_are_dropped() {
 #[test]
 fn a_full_set_of_timers_hands_the_callback_back_and_frees_as_they_run() {
     let d = dispatcher(2);
-    let queue = d.processors(ClientType::Queue)[0];
+    let queue = first_queue(&d);
     let later = d.now() + Duration::from_secs(60);
     let a = d.schedule(queue, later, Callback::new(|| ())).unwrap();
     d.schedule(queue, later, Callback::new(|| ())).unwrap();
     let (tx, rx) = mpsc::channel();
-    let refused = d
-        .schedule(queue, d.now(), Callback::new(move || tx.send(3).unwrap()))
-        .unwrap_err();
+    let three = Callback::new(move || tx.send(3).unwrap());
+    let refused = d.schedule(queue, d.now(), three).unwrap_err();
     assert!(matches!(refused, DispatchError::TimersFull(_)));
     assert_eq!(d.stats()[0].timers_pending, 2);
     // Nothing lost: the callback comes back and runs elsewhere.
@@ -158,46 +138,31 @@ fn a_full_set_of_timers_hands_the_callback_back_and_frees_as_they_run() {
     d.schedule(queue, later, Callback::new(|| ())).unwrap();
     // No timers at all: every schedule is refused, and an impossible count is an error.
     let none = dispatcher(0);
-    let q = none.processors(ClientType::Queue)[0];
-    assert!(matches!(
-        none.schedule(q, none.now(), Callback::new(|| ())),
-        Err(DispatchError::TimersFull(_))
-    ));
-    assert!(
-        Dispatcher::<u64>::builder()
-            .pool(
-                ClientType::Queue,
-                PoolConfig::new(1).timers(MAX_CAPACITY + 1)
-            )
-            .build()
-            .is_err()
-    );
+    let q = first_queue(&none);
+    let refused = none.schedule(q, none.now(), Callback::new(|| ()));
+    assert!(matches!(refused, Err(DispatchError::TimersFull(_))));
+    let too_many = PoolConfig::new(1).timers(MAX_CAPACITY + 1);
+    let built = Dispatcher::<u64>::builder().pool(ClientType::Queue, too_many);
+    assert!(built.build().is_err());
 }
 
 #[test]
 fn a_timer_that_reschedules_itself_from_its_processor_repeats() {
     let d = dispatcher(2);
-    let queue = d.processors(ClientType::Queue)[0];
-    let ticks = Arc::new(AtomicUsize::new(0));
-    fn tick(d: DispatcherHandle<u64>, queue: ProcessorId, ticks: Arc<AtomicUsize>) {
-        if ticks.fetch_add(1, Ordering::SeqCst) + 1 < 5 {
+    let queue = first_queue(&d);
+    let ticks = Counter::default();
+    fn tick(d: DispatcherHandle<u64>, queue: ProcessorId, ticks: Counter) {
+        if ticks.add(1) + 1 < 5 {
             let next = d.clone();
-            d.schedule_in(
-                queue,
-                Duration::from_millis(1),
-                Callback::new(move || tick(next, queue, ticks)),
-            )
-            .unwrap();
+            let next = Callback::new(move || tick(next, queue, ticks));
+            d.schedule_in(queue, Duration::from_millis(1), next)
+                .unwrap();
         }
     }
     let (h, t) = (d.handle(), ticks.clone());
-    d.schedule_in(
-        queue,
-        Duration::ZERO,
-        Callback::new(move || tick(h, queue, t)),
-    )
-    .unwrap();
-    eventually("five ticks", || ticks.load(Ordering::SeqCst) >= 5);
+    let first = Callback::new(move || tick(h, queue, t));
+    d.schedule_in(queue, Duration::ZERO, first).unwrap();
+    eventually("five ticks", || ticks.get() >= 5);
     d.synchronize(queue).unwrap();
     assert_eq!(d.stats()[0].timers_fired, 5);
 }
@@ -205,15 +170,12 @@ fn a_timer_that_reschedules_itself_from_its_processor_repeats() {
 #[test]
 fn timers_not_due_at_shutdown_are_dropped_unrun_and_later_schedules_refused() {
     let mut d = dispatcher(4);
-    let queue = d.processors(ClientType::Queue)[0];
+    let queue = first_queue(&d);
     let captured = Arc::new(());
     let keep = captured.clone();
-    d.schedule_in(
-        queue,
-        Duration::from_secs(3600),
-        Callback::new(move || drop(keep)),
-    )
-    .unwrap();
+    let timer = Callback::new(move || drop(keep));
+    d.schedule_in(queue, Duration::from_secs(3600), timer)
+        .unwrap();
     let handle = d.handle();
     d.shutdown();
     assert_eq!(
@@ -221,10 +183,8 @@ fn timers_not_due_at_shutdown_are_dropped_unrun_and_later_schedules_refused() {
         1,
         "dropped at the exit, unrun"
     );
-    assert!(matches!(
-        handle.schedule(queue, handle.now(), Callback::new(|| ())),
-        Err(DispatchError::ShutDown(_))
-    ));
+    let refused = handle.schedule(queue, handle.now(), Callback::new(|| ()));
+    assert!(matches!(refused, Err(DispatchError::ShutDown(_))));
     assert_eq!(handle.stats()[0].timers_pending, 0, "its slot freed");
 }
 
@@ -236,38 +196,18 @@ fn a_timer_counts_in_processed_and_spilled_when_it_runs_and_a_cancelled_one_neve
         .unwrap();
     let queue = test.processors(ClientType::Queue)[0];
     let big = [7_u64; 8]; // 64 bytes: too big for the inline space
-    let cancelled = test
-        .schedule_in(
-            queue,
-            Duration::from_millis(1),
-            Callback::spill(move || assert_eq!(std::hint::black_box(big)[0], 7)),
-        )
-        .unwrap();
+    let spilled = || Callback::spill(move || assert_eq!(std::hint::black_box(big)[0], 7));
+    let ms = Duration::from_millis(1);
+    let cancelled = test.schedule_in(queue, ms, spilled()).unwrap();
     test.run_until_idle(); // taken in
     assert!(test.cancel(cancelled));
     test.advance(Duration::from_millis(2));
     let stats = &test.stats()[0];
-    assert_eq!(
-        (stats.processed, stats.enqueued, stats.spilled),
-        (0, 0, 0),
-        "{stats:?}"
-    );
-    test.schedule_in(
-        queue,
-        Duration::from_millis(1),
-        Callback::spill(move || assert_eq!(std::hint::black_box(big)[0], 7)),
-    )
-    .unwrap();
+    let counts = (stats.processed, stats.enqueued, stats.spilled);
+    assert_eq!(counts, (0, 0, 0), "{stats:?}");
+    test.schedule_in(queue, ms, spilled()).unwrap();
     test.advance(Duration::from_millis(2));
-    let stats = &test.stats()[0];
-    assert_eq!(
-        (
-            stats.processed,
-            stats.enqueued,
-            stats.spilled,
-            stats.timers_fired
-        ),
-        (1, 1, 1, 1),
-        "{stats:?}"
-    );
+    let s = &test.stats()[0];
+    let counts = (s.processed, s.enqueued, s.spilled, s.timers_fired);
+    assert_eq!(counts, (1, 1, 1, 1), "{s:?}");
 }

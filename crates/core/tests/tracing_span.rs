@@ -73,12 +73,8 @@ impl Subscriber for Spans {
         event.record(&mut fields);
         let spans = self.spans.lock().unwrap();
         let entered = self.entered.lock().unwrap();
-        let names = entered
-            .get(&thread())
-            .into_iter()
-            .flatten()
-            .map(|id| spans[id].clone())
-            .collect();
+        let names = entered.get(&thread()).into_iter().flatten();
+        let names = names.map(|id| spans[id].clone()).collect();
         self.events.lock().unwrap().push((fields.message, names));
     }
 
@@ -114,14 +110,11 @@ fn a_client_log_line_names_its_processor() {
     let events = subscriber.events.clone();
     tracing::subscriber::set_global_default(subscriber).unwrap();
 
-    let mut d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(2))
-        .build()
-        .unwrap();
+    let builder = Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(2));
+    let mut d = builder.build().unwrap();
     for index in 0..2 {
-        let client = d
-            .register(ClientType::Queue, Logs, Placement::Processor(index))
-            .unwrap();
+        let client = d.register(ClientType::Queue, Logs, Placement::Processor(index));
+        let client = client.unwrap();
         d.dispatch(client, Event::Message(u64::from(index)))
             .unwrap();
         d.synchronize(client).unwrap();
@@ -131,10 +124,8 @@ fn a_client_log_line_names_its_processor() {
     let events = events.lock().unwrap();
     for index in 0..2 {
         let message = format!("handled message {index}");
-        let (_, spans) = events
-            .iter()
-            .find(|(m, _)| *m == message)
-            .unwrap_or_else(|| panic!("`{message}` not logged: {events:?}"));
+        let logged = events.iter().find(|(m, _)| *m == message);
+        let (_, spans) = logged.unwrap_or_else(|| panic!("`{message}` not logged: {events:?}"));
         assert_eq!(spans, &[format!("processor zd-queue-{index}")], "{message}");
     }
 }

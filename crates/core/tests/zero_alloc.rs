@@ -47,7 +47,7 @@ impl Client<Confirm> for Queue {
         match event {
             ClientEvent::Callback(cb) => cb.call(),
             ClientEvent::Message(c) => {
-                let seq = u64::from_le_bytes(c.guid[..8].try_into().unwrap());
+                let seq = seq_of(&c);
                 assert_eq!((c.queue, c.sub_queue), ((seq % 8) as u32, 1));
                 self.sum
                     .store(self.sum.load(Ordering::Relaxed) + seq, Ordering::Relaxed);
@@ -78,6 +78,11 @@ impl Client<Confirm> for Relay {
     }
 }
 
+/// The sequence number in a confirm's GUID.
+fn seq_of(c: &Confirm) -> u64 {
+    u64::from_le_bytes(c.guid[..8].try_into().unwrap())
+}
+
 fn confirm(seq: u64) -> Confirm {
     let mut guid = [0; 16];
     guid[..8].copy_from_slice(&seq.to_le_bytes());
@@ -98,42 +103,24 @@ fn main() {
 }
 
 fn a_running_dispatcher_allocates_nothing_per_event() {
-    let dispatcher = Dispatcher::<Confirm>::builder()
-        .pool(
-            ClientType::Queue,
-            PoolConfig::new(1).max_batch(64).capacity(64),
-        )
-        .pool(
-            ClientType::Session,
-            PoolConfig::new(1).capacity(256).outbox_capacity(1 << 16),
-        )
-        .build()
-        .unwrap();
-    let (handled, sum, flushes) = (
-        Arc::new(AtomicU64::new(0)),
-        Arc::new(AtomicU64::new(0)),
-        Arc::new(AtomicU64::new(0)),
-    );
-    let queue = dispatcher
-        .register(
-            ClientType::Queue,
-            Queue {
-                handled: handled.clone(),
-                sum: sum.clone(),
-                flushes: flushes.clone(),
-            },
-            Placement::LeastLoaded,
-        )
-        .unwrap();
-    let relay = dispatcher
-        .register(
-            ClientType::Session,
-            Relay {
-                queue: queue.erase(),
-            },
-            Placement::LeastLoaded,
-        )
-        .unwrap();
+    let queues = PoolConfig::new(1).max_batch(64).capacity(64);
+    let sessions = PoolConfig::new(1).capacity(256).outbox_capacity(1 << 16);
+    let builder = Dispatcher::<Confirm>::builder().pool(ClientType::Queue, queues);
+    let dispatcher = builder.pool(ClientType::Session, sessions).build().unwrap();
+    let [handled, sum, flushes] = std::array::from_fn(|_| Arc::new(AtomicU64::new(0)));
+    let (h, s, f) = (handled.clone(), sum.clone(), flushes.clone());
+    let client = Queue {
+        handled: h,
+        sum: s,
+        flushes: f,
+    };
+    let queue = dispatcher.register(ClientType::Queue, client, Placement::LeastLoaded);
+    let queue = queue.unwrap();
+    let relay = Relay {
+        queue: queue.erase(),
+    };
+    let relay = dispatcher.register(ClientType::Session, relay, Placement::LeastLoaded);
+    let relay = relay.unwrap();
     let callback_sum = Arc::new(AtomicU64::new(0));
     let session = dispatcher.processors(ClientType::Session)[0];
     let session_ran = Arc::new(AtomicU64::new(0));
@@ -144,28 +131,22 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
     let send = |range: std::ops::Range<u64>| {
         for seq in range {
             let c = confirm(seq);
+            // Cloning an Arc is no allocation; the closures are inline.
+            let s = callback_sum.clone();
+            let add_seq = move || {
+                s.fetch_add(seq_of(&c), Ordering::Relaxed);
+            };
             let event = if seq % 2 == 0 {
                 Event::Message(c)
             } else if seq % 4 == 3 {
                 // A callback handed the client itself: inline too.
-                let s = callback_sum.clone();
                 Event::from(Event::to_client(move |q: &mut Queue, _ctx| {
-                    s.fetch_add(
-                        u64::from_le_bytes(c.guid[..8].try_into().unwrap()),
-                        Ordering::Relaxed,
-                    );
+                    add_seq();
                     q.handled
                         .store(q.handled.load(Ordering::Relaxed) + 1, Ordering::Release);
                 }))
             } else {
-                // Cloning an Arc is no allocation; the closure is inline.
-                let s = callback_sum.clone();
-                Event::Callback(Callback::new(move || {
-                    s.fetch_add(
-                        u64::from_le_bytes(c.guid[..8].try_into().unwrap()),
-                        Ordering::Relaxed,
-                    );
-                }))
+                Event::Callback(Callback::new(add_seq))
             };
             let to = if seq % 4 == 2 {
                 relay.erase()
@@ -175,14 +156,10 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
             dispatcher.dispatch(to, event).unwrap();
             if seq % 1000 == 0 {
                 let r = session_ran.clone();
-                dispatcher
-                    .execute(
-                        session,
-                        Callback::new(move || {
-                            r.fetch_add(1, Ordering::Relaxed);
-                        }),
-                    )
-                    .unwrap();
+                let ran = Callback::new(move || {
+                    r.fetch_add(1, Ordering::Relaxed);
+                });
+                dispatcher.execute(session, ran).unwrap();
             }
         }
     };
@@ -212,8 +189,9 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
         odd,
         "every callback ran once"
     );
+    let flushed = flushes.load(Ordering::Relaxed);
     assert!(
-        flushes.load(Ordering::Relaxed) >= EVENTS / 64,
+        flushed >= EVENTS / 64,
         "flushed at least every max_batch events"
     );
     let outboxed = dispatcher.stats().iter().map(|s| s.outboxed).sum::<u64>();
@@ -269,12 +247,8 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
         .collect();
     let base = handled.load(Ordering::Acquire);
     let sum_base = sum.load(Ordering::Relaxed);
-    dispatcher
-        .execute(
-            queue_processor,
-            Callback::new(|| thread::sleep(std::time::Duration::from_millis(50))),
-        )
-        .unwrap();
+    let hold = Callback::new(|| thread::sleep(std::time::Duration::from_millis(50)));
+    dispatcher.execute(queue_processor, hold).unwrap();
     phases.wait();
     wait_for(base + batch_totals(0..BATCH_WARM_UP).0);
     let before = CountingAllocator::allocations();

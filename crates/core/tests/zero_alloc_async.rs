@@ -80,21 +80,16 @@ fn main() {
 }
 
 fn the_async_door_allocates_nothing_per_event() {
-    let dispatcher = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1).capacity(64))
-        .build()
-        .unwrap();
+    let builder =
+        Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(1).capacity(64));
+    let dispatcher = builder.build().unwrap();
     let (handled, sum) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let sink = dispatcher
-        .register(
-            ClientType::Queue,
-            Sum {
-                handled: handled.clone(),
-                sum: sum.clone(),
-            },
-            Placement::LeastLoaded,
-        )
-        .unwrap();
+    let client = Sum {
+        handled: handled.clone(),
+        sum: sum.clone(),
+    };
+    let sink = dispatcher.register(ClientType::Queue, client, Placement::LeastLoaded);
+    let sink = sink.unwrap();
     let handle = dispatcher.handle();
     let waker = Waker::from(Arc::new(Unpark(thread::current())));
     let mut waits = 0;
@@ -113,16 +108,12 @@ fn the_async_door_allocates_nothing_per_event() {
                     }
                     if seq.is_multiple_of(16) && seq + 4 <= range.end {
                         let mut batch = (seq..seq + 4).map(Event::Message);
-                        assert_eq!(
-                            handle.dispatch_batch_async(sink, &mut batch).await.unwrap(),
-                            4
-                        );
+                        let enqueued = handle.dispatch_batch_async(sink, &mut batch).await;
+                        assert_eq!(enqueued.unwrap(), 4);
                         seq += 4;
                     } else {
-                        handle
-                            .dispatch_async(sink, Event::Message(seq))
-                            .await
-                            .unwrap();
+                        let sent = handle.dispatch_async(sink, Event::Message(seq)).await;
+                        sent.unwrap();
                         seq += 1;
                     }
                 }
@@ -146,16 +137,15 @@ fn the_async_door_allocates_nothing_per_event() {
     let after = CountingAllocator::allocations();
 
     let total = WARM_UP + EVENTS;
+    let handled_once = total * (total - 1) / 2;
     assert_eq!(
         sum.load(Ordering::Relaxed),
-        total * (total - 1) / 2,
+        handled_once,
         "every event handled once"
     );
-    assert!(
-        waits > warm_waits,
-        "the futures waited for room while measured ({} waits)",
-        waits - warm_waits
-    );
+    let measured_waits = waits - warm_waits;
+    let waited = "the futures waited for room while measured";
+    assert!(waits > warm_waits, "{waited} ({measured_waits} waits)");
     assert_eq!(
         after - before,
         0,

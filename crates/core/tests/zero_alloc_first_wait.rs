@@ -88,22 +88,19 @@ fn until(flag: &AtomicBool) {
 
 fn a_threads_first_wait_allocates_nothing_after_its_first_blocking_call() {
     const CAPACITY: u64 = 4;
-    let d = Dispatcher::<u64>::builder()
-        .pool(
-            ClientType::Queue,
-            PoolConfig::new(1).capacity(CAPACITY as usize),
-        )
+    let queue = PoolConfig::new(1).capacity(CAPACITY as usize);
+    let builder = Dispatcher::<u64>::builder().pool(ClientType::Queue, queue);
+    let d = builder
         .monitor_interval(Duration::from_secs(3600))
         .build()
         .unwrap();
     let got = Arc::new(AtomicU64::new(0));
-    let client = d
-        .register(
-            ClientType::Queue,
-            Counter(got.clone()),
-            Placement::LeastLoaded,
-        )
-        .unwrap();
+    let client = d.register(
+        ClientType::Queue,
+        Counter(got.clone()),
+        Placement::LeastLoaded,
+    );
+    let client = client.unwrap();
     let [warmed, measuring, blocked, release, done] =
         std::array::from_fn(|_| Arc::new(AtomicBool::new(false)));
 
@@ -140,14 +137,11 @@ fn a_threads_first_wait_allocates_nothing_after_its_first_blocking_call() {
     let warmed_up = got.load(Ordering::Acquire);
     // The processor is held in a dispatcher callback until released.
     let (b, r) = (blocked.clone(), release.clone());
-    d.execute(
-        client.processor(),
-        Callback::new(move || {
-            b.store(true, Ordering::Release);
-            until(&r);
-        }),
-    )
-    .unwrap();
+    let hold = Callback::new(move || {
+        b.store(true, Ordering::Release);
+        until(&r);
+    });
+    d.execute(client.processor(), hold).unwrap();
     until(&blocked);
 
     let before = CountingAllocator::allocations();
@@ -178,8 +172,6 @@ fn a_threads_first_wait_allocates_nothing_after_its_first_blocking_call() {
             "the process allocated {allocations} time(s) in the window, none of them the producer's"
         );
     }
-    assert_eq!(
-        d.synchronize(client).map(|()| got.load(Ordering::Acquire)),
-        Ok(warmed_up + CAPACITY + 1)
-    );
+    let got_all = d.synchronize(client).map(|()| got.load(Ordering::Acquire));
+    assert_eq!(got_all, Ok(warmed_up + CAPACITY + 1));
 }

@@ -30,12 +30,9 @@ fn tick(d: DispatcherHandle<NoMessage>, queue: ProcessorId, ticks: Arc<AtomicU64
     ticks.fetch_add(1, Ordering::Relaxed);
     if left > 0 {
         let next = d.clone();
-        d.schedule_in(
-            queue,
-            Duration::from_micros(50),
-            Callback::new(move || tick(next, queue, ticks, left - 1)),
-        )
-        .expect("the ticker's own slot was freed before it ran");
+        let next = Callback::new(move || tick(next, queue, ticks, left - 1));
+        let scheduled = d.schedule_in(queue, Duration::from_micros(50), next);
+        scheduled.expect("the ticker's own slot was freed before it ran");
     }
 }
 
@@ -47,12 +44,8 @@ fn start_ticker(
     turns: u32,
 ) {
     let (h, t) = (d.handle(), ticks.clone());
-    d.schedule_in(
-        ticker,
-        Duration::ZERO,
-        Callback::new(move || tick(h, ticker, t, turns)),
-    )
-    .unwrap();
+    let first = Callback::new(move || tick(h, ticker, t, turns));
+    d.schedule_in(ticker, Duration::ZERO, first).unwrap();
 }
 
 /// Schedules `n` timers from this thread: three in four due now, one in four cancelled.
@@ -65,11 +58,7 @@ fn schedule(d: &Dispatcher<NoMessage>, queue: ProcessorId, fired: &Arc<AtomicU64
             fired.fetch_add(1, Ordering::Relaxed);
         });
         let cancel = i % 4 == 3;
-        let at = if cancel {
-            d.now() + Duration::from_millis(1)
-        } else {
-            d.now()
-        };
+        let at = d.now() + Duration::from_millis(u64::from(cancel));
         let token = loop {
             match d.schedule(queue, at, callback) {
                 Ok(token) => break token,
@@ -88,14 +77,16 @@ fn schedule(d: &Dispatcher<NoMessage>, queue: ProcessorId, fired: &Arc<AtomicU64
 }
 
 fn timers_allocate_nothing() {
+    let queues = PoolConfig::new(2).timers(256);
     let d = Dispatcher::<NoMessage>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(2).timers(256))
+        .pool(ClientType::Queue, queues)
         .build()
         .unwrap();
     // The application's timers on one processor, the ticker alone on the other: it always
     // finds the slot its last turn freed.
-    let queue = d.processors(ClientType::Queue)[0];
-    let ticker = d.processors(ClientType::Queue)[1];
+    let [queue, ticker] = d.processors(ClientType::Queue)[..] else {
+        unreachable!("two queue processors")
+    };
     let fired = Arc::new(AtomicU64::new(0));
     let ticks = Arc::new(AtomicU64::new(0));
     let settled = |expected: u64| {

@@ -8,96 +8,68 @@ use zerodispatch_wire::*;
 
 #[test]
 fn fixed_frames_round_trip_in_their_documented_layout() {
-    let hello = round_trip(Frame::Hello(hello(1, 3, 0x0102_0304)));
-    assert_eq!(hello, frame_of(FrameKind::Hello, &[1, 3, 4, 3, 2, 1]));
-
+    assert_layout(Frame::Hello(hello(1, 3, 0x0102_0304)), &[1, 3, 4, 3, 2, 1]);
     let limits = [4096, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13];
-    let welcome = round_trip(Frame::Welcome(welcome(1, 5000, limits, 6, 7)));
-    assert_eq!(
-        welcome,
-        frame_of(
-            FrameKind::Welcome,
-            &[
-                1, 0x88, 0x13, 0, 0, // version, heartbeat_ms
-                0, 0x10, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5, 0, 0, 0, // u32 limits
-                6, 0, 7, 0, // producers, consumers
-                8, 0, 0, 0, 9, 0, 0, 0, // idle timeout, connections
-                10, 0, 0, 0, 11, 0, 0, 0, // frame and handshake timeouts
-                12, 0, 0, 0, 13, 0, 0, 0, // dedup window, new names
-            ]
-        )
+    assert_layout(
+        Frame::Welcome(welcome(1, 5000, limits, 6, 7)),
+        &[
+            1, 0x88, 0x13, 0, 0, // version, heartbeat_ms
+            0, 0x10, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5, 0, 0, 0, // u32 limits
+            6, 0, 7, 0, // producers, consumers
+            8, 0, 0, 0, 9, 0, 0, 0, // idle timeout, connections
+            10, 0, 0, 0, 11, 0, 0, 0, // frame and handshake timeouts
+            12, 0, 0, 0, 13, 0, 0, 0, // dedup window, new names
+        ],
     );
-
     assert_eq!(round_trip(Frame::Heartbeat), b"ZD\x04\x03\0\0\0\0\0\0");
 
     let open = open_producer(1, 2, 3, "");
-    assert_eq!(
-        round_trip(Frame::OpenProducer(open)),
-        frame_of(
-            FrameKind::OpenProducer,
-            &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 0]
-        )
-    );
     let named = OpenProducer { name: "ab", ..open };
-    assert_eq!(
-        round_trip(Frame::OpenProducer(named)),
-        frame_of(
-            FrameKind::OpenProducer,
-            &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 2, b'a', b'b']
-        )
-    );
     let opened = producer_opened(1, 0x0102, 3, &[0b101]);
-    assert_eq!(
-        round_trip(Frame::ProducerOpened(opened)),
-        frame_of(
-            FrameKind::ProducerOpened,
-            &[1, 0, 0, 0, 1, 2, 1, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0b101]
-        )
-    );
-    assert_eq!(opened.stored.stored(0x0102), Some(true));
-    assert_eq!(opened.stored.stored(0x0101), Some(false));
-    assert_eq!(opened.stored.stored(0x0100), Some(true));
-    assert_eq!(opened.stored.stored(0x00ff), None, "older than the window");
     let none = ProducerOpened {
         stored: StoredWindow::NOTHING,
         ..opened
     };
-    assert_eq!(
-        round_trip(Frame::ProducerOpened(none)),
-        frame_of(
-            FrameKind::ProducerOpened,
-            &[1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
-        )
-    );
+    let layouts: [(Frame, &[u8]); 8] = [
+        (
+            Frame::OpenProducer(open),
+            &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 0],
+        ),
+        (
+            Frame::OpenProducer(named),
+            &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 2, b'a', b'b'],
+        ),
+        (
+            Frame::ProducerOpened(opened),
+            &[1, 0, 0, 0, 1, 2, 1, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0b101],
+        ),
+        (
+            Frame::ProducerOpened(none),
+            &[1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        ),
+        (
+            Frame::CloseProducer(close_producer(0x0a0b_0c0d)),
+            &[0x0d, 0x0c, 0x0b, 0x0a],
+        ),
+        (
+            Frame::OpenConsumer(open_consumer(1, 2, 3, 0)),
+            &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 0, 0],
+        ),
+        (Frame::CloseConsumer(close_consumer(9)), &[9, 0, 0, 0]),
+        (Frame::Credit(credit(9, 256)), &[9, 0, 0, 0, 0, 1, 0, 0]),
+    ];
+    for (frame, body) in layouts {
+        assert_layout(frame, body);
+    }
+    assert_eq!(opened.stored.stored(0x0102), Some(true));
+    assert_eq!(opened.stored.stored(0x0101), Some(false));
+    assert_eq!(opened.stored.stored(0x0100), Some(true));
+    assert_eq!(opened.stored.stored(0x00ff), None, "older than the window");
     assert_eq!(none.stored.stored(0), Some(false));
     // u64::MAX is an id like any other: "nothing stored" is the flag, not a value.
     let max = producer_opened(1, u64::MAX, 1, &[1]);
     assert_eq!(round_trip(Frame::ProducerOpened(max)).len(), 28);
     assert_eq!(max.stored.stored(u64::MAX), Some(true));
-    assert_eq!(
-        round_trip(Frame::CloseProducer(CloseProducer {
-            producer: ProducerId(0x0a0b_0c0d)
-        })),
-        frame_of(FrameKind::CloseProducer, &[0x0d, 0x0c, 0x0b, 0x0a])
-    );
-    let open = open_consumer(1, 2, 3, 0);
-    assert_eq!(
-        round_trip(Frame::OpenConsumer(open)),
-        frame_of(
-            FrameKind::OpenConsumer,
-            &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 0, 0]
-        )
-    );
-    assert_eq!(
-        round_trip(Frame::CloseConsumer(CloseConsumer {
-            consumer: ConsumerId(9)
-        })),
-        frame_of(FrameKind::CloseConsumer, &[9, 0, 0, 0])
-    );
-    assert_eq!(
-        round_trip(Frame::Credit(credit(9, 256))),
-        frame_of(FrameKind::Credit, &[9, 0, 0, 0, 0, 1, 0, 0])
-    );
 }
 
 #[test]
@@ -116,10 +88,8 @@ fn error_frames_round_trip_with_and_without_a_subject() {
     let fatal = fatal(ErrorCode(4242), "");
     round_trip(Frame::Error(fatal));
     let long = "é".repeat(usize::from(MAX_ERROR_MESSAGE_LEN) / 2);
-    round_trip(Frame::Error(ErrorFrame {
-        message: &long,
-        ..fatal
-    }));
+    let message = &long;
+    round_trip(Frame::Error(ErrorFrame { message, ..fatal }));
 }
 
 #[test]
@@ -138,21 +108,16 @@ fn publish_batches_round_trip_in_order_with_their_payloads() {
     body.extend_from_slice(&[0; 4]);
     assert_eq!(buf, frame_of(FrameKind::Publish, &body));
 
-    let Ok(Some((frame @ Frame::Publish(batch), consumed))) = decode(&buf) else {
+    let (frame @ Frame::Publish(batch), consumed) = decoded(&buf) else {
         panic!()
     };
-    assert_eq!(
-        (consumed, batch.producer(), batch.count()),
-        (written, ProducerId(5), 2)
-    );
+    let read = (consumed, batch.producer(), batch.count());
+    assert_eq!(read, (written, ProducerId(5), 2));
     let messages = batch.messages();
     assert_eq!(messages.len(), 2);
     assert!(messages.eq([(PublishId(u64::MAX), &b"abc"[..]), (PublishId(0), &b""[..])]));
-    assert_eq!(
-        round_trip(frame),
-        buf,
-        "a decoded batch encodes again as it was"
-    );
+    let again = round_trip(frame);
+    assert_eq!(again, buf, "a decoded batch encodes again as it was");
 }
 
 #[test]
@@ -166,16 +131,14 @@ fn publish_confirm_batches_round_trip_every_status() {
         ConfirmStatus::TimedOut,
         ConfirmStatus::NotSent,
     ];
-    let mut buf = Vec::new();
-    let mut confirm = PublishConfirmBuilder::begin(&mut buf, ProducerId(1));
     for (i, status) in statuses.into_iter().enumerate() {
         assert_eq!(ConfirmStatus::from_u8(status.as_u8()), Some(status));
         assert_eq!(status.as_u8() as usize, i);
-        confirm.push(PublishId(i as u64), status).unwrap();
     }
-    confirm.finish().unwrap();
+    let mut buf = Vec::new();
+    publish_confirm(&mut buf, 1, (0..).zip(statuses));
     assert_eq!(buf.len(), HEADER_LEN + 8 + 9 * statuses.len());
-    let Ok(Some((frame @ Frame::PublishConfirm(batch), _))) = decode(&buf) else {
+    let (frame @ Frame::PublishConfirm(batch), _) = decoded(&buf) else {
         panic!()
     };
     assert!(batch.confirms().map(|(_, s)| s).eq(statuses));
@@ -186,20 +149,14 @@ fn publish_confirm_batches_round_trip_every_status() {
 #[test]
 fn deliver_and_consumer_confirm_batches_round_trip() {
     let mut buf = Vec::new();
-    let mut deliver = DeliverBuilder::begin(&mut buf, ConsumerId(2));
     let big = vec![7; MAX_PAYLOAD_LEN as usize];
-    deliver.push(Guid([1; 16]), &big).unwrap();
-    deliver.push(Guid([2; 16]), b"x").unwrap();
-    deliver.finish().unwrap();
-    let Ok(Some((frame @ Frame::Deliver(batch), _))) = decode(&buf) else {
+    deliver(&mut buf, 2, [([1; 16], &big[..]), ([2; 16], b"x")]);
+    let (frame @ Frame::Deliver(batch), _) = decoded(&buf) else {
         panic!()
     };
     assert_eq!(batch.consumer(), ConsumerId(2));
-    assert!(
-        batch
-            .messages()
-            .eq([(Guid([1; 16]), &big[..]), (Guid([2; 16]), &b"x"[..])])
-    );
+    let messages = [(Guid([1; 16]), &big[..]), (Guid([2; 16]), &b"x"[..])];
+    assert!(batch.messages().eq(messages));
     round_trip(frame);
 
     let mut buf = Vec::new();
@@ -209,19 +166,13 @@ fn deliver_and_consumer_confirm_batches_round_trip() {
     }
     assert_eq!(confirm.push(Guid([0; 16])), Err(EncodeError::BatchFull));
     confirm.finish().unwrap();
-    let Ok(Some((frame @ Frame::ConsumerConfirm(batch), _))) = decode(&buf) else {
+    let (frame @ Frame::ConsumerConfirm(batch), _) = decoded(&buf) else {
         panic!()
     };
-    assert_eq!(
-        (batch.consumer(), batch.count()),
-        (ConsumerId(2), MAX_MESSAGES_PER_FRAME)
-    );
-    assert!(
-        batch
-            .guids()
-            .map(|g| g.0[0])
-            .eq((0..MAX_MESSAGES_PER_FRAME).map(|i| i as u8))
-    );
+    let read = (batch.consumer(), batch.count());
+    assert_eq!(read, (ConsumerId(2), MAX_MESSAGES_PER_FRAME));
+    let firsts = (0..MAX_MESSAGES_PER_FRAME).map(|i| i as u8);
+    assert!(batch.guids().map(|g| g.0[0]).eq(firsts));
     round_trip(frame);
 }
 
@@ -230,30 +181,22 @@ fn a_builder_refuses_what_breaks_a_limit_and_keeps_the_frame_valid() {
     let mut buf = b"kept".to_vec();
     let mut publish = PublishBuilder::begin(&mut buf, ProducerId(1));
     let too_big = vec![0; MAX_PAYLOAD_LEN as usize + 1];
-    assert_eq!(
-        publish.push(PublishId(0), &too_big),
-        Err(EncodeError::PayloadTooLarge {
-            len: too_big.len(),
-            max: MAX_PAYLOAD_LEN
-        })
-    );
+    let (len, max) = (too_big.len(), MAX_PAYLOAD_LEN);
+    let refused = publish.push(PublishId(0), &too_big);
+    assert_eq!(refused, Err(EncodeError::PayloadTooLarge { len, max }));
     let max = vec![0; MAX_PAYLOAD_LEN as usize];
     for i in 0..3 {
         publish.push(PublishId(i), &max).unwrap();
     }
     // Body so far: 8 + 3 * (12 + 256 KiB); a fourth full payload would pass 1 MiB.
     let needs = 8 + 4 * (12 + MAX_PAYLOAD_LEN as usize);
-    assert_eq!(
-        publish.push(PublishId(3), &max),
-        Err(EncodeError::FrameFull {
-            needs,
-            max: MAX_FRAME_LEN
-        })
-    );
+    let refused = publish.push(PublishId(3), &max);
+    let max = MAX_FRAME_LEN;
+    assert_eq!(refused, Err(EncodeError::FrameFull { needs, max }));
     assert_eq!(publish.count(), 3);
     publish.finish().unwrap();
     assert_eq!(&buf[..4], b"kept");
-    let Ok(Some((Frame::Publish(batch), consumed))) = decode(&buf[4..]) else {
+    let (Frame::Publish(batch), consumed) = decoded(&buf[4..]) else {
         panic!()
     };
     assert_eq!((batch.count(), consumed), (3, buf.len() - 4));
@@ -263,12 +206,8 @@ fn a_builder_refuses_what_breaks_a_limit_and_keeps_the_frame_valid() {
 fn an_empty_or_abandoned_batch_leaves_the_buffer_as_it_was() {
     let mut buf = b"kept".to_vec();
     let publish = PublishBuilder::begin(&mut buf, ProducerId(1));
-    assert_eq!(
-        publish.finish(),
-        Err(EncodeError::EmptyBatch {
-            kind: FrameKind::Publish
-        })
-    );
+    let kind = FrameKind::Publish;
+    assert_eq!(publish.finish(), Err(EncodeError::EmptyBatch { kind }));
     assert_eq!(buf, b"kept");
 
     let mut deliver = DeliverBuilder::begin(&mut buf, ConsumerId(1));
@@ -280,112 +219,67 @@ fn an_empty_or_abandoned_batch_leaves_the_buffer_as_it_was() {
 #[test]
 fn encode_refuses_the_values_decode_would_and_writes_nothing() {
     let mut buf = Vec::new();
-    let refused = [
-        (
-            Frame::Hello(hello(0, 1, 0)),
-            EncodeError::Zero {
-                kind: FrameKind::Hello,
-                field: "min_version",
-            },
-        ),
-        (
-            Frame::Hello(hello(2, 1, 0)),
-            EncodeError::BadVersionRange { min: 2, max: 1 },
-        ),
-        (
-            Frame::Welcome(Welcome {
-                version: 0,
-                heartbeat_ms: 0,
-                limits: ServerLimits::PROTOCOL,
-            }),
-            EncodeError::Zero {
-                kind: FrameKind::Welcome,
-                field: "version",
-            },
-        ),
-        (
-            Frame::OpenProducer(open_producer(1, 1, 0, "")),
-            EncodeError::Zero {
-                kind: FrameKind::OpenProducer,
-                field: "max_unconfirmed",
-            },
-        ),
-        (
-            Frame::Credit(credit(1, 0)),
-            EncodeError::Zero {
-                kind: FrameKind::Credit,
-                field: "credit",
-            },
-        ),
-    ];
-    for (frame, error) in refused {
-        assert_eq!(frame.encode(&mut buf), Err(error));
-    }
+    let zero = |kind, field| EncodeError::Zero { kind, field };
+    let welcome = Welcome {
+        version: 0,
+        heartbeat_ms: 0,
+        limits: ServerLimits::PROTOCOL,
+    };
+    let mut refuses = |frame: Frame, error| assert_eq!(frame.encode(&mut buf), Err(error));
+    use FrameKind as K;
+    refuses(Frame::Hello(hello(0, 1, 0)), zero(K::Hello, "min_version"));
+    let range = EncodeError::BadVersionRange { min: 2, max: 1 };
+    refuses(Frame::Hello(hello(2, 1, 0)), range);
+    refuses(Frame::Welcome(welcome), zero(K::Welcome, "version"));
+    let open = open_producer(1, 1, 0, "");
+    refuses(
+        Frame::OpenProducer(open),
+        zero(K::OpenProducer, "max_unconfirmed"),
+    );
+    refuses(Frame::Credit(credit(1, 0)), zero(K::Credit, "credit"));
     let long = "x".repeat(usize::from(MAX_ERROR_MESSAGE_LEN) + 1);
     let error = fatal(ErrorCode::INTERNAL, &long);
-    assert_eq!(
-        Frame::Error(error).encode(&mut buf),
-        Err(EncodeError::MessageTooLong {
-            len: long.len(),
-            max: MAX_ERROR_MESSAGE_LEN
-        })
-    );
+    let (len, max) = (long.len(), MAX_ERROR_MESSAGE_LEN);
+    let got = Frame::Error(error).encode(&mut buf);
+    assert_eq!(got, Err(EncodeError::MessageTooLong { len, max }));
     assert!(buf.is_empty());
 }
 
 #[test]
 fn a_bad_header_is_refused_from_its_first_bad_byte() {
+    use DecodeError as E;
+    let too_large = E::FrameTooLarge {
+        len: u32::MAX,
+        max: MAX_FRAME_LEN,
+    };
     assert_eq!(decode(b""), Ok(None));
     assert_eq!(decode(b"Z"), Ok(None));
-    assert_eq!(decode(b"X"), Err(DecodeError::BadMagic));
-    assert_eq!(decode(b"ZX"), Err(DecodeError::BadMagic));
+    assert_eq!(decode(b"X"), Err(E::BadMagic));
+    assert_eq!(decode(b"ZX"), Err(E::BadMagic));
     // A peer of an older version is refused from its first frame's third byte.
     for version in [1, 2] {
-        assert_eq!(
-            decode(&[b'Z', b'D', version]),
-            Err(DecodeError::UnsupportedVersion { version })
-        );
+        let refused = Err(E::UnsupportedVersion { version });
+        assert_eq!(decode(&[b'Z', b'D', version]), refused);
     }
-    assert_eq!(
-        decode(b"ZD\x04\x00"),
-        Err(DecodeError::UnknownKind { kind: 0 })
-    );
+    assert_eq!(decode(b"ZD\x04\x00"), Err(E::UnknownKind { kind: 0 }));
     assert_eq!(decode(b"ZD\x04\x03\x01"), Ok(None), "flags are read whole");
     assert_eq!(
         decode(b"ZD\x04\x03\x00\x80"),
-        Err(DecodeError::UnknownFlags { flags: 0x8000 })
+        Err(E::UnknownFlags { flags: 0x8000 })
     );
     let mut huge = header(FrameKind::Publish, u32::MAX);
-    assert_eq!(
-        decode(&huge),
-        Err(DecodeError::FrameTooLarge {
-            len: u32::MAX,
-            max: MAX_FRAME_LEN
-        })
-    );
+    assert_eq!(decode(&huge), Err(too_large));
     huge[6..].copy_from_slice(&MAX_FRAME_LEN.to_le_bytes());
     assert_eq!(decode(&huge), Ok(None), "the largest body is waited for");
     for (kind, code) in [
-        (DecodeError::BadMagic, ErrorCode::BAD_MAGIC),
+        (E::BadMagic, ErrorCode::BAD_MAGIC),
         (
-            DecodeError::UnsupportedVersion { version: 2 },
+            E::UnsupportedVersion { version: 2 },
             ErrorCode::UNSUPPORTED_VERSION,
         ),
-        (
-            DecodeError::UnknownKind { kind: 0 },
-            ErrorCode::UNKNOWN_KIND,
-        ),
-        (
-            DecodeError::UnknownFlags { flags: 1 },
-            ErrorCode::UNKNOWN_FLAGS,
-        ),
-        (
-            DecodeError::FrameTooLarge {
-                len: u32::MAX,
-                max: MAX_FRAME_LEN,
-            },
-            ErrorCode::FRAME_TOO_LARGE,
-        ),
+        (E::UnknownKind { kind: 0 }, ErrorCode::UNKNOWN_KIND),
+        (E::UnknownFlags { flags: 1 }, ErrorCode::UNKNOWN_FLAGS),
+        (too_large, ErrorCode::FRAME_TOO_LARGE),
     ] {
         assert_eq!(kind.code(), code);
         assert!(code.is_fatal());
@@ -394,75 +288,67 @@ fn a_bad_header_is_refused_from_its_first_bad_byte() {
 
 #[test]
 fn a_fixed_body_of_the_wrong_length_is_refused() {
+    use FrameKind as K;
     for (kind, len) in [
-        (FrameKind::Hello, 6_usize),
-        (FrameKind::Welcome, 53),
-        (FrameKind::Heartbeat, 0),
-        (FrameKind::CloseProducer, 4),
-        (FrameKind::OpenConsumer, 14),
-        (FrameKind::CloseConsumer, 4),
-        (FrameKind::Credit, 8),
+        (K::Hello, 6_usize),
+        (K::Welcome, 53),
+        (K::Heartbeat, 0),
+        (K::CloseProducer, 4),
+        (K::OpenConsumer, 14),
+        (K::CloseConsumer, 4),
+        (K::Credit, 8),
     ] {
         // All ones: a valid body of the right length, for each of these kinds.
         for wrong in [len.saturating_sub(1), len + 1] {
             if wrong == len {
                 continue;
             }
-            let bytes = frame_of(kind, &vec![1; wrong]);
-            let error = DecodeError::BadLength {
-                kind,
-                len: wrong as u32,
-            };
-            assert_eq!(decode(&bytes), Err(error), "{kind:?} of {wrong} bytes");
+            let len = wrong as u32;
+            let error = DecodeError::BadLength { kind, len };
+            let got = decode_body(kind, &vec![1; wrong]);
+            assert_eq!(got, Err(error), "{kind:?} of {wrong} bytes");
             assert_eq!(error.code(), ErrorCode::MALFORMED);
         }
-        assert!(
-            decode(&frame_of(kind, &vec![1; len])).unwrap().is_some(),
-            "{kind:?}"
-        );
+        assert_eq!(decode_body(kind, &vec![1; len]), Ok(()), "{kind:?}");
     }
 }
 
 #[test]
 fn forbidden_zeros_are_refused() {
+    use FrameKind as K;
     let cases: [(FrameKind, &[u8], &str); 4] = [
-        (FrameKind::Hello, &[0, 1, 0, 0, 0, 0], "min_version"),
-        (FrameKind::Welcome, &[0; 53], "version"),
+        (K::Hello, &[0, 1, 0, 0, 0, 0], "min_version"),
+        (K::Welcome, &[0; 53], "version"),
         (
-            FrameKind::OpenProducer,
+            K::OpenProducer,
             &[1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
             "max_unconfirmed",
         ),
-        (FrameKind::Credit, &[1, 0, 0, 0, 0, 0, 0, 0], "credit"),
+        (K::Credit, &[1, 0, 0, 0, 0, 0, 0, 0], "credit"),
     ];
     for (kind, body, field) in cases {
         assert_eq!(
-            decode(&frame_of(kind, body)),
+            decode_body(kind, body),
             Err(DecodeError::Zero { kind, field })
         );
     }
-    assert_eq!(
-        decode(&frame_of(FrameKind::Hello, &[3, 2, 0, 0, 0, 0])),
-        Err(DecodeError::BadVersionRange { min: 3, max: 2 })
-    );
+    let range = DecodeError::BadVersionRange { min: 3, max: 2 };
+    assert_eq!(decode_body(K::Hello, &[3, 2, 0, 0, 0, 0]), Err(range));
     for kind in [
-        FrameKind::Publish,
-        FrameKind::PublishConfirm,
-        FrameKind::Deliver,
-        FrameKind::ConsumerConfirm,
+        K::Publish,
+        K::PublishConfirm,
+        K::Deliver,
+        K::ConsumerConfirm,
     ] {
-        let empty = frame_of(kind, &[1, 0, 0, 0, 0, 0, 0, 0]);
+        let (field, len) = ("count", 7);
+        let empty = decode_body(kind, &[1, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(empty, Err(DecodeError::Zero { kind, field }));
+        let short = decode_body(kind, &[1, 0, 0, 0, 0, 0, 0]);
+        let no_room = "no room for the count";
         assert_eq!(
-            decode(&empty),
-            Err(DecodeError::Zero {
-                kind,
-                field: "count"
-            })
-        );
-        assert_eq!(
-            decode(&frame_of(kind, &[1, 0, 0, 0, 0, 0, 0])),
-            Err(DecodeError::BadLength { kind, len: 7 }),
-            "no room for the count"
+            short,
+            Err(DecodeError::BadLength { kind, len }),
+            "{no_room}"
         );
     }
 }
@@ -478,48 +364,32 @@ fn counts_that_do_not_fit_the_body_are_refused() {
     let kind = FrameKind::ConsumerConfirm;
     // Two GUIDs announced, one there; one announced, two there; a GUID cut short.
     for (count, entries) in [(2, vec![0; 16]), (1, vec![0; 32]), (1, vec![0; 15])] {
-        assert_eq!(
-            decode(&frame_of(kind, &batch(count, &entries))),
-            Err(DecodeError::CountMismatch { kind, count })
-        );
+        let got = decode_body(kind, &batch(count, &entries));
+        assert_eq!(got, Err(DecodeError::CountMismatch { kind, count }));
     }
     // A count over the limit, whatever the body.
-    let over = MAX_MESSAGES_PER_FRAME + 1;
-    assert_eq!(
-        decode(&frame_of(kind, &batch(over, &[]))),
-        Err(DecodeError::TooManyMessages {
-            kind,
-            count: over,
-            max: MAX_MESSAGES_PER_FRAME
-        })
-    );
+    let (count, max) = (MAX_MESSAGES_PER_FRAME + 1, MAX_MESSAGES_PER_FRAME);
+    let got = decode_body(kind, &batch(count, &[]));
+    assert_eq!(got, Err(DecodeError::TooManyMessages { kind, count, max }));
     // A payload length that runs past the body.
     let kind = FrameKind::Publish;
     let mut entry = 7_u64.to_le_bytes().to_vec();
     entry.extend_from_slice(&100_u32.to_le_bytes());
     entry.extend_from_slice(&[0; 99]);
-    assert_eq!(
-        decode(&frame_of(kind, &batch(1, &entry))),
-        Err(DecodeError::CountMismatch { kind, count: 1 })
-    );
+    let got = decode_body(kind, &batch(1, &entry));
+    assert_eq!(got, Err(DecodeError::CountMismatch { kind, count: 1 }));
     // A payload length over the limit, though the body could hold it.
     let mut entry = [0; 20].to_vec();
     entry[16..].copy_from_slice(&(MAX_PAYLOAD_LEN + 1).to_le_bytes());
     entry.resize(20 + MAX_PAYLOAD_LEN as usize + 1, 0);
-    assert_eq!(
-        decode(&frame_of(FrameKind::Deliver, &batch(1, &entry))),
-        Err(DecodeError::PayloadTooLarge {
-            len: MAX_PAYLOAD_LEN + 1,
-            max: MAX_PAYLOAD_LEN
-        })
-    );
+    let (len, max) = (MAX_PAYLOAD_LEN + 1, MAX_PAYLOAD_LEN);
+    let got = decode_body(FrameKind::Deliver, &batch(1, &entry));
+    assert_eq!(got, Err(DecodeError::PayloadTooLarge { len, max }));
     // An unknown status.
     let mut entry = [0; 9];
     entry[8] = 10;
-    assert_eq!(
-        decode(&frame_of(FrameKind::PublishConfirm, &batch(1, &entry))),
-        Err(DecodeError::UnknownStatus { status: 10 })
-    );
+    let got = decode_body(FrameKind::PublishConfirm, &batch(1, &entry));
+    assert_eq!(got, Err(DecodeError::UnknownStatus { status: 10 }));
 }
 
 #[test]
@@ -531,39 +401,24 @@ fn a_bad_error_frame_is_refused() {
         body
     };
     let kind = FrameKind::Error;
-    assert!(
-        decode(&frame_of(kind, &body(0, 2, b"ok")))
-            .unwrap()
-            .is_some()
-    );
-    assert_eq!(
-        decode(&frame_of(kind, &body(0, 3, b"ok"))),
-        Err(DecodeError::BadLength { kind, len: 11 })
-    );
-    assert_eq!(
-        decode(&frame_of(kind, &body(0, 1, b"ok"))),
-        Err(DecodeError::BadLength { kind, len: 11 })
-    );
-    assert_eq!(
-        decode(&frame_of(kind, &[6, 0, 0])),
-        Err(DecodeError::BadLength { kind, len: 3 })
-    );
-    assert_eq!(
-        decode(&frame_of(kind, &body(0, 2, b"\xff\xfe"))),
-        Err(DecodeError::BadUtf8)
-    );
-    assert_eq!(
-        decode(&frame_of(kind, &body(0x7f, 0, b""))),
-        Err(DecodeError::UnknownRefusedKind { kind: 0x7f })
-    );
     let long = vec![b'x'; usize::from(MAX_ERROR_MESSAGE_LEN) + 1];
-    assert_eq!(
-        decode(&frame_of(kind, &body(0, long.len() as u16, &long))),
-        Err(DecodeError::MessageTooLong {
-            len: long.len() as u16,
-            max: MAX_ERROR_MESSAGE_LEN
-        })
-    );
+    let (len, max) = (long.len() as u16, MAX_ERROR_MESSAGE_LEN);
+    use DecodeError as E;
+    let short = |len| Err(E::BadLength { kind, len });
+    for (body, answer) in [
+        (body(0, 2, b"ok"), Ok(())),
+        (body(0, 3, b"ok"), short(11)),
+        (body(0, 1, b"ok"), short(11)),
+        (vec![6, 0, 0], short(3)),
+        (body(0, 2, b"\xff\xfe"), Err(E::BadUtf8)),
+        (
+            body(0x7f, 0, b""),
+            Err(E::UnknownRefusedKind { kind: 0x7f }),
+        ),
+        (body(0, len, &long), Err(E::MessageTooLong { len, max })),
+    ] {
+        assert_eq!(decode_body(kind, &body), answer, "{body:?}");
+    }
 }
 
 #[test]
@@ -575,25 +430,22 @@ fn a_producer_name_must_be_utf8_fill_its_body_and_fit_its_length_byte() {
         b
     };
     let named = frame_of(kind, &body(3, b"abc"));
-    let Ok(Some((Frame::OpenProducer(open), _))) = decode(&named) else {
+    let (Frame::OpenProducer(open), _) = decoded(&named) else {
         panic!("a named OpenProducer");
     };
     assert_eq!((open.name, open.max_unconfirmed), ("abc", 8));
-    let bad = frame_of(kind, &body(2, b"\xff\xfe"));
-    assert_eq!(decode(&bad), Err(DecodeError::BadUtf8));
+    let bad = decode_body(kind, &body(2, b"\xff\xfe"));
+    assert_eq!(bad, Err(DecodeError::BadUtf8));
     assert_eq!(DecodeError::BadUtf8.code(), ErrorCode::MALFORMED);
-    for (name_len, name, len) in [(3, &b"ab"[..], 15), (1, b"ab", 15), (1, b"", 13)] {
-        assert_eq!(
-            decode(&frame_of(kind, &body(name_len, name))),
-            Err(DecodeError::BadLength { kind, len }),
-            "name_len {name_len}, {} bytes",
-            name.len()
-        );
+    for (body, len) in [
+        (body(3, b"ab"), 15),
+        (body(1, b"ab"), 15),
+        (body(1, b""), 13),
+        (vec![1; 12], 12),
+    ] {
+        let got = decode_body(kind, &body);
+        assert_eq!(got, Err(DecodeError::BadLength { kind, len }), "{body:?}");
     }
-    assert_eq!(
-        decode(&frame_of(kind, &[1; 12])),
-        Err(DecodeError::BadLength { kind, len: 12 })
-    );
     // The longest name goes; one byte more is refused, and nothing is written.
     let longest = "n".repeat(MAX_PRODUCER_NAME_LEN);
     let open = open_producer(1, 0, 1, &longest);
@@ -601,18 +453,10 @@ fn a_producer_name_must_be_utf8_fill_its_body_and_fit_its_length_byte() {
     assert_eq!(bytes.len(), HEADER_LEN + 13 + MAX_PRODUCER_NAME_LEN);
     let too_long = format!("{longest}n");
     let mut out = b"kept".to_vec();
-    let refused = Frame::OpenProducer(OpenProducer {
-        name: &too_long,
-        ..open
-    })
-    .encode(&mut out);
-    assert_eq!(
-        refused,
-        Err(EncodeError::NameTooLong {
-            len: MAX_PRODUCER_NAME_LEN + 1,
-            max: MAX_PRODUCER_NAME_LEN
-        })
-    );
+    let name = &too_long;
+    let refused = Frame::OpenProducer(OpenProducer { name, ..open }).encode(&mut out);
+    let (len, max) = (MAX_PRODUCER_NAME_LEN + 1, MAX_PRODUCER_NAME_LEN);
+    assert_eq!(refused, Err(EncodeError::NameTooLong { len, max }));
     assert_eq!(out, b"kept");
     assert!(refused.unwrap_err().to_string().contains("producer name"));
     assert!(!ErrorCode::NAME_IN_USE.is_fatal());
@@ -624,30 +468,22 @@ fn every_kind_byte_names_its_kind_and_codes_their_range() {
     for kind in FrameKind::ALL {
         assert_eq!(FrameKind::from_u8(kind.as_u8()), Some(kind));
     }
-    let known = (0..=u8::MAX)
-        .filter(|&b| FrameKind::from_u8(b).is_some())
-        .count();
-    assert_eq!(known, FrameKind::ALL.len());
+    let known = (0..=u8::MAX).filter(|&b| FrameKind::from_u8(b).is_some());
+    assert_eq!(known.count(), FrameKind::ALL.len());
     assert!(ErrorCode::HANDSHAKE_REQUIRED.is_fatal() && !ErrorCode::ID_IN_USE.is_fatal());
     assert_eq!(ErrorCode::UNKNOWN_APP.to_string(), "unknown app (101)");
     assert_eq!(format!("{:?}", ErrorCode(7777)), "ErrorCode(7777)");
-    assert_eq!(
-        format!("{:?}", Guid([0xab; 16])),
-        format!("Guid({})", "ab".repeat(16))
-    );
+    let guid = format!("{:?}", Guid([0xab; 16]));
+    assert_eq!(guid, format!("Guid({})", "ab".repeat(16)));
     // Every error says what it is.
+    let (kind, count) = (FrameKind::Deliver, 3);
+    let mismatch = DecodeError::CountMismatch { kind, count }.to_string();
     assert_eq!(
-        DecodeError::CountMismatch {
-            kind: FrameKind::Deliver,
-            count: 3
-        }
-        .to_string(),
+        mismatch,
         "a Deliver body does not hold exactly its 3 messages"
     );
-    assert_eq!(
-        EncodeError::BatchFull.to_string(),
-        "the batch holds the most messages a frame may"
-    );
+    let full = EncodeError::BatchFull.to_string();
+    assert_eq!(full, "the batch holds the most messages a frame may");
 }
 
 #[test]
@@ -675,13 +511,9 @@ fn an_inconsistent_stored_window_is_refused_both_ways() {
         assert_eq!(decode(&bytes), Err(DecodeError::BadStoredWindow), "{what}");
     }
     assert_eq!(DecodeError::BadStoredWindow.code(), ErrorCode::MALFORMED);
-    assert!(
-        matches!(
-            decode(&opened(1, 5, 9, &[1])),
-            Err(DecodeError::BadLength { .. })
-        ),
-        "bits shorter than known needs"
-    );
+    let short = opened(1, 5, 9, &[1]);
+    let bad_length = matches!(decode(&short), Err(DecodeError::BadLength { .. }));
+    assert!(bad_length, "bits shorter than known needs");
     let bad = Frame::ProducerOpened(producer_opened(1, 5, 2, &[0b10]));
     let mut out = Vec::new();
     assert_eq!(bad.encode(&mut out), Err(EncodeError::BadStoredWindow));

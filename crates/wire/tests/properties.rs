@@ -16,189 +16,85 @@ mod support;
 use support::*;
 use zerodispatch_wire::*;
 
-/// A frame with owned contents, to generate and to compare decoded frames with.
+/// A frame with owned contents, to generate and to compare decoded frames with. A frame
+/// that is not a batch is itself, its borrowed contents leaked for the test (a few bytes
+/// per case).
 #[derive(Clone, Debug, PartialEq)]
 enum Model {
-    Fixed(FixedFrame),
-    OpenProducer {
-        producer: u32,
-        queue: u32,
-        max_unconfirmed: u32,
-        name: String,
-    },
-    Error {
-        code: u16,
-        refused: Option<FrameKind>,
-        subject: u32,
-        message: String,
-    },
-    Publish {
-        producer: u32,
-        messages: Vec<(u64, Vec<u8>)>,
-    },
-    PublishConfirm {
-        producer: u32,
-        confirms: Vec<(u64, ConfirmStatus)>,
-    },
-    Deliver {
-        consumer: u32,
-        messages: Vec<([u8; 16], Vec<u8>)>,
-    },
-    ConsumerConfirm {
-        consumer: u32,
-        guids: Vec<[u8; 16]>,
-    },
-}
-
-/// The frames without borrowed contents.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum FixedFrame {
-    Hello(Hello),
-    Welcome(Welcome),
-    Heartbeat,
-    CloseProducer(CloseProducer),
-    ProducerOpened(ProducerOpened<'static>),
-    OpenConsumer(OpenConsumer),
-    CloseConsumer(CloseConsumer),
-    Credit(Credit),
-}
-
-impl FixedFrame {
-    fn frame(self) -> Frame<'static> {
-        match self {
-            Self::Hello(f) => Frame::Hello(f),
-            Self::Welcome(f) => Frame::Welcome(f),
-            Self::Heartbeat => Frame::Heartbeat,
-            Self::CloseProducer(f) => Frame::CloseProducer(f),
-            Self::ProducerOpened(f) => Frame::ProducerOpened(f),
-            Self::OpenConsumer(f) => Frame::OpenConsumer(f),
-            Self::CloseConsumer(f) => Frame::CloseConsumer(f),
-            Self::Credit(f) => Frame::Credit(f),
-        }
-    }
+    Fixed(Frame<'static>),
+    Publish(u32, Vec<(u64, Vec<u8>)>),
+    PublishConfirm(u32, Vec<(u64, ConfirmStatus)>),
+    Deliver(u32, Vec<([u8; 16], Vec<u8>)>),
+    ConsumerConfirm(u32, Vec<[u8; 16]>),
 }
 
 impl Model {
     fn encode(&self, out: &mut Vec<u8>) {
         match self {
-            Self::Fixed(fixed) => {
-                fixed.frame().encode(out).unwrap();
+            Self::Fixed(frame) => {
+                frame.encode(out).unwrap();
             }
-            Self::OpenProducer {
-                producer,
-                queue,
-                max_unconfirmed,
-                name,
-            } => {
-                let open = open_producer(*producer, *queue, *max_unconfirmed, name);
-                Frame::OpenProducer(open).encode(out).unwrap();
+            Self::Publish(producer, messages) => {
+                publish(out, *producer, messages.iter().map(|(id, p)| (*id, &p[..])));
             }
-            Self::Error {
-                code,
-                refused,
-                subject,
-                message,
-            } => {
-                let error = ErrorFrame {
-                    code: ErrorCode(*code),
-                    refused: *refused,
-                    subject: *subject,
-                    message,
-                };
-                Frame::Error(error).encode(out).unwrap();
+            Self::PublishConfirm(producer, confirms) => {
+                publish_confirm(out, *producer, confirms.iter().copied())
             }
-            Self::Publish { producer, messages } => {
-                let mut b = PublishBuilder::begin(out, ProducerId(*producer));
-                for (id, payload) in messages {
-                    b.push(PublishId(*id), payload).unwrap();
-                }
-                b.finish().unwrap();
+            Self::Deliver(consumer, messages) => {
+                deliver(out, *consumer, messages.iter().map(|(g, p)| (*g, &p[..])));
             }
-            Self::PublishConfirm { producer, confirms } => {
-                let mut b = PublishConfirmBuilder::begin(out, ProducerId(*producer));
-                for &(id, status) in confirms {
-                    b.push(PublishId(id), status).unwrap();
-                }
-                b.finish().unwrap();
-            }
-            Self::Deliver { consumer, messages } => {
-                let mut b = DeliverBuilder::begin(out, ConsumerId(*consumer));
-                for (guid, payload) in messages {
-                    b.push(Guid(*guid), payload).unwrap();
-                }
-                b.finish().unwrap();
-            }
-            Self::ConsumerConfirm { consumer, guids } => {
-                let mut b = ConsumerConfirmBuilder::begin(out, ConsumerId(*consumer));
-                for &guid in guids {
-                    b.push(Guid(guid)).unwrap();
-                }
-                b.finish().unwrap();
+            Self::ConsumerConfirm(consumer, guids) => {
+                consumer_confirm(out, *consumer, guids.iter().copied())
             }
         }
     }
 
     /// The model of a decoded frame, iterating every batch to its end.
     fn of(frame: Frame<'_>) -> Self {
+        let count = |n: usize, count: u32| assert_eq!(n, count as usize);
         match frame {
-            Frame::Hello(f) => Self::Fixed(FixedFrame::Hello(f)),
-            Frame::Welcome(f) => Self::Fixed(FixedFrame::Welcome(f)),
-            Frame::Heartbeat => Self::Fixed(FixedFrame::Heartbeat),
-            Frame::OpenProducer(f) => Self::OpenProducer {
-                producer: f.producer.0,
-                queue: f.queue.0,
-                max_unconfirmed: f.max_unconfirmed,
-                name: f.name.to_owned(),
-            },
-            Frame::CloseProducer(f) => Self::Fixed(FixedFrame::CloseProducer(f)),
-            Frame::ProducerOpened(f) => Self::Fixed(FixedFrame::ProducerOpened(ProducerOpened {
+            Frame::OpenProducer(f) => Self::Fixed(Frame::OpenProducer(OpenProducer {
+                name: f.name.to_owned().leak(),
+                ..f
+            })),
+            Frame::ProducerOpened(f) => Self::Fixed(Frame::ProducerOpened(ProducerOpened {
                 producer: f.producer,
                 stored: StoredWindow {
                     bits: f.stored.bits.to_vec().leak(),
                     ..f.stored
                 },
             })),
-            Frame::OpenConsumer(f) => Self::Fixed(FixedFrame::OpenConsumer(f)),
-            Frame::CloseConsumer(f) => Self::Fixed(FixedFrame::CloseConsumer(f)),
-            Frame::Credit(f) => Self::Fixed(FixedFrame::Credit(f)),
-            Frame::Error(e) => Self::Error {
-                code: e.code.0,
-                refused: e.refused,
-                subject: e.subject,
-                message: e.message.to_owned(),
-            },
+            Frame::Error(e) => Self::Fixed(Frame::Error(ErrorFrame {
+                message: e.message.to_owned().leak(),
+                ..e
+            })),
             Frame::Publish(b) => {
                 let messages: Vec<_> = b.messages().map(|(id, p)| (id.0, p.to_vec())).collect();
-                assert_eq!(messages.len(), b.count() as usize);
-                Self::Publish {
-                    producer: b.producer().0,
-                    messages,
-                }
+                count(messages.len(), b.count());
+                Self::Publish(b.producer().0, messages)
             }
             Frame::PublishConfirm(b) => {
                 let confirms: Vec<_> = b.confirms().map(|(id, s)| (id.0, s)).collect();
-                assert_eq!(confirms.len(), b.count() as usize);
-                Self::PublishConfirm {
-                    producer: b.producer().0,
-                    confirms,
-                }
+                count(confirms.len(), b.count());
+                Self::PublishConfirm(b.producer().0, confirms)
             }
             Frame::Deliver(b) => {
                 let messages: Vec<_> = b.messages().map(|(g, p)| (g.0, p.to_vec())).collect();
-                assert_eq!(messages.len(), b.count() as usize);
-                Self::Deliver {
-                    consumer: b.consumer().0,
-                    messages,
-                }
+                count(messages.len(), b.count());
+                Self::Deliver(b.consumer().0, messages)
             }
             Frame::ConsumerConfirm(b) => {
                 let guids: Vec<_> = b.guids().map(|g| g.0).collect();
-                assert_eq!(guids.len(), b.count() as usize);
-                Self::ConsumerConfirm {
-                    consumer: b.consumer().0,
-                    guids,
-                }
+                count(guids.len(), b.count());
+                Self::ConsumerConfirm(b.consumer().0, guids)
             }
+            Frame::Hello(f) => Self::Fixed(Frame::Hello(f)),
+            Frame::Welcome(f) => Self::Fixed(Frame::Welcome(f)),
+            Frame::Heartbeat => Self::Fixed(Frame::Heartbeat),
+            Frame::CloseProducer(f) => Self::Fixed(Frame::CloseProducer(f)),
+            Frame::OpenConsumer(f) => Self::Fixed(Frame::OpenConsumer(f)),
+            Frame::CloseConsumer(f) => Self::Fixed(Frame::CloseConsumer(f)),
+            Frame::Credit(f) => Self::Fixed(Frame::Credit(f)),
         }
     }
 }
@@ -211,108 +107,71 @@ fn payload() -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(any::<u8>(), 0..48)
 }
 
-fn fixed() -> impl Strategy<Value = FixedFrame> {
+fn fixed() -> impl Strategy<Value = Frame<'static>> {
+    let hellos = (1_u8..=255, any::<u8>(), any::<u32>());
+    let welcomes = (
+        1_u8..=255,
+        any::<u32>(),
+        any::<[u32; 11]>(),
+        any::<(u16, u16)>(),
+    );
+    let openeds = (any::<u32>(), any::<u64>(), 0_u32..=40, any::<u64>());
+    let open_consumers = (any::<u32>(), any::<u32>(), any::<u16>(), any::<u32>());
     prop_oneof![
-        (1_u8..=255, any::<u8>(), any::<u32>()).prop_map(|(min, extra, heartbeat_ms)| {
+        hellos.prop_map(|(min, extra, heartbeat_ms)| {
             let max_version = min.saturating_add(extra % 4);
-            FixedFrame::Hello(hello(min, max_version, heartbeat_ms))
+            Frame::Hello(hello(min, max_version, heartbeat_ms))
         }),
-        (
-            1_u8..=255,
-            any::<u32>(),
-            any::<[u32; 11]>(),
-            any::<(u16, u16)>()
-        )
-            .prop_map(
-                |(version, heartbeat_ms, w, (p, c))| FixedFrame::Welcome(welcome(
-                    version,
-                    heartbeat_ms,
-                    w,
-                    p,
-                    c
-                ))
-            ),
-        Just(FixedFrame::Heartbeat),
-        (any::<u32>(), any::<u64>(), 0_u32..=40, any::<u64>()).prop_map(
-            |(p, last, known, bits)| {
-                // A valid window: `known` ids at most `last + 1`, the highest's bit set, no
-                // bit past `known`; none stored when `known` is 0. The bits live for the
-                // test (leaked: a few bytes per case).
-                let known = u64::from(known).min(last.saturating_add(1)) as u32;
-                let stored = if known == 0 {
-                    StoredWindow::NOTHING
-                } else {
-                    let mask = u64::MAX >> (64 - known.min(40));
-                    let bits = (bits & mask) | 1;
-                    let bytes = bits.to_le_bytes()[..known.div_ceil(8) as usize].to_vec();
-                    StoredWindow {
-                        last_stored: Some(last),
-                        known,
-                        bits: bytes.leak(),
-                    }
-                };
-                FixedFrame::ProducerOpened(ProducerOpened {
-                    producer: ProducerId(p),
-                    stored,
-                })
+        welcomes.prop_map(|(v, ms, w, (p, c))| Frame::Welcome(welcome(v, ms, w, p, c))),
+        Just(Frame::Heartbeat),
+        openeds.prop_map(|(p, last, known, bits)| {
+            // A valid window: `known` ids at most `last + 1`, the highest's bit set, no bit
+            // past `known`; none stored when `known` is 0.
+            let known = u64::from(known).min(last.saturating_add(1)) as u32;
+            if known == 0 {
+                let (producer, stored) = (ProducerId(p), StoredWindow::NOTHING);
+                return Frame::ProducerOpened(ProducerOpened { producer, stored });
             }
-        ),
-        any::<u32>().prop_map(|p| FixedFrame::CloseProducer(CloseProducer {
-            producer: ProducerId(p)
-        })),
-        (any::<u32>(), any::<u32>(), any::<u16>(), any::<u32>()).prop_map(|(c, q, a, credit)| {
-            FixedFrame::OpenConsumer(open_consumer(c, q, a, credit))
+            let bits = (bits & (u64::MAX >> (64 - known.min(40)))) | 1;
+            let bytes = bits.to_le_bytes()[..known.div_ceil(8) as usize].to_vec();
+            Frame::ProducerOpened(producer_opened(p, last, known, bytes.leak()))
         }),
-        any::<u32>().prop_map(|c| FixedFrame::CloseConsumer(CloseConsumer {
-            consumer: ConsumerId(c)
-        })),
-        (any::<u32>(), 1_u32..).prop_map(|(c, n)| FixedFrame::Credit(credit(c, n))),
+        any::<u32>().prop_map(|p| Frame::CloseProducer(close_producer(p))),
+        open_consumers.prop_map(|(c, q, a, n)| Frame::OpenConsumer(open_consumer(c, q, a, n))),
+        any::<u32>().prop_map(|c| Frame::CloseConsumer(close_consumer(c))),
+        (any::<u32>(), 1_u32..).prop_map(|(c, n)| Frame::Credit(credit(c, n))),
     ]
 }
 
 fn model() -> impl Strategy<Value = Model> {
+    use prop::collection::vec;
+    // Names of up to 60 characters of any width: up to 240 bytes, within the limit.
+    let opens = (any::<u32>(), any::<u32>(), 1_u32.., ".{0,60}");
     let refused = prop::option::of(prop::sample::select(FrameKind::ALL.to_vec()));
+    let errors = (any::<u16>(), refused, any::<u32>(), ".{0,40}");
+    let publishes = (any::<u32>(), vec((any::<u64>(), payload()), 1..12));
+    let publish_confirms = (any::<u32>(), vec((any::<u64>(), status()), 1..24));
+    let delivers = (any::<u32>(), vec((any::<[u8; 16]>(), payload()), 1..12));
+    let consumer_confirms = (any::<u32>(), vec(any::<[u8; 16]>(), 1..24));
     prop_oneof![
         fixed().prop_map(Model::Fixed),
-        // Names of up to 60 characters of any width: up to 240 bytes, within the limit.
-        (any::<u32>(), any::<u32>(), 1_u32.., ".{0,60}").prop_map(
-            |(producer, queue, max_unconfirmed, name)| Model::OpenProducer {
-                producer,
-                queue,
-                max_unconfirmed,
-                name,
-            }
-        ),
-        (any::<u16>(), refused, any::<u32>(), ".{0,40}").prop_map(
-            |(code, refused, subject, message)| {
-                Model::Error {
-                    code,
-                    refused,
-                    subject,
-                    message,
-                }
-            }
-        ),
-        (
-            any::<u32>(),
-            prop::collection::vec((any::<u64>(), payload()), 1..12)
-        )
-            .prop_map(|(producer, messages)| Model::Publish { producer, messages }),
-        (
-            any::<u32>(),
-            prop::collection::vec((any::<u64>(), status()), 1..24)
-        )
-            .prop_map(|(producer, confirms)| Model::PublishConfirm { producer, confirms }),
-        (
-            any::<u32>(),
-            prop::collection::vec((any::<[u8; 16]>(), payload()), 1..12)
-        )
-            .prop_map(|(consumer, messages)| Model::Deliver { consumer, messages }),
-        (
-            any::<u32>(),
-            prop::collection::vec(any::<[u8; 16]>(), 1..24)
-        )
-            .prop_map(|(consumer, guids)| Model::ConsumerConfirm { consumer, guids }),
+        opens.prop_map(|(p, q, max, name)| {
+            Model::Fixed(Frame::OpenProducer(open_producer(p, q, max, name.leak())))
+        }),
+        errors.prop_map(|(code, refused, subject, message)| {
+            let (code, message) = (ErrorCode(code), message.leak());
+            let error = ErrorFrame {
+                code,
+                refused,
+                subject,
+                message,
+            };
+            Model::Fixed(Frame::Error(error))
+        }),
+        publishes.prop_map(|(p, messages)| Model::Publish(p, messages)),
+        publish_confirms.prop_map(|(p, confirms)| Model::PublishConfirm(p, confirms)),
+        delivers.prop_map(|(c, messages)| Model::Deliver(c, messages)),
+        consumer_confirms.prop_map(|(c, guids)| Model::ConsumerConfirm(c, guids)),
     ]
 }
 

@@ -69,14 +69,10 @@ fn expected() -> Vec<(&'static str, Vec<u8>)> {
         ),
     ];
     let mut out = Vec::new();
-    let mut publish = PublishBuilder::begin(&mut out, ProducerId(1));
-    publish.push(PublishId(2), b"c").unwrap();
-    publish.finish().unwrap();
+    publish(&mut out, 1, [(2, &b"c"[..])]);
     frames.push(("Publish", out));
     let mut out = Vec::new();
-    let mut confirm = PublishConfirmBuilder::begin(&mut out, ProducerId(1));
-    confirm.push(PublishId(2), ConfirmStatus::Stored).unwrap();
-    confirm.finish().unwrap();
+    publish_confirm(&mut out, 1, [(2, ConfirmStatus::Stored)]);
     frames.push(("PublishConfirm", out));
     let error = fatal(ErrorCode::TOO_MANY_CONNECTIONS, "");
     frames.push(("Error", encoded(Frame::Error(error))));

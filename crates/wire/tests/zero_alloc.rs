@@ -24,30 +24,12 @@ const PER_BATCH: u64 = 16;
 /// returns a checksum of what was decoded.
 fn round(buf: &mut Vec<u8>, batch: u64, payload: &[u8]) -> u64 {
     buf.clear();
-    let mut publish = PublishBuilder::begin(buf, ProducerId(1));
-    for i in 0..PER_BATCH {
-        publish
-            .push(PublishId(batch * PER_BATCH + i), payload)
-            .unwrap();
-    }
-    publish.finish().unwrap();
-    let mut confirm = PublishConfirmBuilder::begin(buf, ProducerId(1));
-    for i in 0..PER_BATCH {
-        confirm
-            .push(PublishId(batch * PER_BATCH + i), ConfirmStatus::Stored)
-            .unwrap();
-    }
-    confirm.finish().unwrap();
-    let mut deliver = DeliverBuilder::begin(buf, ConsumerId(2));
-    for i in 0..PER_BATCH {
-        deliver.push(Guid([i as u8; 16]), payload).unwrap();
-    }
-    deliver.finish().unwrap();
-    let mut confirm = ConsumerConfirmBuilder::begin(buf, ConsumerId(2));
-    for i in 0..PER_BATCH {
-        confirm.push(Guid([i as u8; 16])).unwrap();
-    }
-    confirm.finish().unwrap();
+    let ids = (0..PER_BATCH).map(|i| batch * PER_BATCH + i);
+    publish(buf, 1, ids.clone().map(|id| (id, payload)));
+    publish_confirm(buf, 1, ids.map(|id| (id, ConfirmStatus::Stored)));
+    let guids = (0..PER_BATCH).map(|i| [i as u8; 16]);
+    deliver(buf, 2, guids.clone().map(|guid| (guid, payload)));
+    consumer_confirm(buf, 2, guids);
     Frame::Credit(credit(2, PER_BATCH as u32))
         .encode(buf)
         .unwrap();

@@ -39,11 +39,27 @@ impl Counts {
 
     /// A closure that captures a [`guard`](Self::guard) and counts its run.
     pub fn closure(&self) -> impl FnOnce() + Send + 'static {
+        self.closure_then(|| ())
+    }
+
+    /// A closure that captures a [`guard`](Self::guard), counts its run, then runs `then`
+    /// (whose captures are the closure's too).
+    pub fn closure_then(
+        &self,
+        then: impl FnOnce() + Send + 'static,
+    ) -> impl FnOnce() + Send + 'static {
         let (guard, runs) = (self.guard(), self.runs.clone());
         move || {
             let _keep = &guard;
             runs.fetch_add(1, Ordering::SeqCst);
+            then();
         }
+    }
+
+    /// Checks the runs and the drops so far.
+    #[track_caller]
+    pub fn assert(&self, runs: usize, drops: usize) {
+        assert_eq!((self.runs(), self.drops()), (runs, drops), "(runs, drops)");
     }
 
     /// The runs so far.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use zerodispatch_core::{
     Callback, Client, ClientEvent, ClientHandle, ClientType, Context, Dispatcher, DispatcherHandle,
-    Event, Placement, PoolConfig, ProcessorSnapshot,
+    Event, Placement, PoolConfig, ProcessorId, ProcessorSnapshot,
 };
 
 /// A client that keeps the defaults of [`Client`]: it runs its callbacks and drops its
@@ -125,10 +125,8 @@ pub fn recorder_at(
     placement: Placement,
 ) -> (ClientHandle<Recorder>, Log) {
     let (recorder, log) = Recorder::new();
-    let handle = d
-        .register(ClientType::Queue, recorder, placement)
-        .expect("a queue processor takes the recorder");
-    (handle, log)
+    let handle = d.register(ClientType::Queue, recorder, placement);
+    (handle.expect("a queue processor takes the recorder"), log)
 }
 
 /// Everything a [`Recorder`] saw but its flushes, in order.
@@ -145,27 +143,36 @@ pub fn message_count(log: &Mutex<Vec<Seen>>) -> usize {
 
 /// The messages a [`Recorder`] saw, in order.
 pub fn messages(log: &Mutex<Vec<Seen>>) -> Vec<u64> {
-    log.lock()
-        .unwrap()
-        .iter()
-        .filter_map(|s| match s {
-            Seen::Message(m) => Some(*m),
-            _ => None,
-        })
-        .collect()
+    let log = log.lock().unwrap();
+    let message = |s: &Seen| {
+        if let Seen::Message(m) = s {
+            Some(*m)
+        } else {
+            None
+        }
+    };
+    log.iter().filter_map(message).collect()
 }
 
+/// A dispatcher of one queue pool, its monitor probing at `monitor` (the default if none).
+fn queues_monitored(config: PoolConfig, monitor: Option<Duration>) -> Dispatcher<u64> {
+    let builder = Dispatcher::builder().pool(ClientType::Queue, config);
+    let builder = match monitor {
+        Some(interval) => builder.monitor_interval(interval),
+        None => builder,
+    };
+    builder.build().expect("valid config")
+}
+
+/// A dispatcher of one queue pool.
 pub fn one_queue(config: PoolConfig) -> Dispatcher<u64> {
-    Dispatcher::builder()
-        .pool(ClientType::Queue, config)
-        .build()
-        .expect("valid config")
+    queues_monitored(config, None)
 }
 
 /// A dispatcher of a session pool and a queue pool.
 pub fn sessions_and_queues(sessions: PoolConfig, queues: PoolConfig) -> Dispatcher<u64> {
-    Dispatcher::builder()
-        .pool(ClientType::Session, sessions)
+    let builder = Dispatcher::builder().pool(ClientType::Session, sessions);
+    builder
         .pool(ClientType::Queue, queues)
         .build()
         .expect("valid config")
@@ -173,21 +180,13 @@ pub fn sessions_and_queues(sessions: PoolConfig, queues: PoolConfig) -> Dispatch
 
 /// One queue processor and a monitor that probes it every millisecond while it is awake.
 pub fn one_queue_probed(config: PoolConfig) -> Dispatcher<u64> {
-    Dispatcher::builder()
-        .pool(ClientType::Queue, config)
-        .monitor_interval(Duration::from_millis(1))
-        .build()
-        .expect("valid config")
+    queues_monitored(config, Some(Duration::from_millis(1)))
 }
 
 /// One queue processor and a monitor that never probes in the test's lifetime, for tests
 /// that count queue slots exactly (a probe takes a slot).
 pub fn one_queue_unprobed(config: PoolConfig) -> Dispatcher<u64> {
-    Dispatcher::builder()
-        .pool(ClientType::Queue, config)
-        .monitor_interval(Duration::from_secs(3600))
-        .build()
-        .expect("valid config")
+    queues_monitored(config, Some(Duration::from_secs(3600)))
 }
 
 /// One queue processor of `capacity`, unprobed (as [`one_queue_unprobed`]), with a
@@ -196,6 +195,49 @@ pub fn recorded_queue(capacity: usize) -> (Dispatcher<u64>, ClientHandle<Recorde
     let d = one_queue_unprobed(PoolConfig::new(1).capacity(capacity));
     let (handle, log) = recorder_on(&d);
     (d, handle, log)
+}
+
+/// A count shared by a test and the closures and clients that add to it.
+#[derive(Clone, Debug, Default)]
+pub struct Counter(pub Arc<AtomicUsize>);
+
+impl Counter {
+    /// Adds `n`; returns the count before.
+    pub fn add(&self, n: usize) -> usize {
+        self.0.fetch_add(n, Ordering::SeqCst)
+    }
+
+    /// The count now.
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Adds one.
+    pub fn incr(&self) {
+        self.add(1);
+    }
+
+    /// A closure that adds one each time it runs.
+    pub fn adder(&self) -> impl Fn() + Send + Sync + 'static {
+        let count = self.clone();
+        move || count.incr()
+    }
+
+    /// A callback that adds one when it runs.
+    pub fn callback(&self) -> Callback {
+        Callback::new(self.adder())
+    }
+}
+
+/// The first queue processor of `d`.
+pub fn first_queue(d: &DispatcherHandle<u64>) -> ProcessorId {
+    d.processors(ClientType::Queue)[0]
+}
+
+/// The events of producer `t` among `seen`, each tagged `t << 32 | i`, as their `i`.
+pub fn of_producer(seen: &[u64], t: u64) -> Vec<u64> {
+    let mine = seen.iter().filter(|m| *m >> 32 == t);
+    mine.map(|m| m & 0xffff_ffff).collect()
 }
 
 /// A callback that adds one to `count` when it runs.
@@ -211,14 +253,11 @@ pub fn counting_callback(count: &Arc<AtomicUsize>) -> Callback {
 pub fn block_processor<C>(d: &DispatcherHandle<u64>, handle: ClientHandle<C>) -> Arc<Barrier> {
     let barrier = Arc::new(Barrier::new(2));
     let b = barrier.clone();
-    d.execute(
-        handle.processor(),
-        Callback::new(move || {
-            b.wait();
-            b.wait();
-        }),
-    )
-    .unwrap();
+    let hold = Callback::new(move || {
+        b.wait();
+        b.wait();
+    });
+    d.execute(handle.processor(), hold).unwrap();
     barrier.wait();
     barrier
 }

@@ -88,6 +88,18 @@ pub fn open_consumer(consumer: u32, queue: u32, app: u16, credit: u32) -> OpenCo
     }
 }
 
+/// `CloseProducer` of `producer`.
+pub fn close_producer(producer: u32) -> CloseProducer {
+    let producer = ProducerId(producer);
+    CloseProducer { producer }
+}
+
+/// `CloseConsumer` of `consumer`.
+pub fn close_consumer(consumer: u32) -> CloseConsumer {
+    let consumer = ConsumerId(consumer);
+    CloseConsumer { consumer }
+}
+
 /// `Credit` of `credit` more messages for `consumer`.
 pub fn credit(consumer: u32, credit: u32) -> Credit {
     Credit {
@@ -127,6 +139,74 @@ pub fn frame_of(kind: FrameKind, body: &[u8]) -> Vec<u8> {
     let mut bytes = header(kind, body.len() as u32);
     bytes.extend_from_slice(body);
     bytes
+}
+
+/// Appends a `Publish` of `producer` holding `messages` to `out`; returns its length.
+pub fn publish<'a>(
+    out: &mut Vec<u8>,
+    producer: u32,
+    messages: impl IntoIterator<Item = (u64, &'a [u8])>,
+) -> usize {
+    let mut b = PublishBuilder::begin(out, ProducerId(producer));
+    for (id, payload) in messages {
+        b.push(PublishId(id), payload).unwrap();
+    }
+    b.finish().unwrap()
+}
+
+/// Appends a `PublishConfirm` of `producer` holding `confirms` to `out`.
+pub fn publish_confirm(
+    out: &mut Vec<u8>,
+    producer: u32,
+    confirms: impl IntoIterator<Item = (u64, ConfirmStatus)>,
+) {
+    let mut b = PublishConfirmBuilder::begin(out, ProducerId(producer));
+    for (id, status) in confirms {
+        b.push(PublishId(id), status).unwrap();
+    }
+    b.finish().unwrap();
+}
+
+/// Appends a `Deliver` to `consumer` holding `messages` to `out`.
+pub fn deliver<'a>(
+    out: &mut Vec<u8>,
+    consumer: u32,
+    messages: impl IntoIterator<Item = ([u8; 16], &'a [u8])>,
+) {
+    let mut b = DeliverBuilder::begin(out, ConsumerId(consumer));
+    for (guid, payload) in messages {
+        b.push(Guid(guid), payload).unwrap();
+    }
+    b.finish().unwrap();
+}
+
+/// Appends a `ConsumerConfirm` of `consumer` holding `guids` to `out`.
+pub fn consumer_confirm(
+    out: &mut Vec<u8>,
+    consumer: u32,
+    guids: impl IntoIterator<Item = [u8; 16]>,
+) {
+    let mut b = ConsumerConfirmBuilder::begin(out, ConsumerId(consumer));
+    for guid in guids {
+        b.push(Guid(guid)).unwrap();
+    }
+    b.finish().unwrap();
+}
+
+/// The one frame `bytes` hold whole, and the bytes it took.
+pub fn decoded(bytes: &[u8]) -> (Frame<'_>, usize) {
+    decode(bytes).expect("valid bytes").expect("a whole frame")
+}
+
+/// What `decode` answers for a frame of `kind` with `body` behind a valid header.
+pub fn decode_body(kind: FrameKind, body: &[u8]) -> Result<(), DecodeError> {
+    decode(&frame_of(kind, body)).map(|frame| assert!(frame.is_some(), "{kind:?} whole"))
+}
+
+/// Checks that `frame` round-trips (as [`round_trip`]) as the documented `body` behind
+/// its header.
+pub fn assert_layout(frame: Frame<'_>, body: &[u8]) {
+    assert_eq!(round_trip(frame), frame_of(frame.kind(), body), "{frame:?}");
 }
 
 /// Encodes `frame` alone and checks that it decodes back, whole and from no shorter prefix.
