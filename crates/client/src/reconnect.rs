@@ -22,6 +22,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tokio::net::ToSocketAddrs;
+use tokio::task::JoinHandle;
 
 use crate::backoff::{Backoff, Jitter};
 use crate::client::Client;
@@ -69,6 +70,47 @@ pub(crate) trait Supervised: Send + Sync + 'static {
     /// The supervisor stops reconnecting: closing (`None`), or for `error`, which no
     /// attempt will do better on.
     fn give_up(&self, error: Option<ClientError>);
+
+    /// The handle asks to close: marks it closing (closed, unless it is already for another
+    /// reason) and wakes the supervisor, and whoever else waits on the handle.
+    fn request_close(&self);
+}
+
+/// A reliable handle's supervisor task. [`close`](Self::close) asks the handle's shared
+/// part to close and waits for the task's end; dropped before, it only asks.
+pub(crate) struct SupervisorTask<S: Supervised> {
+    shared: Arc<S>,
+    /// `None` once [`close`](Self::close) has taken it.
+    task: Option<JoinHandle<()>>,
+}
+
+impl<S: Supervised> SupervisorTask<S> {
+    /// Spawns the supervisor of `shared`, whose first session is on `client`.
+    pub(crate) fn spawn<A>(shared: &Arc<S>, addr: A, client: Client) -> Self
+    where
+        A: ToSocketAddrs + Clone + Send + Sync + 'static,
+    {
+        Self {
+            shared: Arc::clone(shared),
+            task: Some(tokio::spawn(supervise(Arc::clone(shared), addr, client))),
+        }
+    }
+
+    /// Asks the handle to close, and returns when the supervisor has closed it.
+    pub(crate) async fn close(mut self) {
+        self.shared.request_close();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl<S: Supervised> Drop for SupervisorTask<S> {
+    fn drop(&mut self) {
+        if self.task.is_some() {
+            self.shared.request_close();
+        }
+    }
 }
 
 /// The supervisor: runs `handle`'s sessions, the first on `client`, until it closes or

@@ -19,7 +19,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::net::ToSocketAddrs;
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 use zerodispatch_wire::{AppId, Guid, MAX_MESSAGES_PER_FRAME, QueueId};
 
 use crate::backoff::Backoff;
@@ -28,7 +27,7 @@ use crate::consumer::{Consumer, Deliveries, DeliveryHandler};
 use crate::error::ClientError;
 use crate::lock::lock;
 use crate::options::{ClientOptions, ConsumerOptions};
-use crate::reconnect::{self, Supervised};
+use crate::reconnect::{Supervised, SupervisorTask};
 
 /// How a reliable consumer behaves.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -346,6 +345,15 @@ impl Supervised for Shared {
             self.state().closed = Some(error);
         }
     }
+
+    fn request_close(&self) {
+        {
+            let mut state = self.state();
+            state.closing = true;
+            state.closed.get_or_insert(ClientError::Closed);
+        }
+        self.wake.notify_one();
+    }
 }
 
 /// A consumer that survives losing its connection, opened by
@@ -377,7 +385,7 @@ impl Supervised for Shared {
 /// ```
 pub struct ReliableConsumer {
     shared: Arc<Shared>,
-    supervisor: Option<JoinHandle<()>>,
+    supervisor: SupervisorTask<Shared>,
 }
 
 impl ReliableConsumer {
@@ -428,11 +436,8 @@ impl ReliableConsumer {
         });
         let (client, session) = connect(addr.clone(), &shared).await?;
         shared.state().session = Some(session);
-        let supervisor = tokio::spawn(reconnect::supervise(Arc::clone(&shared), addr, client));
-        Ok(Self {
-            shared,
-            supervisor: Some(supervisor),
-        })
+        let supervisor = SupervisorTask::spawn(&shared, addr, client);
+        Ok(Self { shared, supervisor })
     }
 
     /// Confirms a delivered message on the current session (with one credit back, with
@@ -467,29 +472,8 @@ impl ReliableConsumer {
 
     /// Closes the consumer: its confirms are sent, then the session closes; returns when it
     /// has (the handler is called no more).
-    pub async fn close(mut self) {
-        self.request_close();
-        if let Some(supervisor) = self.supervisor.take() {
-            let _ = supervisor.await;
-        }
-    }
-
-    fn request_close(&self) {
-        let mut state = self.shared.state();
-        state.closing = true;
-        if state.closed.is_none() {
-            state.closed = Some(ClientError::Closed);
-        }
-        drop(state);
-        self.shared.wake.notify_one();
-    }
-}
-
-impl Drop for ReliableConsumer {
-    fn drop(&mut self) {
-        if self.supervisor.is_some() {
-            self.request_close();
-        }
+    pub async fn close(self) {
+        self.supervisor.close().await;
     }
 }
 

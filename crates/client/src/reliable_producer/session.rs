@@ -153,6 +153,16 @@ impl Supervised for Shared {
     fn give_up(&self, error: Option<ClientError>) {
         self.settle_all(error.unwrap_or(ClientError::Closed));
     }
+
+    fn request_close(&self) {
+        {
+            let mut state = self.state();
+            state.closing = true;
+            state.closed.get_or_insert(ClientError::Closed);
+        }
+        self.wake.notify_one();
+        self.wake_senders();
+    }
 }
 
 impl Shared {
