@@ -27,6 +27,7 @@ use tokio::task::JoinHandle;
 use crate::backoff::{Backoff, Jitter};
 use crate::client::Client;
 use crate::error::ClientError;
+use crate::options::ClientOptions;
 
 /// A reliable handle's shared part, as its supervisor drives it.
 pub(crate) trait Supervised: Send + Sync + 'static {
@@ -55,11 +56,14 @@ pub(crate) trait Supervised: Send + Sync + 'static {
     /// The current session was lost: takes it back, and drops `client`.
     fn session_lost(&self, client: Client);
 
-    /// Connects to `addr` and opens a session.
-    fn connect_session<A: ToSocketAddrs + Send>(
+    /// The options of each connection the handle makes.
+    fn client_options(&self) -> ClientOptions;
+
+    /// Opens a session on `client`, a new connection.
+    fn open_session(
         self: &Arc<Self>,
-        addr: A,
-    ) -> impl Future<Output = Result<(Client, Self::Session), ClientError>> + Send;
+        client: &Client,
+    ) -> impl Future<Output = Result<Self::Session, ClientError>> + Send;
 
     /// A session opened after a loss, at the `attempts`th attempt to connect.
     fn reconnected(&self, session: Self::Session, attempts: u32);
@@ -113,6 +117,17 @@ impl<S: Supervised> Drop for SupervisorTask<S> {
     }
 }
 
+/// Connects to `addr` and opens a session of `handle` there: the first one, and each after
+/// a loss.
+pub(crate) async fn connect<S: Supervised, A: ToSocketAddrs>(
+    handle: &Arc<S>,
+    addr: A,
+) -> Result<(Client, S::Session), ClientError> {
+    let client = Client::connect(addr, handle.client_options()).await?;
+    let session = handle.open_session(&client).await?;
+    Ok((client, session))
+}
+
 /// The supervisor: runs `handle`'s sessions, the first on `client`, until it closes or
 /// gives up (the loop of the module's doc).
 pub(crate) async fn supervise<S, A>(handle: Arc<S>, addr: A, mut client: Client)
@@ -144,10 +159,7 @@ where
                 handle.give_up(None);
                 return;
             }
-            match handle
-                .unless_closing(handle.connect_session(addr.clone()))
-                .await
-            {
+            match handle.unless_closing(connect(&handle, addr.clone())).await {
                 None => {
                     handle.give_up(None);
                     return;

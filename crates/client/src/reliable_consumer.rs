@@ -27,7 +27,7 @@ use crate::consumer::{Consumer, Deliveries, DeliveryHandler};
 use crate::error::ClientError;
 use crate::lock::lock;
 use crate::options::{ClientOptions, ConsumerOptions};
-use crate::reconnect::{Supervised, SupervisorTask};
+use crate::reconnect::{self, Supervised, SupervisorTask};
 
 /// How a reliable consumer behaves.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -253,25 +253,6 @@ impl Shared {
     }
 }
 
-/// Connects and opens a session consumer.
-async fn connect<A: ToSocketAddrs>(
-    addr: A,
-    shared: &Arc<Shared>,
-) -> Result<(Client, Consumer), ClientError> {
-    let client = Client::connect(addr, shared.options.client).await?;
-    let deliver = Arc::clone(shared);
-    let mut skip = vec![false; MAX_MESSAGES_PER_FRAME as usize];
-    let consumer = client
-        .open_consumer(
-            shared.queue,
-            shared.app,
-            shared.options.consumer,
-            move |deliveries| deliver.deliver(deliveries, &mut skip),
-        )
-        .await?;
-    Ok((client, consumer))
-}
-
 impl Supervised for Shared {
     type Session = Consumer;
 
@@ -317,11 +298,21 @@ impl Supervised for Shared {
         drop(client);
     }
 
-    async fn connect_session<A: ToSocketAddrs + Send>(
-        self: &Arc<Self>,
-        addr: A,
-    ) -> Result<(Client, Consumer), ClientError> {
-        connect(addr, self).await
+    fn client_options(&self) -> ClientOptions {
+        self.options.client
+    }
+
+    async fn open_session(self: &Arc<Self>, client: &Client) -> Result<Consumer, ClientError> {
+        let deliver = Arc::clone(self);
+        let mut skip = vec![false; MAX_MESSAGES_PER_FRAME as usize];
+        client
+            .open_consumer(
+                self.queue,
+                self.app,
+                self.options.consumer,
+                move |deliveries| deliver.deliver(deliveries, &mut skip),
+            )
+            .await
     }
 
     fn reconnected(&self, session: Consumer, _attempts: u32) {
@@ -434,7 +425,7 @@ impl ReliableConsumer {
             handler: Mutex::new(Box::new(on_deliver)),
             wake: Notify::new(),
         });
-        let (client, session) = connect(addr.clone(), &shared).await?;
+        let (client, session) = reconnect::connect(&shared, addr.clone()).await?;
         shared.state().session = Some(session);
         let supervisor = SupervisorTask::spawn(&shared, addr, client);
         Ok(Self { shared, supervisor })

@@ -34,7 +34,7 @@ use zerodispatch_wire::{MAX_PAYLOAD_LEN, PublishId, QueueId};
 use crate::error::{ClientError, TrySendError};
 use crate::lock::lock;
 use crate::producer::{Outcome, check_payload, take_when_room};
-use crate::reconnect::SupervisorTask;
+use crate::reconnect::{self, SupervisorTask};
 use crate::resend_ring::ResendRing;
 
 // What the application sets and reads back: the options, the counters, the recoveries.
@@ -56,7 +56,6 @@ mod resend;
 
 // Opening a session, and what the reconnect supervisor does with this producer.
 mod session;
-use session::connect;
 
 /// A producer that survives losing its connection, opened by
 /// [`ReliableProducer::connect`].
@@ -155,7 +154,7 @@ impl ReliableProducer {
             wake: Notify::new(),
             max_payload: AtomicU32::new(MAX_PAYLOAD_LEN),
         });
-        let (client, session) = connect(addr.clone(), &shared).await?;
+        let (client, session) = reconnect::connect(&shared, addr.clone()).await?;
         shared.begin_session(session, None);
         let supervisor = SupervisorTask::spawn(&shared, addr, client);
         Ok(Self { shared, supervisor })
