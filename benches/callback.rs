@@ -12,7 +12,8 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use zerodispatch::{BoxedCallback, Callback};
 use zerodispatch_bench_support::measure::Relay;
 use zerodispatch_bench_support::workload::confirm_functor;
@@ -54,27 +55,34 @@ fn cross_thread(c: &mut Criterion) {
     // (hundreds of thousands of items) rather than the start and end of a short burst.
     group.sample_size(10);
     let mut seq = 0_u64;
-    let inline = Relay::start(RELAY_CAPACITY, Callback::call);
-    group.bench_function("inline", |b| {
-        b.iter_custom(|iters| {
-            inline.run(iters, || {
-                seq += 1;
-                Callback::new(confirm_functor(seq))
-            })
-        })
+    relayed(&mut group, "inline", Callback::call, &mut seq, |seq| {
+        Callback::new(confirm_functor(seq))
     });
-    drop(inline);
-    let boxed = Relay::start(RELAY_CAPACITY, BoxedCallback::call);
-    group.bench_function("boxed", |b| {
-        b.iter_custom(|iters| {
-            boxed.run(iters, || {
-                seq += 1;
-                BoxedCallback::new(confirm_functor(seq))
-            })
-        })
+    relayed(&mut group, "boxed", BoxedCallback::call, &mut seq, |seq| {
+        BoxedCallback::new(confirm_functor(seq))
     });
-    drop(boxed);
     group.finish();
+}
+
+/// Benches `name`: the round trip of events through a [`Relay`] whose processor hands each
+/// to `call`; `make` makes the event of each next sequence number after `seq`.
+fn relayed<T: Send + 'static>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    call: fn(T),
+    seq: &mut u64,
+    make: impl Fn(u64) -> T,
+) {
+    let relay = Relay::start(RELAY_CAPACITY, call);
+    group.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            relay.run(iters, || {
+                *seq += 1;
+                make(*seq)
+            })
+        })
+    });
+    drop(relay);
 }
 
 criterion_group! {

@@ -90,60 +90,50 @@ const MAX_UNCONFIRMED: usize = 1 << 16;
 /// a GUID lookup per held message, whatever the batch.
 const HELD: u64 = 16;
 
-/// One producer, one priority queue, one consumer.
-fn confirm_priority(c: &mut Criterion) {
-    let mut group = throughput_group(c, "confirm_priority");
-    for (name, mode) in MODES {
-        bench_runs(
-            &mut group,
-            name,
-            || EndToEnd::start(QueueMode::Priority, mode),
-            EndToEnd::run,
-        );
+/// Benches group `name` in each of the [`MODES`]: the subject that `start` makes for the
+/// mode, measured by `run`.
+fn in_each_mode<P>(
+    c: &mut Criterion,
+    name: &str,
+    start: impl Fn(ConfirmMode) -> P,
+    run: impl Fn(&P, u64) -> Duration + Copy,
+) {
+    let mut group = throughput_group(c, name);
+    for (mode_name, mode) in MODES {
+        bench_runs(&mut group, mode_name, || start(mode), run);
     }
     group.finish();
+}
+
+/// The confirm path end to end, one producer to one queue of `queue`'s mode and one
+/// consumer per app: group `name`, in each mode.
+fn end_to_end(c: &mut Criterion, name: &str, queue: QueueMode) {
+    in_each_mode(c, name, |mode| EndToEnd::start(queue, mode), EndToEnd::run);
+}
+
+/// One producer, one priority queue, one consumer.
+fn confirm_priority(c: &mut Criterion) {
+    end_to_end(c, "confirm_priority", QueueMode::Priority);
 }
 
 /// One producer, one fanout queue of 4 apps, one consumer per app.
 fn confirm_fanout4(c: &mut Criterion) {
-    let mut group = throughput_group(c, "confirm_fanout4");
-    for (name, mode) in MODES {
-        bench_runs(
-            &mut group,
-            name,
-            || EndToEnd::start(QueueMode::Fanout { apps: 4 }, mode),
-            EndToEnd::run,
-        );
-    }
-    group.finish();
+    end_to_end(c, "confirm_fanout4", QueueMode::Fanout { apps: 4 });
 }
 
 /// One producer, one fanout queue of 30 apps, one consumer per app.
 fn confirm_fanout30(c: &mut Criterion) {
-    let mut group = throughput_group(c, "confirm_fanout30");
-    for (name, mode) in MODES {
-        bench_runs(
-            &mut group,
-            name,
-            || EndToEnd::start(QueueMode::Fanout { apps: 30 }, mode),
-            EndToEnd::run,
-        );
-    }
-    group.finish();
+    end_to_end(c, "confirm_fanout30", QueueMode::Fanout { apps: 30 });
 }
 
 /// Replica confirms routed by the cluster processor to one queue processor.
 fn confirm_cluster(c: &mut Criterion) {
-    let mut group = throughput_group(c, "confirm_cluster");
-    for (name, mode) in MODES {
-        bench_runs(
-            &mut group,
-            name,
-            || ReplicaConfirms::start(mode),
-            ReplicaConfirms::run,
-        );
-    }
-    group.finish();
+    in_each_mode(
+        c,
+        "confirm_cluster",
+        ReplicaConfirms::start,
+        ReplicaConfirms::run,
+    );
 }
 
 /// A broker of one session processor, one queue processor and the cluster processor, with

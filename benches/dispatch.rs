@@ -29,7 +29,8 @@ mod peers;
 
 use std::time::Duration;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use zerodispatch::{ClientType, WaitStrategy};
 
 use ours::{Inline, Ours, bench_runs, throughput_group};
@@ -43,16 +44,23 @@ const WAKE_GAP: Duration = Duration::from_micros(20);
 /// Producers in `dispatch_oversubscribed`.
 const OVERSUBSCRIBED_PRODUCERS: usize = 4;
 
+/// Group `name` with `producers` producers into one processor, begun with the
+/// dispatcher's three kinds of event and the channel peers.
+fn ours_and_channels<'a>(
+    c: &'a mut Criterion,
+    name: &str,
+    producers: usize,
+) -> BenchmarkGroup<'a, WallTime> {
+    let mut group = throughput_group(c, name);
+    ours::bench_ours_then_crossbeam(&mut group, producers);
+    let std_mpsc = move || StdMpscBoxed::new(producers);
+    bench_runs(&mut group, "std_mpsc_boxed", std_mpsc, StdMpscBoxed::run);
+    group
+}
+
 /// One producer, one processor: the dispatcher's three kinds of event and the peers.
 fn one_producer(c: &mut Criterion) {
-    let mut group = throughput_group(c, "dispatch_1p1c");
-    ours::bench_ours_then_crossbeam(&mut group, 1);
-    bench_runs(
-        &mut group,
-        "std_mpsc_boxed",
-        || StdMpscBoxed::new(1),
-        StdMpscBoxed::run,
-    );
+    let mut group = ours_and_channels(c, "dispatch_1p1c", 1);
     bench_runs(
         &mut group,
         "disruptor_typed",
@@ -71,15 +79,7 @@ fn one_producer(c: &mut Criterion) {
 /// Two producers, one processor: the dispatcher's three kinds of event and the channel
 /// peers (the disruptor peers have a single producer).
 fn two_producers(c: &mut Criterion) {
-    let mut group = throughput_group(c, "dispatch_2p1c");
-    ours::bench_ours_then_crossbeam(&mut group, 2);
-    bench_runs(
-        &mut group,
-        "std_mpsc_boxed",
-        || StdMpscBoxed::new(2),
-        StdMpscBoxed::run,
-    );
-    group.finish();
+    ours_and_channels(c, "dispatch_2p1c", 2).finish();
 }
 
 /// One event's round trip through a processor that parks when idle and one that spins.

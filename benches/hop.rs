@@ -45,8 +45,10 @@ mod peers;
 
 use std::sync::atomic::Ordering;
 use std::sync::{Mutex, OnceLock, mpsc};
+use std::time::Duration;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 
 use ours::{
     Inline, InlineBatch16, Ours, SlowInline, SlowInlineBatch16, SlowTyped, Typed, bench_runs,
@@ -95,71 +97,82 @@ fn ours<V: ours::Variant>() -> Ours<V> {
     Ours::<V>::one_to_one(1)
 }
 
+/// A group's subjects, each named `prefix/subject` (or `subject` with no prefix), built
+/// on the unpinned builder thread and measured by its own run function.
+struct Subjects<'a> {
+    group: BenchmarkGroup<'a, WallTime>,
+    prefix: &'a str,
+}
+
+impl<'a> Subjects<'a> {
+    fn new(c: &'a mut Criterion, group: &str, prefix: &'a str) -> Self {
+        Self {
+            group: throughput_group(c, group),
+            prefix,
+        }
+    }
+
+    /// Benches `subject`: what `start` builds, measured by `run`.
+    fn bench<P: Send + 'static>(
+        &mut self,
+        subject: &str,
+        start: fn() -> P,
+        run: impl Fn(&P, u64) -> Duration,
+    ) {
+        let name = match self.prefix {
+            "" => subject.to_owned(),
+            prefix => format!("{prefix}/{subject}"),
+        };
+        bench_runs(&mut self.group, &name, unpinned_start(start), run);
+    }
+
+    fn finish(self) {
+        self.group.finish();
+    }
+}
+
 /// Every subject, under `prefix/`.
 fn subjects(c: &mut Criterion, prefix: &str) {
-    let mut group = throughput_group(c, "dispatch_hop");
-    let name = |subject: &str| format!("{prefix}/{subject}");
-    bench_runs(
-        &mut group,
-        &name("raw_array_queue"),
-        unpinned_start(RawArrayQueue::<Plain40, 0>::new),
+    let mut s = Subjects::new(c, "dispatch_hop", prefix);
+    s.bench(
+        "raw_array_queue",
+        RawArrayQueue::<Plain40, 0>::new,
         RawArrayQueue::run,
     );
-    bench_runs(
-        &mut group,
-        &name("dispatch_typed"),
-        unpinned_start(ours::<Typed>),
-        Ours::run,
-    );
-    bench_runs(
-        &mut group,
-        &name("dispatch_inline"),
-        unpinned_start(ours::<Inline>),
-        Ours::run,
-    );
-    bench_runs(
-        &mut group,
-        &name("dispatch_batch16"),
-        unpinned_start(ours::<InlineBatch16>),
-        Ours::run,
-    );
-    bench_runs(
-        &mut group,
-        &name("crossbeam_channel_boxed"),
-        unpinned_start(|| CrossbeamBoxed::new(1)),
+    s.bench("dispatch_typed", ours::<Typed>, Ours::run);
+    s.bench("dispatch_inline", ours::<Inline>, Ours::run);
+    s.bench("dispatch_batch16", ours::<InlineBatch16>, Ours::run);
+    s.bench(
+        "crossbeam_channel_boxed",
+        || CrossbeamBoxed::new(1),
         CrossbeamBoxed::run,
     );
-    bench_runs(
-        &mut group,
-        &name("disruptor_publish1"),
-        unpinned_start(DisruptorTyped::new),
+    s.bench(
+        "disruptor_publish1",
+        DisruptorTyped::new,
         DisruptorTyped::run,
     );
-    bench_runs(
-        &mut group,
-        &name("disruptor_batch16"),
-        unpinned_start(DisruptorTypedBatch::new),
+    s.bench(
+        "disruptor_batch16",
+        DisruptorTypedBatch::new,
         DisruptorTypedBatch::run,
     );
-    bench_runs(
-        &mut group,
-        &name("raw_item_queue"),
-        unpinned_start(RawArrayQueue::<Plain56, 0>::new),
+    s.bench(
+        "raw_item_queue",
+        RawArrayQueue::<Plain56, 0>::new,
         RawArrayQueue::run,
     );
-    bench_runs(
-        &mut group,
-        &name("raw_item_queue_gate1"),
-        unpinned_start(RawArrayQueue::<Plain56, 1>::new),
+    s.bench(
+        "raw_item_queue_gate1",
+        RawArrayQueue::<Plain56, 1>::new,
         RawArrayQueue::run,
     );
-    bench_runs(
-        &mut group,
-        &name("raw_item_queue_gate"),
-        unpinned_start(RawArrayQueue::<Plain56, 2>::new),
+    s.bench(
+        "raw_item_queue_gate",
+        RawArrayQueue::<Plain56, 2>::new,
         RawArrayQueue::run,
     );
-    group.finish();
+    s.finish();
 }
 
 /// One processor (default wait) with queues of `CAPACITY` events, one producer.
@@ -174,70 +187,34 @@ fn ours_cap<V: ours::Variant, const CAPACITY: usize>() -> Ours<V> {
 
 /// The `dispatch_outrun` subjects, under `prefix/`.
 fn outrun_subjects(c: &mut Criterion, prefix: &str) {
-    let mut group = throughput_group(c, "dispatch_outrun");
-    let name = |subject: &str| format!("{prefix}/{subject}");
-    bench_runs(
-        &mut group,
-        &name("raw_array_queue"),
-        unpinned_start(RawArrayQueue::<Slow40, 0>::new),
+    let mut s = Subjects::new(c, "dispatch_outrun", prefix);
+    s.bench(
+        "raw_array_queue",
+        RawArrayQueue::<Slow40, 0>::new,
         RawArrayQueue::run,
     );
-    bench_runs(
-        &mut group,
-        &name("drain_typed"),
-        unpinned_start(ours::<SlowTyped>),
-        Ours::drain,
-    );
-    bench_runs(
-        &mut group,
-        &name("drain_inline"),
-        unpinned_start(ours::<SlowInline>),
-        Ours::drain,
-    );
-    bench_runs(
-        &mut group,
-        &name("outrun_typed"),
-        unpinned_start(ours::<SlowTyped>),
-        Ours::run,
-    );
-    bench_runs(
-        &mut group,
-        &name("outrun_inline"),
-        unpinned_start(ours::<SlowInline>),
-        Ours::run,
-    );
-    bench_runs(
-        &mut group,
-        &name("outrun_batch16"),
-        unpinned_start(ours::<SlowInlineBatch16>),
-        Ours::run,
-    );
-    group.finish();
+    s.bench("drain_typed", ours::<SlowTyped>, Ours::drain);
+    s.bench("drain_inline", ours::<SlowInline>, Ours::drain);
+    s.bench("outrun_typed", ours::<SlowTyped>, Ours::run);
+    s.bench("outrun_inline", ours::<SlowInline>, Ours::run);
+    s.bench("outrun_batch16", ours::<SlowInlineBatch16>, Ours::run);
+    s.finish();
 }
 
 /// `drain_typed` and `outrun_typed` for capacities 256, 4096 and 65536 (unpinned).
 fn outrun_capacities(c: &mut Criterion) {
-    let mut group = throughput_group(c, "dispatch_outrun_capacity");
+    let mut s = Subjects::new(c, "dispatch_outrun_capacity", "");
     macro_rules! capacity {
         ($capacity:literal) => {
-            bench_runs(
-                &mut group,
-                concat!("drain_typed_", $capacity),
-                unpinned_start(ours_cap::<SlowTyped, $capacity>),
-                Ours::drain,
-            );
-            bench_runs(
-                &mut group,
-                concat!("outrun_typed_", $capacity),
-                unpinned_start(ours_cap::<SlowTyped, $capacity>),
-                Ours::run,
-            );
+            let start = ours_cap::<SlowTyped, $capacity>;
+            s.bench(concat!("drain_typed_", $capacity), start, Ours::drain);
+            s.bench(concat!("outrun_typed_", $capacity), start, Ours::run);
         };
     }
     capacity!(256);
     capacity!(4096);
     capacity!(65536);
-    group.finish();
+    s.finish();
 }
 
 fn unpinned(c: &mut Criterion) {

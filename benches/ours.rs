@@ -16,6 +16,7 @@
 #![allow(dead_code)]
 
 use std::hint::spin_loop;
+use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -76,37 +77,27 @@ pub fn bench_runs<P>(
 /// producers into one processor, then `Box<dyn FnOnce>` over crossbeam-channel in the same
 /// shape (`crossbeam_channel_boxed`): the functions every throughput group starts with.
 pub fn bench_ours_then_crossbeam(group: &mut BenchmarkGroup<'_, WallTime>, producers: usize) {
-    bench_runs(
-        group,
-        "inline",
-        || Ours::<Inline>::one_to_one(producers),
-        Ours::run,
-    );
-    bench_runs(
-        group,
-        "typed",
-        || Ours::<Typed>::one_to_one(producers),
-        Ours::run,
-    );
+    bench_one_to_one::<Inline>(group, "inline", producers);
+    bench_one_to_one::<Typed>(group, "typed", producers);
     // Our dispatcher carrying boxed callbacks as its message type (`M = BoxedCallback`).
-    bench_runs(
-        group,
-        "boxed",
-        || Ours::<Boxed>::one_to_one(producers),
-        Ours::run,
-    );
-    bench_runs(
-        group,
-        "inline_batch16",
-        || Ours::<InlineBatch16>::one_to_one(producers),
-        Ours::run,
-    );
+    bench_one_to_one::<Boxed>(group, "boxed", producers);
+    bench_one_to_one::<InlineBatch16>(group, "inline_batch16", producers);
     bench_runs(
         group,
         "crossbeam_channel_boxed",
         || crate::peers::CrossbeamBoxed::new(producers),
         crate::peers::CrossbeamBoxed::run,
     );
+}
+
+/// Benches `name`: `V`'s events from `producers` producers into one processor
+/// ([`Ours::one_to_one`]).
+fn bench_one_to_one<V: Variant>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    producers: usize,
+) {
+    bench_runs(group, name, || Ours::<V>::one_to_one(producers), Ours::run);
 }
 
 /// The work a typed message does when its client receives it.
@@ -142,61 +133,65 @@ pub trait Variant: Send + Sync + 'static {
     const BATCH: u64 = 1;
 }
 
-/// Our inline callbacks: `Event::Callback(Callback::new(confirm_functor(seq)))`, run by the
-/// client with `call()`.
-pub struct Inline;
+/// Defines each [`Variant`] of the list: a unit type, its message type, and the event it
+/// makes for the confirm of message `seq`.
+macro_rules! variants {
+    ($($(#[$doc:meta])* $name:ident($message:ty) = |$seq:ident| $event:expr;)+) => {
+        $(
+            $(#[$doc])*
+            pub struct $name;
 
-impl Variant for Inline {
-    type Message = Confirm;
+            impl Variant for $name {
+                type Message = $message;
 
-    #[inline]
-    fn event(seq: u64) -> Event<Confirm> {
-        Event::Callback(Callback::new(confirm_functor(seq)))
-    }
+                #[inline]
+                fn event($seq: u64) -> Event<$message> {
+                    $event
+                }
+            }
+        )+
+    };
 }
 
-/// [`Inline`] events sent 16 at a time with `dispatch_batch` (one pass through the
-/// processor's gate per 16 events): the counterpart of the disruptor's `batch_publish` of 16.
-pub struct InlineBatch16;
+variants! {
+    /// Our inline callbacks: `Event::Callback(Callback::new(confirm_functor(seq)))`, run by
+    /// the client with `call()`.
+    Inline(Confirm) = |seq| Event::Callback(Callback::new(confirm_functor(seq)));
+    /// Typed messages: `Event::Message(Confirm::for_seq(seq))`, handled by the client with
+    /// `handle_confirm`.
+    Typed(Confirm) = |seq| Event::Message(Confirm::for_seq(seq));
+    /// Our dispatcher carrying boxed callbacks: a dispatcher whose message type `M` is
+    /// `BoxedCallback`, each event an `Event::Message(BoxedCallback::new(confirm_functor(seq)))`
+    /// that the client calls. The same queue, processor and client as [`Inline`], with one
+    /// heap allocation per event (and its free on the processor thread): what inline
+    /// callbacks save.
+    Boxed(BoxedCallback) = |seq| Event::Message(BoxedCallback::new(confirm_functor(seq)));
+    /// Typed [`SlowConfirm`] messages: a producer that outruns its processor.
+    SlowTyped(SlowConfirm) = |seq| Event::Message(SlowConfirm(Confirm::for_seq(seq)));
+    /// Inline callbacks doing the work of [`SlowTyped`] ([`slow_confirm_functor`]).
+    SlowInline(SlowConfirm) = |seq| Event::Callback(Callback::new(slow_confirm_functor(seq)));
+}
 
-impl Variant for InlineBatch16 {
-    type Message = Confirm;
+/// `V`'s events sent 16 at a time with `dispatch_batch` (one pass through the processor's
+/// gate per 16 events): the counterpart of the disruptor's `batch_publish` of 16.
+pub struct Batch16<V>(PhantomData<fn() -> V>);
+
+impl<V: Variant> Variant for Batch16<V> {
+    type Message = V::Message;
 
     #[inline]
-    fn event(seq: u64) -> Event<Confirm> {
-        Inline::event(seq)
+    fn event(seq: u64) -> Event<V::Message> {
+        V::event(seq)
     }
 
     const BATCH: u64 = 16;
 }
 
-/// Typed messages: `Event::Message(Confirm::for_seq(seq))`, handled by the client with
-/// `handle_confirm`.
-pub struct Typed;
+/// [`Inline`] events sent 16 at a time.
+pub type InlineBatch16 = Batch16<Inline>;
 
-impl Variant for Typed {
-    type Message = Confirm;
-
-    #[inline]
-    fn event(seq: u64) -> Event<Confirm> {
-        Event::Message(Confirm::for_seq(seq))
-    }
-}
-
-/// Our dispatcher carrying boxed callbacks: a dispatcher whose message type `M` is
-/// `BoxedCallback`, each event an `Event::Message(BoxedCallback::new(confirm_functor(seq)))`
-/// that the client calls. The same queue, processor and client as [`Inline`], with one heap
-/// allocation per event (and its free on the processor thread): what inline callbacks save.
-pub struct Boxed;
-
-impl Variant for Boxed {
-    type Message = BoxedCallback;
-
-    #[inline]
-    fn event(seq: u64) -> Event<BoxedCallback> {
-        Event::Message(BoxedCallback::new(confirm_functor(seq)))
-    }
-}
+/// [`SlowInline`] sent 16 at a time.
+pub type SlowInlineBatch16 = Batch16<SlowInline>;
 
 /// A confirm whose handling is slower than a producer's dispatch
 /// ([`handle_confirm_slowly`]): the message type of the `dispatch_outrun` subjects, whose
@@ -209,44 +204,6 @@ impl Work for SlowConfirm {
     fn run(self) {
         handle_confirm_slowly(self.0);
     }
-}
-
-/// Typed [`SlowConfirm`] messages: a producer that outruns its processor.
-pub struct SlowTyped;
-
-impl Variant for SlowTyped {
-    type Message = SlowConfirm;
-
-    #[inline]
-    fn event(seq: u64) -> Event<SlowConfirm> {
-        Event::Message(SlowConfirm(Confirm::for_seq(seq)))
-    }
-}
-
-/// Inline callbacks doing the work of [`SlowTyped`] ([`slow_confirm_functor`]).
-pub struct SlowInline;
-
-impl Variant for SlowInline {
-    type Message = SlowConfirm;
-
-    #[inline]
-    fn event(seq: u64) -> Event<SlowConfirm> {
-        Event::Callback(Callback::new(slow_confirm_functor(seq)))
-    }
-}
-
-/// [`SlowInline`] sent 16 at a time with `dispatch_batch`.
-pub struct SlowInlineBatch16;
-
-impl Variant for SlowInlineBatch16 {
-    type Message = SlowConfirm;
-
-    #[inline]
-    fn event(seq: u64) -> Event<SlowConfirm> {
-        SlowInline::event(seq)
-    }
-
-    const BATCH: u64 = 16;
 }
 
 /// How many events a client has handled, on a cache line of its own; written only by the

@@ -196,31 +196,30 @@ trait TaskReceiver: Send + 'static {
     fn recv_task(&self) -> Option<Task>;
 }
 
-impl TaskSender for crossbeam_channel::Sender<Task> {
-    fn send_task(&self, task: Task) {
-        self.send(task)
-            .expect("the consumer holds the receiver until every sender is gone");
-    }
+/// [`TaskSender`] and [`TaskReceiver`] for the halves of a channel whose `send` and `recv`
+/// mean the same (crossbeam's and std's, which share no trait).
+macro_rules! task_channel {
+    ($sender:ty, $receiver:ty) => {
+        impl TaskSender for $sender {
+            fn send_task(&self, task: Task) {
+                self.send(task)
+                    .expect("the consumer holds the receiver until every sender is gone");
+            }
+        }
+
+        impl TaskReceiver for $receiver {
+            fn recv_task(&self) -> Option<Task> {
+                self.recv().ok()
+            }
+        }
+    };
 }
 
-impl TaskReceiver for crossbeam_channel::Receiver<Task> {
-    fn recv_task(&self) -> Option<Task> {
-        self.recv().ok()
-    }
-}
-
-impl TaskSender for mpsc::SyncSender<Task> {
-    fn send_task(&self, task: Task) {
-        self.send(task)
-            .expect("the consumer holds the receiver until every sender is gone");
-    }
-}
-
-impl TaskReceiver for mpsc::Receiver<Task> {
-    fn recv_task(&self) -> Option<Task> {
-        self.recv().ok()
-    }
-}
+task_channel!(
+    crossbeam_channel::Sender<Task>,
+    crossbeam_channel::Receiver<Task>
+);
+task_channel!(mpsc::SyncSender<Task>, mpsc::Receiver<Task>);
 
 /// Sends the confirm functors of the messages `seqs`, boxed, one at a time.
 fn send_confirms<S: TaskSender>(sender: &S, seqs: Range<u64>) {

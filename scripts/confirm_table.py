@@ -7,22 +7,17 @@ target/criterion/<group>/<mode>/new/sample.json.
 Run after `cargo bench --bench confirm`:  python3 scripts/confirm_table.py [target/criterion] [new|base]
 """
 
-import statistics
 import sys
 from pathlib import Path
 
-from hop_table import per_sample_ns
+from hop_table import summary
 
 GROUPS = ["confirm_priority", "confirm_fanout4", "confirm_fanout30", "confirm_cluster"]
 MODES = ["inline", "typed", "boxed"]
 
 
 def cell(root, group, mode, run):
-    path = root / group / mode / run / "sample.json"
-    if not path.exists():
-        return None
-    ns = per_sample_ns(path)
-    return statistics.median(ns), min(ns), max(ns)
+    return summary(root / group / mode / run / "sample.json")
 
 
 def main():

@@ -33,13 +33,17 @@ def per_sample_ns(path):
     return [t / n for n, t in zip(sample["iters"], sample["times"])]
 
 
-def cell(root, prefix, subject, run):
-    # criterion replaces the '/' of a function name by '_' in its directory names.
-    path = root / "dispatch_hop" / f"{prefix}_{subject}" / run / "sample.json"
+def summary(path):
+    """The median, min and max of a sample file's ns per event; None if there is no file."""
     if not path.exists():
         return None
     ns = per_sample_ns(path)
     return statistics.median(ns), min(ns), max(ns)
+
+
+def cell(root, prefix, subject, run):
+    # criterion replaces the '/' of a function name by '_' in its directory names.
+    return summary(root / "dispatch_hop" / f"{prefix}_{subject}" / run / "sample.json")
 
 
 def main():

@@ -16,6 +16,8 @@ SVG, without dependencies (as scripts/plot_sweep.py does).
 import json
 import sys
 
+from plot_sweep import label
+
 COLOURS = ["#2b7bba", "#d95f02", "#1b9e77", "#7570b3"]
 WIDTH, HEIGHT = 820, 520
 LEFT, RIGHT, TOP, BOTTOM = 90, 200, 60, 60
@@ -70,14 +72,6 @@ def plot_matplotlib(summary, out):
     ax.grid(True, color="#e0e0e0")
     fig.tight_layout()
     fig.savefig(out, format="svg")
-
-
-def label(v):
-    if v >= 1e6:
-        return f"{v / 1e6:g}M"
-    if v >= 1e3:
-        return f"{v / 1e3:g}k"
-    return f"{v:g}"
 
 
 def plot_svg(summary, out):

@@ -53,6 +53,7 @@ def decades(lo, hi):
 
 
 def label(v):
+    """An axis label for `v`: 1.5M, 20k, 7."""
     if v >= 1e6:
         return f"{v / 1e6:g}M"
     if v >= 1e3:

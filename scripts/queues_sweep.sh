@@ -19,6 +19,8 @@
 # the sweep says so at the end and exits 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/perftest_run.sh
+. scripts/perftest_run.sh
 
 QUEUES=${QUEUES:-"1 2 4"}
 TRANSPORTS=${TRANSPORTS:-"in-process tcp"}
@@ -38,26 +40,9 @@ for transport in $TRANSPORTS; do
     for queues in $QUEUES; do
         for run in $(seq "$RUNS"); do
             printf '%-10s queues %-3s run %s ' "$transport" "$queues" "$run" >&2
-            status=0
             # shellcheck disable=SC2086 # PERFTEST_ARGS is a list of flags
-            line=$("$bin" --json --quiet --rate 0 --transport "$transport" --queues "$queues" \
-                --duration "$DURATION" $PERFTEST_ARGS) || status=$?
-            if [ -z "$line" ]; then
-                echo "failed (exit $status, no summary)" >&2
-                failed=1
-                continue
-            fi
-            echo "$line" >>"$OUT"
-            if [ "$status" -ne 0 ]; then
-                failed=1
-            fi
-            python3 -c '
-import json, sys
-r = json.loads(sys.argv[1])
-c = r["confirm_latency_us"]
-print("-> %11.1f confirms/s  confirm p50 %s us  p99 %s us  %s"
-      % (r["confirm_rate"], c["p50"], c["p99"], "ok" if r["ok"] else "LOST"))
-' "$line" >&2
+            perftest_run "$bin" "$OUT" --rate 0 --transport "$transport" --queues "$queues" \
+                --duration "$DURATION" $PERFTEST_ARGS || failed=1
         done
     done
 done

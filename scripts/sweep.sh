@@ -14,6 +14,8 @@
 # sweep says so at the end and exits 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/perftest_run.sh
+. scripts/perftest_run.sh
 
 DURATION=${DURATION:-2s}
 RATES=${RATES:-"10 50 1000 10000 100000 0"}
@@ -30,26 +32,9 @@ failed=0
 for flush in $FLUSHES; do
     for rate in $RATES; do
         printf 'flush %-12s rate %-7s ' "$flush" "$rate" >&2
-        status=0
         # shellcheck disable=SC2086 # PERFTEST_ARGS is a list of flags
-        line=$("$bin" --json --quiet --flush "$flush" --rate "$rate" --duration "$DURATION" $PERFTEST_ARGS) || status=$?
-        if [ -z "$line" ]; then
-            echo "failed (exit $status, no summary)" >&2
-            failed=1
-            continue
-        fi
-        echo "$line" >>"$OUT"
-        if [ "$status" -ne 0 ]; then
-            failed=1
-        fi
-        # A short line for the person watching: rate achieved, p50/p99 confirm, mean batch.
-        python3 -c '
-import json, sys
-r = json.loads(sys.argv[1])
-c = r["confirm_latency_us"]
-print("-> %11.1f msg/s  confirm p50 %s us  p99 %s us  batch %.1f  %s"
-      % (r["publish_rate"], c["p50"], c["p99"], r["mean_batch"], "ok" if r["ok"] else "LOST"))
-' "$line" >&2
+        perftest_run "$bin" "$OUT" --flush "$flush" --rate "$rate" --duration "$DURATION" \
+            $PERFTEST_ARGS || failed=1
     done
 done
 echo "wrote $OUT ($(wc -l <"$OUT") runs)" >&2

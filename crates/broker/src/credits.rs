@@ -106,30 +106,35 @@ impl Credits {
 
     /// Gives back `n` credits (outcomes taken out for reporting) and wakes the waiters.
     pub(crate) fn give_back(&self, n: usize) {
-        if n == 0 {
-            return;
-        }
         // AcqRel: releases the room to `try_take`'s acquire.
-        let before = self.in_flight.fetch_sub(n, Ordering::AcqRel);
-        debug_assert!(
-            before >= n,
-            "more outcomes than messages in flight: {before} < {n}"
+        self.take_off(
+            &self.in_flight,
+            n,
+            Ordering::AcqRel,
+            "more outcomes than messages in flight",
         );
-        self.notify();
     }
 
     /// Takes `n` messages off the unreported count (their outcomes were handed to `on_ack`,
     /// or they were never handed to the session) and wakes the waiters.
     pub(crate) fn reported(&self, n: usize) {
+        // Release: whatever `on_ack` did is visible to a `close` that acquires the zero.
+        self.take_off(
+            &self.unreported,
+            n,
+            Ordering::Release,
+            "more outcomes reported than accepted",
+        );
+    }
+
+    /// Takes `n` off `count` with the ordering `order`, and wakes the waiters; nothing when
+    /// `n` is 0. `count` holds at least `n`: what it would mean otherwise is `excess`.
+    fn take_off(&self, count: &AtomicUsize, n: usize, order: Ordering, excess: &str) {
         if n == 0 {
             return;
         }
-        // Release: whatever `on_ack` did is visible to a `close` that acquires the zero.
-        let before = self.unreported.fetch_sub(n, Ordering::Release);
-        debug_assert!(
-            before >= n,
-            "more outcomes reported than messages accepted: {before} < {n}"
-        );
+        let before = count.fetch_sub(n, order);
+        debug_assert!(before >= n, "{excess}: {before} < {n}");
         self.notify();
     }
 

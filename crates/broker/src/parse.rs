@@ -288,31 +288,31 @@ mod tests {
         let message = |s: &str| s.parse::<FlushStrategy>().unwrap_err().to_string();
         assert!(message("sometimes").contains("is not a flush strategy (use dynamic or timer"));
         assert!(message("timer").contains("is not a flush strategy"));
-        for bad in [
-            "timer:",
-            "timer:fast",
-            "timer:10 parsecs",
-            "timer:-5ms",
-            "timer:1e99s",
-        ] {
-            assert!(
-                message(bad).contains("must be a number and a unit"),
-                "{bad}: {}",
-                message(bad)
-            );
-        }
+        // Each of `bad` refused with a message that says `why`.
+        let refused = |bad: &[&str], why: &str| {
+            for bad in bad {
+                assert!(message(bad).contains(why), "{bad}: {}", message(bad));
+            }
+        };
+        refused(
+            &[
+                "timer:",
+                "timer:fast",
+                "timer:10 parsecs",
+                "timer:-5ms",
+                "timer:1e99s",
+            ],
+            "must be a number and a unit",
+        );
         assert_eq!(
             message("timer:0ms"),
             "`timer:0ms`: the timer's interval must be above zero"
         );
         // A bare number is ambiguous: refused, with the unit to add.
-        for bare in ["timer:10", "timer:0", "timer:1.5", " timer: 100 "] {
-            assert!(
-                message(bare).contains("the timer's interval needs a unit: timer:"),
-                "{bare}: {}",
-                message(bare)
-            );
-        }
+        refused(
+            &["timer:10", "timer:0", "timer:1.5", " timer: 100 "],
+            "the timer's interval needs a unit: timer:",
+        );
         assert_eq!(
             message("timer:10"),
             "`timer:10`: the timer's interval needs a unit: timer:10ms, timer:10us or timer:10s"

@@ -207,17 +207,8 @@ impl Client {
             reply,
         })?;
         let producer = Producer::new(Arc::clone(&shared), Arc::clone(&self.conn));
-        match answer.await {
-            Ok(Ok(())) => Ok(producer),
-            Ok(Err(error)) => {
-                shared.close_with(error.clone());
-                Err(error)
-            }
-            Err(_) => {
-                shared.close_with(ClientError::Closed);
-                Err(self.conn.ended().unwrap_or(ClientError::Closed))
-            }
-        }
+        self.opened(answer, producer, |error| shared.close_with(error))
+            .await
     }
 
     /// Opens a consumer of `app` on `queue`, and returns it once the broker has echoed the
@@ -254,14 +245,27 @@ impl Client {
             reply,
         })?;
         let consumer = Consumer::new(Arc::clone(&shared), Arc::clone(&self.conn));
+        self.opened(answer, consumer, |error| shared.close_with(error))
+            .await
+    }
+
+    /// Waits for the broker's answer to an open, and returns `session` once it is open;
+    /// refused, or with the connection gone, the session is closed with the reason
+    /// (`close_with`), which is returned.
+    async fn opened<T>(
+        &self,
+        answer: oneshot::Receiver<Result<(), ClientError>>,
+        session: T,
+        close_with: impl Fn(ClientError),
+    ) -> Result<T, ClientError> {
         match answer.await {
-            Ok(Ok(())) => Ok(consumer),
+            Ok(Ok(())) => Ok(session),
             Ok(Err(error)) => {
-                shared.close_with(error.clone());
+                close_with(error.clone());
                 Err(error)
             }
             Err(_) => {
-                shared.close_with(ClientError::Closed);
+                close_with(ClientError::Closed);
                 Err(self.conn.ended().unwrap_or(ClientError::Closed))
             }
         }

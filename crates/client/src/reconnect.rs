@@ -22,10 +22,12 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tokio::net::ToSocketAddrs;
+use tokio::task::JoinHandle;
 
 use crate::backoff::{Backoff, Jitter};
 use crate::client::Client;
 use crate::error::ClientError;
+use crate::options::ClientOptions;
 
 /// A reliable handle's shared part, as its supervisor drives it.
 pub(crate) trait Supervised: Send + Sync + 'static {
@@ -54,11 +56,14 @@ pub(crate) trait Supervised: Send + Sync + 'static {
     /// The current session was lost: takes it back, and drops `client`.
     fn session_lost(&self, client: Client);
 
-    /// Connects to `addr` and opens a session.
-    fn connect_session<A: ToSocketAddrs + Send>(
+    /// The options of each connection the handle makes.
+    fn client_options(&self) -> ClientOptions;
+
+    /// Opens a session on `client`, a new connection.
+    fn open_session(
         self: &Arc<Self>,
-        addr: A,
-    ) -> impl Future<Output = Result<(Client, Self::Session), ClientError>> + Send;
+        client: &Client,
+    ) -> impl Future<Output = Result<Self::Session, ClientError>> + Send;
 
     /// A session opened after a loss, at the `attempts`th attempt to connect.
     fn reconnected(&self, session: Self::Session, attempts: u32);
@@ -69,6 +74,58 @@ pub(crate) trait Supervised: Send + Sync + 'static {
     /// The supervisor stops reconnecting: closing (`None`), or for `error`, which no
     /// attempt will do better on.
     fn give_up(&self, error: Option<ClientError>);
+
+    /// The handle asks to close: marks it closing (closed, unless it is already for another
+    /// reason) and wakes the supervisor, and whoever else waits on the handle.
+    fn request_close(&self);
+}
+
+/// A reliable handle's supervisor task. [`close`](Self::close) asks the handle's shared
+/// part to close and waits for the task's end; dropped before, it only asks.
+pub(crate) struct SupervisorTask<S: Supervised> {
+    shared: Arc<S>,
+    /// `None` once [`close`](Self::close) has taken it.
+    task: Option<JoinHandle<()>>,
+}
+
+impl<S: Supervised> SupervisorTask<S> {
+    /// Spawns the supervisor of `shared`, whose first session is on `client`.
+    pub(crate) fn spawn<A>(shared: &Arc<S>, addr: A, client: Client) -> Self
+    where
+        A: ToSocketAddrs + Clone + Send + Sync + 'static,
+    {
+        Self {
+            shared: Arc::clone(shared),
+            task: Some(tokio::spawn(supervise(Arc::clone(shared), addr, client))),
+        }
+    }
+
+    /// Asks the handle to close, and returns when the supervisor has closed it.
+    pub(crate) async fn close(mut self) {
+        self.shared.request_close();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl<S: Supervised> Drop for SupervisorTask<S> {
+    fn drop(&mut self) {
+        if self.task.is_some() {
+            self.shared.request_close();
+        }
+    }
+}
+
+/// Connects to `addr` and opens a session of `handle` there: the first one, and each after
+/// a loss.
+pub(crate) async fn connect<S: Supervised, A: ToSocketAddrs>(
+    handle: &Arc<S>,
+    addr: A,
+) -> Result<(Client, S::Session), ClientError> {
+    let client = Client::connect(addr, handle.client_options()).await?;
+    let session = handle.open_session(&client).await?;
+    Ok((client, session))
 }
 
 /// The supervisor: runs `handle`'s sessions, the first on `client`, until it closes or
@@ -102,10 +159,7 @@ where
                 handle.give_up(None);
                 return;
             }
-            match handle
-                .unless_closing(handle.connect_session(addr.clone()))
-                .await
-            {
+            match handle.unless_closing(connect(&handle, addr.clone())).await {
                 None => {
                     handle.give_up(None);
                     return;

@@ -19,7 +19,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::net::ToSocketAddrs;
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 use zerodispatch_wire::{AppId, Guid, MAX_MESSAGES_PER_FRAME, QueueId};
 
 use crate::backoff::Backoff;
@@ -28,7 +27,7 @@ use crate::consumer::{Consumer, Deliveries, DeliveryHandler};
 use crate::error::ClientError;
 use crate::lock::lock;
 use crate::options::{ClientOptions, ConsumerOptions};
-use crate::reconnect::{self, Supervised};
+use crate::reconnect::{self, Supervised, SupervisorTask};
 
 /// How a reliable consumer behaves.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -254,25 +253,6 @@ impl Shared {
     }
 }
 
-/// Connects and opens a session consumer.
-async fn connect<A: ToSocketAddrs>(
-    addr: A,
-    shared: &Arc<Shared>,
-) -> Result<(Client, Consumer), ClientError> {
-    let client = Client::connect(addr, shared.options.client).await?;
-    let deliver = Arc::clone(shared);
-    let mut skip = vec![false; MAX_MESSAGES_PER_FRAME as usize];
-    let consumer = client
-        .open_consumer(
-            shared.queue,
-            shared.app,
-            shared.options.consumer,
-            move |deliveries| deliver.deliver(deliveries, &mut skip),
-        )
-        .await?;
-    Ok((client, consumer))
-}
-
 impl Supervised for Shared {
     type Session = Consumer;
 
@@ -318,11 +298,21 @@ impl Supervised for Shared {
         drop(client);
     }
 
-    async fn connect_session<A: ToSocketAddrs + Send>(
-        self: &Arc<Self>,
-        addr: A,
-    ) -> Result<(Client, Consumer), ClientError> {
-        connect(addr, self).await
+    fn client_options(&self) -> ClientOptions {
+        self.options.client
+    }
+
+    async fn open_session(self: &Arc<Self>, client: &Client) -> Result<Consumer, ClientError> {
+        let deliver = Arc::clone(self);
+        let mut skip = vec![false; MAX_MESSAGES_PER_FRAME as usize];
+        client
+            .open_consumer(
+                self.queue,
+                self.app,
+                self.options.consumer,
+                move |deliveries| deliver.deliver(deliveries, &mut skip),
+            )
+            .await
     }
 
     fn reconnected(&self, session: Consumer, _attempts: u32) {
@@ -345,6 +335,15 @@ impl Supervised for Shared {
         if let Some(error) = error {
             self.state().closed = Some(error);
         }
+    }
+
+    fn request_close(&self) {
+        {
+            let mut state = self.state();
+            state.closing = true;
+            state.closed.get_or_insert(ClientError::Closed);
+        }
+        self.wake.notify_one();
     }
 }
 
@@ -377,7 +376,7 @@ impl Supervised for Shared {
 /// ```
 pub struct ReliableConsumer {
     shared: Arc<Shared>,
-    supervisor: Option<JoinHandle<()>>,
+    supervisor: SupervisorTask<Shared>,
 }
 
 impl ReliableConsumer {
@@ -426,13 +425,10 @@ impl ReliableConsumer {
             handler: Mutex::new(Box::new(on_deliver)),
             wake: Notify::new(),
         });
-        let (client, session) = connect(addr.clone(), &shared).await?;
+        let (client, session) = reconnect::connect(&shared, addr.clone()).await?;
         shared.state().session = Some(session);
-        let supervisor = tokio::spawn(reconnect::supervise(Arc::clone(&shared), addr, client));
-        Ok(Self {
-            shared,
-            supervisor: Some(supervisor),
-        })
+        let supervisor = SupervisorTask::spawn(&shared, addr, client);
+        Ok(Self { shared, supervisor })
     }
 
     /// Confirms a delivered message on the current session (with one credit back, with
@@ -467,29 +463,8 @@ impl ReliableConsumer {
 
     /// Closes the consumer: its confirms are sent, then the session closes; returns when it
     /// has (the handler is called no more).
-    pub async fn close(mut self) {
-        self.request_close();
-        if let Some(supervisor) = self.supervisor.take() {
-            let _ = supervisor.await;
-        }
-    }
-
-    fn request_close(&self) {
-        let mut state = self.shared.state();
-        state.closing = true;
-        if state.closed.is_none() {
-            state.closed = Some(ClientError::Closed);
-        }
-        drop(state);
-        self.shared.wake.notify_one();
-    }
-}
-
-impl Drop for ReliableConsumer {
-    fn drop(&mut self) {
-        if self.supervisor.is_some() {
-            self.request_close();
-        }
+    pub async fn close(self) {
+        self.supervisor.close().await;
     }
 }
 

@@ -29,13 +29,12 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use tokio::net::ToSocketAddrs;
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 use zerodispatch_wire::{MAX_PAYLOAD_LEN, PublishId, QueueId};
 
 use crate::error::{ClientError, TrySendError};
 use crate::lock::lock;
 use crate::producer::{Outcome, check_payload, take_when_room};
-use crate::reconnect;
+use crate::reconnect::{self, SupervisorTask};
 use crate::resend_ring::ResendRing;
 
 // What the application sets and reads back: the options, the counters, the recoveries.
@@ -57,7 +56,6 @@ mod resend;
 
 // Opening a session, and what the reconnect supervisor does with this producer.
 mod session;
-use session::connect;
 
 /// A producer that survives losing its connection, opened by
 /// [`ReliableProducer::connect`].
@@ -95,7 +93,7 @@ use session::connect;
 /// ```
 pub struct ReliableProducer {
     shared: Arc<Shared>,
-    supervisor: Option<JoinHandle<()>>,
+    supervisor: SupervisorTask<Shared>,
 }
 
 impl ReliableProducer {
@@ -156,13 +154,10 @@ impl ReliableProducer {
             wake: Notify::new(),
             max_payload: AtomicU32::new(MAX_PAYLOAD_LEN),
         });
-        let (client, session) = connect(addr.clone(), &shared).await?;
+        let (client, session) = reconnect::connect(&shared, addr.clone()).await?;
         shared.begin_session(session, None);
-        let supervisor = tokio::spawn(reconnect::supervise(Arc::clone(&shared), addr, client));
-        Ok(Self {
-            shared,
-            supervisor: Some(supervisor),
-        })
+        let supervisor = SupervisorTask::spawn(&shared, addr, client);
+        Ok(Self { shared, supervisor })
     }
 
     /// Takes a message if the producer is under its cap (and its payload fits the ring),
@@ -255,30 +250,8 @@ impl ReliableProducer {
     /// for what it did not store); while reconnecting, it stops. What no session has had is
     /// `NotSent`, what a lost one had and no later one confirmed `Closed`. Returns when
     /// every message taken has had its one outcome.
-    pub async fn close(mut self) {
-        self.request_close();
-        if let Some(supervisor) = self.supervisor.take() {
-            let _ = supervisor.await;
-        }
-    }
-
-    fn request_close(&self) {
-        let mut state = self.shared.state();
-        state.closing = true;
-        if state.closed.is_none() {
-            state.closed = Some(ClientError::Closed);
-        }
-        drop(state);
-        self.shared.wake.notify_one();
-        self.shared.wake_senders();
-    }
-}
-
-impl Drop for ReliableProducer {
-    fn drop(&mut self) {
-        if self.supervisor.is_some() {
-            self.request_close();
-        }
+    pub async fn close(self) {
+        self.supervisor.close().await;
     }
 }
 

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use zerodispatch_broker::AckStatus;
 
+use crate::latency::{Shared, lock};
 use crate::scenario::Scenario;
 
 /// Outcomes of published messages, by status.
@@ -125,6 +126,31 @@ impl OutcomeCounters {
         if n > 0 {
             self.add_at(Self::index(status), n);
         }
+    }
+
+    /// Counts a batch of one producer's outcomes, taken at `now_ns`: `sent_at` gives a
+    /// stored message's send time (ns on the same clock), whose latency `recorder` records
+    /// in microseconds, and any other outcome's counter index, counted there.
+    pub(crate) fn record_batch<T>(
+        &self,
+        batch: &[T],
+        now_ns: u64,
+        recorder: &Shared,
+        sent_at: impl Fn(&T) -> Result<u64, usize>,
+    ) {
+        let mut stored = 0;
+        let mut r = lock(recorder);
+        for outcome in batch {
+            match sent_at(outcome) {
+                Ok(sent_ns) => {
+                    stored += 1;
+                    r.record(now_ns.saturating_sub(sent_ns) / 1_000);
+                }
+                Err(index) => self.add_at(index, 1),
+            }
+        }
+        drop(r);
+        self.add(AckStatus::Stored, stored);
     }
 
     pub(crate) fn snapshot(&self) -> Outcomes {

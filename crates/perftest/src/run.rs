@@ -12,7 +12,7 @@ use zerodispatch_broker::{
     QueueId,
 };
 
-use crate::counters::QueueCounters;
+use crate::counters::{OutcomeCounters, QueueCounters};
 use crate::latency::{Recorder, Shared, lock};
 use crate::result::{BrokerFigures, RunResult};
 use crate::scenario::{Scenario, Transport};
@@ -88,20 +88,13 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
         confirm_recorders.push(recorder.clone());
         let counters = counters[scenario.queue_of(p) as usize].clone();
         producers.push(broker.open_producer_with(config, move |batch: &[Ack]| {
-            let outcomes = &counters.outcomes;
-            let now = clock.now_ns();
-            let mut acked = 0;
-            let mut r = lock(&recorder);
-            for a in batch {
-                if a.status == AckStatus::Stored {
-                    acked += 1;
-                    r.record(now.saturating_sub(a.payload.handle) / 1_000);
-                } else {
-                    outcomes.add(a.status, 1);
-                }
-            }
-            drop(r);
-            outcomes.add(AckStatus::Stored, acked);
+            let sent_at = |a: &Ack| match a.status {
+                AckStatus::Stored => Ok(a.payload.handle),
+                status => Err(OutcomeCounters::index(status)),
+            };
+            counters
+                .outcomes
+                .record_batch(batch, clock.now_ns(), &recorder, sent_at);
         })?);
     }
     // Let the consumers attach before the clock starts.
@@ -122,14 +115,7 @@ fn run_in_process(scenario: &Scenario, progress: Progress) -> Result<RunResult, 
         }
     });
     let recorders: [&[Shared]; 2] = [&confirm_recorders, &consume_recorders];
-    let publishing = publish_all(
-        scenario,
-        clock,
-        progress,
-        senders.collect(),
-        &counters,
-        recorders,
-    );
+    let publishing = publish_all(scenario, clock, progress, senders, &counters, recorders);
 
     // Drain: wait for every outcome (so that a timer's last batch goes out instead of being
     // reported `NotSent` by `close`), then close the producers and settle the broker.

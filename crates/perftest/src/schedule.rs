@@ -196,13 +196,14 @@ pub(crate) fn publish_all<S>(
     scenario: &Scenario,
     clock: Clock,
     progress: Progress,
-    senders: Vec<S>,
+    senders: impl IntoIterator<Item = S>,
     counters: &[Arc<QueueCounters>],
     recorders: [&[Shared]; 2],
 ) -> Publishing
 where
     S: FnMut(u64) -> Result<(), String> + Send,
 {
+    let senders: Vec<S> = senders.into_iter().collect();
     let limit = (scenario.broker_config().queues[0].capacity / 2) as u64;
     let interval_ns = (scenario.rate > 0.0).then(|| 1e9 / scenario.rate);
     let go_ns = clock.now_ns() + 1_000_000;

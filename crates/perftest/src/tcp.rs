@@ -240,21 +240,13 @@ pub fn run(
         let stamps = Arc::new(Stamps::new(2 * scenario.max_unconfirmed as usize));
         let read = stamps.clone();
         let on_confirm = move |batch: &[zerodispatch_client::Outcome]| {
-            let outcomes = &counters.outcomes;
-            let now = clock.now_ns();
-            let mut stored = 0;
-            let mut r = lock(&recorder);
-            for o in batch {
-                if o.status == ConfirmStatus::Stored {
-                    stored += 1;
-                    let at = read.place(o.publish_id.0).load(Ordering::Relaxed);
-                    r.record(now.saturating_sub(at) / 1_000);
-                } else {
-                    outcomes.add_at(outcome_index(o.status), 1);
-                }
-            }
-            drop(r);
-            outcomes.add(AckStatus::Stored, stored);
+            let sent_at = |o: &zerodispatch_client::Outcome| match o.status {
+                ConfirmStatus::Stored => Ok(read.place(o.publish_id.0).load(Ordering::Relaxed)),
+                status => Err(outcome_index(status)),
+            };
+            counters
+                .outcomes
+                .record_batch(batch, clock.now_ns(), &recorder, sent_at);
         };
         let producer = runtime.block_on(async {
             if scenario.reliable {
@@ -287,14 +279,7 @@ pub fn run(
         move |at: u64| send(producer, p as u64, stamps, &mut payload, &mut next, at)
     });
     let recorders: [&[Shared]; 2] = [&confirm_recorders, &consume_recorders];
-    let publishing = publish_all(
-        scenario,
-        clock,
-        progress,
-        senders.collect(),
-        &counters,
-        recorders,
-    );
+    let publishing = publish_all(scenario, clock, progress, senders, &counters, recorders);
     // The kills stop with the publishing: the drain then settles what is in flight.
     if let Some(chaos) = &mut chaos {
         chaos.stop_killing();

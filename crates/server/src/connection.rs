@@ -184,6 +184,11 @@ fn fatal<T>(code: ErrorCode, message: impl Into<Cow<'static, str>>) -> Result<T,
     Err(Ending::Fatal(code, message.into()))
 }
 
+/// The connection's end when the broker refuses a call because it is shutting down.
+fn broker_shut_down<T>() -> Result<T, Ending> {
+    fatal(ErrorCode::SHUTTING_DOWN, "the broker is shutting down")
+}
+
 /// Where a producer or consumer index of the connection is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Use {
@@ -194,6 +199,20 @@ enum Use {
     Closing {
         echo: bool,
     },
+}
+
+/// The index of the slot of wire id `wire` among `slots`, open or closing; `of` reads a
+/// slot's state and wire id.
+fn slot_index<S>(slots: &[S], wire: u32, of: impl Fn(&S) -> (Use, u32)) -> Option<usize> {
+    slots.iter().position(|slot| {
+        let (state, id) = of(slot);
+        state != Use::Free && id == wire
+    })
+}
+
+/// The index of the open slot of wire id `wire` among `slots`, as [`slot_index`] reads them.
+fn open_slot_index<S>(slots: &[S], wire: u32, of: impl Fn(&S) -> (Use, u32)) -> Option<usize> {
+    slot_index(slots, wire, &of).filter(|&i| of(&slots[i]).0 == Use::Open)
 }
 
 /// The connection's state, apart from its socket and read buffer.

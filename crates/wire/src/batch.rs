@@ -178,165 +178,97 @@ impl<T> Iterator for Entries<'_, T> {
 
 impl<T> ExactSizeIterator for Entries<'_, T> {}
 
-/// `Publish` (client -> broker): a batch of messages of one producer, for its queue.
-///
-/// Entry, 12 bytes and the payload: `publish_id: u64`, `payload_len: u32` (at most
-/// [`MAX_PAYLOAD_LEN`]), then the payload's bytes. Build one with
-/// [`PublishBuilder`](crate::PublishBuilder).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PublishFrame<'a>(pub(crate) RawBatch<'a>);
+/// Defines a batch frame's view over a [`RawBatch`]: the struct, its decoding, its three
+/// accessors (the owner, the count, the entries) and the type of its entries, which the
+/// four kinds write alike but for names, documents and the entry reader.
+macro_rules! batch_frame {
+    (
+        $(#[$doc:meta])*
+        $name:ident($kind:ident, $read_entry:ident, min entry $min:literal),
+        of $owner:ident: $owner_ty:ident;
+        $(#[$entries_doc:meta])*
+        fn $entries:ident() -> $entries_ty:ident = $entry:ty, counting $counted:literal;
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub struct $name<'a>(pub(crate) RawBatch<'a>);
 
-impl<'a> PublishFrame<'a> {
-    pub(crate) const MIN_ENTRY: usize = 12;
+        impl<'a> $name<'a> {
+            pub(crate) const MIN_ENTRY: usize = $min;
 
-    pub(crate) fn read(body: &'a [u8]) -> Result<Self, DecodeError> {
-        RawBatch::read(FrameKind::Publish, body, Self::MIN_ENTRY, read_publish).map(Self)
-    }
+            pub(crate) fn read(body: &'a [u8]) -> Result<Self, DecodeError> {
+                RawBatch::read(FrameKind::$kind, body, Self::MIN_ENTRY, $read_entry).map(Self)
+            }
 
-    /// The producer.
-    #[must_use]
-    pub fn producer(&self) -> ProducerId {
-        ProducerId(self.0.owner)
-    }
+            #[doc = concat!("The ", stringify!($owner), ".")]
+            #[must_use]
+            pub fn $owner(&self) -> $owner_ty {
+                $owner_ty(self.0.owner)
+            }
 
-    /// The number of messages, 1 to [`MAX_MESSAGES_PER_FRAME`].
-    #[must_use]
-    pub fn count(&self) -> u32 {
-        self.0.count
-    }
+            #[doc = concat!("The number of ", $counted, ", 1 to [`MAX_MESSAGES_PER_FRAME`].")]
+            #[must_use]
+            pub fn count(&self) -> u32 {
+                self.0.count
+            }
 
+            $(#[$entries_doc])*
+            #[must_use]
+            pub fn $entries(&self) -> $entries_ty<'a> {
+                Entries::new(&self.0, $read_entry)
+            }
+        }
+
+        #[doc = concat!("The ", $counted, " of a [`", stringify!($name), "`], as [`",
+            stringify!($name), "::", stringify!($entries), "`] yields them.")]
+        pub type $entries_ty<'a> = Entries<'a, $entry>;
+    };
+}
+
+batch_frame! {
+    /// `Publish` (client -> broker): a batch of messages of one producer, for its queue.
+    ///
+    /// Entry, 12 bytes and the payload: `publish_id: u64`, `payload_len: u32` (at most
+    /// [`MAX_PAYLOAD_LEN`]), then the payload's bytes. Build one with
+    /// [`PublishBuilder`](crate::PublishBuilder).
+    PublishFrame(Publish, read_publish, min entry 12), of producer: ProducerId;
     /// The messages in order: each one's publishing id and payload, borrowed from the
     /// decoded buffer.
-    #[must_use]
-    pub fn messages(&self) -> PublishMessages<'a> {
-        Entries::new(&self.0, read_publish)
-    }
+    fn messages() -> PublishMessages = (PublishId, &'a [u8]), counting "messages";
 }
 
-/// The messages of a [`PublishFrame`]: `(publishing id, payload)`.
-pub type PublishMessages<'a> = Entries<'a, (PublishId, &'a [u8])>;
-
-/// `PublishConfirm` (broker -> client): the outcomes of a batch of one producer's
-/// messages, each exactly once.
-///
-/// Entry, 9 bytes: `publish_id: u64`, `status: u8` (a [`ConfirmStatus`]). Build one with
-/// [`PublishConfirmBuilder`](crate::PublishConfirmBuilder).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PublishConfirmFrame<'a>(pub(crate) RawBatch<'a>);
-
-impl<'a> PublishConfirmFrame<'a> {
-    pub(crate) const MIN_ENTRY: usize = 9;
-
-    pub(crate) fn read(body: &'a [u8]) -> Result<Self, DecodeError> {
-        RawBatch::read(
-            FrameKind::PublishConfirm,
-            body,
-            Self::MIN_ENTRY,
-            read_publish_confirm,
-        )
-        .map(Self)
-    }
-
-    /// The producer.
-    #[must_use]
-    pub fn producer(&self) -> ProducerId {
-        ProducerId(self.0.owner)
-    }
-
-    /// The number of confirms, 1 to [`MAX_MESSAGES_PER_FRAME`].
-    #[must_use]
-    pub fn count(&self) -> u32 {
-        self.0.count
-    }
-
+batch_frame! {
+    /// `PublishConfirm` (broker -> client): the outcomes of a batch of one producer's
+    /// messages, each exactly once.
+    ///
+    /// Entry, 9 bytes: `publish_id: u64`, `status: u8` (a [`ConfirmStatus`]). Build one with
+    /// [`PublishConfirmBuilder`](crate::PublishConfirmBuilder).
+    PublishConfirmFrame(PublishConfirm, read_publish_confirm, min entry 9), of producer: ProducerId;
     /// The confirms in order: each message's publishing id and outcome.
-    #[must_use]
-    pub fn confirms(&self) -> PublishConfirms<'a> {
-        Entries::new(&self.0, read_publish_confirm)
-    }
+    fn confirms() -> PublishConfirms = (PublishId, ConfirmStatus), counting "confirms";
 }
 
-/// The confirms of a [`PublishConfirmFrame`]: `(publishing id, status)`.
-pub type PublishConfirms<'a> = Entries<'a, (PublishId, ConfirmStatus)>;
-
-/// `Deliver` (broker -> client): a batch of messages for one consumer, each taking one of
-/// its credits.
-///
-/// Entry, 20 bytes and the payload: `guid: [u8; 16]`, `payload_len: u32` (at most
-/// [`MAX_PAYLOAD_LEN`]), then the payload's bytes. Build one with
-/// [`DeliverBuilder`](crate::DeliverBuilder).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DeliverFrame<'a>(pub(crate) RawBatch<'a>);
-
-impl<'a> DeliverFrame<'a> {
-    pub(crate) const MIN_ENTRY: usize = 20;
-
-    pub(crate) fn read(body: &'a [u8]) -> Result<Self, DecodeError> {
-        RawBatch::read(FrameKind::Deliver, body, Self::MIN_ENTRY, read_deliver).map(Self)
-    }
-
-    /// The consumer.
-    #[must_use]
-    pub fn consumer(&self) -> ConsumerId {
-        ConsumerId(self.0.owner)
-    }
-
-    /// The number of messages, 1 to [`MAX_MESSAGES_PER_FRAME`].
-    #[must_use]
-    pub fn count(&self) -> u32 {
-        self.0.count
-    }
-
+batch_frame! {
+    /// `Deliver` (broker -> client): a batch of messages for one consumer, each taking one of
+    /// its credits.
+    ///
+    /// Entry, 20 bytes and the payload: `guid: [u8; 16]`, `payload_len: u32` (at most
+    /// [`MAX_PAYLOAD_LEN`]), then the payload's bytes. Build one with
+    /// [`DeliverBuilder`](crate::DeliverBuilder).
+    DeliverFrame(Deliver, read_deliver, min entry 20), of consumer: ConsumerId;
     /// The messages in order: each one's GUID and payload, borrowed from the decoded
     /// buffer.
-    #[must_use]
-    pub fn messages(&self) -> DeliveredMessages<'a> {
-        Entries::new(&self.0, read_deliver)
-    }
+    fn messages() -> DeliveredMessages = (Guid, &'a [u8]), counting "messages";
 }
 
-/// The messages of a [`DeliverFrame`]: `(GUID, payload)`.
-pub type DeliveredMessages<'a> = Entries<'a, (Guid, &'a [u8])>;
-
-/// `ConsumerConfirm` (client -> broker): consumer `consumer` has processed these
-/// delivered messages.
-///
-/// Entry, 16 bytes: `guid: [u8; 16]`. Build one with
-/// [`ConsumerConfirmBuilder`](crate::ConsumerConfirmBuilder).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ConsumerConfirmFrame<'a>(pub(crate) RawBatch<'a>);
-
-impl<'a> ConsumerConfirmFrame<'a> {
-    pub(crate) const MIN_ENTRY: usize = 16;
-
-    pub(crate) fn read(body: &'a [u8]) -> Result<Self, DecodeError> {
-        RawBatch::read(
-            FrameKind::ConsumerConfirm,
-            body,
-            Self::MIN_ENTRY,
-            read_consumer_confirm,
-        )
-        .map(Self)
-    }
-
-    /// The consumer.
-    #[must_use]
-    pub fn consumer(&self) -> ConsumerId {
-        ConsumerId(self.0.owner)
-    }
-
-    /// The number of GUIDs, 1 to [`MAX_MESSAGES_PER_FRAME`].
-    #[must_use]
-    pub fn count(&self) -> u32 {
-        self.0.count
-    }
-
+batch_frame! {
+    /// `ConsumerConfirm` (client -> broker): consumer `consumer` has processed these
+    /// delivered messages.
+    ///
+    /// Entry, 16 bytes: `guid: [u8; 16]`. Build one with
+    /// [`ConsumerConfirmBuilder`](crate::ConsumerConfirmBuilder).
+    ConsumerConfirmFrame(ConsumerConfirm, read_consumer_confirm, min entry 16),
+    of consumer: ConsumerId;
     /// The GUIDs of the confirmed messages, in order.
-    #[must_use]
-    pub fn guids(&self) -> ConfirmedGuids<'a> {
-        Entries::new(&self.0, read_consumer_confirm)
-    }
+    fn guids() -> ConfirmedGuids = Guid, counting "GUIDs";
 }
-
-/// The GUIDs of a [`ConsumerConfirmFrame`].
-pub type ConfirmedGuids<'a> = Entries<'a, Guid>;

@@ -113,33 +113,73 @@ impl Drop for BatchWriter<'_> {
     }
 }
 
-/// Encodes a `Publish` frame: a batch of one producer's messages.
-///
-/// ```
-/// use zerodispatch_wire::{decode, Frame, ProducerId, PublishBuilder, PublishId};
-///
-/// let mut buf = Vec::with_capacity(4096);
-/// let mut publish = PublishBuilder::begin(&mut buf, ProducerId(1));
-/// publish.push(PublishId(7), b"hello")?;
-/// publish.push(PublishId(8), b"")?;
-/// let written = publish.finish()?;
-///
-/// let Some((Frame::Publish(frame), consumed)) = decode(&buf)? else { panic!() };
-/// assert_eq!((frame.producer(), frame.count(), consumed), (ProducerId(1), 2, written));
-/// let ids: Vec<_> = frame.messages().map(|(id, payload)| (id.0, payload.len())).collect();
-/// assert_eq!(ids, [(7, 5), (8, 0)]);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug)]
-#[must_use = "a frame builder writes its frame at `finish()`; dropped, it writes nothing"]
-pub struct PublishBuilder<'a>(BatchWriter<'a>);
+/// Defines a batch frame's builder over a [`BatchWriter`]: the struct, `begin`, `count` and
+/// `finish`, which the four kinds write alike but for names and documents. Each kind's
+/// `push`, which writes its own entry, follows its definition.
+macro_rules! batch_builder {
+    (
+        $(#[$doc:meta])*
+        $name:ident($kind:ident);
+        $(#[$begin_doc:meta])*
+        fn begin($owner:ident: $owner_ty:ident);
+        counts $counted:literal, one $one:literal;
+    ) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        #[must_use = "a frame builder writes its frame at `finish()`; dropped, it writes nothing"]
+        pub struct $name<'a>(BatchWriter<'a>);
 
-impl<'a> PublishBuilder<'a> {
+        impl<'a> $name<'a> {
+            $(#[$begin_doc])*
+            pub fn begin(out: &'a mut Vec<u8>, $owner: $owner_ty) -> Self {
+                Self(BatchWriter::begin(out, FrameKind::$kind, $owner.0))
+            }
+
+            #[doc = concat!("The ", $counted, " appended so far.")]
+            #[must_use]
+            pub fn count(&self) -> u32 {
+                self.0.count
+            }
+
+            /// Completes the frame and returns its length, header included.
+            ///
+            /// # Errors
+            ///
+            #[doc = concat!(
+                "`EmptyBatch` if no ", $one, " was appended: nothing stays in the buffer."
+            )]
+            pub fn finish(self) -> Result<usize, EncodeError> {
+                self.0.finish()
+            }
+        }
+    };
+}
+
+batch_builder! {
+    /// Encodes a `Publish` frame: a batch of one producer's messages.
+    ///
+    /// ```
+    /// use zerodispatch_wire::{decode, Frame, ProducerId, PublishBuilder, PublishId};
+    ///
+    /// let mut buf = Vec::with_capacity(4096);
+    /// let mut publish = PublishBuilder::begin(&mut buf, ProducerId(1));
+    /// publish.push(PublishId(7), b"hello")?;
+    /// publish.push(PublishId(8), b"")?;
+    /// let written = publish.finish()?;
+    ///
+    /// let Some((Frame::Publish(frame), consumed)) = decode(&buf)? else { panic!() };
+    /// assert_eq!((frame.producer(), frame.count(), consumed), (ProducerId(1), 2, written));
+    /// let ids: Vec<_> = frame.messages().map(|(id, payload)| (id.0, payload.len())).collect();
+    /// assert_eq!(ids, [(7, 5), (8, 0)]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    PublishBuilder(Publish);
     /// Begins a `Publish` of `producer` at the end of `out`.
-    pub fn begin(out: &'a mut Vec<u8>, producer: ProducerId) -> Self {
-        Self(BatchWriter::begin(out, FrameKind::Publish, producer.0))
-    }
+    fn begin(producer: ProducerId);
+    counts "messages", one "message";
+}
 
+impl PublishBuilder<'_> {
     /// Appends a message.
     ///
     /// # Errors
@@ -148,51 +188,30 @@ impl<'a> PublishBuilder<'a> {
     pub fn push(&mut self, id: PublishId, payload: &[u8]) -> Result<(), EncodeError> {
         self.0.push_payload(&id.0.to_le_bytes(), payload)
     }
-
-    /// The messages appended so far.
-    #[must_use]
-    pub fn count(&self) -> u32 {
-        self.0.count
-    }
-
-    /// Completes the frame and returns its length, header included.
-    ///
-    /// # Errors
-    ///
-    /// `EmptyBatch` if no message was appended: nothing stays in the buffer.
-    pub fn finish(self) -> Result<usize, EncodeError> {
-        self.0.finish()
-    }
 }
 
-/// Encodes a `PublishConfirm` frame: the outcomes of a batch of one producer's messages.
-///
-/// ```
-/// use zerodispatch_wire::{decode, ConfirmStatus, Frame, ProducerId, PublishConfirmBuilder, PublishId};
-///
-/// let mut buf = Vec::new();
-/// let mut confirm = PublishConfirmBuilder::begin(&mut buf, ProducerId(1));
-/// confirm.push(PublishId(7), ConfirmStatus::Stored)?;
-/// confirm.finish()?;
-///
-/// let Some((Frame::PublishConfirm(frame), _)) = decode(&buf)? else { panic!() };
-/// assert!(frame.confirms().eq([(PublishId(7), ConfirmStatus::Stored)]));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug)]
-#[must_use = "a frame builder writes its frame at `finish()`; dropped, it writes nothing"]
-pub struct PublishConfirmBuilder<'a>(BatchWriter<'a>);
-
-impl<'a> PublishConfirmBuilder<'a> {
+batch_builder! {
+    /// Encodes a `PublishConfirm` frame: the outcomes of a batch of one producer's messages.
+    ///
+    /// ```
+    /// use zerodispatch_wire::{decode, ConfirmStatus, Frame, ProducerId, PublishConfirmBuilder, PublishId};
+    ///
+    /// let mut buf = Vec::new();
+    /// let mut confirm = PublishConfirmBuilder::begin(&mut buf, ProducerId(1));
+    /// confirm.push(PublishId(7), ConfirmStatus::Stored)?;
+    /// confirm.finish()?;
+    ///
+    /// let Some((Frame::PublishConfirm(frame), _)) = decode(&buf)? else { panic!() };
+    /// assert!(frame.confirms().eq([(PublishId(7), ConfirmStatus::Stored)]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    PublishConfirmBuilder(PublishConfirm);
     /// Begins a `PublishConfirm` for `producer` at the end of `out`.
-    pub fn begin(out: &'a mut Vec<u8>, producer: ProducerId) -> Self {
-        Self(BatchWriter::begin(
-            out,
-            FrameKind::PublishConfirm,
-            producer.0,
-        ))
-    }
+    fn begin(producer: ProducerId);
+    counts "confirms", one "confirm";
+}
 
+impl PublishConfirmBuilder<'_> {
     /// Appends the outcome of message `id`.
     ///
     /// # Errors
@@ -204,47 +223,30 @@ impl<'a> PublishConfirmBuilder<'a> {
             out.push(status.as_u8());
         })
     }
-
-    /// The confirms appended so far.
-    #[must_use]
-    pub fn count(&self) -> u32 {
-        self.0.count
-    }
-
-    /// Completes the frame and returns its length, header included.
-    ///
-    /// # Errors
-    ///
-    /// `EmptyBatch` if no confirm was appended: nothing stays in the buffer.
-    pub fn finish(self) -> Result<usize, EncodeError> {
-        self.0.finish()
-    }
 }
 
-/// Encodes a `Deliver` frame: a batch of messages for one consumer.
-///
-/// ```
-/// use zerodispatch_wire::{decode, ConsumerId, DeliverBuilder, Frame, Guid};
-///
-/// let mut buf = Vec::new();
-/// let mut deliver = DeliverBuilder::begin(&mut buf, ConsumerId(3));
-/// deliver.push(Guid([9; 16]), b"payload")?;
-/// deliver.finish()?;
-///
-/// let Some((Frame::Deliver(frame), _)) = decode(&buf)? else { panic!() };
-/// assert!(frame.messages().eq([(Guid([9; 16]), &b"payload"[..])]));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug)]
-#[must_use = "a frame builder writes its frame at `finish()`; dropped, it writes nothing"]
-pub struct DeliverBuilder<'a>(BatchWriter<'a>);
-
-impl<'a> DeliverBuilder<'a> {
+batch_builder! {
+    /// Encodes a `Deliver` frame: a batch of messages for one consumer.
+    ///
+    /// ```
+    /// use zerodispatch_wire::{decode, ConsumerId, DeliverBuilder, Frame, Guid};
+    ///
+    /// let mut buf = Vec::new();
+    /// let mut deliver = DeliverBuilder::begin(&mut buf, ConsumerId(3));
+    /// deliver.push(Guid([9; 16]), b"payload")?;
+    /// deliver.finish()?;
+    ///
+    /// let Some((Frame::Deliver(frame), _)) = decode(&buf)? else { panic!() };
+    /// assert!(frame.messages().eq([(Guid([9; 16]), &b"payload"[..])]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    DeliverBuilder(Deliver);
     /// Begins a `Deliver` to `consumer` at the end of `out`.
-    pub fn begin(out: &'a mut Vec<u8>, consumer: ConsumerId) -> Self {
-        Self(BatchWriter::begin(out, FrameKind::Deliver, consumer.0))
-    }
+    fn begin(consumer: ConsumerId);
+    counts "messages", one "message";
+}
 
+impl DeliverBuilder<'_> {
     /// Appends a message.
     ///
     /// # Errors
@@ -253,52 +255,31 @@ impl<'a> DeliverBuilder<'a> {
     pub fn push(&mut self, guid: Guid, payload: &[u8]) -> Result<(), EncodeError> {
         self.0.push_payload(&guid.0, payload)
     }
-
-    /// The messages appended so far.
-    #[must_use]
-    pub fn count(&self) -> u32 {
-        self.0.count
-    }
-
-    /// Completes the frame and returns its length, header included.
-    ///
-    /// # Errors
-    ///
-    /// `EmptyBatch` if no message was appended: nothing stays in the buffer.
-    pub fn finish(self) -> Result<usize, EncodeError> {
-        self.0.finish()
-    }
 }
 
-/// Encodes a `ConsumerConfirm` frame: the GUIDs of messages a consumer has processed.
-///
-/// ```
-/// use zerodispatch_wire::{decode, ConsumerConfirmBuilder, ConsumerId, Frame, Guid};
-///
-/// let mut buf = Vec::new();
-/// let mut confirm = ConsumerConfirmBuilder::begin(&mut buf, ConsumerId(3));
-/// confirm.push(Guid([1; 16]))?;
-/// confirm.push(Guid([2; 16]))?;
-/// confirm.finish()?;
-///
-/// let Some((Frame::ConsumerConfirm(frame), _)) = decode(&buf)? else { panic!() };
-/// assert!(frame.guids().eq([Guid([1; 16]), Guid([2; 16])]));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug)]
-#[must_use = "a frame builder writes its frame at `finish()`; dropped, it writes nothing"]
-pub struct ConsumerConfirmBuilder<'a>(BatchWriter<'a>);
-
-impl<'a> ConsumerConfirmBuilder<'a> {
+batch_builder! {
+    /// Encodes a `ConsumerConfirm` frame: the GUIDs of messages a consumer has processed.
+    ///
+    /// ```
+    /// use zerodispatch_wire::{decode, ConsumerConfirmBuilder, ConsumerId, Frame, Guid};
+    ///
+    /// let mut buf = Vec::new();
+    /// let mut confirm = ConsumerConfirmBuilder::begin(&mut buf, ConsumerId(3));
+    /// confirm.push(Guid([1; 16]))?;
+    /// confirm.push(Guid([2; 16]))?;
+    /// confirm.finish()?;
+    ///
+    /// let Some((Frame::ConsumerConfirm(frame), _)) = decode(&buf)? else { panic!() };
+    /// assert!(frame.guids().eq([Guid([1; 16]), Guid([2; 16])]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ConsumerConfirmBuilder(ConsumerConfirm);
     /// Begins a `ConsumerConfirm` of `consumer` at the end of `out`.
-    pub fn begin(out: &'a mut Vec<u8>, consumer: ConsumerId) -> Self {
-        Self(BatchWriter::begin(
-            out,
-            FrameKind::ConsumerConfirm,
-            consumer.0,
-        ))
-    }
+    fn begin(consumer: ConsumerId);
+    counts "GUIDs", one "GUID";
+}
 
+impl ConsumerConfirmBuilder<'_> {
     /// Appends the GUID of a processed message.
     ///
     /// # Errors
@@ -306,20 +287,5 @@ impl<'a> ConsumerConfirmBuilder<'a> {
     /// `BatchFull` or `FrameFull`: the GUID was not appended.
     pub fn push(&mut self, guid: Guid) -> Result<(), EncodeError> {
         self.0.push(16, |out| out.extend_from_slice(&guid.0))
-    }
-
-    /// The GUIDs appended so far.
-    #[must_use]
-    pub fn count(&self) -> u32 {
-        self.0.count
-    }
-
-    /// Completes the frame and returns its length, header included.
-    ///
-    /// # Errors
-    ///
-    /// `EmptyBatch` if no GUID was appended: nothing stays in the buffer.
-    pub fn finish(self) -> Result<usize, EncodeError> {
-        self.0.finish()
     }
 }

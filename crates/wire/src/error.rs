@@ -156,22 +156,13 @@ impl fmt::Display for DecodeError {
                 write!(f, "a frame body of {len} bytes is over the limit of {max}")
             }
             Self::BadLength { kind, len } => {
-                write!(
-                    f,
-                    "a {kind:?} body of {len} bytes does not match its layout"
-                )
+                write!(f, "a {kind:?} body of {len} bytes does not match its layout")
             }
             Self::CountMismatch { kind, count } => {
-                write!(
-                    f,
-                    "a {kind:?} body does not hold exactly its {count} messages"
-                )
+                write!(f, "a {kind:?} body does not hold exactly its {count} messages")
             }
             Self::TooManyMessages { kind, count, max } => {
-                write!(
-                    f,
-                    "a {kind:?} of {count} messages is over the limit of {max}"
-                )
+                write!(f, "a {kind:?} of {count} messages is over the limit of {max}")
             }
             Self::Zero { kind, field } => write!(f, "a {kind:?}'s {field} must not be zero"),
             Self::PayloadTooLarge { len, max } => {
@@ -179,16 +170,10 @@ impl fmt::Display for DecodeError {
             }
             Self::UnknownStatus { status } => write!(f, "unknown confirm status {status}"),
             Self::BadVersionRange { min, max } => {
-                write!(
-                    f,
-                    "a Hello offers versions {min} to {max}: the lowest is above the highest"
-                )
+                write!(f, "a Hello offers versions {min} to {max}: the lowest is above the highest")
             }
             Self::MessageTooLong { len, max } => {
-                write!(
-                    f,
-                    "an error message of {len} bytes is over the limit of {max}"
-                )
+                write!(f, "an error message of {len} bytes is over the limit of {max}")
             }
             Self::BadUtf8 => f.write_str("an error message or a producer name is not UTF-8"),
             Self::UnknownRefusedKind { kind } => {
@@ -286,16 +271,10 @@ impl fmt::Display for EncodeError {
                 )
             }
             Self::MessageTooLong { len, max } => {
-                write!(
-                    f,
-                    "an error message of {len} bytes is over the limit of {max}"
-                )
+                write!(f, "an error message of {len} bytes is over the limit of {max}")
             }
             Self::NameTooLong { len, max } => {
-                write!(
-                    f,
-                    "a producer name of {len} bytes is over the limit of {max}"
-                )
+                write!(f, "a producer name of {len} bytes is over the limit of {max}")
             }
             Self::BadStoredWindow => f.write_str(
                 "a ProducerOpened's stored window is inconsistent (see StoredWindow's validity rules)",

@@ -14,6 +14,7 @@ pub use consumer::{CloseConsumer, Credit, OpenConsumer};
 
 use crate::batch::{ConsumerConfirmFrame, DeliverFrame, PublishConfirmFrame, PublishFrame};
 use crate::error::{DecodeError, EncodeError};
+use crate::ids::{AppId, ConsumerId, ProducerId, QueueId};
 use crate::kind::FrameKind;
 use crate::reader::Reader;
 
@@ -112,6 +113,108 @@ fn nonzero<T: Default + PartialEq>(
         Ok(())
     }
 }
+
+/// A field of a body of fixed layout: its size, and how it is read and written
+/// (little-endian, as every integer of the protocol).
+trait Field: Sized {
+    /// Its bytes on the wire.
+    const SIZE: usize;
+
+    /// Reads it, or `None` if the bytes are not there.
+    fn get(r: &mut Reader<'_>) -> Option<Self>;
+
+    /// Appends its bytes.
+    fn put(&self, out: &mut Vec<u8>);
+}
+
+/// The integers, as `to_le_bytes` writes them and the reader's method of their name reads
+/// them.
+macro_rules! int_fields {
+    ($($int:ident),+) => {
+        $(impl Field for $int {
+            const SIZE: usize = size_of::<$int>();
+
+            fn get(r: &mut Reader<'_>) -> Option<Self> {
+                r.$int()
+            }
+
+            fn put(&self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+        })+
+    };
+}
+
+int_fields!(u8, u16, u32);
+
+/// The ids, each as the integer it wraps.
+macro_rules! id_fields {
+    ($($id:ident($int:ident)),+) => {
+        $(impl Field for $id {
+            const SIZE: usize = $int::SIZE;
+
+            fn get(r: &mut Reader<'_>) -> Option<Self> {
+                $int::get(r).map(Self)
+            }
+
+            fn put(&self, out: &mut Vec<u8>) {
+                self.0.put(out);
+            }
+        })+
+    };
+}
+
+id_fields!(ProducerId(u32), ConsumerId(u32), QueueId(u32), AppId(u16));
+
+/// Defines a layout of fixed length: its fields in order, each read and written as its
+/// [`Field`], and the length the protocol documents for it, which the fields' sizes must
+/// add up to (checked when the length is first used, at compile time).
+///
+/// `frame NAME(KIND)` also gives a frame's body its `LEN`, its `read` (which refuses a body
+/// of another length, then, with `checked`, the values its `check` forbids) and its
+/// `write`.
+macro_rules! fixed_layout {
+    ($name:ident, $len:literal bytes: $($field:ident: $ty:ty),+ $(,)?) => {
+        impl Field for $name {
+            const SIZE: usize = {
+                assert!(
+                    0 $(+ <$ty as Field>::SIZE)+ == $len,
+                    concat!("the fields of ", stringify!($name), " do not add up to its length")
+                );
+                $len
+            };
+
+            fn get(r: &mut Reader<'_>) -> Option<Self> {
+                Some(Self { $($field: <$ty as Field>::get(r)?),+ })
+            }
+
+            fn put(&self, out: &mut Vec<u8>) {
+                $(self.$field.put(out);)+
+            }
+        }
+    };
+    (frame $name:ident($kind:ident) $($checked:ident)?, $len:literal bytes: $($fields:tt)+) => {
+        fixed_layout!($name, $len bytes: $($fields)+);
+
+        impl $name {
+            pub(crate) const LEN: usize = <Self as Field>::SIZE;
+
+            pub(crate) fn read(body: &[u8]) -> Result<Self, DecodeError> {
+                let frame = read_exact(FrameKind::$kind, body, <Self as Field>::get)?;
+                $(fixed_layout!(@$checked frame);)?
+                Ok(frame)
+            }
+
+            pub(crate) fn write(&self, out: &mut Vec<u8>) {
+                self.put(out);
+            }
+        }
+    };
+    (@checked $frame:ident) => {
+        $frame.check()?
+    };
+}
+use fixed_layout;
 
 /// Reads a body of fixed layout with `read`, which must consume it exactly.
 fn read_exact<'a, T>(

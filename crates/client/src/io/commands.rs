@@ -45,9 +45,8 @@ impl Io {
                 Command::CloseProducer { producer, reply } => {
                     let Some(entry) = self.producers.iter_mut().find(|p| p.shared.id == producer)
                     else {
-                        if let Some(reply) = reply {
-                            let _ = reply.send(Ok(()));
-                        }
+                        // Gone already: the close is done.
+                        Phase::Closing(reply).answer(Ok(()));
                         continue;
                     };
                     entry.shared.take_pending(&mut entry.spare, |_| true);
@@ -84,9 +83,8 @@ impl Io {
                 Command::CloseConsumer { consumer, reply } => {
                     let Some(entry) = self.consumers.iter_mut().find(|c| c.shared.id == consumer)
                     else {
-                        if let Some(reply) = reply {
-                            let _ = reply.send(Ok(()));
-                        }
+                        // Gone already: the close is done.
+                        Phase::Closing(reply).answer(Ok(()));
                         continue;
                     };
                     entry.shared.encode(&mut self.out, &mut entry.spare);

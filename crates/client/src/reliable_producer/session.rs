@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use tokio::net::ToSocketAddrs;
 use zerodispatch_wire::ErrorCode;
 
 use super::recovery::Outage;
@@ -15,6 +14,7 @@ use super::shared::Shared;
 use crate::backoff::Backoff;
 use crate::client::Client;
 use crate::error::ClientError;
+use crate::options::ClientOptions;
 use crate::producer::Producer;
 use crate::reconnect::Supervised;
 
@@ -46,19 +46,6 @@ pub(super) async fn open_session(
         producer,
         generation,
     })
-}
-
-/// Connects and opens a session.
-pub(super) async fn connect<A: ToSocketAddrs>(
-    addr: A,
-    shared: &Arc<Shared>,
-) -> Result<(Client, Session), ClientError> {
-    let client = Client::connect(addr, shared.options.client).await?;
-    shared
-        .max_payload
-        .store(client.limits().max_payload, Ordering::Relaxed);
-    let session = open_session(&client, shared).await?;
-    Ok((client, session))
 }
 
 /// Whether an error at connecting or opening is worth another attempt: the connection's
@@ -131,11 +118,14 @@ impl Supervised for Shared {
         });
     }
 
-    async fn connect_session<A: ToSocketAddrs + Send>(
-        self: &Arc<Self>,
-        addr: A,
-    ) -> Result<(Client, Session), ClientError> {
-        connect(addr, self).await
+    fn client_options(&self) -> ClientOptions {
+        self.options.client
+    }
+
+    async fn open_session(self: &Arc<Self>, client: &Client) -> Result<Session, ClientError> {
+        self.max_payload
+            .store(client.limits().max_payload, Ordering::Relaxed);
+        open_session(client, self).await
     }
 
     fn reconnected(&self, session: Session, attempts: u32) {
@@ -152,6 +142,16 @@ impl Supervised for Shared {
     /// (`Closed` when closing).
     fn give_up(&self, error: Option<ClientError>) {
         self.settle_all(error.unwrap_or(ClientError::Closed));
+    }
+
+    fn request_close(&self) {
+        {
+            let mut state = self.state();
+            state.closing = true;
+            state.closed.get_or_insert(ClientError::Closed);
+        }
+        self.wake.notify_one();
+        self.wake_senders();
     }
 }
 

@@ -42,14 +42,11 @@ pub(super) struct ConsumerSlot {
 
 impl Connection {
     pub(super) fn consumer_slot(&self, wire: u32) -> Option<usize> {
-        self.consumers
-            .iter()
-            .position(|c| c.state != Use::Free && c.wire == wire)
+        slot_index(&self.consumers, wire, |c| (c.state, c.wire))
     }
 
     pub(super) fn open_consumer_slot(&self, wire: u32) -> Option<usize> {
-        self.consumer_slot(wire)
-            .filter(|&i| self.consumers[i].state == Use::Open)
+        open_slot_index(&self.consumers, wire, |c| (c.state, c.wire))
     }
 
     pub(super) fn unknown_consumer(
@@ -58,13 +55,12 @@ impl Connection {
         kind: FrameKind,
         wire: u32,
     ) -> Result<(), Ending> {
-        io.error(
+        io.refuse(
             ErrorCode::UNKNOWN_CONSUMER,
-            Some(kind),
+            kind,
             wire,
             "no such consumer open on this connection",
-        );
-        Ok(())
+        )
     }
 
     pub(super) async fn open_consumer(
@@ -73,10 +69,7 @@ impl Connection {
         open: OpenConsumer,
     ) -> Result<(), Ending> {
         let (kind, wire) = (FrameKind::OpenConsumer, open.consumer.0);
-        let refuse = |io: &mut Io, code, message: &str| {
-            io.error(code, Some(kind), wire, message);
-            Ok(())
-        };
+        let refuse = |io: &mut Io, code, message: &str| io.refuse(code, kind, wire, message);
         if self.consumer_slot(wire).is_some() {
             return refuse(
                 io,
@@ -133,7 +126,7 @@ impl Connection {
                 return refuse(io, ErrorCode::UNKNOWN_APP, "the queue has no such app");
             }
             Ok(Err(BrokerError::ShutDown)) => {
-                return fatal(ErrorCode::SHUTTING_DOWN, "the broker is shutting down");
+                return broker_shut_down();
             }
             Ok(Err(error)) => return refuse(io, ErrorCode::LIMIT_OUT_OF_RANGE, &error.to_string()),
             Err(_) => return fatal(ErrorCode::INTERNAL, "opening the consumer failed"),
@@ -213,7 +206,7 @@ impl Connection {
                 .confirm_batch_async(consumer, self.guids.iter().copied())
                 .await;
             if let Err(BrokerError::ShutDown) = confirmed {
-                return fatal(ErrorCode::SHUTTING_DOWN, "the broker is shutting down");
+                return broker_shut_down();
             }
         }
         if unknown != 0 {
@@ -243,9 +236,7 @@ impl Connection {
                 c.wanted -= more;
                 Ok(())
             }
-            Err(BrokerError::ShutDown) => {
-                fatal(ErrorCode::SHUTTING_DOWN, "the broker is shutting down")
-            }
+            Err(BrokerError::ShutDown) => broker_shut_down(),
             // The consumer is closing: its credit no longer matters.
             Err(_) => Ok(()),
         }

@@ -38,9 +38,12 @@ pub(super) struct ProducerSlot {
 impl Connection {
     /// The index of producer `wire`, open or closing.
     pub(super) fn producer_slot(&self, wire: u32) -> Option<usize> {
-        self.producers
-            .iter()
-            .position(|p| p.state != Use::Free && p.wire == wire)
+        slot_index(&self.producers, wire, |p| (p.state, p.wire))
+    }
+
+    /// The index of producer `wire`, open.
+    pub(super) fn open_producer_slot(&self, wire: u32) -> Option<usize> {
+        open_slot_index(&self.producers, wire, |p| (p.state, p.wire))
     }
 
     pub(super) fn unknown_producer(
@@ -49,13 +52,12 @@ impl Connection {
         kind: FrameKind,
         wire: u32,
     ) -> Result<(), Ending> {
-        io.error(
+        io.refuse(
             ErrorCode::UNKNOWN_PRODUCER,
-            Some(kind),
+            kind,
             wire,
             "no such producer open on this connection",
-        );
-        Ok(())
+        )
     }
 
     pub(super) async fn open_producer(
@@ -64,10 +66,7 @@ impl Connection {
         open: OpenProducer<'_>,
     ) -> Result<(), Ending> {
         let (kind, wire) = (FrameKind::OpenProducer, open.producer.0);
-        let refuse = |io: &mut Io, code, message: &str| {
-            io.error(code, Some(kind), wire, message);
-            Ok(())
-        };
+        let refuse = |io: &mut Io, code, message: &str| io.refuse(code, kind, wire, message);
         if self.producer_slot(wire).is_some() {
             return refuse(
                 io,
@@ -138,7 +137,7 @@ impl Connection {
         let producer = match opened {
             Ok(Ok(producer)) => producer,
             Ok(Err(BrokerError::ShutDown)) => {
-                return fatal(ErrorCode::SHUTTING_DOWN, "the broker is shutting down");
+                return broker_shut_down();
             }
             Ok(Err(error @ BrokerError::NameInUse(_))) => {
                 return refuse(io, ErrorCode::NAME_IN_USE, &error.to_string());
@@ -158,7 +157,7 @@ impl Connection {
             {
                 Ok(window) => Some(window),
                 Err(BrokerError::ShutDown) => {
-                    return fatal(ErrorCode::SHUTTING_DOWN, "the broker is shutting down");
+                    return broker_shut_down();
                 }
                 Err(_) => return fatal(ErrorCode::INTERNAL, "the broker's queue did not answer"),
             },
@@ -203,10 +202,7 @@ impl Connection {
 
     pub(super) fn close_producer(&mut self, io: &mut Io, close: CloseProducer) {
         let wire = close.producer.0;
-        let Some(slot) = self
-            .producer_slot(wire)
-            .filter(|&i| self.producers[i].state == Use::Open)
-        else {
+        let Some(slot) = self.open_producer_slot(wire) else {
             let _ = self.unknown_producer(io, FrameKind::CloseProducer, wire);
             return;
         };
@@ -231,10 +227,7 @@ impl Connection {
         batch: PublishFrame<'_>,
     ) -> Result<(), Ending> {
         let (kind, wire) = (FrameKind::Publish, batch.producer().0);
-        let Some(slot) = self
-            .producer_slot(wire)
-            .filter(|&i| self.producers[i].state == Use::Open)
-        else {
+        let Some(slot) = self.open_producer_slot(wire) else {
             return self.unknown_producer(io, kind, wire);
         };
         if repeats_an_id(&batch) {
@@ -300,7 +293,7 @@ impl Connection {
                     match self.shared.broker.stored_window_async(name, queue).await {
                         Ok(window) => record = Some(window),
                         Err(BrokerError::ShutDown) => {
-                            return fatal(ErrorCode::SHUTTING_DOWN, "the broker is shutting down");
+                            return broker_shut_down();
                         }
                         Err(_) => {
                             return fatal(ErrorCode::INTERNAL, "the broker's queue did not answer");

@@ -62,6 +62,19 @@ impl Io {
         self.last_sent = Instant::now();
     }
 
+    /// Answers a frame of `kind` that named `subject` with an error frame that refuses it;
+    /// the connection goes on.
+    pub(super) fn refuse(
+        &mut self,
+        code: ErrorCode,
+        kind: FrameKind,
+        subject: u32,
+        message: &str,
+    ) -> Result<(), Ending> {
+        self.error(code, Some(kind), subject, message);
+        Ok(())
+    }
+
     /// Appends an error frame.
     pub(super) fn error(
         &mut self,

@@ -1,9 +1,10 @@
 //! A consumer's frames of fixed layout: `OpenConsumer`, `CloseConsumer` and `Credit`.
 
-use super::{Invalid, nonzero, read_exact};
+use super::{Field, Invalid, fixed_layout, nonzero, read_exact};
 use crate::error::DecodeError;
 use crate::ids::{AppId, ConsumerId, QueueId};
 use crate::kind::FrameKind;
+use crate::reader::Reader;
 
 /// `OpenConsumer` (client -> broker): open consumer `consumer` of `app` on `queue`, with
 /// `credit` messages it may be delivered before it gives more. The broker answers with the
@@ -23,26 +24,12 @@ pub struct OpenConsumer {
     pub credit: u32,
 }
 
-impl OpenConsumer {
-    pub(crate) const LEN: usize = 14;
-
-    pub(crate) fn read(body: &[u8]) -> Result<Self, DecodeError> {
-        read_exact(FrameKind::OpenConsumer, body, |r| {
-            Some(Self {
-                consumer: ConsumerId(r.u32()?),
-                queue: QueueId(r.u32()?),
-                app: AppId(r.u16()?),
-                credit: r.u32()?,
-            })
-        })
-    }
-
-    pub(crate) fn write(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.consumer.0.to_le_bytes());
-        out.extend_from_slice(&self.queue.0.to_le_bytes());
-        out.extend_from_slice(&self.app.0.to_le_bytes());
-        out.extend_from_slice(&self.credit.to_le_bytes());
-    }
+fixed_layout! {
+    frame OpenConsumer(OpenConsumer), 14 bytes:
+    consumer: ConsumerId,
+    queue: QueueId,
+    app: AppId,
+    credit: u32,
 }
 
 /// `CloseConsumer` (client -> broker): close consumer `consumer`. The broker delivers it
@@ -56,20 +43,9 @@ pub struct CloseConsumer {
     pub consumer: ConsumerId,
 }
 
-impl CloseConsumer {
-    pub(crate) const LEN: usize = 4;
-
-    pub(crate) fn read(body: &[u8]) -> Result<Self, DecodeError> {
-        read_exact(FrameKind::CloseConsumer, body, |r| {
-            Some(Self {
-                consumer: ConsumerId(r.u32()?),
-            })
-        })
-    }
-
-    pub(crate) fn write(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.consumer.0.to_le_bytes());
-    }
+fixed_layout! {
+    frame CloseConsumer(CloseConsumer), 4 bytes:
+    consumer: ConsumerId,
 }
 
 /// `Credit` (client -> broker): consumer `consumer` may be delivered `credit` more
@@ -85,26 +61,14 @@ pub struct Credit {
     pub credit: u32,
 }
 
-impl Credit {
-    pub(crate) const LEN: usize = 8;
+fixed_layout! {
+    frame Credit(Credit) checked, 8 bytes:
+    consumer: ConsumerId,
+    credit: u32,
+}
 
+impl Credit {
     pub(crate) fn check(&self) -> Result<(), Invalid> {
         nonzero(self.credit, FrameKind::Credit, "credit")
-    }
-
-    pub(crate) fn read(body: &[u8]) -> Result<Self, DecodeError> {
-        let credit = read_exact(FrameKind::Credit, body, |r| {
-            Some(Self {
-                consumer: ConsumerId(r.u32()?),
-                credit: r.u32()?,
-            })
-        })?;
-        credit.check()?;
-        Ok(credit)
-    }
-
-    pub(crate) fn write(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.consumer.0.to_le_bytes());
-        out.extend_from_slice(&self.credit.to_le_bytes());
     }
 }

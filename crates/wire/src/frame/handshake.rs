@@ -1,9 +1,10 @@
 //! The handshake's frames: `Hello`, and the `Welcome` that answers it with the
 //! [`ServerLimits`] a broker tells each client.
 
-use super::{Invalid, nonzero, read_exact};
+use super::{Field, Invalid, fixed_layout, nonzero, read_exact};
 use crate::error::DecodeError;
 use crate::kind::FrameKind;
+use crate::reader::Reader;
 
 /// `Hello` (client -> broker, the first frame): the versions the client speaks, and how
 /// often it will send a heartbeat when it has nothing else to send.
@@ -19,9 +20,14 @@ pub struct Hello {
     pub heartbeat_ms: u32,
 }
 
-impl Hello {
-    pub(crate) const LEN: usize = 6;
+fixed_layout! {
+    frame Hello(Hello) checked, 6 bytes:
+    min_version: u8,
+    max_version: u8,
+    heartbeat_ms: u32,
+}
 
+impl Hello {
     pub(crate) fn check(&self) -> Result<(), Invalid> {
         nonzero(self.min_version, FrameKind::Hello, "min_version")?;
         if self.min_version > self.max_version {
@@ -31,24 +37,6 @@ impl Hello {
             });
         }
         Ok(())
-    }
-
-    pub(crate) fn read(body: &[u8]) -> Result<Self, DecodeError> {
-        let hello = read_exact(FrameKind::Hello, body, |r| {
-            Some(Self {
-                min_version: r.u8()?,
-                max_version: r.u8()?,
-                heartbeat_ms: r.u32()?,
-            })
-        })?;
-        hello.check()?;
-        Ok(hello)
-    }
-
-    pub(crate) fn write(&self, out: &mut Vec<u8>) {
-        out.push(self.min_version);
-        out.push(self.max_version);
-        out.extend_from_slice(&self.heartbeat_ms.to_le_bytes());
     }
 }
 
@@ -113,65 +101,35 @@ pub struct ServerLimits {
     pub max_new_names: u32,
 }
 
-impl Welcome {
-    pub(crate) const LEN: usize = 53;
+fixed_layout! {
+    frame Welcome(Welcome) checked, 53 bytes:
+    version: u8,
+    heartbeat_ms: u32,
+    limits: ServerLimits,
+}
 
+impl Welcome {
     pub(crate) fn check(&self) -> Result<(), Invalid> {
         nonzero(self.version, FrameKind::Welcome, "version")
     }
+}
 
-    pub(crate) fn read(body: &[u8]) -> Result<Self, DecodeError> {
-        let welcome = read_exact(FrameKind::Welcome, body, |r| {
-            Some(Self {
-                version: r.u8()?,
-                heartbeat_ms: r.u32()?,
-                limits: ServerLimits {
-                    max_payload: r.u32()?,
-                    max_unconfirmed_per_connection: r.u32()?,
-                    max_unconfirmed_named: r.u32()?,
-                    consumer_window: r.u32()?,
-                    queue_slots: r.u32()?,
-                    max_producers: r.u16()?,
-                    max_consumers: r.u16()?,
-                    idle_timeout_ms: r.u32()?,
-                    max_connections: r.u32()?,
-                    frame_timeout_ms: r.u32()?,
-                    handshake_timeout_ms: r.u32()?,
-                    dedup_window: r.u32()?,
-                    max_new_names: r.u32()?,
-                },
-            })
-        })?;
-        welcome.check()?;
-        Ok(welcome)
-    }
-
-    pub(crate) fn write(&self, out: &mut Vec<u8>) {
-        let l = &self.limits;
-        out.push(self.version);
-        out.extend_from_slice(&self.heartbeat_ms.to_le_bytes());
-        for word in [
-            l.max_payload,
-            l.max_unconfirmed_per_connection,
-            l.max_unconfirmed_named,
-            l.consumer_window,
-            l.queue_slots,
-        ] {
-            out.extend_from_slice(&word.to_le_bytes());
-        }
-        out.extend_from_slice(&l.max_producers.to_le_bytes());
-        out.extend_from_slice(&l.max_consumers.to_le_bytes());
-        for word in [
-            l.idle_timeout_ms,
-            l.max_connections,
-            l.frame_timeout_ms,
-            l.handshake_timeout_ms,
-            l.dedup_window,
-            l.max_new_names,
-        ] {
-            out.extend_from_slice(&word.to_le_bytes());
-        }
-    }
+fixed_layout! {
+    ServerLimits,
+    48 bytes:
+    max_payload: u32,
+    max_unconfirmed_per_connection: u32,
+    max_unconfirmed_named: u32,
+    consumer_window: u32,
+    queue_slots: u32,
+    max_producers: u16,
+    max_consumers: u16,
+    idle_timeout_ms: u32,
+    max_connections: u32,
+    frame_timeout_ms: u32,
+    handshake_timeout_ms: u32,
+    dedup_window: u32,
+    max_new_names: u32,
 }
 
 impl ServerLimits {

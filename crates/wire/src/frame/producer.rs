@@ -1,7 +1,7 @@
 //! A producer's frames of fixed layout: `OpenProducer`, the `ProducerOpened` that answers
 //! it with a [`StoredWindow`], and `CloseProducer`.
 
-use super::{nonzero, read_exact};
+use super::{Field, fixed_layout, nonzero, read_exact};
 use crate::error::{DecodeError, EncodeError};
 use crate::ids::{ProducerId, QueueId};
 use crate::kind::FrameKind;
@@ -252,18 +252,7 @@ pub struct CloseProducer {
     pub producer: ProducerId,
 }
 
-impl CloseProducer {
-    pub(crate) const LEN: usize = 4;
-
-    pub(crate) fn read(body: &[u8]) -> Result<Self, DecodeError> {
-        read_exact(FrameKind::CloseProducer, body, |r| {
-            Some(Self {
-                producer: ProducerId(r.u32()?),
-            })
-        })
-    }
-
-    pub(crate) fn write(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.producer.0.to_le_bytes());
-    }
+fixed_layout! {
+    frame CloseProducer(CloseProducer), 4 bytes:
+    producer: ProducerId,
 }
