@@ -27,6 +27,10 @@ use std::time::Duration;
 use zerodispatch_broker::*;
 use zerodispatch_testkit::CountingAllocator;
 
+mod proofs;
+
+use proofs::{AckCounts, one_queue_of};
+
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
 
@@ -81,32 +85,18 @@ fn allocations(
         QueueMode::Fanout { apps }
     };
     let broker = Broker::start(BrokerConfig {
-        queues: vec![QueueConfig {
-            capacity: 4 * IN_FLIGHT as usize,
-            ..QueueConfig::new(mode_for)
-        }],
-        session_processors: 2,
         event_capacity,
         replication,
-        ..BrokerConfig::default()
+        ..one_queue_of(mode_for, 4 * IN_FLIGHT as usize)
     })
     .unwrap();
-    let acked = Arc::new(AtomicU64::new(0));
-    let refused = Arc::new(AtomicU64::new(0));
-    let (sink, refusals) = (acked.clone(), refused.clone());
+    let acks = AckCounts::of(AckStatus::Stored);
     let config = ProducerConfig {
         max_unconfirmed: 2 * IN_FLIGHT as usize,
         confirm_timeout,
         ..ProducerConfig::default()
     };
-    let on_ack = move |batch: &[Ack]| {
-        let ok = batch
-            .iter()
-            .filter(|a| a.status == AckStatus::Stored)
-            .count() as u64;
-        refusals.fetch_add(batch.len() as u64 - ok, Ordering::Relaxed);
-        sink.fetch_add(ok, Ordering::Release);
-    };
+    let on_ack = acks.on_ack();
     let producer = if sending == Sending::Named {
         broker.open_named_producer("zero-alloc", config, on_ack)
     } else {
@@ -157,7 +147,7 @@ fn allocations(
         }
     }
     let no_refusal = || {
-        let n = refused.load(Ordering::Relaxed);
+        let n = acks.others();
         assert_eq!(n, 0, "{n} messages refused: every message must be stored");
     };
     // The replicas: every replica's receipt for each message the queue has stored (seen
@@ -183,7 +173,7 @@ fn allocations(
     };
     let send = |range: std::ops::Range<u64>| {
         for i in range {
-            while acks_for(i).saturating_sub(acked.load(Ordering::Acquire)) >= IN_FLIGHT
+            while acks_for(i).saturating_sub(acks.matching()) >= IN_FLIGHT
                 || i - slowest() >= IN_FLIGHT
             {
                 no_refusal();
@@ -209,7 +199,7 @@ fn allocations(
         }
     };
     let wait_done = |n: u64| {
-        while acked.load(Ordering::Acquire) < acks_for(n) || slowest() < n {
+        while acks.matching() < acks_for(n) || slowest() < n {
             no_refusal();
             replicate();
             thread::yield_now();
@@ -275,18 +265,8 @@ fn rejected_burst() -> u64 {
     })
     .unwrap();
     let session = broker.processors(ClientType::Session)[0];
-    let (outcomes, rejected) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let (sink, refusals) = (outcomes.clone(), rejected.clone());
-    let producer = broker
-        .open_producer(BURST_CAP, move |batch: &[Ack]| {
-            let full = batch
-                .iter()
-                .filter(|a| a.status == AckStatus::RejectedProducerFull)
-                .count();
-            refusals.fetch_add(full as u64, Ordering::Relaxed);
-            sink.fetch_add(batch.len() as u64, Ordering::Release);
-        })
-        .unwrap();
+    let acks = AckCounts::of(AckStatus::RejectedProducerFull);
+    let producer = broker.open_producer(BURST_CAP, acks.on_ack()).unwrap();
     let _consumer = broker
         .open_consumer(
             QueueId(0),
@@ -315,23 +295,23 @@ fn rejected_burst() -> u64 {
         }
         GATE_OPEN.store(true, Ordering::SeqCst);
         published += n as u64;
-        while outcomes.load(Ordering::Acquire) < published {
+        while acks.all() < published {
             thread::yield_now();
         }
     };
     for _ in 0..100 {
         burst(BURST_CAP);
     }
-    assert_eq!(rejected.load(Ordering::Relaxed), 0);
+    assert_eq!(acks.matching(), 0);
     let before = CountingAllocator::allocations();
     for _ in 0..100 {
         burst(max_batch);
     }
     let after = CountingAllocator::allocations();
     assert!(
-        rejected.load(Ordering::Relaxed) >= 100 * (max_batch - 2 * BURST_CAP) as u64,
+        acks.matching() >= 100 * (max_batch - 2 * BURST_CAP) as u64,
         "the bursts were rejected past the cap: {}",
-        rejected.load(Ordering::Relaxed)
+        acks.matching()
     );
     broker.shutdown();
     after - before
