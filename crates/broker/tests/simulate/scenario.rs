@@ -607,12 +607,23 @@ impl Run {
         }
     }
 
-    fn open_consumer(&mut self) {
-        let queue = self.sim.rng().below(self.queues.len() as u64) as u32;
-        let apps = match self.queues[queue as usize].mode {
+    /// The apps of `queue`: 1 for a priority queue.
+    fn apps(&self, queue: u32) -> u16 {
+        match self.queues[queue as usize].mode {
             QueueMode::Priority => 1,
             QueueMode::Fanout { apps } => apps,
-        };
+        }
+    }
+
+    fn open_consumers(&self) -> Vec<usize> {
+        (0..self.consumers.len())
+            .filter(|&c| self.consumers[c].is_some())
+            .collect()
+    }
+
+    fn open_consumer(&mut self) {
+        let queue = self.sim.rng().below(self.queues.len() as u64) as u32;
+        let apps = self.apps(queue);
         let app = self.sim.rng().below(u64::from(apps)) as u16;
         let rng = self.sim.rng();
         let options = ConsumerOptions {
@@ -909,17 +920,13 @@ pub fn run(seed: u64) {
             }
             11 => run.open_consumer(),
             12 => {
-                let open: Vec<usize> = (0..run.consumers.len())
-                    .filter(|&c| run.consumers[c].is_some())
-                    .collect();
+                let open = run.open_consumers();
                 if let Some(&c) = run.sim.rng().pick(&open) {
                     run.close_consumer(c);
                 }
             }
             13 => {
-                let open: Vec<usize> = (0..run.consumers.len())
-                    .filter(|&c| run.consumers[c].is_some())
-                    .collect();
+                let open = run.open_consumers();
                 if let Some(&c) = run.sim.rng().pick(&open) {
                     if run.sim.rng().one_in(2) {
                         run.confirm(c);
@@ -1051,11 +1058,7 @@ fn finish(run: &mut Run) {
         }
     }
     for q in 0..run.queues.len() as u32 {
-        let apps = match run.queues[q as usize].mode {
-            QueueMode::Priority => 1,
-            QueueMode::Fanout { apps } => apps,
-        };
-        for app in 0..apps {
+        for app in 0..run.apps(q) {
             run.open_consumer_with(q, app, ConsumerOptions::default());
         }
     }
@@ -1064,11 +1067,7 @@ fn finish(run: &mut Run) {
     {
         let w = run.w();
         for &(queue, guid, msg) in &w.stored {
-            let apps = match run.queues[queue as usize].mode {
-                QueueMode::Priority => 1,
-                QueueMode::Fanout { apps } => apps,
-            };
-            for app in 0..apps {
+            for app in 0..run.apps(queue) {
                 if w.lossy.contains(&(queue, app)) {
                     continue;
                 }
@@ -1104,27 +1103,18 @@ fn finish(run: &mut Run) {
         "ACKs the queues sent, counted by the sessions: {queues:?} {sessions:?}"
     );
     let w = run.w();
-    let given = |s: AckStatus| w.outcomes[status_index(s)];
-    assert_eq!(
-        given(AckStatus::Closed),
-        sessions.closed_reported,
-        "Closed outcomes"
-    );
-    assert_eq!(
-        given(AckStatus::NotSent),
-        sessions.not_sent,
-        "NotSent outcomes"
-    );
-    assert_eq!(
-        given(AckStatus::TimedOut),
-        sessions.timed_out,
-        "TimedOut outcomes"
-    );
-    assert_eq!(
-        given(AckStatus::RejectedProducerFull),
-        sessions.rejected_producer_full,
-        "RejectedProducerFull outcomes"
-    );
+    for (status, counted) in [
+        (AckStatus::Closed, sessions.closed_reported),
+        (AckStatus::NotSent, sessions.not_sent),
+        (AckStatus::TimedOut, sessions.timed_out),
+        (
+            AckStatus::RejectedProducerFull,
+            sessions.rejected_producer_full,
+        ),
+    ] {
+        let given = w.outcomes[status_index(status)];
+        assert_eq!(given, counted, "{status:?} outcomes");
+    }
     assert_eq!(
         w.attempts.len() as u64,
         sessions.published,
