@@ -104,20 +104,6 @@ struct Name {
     stored: HashSet<(u32, u64)>,
 }
 
-/// Where `status` counts in `World::outcomes`.
-fn status_index(status: AckStatus) -> usize {
-    match status {
-        AckStatus::Stored => 0,
-        AckStatus::RejectedQueueFull => 1,
-        AckStatus::RejectedProducerFull => 2,
-        AckStatus::RejectedUnknownQueue => 3,
-        AckStatus::Closed => 4,
-        AckStatus::TimedOut => 5,
-        AckStatus::NotSent => 6,
-        AckStatus::RejectedOutOfWindow => 7,
-    }
-}
-
 #[derive(Debug)]
 struct ConsumerState {
     queue: u32,
@@ -168,7 +154,7 @@ struct World {
     /// Fanout (queue, app)s that had a consumer closed: their shares may be dropped.
     lossy: HashSet<(u32, u16)>,
     shutting_down: bool,
-    /// Outcomes the applications were given, by status (`status_index`).
+    /// Outcomes the applications were given, by status (`AckStatus as usize`).
     outcomes: [u64; 8],
     /// Payload handles of the messages published (`Ok`), with their attempts.
     handles: HashMap<u64, usize>,
@@ -229,7 +215,7 @@ impl World {
     /// A producer instance's batch of outcomes.
     fn on_ack(&mut self, instance: usize, batch: &[Ack]) {
         for ack in batch {
-            self.outcomes[status_index(ack.status)] += 1;
+            self.outcomes[ack.status as usize] += 1;
             let Some(index) = self.instances[instance]
                 .in_flight
                 .get_mut(&ack.guid)
@@ -1112,7 +1098,7 @@ fn finish(run: &mut Run) {
             sessions.rejected_producer_full,
         ),
     ] {
-        let given = w.outcomes[status_index(status)];
+        let given = w.outcomes[status as usize];
         assert_eq!(given, counted, "{status:?} outcomes");
     }
     assert_eq!(
