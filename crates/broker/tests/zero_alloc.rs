@@ -12,11 +12,7 @@
 //! eight followed by a message stored long before published again, a duplicate the queue
 //! ACKs again and does not store.
 //!
-//! Its own test binary, and its own `main` (`harness = false`): libtest's main thread
-//! allocates while a test runs, when it warns that the test has run for over 60 seconds,
-//! which under CPU load fell inside a measured window ("allocated 3 times": the timed-out
-//! test's entry, then its message formatted). Without the harness, the only threads are
-//! this `main`, the broker's and those it starts.
+//! Its own test binary, with its own `main` (`harness = false`): `proofs/mod.rs` says why.
 
 use std::cell::Cell;
 use std::sync::Arc;

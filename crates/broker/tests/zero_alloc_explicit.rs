@@ -3,11 +3,7 @@
 //! confirms each delivery explicitly (`Broker::confirm`) and gives one credit back per
 //! confirm, and a release hook that hears of every payload released. 200,000 messages after warm-up, allocation delta exactly 0 on every thread.
 //!
-//! Its own test binary, and its own `main` (`harness = false`): libtest's main thread
-//! allocates while a test runs, when it warns that the test has run for over 60 seconds,
-//! which under CPU load fell inside a measured window ("allocated 3 times": the timed-out
-//! test's entry, then its message formatted). Without the harness, the only threads are
-//! this `main`, the broker's and those it starts.
+//! Its own test binary, with its own `main` (`harness = false`): `proofs/mod.rs` says why.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,12 @@
 //! What the broker's allocation proofs (`zero_alloc.rs`, `zero_alloc_explicit.rs`) share:
 //! a producer's outcomes counted without allocating, a wait that allocates nothing, and
 //! their broker's queue.
+//!
+//! Each proof is a test binary of its own, with its own `main` (`harness = false`):
+//! libtest's main thread allocates while a test runs, when it warns that the test has run
+//! for over 60 seconds, which under CPU load fell inside a measured window ("allocated 3
+//! times": the timed-out test's entry, then its message formatted). Without the harness,
+//! the only threads are the proof's `main`, the broker's and those it starts.
 
 #![allow(dead_code)]
 
