@@ -15,7 +15,7 @@ use zerodispatch_broker::*;
 
 mod support;
 
-use support::{Outcomes, TWO_QUEUES_APPS, count_of, payload, start, two_queues};
+use support::{Outcomes, TWO_QUEUES_APPS, count_of, open_consumer, payload, start, two_queues};
 
 const PRODUCERS: u64 = 3;
 /// Messages per producer: about a second in a debug build.
@@ -36,34 +36,30 @@ fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
     // some sleep now and then.
     let delivered = Arc::new(AtomicU64::new(0));
     let mut consumers = Vec::new();
-    for (queue, app) in TWO_QUEUES_APPS {
-        for (n, route) in [ConfirmRoute::Direct, ConfirmRoute::ViaCluster]
-            .into_iter()
-            .enumerate()
-        {
+    for app in TWO_QUEUES_APPS {
+        for (slow, route) in [
+            (false, ConfirmRoute::Direct),
+            (true, ConfirmRoute::ViaCluster),
+        ] {
             let seen = delivered.clone();
             let mut calls = 0_u64;
-            let slow = n == 1;
-            consumers.push(
-                broker
-                    .open_consumer(
-                        QueueId(queue),
-                        AppId(app),
-                        ConsumerOptions {
-                            mode: ConfirmMode::Typed,
-                            route,
-                            ..ConsumerOptions::default()
-                        },
-                        move |b: &[Delivery]| {
-                            seen.fetch_add(b.len() as u64, Ordering::Relaxed);
-                            calls += 1;
-                            if slow && calls.is_multiple_of(64) {
-                                thread::sleep(Duration::from_micros(200));
-                            }
-                        },
-                    )
-                    .unwrap(),
-            );
+            let options = ConsumerOptions {
+                mode: ConfirmMode::Typed,
+                route,
+                ..ConsumerOptions::default()
+            };
+            consumers.push(open_consumer(
+                &broker,
+                app,
+                options,
+                move |b: &[Delivery]| {
+                    seen.fetch_add(b.len() as u64, Ordering::Relaxed);
+                    calls += 1;
+                    if slow && calls.is_multiple_of(64) {
+                        thread::sleep(Duration::from_micros(200));
+                    }
+                },
+            ));
         }
     }
     let outcomes = Arc::new(Outcomes::default());

@@ -17,7 +17,9 @@ use zerodispatch_testkit::quiet_planned_panics;
 
 mod support;
 
-use support::{Outcomes, Rng, TWO_QUEUES_APPS, count_of, start, two_queues};
+use support::{
+    Outcomes, Rng, TWO_QUEUES_APPS, count_of, drain_app, open_consumer, start, two_queues,
+};
 
 fn soak() -> Duration {
     let secs = std::env::var("ZD_SOAK_SECS")
@@ -41,16 +43,7 @@ fn faults_churn_and_tiny_queues_lose_no_outcome_and_stall_nothing() {
     // One consumer per app for the whole run, so that every message can be confirmed.
     let resident: Vec<Consumer> = TWO_QUEUES_APPS
         .into_iter()
-        .map(|(queue, app)| {
-            broker
-                .open_consumer(
-                    QueueId(queue),
-                    AppId(app),
-                    ConsumerOptions::default(),
-                    |_: &[Delivery]| {},
-                )
-                .unwrap()
-        })
+        .map(|app| drain_app(&broker, app))
         .collect();
 
     let producers: Vec<_> = (0..3_u64)
@@ -118,22 +111,16 @@ fn faults_churn_and_tiny_queues_lose_no_outcome_and_stall_nothing() {
                 [rng.below(3) as usize];
             let route = [ConfirmRoute::Direct, ConfirmRoute::ViaCluster][rng.below(2) as usize];
             let mut app_rng = Rng(rng.next() | 1);
-            let c = broker
-                .open_consumer(
-                    QueueId(queue),
-                    AppId(app),
-                    ConsumerOptions {
-                        mode,
-                        route,
-                        ..ConsumerOptions::default()
-                    },
-                    move |_: &[Delivery]| {
-                        if app_rng.below(50) == 0 {
-                            panic!("planned panic in on_delivery");
-                        }
-                    },
-                )
-                .unwrap();
+            let options = ConsumerOptions {
+                mode,
+                route,
+                ..ConsumerOptions::default()
+            };
+            let c = open_consumer(&broker, (queue, app), options, move |_: &[Delivery]| {
+                if app_rng.below(50) == 0 {
+                    panic!("planned panic in on_delivery");
+                }
+            });
             live.push(c);
             joined += 1;
         } else {

@@ -64,6 +64,19 @@ pub fn producer_with(broker: &Broker, config: ProducerConfig) -> (Producer, Log<
     (p, acks)
 }
 
+/// A consumer of `queue`'s app `app` with `options`, that hands each batch to
+/// `on_delivery`.
+pub fn open_consumer(
+    broker: &Broker,
+    (queue, app): (u32, u16),
+    options: ConsumerOptions,
+    on_delivery: impl FnMut(&[Delivery]) + Send + 'static,
+) -> Consumer {
+    broker
+        .open_consumer(QueueId(queue), AppId(app), options, on_delivery)
+        .unwrap()
+}
+
 /// A consumer of `queue`'s app `app`, and the log of its deliveries.
 pub fn consumer(
     broker: &Broker,
@@ -72,9 +85,7 @@ pub fn consumer(
     options: ConsumerOptions,
 ) -> (Consumer, Log<Delivery>) {
     let seen = Log::default();
-    let c = broker
-        .open_consumer(QueueId(queue), AppId(app), options, recording(&seen))
-        .unwrap();
+    let c = open_consumer(broker, (queue, app), options, recording(&seen));
     (c, seen)
 }
 
@@ -84,18 +95,22 @@ pub fn consumer_calling(
     broker: &Broker,
     on_delivery: impl FnMut(&[Delivery]) + Send + 'static,
 ) -> Consumer {
-    let options = ConsumerOptions::default();
-    broker
-        .open_consumer(QueueId(0), AppId(0), options, on_delivery)
-        .unwrap()
+    open_consumer(broker, (0, 0), ConsumerOptions::default(), on_delivery)
 }
 
 /// A consumer of `queue`'s app 0 that takes everything and keeps nothing.
 pub fn drain(broker: &Broker, queue: u32) -> Consumer {
-    let options = ConsumerOptions::default();
-    broker
-        .open_consumer(QueueId(queue), AppId(0), options, |_: &[Delivery]| {})
-        .unwrap()
+    drain_app(broker, (queue, 0))
+}
+
+/// A consumer of `queue`'s app `app` that takes everything and keeps nothing.
+pub fn drain_app(broker: &Broker, (queue, app): (u32, u16)) -> Consumer {
+    open_consumer(
+        broker,
+        (queue, app),
+        ConsumerOptions::default(),
+        |_: &[Delivery]| {},
+    )
 }
 
 /// Publishes the payloads of `handles` to `queue`; their GUIDs, in order.
