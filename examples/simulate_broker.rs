@@ -1,7 +1,7 @@
 //! The broker's confirm path under the seeded simulator of `zerodispatch::testing`: one
 //! scenario (producers anonymous, named and timed; consumers with credit and explicit
-//! confirms; fanout; replication with a quorum; reconnections of named producers; tiny
-//! queues; a shutdown in mid-stream) checked against its invariants over many seeds, each a
+//! confirms; fanout; replication with a quorum; reconnections of named producers; more
+//! names than the broker's table holds; tiny queues; a shutdown in mid-stream) checked against its invariants over many seeds, each a
 //! broker on a stepped dispatcher (`Broker::start_stepped`). A failing seed is printed with
 //! its last steps and the command that replays it.
 //!

@@ -13,8 +13,8 @@ use zerodispatch_broker::*;
 mod support;
 
 use support::{
-    Log, consumer, consumer_calling, explicit, one_queue, producer, producer_with, publish,
-    receipt, receipts, recording, replication, timeout, wait_for,
+    Log, consumer, consumer_calling, explicit, one_queue, open_consumer, producer, producer_with,
+    publish, receipt, receipts, recording, replication, timeout, wait_for,
 };
 
 fn start(replication: Option<Replication>, mode: QueueMode, session_processors: usize) -> Broker {
@@ -269,16 +269,9 @@ fn a_fanout_share_dropped_by_a_closing_consumer_releases_only_after_the_quorum()
     // App 1's consumer confirms explicitly, and never does: it holds its delivery.
     let (in_tx, in_rx) = mpsc::channel();
     let in_tx = Mutex::new(in_tx);
-    let c1 = broker
-        .open_consumer(
-            QueueId(0),
-            AppId(1),
-            explicit(None),
-            move |_: &[Delivery]| {
-                let _ = in_tx.lock().unwrap().send(());
-            },
-        )
-        .unwrap();
+    let c1 = open_consumer(&broker, (0, 1), explicit(None), move |_: &[Delivery]| {
+        let _ = in_tx.lock().unwrap().send(());
+    });
     let guid = publish(&p, 0, 0..1)[0];
     in_rx.recv_timeout(Duration::from_secs(10)).unwrap();
     // Closed while it holds the share: the share is dropped, app 0 confirms, but without

@@ -56,7 +56,7 @@ fn check_conservation(
     let queues = broker.queue_stats();
     let sessions = broker.session_stats();
     let held: u64 = queues.iter().map(|q| q.held).sum();
-    let count = |status| outcome.values().filter(|s| **s == status).count() as u64;
+    let count = |status| support::count_of(&outcome, status);
     let closed = count(AckStatus::Closed);
     let no_outcome = published
         .iter()
@@ -189,10 +189,7 @@ fn a_full_table_rejects_with_a_clear_status_and_overwrites_nothing() {
     let guids = publish(&p, 0, 0..10);
     broker.quiesce().unwrap();
     let outcome = check_conservation(&broker, &guids, &acks);
-    let rejected = outcome
-        .values()
-        .filter(|s| **s == AckStatus::RejectedQueueFull);
-    assert_eq!(rejected.count(), 6);
+    assert_eq!(support::count_of(&outcome, AckStatus::RejectedQueueFull), 6);
     assert_eq!(broker.queue_stats()[0].held, 4);
     // The four stored are ACKed already: stored, with no consumer attached.
     assert_each(&outcome, &guids[..4], AckStatus::Stored);
@@ -219,10 +216,10 @@ fn a_producer_past_its_unacked_cap_gets_rejections_and_unknown_queues_are_reject
     guids.push(p.publish(QueueId(9), Payload::default()).unwrap());
     broker.quiesce().unwrap();
     let outcome = check_conservation(&broker, &guids, &acks);
-    let full = outcome
-        .values()
-        .filter(|s| **s == AckStatus::RejectedProducerFull);
-    assert_eq!(full.count(), 2);
+    assert_eq!(
+        support::count_of(&outcome, AckStatus::RejectedProducerFull),
+        2
+    );
     assert_eq!(outcome[&guids[5]], AckStatus::RejectedUnknownQueue);
     let s = broker.session_stats();
     assert_eq!((s.rejected_producer_full, s.rejected_unknown_queue), (2, 1));

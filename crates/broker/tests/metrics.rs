@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::{CompositeKey, MetricKind};
 use zerodispatch_broker::metrics::{QUEUE_COUNTERS, QUEUE_HELD, SESSION_COUNTERS, export};
-use zerodispatch_broker::{Ack, Broker, BrokerConfig, QueueConfig, QueueId, QueueMode};
+use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig, QueueMode};
 
 /// Each exported value by kind, name and labels.
 type Values = HashMap<(MetricKind, String, Vec<(String, String)>), DebugValue>;
@@ -33,7 +33,7 @@ fn exported(broker: &Broker) -> (Values, HashMap<String, String>) {
 
 mod support;
 
-use support::{drain, payload, start};
+use support::{deaf_producer, drain, publish, start};
 
 #[test]
 fn sessions_queues_and_processors_reach_the_recorder() {
@@ -45,10 +45,8 @@ fn sessions_queues_and_processors_reach_the_recorder() {
         ..BrokerConfig::default()
     });
     let _consumer = drain(&broker, 0);
-    let producer = broker.open_producer(1024, |_: &[Ack]| {}).unwrap();
-    for handle in 0..100 {
-        producer.publish(QueueId(0), payload(handle)).unwrap();
-    }
+    let producer = deaf_producer(&broker, 1024);
+    publish(&producer, 0, 0..100);
     broker.quiesce().unwrap();
 
     let (values, described) = exported(&broker);

@@ -5,10 +5,9 @@
 //! confirms. A watchdog fails the test on any 3-second stall; at the end every message has
 //! exactly one outcome and the counters conserve.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -16,7 +15,7 @@ use zerodispatch_broker::*;
 
 mod support;
 
-use support::{payload, start};
+use support::{Outcomes, TWO_QUEUES_APPS, count_of, open_consumer, payload, start, two_queues};
 
 const PRODUCERS: u64 = 3;
 /// Messages per producer: about a second in a debug build.
@@ -30,70 +29,46 @@ const STALL: Duration = Duration::from_secs(3);
 #[test]
 fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
     let broker = Arc::new(start(BrokerConfig {
-        queues: vec![
-            QueueConfig {
-                capacity: 16,
-                window: 8,
-                ..QueueConfig::new(QueueMode::Priority)
-            },
-            QueueConfig {
-                capacity: 16,
-                window: 8,
-                ..QueueConfig::new(QueueMode::Fanout { apps: 2 })
-            },
-        ],
-        session_processors: 2,
-        queue_processors: 2,
-        event_capacity: 16,
         max_batch: 8,
-        ..BrokerConfig::default()
+        ..two_queues(16, 8, 16)
     }));
     // Consumers: each app of each queue has one direct and one routed through the cluster;
     // some sleep now and then.
     let delivered = Arc::new(AtomicU64::new(0));
     let mut consumers = Vec::new();
-    for (queue, app) in [(0, 0), (1, 0), (1, 1)] {
-        for (n, route) in [ConfirmRoute::Direct, ConfirmRoute::ViaCluster]
-            .into_iter()
-            .enumerate()
-        {
+    for app in TWO_QUEUES_APPS {
+        for (slow, route) in [
+            (false, ConfirmRoute::Direct),
+            (true, ConfirmRoute::ViaCluster),
+        ] {
             let seen = delivered.clone();
             let mut calls = 0_u64;
-            let slow = n == 1;
-            consumers.push(
-                broker
-                    .open_consumer(
-                        QueueId(queue),
-                        AppId(app),
-                        ConsumerOptions {
-                            mode: ConfirmMode::Typed,
-                            route,
-                            ..ConsumerOptions::default()
-                        },
-                        move |b: &[Delivery]| {
-                            seen.fetch_add(b.len() as u64, Ordering::Relaxed);
-                            calls += 1;
-                            if slow && calls.is_multiple_of(64) {
-                                thread::sleep(Duration::from_micros(200));
-                            }
-                        },
-                    )
-                    .unwrap(),
-            );
+            let options = ConsumerOptions {
+                mode: ConfirmMode::Typed,
+                route,
+                ..ConsumerOptions::default()
+            };
+            consumers.push(open_consumer(
+                &broker,
+                app,
+                options,
+                move |b: &[Delivery]| {
+                    seen.fetch_add(b.len() as u64, Ordering::Relaxed);
+                    calls += 1;
+                    if slow && calls.is_multiple_of(64) {
+                        thread::sleep(Duration::from_micros(200));
+                    }
+                },
+            ));
         }
     }
-    let outcomes: Arc<Mutex<Vec<Ack>>> = Arc::default();
-    let progress = Arc::new(AtomicU64::new(0));
+    let outcomes = Arc::new(Outcomes::default());
     let producers: Vec<_> = (0..PRODUCERS)
         .map(|n| {
-            let (broker, outcomes, progress) = (broker.clone(), outcomes.clone(), progress.clone());
+            let (broker, outcomes) = (broker.clone(), outcomes.clone());
             thread::spawn(move || {
-                let (sink, moved) = (outcomes.clone(), progress.clone());
                 let p = broker
-                    .open_producer(1000, move |b: &[Ack]| {
-                        sink.lock().unwrap().extend_from_slice(b);
-                        moved.fetch_add(b.len() as u64, Ordering::Relaxed);
-                    })
+                    .open_producer(1000, move |b: &[Ack]| outcomes.record(b))
                     .unwrap();
                 let mut sent = Vec::with_capacity(MESSAGES as usize);
                 for i in 0..MESSAGES {
@@ -137,9 +112,9 @@ fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
         })
     };
 
-    // The watchdog: every message's outcome moves `progress`; 3 s without a move is a stall.
+    // The watchdog: every message's outcome moves the count; 3 s without a move is a stall.
     let (done_tx, done_rx) = mpsc::channel::<()>();
-    let watched = progress.clone();
+    let watched = outcomes.clone();
     let watchdog = thread::spawn(move || {
         let (mut last, mut since) = (0, Instant::now());
         loop {
@@ -147,7 +122,7 @@ fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 _ => return Ok(()),
             }
-            let now = watched.load(Ordering::Relaxed);
+            let now = watched.count();
             if now != last {
                 (last, since) = (now, Instant::now());
             } else if since.elapsed() > STALL {
@@ -171,25 +146,8 @@ fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
     let replica_confirms = replica.join().unwrap();
 
     broker.quiesce().unwrap();
-    let outcomes = outcomes.lock().unwrap();
-    let mut outcome: HashMap<Guid, AckStatus> = HashMap::new();
-    for a in outcomes.iter() {
-        assert!(
-            outcome.insert(a.guid, a.status).is_none(),
-            "{:?} has two outcomes",
-            a.guid
-        );
-    }
-    assert_eq!(
-        outcome.len(),
-        published.len(),
-        "an outcome for every message"
-    );
-    assert!(published.iter().all(|g| outcome.contains_key(g)));
-    let acked = outcome
-        .values()
-        .filter(|s| **s == AckStatus::Stored)
-        .count() as u64;
+    let outcome = outcomes.one_each(&published);
+    let acked = count_of(&outcome, AckStatus::Stored);
     let stats = broker.queue_stats();
     assert_eq!(stats.iter().map(|q| q.acked).sum::<u64>(), acked);
     assert_eq!(stats.iter().map(|q| q.held).sum::<u64>(), 0);

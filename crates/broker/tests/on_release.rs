@@ -13,7 +13,7 @@ use zerodispatch_testkit::within;
 
 mod support;
 
-use support::{deaf_producer, drain, explicit, len, paced, wait_for};
+use support::{deaf_producer, drain, explicit, len, open_consumer, paced, wait_for};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -55,9 +55,7 @@ fn a_payload_is_released_once_its_message_is_consumed_not_when_it_is_acked() {
         let producer = broker
             .open_producer(1024, move |b: &[Ack]| *sink.lock().unwrap() += b.len())
             .unwrap();
-        let consumer = broker
-            .open_consumer(QueueId(0), AppId(0), paced(0), |_: &[Delivery]| {})
-            .unwrap();
+        let consumer = open_consumer(&broker, (0, 0), paced(0), |_: &[Delivery]| {});
         support::publish(&producer, 0, 0..10);
         wait_for("10 ACKs", || *acks.lock().unwrap() == 10);
         broker.quiesce().unwrap();
@@ -80,9 +78,7 @@ fn a_fanout_share_dropped_by_a_closing_consumer_still_releases_its_payload() {
         let producer = deaf_producer(&broker, 1024);
         let _consumer = drain(&broker, 0);
         // App 1's consumer takes its deliveries and never confirms them.
-        let holder = broker
-            .open_consumer(QueueId(0), AppId(1), explicit(None), |_: &[Delivery]| {})
-            .unwrap();
+        let holder = open_consumer(&broker, (0, 1), explicit(None), |_: &[Delivery]| {});
         support::publish(&producer, 0, 0..20);
         wait_for("app 0's confirms", || {
             broker.queue_stats()[0].confirms == 20

@@ -6,18 +6,16 @@
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use zerodispatch_broker::*;
-use zerodispatch_callback::Callback;
-use zerodispatch_core::ClientType;
 use zerodispatch_testkit::within;
 
 mod support;
 
-use support::{drain, one_queue, payload, producer};
+use support::{drain, hold, one_queue, payload, producer, runtime, session};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -81,19 +79,7 @@ fn a_dropped_publish_async_publishes_nothing_and_owes_no_outcome() {
         let _consumer = drain(&broker, 0);
 
         // Hold the session processor, so that its queue fills.
-        let release = Arc::new(AtomicBool::new(false));
-        let held = release.clone();
-        let session = broker.processors(ClientType::Session)[0];
-        broker
-            .execute(
-                session,
-                Callback::new(move || {
-                    while !held.load(Ordering::Acquire) {
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                }),
-            )
-            .unwrap();
+        let gate = hold(&broker, session(&broker));
 
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(count.clone());
@@ -116,7 +102,7 @@ fn a_dropped_publish_async_publishes_nothing_and_owes_no_outcome() {
             );
         }
         assert!(published > 0);
-        release.store(true, Ordering::Release);
+        gate.wait();
 
         // Every published message gets its outcome, and nothing more is owed: the close
         // does not wait for the dropped one.
@@ -137,10 +123,7 @@ fn publish_async_after_close_hands_the_payload_back() {
         let broker = start(64);
         let producer = broker.open_producer(16, |_: &[Ack]| {}).unwrap();
         assert!(producer.close(Duration::from_secs(1)));
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let refused = runtime.block_on(producer.publish_async(QueueId(0), payload(9)));
+        let refused = runtime().block_on(producer.publish_async(QueueId(0), payload(9)));
         match refused {
             Err(SendError::Closed(p)) => assert_eq!(p, payload(9)),
             other => panic!("expected Closed, got {other:?}"),

@@ -7,9 +7,8 @@
 //! outcome while producers run (a watchdog); the broker's counters conserve; and every
 //! session's client slot is given back (the live client count returns to its start).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -18,7 +17,9 @@ use zerodispatch_testkit::quiet_planned_panics;
 
 mod support;
 
-use support::{Rng, start};
+use support::{
+    Outcomes, Rng, TWO_QUEUES_APPS, count_of, drain_app, open_consumer, start, two_queues,
+};
 
 fn soak() -> Duration {
     let secs = std::env::var("ZD_SOAK_SECS")
@@ -28,26 +29,6 @@ fn soak() -> Duration {
     Duration::from_secs(secs)
 }
 
-/// Every outcome reported, by message; and how many there were (the watchdog's progress).
-#[derive(Default)]
-struct Outcomes {
-    by_guid: Mutex<HashMap<Guid, AckStatus>>,
-    duplicates: Mutex<Vec<Guid>>,
-    count: AtomicU64,
-}
-
-impl Outcomes {
-    fn record(&self, batch: &[Ack]) {
-        let mut by_guid = self.by_guid.lock().unwrap();
-        for a in batch {
-            if by_guid.insert(a.guid, a.status).is_some() {
-                self.duplicates.lock().unwrap().push(a.guid);
-            }
-        }
-        self.count.fetch_add(batch.len() as u64, Ordering::Relaxed);
-    }
-}
-
 fn live_clients(broker: &Broker) -> usize {
     broker.processor_stats().iter().map(|s| s.clients).sum()
 }
@@ -55,40 +36,14 @@ fn live_clients(broker: &Broker) -> usize {
 #[test]
 fn faults_churn_and_tiny_queues_lose_no_outcome_and_stall_nothing() {
     quiet_planned_panics();
-    let broker = Arc::new(start(BrokerConfig {
-        queues: vec![
-            QueueConfig {
-                capacity: 512,
-                window: 16,
-                ..QueueConfig::new(QueueMode::Priority)
-            },
-            QueueConfig {
-                capacity: 512,
-                window: 16,
-                ..QueueConfig::new(QueueMode::Fanout { apps: 2 })
-            },
-        ],
-        session_processors: 2,
-        queue_processors: 2,
-        event_capacity: 64,
-        ..BrokerConfig::default()
-    }));
+    let broker = Arc::new(start(two_queues(512, 16, 64)));
     let clients_at_start = live_clients(&broker);
     let outcomes = Arc::new(Outcomes::default());
     let stop = Arc::new(AtomicBool::new(false));
     // One consumer per app for the whole run, so that every message can be confirmed.
-    let resident: Vec<Consumer> = [(0, 0), (1, 0), (1, 1)]
+    let resident: Vec<Consumer> = TWO_QUEUES_APPS
         .into_iter()
-        .map(|(queue, app)| {
-            broker
-                .open_consumer(
-                    QueueId(queue),
-                    AppId(app),
-                    ConsumerOptions::default(),
-                    |_: &[Delivery]| {},
-                )
-                .unwrap()
-        })
+        .map(|app| drain_app(&broker, app))
         .collect();
 
     let producers: Vec<_> = (0..3_u64)
@@ -156,22 +111,16 @@ fn faults_churn_and_tiny_queues_lose_no_outcome_and_stall_nothing() {
                 [rng.below(3) as usize];
             let route = [ConfirmRoute::Direct, ConfirmRoute::ViaCluster][rng.below(2) as usize];
             let mut app_rng = Rng(rng.next() | 1);
-            let c = broker
-                .open_consumer(
-                    QueueId(queue),
-                    AppId(app),
-                    ConsumerOptions {
-                        mode,
-                        route,
-                        ..ConsumerOptions::default()
-                    },
-                    move |_: &[Delivery]| {
-                        if app_rng.below(50) == 0 {
-                            panic!("planned panic in on_delivery");
-                        }
-                    },
-                )
-                .unwrap();
+            let options = ConsumerOptions {
+                mode,
+                route,
+                ..ConsumerOptions::default()
+            };
+            let c = open_consumer(&broker, (queue, app), options, move |_: &[Delivery]| {
+                if app_rng.below(50) == 0 {
+                    panic!("planned panic in on_delivery");
+                }
+            });
             live.push(c);
             joined += 1;
         } else {
@@ -180,7 +129,7 @@ fn faults_churn_and_tiny_queues_lose_no_outcome_and_stall_nothing() {
             left += 1;
         }
         thread::sleep(Duration::from_millis(rng.below(20)));
-        let now = outcomes.count.load(Ordering::Relaxed);
+        let now = outcomes.count();
         if now != last {
             (last, since) = (now, Instant::now());
         }
@@ -203,38 +152,14 @@ fn faults_churn_and_tiny_queues_lose_no_outcome_and_stall_nothing() {
     }
     broker.quiesce().unwrap();
 
-    let outcome = outcomes.by_guid.lock().unwrap().clone();
-    assert!(
-        outcomes.duplicates.lock().unwrap().is_empty(),
-        "messages with two outcomes: {:?}",
-        outcomes.duplicates.lock().unwrap()
-    );
-    let missing: Vec<_> = published
-        .iter()
-        .filter(|g| !outcome.contains_key(g))
-        .take(5)
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "messages without an outcome: {missing:?}"
-    );
-    assert_eq!(
-        outcome.len(),
-        published.len(),
-        "no outcome for a message never published"
-    );
+    let outcome = outcomes.one_each(&published);
     let stats = broker.queue_stats();
     let sessions = broker.session_stats();
-    let acked = outcome
-        .values()
-        .filter(|s| **s == AckStatus::Stored)
-        .count() as u64;
+    let acked = count_of(&outcome, AckStatus::Stored);
     // A queue counts an ACK it sent; a producer closed before it arrived reported the
     // message `Closed` (or `NotSent`) instead, and the late ACK went to a retired session.
-    let closed = outcome
-        .values()
-        .filter(|s| matches!(s, AckStatus::Closed | AckStatus::NotSent))
-        .count() as u64;
+    let by_status = |s: AckStatus| count_of(&outcome, s);
+    let closed = by_status(AckStatus::Closed) + by_status(AckStatus::NotSent);
     let queue_acked: u64 = stats.iter().map(|q| q.acked).sum();
     assert!(
         acked <= queue_acked && queue_acked <= acked + closed,
@@ -251,14 +176,13 @@ fn faults_churn_and_tiny_queues_lose_no_outcome_and_stall_nothing() {
         clients_at_start,
         "every closed session gave its client slot back"
     );
-    let by_status = |s: AckStatus| outcome.values().filter(|x| **x == s).count();
     println!(
         "soak: {} published by {opened} producers, {acked} acked, {} rejected (queue full), {} rejected (producer full), {} closed or not sent; \
          {joined} consumers joined, {left} left; {} handler panics; {} redelivered, {} shares dropped",
         published.len(),
         by_status(AckStatus::RejectedQueueFull),
         by_status(AckStatus::RejectedProducerFull),
-        by_status(AckStatus::Closed) + by_status(AckStatus::NotSent),
+        closed,
         sessions.handler_panics,
         stats[0].redelivered + stats[1].redelivered,
         stats[1].dropped_shares

@@ -12,11 +12,7 @@
 //! eight followed by a message stored long before published again, a duplicate the queue
 //! ACKs again and does not store.
 //!
-//! Its own test binary, and its own `main` (`harness = false`): libtest's main thread
-//! allocates while a test runs, when it warns that the test has run for over 60 seconds,
-//! which under CPU load fell inside a measured window ("allocated 3 times": the timed-out
-//! test's entry, then its message formatted). Without the harness, the only threads are
-//! this `main`, the broker's and those it starts.
+//! Its own test binary, with its own `main` (`harness = false`): `proofs/mod.rs` says why.
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -26,6 +22,10 @@ use std::time::Duration;
 
 use zerodispatch_broker::*;
 use zerodispatch_testkit::CountingAllocator;
+
+mod proofs;
+
+use proofs::{AckCounts, one_queue_of};
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
@@ -63,50 +63,64 @@ const DUPLICATE_EVERY: u64 = 8;
 /// is stored and ACKed already (the queue ACKs one producer's messages in order).
 const DUPLICATE_LAG: u64 = 2 * IN_FLIGHT;
 
-/// A broker with one queue of `apps` apps, two consumers per app (one confirming straight
-/// to the queue, one through the cluster) and one producer (with `confirm_timeout`, if
-/// any); returns the allocations made while `messages` messages went through, after a
-/// warm-up.
-fn allocations(
+/// One run of [`allocations`].
+#[derive(Clone, Copy)]
+struct Case {
     apps: u16,
     mode: ConfirmMode,
     messages: u64,
     sending: Sending,
     confirm_timeout: Option<Duration>,
-    (event_capacity, replication): (usize, Option<Replication>),
-) -> u64 {
+    event_capacity: usize,
+    replication: Option<Replication>,
+}
+
+/// `messages` sent with `sending` to `apps` apps confirming by `mode`, on processors of
+/// [`EVENTS`] events, without a confirm timeout or replication.
+fn case(apps: u16, mode: ConfirmMode, messages: u64, sending: Sending) -> Case {
+    Case {
+        apps,
+        mode,
+        messages,
+        sending,
+        confirm_timeout: None,
+        event_capacity: EVENTS,
+        replication: None,
+    }
+}
+
+/// A broker with one queue of `apps` apps, two consumers per app (one confirming straight
+/// to the queue, one through the cluster) and one producer (with `confirm_timeout`, if
+/// any); returns the allocations made while `messages` messages went through, after a
+/// warm-up.
+fn allocations(case: Case) -> u64 {
+    let Case {
+        apps,
+        mode,
+        messages,
+        sending,
+        confirm_timeout,
+        event_capacity,
+        replication,
+    } = case;
     let mode_for = if apps == 1 {
         QueueMode::Priority
     } else {
         QueueMode::Fanout { apps }
     };
     let broker = Broker::start(BrokerConfig {
-        queues: vec![QueueConfig {
-            capacity: 4 * IN_FLIGHT as usize,
-            ..QueueConfig::new(mode_for)
-        }],
-        session_processors: 2,
         event_capacity,
         replication,
-        ..BrokerConfig::default()
+        ..one_queue_of(mode_for, 4 * IN_FLIGHT as usize)
     })
     .unwrap();
-    let acked = Arc::new(AtomicU64::new(0));
-    let refused = Arc::new(AtomicU64::new(0));
-    let (sink, refusals) = (acked.clone(), refused.clone());
+    let acks = AckCounts::of(AckStatus::Stored);
     let config = ProducerConfig {
         max_unconfirmed: 2 * IN_FLIGHT as usize,
         confirm_timeout,
         ..ProducerConfig::default()
     };
-    let on_ack = move |batch: &[Ack]| {
-        let ok = batch
-            .iter()
-            .filter(|a| a.status == AckStatus::Stored)
-            .count() as u64;
-        refusals.fetch_add(batch.len() as u64 - ok, Ordering::Relaxed);
-        sink.fetch_add(ok, Ordering::Release);
-    };
+    let on_ack = acks.on_ack();
     let producer = if sending == Sending::Named {
         broker.open_named_producer("zero-alloc", config, on_ack)
     } else {
@@ -157,7 +171,7 @@ fn allocations(
         }
     }
     let no_refusal = || {
-        let n = refused.load(Ordering::Relaxed);
+        let n = acks.others();
         assert_eq!(n, 0, "{n} messages refused: every message must be stored");
     };
     // The replicas: every replica's receipt for each message the queue has stored (seen
@@ -183,7 +197,7 @@ fn allocations(
     };
     let send = |range: std::ops::Range<u64>| {
         for i in range {
-            while acks_for(i).saturating_sub(acked.load(Ordering::Acquire)) >= IN_FLIGHT
+            while acks_for(i).saturating_sub(acks.matching()) >= IN_FLIGHT
                 || i - slowest() >= IN_FLIGHT
             {
                 no_refusal();
@@ -209,7 +223,7 @@ fn allocations(
         }
     };
     let wait_done = |n: u64| {
-        while acked.load(Ordering::Acquire) < acks_for(n) || slowest() < n {
+        while acks.matching() < acks_for(n) || slowest() < n {
             no_refusal();
             replicate();
             thread::yield_now();
@@ -275,18 +289,8 @@ fn rejected_burst() -> u64 {
     })
     .unwrap();
     let session = broker.processors(ClientType::Session)[0];
-    let (outcomes, rejected) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let (sink, refusals) = (outcomes.clone(), rejected.clone());
-    let producer = broker
-        .open_producer(BURST_CAP, move |batch: &[Ack]| {
-            let full = batch
-                .iter()
-                .filter(|a| a.status == AckStatus::RejectedProducerFull)
-                .count();
-            refusals.fetch_add(full as u64, Ordering::Relaxed);
-            sink.fetch_add(batch.len() as u64, Ordering::Release);
-        })
-        .unwrap();
+    let acks = AckCounts::of(AckStatus::RejectedProducerFull);
+    let producer = broker.open_producer(BURST_CAP, acks.on_ack()).unwrap();
     let _consumer = broker
         .open_consumer(
             QueueId(0),
@@ -315,23 +319,23 @@ fn rejected_burst() -> u64 {
         }
         GATE_OPEN.store(true, Ordering::SeqCst);
         published += n as u64;
-        while outcomes.load(Ordering::Acquire) < published {
+        while acks.all() < published {
             thread::yield_now();
         }
     };
     for _ in 0..100 {
         burst(BURST_CAP);
     }
-    assert_eq!(rejected.load(Ordering::Relaxed), 0);
+    assert_eq!(acks.matching(), 0);
     let before = CountingAllocator::allocations();
     for _ in 0..100 {
         burst(max_batch);
     }
     let after = CountingAllocator::allocations();
     assert!(
-        rejected.load(Ordering::Relaxed) >= 100 * (max_batch - 2 * BURST_CAP) as u64,
+        acks.matching() >= 100 * (max_batch - 2 * BURST_CAP) as u64,
         "the bursts were rejected past the cap: {}",
-        rejected.load(Ordering::Relaxed)
+        acks.matching()
     );
     broker.shutdown();
     after - before
@@ -346,98 +350,65 @@ fn main() {
 }
 
 fn the_confirm_path_allocates_nothing_per_message() {
+    use ConfirmMode::{Inline, Typed};
+    use Sending::{Named, Publish, Send};
     let per_case = MESSAGES / 4;
-    for apps in [1, 3] {
-        for mode in [ConfirmMode::Inline, ConfirmMode::Typed] {
-            let n = allocations(apps, mode, per_case, Sending::Publish, None, (EVENTS, None));
-            println!("fanout {apps}, {mode:?}: {per_case} messages, {n} allocations");
-            assert_eq!(
-                n, 0,
-                "fanout {apps}, {mode:?}: {per_case} messages allocated {n} times"
-            );
-        }
-    }
-    // The sending side of dynamic send: `send` with its unconfirmed cap (credits taken and
-    // given back) and frames cut by the drain.
-    let n = allocations(
-        1,
-        ConfirmMode::Typed,
-        per_case,
-        Sending::Send,
-        None,
-        (EVENTS, None),
-    );
-    println!("fanout 1, Typed, via send: {per_case} messages, {n} allocations");
-    assert_eq!(n, 0, "dynamic send allocated {n} times");
-    // With a confirm timeout: the send-time queue gets an entry per message and stays
-    // within its preallocated bound (nothing times out; the ticks that check run all
-    // along, one every 500 ms).
     let half = per_case / 2;
-    let n = allocations(
-        1,
-        ConfirmMode::Typed,
-        half,
-        Sending::Send,
-        Some(Duration::from_secs(2)),
-        (EVENTS, None),
-    );
-    println!("fanout 1, Typed, confirm timeout: {half} messages, {n} allocations");
-    assert_eq!(
-        n, 0,
-        "a producer with a confirm timeout allocated {n} times"
-    );
-    // Processors' queues (and outboxes) of 64 events, far below what flows: events wait
-    // in outboxes, and when those are full the queues, sessions and cluster keep what
-    // they could not hand on for their next flush, all in preallocated tables.
-    let n = allocations(
-        3,
-        ConfirmMode::Inline,
-        half,
-        Sending::Send,
-        None,
-        (64, None),
-    );
-    println!("fanout 3, Inline, 64-event queues: {half} messages, {n} allocations");
-    assert_eq!(n, 0, "handing on through full outboxes allocated {n} times");
-    // Replicated: three receipts per message through the cluster processor, the ACK at
-    // the second.
-    let n = allocations(
-        3,
-        ConfirmMode::Inline,
-        half,
-        Sending::Send,
-        None,
-        (EVENTS, Some(REPLICATION)),
-    );
-    println!("fanout 3, Inline, replication 2 of 3: {half} messages, {n} allocations");
-    assert_eq!(n, 0, "receipts and the quorum allocated {n} times");
-    // A named producer: ids of its own, duplicates ACKed again and not stored.
-    let n = allocations(
-        3,
-        ConfirmMode::Inline,
-        half,
-        Sending::Named,
-        None,
-        (EVENTS, None),
-    );
-    println!("fanout 3, Inline, named with duplicates: {half} messages, {n} allocations");
-    assert_eq!(
-        n, 0,
-        "a named producer and its duplicates allocated {n} times"
-    );
+    let cases = [
+        ("fanout 1, Inline", case(1, Inline, per_case, Publish)),
+        ("fanout 1, Typed", case(1, Typed, per_case, Publish)),
+        ("fanout 3, Inline", case(3, Inline, per_case, Publish)),
+        ("fanout 3, Typed", case(3, Typed, per_case, Publish)),
+        // The sending side of dynamic send: `send` with its unconfirmed cap (credits taken
+        // and given back) and frames cut by the drain.
+        ("fanout 1, Typed, via send", case(1, Typed, per_case, Send)),
+        // With a confirm timeout: the send-time queue gets an entry per message and stays
+        // within its preallocated bound (nothing times out; the ticks that check run all
+        // along, one every 500 ms).
+        (
+            "fanout 1, Typed, confirm timeout",
+            Case {
+                confirm_timeout: Some(Duration::from_secs(2)),
+                ..case(1, Typed, half, Send)
+            },
+        ),
+        // Processors' queues (and outboxes) of 64 events, far below what flows: events
+        // wait in outboxes, and when those are full the queues, sessions and cluster keep
+        // what they could not hand on for their next flush, all in preallocated tables.
+        (
+            "fanout 3, Inline, 64-event queues",
+            Case {
+                event_capacity: 64,
+                ..case(3, Inline, half, Send)
+            },
+        ),
+        // Replicated: three receipts per message through the cluster processor, the ACK
+        // at the second.
+        (
+            "fanout 3, Inline, replication 2 of 3",
+            Case {
+                replication: Some(REPLICATION),
+                ..case(3, Inline, half, Send)
+            },
+        ),
+        // A named producer: ids of its own, duplicates ACKed again and not stored.
+        (
+            "fanout 3, Inline, named with duplicates",
+            case(3, Inline, half, Named),
+        ),
+    ];
+    for (what, case) in cases {
+        let n = allocations(case);
+        let messages = case.messages;
+        println!("{what}: {messages} messages, {n} allocations");
+        assert_eq!(n, 0, "{what}: {messages} messages allocated {n} times");
+    }
     // A burst of publishes past the cap between two flushes: every one has its outcome
     // (rejected), in the session's preallocated outcome tables.
     let n = rejected_burst();
     println!("bursts past the cap: {n} allocations");
     assert_eq!(n, 0, "a burst rejected past the cap allocated {n} times");
-    let boxed = allocations(
-        3,
-        ConfirmMode::Boxed,
-        10_000,
-        Sending::Publish,
-        None,
-        (EVENTS, None),
-    );
+    let boxed = allocations(case(3, ConfirmMode::Boxed, 10_000, Sending::Publish));
     println!("fanout 3, Boxed: 10000 messages, {boxed} allocations");
     assert!(
         boxed >= 30_000,

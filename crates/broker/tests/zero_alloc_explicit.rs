@@ -3,11 +3,7 @@
 //! confirms each delivery explicitly (`Broker::confirm`) and gives one credit back per
 //! confirm, and a release hook that hears of every payload released. 200,000 messages after warm-up, allocation delta exactly 0 on every thread.
 //!
-//! Its own test binary, and its own `main` (`harness = false`): libtest's main thread
-//! allocates while a test runs, when it warns that the test has run for over 60 seconds,
-//! which under CPU load fell inside a measured window ("allocated 3 times": the timed-out
-//! test's entry, then its message formatted). Without the harness, the only threads are
-//! this `main`, the broker's and those it starts.
+//! Its own test binary, with its own `main` (`harness = false`): `proofs/mod.rs` says why.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,6 +11,10 @@ use std::thread;
 
 use zerodispatch_broker::*;
 use zerodispatch_testkit::CountingAllocator;
+
+mod proofs;
+
+use proofs::{AckCounts, one_queue_of, wait_until};
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
@@ -40,28 +40,14 @@ fn publish_async_explicit_confirms_and_credit_allocate_nothing_per_message() {
     });
     let broker = Arc::new(
         Broker::start(BrokerConfig {
-            queues: vec![QueueConfig {
-                capacity: 4 * IN_FLIGHT as usize,
-                ..QueueConfig::new(QueueMode::Priority)
-            }],
-            session_processors: 2,
             on_release: Some(on_release),
-            ..BrokerConfig::default()
+            ..one_queue_of(QueueMode::Priority, 4 * IN_FLIGHT as usize)
         })
         .unwrap(),
     );
-    // A panic in `on_ack` would be caught and counted: count what is not `Stored` instead.
-    let (acked, refused) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let (sink, refusals) = (acked.clone(), refused.clone());
+    let acks = AckCounts::of(AckStatus::Stored);
     let producer = broker
-        .open_producer(2 * IN_FLIGHT as usize, move |batch: &[Ack]| {
-            let stored = batch
-                .iter()
-                .filter(|a| a.status == AckStatus::Stored)
-                .count() as u64;
-            refusals.fetch_add(batch.len() as u64 - stored, Ordering::Relaxed);
-            sink.fetch_add(stored, Ordering::Release);
-        })
+        .open_producer(2 * IN_FLIGHT as usize, acks.on_ack())
         .unwrap();
     // What the consumer was handed and its application has not confirmed yet: preallocated
     // for more than the credit lets it hold.
@@ -113,6 +99,7 @@ fn publish_async_explicit_confirms_and_credit_allocate_nothing_per_message() {
         })
     };
 
+    let stored = || acks.matching();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
@@ -131,24 +118,24 @@ fn publish_async_explicit_confirms_and_credit_allocate_nothing_per_message() {
             }
         });
     };
-    let wait_for = |counter: &AtomicU64, n: u64| {
-        while counter.load(Ordering::Acquire) < n {
+    let wait_stored = |n: u64| {
+        while stored() < n {
             thread::yield_now();
         }
     };
     send(0..WARM_UP);
-    wait_for(&acked, WARM_UP);
-    wait_for(&confirmed, WARM_UP);
+    wait_stored(WARM_UP);
+    wait_until(&confirmed, WARM_UP);
     let before = CountingAllocator::allocations();
     send(WARM_UP..WARM_UP + MESSAGES);
-    wait_for(&acked, WARM_UP + MESSAGES);
-    wait_for(&confirmed, WARM_UP + MESSAGES);
-    wait_for(&released, WARM_UP + MESSAGES);
+    wait_stored(WARM_UP + MESSAGES);
+    wait_until(&confirmed, WARM_UP + MESSAGES);
+    wait_until(&released, WARM_UP + MESSAGES);
     let after = CountingAllocator::allocations();
     stop.store(true, Ordering::Release);
     app.join().unwrap();
 
-    assert_eq!(refused.load(Ordering::Relaxed), 0, "every message stored");
+    assert_eq!(acks.others(), 0, "every message stored");
     let stats = broker.session_stats();
     assert_eq!(stats.delivered, WARM_UP + MESSAGES);
     assert_eq!(stats.unknown_confirms, 0);

@@ -5,9 +5,11 @@
 //! the cluster; replication with a quorum and receipts that come late or never; closes
 //! with and without a wait, a named producer's reconnection (closed, its name opened again
 //! at once, and everything it had no `Stored` for published again with the same ids);
-//! tiny processor queues; and a shutdown in mid-stream. Shared by `tests/simulate.rs` (a
-//! fixed budget of seeds, in CI) and the facade's `examples/simulate_broker.rs` (more
-//! seeds, or one replayed).
+//! more names than the broker's table of names holds (a new name that finds it full takes
+//! the place of the name closed least recently; the forgotten name, opened again, publishes
+//! again as a new name); tiny processor queues; and a shutdown in mid-stream. Shared by
+//! `tests/simulate.rs` (a fixed budget of seeds, in CI) and the facade's
+//! `examples/simulate_broker.rs` (more seeds, or one replayed).
 //!
 //! Invariants, checked as it runs (the handlers record a breach; the test's thread fails
 //! on it after the step that made it) and at its end:
@@ -19,10 +21,20 @@
 //!   message its queue holds: once the run is over, every message reported `Stored` is
 //!   delivered to each app of its queue (unless a consumer of that fanout app closed,
 //!   which drops its shares), so none was lost either;
-//! * a delivery is of a message published to that queue; a share (message, app) is
-//!   delivered at most once while a consumer holds it, and never again once confirmed:
-//!   so a named producer's message published again is never stored (nor delivered) twice;
-//!   each queue stores at most one copy of each GUID;
+//! * a delivery is of a message published to that queue, with the payload of a message
+//!   published under its GUID; a share (message, app) is delivered at most once while a
+//!   consumer holds it, and never again once confirmed: so a named producer's message
+//!   published again under the same place and generation (while the broker keeps the
+//!   name) is never stored (nor delivered) twice; each queue stores at most one copy of
+//!   each GUID;
+//! * across a forgotten name, at least once: a named message reported `Stored` is
+//!   delivered, at the end, as that name's message (not only under its GUID, which a
+//!   place reused without a new generation would share with another name's);
+//! * the table of names follows its rule, mirrored here (`Table`): a named producer opens
+//!   at the place and generation the rule gives and publishes under them; `TooManyNames`
+//!   comes only while open producers hold every place; the broker knows exactly the names
+//!   the rule keeps (an open name is never given up), and for a forgotten one
+//!   `stored_window` and `last_stored` say nothing is stored;
 //! * a timed producer is refused `TooManyTimedProducers` only when as many timed producers
 //!   as the session processors allow are open: a close gives its ticker's place back
 //!   before it returns;
@@ -38,25 +50,40 @@ use std::time::Duration;
 use crate::zdb::{
     Ack, AckStatus, AppId, Broker, BrokerConfig, BrokerError, BrokerSimulator, ConfirmMode,
     ConfirmRoute, Confirms, Consumer, ConsumerOptions, Delivery, FlushStrategy, Guid,
-    MIN_DEDUP_WINDOW, OnRelease, Payload, Producer, ProducerConfig, QueueConfig, QueueId,
-    QueueMode, Receipt, ReplicaId, Replication, SendError,
+    MIN_DEDUP_WINDOW, OnRelease, Payload, Producer, ProducerConfig, ProducerId, QueueConfig,
+    QueueId, QueueMode, Receipt, ReplicaId, Replication, SendError,
 };
 use crate::zdt::SimRng;
 
-/// Producer names the scenario uses.
-const NAMES: usize = 3;
+/// Producer names the scenario uses: more than the broker's table of names holds, so that
+/// a new name finds it full and takes the place of the name closed least recently.
+const NAMES: usize = 5;
+
+/// Places in the broker's table of names (`BrokerConfig::max_producer_names`).
+const PLACES: usize = 3;
+
+/// What a message is to its application: a named producer's publish id under its name,
+/// or an anonymous producer's payload handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Msg {
+    Named(usize, u64),
+    Anonymous(u64),
+}
 
 #[derive(Debug)]
 struct Attempt {
     instance: usize,
     guid: Guid,
     queue: u32,
+    msg: Msg,
     outcomes: Vec<AckStatus>,
 }
 
 #[derive(Debug, Default)]
 struct Instance {
     name: Option<usize>,
+    /// A named one's place in the table of names and the place's generation.
+    key: Option<(u32, u32)>,
     timed: bool,
     /// Its close has begun (or it was dropped).
     closing: bool,
@@ -68,25 +95,13 @@ struct Instance {
 struct Name {
     /// The instance holding it now.
     open: Option<usize>,
+    /// Its place in the broker's table of names, while the broker knows it.
+    place: Option<u32>,
     next_id: u64,
     /// Every (queue, id) published under it.
     published: Vec<(u32, u64)>,
     /// The (queue, id) reported `Stored` to some producer of it.
     stored: HashSet<(u32, u64)>,
-}
-
-/// Where `status` counts in `World::outcomes`.
-fn status_index(status: AckStatus) -> usize {
-    match status {
-        AckStatus::Stored => 0,
-        AckStatus::RejectedQueueFull => 1,
-        AckStatus::RejectedProducerFull => 2,
-        AckStatus::RejectedUnknownQueue => 3,
-        AckStatus::Closed => 4,
-        AckStatus::TimedOut => 5,
-        AckStatus::NotSent => 6,
-        AckStatus::RejectedOutOfWindow => 7,
-    }
 }
 
 #[derive(Debug)]
@@ -108,27 +123,41 @@ struct Share {
     deliveries: u32,
 }
 
+/// The scenario's copy of the broker's table of names (`names.rs`), by its rule: a new
+/// name takes a free place, else the place of the name closed least recently at the
+/// place's next generation (that name is forgotten), else it is refused `TooManyNames`.
+#[derive(Debug, Default)]
+struct Table {
+    /// Per place: the name holding it and the place's generation.
+    places: Vec<(usize, u32)>,
+    /// The places of the closed names, least recently closed first.
+    closed: Vec<u32>,
+}
+
 #[derive(Default)]
 struct World {
     attempts: Vec<Attempt>,
     instances: Vec<Instance>,
     names: Vec<Name>,
+    table: Table,
     consumers: Vec<ConsumerState>,
     shares: HashMap<(u32, Guid, u16), Share>,
     /// Every (queue, GUID) published with an `Ok`.
     published: HashSet<(u32, Guid)>,
-    /// Every (queue, GUID) reported `Stored`.
-    stored: HashSet<(u32, Guid)>,
+    /// Every (queue, GUID, message) reported `Stored`.
+    stored: HashSet<(u32, Guid, Msg)>,
+    /// Every (queue, message, app) delivered.
+    delivered: HashSet<(u32, Msg, u16)>,
     /// Receipts sent, by (queue, GUID): a mask of replicas.
     receipts: HashMap<(u32, Guid), u64>,
     quorum: Option<u8>,
     /// Fanout (queue, app)s that had a consumer closed: their shares may be dropped.
     lossy: HashSet<(u32, u16)>,
     shutting_down: bool,
-    /// Outcomes the applications were given, by status (`status_index`).
+    /// Outcomes the applications were given, by status (`AckStatus as usize`).
     outcomes: [u64; 8],
-    /// Payload handles of the messages published (`Ok`).
-    handles: HashSet<u64>,
+    /// Payload handles of the messages published (`Ok`), with their attempts.
+    handles: HashMap<u64, usize>,
     /// Payload handles the queues released.
     released: HashSet<u64>,
     /// The first invariant a handler found broken.
@@ -146,10 +175,47 @@ impl World {
         self.breach.get_or_insert(what);
     }
 
+    /// The place and generation name `n` gets if it opens now; `None`: `TooManyNames`.
+    fn place_for(&self, n: usize) -> Option<(u32, u32)> {
+        let table = &self.table;
+        if let Some(place) = self.names[n].place {
+            return Some((place, table.places[place as usize].1));
+        }
+        if table.places.len() < PLACES {
+            return Some((table.places.len() as u32, 0));
+        }
+        let &place = table.closed.first()?;
+        Some((place, table.places[place as usize].1 + 1))
+    }
+
+    /// Name `n` opens at `(place, generation)` (`place_for`): the name that held the
+    /// place before, if another, is forgotten.
+    fn take_place(&mut self, n: usize, (place, generation): (u32, u32)) {
+        self.table.closed.retain(|&p| p != place);
+        match self.table.places.get_mut(place as usize) {
+            Some(held) => {
+                let old = std::mem::replace(held, (n, generation)).0;
+                if old != n {
+                    self.names[old].place = None;
+                }
+            }
+            None => self.table.places.push((n, generation)),
+        }
+        self.names[n].place = Some(place);
+    }
+
+    /// Name `n`'s producer closed: its place is the last to be given up.
+    fn name_closed(&mut self, n: usize) {
+        self.names[n].open = None;
+        let place = self.names[n].place.expect("an opened name is known");
+        self.table.closed.retain(|&p| p != place);
+        self.table.closed.push(place);
+    }
+
     /// A producer instance's batch of outcomes.
     fn on_ack(&mut self, instance: usize, batch: &[Ack]) {
         for ack in batch {
-            self.outcomes[status_index(ack.status)] += 1;
+            self.outcomes[ack.status as usize] += 1;
             let Some(index) = self.instances[instance]
                 .in_flight
                 .get_mut(&ack.guid)
@@ -183,7 +249,8 @@ impl World {
                             ));
                         }
                     }
-                    self.stored.insert((queue, ack.guid));
+                    let msg = self.attempts[index].msg;
+                    self.stored.insert((queue, ack.guid, msg));
                     if let Some(name) = self.instances[instance].name {
                         self.names[name].stored.insert((queue, ack.guid.seq()));
                     }
@@ -209,6 +276,17 @@ impl World {
             }
             if !self.published.contains(&(queue, d.guid)) {
                 self.breach(format!("{d:?} delivered, never published to its queue"));
+            }
+            // Its payload is that of a message published under its GUID to its queue.
+            match self
+                .handles
+                .get(&d.payload.handle)
+                .map(|&a| &self.attempts[a])
+            {
+                Some(a) if (a.guid, a.queue) == (d.guid, queue) => {
+                    self.delivered.insert((queue, a.msg, app));
+                }
+                a => self.breach(format!("{d:?} delivered with the payload of {a:?}")),
             }
             let holder_open = {
                 let share = self.shares.entry((queue, d.guid, app)).or_default();
@@ -309,49 +387,121 @@ impl Run {
         let live_timed = self.live_timed();
         let shared = self.shared.clone();
         let on_ack = move |batch: &[Ack]| world(&shared).on_ack(instance, batch);
+        let expected = name.map(|n| self.w().place_for(n));
         let opened = match name {
-            Some(n) => self
-                .broker
-                .open_named_producer(&format!("name-{n}"), config, on_ack),
+            Some(n) => self.broker.open_named_producer(&name_of(n), config, on_ack),
             None => self.broker.open_producer_with(config, on_ack),
         };
         self.sim.note(format_args!(
             "open producer {instance} (name {name:?}, timed {timed}): {:?}",
-            opened.as_ref().map(Producer::id)
+            opened.as_ref().map(|p| (p.id(), p.generation()))
         ));
-        match opened {
+        let opened = match opened {
             Ok(p) => {
+                let key = name.map(|_| (p.id().0, p.generation()));
+                assert_eq!(
+                    key.map(Some),
+                    expected,
+                    "name {name:?} opened at (place, generation) {key:?}, not where the table's rule puts it: {:?}",
+                    self.w().table
+                );
                 self.producers.push(Some(p));
                 let mut w = self.w();
                 w.instances.push(Instance {
                     name,
+                    key,
                     timed,
                     ..Instance::default()
                 });
-                if let Some(n) = name {
+                if let Some((n, key)) = name.zip(key) {
+                    w.take_place(n, key);
                     w.names[n].open = Some(instance);
                 }
                 Some(instance)
             }
-            Err(BrokerError::TooManyTimedProducers { .. }) => {
-                let room = self.timed_limit * self.session_processors;
+            Err(BrokerError::TooManyNames { .. }) => {
+                let w = self.w();
+                let held = w.table.places.len() == PLACES
+                    && w.table
+                        .places
+                        .iter()
+                        .all(|&(n, _)| w.names[n].open.is_some());
                 assert!(
-                    self.shutting_down() || live_timed >= room,
-                    "a timed producer was refused TooManyTimedProducers with {live_timed} timed producers open, room for {room}"
+                    held && expected == Some(None),
+                    "name {name:?} refused TooManyNames while a place is not held by an open producer: {:?}",
+                    w.table
                 );
                 None
             }
-            Err(BrokerError::ShutDown) => {
-                assert!(self.shutting_down(), "open refused ShutDown while running");
+            Err(e) => {
+                match e {
+                    BrokerError::TooManyTimedProducers { .. } => {
+                        let room = self.timed_limit * self.session_processors;
+                        assert!(
+                            self.shutting_down() || live_timed >= room,
+                            "a timed producer was refused TooManyTimedProducers with {live_timed} timed producers open, room for {room}"
+                        );
+                    }
+                    BrokerError::ShutDown => {
+                        assert!(self.shutting_down(), "open refused ShutDown while running");
+                    }
+                    e => panic!("open producer refused: {e}"),
+                }
+                // The broker opens a name before its session: refused, the name closes.
+                if let Some(n) = name {
+                    let Some(Some(key)) = expected else {
+                        panic!("name {n} refused {e} where the table gives it no place");
+                    };
+                    let mut w = self.w();
+                    w.take_place(n, key);
+                    w.name_closed(n);
+                }
                 None
             }
-            Err(e) => panic!("open producer refused: {e}"),
+        };
+        if name.is_some() {
+            self.check_names();
+        }
+        opened
+    }
+
+    /// The broker knows the names the table does (an open name is never given up), and
+    /// of a name it forgot, says nothing is stored, as of a name never opened.
+    fn check_names(&self) {
+        for n in 0..NAMES {
+            let name = name_of(n);
+            let known = self.w().names[n].place.is_some();
+            assert_eq!(
+                self.broker.knows_name(&name),
+                known,
+                "whether the broker knows {name}: {:?}",
+                self.w().table
+            );
+            if known {
+                continue;
+            }
+            for q in 0..self.queues.len() as u32 {
+                let window = self.broker.stored_window(&name, QueueId(q));
+                let never = self.broker.stored_window("never opened", QueueId(q));
+                assert_eq!(
+                    window, never,
+                    "the window of {name}, forgotten, in queue {q}"
+                );
+                let last = self.broker.last_stored(&name, QueueId(q));
+                assert!(
+                    matches!(last, Ok(None)),
+                    "the last id stored of {name}, forgotten, in queue {q}: {last:?}"
+                );
+            }
         }
     }
 
     /// Publishes through `instance`: a named one a new id or one without `Stored` again.
     fn publish(&mut self, instance: usize, resend: Option<(u32, u64)>) {
-        let name = self.w().instances[instance].name;
+        let (name, key) = {
+            let w = self.w();
+            (w.instances[instance].name, w.instances[instance].key)
+        };
         let handle = self.next_handle;
         self.next_handle += 1;
         let payload = Payload { handle, len: 8 };
@@ -380,12 +530,22 @@ impl Run {
         ));
         match sent {
             Ok(guid) => {
+                let msg = match (name, id) {
+                    (Some(n), Some(id)) => {
+                        let (place, generation) = key.expect("a named producer's");
+                        let want = Guid::with_generation(ProducerId(place), generation, id);
+                        assert_eq!(guid, want, "name {n} published {id}");
+                        Msg::Named(n, id)
+                    }
+                    _ => Msg::Anonymous(handle),
+                };
                 let mut w = self.w();
                 let index = w.attempts.len();
                 w.attempts.push(Attempt {
                     instance,
                     guid,
                     queue,
+                    msg,
                     outcomes: Vec::new(),
                 });
                 w.instances[instance]
@@ -394,7 +554,7 @@ impl Run {
                     .or_default()
                     .push(index);
                 w.published.insert((queue, guid));
-                w.handles.insert(handle);
+                w.handles.insert(handle, index);
             }
             Err(SendError::WouldBlock(_) | SendError::Full(_)) => {}
             Err(SendError::ShutDown(_)) => {
@@ -427,16 +587,29 @@ impl Run {
         }
         let mut w = self.w();
         if let Some(n) = w.instances[instance].name {
-            w.names[n].open = None;
+            w.name_closed(n);
+            drop(w);
+            self.check_names();
         }
+    }
+
+    /// The apps of `queue`: 1 for a priority queue.
+    fn apps(&self, queue: u32) -> u16 {
+        match self.queues[queue as usize].mode {
+            QueueMode::Priority => 1,
+            QueueMode::Fanout { apps } => apps,
+        }
+    }
+
+    fn open_consumers(&self) -> Vec<usize> {
+        (0..self.consumers.len())
+            .filter(|&c| self.consumers[c].is_some())
+            .collect()
     }
 
     fn open_consumer(&mut self) {
         let queue = self.sim.rng().below(self.queues.len() as u64) as u32;
-        let apps = match self.queues[queue as usize].mode {
-            QueueMode::Priority => 1,
-            QueueMode::Fanout { apps } => apps,
-        };
+        let apps = self.apps(queue);
         let app = self.sim.rng().below(u64::from(apps)) as u16;
         let rng = self.sim.rng();
         let options = ConsumerOptions {
@@ -566,11 +739,18 @@ impl Run {
         if let Some(p) = self.producers[instance].take() {
             self.w().instances[instance].closing = true;
             p.close(Duration::ZERO);
-            self.w().names[name].open = None;
+            self.w().name_closed(name);
         }
-        let Some(again) = self.open_producer(Some(name)) else {
-            return;
-        };
+        if let Some(again) = self.open_producer(Some(name)) {
+            self.resend(again);
+        }
+    }
+
+    /// Named producer `instance` publishes again, same ids, every message of its name
+    /// without `Stored` (under a name the broker forgot, a new name's messages: stored
+    /// again, at least once).
+    fn resend(&mut self, instance: usize) {
+        let name = self.w().instances[instance].name.expect("named");
         let unresolved: Vec<(u32, u64)> = {
             let w = self.w();
             let n = &w.names[name];
@@ -584,9 +764,14 @@ impl Run {
             if self.sim.rng().one_in(3) {
                 self.sim.step();
             }
-            self.publish(again, Some((queue, id)));
+            self.publish(instance, Some((queue, id)));
         }
     }
+}
+
+/// The broker's name for name `n`.
+fn name_of(n: usize) -> String {
+    format!("name-{n}")
 }
 
 /// A seed's broker configuration.
@@ -627,7 +812,7 @@ fn config(rng: &mut SimRng, shared: &Shared) -> BrokerConfig {
                 }
             }
         })),
-        max_producer_names: NAMES,
+        max_producer_names: PLACES,
         dedup_window: MIN_DEDUP_WINDOW,
         timed_producers: 1 + rng.below(2) as usize,
         ..BrokerConfig::default()
@@ -691,12 +876,15 @@ pub fn run(seed: u64) {
                     let w = run.w();
                     (0..NAMES).filter(|&n| w.names[n].open.is_none()).collect()
                 };
-                let name = if run.sim.rng().one_in(2) {
+                let name = if !run.sim.rng().one_in(4) {
                     run.sim.rng().pick(&free).copied()
                 } else {
                     None
                 };
-                run.open_producer(name);
+                let opened = run.open_producer(name);
+                if let Some(i) = opened.filter(|_| name.is_some() && run.sim.rng().one_in(2)) {
+                    run.resend(i);
+                }
             }
             8 => {
                 let open = run.open_instances();
@@ -718,17 +906,13 @@ pub fn run(seed: u64) {
             }
             11 => run.open_consumer(),
             12 => {
-                let open: Vec<usize> = (0..run.consumers.len())
-                    .filter(|&c| run.consumers[c].is_some())
-                    .collect();
+                let open = run.open_consumers();
                 if let Some(&c) = run.sim.rng().pick(&open) {
                     run.close_consumer(c);
                 }
             }
             13 => {
-                let open: Vec<usize> = (0..run.consumers.len())
-                    .filter(|&c| run.consumers[c].is_some())
-                    .collect();
+                let open = run.open_consumers();
                 if let Some(&c) = run.sim.rng().pick(&open) {
                     if run.sim.rng().one_in(2) {
                         run.confirm(c);
@@ -802,7 +986,7 @@ pub fn run(seed: u64) {
     }
     for handle in &w.released {
         assert!(
-            w.handles.contains(handle),
+            w.handles.contains_key(handle),
             "payload {handle} released, never published"
         );
     }
@@ -860,11 +1044,7 @@ fn finish(run: &mut Run) {
         }
     }
     for q in 0..run.queues.len() as u32 {
-        let apps = match run.queues[q as usize].mode {
-            QueueMode::Priority => 1,
-            QueueMode::Fanout { apps } => apps,
-        };
-        for app in 0..apps {
+        for app in 0..run.apps(q) {
             run.open_consumer_with(q, app, ConsumerOptions::default());
         }
     }
@@ -872,12 +1052,8 @@ fn finish(run: &mut Run) {
     run.check();
     {
         let w = run.w();
-        for &(queue, guid) in &w.stored {
-            let apps = match run.queues[queue as usize].mode {
-                QueueMode::Priority => 1,
-                QueueMode::Fanout { apps } => apps,
-            };
-            for app in 0..apps {
+        for &(queue, guid, msg) in &w.stored {
+            for app in 0..run.apps(queue) {
                 if w.lossy.contains(&(queue, app)) {
                     continue;
                 }
@@ -888,6 +1064,10 @@ fn finish(run: &mut Run) {
                 assert!(
                     delivered > 0,
                     "{guid:?} was reported Stored to queue {queue}, never delivered to app {app}"
+                );
+                assert!(
+                    w.delivered.contains(&(queue, msg, app)),
+                    "{msg:?} was reported Stored to queue {queue} (as {guid:?}), never delivered to app {app}"
                 );
             }
         }
@@ -909,27 +1089,18 @@ fn finish(run: &mut Run) {
         "ACKs the queues sent, counted by the sessions: {queues:?} {sessions:?}"
     );
     let w = run.w();
-    let given = |s: AckStatus| w.outcomes[status_index(s)];
-    assert_eq!(
-        given(AckStatus::Closed),
-        sessions.closed_reported,
-        "Closed outcomes"
-    );
-    assert_eq!(
-        given(AckStatus::NotSent),
-        sessions.not_sent,
-        "NotSent outcomes"
-    );
-    assert_eq!(
-        given(AckStatus::TimedOut),
-        sessions.timed_out,
-        "TimedOut outcomes"
-    );
-    assert_eq!(
-        given(AckStatus::RejectedProducerFull),
-        sessions.rejected_producer_full,
-        "RejectedProducerFull outcomes"
-    );
+    for (status, counted) in [
+        (AckStatus::Closed, sessions.closed_reported),
+        (AckStatus::NotSent, sessions.not_sent),
+        (AckStatus::TimedOut, sessions.timed_out),
+        (
+            AckStatus::RejectedProducerFull,
+            sessions.rejected_producer_full,
+        ),
+    ] {
+        let given = w.outcomes[status as usize];
+        assert_eq!(given, counted, "{status:?} outcomes");
+    }
     assert_eq!(
         w.attempts.len() as u64,
         sessions.published,

@@ -64,6 +64,19 @@ pub fn producer_with(broker: &Broker, config: ProducerConfig) -> (Producer, Log<
     (p, acks)
 }
 
+/// A consumer of `queue`'s app `app` with `options`, that hands each batch to
+/// `on_delivery`.
+pub fn open_consumer(
+    broker: &Broker,
+    (queue, app): (u32, u16),
+    options: ConsumerOptions,
+    on_delivery: impl FnMut(&[Delivery]) + Send + 'static,
+) -> Consumer {
+    broker
+        .open_consumer(QueueId(queue), AppId(app), options, on_delivery)
+        .unwrap()
+}
+
 /// A consumer of `queue`'s app `app`, and the log of its deliveries.
 pub fn consumer(
     broker: &Broker,
@@ -72,9 +85,7 @@ pub fn consumer(
     options: ConsumerOptions,
 ) -> (Consumer, Log<Delivery>) {
     let seen = Log::default();
-    let c = broker
-        .open_consumer(QueueId(queue), AppId(app), options, recording(&seen))
-        .unwrap();
+    let c = open_consumer(broker, (queue, app), options, recording(&seen));
     (c, seen)
 }
 
@@ -84,18 +95,22 @@ pub fn consumer_calling(
     broker: &Broker,
     on_delivery: impl FnMut(&[Delivery]) + Send + 'static,
 ) -> Consumer {
-    let options = ConsumerOptions::default();
-    broker
-        .open_consumer(QueueId(0), AppId(0), options, on_delivery)
-        .unwrap()
+    open_consumer(broker, (0, 0), ConsumerOptions::default(), on_delivery)
 }
 
 /// A consumer of `queue`'s app 0 that takes everything and keeps nothing.
 pub fn drain(broker: &Broker, queue: u32) -> Consumer {
-    let options = ConsumerOptions::default();
-    broker
-        .open_consumer(QueueId(queue), AppId(0), options, |_: &[Delivery]| {})
-        .unwrap()
+    drain_app(broker, (queue, 0))
+}
+
+/// A consumer of `queue`'s app `app` that takes everything and keeps nothing.
+pub fn drain_app(broker: &Broker, (queue, app): (u32, u16)) -> Consumer {
+    open_consumer(
+        broker,
+        (queue, app),
+        ConsumerOptions::default(),
+        |_: &[Delivery]| {},
+    )
 }
 
 /// Publishes the payloads of `handles` to `queue`; their GUIDs, in order.
@@ -335,4 +350,87 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
+}
+
+/// A priority queue and a fanout queue of two apps, each of `capacity` messages with a
+/// window of `window`, on two session and two queue processors of `events` events each.
+pub fn two_queues(capacity: usize, window: u32, events: usize) -> BrokerConfig {
+    let queue = |mode| QueueConfig {
+        capacity,
+        window,
+        ..QueueConfig::new(mode)
+    };
+    BrokerConfig {
+        queues: vec![
+            queue(QueueMode::Priority),
+            queue(QueueMode::Fanout { apps: 2 }),
+        ],
+        session_processors: 2,
+        queue_processors: 2,
+        event_capacity: events,
+        ..BrokerConfig::default()
+    }
+}
+
+/// Each app of [`two_queues`], as (queue, app).
+pub const TWO_QUEUES_APPS: [(u32, u16); 3] = [(0, 0), (1, 0), (1, 1)];
+
+/// Every outcome reported, by message, and how many there were (a watchdog's progress).
+#[derive(Default)]
+pub struct Outcomes {
+    by_guid: Mutex<HashMap<Guid, AckStatus>>,
+    duplicates: Mutex<Vec<Guid>>,
+    count: std::sync::atomic::AtomicU64,
+}
+
+impl Outcomes {
+    /// Records a batch an `on_ack` was handed.
+    pub fn record(&self, batch: &[Ack]) {
+        let mut by_guid = self.by_guid.lock().unwrap();
+        for a in batch {
+            if by_guid.insert(a.guid, a.status).is_some() {
+                self.duplicates.lock().unwrap().push(a.guid);
+            }
+        }
+        let added = batch.len() as u64;
+        self.count
+            .fetch_add(added, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Outcomes recorded so far.
+    pub fn count(&self) -> u64 {
+        self.count.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Each message's outcome, checked to be one for each of `published` and none else:
+    /// fails the test on a message with two outcomes, one without, or an outcome of a
+    /// message never published.
+    pub fn one_each(&self, published: &[Guid]) -> HashMap<Guid, AckStatus> {
+        let outcome = self.by_guid.lock().unwrap().clone();
+        let duplicates = self.duplicates.lock().unwrap();
+        assert!(
+            duplicates.is_empty(),
+            "messages with two outcomes: {duplicates:?}"
+        );
+        let missing: Vec<_> = published
+            .iter()
+            .filter(|g| !outcome.contains_key(g))
+            .take(5)
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "messages without an outcome: {missing:?}"
+        );
+        assert_eq!(
+            outcome.len(),
+            published.len(),
+            "no outcome for a message never published"
+        );
+        outcome
+    }
+}
+
+/// How many of the outcomes in `outcome` are `status`.
+pub fn count_of(outcome: &HashMap<Guid, AckStatus>, status: AckStatus) -> u64 {
+    outcome.values().filter(|s| **s == status).count() as u64
 }
