@@ -800,7 +800,8 @@ fn config(rng: &mut SimRng, shared: &Shared) -> BrokerConfig {
     BrokerConfig {
         queues,
         session_processors: 1 + rng.below(3) as usize,
-        queue_processors: 1 + rng.below(2) as usize,
+        // 0: the queues on the session processors.
+        queue_processors: rng.below(3) as usize,
         event_capacity: *rng.pick(&[2, 4, 8, 64]).unwrap(),
         max_batch: *rng.pick(&[1, 2, 8, 64]).unwrap(),
         replication,
