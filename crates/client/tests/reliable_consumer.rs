@@ -111,7 +111,13 @@ async fn a_redelivered_message_waits_for_the_applications_own_confirm() {
 async fn a_confirm_lost_with_the_connection_is_made_again() {
     let broker = shared_queue(|_| {}).await;
     broker.enqueue((0..5_u8).map(|i| vec![i]));
-    let (consumer, handed) = consuming_reliably(&broker, options(10, false), |_| {}).await;
+    // A first reconnection 240-300 ms after the loss: long enough for the poll below to see
+    // the consumer disconnected on a loaded machine (at 5 ms it could miss it).
+    let slow = ReliableConsumerOptions {
+        backoff: backoff(300, 600),
+        ..options(10, false)
+    };
+    let (consumer, handed) = consuming_reliably(&broker, slow, |_| {}).await;
     wait_until("5 handed", || handed.lock().unwrap().len() == 5).await;
     broker.act(Action::Drop);
     wait_until("the loss", || !consumer.is_connected()).await;
