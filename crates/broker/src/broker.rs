@@ -36,7 +36,7 @@ mod replicas;
 mod stepped;
 
 use std::fmt;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_utils::CachePadded;
@@ -100,6 +100,9 @@ pub struct Broker {
     max_producer_names: u32,
     /// Consumers opened so far: the next one's id.
     consumers_opened: AtomicU64,
+    /// Consumers open now (for the warning of an event capacity below what they may be
+    /// sent).
+    consumers_open: Arc<AtomicUsize>,
     /// Per session processor, its producers' tickers, running or reserved by a producer
     /// being opened ([`BrokerConfig::timed_producers`] at most).
     timed_producers: Vec<Arc<std::sync::atomic::AtomicUsize>>,

@@ -2,7 +2,8 @@
 //! application makes on it: [`Broker::close_consumer`], explicit confirms
 //! ([`Broker::confirm`] and its async forms) and credit ([`Broker::add_credit`]).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use zerodispatch_core::{
     ClientHandle, ClientType, DispatchError, DispatcherHandle, Event, Placement,
@@ -37,6 +38,8 @@ pub struct Consumer {
     stepped: bool,
     /// Its session was sent `Close`.
     closed: AtomicBool,
+    /// The broker's count of consumers open, which its close takes one from.
+    open: Arc<AtomicUsize>,
 }
 
 impl Consumer {
@@ -69,6 +72,9 @@ impl Consumer {
         );
         if let Err(DispatchError::Full(_)) = &sent {
             self.closed.store(false, Ordering::Release);
+        } else {
+            // Closed (or the broker is shutting down): once, by the `closed` swap.
+            self.open.fetch_sub(1, Ordering::Relaxed);
         }
         sent
     }
@@ -161,7 +167,9 @@ impl Broker {
             .register(ClientType::Session, session, Placement::LeastLoaded)
             .map_err(BrokerError::refused_register)?
             .erase();
-        self.warn_if_undersized(id);
+        // Relaxed: a count for a warning, read nowhere else.
+        let open = self.consumers_open.fetch_add(1, Ordering::Relaxed) + 1;
+        self.warn_if_undersized(open);
         let first = if on_processor {
             (session, Event::Message(BrokerMsg::Open { consumer: id }))
         } else {
@@ -185,6 +193,7 @@ impl Broker {
             dispatcher: self.dispatcher.clone(),
             stepped: self.stepped,
             closed: AtomicBool::new(false),
+            open: self.consumers_open.clone(),
         })
     }
 
@@ -192,8 +201,7 @@ impl Broker {
     /// them (every consumer's window of PUSHes and every held message's ACK): past it,
     /// events wait in the queue processors' outboxes, and a full outbox makes the queues
     /// keep PUSHes and ACKs for a later flush. Nothing stalls, but latency grows.
-    fn warn_if_undersized(&self, newest: ConsumerId) {
-        let consumers = newest.0 as usize + 1;
+    fn warn_if_undersized(&self, consumers: usize) {
         let window = self
             .queue_configs
             .iter()
@@ -360,7 +368,8 @@ mod tests {
                 |_: &[crate::Delivery]| {},
             )
         };
-        assert_eq!(open().unwrap().id(), ConsumerId(0));
+        let first = open().unwrap();
+        assert_eq!(first.id(), ConsumerId(0));
         broker
             .consumers_opened
             .store(u64::from(u32::MAX) - 1, Ordering::Relaxed);
@@ -368,5 +377,39 @@ mod tests {
         for _ in 0..2 {
             assert!(matches!(open(), Err(BrokerError::ConsumerIdsExhausted)));
         }
+        drop(first);
+        assert_eq!(broker.consumers_open.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn the_count_of_open_consumers_the_size_warning_reads_is_of_those_open_not_opened() {
+        let broker = Broker::start(BrokerConfig {
+            queues: vec![QueueConfig::new(QueueMode::Priority)],
+            ..BrokerConfig::default()
+        })
+        .unwrap();
+        let open = || {
+            broker
+                .open_consumer(
+                    QueueId(0),
+                    AppId(0),
+                    ConsumerOptions::default(),
+                    |_: &[crate::Delivery]| {},
+                )
+                .unwrap()
+        };
+        let count = || broker.consumers_open.load(Ordering::Relaxed);
+        for _ in 0..100 {
+            drop(open());
+        }
+        assert_eq!(count(), 0, "opened and closed");
+        let (a, b) = (open(), open());
+        assert_eq!(count(), 2);
+        broker.close_consumer(&a).unwrap();
+        broker.close_consumer(&a).unwrap();
+        assert_eq!(count(), 1, "a second close takes nothing");
+        drop(a);
+        drop(b);
+        assert_eq!(count(), 0);
     }
 }

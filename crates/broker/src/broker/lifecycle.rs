@@ -201,6 +201,7 @@ impl Broker {
             // Below `MAX_PRODUCER_NAMES`, checked above: fits a `u32`.
             max_producer_names: config.max_producer_names as u32,
             consumers_opened: AtomicU64::new(0),
+            consumers_open: Arc::default(),
             timed_producers: (0..config.session_processors)
                 .map(|_| Arc::default())
                 .collect(),
