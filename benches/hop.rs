@@ -7,7 +7,8 @@
 //!   producer retrying on full: the floor under our design.
 //! * `dispatch_typed`, `dispatch_inline`: our blocking `dispatch` of a typed `Confirm`
 //!   message, and of an inline `Callback`, to a client on a processor.
-//! * `dispatch_batch16`: `dispatch_batch` of 16 inline callbacks at a time.
+//! * `dispatch_batch16`: `dispatch_batch` of 16 inline callbacks at a time;
+//!   `dispatch_typed_batch16`: of 16 typed `Confirm` messages (no indirect call an event).
 //! * `crossbeam_channel_boxed`: `Box<dyn FnOnce>` over `crossbeam_channel::bounded`.
 //! * `disruptor_publish1`, `disruptor_batch16`: the `disruptor` crate (busy-spin consumer),
 //!   plain `Confirm` data published one at a time and 16 at a time.
@@ -51,8 +52,8 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 
 use ours::{
-    Inline, InlineBatch16, Ours, SlowInline, SlowInlineBatch16, SlowTyped, Typed, bench_runs,
-    throughput_group,
+    Inline, InlineBatch16, Ours, SlowInline, SlowInlineBatch16, SlowTyped, Typed, TypedBatch16,
+    bench_runs, throughput_group,
 };
 use peers::{
     CrossbeamBoxed, DisruptorTyped, DisruptorTypedBatch, PINNED, PRODUCER_CORE, Plain40, Plain56,
@@ -142,6 +143,7 @@ fn subjects(c: &mut Criterion, prefix: &str) {
     s.bench("dispatch_typed", ours::<Typed>, Ours::run);
     s.bench("dispatch_inline", ours::<Inline>, Ours::run);
     s.bench("dispatch_batch16", ours::<InlineBatch16>, Ours::run);
+    s.bench("dispatch_typed_batch16", ours::<TypedBatch16>, Ours::run);
     s.bench(
         "crossbeam_channel_boxed",
         || CrossbeamBoxed::new(1),

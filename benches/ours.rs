@@ -190,6 +190,9 @@ impl<V: Variant> Variant for Batch16<V> {
 /// [`Inline`] events sent 16 at a time.
 pub type InlineBatch16 = Batch16<Inline>;
 
+/// [`Typed`] events sent 16 at a time.
+pub type TypedBatch16 = Batch16<Typed>;
+
 /// [`SlowInline`] sent 16 at a time.
 pub type SlowInlineBatch16 = Batch16<SlowInline>;
 
