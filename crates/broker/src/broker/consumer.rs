@@ -167,9 +167,6 @@ impl Broker {
             .register(ClientType::Session, session, Placement::LeastLoaded)
             .map_err(BrokerError::refused_register)?
             .erase();
-        // Relaxed: a count for a warning, read nowhere else.
-        let open = self.consumers_open.fetch_add(1, Ordering::Relaxed) + 1;
-        self.warn_if_undersized(open);
         let first = if on_processor {
             (session, Event::Message(BrokerMsg::Open { consumer: id }))
         } else {
@@ -186,6 +183,10 @@ impl Broker {
             let _ = self.dispatcher.unregister(session);
             return Err(self.refused(e));
         }
+        // Counted once open (a refused open gives nothing back to count); Relaxed: a
+        // count for a warning, read nowhere else.
+        let open = self.consumers_open.fetch_add(1, Ordering::Relaxed) + 1;
+        self.warn_if_undersized(open);
         Ok(Consumer {
             id,
             queue,
@@ -410,6 +411,65 @@ mod tests {
         assert_eq!(count(), 1, "a second close takes nothing");
         drop(a);
         drop(b);
+        assert_eq!(count(), 0);
+    }
+
+    /// An open refused at its first dispatch (a processor thread's outbox full) counted
+    /// the consumer as open for ever.
+    #[test]
+    fn a_consumer_whose_open_is_refused_is_not_counted_open() {
+        use std::sync::{Arc, Barrier, mpsc};
+        use zerodispatch_core::Callback;
+        let broker = Arc::new(
+            Broker::start(BrokerConfig {
+                queues: vec![QueueConfig::new(QueueMode::Priority)],
+                session_processors: 1,
+                event_capacity: 8,
+                ..BrokerConfig::default()
+            })
+            .unwrap(),
+        );
+        // Hold the session processor: the consumers' `Open`s fill its queue, then the
+        // cluster processor's outbox.
+        let gate = Arc::new(Barrier::new(2));
+        let held = gate.clone();
+        let session = broker.processors(ClientType::Session)[0];
+        let hold = move || {
+            held.wait();
+            held.wait();
+        };
+        broker.execute(session, Callback::new(hold)).unwrap();
+        gate.wait();
+        let (answer, answered) = mpsc::channel();
+        let weak = Arc::downgrade(&broker);
+        let open_until_refused = move || {
+            let broker = weak.upgrade().unwrap();
+            let mut opened = Vec::new();
+            let refused = loop {
+                let open = broker.open_consumer(
+                    QueueId(0),
+                    AppId(0),
+                    ConsumerOptions::default(),
+                    |_: &[crate::Delivery]| {},
+                );
+                match open {
+                    Ok(consumer) => opened.push(consumer),
+                    Err(e) => break e,
+                }
+                assert!(opened.len() < 1_000, "never refused");
+            };
+            answer.send((opened, refused)).unwrap();
+        };
+        let cluster = broker.processors(ClientType::Cluster)[0];
+        broker
+            .execute(cluster, Callback::new(open_until_refused))
+            .unwrap();
+        let (opened, refused) = answered.recv().unwrap();
+        gate.wait();
+        assert_eq!(refused, BrokerError::OutboxFull(cluster));
+        let count = || broker.consumers_open.load(Ordering::Relaxed);
+        assert_eq!(count(), opened.len(), "the refused one is not open");
+        drop(opened);
         assert_eq!(count(), 0);
     }
 }
