@@ -9,7 +9,7 @@ use super::contain::contain;
 use super::current::Playing;
 use super::current::{outbox_len, set_current};
 use super::shared::ProcessorShared;
-use super::tuning::{DEPTH_CHECK_INTERVAL, LINGER, RETRY_PARK_MIN};
+use super::tuning::{DEPTH_CHECK_INTERVAL, LINGER, LINGER_GROWTH, RETRY_PARK_MIN};
 use crate::client::Registered;
 use crate::client::{ClientFlags, Context};
 use crate::handle::DispatcherHandle;
@@ -303,11 +303,16 @@ impl<M: Send + 'static> Runner<M> {
     }
 
     /// Pops and handles events until the queue is empty, or `budget` were popped. After
-    /// each run of events it [lingers](LINGER) and looks once more: it stops at the first
-    /// look that finds the queue empty.
+    /// each run of events it [lingers](LINGER), each time twice as long up to
+    /// [`LINGER_GROWTH`] times, and looks once more: it stops at the first look that finds
+    /// the queue empty.
     pub(super) fn drain(&mut self, budget: u64) {
         let max_batch = self.shared.config.max_batch as u64;
         let mut popped = 0_u64;
+        // Each linger of a drain twice the one before, up to `LINGER_GROWTH` times the
+        // first: a producer that keeps refilling the queue gets ahead instead of running
+        // neck and neck with this thread.
+        let mut spins = self.linger_spins;
         loop {
             let start = popped;
             while popped < budget
@@ -328,7 +333,10 @@ impl<M: Send + 'static> Runner<M> {
             if popped == start || popped >= budget {
                 break;
             }
-            linger(self.linger_spins);
+            linger(spins);
+            spins = spins
+                .saturating_mul(2)
+                .min(self.linger_spins.saturating_mul(LINGER_GROWTH));
         }
         if self.high_alarm {
             // Drained: the alarm can clear.
