@@ -25,12 +25,13 @@
 //! * `confirm_cluster`: confirms per second through the cluster processor: the bench thread
 //!   plays a replica calling `Broker::replica_confirm`, the cluster processor routes each
 //!   confirm to the queue's processor in the function's mode, and the queue applies it. The
-//!   queue holds [`HELD`] messages published with no consumer attached, and the confirms
-//!   cycle over their GUIDs; as no consumer holds their shares, every confirm is counted
-//!   `gone_consumer` and changes nothing, so a run can repeat them forever. A run sends
-//!   `iters` confirms and is timed until the queue has counted `iters` more. What is
-//!   measured is the bench thread's dispatch, the routing, the cluster-to-queue hop and the
-//!   queue's GUID lookup; not a release or an ACK.
+//!   queue holds [`HELD`] messages, delivered once to a consumer that kept their tokens and
+//!   closed without confirming them, and the confirms cycle over their GUIDs and tokens; as
+//!   no consumer holds their shares, every confirm is counted `gone_consumer` and changes
+//!   nothing, so a run can repeat them forever. A run sends `iters` confirms and is timed
+//!   until the queue has counted `iters` more. What is measured is the bench thread's
+//!   dispatch, the routing, the cluster-to-queue hop and the queue's check of the token;
+//!   not a release or an ACK.
 //!
 //! Every subject is started once per function and dropped (shut down) before the next
 //! starts. With `ZERODISPATCH_BENCH_STATS=1` each broker prints its processors' parks,
@@ -49,9 +50,9 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 use crossbeam_utils::{Backoff, CachePadded};
 use zerodispatch::broker::{
-    Ack, AckStatus, AppId, Broker, BrokerConfig, Confirm, ConfirmMode, Consumer, ConsumerId,
-    ConsumerOptions, Delivery, Guid, Payload, Producer, QueueConfig, QueueId, QueueMode,
-    QueueStats,
+    Ack, AckStatus, AppId, Broker, BrokerConfig, Confirm, ConfirmMode, Confirms, Consumer,
+    ConsumerId, ConsumerOptions, Delivery, DeliveryToken, Guid, Payload, Producer, QueueConfig,
+    QueueId, QueueMode, QueueStats,
 };
 
 use ours::{bench_runs, throughput_group};
@@ -84,10 +85,9 @@ const QUEUE_CAPACITY: usize = 1 << 16;
 /// The producer's cap on unconfirmed messages: far above [`IN_FLIGHT`].
 const MAX_UNCONFIRMED: usize = 1 << 16;
 
-/// Messages held in the `confirm_cluster` queue, whose GUIDs the confirms cycle over. Few
-/// on purpose: every flush of the queue (after each batch it drains) walks all the messages
-/// it holds undelivered looking for a consumer, and these never get one, so the flush costs
-/// a GUID lookup per held message, whatever the batch.
+/// Messages held in the `confirm_cluster` queue, whose GUIDs and tokens the confirms cycle
+/// over. Few on purpose, so that the bench measures the confirms' hops rather than the
+/// queue's table.
 const HELD: u64 = 16;
 
 /// Benches group `name` in each of the [`MODES`]: the subject that `start` makes for the
@@ -302,8 +302,8 @@ struct ReplicaConfirms {
     /// Taken and shut down on drop.
     broker: Option<Broker>,
     mode: ConfirmMode,
-    /// The held messages' GUIDs.
-    guids: Vec<Guid>,
+    /// The held messages' GUIDs and delivery tokens.
+    held: Vec<(Guid, DeliveryToken)>,
     /// Confirms sent (and, between runs, counted by the queue) so far.
     sent: Cell<u64>,
 }
@@ -319,14 +319,36 @@ impl ReplicaConfirms {
         let producer = broker
             .open_producer(MAX_UNCONFIRMED, |_: &[Ack]| {})
             .expect("a running broker");
-        let guids = (0..HELD)
-            .map(|handle| {
-                producer
-                    .publish(QueueId(0), Payload { handle, len: 64 })
-                    .expect("a running broker")
-            })
-            .collect();
+        // A consumer that keeps each delivery's token and confirms none: closed, its
+        // shares are undelivered again, held with no consumer.
+        let delivered = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let keep = delivered.clone();
+        let options = ConsumerOptions {
+            confirms: Confirms::Explicit,
+            ..ConsumerOptions::default()
+        };
+        let consumer = broker
+            .open_consumer(
+                QueueId(0),
+                AppId(0),
+                options,
+                move |batch: &[Delivery]| {
+                    let mut kept = keep.lock().expect("not poisoned");
+                    kept.extend(batch.iter().map(|d| (d.guid, d.token)));
+                },
+            )
+            .expect("a running broker");
+        assert_eq!(consumer.id(), ConsumerId(0), "the id the confirms name");
+        for handle in 0..HELD {
+            producer
+                .publish(QueueId(0), Payload { handle, len: 64 })
+                .expect("a running broker");
+        }
         broker.quiesce().expect("a running broker");
+        broker.close_consumer(&consumer).expect("a running broker");
+        broker.quiesce().expect("a running broker");
+        let held = std::mem::take(&mut *delivered.lock().expect("not poisoned"));
+        assert_eq!(held.len() as u64, HELD, "every message delivered once");
         let stats = broker.queue_stats()[0];
         assert_eq!(
             (stats.stored, stats.held),
@@ -336,7 +358,7 @@ impl ReplicaConfirms {
         Self {
             broker: Some(broker),
             mode,
-            guids,
+            held,
             sent: Cell::new(0),
         }
     }
@@ -351,9 +373,11 @@ impl ReplicaConfirms {
         let first = self.sent.get();
         let start = Instant::now();
         for seq in first..first + count {
+            let (guid, token) = self.held[(seq % HELD) as usize];
             let confirm = Confirm {
                 queue: QueueId(0),
-                guid: self.guids[(seq % HELD) as usize],
+                guid,
+                token,
                 // No consumer holds the share: the queue counts the confirm `gone_consumer`.
                 consumer: ConsumerId(0),
                 app: AppId(0),

@@ -105,7 +105,9 @@ pub use limits::{
     FRAME_OVERHEAD, MAX_APPS, MAX_DEDUP_WINDOW, MAX_PRODUCER_NAMES, MAX_QUEUE_CAPACITY,
     MAX_REPLICAS, MAX_UNCONFIRMED, MIN_DEDUP_WINDOW,
 };
-pub use message::{Ack, AckStatus, Confirm, ConfirmMode, ConfirmRoute, Confirms, Delivery};
+pub use message::{
+    Ack, AckStatus, Confirm, ConfirmMode, ConfirmRoute, Confirms, Delivery, DeliveryToken,
+};
 pub use parse::{
     ParseConfirmModeError, ParseDurationError, ParseFlushStrategyError, parse_duration,
 };

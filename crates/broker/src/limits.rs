@@ -4,10 +4,13 @@
 
 /// Messages a queue may be configured to hold, at most: 2^24 (16,777,216).
 ///
-/// A queue allocates its tables for its whole capacity when the broker starts, about 210
-/// bytes per message plus 4 per fanout app (the message table's 80-byte slots, the
-/// consumer of each app's share, a GUID index at twice the capacity, and the free, push
-/// and ACK lists), so about 3.5 GiB at this limit for a priority queue. Past it a
+/// A queue allocates its tables for its whole capacity when the broker starts, about 130
+/// bytes per message plus 4 per fanout app beyond the first (the message table's 80-byte
+/// slots, the consumer of each app's share, and the free, push and ACK lists), so about
+/// 2 GiB at this limit for a priority queue. With replication, the index of the messages
+/// awaiting their quorum (by GUID, at twice the capacity) adds about 85 bytes per message,
+/// about 3.5 GiB in all; without, confirms find their message by its delivery token and
+/// there is no GUID index. Past it a
 /// capacity is refused by [`Broker::start`](crate::Broker::start); below it, an allocation
 /// the machine cannot provide is an error too, not an abort. Retune by measuring a queue's
 /// footprint (`Broker::start` with one queue, resident memory before and after) against

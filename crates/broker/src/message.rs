@@ -1,6 +1,7 @@
 //! What an application and the broker say about a message: its outcome at the producer
 //! ([`Ack`], [`AckStatus`]), its delivery to a consumer ([`Delivery`]), its confirm
-//! ([`Confirm`]), and how confirms are made and travel ([`Confirms`], [`ConfirmMode`],
+//! ([`Confirm`]) and the token that names the delivery in it ([`DeliveryToken`]), and how
+//! confirms are made and travel ([`Confirms`], [`ConfirmMode`],
 //! [`ConfirmRoute`]). The messages the broker's clients exchange carry these:
 //! `protocol.rs`.
 
@@ -92,11 +93,31 @@ pub struct Ack {
     pub status: AckStatus,
 }
 
+/// A delivery's token, as an AMQP delivery tag: the slot of its queue's table (the ring
+/// of messages the queue holds) that holds the delivered message. A confirm names it
+/// ([`Confirm::token`]) so that the queue finds the message by indexing its table, with no
+/// GUID index whose cost grows with the messages in flight.
+///
+/// A token is only a hint, checked before it is used: the queue applies a confirm only if
+/// the token's index is inside its table, the slot is live (holds a message), and the
+/// slot's message has the confirm's GUID. A stale token (its message released and the slot
+/// reused by another), a token of a free slot, or a forged one is counted
+/// ([`QueueStats::unknown_guid`](crate::QueueStats::unknown_guid)) and releases nothing:
+/// refused, never misapplied to another message.
+///
+/// Valid from the delivery until the message is released (every share confirmed): a slot
+/// is reused only after that, and the GUID check then refuses the old token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeliveryToken(pub u32);
+
 /// A message delivered to a consumer's application.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Delivery {
     /// The message.
     pub guid: Guid,
+    /// Where its queue holds it: what a confirm of it names
+    /// ([`Confirm::token`]).
+    pub token: DeliveryToken,
     /// Its queue.
     pub queue: QueueId,
     /// The app (sub-queue) it was delivered for.
@@ -105,15 +126,33 @@ pub struct Delivery {
     pub payload: Payload,
 }
 
-/// A confirm: consumer `consumer` of `app` has processed message `guid` of `queue`.
+/// A confirm: consumer `consumer` of `app` has processed message `guid` of `queue`,
+/// delivered with `token`.
+///
+/// 32 bytes, so that the confirm functor that captures it fits the callback's inline space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Confirm {
     /// The queue.
     pub queue: QueueId,
     /// The message.
     pub guid: Guid,
+    /// The delivery's token ([`Delivery::token`]): the queue finds the message by it, and
+    /// applies the confirm only if that slot holds `guid`.
+    pub token: DeliveryToken,
     /// The confirming consumer.
     pub consumer: ConsumerId,
     /// Its app.
     pub app: AppId,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_confirm_fits_the_inline_functor_space() {
+        // The inline confirm functor captures a `Confirm` and nothing else
+        // (`queue/client.rs`): it must fit the callback's default 32-byte space.
+        assert_eq!(std::mem::size_of::<Confirm>(), 32);
+    }
 }

@@ -8,7 +8,7 @@
 use zerodispatch_core::ClientHandle;
 
 use crate::ids::{AppId, ConsumerId, Guid, Payload, QueueId};
-use crate::message::{AckStatus, Confirm, ConfirmMode};
+use crate::message::{AckStatus, Confirm, ConfirmMode, DeliveryToken};
 use crate::queue::BoxedConfirm;
 use crate::replication::Receipt;
 
@@ -45,12 +45,14 @@ pub(crate) enum BrokerMsg {
         /// Its payload.
         payload: Payload,
     },
-    /// Queue -> consumer session: deliver this message.
+    /// Queue -> consumer session: deliver this message. (No queue id: the session is its
+    /// consumer's, of one queue, and knows it; the slot takes its place, so that the
+    /// message stays 48 bytes.)
     Push {
         /// The consumer it is pushed to.
         consumer: ConsumerId,
-        /// Its queue.
-        queue: QueueId,
+        /// The slot of the queue's table that holds it: the delivery's token.
+        slot: DeliveryToken,
         /// The message.
         guid: Guid,
         /// Its payload.

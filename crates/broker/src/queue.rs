@@ -3,7 +3,8 @@
 //! # The path of one message through a queue
 //!
 //! * PUT: the message is stored in a free slot of a table preallocated at the queue's
-//!   capacity (and in a GUID index preallocated likewise), with one pending share per app
+//!   capacity (with replication, also in the index of messages awaiting their quorum,
+//!   preallocated likewise), with one pending share per app
 //!   (one for a priority queue, one per app for fanout), and its ACK (`Stored`) is
 //!   queued for the producer's session, sent on flush. With a replication quorum the ACK
 //!   waits instead for `quorum` replicas' receipts (see `replication.rs`). A full table
@@ -12,6 +13,8 @@
 //!   ACKed again, never stored or delivered twice (see `dedup.rs`).
 //! * On flush, every undelivered share is PUSHed to a consumer of its app that has room in
 //!   its window (round-robin among the app's consumers); a share with no consumer waits.
+//! * Each PUSH carries the message's slot, its delivery token; a CONFIRM names it, and the
+//!   queue applies it only if that slot is live and holds the confirm's GUID.
 //! * CONFIRM releases a share; when none remain (and the ACK has gone), the message is
 //!   released: its slot is free again. The producer hears nothing of it.
 //!

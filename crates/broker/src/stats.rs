@@ -81,8 +81,10 @@ pub struct QueueStats {
     pub confirms: u64,
     /// Confirms for a share already confirmed, while the message was still held.
     pub duplicate_confirms: u64,
-    /// Confirms for a GUID the queue does not hold (never stored, or already released:
-    /// a confirm arriving after its message was released counts here).
+    /// Confirms whose token does not name a slot holding their GUID: out of the table, a
+    /// free slot, or a slot holding another message (a message never stored, already
+    /// released, its slot reused since, or a forged token; a confirm arriving after its
+    /// message was released counts here). Nothing is released.
     pub unknown_guid: u64,
     /// Confirms from a consumer that is not (or no longer) the one the share was pushed to.
     pub gone_consumer: u64,
@@ -101,9 +103,9 @@ pub struct QueueStats {
     pub receipts: u64,
     /// Receipts from a replica that had sent one for the message already (ignored).
     pub duplicate_receipts: u64,
-    /// Receipts for a message the queue does not hold (never stored, or already released:
-    /// a receipt past the quorum that arrives after the release counts here), or with no
-    /// replication configured (ignored).
+    /// Receipts for a message not awaiting its quorum (never stored, already released, or
+    /// past its quorum already though still held: a receipt past the quorum counts here),
+    /// or with no replication configured (ignored).
     pub unknown_receipts: u64,
     /// PUTs of a named producer's message the queue had stored already (published again
     /// after a lost connection): ACKed again, not stored or delivered again. See

@@ -292,3 +292,35 @@ fn a_fanout_share_dropped_by_a_closing_consumer_releases_only_after_the_quorum()
     assert_eq!(statuses(&acks), acked(&[guid]));
     assert_queue(&broker, |q| q.acked, (1, 1, 0));
 }
+
+/// Only messages awaiting their quorum are found by GUID: a receipt for one past its
+/// quorum, though the queue still holds it (no consumer confirmed it), is counted unknown
+/// and changes nothing; on the code that kept a GUID index of every message held, it was
+/// counted a receipt.
+#[test]
+fn a_receipt_past_the_quorum_for_a_message_still_held_is_unknown() {
+    let broker = start(replication(3, 1), QueueMode::Priority, 1);
+    let (p, acks) = producer(&broker, 100);
+    let guids = publish(&p, 0, 0..3);
+    broker.quiesce().unwrap();
+    receipts(&broker, &guids, 0);
+    broker.quiesce().unwrap();
+    assert_eq!(statuses(&acks), acked(&guids), "the quorum of one: ACKed");
+    // No consumer: the messages are held, past their quorum.
+    receipts(&broker, &guids, 1);
+    receipts(&broker, &guids, 0);
+    broker.quiesce().unwrap();
+    let q = broker.queue_stats()[0];
+    assert_eq!(
+        (q.receipts, q.unknown_receipts, q.duplicate_receipts),
+        (3, 6, 0),
+        "{q:?}"
+    );
+    assert_eq!((q.acked, q.held, q.released), (3, 3, 0), "{q:?}");
+    assert_eq!(acks.lock().unwrap().len(), 3, "one ACK each");
+    // A consumer still gets them, and its confirms release them.
+    let (_c, seen) = consumer_of(&broker, 0);
+    broker.quiesce().unwrap();
+    assert_eq!(seen.lock().unwrap().len(), 3);
+    assert_queue(&broker, |q| q.confirms, (3, 3, 0));
+}

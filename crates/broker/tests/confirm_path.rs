@@ -230,19 +230,21 @@ fn robustness_cases_are_counted_never_a_panic() {
     let broker = start(fanout(2), 1);
     let (p, acks) = producer(&broker, 100);
     let guids = publish(&p, 0, 0..1);
-    let (c0, _) = consumer_of(&broker, 0);
+    let (c0, seen0) = consumer_of(&broker, 0);
     broker.quiesce().unwrap();
     let g = guids[0];
+    let token = seen0.lock().unwrap()[0].token;
     let confirm = |queue, guid, consumer: ConsumerId, app, mode| {
         let confirm = Confirm {
             queue: QueueId(queue),
             guid,
+            token,
             consumer,
             app: AppId(app),
         };
         broker.replica_confirm(confirm, mode).unwrap();
     };
-    // Unknown GUID.
+    // Unknown GUID (at the token of a message the queue holds).
     confirm(
         0,
         Guid::new(ProducerId(77), 1),
@@ -521,4 +523,99 @@ fn a_dropped_consumer_is_closed_and_receives_nothing_more() {
     assert!(n == 0, "a dropped consumer was delivered {n} messages");
     assert_eq!(support::len(&seen_kept), 10, "the other takes them all");
     all_stored(&broker, &guids, &acks);
+}
+
+/// The consumer whose deliveries `seen` logs, confirming through the cluster as a replica
+/// does: `confirm(guid, token)` sends one typed confirm.
+fn confirmer(broker: &Broker, consumer: ConsumerId) -> impl Fn(Guid, DeliveryToken) + '_ {
+    move |guid, token| {
+        let confirm = Confirm {
+            queue: QueueId(0),
+            guid,
+            token,
+            consumer,
+            app: AppId(0),
+        };
+        broker.replica_confirm(confirm, ConfirmMode::Typed).unwrap();
+    }
+}
+
+/// A token is checked, never trusted: out of the table, of a free slot, or of a slot since
+/// reused by another message (stale), a confirm is counted unknown and releases nothing,
+/// and the message it meant stays confirmable by its own token. On a queue that found
+/// messages by GUID alone, the stale and the free slot's tokens with a real GUID would
+/// release a message; one that trusted the token would release the slot's other message.
+#[test]
+fn a_confirm_with_a_forged_out_of_range_or_stale_token_is_unknown_and_releases_nothing() {
+    let capacity = 4;
+    let broker = start(sized(QueueMode::Priority, capacity), 1);
+    let (p, acks) = producer(&broker, 100);
+    let (c, seen) = consumer(&broker, 0, 0, support::explicit(None));
+    let first = publish(&p, 0, 0..1)[0];
+    broker.quiesce().unwrap();
+    let old = seen.lock().unwrap()[0];
+    assert_eq!(old.guid, first);
+    broker.confirm(&c, first).unwrap();
+    broker.quiesce().unwrap();
+    assert_eq!(broker.queue_stats()[0].released, 1);
+    // The table's slots are reused: publish until one holds another message at the old
+    // token, and keep one more, `live`, elsewhere.
+    let mut published = vec![first];
+    let (mut reused, mut live) = (None, None);
+    for handle in 1..=(2 * capacity as u64) {
+        published.extend(publish(&p, 0, handle..handle + 1));
+        broker.quiesce().unwrap();
+        let d = *seen.lock().unwrap().last().unwrap();
+        if d.token == old.token && reused.is_none() {
+            reused = Some(d);
+        } else if live.is_none() {
+            live = Some(d);
+        } else {
+            broker.confirm(&c, d.guid).unwrap();
+        }
+        if reused.is_some() && live.is_some() {
+            break;
+        }
+    }
+    broker.quiesce().unwrap();
+    let (reused, live) = (reused.expect("the old slot reused"), live.unwrap());
+    // And a slot freed again: stored, delivered and confirmed.
+    published.extend(publish(&p, 0, 100..101));
+    broker.quiesce().unwrap();
+    let gone = *seen.lock().unwrap().last().unwrap();
+    broker.confirm(&c, gone.guid).unwrap();
+    broker.quiesce().unwrap();
+    let before = broker.queue_stats()[0];
+    assert_eq!(before.held, 2, "{before:?}");
+    let confirm = confirmer(&broker, c.id());
+    // Out of the table (with a GUID the queue holds).
+    confirm(live.guid, DeliveryToken(capacity as u32));
+    confirm(live.guid, DeliveryToken(u32::MAX));
+    // Stale: the released message's GUID at its old token, now another message's slot;
+    // and the reverse, a held message's GUID at another held message's slot.
+    confirm(old.guid, old.token);
+    confirm(live.guid, reused.token);
+    // A free slot's token, with the GUID it last held and with one the queue holds.
+    confirm(gone.guid, gone.token);
+    confirm(live.guid, gone.token);
+    broker.quiesce().unwrap();
+    let after = broker.queue_stats()[0];
+    assert_eq!(after.unknown_guid - before.unknown_guid, 6, "{after:?}");
+    assert_eq!(
+        (after.released, after.held, after.confirms),
+        (before.released, 2, before.confirms),
+        "nothing released: {after:?}"
+    );
+    assert_eq!(
+        (after.duplicate_confirms, after.gone_consumer),
+        (before.duplicate_confirms, before.gone_consumer)
+    );
+    // The messages are still confirmable, each by its own token.
+    confirm(live.guid, live.token);
+    broker.confirm(&c, reused.guid).unwrap();
+    broker.quiesce().unwrap();
+    let end = broker.queue_stats()[0];
+    assert_eq!(end.held, 0, "{end:?}");
+    assert_eq!(end.unknown_guid, after.unknown_guid);
+    all_stored(&broker, &published, &acks);
 }

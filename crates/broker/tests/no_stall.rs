@@ -102,6 +102,8 @@ fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
                 let confirm = Confirm {
                     queue: QueueId((sent % 2) as u32),
                     guid: Guid::new(ProducerId(u32::MAX), sent),
+                    // Whatever slot it names, it holds no message of that GUID.
+                    token: DeliveryToken(sent as u32),
                     consumer: ConsumerId(u32::MAX),
                     app: AppId(0),
                 };

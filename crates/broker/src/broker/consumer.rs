@@ -244,8 +244,10 @@ impl Broker {
     }
 
     /// Confirms a message delivered to a consumer opened with [`Confirms::Explicit`]: its
-    /// session sends the confirm to the queue, which releases the consumer's share. A GUID
-    /// the consumer was not handed (or has confirmed already) is counted
+    /// session sends the confirm to the queue, which releases the consumer's share. The
+    /// session keeps, by GUID, the token of each delivery it handed out and that is not
+    /// confirmed yet (at most the queue's window), and the confirm names it
+    /// ([`DeliveryToken`](crate::DeliveryToken)). A GUID the consumer was not handed (or has confirmed already) is counted
     /// ([`SessionStats::unknown_confirms`]) and dropped; a confirm for a closed consumer is
     /// dropped. Waits while the session processor's queue is full (on a processor thread, in
     /// its outbox). Allocates nothing.

@@ -15,16 +15,57 @@ use super::{Broker, sync_refused};
 
 // Named in the docs only.
 #[cfg(doc)]
+use crate::message::Delivery;
+#[cfg(doc)]
 use crate::replication::Replication;
 #[cfg(doc)]
 use crate::stats::QueueStats;
 
 impl Broker {
     /// A confirm from a replica node, routed by the cluster processor to its queue in
-    /// `mode`. Call it from the threads that model the replicas. Waits while the cluster
+    /// `mode`. Call it from the threads that model the replicas. The confirm names the
+    /// delivery by its token ([`Confirm::token`], from [`Delivery::token`]): the queue
+    /// applies it only if that slot holds `confirm.guid`, and counts it
+    /// ([`QueueStats::unknown_guid`]) otherwise. Waits while the cluster
     /// has as many replica confirms not yet routed as its processor's event capacity
     /// (back-pressure to the replica threads, so that a flood of them cannot grow the
     /// cluster's tables). Allocates nothing.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use zerodispatch_broker::*;
+    ///
+    /// let broker = Broker::start(BrokerConfig {
+    ///     queues: vec![QueueConfig::new(QueueMode::Priority)],
+    ///     ..BrokerConfig::default()
+    /// })?;
+    /// let producer = broker.open_producer(16, |_: &[Ack]| {})?;
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let sink = seen.clone();
+    /// let options = ConsumerOptions { confirms: Confirms::Explicit, ..ConsumerOptions::default() };
+    /// let consumer = broker.open_consumer(QueueId(0), AppId(0), options, move |b: &[Delivery]| {
+    ///     sink.lock().unwrap().extend_from_slice(b)
+    /// })?;
+    /// producer.publish(QueueId(0), Payload { handle: 1, len: 8 })?;
+    /// broker.quiesce()?;
+    /// let d: Delivery = seen.lock().unwrap()[0];
+    /// // A token that does not name the message's slot is refused, never misapplied.
+    /// let confirm = Confirm {
+    ///     queue: d.queue,
+    ///     guid: d.guid,
+    ///     token: DeliveryToken(d.token.0 + 1),
+    ///     consumer: consumer.id(),
+    ///     app: d.app,
+    /// };
+    /// broker.replica_confirm(confirm, ConfirmMode::Inline)?;
+    /// broker.quiesce()?;
+    /// assert_eq!((broker.queue_stats()[0].unknown_guid, broker.queue_stats()[0].held), (1, 1));
+    /// // The delivery's own token releases it.
+    /// broker.replica_confirm(Confirm { token: d.token, ..confirm }, ConfirmMode::Inline)?;
+    /// broker.quiesce()?;
+    /// assert_eq!(broker.queue_stats()[0].released, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     ///

@@ -1,6 +1,19 @@
 //! A queue's table: the messages it stores, their shares per app, and what a PUT, a
 //! receipt, a confirm, an attach and a detach do to them. Pushing the shares and sending
 //! the ACKs, at the queue's flush, is `engine/delivery.rs`.
+//!
+//! # Finding a message
+//!
+//! A confirm finds its message by its delivery's token ([`DeliveryToken`]), the index of
+//! the message's slot: no lookup by GUID, so the messages in flight cost nothing per
+//! confirm. The token is checked, never trusted: in range, the slot live, and the slot's
+//! GUID the confirm's; anything else is counted `unknown_guid` and changes nothing.
+//!
+//! What still arrives by GUID is a replica's receipt (and a named producer's duplicate
+//! PUT, which matters only while the first copy's ACK waits for the quorum): with
+//! replication, the queue indexes the messages awaiting their quorum (`awaiting_quorum`),
+//! each from its PUT until the receipt that makes the quorum. Without replication that
+//! index is never allocated.
 
 mod delivery;
 
@@ -14,7 +27,7 @@ use zerodispatch_core::ClientHandle;
 use crate::dedup::{StoredIds, Verdict};
 use crate::ids::{AppId, ConsumerId, Guid, GuidHasher, Payload, QueueId};
 use crate::limits::{MAX_APPS, MAX_QUEUE_CAPACITY};
-use crate::message::{AckStatus, Confirm};
+use crate::message::{AckStatus, Confirm, DeliveryToken};
 use crate::names::Names;
 use crate::release::{OnRelease, Released};
 use crate::replication::{Receipt, Replication};
@@ -93,7 +106,12 @@ pub(crate) struct QueueEngine {
     /// Replication, if any: its ACK waits for `quorum` receipts.
     replication: Option<Replication>,
     free: Vec<u32>,
-    index: HashMap<Guid, u32, BuildHasherDefault<GuidHasher>>,
+    /// With replication, the slot of each message whose ACK waits for the quorum of
+    /// receipts: inserted at its PUT, removed by the receipt that makes the quorum (so a
+    /// message is in it exactly while its slot is live and not `acked`). Receipts, which
+    /// come by GUID, find their message here; confirms never look here (they come with
+    /// their delivery's token). Without replication it stays empty and unallocated.
+    awaiting_quorum: HashMap<Guid, u32, BuildHasherDefault<GuidHasher>>,
     /// Slots with undelivered shares, oldest first.
     to_push: Vec<u32>,
     /// ACKs to send on flush: the producer's session, the GUID, the outcome. Those a full
@@ -157,7 +175,13 @@ impl QueueEngine {
             free,
             // Twice the capacity: hashbrown then always rehashes its tombstones in place
             // rather than growing (it grows when more than half full and out of room).
-            index: tables::map(2 * capacity)?,
+            // Every message may await its quorum at once, so with replication it is sized
+            // for the whole table; without, nothing is ever put in it.
+            awaiting_quorum: if replication.is_some() {
+                tables::map(2 * capacity)?
+            } else {
+                HashMap::default()
+            },
             to_push: tables::vec(capacity)?,
             acks: tables::vec(capacity)?,
             consumers: Vec::new(),
@@ -209,7 +233,9 @@ impl QueueEngine {
             queued: true,
             live: true,
         };
-        self.index.insert(guid, slot);
+        if !acked {
+            self.awaiting_quorum.insert(guid, slot);
+        }
         self.stored_ids.record(guid);
         self.to_push.push(slot);
         self.counters.stored.add(1);
@@ -228,8 +254,13 @@ impl QueueEngine {
         if let Some(released) = &mut self.released {
             released.push(payload);
         }
-        if let Some(&slot) = self.index.get(&guid) {
+        // Only a message whose ACK still waits for the quorum needs more than an ACK now.
+        if let Some(&slot) = self.awaiting_quorum.get(&guid) {
             let s = self.slots[slot as usize];
+            debug_assert!(
+                s.live && !s.acked,
+                "a message past its quorum is not awaiting it"
+            );
             if !s.acked {
                 // Every PUT gets its one ACK (a retired session waits for them:
                 // `outcome_counts.rs`). The same session again: the quorum's ACK goes once
@@ -294,17 +325,18 @@ impl QueueEngine {
 
     /// Applies a replica's receipt: the one that reaches the quorum queues the ACK (and
     /// releases the message if every share is confirmed already). A receipt for a message
-    /// the queue does not hold, or a second one from the same replica, is counted and
-    /// ignored.
+    /// not awaiting its quorum (never stored, released, or past its quorum already though
+    /// still held) is counted `unknown_receipts`, a second one from the same replica
+    /// `duplicate_receipts`; both are ignored.
     pub(crate) fn receipt(&mut self, r: Receipt) {
         let Some(quorum) = self.replication.map(|q| u32::from(q.quorum)) else {
             self.counters.unknown_receipts.add(1);
             tracing::debug!(queue = self.id.0, "receipt without replication configured");
             return;
         };
-        let Some(&slot) = self.index.get(&r.guid) else {
+        let Some(&slot) = self.awaiting_quorum.get(&r.guid) else {
             self.counters.unknown_receipts.add(1);
-            tracing::debug!(queue = self.id.0, guid = ?r.guid, "receipt for a message the queue does not hold");
+            tracing::debug!(queue = self.id.0, guid = ?r.guid, "receipt for a message not awaiting its quorum");
             return;
         };
         let bit = 1_u32.checked_shl(u32::from(r.replica.0)).unwrap_or(0);
@@ -321,6 +353,7 @@ impl QueueEngine {
         }
         s.acked = true;
         let (producer, guid, release) = (s.producer, s.guid, s.pending == 0);
+        self.awaiting_quorum.remove(&guid);
         let puts = 1 + std::mem::take(&mut s.resent);
         if let Some(producer) = producer {
             for _ in 0..puts {
@@ -332,11 +365,13 @@ impl QueueEngine {
         }
     }
 
-    /// Applies a confirm.
+    /// Applies a confirm, found by its token. A token out of the table, of a free slot, or
+    /// of a slot that holds another message (stale: its message released and the slot
+    /// reused; or forged) is counted `unknown_guid` and changes nothing.
     pub(crate) fn confirm(&mut self, c: Confirm) {
-        let Some(&slot) = self.index.get(&c.guid) else {
+        let Some(slot) = self.slot_of(c.token, c.guid) else {
             self.counters.unknown_guid.add(1);
-            tracing::debug!(queue = self.id.0, guid = ?c.guid, "confirm for a message the queue does not hold");
+            tracing::debug!(queue = self.id.0, guid = ?c.guid, token = c.token.0, "confirm for a message the queue does not hold at its token");
             return;
         };
         let bit = AppMask::from(1_u8)
@@ -365,6 +400,12 @@ impl QueueEngine {
         }
     }
 
+    /// The slot `token` names, if it is in the table, live, and holds message `guid`.
+    fn slot_of(&self, token: DeliveryToken, guid: Guid) -> Option<u32> {
+        let s = self.slots.get(token.0 as usize)?;
+        (s.live && s.guid == guid).then_some(token.0)
+    }
+
     /// Frees the slot of a message whose shares are all confirmed (or dropped), if its ACK
     /// has gone; otherwise the quorum's receipt releases it.
     fn release(&mut self, slot: u32) {
@@ -377,7 +418,11 @@ impl QueueEngine {
         if let Some(released) = &mut self.released {
             released.push(payload);
         }
-        self.index.remove(&guid);
+        // Acked: past its quorum, if any, so no longer awaiting it.
+        debug_assert!(
+            !self.awaiting_quorum.contains_key(&guid),
+            "released while awaiting the quorum"
+        );
         self.free.push(slot);
         self.counters.held.down();
         self.counters.released.add(1);
@@ -448,5 +493,44 @@ mod tests {
         // 72 bytes, and 8 more since a slot counts a producer's resends of its message
         // while the quorum is awaited (`resent`, a u64 so that no resends can wrap it).
         assert_eq!(std::mem::size_of::<Slot>(), 80);
+    }
+
+    /// A queue of `capacity` messages, priority mode, with `replication`.
+    fn engine(capacity: usize, replication: Option<Replication>) -> QueueEngine {
+        QueueEngine::new(
+            QueueId(0),
+            QueueMode::Priority,
+            (capacity, 16),
+            replication,
+            (
+                None,
+                StoredIds::new(0, crate::limits::MIN_DEDUP_WINDOW).unwrap(),
+                Arc::new(Mutex::new(Names::new(0).unwrap())),
+            ),
+            Arc::default(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn only_a_queue_with_replication_allocates_the_index_of_messages_awaiting_the_quorum() {
+        let capacity = 1024;
+        let plain = engine(capacity, None);
+        assert_eq!(
+            plain.awaiting_quorum.capacity(),
+            0,
+            "confirms come by token: no GUID index without replication"
+        );
+        let replicated = engine(
+            capacity,
+            Some(Replication {
+                replicas: 2,
+                quorum: 1,
+            }),
+        );
+        assert!(
+            replicated.awaiting_quorum.capacity() >= 2 * capacity,
+            "every message may await its quorum at once"
+        );
     }
 }

@@ -7,7 +7,7 @@ use zerodispatch_core::{
 
 use crate::dedup::StoredIds;
 use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
-use crate::message::{AckStatus, Confirm};
+use crate::message::{AckStatus, Confirm, DeliveryToken};
 use crate::names::Names;
 use crate::protocol::BrokerMsg;
 
@@ -125,16 +125,21 @@ fn on_the_stepped_dispatcher_a_queue_acks_at_its_flush_refuses_when_full_and_fre
     };
     test.dispatch(queue, Event::Message(attach)).unwrap();
     test.run_until_idle();
-    let pushed = seen
+    let pushed: Vec<(Guid, DeliveryToken)> = seen
         .lock()
         .unwrap()
         .iter()
-        .filter(|m| matches!(m, BrokerMsg::Push { .. }))
-        .count();
-    assert_eq!(pushed, 2);
+        .filter_map(|m| match m {
+            BrokerMsg::Push { guid, slot, .. } => Some((*guid, *slot)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(pushed.len(), 2);
+    let token = pushed.iter().find(|(g, _)| *g == first).unwrap().1;
     let confirm = Confirm {
         queue: QueueId(0),
         guid: first,
+        token,
         consumer,
         app: AppId(0),
     };

@@ -1,7 +1,7 @@
 //! A consumer's session: it collects the PUSHes of its queue, hands them to its application
 //! on flush, and confirms them (at once, or when the application says), paced by credit.
 
-use std::collections::{HashSet, TryReserveError};
+use std::collections::{HashMap, TryReserveError};
 use std::hash::BuildHasherDefault;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use zerodispatch_core::{Client, ClientEvent, ClientHandle, Context, DispatchErro
 
 use crate::credits::Credits;
 use crate::ids::{AppId, ConsumerId, Guid, GuidHasher, QueueId};
-use crate::message::{Confirm, ConfirmMode, Confirms, Delivery};
+use crate::message::{Confirm, ConfirmMode, Confirms, Delivery, DeliveryToken};
 use crate::protocol::BrokerMsg;
 use crate::queue::send_confirm;
 use crate::stats::SessionTally;
@@ -40,9 +40,11 @@ pub(crate) struct ConsumerSession {
     /// The batch being delivered, taken out of `deliveries` before `on_delivery` runs; at
     /// most `max_batch`, and empty outside `flush`.
     delivering: Vec<Delivery>,
-    /// `Confirms::Explicit`: what the application was handed and has not confirmed yet, at
-    /// most the window (preallocated for twice that, so inserting never allocates).
-    unconfirmed: HashSet<Guid, BuildHasherDefault<GuidHasher>>,
+    /// `Confirms::Explicit`: what the application was handed and has not confirmed yet, by
+    /// GUID (the application confirms by GUID), with each delivery's token, which its
+    /// confirm names to the queue. At most the window (preallocated for twice that, so
+    /// inserting never allocates).
+    unconfirmed: HashMap<Guid, DeliveryToken, BuildHasherDefault<GuidHasher>>,
     /// The window `unconfirmed` is sized for.
     unconfirmed_limit: usize,
     /// Confirms that could not go yet (a full outbox, `DispatchError::Full`, or no cluster
@@ -121,7 +123,7 @@ impl ConsumerSession {
         // Paced by credit, the session may hold every share the queue lets it have while
         // it waits for credit.
         let held = if credit.is_some() { window } else { batch };
-        let mut unconfirmed = HashSet::default();
+        let mut unconfirmed = HashMap::default();
         if confirms == Confirms::Explicit {
             // Twice the window: hashbrown then rehashes its tombstones in place rather than
             // growing (it grows only when more than half full and out of room), so that
@@ -223,10 +225,11 @@ impl ConsumerSession {
     }
 
     /// Confirms a delivery now, or keeps the confirm behind those already kept.
-    fn confirm_or_keep(&mut self, guid: Guid, ctx: &Context<BrokerMsg>) {
+    fn confirm_or_keep(&mut self, guid: Guid, token: DeliveryToken, ctx: &Context<BrokerMsg>) {
         let c = Confirm {
             queue: self.queue_id,
             guid,
+            token,
             consumer: self.id,
             app: self.app,
         };
@@ -261,11 +264,15 @@ impl ConsumerSession {
     /// An application's confirm (`Confirms::Explicit`): confirmed if the session handed
     /// that message over and it is not confirmed yet; counted and dropped otherwise.
     fn app_confirm(&mut self, guid: Guid, ctx: &Context<BrokerMsg>) {
-        if self.stage != Stage::Open || !self.unconfirmed.remove(&guid) {
+        let token = match self.stage {
+            Stage::Open => self.unconfirmed.remove(&guid),
+            _ => None,
+        };
+        let Some(token) = token else {
             self.counters.unknown_confirms.add(1);
             return;
-        }
-        self.confirm_or_keep(guid, ctx);
+        };
+        self.confirm_or_keep(guid, token, ctx);
     }
 }
 
@@ -274,7 +281,7 @@ impl Client<BrokerMsg> for ConsumerSession {
         match event {
             ClientEvent::Message(BrokerMsg::Push {
                 consumer,
-                queue,
+                slot,
                 guid,
                 payload,
             }) => {
@@ -285,7 +292,8 @@ impl Client<BrokerMsg> for ConsumerSession {
                 debug_assert!(self.deliveries.len() < self.deliveries.capacity());
                 self.deliveries.push(Delivery {
                     guid,
-                    queue,
+                    token: slot,
+                    queue: self.queue_id,
                     app: self.app,
                     payload,
                 });
@@ -356,12 +364,12 @@ impl Client<BrokerMsg> for ConsumerSession {
             for i in 0..n {
                 let d = self.delivering[i];
                 match self.confirms {
-                    Confirms::OnReturn => self.confirm_or_keep(d.guid, ctx),
+                    Confirms::OnReturn => self.confirm_or_keep(d.guid, d.token, ctx),
                     Confirms::Explicit => {
                         // At most the window: the queue pushes no more unconfirmed. (Not
                         // `capacity()`, which tombstones lower until the next rehash.)
                         debug_assert!(self.unconfirmed.len() < 2 * self.unconfirmed_limit);
-                        self.unconfirmed.insert(d.guid);
+                        self.unconfirmed.insert(d.guid, d.token);
                     }
                 }
             }

@@ -4,6 +4,7 @@
 use zerodispatch_core::{DispatchError, DispatcherHandle, Event};
 
 use crate::ids::AppId;
+use crate::message::DeliveryToken;
 use crate::protocol::BrokerMsg;
 
 use super::{AppMask, QueueEngine};
@@ -80,7 +81,7 @@ impl QueueEngine {
             let consumer = &mut self.consumers[c];
             let push = BrokerMsg::Push {
                 consumer: consumer.id,
-                queue: self.id,
+                slot: DeliveryToken(slot),
                 guid: s.guid,
                 payload: s.payload,
             };
