@@ -32,6 +32,11 @@
 //!   until the queue has counted `iters` more. What is measured is the bench thread's
 //!   dispatch, the routing, the cluster-to-queue hop and the queue's check of the token;
 //!   not a release or an ACK.
+//! * `confirm_held`: the same replica confirms, typed, against a queue holding 10,000
+//!   (`10000`) and 2^20 (`1048576`) messages, the confirms cycling over all of them in the
+//!   order they were delivered: what the messages a queue holds cost each confirm. Each
+//!   confirm finds its message by its token (the slot of the queue's table), so the
+//!   table's size should cost only the cache misses of a larger table.
 //!
 //! Every subject is started once per function and dropped (shut down) before the next
 //! starts. With `ZERODISPATCH_BENCH_STATS=1` each broker prints its processors' parks,
@@ -131,9 +136,23 @@ fn confirm_cluster(c: &mut Criterion) {
     in_each_mode(
         c,
         "confirm_cluster",
-        ReplicaConfirms::start,
+        |mode| ReplicaConfirms::start(mode, HELD),
         ReplicaConfirms::run,
     );
+}
+
+/// Typed replica confirms against a queue holding 10,000 messages and one holding 2^20.
+fn confirm_held(c: &mut Criterion) {
+    let mut group = throughput_group(c, "confirm_held");
+    for held in [10_000, 1 << 20] {
+        bench_runs(
+            &mut group,
+            &held.to_string(),
+            || ReplicaConfirms::start(ConfirmMode::Typed, held),
+            ReplicaConfirms::run,
+        );
+    }
+    group.finish();
 }
 
 /// A broker of one session processor, one queue processor and the cluster processor, with
@@ -302,7 +321,7 @@ struct ReplicaConfirms {
     /// Taken and shut down on drop.
     broker: Option<Broker>,
     mode: ConfirmMode,
-    /// The held messages' GUIDs and delivery tokens.
+    /// The held messages' GUIDs and delivery tokens, in the order they were delivered.
     held: Vec<(Guid, DeliveryToken)>,
     /// Confirms sent (and, between runs, counted by the queue) so far.
     sent: Cell<u64>,
@@ -314,8 +333,17 @@ fn confirms_handled(stats: &QueueStats) -> u64 {
 }
 
 impl ReplicaConfirms {
-    fn start(mode: ConfirmMode) -> Self {
-        let broker = one_queue_broker(QueueConfig::new(QueueMode::Priority));
+    /// A queue holding `held` messages, delivered once to a consumer closed since.
+    fn start(mode: ConfirmMode, held: u64) -> Self {
+        let capacity = QueueConfig::new(QueueMode::Priority)
+            .capacity
+            .max(held as usize);
+        let broker = one_queue_broker(QueueConfig {
+            capacity,
+            // The consumer is handed every message before it closes.
+            window: held as u32,
+            ..QueueConfig::new(QueueMode::Priority)
+        });
         let producer = broker
             .open_producer(MAX_UNCONFIRMED, |_: &[Ack]| {})
             .expect("a running broker");
@@ -339,26 +367,27 @@ impl ReplicaConfirms {
             )
             .expect("a running broker");
         assert_eq!(consumer.id(), ConsumerId(0), "the id the confirms name");
-        for handle in 0..HELD {
+        for handle in 0..held {
+            // `send` waits at the producer's cap: every message is stored.
             producer
-                .publish(QueueId(0), Payload { handle, len: 64 })
+                .send(QueueId(0), Payload { handle, len: 64 })
                 .expect("a running broker");
         }
         broker.quiesce().expect("a running broker");
         broker.close_consumer(&consumer).expect("a running broker");
         broker.quiesce().expect("a running broker");
-        let held = std::mem::take(&mut *delivered.lock().expect("not poisoned"));
-        assert_eq!(held.len() as u64, HELD, "every message delivered once");
+        let delivered = std::mem::take(&mut *delivered.lock().expect("not poisoned"));
+        assert_eq!(delivered.len() as u64, held, "every message delivered once");
         let stats = broker.queue_stats()[0];
         assert_eq!(
             (stats.stored, stats.held),
-            (HELD, HELD),
+            (held, held),
             "every message is held"
         );
         Self {
             broker: Some(broker),
             mode,
-            held,
+            held: delivered,
             sent: Cell::new(0),
         }
     }
@@ -373,7 +402,7 @@ impl ReplicaConfirms {
         let first = self.sent.get();
         let start = Instant::now();
         for seq in first..first + count {
-            let (guid, token) = self.held[(seq % HELD) as usize];
+            let (guid, token) = self.held[(seq % self.held.len() as u64) as usize];
             let confirm = Confirm {
                 queue: QueueId(0),
                 guid,
@@ -407,7 +436,7 @@ impl Drop for ReplicaConfirms {
             assert_eq!(cluster.routed, sent, "every confirm was routed");
             assert_eq!(
                 (queue.gone_consumer, queue.confirms, queue.held),
-                (sent, 0, HELD),
+                (sent, 0, self.held.len() as u64),
                 "every confirm found its message held and no consumer holding it"
             );
         }
@@ -421,6 +450,7 @@ criterion_group!(
     confirm_priority,
     confirm_fanout4,
     confirm_fanout30,
-    confirm_cluster
+    confirm_cluster,
+    confirm_held
 );
 criterion_main!(benches);
