@@ -27,7 +27,7 @@ fn a_kind_the_broker_never_receives_is_fatal_whatever_id_it_names() {
             let mut out = Vec::new();
             if kind == FrameKind::Deliver {
                 let mut batch = DeliverBuilder::begin(&mut out, ConsumerId(99));
-                batch.push(Guid([1; 16]), b"x").unwrap();
+                batch.push(Guid([1; 16]), DeliveryToken(0), b"x").unwrap();
                 batch.finish().unwrap();
             } else {
                 let mut batch = PublishConfirmBuilder::begin(&mut out, ProducerId(99));
@@ -84,12 +84,19 @@ fn a_confirm_of_several_unknown_guids_gets_one_error_and_the_others_are_confirme
         c.open_producer(1, 0, 16);
         c.open_consumer(7, 0, 0, 16);
         c.publish(1, 0..2, common::payload_of);
-        let guids = c
+        let delivered = c
             .read_until(|r| r.delivered.len() >= 2 && r.confirms.len() >= 2)
-            .guids(7);
+            .deliveries(7);
         let slots = server.stats().slots;
         assert_eq!(server.stats().free_slots, slots - 2);
-        let confirm = [Guid([0xEE; 16]), guids[0], Guid([0xEF; 16]), guids[1]];
+        let (t0, t1) = (delivered[0].1, delivered[1].1);
+        let confirm = [
+            (Guid([0xEE; 16]), t0),
+            delivered[0],
+            (Guid([0xEF; 16]), DeliveryToken(1 << 30)),
+            delivered[1],
+        ];
+        assert_ne!(t0, t1);
         c.confirm(7, &confirm, false);
         assert_eq!(
             c.expect_error(ErrorCode::UNKNOWN_CONSUMER),
@@ -129,7 +136,7 @@ fn a_fanout_message_holds_its_slot_until_every_app_confirms() {
         let slots = server.stats().slots;
         c.publish(1, 0..1, common::payload_of);
         let read = c.read_until(|r| r.delivered.len() >= 2);
-        c.confirm(10, &read.guids(10), false);
+        c.confirm(10, &read.deliveries(10), false);
         // Give the confirm time to reach the queue: the slot stays held all the same.
         std::thread::sleep(Duration::from_millis(200));
         assert_eq!(
@@ -137,7 +144,7 @@ fn a_fanout_message_holds_its_slot_until_every_app_confirms() {
             slots - 1,
             "freed by one app's confirm"
         );
-        c.confirm(11, &read.guids(11), false);
+        c.confirm(11, &read.deliveries(11), false);
         eventually("freed by the last app's confirm", || {
             server.stats().free_slots == slots
         });
