@@ -3,8 +3,8 @@
 //!
 //! Deliveries are handed to the consumer's handler on the connection's I/O task, one call
 //! per `Deliver` frame, as [`Deliveries`] that borrow the receive buffer (no copy). The
-//! application confirms each message by its GUID, in the handler or later from any thread
-//! ([`Consumer::confirm`]); confirms are collected and sent the way a dynamic producer
+//! application confirms each message by its GUID and the delivery token it came with, in
+//! the handler or later from any thread ([`Consumer::confirm`]); confirms are collected and sent the way a dynamic producer
 //! sends: at once when the connection is not writing, all together in `ConsumerConfirm`
 //! frames when it was. With `auto_credit`, each confirm gives the broker one credit back,
 //! in a `Credit` frame behind the confirms.
@@ -15,7 +15,7 @@ pub(crate) mod shared;
 use std::sync::Arc;
 
 use tokio::sync::oneshot;
-use zerodispatch_wire::{ConsumerId, Guid};
+use zerodispatch_wire::{ConsumerId, DeliveryToken, Guid};
 
 use crate::command::Command;
 use crate::connection::Connection;
@@ -47,17 +47,21 @@ impl Consumer {
         self.shared.id
     }
 
-    /// Confirms a delivered message: the confirm goes in the next write of the connection
-    /// (with one credit back, with `auto_credit`).
+    /// Confirms a delivered message by its GUID and the token of its delivery
+    /// ([`Message::guid`](crate::Message::guid), [`Message::token`](crate::Message::token)):
+    /// the confirm goes in the next write of the connection (with one credit back, with
+    /// `auto_credit`). The broker confirms only the delivery the pair names: a pair it does
+    /// not hold (a token of another delivery, or of another GUID) confirms nothing, and is
+    /// refused ([`take_refusal`](Self::take_refusal)).
     ///
     /// # Errors
     ///
     /// Why the consumer is closed.
-    pub fn confirm(&self, guid: Guid) -> Result<(), ClientError> {
+    pub fn confirm(&self, guid: Guid, token: DeliveryToken) -> Result<(), ClientError> {
         if let Some(error) = self.closed() {
             return Err(error);
         }
-        self.shared.confirm(guid);
+        self.shared.confirm(guid, token);
         Ok(())
     }
 
@@ -83,7 +87,8 @@ impl Consumer {
     }
 
     /// The last refusal of one of the consumer's frames since the last call (the broker
-    /// refuses a confirm of a GUID the consumer does not hold, and confirms the others).
+    /// refuses a confirm of a delivery, GUID and token, the consumer does not hold, and
+    /// confirms the others).
     pub fn take_refusal(&self) -> Option<ClientError> {
         self.shared.lock().refusal.take()
     }

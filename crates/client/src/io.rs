@@ -40,7 +40,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::time::Instant;
 use zerodispatch_wire::{
-    ErrorCode, ErrorFrame, Frame, FrameKind, Guid, HEADER_LEN, Header, MAX_FRAME_LEN,
+    DeliveryToken, ErrorCode, ErrorFrame, Frame, FrameKind, Guid, HEADER_LEN, Header, MAX_FRAME_LEN,
 };
 
 use crate::command::{Command, Reply};
@@ -116,7 +116,7 @@ struct ConsumerEntry {
     shared: Arc<ConsumerShared>,
     on_deliver: DeliveryHandler,
     /// The confirm list's other half.
-    spare: Vec<Guid>,
+    spare: Vec<(Guid, DeliveryToken)>,
     phase: Phase,
 }
 

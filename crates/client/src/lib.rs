@@ -12,8 +12,8 @@
 //!   when the connection is not writing, in one write) or a timer. Every message gets
 //!   exactly one [`Outcome`], reported to the producer's handler.
 //! - A [`Consumer`] hands each delivered batch to its handler as [`Deliveries`], and
-//!   confirms messages by GUID; confirms are batched like dynamic sends, with one credit
-//!   back per confirm if asked.
+//!   confirms messages by GUID and delivery token ([`Message::token`]); confirms are
+//!   batched like dynamic sends, with one credit back per confirm if asked.
 //! - A [`ReliableProducer`] and a [`ReliableConsumer`] have a connection of their own and
 //!   survive losing it: they reconnect by a [`Backoff`] (exponential, with jitter,
 //!   bounded); the producer re-opens under its name and resends every message without an
@@ -69,5 +69,6 @@ pub use reliable_producer::{
     Recovery, ReliableProducer, ReliableProducerOptions, ReliableProducerStats,
 };
 pub use zerodispatch_wire::{
-    AppId, ConfirmStatus, ConsumerId, Guid, ProducerId, PublishId, QueueId, ServerLimits, Stored,
+    AppId, ConfirmStatus, ConsumerId, DeliveryToken, Guid, ProducerId, PublishId, QueueId,
+    ServerLimits, Stored,
 };

@@ -12,6 +12,14 @@
 //! application had confirmed it (the confirm was lost with the connection), it is
 //! confirmed again on the new session, and otherwise the application's own confirm, still
 //! to come, goes to the new session.
+//!
+//! A confirm names the delivery's token as well as the GUID, and a token is good only on
+//! the session that delivered it. So the window remembers, for each GUID, the token of its
+//! last delivery on the current session: the application's confirm of a message it was
+//! handed before a reconnect goes with the redelivery's token once the redelivery has
+//! come (as a confirm by GUID alone confirmed it), and with the token it names until then
+//! (which the new session refuses, confirming nothing; the redelivery, when it comes, is
+//! confirmed then).
 
 use std::collections::{HashMap, TryReserveError, VecDeque};
 use std::future::Future;
@@ -19,7 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::net::ToSocketAddrs;
 use tokio::sync::Notify;
-use zerodispatch_wire::{AppId, Guid, MAX_MESSAGES_PER_FRAME, QueueId};
+use zerodispatch_wire::{AppId, DeliveryToken, Guid, MAX_MESSAGES_PER_FRAME, QueueId};
 
 use crate::backoff::Backoff;
 use crate::client::Client;
@@ -82,11 +90,16 @@ pub struct ReliableConsumerStats {
     pub duplicates_filtered: u64,
 }
 
-/// A GUID remembered: whether the application confirmed it, and how many entries of the
-/// window's two lists name it.
+/// A GUID remembered: whether the application confirmed it, the token of its last
+/// delivery on the current session, and how many entries of the window's two lists name
+/// it.
 #[derive(Clone, Copy)]
 struct Seen {
     confirmed: bool,
+    /// The token its last delivery on the current session came with; `None` if it has not
+    /// been delivered on the current session (a lost session's token is worth nothing on
+    /// the next).
+    token: Option<DeliveryToken>,
     /// At most `2 * cap`: one per entry of the two lists, each at most `cap` long. The
     /// broker drives it (each redelivery of a message the application holds lists it
     /// again), so it is a `usize` that this bound keeps from wrapping, never a narrower
@@ -144,8 +157,8 @@ impl GuidWindow {
     }
 
     /// Remembers `guid` as handed out on the current session (again, for a duplicate),
-    /// pushing out the oldest of `current` at the bound.
-    fn insert(&mut self, guid: Guid) {
+    /// delivered with `token`, pushing out the oldest of `current` at the bound.
+    fn insert(&mut self, guid: Guid, token: DeliveryToken) {
         if self.current.len() >= self.cap
             && let Some(old) = self.current.pop_front()
         {
@@ -157,24 +170,31 @@ impl GuidWindow {
             .entry(guid)
             .and_modify(|s| {
                 s.lists += 1;
+                s.token = Some(token);
                 debug_assert!(s.lists <= 2 * cap, "one count per list entry");
             })
             .or_insert(Seen {
                 confirmed: false,
+                token: Some(token),
                 lists: 1,
             });
     }
 
-    fn confirmed(&mut self, guid: Guid) {
-        if let Some(entry) = self.seen.get_mut(&guid) {
-            entry.confirmed = true;
-        }
+    /// Marks `guid` confirmed; returns the token of its delivery on the current session,
+    /// if it had one within the window.
+    fn confirmed(&mut self, guid: Guid) -> Option<DeliveryToken> {
+        let entry = self.seen.get_mut(&guid)?;
+        entry.confirmed = true;
+        entry.token
     }
 
     /// The current session is lost: what it handed out becomes suspect, pushing out the
     /// oldest suspects at the bound.
     fn session_lost(&mut self) {
         while let Some(guid) = self.current.pop_front() {
+            if let Some(entry) = self.seen.get_mut(&guid) {
+                entry.token = None;
+            }
             if self.suspects.len() >= self.cap
                 && let Some(old) = self.suspects.pop_front()
             {
@@ -219,13 +239,13 @@ impl Shared {
                 let duplicate = match window.get(message.guid) {
                     Some(confirmed) => {
                         if confirmed {
-                            deliveries.consumer.confirm(message.guid);
+                            deliveries.consumer.confirm(message.guid, message.token);
                         }
-                        window.insert(message.guid);
+                        window.insert(message.guid, message.token);
                         true
                     }
                     None => {
-                        window.insert(message.guid);
+                        window.insert(message.guid, message.token);
                         false
                     }
                 };
@@ -431,22 +451,26 @@ impl ReliableConsumer {
         Ok(Self { shared, supervisor })
     }
 
-    /// Confirms a delivered message on the current session (with one credit back, with
-    /// `auto_credit`). While reconnecting the confirm is remembered: the message, when
-    /// redelivered, is confirmed again and not handed out.
+    /// Confirms a delivered message, by its GUID and the token it was handed out with, on
+    /// the current session (with one credit back, with `auto_credit`). While reconnecting
+    /// the confirm is remembered: the message, when redelivered, is confirmed again (with
+    /// the redelivery's token) and not handed out. A message handed out before a
+    /// reconnect and redelivered since is confirmed with the redelivery's token, which the
+    /// window remembers; one not redelivered yet is confirmed with `token`, which the new
+    /// session refuses ([`Consumer::take_refusal`]), and then when it comes.
     ///
     /// # Errors
     ///
     /// Why the consumer is closed: closed by its handle, or a re-open refused (the queue
     /// or the app is gone), after which it does not reconnect.
-    pub fn confirm(&self, guid: Guid) -> Result<(), ClientError> {
+    pub fn confirm(&self, guid: Guid, token: DeliveryToken) -> Result<(), ClientError> {
         let state = self.shared.state();
         if let Some(error) = &state.closed {
             return Err(error.clone());
         }
-        lock(&self.shared.window).confirmed(guid);
+        let current = lock(&self.shared.window).confirmed(guid);
         if let Some(session) = &state.session {
-            let _ = session.confirm(guid);
+            let _ = session.confirm(guid, current.unwrap_or(token));
         }
         Ok(())
     }
@@ -489,18 +513,18 @@ mod tests {
     #[test]
     fn a_lost_sessions_guids_outlive_new_deliveries() {
         let mut window = GuidWindow::new(2).unwrap();
-        window.insert(guid(1));
-        window.insert(guid(2));
+        window.insert(guid(1), DeliveryToken(1));
+        window.insert(guid(2), DeliveryToken(2));
         window.confirmed(guid(1));
         window.session_lost();
         for n in 10..20 {
-            window.insert(guid(n));
+            window.insert(guid(n), DeliveryToken(u32::from(n)));
         }
         assert_eq!(window.get(guid(1)), Some(true), "suspect, and confirmed");
         assert_eq!(window.get(guid(2)), Some(false));
         assert_eq!(window.get(guid(10)), None, "pushed out of the current list");
         // A duplicate handed out again is current too: a second loss keeps it.
-        window.insert(guid(2));
+        window.insert(guid(2), DeliveryToken(2));
         window.session_lost();
         assert_eq!(window.get(guid(2)), Some(false));
         assert_eq!(window.get(guid(19)), Some(false));
@@ -515,15 +539,29 @@ mod tests {
     #[test]
     fn a_guid_redelivered_after_many_reconnects_is_still_known() {
         let mut window = GuidWindow::new(1024).unwrap();
-        window.insert(guid(1));
+        window.insert(guid(1), DeliveryToken(1));
         for reconnect in 0..600 {
             window.session_lost();
             assert_eq!(window.get(guid(1)), Some(false), "reconnect {reconnect}");
             // The broker redelivers it; the consumer finds the duplicate and lists it again.
-            window.insert(guid(1));
+            window.insert(guid(1), DeliveryToken(1));
         }
         assert_eq!(window.get(guid(1)), Some(false));
         window.confirmed(guid(1));
         assert_eq!(window.get(guid(1)), Some(true));
+    }
+
+    #[test]
+    fn a_confirm_uses_the_current_sessions_token_once_redelivered() {
+        let mut window = GuidWindow::new(16).unwrap();
+        window.insert(guid(1), DeliveryToken(5));
+        window.insert(guid(2), DeliveryToken(6));
+        window.session_lost();
+        // Not redelivered yet: no token of the new session is known.
+        assert_eq!(window.confirmed(guid(1)), None);
+        // Redelivered with a token of the new session: a confirm goes with it.
+        window.insert(guid(2), DeliveryToken(0));
+        assert_eq!(window.confirmed(guid(2)), Some(DeliveryToken(0)));
+        assert_eq!(window.confirmed(guid(3)), None, "never handed out");
     }
 }

@@ -445,10 +445,16 @@ async fn a_consumer_gets_no_more_than_its_credit() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let got = got.lock().unwrap().clone();
     assert_eq!(got.len(), 5, "three and two");
-    assert_eq!(got[4], (support::guid(4), vec![4; 3]));
+    let token = support::token_of(1, consumer.id().0, 4);
+    assert_eq!(got[4], (support::guid(4), token, vec![4; 3]));
     broker
         .wait_for("5 confirms", |log| log.guids_confirmed() == 5)
         .await;
+    assert_eq!(
+        broker.log.lock().unwrap().bad_tokens,
+        0,
+        "each its own token"
+    );
     assert_eq!(broker.credits(), vec![2], "no automatic credit");
 }
 
@@ -489,8 +495,8 @@ async fn confirms_from_outside_the_handler_go_one_by_one_at_a_low_rate() {
     });
     wait_until("delivery", || handed.lock().unwrap().len() == 4).await;
     let delivered = handed.lock().unwrap().clone();
-    for (i, (guid, _)) in delivered.into_iter().enumerate() {
-        consumer.confirm(guid).unwrap();
+    for (i, (guid, token, _)) in delivered.into_iter().enumerate() {
+        consumer.confirm(guid, token).unwrap();
         wait_until("a confirm", || broker.confirm_counts().len() == i + 1).await;
     }
     assert_eq!(broker.confirm_counts(), vec![1; 4]);
@@ -574,7 +580,7 @@ async fn a_broker_that_is_not_there_is_an_io_error() {
 async fn a_bad_error_frame_closes_without_an_answer() {
     let (broker, client) = connected(Config::default()).await;
     // An error frame whose message_len (5) does not fill its body (no message).
-    let mut raw = b"ZD\x04\x04\0\0".to_vec();
+    let mut raw = b"ZD\x05\x04\0\0".to_vec();
     raw.extend_from_slice(&9_u32.to_le_bytes());
     raw.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 5, 0]);
     broker.act(Action::Raw(raw));

@@ -10,7 +10,7 @@ use support::{
     Action, Config, FakeBroker, Received, backoff, consuming_reliably, quiet, wait_until,
 };
 use zerodispatch_client::{
-    AppId, ConsumerOptions, Guid, QueueId, ReliableConsumer, ReliableConsumerOptions,
+    AppId, ConsumerOptions, DeliveryToken, QueueId, ReliableConsumer, ReliableConsumerOptions,
 };
 
 fn options(credit: u32, auto_credit: bool) -> ReliableConsumerOptions {
@@ -41,7 +41,7 @@ async fn drops_mid_delivery_hand_each_message_once() {
     .await;
     wait_until("every message confirmed", || broker.all_confirmed()).await;
     let handed = handed.lock().unwrap().clone();
-    let mut payloads: Vec<Vec<u8>> = handed.iter().map(|(_, p)| p.clone()).collect();
+    let mut payloads: Vec<Vec<u8>> = handed.iter().map(|(_, _, p)| p.clone()).collect();
     assert_eq!(payloads.len(), N, "no duplicate reached the application");
     payloads.sort();
     payloads.dedup();
@@ -59,7 +59,7 @@ async fn a_redelivered_message_waits_for_the_applications_own_confirm() {
     let (consumer, handed) = consuming_reliably(&broker, options(10, false), |batch| {
         // Confirmed later, below; the first three right away.
         for message in batch.iter().filter(|m| m.payload[0] < 3) {
-            batch.confirm(message.guid);
+            batch.confirm(message.guid, message.token);
         }
     })
     .await;
@@ -99,11 +99,23 @@ async fn a_redelivered_message_waits_for_the_applications_own_confirm() {
         0,
         "not confirmed for the application"
     );
-    let guids: Vec<Guid> = handed.lock().unwrap().iter().map(|(g, _)| *g).collect();
-    for guid in &guids[3..] {
-        consumer.confirm(*guid).unwrap();
+    // Each with the token of its delivery before the reconnect: the consumer confirms the
+    // redelivery, with the redelivery's token.
+    let handed: Vec<_> = handed
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(g, t, _)| (*g, *t))
+        .collect();
+    for &(guid, token) in &handed[3..] {
+        consumer.confirm(guid, token).unwrap();
     }
     wait_until("every message confirmed", || broker.all_confirmed()).await;
+    assert_eq!(
+        broker.log.lock().unwrap().bad_tokens,
+        0,
+        "no stale token sent"
+    );
     consumer.close().await;
 }
 
@@ -122,9 +134,14 @@ async fn a_confirm_lost_with_the_connection_is_made_again() {
     broker.act(Action::Drop);
     wait_until("the loss", || !consumer.is_connected()).await;
     // Confirmed while reconnecting: remembered, and made on the redelivery.
-    let guids: Vec<Guid> = handed.lock().unwrap().iter().map(|(g, _)| *g).collect();
-    for guid in guids {
-        consumer.confirm(guid).unwrap();
+    let handed_out: Vec<_> = handed
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(g, t, _)| (*g, *t))
+        .collect();
+    for (guid, token) in handed_out {
+        consumer.confirm(guid, token).unwrap();
     }
     wait_until("every message confirmed", || broker.all_confirmed()).await;
     assert_eq!(handed.lock().unwrap().len(), 5);
@@ -161,10 +178,14 @@ async fn a_refused_reopen_closes_the_consumer_with_why() {
             .unwrap();
     broker.act(Action::Drop);
     wait_until("the refusal", || {
-        consumer.confirm(support::guid(0)).is_err()
+        consumer
+            .confirm(support::guid(0), DeliveryToken(0))
+            .is_err()
     })
     .await;
-    let error = consumer.confirm(support::guid(0)).unwrap_err();
+    let error = consumer
+        .confirm(support::guid(0), DeliveryToken(0))
+        .unwrap_err();
     assert!(
         matches!(error, zerodispatch_client::ClientError::Refused { .. }),
         "{error}"

@@ -20,8 +20,8 @@ use support::{
 };
 use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig, QueueMode};
 use zerodispatch_client::{
-    ConfirmStatus, ConsumerOptions, Guid, QueueId, ReliableConsumerOptions, ReliableProducer,
-    ReliableProducerOptions,
+    ConfirmStatus, ConsumerOptions, DeliveryToken, Guid, QueueId, ReliableConsumerOptions,
+    ReliableProducer, ReliableProducerOptions,
 };
 use zerodispatch_server::{Limits, PayloadStore, Server};
 
@@ -91,7 +91,7 @@ where
         assert_eq!(handed.len(), N as usize, "each message handed out once");
         let queue = &broker.queue_stats()[0];
         assert_eq!(queue.stored, N, "each message stored once: {queue:?}");
-        let guids: HashSet<Guid> = handed.iter().map(|(g, _)| *g).collect();
+        let guids: HashSet<Guid> = handed.iter().map(|(g, _, _)| *g).collect();
         assert_eq!(
             guids.len(),
             handed.len(),
@@ -197,12 +197,12 @@ fn a_server_restarted_in_front_of_a_running_broker_loses_nothing() {
     server.shutdown();
 }
 
-fn handed_payloads(handed: &Mutex<Vec<(Guid, Vec<u8>)>>) -> HashSet<Vec<u8>> {
+fn handed_payloads(handed: &Mutex<Vec<(Guid, DeliveryToken, Vec<u8>)>>) -> HashSet<Vec<u8>> {
     handed_payloads_of(&handed.lock().unwrap())
 }
 
-fn handed_payloads_of(handed: &[(Guid, Vec<u8>)]) -> HashSet<Vec<u8>> {
-    handed.iter().map(|(_, p)| p.clone()).collect()
+fn handed_payloads_of(handed: &[(Guid, DeliveryToken, Vec<u8>)]) -> HashSet<Vec<u8>> {
+    handed.iter().map(|(_, _, p)| p.clone()).collect()
 }
 
 #[test]

@@ -7,8 +7,8 @@ use std::time::Duration;
 use zerodispatch_broker::MAX_UNCONFIRMED;
 use zerodispatch_wire::{MAX_MESSAGES_PER_FRAME, MAX_PAYLOAD_LEN};
 
-/// [`Limits::consumer_window`], at most: 2^20. A connection preallocates a table of twice
-/// the window for each consumer it opens (about 100 MiB at this limit).
+/// [`Limits::consumer_window`], at most: 2^20. A connection preallocates a table of the
+/// window's entries (32 bytes each) for each consumer it opens (32 MiB at this limit).
 pub const MAX_CONSUMER_WINDOW: u32 = 1 << 20;
 
 /// Items a connection's outbound queue holds, at most: 2^26 (about 3 GiB of queue). The

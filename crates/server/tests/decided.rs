@@ -1,7 +1,8 @@
 //! What the protocol document once left open, decided and held to: the order of checks
 //! for a frame of a kind the broker never receives, an `Error` before `Hello`, an id
 //! between its close and the echo, a confirm of several GUIDs the consumer does not hold,
-//! what a fatal error carries, what takes a slot of the store and for how long, and the
+//! a confirm by a delivery token that is out of range, stale, another consumer's or
+//! another GUID's, what a fatal error carries, what takes a slot of the store and for how long, and the
 //! deduplication window told in `Welcome`.
 //!
 //! Every test runs on 127.0.0.1 under a watchdog.
@@ -27,7 +28,7 @@ fn a_kind_the_broker_never_receives_is_fatal_whatever_id_it_names() {
             let mut out = Vec::new();
             if kind == FrameKind::Deliver {
                 let mut batch = DeliverBuilder::begin(&mut out, ConsumerId(99));
-                batch.push(Guid([1; 16]), b"x").unwrap();
+                batch.push(Guid([1; 16]), DeliveryToken(0), b"x").unwrap();
                 batch.finish().unwrap();
             } else {
                 let mut batch = PublishConfirmBuilder::begin(&mut out, ProducerId(99));
@@ -84,12 +85,19 @@ fn a_confirm_of_several_unknown_guids_gets_one_error_and_the_others_are_confirme
         c.open_producer(1, 0, 16);
         c.open_consumer(7, 0, 0, 16);
         c.publish(1, 0..2, common::payload_of);
-        let guids = c
+        let delivered = c
             .read_until(|r| r.delivered.len() >= 2 && r.confirms.len() >= 2)
-            .guids(7);
+            .deliveries(7);
         let slots = server.stats().slots;
         assert_eq!(server.stats().free_slots, slots - 2);
-        let confirm = [Guid([0xEE; 16]), guids[0], Guid([0xEF; 16]), guids[1]];
+        let (t0, t1) = (delivered[0].1, delivered[1].1);
+        let confirm = [
+            (Guid([0xEE; 16]), t0),
+            delivered[0],
+            (Guid([0xEF; 16]), DeliveryToken(1 << 30)),
+            delivered[1],
+        ];
+        assert_ne!(t0, t1);
         c.confirm(7, &confirm, false);
         assert_eq!(
             c.expect_error(ErrorCode::UNKNOWN_CONSUMER),
@@ -129,7 +137,7 @@ fn a_fanout_message_holds_its_slot_until_every_app_confirms() {
         let slots = server.stats().slots;
         c.publish(1, 0..1, common::payload_of);
         let read = c.read_until(|r| r.delivered.len() >= 2);
-        c.confirm(10, &read.guids(10), false);
+        c.confirm(10, &read.deliveries(10), false);
         // Give the confirm time to reach the queue: the slot stays held all the same.
         std::thread::sleep(Duration::from_millis(200));
         assert_eq!(
@@ -137,7 +145,7 @@ fn a_fanout_message_holds_its_slot_until_every_app_confirms() {
             slots - 1,
             "freed by one app's confirm"
         );
-        c.confirm(11, &read.guids(11), false);
+        c.confirm(11, &read.deliveries(11), false);
         eventually("freed by the last app's confirm", || {
             server.stats().free_slots == slots
         });
@@ -157,5 +165,97 @@ fn welcome_tells_the_deduplication_window() {
         );
         assert_eq!(limits.dedup_window, 16_384);
         assert!(limits.dedup_window >= limits.max_unconfirmed_named);
+    });
+}
+
+#[test]
+fn a_confirm_by_an_unknown_stale_or_foreign_token_confirms_nothing() {
+    within(WATCHDOG, "delivery tokens", || {
+        let server = priority_server();
+        let slots = server.stats().slots;
+        let server = &server;
+        let held = move |n| move || server.stats().free_slots == slots - n;
+        let mut c = Client::hello(server.local_addr());
+        c.open_producer(1, 0, 16);
+        c.open_consumer(7, 0, 0, 2);
+        c.publish(1, 0..2, common::payload_of);
+        let d = c
+            .read_until(|r| r.delivered.len() >= 2 && r.confirms.len() >= 2)
+            .deliveries(7);
+        let (d0, d1) = (d[0], d[1]);
+        assert_ne!(d0.1, d1.1, "one token per delivery held");
+        // Each refused confirm: the frame's one error, and nothing confirmed by it.
+        let refused = |c: &mut Client, consumer: u32, pairs: &[Delivered], what: &str| {
+            c.confirm(consumer, pairs, false);
+            assert_eq!(
+                c.expect_error(ErrorCode::UNKNOWN_CONSUMER),
+                (Some(FrameKind::ConsumerConfirm), consumer),
+                "{what}"
+            );
+            assert!(c.quiet_for(Duration::from_millis(100)), "{what}: one error");
+        };
+
+        // (a) A token out of range.
+        refused(&mut c, 7, &[(d0.0, DeliveryToken(1 << 20))], "out of range");
+        // (d) A right token with a wrong GUID: another held message's, or none at all.
+        refused(
+            &mut c,
+            7,
+            &[(d1.0, d0.1), (Guid([0xEE; 16]), d1.1)],
+            "wrong GUID",
+        );
+        assert!(held(2)(), "both still held");
+
+        // The right pair confirms.
+        c.confirm(7, &[d0], false);
+        eventually("d0 confirmed", held(1));
+        assert!(c.quiet_for(Duration::from_millis(100)), "no error");
+
+        // (b) A stale token: its delivery confirmed already (a free entry) ...
+        refused(&mut c, 7, &[d0], "confirmed already");
+        // ... and then its entry reused by a later delivery of another message.
+        c.credit(7, 1);
+        c.publish(1, [2], common::payload_of);
+        let d2 = c
+            .read_until(|r| !r.delivered.is_empty() && !r.confirms.is_empty())
+            .deliveries(7)[0];
+        assert_eq!(d2.1, d0.1, "the freed entry is reused");
+        assert_ne!(d2.0, d0.0);
+        refused(&mut c, 7, &[d0], "stale: the right slot, another GUID");
+        assert!(
+            held(2)(),
+            "d1 and d2 still held: the stale confirm took neither"
+        );
+
+        // (c) Another consumer's token, on the same connection. The queue hands out
+        // round-robin whatever the consumers' credit: of messages 3 and 4, one goes to 7
+        // (whose session keeps it until 7 has credit) and one to consumer 8, whose token
+        // is the first of its own table.
+        c.open_consumer(8, 0, 0, 1);
+        c.publish(1, [3, 4], common::payload_of);
+        let d3 = c
+            .read_until(|r| !r.delivered.is_empty() && r.confirms.len() >= 2)
+            .deliveries(8)[0];
+        assert_eq!(d3.1, d2.1, "8's token names 7's held entry too");
+        refused(&mut c, 7, &[d3], "8's delivery confirmed by 7");
+        refused(&mut c, 8, &[d2], "7's delivery confirmed by 8");
+        refused(&mut c, 8, &[d1], "7's delivery, out of 8's range");
+        assert!(held(4)(), "d1, d2, d3 and the one kept for 7 still held");
+
+        // Nothing was misapplied: every right pair still confirms, with no error.
+        c.confirm(7, &[d1, d2], false);
+        c.confirm(8, &[d3], false);
+        eventually("all but the one kept for 7 confirmed", held(1));
+        assert!(c.quiet_for(Duration::from_millis(200)), "no error");
+        c.credit(7, 4);
+        let d4 = c.delivered(7, 1)[0];
+        assert_ne!(d4.0, d3.0);
+        c.confirm(7, &[d4], false);
+        eventually("every message confirmed", held(0));
+        // And nothing is delivered again: every message was confirmed once.
+        assert!(
+            c.quiet_for(Duration::from_millis(200)),
+            "no error, no redelivery"
+        );
     });
 }

@@ -68,9 +68,9 @@ fn a_producer_reconnecting_under_its_name_resends_and_every_message_is_delivered
         let mut guids = Vec::new();
         consumer.deliveries(7, 40, |guid, payload| {
             let mut expected = [0; 256];
-            let len = payload_of(seq(guid), &mut expected);
+            let len = payload_of(seq(guid.0), &mut expected);
             assert_eq!(payload, &expected[..len]);
-            *counts.entry(seq(guid)).or_insert(0) += 1;
+            *counts.entry(seq(guid.0)).or_insert(0) += 1;
             guids.push(guid);
         });
         assert!(

@@ -100,11 +100,12 @@ fn a_closed_consumers_unconfirmed_messages_go_to_another_consumer() {
     producer.open_producer(1, 0, 100);
     first.open_consumer(7, 0, 0, 64);
     producer.publish(1, 0..10, payload_of);
-    let delivered: HashSet<Guid> = first.delivered(7, 10).into_iter().collect();
+    let delivered: HashSet<Guid> = first.delivered(7, 10).iter().map(|d| d.0).collect();
     first.close_consumer(7);
     second.open_consumer(3, 0, 0, 64);
+    // The same messages, each with a token of the new delivery.
     let again = second.delivered(3, 10);
-    assert_eq!(again.iter().copied().collect::<HashSet<_>>(), delivered);
+    assert_eq!(again.iter().map(|d| d.0).collect::<HashSet<_>>(), delivered);
     second.confirm(3, &again, true);
     producer.all_stored(1, 10);
     all_slots_free(&server);
@@ -240,7 +241,7 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
         c.expect_error(ErrorCode::UNKNOWN_CONSUMER),
         (Some(FrameKind::Credit), 6)
     );
-    c.confirm(6, &[Guid([1; 16])], false);
+    c.confirm(6, &[(Guid([1; 16]), DeliveryToken(0))], false);
     c.expect_error(ErrorCode::UNKNOWN_CONSUMER);
     c.send(Frame::CloseConsumer(CloseConsumer {
         consumer: ConsumerId(6),
@@ -249,7 +250,7 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
 
     // A consumer confirming what it was never sent.
     c.open_consumer(2, 0, 0, 1);
-    c.confirm(2, &[Guid([9; 16])], false);
+    c.confirm(2, &[(Guid([9; 16]), DeliveryToken(0))], false);
     assert_eq!(
         c.expect_error(ErrorCode::UNKNOWN_CONSUMER),
         (Some(FrameKind::ConsumerConfirm), 2)
@@ -266,7 +267,7 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
     c.send_raw(&frame);
     let mut read = c.read_until(|r| r.confirms.len() >= 2 && !r.delivered.is_empty());
     assert_eq!(read.delivered.len(), 1, "only the small one");
-    c.confirm(2, &read.guids(2), true);
+    c.confirm(2, &read.deliveries(2), true);
     read.confirms.sort_unstable_by_key(|&(id, _)| id);
     let expected = [(100, ConfirmStatus::Stored), (101, ConfirmStatus::TooLarge)];
     assert_eq!(read.confirms, expected);
@@ -394,13 +395,16 @@ fn the_handshake_is_enforced() {
         heartbeat_ms: 0,
     }));
     refused_fatally(false, &newer, ErrorCode::UNSUPPORTED_VERSION);
-    // A client of an older version: its Hello's header says its version, and its range
-    // does not reach 3; either way it is refused.
-    for old in [1, 2] {
+    // A client of an older version (4 included: before delivery tokens): its Hello's
+    // header says its version, and its range does not reach 5; either way it is refused.
+    assert_eq!(VERSION, 5);
+    for old in 1..VERSION {
         let hello = raw(old, 0x01, 0, 6, &[old, old, 0, 0, 0, 0]);
         refused_fatally(false, &hello, ErrorCode::UNSUPPORTED_VERSION);
         let range = raw(VERSION, 0x01, 0, 6, &[1, old, 0, 0, 0, 0]);
         refused_fatally(false, &range, ErrorCode::UNSUPPORTED_VERSION);
+        let only = raw(VERSION, 0x01, 0, 6, &[old, old, 0, 0, 0, 0]);
+        refused_fatally(false, &only, ErrorCode::UNSUPPORTED_VERSION);
     }
 }
 
@@ -408,7 +412,7 @@ fn the_handshake_is_enforced() {
 fn a_frame_the_broker_never_receives_is_unexpected() {
     let mut deliver = Vec::new();
     let mut batch = DeliverBuilder::begin(&mut deliver, ConsumerId(1));
-    batch.push(Guid([0; 16]), b"x").unwrap();
+    batch.push(Guid([0; 16]), DeliveryToken(0), b"x").unwrap();
     batch.finish().unwrap();
     refused_fatally(true, &deliver, ErrorCode::UNEXPECTED_KIND);
 }
@@ -681,9 +685,9 @@ fn many_producers_and_consumers_on_their_own_threads_exactly_once() {
                     guids.clear();
                     c.next(|frame| match frame {
                         Frame::Deliver(batch) => {
-                            for (guid, payload) in batch.messages() {
+                            for (guid, token, payload) in batch.messages() {
                                 seen.push(u64::from_le_bytes(payload[..8].try_into().unwrap()));
-                                guids.push(guid);
+                                guids.push((guid, token));
                             }
                         }
                         other => panic!("{other:?}"),

@@ -48,7 +48,7 @@ fn a_connection_whose_own_consumer_frees_the_slots_never_stalls() {
         }
         assert!(!now_stored.is_empty(), "round {round} stored nothing");
         // The consumer on the same connection frees the slots; the refused go again.
-        client.confirm(7, &read.guids(7), true);
+        client.confirm(7, &read.deliveries(7), true);
         eventually("the slots freed", || server.stats().free_slots == 4);
         stored.extend(now_stored);
         pending = refused;

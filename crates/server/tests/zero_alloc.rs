@@ -12,7 +12,6 @@ mod common;
 
 use common::*;
 use zerodispatch_testkit::CountingAllocator;
-use zerodispatch_wire::Guid;
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
@@ -23,7 +22,7 @@ const BATCH: u64 = 64;
 
 /// One round: a batch published, delivered, confirmed with as much credit, and its
 /// publish confirms read.
-fn round(producer: &mut Client, consumer: &mut Client, guids: &mut Vec<Guid>, first: u64) {
+fn round(producer: &mut Client, consumer: &mut Client, guids: &mut Vec<Delivered>, first: u64) {
     producer.publish(1, first..first + BATCH, payload_of);
     guids.clear();
     consumer.deliveries(7, BATCH as usize, |guid, payload| {

@@ -11,7 +11,7 @@
 //! buffer, valid as long as it is.
 
 use crate::error::DecodeError;
-use crate::ids::{ConsumerId, Guid, ProducerId, PublishId};
+use crate::ids::{ConsumerId, DeliveryToken, Guid, ProducerId, PublishId};
 use crate::kind::FrameKind;
 use crate::limits::{MAX_MESSAGES_PER_FRAME, MAX_PAYLOAD_LEN};
 use crate::reader::Reader;
@@ -125,18 +125,21 @@ fn read_publish_confirm(r: &mut Reader<'_>) -> Result<(PublishId, ConfirmStatus)
     Ok((id, status))
 }
 
-fn read_deliver<'a>(r: &mut Reader<'a>) -> Result<(Guid, &'a [u8]), EntryError> {
+fn read_deliver<'a>(r: &mut Reader<'a>) -> Result<(Guid, DeliveryToken, &'a [u8]), EntryError> {
     let guid = r.guid().ok_or(EntryError::Short)?;
-    Ok((guid, read_payload(r)?))
+    let token = r.token().ok_or(EntryError::Short)?;
+    Ok((guid, token, read_payload(r)?))
 }
 
-fn read_consumer_confirm(r: &mut Reader<'_>) -> Result<Guid, EntryError> {
-    r.guid().ok_or(EntryError::Short)
+fn read_consumer_confirm(r: &mut Reader<'_>) -> Result<(Guid, DeliveryToken), EntryError> {
+    let guid = r.guid().ok_or(EntryError::Short)?;
+    Ok((guid, r.token().ok_or(EntryError::Short)?))
 }
 
 /// The entries of a decoded batch frame, in order, borrowed from the decoded buffer: what
-/// the frames' `messages()`, `confirms()` and `guids()` return (under the names
-/// [`PublishMessages`], [`PublishConfirms`], [`DeliveredMessages`], [`ConfirmedGuids`]).
+/// the frames' `messages()`, `confirms()` and `deliveries()` return (under the names
+/// [`PublishMessages`], [`PublishConfirms`], [`DeliveredMessages`],
+/// [`ConfirmedDeliveries`]).
 /// Every entry was checked when the frame was decoded, so iterating cannot fail.
 #[derive(Clone, Debug)]
 pub struct Entries<'a, T> {
@@ -252,23 +255,24 @@ batch_frame! {
     /// `Deliver` (broker -> client): a batch of messages for one consumer, each taking one of
     /// its credits.
     ///
-    /// Entry, 20 bytes and the payload: `guid: [u8; 16]`, `payload_len: u32` (at most
-    /// [`MAX_PAYLOAD_LEN`]), then the payload's bytes. Build one with
-    /// [`DeliverBuilder`](crate::DeliverBuilder).
-    DeliverFrame(Deliver, read_deliver, min entry 20), of consumer: ConsumerId;
-    /// The messages in order: each one's GUID and payload, borrowed from the decoded
-    /// buffer.
-    fn messages() -> DeliveredMessages = (Guid, &'a [u8]), counting "messages";
+    /// Entry, 24 bytes and the payload: `guid: [u8; 16]`, `token: u32` (the delivery's
+    /// [`DeliveryToken`]), `payload_len: u32` (at most [`MAX_PAYLOAD_LEN`]), then the
+    /// payload's bytes. Build one with [`DeliverBuilder`](crate::DeliverBuilder).
+    DeliverFrame(Deliver, read_deliver, min entry 24), of consumer: ConsumerId;
+    /// The messages in order: each one's GUID, delivery token (to confirm it with) and
+    /// payload, borrowed from the decoded buffer.
+    fn messages() -> DeliveredMessages = (Guid, DeliveryToken, &'a [u8]), counting "messages";
 }
 
 batch_frame! {
     /// `ConsumerConfirm` (client -> broker): consumer `consumer` has processed these
     /// delivered messages.
     ///
-    /// Entry, 16 bytes: `guid: [u8; 16]`. Build one with
+    /// Entry, 20 bytes: `guid: [u8; 16]`, `token: u32`: a delivered message's GUID and
+    /// the [`DeliveryToken`] its delivery carried. Build one with
     /// [`ConsumerConfirmBuilder`](crate::ConsumerConfirmBuilder).
-    ConsumerConfirmFrame(ConsumerConfirm, read_consumer_confirm, min entry 16),
+    ConsumerConfirmFrame(ConsumerConfirm, read_consumer_confirm, min entry 20),
     of consumer: ConsumerId;
-    /// The GUIDs of the confirmed messages, in order.
-    fn guids() -> ConfirmedGuids = Guid, counting "GUIDs";
+    /// The confirmed deliveries, in order: each one's GUID and delivery token.
+    fn deliveries() -> ConfirmedDeliveries = (Guid, DeliveryToken), counting "confirms";
 }

@@ -14,7 +14,7 @@
 
 use crate::error::EncodeError;
 use crate::header::Header;
-use crate::ids::{ConsumerId, Guid, ProducerId, PublishId};
+use crate::ids::{ConsumerId, DeliveryToken, Guid, ProducerId, PublishId};
 use crate::kind::FrameKind;
 use crate::limits::{HEADER_LEN, MAX_FRAME_LEN, MAX_MESSAGES_PER_FRAME, MAX_PAYLOAD_LEN};
 use crate::status::ConfirmStatus;
@@ -229,15 +229,15 @@ batch_builder! {
     /// Encodes a `Deliver` frame: a batch of messages for one consumer.
     ///
     /// ```
-    /// use zerodispatch_wire::{decode, ConsumerId, DeliverBuilder, Frame, Guid};
+    /// use zerodispatch_wire::{decode, ConsumerId, DeliverBuilder, DeliveryToken, Frame, Guid};
     ///
     /// let mut buf = Vec::new();
     /// let mut deliver = DeliverBuilder::begin(&mut buf, ConsumerId(3));
-    /// deliver.push(Guid([9; 16]), b"payload")?;
+    /// deliver.push(Guid([9; 16]), DeliveryToken(0), b"payload")?;
     /// deliver.finish()?;
     ///
     /// let Some((Frame::Deliver(frame), _)) = decode(&buf)? else { panic!() };
-    /// assert!(frame.messages().eq([(Guid([9; 16]), &b"payload"[..])]));
+    /// assert!(frame.messages().eq([(Guid([9; 16]), DeliveryToken(0), &b"payload"[..])]));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     DeliverBuilder(Deliver);
@@ -247,45 +247,61 @@ batch_builder! {
 }
 
 impl DeliverBuilder<'_> {
-    /// Appends a message.
+    /// Appends a message: its GUID, the token of this delivery of it, and its payload.
     ///
     /// # Errors
     ///
     /// `PayloadTooLarge`, `BatchFull` or `FrameFull`: the message was not appended.
-    pub fn push(&mut self, guid: Guid, payload: &[u8]) -> Result<(), EncodeError> {
-        self.0.push_payload(&guid.0, payload)
+    pub fn push(
+        &mut self,
+        guid: Guid,
+        token: DeliveryToken,
+        payload: &[u8],
+    ) -> Result<(), EncodeError> {
+        let mut fixed = [0; 20];
+        fixed[..16].copy_from_slice(&guid.0);
+        fixed[16..].copy_from_slice(&token.0.to_le_bytes());
+        self.0.push_payload(&fixed, payload)
     }
 }
 
 batch_builder! {
-    /// Encodes a `ConsumerConfirm` frame: the GUIDs of messages a consumer has processed.
+    /// Encodes a `ConsumerConfirm` frame: the deliveries a consumer has processed, each by
+    /// its message's GUID and the token it was delivered with.
     ///
     /// ```
-    /// use zerodispatch_wire::{decode, ConsumerConfirmBuilder, ConsumerId, Frame, Guid};
+    /// use zerodispatch_wire::{decode, ConsumerConfirmBuilder, ConsumerId, DeliveryToken, Frame, Guid};
     ///
     /// let mut buf = Vec::new();
     /// let mut confirm = ConsumerConfirmBuilder::begin(&mut buf, ConsumerId(3));
-    /// confirm.push(Guid([1; 16]))?;
-    /// confirm.push(Guid([2; 16]))?;
+    /// confirm.push(Guid([1; 16]), DeliveryToken(0))?;
+    /// confirm.push(Guid([2; 16]), DeliveryToken(7))?;
     /// confirm.finish()?;
     ///
     /// let Some((Frame::ConsumerConfirm(frame), _)) = decode(&buf)? else { panic!() };
-    /// assert!(frame.guids().eq([Guid([1; 16]), Guid([2; 16])]));
+    /// assert!(frame.deliveries().eq([
+    ///     (Guid([1; 16]), DeliveryToken(0)),
+    ///     (Guid([2; 16]), DeliveryToken(7)),
+    /// ]));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ConsumerConfirmBuilder(ConsumerConfirm);
     /// Begins a `ConsumerConfirm` of `consumer` at the end of `out`.
     fn begin(consumer: ConsumerId);
-    counts "GUIDs", one "GUID";
+    counts "confirms", one "confirm";
 }
 
 impl ConsumerConfirmBuilder<'_> {
-    /// Appends the GUID of a processed message.
+    /// Appends the confirm of a processed message: its GUID and the token of the delivery
+    /// being confirmed, as the `Deliver` carried them.
     ///
     /// # Errors
     ///
-    /// `BatchFull` or `FrameFull`: the GUID was not appended.
-    pub fn push(&mut self, guid: Guid) -> Result<(), EncodeError> {
-        self.0.push(16, |out| out.extend_from_slice(&guid.0))
+    /// `BatchFull` or `FrameFull`: the confirm was not appended.
+    pub fn push(&mut self, guid: Guid, token: DeliveryToken) -> Result<(), EncodeError> {
+        self.0.push(20, |out| {
+            out.extend_from_slice(&guid.0);
+            out.extend_from_slice(&token.0.to_le_bytes());
+        })
     }
 }

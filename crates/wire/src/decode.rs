@@ -46,7 +46,7 @@ use crate::limits::{HEADER_LEN, MAX_FRAME_LEN};
 /// let (second, m) = decode(rest)?.expect("a whole credit");
 /// assert_eq!((second.kind(), n + m), (zerodispatch_wire::FrameKind::Credit, stream.len()));
 ///
-/// assert_eq!(decode(b"ZD\x04\x7f"), Err(DecodeError::UnknownKind { kind: 0x7f }));
+/// assert_eq!(decode(b"ZD\x05\x7f"), Err(DecodeError::UnknownKind { kind: 0x7f }));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///

@@ -4,9 +4,9 @@
 //! ```text
 //! offset  size  field
 //!      0     2  magic    b"ZD"
-//!      2     1  version  1
+//!      2     1  version  VERSION (5)
 //!      3     1  kind     FrameKind
-//!      4     2  flags    u16 LE, 0 (no flag is defined in version 1)
+//!      4     2  flags    u16 LE, 0 (no version defines a flag yet)
 //!      6     4  length   u32 LE, the body's length in bytes, at most MAX_FRAME_LEN
 //! ```
 //!
@@ -39,7 +39,7 @@ impl Header {
     /// ```
     /// use zerodispatch_wire::{DecodeError, FrameKind, Header, MAX_FRAME_LEN};
     ///
-    /// let mut frame = b"ZD\x04\x03\0\0\0\0\0\0".to_vec(); // a heartbeat
+    /// let mut frame = b"ZD\x05\x03\0\0\0\0\0\0".to_vec(); // a heartbeat
     /// assert_eq!(Header::parse(&frame[..4]), Ok(None));
     /// assert_eq!(Header::parse(&frame), Ok(Some(Header { kind: FrameKind::Heartbeat, len: 0 })));
     ///

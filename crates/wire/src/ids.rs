@@ -41,7 +41,7 @@ pub struct ConsumerId(pub u32);
 pub struct PublishId(pub u64);
 
 /// A message's 16-byte GUID, assigned by the broker: the broker's `Guid`, the same bytes.
-/// A consumer confirms a delivered message by its GUID.
+/// A consumer confirms a delivered message by its GUID and its [`DeliveryToken`].
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Guid(pub [u8; 16]);
 
@@ -54,3 +54,16 @@ impl fmt::Debug for Guid {
         f.write_str(")")
     }
 }
+
+/// A delivery's token: chosen by the broker for one delivery of one message to one
+/// consumer on one connection, carried by that message's entry in `Deliver`, and echoed,
+/// with the message's GUID, by the consumer's confirm of it in `ConsumerConfirm`.
+///
+/// Opaque to the client, which neither interprets nor invents one: it echoes the pair it
+/// was delivered. The broker checks a token against the GUID it came with: a confirm whose
+/// token names no delivery the consumer holds under that GUID (unknown, stale, another
+/// consumer's) confirms nothing and is refused (`docs/protocol.md`, "Consumer confirms").
+/// A token is worth nothing on another connection, nor after the message is delivered
+/// again: confirm a redelivery with the token it came with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeliveryToken(pub u32);

@@ -67,7 +67,7 @@ mod reader;
 mod status;
 
 pub use batch::{
-    ConfirmedGuids, ConsumerConfirmFrame, DeliverFrame, DeliveredMessages, Entries,
+    ConfirmedDeliveries, ConsumerConfirmFrame, DeliverFrame, DeliveredMessages, Entries,
     PublishConfirmFrame, PublishConfirms, PublishFrame, PublishMessages,
 };
 pub use builder::{ConsumerConfirmBuilder, DeliverBuilder, PublishBuilder, PublishConfirmBuilder};
@@ -78,7 +78,7 @@ pub use frame::{
     OpenConsumer, OpenProducer, ProducerOpened, ServerLimits, StoredWindow, Welcome,
 };
 pub use header::Header;
-pub use ids::{AppId, ConsumerId, Guid, ProducerId, PublishId, QueueId};
+pub use ids::{AppId, ConsumerId, DeliveryToken, Guid, ProducerId, PublishId, QueueId};
 pub use kind::FrameKind;
 pub use limits::{
     HEADER_LEN, MAGIC, MAX_ERROR_MESSAGE_LEN, MAX_FRAME_LEN, MAX_MESSAGES_PER_FRAME,

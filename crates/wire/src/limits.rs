@@ -16,9 +16,11 @@ pub const MAGIC: [u8; 2] = *b"ZD";
 /// id what is stored (a window of bits, with "nothing stored" carried explicitly, not as
 /// `u64::MAX`). Version 4 told more of the broker's limits in `Welcome`: how long a frame
 /// that has begun, and the handshake, may take to arrive, the deduplication window, and the
-/// producer names a connection may create. A peer that speaks only an older version is
-/// refused `UNSUPPORTED_VERSION`.
-pub const VERSION: u8 = 4;
+/// producer names a connection may create. Version 5 added delivery tokens: each
+/// `Deliver` entry carries a [`DeliveryToken`](crate::DeliveryToken), and a
+/// `ConsumerConfirm` entry names the GUID and the token it was delivered with. A peer that
+/// speaks only an older version is refused `UNSUPPORTED_VERSION`.
+pub const VERSION: u8 = 5;
 
 /// Bytes in a frame header: magic (2), version (1), kind (1), flags (2), body length (4).
 pub const HEADER_LEN: usize = 10;
@@ -34,7 +36,7 @@ pub const MAX_FRAME_LEN: u32 = 1 << 20;
 /// Messages in one batched frame (publish, publish confirm, deliver, consumer confirm), at
 /// most: 4096.
 ///
-/// A batch of confirms for 4096 messages is 36 KiB (publish confirms) or 64 KiB (consumer
+/// A batch of confirms for 4096 messages is 36 KiB (publish confirms) or 80 KiB (consumer
 /// confirms), well within a frame; the broker's producers batch 256 messages by default.
 /// The cap bounds the work one frame can ask of a receiver independently of its bytes.
 pub const MAX_MESSAGES_PER_FRAME: u32 = 4096;

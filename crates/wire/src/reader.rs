@@ -1,7 +1,7 @@
 //! A cursor over a frame body that reads little-endian fields and never reads past its
 //! end: each read is `None` when the bytes are not there, and consumes nothing then.
 
-use crate::ids::Guid;
+use crate::ids::{DeliveryToken, Guid};
 
 /// Reads fields from the front of a byte slice.
 #[derive(Clone, Copy, Debug)]
@@ -47,6 +47,10 @@ impl<'a> Reader<'a> {
 
     pub(crate) fn guid(&mut self) -> Option<Guid> {
         self.array().map(Guid)
+    }
+
+    pub(crate) fn token(&mut self) -> Option<DeliveryToken> {
+        self.u32().map(DeliveryToken)
     }
 
     /// What is left, consumed.

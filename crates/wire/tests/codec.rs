@@ -21,7 +21,7 @@ fn fixed_frames_round_trip_in_their_documented_layout() {
             12, 0, 0, 0, 13, 0, 0, 0, // dedup window, new names
         ],
     );
-    assert_eq!(round_trip(Frame::Heartbeat), b"ZD\x04\x03\0\0\0\0\0\0");
+    assert_eq!(round_trip(Frame::Heartbeat), b"ZD\x05\x03\0\0\0\0\0\0");
 
     let open = open_producer(1, 2, 3, "");
     let named = OpenProducer { name: "ab", ..open };
@@ -150,30 +150,72 @@ fn publish_confirm_batches_round_trip_every_status() {
 fn deliver_and_consumer_confirm_batches_round_trip() {
     let mut buf = Vec::new();
     let big = vec![7; MAX_PAYLOAD_LEN as usize];
-    deliver(&mut buf, 2, [([1; 16], &big[..]), ([2; 16], b"x")]);
+    deliver(
+        &mut buf,
+        2,
+        [([1; 16], 0, &big[..]), ([2; 16], u32::MAX, b"x")],
+    );
     let (frame @ Frame::Deliver(batch), _) = decoded(&buf) else {
         panic!()
     };
     assert_eq!(batch.consumer(), ConsumerId(2));
-    let messages = [(Guid([1; 16]), &big[..]), (Guid([2; 16]), &b"x"[..])];
+    let messages = [
+        (Guid([1; 16]), DeliveryToken(0), &big[..]),
+        (Guid([2; 16]), DeliveryToken(u32::MAX), &b"x"[..]),
+    ];
     assert!(batch.messages().eq(messages));
     round_trip(frame);
 
     let mut buf = Vec::new();
     let mut confirm = ConsumerConfirmBuilder::begin(&mut buf, ConsumerId(2));
     for i in 0..MAX_MESSAGES_PER_FRAME {
-        confirm.push(Guid([i as u8; 16])).unwrap();
+        confirm.push(Guid([i as u8; 16]), DeliveryToken(i)).unwrap();
     }
-    assert_eq!(confirm.push(Guid([0; 16])), Err(EncodeError::BatchFull));
+    let refused = confirm.push(Guid([0; 16]), DeliveryToken(0));
+    assert_eq!(refused, Err(EncodeError::BatchFull));
     confirm.finish().unwrap();
+    assert_eq!(
+        buf.len(),
+        HEADER_LEN + 8 + 20 * MAX_MESSAGES_PER_FRAME as usize
+    );
     let (frame @ Frame::ConsumerConfirm(batch), _) = decoded(&buf) else {
         panic!()
     };
     let read = (batch.consumer(), batch.count());
     assert_eq!(read, (ConsumerId(2), MAX_MESSAGES_PER_FRAME));
-    let firsts = (0..MAX_MESSAGES_PER_FRAME).map(|i| i as u8);
-    assert!(batch.guids().map(|g| g.0[0]).eq(firsts));
+    let pairs = (0..MAX_MESSAGES_PER_FRAME).map(|i| (i as u8, i));
+    assert!(batch.deliveries().map(|(g, t)| (g.0[0], t.0)).eq(pairs));
     round_trip(frame);
+}
+
+#[test]
+fn deliver_and_consumer_confirm_entries_are_the_documented_bytes() {
+    // Deliver: guid(16), token(4), payload_len(4), payload.
+    let mut guid = [0; 16];
+    guid[0] = 0xAB;
+    let mut buf = Vec::new();
+    deliver(&mut buf, 3, [(guid, 0x0102_0304, &b"hi"[..])]);
+    let mut body = vec![3, 0, 0, 0, 1, 0, 0, 0];
+    body.extend_from_slice(&guid);
+    body.extend_from_slice(&[4, 3, 2, 1, 2, 0, 0, 0, b'h', b'i']);
+    assert_eq!(buf, frame_of(FrameKind::Deliver, &body));
+
+    // ConsumerConfirm: guid(16), token(4); the body exactly 8 + 20 x count.
+    let mut buf = Vec::new();
+    consumer_confirm(&mut buf, 3, [(guid, 0x0102_0304)]);
+    let mut body = vec![3, 0, 0, 0, 1, 0, 0, 0];
+    body.extend_from_slice(&guid);
+    body.extend_from_slice(&[4, 3, 2, 1]);
+    assert_eq!(buf, frame_of(FrameKind::ConsumerConfirm, &body));
+    // One byte short of its entry, or one past: the count does not fit the body.
+    let kind = FrameKind::ConsumerConfirm;
+    let mismatch = Err(DecodeError::CountMismatch { kind, count: 1 });
+    assert_eq!(decode_body(kind, &body[..body.len() - 1]), mismatch);
+    body.push(0);
+    assert_eq!(decode_body(kind, &body), mismatch);
+    // A version-4 entry (the GUID alone) is refused the same way.
+    let v4 = [&[3, 0, 0, 0, 1, 0, 0, 0][..], &guid].concat();
+    assert_eq!(decode_body(kind, &v4), mismatch);
 }
 
 #[test]
@@ -211,7 +253,9 @@ fn an_empty_or_abandoned_batch_leaves_the_buffer_as_it_was() {
     assert_eq!(buf, b"kept");
 
     let mut deliver = DeliverBuilder::begin(&mut buf, ConsumerId(1));
-    deliver.push(Guid([0; 16]), b"dropped").unwrap();
+    deliver
+        .push(Guid([0; 16]), DeliveryToken(0), b"dropped")
+        .unwrap();
     drop(deliver);
     assert_eq!(buf, b"kept");
 }
@@ -257,14 +301,14 @@ fn a_bad_header_is_refused_from_its_first_bad_byte() {
     assert_eq!(decode(b"X"), Err(E::BadMagic));
     assert_eq!(decode(b"ZX"), Err(E::BadMagic));
     // A peer of an older version is refused from its first frame's third byte.
-    for version in [1, 2] {
+    for version in 1..VERSION {
         let refused = Err(E::UnsupportedVersion { version });
         assert_eq!(decode(&[b'Z', b'D', version]), refused);
     }
-    assert_eq!(decode(b"ZD\x04\x00"), Err(E::UnknownKind { kind: 0 }));
-    assert_eq!(decode(b"ZD\x04\x03\x01"), Ok(None), "flags are read whole");
+    assert_eq!(decode(b"ZD\x05\x00"), Err(E::UnknownKind { kind: 0 }));
+    assert_eq!(decode(b"ZD\x05\x03\x01"), Ok(None), "flags are read whole");
     assert_eq!(
-        decode(b"ZD\x04\x03\x00\x80"),
+        decode(b"ZD\x05\x03\x00\x80"),
         Err(E::UnknownFlags { flags: 0x8000 })
     );
     let mut huge = header(FrameKind::Publish, u32::MAX);
@@ -284,6 +328,24 @@ fn a_bad_header_is_refused_from_its_first_bad_byte() {
         assert_eq!(kind.code(), code);
         assert!(code.is_fatal());
     }
+}
+
+#[test]
+fn a_version_4_hello_is_refused_unsupported_version() {
+    assert_eq!(VERSION, 5);
+    // A version-4 client's first frame: its header says 4.
+    let mut v4 = encoded(Frame::Hello(hello(4, 4, 5000)));
+    v4[2] = 4;
+    let refused = decode(&v4).unwrap_err();
+    assert_eq!(refused, DecodeError::UnsupportedVersion { version: 4 });
+    assert_eq!(refused.code(), ErrorCode::UNSUPPORTED_VERSION);
+    assert!(refused.code().is_fatal());
+    // The same Hello under a version-5 header decodes: the broker refuses its range
+    // (`zd-server`'s tests check that answer).
+    let (Frame::Hello(hello), _) = decoded(&encoded(Frame::Hello(hello(4, 4, 5000)))) else {
+        panic!("a Hello");
+    };
+    assert!(!(hello.min_version..=hello.max_version).contains(&VERSION));
 }
 
 #[test]
@@ -362,8 +424,8 @@ fn counts_that_do_not_fit_the_body_are_refused() {
         body
     };
     let kind = FrameKind::ConsumerConfirm;
-    // Two GUIDs announced, one there; one announced, two there; a GUID cut short.
-    for (count, entries) in [(2, vec![0; 16]), (1, vec![0; 32]), (1, vec![0; 15])] {
+    // Two confirms announced, one there; one announced, two there; one cut short.
+    for (count, entries) in [(2, vec![0; 20]), (1, vec![0; 40]), (1, vec![0; 19])] {
         let got = decode_body(kind, &batch(count, &entries));
         assert_eq!(got, Err(DecodeError::CountMismatch { kind, count }));
     }
@@ -379,9 +441,9 @@ fn counts_that_do_not_fit_the_body_are_refused() {
     let got = decode_body(kind, &batch(1, &entry));
     assert_eq!(got, Err(DecodeError::CountMismatch { kind, count: 1 }));
     // A payload length over the limit, though the body could hold it.
-    let mut entry = [0; 20].to_vec();
-    entry[16..].copy_from_slice(&(MAX_PAYLOAD_LEN + 1).to_le_bytes());
-    entry.resize(20 + MAX_PAYLOAD_LEN as usize + 1, 0);
+    let mut entry = [0; 24].to_vec();
+    entry[20..].copy_from_slice(&(MAX_PAYLOAD_LEN + 1).to_le_bytes());
+    entry.resize(24 + MAX_PAYLOAD_LEN as usize + 1, 0);
     let (len, max) = (MAX_PAYLOAD_LEN + 1, MAX_PAYLOAD_LEN);
     let got = decode_body(FrameKind::Deliver, &batch(1, &entry));
     assert_eq!(got, Err(DecodeError::PayloadTooLarge { len, max }));

@@ -24,8 +24,8 @@ enum Model {
     Fixed(Frame<'static>),
     Publish(u32, Vec<(u64, Vec<u8>)>),
     PublishConfirm(u32, Vec<(u64, ConfirmStatus)>),
-    Deliver(u32, Vec<([u8; 16], Vec<u8>)>),
-    ConsumerConfirm(u32, Vec<[u8; 16]>),
+    Deliver(u32, Vec<([u8; 16], u32, Vec<u8>)>),
+    ConsumerConfirm(u32, Vec<([u8; 16], u32)>),
 }
 
 impl Model {
@@ -41,10 +41,11 @@ impl Model {
                 publish_confirm(out, *producer, confirms.iter().copied())
             }
             Self::Deliver(consumer, messages) => {
-                deliver(out, *consumer, messages.iter().map(|(g, p)| (*g, &p[..])));
+                let messages = messages.iter().map(|(g, t, p)| (*g, *t, &p[..]));
+                deliver(out, *consumer, messages);
             }
-            Self::ConsumerConfirm(consumer, guids) => {
-                consumer_confirm(out, *consumer, guids.iter().copied())
+            Self::ConsumerConfirm(consumer, confirms) => {
+                consumer_confirm(out, *consumer, confirms.iter().copied())
             }
         }
     }
@@ -79,14 +80,17 @@ impl Model {
                 Self::PublishConfirm(b.producer().0, confirms)
             }
             Frame::Deliver(b) => {
-                let messages: Vec<_> = b.messages().map(|(g, p)| (g.0, p.to_vec())).collect();
+                let messages: Vec<_> = b
+                    .messages()
+                    .map(|(g, t, p)| (g.0, t.0, p.to_vec()))
+                    .collect();
                 count(messages.len(), b.count());
                 Self::Deliver(b.consumer().0, messages)
             }
             Frame::ConsumerConfirm(b) => {
-                let guids: Vec<_> = b.guids().map(|g| g.0).collect();
-                count(guids.len(), b.count());
-                Self::ConsumerConfirm(b.consumer().0, guids)
+                let confirms: Vec<_> = b.deliveries().map(|(g, t)| (g.0, t.0)).collect();
+                count(confirms.len(), b.count());
+                Self::ConsumerConfirm(b.consumer().0, confirms)
             }
             Frame::Hello(f) => Self::Fixed(Frame::Hello(f)),
             Frame::Welcome(f) => Self::Fixed(Frame::Welcome(f)),
@@ -151,8 +155,11 @@ fn model() -> impl Strategy<Value = Model> {
     let errors = (any::<u16>(), refused, any::<u32>(), ".{0,40}");
     let publishes = (any::<u32>(), vec((any::<u64>(), payload()), 1..12));
     let publish_confirms = (any::<u32>(), vec((any::<u64>(), status()), 1..24));
-    let delivers = (any::<u32>(), vec((any::<[u8; 16]>(), payload()), 1..12));
-    let consumer_confirms = (any::<u32>(), vec(any::<[u8; 16]>(), 1..24));
+    let delivers = (
+        any::<u32>(),
+        vec((any::<[u8; 16]>(), any::<u32>(), payload()), 1..12),
+    );
+    let consumer_confirms = (any::<u32>(), vec((any::<[u8; 16]>(), any::<u32>()), 1..24));
     prop_oneof![
         fixed().prop_map(Model::Fixed),
         opens.prop_map(|(p, q, max, name)| {
@@ -171,7 +178,7 @@ fn model() -> impl Strategy<Value = Model> {
         publishes.prop_map(|(p, messages)| Model::Publish(p, messages)),
         publish_confirms.prop_map(|(p, confirms)| Model::PublishConfirm(p, confirms)),
         delivers.prop_map(|(c, messages)| Model::Deliver(c, messages)),
-        consumer_confirms.prop_map(|(c, guids)| Model::ConsumerConfirm(c, guids)),
+        consumer_confirms.prop_map(|(c, confirms)| Model::ConsumerConfirm(c, confirms)),
     ]
 }
 

@@ -74,6 +74,13 @@ fn expected() -> Vec<(&'static str, Vec<u8>)> {
     let mut out = Vec::new();
     publish_confirm(&mut out, 1, [(2, ConfirmStatus::Stored)]);
     frames.push(("PublishConfirm", out));
+    let g0: [u8; 16] = std::array::from_fn(|i| i as u8);
+    let mut out = Vec::new();
+    deliver(&mut out, 7, [(g0, 0, &b"a"[..])]);
+    frames.push(("Deliver", out));
+    let mut out = Vec::new();
+    consumer_confirm(&mut out, 7, [(g0, 0)]);
+    frames.push(("ConsumerConfirm", out));
     let error = fatal(ErrorCode::TOO_MANY_CONNECTIONS, "");
     frames.push(("Error", encoded(Frame::Error(error))));
     frames

@@ -28,8 +28,8 @@ fn round(buf: &mut Vec<u8>, batch: u64, payload: &[u8]) -> u64 {
     publish(buf, 1, ids.clone().map(|id| (id, payload)));
     publish_confirm(buf, 1, ids.map(|id| (id, ConfirmStatus::Stored)));
     let guids = (0..PER_BATCH).map(|i| [i as u8; 16]);
-    deliver(buf, 2, guids.clone().map(|guid| (guid, payload)));
-    consumer_confirm(buf, 2, guids);
+    deliver(buf, 2, guids.clone().map(|guid| (guid, 7, payload)));
+    consumer_confirm(buf, 2, guids.map(|guid| (guid, 7)));
     Frame::Credit(credit(2, PER_BATCH as u32))
         .encode(buf)
         .unwrap();
@@ -56,11 +56,14 @@ fn round(buf: &mut Vec<u8>, batch: u64, payload: &[u8]) -> u64 {
             Frame::Deliver(batch) => {
                 sum += batch
                     .messages()
-                    .map(|(g, p)| u64::from(g.0[0]) + p.len() as u64)
+                    .map(|(g, t, p)| u64::from(g.0[0]) + u64::from(t.0) + p.len() as u64)
                     .sum::<u64>();
             }
             Frame::ConsumerConfirm(batch) => {
-                sum += batch.guids().map(|g| u64::from(g.0[15])).sum::<u64>()
+                sum += batch
+                    .deliveries()
+                    .map(|(g, t)| u64::from(g.0[15]) + u64::from(t.0))
+                    .sum::<u64>()
             }
             Frame::Credit(credit) => sum += u64::from(credit.credit),
             Frame::OpenProducer(open) => {
@@ -84,7 +87,7 @@ fn encoding_and_decoding_batches_into_a_reused_buffer_allocates_nothing() {
     for batch in 0..WARM_UP {
         round(&mut buf, batch, &payload);
     }
-    let mut huge = b"ZD\x04\x12\0\0".to_vec();
+    let mut huge = b"ZD\x05\x12\0\0".to_vec();
     huge.extend_from_slice(&MAX_FRAME_LEN.to_le_bytes());
     let mut oversize = huge.clone();
     oversize[6..].copy_from_slice(&u32::MAX.to_le_bytes());
@@ -104,9 +107,11 @@ fn encoding_and_decoding_batches_into_a_reused_buffer_allocates_nothing() {
 
     // Every round decoded what it encoded.
     let ids: u64 = (WARM_UP * PER_BATCH..(WARM_UP + BATCHES) * PER_BATCH).sum();
-    // Payloads, GUID bytes, the credit, the name and cap of the open.
+    // Payloads, GUID bytes, the delivery tokens (7 each, delivered and confirmed), the
+    // credit, the name and cap of the open.
     let per_round_rest = PER_BATCH * 64 * 2
         + (0..PER_BATCH).sum::<u64>() * 2
+        + PER_BATCH * 7 * 2
         + PER_BATCH
         + "orders".len() as u64
         + 7;

@@ -3,7 +3,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use zerodispatch_wire::{DeliverFrame, DeliveredMessages, Guid};
+use zerodispatch_wire::{DeliverFrame, DeliveredMessages, DeliveryToken, Guid};
 
 use super::shared::ConsumerShared;
 
@@ -11,8 +11,13 @@ use super::shared::ConsumerShared;
 /// the handler's call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Message<'a> {
-    /// The message's GUID, to confirm it by.
+    /// The message's GUID.
     pub guid: Guid,
+    /// This delivery's token, chosen by the broker: confirm the message with its GUID and
+    /// this token ([`Deliveries::confirm`], [`Consumer::confirm`](crate::Consumer::confirm)).
+    /// Opaque; good only for this delivery on this consumer's connection (a message
+    /// delivered again comes with a token of its own).
+    pub token: DeliveryToken,
     /// Its payload.
     pub payload: &'a [u8],
 }
@@ -27,8 +32,10 @@ pub struct Deliveries<'a> {
     pub(crate) skip: &'a [bool],
     /// The messages not left out.
     pub(crate) len: usize,
-    /// Told of each confirm made through these deliveries (a reliable consumer's window).
-    pub(crate) on_confirm: Option<&'a (dyn Fn(Guid) + Sync)>,
+    /// Told of each confirm made through these deliveries (a reliable consumer's window);
+    /// returns the token to confirm with instead, if it knows one of the current
+    /// session's for the GUID.
+    pub(crate) on_confirm: Option<&'a (dyn Fn(Guid) -> Option<DeliveryToken> + Sync)>,
 }
 
 impl<'a> Deliveries<'a> {
@@ -63,21 +70,23 @@ impl<'a> Deliveries<'a> {
         self.len() == 0
     }
 
-    /// Confirms one message (of this batch or an earlier one), as
+    /// Confirms one message (of this batch or an earlier one) by its GUID and the token it
+    /// was delivered with ([`Message::guid`], [`Message::token`]), as
     /// [`Consumer::confirm`](crate::Consumer::confirm) does.
-    pub fn confirm(&self, guid: Guid) {
-        if let Some(on_confirm) = self.on_confirm {
-            on_confirm(guid);
-        }
-        self.consumer.confirm(guid);
+    pub fn confirm(&self, guid: Guid, token: DeliveryToken) {
+        let token = self.on_confirm.and_then(|f| f(guid)).unwrap_or(token);
+        self.consumer.confirm(guid, token);
     }
 
-    /// Confirms every message of the batch.
+    /// Confirms every message of the batch, each with its own token.
     pub fn confirm_all(&self) {
         if let Some(on_confirm) = self.on_confirm {
-            self.iter().for_each(|m| on_confirm(m.guid));
+            self.iter().for_each(|m| {
+                on_confirm(m.guid);
+            });
         }
-        self.consumer.confirm_many(self.iter().map(|m| m.guid));
+        self.consumer
+            .confirm_many(self.iter().map(|m| (m.guid, m.token)));
     }
 }
 
@@ -102,12 +111,16 @@ impl<'a> Iterator for MessageIter<'a> {
 
     fn next(&mut self) -> Option<Message<'a>> {
         loop {
-            let (guid, payload) = self.messages.next()?;
+            let (guid, token, payload) = self.messages.next()?;
             let index = self.index;
             self.index += 1;
             if self.skip.get(index) != Some(&true) {
                 self.left = self.left.saturating_sub(1);
-                return Some(Message { guid, payload });
+                return Some(Message {
+                    guid,
+                    token,
+                    payload,
+                });
             }
         }
     }

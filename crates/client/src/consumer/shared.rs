@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
-use zerodispatch_wire::{ConsumerConfirmBuilder, ConsumerId, Credit, Frame, Guid};
+use zerodispatch_wire::{ConsumerConfirmBuilder, ConsumerId, Credit, DeliveryToken, Frame, Guid};
 
 use crate::error::ClientError;
 use crate::lock::lock;
@@ -12,13 +12,13 @@ use crate::options::ConsumerOptions;
 
 /// A consumer's state, behind its lock.
 pub(super) struct ConsumerState {
-    /// GUIDs confirmed and not yet handed to the I/O task.
-    pub(super) confirms: Vec<Guid>,
+    /// Deliveries confirmed (GUID and token) and not yet handed to the I/O task.
+    pub(super) confirms: Vec<(Guid, DeliveryToken)>,
     /// Credit to give the broker, besides the confirms' with `auto_credit`.
     pub(super) credit: u32,
     /// Why the consumer is closed, if it is.
     pub(super) closed: Option<ClientError>,
-    /// The last refusal of one of its frames (a confirm of a GUID it does not hold).
+    /// The last refusal of one of its frames (a confirm of a delivery it does not hold).
     pub(super) refusal: Option<ClientError>,
 }
 
@@ -52,17 +52,17 @@ impl ConsumerShared {
         lock(&self.state)
     }
 
-    pub(crate) fn confirm(&self, guid: Guid) {
-        self.confirm_many(std::iter::once(guid));
+    pub(crate) fn confirm(&self, guid: Guid, token: DeliveryToken) {
+        self.confirm_many(std::iter::once((guid, token)));
     }
 
-    pub(super) fn confirm_many(&self, guids: impl Iterator<Item = Guid>) {
+    pub(super) fn confirm_many(&self, confirms: impl Iterator<Item = (Guid, DeliveryToken)>) {
         let mut state = self.lock();
         if state.closed.is_some() {
             return;
         }
         let was_idle = state.confirms.is_empty() && state.credit == 0;
-        state.confirms.extend(guids);
+        state.confirms.extend(confirms);
         let wake = was_idle && !state.confirms.is_empty();
         drop(state);
         if wake {
@@ -73,7 +73,11 @@ impl ConsumerShared {
     /// Appends the confirms collected to `out` (`ConsumerConfirm` frames), then the credit
     /// to give (a `Credit` frame), using `spare` (empty) to take the confirms out of the
     /// lock. Returns the confirms written.
-    pub(crate) fn encode(&self, out: &mut Vec<u8>, spare: &mut Vec<Guid>) -> usize {
+    pub(crate) fn encode(
+        &self,
+        out: &mut Vec<u8>,
+        spare: &mut Vec<(Guid, DeliveryToken)>,
+    ) -> usize {
         debug_assert!(spare.is_empty());
         let mut state = self.lock();
         if state.confirms.is_empty() && state.credit == 0 {
@@ -84,9 +88,9 @@ impl ConsumerShared {
         drop(state);
         for chunk in spare.chunks(zerodispatch_wire::MAX_MESSAGES_PER_FRAME as usize) {
             let mut frame = ConsumerConfirmBuilder::begin(out, self.id);
-            for &guid in chunk {
-                // A chunk fits a frame: 4096 GUIDs are 64 KiB.
-                let _ = frame.push(guid);
+            for &(guid, token) in chunk {
+                // A chunk fits a frame: 4096 confirms are 80 KiB.
+                let _ = frame.push(guid, token);
             }
             let _ = frame.finish();
         }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use zerodispatch_broker::{BrokerConfig, QueueConfig, QueueMode};
 use zerodispatch_client::{
     AppId, Backoff, Client, ClientOptions, ConfirmStatus, Consumer, ConsumerOptions, Deliveries,
-    Flush, Guid, Outcome, Producer, ProducerOptions, QueueId, ReliableConsumer,
+    DeliveryToken, Flush, Guid, Outcome, Producer, ProducerOptions, QueueId, ReliableConsumer,
     ReliableConsumerOptions, ReliableProducer, ReliableProducerOptions,
 };
 use zerodispatch_server::{Limits, Server};
@@ -133,7 +133,7 @@ pub async fn consuming(
 fn record(handed: &Handed, batch: &Deliveries<'_>) {
     let mut handed = handed.lock().unwrap();
     for message in batch.iter() {
-        handed.push((message.guid, message.payload.to_vec()));
+        handed.push((message.guid, message.token, message.payload.to_vec()));
     }
 }
 
@@ -246,8 +246,9 @@ pub async fn reliable_producer(
     (producer, outcomes)
 }
 
-/// What a consumer handed the application, in order: each message's GUID and payload.
-pub type Handed = Arc<Mutex<Vec<(Guid, Vec<u8>)>>>;
+/// What a consumer handed the application, in order: each message's GUID, delivery token
+/// and payload.
+pub type Handed = Arc<Mutex<Vec<(Guid, DeliveryToken, Vec<u8>)>>>;
 
 /// A reliable consumer of app 0 on queue 0 of `broker` with `options`, whose handler
 /// records each message it is handed, then calls `then` with the batch (to confirm).

@@ -31,8 +31,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use zerodispatch_wire::{
-    ConfirmStatus, ConsumerId, DeliverBuilder, ErrorCode, ErrorFrame, Frame, FrameKind, Guid,
-    HEADER_LEN, MAX_FRAME_LEN, ProducerId, PublishConfirmBuilder, PublishId, Welcome, decode,
+    ConfirmStatus, ConsumerId, DeliverBuilder, DeliveryToken, ErrorCode, ErrorFrame, Frame,
+    FrameKind, Guid, HEADER_LEN, MAX_FRAME_LEN, ProducerId, PublishConfirmBuilder, PublishId,
+    Welcome, decode,
 };
 
 /// The queue the fake broker does not have.
@@ -204,6 +205,9 @@ pub struct Log {
     refusals_done: u32,
     /// With `shared_queue`: the messages, and whether each is confirmed.
     pub queue: Vec<(Vec<u8>, bool)>,
+    /// Confirm entries whose token is not the one the fake broker delivered the GUID with
+    /// to that consumer on that connection ([`token_of`]): counted, and not applied.
+    pub bad_tokens: u64,
 }
 
 impl Log {
@@ -262,7 +266,7 @@ impl FakeBroker {
                     continue;
                 }
                 *actions2.lock().unwrap() = Some(tx);
-                tokio::spawn(serve(stream, config, Arc::clone(&log2), rx));
+                tokio::spawn(serve(stream, connections, config, Arc::clone(&log2), rx));
             }
         });
         Self { addr, log, actions }
@@ -363,6 +367,8 @@ impl FakeBroker {
 
 /// Messages queued for a consumer, and its credit.
 struct ConsumerQueue {
+    /// The connection it is open on, counted from 1.
+    connection: u32,
     id: u32,
     credit: u32,
     queued: VecDeque<(Option<u64>, Vec<u8>)>,
@@ -386,6 +392,7 @@ fn may_drop(config: &Config, log: &Mutex<Log>, seen: u64) -> bool {
 /// Serves one connection.
 async fn serve(
     mut stream: TcpStream,
+    connection: u32,
     config: Config,
     log: Arc<Mutex<Log>>,
     mut actions: mpsc::UnboundedReceiver<Action>,
@@ -526,7 +533,8 @@ async fn serve(
                                 assert!(c.credit >= publish.count(), "echo needs the credit");
                                 let mut frame = DeliverBuilder::begin(&mut out, ConsumerId(c.id));
                                 for (_, payload) in publish.messages() {
-                                    frame.push(guid(c.next_guid), payload).unwrap();
+                                    let token = token_of(connection, c.id, c.next_guid);
+                                    frame.push(guid(c.next_guid), token, payload).unwrap();
                                     c.next_guid += 1;
                                 }
                                 frame.finish().unwrap();
@@ -553,7 +561,7 @@ async fn serve(
                                         }
                                     }
                                 }
-                                consumers.push(ConsumerQueue { id: open.consumer.0, credit: open.credit, queued, next_guid: 0 });
+                                consumers.push(ConsumerQueue { connection, id: open.consumer.0, credit: open.credit, queued, next_guid: 0 });
                             }
                         }
                         Frame::CloseConsumer(close) => {
@@ -565,16 +573,19 @@ async fn serve(
                             if config.record {
                                 record(Received::ConsumerConfirm {
                                     consumer: confirms.consumer().0,
-                                    guids: confirms.guids().collect(),
+                                    guids: confirms.deliveries().map(|(guid, _)| guid).collect(),
                                 });
                             }
-                            if config.shared_queue {
-                                let mut log = log.lock().unwrap();
-                                for guid in confirms.guids() {
-                                    let n = u64::from_le_bytes(guid.0[..8].try_into().unwrap()) as usize;
-                                    if let Some(entry) = log.queue.get_mut(n) {
-                                        entry.1 = true;
-                                    }
+                            let consumer = confirms.consumer().0;
+                            let mut log = log.lock().unwrap();
+                            for (guid, token) in confirms.deliveries() {
+                                let n = u64::from_le_bytes(guid.0[..8].try_into().unwrap());
+                                if token != token_of(connection, consumer, n) {
+                                    log.bad_tokens += 1;
+                                    continue;
+                                }
+                                if config.shared_queue && let Some(entry) = log.queue.get_mut(n as usize) {
+                                    entry.1 = true;
                                 }
                             }
                         }
@@ -686,12 +697,23 @@ fn deliver(out: &mut Vec<u8>, c: &mut ConsumerQueue) -> u64 {
             c.next_guid += 1;
             c.next_guid - 1
         });
-        frame.push(guid(n), &payload).unwrap();
+        frame
+            .push(guid(n), token_of(c.connection, c.id, n), &payload)
+            .unwrap();
         c.credit -= 1;
         count += 1;
     }
     frame.finish().unwrap();
     count
+}
+
+/// The token the fake broker delivers message `n` with to `consumer` on `connection`: a
+/// function of the three, so that it checks a confirm's token without a table (and
+/// allocates nothing), and a token of another connection or consumer is not the one.
+pub fn token_of(connection: u32, consumer: u32, n: u64) -> DeliveryToken {
+    DeliveryToken(
+        (n as u32).wrapping_mul(0x9E37_79B1) ^ connection.wrapping_mul(0x85EB_CA6B) ^ consumer,
+    )
 }
 
 /// The GUID the fake broker gives the `n`th message delivered to a consumer.

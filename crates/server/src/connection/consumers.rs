@@ -1,38 +1,17 @@
 //! A connection's consumers: opening one on a broker session with explicit confirms and
-//! credit, the table of what it was delivered and has not confirmed, its confirms and
-//! credits handed to the broker, and closing it.
+//! credit, its confirms (checked against its table of what it was delivered and has not
+//! confirmed, [`Unconfirmed`]) and credits handed to the broker, and closing it.
 
 use super::*;
-
-/// A hasher for GUIDs, which are already well spread (producer id, sequence number).
-#[derive(Default)]
-pub(super) struct GuidHash(u64);
-
-impl Hasher for GuidHash {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.0 = (self.0 ^ u64::from_le_bytes(word))
-                .rotate_left(23)
-                .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 29)
-    }
-}
-
-pub(super) type Unconfirmed = HashMap<Guid, u64, BuildHasherDefault<GuidHash>>;
 
 pub(super) struct ConsumerSlot {
     pub(super) state: Use,
     pub(super) wire: u32,
     pub(super) generation: u32,
     pub(super) consumer: Option<Consumer>,
-    /// What the consumer was delivered and has not confirmed: GUID -> payload handle.
-    /// Allocated for the window when the index is first used, reused after.
+    /// What the consumer was delivered and has not confirmed: delivery token -> (GUID,
+    /// payload handle). Allocated for the window when the index is first used, reused
+    /// after; its held entries count in `held` (`grant`).
     pub(super) unconfirmed: Unconfirmed,
     /// Credit handed to the broker and not used by a delivery seen yet.
     pub(super) granted: u32,
@@ -133,8 +112,8 @@ impl Connection {
         };
         let c = &mut self.consumers[slot];
         if c.unconfirmed.capacity() == 0 {
-            // Twice the window: the table never grows, nor rehashes out of place.
-            c.unconfirmed.reserve(2 * window as usize);
+            // The window: the consumer never holds more, so the table never grows.
+            c.unconfirmed.reserve(window as usize);
         }
         c.state = Use::Open;
         c.wire = wire;
@@ -186,9 +165,11 @@ impl Connection {
         let c = &mut self.consumers[slot];
         self.guids.clear();
         let mut unknown = 0_u32;
-        for guid in batch.guids() {
+        for (guid, token) in batch.deliveries() {
             let guid = Guid(guid.0);
-            match c.unconfirmed.remove(&guid) {
+            // Applied only if the token names a delivery the consumer holds under this
+            // GUID: an unknown, stale or foreign token confirms nothing (`Unconfirmed`).
+            match c.unconfirmed.remove(guid, token.0) {
                 // The payload stays until the queue releases the message (every app's
                 // share confirmed): the broker's release hook frees it.
                 Some(_) => self.guids.push(guid),
@@ -214,7 +195,7 @@ impl Connection {
                 ErrorCode::UNKNOWN_CONSUMER,
                 Some(kind),
                 wire,
-                "the frame confirms a GUID the consumer does not hold; the others are confirmed",
+                "the frame confirms a delivery (GUID and token) the consumer does not hold; the others are confirmed",
             );
         }
         self.grant(slot).await

@@ -281,8 +281,8 @@ pub(super) fn confirm_frame(
 
 /// Appends one `Deliver` frame of the staged deliveries of `owner` (whose index and
 /// generation are `key`), reading each payload from the store, and takes them off `items`
-/// into the consumer's unconfirmed table. Returns whether some are left (the frame is
-/// full).
+/// into the consumer's unconfirmed table, each entry's index the token its delivery
+/// carries. Returns whether some are left (the frame is full).
 pub(super) fn deliver_frame(
     out: &mut Vec<u8>,
     owner: wire::ConsumerId,
@@ -307,11 +307,16 @@ pub(super) fn deliver_frame(
             continue;
         }
         if store.read(handle, scratch).is_some() {
-            if frame.push(wire::Guid(guid.0), scratch).is_err() {
+            // Held first, for its token; freed again if the frame has no room for it.
+            let token = consumer.unconfirmed.insert(guid, handle);
+            if frame
+                .push(wire::Guid(guid.0), wire::DeliveryToken(token), scratch)
+                .is_err()
+            {
+                consumer.unconfirmed.remove(guid, token);
                 let _ = frame.finish();
                 return true;
             }
-            consumer.unconfirmed.insert(guid, handle);
             consumer.granted = consumer.granted.saturating_sub(1);
         }
         // Else a stale handle, counted by the store: nothing to deliver.

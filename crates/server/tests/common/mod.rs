@@ -314,17 +314,17 @@ impl Client {
         self.flush();
     }
 
-    /// Confirms `guids` and gives as much credit.
-    pub fn confirm(&mut self, consumer: u32, guids: &[Guid], credit: bool) {
+    /// Confirms `deliveries` (each a GUID and its delivery token) and gives as much credit.
+    pub fn confirm(&mut self, consumer: u32, deliveries: &[Delivered], credit: bool) {
         let mut batch = ConsumerConfirmBuilder::begin(&mut self.out, ConsumerId(consumer));
-        for &guid in guids {
-            batch.push(guid).unwrap();
+        for &(guid, token) in deliveries {
+            batch.push(guid, token).unwrap();
         }
         batch.finish().unwrap();
         if credit {
             Frame::Credit(Credit {
                 consumer: ConsumerId(consumer),
-                credit: guids.len() as u32,
+                credit: deliveries.len() as u32,
             })
             .encode(&mut self.out)
             .unwrap();
@@ -452,7 +452,7 @@ impl Client {
     }
 
     /// Reads deliveries to `consumer` until `n` messages came, handing each to `f`.
-    pub fn deliveries(&mut self, consumer: u32, n: usize, f: impl FnMut(Guid, &[u8])) {
+    pub fn deliveries(&mut self, consumer: u32, n: usize, f: impl FnMut(Delivered, &[u8])) {
         self.deliveries_among(consumer, n, false, f);
     }
 
@@ -462,14 +462,14 @@ impl Client {
         consumer: u32,
         n: usize,
         skip_confirms: bool,
-        mut f: impl FnMut(Guid, &[u8]),
+        mut f: impl FnMut(Delivered, &[u8]),
     ) {
         self.counted(n, "delivered", |frame| match frame {
             Frame::PublishConfirm(_) if skip_confirms => 0,
             Frame::Deliver(batch) => {
                 assert_eq!(batch.consumer(), ConsumerId(consumer));
-                for (guid, payload) in batch.messages() {
-                    f(guid, payload);
+                for (guid, token, payload) in batch.messages() {
+                    f((guid, token), payload);
                 }
                 batch.count() as usize
             }
@@ -496,11 +496,12 @@ impl Client {
         });
     }
 
-    /// Reads deliveries to `consumer` until `n` messages came; returns their GUIDs.
-    pub fn delivered(&mut self, consumer: u32, n: usize) -> Vec<Guid> {
-        let mut guids = Vec::new();
-        self.deliveries(consumer, n, |guid, _| guids.push(guid));
-        guids
+    /// Reads deliveries to `consumer` until `n` messages came; returns their GUIDs and
+    /// tokens.
+    pub fn delivered(&mut self, consumer: u32, n: usize) -> Vec<Delivered> {
+        let mut delivered = Vec::new();
+        self.deliveries(consumer, n, |d, _| delivered.push(d));
+        delivered
     }
 
     /// Reads `n` publish confirms of `producer`; returns each id with its status, by id.
@@ -535,7 +536,7 @@ impl Client {
                 Frame::Deliver(batch) => {
                     let consumer = batch.consumer().0;
                     read.delivered
-                        .extend(batch.messages().map(|(g, _)| (consumer, g)));
+                        .extend(batch.messages().map(|(g, t, _)| (consumer, (g, t))));
                 }
                 other => panic!("expected confirms or deliveries, got {other:?}"),
             });
@@ -577,13 +578,17 @@ pub fn payload_of(id: u64, buf: &mut [u8]) -> usize {
     len
 }
 
+/// A delivery as a `Deliver` frame names it and a `ConsumerConfirm` echoes it: the
+/// message's GUID and the delivery's token.
+pub type Delivered = (Guid, DeliveryToken);
+
 /// What [`Client::read_until`] read: publish confirms and deliveries.
 #[derive(Debug, Default)]
 pub struct Traffic {
     /// Each publish confirm's id and status, in order.
     pub confirms: Vec<(u64, ConfirmStatus)>,
-    /// Each delivery's consumer and GUID, in order.
-    pub delivered: Vec<(u32, Guid)>,
+    /// Each delivery's consumer, GUID and token, in order.
+    pub delivered: Vec<(u32, Delivered)>,
 }
 
 impl Traffic {
@@ -596,8 +601,8 @@ impl Traffic {
             .collect()
     }
 
-    /// The GUIDs delivered to `consumer`, in order.
-    pub fn guids(&self, consumer: u32) -> Vec<Guid> {
+    /// The deliveries to `consumer` (GUID and token), in order.
+    pub fn deliveries(&self, consumer: u32) -> Vec<Delivered> {
         self.delivered
             .iter()
             .filter(|d| d.0 == consumer)

@@ -127,7 +127,7 @@ pub fn encoded(frame: Frame<'_>) -> Vec<u8> {
 
 /// A valid header of `kind` announcing a body of `len` bytes.
 pub fn header(kind: FrameKind, len: u32) -> Vec<u8> {
-    let mut bytes = b"ZD\x04".to_vec();
+    let mut bytes = b"ZD\x05".to_vec();
     bytes.push(kind.as_u8());
     bytes.extend_from_slice(&0_u16.to_le_bytes());
     bytes.extend_from_slice(&len.to_le_bytes());
@@ -167,28 +167,28 @@ pub fn publish_confirm(
     b.finish().unwrap();
 }
 
-/// Appends a `Deliver` to `consumer` holding `messages` to `out`.
+/// Appends a `Deliver` to `consumer` holding `messages` (GUID, token, payload) to `out`.
 pub fn deliver<'a>(
     out: &mut Vec<u8>,
     consumer: u32,
-    messages: impl IntoIterator<Item = ([u8; 16], &'a [u8])>,
+    messages: impl IntoIterator<Item = ([u8; 16], u32, &'a [u8])>,
 ) {
     let mut b = DeliverBuilder::begin(out, ConsumerId(consumer));
-    for (guid, payload) in messages {
-        b.push(Guid(guid), payload).unwrap();
+    for (guid, token, payload) in messages {
+        b.push(Guid(guid), DeliveryToken(token), payload).unwrap();
     }
     b.finish().unwrap();
 }
 
-/// Appends a `ConsumerConfirm` of `consumer` holding `guids` to `out`.
+/// Appends a `ConsumerConfirm` of `consumer` holding `confirms` (GUID, token) to `out`.
 pub fn consumer_confirm(
     out: &mut Vec<u8>,
     consumer: u32,
-    guids: impl IntoIterator<Item = [u8; 16]>,
+    confirms: impl IntoIterator<Item = ([u8; 16], u32)>,
 ) {
     let mut b = ConsumerConfirmBuilder::begin(out, ConsumerId(consumer));
-    for guid in guids {
-        b.push(Guid(guid)).unwrap();
+    for (guid, token) in confirms {
+        b.push(Guid(guid), DeliveryToken(token)).unwrap();
     }
     b.finish().unwrap();
 }
