@@ -28,9 +28,11 @@ pub const MAX_REPLICAS: u8 = 32;
 
 /// A producer's `max_unconfirmed`, at most: 2^24 (16,777,216).
 ///
-/// A producer's session allocates its tables for the whole cap when it opens, about 150
-/// bytes per message (the unconfirmed index at twice the cap, and the outcome lists),
-/// so about 2.4 GiB at this limit. Past it the cap is refused by `open_producer`; below
+/// A producer's session allocates its tables for the whole cap when it opens, about 180
+/// bytes per message (the table of messages without an outcome, the batch, and the
+/// outcome lists), so about 3 GiB at this limit; a producer that numbers its messages
+/// (`publish_with_id`) adds, at its first such publish, a map of the ids in flight at
+/// twice the cap. Past it the cap is refused by `open_producer`; below
 /// it, an allocation the machine cannot provide is an error too, not an abort. Retune by
 /// measuring a session's footprint against the memory a deployment gives its producers.
 pub const MAX_UNCONFIRMED: usize = 1 << 24;

@@ -30,6 +30,9 @@ pub(crate) enum BrokerMsg {
         payload: Payload,
         /// Whether it holds one of the producer's credits (sent with `send`).
         credited: bool,
+        /// Numbered by the caller (`publish_with_id`): its GUID may repeat one in flight,
+        /// which the session checks. The session's own numbering never repeats one.
+        numbered: bool,
     },
     /// Ticker -> producer session: time to send (timer aggregation) and to check timeouts.
     Tick,
@@ -42,8 +45,9 @@ pub(crate) enum BrokerMsg {
         producer: ClientHandle,
         /// The message.
         guid: Guid,
-        /// Its payload.
-        payload: Payload,
+        /// Its payload, and its slot in the producer session's table, which the queue
+        /// echoes in its ACK.
+        body: PutBody,
     },
     /// Queue -> consumer session: deliver this message. (No queue id: the session is its
     /// consumer's, of one queue, and knows it; the slot takes its place, so that the
@@ -75,6 +79,9 @@ pub(crate) enum BrokerMsg {
     Ack {
         /// The message.
         guid: Guid,
+        /// Its slot in the session's table, as its latest PUT from the session named it:
+        /// the session finds the message there, checked by its GUID.
+        slot: u32,
         /// Its outcome.
         status: AckStatus,
     },
@@ -128,6 +135,37 @@ pub(crate) enum BrokerMsg {
     /// step 3 in `broker/producer/close.rs`): once the ACK of every PUT it sent has come,
     /// the session unregisters itself.
     Retire,
+}
+
+/// A PUT's payload and the slot of the message in its producer session's table, in 16
+/// bytes: a [`Payload`] (a `u64` and a `u32`, 16 bytes with its padding) and a `u32` side
+/// by side would take 24, and make `BrokerMsg` 56 bytes. A queue keeps it as it came, in
+/// its slot, to ACK the PUT with the session's slot.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PutBody {
+    /// [`Payload::handle`].
+    handle: u64,
+    /// [`Payload::len`].
+    len: u32,
+    /// The message's slot in the session's table of unacknowledged messages.
+    pub(crate) slot: u32,
+}
+
+impl PutBody {
+    pub(crate) fn new(payload: Payload, slot: u32) -> Self {
+        Self {
+            handle: payload.handle,
+            len: payload.len,
+            slot,
+        }
+    }
+
+    pub(crate) fn payload(self) -> Payload {
+        Payload {
+            handle: self.handle,
+            len: self.len,
+        }
+    }
 }
 
 #[cfg(test)]

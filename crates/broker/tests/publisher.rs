@@ -12,8 +12,8 @@ use zerodispatch_broker::*;
 mod support;
 
 use support::{
-    assert_each, capped, consumer_calling, drain, hold, one_queue, outcomes, producer_with,
-    replicated, session, start, timeout, timer,
+    assert_each, capped, consumer_calling, drain, hold, len, one_queue, outcomes, producer_with,
+    replicated, session, start, statuses, timeout, timer, wait_for,
 };
 
 fn broker() -> Broker {
@@ -231,6 +231,39 @@ fn an_unconfirmed_message_times_out_once_and_a_late_ack_is_counted() {
     assert_eq!(acks.lock().unwrap().len(), 5);
     let s = broker.session_stats();
     assert_eq!((s.timed_out, s.late_acks), (5, 5));
+}
+
+#[test]
+fn a_late_ack_whose_slot_holds_a_newer_message_leaves_that_message_waiting() {
+    // One message in flight at a time, so the newer message takes the slot of the session's
+    // table that the timed-out one had, and the old ACK names it. The timeout is long
+    // enough that the newer message cannot time out before the test is done with it.
+    let broker = start(replicated());
+    let config = ProducerConfig {
+        max_unconfirmed: 1,
+        ..timeout(Duration::from_millis(400))
+    };
+    let (p, acks) = producer_with(&broker, config);
+    let old = p.send(QueueId(0), payload(8)).unwrap();
+    wait_for("the first message's timeout", || len(&acks) == 1);
+    let newer = p.send(QueueId(0), payload(8)).unwrap();
+    // Both stored, both waiting for the replica's receipt; the old one's comes first.
+    receipts(&broker, &[old]);
+    broker.quiesce().unwrap();
+    assert_eq!(
+        statuses(&acks),
+        [AckStatus::TimedOut],
+        "the old ACK reported the newer message"
+    );
+    let s = broker.session_stats();
+    assert_eq!((s.timed_out, s.acks, s.late_acks), (1, 0, 1));
+    // The newer message's own ACK reports it.
+    receipts(&broker, &[newer]);
+    broker.quiesce().unwrap();
+    assert_eq!(statuses(&acks), [AckStatus::TimedOut, AckStatus::Stored]);
+    assert_eq!(acks.lock().unwrap()[1].guid, newer);
+    let s = broker.session_stats();
+    assert_eq!((s.timed_out, s.acks, s.late_acks), (1, 1, 1));
 }
 
 #[test]

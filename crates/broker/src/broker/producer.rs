@@ -278,6 +278,7 @@ impl Producer {
             guid,
             payload,
             credited,
+            numbered: publish_id.is_some(),
         };
         (guid, Event::Message(publish))
     }

@@ -68,8 +68,8 @@ impl Client<BrokerMsg> for QueueClient {
             BrokerMsg::Put {
                 producer,
                 guid,
-                payload,
-            } => engine.put(producer, guid, payload),
+                body,
+            } => engine.put(producer, guid, body),
             BrokerMsg::Attach {
                 consumer,
                 app,

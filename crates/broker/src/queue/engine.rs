@@ -14,6 +14,9 @@
 //! replication, the queue indexes the messages awaiting their quorum (`awaiting_quorum`),
 //! each from its PUT until the receipt that makes the quorum. Without replication that
 //! index is never allocated.
+//!
+//! The other way, an ACK names the message's slot in its producer's session (`PutBody`,
+//! which the PUT carried and the slot keeps), so that the session indexes its table too.
 
 mod delivery;
 
@@ -29,6 +32,7 @@ use crate::ids::{AppId, ConsumerId, Guid, GuidHasher, Payload, QueueId};
 use crate::limits::{MAX_APPS, MAX_QUEUE_CAPACITY};
 use crate::message::{AckStatus, Confirm, DeliveryToken};
 use crate::names::Names;
+use crate::protocol::PutBody;
 use crate::release::{OnRelease, Released};
 use crate::replication::{Receipt, Replication};
 use crate::stats::QueueCounters;
@@ -56,7 +60,9 @@ impl std::fmt::Debug for BoxedConfirm {
 #[derive(Clone, Copy)]
 struct Slot {
     guid: Guid,
-    payload: Payload,
+    /// The payload, and the message's slot in its producer's session (`producer`'s table)
+    /// as the latest PUT of `producer` named it: its ACKs carry it back.
+    body: PutBody,
     /// The producer's session, for the ACK (`None` in a free slot).
     producer: Option<ClientHandle>,
     /// Apps that have not confirmed yet (bit `app`).
@@ -114,12 +120,13 @@ pub(crate) struct QueueEngine {
     awaiting_quorum: HashMap<Guid, u32, BuildHasherDefault<GuidHasher>>,
     /// Slots with undelivered shares, oldest first.
     to_push: Vec<u32>,
-    /// ACKs to send on flush: the producer's session, the GUID, the outcome. Those a full
+    /// ACKs to send on flush: the producer's session, the GUID, the message's slot in the
+    /// session's table (as the PUT it answers named it), the outcome. Those a full
     /// outbox refused stay, oldest first, for the next flush. Preallocated at the capacity,
     /// a flush's worth of stores; it grows past that only while the session processors
     /// are so far behind that this processor's outbox stays full, by at most one ACK per
     /// message the producers have in flight.
-    acks: Vec<(ClientHandle, Guid, AckStatus)>,
+    acks: Vec<(ClientHandle, Guid, u32, AckStatus)>,
     consumers: Vec<Attached>,
     next_consumer: usize,
     counters: Arc<CachePadded<QueueCounters>>,
@@ -150,7 +157,7 @@ impl QueueEngine {
         debug_assert!((1..=MAX_QUEUE_CAPACITY).contains(&capacity));
         let empty = Slot {
             guid: Guid([0; 16]),
-            payload: Payload::default(),
+            body: PutBody::new(Payload::default(), 0),
             producer: None,
             pending: 0,
             undelivered: 0,
@@ -206,16 +213,16 @@ impl QueueEngine {
 
     /// Stores a message, or queues its rejection, or (a named producer's message stored
     /// already) its ACK again.
-    pub(crate) fn put(&mut self, producer: ClientHandle, guid: Guid, payload: Payload) {
+    pub(crate) fn put(&mut self, producer: ClientHandle, guid: Guid, body: PutBody) {
         match self.stored_ids.check(guid) {
-            Verdict::Duplicate => return self.duplicate(producer, guid, payload),
-            Verdict::OutOfWindow => return self.out_of_window(producer, guid),
+            Verdict::Duplicate => return self.duplicate(producer, guid, body),
+            Verdict::OutOfWindow => return self.out_of_window(producer, guid, body.slot),
             Verdict::New | Verdict::Anonymous => {}
         }
         let Some(slot) = self.free.pop() else {
             self.counters.rejected_full.add(1);
             self.acks
-                .push((producer, guid, AckStatus::RejectedQueueFull));
+                .push((producer, guid, body.slot, AckStatus::RejectedQueueFull));
             return;
         };
         let all = self.all_apps();
@@ -223,7 +230,7 @@ impl QueueEngine {
         let acked = self.replication.is_none();
         self.slots[slot as usize] = Slot {
             guid,
-            payload,
+            body,
             producer: Some(producer),
             pending: all,
             undelivered: all,
@@ -241,7 +248,7 @@ impl QueueEngine {
         self.counters.stored.add(1);
         self.counters.held.up();
         if acked {
-            self.ack(producer, guid);
+            self.ack(producer, guid, body.slot);
         }
     }
 
@@ -249,10 +256,16 @@ impl QueueEngine {
     /// ACK is still to come (waiting for the replication quorum), which then goes to the
     /// newer of the two producers' sessions. Its payload is released: the queue holds the
     /// first copy's, and never reads this one.
-    fn duplicate(&mut self, producer: ClientHandle, guid: Guid, payload: Payload) {
+    ///
+    /// Each ACK carries the session's slot that the session's PUT named: the arriving
+    /// PUT's, or for the quorum's ACKs, the latest PUT's of the session that holds them
+    /// (the session matches at most one of them to the message it waits for, by slot and
+    /// GUID; the others it counts `late_acks`, as it would any ACK for a message it no
+    /// longer waits for).
+    fn duplicate(&mut self, producer: ClientHandle, guid: Guid, body: PutBody) {
         self.counters.deduplicated.add(1);
         if let Some(released) = &mut self.released {
-            released.push(payload);
+            released.push(body.payload());
         }
         // Only a message whose ACK still waits for the quorum needs more than an ACK now.
         if let Some(&slot) = self.awaiting_quorum.get(&guid) {
@@ -271,22 +284,28 @@ impl QueueEngine {
                 // busy session processor.
                 match s.producer {
                     Some(holder) if holder == producer => {
-                        self.slots[slot as usize].resent = s.resent.saturating_add(1);
+                        let s = &mut self.slots[slot as usize];
+                        s.resent = s.resent.saturating_add(1);
+                        s.body.slot = body.slot;
                     }
                     Some(_) if !self.is_newest(guid, producer) => {
                         // The arriving PUT is the older's (or both are older than the
                         // name's newest producer, both closed): the holder keeps the ACK.
                         self.counters.superseded.add(1);
-                        self.acks.push((producer, guid, AckStatus::Closed));
+                        self.acks
+                            .push((producer, guid, body.slot, AckStatus::Closed));
                     }
                     older => {
+                        // The older session's ACKs carry the slot its latest PUT named,
+                        // taken before the newer's takes its place.
                         let s = &mut self.slots[slot as usize];
                         let puts = 1 + std::mem::take(&mut s.resent);
+                        let older_slot = std::mem::replace(&mut s.body.slot, body.slot);
                         s.producer = Some(producer);
                         if let Some(older) = older {
                             for _ in 0..puts {
                                 self.counters.superseded.add(1);
-                                self.acks.push((older, guid, AckStatus::Closed));
+                                self.acks.push((older, guid, older_slot, AckStatus::Closed));
                             }
                         }
                     }
@@ -294,7 +313,7 @@ impl QueueEngine {
                 return;
             }
         }
-        self.ack(producer, guid);
+        self.ack(producer, guid, body.slot);
     }
 
     /// Whether `session` is the newest producer's of `guid`'s name (`names.rs`). On the
@@ -311,15 +330,16 @@ impl QueueEngine {
     /// queue cannot tell whether it stored it before, so it neither stores it nor says it
     /// did. Like a message rejected full, it never reaches the release hook: its
     /// producer's application owns the payload again at this outcome.
-    fn out_of_window(&mut self, producer: ClientHandle, guid: Guid) {
+    fn out_of_window(&mut self, producer: ClientHandle, guid: Guid, slot: u32) {
         self.counters.out_of_window.add(1);
         self.acks
-            .push((producer, guid, AckStatus::RejectedOutOfWindow));
+            .push((producer, guid, slot, AckStatus::RejectedOutOfWindow));
     }
 
-    /// Queues a stored message's ACK for its producer's session.
-    fn ack(&mut self, producer: ClientHandle, guid: Guid) {
-        self.acks.push((producer, guid, AckStatus::Stored));
+    /// Queues a stored message's ACK for its producer's session, which holds it at `slot`
+    /// of its table.
+    fn ack(&mut self, producer: ClientHandle, guid: Guid, slot: u32) {
+        self.acks.push((producer, guid, slot, AckStatus::Stored));
         self.counters.acked.add(1);
     }
 
@@ -353,11 +373,12 @@ impl QueueEngine {
         }
         s.acked = true;
         let (producer, guid, release) = (s.producer, s.guid, s.pending == 0);
+        let producer_slot = s.body.slot;
         self.awaiting_quorum.remove(&guid);
         let puts = 1 + std::mem::take(&mut s.resent);
         if let Some(producer) = producer {
             for _ in 0..puts {
-                self.ack(producer, guid);
+                self.ack(producer, guid, producer_slot);
             }
         }
         if release {
@@ -414,7 +435,7 @@ impl QueueEngine {
             return;
         }
         s.live = false;
-        let (guid, payload) = (s.guid, s.payload);
+        let (guid, payload) = (s.guid, s.body.payload());
         if let Some(released) = &mut self.released {
             released.push(payload);
         }
@@ -492,6 +513,8 @@ mod tests {
     fn a_slot_is_the_size_max_queue_capacity_is_computed_with() {
         // 72 bytes, and 8 more since a slot counts a producer's resends of its message
         // while the quorum is awaited (`resent`, a u64 so that no resends can wrap it).
+        // The producer session's slot of the message (for the ACK) takes no room: it fills
+        // the payload's padding (`PutBody`).
         assert_eq!(std::mem::size_of::<Slot>(), 80);
     }
 

@@ -9,7 +9,7 @@ use crate::dedup::StoredIds;
 use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 use crate::message::{AckStatus, Confirm, DeliveryToken};
 use crate::names::Names;
-use crate::protocol::BrokerMsg;
+use crate::protocol::{BrokerMsg, PutBody};
 
 use super::{QueueClient, QueueEngine, QueueMode};
 
@@ -79,11 +79,17 @@ fn put(
         Event::Message(BrokerMsg::Put {
             producer,
             guid,
-            payload,
+            body: PutBody::new(payload, session_slot(seq)),
         }),
     )
     .unwrap();
     guid
+}
+
+/// The slot of the session's table that `put` names for message `seq`: not the queue's
+/// slot, so that a test can tell which one an ACK carries.
+fn session_slot(seq: u64) -> u32 {
+    u32::try_from(seq).unwrap() + 1000
 }
 
 fn acks(seen: &Seen) -> Vec<(Guid, AckStatus)> {
@@ -91,12 +97,36 @@ fn acks(seen: &Seen) -> Vec<(Guid, AckStatus)> {
     let acks = seen
         .iter()
         .filter_map(|m| match m {
-            BrokerMsg::Ack { guid, status } => Some((*guid, *status)),
+            BrokerMsg::Ack { guid, status, .. } => Some((*guid, *status)),
             _ => None,
         })
         .collect();
     seen.clear();
     acks
+}
+
+#[test]
+fn each_ack_carries_the_session_slot_its_put_named() {
+    let (test, queue, session, seen) = stepped_queue(1);
+    let stored = put(&test, queue, session, 0);
+    let refused = put(&test, queue, session, 1);
+    test.run_until_idle();
+    let slots: Vec<_> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|m| match m {
+            BrokerMsg::Ack { guid, slot, status } => Some((*guid, *slot, *status)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        slots,
+        [
+            (stored, session_slot(0), AckStatus::Stored),
+            (refused, session_slot(1), AckStatus::RejectedQueueFull)
+        ]
+    );
 }
 
 #[test]

@@ -1,5 +1,13 @@
 //! A producer's session: it collects its application's publishes and sends them as PUTs
 //! on flush, and collects their ACKs and reports the outcomes to the application on flush.
+//!
+//! The messages it waits for are in its table (`producer/unacked.rs`), each at a slot that
+//! its PUT carries to the queue and the queue's ACK carries back: an ACK finds its message
+//! by slot, checked by GUID, not by a lookup by GUID.
+
+mod unacked;
+
+use unacked::UnackedTable;
 
 use std::collections::{HashMap, TryReserveError, VecDeque};
 use std::hash::BuildHasherDefault;
@@ -15,7 +23,7 @@ use crate::credits::Credits;
 use crate::ids::{Guid, GuidHasher, Payload, ProducerId, QueueId};
 use crate::limits::{FRAME_OVERHEAD, MAX_UNCONFIRMED};
 use crate::message::{Ack, AckStatus};
-use crate::protocol::BrokerMsg;
+use crate::protocol::{BrokerMsg, PutBody};
 use crate::stats::SessionTally;
 use crate::tables;
 
@@ -28,6 +36,8 @@ pub(crate) struct Unacked {
     payload: Payload,
     /// Holds one of the producer's credits (sent with `send` or `try_send`).
     credited: bool,
+    /// Numbered by the caller (`publish_with_id`): its GUID is in `numbered` too.
+    numbered: bool,
 }
 
 /// A producer's session.
@@ -36,12 +46,20 @@ pub(crate) struct ProducerSession {
     /// The queues' clients, by queue id.
     pub(crate) queues: Arc<[ClientHandle]>,
     config: ProducerConfig,
-    /// Messages sent or to be sent, and not yet acknowledged.
-    unacked: HashMap<Guid, Unacked, BuildHasherDefault<GuidHasher>>,
+    /// Messages sent or to be sent, and not yet acknowledged, each at its slot: at most
+    /// `max_unconfirmed`.
+    unacked: UnackedTable,
+    /// The caller-numbered messages (`publish_with_id`) of `unacked`, GUID -> slot: a
+    /// caller's numbering may repeat a GUID in flight, which is then not sent (`NotSent`).
+    /// The session's own numbering never repeats one, so its messages are never looked up
+    /// here. Allocated at the first caller-numbered publish (twice the cap, so that
+    /// hashbrown rehashes its tombstones in place rather than grow): a producer that never
+    /// publishes with ids never allocates it.
+    numbered: HashMap<Guid, u32, BuildHasherDefault<GuidHasher>>,
     /// PUTs to send: the batch being built, behind any PUTs a full outbox refused (see
-    /// `held_back`). Every entry is in `unacked`, so it never holds more than the cap (its
-    /// preallocated size).
-    outbox: Vec<(ClientHandle, Guid, Payload)>,
+    /// `held_back`): the queue, the GUID, the payload and the slot. Every entry is in
+    /// `unacked`, so it never holds more than the cap (its preallocated size).
+    outbox: Vec<(ClientHandle, Guid, PutBody)>,
     /// The last send left PUTs at the front of `outbox`: the processor's outbox was full
     /// (`DispatchError::Full`). They go at the next flush, which the session asks for
     /// (`flush_again`), whatever the flush strategy; until then no batch is cut early.
@@ -51,8 +69,10 @@ pub(crate) struct ProducerSession {
     /// With a confirm timeout: messages in the order sent, with when. An entry leaves at
     /// expiry, or when the queue reaches [`Self::sent_at_limit`] and is swept of messages
     /// with an outcome already (see `remember_sent`): it never holds more than twice
-    /// `max_unconfirmed` entries, and never grows past its preallocated capacity.
-    sent_at: VecDeque<(Guid, Instant)>,
+    /// `max_unconfirmed` entries, and never grows past its preallocated capacity. The slot
+    /// is checked with the GUID (`UnackedTable::holds`): once its message had its outcome,
+    /// the slot may hold another.
+    sent_at: VecDeque<(Guid, u32, Instant)>,
     /// Outcomes to report on flush: at most [`Self::outcomes_limit`] (its preallocated
     /// size). Each is the outcome of a message that was in `unacked` at the last flush (at
     /// most the cap) or of one published since (at most one per event since the last
@@ -87,7 +107,8 @@ pub(crate) struct ProducerSession {
 impl ProducerSession {
     /// A producer's session with every table allocated for `config.max_unconfirmed`
     /// messages (at most [`MAX_UNCONFIRMED`], checked by the caller), on a processor that
-    /// flushes at least every `max_batch` events.
+    /// flushes at least every `max_batch` events; all but `numbered`, allocated at the
+    /// first caller-numbered publish, if one comes.
     ///
     /// # Errors
     ///
@@ -107,9 +128,8 @@ impl ProducerSession {
             id,
             queues,
             config,
-            // Twice the cap: removals leave tombstones, which hashbrown then rehashes in
-            // place instead of growing the table (no allocation in steady state).
-            unacked: tables::map(2 * cap)?,
+            unacked: UnackedTable::new(cap)?,
+            numbered: HashMap::default(),
             // The batch, and PUTs held back, are messages of `unacked`: never more than the
             // cap.
             outbox: tables::vec(cap)?,
@@ -156,12 +176,37 @@ impl ProducerSession {
         self.credited_outcomes += usize::from(u.credited);
     }
 
+    /// Takes message `guid` out of `unacked` at `slot`, if the slot holds it (and out of
+    /// `numbered`, if the caller numbered it).
+    fn take(&mut self, slot: u32, guid: Guid) -> Option<Unacked> {
+        let u = self.unacked.take(slot, guid)?;
+        if u.numbered {
+            let was = self.numbered.remove(&guid);
+            debug_assert_eq!(
+                was,
+                Some(slot),
+                "a caller-numbered message not in `numbered`"
+            );
+        }
+        Some(u)
+    }
+
+    /// Whether a caller-numbered message `guid` is in flight: the caller published the
+    /// same id again before the first had its outcome. Allocates `numbered` at the first
+    /// call; `None` if that allocation fails.
+    fn numbered_in_flight(&mut self, guid: Guid) -> Option<bool> {
+        if self.numbered.capacity() == 0 {
+            self.numbered = tables::map(2 * self.config.max_unconfirmed).ok()?;
+        }
+        Some(self.numbered.contains_key(&guid))
+    }
+
     fn publish(
         &mut self,
         queue: QueueId,
         guid: Guid,
         payload: Payload,
-        credited: bool,
+        (credited, numbered): (bool, bool),
         ctx: &mut Context<BrokerMsg>,
     ) {
         self.counters.published.add(1);
@@ -169,6 +214,7 @@ impl ProducerSession {
             queue,
             payload,
             credited,
+            numbered,
         };
         if self.closed {
             self.counters.closed_reported.add(1);
@@ -186,17 +232,30 @@ impl ProducerSession {
             self.report(guid, u, AckStatus::RejectedProducerFull);
             return;
         }
-        if self.unacked.contains_key(&guid) {
-            // Only a caller's own numbering (`publish_with_id`) repeats a GUID: the message
-            // is not sent, so that each of the two gets exactly one outcome.
-            tracing::debug!(
-                producer = self.id.0,
-                ?guid,
-                "a publish id already in flight on this producer: not sent"
-            );
-            self.counters.not_sent.add(1);
-            self.report(guid, u, AckStatus::NotSent);
-            return;
+        // Only a caller's own numbering (`publish_with_id`) repeats a GUID: the message is
+        // not sent, so that each of the two gets exactly one outcome.
+        match numbered.then(|| self.numbered_in_flight(guid)) {
+            None | Some(Some(false)) => {}
+            Some(Some(true)) => {
+                tracing::debug!(
+                    producer = self.id.0,
+                    ?guid,
+                    "a publish id already in flight on this producer: not sent"
+                );
+                self.counters.not_sent.add(1);
+                self.report(guid, u, AckStatus::NotSent);
+                return;
+            }
+            Some(None) => {
+                tracing::warn!(
+                    producer = self.id.0,
+                    ?guid,
+                    "no memory for the table of publish ids in flight: not sent"
+                );
+                self.counters.not_sent.add(1);
+                self.report(guid, u, AckStatus::NotSent);
+                return;
+            }
         }
         let bytes = payload.len as usize + FRAME_OVERHEAD;
         if !self.outbox.is_empty()
@@ -205,11 +264,15 @@ impl ProducerSession {
         {
             self.send_batch(ctx); // the next message would not fit the frame
         }
-        self.unacked.insert(guid, u);
-        if self.config.confirm_timeout.is_some() {
-            self.remember_sent(guid);
+        let slot = self.unacked.insert(guid, u);
+        if numbered {
+            self.numbered.insert(guid, slot);
         }
-        self.outbox.push((target, guid, payload));
+        if self.config.confirm_timeout.is_some() {
+            self.remember_sent(guid, slot);
+        }
+        self.outbox
+            .push((target, guid, PutBody::new(payload, slot)));
         self.frame_bytes += bytes;
         if self.outbox.len() >= self.config.batch_size && !self.held_back {
             self.send_batch(ctx); // the batch is full
@@ -236,11 +299,11 @@ impl ProducerSession {
                     .iter()
                     .take_while(|(q, _, _)| *q == queue)
                     .count();
-            let mut puts = self.outbox[start..end].iter().map(|&(_, guid, payload)| {
+            let mut puts = self.outbox[start..end].iter().map(|&(_, guid, body)| {
                 Event::Message(BrokerMsg::Put {
                     producer: me,
                     guid,
-                    payload,
+                    body,
                 })
             });
             match ctx.dispatcher().dispatch_batch(queue, &mut puts) {
@@ -258,8 +321,8 @@ impl ProducerSession {
                     // Shutting down: the messages from the one refused on were never
                     // stored.
                     for i in start + sent..end {
-                        let guid = self.outbox[i].1;
-                        if let Some(u) = self.unacked.remove(&guid) {
+                        let (_, guid, body) = self.outbox[i];
+                        if let Some(u) = self.take(body.slot, guid) {
                             self.counters.not_sent.add(1);
                             self.report(guid, u, AckStatus::NotSent);
                         }
@@ -285,7 +348,7 @@ impl ProducerSession {
                 self.frame_bytes = self
                     .outbox
                     .iter()
-                    .map(|(_, _, p)| p.len as usize + FRAME_OVERHEAD)
+                    .map(|(_, _, b)| b.payload().len as usize + FRAME_OVERHEAD)
                     .sum();
                 self.held_back = true;
                 ctx.flush_again();
@@ -293,13 +356,14 @@ impl ProducerSession {
         }
     }
 
-    /// An ACK from a queue: counted once, in `acks` if it is reported (the message was
-    /// waiting for it), else in `late_acks` (the message was reported already: timed out,
-    /// or closed).
-    fn ack(&mut self, guid: Guid, status: AckStatus) {
+    /// An ACK from a queue, for the message at `slot`: counted once, in `acks` if it is
+    /// reported (the slot holds the message, waiting for it), else in `late_acks` (the
+    /// message was reported already: timed out, or closed; its slot is free, or holds
+    /// another message, which keeps waiting for its own ACK).
+    fn ack(&mut self, guid: Guid, slot: u32, status: AckStatus) {
         debug_assert!(self.awaiting > 0, "an ACK for no PUT of this session");
         self.awaiting = self.awaiting.saturating_sub(1);
-        let Some(u) = self.unacked.remove(&guid) else {
+        let Some(u) = self.take(slot, guid) else {
             // Timed out or closed: reported already.
             self.counters.late_acks.add(1);
             tracing::debug!(
@@ -321,20 +385,20 @@ impl ProducerSession {
         max_unconfirmed.saturating_mul(2)
     }
 
-    /// Records when `guid` (just added to `unacked`) was sent. When `sent_at` is full,
-    /// first sweeps it of messages that had their outcome (acknowledged, rejected): at most
-    /// `max_unconfirmed` entries stay, so the sweep, O(limit), comes at most once per
-    /// `max_unconfirmed` messages, and the queue never reallocates.
-    fn remember_sent(&mut self, guid: Guid) {
+    /// Records when `guid` (just added to `unacked` at `slot`) was sent. When `sent_at` is
+    /// full, first sweeps it of messages that had their outcome (acknowledged, rejected):
+    /// at most `max_unconfirmed` entries stay, so the sweep, O(limit), comes at most once
+    /// per `max_unconfirmed` messages, and the queue never reallocates.
+    fn remember_sent(&mut self, guid: Guid, slot: u32) {
         if self.sent_at.len() >= Self::sent_at_limit(self.config.max_unconfirmed) {
             let unacked = &self.unacked;
-            self.sent_at.retain(|(g, _)| unacked.contains_key(g));
+            self.sent_at.retain(|&(g, s, _)| unacked.holds(s, g));
         }
         debug_assert!(
             self.sent_at.len() < Self::sent_at_limit(self.config.max_unconfirmed),
             "more messages without an outcome than the cap"
         );
-        self.sent_at.push_back((guid, Instant::now()));
+        self.sent_at.push_back((guid, slot, Instant::now()));
     }
 
     /// Reports messages past the confirm timeout.
@@ -343,12 +407,12 @@ impl ProducerSession {
             return;
         };
         let now = Instant::now();
-        while let Some(&(guid, at)) = self.sent_at.front() {
+        while let Some(&(guid, slot, at)) = self.sent_at.front() {
             if now.duration_since(at) < timeout {
                 break;
             }
             self.sent_at.pop_front();
-            if let Some(u) = self.unacked.remove(&guid) {
+            if let Some(u) = self.take(slot, guid) {
                 self.counters.timed_out.add(1);
                 self.report(guid, u, AckStatus::TimedOut);
             }
@@ -370,8 +434,8 @@ impl ProducerSession {
     fn discard_unsent(&mut self) {
         self.closed = true;
         for i in 0..self.outbox.len() {
-            let guid = self.outbox[i].1;
-            if let Some(u) = self.unacked.remove(&guid) {
+            let (_, guid, body) = self.outbox[i];
+            if let Some(u) = self.take(body.slot, guid) {
                 self.counters.not_sent.add(1);
                 self.report(guid, u, AckStatus::NotSent);
             }
@@ -385,14 +449,15 @@ impl ProducerSession {
     /// ACKs, when they come, are counted `late_acks`).
     fn close(&mut self) {
         self.discard_unsent();
-        // Taken out (an empty map in its place allocates nothing), drained, and put back
-        // with its table.
+        // Taken out (an empty table in its place allocates nothing), drained, and put back
+        // with its allocation.
         let mut pending = std::mem::take(&mut self.unacked);
-        for (guid, u) in pending.drain() {
+        pending.drain(|_, guid, u| {
             self.counters.closed_reported.add(1);
             self.report(guid, u, AckStatus::Closed);
-        }
+        });
         self.unacked = pending;
+        self.numbered.clear();
     }
 
     /// `Retire` (the producer's close protocol, step 3 in `broker/producer/close.rs`): no
@@ -415,8 +480,9 @@ impl ProducerSession {
             return;
         }
         if self.awaiting > 0 {
-            if self.unacked.capacity() > 0 {
-                self.unacked = HashMap::default();
+            if self.unacked.is_allocated() {
+                self.unacked.free_memory();
+                self.numbered = HashMap::default();
                 self.outbox = Vec::new();
                 self.sent_at = VecDeque::new();
                 self.acks = Vec::new();
@@ -470,10 +536,13 @@ impl Client<BrokerMsg> for ProducerSession {
                 guid,
                 payload,
                 credited,
+                numbered,
             }) => {
-                self.publish(queue, guid, payload, credited, ctx);
+                self.publish(queue, guid, payload, (credited, numbered), ctx);
             }
-            ClientEvent::Message(BrokerMsg::Ack { guid, status }) => self.ack(guid, status),
+            ClientEvent::Message(BrokerMsg::Ack { guid, slot, status }) => {
+                self.ack(guid, slot, status);
+            }
             ClientEvent::Message(BrokerMsg::Tick) => {
                 if matches!(self.config.flush, FlushStrategy::Timer(_)) {
                     self.send_batch(ctx);

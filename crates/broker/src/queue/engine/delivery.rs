@@ -48,8 +48,9 @@ impl QueueEngine {
         // handed some on: the ACKs wait for the next flush.
         let mut sent = 0;
         while sent < self.acks.len() && !blocked {
-            let (producer, guid, status) = self.acks[sent];
-            match dispatcher.dispatch(producer, Event::Message(BrokerMsg::Ack { guid, status })) {
+            let (producer, guid, slot, status) = self.acks[sent];
+            let ack = BrokerMsg::Ack { guid, slot, status };
+            match dispatcher.dispatch(producer, Event::Message(ack)) {
                 Err(DispatchError::Full(_)) => blocked = true,
                 Err(_) => {
                     tracing::debug!(guid = ?guid, "ACK refused: the producer's session is gone or shutting down");
@@ -83,7 +84,7 @@ impl QueueEngine {
                 consumer: consumer.id,
                 slot: DeliveryToken(slot),
                 guid: s.guid,
-                payload: s.payload,
+                payload: s.body.payload(),
             };
             match dispatcher.dispatch(consumer.session, Event::Message(push)) {
                 Ok(()) => {
