@@ -318,6 +318,43 @@ fn a_duplicate_payload_is_released_and_a_duplicate_awaiting_its_quorum_is_acked_
     );
 }
 
+/// A caller's numbering mixed with the producer's own (which the docs forbid) cannot put
+/// one GUID in flight twice either: whichever comes second is not sent.
+#[test]
+fn a_guid_in_flight_from_the_other_numbering_is_not_sent_and_both_get_one_outcome() {
+    let (broker, _c, seen) = start_consumed(BrokerConfig::default());
+    // Timer aggregation holds the messages in the session's batch while the others come.
+    // Anonymous: a named producer takes only the caller's numbering.
+    let acks = Log::default();
+    let p = broker
+        .open_producer_with(timer(Duration::from_millis(50)), support::recording(&acks))
+        .unwrap();
+    // The producer's own numbering first, then the caller's repeating its GUID.
+    let own = p.publish(Q, payload(1)).unwrap();
+    p.publish_with_id(Q, payload(2), own.seq()).unwrap();
+    // The caller's first, then the producer's own reaching its GUID.
+    p.publish_with_id(Q, payload(3), own.seq() + 1).unwrap();
+    let next = p.publish(Q, payload(4)).unwrap();
+    assert_eq!(next.seq(), own.seq() + 1, "the producer's next own number");
+    std::thread::sleep(Duration::from_millis(200));
+    broker.quiesce().unwrap();
+    let mut outcomes: Vec<_> = support::logged(&acks)
+        .iter()
+        .map(|a| (a.payload.handle, a.status))
+        .collect();
+    outcomes.sort_by_key(|&(h, _)| h);
+    assert_eq!(
+        outcomes,
+        [
+            (1, AckStatus::Stored),
+            (2, AckStatus::NotSent),
+            (3, AckStatus::Stored),
+            (4, AckStatus::NotSent)
+        ]
+    );
+    assert_eq!(seen.lock().unwrap().len(), 2);
+}
+
 #[test]
 fn a_publish_id_in_flight_on_the_producer_is_not_sent_and_both_get_one_outcome() {
     let (broker, _c, seen) = start_consumed(BrokerConfig::default());

@@ -118,8 +118,10 @@ impl Producer {
     /// need not increase, but each names one message: an id given to another message of
     /// the name while the first is inside the window is taken for the first. Every `u64`,
     /// `u64::MAX` included, is an id like any other. An anonymous producer may use this
-    /// call too (never deduplicated): its ids must then not repeat a GUID in flight, nor
-    /// mix with [`publish`](Self::publish)'s numbering.
+    /// call too (never deduplicated): its ids should not mix with
+    /// [`publish`](Self::publish)'s numbering. Whichever the numbering, a message whose GUID
+    /// is in flight on the producer already is not sent (`NotSent`); mixing the two makes
+    /// each caller-numbered publish scan the messages in flight to tell.
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};

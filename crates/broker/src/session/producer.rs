@@ -191,14 +191,22 @@ impl ProducerSession {
         Some(u)
     }
 
-    /// Whether a caller-numbered message `guid` is in flight: the caller published the
-    /// same id again before the first had its outcome. Allocates `numbered` at the first
-    /// call; `None` if that allocation fails.
-    fn numbered_in_flight(&mut self, guid: Guid) -> Option<bool> {
+    /// Whether a message of `guid` is in flight on this producer already; `None` if the
+    /// table of caller-numbered GUIDs, allocated at the first caller-numbered publish,
+    /// could not be. The session's own numbering never repeats a GUID; a caller's
+    /// (`publish_with_id`) may repeat one of its own (found in `numbered`) or, mixed with
+    /// the session's against the docs, one of the session's (found by a scan of the
+    /// table, paid only by a caller-numbered publish while own-numbered messages are in
+    /// flight).
+    fn in_flight(&mut self, guid: Guid, numbered: bool) -> Option<bool> {
+        if !numbered {
+            return Some(!self.numbered.is_empty() && self.numbered.contains_key(&guid));
+        }
         if self.numbered.capacity() == 0 {
             self.numbered = tables::map(2 * self.config.max_unconfirmed).ok()?;
         }
-        Some(self.numbered.contains_key(&guid))
+        let own_in_flight = self.unacked.len() > self.numbered.len();
+        Some(self.numbered.contains_key(&guid) || own_in_flight && self.unacked.scan_for(guid))
     }
 
     fn publish(
@@ -232,11 +240,11 @@ impl ProducerSession {
             self.report(guid, u, AckStatus::RejectedProducerFull);
             return;
         }
-        // Only a caller's own numbering (`publish_with_id`) repeats a GUID: the message is
-        // not sent, so that each of the two gets exactly one outcome.
-        match numbered.then(|| self.numbered_in_flight(guid)) {
-            None | Some(Some(false)) => {}
-            Some(Some(true)) => {
+        // A GUID in flight already: the message is not sent, so that each of the two gets
+        // exactly one outcome.
+        match self.in_flight(guid, numbered) {
+            Some(false) => {}
+            Some(true) => {
                 tracing::debug!(
                     producer = self.id.0,
                     ?guid,
@@ -246,7 +254,7 @@ impl ProducerSession {
                 self.report(guid, u, AckStatus::NotSent);
                 return;
             }
-            Some(None) => {
+            None => {
                 tracing::warn!(
                     producer = self.id.0,
                     ?guid,

@@ -120,6 +120,12 @@ impl UnackedTable {
         Some(e.unacked)
     }
 
+    /// Whether a message of `guid` is in the table: a scan of every entry, for the one
+    /// case that has no index (see `ProducerSession::in_flight`).
+    pub(crate) fn scan_for(&self, guid: Guid) -> bool {
+        self.entries.iter().any(|e| e.live && e.guid == guid)
+    }
+
     /// Takes every message out, calling `f` with each, in slot order; the table keeps its
     /// allocation.
     pub(crate) fn drain(&mut self, mut f: impl FnMut(u32, Guid, Unacked)) {
