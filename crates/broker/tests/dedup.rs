@@ -318,6 +318,19 @@ fn a_duplicate_payload_is_released_and_a_duplicate_awaiting_its_quorum_is_acked_
     );
 }
 
+/// The outcomes by payload handle, once a timer producer's tick (50 ms) has sent its batch
+/// and the broker is quiet.
+fn after_the_tick(broker: &Broker, acks: &Log<Ack>) -> Vec<(u64, AckStatus)> {
+    std::thread::sleep(Duration::from_millis(200));
+    broker.quiesce().unwrap();
+    let mut outcomes: Vec<_> = support::logged(acks)
+        .iter()
+        .map(|a| (a.payload.handle, a.status))
+        .collect();
+    outcomes.sort_by_key(|&(h, _)| h);
+    outcomes
+}
+
 /// A caller's numbering mixed with the producer's own (which the docs forbid) cannot put
 /// one GUID in flight twice either: whichever comes second is not sent.
 #[test]
@@ -336,13 +349,7 @@ fn a_guid_in_flight_from_the_other_numbering_is_not_sent_and_both_get_one_outcom
     p.publish_with_id(Q, payload(3), own.seq() + 1).unwrap();
     let next = p.publish(Q, payload(4)).unwrap();
     assert_eq!(next.seq(), own.seq() + 1, "the producer's next own number");
-    std::thread::sleep(Duration::from_millis(200));
-    broker.quiesce().unwrap();
-    let mut outcomes: Vec<_> = support::logged(&acks)
-        .iter()
-        .map(|a| (a.payload.handle, a.status))
-        .collect();
-    outcomes.sort_by_key(|&(h, _)| h);
+    let outcomes = after_the_tick(&broker, &acks);
     assert_eq!(
         outcomes,
         [
@@ -362,14 +369,7 @@ fn a_publish_id_in_flight_on_the_producer_is_not_sent_and_both_get_one_outcome()
     let (p, acks) = named(&broker, "twice", timer(Duration::from_millis(50)));
     p.publish_with_id(Q, payload(1), 9).unwrap();
     p.publish_with_id(Q, payload(2), 9).unwrap();
-    // The tick sends the batch.
-    std::thread::sleep(Duration::from_millis(200));
-    broker.quiesce().unwrap();
-    let mut outcomes: Vec<_> = support::logged(&acks)
-        .iter()
-        .map(|a| (a.payload.handle, a.status))
-        .collect();
-    outcomes.sort_by_key(|&(h, _)| h);
+    let outcomes = after_the_tick(&broker, &acks);
     assert_eq!(outcomes, [(1, AckStatus::Stored), (2, AckStatus::NotSent)]);
     broker.quiesce().unwrap();
     assert_eq!(seen.lock().unwrap().len(), 1);

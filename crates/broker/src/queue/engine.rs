@@ -140,6 +140,25 @@ pub(crate) struct QueueEngine {
 }
 
 impl QueueEngine {
+    /// A priority queue of `capacity` messages, with `replication`, alone: no names, no
+    /// deduplication, no release hook.
+    #[cfg(test)]
+    pub(crate) fn for_test(capacity: usize, replication: Option<Replication>) -> Self {
+        Self::new(
+            QueueId(0),
+            QueueMode::Priority,
+            (capacity, 16),
+            replication,
+            (
+                None,
+                StoredIds::new(0, crate::limits::MIN_DEDUP_WINDOW).unwrap(),
+                Arc::new(Mutex::new(Names::new(0).unwrap())),
+            ),
+            Arc::default(),
+        )
+        .unwrap()
+    }
+
     /// A queue with every table allocated for `capacity` messages.
     ///
     /// # Errors
@@ -518,33 +537,16 @@ mod tests {
         assert_eq!(std::mem::size_of::<Slot>(), 80);
     }
 
-    /// A queue of `capacity` messages, priority mode, with `replication`.
-    fn engine(capacity: usize, replication: Option<Replication>) -> QueueEngine {
-        QueueEngine::new(
-            QueueId(0),
-            QueueMode::Priority,
-            (capacity, 16),
-            replication,
-            (
-                None,
-                StoredIds::new(0, crate::limits::MIN_DEDUP_WINDOW).unwrap(),
-                Arc::new(Mutex::new(Names::new(0).unwrap())),
-            ),
-            Arc::default(),
-        )
-        .unwrap()
-    }
-
     #[test]
     fn only_a_queue_with_replication_allocates_the_index_of_messages_awaiting_the_quorum() {
         let capacity = 1024;
-        let plain = engine(capacity, None);
+        let plain = QueueEngine::for_test(capacity, None);
         assert_eq!(
             plain.awaiting_quorum.capacity(),
             0,
             "confirms come by token: no GUID index without replication"
         );
-        let replicated = engine(
+        let replicated = QueueEngine::for_test(
             capacity,
             Some(Replication {
                 replicas: 2,

@@ -5,13 +5,11 @@ use zerodispatch_core::{
     Client, ClientHandle, ClientType, Context, Dispatcher, Event, Placement, PoolConfig,
 };
 
-use crate::dedup::StoredIds;
 use crate::ids::{AppId, ConsumerId, Guid, Payload, ProducerId, QueueId};
 use crate::message::{AckStatus, Confirm, DeliveryToken};
-use crate::names::Names;
 use crate::protocol::{BrokerMsg, PutBody};
 
-use super::{QueueClient, QueueEngine, QueueMode};
+use super::{QueueClient, QueueEngine};
 
 type Seen = Arc<Mutex<Vec<BrokerMsg>>>;
 
@@ -30,19 +28,7 @@ fn stepped_queue(capacity: usize) -> (TestDispatcher<BrokerMsg>, ClientHandle, C
         .pool(ClientType::Queue, PoolConfig::new(1))
         .build_stepped()
         .unwrap();
-    let engine = QueueEngine::new(
-        QueueId(0),
-        QueueMode::Priority,
-        (capacity, 16),
-        None,
-        (
-            None,
-            StoredIds::new(0, crate::limits::MIN_DEDUP_WINDOW).unwrap(),
-            Arc::new(Mutex::new(Names::new(0).unwrap())),
-        ),
-        Arc::default(),
-    )
-    .unwrap();
+    let engine = QueueEngine::for_test(capacity, None);
     let queue = test
         .register(
             ClientType::Queue,

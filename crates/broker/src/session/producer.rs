@@ -245,22 +245,20 @@ impl ProducerSession {
         // exactly one outcome.
         match self.in_flight(guid, numbered) {
             Some(false) => {}
-            Some(true) => {
-                tracing::debug!(
-                    producer = self.id.0,
-                    ?guid,
-                    "a publish id already in flight on this producer: not sent"
-                );
-                self.counters.not_sent.add(1);
-                self.report(guid, u, AckStatus::NotSent);
-                return;
-            }
-            None => {
-                tracing::warn!(
-                    producer = self.id.0,
-                    ?guid,
-                    "no memory for the table of publish ids in flight: not sent"
-                );
+            in_flight => {
+                if in_flight.is_none() {
+                    tracing::warn!(
+                        producer = self.id.0,
+                        ?guid,
+                        "no memory for the table of publish ids in flight: not sent"
+                    );
+                } else {
+                    tracing::debug!(
+                        producer = self.id.0,
+                        ?guid,
+                        "a publish id already in flight on this producer: not sent"
+                    );
+                }
                 self.counters.not_sent.add(1);
                 self.report(guid, u, AckStatus::NotSent);
                 return;
