@@ -227,7 +227,7 @@ struct Connection {
     scratch: Vec<u8>,
     /// The GUIDs of a consumer confirm, being handed to the broker.
     guids: Vec<Guid>,
-    next_generation: u32,
+    generations: Generations,
     welcomed: bool,
     accepted: Instant,
     /// The interval the client announced in `Hello`: the server sends a heartbeat when it
@@ -296,7 +296,7 @@ pub(crate) async fn serve(stream: TcpStream, place: Place, shutdown: watch::Rece
         guids: Vec::new(),
         shared,
         outbound,
-        next_generation: 0,
+        generations: Generations::default(),
         welcomed: false,
         accepted: now,
         peer_heartbeat: None,
@@ -386,10 +386,10 @@ impl Connection {
         }
     }
 
-    /// A new generation for a producer or consumer slot being opened.
-    fn generation(&mut self) -> u32 {
-        self.next_generation = self.next_generation.wrapping_add(1);
-        self.next_generation
+    /// A new generation for a producer or consumer slot being opened; `None` once the
+    /// connection has used them all (the open is refused: a generation never repeats).
+    fn generation(&mut self) -> Option<u32> {
+        self.generations.next()
     }
 
     /// Grows the outbound queue, if need be, for everything that can then be in flight to
@@ -414,5 +414,40 @@ impl Connection {
             .saturating_add(consumers + producers + sessions)
             .saturating_add(local);
         self.outbound.reserve(places);
+    }
+}
+
+/// The generations a connection gives its producer and consumer sessions, one per open:
+/// each new one higher than any before, so that an item of a session that held a slot
+/// before can never be taken for the present one's. A peer drives the count (one per
+/// open), so it does not wrap: after `u32::MAX` opens, the connection opens no more.
+#[derive(Debug, Default)]
+struct Generations {
+    /// The last generation given (0: none yet).
+    last: u32,
+}
+
+impl Generations {
+    /// The next generation, or `None` once `u32::MAX` have been given.
+    fn next(&mut self) -> Option<u32> {
+        self.last = self.last.checked_add(1)?;
+        Some(self.last)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Generations;
+
+    #[test]
+    fn generations_rise_and_end_instead_of_wrapping() {
+        let mut generations = Generations::default();
+        assert_eq!(generations.next(), Some(1));
+        assert_eq!(generations.next(), Some(2));
+        generations.last = u32::MAX - 1;
+        assert_eq!(generations.next(), Some(u32::MAX));
+        // Past the last one nothing is given, again and again: never 0 or 1 again.
+        assert_eq!(generations.next(), None);
+        assert_eq!(generations.next(), None);
     }
 }

@@ -73,7 +73,13 @@ impl Connection {
                 "the connection has as many consumers open as the server allows",
             );
         };
-        let generation = self.generation();
+        let Some(generation) = self.generation() else {
+            return refuse(
+                io,
+                ErrorCode::LIMIT_OUT_OF_RANGE,
+                "the connection has opened as many producers and consumers as one connection may (4,294,967,295): reconnect",
+            );
+        };
         let link = SessionLink {
             outbound: self.outbound.clone(),
             store: self.shared.store.clone(),

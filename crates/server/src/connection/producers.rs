@@ -111,7 +111,13 @@ impl Connection {
                 "the connection has created as many new producer names as the server allows (max_new_names)",
             );
         }
-        let generation = self.generation();
+        let Some(generation) = self.generation() else {
+            return refuse(
+                io,
+                ErrorCode::LIMIT_OUT_OF_RANGE,
+                "the connection has opened as many producers and consumers as one connection may (4,294,967,295): reconnect",
+            );
+        };
         let link = SessionLink {
             outbound: self.outbound.clone(),
             store: self.shared.store.clone(),
