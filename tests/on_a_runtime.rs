@@ -1,8 +1,6 @@
-//! The dispatcher and the broker used from tokio tasks, with the feature `tokio` on (the
-//! facade's `server` and `client` turn it on): blocking calls panic on a worker thread,
-//! naming their async form and the caller's line; the async forms, `allow_blocking`, and
-//! a broker producer dropped in a task work; a stepped dispatcher never refuses (nothing
-//! of it waits) and its `call_async` resolves.
+//! The dispatcher and the broker from tokio tasks: blocking calls panic on a worker naming
+//! their async form and the caller's line; the async forms, `allow_blocking`, a producer
+//! dropped in a task and a stepped dispatcher work.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
@@ -17,6 +15,7 @@ use zerodispatch::*;
 struct Sink;
 impl Client<u64> for Sink {}
 
+/// The text of a panic's `payload`.
 fn message(payload: Box<dyn std::any::Any + Send>) -> String {
     payload
         .downcast_ref::<String>()
@@ -89,8 +88,7 @@ async fn a_broker_producer_in_a_task_publishes_async_refuses_send_and_drops_with
             text.contains("`Producer::send` blocks") && text.contains("`try_send`"),
             "{text}"
         );
-        // Dropped here, on a worker: it hands its close on without waiting and without
-        // a panic.
+        // Dropped on a worker: it hands its close on without waiting or panicking.
         drop(producer);
     });
     done.await.unwrap();
@@ -120,11 +118,7 @@ async fn a_stepped_dispatcher_in_an_async_test_never_refuses_and_its_call_async_
     test.dispatch(sink, Event::Message(2)).unwrap();
     test.dispatch(sink, Event::Message(3)).unwrap();
     // A full stepped queue is not waited for, even by the async door.
-    assert!(
-        test.dispatch_async(sink, Event::Message(4))
-            .await
-            .unwrap_err()
-            .is_full()
-    );
+    let refused = test.dispatch_async(sink, Event::Message(4)).await;
+    assert!(refused.unwrap_err().is_full());
     assert_eq!(test.run_until_idle(), 2);
 }

@@ -1,8 +1,6 @@
-//! What a broker engineer writes to prove their own client allocates nothing per event,
-//! with the facade's `zerodispatch::testing`: a client on the stepped dispatcher (no
-//! threads, so nothing else allocates meanwhile), warmed up, then `assert_no_alloc` over
-//! ten thousand events, flushes, client callbacks and timers. Its own binary
-//! (`harness = false`): the counting allocator counts the whole process.
+//! A user's proof with `zerodispatch::testing` that a client on the stepped dispatcher
+//! allocates nothing over ten thousand events, flushes, callbacks and timers (`harness =
+//! false`: the counting allocator counts the whole process).
 
 use std::time::Duration;
 
@@ -32,15 +30,10 @@ fn proof() {
         .pool(ClientType::Queue, PoolConfig::new(1).max_batch(64))
         .build_stepped()
         .unwrap();
+    let (batch, sent) = (Vec::with_capacity(64), 0);
+    let client = Queue { batch, sent };
     let queue = test
-        .register(
-            ClientType::Queue,
-            Queue {
-                batch: Vec::with_capacity(64),
-                sent: 0,
-            },
-            Placement::LeastLoaded,
-        )
+        .register(ClientType::Queue, client, Placement::LeastLoaded)
         .unwrap();
     let round = |n: u64| {
         for i in 0..n {
@@ -63,16 +56,13 @@ fn proof() {
     let flushes_before = test.stats()[0].flushes;
     assert_no_alloc(|| round(10_000));
     let stats = &test.stats()[0];
+    let flushes = stats.flushes - flushes_before;
     assert!(
-        stats.flushes - flushes_before >= 10_000 / 64,
-        "flushed every 64 events at most: {}",
-        stats.flushes - flushes_before
+        flushes >= 10_000 / 64,
+        "flushed every 64 events at most: {flushes}"
     );
-    assert!(
-        stats.timers_fired >= 100,
-        "{} timers ran",
-        stats.timers_fired
-    );
+    let timers = stats.timers_fired;
+    assert!(timers >= 100, "{timers} timers ran");
 }
 
 fn main() {

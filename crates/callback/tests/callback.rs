@@ -44,10 +44,8 @@ fn panic_during_call_drops_captures_once_and_runs_once() {
     let cb = Callback::new(counts.closure_then(|| panic!("confirm handler failed")));
     let outcome = catch_unwind(AssertUnwindSafe(move || cb.call()));
     let message = outcome.expect_err("the panic must reach the caller");
-    assert_eq!(
-        message.downcast_ref::<&str>(),
-        Some(&"confirm handler failed")
-    );
+    let message = message.downcast_ref::<&str>();
+    assert_eq!(message, Some(&"confirm handler failed"));
     counts.assert(1, 1);
 }
 
@@ -132,9 +130,8 @@ fn spill_stores_a_large_closure_on_the_heap_and_says_so() {
     counts.assert(1, 1);
 
     // Dropped unrun, a spilled closure is freed and its captures dropped once.
-    drop(Callback::spill(
-        counts.closure_then(move || assert_eq!(big[0], 3)),
-    ));
+    let unrun = counts.closure_then(move || assert_eq!(big[0], 3));
+    drop(Callback::spill(unrun));
     counts.assert(1, 2);
 }
 
@@ -174,9 +171,7 @@ fn boxed_callback_runs_once_and_drops_once() {
 fn debug_says_where_the_closure_lives() {
     let inline = Callback::new(|| ());
     let big = [0_u8; 64];
-    let spilled = Callback::spill(move || {
-        std::hint::black_box(big);
-    });
+    let spilled = Callback::spill(move || _ = std::hint::black_box(big));
     let shown = [format!("{inline:?}"), format!("{spilled:?}")];
     assert_eq!(
         shown,
@@ -187,11 +182,8 @@ fn debug_says_where_the_closure_lives() {
     );
 }
 
-/// `Callback` is `Sync` whatever its closure captures, because nothing reachable through
-/// `&Callback` touches the closure (the argument is beside the `unsafe impl` in
-/// `callback.rs`). Here a closure capturing a `Cell` (`Send`, not `Sync`) is shared by
-/// four threads that ask it what they may (`is_inline`, `Debug`) while Miri watches for a
-/// data race; then one owner calls it, and it finds its captures as they were put in.
+/// `Callback` is `Sync` whatever it captures (here a `Cell`): four threads share it under
+/// Miri without a race, then its owner calls it and finds its captures intact.
 #[test]
 fn a_shared_callback_never_touches_its_closure() {
     use std::cell::Cell;

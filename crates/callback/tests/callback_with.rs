@@ -18,13 +18,14 @@ struct Queue {
 
 type ToQueue = InlineCallbackWith<Queue, u64, DefaultSpace>;
 
-/// A callback that confirms `seq` on its queue, holding a guard of `counts`, and then
-/// panics if told to.
+/// A callback that confirms `seq` on its queue and counts its call in the context, holding
+/// a guard of `counts`, and then panics if told to.
 fn confirming(counts: &Counts, seq: u64, then_panic: bool) -> ToQueue {
     let guard = counts.guard();
-    ToQueue::new(move |queue, _| {
+    ToQueue::new(move |queue, calls| {
         let _keep = &guard;
         queue.confirmed.push(seq);
+        *calls += 1;
         if then_panic {
             panic!("planned");
         }
@@ -41,13 +42,7 @@ fn same_size_as_the_plain_callback() {
 #[test]
 fn runs_once_on_the_target_and_context_it_is_handed() {
     let counts = Counts::new();
-    let guard = counts.guard();
-    let seq = 41_u64;
-    let cb = ToQueue::new(move |queue, calls| {
-        let _keep = &guard;
-        queue.confirmed.push(seq + 1);
-        *calls += 1;
-    });
+    let cb = confirming(&counts, 42, false);
     assert!(cb.is_inline());
     let (mut queue, mut calls) = (Queue::default(), 0);
     cb.call(&mut queue, &mut calls);

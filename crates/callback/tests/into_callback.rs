@@ -1,8 +1,5 @@
-//! `IntoCallback`: a closure and a prepared callback are taken the same way; the prepared
-//! one is passed on as it is (never wrapped again), and neither form allocates.
-//!
-//! Its own test binary, because it installs a counting `#[global_allocator]`; it holds a
-//! single `#[test]` so that nothing else allocates while it counts.
+//! `IntoCallback` takes a closure and a prepared callback alike, passes the prepared one on
+//! unwrapped, and allocates for neither (its own binary with one test: a counting allocator).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,8 +34,7 @@ fn closures_and_callbacks_are_taken_alike_without_a_second_wrapper_or_an_allocat
     assert_eq!(allocated, 0, "a callback taken as work allocates nothing");
     assert!(passed.is_inline());
 
-    // A spilled callback stays the one spilled box: taking it neither frees nor allocates,
-    // and it is still reported as spilled (a second wrapper would be inline around it).
+    // A spilled callback stays the one spilled box (a second wrapper would be inline).
     let (r3, big) = (ran.clone(), [1_u64; 8]);
     let spilled =
         Callback::spill(move || _ = r3.fetch_add(big.iter().sum::<u64>() * 100, Ordering::Relaxed));
@@ -63,10 +59,7 @@ fn closures_and_callbacks_are_taken_alike_without_a_second_wrapper_or_an_allocat
         callback.call();
     }
     larger.call();
-    assert_eq!(
-        ran.load(Ordering::Relaxed),
-        1 + 10 + 800 + 5000,
-        "each ran once"
-    );
+    let ran_once = 1 + 10 + 800 + 5000;
+    assert_eq!(ran.load(Ordering::Relaxed), ran_once, "each ran once");
     assert_eq!(Arc::strong_count(&ran), 1, "each dropped its captures");
 }

@@ -1,9 +1,5 @@
-//! Proof that an inline `Callback` allocates nothing on a cross-thread hop, and that the
-//! counter used to prove it does see the allocations of a `BoxedCallback`.
-//!
-//! Its own test binary, because it installs a counting `#[global_allocator]` that counts
-//! every allocation on every thread. It holds a single `#[test]` so that no other test
-//! (nor the harness starting one) allocates while it measures.
+//! An inline `Callback` allocates nothing on a cross-thread hop; a `BoxedCallback` is seen
+//! allocating (its own binary with one test: the counting allocator counts every thread).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -88,11 +84,8 @@ fn every_one_run<T: Send + 'static>(make: fn(u64) -> T, call: fn(T)) -> u64 {
     CONFIRMED_SUM.store(0, Ordering::SeqCst);
     let allocations = allocations_per_hop(make, call);
     let once = (0..WARM_UP + EVENTS).map(|seq| seq + 1).sum::<u64>();
-    assert_eq!(
-        CONFIRMED_SUM.load(Ordering::SeqCst),
-        once,
-        "every callback ran once"
-    );
+    let sum = CONFIRMED_SUM.load(Ordering::SeqCst);
+    assert_eq!(sum, once, "every callback ran once");
     allocations
 }
 

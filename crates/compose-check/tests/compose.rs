@@ -1,9 +1,5 @@
-//! Every public error of zerodispatch composes: `Send + Sync + 'static` and
-//! `std::error::Error`, so `?` carries it into `anyhow::Error` and into
-//! `Box<dyn Error + Send + Sync>`, from every call of `Dispatcher`, `DispatcherHandle`,
-//! `Executor`, the broker and the client. The first test fails to compile if one does
-//! not; the others make the calls in functions that return `anyhow::Result` or a boxed
-//! error, and check that what an error hands back survives the trip.
+//! Every public error is `Error + Send + Sync + 'static`, so `?` carries it from every call
+//! into `anyhow::Error` or a boxed error, and what it hands back survives the trip.
 
 use std::cell::Cell;
 use std::error::Error;
@@ -73,6 +69,29 @@ struct Queue {
     confirmed: Arc<AtomicU64>,
 }
 
+/// A [`Queue`] registered on `d`, counting into `confirmed`.
+fn register_queue(
+    d: &mut Dispatcher<Confirm>,
+    confirmed: &Arc<AtomicU64>,
+) -> Result<ClientHandle<Queue>, RegisterError<Queue>> {
+    let confirmed = confirmed.clone();
+    d.register(
+        ClientType::Queue,
+        Queue { confirmed },
+        Placement::LeastLoaded,
+    )
+}
+
+/// A broker configuration with one priority queue.
+fn one_priority_queue() -> zerodispatch_broker::BrokerConfig {
+    use zerodispatch_broker::{BrokerConfig, QueueConfig, QueueMode};
+    let queues = vec![QueueConfig::new(QueueMode::Priority)];
+    BrokerConfig {
+        queues,
+        ..BrokerConfig::default()
+    }
+}
+
 impl Client<Confirm> for Queue {
     fn on_event(&mut self, event: ClientEvent<Confirm>, _ctx: &mut Context<Confirm>) {
         match event {
@@ -85,6 +104,7 @@ impl Client<Confirm> for Queue {
     }
 }
 
+/// The confirm of message `n` on queue `n`.
 fn confirm(n: u32) -> Event<Confirm> {
     Event::Message(Confirm {
         queue: n,
@@ -101,13 +121,7 @@ fn every_call_with_anyhow(confirmed: &Arc<AtomicU64>) -> anyhow::Result<()> {
             PoolConfig::new(2).wait("spin-then-park".parse::<WaitStrategy>()?),
         )
         .build()?;
-    let queue = d.register(
-        ClientType::Queue,
-        Queue {
-            confirmed: confirmed.clone(),
-        },
-        Placement::LeastLoaded,
-    )?;
+    let queue = register_queue(&mut d, confirmed)?;
     d.try_dispatch(queue, confirm(1))?;
     d.dispatch(queue, confirm(2))?;
     d.dispatch_timeout(queue, confirm(3), Duration::from_secs(5))?;
@@ -157,13 +171,7 @@ fn dispatch_after_shutdown(confirmed: &Arc<AtomicU64>) -> anyhow::Result<()> {
     let mut d = Dispatcher::<Confirm>::builder()
         .pool(ClientType::Queue, PoolConfig::new(1))
         .build()?;
-    let queue = d.register(
-        ClientType::Queue,
-        Queue {
-            confirmed: confirmed.clone(),
-        },
-        Placement::LeastLoaded,
-    )?;
+    let queue = register_queue(&mut d, confirmed)?;
     let handle = d.handle();
     d.shutdown();
     handle
@@ -180,14 +188,9 @@ fn the_event_an_error_hands_back_survives_anyhow() {
         .downcast::<DispatchError<Event<Confirm>>>()
         .expect("the core's error is kept, typed");
     assert!(refused.is_shut_down());
+    let (queue, guid) = (7, [7; 16]);
     match refused.into_inner() {
-        Event::Message(c) => assert_eq!(
-            c,
-            Confirm {
-                queue: 7,
-                guid: [7; 16]
-            }
-        ),
+        Event::Message(c) => assert_eq!(c, Confirm { queue, guid }),
         other => panic!("handed back {}", other.kind()),
     }
 }
@@ -238,10 +241,7 @@ fn a_refused_execute_on_all_comes_back_through_a_box() {
 /// The broker's calls, with `?` into `anyhow::Error`.
 fn broker_calls() -> anyhow::Result<u64> {
     use zerodispatch_broker::*;
-    let broker = Broker::start(BrokerConfig {
-        queues: vec![QueueConfig::new(QueueMode::Priority)],
-        ..BrokerConfig::default()
-    })?;
+    let broker = Broker::start(one_priority_queue())?;
     let acks = Arc::new(AtomicU64::new(0));
     let sink = acks.clone();
     let producer = broker.open_producer(16, move |batch: &[Ack]| {
@@ -307,13 +307,9 @@ async fn client_calls(addr: std::net::SocketAddr) -> anyhow::Result<u64> {
 
 #[test]
 fn every_client_call_goes_into_anyhow_with_question_mark() -> anyhow::Result<()> {
-    use zerodispatch_broker::{BrokerConfig, QueueConfig, QueueMode};
     let server = zerodispatch_server::Server::builder()
         .listen("127.0.0.1:0".parse()?)
-        .broker_config(BrokerConfig {
-            queues: vec![QueueConfig::new(QueueMode::Priority)],
-            ..BrokerConfig::default()
-        })
+        .broker_config(one_priority_queue())
         .start()?;
     let addr = server.local_addr();
     let runtime = tokio::runtime::Builder::new_current_thread()

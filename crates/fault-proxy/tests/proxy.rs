@@ -36,6 +36,16 @@ async fn linked(proxy: &FaultProxy) -> TcpStream {
     s
 }
 
+/// Waits up to 5 s, polling every 10 ms, until `done` holds.
+async fn until(done: impl Fn() -> bool) {
+    for _ in 0..500 {
+        if done() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Whether the connection was closed under the client: a read ends (0) or fails.
 async fn closed(s: &mut TcpStream) -> bool {
     let _ = s.write_all(b"x").await;
@@ -87,12 +97,7 @@ async fn a_connection_that_ends_by_itself_leaves_the_table() {
     let proxy = FaultProxy::start(echo().await).await.unwrap();
     let s = linked(&proxy).await;
     drop(s);
-    for _ in 0..500 {
-        if proxy.live() == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until(|| proxy.live() == 0).await;
     assert_eq!((proxy.live(), proxy.killed()), (0, 0));
 }
 
@@ -104,12 +109,7 @@ async fn kill_every_kills_until_stopped_and_drop_ends_the_rest() {
         streams.push(linked(&proxy).await);
     }
     proxy.kill_every(Duration::from_millis(20));
-    for _ in 0..500 {
-        if proxy.killed() >= 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until(|| proxy.killed() >= 2).await;
     proxy.stop_killing();
     let killed = proxy.killed();
     assert!(killed >= 2, "killed {killed}");

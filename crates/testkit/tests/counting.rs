@@ -17,25 +17,16 @@ fn counted(f: impl FnOnce()) -> u64 {
 #[test]
 fn counts_allocations_not_frees_on_every_thread() {
     let mut boxed = None;
-    assert!(
-        counted(|| boxed = Some(black_box(Box::new(7_u64)))) >= 1,
-        "alloc"
-    );
-    assert_eq!(
-        counted(|| drop(boxed.take())),
-        0,
-        "a free is not an allocation"
-    );
+    let alloc = counted(|| boxed = Some(black_box(Box::new(7_u64))));
+    assert!(alloc >= 1, "alloc");
+    let free = counted(|| drop(boxed.take()));
+    assert_eq!(free, 0, "a free is not an allocation");
     let mut v: Vec<u64> = Vec::with_capacity(1);
     v.push(1);
-    assert!(
-        counted(|| v.extend(black_box([2, 3, 4, 5]))) >= 1,
-        "realloc"
-    );
-    assert!(
-        counted(|| drop(black_box(vec![0_u8; 64]))) >= 1,
-        "alloc_zeroed"
-    );
+    let realloc = counted(|| v.extend(black_box([2, 3, 4, 5])));
+    assert!(realloc >= 1, "realloc");
+    let zeroed = counted(|| drop(black_box(vec![0_u8; 64])));
+    assert!(zeroed >= 1, "alloc_zeroed");
     let spawned = counted(|| {
         std::thread::spawn(|| drop(black_box(Box::new(7_u64))))
             .join()

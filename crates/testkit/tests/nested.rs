@@ -15,9 +15,7 @@ fn main() {
             let ((), inner) = allocations_during(|| drop(std::hint::black_box(Box::new(1_u8))));
             assert_eq!(inner, 1, "the inner call counts what its closure allocates");
         });
-        assert_eq!(
-            outer, 1,
-            "the outer call counts that allocation, not the probe"
-        );
+        let counted = "the outer call counts that allocation, not the probe";
+        assert_eq!(outer, 1, "{counted}");
     });
 }

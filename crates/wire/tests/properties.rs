@@ -1,14 +1,6 @@
-//! Properties of the codec over generated input (proptest, 256 cases each):
-//!
-//! - any frame encoded decodes to the same values, also when a stream of frames arrives in
-//!   arbitrary splits;
-//! - arbitrary bytes, random bodies behind valid headers, and valid frames with a byte
-//!   changed never panic the decoder: it answers a frame, "need more" or an error, never
-//!   consumes more than it was given, and a frame it accepts encodes back to exactly the
-//!   bytes it consumed (the encoding is canonical).
-//!
-//! That the decoder never allocates, whatever the bytes claim, is proven by the counting
-//! allocator in `zero_alloc.rs`.
+//! The codec over generated input (256 cases each): every frame round-trips, also split
+//! anywhere in a stream; hostile bytes never panic the decoder, and what it accepts encodes
+//! back to exactly the bytes it consumed.
 
 use proptest::prelude::*;
 mod support;
@@ -16,9 +8,7 @@ mod support;
 use support::*;
 use zerodispatch_wire::*;
 
-/// A frame with owned contents, to generate and to compare decoded frames with. A frame
-/// that is not a batch is itself, its borrowed contents leaked for the test (a few bytes
-/// per case).
+/// A frame with owned contents (a fixed frame's borrowed contents leaked for the test).
 #[derive(Clone, Debug, PartialEq)]
 enum Model {
     Fixed(Frame<'static>),
@@ -129,8 +119,7 @@ fn fixed() -> impl Strategy<Value = Frame<'static>> {
         welcomes.prop_map(|(v, ms, w, (p, c))| Frame::Welcome(welcome(v, ms, w, p, c))),
         Just(Frame::Heartbeat),
         openeds.prop_map(|(p, last, known, bits)| {
-            // A valid window: `known` ids at most `last + 1`, the highest's bit set, no bit
-            // past `known`; none stored when `known` is 0.
+            // A valid window: `known` <= `last + 1`, the highest's bit set, none past `known`.
             let known = u64::from(known).min(last.saturating_add(1)) as u32;
             if known == 0 {
                 let (producer, stored) = (ProducerId(p), StoredWindow::NOTHING);
@@ -182,8 +171,7 @@ fn model() -> impl Strategy<Value = Model> {
     ]
 }
 
-/// Decodes `bytes` as a hostile peer's: checks the decoder's contract and, for a frame it
-/// accepts, that the frame encodes back to exactly the bytes consumed.
+/// Decodes a hostile peer's `bytes`: an accepted frame encodes back to the bytes consumed.
 fn decode_hostile(bytes: &[u8]) -> Result<(), TestCaseError> {
     match decode(bytes) {
         Ok(None) | Err(_) => {}

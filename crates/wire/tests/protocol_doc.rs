@@ -1,12 +1,5 @@
-//! `docs/protocol.md` against the codec: every example of bytes in the document (each
-//! block tagged `frame`) decodes to the frame the document names and encodes back to the
-//! same bytes, and every stored window the document writes in words (`last_stored 3, known
-//! 4, bits 0b1101`) is one of those frames' windows. The document cannot drift from the
-//! codec again: a wrong byte, a version bump not written down, or a window misread fails
-//! here.
-//!
-//! (The document is read from the workspace, which tests have and packages do not: the
-//! crate's package carries its sources only.)
+//! `docs/protocol.md` against the codec: each `frame` block decodes to the frame it names
+//! and encodes back, and each window written in words is one of those frames' windows.
 
 mod support;
 
@@ -15,8 +8,7 @@ use zerodispatch_wire::*;
 
 const DOC: &str = include_str!("../../../docs/protocol.md");
 
-/// The bytes of each `frame` block, in the document's order. A line is its bytes (two hex
-/// digits each, one space apart), then, after two spaces or more, words for people.
+/// The bytes of each `frame` block in order: a line's hex bytes, then after two spaces, words.
 fn examples() -> Vec<Vec<u8>> {
     let mut blocks = Vec::new();
     let mut current: Option<Vec<u8>> = None;
@@ -98,26 +90,17 @@ fn every_frame_in_the_document_decodes_to_what_it_says_and_encodes_back() {
         expected.len()
     );
     for (bytes, (name, codec)) in examples.iter().zip(&expected) {
+        let doc = format!("the document's {name}");
         let (frame, len) = decode(bytes)
-            .unwrap_or_else(|e| panic!("the document's {name} does not decode: {e}"))
-            .unwrap_or_else(|| panic!("the document's {name} is cut short"));
-        assert_eq!(
-            len,
-            bytes.len(),
-            "the document's {name} has bytes past its frame"
-        );
-        assert_eq!(
-            format!("{:?}", frame.kind()),
-            *name,
-            "the document's {name} block"
-        );
+            .unwrap_or_else(|e| panic!("{doc} does not decode: {e}"))
+            .unwrap_or_else(|| panic!("{doc} is cut short"));
+        assert_eq!(len, bytes.len(), "{doc} has bytes past its frame");
+        assert_eq!(format!("{:?}", frame.kind()), *name, "{doc} block");
         let mut again = Vec::new();
         frame.encode(&mut again).unwrap();
-        assert_eq!(&again, bytes, "the document's {name} does not encode back");
-        assert_eq!(
-            bytes, codec,
-            "the document's {name} is not the codec's encoding of the frame it names"
-        );
+        assert_eq!(&again, bytes, "{doc} does not encode back");
+        let named = "the codec's encoding of the frame it names";
+        assert_eq!(bytes, codec, "{doc} is not {named}");
     }
 }
 
@@ -148,16 +131,11 @@ fn every_stored_window_written_in_words_is_a_frame_of_the_document() {
             }
         }
         let opened = Frame::ProducerOpened(producer_opened(1, last, known, &bytes));
-        assert!(
-            opened.encode(&mut Vec::new()).is_ok(),
-            "`{}` is no valid window",
-            &words[..words.find('}').unwrap_or(words.len())]
-        );
-        assert!(
-            windows.contains(&(Some(last), known, bytes.clone())),
-            "`{}` is not the window of a `frame` block",
-            &words[..words.find('}').unwrap_or(words.len())]
-        );
+        let text = &words[..words.find('}').unwrap_or(words.len())];
+        let valid = opened.encode(&mut Vec::new()).is_ok();
+        assert!(valid, "`{text}` is no valid window");
+        let in_block = windows.contains(&(Some(last), known, bytes.clone()));
+        assert!(in_block, "`{text}` is not the window of a `frame` block");
     }
     assert!(said >= 2, "the document writes its window example in words");
 }
