@@ -46,6 +46,36 @@ pub fn payload(handle: u64) -> Payload {
     Payload { handle, len: 8 }
 }
 
+/// `value` changed by `f` (a configuration differing from another in a field or two).
+pub fn with<T>(mut value: T, f: impl FnOnce(&mut T)) -> T {
+    f(&mut value);
+    value
+}
+
+/// A broker of `queues` on `session_processors` session processors, the rest default.
+pub fn start_on(queues: Vec<QueueConfig>, session_processors: usize) -> Broker {
+    start(BrokerConfig {
+        queues,
+        session_processors,
+        ..BrokerConfig::default()
+    })
+}
+
+/// A broker of one priority queue, configured further by `f`.
+pub fn priority_broker(f: impl FnOnce(&mut BrokerConfig)) -> Broker {
+    start(with(one_queue(QueueMode::Priority), f))
+}
+
+/// One priority queue, default settings.
+pub fn priority() -> QueueConfig {
+    QueueConfig::new(QueueMode::Priority)
+}
+
+/// One fanout queue of `apps` apps, default settings.
+pub fn fanout(apps: u16) -> QueueConfig {
+    QueueConfig::new(QueueMode::Fanout { apps })
+}
+
 /// A producer of at most `max_unconfirmed` messages in flight, and the log of its outcomes.
 pub fn producer(broker: &Broker, max_unconfirmed: usize) -> (Producer, Log<Ack>) {
     producer_with(
