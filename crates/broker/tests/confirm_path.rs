@@ -352,9 +352,7 @@ fn the_three_confirm_modes_and_both_routes_give_identical_results() {
         for route in [ConfirmRoute::Direct, ConfirmRoute::ViaCluster] {
             let broker = start(fanout(2), 2);
             let (p, acks) = producer(&broker, 1000);
-            let options = support::with(ConsumerOptions::default(), |o| {
-                (o.mode, o.route) = (mode, route)
-            });
+            let options = support::confirming(mode, route);
             let _consumers: Vec<_> = (0..2)
                 .map(|app| consumer(&broker, 0, app, options))
                 .collect();

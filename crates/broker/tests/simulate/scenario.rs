@@ -1,47 +1,27 @@
 //! One scenario of the broker's confirm path under the seeded simulator
-//! ([`Broker::start_stepped`], [`BrokerSimulator`]): producers (anonymous, named, timed by
-//! a timer flush or a confirm timeout) publishing to priority and fanout queues with tiny
-//! capacities; consumers with credit, explicit or on-return confirms, straight or through
-//! the cluster; replication with a quorum and receipts that come late or never; closes
-//! with and without a wait, a named producer's reconnection (closed, its name opened again
-//! at once, and everything it had no `Stored` for published again with the same ids);
-//! more names than the broker's table of names holds (a new name that finds it full takes
-//! the place of the name closed least recently; the forgotten name, opened again, publishes
-//! again as a new name); tiny processor queues; and a shutdown in mid-stream. Shared by
-//! `tests/simulate.rs` (a fixed budget of seeds, in CI) and the facade's
-//! `examples/simulate_broker.rs` (more seeds, or one replayed).
+//! ([`Broker::start_stepped`], [`BrokerSimulator`]): anonymous, named and timed producers on
+//! tiny priority and fanout queues; consumers with credit, explicit or on-return confirms,
+//! direct or through the cluster; replication with late or missing receipts; closes, a
+//! named producer's reconnection (resending what had no `Stored`), more names than the
+//! table holds, tiny processor queues and a shutdown in mid-stream. Shared by
+//! `tests/simulate.rs` and `examples/simulate_broker.rs`.
 //!
-//! Invariants, checked as it runs (the handlers record a breach; the test's thread fails
-//! on it after the step that made it) and at its end:
-//! * every message published (a publish that returned `Ok`) has exactly one outcome, and
-//!   no outcome comes for a message not published;
-//! * `Closed` comes only to a producer whose close has begun, or at shutdown (a producer
-//!   still open is never told its message is closed);
-//! * `Stored` comes only once the quorum's replicas sent their receipt, and only for a
-//!   message its queue holds: once the run is over, every message reported `Stored` is
-//!   delivered to each app of its queue (unless a consumer of that fanout app closed,
-//!   which drops its shares), so none was lost either;
-//! * a delivery is of a message published to that queue, with the payload of a message
-//!   published under its GUID; a share (message, app) is delivered at most once while a
-//!   consumer holds it, and never again once confirmed: so a named producer's message
-//!   published again under the same place and generation (while the broker keeps the
-//!   name) is never stored (nor delivered) twice; each queue stores at most one copy of
-//!   each GUID;
-//! * across a forgotten name, at least once: a named message reported `Stored` is
-//!   delivered, at the end, as that name's message (not only under its GUID, which a
-//!   place reused without a new generation would share with another name's);
-//! * the table of names follows its rule, mirrored here (`Table`): a named producer opens
-//!   at the place and generation the rule gives and publishes under them; `TooManyNames`
-//!   comes only while open producers hold every place; the broker knows exactly the names
-//!   the rule keeps (an open name is never given up), and for a forgotten one
-//!   `stored_window` and `last_stored` say nothing is stored;
-//! * a timed producer is refused `TooManyTimedProducers` only when as many timed producers
-//!   as the session processors allow are open: a close gives its ticker's place back
-//!   before it returns;
-//! * ACK conservation, at the end of a run without a shutdown in mid-stream: every ACK a
-//!   queue sent was counted once by a session (`acked + rejected_full + out_of_window +
-//!   superseded == acks + late_acks`), and every outcome the applications saw is counted
-//!   in the sessions' counters.
+//! Invariants (a handler records a breach; the test's thread fails on it after the step):
+//! * each message published (`Ok`) has exactly one outcome; none for one not published;
+//! * `Closed` only to a producer whose close began, or at shutdown;
+//! * `Stored` only with the quorum's receipts, and then delivered to each app of its queue
+//!   by the end (unless a consumer of that fanout app closed, dropping its shares);
+//! * a delivery is of a message published to that queue with its payload; a share is held
+//!   by one consumer at a time and never delivered again once confirmed; each queue stores
+//!   a GUID at most once (so a resend under the same place and generation is not stored
+//!   twice); across a forgotten name, a `Stored` message is delivered as that name's;
+//! * the table of names follows its rule (mirrored in `Table`): place and generation on
+//!   open, `TooManyNames` only while open producers hold every place, the names the broker
+//!   knows, and nothing stored said of a forgotten one;
+//! * `TooManyTimedProducers` only when the timed producers fill every session processor (a
+//!   close gives its ticker's place back before it returns);
+//! * ACK conservation at the end of a run without a shutdown: `acked + rejected_full +
+//!   out_of_window + superseded == acks + late_acks`, and every outcome seen is counted.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
