@@ -48,34 +48,24 @@ fn check_conservation(
         .filter(|g| !outcome.contains_key(g))
         .count() as u64;
     assert_eq!(sessions.published, published.len() as u64);
-    assert_eq!(
-        outcome.len() as u64 + no_outcome,
-        published.len() as u64,
-        "no outcome for a GUID not published"
-    );
-    assert!(
-        no_outcome <= held,
-        "{no_outcome} messages without outcome but only {held} held"
-    );
+    let accounted = outcome.len() as u64 + no_outcome;
+    let not_published = "no outcome for a GUID not published";
+    assert_eq!(accounted, published.len() as u64, "{not_published}");
+    let only = format!("{no_outcome} messages without outcome but only {held} held");
+    assert!(no_outcome <= held, "{only}");
     let stored: u64 = queues.iter().map(|q| q.stored).sum();
     let acked: u64 = queues.iter().map(|q| q.acked).sum();
     let released: u64 = queues.iter().map(|q| q.released).sum();
     let acked_outcomes = count(AckStatus::Stored);
-    assert!(
-        acked_outcomes <= acked,
-        "{acked_outcomes} Stored outcomes but the queues sent {acked}"
-    );
+    let sent = format!("{acked_outcomes} Stored outcomes but the queues sent {acked}");
+    assert!(acked_outcomes <= acked, "{sent}");
     assert!(acked <= stored, "an ACK for a message never stored");
     // Held and not acked-unreleased: waiting for the quorum, pending or reported closed.
-    assert!(
-        held - (acked - released).min(held) <= no_outcome + closed,
-        "held messages are acked, pending or reported closed"
-    );
-    assert_eq!(
-        stored,
-        released + held,
-        "every stored message is released or held"
-    );
+    let waiting = held - (acked - released).min(held);
+    let pending = "held messages are acked, pending or reported closed";
+    assert!(waiting <= no_outcome + closed, "{pending}");
+    let every = "every stored message is released or held";
+    assert_eq!(stored, released + held, "{every}");
     outcome
 }
 
@@ -97,10 +87,8 @@ fn priority_delivers_each_message_to_one_consumer_and_acks_it_once() {
     assert_eq!(all, expected, "every message delivered exactly once");
     all_stored(&broker, &guids, &acks);
     let q = broker.queue_stats()[0];
-    assert_eq!(
-        (q.stored, q.pushed, q.confirms, q.acked, q.released, q.held),
-        (2000, 2000, 2000, 2000, 2000, 0)
-    );
+    let counts = (q.stored, q.pushed, q.confirms, q.acked, q.released, q.held);
+    assert_eq!(counts, (2000, 2000, 2000, 2000, 2000, 0));
 }
 
 #[test]
@@ -144,20 +132,14 @@ fn fanout_delivers_every_message_to_every_app_acks_it_once_and_releases_it_after
         for (app, (_, log)) in seen.iter().enumerate() {
             let in_order = format!("{apps} apps: app {app} got every message once, in order");
             assert_eq!(delivered(log), guids, "{in_order}");
-            assert!(
-                log.lock()
-                    .unwrap()
-                    .iter()
-                    .all(|d| d.app == AppId(app as u16))
-            );
+            let own_app = |d: &Delivery| d.app == AppId(app as u16);
+            assert!(log.lock().unwrap().iter().all(own_app));
         }
         all_stored(&broker, &guids, &acks);
         let q = broker.queue_stats()[0];
         let shares = 300 * u64::from(apps);
-        assert_eq!(
-            (q.pushed, q.confirms, q.acked, q.released),
-            (shares, shares, 300, 300)
-        );
+        let counts = (q.pushed, q.confirms, q.acked, q.released);
+        assert_eq!(counts, (shares, shares, 300, 300));
     }
 }
 
@@ -178,10 +160,8 @@ fn a_full_table_rejects_with_a_clear_status_and_overwrites_nothing() {
         .iter()
         .map(|d| (d.guid, d.payload.handle))
         .collect();
-    assert_eq!(
-        got,
-        guids[..4].iter().copied().zip(0..4).collect::<Vec<_>>()
-    );
+    let first_four: Vec<(Guid, u64)> = guids[..4].iter().copied().zip(0..4).collect();
+    assert_eq!(got, first_four);
     check_conservation(&broker, &guids, &acks);
     assert_eq!(broker.queue_stats()[0].held, 0);
 }
@@ -314,11 +294,8 @@ fn closing_a_priority_consumer_redelivers_only_what_it_did_not_take() {
     assert_eq!(a_got.len() + b_got.len(), 10, "every message handed out");
     let q = broker.queue_stats()[0];
     assert_eq!(q.released, 10, "{q:?}");
-    assert_eq!(
-        q.gone_consumer + q.unknown_guid,
-        0,
-        "no confirm came late: {q:?}"
-    );
+    let late = q.gone_consumer + q.unknown_guid;
+    assert_eq!(late, 0, "no confirm came late: {q:?}");
 }
 
 /// The fanout mirror: the closed consumer's handled shares are confirmed, the rest dropped.
@@ -438,10 +415,8 @@ fn invalid_queue_configurations_are_errors_that_name_the_setting() {
         let e = err(queue);
         assert_eq!(e, expected);
         let text = e.to_string();
-        assert!(
-            text.starts_with("queue 1:") && text.contains(says),
-            "{text}"
-        );
+        let names = text.starts_with("queue 1:") && text.contains(says);
+        assert!(names, "{text}");
     }
     let broker = start(fanout(2), 1);
     let options = ConsumerOptions::default();
@@ -538,15 +513,11 @@ fn a_confirm_with_a_forged_out_of_range_or_stale_token_is_unknown_and_releases_n
     broker.quiesce().unwrap();
     let after = broker.queue_stats()[0];
     assert_eq!(after.unknown_guid - before.unknown_guid, 6, "{after:?}");
-    assert_eq!(
-        (after.released, after.held, after.confirms),
-        (before.released, 2, before.confirms),
-        "nothing released: {after:?}"
-    );
-    assert_eq!(
-        (after.duplicate_confirms, after.gone_consumer),
-        (before.duplicate_confirms, before.gone_consumer)
-    );
+    let kept = (after.released, after.held, after.confirms);
+    let unchanged = (before.released, 2, before.confirms);
+    assert_eq!(kept, unchanged, "nothing released: {after:?}");
+    let counted = |q: QueueStats| (q.duplicate_confirms, q.gone_consumer);
+    assert_eq!(counted(after), counted(before));
     // The messages are still confirmable, each by its own token.
     confirm(live.guid, live.token);
     broker.confirm(&c, reused.guid).unwrap();

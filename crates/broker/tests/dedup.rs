@@ -282,11 +282,9 @@ fn a_guid_in_flight_from_the_other_numbering_is_not_sent_and_both_get_one_outcom
     let next = p.publish(Q, payload(4)).unwrap();
     assert_eq!(next.seq(), own.seq() + 1, "the producer's next own number");
     let outcomes = after_the_tick(&broker, &acks);
-    let (stored, not_sent) = (AckStatus::Stored, AckStatus::NotSent);
-    assert_eq!(
-        outcomes,
-        [(1, stored), (2, not_sent), (3, stored), (4, not_sent)]
-    );
+    let (stored, unsent) = (AckStatus::Stored, AckStatus::NotSent);
+    let each = [(1, stored), (2, unsent), (3, stored), (4, unsent)];
+    assert_eq!(outcomes, each);
     assert_eq!(seen.lock().unwrap().len(), 2);
 }
 
@@ -387,10 +385,10 @@ fn a_named_producer_may_not_have_more_in_flight_than_the_window_covers() {
     assert!(anonymous.is_ok());
     for window in [0, 63, 100, (MAX_DEDUP_WINDOW << 1)] {
         let started = Broker::start(with(BrokerConfig::default(), |c| c.dedup_window = window));
-        assert!(
-            matches!(started, Err(BrokerError::DedupWindowOutOfRange { dedup_window }) if dedup_window == window),
-            "window {window}"
-        );
+        let refused = Err(BrokerError::DedupWindowOutOfRange {
+            dedup_window: window,
+        });
+        assert!(started.map(|_| ()) == refused, "window {window}");
     }
 }
 
@@ -446,11 +444,8 @@ fn a_closed_producers_put_arriving_after_the_new_producers_copy_leaves_it_the_qu
             .collect()
     };
     let quorums = "the open producer's message is stored: the quorum's ACK is its";
-    assert_eq!(
-        outcomes(&new_acks),
-        [(AckStatus::Stored, payload(2))],
-        "{quorums}"
-    );
+    let stored = [(AckStatus::Stored, payload(2))];
+    assert_eq!(outcomes(&new_acks), stored, "{quorums}");
     assert_eq!(outcomes(&old_acks), [(AckStatus::Closed, payload(1))]);
     // The old PUT was answered `Closed` (superseded) and counted late by its session.
     assert_eq!(broker.queue_stats()[0].superseded, 1);

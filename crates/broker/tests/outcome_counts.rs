@@ -58,12 +58,9 @@ fn merged<'a>(logs: impl IntoIterator<Item = &'a Log<Ack>>) -> Outcomes {
 fn check_conservation(broker: &Broker, outcomes: &Outcomes) {
     let s = broker.session_stats();
     let count = |status| count(outcomes, status);
-    assert_eq!(
-        acks_sent(broker),
-        s.acks + s.late_acks,
-        "every ACK sent is received and counted once: {s:?}, {:?}",
-        broker.queue_stats()
-    );
+    let q = broker.queue_stats();
+    let once = format!("every ACK sent is received and counted once: {s:?}, {q:?}");
+    assert_eq!(acks_sent(broker), s.acks + s.late_acks, "{once}");
     assert_eq!(
         s.published,
         s.acks

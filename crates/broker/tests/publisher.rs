@@ -117,10 +117,8 @@ fn timer_aggregation_waits_for_the_tick() {
     wait_up_to(limit, "the tick", || len(&acks) >= 5);
     let (frames, messages) = frames(&broker);
     assert_eq!(messages, 5);
-    assert!(
-        frames <= 2,
-        "the five messages went in one tick (two if a tick fell between sends): {frames}"
-    );
+    let one_tick = "the five messages went in one tick (two if a tick fell between sends)";
+    assert!(frames <= 2, "{one_tick}: {frames}");
 }
 
 #[test]
@@ -437,8 +435,7 @@ fn invalid_producer_configurations_are_errors_that_name_the_setting() {
     }
     // `open_producer` takes the same cap, and refuses 0 the same way.
     let refused = broker.open_producer(0, |_: &[Ack]| {}).unwrap_err();
-    assert_eq!(
-        refused,
-        BrokerError::MaxUnconfirmedOutOfRange { max_unconfirmed: 0 }
-    );
+    let max_unconfirmed = 0;
+    let out_of_range = BrokerError::MaxUnconfirmedOutOfRange { max_unconfirmed };
+    assert_eq!(refused, out_of_range);
 }

@@ -120,13 +120,8 @@ fn a_panicking_on_delivery_delivers_each_message_once_and_confirms_it() {
     broker.quiesce().unwrap();
     assert_eq!(support::guids(&seen), [g1, g2], "each delivered once");
     let all = outcomes(&acks);
-    let stored = Some(&AckStatus::Stored);
-    let confirmed = "the panicking batch was confirmed all the same";
-    assert_eq!(
-        (all.get(&g1), all.get(&g2)),
-        (stored, stored),
-        "{confirmed}"
-    );
+    let (stored, both) = (Some(&AckStatus::Stored), (all.get(&g1), all.get(&g2)));
+    assert_eq!(both, (stored, stored), "the panicking batch was confirmed");
     let s = broker.session_stats();
     assert_eq!((s.delivered, s.confirms_sent, s.handler_panics), (2, 2, 1));
 }
@@ -251,10 +246,8 @@ fn a_huge_queue_capacity_is_an_error_not_an_abort() {
     for cap in [usize::MAX, MAX_UNCONFIRMED + 1] {
         let err = broker.open_producer(cap, |_: &[Ack]| {}).unwrap_err();
         let max_unconfirmed = cap;
-        assert_eq!(
-            err,
-            BrokerError::MaxUnconfirmedOutOfRange { max_unconfirmed }
-        );
+        let out_of_range = BrokerError::MaxUnconfirmedOutOfRange { max_unconfirmed };
+        assert_eq!(err, out_of_range);
         let limit = err.to_string().contains(&MAX_UNCONFIRMED.to_string());
         assert!(limit, "{err}");
     }

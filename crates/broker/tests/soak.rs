@@ -151,10 +151,9 @@ fn faults_churn_and_tiny_queues_lose_no_outcome_and_stall_nothing() {
     let by_status = |s: AckStatus| count_of(&outcome, s);
     let closed = by_status(AckStatus::Closed) + by_status(AckStatus::NotSent);
     let queue_acked: u64 = stats.iter().map(|q| q.acked).sum();
-    assert!(
-        acked <= queue_acked && queue_acked <= acked + closed,
-        "acked by the queues {queue_acked}, reported acked {acked}, closed {closed}"
-    );
+    let counts = format!("acked by the queues {queue_acked}, reported {acked}, closed {closed}");
+    let conserved = acked <= queue_acked && queue_acked <= acked + closed;
+    assert!(conserved, "{counts}");
     assert_eq!(stats.iter().map(|q| q.held).sum::<u64>(), 0);
     assert_eq!(sessions.published, published.len() as u64);
     let injected = "the handlers' panics were injected";

@@ -281,10 +281,8 @@ fn rejected_burst() -> u64 {
     let after = CountingAllocator::allocations();
     let rejected = acks.matching();
     let past_cap = rejected >= 100 * (max_batch - 2 * BURST_CAP) as u64;
-    assert!(
-        past_cap,
-        "the bursts were rejected past the cap: {rejected}"
-    );
+    let cap = "the bursts were rejected past the cap";
+    assert!(past_cap, "{cap}: {rejected}");
     broker.shutdown();
     after - before
 }

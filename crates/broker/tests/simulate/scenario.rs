@@ -329,6 +329,14 @@ impl Run {
         self.w().shutting_down
     }
 
+    /// Checks that a `ShutDown` refusal of `what` came during the shutdown.
+    fn refused_shut_down(&self, what: &str) {
+        assert!(
+            self.shutting_down(),
+            "{what} refused ShutDown while running"
+        );
+    }
+
     fn open_instances(&self) -> Vec<usize> {
         (0..self.producers.len())
             .filter(|&i| self.producers[i].is_some())
@@ -422,9 +430,7 @@ impl Run {
                             "a timed producer was refused TooManyTimedProducers with {live_timed} timed producers open, room for {room}"
                         );
                     }
-                    BrokerError::ShutDown => {
-                        assert!(self.shutting_down(), "open refused ShutDown while running");
-                    }
+                    BrokerError::ShutDown => self.refused_shut_down("open"),
                     e => panic!("open producer refused: {e}"),
                 }
                 // The broker opens a name before its session: refused, the name closes.
@@ -463,10 +469,8 @@ impl Run {
             for q in 0..self.queues.len() as u32 {
                 let window = self.broker.stored_window(&name, QueueId(q));
                 let never = self.broker.stored_window("never opened", QueueId(q));
-                assert_eq!(
-                    window, never,
-                    "the window of {name}, forgotten, in queue {q}"
-                );
+                let forgotten = format!("the window of {name}, forgotten, in queue {q}");
+                assert_eq!(window, never, "{forgotten}");
                 let last = self.broker.last_stored(&name, QueueId(q));
                 assert!(
                     matches!(last, Ok(None)),
@@ -537,12 +541,7 @@ impl Run {
                 w.handles.insert(handle, index);
             }
             Err(SendError::WouldBlock(_) | SendError::Full(_)) => {}
-            Err(SendError::ShutDown(_)) => {
-                assert!(
-                    self.shutting_down(),
-                    "publish refused ShutDown while running"
-                );
-            }
+            Err(SendError::ShutDown(_)) => self.refused_shut_down("publish"),
             Err(e) => panic!("publish refused: {e}"),
         }
     }
@@ -629,10 +628,7 @@ impl Run {
         match opened {
             Ok(c) => self.consumers.push(Some(c)),
             Err(BrokerError::ShutDown) => {
-                assert!(
-                    self.shutting_down(),
-                    "open consumer refused ShutDown while running"
-                );
+                self.refused_shut_down("open consumer");
                 self.w().consumers[index].closed = true;
                 self.consumers.push(None);
             }
@@ -659,10 +655,8 @@ impl Run {
             drop(consumer);
         } else {
             let closed = self.broker.close_consumer(&consumer);
-            assert!(
-                closed.is_ok() || self.shutting_down(),
-                "close_consumer: {closed:?}"
-            );
+            let closed_or_down = closed.is_ok() || self.shutting_down();
+            assert!(closed_or_down, "close_consumer: {closed:?}");
         }
     }
 
@@ -966,10 +960,8 @@ pub fn run(seed: u64) {
         );
     }
     for handle in &w.released {
-        assert!(
-            w.handles.contains_key(handle),
-            "payload {handle} released, never published"
-        );
+        let published = w.handles.contains_key(handle);
+        assert!(published, "payload {handle} released, never published");
     }
     let stats = run.broker.queue_stats();
     for (q, s) in stats.iter().enumerate() {
@@ -1064,11 +1056,8 @@ fn finish(run: &mut Run) {
         .iter()
         .map(|q| q.acked + q.rejected_full + q.out_of_window + q.superseded)
         .sum();
-    assert_eq!(
-        sent,
-        sessions.acks + sessions.late_acks,
-        "ACKs the queues sent, counted by the sessions: {queues:?} {sessions:?}"
-    );
+    let counted = format!("ACKs the queues sent, counted by the sessions: {queues:?} {sessions:?}");
+    assert_eq!(sent, sessions.acks + sessions.late_acks, "{counted}");
     let w = run.w();
     for (status, counted) in [
         (AckStatus::Closed, sessions.closed_reported),
@@ -1082,9 +1071,6 @@ fn finish(run: &mut Run) {
         let given = w.outcomes[status as usize];
         assert_eq!(given, counted, "{status:?} outcomes");
     }
-    assert_eq!(
-        w.attempts.len() as u64,
-        sessions.published,
-        "messages published, as the sessions count them"
-    );
+    let counted = "messages published, as the sessions count them";
+    assert_eq!(w.attempts.len() as u64, sessions.published, "{counted}");
 }

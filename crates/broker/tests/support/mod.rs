@@ -421,10 +421,7 @@ impl Outcomes {
         assert!(duplicates.is_empty(), "{two}");
         let without = |g: &&Guid| !outcome.contains_key(g);
         let missing: Vec<_> = published.iter().filter(without).take(5).collect();
-        assert!(
-            missing.is_empty(),
-            "messages without an outcome: {missing:?}"
-        );
+        assert!(missing.is_empty(), "without an outcome: {missing:?}");
         let never = "no outcome for a message never published";
         assert_eq!(outcome.len(), published.len(), "{never}");
         outcome
