@@ -22,11 +22,8 @@ fn start(replication: Option<Replication>, mode: QueueMode, session_processors: 
 
 /// Each outcome in `acks`, as (GUID, status).
 fn statuses(acks: &Log<Ack>) -> Vec<(Guid, AckStatus)> {
-    acks.lock()
-        .unwrap()
-        .iter()
-        .map(|a| (a.guid, a.status))
-        .collect()
+    let acks = acks.lock().unwrap();
+    acks.iter().map(|a| (a.guid, a.status)).collect()
 }
 
 /// A consumer of queue 0's `app` with the default options, and the log of its deliveries.

@@ -167,9 +167,9 @@ impl Scene {
 
     /// The session processor's count of events dropped as stale.
     fn stale(&self) -> u64 {
-        self.broker
-            .processor_stats()
-            .into_iter()
+        let stats = self.broker.processor_stats();
+        stats
+            .iter()
             .find(|s| s.processor == self.session)
             .unwrap()
             .stale

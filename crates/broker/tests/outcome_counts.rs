@@ -192,15 +192,13 @@ fn closed_reported_counts_closed_outcomes_and_not_sent_counts_not_sent() {
         batching.publish(QueueId(0), payload(i)).unwrap();
     }
     let (in_flight, flight_log) = producer_with(&broker, ProducerConfig::default());
-    let publish = |i, id| {
-        in_flight
-            .publish_with_id(QueueId(0), payload(i), id)
-            .unwrap()
-    };
-    (0..4).for_each(|i| _ = publish(i, i));
+    let publish = |i, id| in_flight.publish_with_id(QueueId(0), payload(i), id);
+    for i in 0..4 {
+        publish(i, i).unwrap();
+    }
     // Stored and waiting for a receipt: the same id again is not sent.
     broker.quiesce().unwrap();
-    publish(9, 2);
+    publish(9, 2).unwrap();
     broker.quiesce().unwrap();
     // Closed without a wait: the batch is not sent, its messages are `NotSent`.
     let closed = batching.close(Duration::ZERO);

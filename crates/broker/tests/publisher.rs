@@ -60,29 +60,28 @@ fn dynamic_send_flushes_each_message_at_once_when_the_queue_drains() {
     assert!(outcomes(&acks).values().all(|s| *s == AckStatus::Stored));
 }
 
-#[test]
-fn a_batch_is_sent_when_it_reaches_batch_size_or_fills_a_frame() {
+/// The (frames, messages) put for `n` messages of `len` bytes sent by a producer of
+/// `config` while its session is held, so that they reach it at once.
+fn held_burst(config: ProducerConfig, n: usize, len: u32) -> (u64, u64) {
     let broker = broker();
-    let config = with(ProducerConfig::default(), |c| c.batch_size = 4);
     let (p, _acks) = producer_with(&broker, config);
     let gate = hold(&broker, session(&broker));
-    send(&p, 10);
-    gate.wait();
-    broker.quiesce().unwrap();
-    // 10 messages, batches of at most 4 cut by the cap: 4 + 4 + 2 (the last at the drain).
-    assert_eq!(frames(&broker), (3, 10));
-
-    // Frame size: 3 messages of 100 bytes fit (3 x 132 = 396 <= 400), a fourth does not.
-    let broker = self::broker();
-    let config = with(ProducerConfig::default(), |c| c.max_frame_bytes = 400);
-    let (p, _acks) = producer_with(&broker, config);
-    let gate = hold(&broker, session(&broker));
-    for _ in 0..7 {
-        p.send(QueueId(0), payload(100)).unwrap();
+    for _ in 0..n {
+        p.send(QueueId(0), payload(len)).unwrap();
     }
     gate.wait();
     broker.quiesce().unwrap();
-    assert_eq!(frames(&broker), (3, 7), "frames of 3, 3 and 1");
+    frames(&broker)
+}
+
+#[test]
+fn a_batch_is_sent_when_it_reaches_batch_size_or_fills_a_frame() {
+    // 10 messages, batches of at most 4 cut by the cap: 4 + 4 + 2 (the last at the drain).
+    let config = with(ProducerConfig::default(), |c| c.batch_size = 4);
+    assert_eq!(held_burst(config, 10, 8), (3, 10));
+    // Frame size: 3 messages of 100 bytes fit (3 x 132 = 396 <= 400), a fourth does not.
+    let config = with(ProducerConfig::default(), |c| c.max_frame_bytes = 400);
+    assert_eq!(held_burst(config, 7, 100), (3, 7), "frames of 3, 3 and 1");
 }
 
 #[test]

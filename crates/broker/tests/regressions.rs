@@ -92,9 +92,8 @@ fn a_panicking_on_ack_reports_each_outcome_once() {
     let broker = start(vec![priority()], 1);
     let _c = drain(&broker, 0);
     let acks: Log<Ack> = Log::default();
-    let p = broker
-        .open_producer(100, panicking_once(&acks, "on_ack"))
-        .unwrap();
+    let p = broker.open_producer(100, panicking_once(&acks, "on_ack"));
+    let p = p.unwrap();
     let g1 = p.send(QueueId(0), payload(1)).unwrap();
     broker.quiesce().unwrap();
     let g2 = p.send(QueueId(0), payload(2)).unwrap();

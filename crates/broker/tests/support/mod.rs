@@ -99,9 +99,8 @@ pub fn open_consumer(
     options: ConsumerOptions,
     on_delivery: impl FnMut(&[Delivery]) + Send + 'static,
 ) -> Consumer {
-    broker
-        .open_consumer(QueueId(queue), AppId(app), options, on_delivery)
-        .unwrap()
+    let c = broker.open_consumer(QueueId(queue), AppId(app), options, on_delivery);
+    c.unwrap()
 }
 
 /// A consumer of `queue`'s app `app`, and the log of its deliveries.
@@ -239,9 +238,8 @@ pub fn named(broker: &Broker, name: &str, config: ProducerConfig) -> (Producer, 
 
 /// A producer that drops its outcomes.
 pub fn deaf_producer(broker: &Broker, max_unconfirmed: usize) -> Producer {
-    broker
-        .open_producer(max_unconfirmed, |_: &[Ack]| {})
-        .unwrap()
+    let p = broker.open_producer(max_unconfirmed, |_: &[Ack]| {});
+    p.unwrap()
 }
 
 /// Consumer options confirming explicitly (`Confirms::Explicit`), paced by `credit`.
