@@ -1,8 +1,5 @@
-//! What a producer's ACK means: stored. A queue ACKs a message when it stores it, with or
-//! without a consumer, before any consumer confirms it; consumers' confirms release it and
-//! the producer hears nothing more; the producer's credits come back at store. With a
-//! replication quorum the ACK waits for that many replicas' receipts, and goes once. Each
-//! test failed on the code that ACKed at release.
+//! A producer's ACK means stored (with its replication quorum), not consumed: it goes once,
+//! and the credits come back with it. Each test failed on the code that ACKed at release.
 
 use std::sync::Mutex;
 use std::sync::mpsc;
@@ -14,23 +11,19 @@ mod support;
 
 use support::{
     Log, consumer, consumer_calling, explicit, one_queue, open_consumer, producer, producer_with,
-    publish, receipt, receipts, recording, replication, timeout, wait_for,
+    publish, receipt, receipts, recording, replication, timeout, wait_for, with,
 };
 
+/// A broker of one queue of `mode` with `replication`, on `session_processors`.
 fn start(replication: Option<Replication>, mode: QueueMode, session_processors: usize) -> Broker {
-    support::start(BrokerConfig {
-        session_processors,
-        replication,
-        ..one_queue(mode)
-    })
+    let config = with(one_queue(mode), |c| c.replication = replication);
+    support::start(with(config, |c| c.session_processors = session_processors))
 }
 
+/// Each outcome in `acks`, as (GUID, status).
 fn statuses(acks: &Log<Ack>) -> Vec<(Guid, AckStatus)> {
-    acks.lock()
-        .unwrap()
-        .iter()
-        .map(|a| (a.guid, a.status))
-        .collect()
+    let acks = acks.lock().unwrap();
+    acks.iter().map(|a| (a.guid, a.status)).collect()
 }
 
 /// A consumer of queue 0's `app` with the default options, and the log of its deliveries.
@@ -38,6 +31,7 @@ fn consumer_of(broker: &Broker, app: u16) -> (Consumer, Log<Delivery>) {
     consumer(broker, 0, app, ConsumerOptions::default())
 }
 
+/// `Stored` for each of `guids`.
 fn acked(guids: &[Guid]) -> Vec<(Guid, AckStatus)> {
     guids.iter().map(|&g| (g, AckStatus::Stored)).collect()
 }
@@ -56,13 +50,9 @@ fn an_ack_arrives_with_no_consumer_attached_at_all() {
     broker.quiesce().unwrap();
     assert_eq!(statuses(&acks), acked(&guids), "ACKed at store, in order");
     let q = broker.queue_stats()[0];
-    assert_eq!(
-        (q.stored, q.acked, q.pushed, q.released, q.held),
-        (10, 10, 0, 0, 10),
-        "stored and ACKed, not delivered, still held"
-    );
-    // A consumer attached now gets every message; its confirms release them, and the
-    // producer hears nothing more.
+    let counts = (q.stored, q.acked, q.pushed, q.released, q.held);
+    assert_eq!(counts, (10, 10, 0, 0, 10), "ACKed, not delivered, held");
+    // A consumer now gets every message; its confirms release them, and no ACK comes.
     let (_c, seen) = consumer_of(&broker, 0);
     broker.quiesce().unwrap();
     assert_eq!(support::guids(&seen), guids);
@@ -73,8 +63,7 @@ fn an_ack_arrives_with_no_consumer_attached_at_all() {
 
 #[test]
 fn an_ack_arrives_before_the_consumer_confirms_and_the_credits_come_back_at_store() {
-    // Two session processors: the consumer's (the second, least loaded when it opens)
-    // holds its delivery, the producer's (the first) reports the ACK meanwhile.
+    // The consumer's session processor holds its delivery; the producer's reports the ACK.
     let broker = start(None, QueueMode::Priority, 2);
     let (ack_tx, ack_rx) = mpsc::channel();
     let acks: Log<Ack> = Log::default();
@@ -94,23 +83,18 @@ fn an_ack_arrives_before_the_consumer_confirms_and_the_credits_come_back_at_stor
         let _ = out_rx.lock().unwrap().recv_timeout(Duration::from_secs(20));
     });
     let first = p.try_send(QueueId(0), Payload::default()).unwrap();
-    assert_eq!(
-        in_rx.recv_timeout(Duration::from_secs(10)),
-        Ok(1),
-        "delivered"
-    );
-    ack_rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the ACK came while the consumer holds the message unconfirmed");
+    let ten = Duration::from_secs(10);
+    assert_eq!(in_rx.recv_timeout(ten), Ok(1), "delivered");
+    let unconfirmed = "the ACK came while the consumer holds the message unconfirmed";
+    ack_rx.recv_timeout(ten).expect(unconfirmed);
     assert_eq!(statuses(&acks), acked(&[first]));
     assert_queue(&broker, |q| q.confirms, (0, 0, 1));
     // At a cap of 1, the credit came back with the ACK: another message can go now.
     wait_for("the credit", || p.unconfirmed() == 0);
     assert_eq!(p.unconfirmed(), 0, "the credit is back at store");
-    let second = p
-        .try_send(QueueId(0), Payload::default())
-        .expect("a credit is free while the first is still unconsumed");
-    ack_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let free = "a credit is free while the first is still unconsumed";
+    let second = p.try_send(QueueId(0), Payload::default()).expect(free);
+    ack_rx.recv_timeout(ten).unwrap();
     assert_eq!(statuses(&acks), acked(&[first, second]));
     // Let the consumer go: both are confirmed and released, and no more ACKs come.
     drop(out_tx);
@@ -125,8 +109,8 @@ fn the_producers_credits_come_back_at_store_with_no_consumer() {
     let (p, acks) = producer(&broker, 4);
     for round in 1..=3 {
         for _ in 0..4 {
-            p.try_send(QueueId(0), Payload::default())
-                .expect("a credit: the last round's came back at store");
+            let back = "a credit: the last round's came back at store";
+            p.try_send(QueueId(0), Payload::default()).expect(back);
         }
         broker.quiesce().unwrap();
         assert_eq!(p.unconfirmed(), 0);
@@ -137,18 +121,13 @@ fn the_producers_credits_come_back_at_store_with_no_consumer() {
 
 #[test]
 fn with_a_quorum_no_ack_until_the_receipts_then_exactly_one() {
-    let replication = Replication {
-        replicas: 3,
-        quorum: 2,
-    };
-    let broker = start(Some(replication), QueueMode::Fanout { apps: 2 }, 1);
+    let broker = start(replication(3, 2), QueueMode::Fanout { apps: 2 }, 1);
     let (p, acks) = producer(&broker, 100);
     let (_c0, seen0) = consumer_of(&broker, 0);
     let (_c1, seen1) = consumer_of(&broker, 1);
     let guids = publish(&p, 0, 0..5);
     broker.quiesce().unwrap();
-    // Delivered and confirmed by both apps, but not ACKed: the quorum is not reached, and
-    // the queue keeps the messages until it is.
+    // Confirmed by both apps, but neither ACKed nor released before the quorum.
     assert_eq!(seen0.lock().unwrap().len(), 5);
     assert_eq!(seen1.lock().unwrap().len(), 5);
     assert!(acks.lock().unwrap().is_empty());
@@ -161,8 +140,7 @@ fn with_a_quorum_no_ack_until_the_receipts_then_exactly_one() {
     assert!(acks.lock().unwrap().is_empty(), "one distinct receipt of 2");
     let q = broker.queue_stats()[0];
     assert_eq!((q.receipts, q.duplicate_receipts), (5, 5));
-    // A second replica: the quorum. Each message is ACKed once and released (its shares
-    // were confirmed already).
+    // A second replica: the quorum. Each is ACKed once and released (shares confirmed).
     receipts(&broker, &guids, 2);
     broker.quiesce().unwrap();
     assert_eq!(statuses(&acks), acked(&guids));
@@ -226,12 +204,9 @@ fn a_quorum_that_never_comes_times_out_at_the_producer_and_is_closed_at_shutdown
 #[test]
 fn bad_replication_settings_and_receipts_are_errors_that_say_what_to_change() {
     for (replicas, quorum) in [(0, 0), (3, 0), (3, 4), (MAX_REPLICAS + 1, 1)] {
-        let replication = replication(replicas, quorum);
-        let e = Broker::start(BrokerConfig {
-            replication,
-            ..one_queue(QueueMode::Priority)
-        })
-        .unwrap_err();
+        let config = one_queue(QueueMode::Priority);
+        let config = with(config, |c| c.replication = replication(replicas, quorum));
+        let e = Broker::start(config).unwrap_err();
         assert_eq!(e, BrokerError::ReplicationOutOfRange { replicas, quorum });
         assert!(e.to_string().contains("MAX_REPLICAS (32)"), "{e}");
     }
@@ -274,17 +249,14 @@ fn a_fanout_share_dropped_by_a_closing_consumer_releases_only_after_the_quorum()
     });
     let guid = publish(&p, 0, 0..1)[0];
     in_rx.recv_timeout(Duration::from_secs(10)).unwrap();
-    // Closed while it holds the share: the share is dropped, app 0 confirms, but without
-    // the receipt the message is neither ACKed nor released.
+    // Closed holding the share: dropped; app 0 confirms; without a receipt, no ACK nor release.
     broker.close_consumer(&c1).unwrap();
     wait_for("the drop", || broker.queue_stats()[0].dropped_shares > 0);
     broker.quiesce().unwrap();
     assert_eq!(seen0.lock().unwrap().len(), 1);
     let q = broker.queue_stats()[0];
-    assert_eq!(
-        (q.confirms, q.dropped_shares, q.acked, q.released, q.held),
-        (1, 1, 0, 0, 1)
-    );
+    let counts = (q.confirms, q.dropped_shares, q.acked, q.released, q.held);
+    assert_eq!(counts, (1, 1, 0, 0, 1));
     assert!(acks.lock().unwrap().is_empty());
     // The receipt: ACKed once, and released at once (no share is left).
     receipt(&broker, guid, 0).unwrap();
@@ -293,10 +265,7 @@ fn a_fanout_share_dropped_by_a_closing_consumer_releases_only_after_the_quorum()
     assert_queue(&broker, |q| q.acked, (1, 1, 0));
 }
 
-/// Only messages awaiting their quorum are found by GUID: a receipt for one past its
-/// quorum, though the queue still holds it (no consumer confirmed it), is counted unknown
-/// and changes nothing; on the code that kept a GUID index of every message held, it was
-/// counted a receipt.
+/// Only messages awaiting their quorum are found by GUID: a receipt past it is unknown.
 #[test]
 fn a_receipt_past_the_quorum_for_a_message_still_held_is_unknown() {
     let broker = start(replication(3, 1), QueueMode::Priority, 1);
@@ -311,11 +280,8 @@ fn a_receipt_past_the_quorum_for_a_message_still_held_is_unknown() {
     receipts(&broker, &guids, 0);
     broker.quiesce().unwrap();
     let q = broker.queue_stats()[0];
-    assert_eq!(
-        (q.receipts, q.unknown_receipts, q.duplicate_receipts),
-        (3, 6, 0),
-        "{q:?}"
-    );
+    let counts = (q.receipts, q.unknown_receipts, q.duplicate_receipts);
+    assert_eq!(counts, (3, 6, 0), "{q:?}");
     assert_eq!((q.acked, q.held, q.released), (3, 3, 0), "{q:?}");
     assert_eq!(acks.lock().unwrap().len(), 3, "one ACK each");
     // A consumer still gets them, and its confirms release them.

@@ -1,6 +1,5 @@
-//! The confirm path end to end: priority and fanout delivery, acknowledgements, table-full
-//! back-pressure, the robustness cases, closing consumers and producers, and the three
-//! confirm modes giving identical results. Every test ends with a conservation check.
+//! The confirm path end to end (delivery, ACKs, back-pressure, closes, confirm modes); each
+//! test ends with a conservation check.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Barrier};
@@ -11,24 +10,12 @@ use zerodispatch_broker::*;
 mod support;
 
 use support::{
-    Log, assert_each, consumer, guids as delivered, producer, publish, receipts, replicated, sized,
-    wait_for,
+    Log, assert_each, consumer, fanout, guids as delivered, priority, producer, publish, receipts,
+    replicated, sized, wait_for,
 };
 
 fn start(queue: QueueConfig, session_processors: usize) -> Broker {
-    support::start(BrokerConfig {
-        queues: vec![queue],
-        session_processors,
-        ..BrokerConfig::default()
-    })
-}
-
-fn priority() -> QueueConfig {
-    QueueConfig::new(QueueMode::Priority)
-}
-
-fn fanout(apps: u16) -> QueueConfig {
-    QueueConfig::new(QueueMode::Fanout { apps })
+    support::start_on(vec![queue], session_processors)
 }
 
 /// A consumer of queue 0's `app` with the default options, and the log of its deliveries.
@@ -43,15 +30,13 @@ fn all_stored(broker: &Broker, guids: &[Guid], acks: &Log<Ack>) -> HashMap<Guid,
     outcome
 }
 
-/// Each published GUID has at most one outcome, and the outcomes add up: a message without
-/// one is held by its queue (waiting for its replication quorum); every `Stored` outcome was
-/// sent by a queue; every stored message is released or held.
+/// At most one outcome per GUID; a message without one is held; `Stored` only as sent by a
+/// queue; every stored message is released or held.
 fn check_conservation(
     broker: &Broker,
     published: &[Guid],
     acks: &Log<Ack>,
 ) -> HashMap<Guid, AckStatus> {
-    // Held messages have no outcome yet.
     let outcome = support::outcomes(acks);
     let queues = broker.queue_stats();
     let sessions = broker.session_stats();
@@ -63,36 +48,24 @@ fn check_conservation(
         .filter(|g| !outcome.contains_key(g))
         .count() as u64;
     assert_eq!(sessions.published, published.len() as u64);
-    assert_eq!(
-        outcome.len() as u64 + no_outcome,
-        published.len() as u64,
-        "no outcome for a GUID not published"
-    );
-    // A message without an outcome is held by its queue (its ACK waits for the quorum).
-    assert!(
-        no_outcome <= held,
-        "{no_outcome} messages without outcome but only {held} held"
-    );
+    let accounted = outcome.len() as u64 + no_outcome;
+    let not_published = "no outcome for a GUID not published";
+    assert_eq!(accounted, published.len() as u64, "{not_published}");
+    let only = format!("{no_outcome} messages without outcome but only {held} held");
+    assert!(no_outcome <= held, "{only}");
     let stored: u64 = queues.iter().map(|q| q.stored).sum();
     let acked: u64 = queues.iter().map(|q| q.acked).sum();
     let released: u64 = queues.iter().map(|q| q.released).sum();
     let acked_outcomes = count(AckStatus::Stored);
-    assert!(
-        acked_outcomes <= acked,
-        "{acked_outcomes} Stored outcomes but the queues sent {acked}"
-    );
+    let sent = format!("{acked_outcomes} Stored outcomes but the queues sent {acked}");
+    assert!(acked_outcomes <= acked, "{sent}");
     assert!(acked <= stored, "an ACK for a message never stored");
-    // Stored, not yet released: stored and unconsumed; the rest of the held wait for the
-    // quorum, pending or reported closed.
-    assert!(
-        held - (acked - released).min(held) <= no_outcome + closed,
-        "held messages are acked, pending or reported closed"
-    );
-    assert_eq!(
-        stored,
-        released + held,
-        "every stored message is released or held"
-    );
+    // Held and not acked-unreleased: waiting for the quorum, pending or reported closed.
+    let waiting = held - (acked - released).min(held);
+    let pending = "held messages are acked, pending or reported closed";
+    assert!(waiting <= no_outcome + closed, "{pending}");
+    let every = "every stored message is released or held";
+    assert_eq!(stored, released + held, "{every}");
     outcome
 }
 
@@ -114,10 +87,8 @@ fn priority_delivers_each_message_to_one_consumer_and_acks_it_once() {
     assert_eq!(all, expected, "every message delivered exactly once");
     all_stored(&broker, &guids, &acks);
     let q = broker.queue_stats()[0];
-    assert_eq!(
-        (q.stored, q.pushed, q.confirms, q.acked, q.released, q.held),
-        (2000, 2000, 2000, 2000, 2000, 0)
-    );
+    let counts = (q.stored, q.pushed, q.confirms, q.acked, q.released, q.held);
+    assert_eq!(counts, (2000, 2000, 2000, 2000, 2000, 0));
 }
 
 #[test]
@@ -130,16 +101,12 @@ fn queues_on_the_session_processors_deliver_ack_and_shut_down_as_on_their_own() 
             ..BrokerConfig::default()
         });
         let processors = broker.processor_stats().len();
-        assert_eq!(
-            processors,
-            session_processors + 1,
-            "sessions and the cluster"
-        );
+        assert_eq!(processors, session_processors + 1, "sessions and cluster");
         assert!(broker.processors(ClientType::Queue).is_empty());
         let (p, acks) = producer(&broker, 4096);
         let (_a, seen_a) = consumer_of(&broker, 0);
-        let (_f0, seen_f0) = consumer(&broker, 1, 0, ConsumerOptions::default());
-        let (_f1, seen_f1) = consumer(&broker, 1, 1, ConsumerOptions::default());
+        let (_f0, seen_f0) = consumer(&broker, 1, 0, Default::default());
+        let (_f1, seen_f1) = consumer(&broker, 1, 1, Default::default());
         let mut guids = publish(&p, 0, 0..500);
         guids.extend(publish(&p, 1, 500..1000));
         broker.quiesce().unwrap();
@@ -165,20 +132,14 @@ fn fanout_delivers_every_message_to_every_app_acks_it_once_and_releases_it_after
         for (app, (_, log)) in seen.iter().enumerate() {
             let in_order = format!("{apps} apps: app {app} got every message once, in order");
             assert_eq!(delivered(log), guids, "{in_order}");
-            assert!(
-                log.lock()
-                    .unwrap()
-                    .iter()
-                    .all(|d| d.app == AppId(app as u16))
-            );
+            let own_app = |d: &Delivery| d.app == AppId(app as u16);
+            assert!(log.lock().unwrap().iter().all(own_app));
         }
         all_stored(&broker, &guids, &acks);
         let q = broker.queue_stats()[0];
         let shares = 300 * u64::from(apps);
-        assert_eq!(
-            (q.pushed, q.confirms, q.acked, q.released),
-            (shares, shares, 300, 300)
-        );
+        let counts = (q.pushed, q.confirms, q.acked, q.released);
+        assert_eq!(counts, (shares, shares, 300, 300));
     }
 }
 
@@ -191,19 +152,16 @@ fn a_full_table_rejects_with_a_clear_status_and_overwrites_nothing() {
     let outcome = check_conservation(&broker, &guids, &acks);
     assert_eq!(support::count_of(&outcome, AckStatus::RejectedQueueFull), 6);
     assert_eq!(broker.queue_stats()[0].held, 4);
-    // The four stored are ACKed already: stored, with no consumer attached.
-    assert_each(&outcome, &guids[..4], AckStatus::Stored);
-    // The four held messages are the first four, intact: a consumer now gets exactly them.
+    assert_each(&outcome, &guids[..4], AckStatus::Stored); // ACKed with no consumer
+    // The four held are the first four, intact: a consumer now gets exactly them.
     let (_c, seen) = consumer_of(&broker, 0);
     broker.quiesce().unwrap();
     let got: Vec<(Guid, u64)> = support::logged(&seen)
         .iter()
         .map(|d| (d.guid, d.payload.handle))
         .collect();
-    assert_eq!(
-        got,
-        guids[..4].iter().copied().zip(0..4).collect::<Vec<_>>()
-    );
+    let first_four: Vec<(Guid, u64)> = guids[..4].iter().copied().zip(0..4).collect();
+    assert_eq!(got, first_four);
     check_conservation(&broker, &guids, &acks);
     assert_eq!(broker.queue_stats()[0].held, 0);
 }
@@ -216,10 +174,8 @@ fn a_producer_past_its_unacked_cap_gets_rejections_and_unknown_queues_are_reject
     guids.push(p.publish(QueueId(9), Payload::default()).unwrap());
     broker.quiesce().unwrap();
     let outcome = check_conservation(&broker, &guids, &acks);
-    assert_eq!(
-        support::count_of(&outcome, AckStatus::RejectedProducerFull),
-        2
-    );
+    let full = support::count_of(&outcome, AckStatus::RejectedProducerFull);
+    assert_eq!(full, 2);
     assert_eq!(outcome[&guids[5]], AckStatus::RejectedUnknownQueue);
     let s = broker.session_stats();
     assert_eq!((s.rejected_producer_full, s.rejected_unknown_queue), (2, 1));
@@ -244,27 +200,16 @@ fn robustness_cases_are_counted_never_a_panic() {
         };
         broker.replica_confirm(confirm, mode).unwrap();
     };
-    // Unknown GUID (at the token of a message the queue holds).
-    confirm(
-        0,
-        Guid::new(ProducerId(77), 1),
-        c0.id(),
-        0,
-        ConfirmMode::Typed,
-    );
-    // Unknown queue.
-    confirm(5, g, c0.id(), 0, ConfirmMode::Inline);
-    // App 0 already confirmed (consumer 0 did): a duplicate, while app 1 keeps the message.
-    confirm(0, g, c0.id(), 0, ConfirmMode::Inline);
-    // App 1 has no consumer: a confirm for it comes from a consumer the share is not
-    // pushed to.
+    let unknown = Guid::new(ProducerId(77), 1); // at the token of a held message
+    confirm(0, unknown, c0.id(), 0, ConfirmMode::Typed);
+    confirm(5, g, c0.id(), 0, ConfirmMode::Inline); // unknown queue
+    confirm(0, g, c0.id(), 0, ConfirmMode::Inline); // app 0 confirmed already: a duplicate
+    // App 1 has no consumer: a confirm from a consumer the share was not pushed to.
     confirm(0, g, ConsumerId(99), 1, ConfirmMode::Boxed);
     broker.quiesce().unwrap();
     let q = broker.queue_stats()[0];
-    assert_eq!(
-        (q.unknown_guid, q.duplicate_confirms, q.gone_consumer),
-        (1, 1, 1)
-    );
+    let counted = (q.unknown_guid, q.duplicate_confirms, q.gone_consumer);
+    assert_eq!(counted, (1, 1, 1));
     let cluster = ClusterState {
         routed: 3,
         receipts_routed: 0,
@@ -288,14 +233,12 @@ fn closing_a_producer_reports_every_pending_message_and_counts_later_acks_late()
     let (p, acks) = producer(&broker, 100);
     let guids = publish(&p, 0, 0..5);
     broker.quiesce().unwrap();
-    // No wait: stored, waiting for their receipts, each is reported `Closed`.
+    // No wait: stored, waiting for receipts, each is reported `Closed`.
     assert!(!p.close(Duration::ZERO));
     broker.quiesce().unwrap();
     let outcome = check_conservation(&broker, &guids, &acks);
     assert_each(&outcome, &guids, AckStatus::Closed);
-    // The queue still holds them; the replica's receipts now come, and their ACKs reach
-    // the closed producer's session, which waited for them: counted late, not reported
-    // twice, none dropped as stale.
+    // The receipts now come: their ACKs are counted late, not reported twice, none stale.
     let stale_before = support::stale(&broker);
     receipts(&broker, &guids, 0);
     broker.quiesce().unwrap();
@@ -304,41 +247,31 @@ fn closing_a_producer_reports_every_pending_message_and_counts_later_acks_late()
     assert_eq!(support::stale(&broker) - stale_before, 0);
     assert_eq!(acks.lock().unwrap().len(), 5);
     assert_eq!(broker.queue_stats()[0].acked, 5);
-    // Publishing after close is refused.
     let closed = Err(SendError::Closed(Payload::default()));
     assert_eq!(p.publish(QueueId(0), Payload::default()), closed);
     check_conservation(&broker, &guids, &acks);
 }
 
-/// A consumer whose delivery handler blocks on `gate` (twice: "I am in", "let me out")
-/// the first time it is called.
+/// A consumer whose handler blocks on `gate` twice ("I am in", "let me out") the first time.
 fn blocking_consumer(broker: &Broker, app: u16, gate: Arc<Barrier>) -> (Consumer, Log<Delivery>) {
     let seen = Log::default();
-    let mut record = support::recording(&seen);
-    let mut first = true;
+    let (mut record, mut first) = (support::recording(&seen), true);
+    let handler = move |batch: &[Delivery]| {
+        record(batch);
+        if std::mem::take(&mut first) {
+            gate.wait();
+            gate.wait();
+        }
+    };
     let options = ConsumerOptions::default();
-    let c = broker
-        .open_consumer(
-            QueueId(0),
-            AppId(app),
-            options,
-            move |batch: &[Delivery]| {
-                record(batch);
-                if std::mem::take(&mut first) {
-                    gate.wait();
-                    gate.wait();
-                }
-            },
-        )
-        .unwrap();
-    (c, seen)
+    (
+        support::open_consumer(broker, (0, app), options, handler),
+        seen,
+    )
 }
 
-/// A consumer closed while its application holds a batch: the close waits behind the
-/// batch (its session detaches it once the batch's confirms are sent), so what it handled
-/// is not handed to another consumer too, and what it had not taken goes to the other.
-/// On the code before the session detached its own consumer, the detach overtook the
-/// batch's confirms and `b` was handed `a`'s batch again.
+/// A close waits behind the batch the consumer holds (regression: the detach overtook its
+/// confirms and `b` was handed `a`'s batch again); what `a` had not taken goes to `b`.
 #[test]
 fn closing_a_priority_consumer_redelivers_only_what_it_did_not_take() {
     let broker = start(priority(), 3);
@@ -361,15 +294,11 @@ fn closing_a_priority_consumer_redelivers_only_what_it_did_not_take() {
     assert_eq!(a_got.len() + b_got.len(), 10, "every message handed out");
     let q = broker.queue_stats()[0];
     assert_eq!(q.released, 10, "{q:?}");
-    assert_eq!(
-        q.gone_consumer + q.unknown_guid,
-        0,
-        "no confirm came late: {q:?}"
-    );
+    let late = q.gone_consumer + q.unknown_guid;
+    assert_eq!(late, 0, "no confirm came late: {q:?}");
 }
 
-/// The fanout mirror: the closed consumer's share of what it handled is confirmed, its
-/// share of the rest dropped; each of the 12 shares is one or the other.
+/// The fanout mirror: the closed consumer's handled shares are confirmed, the rest dropped.
 #[test]
 fn closing_a_fanout_consumer_drops_only_the_share_it_did_not_take() {
     let broker = start(fanout(2), 3);
@@ -400,11 +329,7 @@ fn the_three_confirm_modes_and_both_routes_give_identical_results() {
         for route in [ConfirmRoute::Direct, ConfirmRoute::ViaCluster] {
             let broker = start(fanout(2), 2);
             let (p, acks) = producer(&broker, 1000);
-            let options = ConsumerOptions {
-                mode,
-                route,
-                ..ConsumerOptions::default()
-            };
+            let options = support::confirming(mode, route);
             let _consumers: Vec<_> = (0..2)
                 .map(|app| consumer(&broker, 0, app, options))
                 .collect();
@@ -425,8 +350,7 @@ fn the_three_confirm_modes_and_both_routes_give_identical_results() {
 
 #[test]
 fn shutdown_reports_unacknowledged_messages_closed() {
-    // Stored and unconsumed (no consumer): ACKed already, so shutdown has nothing to
-    // report.
+    // Stored and unconsumed: ACKed already, so shutdown has nothing to report.
     let broker = start(priority(), 1);
     let (p, acks) = producer(&broker, 100);
     publish(&p, 0, 0..3);
@@ -482,10 +406,7 @@ fn invalid_queue_configurations_are_errors_that_name_the_setting() {
             "0 fanout apps",
         ),
         (
-            QueueConfig {
-                window: 0,
-                ..priority()
-            },
+            support::with(priority(), |q| q.window = 0),
             BrokerError::ZeroWindow { queue: q1 },
             "window",
         ),
@@ -494,17 +415,14 @@ fn invalid_queue_configurations_are_errors_that_name_the_setting() {
         let e = err(queue);
         assert_eq!(e, expected);
         let text = e.to_string();
-        assert!(
-            text.starts_with("queue 1:") && text.contains(says),
-            "{text}"
-        );
+        let names = text.starts_with("queue 1:") && text.contains(says);
+        assert!(names, "{text}");
     }
     let broker = start(fanout(2), 1);
+    let options = ConsumerOptions::default();
     let open = |q, a| {
-        let options = ConsumerOptions::default();
-        broker
-            .open_consumer(QueueId(q), AppId(a), options, |_: &[Delivery]| {})
-            .unwrap_err()
+        let c = broker.open_consumer(QueueId(q), AppId(a), options, |_: &[Delivery]| {});
+        c.unwrap_err()
     };
     assert_eq!(open(0, 2), BrokerError::UnknownApp(QueueId(0), AppId(2)));
     assert_eq!(open(3, 0), BrokerError::UnknownQueue(QueueId(3)));
@@ -525,8 +443,7 @@ fn a_dropped_consumer_is_closed_and_receives_nothing_more() {
     all_stored(&broker, &guids, &acks);
 }
 
-/// The consumer whose deliveries `seen` logs, confirming through the cluster as a replica
-/// does: `confirm(guid, token)` sends one typed confirm.
+/// `consumer`'s typed confirm of `(guid, token)` through the cluster, as a replica sends it.
 fn confirmer(broker: &Broker, consumer: ConsumerId) -> impl Fn(Guid, DeliveryToken) + '_ {
     move |guid, token| {
         let confirm = Confirm {
@@ -540,11 +457,8 @@ fn confirmer(broker: &Broker, consumer: ConsumerId) -> impl Fn(Guid, DeliveryTok
     }
 }
 
-/// A token is checked, never trusted: out of the table, of a free slot, or of a slot since
-/// reused by another message (stale), a confirm is counted unknown and releases nothing,
-/// and the message it meant stays confirmable by its own token. On a queue that found
-/// messages by GUID alone, the stale and the free slot's tokens with a real GUID would
-/// release a message; one that trusted the token would release the slot's other message.
+/// A token is checked, never trusted: out of range, free or reused, its confirm is unknown,
+/// releases nothing, and the message it meant stays confirmable by its own token.
 #[test]
 fn a_confirm_with_a_forged_out_of_range_or_stale_token_is_unknown_and_releases_nothing() {
     let capacity = 4;
@@ -558,8 +472,7 @@ fn a_confirm_with_a_forged_out_of_range_or_stale_token_is_unknown_and_releases_n
     broker.confirm(&c, first).unwrap();
     broker.quiesce().unwrap();
     assert_eq!(broker.queue_stats()[0].released, 1);
-    // The table's slots are reused: publish until one holds another message at the old
-    // token, and keep one more, `live`, elsewhere.
+    // Publish until a slot holds another message at the old token; keep one more, `live`.
     let mut published = vec![first];
     let (mut reused, mut live) = (None, None);
     for handle in 1..=(2 * capacity as u64) {
@@ -591,25 +504,20 @@ fn a_confirm_with_a_forged_out_of_range_or_stale_token_is_unknown_and_releases_n
     // Out of the table (with a GUID the queue holds).
     confirm(live.guid, DeliveryToken(capacity as u32));
     confirm(live.guid, DeliveryToken(u32::MAX));
-    // Stale: the released message's GUID at its old token, now another message's slot;
-    // and the reverse, a held message's GUID at another held message's slot.
+    // Stale: a released GUID at its old, reused token; a held GUID at another's slot.
     confirm(old.guid, old.token);
     confirm(live.guid, reused.token);
-    // A free slot's token, with the GUID it last held and with one the queue holds.
+    // A free slot's token, with the GUID it last held and with a held one.
     confirm(gone.guid, gone.token);
     confirm(live.guid, gone.token);
     broker.quiesce().unwrap();
     let after = broker.queue_stats()[0];
     assert_eq!(after.unknown_guid - before.unknown_guid, 6, "{after:?}");
-    assert_eq!(
-        (after.released, after.held, after.confirms),
-        (before.released, 2, before.confirms),
-        "nothing released: {after:?}"
-    );
-    assert_eq!(
-        (after.duplicate_confirms, after.gone_consumer),
-        (before.duplicate_confirms, before.gone_consumer)
-    );
+    let kept = (after.released, after.held, after.confirms);
+    let unchanged = (before.released, 2, before.confirms);
+    assert_eq!(kept, unchanged, "nothing released: {after:?}");
+    let counted = |q: QueueStats| (q.duplicate_confirms, q.gone_consumer);
+    assert_eq!(counted(after), counted(before));
     // The messages are still confirmable, each by its own token.
     confirm(live.guid, live.token);
     broker.confirm(&c, reused.guid).unwrap();

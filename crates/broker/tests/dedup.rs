@@ -1,9 +1,6 @@
-//! Named producers and deduplication: a named producer's message published again with its
-//! publish id (after a lost connection, say) is ACKed again but stored and delivered once;
-//! an old and a new producer of one name whose messages interleave lose and duplicate
-//! nothing; anonymous producers are never deduplicated; the name table is bounded, and
-//! gives the place of the name closed least recently to a new one; `last_stored` says
-//! where to resume.
+//! Named producers and deduplication: a message published again is stored and delivered
+//! once; anonymous producers are never deduplicated; the name table is bounded (LRU of the
+//! closed names); `last_stored` says where to resume.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,21 +11,16 @@ mod support;
 
 use support::{
     Log, capped, consumer, hold, named, payload, producer, receipt, replication, runtime,
-    session_clients, sessions_alive, sized, statuses, timeout, timer, wait_for,
+    session_clients, sessions_alive, sized, statuses, timeout, timer, wait_for, with,
 };
 
 const Q: QueueId = QueueId(0);
 
-fn start(config: BrokerConfig) -> Broker {
-    support::start(BrokerConfig {
-        queues: vec![QueueConfig::new(QueueMode::Priority)],
-        ..config
-    })
-}
+use support::priority_broker as start;
 
-/// A broker of one priority queue and `config`, and a consumer of it that logs.
-fn start_consumed(config: BrokerConfig) -> (Broker, Consumer, Log<Delivery>) {
-    let broker = start(config);
+/// A broker of one priority queue configured by `f`, and a consumer of it that logs.
+fn start_consumed(f: impl FnOnce(&mut BrokerConfig)) -> (Broker, Consumer, Log<Delivery>) {
+    let broker = start(f);
     let (c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
     (broker, c, seen)
 }
@@ -52,22 +44,18 @@ fn delivered_ids(seen: &Log<Delivery>) -> BTreeMap<u64, usize> {
 /// Checks that the ids delivered are `ids`, each once.
 fn assert_delivered_once(seen: &Log<Delivery>, ids: &[u64]) {
     let counts = delivered_ids(seen);
-    assert_eq!(
-        counts.keys().copied().collect::<Vec<_>>(),
-        ids,
-        "{counts:?}"
-    );
+    let delivered: Vec<u64> = counts.keys().copied().collect();
+    assert_eq!(delivered, ids, "{counts:?}");
     assert!(counts.values().all(|&n| n == 1), "{counts:?}");
 }
 
 #[test]
 fn a_message_published_again_is_acked_again_but_stored_and_delivered_once() {
-    let (broker, _c, seen) = start_consumed(BrokerConfig::default());
+    let (broker, _c, seen) = start_consumed(|_| {});
     let (first, first_acks) = named(&broker, "orders", capped(64));
     publish_ids(&first, 0..10);
     broker.quiesce().unwrap();
-    // Its connection is lost: the ACKs of 5..10 with it, say. The next producer of the
-    // name publishes 5..15 again.
+    // Its connection is lost (with the ACKs of 5..10, say): the next one publishes 5..15.
     assert!(first.close(Duration::from_secs(5)));
     assert_eq!(first_acks.lock().unwrap().len(), 10);
     let (second, second_acks) = named(&broker, "orders", capped(64));
@@ -86,34 +74,25 @@ fn a_message_published_again_is_acked_again_but_stored_and_delivered_once() {
 fn old_and_new_producers_of_a_name_interleaving_the_same_ids_lose_and_duplicate_nothing() {
     const N: u64 = 5_000;
     for round in 0..20 {
-        let (broker, _c, seen) = start_consumed(BrokerConfig {
-            session_processors: 2,
-            ..BrokerConfig::default()
-        });
+        let (broker, _c, seen) = start_consumed(|c| c.session_processors = 2);
         let (old, _) = named(&broker, "p", capped(N as usize));
         publish_ids(&old, 0..N);
-        // Closed at once, its PUTs still on their way to the queue while the new producer
-        // (on another session processor, perhaps) sends the same ids again.
+        // Closed at once, its PUTs on their way while the new producer sends the same ids.
         old.close(Duration::ZERO);
         let (new, new_acks) = named(&broker, "p", capped(N as usize));
         publish_ids(&new, 0..N);
         broker.quiesce().unwrap();
         let acks = statuses(&new_acks);
         assert_eq!(acks.len() as u64, N, "round {round}");
-        assert!(
-            acks.iter().all(|s| *s == AckStatus::Stored),
-            "round {round}"
-        );
+        let stored = acks.iter().all(|s| *s == AckStatus::Stored);
+        assert!(stored, "round {round}");
         let counts = delivered_ids(&seen);
         assert_eq!(counts.len() as u64, N, "round {round}: lost some");
-        assert!(
-            counts.values().all(|&n| n == 1),
-            "round {round}: duplicated some"
-        );
+        let once = counts.values().all(|&n| n == 1);
+        assert!(once, "round {round}: duplicated some");
         let q = broker.queue_stats()[0];
         assert_eq!(q.stored, N, "round {round}");
-        // The old producer's messages still in its session's batch at its close were not
-        // sent (`NotSent`); the others reached the queue, before or after the new ones.
+        // The old one's batch at its close was `NotSent`; the rest reached the queue.
         assert!(q.deduplicated <= N, "round {round}");
         broker.shutdown();
     }
@@ -121,7 +100,7 @@ fn old_and_new_producers_of_a_name_interleaving_the_same_ids_lose_and_duplicate_
 
 #[test]
 fn anonymous_producers_are_never_deduplicated() {
-    let (broker, _c, seen) = start_consumed(BrokerConfig::default());
+    let (broker, _c, seen) = start_consumed(|_| {});
     let (p, _acks) = producer(&broker, 16);
     assert!(p.id().0 >= 1024, "anonymous ids start above the names");
     p.publish_with_id(Q, payload(1), 3).unwrap();
@@ -136,41 +115,30 @@ fn anonymous_producers_are_never_deduplicated() {
 
 #[test]
 fn a_named_producer_numbers_its_messages_itself() {
-    let broker = start(BrokerConfig::default());
+    let broker = start(|_| {});
     let (p, _) = named(&broker, "n", capped(16));
     let refused = p.publish(Q, payload(1)).unwrap_err();
     assert_eq!(refused, SendError::NeedsPublishId(payload(1)));
     assert_eq!(refused.into_payload(), payload(1));
-    assert!(matches!(
-        p.send(Q, payload(2)),
-        Err(SendError::NeedsPublishId(_))
-    ));
-    assert!(matches!(
-        p.try_send(Q, payload(3)),
-        Err(SendError::NeedsPublishId(_))
-    ));
+    let (sent, tried) = (p.send(Q, payload(2)), p.try_send(Q, payload(3)));
+    assert!(matches!(sent, Err(SendError::NeedsPublishId(_))));
+    assert!(matches!(tried, Err(SendError::NeedsPublishId(_))));
     let guid = p.publish_with_id(Q, payload(4), 41).unwrap();
     assert_eq!(guid, Guid::new(p.id(), 41));
 }
 
 #[test]
 fn the_name_table_is_bounded_by_open_names_and_a_new_name_takes_the_least_recently_closed() {
-    let broker = start(BrokerConfig {
-        max_producer_names: 2,
-        ..BrokerConfig::default()
-    });
+    let broker = start(|c| c.max_producer_names = 2);
     let (_c, seen) = consumer(&broker, 0, 0, ConsumerOptions::default());
     let (a, _) = named(&broker, "a", capped(4));
     let (b, _) = named(&broker, "b", capped(4));
     let open = |name| broker.open_named_producer(name, ProducerConfig::default(), |_: &[Ack]| {});
     assert!(matches!(open("a"), Err(BrokerError::NameInUse(ref n)) if &**n == "a"));
-    let full = open("c");
-    assert!(matches!(
-        full,
-        Err(BrokerError::TooManyNames {
-            max_producer_names: 2
-        })
-    ));
+    let full = Err(BrokerError::TooManyNames {
+        max_producer_names: 2,
+    });
+    assert!(open("c").map(|_| ()) == full);
     let old_guid = a.publish_with_id(Q, payload(0), 0).unwrap();
     let (a_id, b_id) = (a.id(), b.id());
     a.close(Duration::from_secs(1));
@@ -181,11 +149,8 @@ fn the_name_table_is_bounded_by_open_names_and_a_new_name_takes_the_least_recent
     assert_eq!((c.id(), c.generation()), (a_id, 1));
     assert!(!broker.knows_name("a") && broker.knows_name("b"));
     assert_eq!(broker.last_stored("a", Q).unwrap(), None, "forgotten");
-    assert_eq!(
-        broker.last_stored("c", Q).unwrap(),
-        None,
-        "nothing of `a`'s"
-    );
+    let c_stored = broker.last_stored("c", Q).unwrap();
+    assert_eq!(c_stored, None, "nothing of `a`'s");
     // `b` is still known: same id, same generation, its record kept.
     let (b, _) = named(&broker, "b", capped(4));
     assert_eq!((b.id(), b.generation()), (b_id, 0));
@@ -210,23 +175,16 @@ fn the_name_table_is_bounded_by_open_names_and_a_new_name_takes_the_least_recent
 
 #[test]
 fn a_broker_without_names_refuses_named_producers_and_a_table_too_large_is_refused() {
-    let broker = start(BrokerConfig {
-        max_producer_names: 0,
-        ..BrokerConfig::default()
-    });
+    let broker = start(|c| c.max_producer_names = 0);
     let refused = broker.open_named_producer("x", ProducerConfig::default(), |_: &[Ack]| {});
     assert!(matches!(refused, Err(BrokerError::TooManyNames { .. })));
     assert_eq!(support::deaf_producer(&broker, 4).id(), ProducerId(0));
-    let err = Broker::start(BrokerConfig {
-        queues: vec![QueueConfig::new(QueueMode::Priority)],
-        max_producer_names: MAX_PRODUCER_NAMES + 1,
-        ..BrokerConfig::default()
-    })
-    .unwrap_err();
-    assert!(
-        matches!(err, BrokerError::ProducerNamesOutOfRange { .. }),
-        "{err}"
-    );
+    let too_many = with(support::one_queue(QueueMode::Priority), |c| {
+        c.max_producer_names = MAX_PRODUCER_NAMES + 1
+    });
+    let err = Broker::start(too_many).unwrap_err();
+    let out_of_range = matches!(err, BrokerError::ProducerNamesOutOfRange { .. });
+    assert!(out_of_range, "{err}");
 }
 
 #[test]
@@ -240,32 +198,23 @@ fn last_stored_answers_per_name_and_queue() {
     assert_eq!(broker.last_stored("p", Q).unwrap(), None);
     p.publish_with_id(Q, payload(0), 7).unwrap();
     p.publish_with_id(QueueId(1), payload(1), 3).unwrap();
-    // Asked on the queue's processor, after the PUTs sent before: no quiesce needed once
-    // the session has sent them.
     broker.quiesce().unwrap();
     assert_eq!(broker.last_stored("p", Q).unwrap(), Some(7));
     assert_eq!(broker.last_stored("p", QueueId(1)).unwrap(), Some(3));
     let unknown = Err(BrokerError::UnknownQueue(QueueId(2)));
     assert_eq!(broker.last_stored("p", QueueId(2)), unknown);
     let rt = runtime();
-    assert_eq!(
-        rt.block_on(broker.last_stored_async("p", Q)).unwrap(),
-        Some(7)
-    );
+    let p_stored = rt.block_on(broker.last_stored_async("p", Q)).unwrap();
+    assert_eq!(p_stored, Some(7));
     assert_eq!(rt.block_on(broker.last_stored_async("q", Q)).unwrap(), None);
     // A message the queue rejects (full) is not recorded.
-    let small = support::start(BrokerConfig {
-        queues: vec![sized(QueueMode::Priority, 1)],
-        ..BrokerConfig::default()
-    });
+    let small = start(|c| c.queues = vec![sized(QueueMode::Priority, 1)]);
     let (p, acks) = named(&small, "p", capped(16));
     p.publish_with_id(Q, payload(0), 1).unwrap();
     p.publish_with_id(Q, payload(1), 2).unwrap();
     small.quiesce().unwrap();
-    assert_eq!(
-        statuses(&acks),
-        [AckStatus::Stored, AckStatus::RejectedQueueFull]
-    );
+    let full = [AckStatus::Stored, AckStatus::RejectedQueueFull];
+    assert_eq!(statuses(&acks), full);
     assert_eq!(small.last_stored("p", Q).unwrap(), Some(1));
 }
 
@@ -274,12 +223,11 @@ fn a_duplicate_payload_is_released_and_a_duplicate_awaiting_its_quorum_is_acked_
  {
     let released: Log<u64> = Log::default();
     let sink = released.clone();
-    let (broker, _c, seen) = start_consumed(BrokerConfig {
-        replication: replication(1, 1),
-        on_release: Some(OnRelease::new(move |p: &[Payload]| {
+    let (broker, _c, seen) = start_consumed(|c| {
+        c.replication = replication(1, 1);
+        c.on_release = Some(OnRelease::new(move |p: &[Payload]| {
             sink.lock().unwrap().extend(p.iter().map(|p| p.handle))
-        })),
-        ..BrokerConfig::default()
+        }));
     });
     let (old, old_acks) = named(&broker, "r", capped(16));
     let guid = old.publish_with_id(Q, payload(100), 0).unwrap();
@@ -290,36 +238,25 @@ fn a_duplicate_payload_is_released_and_a_duplicate_awaiting_its_quorum_is_acked_
     let (new, new_acks) = named(&broker, "r", capped(16));
     new.publish_with_id(Q, payload(200), 0).unwrap();
     broker.quiesce().unwrap();
-    assert!(
-        new_acks.lock().unwrap().is_empty(),
-        "stored, not yet replicated"
-    );
+    let none = new_acks.lock().unwrap().is_empty();
+    assert!(none, "stored, not yet replicated");
     assert_eq!(*released.lock().unwrap(), [200], "the duplicate's payload");
     receipt(&broker, guid, 0).unwrap();
     broker.quiesce().unwrap();
     let acks = support::logged(&new_acks);
     assert_eq!(acks.len(), 1);
-    assert_eq!(
-        (acks[0].status, acks[0].payload),
-        (AckStatus::Stored, payload(200))
-    );
+    let ack = (acks[0].status, acks[0].payload);
+    assert_eq!(ack, (AckStatus::Stored, payload(200)));
     assert_eq!(seen.lock().unwrap().len(), 1);
     assert_eq!(*released.lock().unwrap(), [200, 100]);
-    // The old producer's PUT had its one ACK too (`Closed`, counted late by its retired
-    // session), which lets that session go: the consumer's and the new producer's stay.
+    // The old PUT's ACK (`Closed`, counted late) lets its session go; two sessions stay.
     assert_eq!(broker.queue_stats()[0].superseded, 1);
-    wait_for("the old producer's session never went", || {
-        sessions_alive(&broker) == 2
-    });
-    assert_eq!(
-        sessions_alive(&broker),
-        2,
-        "the old producer's session never went"
-    );
+    let gone = "the old producer's session never went";
+    wait_for(gone, || sessions_alive(&broker) == 2);
+    assert_eq!(sessions_alive(&broker), 2, "{gone}");
 }
 
-/// The outcomes by payload handle, once a timer producer's tick (50 ms) has sent its batch
-/// and the broker is quiet.
+/// The outcomes by payload handle, once a timer producer's 50 ms tick sent its batch.
 fn after_the_tick(broker: &Broker, acks: &Log<Ack>) -> Vec<(u64, AckStatus)> {
     std::thread::sleep(Duration::from_millis(200));
     broker.quiesce().unwrap();
@@ -331,17 +268,12 @@ fn after_the_tick(broker: &Broker, acks: &Log<Ack>) -> Vec<(u64, AckStatus)> {
     outcomes
 }
 
-/// A caller's numbering mixed with the producer's own (which the docs forbid) cannot put
-/// one GUID in flight twice either: whichever comes second is not sent.
+/// Mixed numberings (which the docs forbid) cannot put one GUID in flight twice either.
 #[test]
 fn a_guid_in_flight_from_the_other_numbering_is_not_sent_and_both_get_one_outcome() {
-    let (broker, _c, seen) = start_consumed(BrokerConfig::default());
-    // Timer aggregation holds the messages in the session's batch while the others come.
-    // Anonymous: a named producer takes only the caller's numbering.
-    let acks = Log::default();
-    let p = broker
-        .open_producer_with(timer(Duration::from_millis(50)), support::recording(&acks))
-        .unwrap();
+    let (broker, _c, seen) = start_consumed(|_| {});
+    // The timer holds the batch while the others come; anonymous, to number both ways.
+    let (p, acks) = support::producer_with(&broker, timer(Duration::from_millis(50)));
     // The producer's own numbering first, then the caller's repeating its GUID.
     let own = p.publish(Q, payload(1)).unwrap();
     p.publish_with_id(Q, payload(2), own.seq()).unwrap();
@@ -350,21 +282,15 @@ fn a_guid_in_flight_from_the_other_numbering_is_not_sent_and_both_get_one_outcom
     let next = p.publish(Q, payload(4)).unwrap();
     assert_eq!(next.seq(), own.seq() + 1, "the producer's next own number");
     let outcomes = after_the_tick(&broker, &acks);
-    assert_eq!(
-        outcomes,
-        [
-            (1, AckStatus::Stored),
-            (2, AckStatus::NotSent),
-            (3, AckStatus::Stored),
-            (4, AckStatus::NotSent)
-        ]
-    );
+    let (stored, unsent) = (AckStatus::Stored, AckStatus::NotSent);
+    let each = [(1, stored), (2, unsent), (3, stored), (4, unsent)];
+    assert_eq!(outcomes, each);
     assert_eq!(seen.lock().unwrap().len(), 2);
 }
 
 #[test]
 fn a_publish_id_in_flight_on_the_producer_is_not_sent_and_both_get_one_outcome() {
-    let (broker, _c, seen) = start_consumed(BrokerConfig::default());
+    let (broker, _c, seen) = start_consumed(|_| {});
     // Timer aggregation holds the first in the session's batch while the second comes.
     let (p, acks) = named(&broker, "twice", timer(Duration::from_millis(50)));
     p.publish_with_id(Q, payload(1), 9).unwrap();
@@ -375,26 +301,21 @@ fn a_publish_id_in_flight_on_the_producer_is_not_sent_and_both_get_one_outcome()
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
 
-/// Issue: a queue that remembered only the highest id stored took a lower id it had never
-/// stored (rejected full, or refused before it reached the queue) for a duplicate, ACKed it
-/// and never stored or delivered it; and told a re-opening producer a `last_stored` that
-/// covered it.
+/// Regression: a queue remembering only the highest id took a lower unstored id for a
+/// duplicate.
 #[test]
 fn a_lower_id_never_stored_is_stored_when_published_after_a_higher_one() {
-    let (broker, _c, seen) = start_consumed(BrokerConfig::default());
+    let (broker, _c, seen) = start_consumed(|_| {});
     let (producer, acks) = named(&broker, "orders", capped(64));
     publish_ids(&producer, [0, 1, 3]);
     broker.quiesce().unwrap();
     let window = broker.stored_window("orders", Q).unwrap();
     assert_eq!(window.highest(), Some(3));
-    assert_eq!(
-        (0..5).map(|id| window.stored(id)).collect::<Vec<_>>(),
-        [Some(true), Some(true), Some(false), Some(true), Some(false)],
-        "id by id, what is stored: 2 is not"
-    );
+    let by_id: Vec<_> = (0..5).map(|id| window.stored(id)).collect();
+    let (yes, no) = (Some(true), Some(false));
+    assert_eq!(by_id, [yes, yes, no, yes, no], "2 is not stored");
     publish_ids(&producer, [2, 3]);
     broker.quiesce().unwrap();
-    // 2 is stored and delivered.
     assert_delivered_once(&seen, &[0, 1, 2, 3]);
     let q = broker.queue_stats()[0];
     assert_eq!((q.stored, q.deduplicated), (4, 1), "only 3 was a duplicate");
@@ -402,14 +323,10 @@ fn a_lower_id_never_stored_is_stored_when_published_after_a_higher_one() {
     assert!((0..=3).all(|id| broker.stored_window("orders", Q).unwrap().stored(id) == Some(true)));
 }
 
-/// An id the window no longer covers is neither stored nor ACKed `Stored`: the queue cannot
-/// tell whether it stored it before, and says so.
+/// An id older than the window is refused `RejectedOutOfWindow`, not stored nor ACKed.
 #[test]
 fn an_id_older_than_the_window_is_refused_not_acked() {
-    let (broker, _c, seen) = start_consumed(BrokerConfig {
-        dedup_window: 64,
-        ..BrokerConfig::default()
-    });
+    let (broker, _c, seen) = start_consumed(|c| c.dedup_window = 64);
     let (producer, acks) = named(&broker, "orders", capped(64));
     publish_ids(&producer, [100]);
     broker.quiesce().unwrap();
@@ -425,21 +342,17 @@ fn an_id_older_than_the_window_is_refused_not_acked() {
         (37, AckStatus::Stored),
     ];
     assert_eq!(by_id, expected);
-    assert_eq!(
-        delivered_ids(&seen).keys().copied().collect::<Vec<_>>(),
-        [37, 100]
-    );
+    let delivered: Vec<u64> = delivered_ids(&seen).keys().copied().collect();
+    assert_eq!(delivered, [37, 100]);
     let q = broker.queue_stats()[0];
     assert_eq!((q.stored, q.out_of_window, q.deduplicated), (2, 1, 0));
     assert_eq!(broker.stored_window("orders", Q).unwrap().stored(36), None);
 }
 
-/// Issue: `u64::MAX` was the record's "nothing stored": storing it erased the name's
-/// history (earlier ids were stored again), and two messages with it were both stored under
-/// one GUID.
+/// Regression: `u64::MAX` meant "nothing stored", erasing the name's history when stored.
 #[test]
 fn u64_max_is_an_id_like_any_other() {
-    let (broker, _c, seen) = start_consumed(BrokerConfig::default());
+    let (broker, _c, seen) = start_consumed(|_| {});
     let (producer, acks) = named(&broker, "orders", capped(64));
     let max = u64::MAX;
     for id in [max - 1, max, max - 1, max] {
@@ -447,21 +360,16 @@ fn u64_max_is_an_id_like_any_other() {
         broker.quiesce().unwrap();
     }
     assert!(statuses(&acks).iter().all(|s| *s == AckStatus::Stored));
-    // Each stored and delivered once.
     assert_delivered_once(&seen, &[max - 1, max]);
     let q = broker.queue_stats()[0];
     assert_eq!((q.stored, q.deduplicated), (2, 2));
     assert_eq!(broker.last_stored("orders", Q).unwrap(), Some(max));
 }
 
-/// The window covers every message a named producer can have in flight: one that asks for
-/// more is refused at its open, with an error that says both figures.
+/// A named producer asking for more in flight than the window covers is refused at open.
 #[test]
 fn a_named_producer_may_not_have_more_in_flight_than_the_window_covers() {
-    let broker = start(BrokerConfig {
-        dedup_window: 128,
-        ..BrokerConfig::default()
-    });
+    let broker = start(|c| c.dedup_window = 128);
     let refused = broker.open_named_producer("big", capped(129), |_: &[Ack]| {});
     let Err(error @ BrokerError::WindowBelowUnconfirmed { .. }) = refused else {
         panic!(
@@ -470,42 +378,26 @@ fn a_named_producer_may_not_have_more_in_flight_than_the_window_covers() {
         );
     };
     assert!(error.to_string().contains("129") && error.to_string().contains("128"));
-    assert!(
-        broker
-            .open_named_producer("big", capped(128), |_: &[Ack]| {})
-            .is_ok()
-    );
+    let opened = broker.open_named_producer("big", capped(128), |_: &[Ack]| {});
+    assert!(opened.is_ok());
     // Anonymous producers are not deduplicated: no such bound.
-    assert!(
-        broker
-            .open_producer_with(capped(1024), |_: &[Ack]| {})
-            .is_ok()
-    );
+    let anonymous = broker.open_producer_with(capped(1024), |_: &[Ack]| {});
+    assert!(anonymous.is_ok());
     for window in [0, 63, 100, (MAX_DEDUP_WINDOW << 1)] {
-        let started = Broker::start(BrokerConfig {
+        let started = Broker::start(with(BrokerConfig::default(), |c| c.dedup_window = window));
+        let refused = Err(BrokerError::DedupWindowOutOfRange {
             dedup_window: window,
-            ..BrokerConfig::default()
         });
-        assert!(
-            matches!(started, Err(BrokerError::DedupWindowOutOfRange { dedup_window }) if dedup_window == window),
-            "window {window}"
-        );
+        assert!(started.map(|_| ()) == refused, "window {window}");
     }
 }
 
-/// A named producer that publishes a message again with its id, its first outcome reported
-/// (timed out) while the first copy still waits for its quorum: both PUTs are answered
-/// when the quorum comes (the resend's outcome `Stored`, the first one's counted late), so
-/// that the session's count of ACKs to come reaches zero and a close lets it go.
+/// A resend after a timeout while the first copy awaits its quorum: both PUTs are answered
+/// (the first counted late), so a close lets the session go.
 #[test]
 fn a_message_resent_by_its_own_producer_while_awaiting_its_quorum_has_an_ack_per_put() {
-    let (broker, _c, _seen) = start_consumed(BrokerConfig {
-        replication: replication(1, 1),
-        ..BrokerConfig::default()
-    });
-    // Long enough that the resend below is ACKed before it too times out on a loaded
-    // machine (5 ms failed about once in twenty runs), short enough for the first PUT,
-    // which no receipt answers, to time out soon.
+    let (broker, _c, _seen) = start_consumed(|c| c.replication = replication(1, 1));
+    // Long enough for the resend's ACK on a loaded machine (5 ms failed 1 in 20 runs).
     let (p, acks) = named(&broker, "again", timeout(Duration::from_millis(300)));
     let guid = p.publish_with_id(Q, payload(1), 0).unwrap();
     wait_for("the first outcome", || !acks.lock().unwrap().is_empty());
@@ -526,13 +418,8 @@ fn a_message_resent_by_its_own_producer_while_awaiting_its_quorum_has_an_ack_per
 
 #[test]
 fn a_closed_producers_put_arriving_after_the_new_producers_copy_leaves_it_the_quorums_ack() {
-    let broker = start(BrokerConfig {
-        session_processors: 2,
-        replication: replication(1, 1),
-        ..BrokerConfig::default()
-    });
-    // The old producer on the first session processor, which is then held busy: its PUT
-    // waits there while the new producer, on the second, stores the same message.
+    let broker = start(|c| (c.session_processors, c.replication) = (2, replication(1, 1)));
+    // The old producer's processor is held: its PUT waits while the new one stores the same.
     let (old, old_acks) = named(&broker, "late", capped(16));
     assert_eq!(session_clients(&broker), [1, 0]);
     let held = hold(&broker, support::session(&broker));
@@ -542,12 +429,11 @@ fn a_closed_producers_put_arriving_after_the_new_producers_copy_leaves_it_the_qu
     let (new, new_acks) = named(&broker, "late", capped(16));
     assert_eq!(session_clients(&broker), [1, 1]);
     let guid = new.publish_with_id(Q, payload(2), 0).unwrap();
-    wait_for("the new producer's copy stored", || {
-        broker.queue_stats()[0].stored == 1
-    });
+    let q = || broker.queue_stats()[0];
+    wait_for("the new producer's copy stored", || q().stored == 1);
     held.wait();
     wait_for("the old producer's PUT deduplicated", || {
-        broker.queue_stats()[0].deduplicated == 1
+        q().deduplicated == 1
     });
     receipt(&broker, guid, 0).unwrap();
     broker.quiesce().unwrap();
@@ -557,11 +443,9 @@ fn a_closed_producers_put_arriving_after_the_new_producers_copy_leaves_it_the_qu
             .map(|a| (a.status, a.payload))
             .collect()
     };
-    assert_eq!(
-        outcomes(&new_acks),
-        [(AckStatus::Stored, payload(2))],
-        "the open producer's message is stored: the quorum's ACK is its"
-    );
+    let quorums = "the open producer's message is stored: the quorum's ACK is its";
+    let stored = [(AckStatus::Stored, payload(2))];
+    assert_eq!(outcomes(&new_acks), stored, "{quorums}");
     assert_eq!(outcomes(&old_acks), [(AckStatus::Closed, payload(1))]);
     // The old PUT was answered `Closed` (superseded) and counted late by its session.
     assert_eq!(broker.queue_stats()[0].superseded, 1);

@@ -1,7 +1,5 @@
-//! Consumers that confirm when their application says so (`Confirms::Explicit`) and that are
-//! paced by credit (`ConsumerOptions::credit`): what a network front end needs, since its
-//! consumers confirm over the wire, long after `on_delivery` returned, and say with credit
-//! how much they can take.
+//! Consumers confirming explicitly (`Confirms::Explicit`) and paced by credit, as a network
+//! front end's consumers are.
 
 use std::time::Duration;
 
@@ -12,13 +10,11 @@ const LIMIT: Duration = Duration::from_secs(20);
 
 mod support;
 
-use support::{Log, deaf_producer, explicit, len, paced, payload, runtime, wait_for};
+use support::{Log, deaf_producer, explicit, len, paced, payload, runtime, wait_for, with};
 
+/// A broker of one priority queue on one session processor.
 fn start() -> Broker {
-    support::start(BrokerConfig {
-        session_processors: 1,
-        ..support::one_queue(QueueMode::Priority)
-    })
+    support::priority_broker(|c| c.session_processors = 1)
 }
 
 /// Opens a consumer of queue 0's app 0 that records what it is handed.
@@ -26,12 +22,14 @@ fn consumer(broker: &Broker, options: ConsumerOptions) -> (Consumer, Log<Deliver
     support::consumer(broker, 0, 0, options)
 }
 
+/// A producer that has published `n` messages to queue 0.
 fn publish(broker: &Broker, n: u64) -> Producer {
     let producer = deaf_producer(broker, 1024);
     support::publish(&producer, 0, 0..n);
     producer
 }
 
+/// Messages queue 0 holds.
 fn held(broker: &Broker) -> u64 {
     broker.queue_stats()[0].held
 }
@@ -56,19 +54,17 @@ fn explicit_confirms_release_only_what_the_application_confirms() {
         // A GUID never delivered, and one confirmed already: counted, nothing released.
         broker.confirm(&consumer, Guid([0xEE; 16])).unwrap();
         broker.confirm(&consumer, delivered[0].guid).unwrap();
-        wait_for("2 unknown confirms", || {
-            broker.session_stats().unknown_confirms == 2
-        });
+        let unknown = || broker.session_stats().unknown_confirms;
+        wait_for("2 unknown confirms", || unknown() == 2);
         broker.quiesce().unwrap();
         assert_eq!(held(&broker), 6);
 
         // The rest in one batch, from async code.
         let rest = delivered[4..].iter().map(|d| d.guid);
-        runtime()
-            .block_on(broker.confirm_batch_async(&consumer, rest))
-            .unwrap();
+        let confirmed = runtime().block_on(broker.confirm_batch_async(&consumer, rest));
+        confirmed.unwrap();
         wait_for("every release", || held(&broker) == 0);
-        assert_eq!(broker.session_stats().unknown_confirms, 2);
+        assert_eq!(unknown(), 2);
     });
 }
 
@@ -81,9 +77,8 @@ fn on_return_confirms_are_unchanged_and_count_no_unknown_confirm() {
         wait_for("every release", || len(&seen) == 10 && held(&broker) == 0);
         // A confirm for a consumer that confirms on return: nothing to confirm.
         broker.confirm(&consumer, Guid([1; 16])).unwrap();
-        wait_for("the unknown confirm", || {
-            broker.session_stats().unknown_confirms == 1
-        });
+        let unknown = || broker.session_stats().unknown_confirms;
+        wait_for("the unknown confirm", || unknown() == 1);
     });
 }
 
@@ -108,12 +103,8 @@ fn credit_paces_deliveries() {
         wait_for("every delivery", || len(&seen) == 10);
         wait_for("every release", || held(&broker) == 0);
         // In publish order, each once.
-        let handles: Vec<u64> = seen
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|d| d.payload.handle)
-            .collect();
+        let seen = support::logged(&seen);
+        let handles: Vec<u64> = seen.iter().map(|d| d.payload.handle).collect();
         assert_eq!(handles, (0..10).collect::<Vec<_>>());
     });
 }
@@ -128,10 +119,8 @@ fn credit_and_explicit_confirms_together_keep_a_fixed_number_in_flight() {
         while confirmed < 100 {
             wait_for("a delivery", || len(&seen) > confirmed);
             let batch: Vec<Delivery> = seen.lock().unwrap()[confirmed..].to_vec();
-            assert!(
-                len(&seen) - confirmed <= 4,
-                "more in flight than the credit"
-            );
+            let in_flight = len(&seen) - confirmed;
+            assert!(in_flight <= 4, "more in flight than the credit");
             for d in &batch {
                 broker.confirm(&consumer, d.guid).unwrap();
                 broker.add_credit(&consumer, 1).unwrap();
@@ -165,23 +154,13 @@ fn what_a_closed_consumer_held_is_redelivered_and_confirmed_by_the_next() {
     });
 }
 
-/// Many deliveries through a small window, each confirmed explicitly: the session's table
-/// of what it handed over churns (inserts and removals) far past its size. (Its check once
-/// read the table's `capacity()`, which tombstones lower, and a session processor
-/// panicked; the server's `many_producers_and_consumers_on_their_own_threads_exactly_once`
-/// caught that, in about one run in four.)
+/// The session's table of what it handed over churns far past its size through a small
+/// window (regression: its check read `capacity()`, which tombstones lower, and panicked).
 #[test]
 fn explicit_confirms_churn_through_a_small_window() {
     within(LIMIT, "explicit confirms through a small window", || {
-        let queue = QueueConfig {
-            window: 16,
-            ..support::sized(QueueMode::Priority, 64)
-        };
-        let broker = support::start(BrokerConfig {
-            queues: vec![queue],
-            session_processors: 1,
-            ..BrokerConfig::default()
-        });
+        let queue = with(support::sized(QueueMode::Priority, 64), |q| q.window = 16);
+        let broker = support::start_on(vec![queue], 1);
         let (consumer, seen) = consumer(&broker, explicit(None));
         let producer = deaf_producer(&broker, 64);
         // A full window (16) in flight at a time, each confirmed as it comes.
@@ -203,11 +182,8 @@ fn explicit_confirms_churn_through_a_small_window() {
     });
 }
 
-/// Confirms made before `close_consumer` release their messages: the close does not
-/// overtake them. On the code before the fix, the queue's detach went to the queue straight
-/// from the closing thread while the confirms were still on their way through the session,
-/// so the queue took confirmed messages for unconfirmed ones and kept them for another
-/// consumer (redelivered: a duplicate to the application).
+/// Confirms made before `close_consumer` release their messages: the close (its detach)
+/// does not overtake them, which redelivered confirmed messages before the fix.
 #[test]
 fn confirms_made_before_a_close_are_not_overtaken_by_it() {
     within(LIMIT, "confirm then close", || {
@@ -216,11 +192,7 @@ fn confirms_made_before_a_close_are_not_overtaken_by_it() {
         for round in 0..200_u64 {
             // Both paths a confirm can take: straight to the queue, or through the cluster.
             let route = [ConfirmRoute::Direct, ConfirmRoute::ViaCluster][round as usize % 2];
-            let options = ConsumerOptions {
-                confirms: Confirms::Explicit,
-                route,
-                ..ConsumerOptions::default()
-            };
+            let options = with(explicit(None), |o| o.route = route);
             let (consumer, seen) = consumer(&broker, options);
             for handle in 0..10 {
                 producer.publish(QueueId(0), payload(handle)).unwrap();
@@ -232,11 +204,9 @@ fn confirms_made_before_a_close_are_not_overtaken_by_it() {
             broker.close_consumer(&consumer).unwrap();
             broker.quiesce().unwrap();
             let queue = &broker.queue_stats()[0];
-            assert_eq!(
-                (queue.held, queue.redelivered),
-                (0, 0),
-                "round {round} ({route:?}): every confirmed message released, none kept for another consumer"
-            );
+            let released = "every confirmed message released, none kept for another consumer";
+            let kept = (queue.held, queue.redelivered);
+            assert_eq!(kept, (0, 0), "round {round} ({route:?}): {released}");
         }
     });
 }

@@ -1,13 +1,6 @@
-//! A consumer opened on a processor thread is reached by every event sent to it after
-//! `open_consumer` returns, from any thread.
-//!
-//! The scene of each test: a handler on the cluster processor opens a consumer while the
-//! one session processor is stalled with its queue full, hands the consumer to the test
-//! thread and stays in the handler (so that its processor retries nothing it kept in its
-//! outbox). The test thread lets the session processor go, calls `add_credit`, `confirm`
-//! or `close_consumer`, and checks that the session handled it. Before the core's fix the
-//! session's registration waited in the cluster processor's outbox, so that the test
-//! thread's event reached the session processor first and was dropped as stale.
+//! A consumer opened on a processor thread (the cluster's, with the session processor
+//! stalled and full) is reached by every event sent to it after `open_consumer` returns,
+//! from any thread; before the core's fix such events overtook its registration (stale).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -17,12 +10,12 @@ use zerodispatch_broker::*;
 
 mod support;
 
-use support::{consumer_calling, one_queue, payload, start};
+use support::{consumer_calling, payload};
 
-/// How long any step may wait before the test fails instead of hanging.
 /// Where the handler on the cluster processor leaves the consumer it opened.
 type Opened = Mutex<Option<Result<Consumer, BrokerError>>>;
 
+/// How long any step may wait before the test fails instead of hanging.
 const PATIENCE: Duration = Duration::from_secs(20);
 /// The processors' event capacity: small, so that the session processor's queue fills.
 const EVENT_CAPACITY: usize = 8;
@@ -63,60 +56,43 @@ struct Scene {
     delivered: Arc<AtomicU64>,
 }
 
-/// A broker of one queue whose processors' queues hold [`EVENT_CAPACITY`] events, and its
-/// session, queue and cluster processors.
+/// A broker of one queue on processors of [`EVENT_CAPACITY`] events; its session, queue
+/// and cluster processors.
 fn small_broker() -> (Arc<Broker>, [ProcessorId; 3]) {
-    let broker = Arc::new(start(BrokerConfig {
-        session_processors: 1,
-        queue_processors: 1,
-        event_capacity: EVENT_CAPACITY,
-        max_batch: 4,
-        ..one_queue(QueueMode::Priority)
+    let broker = Arc::new(support::priority_broker(|c| {
+        (c.session_processors, c.queue_processors) = (1, 1);
+        (c.event_capacity, c.max_batch) = (EVENT_CAPACITY, 4);
     }));
     let processors = [ClientType::Session, ClientType::Queue, ClientType::Cluster]
         .map(|t| broker.processors(t)[0]);
     (broker, processors)
 }
 
-/// Stalls `stalled` in a handler until the latch returned is opened, then fills its queue
-/// from a handler on `filler` (what does not fit waits in `filler`'s outbox; a monitor
-/// probe may hold one slot).
+/// Stalls `stalled` until the latch returned is opened, then fills its queue from `filler`
+/// (the rest waits in `filler`'s outbox; a monitor probe may hold one slot).
 fn stall_and_fill(broker: &Arc<Broker>, stalled: ProcessorId, filler: ProcessorId) -> Arc<Latch> {
     let (running, release) = (Arc::new(Latch::default()), Arc::new(Latch::default()));
     let (s, r) = (running.clone(), release.clone());
-    broker
-        .execute(
-            stalled,
-            Callback::new(move || {
-                s.open();
-                assert!(r.wait(), "the test never let the stalled processor go");
-            }),
-        )
-        .unwrap();
+    support::on(broker, stalled, move || {
+        s.open();
+        assert!(r.wait(), "the test never let the stalled processor go");
+    });
     assert!(running.wait(), "the processor never ran the stall");
     let filled = Arc::new(Latch::default());
     let (b, f) = (broker.clone(), filled.clone());
-    broker
-        .execute(
-            filler,
-            Callback::new(move || {
-                for _ in 0..EVENT_CAPACITY {
-                    b.execute(stalled, Callback::new(|| ())).unwrap();
-                }
-                f.open();
-            }),
-        )
-        .unwrap();
-    assert!(
-        filled.wait(),
-        "the stalled processor's queue was never filled"
-    );
+    support::on(broker, filler, move || {
+        for _ in 0..EVENT_CAPACITY {
+            b.execute(stalled, Callback::new(|| ())).unwrap();
+        }
+        f.open();
+    });
+    let filled = filled.wait();
+    assert!(filled, "the stalled processor's queue was never filled");
     release
 }
 
-/// Opens, from a handler on `cluster`, a consumer of queue 0 with `options` that counts
-/// its deliveries in `delivered`, hands it over and stays in the handler until the latch
-/// returned with it is opened.
+/// Opens, from a handler on `cluster`, a consumer of queue 0 with `options` counting its
+/// deliveries in `delivered`; the handler stays until the latch returned is opened.
 fn open_on(
     broker: &Arc<Broker>,
     cluster: ProcessorId,
@@ -149,10 +125,8 @@ fn marker(broker: &Broker, processor: ProcessorId) {
     let handled = Arc::new(Latch::default());
     let h = handled.clone();
     support::on(broker, processor, move || h.open());
-    assert!(
-        handled.wait(),
-        "the session processor never got to the marker"
-    );
+    let handled = handled.wait();
+    assert!(handled, "the session processor never got to the marker");
 }
 
 /// Shuts `broker` down once the handlers have dropped their clones of it.
@@ -164,14 +138,12 @@ fn shut_down(broker: Arc<Broker>) {
     broker.shutdown();
 }
 
-/// Opens, from a handler on the cluster processor, a consumer of queue 0 with `options`
-/// while the session processor's queue is full.
+/// The scene: a consumer of queue 0 with `options` opened on the cluster processor while
+/// the session processor is stalled, full from the queue processor (the cluster's outbox
+/// stays empty).
 fn open_on_a_processor(options: ConsumerOptions) -> Scene {
     let (broker, [session, queue, cluster]) = small_broker();
-    // The session processor stalled, its queue full from the queue processor (whose outbox
-    // keeps the rest), so that the cluster processor's outbox stays empty.
     let release_session = stall_and_fill(&broker, session, queue);
-    // Open the consumer on the cluster processor, hand it over, and stay in the handler.
     let delivered = Arc::new(AtomicU64::new(0));
     let (consumer, release_cluster) = open_on(&broker, cluster, options, delivered.clone());
     Scene {
@@ -185,8 +157,7 @@ fn open_on_a_processor(options: ConsumerOptions) -> Scene {
 }
 
 impl Scene {
-    /// Lets the session processor go, runs `op` on the test thread, and waits until the
-    /// session processor has handled what `op` sent it (a callback queued behind it ran).
+    /// Lets the session processor go, runs `op`, and waits until the session handled it.
     fn act<T>(&self, op: impl FnOnce(&Broker, &Consumer) -> T) -> T {
         self.release_session.open();
         let made = op(&self.broker, &self.consumer);
@@ -196,9 +167,9 @@ impl Scene {
 
     /// The session processor's count of events dropped as stale.
     fn stale(&self) -> u64 {
-        self.broker
-            .processor_stats()
-            .into_iter()
+        let stats = self.broker.processor_stats();
+        stats
+            .iter()
             .find(|s| s.processor == self.session)
             .unwrap()
             .stale
@@ -209,8 +180,7 @@ impl Scene {
         eventually(|| ready(&self.broker))
     }
 
-    /// Lets the cluster processor go and shuts the broker down, once the handlers have
-    /// dropped their clones of it.
+    /// Lets the cluster processor go and shuts the broker down.
     fn end(self) {
         self.release_cluster.open();
         shut_down(self.broker);
@@ -231,10 +201,7 @@ fn eventually(ready: impl Fn() -> bool) -> bool {
 
 #[test]
 fn a_credit_sent_from_another_thread_reaches_a_consumer_opened_on_a_processor() {
-    let scene = open_on_a_processor(ConsumerOptions {
-        credit: Some(0),
-        ..ConsumerOptions::default()
-    });
+    let scene = open_on_a_processor(support::paced(0));
     // Paused at credit 0: the message waits in the session until the credit comes.
     let producer = scene.act(|broker, consumer| {
         let producer = broker.open_producer(16, |_| ()).unwrap();
@@ -252,10 +219,7 @@ fn a_credit_sent_from_another_thread_reaches_a_consumer_opened_on_a_processor() 
 
 #[test]
 fn a_confirm_sent_from_another_thread_reaches_a_consumer_opened_on_a_processor() {
-    let scene = open_on_a_processor(ConsumerOptions {
-        confirms: Confirms::Explicit,
-        ..ConsumerOptions::default()
-    });
+    let scene = open_on_a_processor(support::explicit(None));
     // A GUID the consumer was never handed: the session counts it, which proves it got it.
     scene.act(|broker, consumer| broker.confirm(consumer, Guid([7; 16])).unwrap());
     let stale = scene.stale();
@@ -282,29 +246,19 @@ fn a_close_sent_from_another_thread_reaches_a_consumer_opened_on_a_processor() {
     assert!(unregistered, "the closed session never unregistered itself");
 }
 
-/// Issue: `open_consumer` on a processor thread sent the queue its `Attach` through that
-/// processor's outbox, and a `close_consumer` from another thread then had the session send
-/// its `Detach`, which could reach the queue first. The queue then attached a consumer whose
-/// session was gone: in a priority queue the shares pushed to it were never redelivered.
-/// Now the session sends its own `Attach`, before its `Detach`, from its own processor.
-///
-/// The scene: the queue processor stalled with its queue full; a handler on the cluster
-/// processor opens consumer A and stays in the handler (what it kept in its outbox waits);
-/// the test thread closes A (its detach waits in the session processor's outbox); the queue
-/// processor goes first, then the cluster's. A second consumer must then get every message.
+/// Regression: an `Attach` sent through a processor's outbox was overtaken by the `Detach`
+/// of a close from another thread, attaching a closed consumer; a second one gets all.
 #[test]
 fn a_late_attach_never_attaches_a_consumer_closed_from_another_thread() {
     let (broker, [session, queue, cluster]) = small_broker();
-    // The queue processor stalled, its queue full from the session processor (whose outbox
-    // keeps the rest).
+    // The queue processor stalled, full from the session processor (its outbox keeps the rest).
     let release_queue = stall_and_fill(&broker, queue, session);
 
     // Consumer A, opened on the cluster processor, which then stays in its handler.
     let options = ConsumerOptions::default();
     let (a, release_cluster) = open_on(&broker, cluster, options, Arc::default());
     broker.close_consumer(&a).unwrap();
-    // The session processor has handled the close (a marker queued behind it ran).
-    marker(&broker, session);
+    marker(&broker, session); // the session processor handled the close
 
     // The queue goes first (it takes what the session processor kept: the detach), then
     // the cluster processor (its outbox, if it kept anything).
@@ -335,8 +289,6 @@ fn a_late_attach_never_attaches_a_consumer_closed_from_another_thread() {
     drop(producer);
     broker.close_consumer(&b).unwrap();
     shut_down(broker);
-    assert!(
-        all,
-        "B got {seen} of 16: the rest went to the closed consumer A"
-    );
+    let rest = "the rest went to the closed consumer A";
+    assert!(all, "B got {seen} of 16: {rest}");
 }

@@ -5,12 +5,13 @@ use std::collections::HashMap;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::{CompositeKey, MetricKind};
+use zerodispatch_broker::Broker;
 use zerodispatch_broker::metrics::{QUEUE_COUNTERS, QUEUE_HELD, SESSION_COUNTERS, export};
-use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig, QueueMode};
 
 /// Each exported value by kind, name and labels.
 type Values = HashMap<(MetricKind, String, Vec<(String, String)>), DebugValue>;
 
+/// What `export` gave the recorder: each value, and each metric's description.
 fn exported(broker: &Broker) -> (Values, HashMap<String, String>) {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
@@ -33,17 +34,11 @@ fn exported(broker: &Broker) -> (Values, HashMap<String, String>) {
 
 mod support;
 
-use support::{deaf_producer, drain, publish, start};
+use support::{deaf_producer, drain, fanout, priority, publish, start_on};
 
 #[test]
 fn sessions_queues_and_processors_reach_the_recorder() {
-    let broker = start(BrokerConfig {
-        queues: vec![
-            QueueConfig::new(QueueMode::Priority),
-            QueueConfig::new(QueueMode::Fanout { apps: 2 }),
-        ],
-        ..BrokerConfig::default()
-    });
+    let broker = start_on(vec![priority(), fanout(2)], 1);
     let _consumer = drain(&broker, 0);
     let producer = deaf_producer(&broker, 1024);
     publish(&producer, 0, 0..100);
@@ -75,20 +70,19 @@ fn sessions_queues_and_processors_reach_the_recorder() {
             assert_eq!(counter(name, Some(&id)), read(queue), "{name} {id}");
             assert_eq!(described[name], help);
         }
-        let held = &values[&(
+        let key = (
             MetricKind::Gauge,
             QUEUE_HELD.to_owned(),
             queue_label(Some(&id)),
-        )];
+        );
+        let held = &values[&key];
         assert_eq!(*held, DebugValue::Gauge((queue.held as f64).into()));
     }
-    // The dispatcher's processors too: every processor's processed events add up to what
-    // the dispatcher reports.
+    // The processors' processed events add up to what the dispatcher reports.
     let processed: u64 = values
         .iter()
-        .filter(|((kind, name, _), _)| {
-            *kind == MetricKind::Counter && name == "zerodispatch_processed_total"
-        })
+        .filter(|((kind, _, _), _)| *kind == MetricKind::Counter)
+        .filter(|((_, name, _), _)| name == "zerodispatch_processed_total")
         .map(|(_, v)| match v {
             DebugValue::Counter(v) => *v,
             other => panic!("{other:?}"),

@@ -1,7 +1,5 @@
-//! The release hook (`BrokerConfig::on_release`): an application hears when its queues
-//! release a payload for good (every share confirmed or dropped, the ACK gone), and only
-//! then, since an ACK now means stored and the message is delivered after it. Each stored
-//! payload is reported exactly once; one never stored, never.
+//! The release hook (`BrokerConfig::on_release`) hears of each stored payload once, when
+//! its queue releases it for good (not at its ACK); of one never stored, never.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,10 +15,12 @@ use support::{deaf_producer, drain, explicit, len, open_consumer, paced, wait_fo
 
 const LIMIT: Duration = Duration::from_secs(20);
 
-type Log = Arc<Mutex<Vec<u64>>>;
+/// The payload handles released, in order.
+type Log = support::Log<u64>;
 
+/// A broker of `queue` whose release hook logs (after one planned panic if `panic_once`).
 fn start(queue: QueueConfig, panic_once: bool) -> (Broker, Log) {
-    let released: Log = Arc::new(Mutex::new(Vec::new()));
+    let released = Log::default();
     let sink = released.clone();
     let panicked = AtomicBool::new(!panic_once);
     let hook = OnRelease::new(move |batch: &[Payload]| {
@@ -30,9 +30,8 @@ fn start(queue: QueueConfig, panic_once: bool) -> (Broker, Log) {
         sink.lock().unwrap().extend(batch.iter().map(|p| p.handle));
     });
     let broker = support::start(BrokerConfig {
-        queues: vec![queue],
         on_release: Some(hook),
-        ..BrokerConfig::default()
+        ..support::one_queue_config(queue)
     });
     (broker, released)
 }
@@ -52,9 +51,8 @@ fn a_payload_is_released_once_its_message_is_consumed_not_when_it_is_acked() {
         let (broker, released) = start(QueueConfig::new(QueueMode::Priority), false);
         let acks = Arc::new(Mutex::new(0_usize));
         let sink = acks.clone();
-        let producer = broker
-            .open_producer(1024, move |b: &[Ack]| *sink.lock().unwrap() += b.len())
-            .unwrap();
+        let on_ack = move |b: &[Ack]| *sink.lock().unwrap() += b.len();
+        let producer = broker.open_producer(1024, on_ack).unwrap();
         let consumer = open_consumer(&broker, (0, 0), paced(0), |_: &[Delivery]| {});
         support::publish(&producer, 0, 0..10);
         wait_for("10 ACKs", || *acks.lock().unwrap() == 10);
@@ -80,9 +78,8 @@ fn a_fanout_share_dropped_by_a_closing_consumer_still_releases_its_payload() {
         // App 1's consumer takes its deliveries and never confirms them.
         let holder = open_consumer(&broker, (0, 1), explicit(None), |_: &[Delivery]| {});
         support::publish(&producer, 0, 0..20);
-        wait_for("app 0's confirms", || {
-            broker.queue_stats()[0].confirms == 20
-        });
+        let confirms = || broker.queue_stats()[0].confirms;
+        wait_for("app 0's confirms", || confirms() == 20);
         broker.quiesce().unwrap();
         assert!(len(&released) == 0, "app 1 holds every message");
 
@@ -98,23 +95,15 @@ fn a_fanout_share_dropped_by_a_closing_consumer_still_releases_its_payload() {
 fn a_message_never_stored_is_never_released() {
     within(LIMIT, "no release without a store", || {
         let (broker, released) = start(support::sized(QueueMode::Priority, 4), false);
-        let outcomes = Arc::new(Mutex::new(Vec::new()));
-        let sink = outcomes.clone();
-        let producer = broker
-            .open_producer(1024, move |b: &[Ack]| {
-                sink.lock()
-                    .unwrap()
-                    .extend(b.iter().map(|a| (a.payload.handle, a.status)))
-            })
-            .unwrap();
+        let (producer, outcomes) = support::producer(&broker, 1024);
         support::publish(&producer, 0, 0..6);
-        wait_for("6 outcomes", || outcomes.lock().unwrap().len() == 6);
+        wait_for("6 outcomes", || len(&outcomes) == 6);
+        let full = |a: &&Ack| a.status == AckStatus::RejectedQueueFull;
+        let outcomes = support::logged(&outcomes);
         let refused: Vec<u64> = outcomes
-            .lock()
-            .unwrap()
             .iter()
-            .filter(|(_, s)| *s == AckStatus::RejectedQueueFull)
-            .map(|(h, _)| *h)
+            .filter(full)
+            .map(|a| a.payload.handle)
             .collect();
         assert_eq!(refused.len(), 2, "a queue of 4 stores 4");
 

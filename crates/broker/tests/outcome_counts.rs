@@ -1,17 +1,7 @@
-//! The producers' counts conserve (issue 18, items 8 and 11): every ACK a queue sends is
-//! counted exactly once by the producer's session it was sent to, in
-//! [`SessionStats::acks`] (reported to the application) or [`SessionStats::late_acks`]
-//! (its message had its outcome already: timed out, or closed), including the ACKs that
-//! arrive after the producer was closed; and every message a producer took has exactly one
-//! outcome, counted in the one counter named for it.
-//!
-//! The equations, once the broker is quiet and every message stored has its ACK (anonymous
-//! producers: no deduplication outcome):
-//!
-//! * ACKs sent = ACKs received: `Σ queues (acked + rejected_full) == acks + late_acks`;
-//! * outcomes: `published == acks + rejected_producer_full + rejected_unknown_queue +
-//!   timed_out + closed_reported + not_sent`, and each of `closed_reported`, `not_sent`
-//!   equals the number of `Closed`, `NotSent` outcomes the applications were given.
+//! The producers' counts conserve (issue 18, items 8 and 11), once the broker is quiet:
+//! * ACKs sent = received: `Σ queues (acked + rejected_full) == acks + late_acks`;
+//! * `published == acks + rejected_producer_full + rejected_unknown_queue + timed_out +
+//!   closed_reported + not_sent`, each counter equal to the outcomes of its status.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,7 +15,7 @@ mod support;
 
 use support::{
     Log, Rng, drain, one_queue, payload, producer_with, receipts, replicated, replication,
-    sessions_alive, sized, stale, start, timer,
+    sessions_alive, sized, stale, start, timer, with,
 };
 
 /// How many outcomes of each status `log` holds, by the status's name.
@@ -44,9 +34,7 @@ fn count(outcomes: &Outcomes, status: AckStatus) -> u64 {
     outcomes.get(&format!("{status:?}")).copied().unwrap_or(0)
 }
 
-/// ACKs the queues sent: stored (`Stored`), refused (`RejectedQueueFull`,
-/// `RejectedOutOfWindow`), and a closed producer's PUT superseded by a newer producer of its
-/// name (`Closed`).
+/// ACKs the queues sent: stored, refused (full, out of window), and superseded (`Closed`).
 fn acks_sent(broker: &Broker) -> u64 {
     broker
         .queue_stats()
@@ -70,12 +58,9 @@ fn merged<'a>(logs: impl IntoIterator<Item = &'a Log<Ack>>) -> Outcomes {
 fn check_conservation(broker: &Broker, outcomes: &Outcomes) {
     let s = broker.session_stats();
     let count = |status| count(outcomes, status);
-    assert_eq!(
-        acks_sent(broker),
-        s.acks + s.late_acks,
-        "every ACK sent is received and counted once: {s:?}, {:?}",
-        broker.queue_stats()
-    );
+    let q = broker.queue_stats();
+    let once = format!("every ACK sent is received and counted once: {s:?}, {q:?}");
+    assert_eq!(acks_sent(broker), s.acks + s.late_acks, "{once}");
     assert_eq!(
         s.published,
         s.acks
@@ -89,16 +74,11 @@ fn check_conservation(broker: &Broker, outcomes: &Outcomes) {
     assert_eq!(s.closed_reported, count(AckStatus::Closed), "{s:?}");
     assert_eq!(s.not_sent, count(AckStatus::NotSent), "{s:?}");
     assert_eq!(s.timed_out, count(AckStatus::TimedOut), "{s:?}");
-    assert_eq!(
-        s.published,
-        outcomes.values().sum::<u64>(),
-        "one outcome each: {s:?}"
-    );
+    let all: u64 = outcomes.values().sum();
+    assert_eq!(s.published, all, "one outcome each: {s:?}");
 }
 
-/// The ACKs of messages reported `Closed` come after the close: the producer's session
-/// waits for them and counts them `late_acks`, instead of being gone and leaving them to
-/// the dispatcher's stale count.
+/// ACKs after a producer's close are counted `late_acks` by its waiting session, not stale.
 #[test]
 fn acks_arriving_after_a_producers_close_are_counted_late() {
     let broker = start(replicated());
@@ -110,10 +90,8 @@ fn acks_arriving_after_a_producers_close_are_counted_late() {
     // Stored, waiting for their receipts, and no wait: each is reported `Closed`.
     assert!(!p.close(Duration::ZERO));
     broker.quiesce().unwrap();
-    assert_eq!(
-        count(&by_status(&log.lock().unwrap()), AckStatus::Closed),
-        5
-    );
+    let closed = count(&by_status(&log.lock().unwrap()), AckStatus::Closed);
+    assert_eq!(closed, 5);
     assert_eq!(sessions_alive(&broker), 1, "waiting for its ACKs");
     let stale_before = stale(&broker);
     receipts(&broker, &guids, 0);
@@ -129,12 +107,8 @@ fn acks_arriving_after_a_producers_close_are_counted_late() {
     broker.shutdown();
 }
 
-/// Producers opened, used and closed at random from two threads, on a broker whose ACKs
-/// wait for a replica's receipt: the receipts of a producer's messages come before its
-/// close (most are `Stored`) or after it (they are reported `Closed`, and their ACKs come
-/// to the closed producer), with a queue small enough to refuse some, caps small enough to
-/// reject some, timer batches that close unsent, confirm timeouts, and an unknown queue
-/// now and then: the counts conserve exactly.
+/// Producers opened, used and closed at random from two threads (receipts before or after
+/// the close, refusals, unsent batches, timeouts, unknown queues): the counts conserve.
 #[test]
 fn acks_and_outcomes_conserve_under_producer_churn() {
     within(Duration::from_secs(120), "churn", || {
@@ -153,10 +127,9 @@ fn acks_and_outcomes_conserve_under_producer_churn() {
                 for _ in 0..150 {
                     let config = ProducerConfig {
                         max_unconfirmed: 1 + rng.below(40) as usize,
-                        flush: if rng.below(4) == 0 {
-                            FlushStrategy::Timer(Duration::from_millis(rng.below(3) + 1))
-                        } else {
-                            FlushStrategy::Dynamic
+                        flush: match rng.below(4) {
+                            0 => FlushStrategy::Timer(Duration::from_millis(rng.below(3) + 1)),
+                            _ => FlushStrategy::Dynamic,
                         },
                         confirm_timeout: (rng.below(8) == 0).then(|| Duration::from_millis(1)),
                         ..ProducerConfig::default()
@@ -173,9 +146,7 @@ fn acks_and_outcomes_conserve_under_producer_churn() {
                     }
                     thread::sleep(Duration::from_micros(rng.below(2000)));
                     let receipts = |guids: &[Guid]| {
-                        // Behind the PUTs: a receipt that overtook its message to the queue
-                        // would be ignored (unknown GUID), its message would wait for a
-                        // quorum for ever, and its retired session for its ACK.
+                        // Behind the PUTs: a receipt overtaking its message is ignored.
                         broker.quiesce().unwrap();
                         receipts(&broker, guids, 0);
                     };
@@ -188,9 +159,8 @@ fn acks_and_outcomes_conserve_under_producer_churn() {
                         1 => Duration::from_micros(rng.below(500)),
                         _ => Duration::from_millis(5),
                     });
-                    // After the close in every case: a close with a wait sends what a timer
-                    // batch held, which the receipts before it could not reach yet (a
-                    // second receipt is counted a duplicate, harmless).
+                    // Always after too: a close sends what a timer batch held (duplicates
+                    // are harmless).
                     receipts(&guids);
                     logs.push(log);
                 }
@@ -213,9 +183,7 @@ fn acks_and_outcomes_conserve_under_producer_churn() {
     });
 }
 
-/// `closed_reported` counts `Closed` outcomes and `not_sent` counts `NotSent` ones: a
-/// producer closed without a wait with its timer batch unsent, one closed with its messages in flight,
-/// and a publish id repeated while in flight.
+/// `closed_reported` counts `Closed` outcomes and `not_sent` counts `NotSent` ones.
 #[test]
 fn closed_reported_counts_closed_outcomes_and_not_sent_counts_not_sent() {
     let broker = start(replicated());
@@ -224,16 +192,13 @@ fn closed_reported_counts_closed_outcomes_and_not_sent_counts_not_sent() {
         batching.publish(QueueId(0), payload(i)).unwrap();
     }
     let (in_flight, flight_log) = producer_with(&broker, ProducerConfig::default());
+    let publish = |i, id| in_flight.publish_with_id(QueueId(0), payload(i), id);
     for i in 0..4 {
-        in_flight
-            .publish_with_id(QueueId(0), payload(i), i)
-            .unwrap();
+        publish(i, i).unwrap();
     }
     // Stored and waiting for a receipt: the same id again is not sent.
     broker.quiesce().unwrap();
-    in_flight
-        .publish_with_id(QueueId(0), payload(9), 2)
-        .unwrap();
+    publish(9, 2).unwrap();
     broker.quiesce().unwrap();
     // Closed without a wait: the batch is not sent, its messages are `NotSent`.
     let closed = batching.close(Duration::ZERO);
@@ -243,25 +208,16 @@ fn closed_reported_counts_closed_outcomes_and_not_sent_counts_not_sent() {
     let batch = by_status(&batch_log.lock().unwrap());
     let flight = by_status(&flight_log.lock().unwrap());
     assert_eq!((count(&batch, AckStatus::NotSent), batch.len()), (3, 1));
-    assert_eq!(
-        (
-            count(&flight, AckStatus::Closed),
-            count(&flight, AckStatus::NotSent),
-            flight.len()
-        ),
-        (4, 1, 2)
-    );
+    let closed = count(&flight, AckStatus::Closed);
+    let not_sent = count(&flight, AckStatus::NotSent);
+    assert_eq!((closed, not_sent, flight.len()), (4, 1, 2));
     let s = broker.session_stats();
     assert_eq!((s.closed_reported, s.not_sent), (4, 4), "{s:?}");
     check_conservation(&broker, &merged([&batch_log, &flight_log]));
     broker.shutdown();
 }
 
-/// Issue: a close with a wait discarded the session's batch (`NotSent`) instead of sending
-/// it: a front end that closed a producer right after its last publish (a client's close
-/// after a send, on a live connection) had those messages refused although the broker was
-/// there to store them. Now the close sends the batch, a timer producer's too, and waits
-/// for the real outcomes.
+/// Regression: a close with a wait discarded the batch (`NotSent`); it sends it and waits.
 #[test]
 fn a_close_with_a_wait_sends_what_the_batch_held() {
     let broker = start(one_queue(QueueMode::Priority));
@@ -269,26 +225,16 @@ fn a_close_with_a_wait_sends_what_the_batch_held() {
         FlushStrategy::Timer(Duration::from_secs(3600)),
         FlushStrategy::Dynamic,
     ] {
-        let (p, log) = producer_with(
-            &broker,
-            ProducerConfig {
-                flush,
-                ..ProducerConfig::default()
-            },
-        );
+        let config = with(ProducerConfig::default(), |c| c.flush = flush);
+        let (p, log) = producer_with(&broker, config);
         for i in 0..3 {
             p.publish(QueueId(0), payload(i)).unwrap();
         }
-        assert!(
-            p.close(Duration::from_secs(10)),
-            "{flush:?}: every outcome in"
-        );
+        let closed = p.close(Duration::from_secs(10));
+        assert!(closed, "{flush:?}: every outcome in");
         let outcomes = by_status(&log.lock().unwrap());
-        assert_eq!(
-            (count(&outcomes, AckStatus::Stored), outcomes.len()),
-            (3, 1),
-            "{flush:?}: {outcomes:?}"
-        );
+        let stored = count(&outcomes, AckStatus::Stored);
+        assert_eq!((stored, outcomes.len()), (3, 1), "{flush:?}: {outcomes:?}");
     }
     assert_eq!(broker.queue_stats()[0].stored, 6);
     broker.shutdown();

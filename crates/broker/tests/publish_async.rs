@@ -1,7 +1,5 @@
-//! `Producer::publish_async`: the async door on the publish path. It resolves at once with
-//! room, waits without blocking its thread while the session processor's queue is full, and
-//! is cancel-safe: a future dropped before it resolved published nothing and owes no
-//! outcome, so that `close` still sees every outcome it waits for.
+//! `Producer::publish_async` waits without blocking while the session's queue is full, and
+//! is cancel-safe: a future dropped unresolved published nothing and owes no outcome.
 
 use std::future::Future;
 use std::pin::pin;
@@ -15,10 +13,11 @@ use zerodispatch_testkit::within;
 
 mod support;
 
-use support::{drain, hold, one_queue, payload, producer, runtime, session};
+use support::{drain, hold, payload, producer, runtime, session};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
+/// A waker that counts its wakes.
 struct Count(AtomicUsize);
 
 impl Wake for Count {
@@ -27,12 +26,9 @@ impl Wake for Count {
     }
 }
 
+/// A broker of one priority queue on one session processor of `event_capacity` events.
 fn start(event_capacity: usize) -> Broker {
-    support::start(BrokerConfig {
-        session_processors: 1,
-        event_capacity,
-        ..one_queue(QueueMode::Priority)
-    })
+    support::priority_broker(|c| (c.session_processors, c.event_capacity) = (1, event_capacity))
 }
 
 #[test]
@@ -43,28 +39,23 @@ fn publish_async_publishes_in_order_with_one_outcome_each() {
         let _consumer = drain(&broker, 0);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
-            .build()
-            .unwrap();
+            .build();
+        let runtime = runtime.unwrap();
         // Many more than the session's queue holds (64): the future waits for room.
         runtime.block_on(async {
             for handle in 0..2_000 {
-                producer
-                    .publish_async(QueueId(0), payload(handle))
-                    .await
-                    .unwrap();
+                let publish = producer.publish_async(QueueId(0), payload(handle));
+                publish.await.unwrap();
             }
         });
-        // Sent before the close: a close reports what is still in the session's batch
-        // `NotSent`.
+        // Sent before the close, which reports what is still in the batch `NotSent`.
         broker.quiesce().unwrap();
         assert!(producer.close(Duration::from_secs(10)));
         let acks = acks.lock().unwrap();
         assert_eq!(acks.len(), 2_000);
         // The queue may refuse a message when its table is full; nothing else happens.
-        assert!(
-            acks.iter()
-                .all(|a| matches!(a.status, AckStatus::Stored | AckStatus::RejectedQueueFull))
-        );
+        let stored = |a: &Ack| matches!(a.status, AckStatus::Stored | AckStatus::RejectedQueueFull);
+        assert!(acks.iter().all(stored));
         let mut handles: Vec<u64> = acks.iter().map(|a| a.payload.handle).collect();
         handles.sort_unstable();
         assert_eq!(handles, (0..2_000).collect::<Vec<_>>());
@@ -77,7 +68,6 @@ fn a_dropped_publish_async_publishes_nothing_and_owes_no_outcome() {
         let broker = start(16);
         let (producer, acks) = producer(&broker, 1 << 12);
         let _consumer = drain(&broker, 0);
-
         // Hold the session processor, so that its queue fills.
         let gate = hold(&broker, session(&broker));
 
@@ -96,20 +86,15 @@ fn a_dropped_publish_async_publishes_nothing_and_owes_no_outcome() {
                 // The queue is full: drop the waiting future.
                 Poll::Pending => break,
             }
-            assert!(
-                Instant::now() < deadline,
-                "the session's queue never filled"
-            );
+            let filled = Instant::now() < deadline;
+            assert!(filled, "the session's queue never filled");
         }
         assert!(published > 0);
         gate.wait();
 
-        // Every published message gets its outcome, and nothing more is owed: the close
-        // does not wait for the dropped one.
-        assert!(
-            producer.close(Duration::from_secs(10)),
-            "close waited for an outcome"
-        );
+        // Every published message gets its outcome; the close does not wait for the dropped.
+        let closed = producer.close(Duration::from_secs(10));
+        assert!(closed, "close waited for an outcome");
         let acks = acks.lock().unwrap();
         assert_eq!(acks.len() as u64, published);
         assert!(acks.iter().all(|a| a.payload.handle < published));

@@ -1,11 +1,9 @@
-//! The producer's sending side: the flush decision (queue drained, batch cap, frame size,
-//! timer), the unconfirmed cap with back-pressure and no lost wake-up, confirm timeouts,
-//! and close: every message gets exactly one outcome.
+//! The producer's sending side: flushes, the unconfirmed cap, confirm timeouts and close.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use zerodispatch_broker::*;
 
@@ -13,15 +11,14 @@ mod support;
 
 use support::{
     assert_each, capped, consumer_calling, drain, hold, len, one_queue, outcomes, producer_with,
-    replicated, session, start, statuses, timeout, timer, wait_for,
+    replicated, session, start, statuses, timeout, timer, wait_for, wait_up_to, with,
 };
 
 fn broker() -> Broker {
     start(one_queue(QueueMode::Priority))
 }
 
-/// The replica's receipts for `guids`, once the queue has stored what was sent (a replica
-/// gets a message from the primary after it is stored): their ACKs go.
+/// The replica's receipts for `guids`, once the queue has stored what was sent.
 fn receipts(broker: &Broker, guids: &[Guid]) {
     broker.quiesce().unwrap();
     support::receipts(broker, guids, 0);
@@ -34,16 +31,17 @@ fn send(p: &Producer, n: usize) -> Vec<Guid> {
         .collect()
 }
 
-/// Waits until the producer's session has handled what was sent to it (and, with dynamic
-/// send, sent it on: the flush point after its queue drained).
+/// Waits until the producer's session has handled (and, flushing dynamically, sent on) all.
 fn sent_on(broker: &Broker) {
     support::handled(broker, session(broker));
 }
 
+/// A payload of `len` bytes.
 fn payload(len: u32) -> Payload {
     Payload { handle: 0, len }
 }
 
+/// The frames and messages the sessions put.
 fn frames(broker: &Broker) -> (u64, u64) {
     let s = broker.session_stats();
     (s.put_frames, s.put_messages)
@@ -58,52 +56,38 @@ fn dynamic_send_flushes_each_message_at_once_when_the_queue_drains() {
         p.send(QueueId(0), payload(8)).unwrap();
         broker.quiesce().unwrap(); // low rate: the session's queue drains after each message
     }
-    assert_eq!(
-        frames(&broker),
-        (20, 20),
-        "one frame per message at a low rate"
-    );
+    assert_eq!(frames(&broker), (20, 20), "one frame per message");
     assert!(outcomes(&acks).values().all(|s| *s == AckStatus::Stored));
+}
+
+/// The (frames, messages) put for `n` messages of `len` bytes sent by a producer of
+/// `config` while its session is held, so that they reach it at once.
+fn held_burst(config: ProducerConfig, n: usize, len: u32) -> (u64, u64) {
+    let broker = broker();
+    let (p, _acks) = producer_with(&broker, config);
+    let gate = hold(&broker, session(&broker));
+    for _ in 0..n {
+        p.send(QueueId(0), payload(len)).unwrap();
+    }
+    gate.wait();
+    broker.quiesce().unwrap();
+    frames(&broker)
 }
 
 #[test]
 fn a_batch_is_sent_when_it_reaches_batch_size_or_fills_a_frame() {
-    let broker = broker();
-    let config = ProducerConfig {
-        batch_size: 4,
-        ..ProducerConfig::default()
-    };
-    let (p, _acks) = producer_with(&broker, config);
-    let gate = hold(&broker, session(&broker));
-    send(&p, 10);
-    gate.wait();
-    broker.quiesce().unwrap();
     // 10 messages, batches of at most 4 cut by the cap: 4 + 4 + 2 (the last at the drain).
-    assert_eq!(frames(&broker), (3, 10));
-
+    let config = with(ProducerConfig::default(), |c| c.batch_size = 4);
+    assert_eq!(held_burst(config, 10, 8), (3, 10));
     // Frame size: 3 messages of 100 bytes fit (3 x 132 = 396 <= 400), a fourth does not.
-    let broker = self::broker();
-    let config = ProducerConfig {
-        max_frame_bytes: 400,
-        ..ProducerConfig::default()
-    };
-    let (p, _acks) = producer_with(&broker, config);
-    let gate = hold(&broker, session(&broker));
-    for _ in 0..7 {
-        p.send(QueueId(0), payload(100)).unwrap();
-    }
-    gate.wait();
-    broker.quiesce().unwrap();
-    assert_eq!(frames(&broker), (3, 7), "frames of 3, 3 and 1");
+    let config = with(ProducerConfig::default(), |c| c.max_frame_bytes = 400);
+    assert_eq!(held_burst(config, 7, 100), (3, 7), "frames of 3, 3 and 1");
 }
 
 #[test]
 fn a_message_larger_than_a_frame_is_refused_and_handed_back() {
     let broker = broker();
-    let config = ProducerConfig {
-        max_frame_bytes: 1000,
-        ..ProducerConfig::default()
-    };
+    let config = with(ProducerConfig::default(), |c| c.max_frame_bytes = 1000);
     let (p, _acks) = producer_with(&broker, config);
     let refused = Err(SendError::TooLarge {
         payload: payload(1000),
@@ -123,24 +107,17 @@ fn timer_aggregation_waits_for_the_tick() {
     let broker = broker();
     let _c = drain(&broker, 0);
     let (p, acks) = producer_with(&broker, timer(Duration::from_millis(50)));
-    let start = Instant::now();
+    let start = std::time::Instant::now();
     send(&p, 5);
     // Nothing is sent before a tick, however long the session's queue has been drained.
     thread::sleep(Duration::from_millis(10));
     assert!(acks.lock().unwrap().is_empty(), "sent before the tick");
-    while acks.lock().unwrap().len() < 5 {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "the tick never came"
-        );
-        thread::sleep(Duration::from_millis(1));
-    }
+    let limit = Duration::from_secs(5).saturating_sub(start.elapsed());
+    wait_up_to(limit, "the tick", || len(&acks) >= 5);
     let (frames, messages) = frames(&broker);
     assert_eq!(messages, 5);
-    assert!(
-        frames <= 2,
-        "the five messages went in one tick (two if a tick fell between sends): {frames}"
-    );
+    let one_tick = "the five messages went in one tick (two if a tick fell between sends)";
+    assert!(frames <= 2, "{one_tick}: {frames}");
 }
 
 #[test]
@@ -188,17 +165,12 @@ fn many_senders_at_a_tiny_cap_never_exceed_it_and_never_hang() {
             })
         })
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for s in senders {
-        while !s.is_finished() {
-            assert!(
-                Instant::now() < deadline,
-                "a sender is stuck: a lost wake-up"
-            );
-            thread::sleep(Duration::from_millis(5));
-        }
-        s.join().unwrap();
-    }
+    wait_up_to(
+        Duration::from_secs(60),
+        "a stuck sender: a lost wake-up",
+        || senders.iter().all(|s| s.is_finished()),
+    );
+    senders.into_iter().for_each(|s| s.join().unwrap());
     broker.quiesce().unwrap();
     let peak = peak.load(Ordering::Relaxed);
     assert!(peak <= cap, "the cap was exceeded: {peak}");
@@ -213,14 +185,8 @@ fn an_unconfirmed_message_times_out_once_and_a_late_ack_is_counted() {
     let broker = start(replicated());
     let (p, acks) = producer_with(&broker, timeout(Duration::from_millis(40)));
     let guids = send(&p, 5);
-    let start = Instant::now();
-    while acks.lock().unwrap().len() < 5 {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "no timeout reported"
-        );
-        thread::sleep(Duration::from_millis(2));
-    }
+    let start = std::time::Instant::now();
+    wait_up_to(Duration::from_secs(5), "a timeout", || len(&acks) >= 5);
     assert!(start.elapsed() >= Duration::from_millis(30));
     assert_each(&outcomes(&acks), &guids, AckStatus::TimedOut);
     let credits = p.unconfirmed();
@@ -235,14 +201,12 @@ fn an_unconfirmed_message_times_out_once_and_a_late_ack_is_counted() {
 
 #[test]
 fn a_late_ack_whose_slot_holds_a_newer_message_leaves_that_message_waiting() {
-    // One message in flight at a time, so the newer message takes the slot of the session's
-    // table that the timed-out one had, and the old ACK names it. The timeout is long
-    // enough that the newer message cannot time out before the test is done with it.
+    // A cap of 1: the newer message takes the timed-out one's slot, which the old ACK names;
+    // the timeout outlasts the test's use of the newer one.
     let broker = start(replicated());
-    let config = ProducerConfig {
-        max_unconfirmed: 1,
-        ..timeout(Duration::from_millis(400))
-    };
+    let config = with(timeout(Duration::from_millis(400)), |c| {
+        c.max_unconfirmed = 1
+    });
     let (p, acks) = producer_with(&broker, config);
     let old = p.send(QueueId(0), payload(8)).unwrap();
     wait_for("the first message's timeout", || len(&acks) == 1);
@@ -250,11 +214,8 @@ fn a_late_ack_whose_slot_holds_a_newer_message_leaves_that_message_waiting() {
     // Both stored, both waiting for the replica's receipt; the old one's comes first.
     receipts(&broker, &[old]);
     broker.quiesce().unwrap();
-    assert_eq!(
-        statuses(&acks),
-        [AckStatus::TimedOut],
-        "the old ACK reported the newer message"
-    );
+    let reported = "the old ACK reported the newer message";
+    assert_eq!(statuses(&acks), [AckStatus::TimedOut], "{reported}");
     let s = broker.session_stats();
     assert_eq!((s.timed_out, s.acks, s.late_acks), (1, 0, 1));
     // The newer message's own ACK reports it.
@@ -268,8 +229,7 @@ fn a_late_ack_whose_slot_holds_a_newer_message_leaves_that_message_waiting() {
 
 #[test]
 fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time() {
-    // In flight, with a consumer holding them unconfirmed for a moment: confirmed within
-    // the wait.
+    // In flight, held unconfirmed a moment by a consumer: confirmed within the wait.
     let broker = broker();
     let gate = Arc::new(std::sync::Barrier::new(2));
     let g = gate.clone();
@@ -295,8 +255,7 @@ fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time
         Err(SendError::Closed(_))
     ));
 
-    // In flight, waiting for a receipt that does not come: reported Closed when the wait
-    // ends.
+    // In flight, waiting for a receipt that never comes: `Closed` when the wait ends.
     let broker = start(replicated());
     let (p, acks) = producer_with(&broker, ProducerConfig::default());
     let guids = send(&p, 5);
@@ -306,8 +265,7 @@ fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time
     broker.quiesce().unwrap();
     assert_each(&outcomes(&acks), &guids, AckStatus::Closed);
 
-    // Not sent yet (timer strategy, before the tick), closed without a wait: reported
-    // NotSent, nothing reaches the queue.
+    // Not sent yet (before the timer's tick), closed without a wait: `NotSent`.
     let config = timer(Duration::from_secs(3600));
     let broker = self::broker();
     let (p, acks) = producer_with(&broker, config);
@@ -319,8 +277,7 @@ fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time
     let stored = broker.queue_stats()[0].stored;
     assert_eq!(stored, 0, "nothing reached the queue");
 
-    // The same closed with a wait: the close sends the batch without waiting for the
-    // tick, and each message gets its real outcome.
+    // The same with a wait: the close sends the batch at once; each gets its real outcome.
     let broker = self::broker();
     let (p, acks) = producer_with(&broker, config);
     let guids = send(&p, 5);
@@ -337,13 +294,13 @@ fn every_message_gets_exactly_one_outcome_under_a_random_close() {
         let _c = drain(&broker, 0);
         let config = ProducerConfig {
             max_unconfirmed: 64,
-            flush: if seed % 2 == 0 {
-                FlushStrategy::Dynamic
-            } else {
-                FlushStrategy::Timer(Duration::from_millis(2))
-            },
-            confirm_timeout: Some(Duration::from_millis(5 + seed)),
-            ..ProducerConfig::default()
+            ..timeout(Duration::from_millis(5 + seed))
+        };
+        let config = match seed % 2 {
+            0 => config,
+            _ => with(config, |c| {
+                c.flush = FlushStrategy::Timer(Duration::from_millis(2))
+            }),
         };
         let (p, acks) = producer_with(&broker, config);
         let p = Arc::new(p);
@@ -356,8 +313,7 @@ fn every_message_gets_exactly_one_outcome_under_a_random_close() {
                 }
             })
         };
-        // The close comes while messages are being sent: after the first, on a loaded
-        // machine too (the sender may not have run yet when the sleep alone ends).
+        // The close comes while messages are being sent: after the first, even if loaded.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while sent.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
             thread::yield_now();
@@ -376,9 +332,7 @@ fn every_message_gets_exactly_one_outcome_under_a_random_close() {
     }
 }
 
-/// `Producer::close` is the one way to close a producer (dropping it calls it): each
-/// message taken before it gets exactly one outcome, and closing again, or dropping it
-/// after, reports nothing more.
+/// Each message taken before `close` gets one outcome; closing again or dropping adds none.
 #[test]
 fn closing_again_or_dropping_after_close_reports_nothing_more() {
     let broker = start(replicated());
@@ -410,8 +364,7 @@ fn closing_again_or_dropping_after_close_reports_nothing_more() {
     assert_eq!(broker.session_stats().closed_reported, 5);
 }
 
-/// Once the broker has shut down, `publish`, `send` and `try_send` say so (not `Closed`:
-/// the producer was not closed) and hand the payload back.
+/// After shutdown, `publish`, `send` and `try_send` say `ShutDown` (not `Closed`).
 #[test]
 fn after_shutdown_every_call_says_shut_down_and_hands_the_payload_back() {
     let broker = start(replicated());
@@ -448,18 +401,14 @@ fn invalid_producer_configurations_are_errors_that_name_the_setting() {
             "max_unconfirmed",
         ),
         (
-            ProducerConfig {
-                batch_size: 0,
-                ..ProducerConfig::default()
-            },
+            with(ProducerConfig::default(), |c| c.batch_size = 0),
             BrokerError::ZeroBatchSize,
             "batch_size",
         ),
         (
-            ProducerConfig {
-                max_frame_bytes: FRAME_OVERHEAD,
-                ..ProducerConfig::default()
-            },
+            with(ProducerConfig::default(), |c| {
+                c.max_frame_bytes = FRAME_OVERHEAD
+            }),
             BrokerError::FrameTooSmall {
                 max_frame_bytes: FRAME_OVERHEAD,
             },
@@ -485,8 +434,7 @@ fn invalid_producer_configurations_are_errors_that_name_the_setting() {
     }
     // `open_producer` takes the same cap, and refuses 0 the same way.
     let refused = broker.open_producer(0, |_: &[Ack]| {}).unwrap_err();
-    assert_eq!(
-        refused,
-        BrokerError::MaxUnconfirmedOutOfRange { max_unconfirmed: 0 }
-    );
+    let max_unconfirmed = 0;
+    let out_of_range = BrokerError::MaxUnconfirmedOutOfRange { max_unconfirmed };
+    assert_eq!(refused, out_of_range);
 }

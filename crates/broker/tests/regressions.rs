@@ -1,6 +1,5 @@
-//! Regression tests for defects found by an outside audit (issue 8, section 2), one test per
-//! defect, named after what it guards. Each failed on the code before its fix. A test that
-//! used to hang runs under [`within`], a watchdog that fails it instead.
+//! One regression test per defect of the outside audit (issue 8, section 2); one that used
+//! to hang runs under [`within`], a watchdog that fails it instead.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
@@ -13,21 +12,10 @@ use zerodispatch_testkit::within;
 mod support;
 
 use support::{
-    Log, Slot, answer, consumer_calling, drain, hold, on, outcomes, payload, producer, receipt,
-    recording, replication, sized, wait_up_to,
+    Log, Slot, answer, consumer_calling, drain, hold, on, outcomes, payload, priority,
+    priority_broker, producer, receipt, recording, replication, sized, start_on as start,
+    wait_up_to, with,
 };
-
-fn start(queues: Vec<QueueConfig>, session_processors: usize) -> Broker {
-    support::start(BrokerConfig {
-        queues,
-        session_processors,
-        ..BrokerConfig::default()
-    })
-}
-
-fn priority() -> QueueConfig {
-    QueueConfig::new(QueueMode::Priority)
-}
 
 /// The producer itself, as a handler of its own sees it: set once it is opened.
 type Me = OnceLock<Weak<Producer>>;
@@ -61,8 +49,7 @@ fn panicking_once<T: Clone + Send + 'static>(
     }
 }
 
-/// Defect 8: `held` was `held - released` from two unordered loads, and wrapped (a panic in
-/// debug builds) when a release fell between them.
+/// Defect 8: `held` was `held - released` of two unordered loads, and wrapped.
 #[test]
 fn queue_stats_held_never_wraps_while_messages_flow() {
     const CAPACITY: usize = 64;
@@ -99,16 +86,14 @@ fn queue_stats_held_never_wraps_while_messages_flow() {
     });
 }
 
-/// Defect 10 (producer side): a panic in `on_ack` left its batch in place, to be reported
-/// again at the next flush (3 outcomes for 2 messages), with its credits never given back.
+/// Defect 10: a panic in `on_ack` left its batch to be reported again, credits kept.
 #[test]
 fn a_panicking_on_ack_reports_each_outcome_once() {
     let broker = start(vec![priority()], 1);
     let _c = drain(&broker, 0);
     let acks: Log<Ack> = Log::default();
-    let p = broker
-        .open_producer(100, panicking_once(&acks, "on_ack"))
-        .unwrap();
+    let p = broker.open_producer(100, panicking_once(&acks, "on_ack"));
+    let p = p.unwrap();
     let g1 = p.send(QueueId(0), payload(1)).unwrap();
     broker.quiesce().unwrap();
     let g2 = p.send(QueueId(0), payload(2)).unwrap();
@@ -121,8 +106,7 @@ fn a_panicking_on_ack_reports_each_outcome_once() {
     assert_eq!(broker.session_stats().handler_panics, 1);
 }
 
-/// Defect 10 (consumer side): a panic in `on_delivery` left the batch to be delivered again
-/// and sent none of its confirms.
+/// Defect 10 (consumer side): a panic in `on_delivery` left its batch, unconfirmed.
 #[test]
 fn a_panicking_on_delivery_delivers_each_message_once_and_confirms_it() {
     let broker = start(vec![priority()], 1);
@@ -133,24 +117,15 @@ fn a_panicking_on_delivery_delivers_each_message_once_and_confirms_it() {
     broker.quiesce().unwrap();
     let g2 = p.publish(QueueId(0), payload(2)).unwrap();
     broker.quiesce().unwrap();
-    assert_eq!(
-        support::guids(&seen),
-        [g1, g2],
-        "each message delivered once"
-    );
+    assert_eq!(support::guids(&seen), [g1, g2], "each delivered once");
     let all = outcomes(&acks);
-    assert_eq!(
-        (all.get(&g1), all.get(&g2)),
-        (Some(&AckStatus::Stored), Some(&AckStatus::Stored)),
-        "the panicking batch was confirmed all the same"
-    );
+    let (stored, both) = (Some(&AckStatus::Stored), (all.get(&g1), all.get(&g2)));
+    assert_eq!(both, (stored, stored), "the panicking batch was confirmed");
     let s = broker.session_stats();
     assert_eq!((s.delivered, s.confirms_sent, s.handler_panics), (2, 2, 1));
 }
 
-/// Defect 2: `on_ack` ran before the credits of its batch were given back, so a producer at
-/// its cap calling `send` from its own `on_ack` waited forever for a credit that only its
-/// own (blocked) session processor could free.
+/// Defect 2: `on_ack` ran before its batch's credits came back: `send` in it at the cap hung.
 #[test]
 fn send_from_on_ack_at_a_cap_of_one_does_not_hang() {
     const CHAIN: usize = 20;
@@ -177,21 +152,13 @@ fn send_from_on_ack_at_a_cap_of_one_does_not_hang() {
     });
 }
 
-/// Defect 11: closing a session never unregistered it, so each close kept its client slot
-/// (and its tables) and `open_producer` failed after 65,535 of them. 40,000 rounds of a
-/// producer and a consumer opened and closed: 80,000 sessions on one processor.
+/// Defect 11: a closed session kept its client slot: 80,000 sessions on one processor.
 #[test]
 fn closed_sessions_free_their_slots() {
     const ROUNDS: u64 = 40_000;
     within(Duration::from_secs(60), "open and close", || {
-        let broker = start(
-            vec![QueueConfig {
-                capacity: 16,
-                window: 4,
-                ..priority()
-            }],
-            1,
-        );
+        let queue = with(sized(QueueMode::Priority, 16), |q| q.window = 4);
+        let broker = start(vec![queue], 1);
         let acks: Log<Ack> = Log::default();
         let options = ConsumerOptions::default();
         for i in 0..ROUNDS {
@@ -227,8 +194,7 @@ fn closed_sessions_free_their_slots() {
     });
 }
 
-/// Defect 13: `close` waited only for messages sent with `send` (credited): messages
-/// published with `publish` and still in flight were reported `Closed` at once.
+/// Defect 13: `close` waited only for credited messages, not for `publish`ed ones.
 #[test]
 fn close_waits_for_published_messages_too() {
     within(Duration::from_secs(20), "close after publish", || {
@@ -254,8 +220,7 @@ fn close_waits_for_published_messages_too() {
     });
 }
 
-/// Defect 18: a queue capacity of `u32::MAX` passed validation, then aborted the process
-/// on allocation.
+/// Defect 18: a queue capacity of `u32::MAX` passed validation, then aborted on allocation.
 #[test]
 fn a_huge_queue_capacity_is_an_error_not_an_abort() {
     for capacity in [
@@ -265,57 +230,37 @@ fn a_huge_queue_capacity_is_an_error_not_an_abort() {
         1 << 40,
     ] {
         let queues = vec![sized(QueueMode::Priority, capacity)];
-        let config = BrokerConfig {
-            queues,
-            ..BrokerConfig::default()
-        };
+        let config = with(BrokerConfig::default(), |c| c.queues = queues);
         let err = Broker::start(config).unwrap_err();
         let expected = BrokerError::QueueCapacityOutOfRange {
             queue: QueueId(0),
             capacity,
         };
         assert!(err == expected, "{capacity}: {err:?}");
-        let limit = MAX_QUEUE_CAPACITY.to_string();
-        assert!(
-            err.to_string().contains(&limit),
-            "the message says the limit: {err}"
-        );
+        let limit = err.to_string().contains(&MAX_QUEUE_CAPACITY.to_string());
+        assert!(limit, "the message says the limit: {err}");
     }
     // A huge producer cap is refused the same way, not a "capacity overflow" panic.
     let broker = start(vec![priority()], 1);
     for cap in [usize::MAX, MAX_UNCONFIRMED + 1] {
         let err = broker.open_producer(cap, |_: &[Ack]| {}).unwrap_err();
-        assert_eq!(
-            err,
-            BrokerError::MaxUnconfirmedOutOfRange {
-                max_unconfirmed: cap
-            }
-        );
-        assert!(
-            err.to_string().contains(&MAX_UNCONFIRMED.to_string()),
-            "{err}"
-        );
+        let max_unconfirmed = cap;
+        let out_of_range = BrokerError::MaxUnconfirmedOutOfRange { max_unconfirmed };
+        assert_eq!(err, out_of_range);
+        let limit = err.to_string().contains(&MAX_UNCONFIRMED.to_string());
+        assert!(limit, "{err}");
     }
     // A batch never holds more than the cap: a huge batch size allocates no more.
-    let huge = ProducerConfig {
-        batch_size: usize::MAX,
-        ..ProducerConfig::default()
-    };
+    let huge = with(ProducerConfig::default(), |c| c.batch_size = usize::MAX);
     broker.open_producer_with(huge, |_: &[Ack]| {}).unwrap();
 }
 
-/// Defect 20 (second half): dropping a producer inside its own `on_ack` waited on the
-/// session processor, which alone could report the outcomes waited for, for the whole
-/// second of the close wait.
+/// Defect 20: dropping a producer in its own `on_ack` stalled its processor for the wait.
 #[test]
 fn dropping_a_producer_in_its_own_on_ack_does_not_stall_its_processor() {
     within(Duration::from_secs(20), "drop in on_ack", || {
         // ACKs wait for the replica's receipt: a message without one stays in flight.
-        let broker = support::start(BrokerConfig {
-            queues: vec![priority()],
-            replication: replication(1, 1),
-            ..BrokerConfig::default()
-        });
+        let broker = priority_broker(|c| c.replication = replication(1, 1));
         let _c = drain(&broker, 0);
         let holder: Slot<Producer> = Slot::default();
         let took: Slot<Duration> = Slot::default();
@@ -350,8 +295,7 @@ fn dropping_a_producer_in_its_own_on_ack_does_not_stall_its_processor() {
     });
 }
 
-/// Defect 2 (second half): `send` on a processor thread at the cap waited for a credit that
-/// only a processor (perhaps this very one) could give back.
+/// Defect 2 (second half): `send` at the cap on a processor thread waited for a credit.
 #[test]
 fn send_at_the_cap_on_a_processor_thread_hands_the_message_back() {
     within(Duration::from_secs(10), "send at the cap in on_ack", || {
@@ -386,8 +330,7 @@ fn send_at_the_cap_on_a_processor_thread_hands_the_message_back() {
     });
 }
 
-/// Defect 12: `cluster_state` called on the cluster processor's own thread waited for
-/// itself forever.
+/// Defect 12: `cluster_state` on the cluster processor's thread waited for itself.
 #[test]
 fn cluster_state_on_a_processor_thread_is_an_error_not_a_hang() {
     within(
@@ -412,8 +355,7 @@ fn cluster_state_on_a_processor_thread_is_an_error_not_a_hang() {
     );
 }
 
-/// Defect 20 (first half): `quiesce` called from `on_ack` said `ShutDown`, hiding the real
-/// reason: it was called on a processor thread, where it must not wait.
+/// Defect 20 (first half): `quiesce` in `on_ack` said `ShutDown`, not `OnProcessorThread`.
 #[test]
 fn quiesce_in_on_ack_says_it_is_on_a_processor_thread() {
     within(Duration::from_secs(10), "quiesce in on_ack", || {
@@ -436,19 +378,13 @@ fn quiesce_in_on_ack_says_it_is_on_a_processor_thread() {
     });
 }
 
-/// Defect 12 (second half): a publish made on a processor thread whose outbox was full came
-/// back as `ShutDown` (`SendError::Closed` for `send`), though nothing was shutting down.
-/// It comes back as `WouldBlock`, with the payload handed back.
+/// Defect 12 (second half): a publish into a full outbox on a processor thread said
+/// `ShutDown`; it is `WouldBlock`, handing the payload back.
 #[test]
 fn a_full_outbox_on_a_processor_thread_is_not_reported_as_closed() {
     within(Duration::from_secs(20), "publishes from on_ack", || {
-        // Tiny event queues and outboxes (8 events): 200 publishes from one on_ack call
-        // fill the session processor's own queue, then its outbox.
-        let broker = support::start(BrokerConfig {
-            queues: vec![priority()],
-            event_capacity: 8,
-            ..BrokerConfig::default()
-        });
+        // Queues and outboxes of 8 events: 200 publishes from one `on_ack` fill them.
+        let broker = priority_broker(|c| c.event_capacity = 8);
         let _c = drain(&broker, 0);
         let results: Log<Result<Guid, SendError>> = Log::default();
         let acks: Log<Ack> = Log::default();
@@ -487,26 +423,19 @@ fn a_full_outbox_on_a_processor_thread_is_not_reported_as_closed() {
     });
 }
 
-/// A broker call on a processor thread whose outbox fills (here `close_consumer` on the
-/// cluster processor, with the queue processor held) said `OnProcessorThread`, the error
-/// of a call that would have to wait, and carried no cause. It is `OutboxFull`, with the
-/// core's `DispatchError::Full` as its source.
+/// A call on a processor thread whose outbox fills is `OutboxFull`, with the core's
+/// `DispatchError::Full` as its source (it said `OnProcessorThread`, with no cause).
 #[test]
 fn a_full_outbox_is_its_own_error_with_the_core_refusal_as_source() {
     within(
         Duration::from_secs(20),
         "close_consumer on the cluster thread",
         || {
-            let broker = Arc::new(support::start(BrokerConfig {
-                queues: vec![priority()],
-                event_capacity: 8,
-                ..BrokerConfig::default()
-            }));
+            let broker = Arc::new(priority_broker(|c| c.event_capacity = 8));
             let consumers: Arc<Vec<Consumer>> =
                 Arc::new((0..64).map(|_| drain(&broker, 0)).collect());
             broker.quiesce().unwrap();
-            // Hold the queue processor: the Detaches fill its queue, then the cluster
-            // processor's outbox.
+            // The queue processor held: Detaches fill its queue, then the cluster's outbox.
             let cluster = broker.processors(ClientType::Cluster)[0];
             let gate = hold(&broker, broker.processors(ClientType::Queue)[0]);
             let slot: Slot<Result<(), BrokerError>> = Slot::default();

@@ -1,8 +1,5 @@
-//! The broker's confirm path under the core's seeded simulator: a fixed budget of seeds of
-//! one scenario (`simulate/scenario.rs`, its invariants listed there), each a broker on a
-//! stepped dispatcher ([`Broker::start_stepped`](zerodispatch_broker::Broker::start_stepped)).
-//! `cargo run --release --example simulate_broker -- --seeds N` runs more; `--seed S`
-//! replays one.
+//! The confirm path under the seeded simulator: a budget of seeds of `simulate/scenario.rs`
+//! (`cargo run --release --example simulate_broker -- --seeds N` runs more, `--seed S` one).
 
 #![cfg(not(loom))]
 

@@ -1,11 +1,6 @@
-//! A fault soak of the confirm path: for `ZD_SOAK_SECS` seconds (default 20), producers
-//! open, send at random rates (every sending call) and close, consumers join and leave,
-//! on tiny event queues (64 events, so that outboxes fill) and small message tables, while
-//! the applications' handlers panic at random (`on_ack`, `on_delivery`); then a shutdown.
-//!
-//! It asserts: every published message has exactly one outcome; no 3 s pass without an
-//! outcome while producers run (a watchdog); the broker's counters conserve; and every
-//! session's client slot is given back (the live client count returns to its start).
+//! A fault soak (`ZD_SOAK_SECS`, default 20 s) of producers and consumers churning on tiny
+//! queues while handlers panic at random: one outcome per message, no 3 s without an
+//! outcome, the counters conserve, and every client slot is given back.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +16,7 @@ use support::{
     Outcomes, Rng, TWO_QUEUES_APPS, count_of, drain_app, open_consumer, start, two_queues,
 };
 
+/// How long the soak runs.
 fn soak() -> Duration {
     let secs = std::env::var("ZD_SOAK_SECS")
         .ok()
@@ -29,6 +25,7 @@ fn soak() -> Duration {
     Duration::from_secs(secs)
 }
 
+/// Clients registered on all processors.
 fn live_clients(broker: &Broker) -> usize {
     broker.processor_stats().iter().map(|s| s.clients).sum()
 }
@@ -57,22 +54,20 @@ fn faults_churn_and_tiny_queues_lose_no_outcome_and_stall_nothing() {
                     // A producer's life: open, a few bursts, close (or drop).
                     let sink = outcomes.clone();
                     let mut handler_rng = Rng(rng.next() | 1);
-                    let p = broker
-                        .open_producer(16 + rng.below(500) as usize, move |batch: &[Ack]| {
-                            sink.record(batch);
-                            if handler_rng.below(100) == 0 {
-                                panic!("planned panic in on_ack");
-                            }
-                        })
-                        .unwrap();
+                    let on_ack = move |batch: &[Ack]| {
+                        sink.record(batch);
+                        if handler_rng.below(100) == 0 {
+                            panic!("planned panic in on_ack");
+                        }
+                    };
+                    let p = broker.open_producer(16 + rng.below(500) as usize, on_ack);
+                    let p = p.unwrap();
                     opened += 1;
                     for _ in 0..1 + rng.below(20) {
                         for _ in 0..1 + rng.below(100) {
                             let queue = QueueId(rng.below(2) as u32);
-                            let payload = Payload {
-                                handle: rng.next(),
-                                len: 16,
-                            };
+                            let (handle, len) = (rng.next(), 16);
+                            let payload = Payload { handle, len };
                             let sent = match rng.below(3) {
                                 0 => p.send(queue, payload).map_err(|e| e.to_string()),
                                 1 => p.try_send(queue, payload).map_err(|e| e.to_string()),
@@ -111,11 +106,7 @@ fn faults_churn_and_tiny_queues_lose_no_outcome_and_stall_nothing() {
                 [rng.below(3) as usize];
             let route = [ConfirmRoute::Direct, ConfirmRoute::ViaCluster][rng.below(2) as usize];
             let mut app_rng = Rng(rng.next() | 1);
-            let options = ConsumerOptions {
-                mode,
-                route,
-                ..ConsumerOptions::default()
-            };
+            let options = support::confirming(mode, route);
             let c = open_consumer(&broker, (queue, app), options, move |_: &[Delivery]| {
                 if app_rng.below(50) == 0 {
                     panic!("planned panic in on_delivery");
@@ -156,26 +147,19 @@ fn faults_churn_and_tiny_queues_lose_no_outcome_and_stall_nothing() {
     let stats = broker.queue_stats();
     let sessions = broker.session_stats();
     let acked = count_of(&outcome, AckStatus::Stored);
-    // A queue counts an ACK it sent; a producer closed before it arrived reported the
-    // message `Closed` (or `NotSent`) instead, and the late ACK went to a retired session.
+    // An ACK reaching a closed producer was reported `Closed` (or `NotSent`) instead.
     let by_status = |s: AckStatus| count_of(&outcome, s);
     let closed = by_status(AckStatus::Closed) + by_status(AckStatus::NotSent);
     let queue_acked: u64 = stats.iter().map(|q| q.acked).sum();
-    assert!(
-        acked <= queue_acked && queue_acked <= acked + closed,
-        "acked by the queues {queue_acked}, reported acked {acked}, closed {closed}"
-    );
+    let counts = format!("acked by the queues {queue_acked}, reported {acked}, closed {closed}");
+    let conserved = acked <= queue_acked && queue_acked <= acked + closed;
+    assert!(conserved, "{counts}");
     assert_eq!(stats.iter().map(|q| q.held).sum::<u64>(), 0);
     assert_eq!(sessions.published, published.len() as u64);
-    assert!(
-        sessions.handler_panics > 0,
-        "the handlers' panics were injected"
-    );
-    assert_eq!(
-        live_clients(&broker),
-        clients_at_start,
-        "every closed session gave its client slot back"
-    );
+    let injected = "the handlers' panics were injected";
+    assert!(sessions.handler_panics > 0, "{injected}");
+    let given_back = "every closed session gave its client slot back";
+    assert_eq!(live_clients(&broker), clients_at_start, "{given_back}");
     println!(
         "soak: {} published by {opened} producers, {acked} acked, {} rejected (queue full), {} rejected (producer full), {} closed or not sent; \
          {joined} consumers joined, {left} left; {} handler panics; {} redelivered, {} shares dropped",
@@ -187,7 +171,6 @@ fn faults_churn_and_tiny_queues_lose_no_outcome_and_stall_nothing() {
         stats[0].redelivered + stats[1].redelivered,
         stats[1].dropped_shares
     );
-    Arc::try_unwrap(broker)
-        .expect("every producer thread has finished")
-        .shutdown();
+    let broker = Arc::try_unwrap(broker).expect("every producer thread has finished");
+    broker.shutdown();
 }

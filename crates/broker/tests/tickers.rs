@@ -1,35 +1,29 @@
-//! Producers' tickers (timer aggregation, confirm timeouts) run on their session
-//! processor's timers: no thread per producer, a bound per processor that refuses one
-//! more producer with a clear error, and a count freed when a producer closes.
+//! Producers' tickers run on their session processor's timers: no thread per producer, a
+//! bound per processor (a clear error past it), and a place freed when a producer closes.
 
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use zerodispatch_broker::*;
 
 mod support;
 
-use support::{one_queue, payload, start, timer};
+use support::{payload, priority_broker, timer};
 
+/// A broker of one priority queue with `timed_producers` tickers per session processor.
 fn broker(timed_producers: usize) -> Broker {
-    start(BrokerConfig {
-        timed_producers,
-        ..one_queue(QueueMode::Priority)
-    })
+    priority_broker(|c| c.timed_producers = timed_producers)
 }
 
+/// A timer producer's configuration, ticking every 2 ms.
 fn timed() -> ProducerConfig {
     timer(Duration::from_millis(2))
 }
 
 /// A broker of one priority queue on two session processors, one ticker each.
 fn two_processors() -> Broker {
-    start(BrokerConfig {
-        session_processors: 2,
-        timed_producers: 1,
-        ..one_queue(QueueMode::Priority)
-    })
+    priority_broker(|c| (c.session_processors, c.timed_producers) = (2, 1))
 }
 
 /// The threads of this process (Linux: its tasks).
@@ -45,31 +39,21 @@ fn two_hundred_timer_producers_start_no_thread_and_all_tick() {
     let producers: Vec<_> = (0..200)
         .map(|_| {
             let acks = acks.clone();
-            broker
-                .open_producer_with(timed(), move |batch| *acks.lock().unwrap() += batch.len())
-                .unwrap()
+            let on_ack = move |batch: &[Ack]| *acks.lock().unwrap() += batch.len();
+            broker.open_producer_with(timed(), on_ack).unwrap()
         })
         .collect();
-    // The other test of this binary runs beside it with its own processor threads: a
-    // margin for them, far below the 200 a thread per ticker would add.
+    // A margin for the other tests' processor threads, far below 200 tickers' threads.
     if before > 0 {
-        assert!(
-            threads() <= before + 32,
-            "a thread per ticker: {before} threads before, {} after",
-            threads()
-        );
+        let after = threads();
+        let per_ticker = format!("a thread per ticker: {before} threads before, {after} after");
+        assert!(after <= before + 32, "{per_ticker}");
     }
     for p in &producers {
         p.send(QueueId(0), payload(0)).unwrap();
     }
-    let start = Instant::now();
-    while *acks.lock().unwrap() < 200 {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "a ticker never ticked"
-        );
-        thread::sleep(Duration::from_millis(1));
-    }
+    let ticked = || *acks.lock().unwrap() >= 200;
+    support::wait_up_to(Duration::from_secs(10), "a ticker never ticked", ticked);
 }
 
 #[test]
@@ -80,15 +64,12 @@ fn a_processor_full_of_tickers_refuses_the_next_timed_producer_until_one_closes(
     let a = open(timer(Duration::from_secs(60))).unwrap();
     let _b = open(timed()).unwrap();
     let refused = open(timed()).unwrap_err();
-    assert!(
-        matches!(refused, BrokerError::TooManyTimedProducers { limit: 2, .. }),
-        "{refused:?}"
-    );
+    let limit = matches!(refused, BrokerError::TooManyTimedProducers { limit: 2, .. });
+    assert!(limit, "{refused:?}");
     assert!(refused.to_string().contains("timed_producers"), "{refused}");
     // A producer without a ticker needs no timer.
     open(ProducerConfig::default()).unwrap();
-    // Closed, a producer's pending tick is cancelled, and its place is free once the close
-    // returns.
+    // Closed, its pending tick is cancelled, and its place free once the close returns.
     drop(a);
     let third = open(timed()).unwrap();
     third.send(QueueId(0), payload(1)).unwrap();
@@ -100,9 +81,8 @@ fn an_interval_too_long_for_the_clock_never_ticks_and_panics_nothing() {
     let acks = Arc::new(Mutex::new(0_usize));
     let seen = acks.clone();
     let on_ack = move |batch: &[Ack]| *seen.lock().unwrap() += batch.len();
-    let p = broker
-        .open_producer_with(timer(Duration::MAX), on_ack)
-        .unwrap();
+    let p = broker.open_producer_with(timer(Duration::MAX), on_ack);
+    let p = p.unwrap();
     p.send(QueueId(0), payload(2)).unwrap();
     thread::sleep(Duration::from_millis(30));
     assert_eq!(*acks.lock().unwrap(), 0, "no tick came: nothing was sent");
@@ -115,16 +95,13 @@ fn an_interval_too_long_for_the_clock_never_ticks_and_panics_nothing() {
 fn a_timed_producer_goes_to_the_session_processor_with_the_fewest_tickers() {
     let broker = two_processors();
     let open = |config| broker.open_producer_with(config, |_: &[Ack]| ());
-    // Placed by client count alone, the second timed producer would land beside the
-    // first (each processor holding one client) and be refused.
+    // Placed by client count alone, the second timed one would land beside the first.
     let _timed = open(timed()).unwrap();
     let _plain = open(ProducerConfig::default()).unwrap();
     let _timed_too = open(timed()).unwrap();
     let refused = open(timed()).unwrap_err();
-    assert!(
-        matches!(refused, BrokerError::TooManyTimedProducers { limit: 1, .. }),
-        "{refused:?}"
-    );
+    let limit = matches!(refused, BrokerError::TooManyTimedProducers { limit: 1, .. });
+    assert!(limit, "{refused:?}");
 }
 
 #[test]
@@ -133,11 +110,8 @@ fn a_closed_timed_producer_frees_its_ticker_before_close_returns() {
     let broker = broker(1);
     let mut refused = 0;
     for round in 0..200 {
-        let interval = if round % 2 == 0 {
-            Duration::from_secs(60) // the pending tick is cancelled
-        } else {
-            Duration::from_micros(200) // a tick may be running as the close comes
-        };
+        // A pending tick cancelled, or one perhaps running as the close comes.
+        let interval = [Duration::from_secs(60), Duration::from_micros(200)][round % 2];
         match broker.open_producer_with(timer(interval), |_: &[Ack]| ()) {
             Ok(p) => {
                 if round % 3 == 0 {
@@ -155,8 +129,7 @@ fn a_closed_timed_producer_frees_its_ticker_before_close_returns() {
 
 #[test]
 fn two_timed_producers_opened_at_once_take_the_two_free_places() {
-    // Two processors with one ticker each: opened at the same instant, the two producers
-    // must land one on each, never both on one (the second refused beside a free place).
+    // Opened at the same instant, the two must land one on each processor.
     let broker = Arc::new(two_processors());
     let mut refused = 0;
     for _ in 0..400 {
@@ -178,8 +151,6 @@ fn two_timed_producers_opened_at_once_take_the_two_free_places() {
             }
         }
     }
-    assert_eq!(
-        refused, 0,
-        "opens refused beside a free place, over 400 races"
-    );
+    let beside = "opens refused beside a free place, over 400 races";
+    assert_eq!(refused, 0, "{beside}");
 }

@@ -1,18 +1,6 @@
-//! Proof that the confirm path allocates nothing per message: PUT -> ACK and PUSH ->
-//! CONFIRM (half of them through the cluster processor) -> release, in fanout 1 and
-//! fanout 3, with inline and
-//! typed confirms: 1,000,000 messages in all after warm-up, allocation delta exactly 0 on
-//! every thread; then the sending side with `send` and with a confirm timeout on (the
-//! session's send-time queue stays within its preallocated bound); the same with boxed
-//! confirms allocates (so the counter is seen to work). One more run has event queues far
-//! too small for the flow, so that events wait in the processors' outboxes and the
-//! broker's clients keep what a full outbox refuses. And with a replication quorum: every
-//! message's receipts, from replica threads, through the cluster processor, before its
-//! ACK. And a named producer's: every message numbered by `publish_with_id`, and one in
-//! eight followed by a message stored long before published again, a duplicate the queue
-//! ACKs again and does not store.
-//!
-//! Its own test binary, with its own `main` (`harness = false`): `proofs/mod.rs` says why.
+//! Proof that the confirm path (PUT -> ACK, PUSH -> CONFIRM -> release) allocates nothing
+//! per message on any thread, over the cases listed in its `main`; boxed confirms do (so
+//! the counter is seen to work). Its own binary (`harness = false`): see `proofs/mod.rs`.
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -32,9 +20,7 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 
 const MESSAGES: u64 = 1_000_000;
 const WARM_UP: u64 = 20_000;
-/// Messages the sender keeps unacknowledged, and ahead of the slowest app's deliveries, at
-/// most (it waits beyond): the ACK means stored, so it is the consumers that bound what
-/// the queue holds.
+/// Messages the sender keeps unacknowledged, and ahead of the slowest app, at most.
 const IN_FLIGHT: u64 = 4096;
 /// Replicas, and the quorum, of the replicated run.
 const REPLICATION: Replication = Replication {
@@ -59,8 +45,7 @@ enum Sending {
 /// A named producer follows every message whose id is a multiple of this (from
 /// [`DUPLICATE_LAG`] on) with a duplicate.
 const DUPLICATE_EVERY: u64 = 8;
-/// How far behind a duplicate's id is: twice what the sender keeps in flight, so that it
-/// is stored and ACKed already (the queue ACKs one producer's messages in order).
+/// How far behind a duplicate's id is: twice the in-flight bound, so stored and ACKed.
 const DUPLICATE_LAG: u64 = 2 * IN_FLIGHT;
 
 /// One run of [`allocations`].
@@ -89,10 +74,8 @@ fn case(apps: u16, mode: ConfirmMode, messages: u64, sending: Sending) -> Case {
     }
 }
 
-/// A broker with one queue of `apps` apps, two consumers per app (one confirming straight
-/// to the queue, one through the cluster) and one producer (with `confirm_timeout`, if
-/// any); returns the allocations made while `messages` messages went through, after a
-/// warm-up.
+/// The allocations while `case` runs after a warm-up: one queue of `apps` apps, two
+/// consumers per app (one confirming through the cluster), one producer.
 fn allocations(case: Case) -> u64 {
     let Case {
         apps,
@@ -108,10 +91,11 @@ fn allocations(case: Case) -> u64 {
     } else {
         QueueMode::Fanout { apps }
     };
+    let config = one_queue_of(mode_for, 4 * IN_FLIGHT as usize);
     let broker = Broker::start(BrokerConfig {
         event_capacity,
         replication,
-        ..one_queue_of(mode_for, 4 * IN_FLIGHT as usize)
+        ..config
     })
     .unwrap();
     let acks = AckCounts::of(AckStatus::Stored);
@@ -140,55 +124,40 @@ fn allocations(case: Case) -> u64 {
     };
     // Deliveries, per app.
     let delivered: Arc<[AtomicU64]> = (0..apps).map(|_| AtomicU64::new(0)).collect();
-    let slowest = || {
-        delivered
-            .iter()
-            .map(|d| d.load(Ordering::Acquire))
-            .min()
-            .unwrap_or(0)
-    };
+    let slowest = || delivered.iter().map(|d| d.load(Ordering::Acquire)).min();
+    let slowest = || slowest().unwrap_or(0);
     let mut consumers = Vec::new();
     for app in 0..apps {
         for route in [ConfirmRoute::Direct, ConfirmRoute::ViaCluster] {
             let seen = delivered.clone();
-            let options = ConsumerOptions {
-                mode,
-                route,
-                ..ConsumerOptions::default()
+            let mut options = ConsumerOptions::default();
+            (options.mode, options.route) = (mode, route);
+            let count = move |batch: &[Delivery]| {
+                seen[usize::from(app)].fetch_add(batch.len() as u64, Ordering::Release);
             };
-            consumers.push(
-                broker
-                    .open_consumer(
-                        QueueId(0),
-                        AppId(app),
-                        options,
-                        move |batch: &[Delivery]| {
-                            seen[usize::from(app)].fetch_add(batch.len() as u64, Ordering::Release);
-                        },
-                    )
-                    .unwrap(),
-            );
+            let c = broker.open_consumer(QueueId(0), AppId(app), options, count);
+            consumers.push(c.unwrap());
         }
     }
     let no_refusal = || {
         let n = acks.others();
         assert_eq!(n, 0, "{n} messages refused: every message must be stored");
     };
-    // The replicas: every replica's receipt for each message the queue has stored (seen
-    // delivered to every app), past the quorum too, which then often finds the message
-    // released. (A receipt sent before its message is stored would find nothing.)
+    // Every replica's receipt for each message stored (seen delivered to every app).
     let receipted = Cell::new(0);
     let replicate = || {
         if replication.is_none() {
             return;
         }
         for seq in receipted.get()..slowest() {
-            for replica in 0..REPLICATION.replicas {
+            let guid = Guid::new(producer.id(), seq);
+            for replica in (0..REPLICATION.replicas).map(ReplicaId) {
+                let queue = QueueId(0);
                 broker
                     .replica_receipt(Receipt {
-                        queue: QueueId(0),
-                        guid: Guid::new(producer.id(), seq),
-                        replica: ReplicaId(replica),
+                        queue,
+                        guid,
+                        replica,
                     })
                     .unwrap();
             }
@@ -211,12 +180,9 @@ fn allocations(case: Case) -> u64 {
                 Sending::Named => {
                     producer.publish_with_id(QueueId(0), payload, i).unwrap();
                     if i % DUPLICATE_EVERY == 0 && i >= DUPLICATE_LAG {
-                        let old = i - DUPLICATE_LAG;
-                        let again = Payload {
-                            handle: old,
-                            len: 64,
-                        };
-                        producer.publish_with_id(QueueId(0), again, old).unwrap();
+                        let handle = i - DUPLICATE_LAG;
+                        let again = Payload { handle, len: 64 };
+                        producer.publish_with_id(QueueId(0), again, handle).unwrap();
                     }
                 }
             }
@@ -235,9 +201,8 @@ fn allocations(case: Case) -> u64 {
     send(WARM_UP..WARM_UP + messages);
     wait_done(WARM_UP + messages);
     if mode == ConfirmMode::Boxed {
-        // The ACKs and deliveries are in, but a confirm's box is made after its delivery:
-        // wait for every confirm too (reading the stats allocates, which only adds to the
-        // count this run expects to be high).
+        // A confirm's box is made after its delivery: wait for every confirm too (the stats
+        // read allocates, adding to a count expected high).
         let shares = (WARM_UP + messages) * u64::from(apps);
         while broker.queue_stats()[0].confirms < shares {
             thread::yield_now();
@@ -247,24 +212,19 @@ fn allocations(case: Case) -> u64 {
     let q = broker.queue_stats()[0];
     assert_eq!(q.acked, acks_for(WARM_UP + messages));
     assert_eq!(q.stored, WARM_UP + messages, "duplicates are not stored");
-    assert!(
-        delivered
-            .iter()
-            .all(|d| d.load(Ordering::Relaxed) == WARM_UP + messages)
-    );
+    let all = delivered
+        .iter()
+        .all(|d| d.load(Ordering::Relaxed) == WARM_UP + messages);
+    assert!(all);
     if replication.is_some() {
         broker.quiesce().unwrap();
         let q = broker.queue_stats()[0];
-        assert_eq!(
-            q.receipts + q.unknown_receipts,
-            (WARM_UP + messages) * u64::from(REPLICATION.replicas)
-        );
+        let sent = (WARM_UP + messages) * u64::from(REPLICATION.replicas);
+        assert_eq!(q.receipts + q.unknown_receipts, sent);
     }
     let routed = broker.cluster_state().unwrap().routed;
-    assert!(
-        routed > 0 && routed < q.confirms,
-        "some confirms went through the cluster: {routed}"
-    );
+    let some = "some confirms went through the cluster";
+    assert!(routed > 0 && routed < q.confirms, "{some}: {routed}");
     broker.shutdown();
     after - before
 }
@@ -275,11 +235,8 @@ static GATE_OPEN: AtomicBool = AtomicBool::new(true);
 /// The producer's cap in [`rejected_burst`].
 const BURST_CAP: usize = 4;
 
-/// A burst of `publish`es far past the producer's cap, all reaching its session between two
-/// of its flushes: the session processor is held by a callback (waiting on [`GATE_OPEN`])
-/// while the burst is queued behind it, so that it then handles `max_batch` publishes
-/// before it flushes, all but [`BURST_CAP`] of them rejected `RejectedProducerFull`.
-/// Warmed up with bursts within the cap; returns the allocations of the bursts past it.
+/// The allocations of bursts of `publish`es far past the cap between two flushes (queued
+/// behind a callback held on [`GATE_OPEN`]), after bursts within the cap.
 fn rejected_burst() -> u64 {
     let max_batch = BrokerConfig::default().max_batch;
     let broker = Broker::start(BrokerConfig {
@@ -291,31 +248,21 @@ fn rejected_burst() -> u64 {
     let session = broker.processors(ClientType::Session)[0];
     let acks = AckCounts::of(AckStatus::RejectedProducerFull);
     let producer = broker.open_producer(BURST_CAP, acks.on_ack()).unwrap();
-    let _consumer = broker
-        .open_consumer(
-            QueueId(0),
-            AppId(0),
-            ConsumerOptions::default(),
-            |_: &[Delivery]| {},
-        )
-        .unwrap();
+    let options = ConsumerOptions::default();
+    let c = broker.open_consumer(QueueId(0), AppId(0), options, |_: &[Delivery]| {});
+    let _consumer = c.unwrap();
     let mut published = 0;
     let mut burst = |n: usize| {
         GATE_OPEN.store(false, Ordering::SeqCst);
-        broker
-            .execute(
-                session,
-                Callback::new(|| {
-                    while !GATE_OPEN.load(Ordering::SeqCst) {
-                        thread::yield_now();
-                    }
-                }),
-            )
-            .unwrap();
+        let held = Callback::new(|| {
+            while !GATE_OPEN.load(Ordering::SeqCst) {
+                thread::yield_now();
+            }
+        });
+        broker.execute(session, held).unwrap();
+        let payload = Payload { handle: 0, len: 8 };
         for _ in 0..n {
-            producer
-                .publish(QueueId(0), Payload { handle: 0, len: 8 })
-                .unwrap();
+            producer.publish(QueueId(0), payload).unwrap();
         }
         GATE_OPEN.store(true, Ordering::SeqCst);
         published += n as u64;
@@ -332,11 +279,10 @@ fn rejected_burst() -> u64 {
         burst(max_batch);
     }
     let after = CountingAllocator::allocations();
-    assert!(
-        acks.matching() >= 100 * (max_batch - 2 * BURST_CAP) as u64,
-        "the bursts were rejected past the cap: {}",
-        acks.matching()
-    );
+    let rejected = acks.matching();
+    let past_cap = rejected >= 100 * (max_batch - 2 * BURST_CAP) as u64;
+    let cap = "the bursts were rejected past the cap";
+    assert!(past_cap, "{cap}: {rejected}");
     broker.shutdown();
     after - before
 }
@@ -359,12 +305,9 @@ fn the_confirm_path_allocates_nothing_per_message() {
         ("fanout 1, Typed", case(1, Typed, per_case, Publish)),
         ("fanout 3, Inline", case(3, Inline, per_case, Publish)),
         ("fanout 3, Typed", case(3, Typed, per_case, Publish)),
-        // The sending side of dynamic send: `send` with its unconfirmed cap (credits taken
-        // and given back) and frames cut by the drain.
+        // `send`: credits taken and given back, frames cut by the drain.
         ("fanout 1, Typed, via send", case(1, Typed, per_case, Send)),
-        // With a confirm timeout: the send-time queue gets an entry per message and stays
-        // within its preallocated bound (nothing times out; the ticks that check run all
-        // along, one every 500 ms).
+        // A confirm timeout: the send-time queue stays within its preallocated bound.
         (
             "fanout 1, Typed, confirm timeout",
             Case {
@@ -372,9 +315,7 @@ fn the_confirm_path_allocates_nothing_per_message() {
                 ..case(1, Typed, half, Send)
             },
         ),
-        // Processors' queues (and outboxes) of 64 events, far below what flows: events
-        // wait in outboxes, and when those are full the queues, sessions and cluster keep
-        // what they could not hand on for their next flush, all in preallocated tables.
+        // Queues and outboxes of 64 events: what waits is kept in preallocated tables.
         (
             "fanout 3, Inline, 64-event queues",
             Case {
@@ -382,8 +323,7 @@ fn the_confirm_path_allocates_nothing_per_message() {
                 ..case(3, Inline, half, Send)
             },
         ),
-        // Replicated: three receipts per message through the cluster processor, the ACK
-        // at the second.
+        // Three receipts per message through the cluster processor, the ACK at the second.
         (
             "fanout 3, Inline, replication 2 of 3",
             Case {
@@ -403,15 +343,12 @@ fn the_confirm_path_allocates_nothing_per_message() {
         println!("{what}: {messages} messages, {n} allocations");
         assert_eq!(n, 0, "{what}: {messages} messages allocated {n} times");
     }
-    // A burst of publishes past the cap between two flushes: every one has its outcome
-    // (rejected), in the session's preallocated outcome tables.
+    // Bursts past the cap: each rejection in the session's preallocated outcome tables.
     let n = rejected_burst();
     println!("bursts past the cap: {n} allocations");
     assert_eq!(n, 0, "a burst rejected past the cap allocated {n} times");
     let boxed = allocations(case(3, ConfirmMode::Boxed, 10_000, Sending::Publish));
     println!("fanout 3, Boxed: 10000 messages, {boxed} allocations");
-    assert!(
-        boxed >= 30_000,
-        "one box per confirm (3 per message): counted {boxed}"
-    );
+    let boxes = "one box per confirm (3 per message)";
+    assert!(boxed >= 30_000, "{boxes}: counted {boxed}");
 }

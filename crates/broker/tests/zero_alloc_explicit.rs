@@ -1,9 +1,6 @@
-//! Proof that the path a network front end takes allocates nothing per message: publishes
-//! through `publish_async` on a tokio runtime, a consumer paced by credit whose application
-//! confirms each delivery explicitly (`Broker::confirm`) and gives one credit back per
-//! confirm, and a release hook that hears of every payload released. 200,000 messages after warm-up, allocation delta exactly 0 on every thread.
-//!
-//! Its own test binary, with its own `main` (`harness = false`): `proofs/mod.rs` says why.
+//! Proof that a network front end's path (`publish_async`, explicit confirms with credit
+//! given back, a release hook) allocates nothing per message on any thread. Its own binary
+//! (`harness = false`): see `proofs/mod.rs`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,50 +35,31 @@ fn publish_async_explicit_confirms_and_credit_allocate_nothing_per_message() {
     let on_release = OnRelease::new(move |batch: &[Payload]| {
         freed.fetch_add(batch.len() as u64, Ordering::Relaxed);
     });
-    let broker = Arc::new(
-        Broker::start(BrokerConfig {
-            on_release: Some(on_release),
-            ..one_queue_of(QueueMode::Priority, 4 * IN_FLIGHT as usize)
-        })
-        .unwrap(),
-    );
+    let mut config = one_queue_of(QueueMode::Priority, 4 * IN_FLIGHT as usize);
+    config.on_release = Some(on_release);
+    let broker = Arc::new(Broker::start(config).unwrap());
     let acks = AckCounts::of(AckStatus::Stored);
-    let producer = broker
-        .open_producer(2 * IN_FLIGHT as usize, acks.on_ack())
-        .unwrap();
-    // What the consumer was handed and its application has not confirmed yet: preallocated
-    // for more than the credit lets it hold.
-    let handed: Arc<Mutex<Vec<Guid>>> =
-        Arc::new(Mutex::new(Vec::with_capacity(4 * CREDIT as usize)));
+    let producer = broker.open_producer(2 * IN_FLIGHT as usize, acks.on_ack());
+    let producer = producer.unwrap();
+    // Handed and not confirmed yet: preallocated for more than the credit lets it hold.
+    let handed = Arc::new(Mutex::new(Vec::<Guid>::with_capacity(4 * CREDIT as usize)));
     let into = handed.clone();
-    let options = ConsumerOptions {
-        confirms: Confirms::Explicit,
-        credit: Some(CREDIT),
-        ..ConsumerOptions::default()
+    let mut options = ConsumerOptions::default();
+    (options.confirms, options.credit) = (Confirms::Explicit, Some(CREDIT));
+    let on_delivery = move |batch: &[Delivery]| {
+        let mut handed = into.lock().unwrap();
+        assert!(handed.len() + batch.len() <= handed.capacity());
+        handed.extend(batch.iter().map(|d| d.guid));
     };
-    let consumer = broker
-        .open_consumer(
-            QueueId(0),
-            AppId(0),
-            options,
-            move |batch: &[Delivery]| {
-                let mut handed = into.lock().unwrap();
-                assert!(handed.len() + batch.len() <= handed.capacity());
-                handed.extend(batch.iter().map(|d| d.guid));
-            },
-        )
-        .unwrap();
+    let consumer = broker.open_consumer(QueueId(0), AppId(0), options, on_delivery);
+    let consumer = consumer.unwrap();
 
     // The application's confirming thread: confirms what it was handed, one credit back each.
     let stop = Arc::new(AtomicBool::new(false));
     let confirmed = Arc::new(AtomicU64::new(0));
     let app = {
-        let (broker, handed, stop, confirmed) = (
-            broker.clone(),
-            handed.clone(),
-            stop.clone(),
-            confirmed.clone(),
-        );
+        let (broker, handed) = (broker.clone(), handed.clone());
+        let (stop, confirmed) = (stop.clone(), confirmed.clone());
         thread::spawn(move || {
             let mut mine: Vec<Guid> = Vec::with_capacity(4 * CREDIT as usize);
             while !stop.load(Ordering::Acquire) {
@@ -100,16 +78,13 @@ fn publish_async_explicit_confirms_and_credit_allocate_nothing_per_message() {
     };
 
     let stored = || acks.matching();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().build();
+    let runtime = runtime.unwrap();
     let send = |range: std::ops::Range<u64>| {
         runtime.block_on(async {
             for i in range {
-                // At most IN_FLIGHT messages not yet confirmed by the consumer (an ACK means
-                // stored: the queue would fill if the producer ran ahead of the consumer).
-                // The only task on this runtime: it may wait by yielding the thread (tokio's
-                // `yield_now` grows a list on its first use, which would be counted).
+                // At most IN_FLIGHT unconfirmed; the runtime's only task, it may yield the
+                // thread (tokio's `yield_now` allocates on first use).
                 while i - confirmed.load(Ordering::Acquire) >= IN_FLIGHT {
                     thread::yield_now();
                 }
@@ -139,9 +114,6 @@ fn publish_async_explicit_confirms_and_credit_allocate_nothing_per_message() {
     let stats = broker.session_stats();
     assert_eq!(stats.delivered, WARM_UP + MESSAGES);
     assert_eq!(stats.unknown_confirms, 0);
-    assert_eq!(
-        after - before,
-        0,
-        "allocations while {MESSAGES} messages went through"
-    );
+    let went = format!("allocations while {MESSAGES} messages went through");
+    assert_eq!(after - before, 0, "{went}");
 }

@@ -1,12 +1,6 @@
-//! What the broker's allocation proofs (`zero_alloc.rs`, `zero_alloc_explicit.rs`) share:
-//! a producer's outcomes counted without allocating, a wait that allocates nothing, and
-//! their broker's queue.
-//!
-//! Each proof is a test binary of its own, with its own `main` (`harness = false`):
-//! libtest's main thread allocates while a test runs, when it warns that the test has run
-//! for over 60 seconds, which under CPU load fell inside a measured window ("allocated 3
-//! times": the timed-out test's entry, then its message formatted). Without the harness,
-//! the only threads are the proof's `main`, the broker's and those it starts.
+//! What the allocation proofs (`zero_alloc.rs`, `zero_alloc_explicit.rs`) share. Each is
+//! its own binary (`harness = false`): libtest's main thread allocates its "running for
+//! over 60 seconds" warning, which under load fell inside a measured window.
 
 #![allow(dead_code)]
 
@@ -16,13 +10,11 @@ use std::thread;
 
 use zerodispatch_broker::*;
 
-/// A producer's outcomes, counted without allocating: those of one status, and the
-/// others. (A panic in `on_ack` would be caught and counted: a proof counts what it does
-/// not expect and asserts on the count instead.)
+/// A producer's outcomes of one status and the others, counted without allocating (a
+/// proof asserts on the count: a panic in `on_ack` would be caught).
 pub struct AckCounts {
     status: AckStatus,
-    /// Outcomes of `status`; the others are added before, so that a read of this one
-    /// (acquire) sees them.
+    /// Outcomes of `status`, added after the others (so an acquire read sees them).
     matching: AtomicU64,
     others: AtomicU64,
 }

@@ -1,47 +1,27 @@
 //! One scenario of the broker's confirm path under the seeded simulator
-//! ([`Broker::start_stepped`], [`BrokerSimulator`]): producers (anonymous, named, timed by
-//! a timer flush or a confirm timeout) publishing to priority and fanout queues with tiny
-//! capacities; consumers with credit, explicit or on-return confirms, straight or through
-//! the cluster; replication with a quorum and receipts that come late or never; closes
-//! with and without a wait, a named producer's reconnection (closed, its name opened again
-//! at once, and everything it had no `Stored` for published again with the same ids);
-//! more names than the broker's table of names holds (a new name that finds it full takes
-//! the place of the name closed least recently; the forgotten name, opened again, publishes
-//! again as a new name); tiny processor queues; and a shutdown in mid-stream. Shared by
-//! `tests/simulate.rs` (a fixed budget of seeds, in CI) and the facade's
-//! `examples/simulate_broker.rs` (more seeds, or one replayed).
+//! ([`Broker::start_stepped`], [`BrokerSimulator`]): anonymous, named and timed producers on
+//! tiny priority and fanout queues; consumers with credit, explicit or on-return confirms,
+//! direct or through the cluster; replication with late or missing receipts; closes, a
+//! named producer's reconnection (resending what had no `Stored`), more names than the
+//! table holds, tiny processor queues and a shutdown in mid-stream. Shared by
+//! `tests/simulate.rs` and `examples/simulate_broker.rs`.
 //!
-//! Invariants, checked as it runs (the handlers record a breach; the test's thread fails
-//! on it after the step that made it) and at its end:
-//! * every message published (a publish that returned `Ok`) has exactly one outcome, and
-//!   no outcome comes for a message not published;
-//! * `Closed` comes only to a producer whose close has begun, or at shutdown (a producer
-//!   still open is never told its message is closed);
-//! * `Stored` comes only once the quorum's replicas sent their receipt, and only for a
-//!   message its queue holds: once the run is over, every message reported `Stored` is
-//!   delivered to each app of its queue (unless a consumer of that fanout app closed,
-//!   which drops its shares), so none was lost either;
-//! * a delivery is of a message published to that queue, with the payload of a message
-//!   published under its GUID; a share (message, app) is delivered at most once while a
-//!   consumer holds it, and never again once confirmed: so a named producer's message
-//!   published again under the same place and generation (while the broker keeps the
-//!   name) is never stored (nor delivered) twice; each queue stores at most one copy of
-//!   each GUID;
-//! * across a forgotten name, at least once: a named message reported `Stored` is
-//!   delivered, at the end, as that name's message (not only under its GUID, which a
-//!   place reused without a new generation would share with another name's);
-//! * the table of names follows its rule, mirrored here (`Table`): a named producer opens
-//!   at the place and generation the rule gives and publishes under them; `TooManyNames`
-//!   comes only while open producers hold every place; the broker knows exactly the names
-//!   the rule keeps (an open name is never given up), and for a forgotten one
-//!   `stored_window` and `last_stored` say nothing is stored;
-//! * a timed producer is refused `TooManyTimedProducers` only when as many timed producers
-//!   as the session processors allow are open: a close gives its ticker's place back
-//!   before it returns;
-//! * ACK conservation, at the end of a run without a shutdown in mid-stream: every ACK a
-//!   queue sent was counted once by a session (`acked + rejected_full + out_of_window +
-//!   superseded == acks + late_acks`), and every outcome the applications saw is counted
-//!   in the sessions' counters.
+//! Invariants (a handler records a breach; the test's thread fails on it after the step):
+//! * each message published (`Ok`) has exactly one outcome; none for one not published;
+//! * `Closed` only to a producer whose close began, or at shutdown;
+//! * `Stored` only with the quorum's receipts, and then delivered to each app of its queue
+//!   by the end (unless a consumer of that fanout app closed, dropping its shares);
+//! * a delivery is of a message published to that queue with its payload; a share is held
+//!   by one consumer at a time and never delivered again once confirmed; each queue stores
+//!   a GUID at most once (so a resend under the same place and generation is not stored
+//!   twice); across a forgotten name, a `Stored` message is delivered as that name's;
+//! * the table of names follows its rule (mirrored in `Table`): place and generation on
+//!   open, `TooManyNames` only while open producers hold every place, the names the broker
+//!   knows, and nothing stored said of a forgotten one;
+//! * `TooManyTimedProducers` only when the timed producers fill every session processor (a
+//!   close gives its ticker's place back before it returns);
+//! * ACK conservation at the end of a run without a shutdown: `acked + rejected_full +
+//!   out_of_window + superseded == acks + late_acks`, and every outcome seen is counted.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -349,6 +329,14 @@ impl Run {
         self.w().shutting_down
     }
 
+    /// Checks that a `ShutDown` refusal of `what` came during the shutdown.
+    fn refused_shut_down(&self, what: &str) {
+        assert!(
+            self.shutting_down(),
+            "{what} refused ShutDown while running"
+        );
+    }
+
     fn open_instances(&self) -> Vec<usize> {
         (0..self.producers.len())
             .filter(|&i| self.producers[i].is_some())
@@ -442,9 +430,7 @@ impl Run {
                             "a timed producer was refused TooManyTimedProducers with {live_timed} timed producers open, room for {room}"
                         );
                     }
-                    BrokerError::ShutDown => {
-                        assert!(self.shutting_down(), "open refused ShutDown while running");
-                    }
+                    BrokerError::ShutDown => self.refused_shut_down("open"),
                     e => panic!("open producer refused: {e}"),
                 }
                 // The broker opens a name before its session: refused, the name closes.
@@ -483,10 +469,8 @@ impl Run {
             for q in 0..self.queues.len() as u32 {
                 let window = self.broker.stored_window(&name, QueueId(q));
                 let never = self.broker.stored_window("never opened", QueueId(q));
-                assert_eq!(
-                    window, never,
-                    "the window of {name}, forgotten, in queue {q}"
-                );
+                let forgotten = format!("the window of {name}, forgotten, in queue {q}");
+                assert_eq!(window, never, "{forgotten}");
                 let last = self.broker.last_stored(&name, QueueId(q));
                 assert!(
                     matches!(last, Ok(None)),
@@ -557,12 +541,7 @@ impl Run {
                 w.handles.insert(handle, index);
             }
             Err(SendError::WouldBlock(_) | SendError::Full(_)) => {}
-            Err(SendError::ShutDown(_)) => {
-                assert!(
-                    self.shutting_down(),
-                    "publish refused ShutDown while running"
-                );
-            }
+            Err(SendError::ShutDown(_)) => self.refused_shut_down("publish"),
             Err(e) => panic!("publish refused: {e}"),
         }
     }
@@ -649,10 +628,7 @@ impl Run {
         match opened {
             Ok(c) => self.consumers.push(Some(c)),
             Err(BrokerError::ShutDown) => {
-                assert!(
-                    self.shutting_down(),
-                    "open consumer refused ShutDown while running"
-                );
+                self.refused_shut_down("open consumer");
                 self.w().consumers[index].closed = true;
                 self.consumers.push(None);
             }
@@ -679,10 +655,8 @@ impl Run {
             drop(consumer);
         } else {
             let closed = self.broker.close_consumer(&consumer);
-            assert!(
-                closed.is_ok() || self.shutting_down(),
-                "close_consumer: {closed:?}"
-            );
+            let closed_or_down = closed.is_ok() || self.shutting_down();
+            assert!(closed_or_down, "close_consumer: {closed:?}");
         }
     }
 
@@ -986,10 +960,8 @@ pub fn run(seed: u64) {
         );
     }
     for handle in &w.released {
-        assert!(
-            w.handles.contains_key(handle),
-            "payload {handle} released, never published"
-        );
+        let published = w.handles.contains_key(handle);
+        assert!(published, "payload {handle} released, never published");
     }
     let stats = run.broker.queue_stats();
     for (q, s) in stats.iter().enumerate() {
@@ -1084,11 +1056,8 @@ fn finish(run: &mut Run) {
         .iter()
         .map(|q| q.acked + q.rejected_full + q.out_of_window + q.superseded)
         .sum();
-    assert_eq!(
-        sent,
-        sessions.acks + sessions.late_acks,
-        "ACKs the queues sent, counted by the sessions: {queues:?} {sessions:?}"
-    );
+    let counted = format!("ACKs the queues sent, counted by the sessions: {queues:?} {sessions:?}");
+    assert_eq!(sent, sessions.acks + sessions.late_acks, "{counted}");
     let w = run.w();
     for (status, counted) in [
         (AckStatus::Closed, sessions.closed_reported),
@@ -1102,9 +1071,6 @@ fn finish(run: &mut Run) {
         let given = w.outcomes[status as usize];
         assert_eq!(given, counted, "{status:?} outcomes");
     }
-    assert_eq!(
-        w.attempts.len() as u64,
-        sessions.published,
-        "messages published, as the sessions count them"
-    );
+    let counted = "messages published, as the sessions count them";
+    assert_eq!(w.attempts.len() as u64, sessions.published, "{counted}");
 }

@@ -1,11 +1,11 @@
-//! Set-up shared by the broker's tests: a broker from a configuration, producers and
-//! consumers that log what they are handed, the usual payload, receipts, waits, and a small
-//! random generator. Each test binary uses some of it.
+//! Set-up shared by the broker's tests (each binary uses some of it): brokers, logging
+//! producers and consumers, payloads, receipts, waits and a small random generator.
 
 #![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,8 +21,13 @@ pub fn start(config: BrokerConfig) -> Broker {
 
 /// A configuration with one queue of `mode`, the rest default.
 pub fn one_queue(mode: QueueMode) -> BrokerConfig {
+    one_queue_config(QueueConfig::new(mode))
+}
+
+/// A configuration with the one queue `queue`, the rest default.
+pub fn one_queue_config(queue: QueueConfig) -> BrokerConfig {
     BrokerConfig {
-        queues: vec![QueueConfig::new(mode)],
+        queues: vec![queue],
         ..BrokerConfig::default()
     }
 }
@@ -32,13 +37,11 @@ pub fn replication(replicas: u8, quorum: u8) -> Option<Replication> {
     Some(Replication { replicas, quorum })
 }
 
-/// One priority queue whose ACKs wait for the receipt of its one replica: a message stays
-/// without an outcome until the test sends a [`receipt`] for it.
+/// One priority queue whose ACKs wait for its one replica's [`receipt`].
 pub fn replicated() -> BrokerConfig {
-    BrokerConfig {
-        replication: replication(1, 1),
-        ..one_queue(QueueMode::Priority)
-    }
+    with(one_queue(QueueMode::Priority), |c| {
+        c.replication = replication(1, 1)
+    })
 }
 
 /// The payload of handle `handle`, 8 bytes long.
@@ -46,15 +49,39 @@ pub fn payload(handle: u64) -> Payload {
     Payload { handle, len: 8 }
 }
 
+/// `value` changed by `f` (a configuration differing from another in a field or two).
+pub fn with<T>(mut value: T, f: impl FnOnce(&mut T)) -> T {
+    f(&mut value);
+    value
+}
+
+/// A broker of `queues` on `session_processors` session processors, the rest default.
+pub fn start_on(queues: Vec<QueueConfig>, session_processors: usize) -> Broker {
+    start(BrokerConfig {
+        queues,
+        session_processors,
+        ..BrokerConfig::default()
+    })
+}
+
+/// A broker of one priority queue, configured further by `f`.
+pub fn priority_broker(f: impl FnOnce(&mut BrokerConfig)) -> Broker {
+    start(with(one_queue(QueueMode::Priority), f))
+}
+
+/// One priority queue, default settings.
+pub fn priority() -> QueueConfig {
+    QueueConfig::new(QueueMode::Priority)
+}
+
+/// One fanout queue of `apps` apps, default settings.
+pub fn fanout(apps: u16) -> QueueConfig {
+    QueueConfig::new(QueueMode::Fanout { apps })
+}
+
 /// A producer of at most `max_unconfirmed` messages in flight, and the log of its outcomes.
 pub fn producer(broker: &Broker, max_unconfirmed: usize) -> (Producer, Log<Ack>) {
-    producer_with(
-        broker,
-        ProducerConfig {
-            max_unconfirmed,
-            ..ProducerConfig::default()
-        },
-    )
+    producer_with(broker, capped(max_unconfirmed))
 }
 
 /// A producer configured with `config`, and the log of its outcomes.
@@ -72,9 +99,8 @@ pub fn open_consumer(
     options: ConsumerOptions,
     on_delivery: impl FnMut(&[Delivery]) + Send + 'static,
 ) -> Consumer {
-    broker
-        .open_consumer(QueueId(queue), AppId(app), options, on_delivery)
-        .unwrap()
+    let c = broker.open_consumer(QueueId(queue), AppId(app), options, on_delivery);
+    c.unwrap()
 }
 
 /// A consumer of `queue`'s app `app`, and the log of its deliveries.
@@ -105,21 +131,14 @@ pub fn drain(broker: &Broker, queue: u32) -> Consumer {
 
 /// A consumer of `queue`'s app `app` that takes everything and keeps nothing.
 pub fn drain_app(broker: &Broker, (queue, app): (u32, u16)) -> Consumer {
-    open_consumer(
-        broker,
-        (queue, app),
-        ConsumerOptions::default(),
-        |_: &[Delivery]| {},
-    )
+    let options = ConsumerOptions::default();
+    open_consumer(broker, (queue, app), options, |_: &[Delivery]| {})
 }
 
 /// Publishes the payloads of `handles` to `queue`; their GUIDs, in order.
 pub fn publish(p: &Producer, queue: u32, handles: Range<u64>) -> Vec<Guid> {
-    let mut guids = Vec::new();
-    for handle in handles {
-        guids.push(p.publish(QueueId(queue), payload(handle)).unwrap());
-    }
-    guids
+    let publish = |handle| p.publish(QueueId(queue), payload(handle)).unwrap();
+    handles.map(publish).collect()
 }
 
 /// Replica `replica`'s receipt of `guid`, stored by queue 0.
@@ -191,67 +210,60 @@ pub fn assert_each(outcome: &HashMap<Guid, AckStatus>, guids: &[Guid], status: A
 
 /// The default producer configuration with `max_unconfirmed`.
 pub fn capped(max_unconfirmed: usize) -> ProducerConfig {
-    ProducerConfig {
-        max_unconfirmed,
-        ..ProducerConfig::default()
-    }
+    with(ProducerConfig::default(), |c| {
+        c.max_unconfirmed = max_unconfirmed
+    })
 }
 
 /// The default producer configuration with timer aggregation every `interval`.
 pub fn timer(interval: Duration) -> ProducerConfig {
-    ProducerConfig {
-        flush: FlushStrategy::Timer(interval),
-        ..ProducerConfig::default()
-    }
+    with(ProducerConfig::default(), |c| {
+        c.flush = FlushStrategy::Timer(interval)
+    })
 }
 
 /// The default producer configuration with a confirm timeout of `timeout`.
 pub fn timeout(timeout: Duration) -> ProducerConfig {
-    ProducerConfig {
-        confirm_timeout: Some(timeout),
-        ..ProducerConfig::default()
-    }
+    with(ProducerConfig::default(), |c| {
+        c.confirm_timeout = Some(timeout)
+    })
 }
 
 /// A producer of the name `name` configured with `config`, and the log of its outcomes.
 pub fn named(broker: &Broker, name: &str, config: ProducerConfig) -> (Producer, Log<Ack>) {
     let acks = Log::default();
-    let p = broker
-        .open_named_producer(name, config, recording(&acks))
-        .unwrap();
-    (p, acks)
+    let p = broker.open_named_producer(name, config, recording(&acks));
+    (p.unwrap(), acks)
 }
 
 /// A producer that drops its outcomes.
 pub fn deaf_producer(broker: &Broker, max_unconfirmed: usize) -> Producer {
-    broker
-        .open_producer(max_unconfirmed, |_: &[Ack]| {})
-        .unwrap()
+    let p = broker.open_producer(max_unconfirmed, |_: &[Ack]| {});
+    p.unwrap()
 }
 
 /// Consumer options confirming explicitly (`Confirms::Explicit`), paced by `credit`.
 pub fn explicit(credit: Option<u32>) -> ConsumerOptions {
-    ConsumerOptions {
-        confirms: Confirms::Explicit,
-        credit,
-        ..ConsumerOptions::default()
-    }
+    with(ConsumerOptions::default(), |o| {
+        (o.confirms, o.credit) = (Confirms::Explicit, credit)
+    })
+}
+
+/// Consumer options confirming by `mode` along `route`.
+pub fn confirming(mode: ConfirmMode, route: ConfirmRoute) -> ConsumerOptions {
+    with(ConsumerOptions::default(), |o| {
+        (o.mode, o.route) = (mode, route)
+    })
 }
 
 /// Consumer options paced by a credit of `credit`, confirming on return.
 pub fn paced(credit: u32) -> ConsumerOptions {
-    ConsumerOptions {
-        credit: Some(credit),
-        ..ConsumerOptions::default()
-    }
+    with(ConsumerOptions::default(), |o| o.credit = Some(credit))
 }
 
 /// A queue of `mode` with a table of `capacity` messages.
 pub fn sized(mode: QueueMode, capacity: usize) -> QueueConfig {
-    QueueConfig {
-        capacity,
-        ..QueueConfig::new(mode)
-    }
+    with(QueueConfig::new(mode), |q| q.capacity = capacity)
 }
 
 /// Replica `replica`'s receipts of each of `guids`, stored by queue 0.
@@ -292,8 +304,7 @@ pub fn on(broker: &Broker, processor: ProcessorId, f: impl FnOnce() + Send + 'st
     broker.execute(processor, Callback::new(f)).unwrap();
 }
 
-/// Holds `processor` busy in a handler, so that its queue does not drain, until the
-/// returned barrier is waited on; returns once the handler runs.
+/// Holds `processor` busy in a handler until the returned barrier is waited on.
 pub fn hold(broker: &Broker, processor: ProcessorId) -> Arc<Barrier> {
     let gate = Arc::new(Barrier::new(2));
     let g = gate.clone();
@@ -305,8 +316,7 @@ pub fn hold(broker: &Broker, processor: ProcessorId) -> Arc<Barrier> {
     gate
 }
 
-/// Waits until `processor` has handled what was sent to it before: a dispatcher callback
-/// runs after everything enqueued to the processor before it.
+/// Waits until `processor` has handled what was sent to it before (a callback behind it ran).
 pub fn handled(broker: &Broker, processor: ProcessorId) {
     let (done, ran) = std::sync::mpsc::channel();
     on(broker, processor, move || done.send(()).unwrap());
@@ -352,8 +362,8 @@ impl Rng {
     }
 }
 
-/// A priority queue and a fanout queue of two apps, each of `capacity` messages with a
-/// window of `window`, on two session and two queue processors of `events` events each.
+/// A priority and a two-app fanout queue of `capacity` and `window`, on two session and two
+/// queue processors of `events` events.
 pub fn two_queues(capacity: usize, window: u32, events: usize) -> BrokerConfig {
     let queue = |mode| QueueConfig {
         capacity,
@@ -380,7 +390,7 @@ pub const TWO_QUEUES_APPS: [(u32, u16); 3] = [(0, 0), (1, 0), (1, 1)];
 pub struct Outcomes {
     by_guid: Mutex<HashMap<Guid, AckStatus>>,
     duplicates: Mutex<Vec<Guid>>,
-    count: std::sync::atomic::AtomicU64,
+    count: AtomicU64,
 }
 
 impl Outcomes {
@@ -393,39 +403,25 @@ impl Outcomes {
             }
         }
         let added = batch.len() as u64;
-        self.count
-            .fetch_add(added, std::sync::atomic::Ordering::Relaxed);
+        self.count.fetch_add(added, Ordering::Relaxed);
     }
 
     /// Outcomes recorded so far.
     pub fn count(&self) -> u64 {
-        self.count.load(std::sync::atomic::Ordering::Relaxed)
+        self.count.load(Ordering::Relaxed)
     }
 
-    /// Each message's outcome, checked to be one for each of `published` and none else:
-    /// fails the test on a message with two outcomes, one without, or an outcome of a
-    /// message never published.
+    /// Each message's outcome, checked to be exactly one for each of `published`, none else.
     pub fn one_each(&self, published: &[Guid]) -> HashMap<Guid, AckStatus> {
         let outcome = self.by_guid.lock().unwrap().clone();
         let duplicates = self.duplicates.lock().unwrap();
-        assert!(
-            duplicates.is_empty(),
-            "messages with two outcomes: {duplicates:?}"
-        );
-        let missing: Vec<_> = published
-            .iter()
-            .filter(|g| !outcome.contains_key(g))
-            .take(5)
-            .collect();
-        assert!(
-            missing.is_empty(),
-            "messages without an outcome: {missing:?}"
-        );
-        assert_eq!(
-            outcome.len(),
-            published.len(),
-            "no outcome for a message never published"
-        );
+        let two = format!("messages with two outcomes: {duplicates:?}");
+        assert!(duplicates.is_empty(), "{two}");
+        let without = |g: &&Guid| !outcome.contains_key(g);
+        let missing: Vec<_> = published.iter().filter(without).take(5).collect();
+        assert!(missing.is_empty(), "without an outcome: {missing:?}");
+        let never = "no outcome for a message never published";
+        assert_eq!(outcome.len(), published.len(), "{never}");
         outcome
     }
 }
