@@ -1,8 +1,6 @@
-//! Faults: a panicking handler, flush or callback is contained; a stuck processor is
-//! reported.
+//! Faults: a panicking handler, flush or callback is contained; a stuck one is reported.
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;

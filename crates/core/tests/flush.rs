@@ -1,8 +1,6 @@
-//! The flush contract: one flush after a drained batch, before a dispatcher callback, every
-//! `max_batch` events, and never for a client that closed its flush gate.
+//! The flush contract: after a batch, before a callback, every `max_batch`, never if gated.
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;

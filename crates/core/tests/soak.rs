@@ -1,15 +1,7 @@
-//! A fault soak of the dispatcher: for `ZD_SOAK_SECS` seconds (default 20), application
-//! threads and clients pass tokens between processors on tiny queues while faults are
-//! injected at random: panics in handlers, in flushes, in callbacks and in the drop of
-//! messages and captures; clients registered and unregistered under load; stale and
-//! foreign handles; every dispatch form; and finally a shutdown in mid-stream.
-//!
-//! It asserts that every token ends exactly once (run, or dropped after being handed back,
-//! refused or stale: never lost, never twice), that no stretch of 3 s passes without
-//! progress (a watchdog), and that every client registered is dropped exactly once.
+//! Fault soak (`ZD_SOAK_SECS`, default 20): tokens pass on tiny queues under random faults.
+//! Every token ends exactly once, no 3 s pass without progress, every client drops once.
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
@@ -45,8 +37,7 @@ impl Ledger {
     }
 }
 
-/// A message: a token with hops left. Ends when consumed at its last hop, or when dropped
-/// anywhere else; some tokens panic in their drop (after recording the end).
+/// A token with hops left; ends when consumed at its last hop or dropped (maybe panicking).
 struct Token {
     id: u32,
     hops: u8,
@@ -102,8 +93,7 @@ impl Rng {
     }
 }
 
-/// Drops what a refused dispatch handed back: a token in it may panic in its drop (a
-/// planned fault), which must not end the producer's thread.
+/// Drops what a refused dispatch handed back; a token's planned drop panic is contained.
 fn discard<T>(handed_back: T) {
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(handed_back)));
 }
@@ -134,8 +124,7 @@ impl Client<Token> for Worker {
                     let live = self.registry.lock().unwrap();
                     live[self.rng.below(live.len() as u64) as usize]
                 };
-                // On a processor thread: never waits. `Full` (outbox full), `ShutDown` or
-                // a stale handle: the token comes back, or is dropped, and ends.
+                // On a processor thread: never waits; the token comes back or drops, and ends.
                 let _ = ctx.dispatcher().dispatch(next, Event::Message(token));
             }
         }
@@ -192,8 +181,7 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
     let foreign = foreign.unwrap().erase();
     let ledger = Arc::new(Ledger::new());
     let registry = Registry::default();
-    // Clients handed to `register` (each must be dropped exactly once): the foreign one,
-    // and those registered below.
+    // Clients handed to `register`, each dropped exactly once: the foreign one and below.
     let registered = Arc::new(AtomicU64::new(1));
     let stale = Arc::new(Mutex::new(Vec::new()));
     let new_worker = |seed| worker(&registry, seed);

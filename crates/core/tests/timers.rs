@@ -1,5 +1,4 @@
-//! Timers on processors: deadline order, the flush before a timer, cancellation, a full
-//! set of timers handing the callback back, a repeating timer, and shutdown.
+//! Timers: deadline order, flush first, cancellation, a full set, repeating, shutdown.
 
 mod common;
 
@@ -124,8 +123,7 @@ fn a_full_set_of_timers_hands_the_callback_back_and_frees_as_they_run() {
     // Nothing lost: the callback comes back and runs elsewhere.
     refused.into_inner().call();
     assert_eq!(rx.recv().unwrap(), 3);
-    // Cancelled, a timer's slot comes back at the processor's next turn, not at its
-    // deadline a minute away.
+    // A cancelled timer's slot comes back at the next turn, not at its deadline.
     assert!(d.cancel(a));
     let start = std::time::Instant::now();
     while d.stats()[0].timers_pending > 1 {

@@ -1,10 +1,5 @@
-//! Proof that timers allocate nothing once the dispatcher runs: a counting
-//! `#[global_allocator]` over all threads, 50,000 timers after warm-up, scheduled from an
-//! application thread (due at once, or cancelled before their deadline) and a ticker that
-//! schedules its next turn from its own callback on the processor, as the broker's
-//! producers' tickers do.
-//!
-//! Its own test binary without libtest (`harness = false`, `zerodispatch_testkit::proof_main`).
+//! Proof that timers allocate nothing once running: 50,000 from a thread and a self-rescheduling
+//! ticker, counted over all threads (own binary).
 
 #![cfg(not(loom))]
 
@@ -48,8 +43,7 @@ fn start_ticker(
     d.schedule_in(ticker, Duration::ZERO, first).unwrap();
 }
 
-/// Schedules `n` timers from this thread: three in four due now, one in four cancelled.
-/// A full set of timers hands the callback back, and it is scheduled again.
+/// Schedules `n` timers: three in four due now, one in four cancelled; a full set retries.
 fn schedule(d: &Dispatcher<NoMessage>, queue: ProcessorId, fired: &Arc<AtomicU64>, n: u64) -> u64 {
     let mut cancelled = 0;
     for i in 0..n {
@@ -82,8 +76,7 @@ fn timers_allocate_nothing() {
         .pool(ClientType::Queue, queues)
         .build()
         .unwrap();
-    // The application's timers on one processor, the ticker alone on the other: it always
-    // finds the slot its last turn freed.
+    // The application's timers on one processor, the ticker alone on the other.
     let [queue, ticker] = d.processors(ClientType::Queue)[..] else {
         unreachable!("two queue processors")
     };
