@@ -258,9 +258,7 @@ fn on_a_processor_thread_the_door_goes_through_the_outbox() {
         let (to, seen) = (sink.erase(), polled.clone());
         let forward = on_session(&d, Forward { to, polled: seen });
         let held = block_processor(&d.handle(), sink);
-        for m in 0..6 {
-            d.dispatch(forward, Event::Message(m)).unwrap();
-        }
+        dispatch_all(&d, forward, 0..6);
         d.synchronize(forward.processor()).unwrap();
         let polled = polled.lock().unwrap().clone();
         assert_eq!(polled, [true; 6], "resolved at the first poll");

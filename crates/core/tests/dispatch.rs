@@ -103,10 +103,7 @@ fn a_dispatch_with_a_deadline_hands_the_event_back_when_the_queue_stays_full() {
     let far = Instant::now() + LONG;
     assert_eq!(d.dispatch_batch_deadline(h, &mut rest, far).unwrap(), 2);
     d.synchronize(h).unwrap();
-    assert_eq!(
-        without_flushes(&log),
-        (0..7).map(Seen::Message).collect::<Vec<_>>()
-    );
+    assert_eq!(without_flushes(&log), seen_messages(0..7));
 }
 
 /// A producer waiting on a full queue parks: 300 ms blocked uses little CPU time.
@@ -155,10 +152,7 @@ fn a_full_queue_hands_the_event_back_and_dispatch_waits() {
     gate.wait();
     waiter.join().unwrap().unwrap();
     d.synchronize(h).unwrap();
-    assert_eq!(
-        without_flushes(&log),
-        (0..5).map(Seen::Message).collect::<Vec<_>>()
-    );
+    assert_eq!(without_flushes(&log), seen_messages(0..5));
 }
 
 #[test]

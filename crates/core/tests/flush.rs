@@ -52,9 +52,7 @@ fn a_queue_that_never_drains_still_flushes_every_max_batch_events() {
     let d = one_queue(PoolConfig::new(1).max_batch(4));
     let (h, log) = recorder_on(&d);
     let gate = block_processor(&d.handle(), h);
-    for i in 0..10 {
-        d.dispatch(h, Event::Message(i)).unwrap();
-    }
+    dispatch_all(&d, h, 0..10);
     gate.wait();
     d.synchronize(h).unwrap();
     let log = log.lock().unwrap().clone();

@@ -82,9 +82,7 @@ fn shutdown_drains_every_queue_and_flushes_in_order() {
     ] {
         let h = d.register(t, Last(order.clone(), name, 0), Placement::LeastLoaded);
         let h = h.unwrap();
-        for i in 0..1000 {
-            d.dispatch(h, Event::Message(i)).unwrap();
-        }
+        dispatch_all(&d, h, 0..1000);
     }
     d.shutdown();
     assert_eq!(*order.lock().unwrap(), ["queue", "session", "cluster"]);

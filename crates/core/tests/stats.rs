@@ -58,9 +58,7 @@ fn watermark_alarms_are_edge_triggered_and_clear_at_the_low_mark() {
     for _round in 0..2 {
         // Depth is sampled every 64 events: with 200 queued a sample sees at least 135.
         let gate = block_processor(&d.handle(), h);
-        for i in 0..200 {
-            d.dispatch(h, Event::Message(i)).unwrap();
-        }
+        dispatch_all(&d, h, 0..200);
         gate.wait();
         d.synchronize(h).unwrap();
     }

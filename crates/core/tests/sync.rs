@@ -15,9 +15,7 @@ use zerodispatch_core::*;
 fn synchronize_waits_for_earlier_events_and_refuses_its_own_thread() {
     let d = one_queue(PoolConfig::new(1));
     let (h, log) = recorder_on(&d);
-    for i in 0..1000 {
-        d.dispatch(h, Event::Message(i)).unwrap();
-    }
+    dispatch_all(&d, h, 0..1000);
     d.synchronize(h).unwrap();
     assert_eq!(message_count(&log), 1000);
     let result = Arc::new(Mutex::new(None));
@@ -34,9 +32,7 @@ fn synchronize_waits_for_earlier_events_and_refuses_its_own_thread() {
 fn call_runs_on_the_processor_after_earlier_events_and_returns_the_result() {
     let d = one_queue(PoolConfig::new(1));
     let (h, log) = recorder_on(&d);
-    for i in 0..100 {
-        d.dispatch(h, Event::Message(i)).unwrap();
-    }
+    dispatch_all(&d, h, 0..100);
     let seen = log.clone();
     let answer = d.call(h, move || {
         let log = seen.lock().unwrap();

@@ -4,10 +4,13 @@
 // Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 
+use common::assert_none_allocated;
 use zerodispatch_core::*;
 
 use zerodispatch_testkit::CountingAllocator;
@@ -183,12 +186,8 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
     );
     let outboxed = dispatcher.stats().iter().map(|s| s.outboxed).sum::<u64>();
     assert!(outboxed > 0, "the relay's outbox was used");
-    assert_eq!(
-        after - before,
-        0,
-        "{EVENTS} events through a running dispatcher allocated {} times",
-        after - before
-    );
+    let what = format_args!("{EVENTS} events through a running dispatcher");
+    assert_none_allocated(after - before, what);
 
     // `synchronize` and `call` from an application thread, after its first.
     let queue_processor = queue.processor();
@@ -204,12 +203,8 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
         assert!(seen >= WARM_UP + EVENTS);
     }
     let after = CountingAllocator::allocations();
-    assert_eq!(
-        after - before,
-        0,
-        "{CALLS} synchronize and call pairs allocated {} times",
-        after - before
-    );
+    let what = format_args!("{CALLS} synchronize and call pairs");
+    assert_none_allocated(after - before, what);
 
     // Blocking batches from two threads into 64 slots and 4 packs; a held warm-up waits.
     let phases = Arc::new(std::sync::Barrier::new(3));
@@ -243,13 +238,9 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
     assert_eq!(batch_callbacks.load(Ordering::Relaxed), callbacks);
     let packs = dispatcher.stats().iter().map(|s| s.packs).sum::<u64>();
     assert!(packs > 0, "the batches were packed");
-    assert_eq!(
-        after - before,
-        0,
-        "{} events in blocking batches allocated {} times",
-        events - batch_totals(0..BATCH_WARM_UP).0,
-        after - before
-    );
+    let measured = events - batch_totals(0..BATCH_WARM_UP).0;
+    let what = format_args!("{measured} events in blocking batches");
+    assert_none_allocated(after - before, what);
 
     drop(dispatcher);
     assert_eq!(

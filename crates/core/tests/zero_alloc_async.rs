@@ -4,6 +4,8 @@
 // Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
+mod common;
+
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
@@ -11,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 
+use common::assert_none_allocated;
 use zerodispatch_core::*;
 use zerodispatch_testkit::CountingAllocator;
 
@@ -135,10 +138,6 @@ fn the_async_door_allocates_nothing_per_event() {
     let measured_waits = waits - warm_waits;
     let waited = "the futures waited for room while measured";
     assert!(waits > warm_waits, "{waited} ({measured_waits} waits)");
-    assert_eq!(
-        after - before,
-        0,
-        "{EVENTS} events through the async door allocated {} times",
-        after - before
-    );
+    let what = format_args!("{EVENTS} events through the async door");
+    assert_none_allocated(after - before, what);
 }

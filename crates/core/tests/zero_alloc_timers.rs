@@ -3,10 +3,13 @@
 
 #![cfg(not(loom))]
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use common::assert_none_allocated;
 use zerodispatch_core::*;
 use zerodispatch_testkit::CountingAllocator;
 
@@ -115,12 +118,8 @@ fn timers_allocate_nothing() {
         cancelled > TIMERS / 8,
         "a quarter were cancelled in time: {cancelled}"
     );
-    assert_eq!(
-        after - before,
-        0,
-        "{} allocations for {TIMERS} timers and 1,001 ticks",
-        after - before
-    );
+    let what = format_args!("{TIMERS} timers and 1,001 ticks");
+    assert_none_allocated(after - before, what);
     // Not counted: a snapshot allocates its vector.
     let fired_in_all: u64 = d.stats().iter().map(|p| p.timers_fired).sum();
     assert!(fired_in_all >= TIMERS - cancelled + 1_001);

@@ -291,3 +291,24 @@ pub fn stats_once_published(
         d.synchronize(processor).unwrap();
     }
 }
+
+/// Dispatches the messages `ms` to `h` one by one, each of which must be accepted.
+pub fn dispatch_all<C>(
+    d: &DispatcherHandle<u64>,
+    h: ClientHandle<C>,
+    ms: impl IntoIterator<Item = u64>,
+) {
+    for m in ms {
+        d.dispatch(h, Event::Message(m)).unwrap();
+    }
+}
+
+/// The messages `ms` as a [`Recorder`] logs them.
+pub fn seen_messages(ms: impl IntoIterator<Item = u64>) -> Vec<Seen> {
+    ms.into_iter().map(Seen::Message).collect()
+}
+
+/// Fails a zero-allocation proof whose measured window (`what`) allocated.
+pub fn assert_none_allocated(allocations: u64, what: impl std::fmt::Display) {
+    assert_eq!(allocations, 0, "{what} allocated {allocations} times");
+}
