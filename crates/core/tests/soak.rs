@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use zerodispatch_core::testing::SimRng as Rng;
 use zerodispatch_core::*;
 
 /// Tokens the soak can issue, at most (the ledger is preallocated).
@@ -81,18 +82,6 @@ impl Drop for Token {
     }
 }
 
-/// xorshift64*: a small deterministic generator per thread.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-    }
-}
-
 /// Drops what a refused dispatch handed back; a token's planned drop panic is contained.
 fn discard<T>(handed_back: T) {
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(handed_back)));
@@ -120,10 +109,7 @@ impl Client<Token> for Worker {
                     return token.finish();
                 }
                 token.hops -= 1;
-                let next = {
-                    let live = self.registry.lock().unwrap();
-                    live[self.rng.below(live.len() as u64) as usize]
-                };
+                let next = *self.rng.pick(&self.registry.lock().unwrap()).unwrap();
                 // On a processor thread: never waits; the token comes back or drops, and ends.
                 let _ = ctx.dispatcher().dispatch(next, Event::Message(token));
             }
@@ -173,7 +159,7 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
     let worker_drops = Arc::new(AtomicU64::new(0));
     let worker = |registry: &Registry, seed| Worker {
         registry: registry.clone(),
-        rng: Rng(seed),
+        rng: Rng::new(seed),
         drops: worker_drops.clone(),
     };
     let alone = worker(&Registry::default(), 7);
@@ -199,7 +185,7 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
         let (d, ledger, registry) = (dispatcher.handle(), ledger.clone(), registry.clone());
         let (stale, stop) = (stale.clone(), stop.clone());
         threads.push(thread::spawn(move || {
-            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (p + 1));
+            let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15 ^ (p + 1));
             while !stop.load(Ordering::Relaxed) {
                 let to = match rng.below(50) {
                     0 => foreign,
@@ -207,10 +193,7 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
                         Some(&h) => h,
                         None => continue,
                     },
-                    _ => {
-                        let live = registry.lock().unwrap();
-                        live[rng.below(live.len() as u64) as usize]
-                    }
+                    _ => *rng.pick(&registry.lock().unwrap()).unwrap(),
                 };
                 let Some(token) = Token::issue(&ledger, &mut rng) else {
                     return;
@@ -246,7 +229,7 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
         let make = new_worker;
         let mut workers: Vec<Worker> = (0..100_000).map(|i| make(1000 + i)).collect();
         threads.push(thread::spawn(move || {
-            let mut rng = Rng(99);
+            let mut rng = Rng::new(99);
             while !stop.load(Ordering::Relaxed) {
                 thread::sleep(Duration::from_millis(2));
                 let len = registry.lock().unwrap().len();
