@@ -156,11 +156,8 @@ fn a_handle_of_another_dispatcher_is_refused() {
     let b = one_queue(PoolConfig::new(1));
     let from_a = recorder_on(&a).0;
     let (in_b, log) = recorder_on(&b);
-    assert_eq!(
-        from_a.processor(),
-        in_b.processor(),
-        "same processor id, same slot"
-    );
+    let why = "same processor id, same slot";
+    assert_eq!(from_a.processor(), in_b.processor(), "{why}");
     use DispatchError::NoSuchProcessor;
     let sent = b.dispatch(from_a, Event::Message(7));
     assert!(matches!(sent, Err(NoSuchProcessor(Event::Message(7)))));
@@ -311,10 +308,8 @@ fn dropping_the_dispatcher_on_its_own_processor_shuts_everything_down() {
             });
         },
     );
-    assert!(
-        returned.load(Ordering::Relaxed),
-        "the drop returned in the handler"
-    );
+    let why = "the drop returned in the handler";
+    assert!(returned.load(Ordering::Relaxed), "{why}");
     let refused = dispatcher.dispatch(handles[0], Event::Message(1));
     assert!(matches!(refused, Err(DispatchError::ShutDown(_))));
 }
@@ -394,10 +389,8 @@ fn shutdown_timeout_names_a_stuck_processor_and_returns() {
     entered.wait(); // the processor is inside the handler
     let started = Instant::now();
     let outcome = d.shutdown_timeout(Duration::from_millis(100));
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "it returned at its deadline"
-    );
+    let why = "it returned at its deadline";
+    assert!(started.elapsed() < Duration::from_secs(5), "{why}");
     let unfinished = vec![stuck.processor()];
     assert_eq!(outcome, Err(ShutdownTimedOut { unfinished }));
     // The other processor finished; the stuck one finishes once its handler returns.

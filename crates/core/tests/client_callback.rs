@@ -30,11 +30,8 @@ fn reaches_its_client_in_order_with_its_other_events_and_flushes_it() {
         .map(Seen::Message)
         .into_iter()
         .chain([Seen::Flush]);
-    assert_eq!(
-        log,
-        expected.collect::<Vec<_>>(),
-        "in order, then one flush"
-    );
+    let why = "in order, then one flush";
+    assert_eq!(log, expected.collect::<Vec<_>>(), "{why}");
     dispatcher.shutdown();
 }
 

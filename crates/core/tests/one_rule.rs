@@ -74,10 +74,8 @@ fn a_refused_work_comes_back_as_a_callback_that_the_same_call_takes_again() {
     let spilled = Callback::spill(move || tx.send(big.iter().sum::<u64>()).unwrap());
     let refused = d.schedule(nowhere, d.now(), spilled).unwrap_err();
     let spilled = refused.into_inner();
-    assert!(
-        !spilled.is_inline(),
-        "handed back as it was given, still spilled"
-    );
+    let why = "handed back as it was given, still spilled";
+    assert!(!spilled.is_inline(), "{why}");
     let refused = d.executor(nowhere).post(spilled).unwrap_err();
     d.schedule_in(queue, Duration::ZERO, refused.into_inner())
         .unwrap();

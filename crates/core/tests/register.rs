@@ -111,9 +111,7 @@ fn a_handle_registered_on_a_processor_is_reached_by_the_next_event_from_any_thre
     });
     go.send(()).unwrap();
     let (log, stale) = seen.unwrap_or_else(|| panic!("no handle: {registered:?}"));
-    assert_eq!(
-        stale, 0,
-        "the event sent with the new handle was dropped as stale"
-    );
+    let why = "the event sent with the new handle was dropped as stale";
+    assert_eq!(stale, 0, "{why}");
     assert_eq!(log, [Seen::Message(42), Seen::Flush]);
 }

@@ -98,11 +98,8 @@ fn dropping_the_dispatcher_shuts_it_down() {
             d.dispatch(h, Event::Callback(ran.callback())).unwrap();
         }
     }
-    assert_eq!(
-        ran.get(),
-        100,
-        "every accepted event ran before the drop returned"
-    );
+    let why = "every accepted event ran before the drop returned";
+    assert_eq!(ran.get(), 100, "{why}");
 }
 
 /// Only the first shutdown shuts down: a drop during it does not close the pools at once.
@@ -136,11 +133,8 @@ fn a_second_shutdown_while_the_first_drains_does_not_close_the_later_pools_early
     });
     handle.dispatch(queue, Event::Callback(handler)).unwrap();
     let reached = outcome.recv_timeout(Duration::from_secs(10));
-    assert_eq!(
-        reached,
-        Ok(true),
-        "the session pool is open until the queue pool has drained"
-    );
+    let why = "the session pool is open until the queue pool has drained";
+    assert_eq!(reached, Ok(true), "{why}");
     drop(owner);
 }
 

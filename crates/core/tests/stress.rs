@@ -198,10 +198,8 @@ fn shutdown_in_the_middle_of_a_stream_loses_nothing() {
     assert_eq!(ran, accepted, "{once}");
     let middle = accepted < PRODUCERS * PER_PRODUCER;
     assert!(middle, "shutdown came in the middle of the stream");
-    assert!(
-        refused > 0,
-        "producers still sending were handed their events back"
-    );
+    let why = "producers still sending were handed their events back";
+    assert!(refused > 0, "{why}");
     println!(
         "shutdown mid-stream: accepted {accepted}, ran {ran}, handed back {} ({refused} at shutdown)",
         tally.handed_back.load(Ordering::Relaxed)

@@ -145,16 +145,10 @@ fn call_and_synchronize_step_the_processors_and_answer() {
     let on = test.handle();
     let seen = test.call(q, move || on.current_processor()).unwrap();
     assert_eq!(seen, Some(q.processor()), "ran as that processor");
-    assert_eq!(
-        taken(&log),
-        ["q got 7", "q flush"],
-        "everything before the call first"
-    );
-    assert_eq!(
-        test.current_processor(),
-        None,
-        "the test's thread between steps"
-    );
+    let why = "everything before the call first";
+    assert_eq!(taken(&log), ["q got 7", "q flush"], "{why}");
+    let why = "the test's thread between steps";
+    assert_eq!(test.current_processor(), None, "{why}");
     test.dispatch(q, Event::Message(8)).unwrap();
     test.synchronize(q).unwrap();
     assert_eq!(taken(&log), ["q got 8", "q flush"]);
@@ -236,10 +230,8 @@ fn unregister_flushes_first_and_shutdown_drains_flushes_and_drops() {
     test.unregister(q).unwrap();
     test.run_until_idle();
     assert_eq!(taken(&log), ["q got 1", "q flush"]);
-    assert!(
-        test.dispatch(q, Event::Message(2)).is_ok(),
-        "accepted, then stale"
-    );
+    let why = "accepted, then stale";
+    assert!(test.dispatch(q, Event::Message(2)).is_ok(), "{why}");
     test.run_until_idle();
     assert_eq!(test.stats().iter().map(|s| s.stale).sum::<u64>(), 1);
     let dropped = Arc::new(());
@@ -248,16 +240,10 @@ fn unregister_flushes_first_and_shutdown_drains_flushes_and_drops() {
     let timer = Callback::new(move || drop(keep));
     test.schedule_in(r, Duration::from_secs(1), timer).unwrap();
     test.shutdown();
-    assert_eq!(
-        taken(&log),
-        ["r got 3", "r flush"],
-        "drained and flushed at shutdown"
-    );
-    assert_eq!(
-        Arc::strong_count(&dropped),
-        1,
-        "the timer not due dropped unrun"
-    );
+    let why = "drained and flushed at shutdown";
+    assert_eq!(taken(&log), ["r got 3", "r flush"], "{why}");
+    let why = "the timer not due dropped unrun";
+    assert_eq!(Arc::strong_count(&dropped), 1, "{why}");
     let refused = test.dispatch(r, Event::Message(4)).unwrap_err();
     assert!(refused.is_shut_down());
     assert_eq!(test.run_until_idle(), 0);

@@ -169,21 +169,13 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
     let total = WARM_UP + EVENTS;
     let even: u64 = (0..total).filter(|s| s % 2 == 0).sum();
     let odd: u64 = (0..total).filter(|s| s % 2 == 1).sum();
-    assert_eq!(
-        sum.load(Ordering::Relaxed),
-        even,
-        "every typed confirm handled once"
-    );
-    assert_eq!(
-        callback_sum.load(Ordering::Relaxed),
-        odd,
-        "every callback ran once"
-    );
+    let why = "every typed confirm handled once";
+    assert_eq!(sum.load(Ordering::Relaxed), even, "{why}");
+    let why = "every callback ran once";
+    assert_eq!(callback_sum.load(Ordering::Relaxed), odd, "{why}");
     let flushed = flushes.load(Ordering::Relaxed);
-    assert!(
-        flushed >= EVENTS / 64,
-        "flushed at least every max_batch events"
-    );
+    let why = "flushed at least every max_batch events";
+    assert!(flushed >= EVENTS / 64, "{why}");
     let outboxed = dispatcher.stats().iter().map(|s| s.outboxed).sum::<u64>();
     assert!(outboxed > 0, "the relay's outbox was used");
     let what = format_args!("{EVENTS} events through a running dispatcher");

@@ -130,11 +130,8 @@ fn the_async_door_allocates_nothing_per_event() {
 
     let total = WARM_UP + EVENTS;
     let handled_once = total * (total - 1) / 2;
-    assert_eq!(
-        sum.load(Ordering::Relaxed),
-        handled_once,
-        "every event handled once"
-    );
+    let why = "every event handled once";
+    assert_eq!(sum.load(Ordering::Relaxed), handled_once, "{why}");
     let measured_waits = waits - warm_waits;
     let waited = "the futures waited for room while measured";
     assert!(waits > warm_waits, "{waited} ({measured_waits} waits)");

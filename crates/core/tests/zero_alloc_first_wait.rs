@@ -71,10 +71,8 @@ fn main() {
 fn until(flag: &AtomicBool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !flag.load(Ordering::Acquire) {
-        assert!(
-            Instant::now() < deadline,
-            "the proof's threads lost each other"
-        );
+        let why = "the proof's threads lost each other";
+        assert!(Instant::now() < deadline, "{why}");
         thread::yield_now();
     }
 }
@@ -140,10 +138,8 @@ fn a_threads_first_wait_allocates_nothing_after_its_first_blocking_call() {
     measuring.store(true, Ordering::Release);
     // Long enough for the waiting dispatch to spin, register its waker and park.
     thread::sleep(Duration::from_millis(100));
-    assert!(
-        !done.load(Ordering::Acquire),
-        "the last dispatch did not wait"
-    );
+    let why = "the last dispatch did not wait";
+    assert!(!done.load(Ordering::Acquire), "{why}");
     release.store(true, Ordering::Release);
     until(&done);
     let allocations = CountingAllocator::allocations() - before;
