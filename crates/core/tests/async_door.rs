@@ -1,11 +1,6 @@
-//! The async door (`dispatch_async`, `dispatch_batch_async`) on a real runtime (tokio) and
-//! polled by hand: resolves at once with room, waits for room with its waker and resolves
-//! once the processor drains, loses nothing under many producers, is cancel-safe, and is
-//! woken by shutdown. Every test runs under a watchdog, so that a lost wake-up fails
-//! instead of hanging.
+//! The async door on tokio and polled by hand: room, waiting, order, cancellation, shutdown.
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
@@ -85,8 +80,7 @@ fn a_dispatch_with_room_resolves_at_its_first_poll() {
     });
 }
 
-/// On a full queue the future is pending with its waker registered; the processor, once
-/// released, drains and wakes it; the next poll enqueues, after the events ahead of it.
+/// A full queue leaves the future pending; the drain wakes it once and it enqueues in order.
 #[test]
 fn a_dispatch_to_a_full_queue_waits_for_room_and_keeps_order() {
     within(LIMIT, "dispatch_async on a full queue", || {
@@ -107,8 +101,7 @@ fn a_dispatch_to_a_full_queue_waits_for_room_and_keeps_order() {
         assert_eq!(messages(&log), [0, 1, 2, 3, 4]);
         assert_eq!(count.wakes(), 1, "woken once, not per pop");
 
-        // The same on tokio, a batch larger than the queue: the task stays pending while
-        // the processor is held, and resolves once it is released.
+        // The same on tokio: a batch larger than the queue waits until the processor is released.
         let held = block_processor(&d.handle(), c);
         let rt = runtime();
         let handle = d.handle();
@@ -126,8 +119,7 @@ fn a_dispatch_to_a_full_queue_waits_for_room_and_keeps_order() {
     });
 }
 
-/// Many tasks on a multi-threaded runtime, each dispatching its own numbered events to a
-/// small queue: every event arrives once, and each task's in order.
+/// Many tasks into a small queue: every event arrives once, each task's in order.
 #[test]
 fn many_async_producers_lose_nothing() {
     const TASKS: u64 = 8;
@@ -167,8 +159,7 @@ fn many_async_producers_lose_nothing() {
     });
 }
 
-/// A pending future given up (cancelled, or dropped) enqueues nothing later; cancelling
-/// hands its event back; what was enqueued stays enqueued.
+/// A pending future cancelled or dropped enqueues nothing later; cancel hands the event back.
 #[test]
 fn a_pending_future_given_up_loses_nothing_and_enqueues_nothing_later() {
     within(LIMIT, "cancelling a pending dispatch", || {
@@ -239,9 +230,7 @@ fn shutdown_wakes_a_pending_future_with_its_event() {
     });
 }
 
-/// On a processor thread the future never waits, as the blocking dispatch there: a full
-/// target queue sends the event through the processor's outbox, and the first poll
-/// resolves.
+/// On a processor thread the door never waits: a full target goes through the outbox.
 #[test]
 fn on_a_processor_thread_the_door_goes_through_the_outbox() {
     struct Forward {
@@ -269,9 +258,7 @@ fn on_a_processor_thread_the_door_goes_through_the_outbox() {
         let (to, seen) = (sink.erase(), polled.clone());
         let forward = on_session(&d, Forward { to, polled: seen });
         let held = block_processor(&d.handle(), sink);
-        for m in 0..6 {
-            d.dispatch(forward, Event::Message(m)).unwrap();
-        }
+        dispatch_all(&d, forward, 0..6);
         d.synchronize(forward.processor()).unwrap();
         let polled = polled.lock().unwrap().clone();
         assert_eq!(polled, [true; 6], "resolved at the first poll");
@@ -281,9 +268,7 @@ fn on_a_processor_thread_the_door_goes_through_the_outbox() {
     });
 }
 
-/// `call_async`: the result comes back to the task, after everything enqueued before it;
-/// many calls under way at once on one thread each get their own answer; a panic, a bad id
-/// and a processor thread are refused as `call` refuses them.
+/// `call_async` answers after earlier events, each call its own; refusals are `call`'s.
 #[test]
 fn call_async_brings_back_each_result() {
     within(LIMIT, "call_async", || {
@@ -337,9 +322,7 @@ fn call_async_brings_back_each_result() {
     });
 }
 
-/// A `call_async` waits for room in a full queue like a dispatch; dropped while it waits,
-/// its closure never runs; dropped after it was enqueued, the closure runs and its result
-/// is dropped; a later call on the same thread still gets its own answer.
+/// A `call_async` dropped while waiting never runs; dropped once enqueued it runs unanswered.
 #[test]
 fn call_async_is_cancel_safe() {
     within(LIMIT, "call_async cancelled", || {
@@ -380,8 +363,7 @@ fn call_async_is_cancel_safe() {
     });
 }
 
-/// A call under way when the dispatcher shuts down resolves (`ShutDown` if it never got
-/// in, its answer or `Dropped` if it did): never a task left waiting.
+/// A call under way at shutdown resolves (`ShutDown`, its answer or `Dropped`): none hangs.
 #[test]
 fn call_async_resolves_at_shutdown() {
     within(LIMIT, "call_async at shutdown", || {

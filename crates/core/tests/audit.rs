@@ -1,11 +1,6 @@
-//! Regression tests for the defects an outside audit reproduced against the public API:
-//! hangs between processors, events reaching the wrong client, user code that could end a
-//! processor thread, bad configuration that aborted, figures that were wrong. Each test
-//! failed (hung, panicked or asserted) on the code before its fix. Tests that used to hang
-//! run under a watchdog, so that a regression fails instead of stalling CI.
+//! Regressions from the outside audit, each failing before its fix; former hangs run watched.
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
@@ -21,8 +16,7 @@ use zerodispatch_testkit::within;
 
 // 1. A processor never waits for another processor ------------------------------------
 
-/// Bounces each message it receives to its peer, hop count minus one, with the blocking
-/// `dispatch`; counts the messages that arrive with no hop left.
+/// Bounces each message to its peer with one hop less; counts those that end.
 struct Bouncer {
     peer: Arc<Mutex<Option<ClientHandle>>>,
     finished: Arc<AtomicU64>,
@@ -39,8 +33,7 @@ impl Client<u64> for Bouncer {
                 let peer = self.peer.lock().unwrap().expect("peer set before traffic");
                 let sent = ctx.dispatcher().dispatch(peer, Event::Message(hops - 1));
                 if sent.is_err() {
-                    // Outbox full: a real client would keep it for its next flush; the test
-                    // counts it so that conservation still holds.
+                    // Outbox full: counted, so that conservation still holds.
                     self.refused.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -49,9 +42,7 @@ impl Client<u64> for Bouncer {
     }
 }
 
-/// Two processors that bounce messages to each other through queues of 8, fed by four
-/// application threads far above capacity. Before the fix each processor waited for the
-/// other's full queue and both stopped for good.
+/// Two processors bouncing through queues of 8 under overload never wait for each other.
 #[test]
 fn two_processors_dispatching_to_each_other_on_tiny_queues_never_deadlock() {
     const PRODUCERS: u64 = 4;
@@ -102,9 +93,7 @@ fn two_processors_dispatching_to_each_other_on_tiny_queues_never_deadlock() {
     assert_eq!(ended(), total);
 }
 
-/// 15: two clients that `synchronize` on each other at the same moment deadlocked, and the
-/// dispatcher's drop then hung too. A processor thread is now refused, with an error that
-/// says so.
+/// 15: two clients that `synchronize` on each other are refused, not deadlocked.
 #[test]
 fn synchronize_on_a_processor_thread_is_refused_so_two_cannot_wait_for_each_other() {
     let d = one_queue(PoolConfig::new(2));
@@ -133,9 +122,7 @@ fn synchronize_on_a_processor_thread_is_refused_so_two_cannot_wait_for_each_othe
     });
 }
 
-/// 7: the own-thread check compared only processor ids: a processor of dispatcher A doing
-/// a blocking dispatch into dispatcher B's full processor with the same id got `Full`
-/// instead of waiting. From B's side, A's processor is an application thread.
+/// 7: to dispatcher B, a processor of dispatcher A with the same id is an application thread.
 #[test]
 fn a_processor_of_one_dispatcher_waits_on_a_full_processor_of_another() {
     let a = one_queue(PoolConfig::new(1));
@@ -169,11 +156,8 @@ fn a_handle_of_another_dispatcher_is_refused() {
     let b = one_queue(PoolConfig::new(1));
     let from_a = recorder_on(&a).0;
     let (in_b, log) = recorder_on(&b);
-    assert_eq!(
-        from_a.processor(),
-        in_b.processor(),
-        "same processor id, same slot"
-    );
+    let why = "same processor id, same slot";
+    assert_eq!(from_a.processor(), in_b.processor(), "{why}");
     use DispatchError::NoSuchProcessor;
     let sent = b.dispatch(from_a, Event::Message(7));
     assert!(matches!(sent, Err(NoSuchProcessor(Event::Message(7)))));
@@ -204,8 +188,7 @@ impl Drop for PanicsOnDrop {
     }
 }
 
-/// 6: dropping a stale event ran its captures' drop outside `catch_unwind`: a panic there
-/// killed the processor, and `synchronize` then waited forever.
+/// 6: a stale event whose drop panics no longer kills the processor.
 #[test]
 fn a_stale_event_whose_drop_panics_is_contained() {
     let d = one_queue(PoolConfig::new(1));
@@ -230,8 +213,7 @@ fn a_stale_event_whose_drop_panics_is_contained() {
     assert!(log.lock().unwrap().contains(&Seen::Message(5)));
 }
 
-/// 17: clients whose drop panics and that are still registered at shutdown aborted the
-/// process ("panic in a destructor during cleanup").
+/// 17: clients whose drop panics at shutdown no longer abort the process.
 #[test]
 fn clients_whose_drop_panics_at_shutdown_are_contained() {
     struct Grenade(Arc<AtomicUsize>);
@@ -256,8 +238,7 @@ fn clients_whose_drop_panics_at_shutdown_are_contained() {
     assert_eq!(panics, 4);
 }
 
-/// 5: a panic in the iterator given to `dispatch_batch` left the producer counted inside
-/// the gate, and shutdown then spun forever.
+/// 5: a panicking batch iterator no longer leaves the producer inside the gate.
 #[test]
 fn a_panicking_batch_iterator_leaves_the_gate() {
     let mut d = one_queue(PoolConfig::new(1));
@@ -295,9 +276,7 @@ fn execute_on_all_runs_done_once_even_when_f_panics() {
     assert_eq!(d.stats().iter().map(|s| s.panics).sum::<u64>(), 1);
 }
 
-/// 16: dropping the dispatcher on one of its own processor threads panicked ("failed to
-/// join thread: Resource deadlock avoided") and left the other processors running with
-/// their clients never dropped.
+/// 16: dropping the dispatcher on its own processor shuts every processor down.
 #[test]
 fn dropping_the_dispatcher_on_its_own_processor_shuts_everything_down() {
     let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(2));
@@ -329,10 +308,8 @@ fn dropping_the_dispatcher_on_its_own_processor_shuts_everything_down() {
             });
         },
     );
-    assert!(
-        returned.load(Ordering::Relaxed),
-        "the drop returned in the handler"
-    );
+    let why = "the drop returned in the handler";
+    assert!(returned.load(Ordering::Relaxed), "{why}");
     let refused = dispatcher.dispatch(handles[0], Event::Message(1));
     assert!(matches!(refused, Err(DispatchError::ShutDown(_))));
 }
@@ -357,8 +334,7 @@ fn huge_capacities_are_configuration_errors() {
     assert_eq!(err.problem, Problem::CapacityTooLarge(usize::MAX));
 }
 
-/// 9: `enqueued` was `processed + depth` with the depth read first: it overcounted by what
-/// the processor handled in between (observed: 65,536 more than were ever enqueued).
+/// 9: `enqueued` (once `processed + depth`, depth read first) never overcounts.
 #[test]
 fn the_enqueued_figure_never_exceeds_what_was_dispatched() {
     // No monitor probes in the test's lifetime: the figure would count them too.
@@ -381,8 +357,7 @@ fn the_enqueued_figure_never_exceeds_what_was_dispatched() {
         let before = dispatched.load(Ordering::SeqCst);
         let snapshot = d.stats().remove(0);
         let after = dispatched.load(Ordering::SeqCst);
-        // Accepted by the time of the snapshot: at most `after` + the one in flight, plus
-        // the registration.
+        // Accepted by the snapshot: at most `after`, the one in flight and the registration.
         let bound = after + 1 + 1;
         worst = worst.max(snapshot.enqueued as i64 - bound as i64);
         assert!(before <= after);
@@ -397,9 +372,7 @@ fn the_enqueued_figure_never_exceeds_what_was_dispatched() {
 
 // 5. Shutdown with a deadline --------------------------------------------------------------
 
-/// A handler stuck in user code held `Drop` (and `shutdown`) for as long as it ran.
-/// `shutdown_timeout` returns at its deadline, names the processor, and the processor
-/// still drains, drops its clients and exits once the handler returns.
+/// `shutdown_timeout` returns at its deadline naming a stuck processor, which still ends.
 #[test]
 fn shutdown_timeout_names_a_stuck_processor_and_returns() {
     let mut d = one_queue(PoolConfig::new(2));
@@ -416,10 +389,8 @@ fn shutdown_timeout_names_a_stuck_processor_and_returns() {
     entered.wait(); // the processor is inside the handler
     let started = Instant::now();
     let outcome = d.shutdown_timeout(Duration::from_millis(100));
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "it returned at its deadline"
-    );
+    let why = "it returned at its deadline";
+    assert!(started.elapsed() < Duration::from_secs(5), "{why}");
     let unfinished = vec![stuck.processor()];
     assert_eq!(outcome, Err(ShutdownTimedOut { unfinished }));
     // The other processor finished; the stuck one finishes once its handler returns.

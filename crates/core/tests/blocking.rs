@@ -1,5 +1,4 @@
-//! Blocking calls on a tokio runtime's worker thread panic, naming the async form
-//! (feature `tokio`); on `spawn_blocking` threads and plain threads they block as usual.
+//! Blocking calls panic on a tokio worker thread (feature `tokio`), elsewhere they block.
 
 mod common;
 

@@ -1,7 +1,4 @@
-//! Callbacks handed their client (`Event::to_client`): they reach the client in its own
-//! type, in order with the client's other events, put it on the flush list, and a
-//! callback for another client type is dropped unrun and counted, never run on the wrong
-//! client.
+//! Callbacks handed their client: typed, in order, flushed; a wrong type is dropped unrun.
 #![cfg(not(loom))]
 
 mod common;
@@ -33,11 +30,8 @@ fn reaches_its_client_in_order_with_its_other_events_and_flushes_it() {
         .map(Seen::Message)
         .into_iter()
         .chain([Seen::Flush]);
-    assert_eq!(
-        log,
-        expected.collect::<Vec<_>>(),
-        "in order, then one flush"
-    );
+    let why = "in order, then one flush";
+    assert_eq!(log, expected.collect::<Vec<_>>(), "{why}");
     dispatcher.shutdown();
 }
 
@@ -52,8 +46,7 @@ fn a_callback_for_another_client_type_is_dropped_unrun_and_counted() {
         let _keep = &guard;
         r.incr();
     });
-    // Erased, the handle takes a callback on any client type, and the processor checks it
-    // (typed, this does not compile).
+    // Erased, the handle takes a callback of any client type (typed, this does not compile).
     dispatcher
         .dispatch(other.erase(), Event::from(wrong))
         .unwrap();

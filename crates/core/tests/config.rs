@@ -1,8 +1,6 @@
-//! Configuration and processors: invalid settings are errors with messages, pinning is
-//! reported, processors are named threads.
+//! Configuration: invalid settings are errors with messages; pinning; named threads.
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
@@ -108,8 +106,7 @@ fn processors_are_named_threads_per_client_type() {
     assert!(d.processors(ClientType::Queue).is_empty());
 }
 
-/// A stack size the system cannot provide is an error from `build`, not a panic; a
-/// reasonable one runs the dispatcher as usual.
+/// An impossible stack size is an error from `build`, not a panic; a reasonable one runs.
 #[test]
 fn a_stack_size_the_system_cannot_provide_is_an_error() {
     let err = Dispatcher::<u64>::builder()

@@ -1,8 +1,6 @@
-//! Dispatching events: order, sizes, back-pressure on a full queue (application threads
-//! wait, processors use their outbox), batches, and handles of another dispatcher.
+//! Dispatching: order, sizes, back-pressure, batches, and handles of another dispatcher.
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
@@ -29,8 +27,7 @@ fn event_sizes() {
     }
     assert_eq!(__private::item_size::<Confirm>(), 56);
     assert_eq!(__private::item_size::<u64>(), 56);
-    // An event is a callback, a message or a callback handed its client: a tag beside the
-    // 48-byte callback, as in the queued item.
+    // A tag beside the 48-byte callback, as in the queued item.
     assert_eq!(std::mem::size_of::<Event<Confirm>>(), 56);
 }
 
@@ -56,9 +53,7 @@ fn a_client_dispatches_to_another_processor_through_its_context() {
     assert_eq!(*log.lock().unwrap(), [Seen::Message(70), Seen::Flush]);
 }
 
-/// A dispatch with a timeout or a deadline hands the event back in `Timeout` when the
-/// queue stays full until then, not much later, and goes through once there is room; a
-/// deadline already passed still tries once. Nothing is lost or reordered.
+/// On a queue full until the deadline the event comes back in `Timeout`; nothing is lost.
 #[test]
 fn a_dispatch_with_a_deadline_hands_the_event_back_when_the_queue_stays_full() {
     let (d, h, log) = recorded_queue(4);
@@ -108,22 +103,17 @@ fn a_dispatch_with_a_deadline_hands_the_event_back_when_the_queue_stays_full() {
     let far = Instant::now() + LONG;
     assert_eq!(d.dispatch_batch_deadline(h, &mut rest, far).unwrap(), 2);
     d.synchronize(h).unwrap();
-    assert_eq!(
-        without_flushes(&log),
-        (0..7).map(Seen::Message).collect::<Vec<_>>()
-    );
+    assert_eq!(without_flushes(&log), seen_messages(0..7));
 }
 
-/// A producer waiting on a full queue parks instead of spinning: blocked for 300 ms, it
-/// uses a small fraction of that in CPU time. The wait before spun (with yields) all along.
+/// A producer waiting on a full queue parks: 300 ms blocked uses little CPU time.
 #[cfg(target_os = "linux")]
 #[test]
 fn a_producer_waiting_for_room_does_not_burn_its_core() {
     /// The calling thread's CPU time (user and system), from `/proc/thread-self/stat`.
     fn thread_cpu_time() -> Duration {
         let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
-        // The fields after the command name (which ends with the last ')'): utime and
-        // stime are the 12th and 13th of them, in clock ticks (100 a second on Linux).
+        // After the command name (ending at the last ')'): utime and stime, fields 12 and 13.
         let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
         let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
         Duration::from_millis(ticks * 10)
@@ -162,10 +152,7 @@ fn a_full_queue_hands_the_event_back_and_dispatch_waits() {
     gate.wait();
     waiter.join().unwrap().unwrap();
     d.synchronize(h).unwrap();
-    assert_eq!(
-        without_flushes(&log),
-        (0..5).map(Seen::Message).collect::<Vec<_>>()
-    );
+    assert_eq!(without_flushes(&log), seen_messages(0..5));
 }
 
 #[test]
@@ -182,9 +169,7 @@ fn dispatch_on_its_own_full_queue_waits_in_the_outbox_and_hands_back_only_when_t
     });
     d.execute(h.processor(), dispatch_six).unwrap();
     d.synchronize(h).unwrap();
-    // The queue holds 2 (one slot may be taken by the test's own `synchronize` marker),
-    // the outbox 2 more: the dispatches that find both full hand their events back; none
-    // waits for its own thread, and every accepted event reaches the client.
+    // Queue 2 (one may be our `synchronize` marker), outbox 2: the rest come back, none lost.
     let outcome = outcome.lock().unwrap().clone();
     assert_eq!(outcome[..3], [true, true, true], "{outcome:?}");
     assert_eq!(outcome[4..], [false, false], "{outcome:?}");

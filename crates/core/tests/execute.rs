@@ -1,7 +1,6 @@
 //! The executor and `execute_on_all`: closures run on processors.
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
@@ -57,11 +56,7 @@ fn execute_on_all_runs_f_on_every_processor_then_done_once() {
     assert_eq!(done.get(), 1);
 }
 
-/// `execute_on_all` on a processor whose outbox has room for only part of the pool (its
-/// own queue full): `f` runs on every processor or on none, and a call that reached none
-/// says so and hands `f` and `done` back. On the code before the fix it reported a success
-/// (`Ok(1)`, or `Ok(0)` with a full outbox) and ran `f` only where it got through, then
-/// `done`.
+/// `execute_on_all` with outbox room for part of the pool runs `f` everywhere or hands it back.
 #[test]
 fn execute_on_all_on_a_processor_runs_everywhere_or_is_refused() {
     let d = one_queue_unprobed(PoolConfig::new(2).capacity(2).outbox_capacity(2));
@@ -70,8 +65,7 @@ fn execute_on_all_on_a_processor_runs_everywhere_or_is_refused() {
     let (told, outcome) = mpsc::channel();
     let (handle, f, then) = (d.handle(), ran.adder(), done.adder());
     let on_own = Callback::spill(move || {
-        // This processor's own queue full, then one event in its outbox: room for one more
-        // there, and the pool has two processors.
+        // Own queue full, one event in the outbox: room for one more of the two processors.
         while handle.try_dispatch(own, Event::Message(0)).is_ok() {}
         handle.dispatch(own, Event::Message(1)).unwrap();
         let result = handle.execute_on_all(ClientType::Queue, f, then);

@@ -1,8 +1,6 @@
-//! Faults: a panicking handler, flush or callback is contained; a stuck processor is
-//! reported.
+//! Faults: a panicking handler, flush or callback is contained; a stuck one is reported.
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
@@ -25,9 +23,7 @@ fn a_panicking_handler_flush_or_callback_is_counted_and_the_processor_goes_on() 
     let d = one_queue(PoolConfig::new(1));
     let (h, log) = panicking_recorder_on(&d, 2);
     let f = on_queue(&d, PanickyFlush);
-    for i in 0..4 {
-        d.dispatch(h, Event::Message(i)).unwrap();
-    }
+    dispatch_all(&d, h, 0..4);
     let fails = Callback::new(|| panic!("callback fails"));
     d.dispatch(h, Event::Callback(fails)).unwrap();
     d.dispatch(f, Event::Message(0)).unwrap();

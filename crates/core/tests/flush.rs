@@ -1,8 +1,6 @@
-//! The flush contract: one flush after a drained batch, before a dispatcher callback, every
-//! `max_batch` events, and never for a client that closed its flush gate.
+//! The flush contract: after a batch, before a callback, every `max_batch`, never if gated.
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
@@ -54,9 +52,7 @@ fn a_queue_that_never_drains_still_flushes_every_max_batch_events() {
     let d = one_queue(PoolConfig::new(1).max_batch(4));
     let (h, log) = recorder_on(&d);
     let gate = block_processor(&d.handle(), h);
-    for i in 0..10 {
-        d.dispatch(h, Event::Message(i)).unwrap();
-    }
+    dispatch_all(&d, h, 0..10);
     gate.wait();
     d.synchronize(h).unwrap();
     let log = log.lock().unwrap().clone();

@@ -1,9 +1,6 @@
-//! An idle dispatcher sleeps: its monitor wakes about once a second, not at its interval.
-//! A test binary of its own: it counts the context switches of every thread named
-//! `zd-monitor` in the process, so no other test's dispatcher may run beside it.
+//! An idle dispatcher's monitor wakes about once a second (own binary: it counts switches).
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
@@ -14,8 +11,7 @@ use std::time::Duration;
 use common::*;
 use zerodispatch_core::*;
 
-/// Context switches so far of this process's threads named `name` (Linux's
-/// `/proc/self/task/*/status`).
+/// Context switches of this process's threads named `name` (`/proc/self/task/*/status`).
 #[cfg(target_os = "linux")]
 fn context_switches_of(name: &str) -> u64 {
     let mut total = 0;
@@ -51,8 +47,7 @@ fn an_idle_dispatchers_monitor_wakes_about_once_a_second_not_at_its_interval() {
     let before = context_switches_of("zd-monitor");
     thread::sleep(Duration::from_secs(2));
     let woke = context_switches_of("zd-monitor") - before;
-    // At the 10 ms interval it would be about 200; at 1 s, 2 (a loaded machine adds a few
-    // involuntary ones).
+    // At 10 ms it would be about 200; at 1 s, 2 (load adds a few involuntary ones).
     assert!(woke <= 20, "the idle monitor woke {woke} times in 2 s");
     // And it still watches: a processor that wakes is probed again.
     let (queue, _seen) = recorder_on(&d);

@@ -1,5 +1,4 @@
-//! The `metrics` export (feature `metrics`): every processor's figures reach the installed
-//! recorder, under the documented names, labels and units.
+//! The `metrics` export: every figure reaches the recorder under the documented names.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -24,8 +23,7 @@ impl Client<u64> for Sink {
 /// A metric as the recorder keys it: kind, name, and labels sorted.
 type Key = (MetricKind, String, Vec<(String, String)>);
 
-/// What a recorder holds after `export(snapshots)`: each metric by name and labels
-/// (sorted), and each name's unit and description.
+/// What a recorder holds after `export`: each metric by name and sorted labels, and units.
 struct Exported {
     values: HashMap<Key, DebugValue>,
     described: HashMap<String, (Option<Unit>, String)>,
@@ -82,8 +80,7 @@ impl Exported {
     }
 }
 
-/// A dispatcher with two queue processors and one session processor, after 1000 events
-/// to the first queue processor, once its histograms are published.
+/// Two queue processors and a session one, 1000 events to the first, histograms published.
 fn loaded() -> (Dispatcher<u64>, Vec<ProcessorSnapshot>) {
     let d = Dispatcher::<u64>::builder()
         .pool(ClientType::Queue, PoolConfig::new(2))

@@ -1,7 +1,4 @@
-//! One rule for the calls that take work: `execute`, `schedule`, `schedule_in`,
-//! `Executor::post` and `Executor::dispatch`, `dispatch_callback` each accept a closure and
-//! a `Callback` made already, and hand a refused one back as a `Callback`; and a client's
-//! own typed handle, from its `Context`.
+//! One rule for every call that takes work: a closure or a `Callback`, refused ones back.
 
 mod common;
 
@@ -52,8 +49,7 @@ fn every_call_that_takes_work_takes_a_closure_and_a_callback() {
     assert_eq!(count.load(Ordering::SeqCst), 12, "each ran once");
 }
 
-/// A refused closure comes back as a `Callback`, which the same call takes again; a
-/// refused callback comes back as it was given (a spilled one still spilled: not wrapped).
+/// A refused closure comes back as a `Callback`; a refused callback comes back as given.
 #[test]
 fn a_refused_work_comes_back_as_a_callback_that_the_same_call_takes_again() {
     let d = one_queue(PoolConfig::new(1));
@@ -78,10 +74,8 @@ fn a_refused_work_comes_back_as_a_callback_that_the_same_call_takes_again() {
     let spilled = Callback::spill(move || tx.send(big.iter().sum::<u64>()).unwrap());
     let refused = d.schedule(nowhere, d.now(), spilled).unwrap_err();
     let spilled = refused.into_inner();
-    assert!(
-        !spilled.is_inline(),
-        "handed back as it was given, still spilled"
-    );
+    let why = "handed back as it was given, still spilled";
+    assert!(!spilled.is_inline(), "{why}");
     let refused = d.executor(nowhere).post(spilled).unwrap_err();
     d.schedule_in(queue, Duration::ZERO, refused.into_inner())
         .unwrap();
@@ -155,8 +149,7 @@ fn a_client_gets_its_own_typed_handle_from_its_context() {
     assert_eq!((stats.wrong_client_type, stats.panics), (0, 0));
 }
 
-/// A client that lends its context to another client object it holds: that one's own
-/// type is not the registered client's, and asking for it panics, naming both types.
+/// A context lent to another client object panics on `own`, naming both types.
 struct Outer {
     inner: Inner,
     answers: mpsc::Sender<String>,

@@ -1,10 +1,6 @@
-//! Packs: a blocking `dispatch_batch` from an application thread moves up to 16 events
-//! for one client in one queue slot and hands them to the client in one call
-//! (`crates/core/src/pack.rs`). Each event is still one event: order, panics, flush
-//! points, and every count the stats keep.
+//! Packs (`src/pack.rs`): up to 16 batched events in a slot, each still counted as one.
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
@@ -16,9 +12,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use zerodispatch_core::*;
 
-/// Batches of every length from 1 to 40, between single dispatches from the same thread:
-/// the client sees every event once, in the order they were dispatched; packs carried the
-/// batches; `processed` counts events, not packs.
+/// Batches of 1 to 40 between single dispatches: each event once, in order, by packs.
 #[test]
 fn packed_batches_keep_their_order_among_single_dispatches() {
     let d = one_queue(PoolConfig::new(1).capacity(256));
@@ -38,8 +32,7 @@ fn packed_batches_keep_their_order_among_single_dispatches() {
     assert!(stats.processed >= next, "{} processed", stats.processed);
 }
 
-/// A client that panics on one event of a pack: the panic is counted, and the events
-/// after it in the same pack still reach the client, in order.
+/// A panic on one event of a pack is counted; the events after it still arrive in order.
 #[test]
 fn a_panic_inside_a_pack_is_contained_and_the_rest_of_the_pack_is_delivered() {
     let d = one_queue(PoolConfig::new(1));
@@ -53,14 +46,12 @@ fn a_panic_inside_a_pack_is_contained_and_the_rest_of_the_pack_is_delivered() {
     assert_eq!(stats.packs, 1);
 }
 
-/// `max_batch` bounds the events between two flush points inside a pack too: a pack of
-/// 16 to a processor flushing every 5 events is split at its flush points.
+/// `max_batch` splits a pack at its flush points too.
 #[test]
 fn a_pack_is_split_at_the_flush_points_of_max_batch() {
     let d = one_queue(PoolConfig::new(1).max_batch(5));
     let (h, log) = recorder_on(&d);
-    // Held, so that the three batches queue up behind one another: the processor drains
-    // 48 events without emptying its queue.
+    // Held, so that the three batches queue up: 48 events drained without emptying.
     let held = block_processor(&d, h);
     thread::scope(|s| {
         s.spawn(|| {
@@ -95,8 +86,7 @@ fn a_pack_is_split_at_the_flush_points_of_max_batch() {
     assert!(d.stats()[0].packs >= 3);
 }
 
-/// Another client type's callbacks, spilled callbacks and a stale key, in packs: each
-/// event is counted once, as it would be one to a slot.
+/// Other types' callbacks, spilled callbacks and a stale key in packs: each counted once.
 #[test]
 fn a_packs_events_are_counted_one_by_one_wrong_type_spilled_and_stale() {
     let d = one_queue(PoolConfig::new(1));
@@ -117,8 +107,7 @@ fn a_packs_events_are_counted_one_by_one_wrong_type_spilled_and_stale() {
     assert_eq!(ran.get(), 4);
     assert_eq!(messages(&log), vec![2, 5, 8, 11]);
 
-    // A key whose client is gone: every event of the pack is stale, none delivered; a
-    // spilled callback among them is counted, as one to a slot.
+    // A stale key: every event of the pack is stale; a spilled one among them counted too.
     d.unregister(h).unwrap();
     let mut stale = (0..16_u64).map(|i| {
         if i == 0 {
@@ -135,8 +124,7 @@ fn a_packs_events_are_counted_one_by_one_wrong_type_spilled_and_stale() {
     assert_eq!(stats.packs, 2);
 }
 
-/// Four threads batching into a queue of 32 slots, whose pool has two packs: they wait
-/// for packs and for room, and every event arrives once, each thread's in its order.
+/// Four threads batching into 32 slots and two packs: each event once, each thread in order.
 #[test]
 fn threads_sharing_a_short_pool_of_packs_lose_nothing_and_keep_their_order() {
     const THREADS: u64 = 4;
@@ -180,8 +168,7 @@ fn a_queue_too_small_for_packs_takes_batches_one_event_to_a_slot() {
     assert_eq!(d.stats()[0].packs, 0);
 }
 
-/// Shutdown while threads are in blocking batches: every event a batch reports enqueued
-/// is delivered, and the first one it did not enqueue comes back; nothing else is lost.
+/// Shutdown during blocking batches: what was enqueued arrives, the first not comes back.
 #[test]
 fn shutdown_during_packed_batches_delivers_what_was_accepted_and_hands_back_the_rest() {
     const THREADS: u64 = 3;
@@ -228,8 +215,7 @@ fn shutdown_during_packed_batches_delivers_what_was_accepted_and_hands_back_the_
     }
 }
 
-/// A batch that fills every pack returns once its last event is in, without waiting for
-/// a free pack it no longer needs (it did, until the processor handed one back).
+/// A batch that fills every pack returns at its last event, not waiting for a free pack.
 #[test]
 fn a_batch_that_fills_the_last_free_pack_returns_without_waiting_for_another() {
     let d = one_queue(PoolConfig::new(1).capacity(32));
@@ -252,10 +238,7 @@ fn a_batch_that_fills_the_last_free_pack_returns_without_waiting_for_another() {
     assert_eq!(messages(&log), (0..32).collect::<Vec<_>>());
 }
 
-/// An iterator that cannot promise two more events (`size_hint`) is not read ahead: each
-/// event is in the queue before the iterator is asked for the next, so an iterator that
-/// waits for its events to be queued (or for anything they cause) is never waiting for
-/// an event held in its own pack.
+/// An iterator without a `size_hint` of two is not read ahead of the queue.
 #[test]
 fn an_iterator_that_promises_nothing_is_not_read_ahead() {
     let d = one_queue(PoolConfig::new(1));
@@ -282,8 +265,7 @@ fn an_iterator_that_promises_nothing_is_not_read_ahead() {
     assert_eq!(d.stats()[0].packs, 0);
 }
 
-/// An iterator that panics while a pack fills: the events it yielded before are
-/// delivered, as they were one to a slot, and the panic reaches the caller.
+/// An iterator panicking mid-pack: what it yielded is delivered, the panic reaches the caller.
 #[test]
 fn the_events_yielded_before_an_iterator_panics_are_delivered() {
     let d = one_queue(PoolConfig::new(1));
@@ -300,8 +282,7 @@ fn the_events_yielded_before_an_iterator_panics_are_delivered() {
     assert_eq!(messages(&log), (0..9).collect::<Vec<_>>());
 }
 
-/// A pack of slow events counts each as it is handled: the monitor, which calls a
-/// processor stuck when `processed` stops moving, sees a long pack make progress.
+/// A slow pack counts each event as handled, so the monitor sees it progress.
 #[test]
 fn a_long_pack_is_counted_event_by_event() {
     let d = one_queue(PoolConfig::new(1));

@@ -1,7 +1,6 @@
 //! Clients: placement, ownership by one processor thread, unregistering.
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
@@ -83,10 +82,7 @@ fn unregister_flushes_then_drops_and_later_events_are_stale() {
 /// How long a step of a test may wait before the test fails instead of hanging.
 const PATIENCE: std::time::Duration = std::time::Duration::from_secs(20);
 
-/// Registering on a processor thread while the target processor's queue is full: the
-/// handle `register` returns is reached at once by an event sent with it from another
-/// thread. On the code before the fix the registration waited in the caller's outbox, the
-/// other thread's event reached the target first and was dropped as stale.
+/// A handle registered on a full processor from another processor is reached at once.
 #[test]
 fn a_handle_registered_on_a_processor_is_reached_by_the_next_event_from_any_thread() {
     let d = one_queue_unprobed(PoolConfig::new(2).capacity(4));
@@ -94,8 +90,7 @@ fn a_handle_registered_on_a_processor_is_reached_by_the_next_event_from_any_thre
     // Processor 1 stalled, its queue full.
     let stall = block_processor(&d.handle(), first);
     while d.try_dispatch(first, Event::Message(0)).is_ok() {}
-    // On processor 0: register a client on processor 1, hand its handle over, and stay in
-    // the handler, so that processor 0 retries nothing kept in its outbox meanwhile.
+    // On processor 0: register on 1, hand the handle over, and stay, retrying no outbox.
     let (client, log) = Recorder::new();
     let (handed, handle_rx) = std::sync::mpsc::channel();
     let (go, go_rx) = std::sync::mpsc::channel::<()>();
@@ -116,9 +111,7 @@ fn a_handle_registered_on_a_processor_is_reached_by_the_next_event_from_any_thre
     });
     go.send(()).unwrap();
     let (log, stale) = seen.unwrap_or_else(|| panic!("no handle: {registered:?}"));
-    assert_eq!(
-        stale, 0,
-        "the event sent with the new handle was dropped as stale"
-    );
+    let why = "the event sent with the new handle was dropped as stale";
+    assert_eq!(stale, 0, "{why}");
     assert_eq!(log, [Seen::Message(42), Seen::Flush]);
 }

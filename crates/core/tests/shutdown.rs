@@ -1,8 +1,6 @@
-//! Shutdown: every queue drained and flushed in order, and every later dispatch handed
-//! back.
+//! Shutdown: every queue drained and flushed in order, every later dispatch handed back.
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
@@ -84,9 +82,7 @@ fn shutdown_drains_every_queue_and_flushes_in_order() {
     ] {
         let h = d.register(t, Last(order.clone(), name, 0), Placement::LeastLoaded);
         let h = h.unwrap();
-        for i in 0..1000 {
-            d.dispatch(h, Event::Message(i)).unwrap();
-        }
+        dispatch_all(&d, h, 0..1000);
     }
     d.shutdown();
     assert_eq!(*order.lock().unwrap(), ["queue", "session", "cluster"]);
@@ -102,17 +98,11 @@ fn dropping_the_dispatcher_shuts_it_down() {
             d.dispatch(h, Event::Callback(ran.callback())).unwrap();
         }
     }
-    assert_eq!(
-        ran.get(),
-        100,
-        "every accepted event ran before the drop returned"
-    );
+    let why = "every accepted event ran before the drop returned";
+    assert_eq!(ran.get(), 100, "{why}");
 }
 
-/// Only the first shutdown shuts down. A second (the drop after a `shutdown`) made while
-/// the first still drained the queues ran another ordered shutdown with no threads left
-/// to join, which closed every pool at once: here, a queue client still handling its
-/// event found the session pool closed while the queue pool drained.
+/// Only the first shutdown shuts down: a drop during it does not close the pools at once.
 #[test]
 fn a_second_shutdown_while_the_first_drains_does_not_close_the_later_pools_early() {
     struct Runs;
@@ -133,8 +123,7 @@ fn a_second_shutdown_while_the_first_drains_does_not_close_the_later_pools_early
     let in_handler = owner.clone();
     let handler = Callback::new(move || {
         let (dispatcher, on_processor, sent) = &*in_handler;
-        // On the queue processor: its shutdown starts on a thread of its own and waits for
-        // this handler; then the drop makes a second call.
+        // Shutdown starts on its own thread and waits for this handler; the drop calls again.
         let mut d = dispatcher.lock().unwrap().take().unwrap();
         d.shutdown();
         drop(d);
@@ -144,16 +133,12 @@ fn a_second_shutdown_while_the_first_drains_does_not_close_the_later_pools_early
     });
     handle.dispatch(queue, Event::Callback(handler)).unwrap();
     let reached = outcome.recv_timeout(Duration::from_secs(10));
-    assert_eq!(
-        reached,
-        Ok(true),
-        "the session pool is open until the queue pool has drained"
-    );
+    let why = "the session pool is open until the queue pool has drained";
+    assert_eq!(reached, Ok(true), "{why}");
     drop(owner);
 }
 
-/// Dispatches a goodbye to `to` from its drop (on its processor's thread, after that
-/// processor's loop has ended), then lets the session go on.
+/// Dispatches a goodbye to `to` from its drop (after its processor's loop), then goes on.
 struct SaysGoodbye {
     to: ClientHandle<Recorder>,
     handle: DispatcherHandle<u64>,

@@ -1,6 +1,4 @@
-//! The dispatcher core under the seeded simulator of `zerodispatch_core::testing`: a fixed
-//! budget of seeds of one scenario (`simulate/scenario.rs`, its invariants listed there).
-//! `cargo run --release --example simulate -- --seeds N` runs more; `--seed S` replays one.
+//! The core under the seeded simulator, a budget of seeds of `simulate/scenario.rs`.
 
 #![cfg(not(loom))]
 

@@ -1,15 +1,7 @@
-//! A fault soak of the dispatcher: for `ZD_SOAK_SECS` seconds (default 20), application
-//! threads and clients pass tokens between processors on tiny queues while faults are
-//! injected at random: panics in handlers, in flushes, in callbacks and in the drop of
-//! messages and captures; clients registered and unregistered under load; stale and
-//! foreign handles; every dispatch form; and finally a shutdown in mid-stream.
-//!
-//! It asserts that every token ends exactly once (run, or dropped after being handed back,
-//! refused or stale: never lost, never twice), that no stretch of 3 s passes without
-//! progress (a watchdog), and that every client registered is dropped exactly once.
+//! Fault soak (`ZD_SOAK_SECS`, default 20): tokens pass on tiny queues under random faults.
+//! Every token ends exactly once, no 3 s pass without progress, every client drops once.
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
@@ -17,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use zerodispatch_core::testing::SimRng as Rng;
 use zerodispatch_core::*;
 
 /// Tokens the soak can issue, at most (the ledger is preallocated).
@@ -45,8 +38,7 @@ impl Ledger {
     }
 }
 
-/// A message: a token with hops left. Ends when consumed at its last hop, or when dropped
-/// anywhere else; some tokens panic in their drop (after recording the end).
+/// A token with hops left; ends when consumed at its last hop or dropped (maybe panicking).
 struct Token {
     id: u32,
     hops: u8,
@@ -90,20 +82,7 @@ impl Drop for Token {
     }
 }
 
-/// xorshift64*: a small deterministic generator per thread.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-    }
-}
-
-/// Drops what a refused dispatch handed back: a token in it may panic in its drop (a
-/// planned fault), which must not end the producer's thread.
+/// Drops what a refused dispatch handed back; a token's planned drop panic is contained.
 fn discard<T>(handed_back: T) {
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(handed_back)));
 }
@@ -130,12 +109,8 @@ impl Client<Token> for Worker {
                     return token.finish();
                 }
                 token.hops -= 1;
-                let next = {
-                    let live = self.registry.lock().unwrap();
-                    live[self.rng.below(live.len() as u64) as usize]
-                };
-                // On a processor thread: never waits. `Full` (outbox full), `ShutDown` or
-                // a stale handle: the token comes back, or is dropped, and ends.
+                let next = *self.rng.pick(&self.registry.lock().unwrap()).unwrap();
+                // On a processor thread: never waits; the token comes back or drops, and ends.
                 let _ = ctx.dispatcher().dispatch(next, Event::Message(token));
             }
         }
@@ -184,7 +159,7 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
     let worker_drops = Arc::new(AtomicU64::new(0));
     let worker = |registry: &Registry, seed| Worker {
         registry: registry.clone(),
-        rng: Rng(seed),
+        rng: Rng::new(seed),
         drops: worker_drops.clone(),
     };
     let alone = worker(&Registry::default(), 7);
@@ -192,8 +167,7 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
     let foreign = foreign.unwrap().erase();
     let ledger = Arc::new(Ledger::new());
     let registry = Registry::default();
-    // Clients handed to `register` (each must be dropped exactly once): the foreign one,
-    // and those registered below.
+    // Clients handed to `register`, each dropped exactly once: the foreign one and below.
     let registered = Arc::new(AtomicU64::new(1));
     let stale = Arc::new(Mutex::new(Vec::new()));
     let new_worker = |seed| worker(&registry, seed);
@@ -211,7 +185,7 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
         let (d, ledger, registry) = (dispatcher.handle(), ledger.clone(), registry.clone());
         let (stale, stop) = (stale.clone(), stop.clone());
         threads.push(thread::spawn(move || {
-            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (p + 1));
+            let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15 ^ (p + 1));
             while !stop.load(Ordering::Relaxed) {
                 let to = match rng.below(50) {
                     0 => foreign,
@@ -219,10 +193,7 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
                         Some(&h) => h,
                         None => continue,
                     },
-                    _ => {
-                        let live = registry.lock().unwrap();
-                        live[rng.below(live.len() as u64) as usize]
-                    }
+                    _ => *rng.pick(&registry.lock().unwrap()).unwrap(),
                 };
                 let Some(token) = Token::issue(&ledger, &mut rng) else {
                     return;
@@ -258,7 +229,7 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
         let make = new_worker;
         let mut workers: Vec<Worker> = (0..100_000).map(|i| make(1000 + i)).collect();
         threads.push(thread::spawn(move || {
-            let mut rng = Rng(99);
+            let mut rng = Rng::new(99);
             while !stop.load(Ordering::Relaxed) {
                 thread::sleep(Duration::from_millis(2));
                 let len = registry.lock().unwrap().len();

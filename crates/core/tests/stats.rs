@@ -1,7 +1,6 @@
 //! Stats read while processors run, and the watermark alarms.
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
@@ -40,9 +39,7 @@ fn stats_count_while_the_processor_runs() {
     let s = &d.stats()[0];
     assert!(running.processed > 0, "stats are readable while running");
     assert_eq!(s.spilled, 1);
-    // The spilled callback and the messages. (Not the monitor's probes; the registration
-    // is not queued; the synchronize marker is counted once its handler has returned,
-    // which may be after `synchronize` returned.)
+    // The spilled callback and the messages (not probes, nor the registration).
     assert!(s.processed > sent.load(Ordering::Relaxed));
     assert_eq!(s.enqueued, s.processed + s.depth as u64);
     assert!(s.flushes > 0);
@@ -59,12 +56,9 @@ fn watermark_alarms_are_edge_triggered_and_clear_at_the_low_mark() {
     let d = one_queue_unprobed(PoolConfig::new(1).capacity(256).watermarks(16, 128));
     let h = recorder_on(&d).0;
     for _round in 0..2 {
-        // Depth is sampled after the first event of a drain and every 64 events after it: with
-        // 200 queued, a sample within the drain sees at least 135, above the high mark.
+        // Depth is sampled every 64 events: with 200 queued a sample sees at least 135.
         let gate = block_processor(&d.handle(), h);
-        for i in 0..200 {
-            d.dispatch(h, Event::Message(i)).unwrap();
-        }
+        dispatch_all(&d, h, 0..200);
         gate.wait();
         d.synchronize(h).unwrap();
     }
@@ -74,19 +68,14 @@ fn watermark_alarms_are_edge_triggered_and_clear_at_the_low_mark() {
     assert!(s.max_depth >= 128);
 }
 
-/// `enqueued` never exceeds what was ever enqueued, while the queue drains (a stalled
-/// processor, a queue of 65,536 filled by `try_dispatch`, then `stats()` in a loop) and
-/// after. On the code before the fix the monitor's probes, which no caller enqueues, were
-/// counted in `processed` and so in `enqueued` (`processed + depth`): the figure ran ahead
-/// of everything enqueued by the probes handled (1 in the review's run).
+/// `enqueued` never exceeds what callers enqueued, even counting the monitor's probes.
 #[test]
 fn enqueued_never_exceeds_what_callers_enqueued_with_the_monitor_probing() {
     const CAPACITY: usize = 65_536;
     let d = one_queue_probed(PoolConfig::new(1).capacity(CAPACITY));
     let h = recorder_on(&d).0;
     let processor = h.processor();
-    // Everything this test enqueues: the registration (a queued item before the fix), the
-    // stall, the events accepted, and each `synchronize`.
+    // Everything enqueued: the registration, the stall, the events and each `synchronize`.
     let mut enqueued = 1_u64;
     let stall = block_processor(&d.handle(), h);
     enqueued += 1;
@@ -112,8 +101,7 @@ fn enqueued_never_exceeds_what_callers_enqueued_with_the_monitor_probing() {
             break;
         }
     }
-    // Until a probe has been handled (the monitor probes an awake processor every
-    // millisecond; each `synchronize` wakes it).
+    // Until a probe has been handled (each `synchronize` wakes the processor to be probed).
     loop {
         d.synchronize(processor).unwrap();
         enqueued += 1;

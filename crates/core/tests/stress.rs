@@ -1,10 +1,6 @@
-//! Stress: 4 producer threads into every processor, mixed callbacks, typed messages and
-//! dispatcher callbacks, one in 1000 panicking. Every event is run exactly once or handed
-//! back, and the accounting is checked; then a second stream is cut by shutdown in its
-//! middle, with the same accounting. Bounded to a few seconds.
+//! Stress: 4 producers, mixed events, rare panics, every event accounted for, and a cut.
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 use std::sync::Arc;
@@ -50,8 +46,7 @@ struct Tally {
 }
 
 fn dispatcher() -> Dispatcher<u64> {
-    // The planned panics are caught and counted by the processors; keep the default hook
-    // from printing a report (and a backtrace) for each of them.
+    // The planned panics are caught and counted; keep the hook from reporting each.
     std::panic::set_hook(Box::new(|_| {}));
     Dispatcher::builder()
         .pool(ClientType::Session, PoolConfig::new(1).capacity(512))
@@ -61,8 +56,7 @@ fn dispatcher() -> Dispatcher<u64> {
         .unwrap()
 }
 
-/// Sends `PER_PRODUCER` events from each of `PRODUCERS` threads round-robin to `clients`;
-/// a producer stops early at its first `ShutDown` (or once `stop` is set).
+/// Sends `PER_PRODUCER` events from each producer round-robin, stopping at `ShutDown`.
 fn run_producers(
     handle: &DispatcherHandle<u64>,
     clients: &[ClientHandle],
@@ -148,8 +142,7 @@ fn ran(tally: &Tally, messages: &AtomicU64) -> u64 {
     tally.callbacks_run.load(Ordering::Relaxed) + messages.load(Ordering::Relaxed)
 }
 
-/// The messages handled, the clients (two on every processor of `d`), a tally of nothing
-/// yet, and a stop flag not set.
+/// The messages handled, the clients (two per processor), an empty tally, a stop flag.
 type Stream = (
     Arc<AtomicU64>,
     Vec<ClientHandle>,
@@ -177,8 +170,7 @@ fn every_event_runs_once_or_is_handed_back() {
     let ran = ran(&tally, &messages);
     assert_eq!(accepted + tally.handed_back.load(Ordering::Relaxed), sent);
     assert_eq!(ran, accepted, "every accepted event ran exactly once");
-    // A panicking message may have been handed back (full queue) rather than run, so the
-    // panics caught are at most the panicking messages sent.
+    // A panicking message may have been handed back rather than run: at most those sent.
     let panics: u64 = stats.iter().map(|s| s.panics).sum();
     assert!(panics > 0 && panics <= tally.panicking_sent.load(Ordering::Relaxed));
     println!(
@@ -206,10 +198,8 @@ fn shutdown_in_the_middle_of_a_stream_loses_nothing() {
     assert_eq!(ran, accepted, "{once}");
     let middle = accepted < PRODUCERS * PER_PRODUCER;
     assert!(middle, "shutdown came in the middle of the stream");
-    assert!(
-        refused > 0,
-        "producers still sending were handed their events back"
-    );
+    let why = "producers still sending were handed their events back";
+    assert!(refused > 0, "{why}");
     println!(
         "shutdown mid-stream: accepted {accepted}, ran {ran}, handed back {} ({refused} at shutdown)",
         tally.handed_back.load(Ordering::Relaxed)

@@ -1,8 +1,6 @@
-//! Waiting for a processor from an application thread: `synchronize`, and `call`, which
-//! brings a value back.
+//! Waiting for a processor from an application thread: `synchronize` and `call`.
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
@@ -17,9 +15,7 @@ use zerodispatch_core::*;
 fn synchronize_waits_for_earlier_events_and_refuses_its_own_thread() {
     let d = one_queue(PoolConfig::new(1));
     let (h, log) = recorder_on(&d);
-    for i in 0..1000 {
-        d.dispatch(h, Event::Message(i)).unwrap();
-    }
+    dispatch_all(&d, h, 0..1000);
     d.synchronize(h).unwrap();
     assert_eq!(message_count(&log), 1000);
     let result = Arc::new(Mutex::new(None));
@@ -31,16 +27,12 @@ fn synchronize_waits_for_earlier_events_and_refuses_its_own_thread() {
     assert_eq!(*result.lock().unwrap(), Some(refused));
 }
 
-/// `call` runs its closure on the processor, after the events enqueued before it and after
-/// the flush those events brought, and brings its result back; the calling thread's slot
-/// serves calls of different result types one after another.
+/// `call` runs after earlier events and their flush, and brings back any result type.
 #[test]
 fn call_runs_on_the_processor_after_earlier_events_and_returns_the_result() {
     let d = one_queue(PoolConfig::new(1));
     let (h, log) = recorder_on(&d);
-    for i in 0..100 {
-        d.dispatch(h, Event::Message(i)).unwrap();
-    }
+    dispatch_all(&d, h, 0..100);
     let seen = log.clone();
     let answer = d.call(h, move || {
         let log = seen.lock().unwrap();
@@ -56,8 +48,7 @@ fn call_runs_on_the_processor_after_earlier_events_and_returns_the_result() {
     assert_eq!(d.call(h, || ()), Ok(()));
 }
 
-/// A closure that panics answers `Panicked` (not a hang, not `Dropped`); the processor
-/// counts the panic and goes on, and the next call works.
+/// A panicking closure answers `Panicked`; the processor counts it and goes on.
 #[test]
 fn a_call_that_panics_answers_panicked_and_the_processor_goes_on() {
     let d = one_queue(PoolConfig::new(1));
@@ -69,8 +60,7 @@ fn a_call_that_panics_answers_panicked_and_the_processor_goes_on() {
     assert_eq!(d.stats()[0].panics, 1);
 }
 
-/// `call` refuses a processor thread (any of the dispatcher's, its own included), a bad
-/// id, and, after shutdown, hands nothing to run and says so.
+/// `call` refuses processor threads, bad ids, and shutdown (without running anything).
 #[test]
 fn call_refuses_processor_threads_bad_ids_and_shutdown() {
     let mut d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(1));

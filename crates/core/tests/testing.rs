@@ -1,5 +1,4 @@
-//! The stepped dispatcher of `zerodispatch_core::testing`: the client contract of a running
-//! dispatcher, on the test's thread, with the test's clock.
+//! The stepped dispatcher of `zerodispatch_core::testing`: the client contract, stepped.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -74,8 +73,7 @@ impl Client<u64> for Restless {
     }
 }
 
-/// A stepped dispatcher (as [`stepped`]) with a [`Logger`] named "q" on its queue pool,
-/// and the log.
+/// A stepped dispatcher with a [`Logger`] named "q" on its queue pool, and the log.
 fn logged_queue(queue: PoolConfig) -> (TestDispatcher<u64>, Log, ClientHandle<Logger>) {
     let test = stepped(queue);
     let log = Log::default();
@@ -147,24 +145,16 @@ fn call_and_synchronize_step_the_processors_and_answer() {
     let on = test.handle();
     let seen = test.call(q, move || on.current_processor()).unwrap();
     assert_eq!(seen, Some(q.processor()), "ran as that processor");
-    assert_eq!(
-        taken(&log),
-        ["q got 7", "q flush"],
-        "everything before the call first"
-    );
-    assert_eq!(
-        test.current_processor(),
-        None,
-        "the test's thread between steps"
-    );
+    let why = "everything before the call first";
+    assert_eq!(taken(&log), ["q got 7", "q flush"], "{why}");
+    let why = "the test's thread between steps";
+    assert_eq!(test.current_processor(), None, "{why}");
     test.dispatch(q, Event::Message(8)).unwrap();
     test.synchronize(q).unwrap();
     assert_eq!(taken(&log), ["q got 8", "q flush"]);
 }
 
-/// A `call` (or `call_async`) whose queue another thread filled between the call's run and
-/// its push is run again and answered, not reported `ShutDown` (it was, before: any refused
-/// push was).
+/// A `call` whose queue was filled between its run and its push is retried, not `ShutDown`.
 #[test]
 fn a_call_to_a_queue_another_thread_fills_meanwhile_is_answered_not_reported_shut_down() {
     use std::future::Future;
@@ -179,9 +169,7 @@ fn a_call_to_a_queue_another_thread_fills_meanwhile_is_answered_not_reported_shu
     let pushed = Arc::new(AtomicU64::new(0));
     let filler = {
         let (handle, stop, pushed) = (test.handle(), stop.clone(), pushed.clone());
-        // A push now and then, at no fixed phase of the calls (a sleep of 1 us is some
-        // tens of microseconds): never so often that a run of the stepped processors
-        // finds work at every turn.
+        // A push now and then, at no fixed phase, never at every turn of the processors.
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 if handle.dispatch(q, Event::Message(1)).is_ok() {
@@ -242,10 +230,8 @@ fn unregister_flushes_first_and_shutdown_drains_flushes_and_drops() {
     test.unregister(q).unwrap();
     test.run_until_idle();
     assert_eq!(taken(&log), ["q got 1", "q flush"]);
-    assert!(
-        test.dispatch(q, Event::Message(2)).is_ok(),
-        "accepted, then stale"
-    );
+    let why = "accepted, then stale";
+    assert!(test.dispatch(q, Event::Message(2)).is_ok(), "{why}");
     test.run_until_idle();
     assert_eq!(test.stats().iter().map(|s| s.stale).sum::<u64>(), 1);
     let dropped = Arc::new(());
@@ -254,16 +240,10 @@ fn unregister_flushes_first_and_shutdown_drains_flushes_and_drops() {
     let timer = Callback::new(move || drop(keep));
     test.schedule_in(r, Duration::from_secs(1), timer).unwrap();
     test.shutdown();
-    assert_eq!(
-        taken(&log),
-        ["r got 3", "r flush"],
-        "drained and flushed at shutdown"
-    );
-    assert_eq!(
-        Arc::strong_count(&dropped),
-        1,
-        "the timer not due dropped unrun"
-    );
+    let why = "drained and flushed at shutdown";
+    assert_eq!(taken(&log), ["r got 3", "r flush"], "{why}");
+    let why = "the timer not due dropped unrun";
+    assert_eq!(Arc::strong_count(&dropped), 1, "{why}");
     let refused = test.dispatch(r, Event::Message(4)).unwrap_err();
     assert!(refused.is_shut_down());
     assert_eq!(test.run_until_idle(), 0);
@@ -278,8 +258,7 @@ fn a_client_that_asks_to_be_flushed_again_at_every_flush_is_reported_not_stepped
     test.run_until_idle();
 }
 
-/// Forwards what it buffered to `to` at its flush; records, as it is dropped, which
-/// processor it finds itself on.
+/// Forwards its buffer to `to` at flush; records on drop which processor it is on.
 struct Forwarding {
     pending: Vec<u64>,
     to: ClientHandle,
@@ -350,8 +329,7 @@ fn an_event_a_client_dispatches_from_its_drop_at_shutdown_is_run_though_the_targ
     let session = logger(&test, ClientType::Session, "s", &log, None);
     let (to, handle, n) = (session, test.handle(), 99);
     on(&test, ClientType::Queue, SaysGoodbye { to, handle, n });
-    // The session's queue is full when the queue processor drops its client: the goodbye
-    // waits in the queue processor's outbox, which its end of life hands on.
+    // The session's queue is full at the drop: the goodbye waits in the outbox, handed on.
     test.dispatch(session, Event::Message(1)).unwrap();
     test.dispatch(session, Event::Message(2)).unwrap();
     test.shutdown();

@@ -1,5 +1,4 @@
-//! Timers on processors: deadline order, the flush before a timer, cancellation, a full
-//! set of timers handing the callback back, a repeating timer, and shutdown.
+//! Timers: deadline order, flush first, cancellation, a full set, repeating, shutdown.
 
 mod common;
 
@@ -27,10 +26,8 @@ fn timers_run_in_deadline_order_whatever_the_order_they_were_scheduled_in() {
     }
     let order: Vec<u64> = (0..5).map(|_| rx.recv().unwrap()).collect();
     assert_eq!(order, [0, 10, 10, 20, 30]);
-    assert!(
-        d.now() >= start + Duration::from_millis(30),
-        "none ran early"
-    );
+    let why = "none ran early";
+    assert!(d.now() >= start + Duration::from_millis(30), "{why}");
     let stats = &d.stats()[0];
     assert_eq!((stats.timers_fired, stats.timers_pending), (5, 0));
 }
@@ -124,15 +121,12 @@ fn a_full_set_of_timers_hands_the_callback_back_and_frees_as_they_run() {
     // Nothing lost: the callback comes back and runs elsewhere.
     refused.into_inner().call();
     assert_eq!(rx.recv().unwrap(), 3);
-    // Cancelled, a timer's slot comes back at the processor's next turn, not at its
-    // deadline a minute away.
+    // A cancelled timer's slot comes back at the next turn, not at its deadline.
     assert!(d.cancel(a));
     let start = std::time::Instant::now();
     while d.stats()[0].timers_pending > 1 {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "the cancelled timer's slot never came back"
-        );
+        let why = "the cancelled timer's slot never came back";
+        assert!(start.elapsed() < Duration::from_secs(5), "{why}");
         std::thread::sleep(Duration::from_millis(1));
     }
     d.schedule(queue, later, Callback::new(|| ())).unwrap();
@@ -178,11 +172,8 @@ fn timers_not_due_at_shutdown_are_dropped_unrun_and_later_schedules_refused() {
         .unwrap();
     let handle = d.handle();
     d.shutdown();
-    assert_eq!(
-        Arc::strong_count(&captured),
-        1,
-        "dropped at the exit, unrun"
-    );
+    let why = "dropped at the exit, unrun";
+    assert_eq!(Arc::strong_count(&captured), 1, "{why}");
     let refused = handle.schedule(queue, handle.now(), Callback::new(|| ()));
     assert!(matches!(refused, Err(DispatchError::ShutDown(_))));
     assert_eq!(handle.stats()[0].timers_pending, 0, "its slot freed");

@@ -1,5 +1,4 @@
-//! Every log line written on a processor thread, a client's included, is inside a
-//! `processor` span that names the processor.
+//! Every log line on a processor thread is inside a `processor` span naming it.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -16,8 +15,7 @@ use zerodispatch_core::{
 /// Each event's message and the spans it was in, in order.
 type Logged = Arc<Mutex<Vec<(String, Vec<String>)>>>;
 
-/// A subscriber that remembers, for each event, the message and the spans it was in (their
-/// names and `processor` fields, innermost last).
+/// A subscriber remembering each event's message and spans (names, `processor` fields).
 #[derive(Default)]
 struct Spans {
     next: AtomicU64,

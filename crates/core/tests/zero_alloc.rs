@@ -1,21 +1,16 @@
-//! Proof that a running dispatcher allocates nothing per event (nor per `synchronize` or
-//! `call` of an application thread, after its first): a counting
-//! `#[global_allocator]` over all threads (producers, processors, the monitor), 1,000,000
-//! events after warm-up, callbacks and typed messages, with flushes, and a quarter of the
-//! messages relayed by a client on another processor into a queue too small for them, so
-//! that the relay's outbox is in constant use.
-//!
-//! Its own test binary without libtest (`harness = false`, `zerodispatch_testkit::proof_main`),
-//! so that no other test, nor libtest's own thread, allocates while it measures.
+//! Proof that a running dispatcher allocates nothing per event, `synchronize` or `call`:
+//! 1,000,000 events with flushes and an outboxed relay, counted over all threads (own binary).
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
+
+mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 
+use common::assert_none_allocated;
 use zerodispatch_core::*;
 
 use zerodispatch_testkit::CountingAllocator;
@@ -62,9 +57,7 @@ impl Client<Confirm> for Queue {
     }
 }
 
-/// On the session processor: forwards every message to the queue client with the blocking
-/// `dispatch`, which on a processor thread never waits: a full queue sends the event
-/// through the processor's outbox.
+/// On the session processor: forwards every message to the queue client via its outbox.
 struct Relay {
     queue: ClientHandle,
 }
@@ -93,8 +86,7 @@ fn confirm(seq: u64) -> Confirm {
     }
 }
 
-/// Runs the proof without libtest (`zerodispatch_testkit::proof_main`): libtest's main
-/// thread allocates when a test passes 60 s, which under load fell inside the window.
+/// Runs the proof without libtest (`zerodispatch_testkit::proof_main`).
 fn main() {
     zerodispatch_testkit::proof_main(
         "a_running_dispatcher_allocates_nothing_per_event",
@@ -125,9 +117,7 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
     let session = dispatcher.processors(ClientType::Session)[0];
     let session_ran = Arc::new(AtomicU64::new(0));
 
-    // Typed confirms, callbacks and callbacks handed the client to the queue client, and
-    // every 1000th event a dispatcher callback to the session processor (which flushes
-    // first).
+    // Confirms, callbacks, client callbacks, and every 1000th a session callback.
     let send = |range: std::ops::Range<u64>| {
         for seq in range {
             let c = confirm(seq);
@@ -179,32 +169,19 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
     let total = WARM_UP + EVENTS;
     let even: u64 = (0..total).filter(|s| s % 2 == 0).sum();
     let odd: u64 = (0..total).filter(|s| s % 2 == 1).sum();
-    assert_eq!(
-        sum.load(Ordering::Relaxed),
-        even,
-        "every typed confirm handled once"
-    );
-    assert_eq!(
-        callback_sum.load(Ordering::Relaxed),
-        odd,
-        "every callback ran once"
-    );
+    let why = "every typed confirm handled once";
+    assert_eq!(sum.load(Ordering::Relaxed), even, "{why}");
+    let why = "every callback ran once";
+    assert_eq!(callback_sum.load(Ordering::Relaxed), odd, "{why}");
     let flushed = flushes.load(Ordering::Relaxed);
-    assert!(
-        flushed >= EVENTS / 64,
-        "flushed at least every max_batch events"
-    );
+    let why = "flushed at least every max_batch events";
+    assert!(flushed >= EVENTS / 64, "{why}");
     let outboxed = dispatcher.stats().iter().map(|s| s.outboxed).sum::<u64>();
     assert!(outboxed > 0, "the relay's outbox was used");
-    assert_eq!(
-        after - before,
-        0,
-        "{EVENTS} events through a running dispatcher allocated {} times",
-        after - before
-    );
+    let what = format_args!("{EVENTS} events through a running dispatcher");
+    assert_none_allocated(after - before, what);
 
-    // `synchronize` and `call` from an application thread: nothing after the thread's
-    // first call (which makes its answer slot).
+    // `synchronize` and `call` from an application thread, after its first.
     let queue_processor = queue.processor();
     dispatcher.synchronize(queue_processor).unwrap();
     let before = CountingAllocator::allocations();
@@ -218,19 +195,10 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
         assert!(seen >= WARM_UP + EVENTS);
     }
     let after = CountingAllocator::allocations();
-    assert_eq!(
-        after - before,
-        0,
-        "{CALLS} synchronize and call pairs allocated {} times",
-        after - before
-    );
+    let what = format_args!("{CALLS} synchronize and call pairs");
+    assert_none_allocated(after - before, what);
 
-    // Blocking batches from two application threads at once: packed (up to 16 events to
-    // a slot, `pack.rs`) into the queue of 64 slots, whose pool of 4 packs is always
-    // short, so that both threads wait for packs and for room. The warm-up holds the
-    // processor for a while, so that both threads wait (make their waker, grow the
-    // registry of waiters) whatever the machine's timing; the pool is made at the first
-    // batch.
+    // Blocking batches from two threads into 64 slots and 4 packs; a held warm-up waits.
     let phases = Arc::new(std::sync::Barrier::new(3));
     let batch_callbacks = Arc::new(AtomicU64::new(0));
     let producers: Vec<_> = (0..2)
@@ -262,13 +230,9 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
     assert_eq!(batch_callbacks.load(Ordering::Relaxed), callbacks);
     let packs = dispatcher.stats().iter().map(|s| s.packs).sum::<u64>();
     assert!(packs > 0, "the batches were packed");
-    assert_eq!(
-        after - before,
-        0,
-        "{} events in blocking batches allocated {} times",
-        events - batch_totals(0..BATCH_WARM_UP).0,
-        after - before
-    );
+    let measured = events - batch_totals(0..BATCH_WARM_UP).0;
+    let what = format_args!("{measured} events in blocking batches");
+    assert_none_allocated(after - before, what);
 
     drop(dispatcher);
     assert_eq!(
@@ -291,8 +255,7 @@ fn batch_seq(thread: u64, round: u64, i: u64) -> u64 {
     (round << 8) | (thread << 6) | i
 }
 
-/// Blocking batches of `thread` for `rounds`: two events in three typed confirms, one a
-/// callback that adds its sequence number to `callbacks`.
+/// `thread`'s blocking batches: two typed confirms in three, one a counting callback.
 fn send_batches(
     handle: &DispatcherHandle<Confirm>,
     queue: ClientHandle<Queue>,
@@ -319,8 +282,7 @@ fn send_batches(
     }
 }
 
-/// Over both threads' batches of `rounds`: the events, the sum of the typed confirms'
-/// sequence numbers, and that of the callbacks'.
+/// Over both threads' batches: the events, and the sums of confirms' and callbacks' seqs.
 fn batch_totals(rounds: std::ops::Range<u64>) -> (u64, u64, u64) {
     let (mut events, mut messages, mut callbacks) = (0, 0, 0);
     for thread in 0..2 {

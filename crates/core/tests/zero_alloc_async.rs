@@ -1,15 +1,10 @@
-//! Proof that the async door allocates nothing per event once warm: a counting
-//! `#[global_allocator]` over all threads, 100,000 events through `dispatch_async` and
-//! `dispatch_batch_async` (and a `call_async` every 64 events) into a queue small enough that the futures wait for room again
-//! and again, polled by a hand-written `block_on` (a runtime's own scheduler may allocate,
-//! which is not the door's doing).
-//!
-//! Its own test binary without libtest (`harness = false`, `zerodispatch_testkit::proof_main`),
-//! so that no other test, nor libtest's own thread, allocates while it measures.
+//! Proof that the async door allocates nothing per event once warm: 100,000 events into a
+//! small queue, polled by a hand-written `block_on` (a runtime may allocate), own binary.
 
-// Under `--cfg loom` the protocols' primitives are loom's, usable only inside a model:
-// only the loom models (`--lib`) run then.
+// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
+
+mod common;
 
 use std::future::Future;
 use std::pin::pin;
@@ -18,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 
+use common::assert_none_allocated;
 use zerodispatch_core::*;
 use zerodispatch_testkit::CountingAllocator;
 
@@ -36,9 +32,7 @@ impl Wake for Unpark {
     }
 }
 
-/// Polls `future` on this thread until it resolves, parking while it is pending; counts
-/// the polls that found it pending in `waits`. Allocates nothing but the `waker` it is
-/// given.
+/// Polls `future` until it resolves, parking while pending (counted in `waits`).
 fn block_on<F: Future>(future: F, waker: &Waker, waits: &mut u64) -> F::Output {
     let mut future = pin!(future);
     let mut cx = TaskContext::from_waker(waker);
@@ -70,8 +64,7 @@ impl Client<u64> for Sum {
     }
 }
 
-/// Runs the proof without libtest (`zerodispatch_testkit::proof_main`): libtest's main
-/// thread allocates when a test passes 60 s, which under load fell inside the window.
+/// Runs the proof without libtest (`zerodispatch_testkit::proof_main`).
 fn main() {
     zerodispatch_testkit::proof_main(
         "the_async_door_allocates_nothing_per_event",
@@ -101,8 +94,7 @@ fn the_async_door_allocates_nothing_per_event() {
                 let mut seq = range.start;
                 while seq < range.end {
                     if seq % 64 == 1 {
-                        // A call every 64 events: its answer comes back through the task's
-                        // slot, which goes back to the thread's pool.
+                        // Every 64 events a call, answered through the task's slot.
                         let queue = sink.processor();
                         assert_eq!(handle.call_async(queue, move || seq * 2).await, Ok(seq * 2));
                     }
@@ -138,18 +130,11 @@ fn the_async_door_allocates_nothing_per_event() {
 
     let total = WARM_UP + EVENTS;
     let handled_once = total * (total - 1) / 2;
-    assert_eq!(
-        sum.load(Ordering::Relaxed),
-        handled_once,
-        "every event handled once"
-    );
+    let why = "every event handled once";
+    assert_eq!(sum.load(Ordering::Relaxed), handled_once, "{why}");
     let measured_waits = waits - warm_waits;
     let waited = "the futures waited for room while measured";
     assert!(waits > warm_waits, "{waited} ({measured_waits} waits)");
-    assert_eq!(
-        after - before,
-        0,
-        "{EVENTS} events through the async door allocated {} times",
-        after - before
-    );
+    let what = format_args!("{EVENTS} events through the async door");
+    assert_none_allocated(after - before, what);
 }

@@ -13,8 +13,7 @@ use zerodispatch_core::{
     Event, Placement, PoolConfig, ProcessorId, ProcessorSnapshot,
 };
 
-/// A client that keeps the defaults of [`Client`]: it runs its callbacks and drops its
-/// messages.
+/// A client that keeps the defaults of [`Client`]: it runs callbacks and drops messages.
 pub struct Sink;
 
 impl Client<u64> for Sink {}
@@ -183,14 +182,12 @@ pub fn one_queue_probed(config: PoolConfig) -> Dispatcher<u64> {
     queues_monitored(config, Some(Duration::from_millis(1)))
 }
 
-/// One queue processor and a monitor that never probes in the test's lifetime, for tests
-/// that count queue slots exactly (a probe takes a slot).
+/// One queue processor never probed in a test's lifetime (a probe takes a queue slot).
 pub fn one_queue_unprobed(config: PoolConfig) -> Dispatcher<u64> {
     queues_monitored(config, Some(Duration::from_secs(3600)))
 }
 
-/// One queue processor of `capacity`, unprobed (as [`one_queue_unprobed`]), with a
-/// [`Recorder`] on it, and the recorder's log.
+/// An unprobed queue processor of `capacity` with a [`Recorder`] on it, and its log.
 pub fn recorded_queue(capacity: usize) -> (Dispatcher<u64>, ClientHandle<Recorder>, Log) {
     let d = one_queue_unprobed(PoolConfig::new(1).capacity(capacity));
     let (handle, log) = recorder_on(&d);
@@ -248,8 +245,7 @@ pub fn counting_callback(count: &Arc<AtomicUsize>) -> Callback {
     })
 }
 
-/// Blocks the processor of `handle` until the returned barrier is waited on twice (once to
-/// know it is blocked, once to release it).
+/// Blocks `handle`'s processor until the barrier is waited on again (it returns blocked).
 pub fn block_processor<C>(d: &DispatcherHandle<u64>, handle: ClientHandle<C>) -> Arc<Barrier> {
     let barrier = Arc::new(Barrier::new(2));
     let b = barrier.clone();
@@ -262,8 +258,7 @@ pub fn block_processor<C>(d: &DispatcherHandle<u64>, handle: ClientHandle<C>) ->
     barrier
 }
 
-/// Blocks the processor of `handle` (as [`block_processor`]) and fills its queue with the
-/// messages `0..n`, each of which must find room.
+/// Blocks `handle`'s processor and fills its queue with messages `0..n`, each finding room.
 pub fn hold_full<C>(d: &DispatcherHandle<u64>, handle: ClientHandle<C>, n: u64) -> Arc<Barrier> {
     let held = block_processor(d, handle);
     for m in 0..n {
@@ -272,8 +267,7 @@ pub fn hold_full<C>(d: &DispatcherHandle<u64>, handle: ClientHandle<C>, n: u64) 
     held
 }
 
-/// Waits, polling every millisecond, until `ready` holds; fails the test, saying `what`
-/// never happened, after 10 s.
+/// Waits until `ready` holds, failing with `what` after 10 s.
 pub fn eventually(what: &str, mut ready: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !ready() {
@@ -282,10 +276,7 @@ pub fn eventually(what: &str, mut ready: impl FnMut() -> bool) {
     }
 }
 
-/// The first processor's stats once `ready` holds. Histograms are merged into the shared
-/// copy when asked (by `stats()` or the monitor) at the processor's next flush point or
-/// before it sleeps, so an idle processor publishes when it next wakes: `synchronize`
-/// wakes it.
+/// The first processor's stats once `ready` holds (`synchronize` wakes it to publish).
 pub fn stats_once_published(
     d: &Dispatcher<u64>,
     ready: impl Fn(&ProcessorSnapshot) -> bool,
@@ -299,4 +290,25 @@ pub fn stats_once_published(
         }
         d.synchronize(processor).unwrap();
     }
+}
+
+/// Dispatches the messages `ms` to `h` one by one, each of which must be accepted.
+pub fn dispatch_all<C>(
+    d: &DispatcherHandle<u64>,
+    h: ClientHandle<C>,
+    ms: impl IntoIterator<Item = u64>,
+) {
+    for m in ms {
+        d.dispatch(h, Event::Message(m)).unwrap();
+    }
+}
+
+/// The messages `ms` as a [`Recorder`] logs them.
+pub fn seen_messages(ms: impl IntoIterator<Item = u64>) -> Vec<Seen> {
+    ms.into_iter().map(Seen::Message).collect()
+}
+
+/// Fails a zero-allocation proof whose measured window (`what`) allocated.
+pub fn assert_none_allocated(allocations: u64, what: impl std::fmt::Display) {
+    assert_eq!(allocations, 0, "{what} allocated {allocations} times");
 }

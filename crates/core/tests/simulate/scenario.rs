@@ -1,18 +1,7 @@
-//! One scenario of the dispatcher core under the seeded simulator, with its invariants:
-//! clients on every pool that forward events to each other through their outboxes, tiny
-//! queues, timers scheduled and cancelled, panicking handlers, client drops that dispatch
-//! at shutdown, and a shutdown in mid-stream. Shared by `tests/simulate.rs` (a fixed
-//! budget of seeds, in CI) and the facade's `examples/simulate.rs` (more seeds, or one
-//! replayed).
-//!
-//! Invariants, checked as it runs and at its end:
-//! * every accepted event runs exactly once; a refused one never runs (it was handed back);
-//! * events from one sender to one client arrive in the order they were sent;
-//! * the flush contract: a client is never handed more than `max_batch` events between
-//!   two flushes, and is flushed before the processors are idle;
-//! * every timer has exactly one fate: run (never before its deadline, never once
-//!   cancelled) or dropped unrun (cancelled, or not due at shutdown);
-//! * shutdown ends, and every client is dropped once, on its own processor.
+//! One scenario of the core under the seeded simulator (`tests/simulate.rs`, the example).
+//! Invariants: every accepted event runs once, a refused one never; per-sender order; at most
+//! `max_batch` events between flushes, and a flush before idle; every timer one fate (run not
+//! early nor cancelled, or dropped unrun); shutdown ends, every client dropped once, at home.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -72,8 +61,7 @@ struct World {
     next_seq: Vec<Vec<u64>>,
     timers: Vec<Timer>,
     max_batch: u64,
-    /// During a `TestDispatcher::advance` from `.0` ns: the deadlines of the timers that
-    /// came due in it, in the order they ran.
+    /// During an `advance` from `.0` ns: the deadlines of the timers that ran, in order.
     advancing: Option<(u64, Vec<u64>)>,
     /// The first invariant a handler found broken.
     breach: Option<String>,
@@ -87,8 +75,7 @@ fn world(shared: &Shared) -> MutexGuard<'_, World> {
 }
 
 impl World {
-    /// Records a broken invariant, if `ok` is false: checks run in handlers, whose panics
-    /// the processor contains, so the test's thread fails on them ([`World::fail_on_breach`]).
+    /// Records a broken invariant if `ok` is false (see [`World::fail_on_breach`]).
     fn check(&mut self, ok: bool, breach: impl FnOnce() -> String) {
         if !ok && self.breach.is_none() {
             self.breach = Some(breach());
@@ -211,8 +198,7 @@ impl Drop for Node {
 /// The payload of a handler's deliberate panic (the processor contains it).
 pub struct SimulatedPanic;
 
-/// Keeps the default hook for every panic but the scenario's own, which would print
-/// thousands of lines.
+/// Keeps the default panic hook for every panic but the scenario's own (thousands).
 pub fn quiet_simulated_panics() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
