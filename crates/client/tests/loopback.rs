@@ -1,6 +1,5 @@
-//! The client against a fake broker over loopback TCP: dynamic send and the timer, the
-//! unconfirmed cap, confirm timeouts, close and connection loss (one outcome per message),
-//! error frames, heartbeats, and the consumer's credit and confirms.
+//! The client against a fake broker over loopback TCP: sending, the cap, timeouts, close and
+//! loss (one outcome per message), error frames, heartbeats, the consumer's credit and confirms.
 
 mod support;
 
@@ -9,10 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use support::{
-    Action, Config, FakeBroker, Received, UNKNOWN_QUEUE, all_settled, capped, collector, connected,
-    consuming, dynamic, error_bytes, exactly_once, frame_bytes, producer_of, producer_opened_bytes,
-    producing, quiet, timer, wait_outcomes, wait_until, welcome_bytes,
+    Action, Config, FakeBroker, Received, UNKNOWN_QUEUE, all_settled, answer_hello_and_open,
+    capped, connected, consuming, dynamic, error_bytes, exactly_once, frame_bytes, ids, listen,
+    named_producer_of, producer_of, producing, quiet, send_n, timer, wait_outcomes, wait_until,
 };
+use zerodispatch_client::ConfirmStatus::{Closed, NotSent};
 use zerodispatch_client::{
     AppId, Client, ClientError, ClientOptions, ConfirmStatus, ConsumerOptions, ProducerOptions,
     QueueId, TrySendError,
@@ -49,8 +49,7 @@ async fn dynamic_send_sends_single_messages_at_a_low_rate() {
 async fn dynamic_send_forms_batches_under_load_cut_at_batch_size() {
     let (broker, _client, producer, outcomes) = producing(Config::default(), dynamic(64)).await;
     const N: u64 = 20_000;
-    // From a plain thread, as fast as the cap allows: messages pile up while writes are
-    // in flight.
+    // From a plain thread, as fast as the cap allows: messages pile up behind writes.
     let producer = Arc::new(producer);
     let sender = Arc::clone(&producer);
     std::thread::spawn(move || {
@@ -75,11 +74,11 @@ async fn dynamic_send_forms_batches_under_load_cut_at_batch_size() {
     );
     assert!(counts.contains(&64), "some batch reached batch_size");
     // Every message in order: dynamic send keeps the order taken.
-    let ids = broker.picked(|f| match f {
+    let sent = broker.picked(|f| match f {
         Received::Publish { ids, .. } => Some(ids),
         _ => None,
     });
-    assert_eq!(ids.concat(), (0..N).collect::<Vec<_>>());
+    assert_eq!(sent.concat(), ids(N));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,12 +103,7 @@ async fn timer_sends_on_its_ticks() {
         );
     }
     assert_eq!(broker.publish_counts(), vec![5, 5], "one frame per tick");
-    let times: Vec<Instant> = broker
-        .timed_frames()
-        .into_iter()
-        .filter(|(_, f)| matches!(f, Received::Publish { .. }))
-        .map(|(t, _)| t)
-        .collect();
+    let times = broker.times_of(|f| matches!(f, Received::Publish { .. }));
     let gap = times[1] - times[0];
     assert!(
         gap >= Duration::from_millis(80),
@@ -191,9 +185,7 @@ async fn a_confirm_timeout_fires_once_and_a_late_confirm_is_ignored() {
     };
     let (broker, _client, producer, outcomes) = producing(Config::holding(), options).await;
     let start = Instant::now();
-    for i in 0..3_u8 {
-        producer.send(&[i]).await.unwrap();
-    }
+    send_n(&producer, 3).await;
     wait_outcomes(&outcomes, 3).await;
     assert!(start.elapsed() >= Duration::from_millis(50));
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
@@ -203,7 +195,6 @@ async fn a_confirm_timeout_fires_once_and_a_late_confirm_is_ignored() {
         assert!(outcome.settled_at - outcome.taken_at >= Duration::from_millis(50));
     }
     assert_eq!(producer.unconfirmed(), 0);
-    // The producer goes on.
     producer.send(b"after").await.unwrap();
     broker.wait_published(3).await;
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
@@ -216,9 +207,7 @@ async fn close_gives_every_message_in_flight_one_outcome() {
     for close_confirms in [true, false] {
         let config = Config::holding().with(|c| c.close_confirms = close_confirms);
         let (broker, client, producer, outcomes) = producing(config, dynamic(4)).await;
-        for i in 0..10_u8 {
-            producer.send(&[i]).await.unwrap();
-        }
+        send_n(&producer, 10).await;
         producer.close().await.unwrap();
         // Every outcome is in when close returns.
         all_settled(&outcomes, 10, ConfirmStatus::Closed);
@@ -236,9 +225,7 @@ async fn close_gives_every_message_in_flight_one_outcome() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_loss_closes_every_message_in_flight_once() {
     let (broker, client, producer, outcomes) = producing(Config::holding(), dynamic(64)).await;
-    for i in 0..10_u8 {
-        producer.send(&[i]).await.unwrap();
-    }
+    send_n(&producer, 10).await;
     broker.wait_published(9).await;
     broker.act(Action::Drop);
     assert_eq!(client.closed().await, ClientError::ConnectionClosed);
@@ -257,15 +244,10 @@ async fn connection_loss_closes_every_message_in_flight_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_close_reports_what_has_no_outcome() {
     let (_broker, client, producer, outcomes) = producing(Config::holding(), dynamic(64)).await;
-    for i in 0..5_u8 {
-        producer.send(&[i]).await.unwrap();
-    }
+    send_n(&producer, 5).await;
     client.close().await;
     for outcome in exactly_once(&outcomes, 5) {
-        assert!(matches!(
-            outcome.status,
-            ConfirmStatus::Closed | ConfirmStatus::NotSent
-        ));
+        assert!(matches!(outcome.status, Closed | NotSent));
     }
     assert_eq!(producer.send(b"late").await, Err(ClientError::Closed));
 }
@@ -291,15 +273,9 @@ async fn a_refusal_is_typed_and_the_connection_stays_open() {
         (ErrorCode::UNKNOWN_QUEUE, Some(FrameKind::OpenProducer), 1)
     );
     assert!(!refused.is_fatal());
-    let consumer = client
-        .open_consumer(
-            QueueId(UNKNOWN_QUEUE),
-            AppId(0),
-            ConsumerOptions::default(),
-            |_| {},
-        )
-        .await
-        .unwrap_err();
+    let options = ConsumerOptions::default();
+    let consumer = client.open_consumer(QueueId(UNKNOWN_QUEUE), AppId(0), options, |_| {});
+    let consumer = consumer.await.unwrap_err();
     assert!(matches!(
         consumer,
         ClientError::Refused {
@@ -319,12 +295,8 @@ async fn a_fatal_error_frame_ends_the_connection_with_a_typed_error() {
     let (broker, client, producer, outcomes) =
         producing(Config::holding(), ProducerOptions::default()).await;
     producer.send(b"in flight").await.unwrap();
-    broker.act(Action::Raw(error_bytes(
-        ErrorCode::SHUTTING_DOWN,
-        None,
-        0,
-        "bye",
-    )));
+    let bye = error_bytes(ErrorCode::SHUTTING_DOWN, None, 0, "bye");
+    broker.act(Action::Raw(bye));
     assert_eq!(
         client.closed().await,
         ClientError::Broker {
@@ -333,10 +305,7 @@ async fn a_fatal_error_frame_ends_the_connection_with_a_typed_error() {
         }
     );
     let all = exactly_once(&outcomes, 1);
-    assert!(matches!(
-        all[0].status,
-        ConfirmStatus::Closed | ConfirmStatus::NotSent
-    ));
+    assert!(matches!(all[0].status, Closed | NotSent));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -349,15 +318,8 @@ async fn bad_bytes_from_the_broker_are_answered_with_an_error_frame() {
         Some(ErrorCode::BAD_MAGIC),
         "{error:?}"
     );
-    broker
-        .wait_for("the error frame", |log| {
-            log.frames.iter().any(|(_, f)| {
-                *f == Received::Error {
-                    code: ErrorCode::BAD_MAGIC,
-                }
-            })
-        })
-        .await;
+    let code = ErrorCode::BAD_MAGIC;
+    broker.wait_received(Received::Error { code }).await;
 
     // A frame a client never receives.
     let (broker, client) = connected(Config::default()).await;
@@ -367,17 +329,13 @@ async fn bad_bytes_from_the_broker_are_answered_with_an_error_frame() {
     };
     broker.act(Action::Raw(frame_bytes(Frame::Credit(credit))));
     let error = client.closed().await;
-    assert_eq!(
-        protocol_code(&error),
-        Some(ErrorCode::UNEXPECTED_KIND),
-        "{error:?}"
-    );
+    let unexpected = Some(ErrorCode::UNEXPECTED_KIND);
+    assert_eq!(protocol_code(&error), unexpected, "{error:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_broker_is_detected_after_three_of_the_clients_heartbeat_intervals() {
-    // The broker asks for 5 s; the client announced 30 ms, so the broker may stay silent
-    // 30 ms, and after 90 ms of silence the client gives up.
+    // The broker asks for 5 s, the client announces 30 ms: it gives up after 90 ms of silence.
     let config = Config::default().with(|c| (c.heartbeat_ms, c.silent_heartbeats) = (5_000, true));
     let broker = FakeBroker::start(config).await;
     let start = Instant::now();
@@ -397,22 +355,13 @@ async fn a_silent_broker_is_detected_after_three_of_the_clients_heartbeat_interv
         elapsed < Duration::from_secs(2),
         "not the broker's 15 s: {elapsed:?}"
     );
-    broker
-        .wait_for("HEARTBEAT_TIMEOUT", |log| {
-            log.frames.iter().any(|(_, f)| {
-                *f == Received::Error {
-                    code: ErrorCode::HEARTBEAT_TIMEOUT,
-                }
-            })
-        })
-        .await;
+    let code = ErrorCode::HEARTBEAT_TIMEOUT;
+    broker.wait_received(Received::Error { code }).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_client_sends_heartbeats() {
-    // The broker asks for a heartbeat every 20 ms; the client announces none, so it never
-    // times the broker out (a timeout at three of its own 20 ms intervals fired under load
-    // when the fake's own heartbeats came late).
+    // The broker asks for 20 ms; the client announces none, so never times the broker out.
     let broker = FakeBroker::start(Config::default().with(|c| c.heartbeat_ms = 20)).await;
     let client = Client::connect(broker.addr, quiet()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
@@ -450,11 +399,7 @@ async fn a_consumer_gets_no_more_than_its_credit() {
     broker
         .wait_for("5 confirms", |log| log.guids_confirmed() == 5)
         .await;
-    assert_eq!(
-        broker.log.lock().unwrap().bad_tokens,
-        0,
-        "each its own token"
-    );
+    assert_eq!(broker.log().bad_tokens, 0, "each its own token");
     assert_eq!(broker.credits(), vec![2], "no automatic credit");
 }
 
@@ -579,7 +524,7 @@ async fn a_broker_that_is_not_there_is_an_io_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_error_frame_closes_without_an_answer() {
     let (broker, client) = connected(Config::default()).await;
-    // An error frame whose message_len (5) does not fill its body (no message).
+    // An error frame whose message_len (5) overruns its body.
     let mut raw = b"ZD\x05\x04\0\0".to_vec();
     raw.extend_from_slice(&9_u32.to_le_bytes());
     raw.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 5, 0]);
@@ -604,8 +549,7 @@ async fn a_bad_error_frame_closes_without_an_answer() {
 async fn the_handshake_fails_with_a_typed_error() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     // A broker that refuses Hello.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
+    let (listener, addr) = listen().await;
     tokio::spawn(async move {
         let (mut stream, _) = listener.accept().await.unwrap();
         let mut hello = [0; 16];
@@ -628,8 +572,7 @@ async fn the_handshake_fails_with_a_typed_error() {
     );
 
     // A broker that never answers.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
+    let (listener, addr) = listen().await;
     let options = ClientOptions {
         handshake_timeout: Duration::from_millis(50),
         ..quiet()
@@ -644,9 +587,7 @@ async fn messages_never_written_are_not_sent_when_the_connection_ends() {
     // A tick that never comes: the messages stay pending.
     let options = timer(Duration::from_secs(3600));
     let (broker, client, producer, outcomes) = producing(Config::default(), options).await;
-    for i in 0..3_u8 {
-        producer.send(&[i]).await.unwrap();
-    }
+    send_n(&producer, 3).await;
     broker.act(Action::Drop);
     assert_eq!(client.closed().await, ClientError::ConnectionClosed);
     all_settled(&outcomes, 3, ConfirmStatus::NotSent);
@@ -656,25 +597,14 @@ async fn messages_never_written_are_not_sent_when_the_connection_ends() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_go_out_while_the_broker_keeps_sending() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    // A broker that answers the handshake and the open, then sends heartbeats without a
-    // pause while it counts the messages published to it.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
+    // A broker that answers the open, then sends heartbeats nonstop while it counts publishes.
+    let (listener, addr) = listen().await;
     let published = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&published);
     tokio::spawn(async move {
-        let (stream, _) = listener.accept().await.unwrap();
+        let (mut stream, _) = listener.accept().await.unwrap();
+        answer_hello_and_open(&mut stream, 0).await;
         let (mut reader, mut writer) = stream.into_split();
-        let mut hello = [0; 16];
-        reader.read_exact(&mut hello).await.unwrap();
-        writer.write_all(&welcome_bytes(0)).await.unwrap();
-        let mut open = [0; 23];
-        reader.read_exact(&mut open).await.unwrap();
-        let Some((Frame::OpenProducer(open), _)) = zerodispatch_wire::decode(&open).unwrap() else {
-            panic!("not an OpenProducer");
-        };
-        let opened = producer_opened_bytes(open.producer);
-        writer.write_all(&opened).await.unwrap();
         tokio::spawn(async move {
             let mut buf = vec![0; 1 << 21];
             let mut filled = 0;
@@ -734,11 +664,8 @@ async fn a_named_producer_numbers_on_from_the_names_last_stored() {
             "{error}"
         );
     }
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_named_producer(QueueId(0), "orders", dynamic(8), on_confirm)
-        .await
-        .unwrap();
+    let (producer, outcomes) = named_producer_of(&client, "orders", dynamic(8)).await;
+    let producer = producer.unwrap();
     assert_eq!(
         producer.last_stored(),
         None,
@@ -749,11 +676,8 @@ async fn a_named_producer_numbers_on_from_the_names_last_stored() {
     }
     wait_outcomes(&outcomes, 3).await;
     producer.close().await.unwrap();
-    let (outcomes, on_confirm) = collector();
-    let again = client
-        .open_named_producer(QueueId(0), "orders", dynamic(8), on_confirm)
-        .await
-        .unwrap();
+    let (again, outcomes) = named_producer_of(&client, "orders", dynamic(8)).await;
+    let again = again.unwrap();
     assert_eq!(again.last_stored().map(|id| id.0), Some(2));
     assert_eq!(
         again.send(b"m").await.unwrap().0,
@@ -769,10 +693,8 @@ async fn a_named_producer_numbers_on_from_the_names_last_stored() {
     assert_eq!(anonymous.last_stored(), None);
 }
 
-/// A refusal of a whole `Publish` frame that leaves the producer open on the broker
-/// (`DUPLICATE_ID`, which this client never provokes): the client cannot tell which of its
-/// messages the frame held, so it ends the producer on both sides, its `CloseProducer`
-/// sent, and settles each message once, never leaving it open on one side only.
+/// A whole `Publish` refused with the producer left open (`DUPLICATE_ID`): the client, not
+/// knowing which messages it held, closes the producer on both sides and settles each once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frame_refused_with_the_producer_left_open_closes_it_on_both_sides() {
     let (broker, client, producer, outcomes) =
@@ -806,8 +728,7 @@ async fn send_blocking_on_a_runtime_thread_panics_naming_send_and_sends_nothing(
     let (_broker, _client, producer, outcomes) =
         producing(Config::default(), ProducerOptions::default()).await;
     let producer = Arc::new(producer);
-    // In a task, on a worker thread: with room to spare it would not have waited, and it
-    // is refused anyway.
+    // On a worker thread: refused even with room to spare (it would not have waited).
     let on_worker = Arc::clone(&producer);
     let message = tokio::spawn(async move {
         let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -823,7 +744,7 @@ async fn send_blocking_on_a_runtime_thread_panics_naming_send_and_sends_nothing(
     .unwrap();
     assert!(message.contains("`send_blocking` blocks"), "{message}");
     assert!(message.contains("use `send` instead"), "{message}");
-    // The async form on the runtime, and the blocking one on a blocking thread, both send.
+    // `send` on the runtime and `send_blocking` on a blocking thread both send.
     let first = producer.send(b"a").await.unwrap();
     let sender = Arc::clone(&producer);
     let second = tokio::task::spawn_blocking(move || sender.send_blocking(b"b"))
