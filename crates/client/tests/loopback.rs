@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use support::{
     Action, Config, FakeBroker, Received, UNKNOWN_QUEUE, all_settled, answer_hello_and_open,
     capped, connected, consuming, dynamic, error_bytes, exactly_once, frame_bytes, ids, listen,
-    named_producer_of, producer_of, producing, quiet, send_n, timer, wait_outcomes, wait_until,
+    named_producer_of, producer_of, producing, quiet, send_n, timer, wait_exactly_once,
+    wait_outcomes, wait_until,
 };
 use zerodispatch_client::ConfirmStatus::{Closed, NotSent};
 use zerodispatch_client::{
@@ -59,8 +60,7 @@ async fn dynamic_send_forms_batches_under_load_cut_at_batch_size() {
     })
     .join()
     .unwrap();
-    wait_outcomes(&outcomes, N as usize).await;
-    exactly_once(&outcomes, N);
+    wait_exactly_once(&outcomes, N).await;
     let counts = broker.publish_counts();
     assert_eq!(counts.iter().sum::<usize>(), N as usize);
     assert!(

@@ -758,6 +758,12 @@ pub async fn wait_settled(outcomes: &Outcomes, n: u64, status: ConfirmStatus) {
     all_settled(outcomes, n, status);
 }
 
+/// Waits for `n` outcomes, then returns [`exactly_once`]'s (asserted).
+pub async fn wait_exactly_once(outcomes: &Outcomes, n: u64) -> Vec<zerodispatch_client::Outcome> {
+    wait_outcomes(outcomes, n as usize).await;
+    exactly_once(outcomes, n)
+}
+
 /// The ids `0..n`, as a test expects them.
 pub fn ids(n: u64) -> Vec<u64> {
     (0..n).collect()
