@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use support::{
     Action, Config, FakeBroker, Received, UNKNOWN_QUEUE, all_settled, answer_hello_and_open,
-    capped, connected, consuming, dynamic, error_bytes, exactly_once, frame_bytes, ids, listen,
-    named_producer_of, producer_of, producing, quiet, send_n, timer, wait_exactly_once,
+    capped, connected, consuming, credit, dynamic, error_bytes, exactly_once, frame_bytes, ids,
+    listen, named_producer_of, producer_of, producing, quiet, send_n, timer, wait_exactly_once,
     wait_outcomes, wait_until,
 };
 use zerodispatch_client::ConfirmStatus::{Closed, NotSent};
@@ -378,16 +378,9 @@ async fn an_idle_client_sends_heartbeats() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_gets_no_more_than_its_credit() {
     let (broker, client) = connected(Config::default()).await;
-    let options = ConsumerOptions {
-        credit: 3,
-        auto_credit: false,
-    };
-    let (consumer, got) = consuming(&client, options, |batch| batch.confirm_all()).await;
+    let (consumer, got) = consuming(&client, credit(3, false), |batch| batch.confirm_all()).await;
     let payloads: Vec<Vec<u8>> = (0..10_u8).map(|i| vec![i; 3]).collect();
-    broker.act(Action::Deliver {
-        consumer: consumer.id().0,
-        payloads,
-    });
+    broker.deliver(consumer.id().0, payloads);
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(got.lock().unwrap().len(), 3, "the initial credit");
     consumer.add_credit(2).unwrap();
@@ -406,16 +399,10 @@ async fn a_consumer_gets_no_more_than_its_credit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_credit_keeps_messages_flowing_and_confirms_are_batched() {
     let (broker, client) = connected(Config::default()).await;
-    let options = ConsumerOptions {
-        credit: 500,
-        auto_credit: true,
-    };
+    let options = credit(500, true);
     let (consumer, received) = consuming(&client, options, |batch| batch.confirm_all()).await;
     let payloads: Vec<Vec<u8>> = (0..2_000_u32).map(|i| i.to_le_bytes().to_vec()).collect();
-    broker.act(Action::Deliver {
-        consumer: consumer.id().0,
-        payloads,
-    });
+    broker.deliver(consumer.id().0, payloads);
     broker
         .wait_for("2000 confirms", |log| log.guids_confirmed() == 2_000)
         .await;
@@ -434,10 +421,7 @@ async fn auto_credit_keeps_messages_flowing_and_confirms_are_batched() {
 async fn confirms_from_outside_the_handler_go_one_by_one_at_a_low_rate() {
     let (broker, client) = connected(Config::default()).await;
     let (consumer, handed) = consuming(&client, ConsumerOptions::default(), |_| {}).await;
-    broker.act(Action::Deliver {
-        consumer: consumer.id().0,
-        payloads: vec![b"a".to_vec(); 4],
-    });
+    broker.deliver(consumer.id().0, vec![b"a".to_vec(); 4]);
     wait_until("delivery", || handed.lock().unwrap().len() == 4).await;
     let delivered = handed.lock().unwrap().clone();
     for (i, (guid, token, _)) in delivered.into_iter().enumerate() {

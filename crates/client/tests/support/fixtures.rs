@@ -24,6 +24,24 @@ pub fn quiet() -> ClientOptions {
     }
 }
 
+/// Consumer options of `credit`, given back on each confirm if `auto_credit`.
+pub fn credit(credit: u32, auto_credit: bool) -> ConsumerOptions {
+    ConsumerOptions {
+        credit,
+        auto_credit,
+    }
+}
+
+/// The GUIDs and tokens of what a consumer handed the application, in order.
+pub fn handed_tokens(handed: &Handed) -> Vec<(Guid, DeliveryToken)> {
+    handed
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(g, t, _)| (*g, *t))
+        .collect()
+}
+
 /// Producer options with dynamic send, cut at `batch_size`.
 pub fn dynamic(batch_size: u32) -> ProducerOptions {
     ProducerOptions {

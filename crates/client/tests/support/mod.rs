@@ -256,6 +256,11 @@ impl FakeBroker {
         log.queue.extend(payloads.into_iter().map(|p| (p, false)));
     }
 
+    /// Queues `payloads` for `consumer` on the current connection ([`Action::Deliver`]).
+    pub fn deliver(&self, consumer: u32, payloads: Vec<Vec<u8>>) {
+        self.act(Action::Deliver { consumer, payloads });
+    }
+
     /// Asks the current connection to do something.
     pub fn act(&self, action: Action) {
         let actions = self.actions.lock().unwrap();
