@@ -483,14 +483,9 @@ async fn a_panicking_handler_is_counted_and_the_connection_goes_on() {
         .unwrap();
     zerodispatch_testkit::quiet_planned_panics();
     producer.send(b"one").await.unwrap();
-    let start = Instant::now();
-    while calls.load(Ordering::SeqCst) < 1 && start.elapsed() < Duration::from_secs(5) {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    wait_until("the first call", || calls.load(Ordering::SeqCst) >= 1).await;
     producer.send(b"two").await.unwrap();
-    while calls.load(Ordering::SeqCst) < 2 && start.elapsed() < Duration::from_secs(5) {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    wait_until("the second call", || calls.load(Ordering::SeqCst) >= 2).await;
     assert_eq!(producer.handler_panics(), 1);
     assert_eq!(producer.unconfirmed(), 0);
     assert_eq!(client.error(), None);

@@ -134,24 +134,26 @@ pub async fn consuming(
     options: ConsumerOptions,
     then: impl Fn(&Deliveries<'_>) + Send + 'static,
 ) -> (Consumer, Handed) {
-    let handed: Handed = Arc::default();
-    let sink = Arc::clone(&handed);
-    let consumer = client
-        .open_consumer(QueueId(0), AppId(0), options, move |batch| {
-            record(&sink, batch);
-            then(batch);
-        })
-        .await
-        .unwrap();
-    (consumer, handed)
+    let (handed, handler) = recording(then);
+    let consumer = client.open_consumer(QueueId(0), AppId(0), options, handler);
+    (consumer.await.unwrap(), handed)
 }
 
-/// Appends each message of `batch` to `handed`.
-fn record(handed: &Handed, batch: &Deliveries<'_>) {
-    let mut handed = handed.lock().unwrap();
-    for message in batch.iter() {
-        handed.push((message.guid, message.token, message.payload.to_vec()));
-    }
+/// A consumer's handler that records each message it is handed, then calls `then` with the
+/// batch; and what it records into.
+fn recording(
+    then: impl Fn(&Deliveries<'_>) + Send + 'static,
+) -> (Handed, impl FnMut(&Deliveries<'_>) + Send + 'static) {
+    let handed: Handed = Arc::default();
+    let sink = Arc::clone(&handed);
+    (handed, move |batch: &Deliveries<'_>| {
+        let mut handed = sink.lock().unwrap();
+        for message in batch.iter() {
+            handed.push((message.guid, message.token, message.payload.to_vec()));
+        }
+        drop(handed);
+        then(batch);
+    })
 }
 
 /// Counters of outcomes for the zero-allocation proofs, and the confirm handler that counts
@@ -331,15 +333,9 @@ pub async fn consuming_reliably_at(
     options: ReliableConsumerOptions,
     then: impl Fn(&Deliveries<'_>) + Send + 'static,
 ) -> (ReliableConsumer, Handed) {
-    let handed: Handed = Arc::default();
-    let sink = Arc::clone(&handed);
-    let consumer = ReliableConsumer::connect(addr, QueueId(0), AppId(0), options, move |batch| {
-        record(&sink, batch);
-        then(batch);
-    })
-    .await
-    .unwrap();
-    (consumer, handed)
+    let (handed, handler) = recording(then);
+    let consumer = ReliableConsumer::connect(addr, QueueId(0), AppId(0), options, handler);
+    (consumer.await.unwrap(), handed)
 }
 
 /// Waits (up to 5 s) until `cond` holds; `what` names it in the failure.

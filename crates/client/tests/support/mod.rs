@@ -346,17 +346,7 @@ impl FakeBroker {
 
     /// Waits (up to 5 s) until `cond` holds of the log.
     pub async fn wait_for(&self, what: &str, cond: impl Fn(&Log) -> bool) {
-        let start = Instant::now();
-        loop {
-            if cond(&self.log.lock().unwrap()) {
-                return;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(5),
-                "the fake broker waited 5 s for {what}"
-            );
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        wait_until(what, || cond(&self.log())).await;
     }
 }
 
