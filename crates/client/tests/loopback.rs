@@ -35,11 +35,8 @@ async fn dynamic_send_sends_single_messages_at_a_low_rate() {
         producer.send(format!("m{i}").as_bytes()).await.unwrap();
         wait_outcomes(&outcomes, i + 1).await;
     }
-    assert_eq!(
-        broker.publish_counts(),
-        vec![1; 20],
-        "one message per frame at a low rate"
-    );
+    let counts = broker.publish_counts();
+    assert_eq!(counts, vec![1; 20], "one message per frame at a low rate");
     for outcome in exactly_once(&outcomes, 20) {
         assert_eq!(outcome.status, ConfirmStatus::Stored);
         assert!(outcome.settled_at >= outcome.taken_at);
@@ -63,14 +60,12 @@ async fn dynamic_send_forms_batches_under_load_cut_at_batch_size() {
     wait_exactly_once(&outcomes, N).await;
     let counts = broker.publish_counts();
     assert_eq!(counts.iter().sum::<usize>(), N as usize);
+    let cut = counts.iter().all(|&c| (1..=64).contains(&c));
+    assert!(cut, "cut at batch_size: {counts:?}");
+    let frames = counts.len();
     assert!(
-        counts.iter().all(|&c| (1..=64).contains(&c)),
-        "cut at batch_size: {counts:?}"
-    );
-    assert!(
-        counts.len() < N as usize / 4,
-        "batches under load: {} frames for {N} messages",
-        counts.len()
+        frames < N as usize / 4,
+        "batches under load: {frames} frames for {N}"
     );
     assert!(counts.contains(&64), "some batch reached batch_size");
     // Every message in order: dynamic send keeps the order taken.
@@ -91,16 +86,11 @@ async fn timer_sends_on_its_ticks() {
             producer.send(&(round * 5 + i).to_le_bytes()).await.unwrap();
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-        assert_eq!(
-            outcomes.lock().unwrap().len() as u64,
-            round * 5,
-            "nothing before the tick"
-        );
+        let settled = outcomes.lock().unwrap().len() as u64;
+        assert_eq!(settled, round * 5, "nothing before the tick");
         wait_outcomes(&outcomes, (round as usize + 1) * 5).await;
-        assert!(
-            start.elapsed() <= Duration::from_millis(400),
-            "sent at the tick"
-        );
+        let waited = start.elapsed();
+        assert!(waited <= Duration::from_millis(400), "sent at the tick");
     }
     assert_eq!(broker.publish_counts(), vec![5, 5], "one frame per tick");
     let times = broker.times_of(|f| matches!(f, Received::Publish { .. }));
@@ -119,18 +109,12 @@ async fn the_cap_makes_send_wait_then_resume_and_try_send_hand_back() {
     for i in 0..4_u8 {
         producer.send(&[i]).await.unwrap();
     }
-    assert_eq!(
-        producer.try_send(b"x"),
-        Err(TrySendError::Full),
-        "handed back at the cap"
-    );
+    let full = producer.try_send(b"x");
+    assert_eq!(full, Err(TrySendError::Full), "handed back at the cap");
     let dropped = tokio::time::timeout(Duration::from_millis(20), producer.send(b"dropped")).await;
     assert!(dropped.is_err(), "send waits at the cap");
-    assert_eq!(
-        producer.unconfirmed(),
-        4,
-        "a send dropped while waiting took nothing"
-    );
+    let unconfirmed = producer.unconfirmed();
+    assert_eq!(unconfirmed, 4, "a send dropped while waiting took nothing");
     let waiting = Arc::clone(&producer);
     let fifth = tokio::spawn(async move { waiting.send(b"fifth").await });
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -163,11 +147,8 @@ async fn the_cap_blocks_send_blocking_then_resumes() {
         }
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(
-        done.load(Ordering::SeqCst),
-        2,
-        "the third blocks at the cap"
-    );
+    let sent = done.load(Ordering::SeqCst);
+    assert_eq!(sent, 2, "the third blocks at the cap");
     broker.wait_published(1).await;
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
     tokio::task::spawn_blocking(move || thread.join().unwrap())
@@ -230,13 +211,11 @@ async fn connection_loss_closes_every_message_in_flight_once() {
     broker.act(Action::Drop);
     assert_eq!(client.closed().await, ClientError::ConnectionClosed);
     all_settled(&outcomes, 10, ConfirmStatus::Closed);
-    assert_eq!(
-        producer.send(b"late").await,
-        Err(ClientError::ConnectionClosed)
-    );
+    let closed = ClientError::ConnectionClosed;
+    assert_eq!(producer.send(b"late").await, Err(closed.clone()));
     assert_eq!(
         producer.try_send(b"late"),
-        Err(TrySendError::Failed(ClientError::ConnectionClosed))
+        Err(TrySendError::Failed(closed))
     );
     assert_eq!(producer.close().await, Err(ClientError::ConnectionClosed));
 }
@@ -313,12 +292,8 @@ async fn bad_bytes_from_the_broker_are_answered_with_an_error_frame() {
     let (broker, client) = connected(Config::default()).await;
     broker.act(Action::Raw(b"XY\x01\x03\0\0\0\0\0\0".to_vec()));
     let error = client.closed().await;
-    assert_eq!(
-        protocol_code(&error),
-        Some(ErrorCode::BAD_MAGIC),
-        "{error:?}"
-    );
     let code = ErrorCode::BAD_MAGIC;
+    assert_eq!(protocol_code(&error), Some(code), "{error:?}");
     broker.wait_received(Received::Error { code }).await;
 
     // A frame a client never receives.
@@ -407,10 +382,10 @@ async fn auto_credit_keeps_messages_flowing_and_confirms_are_batched() {
         .wait_for("2000 confirms", |log| log.guids_confirmed() == 2_000)
         .await;
     assert_eq!(received.lock().unwrap().len(), 2_000);
-    let confirm_frames = broker.confirm_counts().len();
+    let frames = broker.confirm_counts().len();
     assert!(
-        confirm_frames <= 8,
-        "a batch of 500 confirmed in a frame or a few: {confirm_frames}"
+        frames <= 8,
+        "a batch of 500 confirmed in a frame or a few: {frames}"
     );
     let credit: u32 = broker.credits().iter().sum();
     assert_eq!(credit, 2_000, "one credit back per confirm");
@@ -460,11 +435,8 @@ async fn bad_input_is_refused_without_losing_anything() {
         Err(TrySendError::Failed(ClientError::PayloadTooLarge { .. }))
     ));
     let largest = vec![7; MAX_PAYLOAD_LEN as usize];
-    assert_eq!(
-        producer.send(&largest).await.unwrap().0,
-        0,
-        "the refused ones took no id"
-    );
+    let id = producer.send(&largest).await.unwrap().0;
+    assert_eq!(id, 0, "the refused ones took no id");
     wait_outcomes(&outcomes, 1).await;
 }
 
@@ -509,19 +481,14 @@ async fn a_bad_error_frame_closes_without_an_answer() {
     raw.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 5, 0]);
     broker.act(Action::Raw(raw));
     let error = client.closed().await;
-    assert_eq!(
-        protocol_code(&error),
-        Some(ErrorCode::MALFORMED),
-        "{error:?}"
-    );
+    let malformed = Some(ErrorCode::MALFORMED);
+    assert_eq!(protocol_code(&error), malformed, "{error:?}");
     broker.wait_for("the end", |log| log.ended).await;
-    assert!(
-        !broker
-            .frames()
-            .iter()
-            .any(|f| matches!(f, Received::Error { .. })),
-        "not answered"
-    );
+    let answered = broker
+        .frames()
+        .iter()
+        .any(|f| matches!(f, Received::Error { .. }));
+    assert!(!answered, "not answered");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -638,18 +605,13 @@ async fn a_named_producer_numbers_on_from_the_names_last_stored() {
             .open_named_producer(QueueId(0), bad, dynamic(8), |_| {})
             .await
             .unwrap_err();
-        assert!(
-            matches!(error, ClientError::InvalidOption { option: "name", .. }),
-            "{error}"
-        );
+        let refused = matches!(error, ClientError::InvalidOption { option: "name", .. });
+        assert!(refused, "{error}");
     }
     let (producer, outcomes) = named_producer_of(&client, "orders", dynamic(8)).await;
     let producer = producer.unwrap();
-    assert_eq!(
-        producer.last_stored(),
-        None,
-        "nothing stored for the name yet"
-    );
+    let last = producer.last_stored();
+    assert_eq!(last, None, "nothing stored for the name yet");
     for _ in 0..3 {
         producer.send(b"m").await.unwrap();
     }
@@ -658,11 +620,8 @@ async fn a_named_producer_numbers_on_from_the_names_last_stored() {
     let (again, outcomes) = named_producer_of(&client, "orders", dynamic(8)).await;
     let again = again.unwrap();
     assert_eq!(again.last_stored().map(|id| id.0), Some(2));
-    assert_eq!(
-        again.send(b"m").await.unwrap().0,
-        3,
-        "on from the last stored"
-    );
+    let id = again.send(b"m").await.unwrap().0;
+    assert_eq!(id, 3, "on from the last stored");
     wait_outcomes(&outcomes, 1).await;
     assert_eq!(broker.stored(), vec![0, 1, 2, 3]);
     let anonymous = client

@@ -83,10 +83,8 @@ async fn drops_mid_batch_lose_nothing_and_store_nothing_twice() {
     let sessions = sessions(&broker);
     assert_eq!(sessions.len(), 4);
     for ids in &sessions {
-        assert!(
-            ids.windows(2).all(|w| w[0] < w[1]),
-            "in order in each session: {ids:?}"
-        );
+        let in_order = ids.windows(2).all(|w| w[0] < w[1]);
+        assert!(in_order, "in order in each session: {ids:?}");
     }
     producer.close().await;
     let count = outcomes.lock().unwrap().len();
@@ -114,11 +112,8 @@ async fn a_drop_mid_confirm_settles_the_stored_and_resends_the_rest_with_their_i
     producer.send(b"new").await.unwrap();
     wait_session(&broker, 1, 61).await;
     let resent: Vec<u64> = (40..101).collect();
-    assert_eq!(
-        sessions(&broker)[1],
-        resent,
-        "the not stored, in order, then the new"
-    );
+    let second = &sessions(&broker)[1];
+    assert_eq!(*second, resent, "the not stored, in order, then the new");
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
     wait_settled(&outcomes, 101, ConfirmStatus::Stored).await;
     assert_eq!(broker.stored(), ids(101));
@@ -176,11 +171,8 @@ async fn close_during_a_reconnect_gives_each_message_one_outcome() {
     producer.close().await;
     let all = exactly_once(&outcomes, 15);
     for outcome in &all[..10] {
-        assert_eq!(
-            outcome.status,
-            ConfirmStatus::Closed,
-            "written on the lost one"
-        );
+        let status = outcome.status;
+        assert_eq!(status, ConfirmStatus::Closed, "written on the lost one");
     }
     for outcome in &all[10..] {
         assert_eq!(outcome.status, ConfirmStatus::NotSent, "never written");
@@ -203,17 +195,11 @@ async fn send_waits_while_reconnecting_at_the_cap() {
         let waiting = producer.send(b"fifth");
         tokio::pin!(waiting);
         // At the cap while the new session comes (200 ms) and the broker confirms.
-        assert!(
-            tokio::time::timeout(Duration::from_millis(100), waiting.as_mut())
-                .await
-                .is_err(),
-            "send waits at the cap"
-        );
+        let wait = tokio::time::timeout(Duration::from_millis(100), waiting.as_mut());
+        assert!(wait.await.is_err(), "send waits at the cap");
         wait_session(&broker, 1, 4).await;
-        assert!(
-            start.elapsed() >= Duration::from_millis(190),
-            "the backoff's delay"
-        );
+        let waited = start.elapsed();
+        assert!(waited >= Duration::from_millis(190), "the backoff's delay");
         broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
         assert_eq!(waiting.await.unwrap().0, 4);
     }
@@ -249,11 +235,8 @@ async fn name_in_use_is_retried_by_the_backoff_bounded() {
     let dropped = Instant::now();
     wait_until("the reconnect", || producer.stats().reconnects == 1).await;
     let opens = broker.times_of(|f| matches!(f, Received::OpenProducer { .. }));
-    assert_eq!(
-        opens.len(),
-        5,
-        "the first, three refused, the one that opened"
-    );
+    let tries = opens.len();
+    assert_eq!(tries, 5, "the first, three refused, the one that opened");
     // Delays 20, 40, 50 (the max), 50 ms: each attempt waits its delay, never much more.
     let gaps: Vec<Duration> = std::iter::once(opens[1] - dropped)
         .chain(opens.windows(2).skip(1).map(|w| w[1] - w[0]))
@@ -261,10 +244,8 @@ async fn name_in_use_is_retried_by_the_backoff_bounded() {
     for (gap, delay) in gaps.iter().zip([20, 40, 50, 50]) {
         let delay = Duration::from_millis(delay);
         assert!(*gap + Duration::from_millis(2) >= delay, "{gaps:?}");
-        assert!(
-            *gap < delay + Duration::from_millis(500),
-            "bounded: {gaps:?}"
-        );
+        let bound = delay + Duration::from_millis(500);
+        assert!(*gap < bound, "bounded: {gaps:?}");
     }
     producer.send(b"after").await.unwrap();
     wait_settled(&outcomes, 1, ConfirmStatus::Stored).await;
@@ -318,10 +299,8 @@ async fn bad_options_are_refused() {
     ] {
         let error = ReliableProducer::connect(broker.addr, QueueId(0), bad, |_| {});
         let error = error.await.unwrap_err();
-        assert!(
-            matches!(error, ClientError::InvalidOption { .. }),
-            "{error}"
-        );
+        let invalid = matches!(error, ClientError::InvalidOption { .. });
+        assert!(invalid, "{error}");
     }
 }
 
@@ -392,16 +371,12 @@ async fn a_refused_reopen_closes_the_producer_and_wakes_its_senders() {
     let waiting = tokio::spawn(async move { waiting.send(b"fourth").await });
     broker.act(Action::Drop);
     let refused = |r: Result<_, ClientError>| matches!(r, Err(ClientError::Refused { .. }));
-    assert!(
-        refused(blocked.join().unwrap()),
-        "the blocked sender learns why"
-    );
+    let blocked = blocked.join().unwrap();
+    assert!(refused(blocked), "the blocked sender learns why");
     assert!(refused(waiting.await.unwrap()), "the waiting sender too");
     let all = exactly_once(&outcomes, 2);
-    assert!(
-        all.iter().all(|o| o.status == ConfirmStatus::Closed),
-        "{all:?}"
-    );
+    let closed = all.iter().all(|o| o.status == ConfirmStatus::Closed);
+    assert!(closed, "{all:?}");
     assert!(refused(producer.try_send(b"more").map_err(|e| match e {
         TrySendError::Failed(e) => e,
         other => panic!("closed, not {other:?}"),
@@ -432,7 +407,7 @@ async fn each_outage_is_reported_once_at_the_first_confirm_after_it() {
         assert_eq!(
             ended,
             round - 1,
-            "an outage ends with a confirm, not the reconnect"
+            "an outage ends with a confirm, not with the reconnect"
         );
         producer.send(b"after").await.unwrap();
         wait_outcomes(&outcomes, round + 1).await;
@@ -440,10 +415,8 @@ async fn each_outage_is_reported_once_at_the_first_confirm_after_it() {
         assert_eq!(all.len(), round, "one recovery per outage");
         let r = all[round - 1];
         let confirm = outcomes.lock().unwrap()[round];
-        assert_eq!(
-            r.confirmed_at, confirm.settled_at,
-            "the first confirm after it"
-        );
+        let first_confirm = confirm.settled_at;
+        assert_eq!(r.confirmed_at, first_confirm, "the first confirm after it");
         assert!(dropped_at <= r.lost_at && r.lost_at <= r.reconnected_at);
         assert!(r.reconnected_at <= r.confirmed_at);
         assert_eq!(r.time_to_confirm(), r.confirmed_at - r.lost_at);
@@ -465,11 +438,8 @@ async fn a_message_refused_below_the_highest_stored_is_resent_not_reported_store
     assert_eq!(broker.stored(), [0, 1, 3]);
     broker.act(Action::Drop);
     wait_session(&broker, 1, 1).await;
-    assert_eq!(
-        sessions(&broker)[1],
-        [2],
-        "only the message not stored goes again"
-    );
+    let again = &sessions(&broker)[1];
+    assert_eq!(*again, [2], "only the message not stored goes again");
     let settled: Vec<_> = outcomes
         .lock()
         .unwrap()
