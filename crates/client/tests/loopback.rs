@@ -1,6 +1,5 @@
-//! The client against a fake broker over loopback TCP: dynamic send and the timer, the
-//! unconfirmed cap, confirm timeouts, close and connection loss (one outcome per message),
-//! error frames, heartbeats, and the consumer's credit and confirms.
+//! The client against a fake broker over loopback TCP: sending, the cap, timeouts, close and
+//! loss (one outcome per message), error frames, heartbeats, the consumer's credit and confirms.
 
 mod support;
 
@@ -9,10 +8,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use support::{
-    Action, Config, FakeBroker, Received, UNKNOWN_QUEUE, all_settled, capped, collector, connected,
-    consuming, dynamic, error_bytes, exactly_once, frame_bytes, producer_of, producer_opened_bytes,
-    producing, quiet, timer, wait_outcomes, wait_until, welcome_bytes,
+    Action, Config, FakeBroker, Received, UNKNOWN_QUEUE, all_settled, answer_hello_and_open,
+    capped, connected, consuming, credit, dynamic, error_bytes, exactly_once, frame_bytes, ids,
+    listen, named_producer_of, producer_of, producing, quiet, send_n, timer, wait_exactly_once,
+    wait_outcomes, wait_until,
 };
+use zerodispatch_client::ConfirmStatus::{Closed, NotSent};
 use zerodispatch_client::{
     AppId, Client, ClientError, ClientOptions, ConfirmStatus, ConsumerOptions, ProducerOptions,
     QueueId, TrySendError,
@@ -34,11 +35,8 @@ async fn dynamic_send_sends_single_messages_at_a_low_rate() {
         producer.send(format!("m{i}").as_bytes()).await.unwrap();
         wait_outcomes(&outcomes, i + 1).await;
     }
-    assert_eq!(
-        broker.publish_counts(),
-        vec![1; 20],
-        "one message per frame at a low rate"
-    );
+    let counts = broker.publish_counts();
+    assert_eq!(counts, vec![1; 20], "one message per frame at a low rate");
     for outcome in exactly_once(&outcomes, 20) {
         assert_eq!(outcome.status, ConfirmStatus::Stored);
         assert!(outcome.settled_at >= outcome.taken_at);
@@ -49,8 +47,7 @@ async fn dynamic_send_sends_single_messages_at_a_low_rate() {
 async fn dynamic_send_forms_batches_under_load_cut_at_batch_size() {
     let (broker, _client, producer, outcomes) = producing(Config::default(), dynamic(64)).await;
     const N: u64 = 20_000;
-    // From a plain thread, as fast as the cap allows: messages pile up while writes are
-    // in flight.
+    // From a plain thread, as fast as the cap allows: messages pile up behind writes.
     let producer = Arc::new(producer);
     let sender = Arc::clone(&producer);
     std::thread::spawn(move || {
@@ -60,26 +57,23 @@ async fn dynamic_send_forms_batches_under_load_cut_at_batch_size() {
     })
     .join()
     .unwrap();
-    wait_outcomes(&outcomes, N as usize).await;
-    exactly_once(&outcomes, N);
+    wait_exactly_once(&outcomes, N).await;
     let counts = broker.publish_counts();
     assert_eq!(counts.iter().sum::<usize>(), N as usize);
+    let cut = counts.iter().all(|&c| (1..=64).contains(&c));
+    assert!(cut, "cut at batch_size: {counts:?}");
+    let frames = counts.len();
     assert!(
-        counts.iter().all(|&c| (1..=64).contains(&c)),
-        "cut at batch_size: {counts:?}"
-    );
-    assert!(
-        counts.len() < N as usize / 4,
-        "batches under load: {} frames for {N} messages",
-        counts.len()
+        frames < N as usize / 4,
+        "batches under load: {frames} frames for {N}"
     );
     assert!(counts.contains(&64), "some batch reached batch_size");
     // Every message in order: dynamic send keeps the order taken.
-    let ids = broker.picked(|f| match f {
+    let sent = broker.picked(|f| match f {
         Received::Publish { ids, .. } => Some(ids),
         _ => None,
     });
-    assert_eq!(ids.concat(), (0..N).collect::<Vec<_>>());
+    assert_eq!(sent.concat(), ids(N));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -92,24 +86,14 @@ async fn timer_sends_on_its_ticks() {
             producer.send(&(round * 5 + i).to_le_bytes()).await.unwrap();
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-        assert_eq!(
-            outcomes.lock().unwrap().len() as u64,
-            round * 5,
-            "nothing before the tick"
-        );
+        let settled = outcomes.lock().unwrap().len() as u64;
+        assert_eq!(settled, round * 5, "nothing before the tick");
         wait_outcomes(&outcomes, (round as usize + 1) * 5).await;
-        assert!(
-            start.elapsed() <= Duration::from_millis(400),
-            "sent at the tick"
-        );
+        let waited = start.elapsed();
+        assert!(waited <= Duration::from_millis(400), "sent at the tick");
     }
     assert_eq!(broker.publish_counts(), vec![5, 5], "one frame per tick");
-    let times: Vec<Instant> = broker
-        .timed_frames()
-        .into_iter()
-        .filter(|(_, f)| matches!(f, Received::Publish { .. }))
-        .map(|(t, _)| t)
-        .collect();
+    let times = broker.times_of(|f| matches!(f, Received::Publish { .. }));
     let gap = times[1] - times[0];
     assert!(
         gap >= Duration::from_millis(80),
@@ -125,18 +109,12 @@ async fn the_cap_makes_send_wait_then_resume_and_try_send_hand_back() {
     for i in 0..4_u8 {
         producer.send(&[i]).await.unwrap();
     }
-    assert_eq!(
-        producer.try_send(b"x"),
-        Err(TrySendError::Full),
-        "handed back at the cap"
-    );
+    let full = producer.try_send(b"x");
+    assert_eq!(full, Err(TrySendError::Full), "handed back at the cap");
     let dropped = tokio::time::timeout(Duration::from_millis(20), producer.send(b"dropped")).await;
     assert!(dropped.is_err(), "send waits at the cap");
-    assert_eq!(
-        producer.unconfirmed(),
-        4,
-        "a send dropped while waiting took nothing"
-    );
+    let unconfirmed = producer.unconfirmed();
+    assert_eq!(unconfirmed, 4, "a send dropped while waiting took nothing");
     let waiting = Arc::clone(&producer);
     let fifth = tokio::spawn(async move { waiting.send(b"fifth").await });
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -169,11 +147,8 @@ async fn the_cap_blocks_send_blocking_then_resumes() {
         }
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(
-        done.load(Ordering::SeqCst),
-        2,
-        "the third blocks at the cap"
-    );
+    let sent = done.load(Ordering::SeqCst);
+    assert_eq!(sent, 2, "the third blocks at the cap");
     broker.wait_published(1).await;
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
     tokio::task::spawn_blocking(move || thread.join().unwrap())
@@ -191,9 +166,7 @@ async fn a_confirm_timeout_fires_once_and_a_late_confirm_is_ignored() {
     };
     let (broker, _client, producer, outcomes) = producing(Config::holding(), options).await;
     let start = Instant::now();
-    for i in 0..3_u8 {
-        producer.send(&[i]).await.unwrap();
-    }
+    send_n(&producer, 3).await;
     wait_outcomes(&outcomes, 3).await;
     assert!(start.elapsed() >= Duration::from_millis(50));
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
@@ -203,7 +176,6 @@ async fn a_confirm_timeout_fires_once_and_a_late_confirm_is_ignored() {
         assert!(outcome.settled_at - outcome.taken_at >= Duration::from_millis(50));
     }
     assert_eq!(producer.unconfirmed(), 0);
-    // The producer goes on.
     producer.send(b"after").await.unwrap();
     broker.wait_published(3).await;
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
@@ -216,9 +188,7 @@ async fn close_gives_every_message_in_flight_one_outcome() {
     for close_confirms in [true, false] {
         let config = Config::holding().with(|c| c.close_confirms = close_confirms);
         let (broker, client, producer, outcomes) = producing(config, dynamic(4)).await;
-        for i in 0..10_u8 {
-            producer.send(&[i]).await.unwrap();
-        }
+        send_n(&producer, 10).await;
         producer.close().await.unwrap();
         // Every outcome is in when close returns.
         all_settled(&outcomes, 10, ConfirmStatus::Closed);
@@ -236,20 +206,16 @@ async fn close_gives_every_message_in_flight_one_outcome() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_loss_closes_every_message_in_flight_once() {
     let (broker, client, producer, outcomes) = producing(Config::holding(), dynamic(64)).await;
-    for i in 0..10_u8 {
-        producer.send(&[i]).await.unwrap();
-    }
+    send_n(&producer, 10).await;
     broker.wait_published(9).await;
     broker.act(Action::Drop);
     assert_eq!(client.closed().await, ClientError::ConnectionClosed);
     all_settled(&outcomes, 10, ConfirmStatus::Closed);
-    assert_eq!(
-        producer.send(b"late").await,
-        Err(ClientError::ConnectionClosed)
-    );
+    let closed = ClientError::ConnectionClosed;
+    assert_eq!(producer.send(b"late").await, Err(closed.clone()));
     assert_eq!(
         producer.try_send(b"late"),
-        Err(TrySendError::Failed(ClientError::ConnectionClosed))
+        Err(TrySendError::Failed(closed))
     );
     assert_eq!(producer.close().await, Err(ClientError::ConnectionClosed));
 }
@@ -257,15 +223,10 @@ async fn connection_loss_closes_every_message_in_flight_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_close_reports_what_has_no_outcome() {
     let (_broker, client, producer, outcomes) = producing(Config::holding(), dynamic(64)).await;
-    for i in 0..5_u8 {
-        producer.send(&[i]).await.unwrap();
-    }
+    send_n(&producer, 5).await;
     client.close().await;
     for outcome in exactly_once(&outcomes, 5) {
-        assert!(matches!(
-            outcome.status,
-            ConfirmStatus::Closed | ConfirmStatus::NotSent
-        ));
+        assert!(matches!(outcome.status, Closed | NotSent));
     }
     assert_eq!(producer.send(b"late").await, Err(ClientError::Closed));
 }
@@ -291,15 +252,9 @@ async fn a_refusal_is_typed_and_the_connection_stays_open() {
         (ErrorCode::UNKNOWN_QUEUE, Some(FrameKind::OpenProducer), 1)
     );
     assert!(!refused.is_fatal());
-    let consumer = client
-        .open_consumer(
-            QueueId(UNKNOWN_QUEUE),
-            AppId(0),
-            ConsumerOptions::default(),
-            |_| {},
-        )
-        .await
-        .unwrap_err();
+    let options = ConsumerOptions::default();
+    let consumer = client.open_consumer(QueueId(UNKNOWN_QUEUE), AppId(0), options, |_| {});
+    let consumer = consumer.await.unwrap_err();
     assert!(matches!(
         consumer,
         ClientError::Refused {
@@ -319,12 +274,8 @@ async fn a_fatal_error_frame_ends_the_connection_with_a_typed_error() {
     let (broker, client, producer, outcomes) =
         producing(Config::holding(), ProducerOptions::default()).await;
     producer.send(b"in flight").await.unwrap();
-    broker.act(Action::Raw(error_bytes(
-        ErrorCode::SHUTTING_DOWN,
-        None,
-        0,
-        "bye",
-    )));
+    let bye = error_bytes(ErrorCode::SHUTTING_DOWN, None, 0, "bye");
+    broker.act(Action::Raw(bye));
     assert_eq!(
         client.closed().await,
         ClientError::Broker {
@@ -333,10 +284,7 @@ async fn a_fatal_error_frame_ends_the_connection_with_a_typed_error() {
         }
     );
     let all = exactly_once(&outcomes, 1);
-    assert!(matches!(
-        all[0].status,
-        ConfirmStatus::Closed | ConfirmStatus::NotSent
-    ));
+    assert!(matches!(all[0].status, Closed | NotSent));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -344,20 +292,9 @@ async fn bad_bytes_from_the_broker_are_answered_with_an_error_frame() {
     let (broker, client) = connected(Config::default()).await;
     broker.act(Action::Raw(b"XY\x01\x03\0\0\0\0\0\0".to_vec()));
     let error = client.closed().await;
-    assert_eq!(
-        protocol_code(&error),
-        Some(ErrorCode::BAD_MAGIC),
-        "{error:?}"
-    );
-    broker
-        .wait_for("the error frame", |log| {
-            log.frames.iter().any(|(_, f)| {
-                *f == Received::Error {
-                    code: ErrorCode::BAD_MAGIC,
-                }
-            })
-        })
-        .await;
+    let code = ErrorCode::BAD_MAGIC;
+    assert_eq!(protocol_code(&error), Some(code), "{error:?}");
+    broker.wait_received(Received::Error { code }).await;
 
     // A frame a client never receives.
     let (broker, client) = connected(Config::default()).await;
@@ -367,17 +304,13 @@ async fn bad_bytes_from_the_broker_are_answered_with_an_error_frame() {
     };
     broker.act(Action::Raw(frame_bytes(Frame::Credit(credit))));
     let error = client.closed().await;
-    assert_eq!(
-        protocol_code(&error),
-        Some(ErrorCode::UNEXPECTED_KIND),
-        "{error:?}"
-    );
+    let unexpected = Some(ErrorCode::UNEXPECTED_KIND);
+    assert_eq!(protocol_code(&error), unexpected, "{error:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_broker_is_detected_after_three_of_the_clients_heartbeat_intervals() {
-    // The broker asks for 5 s; the client announced 30 ms, so the broker may stay silent
-    // 30 ms, and after 90 ms of silence the client gives up.
+    // The broker asks for 5 s, the client announces 30 ms: it gives up after 90 ms of silence.
     let config = Config::default().with(|c| (c.heartbeat_ms, c.silent_heartbeats) = (5_000, true));
     let broker = FakeBroker::start(config).await;
     let start = Instant::now();
@@ -397,22 +330,13 @@ async fn a_silent_broker_is_detected_after_three_of_the_clients_heartbeat_interv
         elapsed < Duration::from_secs(2),
         "not the broker's 15 s: {elapsed:?}"
     );
-    broker
-        .wait_for("HEARTBEAT_TIMEOUT", |log| {
-            log.frames.iter().any(|(_, f)| {
-                *f == Received::Error {
-                    code: ErrorCode::HEARTBEAT_TIMEOUT,
-                }
-            })
-        })
-        .await;
+    let code = ErrorCode::HEARTBEAT_TIMEOUT;
+    broker.wait_received(Received::Error { code }).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_client_sends_heartbeats() {
-    // The broker asks for a heartbeat every 20 ms; the client announces none, so it never
-    // times the broker out (a timeout at three of its own 20 ms intervals fired under load
-    // when the fake's own heartbeats came late).
+    // The broker asks for 20 ms; the client announces none, so never times the broker out.
     let broker = FakeBroker::start(Config::default().with(|c| c.heartbeat_ms = 20)).await;
     let client = Client::connect(broker.addr, quiet()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
@@ -429,16 +353,9 @@ async fn an_idle_client_sends_heartbeats() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_gets_no_more_than_its_credit() {
     let (broker, client) = connected(Config::default()).await;
-    let options = ConsumerOptions {
-        credit: 3,
-        auto_credit: false,
-    };
-    let (consumer, got) = consuming(&client, options, |batch| batch.confirm_all()).await;
+    let (consumer, got) = consuming(&client, credit(3, false), |batch| batch.confirm_all()).await;
     let payloads: Vec<Vec<u8>> = (0..10_u8).map(|i| vec![i; 3]).collect();
-    broker.act(Action::Deliver {
-        consumer: consumer.id().0,
-        payloads,
-    });
+    broker.deliver(consumer.id().0, payloads);
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(got.lock().unwrap().len(), 3, "the initial credit");
     consumer.add_credit(2).unwrap();
@@ -450,35 +367,25 @@ async fn a_consumer_gets_no_more_than_its_credit() {
     broker
         .wait_for("5 confirms", |log| log.guids_confirmed() == 5)
         .await;
-    assert_eq!(
-        broker.log.lock().unwrap().bad_tokens,
-        0,
-        "each its own token"
-    );
+    assert_eq!(broker.log().bad_tokens, 0, "each its own token");
     assert_eq!(broker.credits(), vec![2], "no automatic credit");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_credit_keeps_messages_flowing_and_confirms_are_batched() {
     let (broker, client) = connected(Config::default()).await;
-    let options = ConsumerOptions {
-        credit: 500,
-        auto_credit: true,
-    };
+    let options = credit(500, true);
     let (consumer, received) = consuming(&client, options, |batch| batch.confirm_all()).await;
     let payloads: Vec<Vec<u8>> = (0..2_000_u32).map(|i| i.to_le_bytes().to_vec()).collect();
-    broker.act(Action::Deliver {
-        consumer: consumer.id().0,
-        payloads,
-    });
+    broker.deliver(consumer.id().0, payloads);
     broker
         .wait_for("2000 confirms", |log| log.guids_confirmed() == 2_000)
         .await;
     assert_eq!(received.lock().unwrap().len(), 2_000);
-    let confirm_frames = broker.confirm_counts().len();
+    let frames = broker.confirm_counts().len();
     assert!(
-        confirm_frames <= 8,
-        "a batch of 500 confirmed in a frame or a few: {confirm_frames}"
+        frames <= 8,
+        "a batch of 500 confirmed in a frame or a few: {frames}"
     );
     let credit: u32 = broker.credits().iter().sum();
     assert_eq!(credit, 2_000, "one credit back per confirm");
@@ -489,10 +396,7 @@ async fn auto_credit_keeps_messages_flowing_and_confirms_are_batched() {
 async fn confirms_from_outside_the_handler_go_one_by_one_at_a_low_rate() {
     let (broker, client) = connected(Config::default()).await;
     let (consumer, handed) = consuming(&client, ConsumerOptions::default(), |_| {}).await;
-    broker.act(Action::Deliver {
-        consumer: consumer.id().0,
-        payloads: vec![b"a".to_vec(); 4],
-    });
+    broker.deliver(consumer.id().0, vec![b"a".to_vec(); 4]);
     wait_until("delivery", || handed.lock().unwrap().len() == 4).await;
     let delivered = handed.lock().unwrap().clone();
     for (i, (guid, token, _)) in delivered.into_iter().enumerate() {
@@ -531,11 +435,8 @@ async fn bad_input_is_refused_without_losing_anything() {
         Err(TrySendError::Failed(ClientError::PayloadTooLarge { .. }))
     ));
     let largest = vec![7; MAX_PAYLOAD_LEN as usize];
-    assert_eq!(
-        producer.send(&largest).await.unwrap().0,
-        0,
-        "the refused ones took no id"
-    );
+    let id = producer.send(&largest).await.unwrap().0;
+    assert_eq!(id, 0, "the refused ones took no id");
     wait_outcomes(&outcomes, 1).await;
 }
 
@@ -554,14 +455,9 @@ async fn a_panicking_handler_is_counted_and_the_connection_goes_on() {
         .unwrap();
     zerodispatch_testkit::quiet_planned_panics();
     producer.send(b"one").await.unwrap();
-    let start = Instant::now();
-    while calls.load(Ordering::SeqCst) < 1 && start.elapsed() < Duration::from_secs(5) {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    wait_until("the first call", || calls.load(Ordering::SeqCst) >= 1).await;
     producer.send(b"two").await.unwrap();
-    while calls.load(Ordering::SeqCst) < 2 && start.elapsed() < Duration::from_secs(5) {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    wait_until("the second call", || calls.load(Ordering::SeqCst) >= 2).await;
     assert_eq!(producer.handler_panics(), 1);
     assert_eq!(producer.unconfirmed(), 0);
     assert_eq!(client.error(), None);
@@ -579,33 +475,27 @@ async fn a_broker_that_is_not_there_is_an_io_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_error_frame_closes_without_an_answer() {
     let (broker, client) = connected(Config::default()).await;
-    // An error frame whose message_len (5) does not fill its body (no message).
+    // An error frame whose message_len (5) overruns its body.
     let mut raw = b"ZD\x05\x04\0\0".to_vec();
     raw.extend_from_slice(&9_u32.to_le_bytes());
     raw.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 5, 0]);
     broker.act(Action::Raw(raw));
     let error = client.closed().await;
-    assert_eq!(
-        protocol_code(&error),
-        Some(ErrorCode::MALFORMED),
-        "{error:?}"
-    );
+    let malformed = Some(ErrorCode::MALFORMED);
+    assert_eq!(protocol_code(&error), malformed, "{error:?}");
     broker.wait_for("the end", |log| log.ended).await;
-    assert!(
-        !broker
-            .frames()
-            .iter()
-            .any(|f| matches!(f, Received::Error { .. })),
-        "not answered"
-    );
+    let answered = broker
+        .frames()
+        .iter()
+        .any(|f| matches!(f, Received::Error { .. }));
+    assert!(!answered, "not answered");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_handshake_fails_with_a_typed_error() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     // A broker that refuses Hello.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
+    let (listener, addr) = listen().await;
     tokio::spawn(async move {
         let (mut stream, _) = listener.accept().await.unwrap();
         let mut hello = [0; 16];
@@ -628,8 +518,7 @@ async fn the_handshake_fails_with_a_typed_error() {
     );
 
     // A broker that never answers.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
+    let (listener, addr) = listen().await;
     let options = ClientOptions {
         handshake_timeout: Duration::from_millis(50),
         ..quiet()
@@ -644,9 +533,7 @@ async fn messages_never_written_are_not_sent_when_the_connection_ends() {
     // A tick that never comes: the messages stay pending.
     let options = timer(Duration::from_secs(3600));
     let (broker, client, producer, outcomes) = producing(Config::default(), options).await;
-    for i in 0..3_u8 {
-        producer.send(&[i]).await.unwrap();
-    }
+    send_n(&producer, 3).await;
     broker.act(Action::Drop);
     assert_eq!(client.closed().await, ClientError::ConnectionClosed);
     all_settled(&outcomes, 3, ConfirmStatus::NotSent);
@@ -656,25 +543,14 @@ async fn messages_never_written_are_not_sent_when_the_connection_ends() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_go_out_while_the_broker_keeps_sending() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    // A broker that answers the handshake and the open, then sends heartbeats without a
-    // pause while it counts the messages published to it.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
+    // A broker that answers the open, then sends heartbeats nonstop while it counts publishes.
+    let (listener, addr) = listen().await;
     let published = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&published);
     tokio::spawn(async move {
-        let (stream, _) = listener.accept().await.unwrap();
+        let (mut stream, _) = listener.accept().await.unwrap();
+        answer_hello_and_open(&mut stream, 0).await;
         let (mut reader, mut writer) = stream.into_split();
-        let mut hello = [0; 16];
-        reader.read_exact(&mut hello).await.unwrap();
-        writer.write_all(&welcome_bytes(0)).await.unwrap();
-        let mut open = [0; 23];
-        reader.read_exact(&mut open).await.unwrap();
-        let Some((Frame::OpenProducer(open), _)) = zerodispatch_wire::decode(&open).unwrap() else {
-            panic!("not an OpenProducer");
-        };
-        let opened = producer_opened_bytes(open.producer);
-        writer.write_all(&opened).await.unwrap();
         tokio::spawn(async move {
             let mut buf = vec![0; 1 << 21];
             let mut filled = 0;
@@ -729,37 +605,23 @@ async fn a_named_producer_numbers_on_from_the_names_last_stored() {
             .open_named_producer(QueueId(0), bad, dynamic(8), |_| {})
             .await
             .unwrap_err();
-        assert!(
-            matches!(error, ClientError::InvalidOption { option: "name", .. }),
-            "{error}"
-        );
+        let refused = matches!(error, ClientError::InvalidOption { option: "name", .. });
+        assert!(refused, "{error}");
     }
-    let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_named_producer(QueueId(0), "orders", dynamic(8), on_confirm)
-        .await
-        .unwrap();
-    assert_eq!(
-        producer.last_stored(),
-        None,
-        "nothing stored for the name yet"
-    );
+    let (producer, outcomes) = named_producer_of(&client, "orders", dynamic(8)).await;
+    let producer = producer.unwrap();
+    let last = producer.last_stored();
+    assert_eq!(last, None, "nothing stored for the name yet");
     for _ in 0..3 {
         producer.send(b"m").await.unwrap();
     }
     wait_outcomes(&outcomes, 3).await;
     producer.close().await.unwrap();
-    let (outcomes, on_confirm) = collector();
-    let again = client
-        .open_named_producer(QueueId(0), "orders", dynamic(8), on_confirm)
-        .await
-        .unwrap();
+    let (again, outcomes) = named_producer_of(&client, "orders", dynamic(8)).await;
+    let again = again.unwrap();
     assert_eq!(again.last_stored().map(|id| id.0), Some(2));
-    assert_eq!(
-        again.send(b"m").await.unwrap().0,
-        3,
-        "on from the last stored"
-    );
+    let id = again.send(b"m").await.unwrap().0;
+    assert_eq!(id, 3, "on from the last stored");
     wait_outcomes(&outcomes, 1).await;
     assert_eq!(broker.stored(), vec![0, 1, 2, 3]);
     let anonymous = client
@@ -769,10 +631,8 @@ async fn a_named_producer_numbers_on_from_the_names_last_stored() {
     assert_eq!(anonymous.last_stored(), None);
 }
 
-/// A refusal of a whole `Publish` frame that leaves the producer open on the broker
-/// (`DUPLICATE_ID`, which this client never provokes): the client cannot tell which of its
-/// messages the frame held, so it ends the producer on both sides, its `CloseProducer`
-/// sent, and settles each message once, never leaving it open on one side only.
+/// A whole `Publish` refused with the producer left open (`DUPLICATE_ID`): the client, not
+/// knowing which messages it held, closes the producer on both sides and settles each once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frame_refused_with_the_producer_left_open_closes_it_on_both_sides() {
     let (broker, client, producer, outcomes) =
@@ -806,8 +666,7 @@ async fn send_blocking_on_a_runtime_thread_panics_naming_send_and_sends_nothing(
     let (_broker, _client, producer, outcomes) =
         producing(Config::default(), ProducerOptions::default()).await;
     let producer = Arc::new(producer);
-    // In a task, on a worker thread: with room to spare it would not have waited, and it
-    // is refused anyway.
+    // On a worker thread: refused even with room to spare (it would not have waited).
     let on_worker = Arc::clone(&producer);
     let message = tokio::spawn(async move {
         let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -823,7 +682,7 @@ async fn send_blocking_on_a_runtime_thread_panics_naming_send_and_sends_nothing(
     .unwrap();
     assert!(message.contains("`send_blocking` blocks"), "{message}");
     assert!(message.contains("use `send` instead"), "{message}");
-    // The async form on the runtime, and the blocking one on a blocking thread, both send.
+    // `send` on the runtime and `send_blocking` on a blocking thread both send.
     let first = producer.send(b"a").await.unwrap();
     let sender = Arc::clone(&producer);
     let second = tokio::task::spawn_blocking(move || sender.send_blocking(b"b"))

@@ -1,51 +1,49 @@
-//! Refusals and their scope, against the real server: a problem with one message is that
-//! message's outcome, once, and its producer goes on; reliable or plain, named or not, no
-//! refusal of one message closes a producer on one side and leaves it open on the other.
+//! Refusals against the real server: one message's problem is its outcome, once, and its
+//! producer goes on, never closed on one side and open on the other.
 
 mod support;
 
+use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::{
-    backoff, capped, collector, exactly_once, one_queue, quiet, real_server, reliable,
-    reliable_producer, runtime, wait_outcomes,
+    backoff, capped, collector, named_producer_of, one_queue, quiet, real_server, reliable,
+    reliable_producer, runtime, wait_outcomes, wait_settled,
 };
 use zerodispatch_broker::{Broker, BrokerConfig};
-use zerodispatch_client::{Client, ClientError, ConfirmStatus, ProducerOptions, QueueId};
-use zerodispatch_server::{Limits, Server};
+use zerodispatch_client::{
+    Client, ClientError, ConfirmStatus, ProducerOptions, PublishId, QueueId,
+};
+use zerodispatch_server::Limits;
 
-/// A server whose payload slots hold 64 bytes.
-fn small_slots() -> (Server, Arc<Broker>) {
+/// Runs `test` on a [`runtime`] against a server whose payload slots hold 64 bytes.
+fn on_small_slots<F: Future<Output = ()>>(test: impl FnOnce(SocketAddr, Arc<Broker>) -> F) {
     let limits = Limits {
         slot_size: 64,
         ..Limits::default()
     };
     let server = real_server(one_queue(), limits);
     let broker = Arc::clone(server.broker());
-    (server, broker)
+    runtime().block_on(test(server.local_addr(), broker));
+    server.shutdown();
 }
 
-/// Issue: a reliable producer's 200-byte payload, refused by a server of 64-byte slots,
-/// made it reconnect about 800 times in 5 s without an outcome, and a small message sent
-/// before it was not stored either. Now the server's `Welcome` tells its largest payload:
-/// the big one is refused by `send` itself, and the messages around it are stored.
+/// Too large for the server's `Welcome` limits: refused by `send`, the messages around stored
+/// (once it made a reliable producer reconnect in a loop).
 #[test]
 fn a_payload_too_large_for_the_server_is_refused_by_send_and_the_producer_goes_on() {
-    let (server, broker) = small_slots();
-    runtime().block_on(async {
+    on_small_slots(|addr, broker| async move {
         let options = reliable("too-large", 16, backoff(1, 5));
-        let (producer, outcomes) = reliable_producer(server.local_addr(), options).await;
+        let (producer, outcomes) = reliable_producer(addr, options).await;
         producer.send(b"small before").await.unwrap();
         assert_eq!(
             producer.send(&[7; 200]).await,
             Err(ClientError::PayloadTooLarge { len: 200, max: 64 })
         );
         producer.send(b"small after").await.unwrap();
-        wait_outcomes(&outcomes, 2).await;
-        for outcome in exactly_once(&outcomes, 2) {
-            assert_eq!(outcome.status, ConfirmStatus::Stored);
-        }
+        wait_settled(&outcomes, 2, ConfirmStatus::Stored).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(outcomes.lock().unwrap().len(), 2);
         let stats = producer.stats();
@@ -53,23 +51,16 @@ fn a_payload_too_large_for_the_server_is_refused_by_send_and_the_producer_goes_o
         assert_eq!(broker.queue_stats()[0].stored, 2);
         producer.close().await;
     });
-    server.shutdown();
 }
 
-/// Issue: the same refusal closed a plain named producer on the client while the server
-/// held it open, so its name could not be opened again (`NAME_IN_USE`). Now the refusal is
-/// the message's outcome, the producer stays open on both sides, and after its close the
-/// name opens again.
+/// The refusal stays the message's outcome: the named producer stays open on both sides, and
+/// its name opens again after close (once closed on the client only: `NAME_IN_USE`).
 #[test]
 fn a_named_producer_refused_one_message_stays_open_and_its_name_reopens_after_close() {
-    let (server, broker) = small_slots();
-    runtime().block_on(async {
-        let client = Client::connect(server.local_addr(), quiet()).await.unwrap();
-        let (outcomes, on_confirm) = collector();
-        let producer = client
-            .open_named_producer(QueueId(0), "plain", ProducerOptions::default(), on_confirm)
-            .await
-            .unwrap();
+    on_small_slots(|addr, broker| async move {
+        let client = Client::connect(addr, quiet()).await.unwrap();
+        let (producer, outcomes) = named_producer_of(&client, "plain", Default::default()).await;
+        let producer = producer.unwrap();
         assert_eq!(client.limits().max_payload, 64, "told at the handshake");
         assert_eq!(
             producer.send(&[1; 65]).await,
@@ -79,37 +70,24 @@ fn a_named_producer_refused_one_message_stays_open_and_its_name_reopens_after_cl
         wait_outcomes(&outcomes, 1).await;
         assert_eq!(outcomes.lock().unwrap()[0].status, ConfirmStatus::Stored);
         producer.close().await.unwrap();
-        let (_, on_confirm) = collector();
-        let again = client
-            .open_named_producer(QueueId(0), "plain", ProducerOptions::default(), on_confirm)
-            .await
-            .expect("the name is free again once its producer closed");
+        let (again, _) = named_producer_of(&client, "plain", Default::default()).await;
+        let again = again.expect("the name is free again once its producer closed");
         assert_eq!(again.last_stored().map(|id| id.0), Some(0));
-        assert_eq!(
-            again.stored_when_opened(zerodispatch_client::PublishId(0)),
-            Some(true)
-        );
-        assert_eq!(
-            again.stored_when_opened(zerodispatch_client::PublishId(1)),
-            Some(false)
-        );
+        assert_eq!(again.stored_when_opened(PublishId(0)), Some(true));
+        assert_eq!(again.stored_when_opened(PublishId(1)), Some(false));
         assert_eq!(broker.queue_stats()[0].stored, 1);
         again.close().await.unwrap();
         client.close().await;
     });
-    server.shutdown();
 }
 
-/// A name whose ids are used up to `u64::MAX` has no next id: the producer says so,
-/// rather than reusing one (which the broker would take for a duplicate and confirm
+/// A name stored up to `u64::MAX` has no next id: said, not reused (a duplicate, confirmed
 /// `Stored` without storing).
 #[test]
 fn a_name_stored_up_to_u64_max_has_no_next_id() {
-    let (server, broker) = small_slots();
-    runtime().block_on(async {
-        let client = Client::connect(server.local_addr(), quiet()).await.unwrap();
-        // The name's last message is u64::MAX, published with its id by the broker's API (a
-        // broker-side producer of the name, say).
+    on_small_slots(|addr, broker| async move {
+        let client = Client::connect(addr, quiet()).await.unwrap();
+        // The name's last message, u64::MAX, published by a broker-side producer of the name.
         {
             let named = broker
                 .open_named_producer(
@@ -128,32 +106,20 @@ fn a_name_stored_up_to_u64_max_has_no_next_id() {
             broker.quiesce().unwrap();
             assert!(named.close(Duration::from_secs(5)));
         }
-        let (_, on_confirm) = collector();
-        let producer = client
-            .open_named_producer(
-                QueueId(0),
-                "exhausted",
-                ProducerOptions::default(),
-                on_confirm,
-            )
-            .await
-            .unwrap();
+        let (producer, _) = named_producer_of(&client, "exhausted", Default::default()).await;
+        let producer = producer.unwrap();
         assert_eq!(producer.last_stored().map(|id| id.0), Some(u64::MAX));
         let start = Instant::now();
-        assert_eq!(
-            producer.send(b"one more").await,
-            Err(ClientError::IdsExhausted)
-        );
+        let one_more = producer.send(b"one more").await;
+        assert_eq!(one_more, Err(ClientError::IdsExhausted));
         assert!(start.elapsed() < Duration::from_secs(5));
         assert_eq!(broker.queue_stats()[0].stored, 1);
         producer.close().await.unwrap();
         client.close().await;
     });
-    server.shutdown();
 }
 
-/// A cap the broker told it would refuse is refused by the client itself, with the limit's
-/// name and value: a client learns the limits at the handshake, not by being refused.
+/// A cap over the limits told at the handshake is refused by the client, naming the limit.
 #[test]
 fn a_cap_over_the_brokers_told_limits_is_refused_before_anything_is_sent() {
     let config = BrokerConfig {
@@ -167,14 +133,12 @@ fn a_cap_over_the_brokers_told_limits_is_refused_before_anything_is_sent() {
     let server = real_server(config, limits);
     runtime().block_on(async {
         let client = Client::connect(server.local_addr(), quiet()).await.unwrap();
-        let limits = client.limits();
-        assert_eq!(
-            (
-                limits.max_unconfirmed_per_connection,
-                limits.max_unconfirmed_named
-            ),
-            (100, 64)
+        let told = client.limits();
+        let caps = (
+            told.max_unconfirmed_per_connection,
+            told.max_unconfirmed_named,
         );
+        assert_eq!(caps, (100, 64));
         let cap = capped;
         let (_, on_confirm) = collector();
         let anonymous = client.open_producer(QueueId(0), cap(101), on_confirm).await;
@@ -189,36 +153,25 @@ fn a_cap_over_the_brokers_told_limits_is_refused_before_anything_is_sent() {
             ),
             "{anonymous:?}"
         );
-        let (_, on_confirm) = collector();
-        let named = client
-            .open_named_producer(QueueId(0), "n", cap(65), on_confirm)
-            .await;
+        let (named, _) = named_producer_of(&client, "n", cap(65)).await;
         let Err(error @ ClientError::OverLimit { max: 64, .. }) = named else {
             panic!("{named:?}");
         };
-        assert!(
-            error.to_string().contains("max_unconfirmed_named"),
-            "{error}"
-        );
-        let (_, on_confirm) = collector();
-        let fits = client
-            .open_named_producer(QueueId(0), "n", cap(64), on_confirm)
-            .await
-            .expect("at the limit: opened");
+        let named_limit = error.to_string().contains("max_unconfirmed_named");
+        assert!(named_limit, "{error}");
+        let (fits, _) = named_producer_of(&client, "n", cap(64)).await;
+        let fits = fits.expect("at the limit: opened");
         fits.close().await.unwrap();
         client.close().await;
     });
     server.shutdown();
 }
 
-/// Issue: a producer closed right after a send, on a live connection, had the message
-/// reported `NotSent` in most runs: the broker's close dropped what its session had not
-/// sent to the queue yet. Now the close sends it, and the message gets its real outcome.
+/// A close right after a send sends the message on (once it was dropped: `NotSent`).
 #[test]
 fn a_close_right_after_a_send_gives_the_message_its_real_outcome() {
-    let (server, broker) = small_slots();
-    runtime().block_on(async {
-        let client = Client::connect(server.local_addr(), quiet()).await.unwrap();
+    on_small_slots(|addr, broker| async move {
+        let client = Client::connect(addr, quiet()).await.unwrap();
         for round in 0..20 {
             let (outcomes, on_confirm) = collector();
             let producer = client
@@ -233,5 +186,4 @@ fn a_close_right_after_a_send_gives_the_message_its_real_outcome() {
         assert_eq!(broker.queue_stats()[0].stored, 20);
         client.close().await;
     });
-    server.shutdown();
 }

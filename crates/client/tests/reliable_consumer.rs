@@ -1,24 +1,22 @@
 //! The reliable consumer against a fake broker that drops connections mid-delivery and
-//! redelivers what was not confirmed: no duplicate reaches the application, no message is
-//! missed.
+//! redelivers: no duplicate reaches the application, no message is missed.
 
 mod support;
 
 use std::time::Duration;
 
 use support::{
-    Action, Config, FakeBroker, Received, backoff, consuming_reliably, quiet, wait_until,
+    Action, Config, FakeBroker, Received, backoff, consuming_reliably, handed_tokens, quiet,
+    wait_until,
 };
 use zerodispatch_client::{
-    AppId, ConsumerOptions, DeliveryToken, QueueId, ReliableConsumer, ReliableConsumerOptions,
+    AppId, ClientError, DeliveryToken, QueueId, ReliableConsumer, ReliableConsumerOptions,
 };
 
+/// Options of `credit` (given back on confirms if `auto_credit`), reconnecting within 20 ms.
 fn options(credit: u32, auto_credit: bool) -> ReliableConsumerOptions {
     ReliableConsumerOptions {
-        consumer: ConsumerOptions {
-            credit,
-            auto_credit,
-        },
+        consumer: support::credit(credit, auto_credit),
         client: quiet(),
         backoff: backoff(5, 20),
         window: 1024,
@@ -35,10 +33,8 @@ async fn drops_mid_delivery_hand_each_message_once() {
     let broker = shared_queue(|c| (c.drop_after_messages, c.drops) = (Some(30), 3)).await;
     const N: usize = 200;
     broker.enqueue((0..N).map(|i| format!("m{i}").into_bytes()));
-    let (consumer, handed) = consuming_reliably(&broker, options(16, true), |batch| {
-        batch.confirm_all();
-    })
-    .await;
+    let (consumer, handed) =
+        consuming_reliably(&broker, options(16, true), |b| b.confirm_all()).await;
     wait_until("every message confirmed", || broker.all_confirmed()).await;
     let handed = handed.lock().unwrap().clone();
     let mut payloads: Vec<Vec<u8>> = handed.iter().map(|(_, _, p)| p.clone()).collect();
@@ -64,23 +60,11 @@ async fn a_redelivered_message_waits_for_the_applications_own_confirm() {
     })
     .await;
     wait_until("10 handed", || handed.lock().unwrap().len() == 10).await;
-    wait_until("3 confirms sent", || {
-        broker
-            .log
-            .lock()
-            .unwrap()
-            .queue
-            .iter()
-            .filter(|(_, c)| *c)
-            .count()
-            == 3
-    })
-    .await;
+    let confirmed = || broker.log().queue.iter().filter(|(_, c)| *c).count();
+    wait_until("3 confirms sent", || confirmed() == 3).await;
     broker.act(Action::Drop);
-    wait_until("the redelivery", || {
-        consumer.stats().duplicates_filtered == 7
-    })
-    .await;
+    let redelivered = || consumer.stats().duplicates_filtered == 7;
+    wait_until("the redelivery", redelivered).await;
     assert_eq!(consumer.stats().reconnects, 1);
     assert_eq!(handed.lock().unwrap().len(), 10, "none handed twice");
     let confirms_since_reopen = || {
@@ -99,23 +83,13 @@ async fn a_redelivered_message_waits_for_the_applications_own_confirm() {
         0,
         "not confirmed for the application"
     );
-    // Each with the token of its delivery before the reconnect: the consumer confirms the
-    // redelivery, with the redelivery's token.
-    let handed: Vec<_> = handed
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(g, t, _)| (*g, *t))
-        .collect();
+    // With the tokens of before the reconnect: the consumer confirms with the redelivery's.
+    let handed = handed_tokens(&handed);
     for &(guid, token) in &handed[3..] {
         consumer.confirm(guid, token).unwrap();
     }
     wait_until("every message confirmed", || broker.all_confirmed()).await;
-    assert_eq!(
-        broker.log.lock().unwrap().bad_tokens,
-        0,
-        "no stale token sent"
-    );
+    assert_eq!(broker.log().bad_tokens, 0, "no stale token sent");
     consumer.close().await;
 }
 
@@ -123,8 +97,7 @@ async fn a_redelivered_message_waits_for_the_applications_own_confirm() {
 async fn a_confirm_lost_with_the_connection_is_made_again() {
     let broker = shared_queue(|_| {}).await;
     broker.enqueue((0..5_u8).map(|i| vec![i]));
-    // A first reconnection 240-300 ms after the loss: long enough for the poll below to see
-    // the consumer disconnected on a loaded machine (at 5 ms it could miss it).
+    // Reconnecting 240-300 ms after the loss, so the poll below sees it even under load.
     let slow = ReliableConsumerOptions {
         backoff: backoff(300, 600),
         ..options(10, false)
@@ -134,13 +107,7 @@ async fn a_confirm_lost_with_the_connection_is_made_again() {
     broker.act(Action::Drop);
     wait_until("the loss", || !consumer.is_connected()).await;
     // Confirmed while reconnecting: remembered, and made on the redelivery.
-    let handed_out: Vec<_> = handed
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(g, t, _)| (*g, *t))
-        .collect();
-    for (guid, token) in handed_out {
+    for (guid, token) in handed_tokens(&handed) {
         consumer.confirm(guid, token).unwrap();
     }
     wait_until("every message confirmed", || broker.all_confirmed()).await;
@@ -154,45 +121,30 @@ async fn a_window_below_the_credit_is_refused() {
     let broker = FakeBroker::start(Config::default()).await;
     let mut bad = options(100, true);
     bad.window = 99;
-    let error = ReliableConsumer::connect(broker.addr, QueueId(0), AppId(0), bad, |_| {})
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            error,
-            zerodispatch_client::ClientError::InvalidOption {
-                option: "window",
-                ..
-            }
-        ),
-        "{error}"
+    let error = ReliableConsumer::connect(broker.addr, QueueId(0), AppId(0), bad, |_| {});
+    let error = error.await.unwrap_err();
+    let window = matches!(
+        error,
+        ClientError::InvalidOption {
+            option: "window",
+            ..
+        }
     );
+    assert!(window, "{error}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_reopen_closes_the_consumer_with_why() {
     let broker = shared_queue(|c| c.refuse_consumer_reopens = true).await;
-    let consumer =
-        ReliableConsumer::connect(broker.addr, QueueId(0), AppId(0), options(10, true), |_| {})
-            .await
-            .unwrap();
+    let (consumer, _) = consuming_reliably(&broker, options(10, true), |_| {}).await;
     broker.act(Action::Drop);
-    wait_until("the refusal", || {
-        consumer
-            .confirm(support::guid(0), DeliveryToken(0))
-            .is_err()
-    })
-    .await;
-    let error = consumer
-        .confirm(support::guid(0), DeliveryToken(0))
-        .unwrap_err();
-    assert!(
-        matches!(error, zerodispatch_client::ClientError::Refused { .. }),
-        "{error}"
-    );
+    let confirm = || consumer.confirm(support::guid(0), DeliveryToken(0));
+    wait_until("the refusal", || confirm().is_err()).await;
+    let error = confirm().unwrap_err();
+    assert!(matches!(error, ClientError::Refused { .. }), "{error}");
     assert!(!consumer.is_connected());
     assert_eq!(
-        broker.log.lock().unwrap().consumer_opens,
+        broker.log().consumer_opens,
         2,
         "no attempt after the refusal"
     );

@@ -1,27 +1,23 @@
-//! The reliable producer and consumer against the real server, through a proxy that drops
-//! every connection again and again while they run: every message has exactly one outcome,
-//! is stored once, and reaches the application exactly once (the server deduplicates the
-//! producer's resends by its name and publish ids; the consumer filters redeliveries). And
-//! the same through a server restarted in front of a broker that runs on.
+//! The reliable producer and consumer against the real server, its connections killed or the
+//! server restarted while they run: each message has one outcome, is stored once and handed once.
 
 mod support;
 
 use std::collections::HashSet;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::proxy::KillProxy;
 use support::{
-    backoff, collector, consuming_reliably_at, exactly_once, one_queue, quiet, real_server,
-    reliable, reliable_producer, runtime,
+    Handed, all_settled, backoff, consuming_reliably_at, credit, current_thread, exactly_once,
+    one_queue, quiet, real_server, reliable, reliable_producer, runtime,
 };
 use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig, QueueMode};
 use zerodispatch_client::{
-    ConfirmStatus, ConsumerOptions, DeliveryToken, Guid, QueueId, ReliableConsumerOptions,
-    ReliableProducer, ReliableProducerOptions,
+    ConfirmStatus, DeliveryToken, Guid, ReliableConsumerOptions, ReliableProducerOptions,
 };
 use zerodispatch_server::{Limits, PayloadStore, Server};
 
@@ -33,6 +29,7 @@ fn limits() -> Limits {
     }
 }
 
+/// A broker of one priority queue with the window of `limits`.
 fn broker_config(limits: &Limits) -> BrokerConfig {
     BrokerConfig {
         queues: vec![QueueConfig {
@@ -43,19 +40,15 @@ fn broker_config(limits: &Limits) -> BrokerConfig {
     }
 }
 
-/// Runs a reliable consumer and a reliable producer of `N` messages at `addr`, once both
-/// are open starts `disrupt` and runs it beside the sending, then checks that every message had exactly one
-/// outcome (`Stored`), was stored once and reached the application exactly once.
+/// Runs a reliable consumer and producer of `N` messages at `addr` beside `disrupt`, then
+/// checks each message had one outcome (`Stored`), was stored once and handed exactly once.
 fn exactly_once_through<D>(addr: SocketAddr, broker: &Broker, disrupt: impl FnOnce() -> D)
 where
     D: Future<Output = ()>,
 {
     runtime().block_on(async move {
         let options = ReliableConsumerOptions {
-            consumer: ConsumerOptions {
-                credit: 64,
-                auto_credit: true,
-            },
+            consumer: credit(64, true),
             client: quiet(),
             backoff: backoff(2, 20),
             window: 4096,
@@ -82,9 +75,7 @@ where
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        for outcome in exactly_once(&outcomes, N) {
-            assert_eq!(outcome.status, ConfirmStatus::Stored);
-        }
+        all_settled(&outcomes, N, ConfirmStatus::Stored);
         // Whatever would come late comes now.
         tokio::time::sleep(Duration::from_millis(50)).await;
         let handed = handed.lock().unwrap().clone();
@@ -92,11 +83,7 @@ where
         let queue = &broker.queue_stats()[0];
         assert_eq!(queue.stored, N, "each message stored once: {queue:?}");
         let guids: HashSet<Guid> = handed.iter().map(|(g, _, _)| *g).collect();
-        assert_eq!(
-            guids.len(),
-            handed.len(),
-            "no GUID handed to the application twice"
-        );
+        assert_eq!(guids.len(), handed.len(), "no GUID handed out twice");
         let payloads = handed_payloads_of(&handed);
         assert_eq!(
             payloads.len(),
@@ -138,10 +125,8 @@ fn connections_killed_while_producing_and_consuming_lose_nothing() {
     server.shutdown();
 }
 
-/// The mirror at the server's end: its network layer (listener, connections, sessions)
-/// shut down and started again on the same port, three times, in front of a broker that
-/// runs on. Each shutdown tells the clients `SHUTTING_DOWN` and closes their sessions; they
-/// reconnect, refused until the listener is back, and resend or filter as after a kill.
+/// The server's network layer restarted on its port three times in front of a running broker:
+/// the clients, told `SHUTTING_DOWN`, reconnect and resend or filter as after a kill.
 #[test]
 fn a_server_restarted_in_front_of_a_running_broker_loses_nothing() {
     let limits = limits();
@@ -167,8 +152,7 @@ fn a_server_restarted_in_front_of_a_running_broker_loses_nothing() {
     let server = start("127.0.0.1:0".parse().unwrap()).expect("the server starts");
     let addr = server.local_addr();
     let broker = Arc::clone(server.broker());
-    // A server is shut down from outside any runtime: from a thread of its own.
-    // A first connect is not retried: the restarts begin once the clients are open.
+    // Shut down from a thread of its own (outside any runtime), once the clients are open.
     let (go, begin) = std::sync::mpsc::channel::<()>();
     let restarts = Arc::new(AtomicU64::new(0));
     let restarted = Arc::clone(&restarts);
@@ -197,10 +181,12 @@ fn a_server_restarted_in_front_of_a_running_broker_loses_nothing() {
     server.shutdown();
 }
 
-fn handed_payloads(handed: &Mutex<Vec<(Guid, DeliveryToken, Vec<u8>)>>) -> HashSet<Vec<u8>> {
+/// The distinct payloads handed out.
+fn handed_payloads(handed: &Handed) -> HashSet<Vec<u8>> {
     handed_payloads_of(&handed.lock().unwrap())
 }
 
+/// The distinct payloads of `handed`.
 fn handed_payloads_of(handed: &[(Guid, DeliveryToken, Vec<u8>)]) -> HashSet<Vec<u8>> {
     handed.iter().map(|(_, _, p)| p.clone()).collect()
 }
@@ -209,23 +195,11 @@ fn handed_payloads_of(handed: &[(Guid, DeliveryToken, Vec<u8>)]) -> HashSet<Vec<
 fn default_options_open_on_a_server_with_default_limits() {
     let server = real_server(one_queue(), Limits::default());
     let addr = server.local_addr();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async move {
-        let (outcomes, on_confirm) = collector();
-        let producer = ReliableProducer::connect(
-            addr,
-            QueueId(0),
-            ReliableProducerOptions::new("defaults"),
-            on_confirm,
-        )
-        .await
-        .expect("the default cap is within the server's default limit");
+    current_thread().block_on(async move {
+        let options = ReliableProducerOptions::new("defaults");
+        let (producer, outcomes) = reliable_producer(addr, options).await;
         producer.send(b"one").await.unwrap();
-        // A close right after the send may find the message not at its queue yet: the
-        // broker says `NotSent` then.
+        // Waited for: a close right after the send may find it not at its queue (`NotSent`).
         support::wait_outcomes(&outcomes, 1).await;
         producer.close().await;
         assert_eq!(exactly_once(&outcomes, 1)[0].status, ConfirmStatus::Stored);

@@ -1,19 +1,14 @@
-//! Proof that producers and consumers allocate nothing per message once warm: a counting
-//! `#[global_allocator]`, 100,000 sends through a connection to the fake broker (in this
-//! process, its allocations counted too), their 100,000 confirms back, and the same
-//! messages delivered to a consumer on the connection, confirmed and credited back, after
-//! warm-up, delta exactly 0.
-//!
-//! Its own test binary without libtest (`harness = false`, `zerodispatch_testkit::proof_main`),
-//! so that no other test, nor libtest's own thread, allocates while it measures.
+//! Proof that producers and consumers allocate nothing per message once warm: 100,000 sends,
+//! confirms, deliveries and consumer confirms through the in-process fake broker, counted by
+//! a `#[global_allocator]`: delta exactly 0. Without libtest, so nothing else allocates.
 
 mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use support::{Config, FakeBroker, counting, proof_options, quiet};
-use zerodispatch_client::{AppId, Client, ConsumerOptions, QueueId};
+use support::{Config, FakeBroker, counting, credit, current_thread, proof_options, quiet};
+use zerodispatch_client::{AppId, Client, QueueId};
 use zerodispatch_testkit::CountingAllocator;
 
 #[global_allocator]
@@ -41,8 +36,7 @@ async fn round(
     }
 }
 
-/// Runs the proof without libtest (`zerodispatch_testkit::proof_main`): libtest's main
-/// thread allocates when a test passes 60 s, which under load fell inside the window.
+/// The proof without libtest: its main thread allocates when a test passes 60 s.
 fn main() {
     zerodispatch_testkit::proof_main(
         "steady_state_sends_and_confirms_allocate_nothing",
@@ -51,14 +45,8 @@ fn main() {
 }
 
 fn steady_state_sends_and_confirms_allocate_nothing() {
-    // One thread for the client's I/O task, the fake broker and the test: the runtime's
-    // per-thread lists (its deferred wake-ups among them) are warmed up on the one thread
-    // that uses them, so the measurement sees no first use of one.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    // One thread for all, so the runtime's per-thread lists are warm where they are used.
+    current_thread().block_on(async {
         let config = Config {
             record: false,
             echo_to: Some(1),
@@ -66,16 +54,11 @@ fn steady_state_sends_and_confirms_allocate_nothing() {
         };
         let broker = FakeBroker::start(config).await;
         let client = Client::connect(broker.addr, quiet()).await.unwrap();
-        // Consumer 1, the first opened: the broker delivers it every message published.
-        // Its credit (4096) is more than the producer's cap: the broker always has credit.
+        // Consumer 1 gets every message published, its credit over the producer's cap.
         let consumed = Arc::new(AtomicU64::new(0));
         let delivered = Arc::clone(&consumed);
-        let consumer_options = ConsumerOptions {
-            credit: 4096,
-            auto_credit: true,
-        };
         let consumer = client
-            .open_consumer(QueueId(0), AppId(0), consumer_options, move |batch| {
+            .open_consumer(QueueId(0), AppId(0), credit(4096, true), move |batch| {
                 batch.confirm_all();
                 delivered.fetch_add(batch.len() as u64, Ordering::Release);
             })
@@ -83,10 +66,8 @@ fn steady_state_sends_and_confirms_allocate_nothing() {
             .unwrap();
         assert_eq!(consumer.id().0, 1);
         let (settled, stored, on_confirm) = counting();
-        let producer = client
-            .open_producer(QueueId(0), proof_options(), on_confirm)
-            .await
-            .unwrap();
+        let producer = client.open_producer(QueueId(0), proof_options(), on_confirm);
+        let producer = producer.await.unwrap();
 
         round(&producer, &settled, &consumed, 0, WARM_UP).await;
         let before = CountingAllocator::allocations();

@@ -1,16 +1,12 @@
-//! Proof that the reliable producer allocates nothing per message once warm: its ring
-//! keeps every payload until its outcome without an allocation. A counting
-//! `#[global_allocator]`, 100,000 sends through the fake broker (in this process, its
-//! allocations counted too) and their confirms, after warm-up, delta exactly 0.
-//!
-//! Its own test binary without libtest (`harness = false`, `zerodispatch_testkit::proof_main`),
-//! so that no other test, nor libtest's own thread, allocates while it measures.
+//! Proof that the reliable producer (its ring keeping each payload until its outcome)
+//! allocates nothing per message once warm: 100,000 sends and confirms through the in-process
+//! fake broker, counted by a `#[global_allocator]`: delta exactly 0. Without libtest.
 
 mod support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use support::{Config, FakeBroker, counting, proof_options, quiet};
+use support::{Config, FakeBroker, counting, current_thread, proof_options, quiet};
 use zerodispatch_client::{QueueId, ReliableProducer, ReliableProducerOptions};
 use zerodispatch_testkit::CountingAllocator;
 
@@ -20,6 +16,7 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 const MESSAGES: u64 = if cfg!(miri) { 100 } else { 100_000 };
 const WARM_UP: u64 = 20_000;
 
+/// Sends `n` messages from `first` on, and waits until `settled` counts them all.
 async fn round(producer: &ReliableProducer, settled: &AtomicU64, first: u64, n: u64) {
     for i in first..first + n {
         producer.send(&i.to_le_bytes()).await.unwrap();
@@ -29,8 +26,7 @@ async fn round(producer: &ReliableProducer, settled: &AtomicU64, first: u64, n: 
     }
 }
 
-/// Runs the proof without libtest (`zerodispatch_testkit::proof_main`): libtest's main
-/// thread allocates when a test passes 60 s, which under load fell inside the window.
+/// The proof without libtest: its main thread allocates when a test passes 60 s.
 fn main() {
     zerodispatch_testkit::proof_main(
         "steady_state_reliable_sends_allocate_nothing",
@@ -39,11 +35,7 @@ fn main() {
 }
 
 fn steady_state_reliable_sends_allocate_nothing() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    current_thread().block_on(async {
         let broker = FakeBroker::start(Config::default().with(|c| c.record = false)).await;
         let options = ReliableProducerOptions {
             producer: proof_options(),

@@ -1,5 +1,4 @@
-//! Fixtures that build the fake peer and the client side of a test in one call, so that
-//! each test reads as the scenario it checks.
+//! Fixtures that build the fake peer and the client side of a test in one call.
 
 use std::time::{Duration, Instant};
 
@@ -8,9 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use zerodispatch_broker::{BrokerConfig, QueueConfig, QueueMode};
 use zerodispatch_client::{
-    AppId, Backoff, Client, ClientOptions, ConfirmStatus, Consumer, ConsumerOptions, Deliveries,
-    DeliveryToken, Flush, Guid, Outcome, Producer, ProducerOptions, QueueId, ReliableConsumer,
-    ReliableConsumerOptions, ReliableProducer, ReliableProducerOptions,
+    AppId, Backoff, Client, ClientError, ClientOptions, ConfirmStatus, Consumer, ConsumerOptions,
+    Deliveries, DeliveryToken, Flush, Guid, Outcome, Producer, ProducerOptions, QueueId,
+    ReliableConsumer, ReliableConsumerOptions, ReliableProducer, ReliableProducerOptions,
 };
 use zerodispatch_server::{Limits, Server};
 use zerodispatch_wire::{ErrorCode, ErrorFrame, Frame, FrameKind};
@@ -23,6 +22,24 @@ pub fn quiet() -> ClientOptions {
         heartbeat: Duration::ZERO,
         ..ClientOptions::default()
     }
+}
+
+/// Consumer options of `credit`, given back on each confirm if `auto_credit`.
+pub fn credit(credit: u32, auto_credit: bool) -> ConsumerOptions {
+    ConsumerOptions {
+        credit,
+        auto_credit,
+    }
+}
+
+/// The GUIDs and tokens of what a consumer handed the application, in order.
+pub fn handed_tokens(handed: &Handed) -> Vec<(Guid, DeliveryToken)> {
+    handed
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(g, t, _)| (*g, *t))
+        .collect()
 }
 
 /// Producer options with dynamic send, cut at `batch_size`.
@@ -117,24 +134,26 @@ pub async fn consuming(
     options: ConsumerOptions,
     then: impl Fn(&Deliveries<'_>) + Send + 'static,
 ) -> (Consumer, Handed) {
-    let handed: Handed = Arc::default();
-    let sink = Arc::clone(&handed);
-    let consumer = client
-        .open_consumer(QueueId(0), AppId(0), options, move |batch| {
-            record(&sink, batch);
-            then(batch);
-        })
-        .await
-        .unwrap();
-    (consumer, handed)
+    let (handed, handler) = recording(then);
+    let consumer = client.open_consumer(QueueId(0), AppId(0), options, handler);
+    (consumer.await.unwrap(), handed)
 }
 
-/// Appends each message of `batch` to `handed`.
-fn record(handed: &Handed, batch: &Deliveries<'_>) {
-    let mut handed = handed.lock().unwrap();
-    for message in batch.iter() {
-        handed.push((message.guid, message.token, message.payload.to_vec()));
-    }
+/// A consumer's handler that records each message it is handed, then calls `then` with the
+/// batch; and what it records into.
+fn recording(
+    then: impl Fn(&Deliveries<'_>) + Send + 'static,
+) -> (Handed, impl FnMut(&Deliveries<'_>) + Send + 'static) {
+    let handed: Handed = Arc::default();
+    let sink = Arc::clone(&handed);
+    (handed, move |batch: &Deliveries<'_>| {
+        let mut handed = sink.lock().unwrap();
+        for message in batch.iter() {
+            handed.push((message.guid, message.token, message.payload.to_vec()));
+        }
+        drop(handed);
+        then(batch);
+    })
 }
 
 /// Counters of outcomes for the zero-allocation proofs, and the confirm handler that counts
@@ -176,6 +195,45 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// A runtime on the current thread only.
+pub fn current_thread() -> tokio::runtime::Runtime {
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_all().build().unwrap()
+}
+
+/// A listener on a free loopback port, and its address, for a hand-written peer.
+pub async fn listen() -> (tokio::net::TcpListener, std::net::SocketAddr) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    (listener, addr)
+}
+
+/// A hand-written broker's side of the handshake and one `OpenProducer`: reads `Hello`,
+/// answers `Welcome` asking for `heartbeat_ms`, reads the open and answers it opened.
+pub async fn answer_hello_and_open(stream: &mut tokio::net::TcpStream, heartbeat_ms: u32) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut hello = [0; 16];
+    stream.read_exact(&mut hello).await.unwrap();
+    stream
+        .write_all(&welcome_bytes(heartbeat_ms))
+        .await
+        .unwrap();
+    let mut open = [0; 23];
+    stream.read_exact(&mut open).await.unwrap();
+    let Some((Frame::OpenProducer(open), _)) = zerodispatch_wire::decode(&open).unwrap() else {
+        panic!("not an OpenProducer");
+    };
+    let opened = producer_opened_bytes(open.producer);
+    stream.write_all(&opened).await.unwrap();
+}
+
+/// Sends `n` one-byte messages `[0]`, `[1]`, ... in order.
+pub async fn send_n(producer: &Producer, n: u8) {
+    for i in 0..n {
+        producer.send(&[i]).await.unwrap();
+    }
+}
+
 /// A broker of one priority queue.
 pub fn one_queue() -> BrokerConfig {
     BrokerConfig {
@@ -215,11 +273,20 @@ pub async fn producing(
 /// A producer on queue 0 of `client` with `options`, whose outcomes are collected.
 pub async fn producer_of(client: &Client, options: ProducerOptions) -> (Producer, Outcomes) {
     let (outcomes, on_confirm) = collector();
-    let producer = client
-        .open_producer(QueueId(0), options, on_confirm)
-        .await
-        .unwrap();
-    (producer, outcomes)
+    let producer = client.open_producer(QueueId(0), options, on_confirm);
+    (producer.await.unwrap(), outcomes)
+}
+
+/// A producer named `name` on queue 0 of `client` with `options`, whose outcomes are
+/// collected (`Err` as the open answered).
+pub async fn named_producer_of(
+    client: &Client,
+    name: &str,
+    options: ProducerOptions,
+) -> (Result<Producer, ClientError>, Outcomes) {
+    let (outcomes, on_confirm) = collector();
+    let open = client.open_named_producer(QueueId(0), name, options, on_confirm);
+    (open.await, outcomes)
 }
 
 /// A fake broker started with `config`, and a reliable producer of it on queue 0 with
@@ -266,15 +333,9 @@ pub async fn consuming_reliably_at(
     options: ReliableConsumerOptions,
     then: impl Fn(&Deliveries<'_>) + Send + 'static,
 ) -> (ReliableConsumer, Handed) {
-    let handed: Handed = Arc::default();
-    let sink = Arc::clone(&handed);
-    let consumer = ReliableConsumer::connect(addr, QueueId(0), AppId(0), options, move |batch| {
-        record(&sink, batch);
-        then(batch);
-    })
-    .await
-    .unwrap();
-    (consumer, handed)
+    let (handed, handler) = recording(then);
+    let consumer = ReliableConsumer::connect(addr, QueueId(0), AppId(0), options, handler);
+    (consumer.await.unwrap(), handed)
 }
 
 /// Waits (up to 5 s) until `cond` holds; `what` names it in the failure.

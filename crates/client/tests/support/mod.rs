@@ -1,27 +1,14 @@
-//! A small fake broker for the client's loopback tests, written with the wire codec.
-//!
-//! It answers `Hello` with `Welcome`, echoes opens (refusing queue [`UNKNOWN_QUEUE`]),
-//! confirms publishes by its [`Policy`], delivers what a test queues within the consumer's
-//! credit, and does what a test asks on the wire: send raw bytes, confirm held messages,
-//! drop the connection. With `record` on, it logs every frame it receives, with when.
-//!
-//! Once warm it allocates nothing per frame with `record` off (buffers reused), so the
-//! zero-allocation test can run it in its own process.
+//! A fake broker for the client's loopback tests, on the wire codec: it answers, confirms by
+//! its [`Policy`], delivers within credit, does what a test asks ([`Action`]) and logs frames.
+//! Once warm with `record` off it allocates nothing per frame (for the zero-allocation proofs).
 
 #![allow(dead_code)]
 
 mod fixtures;
 pub mod proxy;
 
-// The fixtures: the fake peer and the client side of a test, built in one call. Each test
-// binary uses some of them.
 #[allow(unused_imports)]
-pub use fixtures::{
-    Handed, backoff, capped, connected, consuming, consuming_reliably, consuming_reliably_at,
-    counting, dynamic, error_bytes, frame_bytes, one_queue, producer_of, producer_opened_bytes,
-    producing, producing_reliably, proof_options, quiet, real_server, reliable, reliable_producer,
-    runtime, timer, wait_until, welcome_bytes,
-};
+pub use fixtures::*;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -56,36 +43,30 @@ pub struct Config {
     pub heartbeat_ms: u32,
     /// Log every frame received.
     pub record: bool,
-    /// On `CloseProducer`, confirm the held messages `Closed` before the echo (as the
-    /// protocol says); off, echo only.
+    /// On `CloseProducer`, confirm the held messages `Closed` before the echo; off, echo only.
     pub close_confirms: bool,
-    /// Deliver every published message to this consumer too, at once (it must have the
-    /// credit).
+    /// Deliver every published message to this consumer too, at once (it must have credit).
     pub echo_to: Option<u32>,
-    /// Deduplicate a named producer's messages by publish id, across connections, as the
-    /// broker does: a message whose id is stored already for its name is confirmed but not
-    /// stored again (see `Log`); `ProducerOpened` says, id by id, what is stored.
+    /// Deduplicate a named producer's messages by publish id across connections, as the broker
+    /// does (confirmed, not stored again); `ProducerOpened` says, id by id, what is stored.
     pub dedup: bool,
-    /// Drop a connection once it has received or delivered this many messages: the
-    /// messages of a `Publish` before the limit are stored, none of the frame is
-    /// confirmed. `drops` times in all (shared by every connection).
+    /// Drop a connection past this many messages received or delivered (those of a `Publish`
+    /// before the limit stored, none confirmed); `drops` times in all, over every connection.
     pub drop_after_messages: Option<u64>,
     pub drops: u32,
-    /// With `dedup` and `Policy::Hold`, on the first connection: store (and hold) only the
-    /// first this many messages received; the others vanish, unconfirmed, as if they had
-    /// never reached the queue.
+    /// With `dedup` and `Hold`, on the first connection: store only the first this many
+    /// messages; the others vanish unconfirmed.
     pub store_limit: Option<u64>,
-    /// With `dedup`, on the first connection: the message with this publish id is not
-    /// stored (as if its queue had refused it, full, and the refusal was lost with the
-    /// connection), while the others are.
+    /// With `dedup`, on the first connection: this publish id is not stored (its refusal lost
+    /// with the connection), the others are.
     pub lose_id: Option<u64>,
     /// On `CloseProducer`, drop the connection instead of answering.
     pub drop_on_close: bool,
     /// Refuse this many `OpenProducer` after the first with `reopen_refusal`.
     pub refuse_reopens: u32,
     pub reopen_refusal: ErrorCode,
-    /// Consumers are served from the log's shared queue (`FakeBroker::enqueue`): each
-    /// open delivers every message not confirmed yet, by its GUID (its index).
+    /// Consumers are served from the log's shared queue (`FakeBroker::enqueue`): each open
+    /// delivers every message not confirmed yet, by its GUID (its index).
     pub shared_queue: bool,
     /// Refuse every `OpenConsumer` after the first with `UNKNOWN_QUEUE`.
     pub refuse_consumer_reopens: bool,
@@ -120,8 +101,7 @@ impl Default for Config {
 }
 
 impl Config {
-    /// The default settings, but confirming nothing until the test says
-    /// ([`Policy::Hold`]).
+    /// The default settings, but confirming nothing until the test says ([`Policy::Hold`]).
     pub fn holding() -> Self {
         Self {
             policy: Policy::Hold,
@@ -168,8 +148,7 @@ pub enum Action {
     ConfirmThenDrop(usize),
 }
 
-/// What the fake broker has stored of `name`'s messages, as a `ProducerOpened` says it:
-/// the highest id and a window of up to 4,096 ids below it.
+/// What is stored of `name`'s messages, as `ProducerOpened` says it: highest id, window below.
 fn stored_window(log: &Log, name: &str) -> (Option<u64>, u32, Vec<u8>) {
     let Some(&last) = log.stored_ids.get(name).and_then(|ids| ids.last()) else {
         return (None, 0, Vec::new());
@@ -205,8 +184,7 @@ pub struct Log {
     refusals_done: u32,
     /// With `shared_queue`: the messages, and whether each is confirmed.
     pub queue: Vec<(Vec<u8>, bool)>,
-    /// Confirm entries whose token is not the one the fake broker delivered the GUID with
-    /// to that consumer on that connection ([`token_of`]): counted, and not applied.
+    /// Confirm entries whose token is not the one delivered ([`token_of`]): counted, not applied.
     pub bad_tokens: u64,
 }
 
@@ -278,26 +256,36 @@ impl FakeBroker {
         log.queue.extend(payloads.into_iter().map(|p| (p, false)));
     }
 
+    /// Queues `payloads` for `consumer` on the current connection ([`Action::Deliver`]).
+    pub fn deliver(&self, consumer: u32, payloads: Vec<Vec<u8>>) {
+        self.act(Action::Deliver { consumer, payloads });
+    }
+
     /// Asks the current connection to do something.
     pub fn act(&self, action: Action) {
         let actions = self.actions.lock().unwrap();
         let _ = actions.as_ref().expect("a connection").send(action);
     }
 
+    /// The log, locked.
+    pub fn log(&self) -> std::sync::MutexGuard<'_, Log> {
+        self.log.lock().unwrap()
+    }
+
     /// The frames received so far.
     pub fn frames(&self) -> Vec<Received> {
-        self.log
-            .lock()
-            .unwrap()
-            .frames
-            .iter()
-            .map(|(_, f)| f.clone())
-            .collect()
+        self.log().frames.iter().map(|(_, f)| f.clone()).collect()
     }
 
     /// The frames received so far, with when.
     pub fn timed_frames(&self) -> Vec<(Instant, Received)> {
-        self.log.lock().unwrap().frames.clone()
+        self.log().frames.clone()
+    }
+
+    /// When each frame `pick` accepts came, in order.
+    pub fn times_of(&self, pick: impl Fn(&Received) -> bool) -> Vec<Instant> {
+        let frames = self.timed_frames().into_iter();
+        frames.filter(|(_, f)| pick(f)).map(|(at, _)| at).collect()
     }
 
     /// The frames received so far that `pick` maps to something, mapped.
@@ -323,7 +311,14 @@ impl FakeBroker {
 
     /// The publish ids stored (with `dedup`), in order.
     pub fn stored(&self) -> Vec<u64> {
-        self.log.lock().unwrap().stored.clone()
+        self.log().stored.clone()
+    }
+
+    /// Waits (up to 5 s) until `frame` has come.
+    pub async fn wait_received(&self, frame: Received) {
+        let what = format!("{frame:?}");
+        self.wait_for(&what, |log| log.frames.iter().any(|(_, f)| *f == frame))
+            .await;
     }
 
     /// Waits (up to 5 s) until a `Publish` frame with message `id` has come.
@@ -346,22 +341,12 @@ impl FakeBroker {
 
     /// Whether every message of the shared queue (`Config::shared_queue`) is confirmed.
     pub fn all_confirmed(&self) -> bool {
-        self.log.lock().unwrap().queue.iter().all(|(_, c)| *c)
+        self.log().queue.iter().all(|(_, c)| *c)
     }
 
     /// Waits (up to 5 s) until `cond` holds of the log.
     pub async fn wait_for(&self, what: &str, cond: impl Fn(&Log) -> bool) {
-        let start = Instant::now();
-        loop {
-            if cond(&self.log.lock().unwrap()) {
-                return;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(5),
-                "the fake broker waited 5 s for {what}"
-            );
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        wait_until(what, || cond(&self.log())).await;
     }
 }
 
@@ -375,8 +360,7 @@ struct ConsumerQueue {
     next_guid: u64,
 }
 
-/// Whether this connection has reached `drop_after_messages` with `seen` messages, and may
-/// drop (counted).
+/// Whether `seen` messages pass `drop_after_messages` with drops left (counted if so).
 fn may_drop(config: &Config, log: &Mutex<Log>, seen: u64) -> bool {
     let Some(limit) = config.drop_after_messages else {
         return false;
@@ -625,9 +609,7 @@ async fn serve(
                 }
                 Some(Action::Raw(bytes)) => out.extend_from_slice(&bytes),
             },
-            // The heartbeat rule: the client may stay silent for the interval it announced,
-            // so the broker sends something at least that often (a real broker only when
-            // it has sent nothing else; the fake does not count).
+            // The heartbeat rule: send something at least once per the client's interval.
             () = tokio::time::sleep(client_heartbeat.unwrap_or(Duration::MAX)), if client_heartbeat.is_some() && !config.silent_heartbeats => {
                 Frame::Heartbeat.encode(&mut out).unwrap();
             }
@@ -681,8 +663,7 @@ fn confirm(
     }
 }
 
-/// Delivers what the consumer has queued, within its credit, in one frame; returns how
-/// many.
+/// Delivers what the consumer has queued, within its credit, in one frame; returns how many.
 fn deliver(out: &mut Vec<u8>, c: &mut ConsumerQueue) -> u64 {
     if c.credit == 0 || c.queued.is_empty() {
         return 0;
@@ -707,9 +688,8 @@ fn deliver(out: &mut Vec<u8>, c: &mut ConsumerQueue) -> u64 {
     count
 }
 
-/// The token the fake broker delivers message `n` with to `consumer` on `connection`: a
-/// function of the three, so that it checks a confirm's token without a table (and
-/// allocates nothing), and a token of another connection or consumer is not the one.
+/// The token of message `n` to `consumer` on `connection`: a function of the three, so a
+/// confirm is checked without a table (nor allocation) and another's token does not match.
 pub fn token_of(connection: u32, consumer: u32, n: u64) -> DeliveryToken {
     DeliveryToken(
         (n as u32).wrapping_mul(0x9E37_79B1) ^ connection.wrapping_mul(0x85EB_CA6B) ^ consumer,
@@ -751,8 +731,7 @@ pub async fn wait_outcomes(outcomes: &Outcomes, n: usize) {
     }
 }
 
-/// Asserts that `outcomes` has exactly one outcome for each of `0..n`, and returns them
-/// sorted by publish id.
+/// Asserts one outcome for each of `0..n` in `outcomes`; returns them sorted by publish id.
 pub fn exactly_once(outcomes: &Outcomes, n: u64) -> Vec<zerodispatch_client::Outcome> {
     let mut all = outcomes.lock().unwrap().clone();
     all.sort_by_key(|o| o.publish_id.0);
@@ -761,10 +740,26 @@ pub fn exactly_once(outcomes: &Outcomes, n: u64) -> Vec<zerodispatch_client::Out
     all
 }
 
-/// Asserts that `outcomes` has exactly one outcome for each of `0..n` (see
-/// [`exactly_once`]), each with `status`.
+/// Asserts [`exactly_once`] for `0..n`, each outcome with `status`.
 pub fn all_settled(outcomes: &Outcomes, n: u64, status: ConfirmStatus) {
     for outcome in exactly_once(outcomes, n) {
         assert_eq!(outcome.status, status);
     }
+}
+
+/// Waits for `n` outcomes, then asserts [`all_settled`].
+pub async fn wait_settled(outcomes: &Outcomes, n: u64, status: ConfirmStatus) {
+    wait_outcomes(outcomes, n as usize).await;
+    all_settled(outcomes, n, status);
+}
+
+/// Waits for `n` outcomes, then returns [`exactly_once`]'s (asserted).
+pub async fn wait_exactly_once(outcomes: &Outcomes, n: u64) -> Vec<zerodispatch_client::Outcome> {
+    wait_outcomes(outcomes, n as usize).await;
+    exactly_once(outcomes, n)
+}
+
+/// The ids `0..n`, as a test expects them.
+pub fn ids(n: u64) -> Vec<u64> {
+    (0..n).collect()
 }
