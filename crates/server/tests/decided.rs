@@ -26,16 +26,15 @@ fn a_kind_the_broker_never_receives_is_fatal_whatever_id_it_names() {
         for kind in [FrameKind::Deliver, FrameKind::PublishConfirm] {
             let mut c = Client::hello(server.local_addr());
             // Consumer 99 and producer 99 are not open: the kind is checked first.
-            let mut out = Vec::new();
-            if kind == FrameKind::Deliver {
-                let mut batch = DeliverBuilder::begin(&mut out, ConsumerId(99));
-                batch.push(Guid([1; 16]), DeliveryToken(0), b"x").unwrap();
-                batch.finish().unwrap();
+            let out = if kind == FrameKind::Deliver {
+                deliver_frame(99, Guid([1; 16]))
             } else {
+                let mut out = Vec::new();
                 let mut batch = PublishConfirmBuilder::begin(&mut out, ProducerId(99));
                 batch.push(PublishId(0), ConfirmStatus::Stored).unwrap();
                 batch.finish().unwrap();
-            }
+                out
+            };
             c.send_raw(&out);
             c.expect_fatal(ErrorCode::UNEXPECTED_KIND);
         }

@@ -5,7 +5,6 @@ mod common;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
-use std::time::Duration;
 
 use common::*;
 use zerodispatch_broker::{Callback, ClientType, QueueMode};
@@ -102,31 +101,18 @@ fn publishes_past_max_unconfirmed_are_rejected_producer_full() {
     let queue = broker.processors(ClientType::Queue)[0];
     let held = Arc::new(Barrier::new(2));
     let h = held.clone();
-    broker
-        .execute(
-            queue,
-            Callback::new(move || {
-                h.wait();
-                h.wait();
-            }),
-        )
-        .unwrap();
+    let hold = Callback::new(move || {
+        h.wait();
+        h.wait();
+    });
+    broker.execute(queue, hold).unwrap();
     held.wait();
     let mut producer = Client::producer(server.local_addr(), 1, 0, 2);
     producer.publish(1, 0..5, payload_of);
-    let mut rejected = Vec::new();
-    producer.confirms(1, 3, |id, status| {
-        assert_eq!(status, ConfirmStatus::RejectedProducerFull);
-        rejected.push(id.0);
-    });
+    let rejected = producer.ids_all(1, 3, ConfirmStatus::RejectedProducerFull);
     assert_eq!(rejected, [2, 3, 4]);
     held.wait();
-    let mut stored = Vec::new();
-    producer.confirms(1, 2, |id, status| {
-        assert_eq!(status, ConfirmStatus::Stored);
-        stored.push(id.0);
-    });
-    assert_eq!(stored, [0, 1]);
+    assert_eq!(producer.ids_all(1, 2, ConfirmStatus::Stored), [0, 1]);
 }
 
 #[test]
@@ -162,10 +148,8 @@ fn closing_a_producer_confirms_its_messages_then_echoes() {
 
 #[test]
 fn refusals_name_the_frame_and_id_and_keep_the_connection() {
-    let server = server(
-        &[QueueMode::Priority, QueueMode::Fanout { apps: 2 }],
-        limits(),
-    );
+    let queues = [QueueMode::Priority, QueueMode::Fanout { apps: 2 }];
+    let server = server(&queues, limits());
     let addr = server.local_addr();
     let mut c = Client::hello(addr);
     let mut other = Client::producer(addr, 5, 0, 10);
@@ -182,14 +166,7 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
     c.send(open(1, 0, 10));
     c.expect_error(ErrorCode::ID_IN_USE);
 
-    let consumer = |consumer, queue, app| {
-        Frame::OpenConsumer(OpenConsumer {
-            consumer: ConsumerId(consumer),
-            queue: QueueId(queue),
-            app: AppId(app),
-            credit: 1,
-        })
-    };
+    let consumer = |consumer, queue, app| open_consumer_frame(consumer, queue, app, 1);
     c.send(consumer(2, 9, 0));
     c.expect_error(ErrorCode::UNKNOWN_QUEUE);
     c.send(consumer(2, 1, 2));
@@ -249,8 +226,8 @@ fn body(kind: u8, body: &[u8]) -> Vec<u8> {
     raw(VERSION, kind, 0, body.len() as u32, body)
 }
 
-/// Sends `bytes` after a handshake (or before, if `handshake` is false) and expects a fatal
-/// error of `code`, then the end of the connection.
+/// Sends `bytes` after a handshake (or before, if `handshake` is false) and expects a
+/// fatal error of `code`, then the end.
 fn refused_fatally(handshake: bool, bytes: &[u8], code: ErrorCode) {
     let server = priority_server();
     let mut c = if handshake {
@@ -262,17 +239,19 @@ fn refused_fatally(handshake: bool, bytes: &[u8], code: ErrorCode) {
     c.expect_fatal(code);
 }
 
+/// As [`refused_fatally`], with `MALFORMED`.
+fn malformed(handshake: bool, bytes: &[u8]) {
+    refused_fatally(handshake, bytes, ErrorCode::MALFORMED);
+}
+
 #[test]
 fn every_bad_header_is_answered_with_its_code_then_closed() {
     refused_fatally(false, b"GET / HTTP/1.1\r\n", ErrorCode::BAD_MAGIC);
     let version = raw(1, 0x03, 0, 0, &[]);
     refused_fatally(true, &version, ErrorCode::UNSUPPORTED_VERSION);
     refused_fatally(true, &body(0x7f, &[]), ErrorCode::UNKNOWN_KIND);
-    refused_fatally(
-        true,
-        &raw(VERSION, 0x03, 1, 0, &[]),
-        ErrorCode::UNKNOWN_FLAGS,
-    );
+    let flags = raw(VERSION, 0x03, 1, 0, &[]);
+    refused_fatally(true, &flags, ErrorCode::UNKNOWN_FLAGS);
     let large = raw(VERSION, 0x12, 0, MAX_FRAME_LEN + 1, &[]);
     refused_fatally(true, &large, ErrorCode::FRAME_TOO_LARGE);
 }
@@ -281,41 +260,31 @@ fn every_bad_header_is_answered_with_its_code_then_closed() {
 fn every_bad_body_is_answered_malformed_then_closed() {
     let mut large = vec![1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
     large.extend_from_slice(&(MAX_PAYLOAD_LEN + 1).to_le_bytes());
-    let bodies: [(bool, Vec<u8>); 9] = [
-        // A heartbeat with a body.
-        (true, body(0x03, &[0])),
-        // A publish of count 0.
-        (true, body(0x12, &[1, 0, 0, 0, 0, 0, 0, 0])),
-        // A publish whose count announces more than its body holds.
-        (
-            true,
-            body(
-                0x12,
-                &[[1, 0, 0, 0, 2, 0, 0, 0].as_slice(), &[0; 12]].concat(),
-            ),
-        ),
-        // A payload over MAX_PAYLOAD_LEN.
-        (true, body(0x12, &large)),
-        // A credit of 0.
-        (true, body(0x24, &[1, 0, 0, 0, 0, 0, 0, 0])),
-        // An OpenProducer of max_unconfirmed 0.
-        (true, body(0x10, &[0; 13])),
-        // A Hello whose lowest version is above its highest.
-        (false, body(0x01, &[2, 1, 0, 0, 0, 0])),
-        // An OpenProducer whose name is not UTF-8.
-        (
-            true,
-            body(0x10, &[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0xff, 0xfe]),
-        ),
-        // An OpenProducer whose name_len announces more than its body holds.
-        (
-            true,
-            body(0x10, &[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, b'a']),
-        ),
-    ];
-    for (handshake, bytes) in bodies {
-        refused_fatally(handshake, &bytes, ErrorCode::MALFORMED);
-    }
+    // A heartbeat with a body.
+    malformed(true, &body(0x03, &[0]));
+    // A publish of count 0.
+    malformed(true, &body(0x12, &[1, 0, 0, 0, 0, 0, 0, 0]));
+    // A publish whose count announces more than its body holds.
+    let short = [[1, 0, 0, 0, 2, 0, 0, 0].as_slice(), &[0; 12]].concat();
+    malformed(true, &body(0x12, &short));
+    // A payload over MAX_PAYLOAD_LEN.
+    malformed(true, &body(0x12, &large));
+    // A credit of 0.
+    malformed(true, &body(0x24, &[1, 0, 0, 0, 0, 0, 0, 0]));
+    // An OpenProducer of max_unconfirmed 0.
+    malformed(true, &body(0x10, &[0; 13]));
+    // A Hello whose lowest version is above its highest.
+    malformed(false, &body(0x01, &[2, 1, 0, 0, 0, 0]));
+    // An OpenProducer whose name is not UTF-8.
+    malformed(
+        true,
+        &body(0x10, &[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0xff, 0xfe]),
+    );
+    // An OpenProducer whose name_len announces more than its body holds.
+    malformed(
+        true,
+        &body(0x10, &[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, b'a']),
+    );
 }
 
 #[test]
@@ -344,22 +313,15 @@ fn the_handshake_is_enforced() {
 
 #[test]
 fn a_frame_the_broker_never_receives_is_unexpected() {
-    let mut deliver = Vec::new();
-    let mut batch = DeliverBuilder::begin(&mut deliver, ConsumerId(1));
-    batch.push(Guid([0; 16]), DeliveryToken(0), b"x").unwrap();
-    batch.finish().unwrap();
+    let deliver = deliver_frame(1, Guid([0; 16]));
     refused_fatally(true, &deliver, ErrorCode::UNEXPECTED_KIND);
 }
 
 #[test]
 fn a_silent_client_is_closed_at_the_idle_limit_whatever_its_heartbeat() {
-    let server = priority_server_with(|l| {
-        l.heartbeat = Duration::from_millis(30);
-        l.idle_timeout = Duration::from_millis(90);
-    });
+    let server = priority_server_with(|l| (l.heartbeat, l.idle_timeout) = (ms(30), ms(90)));
     let mut c = Client::connect(server.local_addr());
-    c.send(hello_frame(30));
-    c.next(|frame| assert!(matches!(frame, Frame::Welcome(_))));
+    assert_eq!(c.shake_hands(30).version, VERSION);
     c.expect_fatal(ErrorCode::HEARTBEAT_TIMEOUT);
 }
 
@@ -368,16 +330,7 @@ fn the_server_sends_heartbeats_at_the_clients_interval_when_it_has_nothing_else_
     // The server asks for its own interval (5 s), and sends at the client's (20 ms).
     let server = priority_server();
     let mut c = Client::connect(server.local_addr());
-    c.send(hello_frame(20));
-    c.next(|frame| {
-        assert!(matches!(
-            frame,
-            Frame::Welcome(Welcome {
-                heartbeat_ms: 5000,
-                ..
-            })
-        ));
-    });
+    assert_eq!(c.shake_hands(20).heartbeat_ms, 5000);
     c.expect_heartbeat();
     c.expect_heartbeat();
 }
@@ -419,9 +372,8 @@ fn a_dropped_consumer_connection_hands_its_messages_to_another() {
     second.confirm(7, &guids, true);
     producer.all_stored(1, 10);
     // Closed before its confirms are in, a consumer leaves them late; after, nothing.
-    eventually("the confirms", || {
-        server.broker().queue_stats()[0].released == 10
-    });
+    let released = || server.broker().queue_stats()[0].released;
+    eventually("the confirms", || released() == 10);
     drop(producer);
     drop(second);
     all_slots_free(&server);
@@ -466,29 +418,21 @@ fn closing_a_fanout_consumer_without_credit_frees_the_slots_of_what_it_held_back
     assert!(consumer.quiet_for(QUIET));
     consumer.close_consumer(7);
     all_slots_free(&server);
-    assert!(
-        consumer.quiet_for(QUIET),
-        "nothing delivered after the echo"
-    );
+    let quiet = consumer.quiet_for(QUIET);
+    assert!(quiet, "nothing delivered after the echo");
 }
 
 #[test]
 fn more_bad_bodies_are_answered_malformed_then_closed() {
     // A batch over MAX_MESSAGES_PER_FRAME.
-    let count = [1, MAX_MESSAGES_PER_FRAME + 1]
-        .map(u32::to_le_bytes)
-        .concat();
-    refused_fatally(true, &body(0x23, &count), ErrorCode::MALFORMED);
+    let count = [1, MAX_MESSAGES_PER_FRAME + 1].map(u32::to_le_bytes);
+    malformed(true, &body(0x23, &count.concat()));
     // A Hello of version 0.
-    refused_fatally(
-        false,
-        &body(0x01, &[0, 1, 0, 0, 0, 0]),
-        ErrorCode::MALFORMED,
-    );
+    malformed(false, &body(0x01, &[0, 1, 0, 0, 0, 0]));
     // A publish confirm (never sent to the broker) of an unknown status: the body is
     // refused before its kind is.
     let confirm = [1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10];
-    refused_fatally(true, &body(0x13, &confirm), ErrorCode::MALFORMED);
+    malformed(true, &body(0x13, &confirm));
 }
 
 #[test]
@@ -537,11 +481,8 @@ fn a_running_broker_is_served_and_outlives_the_server() {
     server.shutdown();
     assert!(broker.quiesce().is_ok(), "the broker still runs");
     assert_eq!(broker.queue_stats()[0].acked, 3);
-    assert_eq!(
-        store.free_slots(),
-        store.slots(),
-        "every slot freed by the release hook"
-    );
+    let free = store.free_slots();
+    assert_eq!(free, store.slots(), "every slot freed by the release hook");
 }
 
 #[test]
@@ -588,7 +529,7 @@ fn many_producers_and_consumers_on_their_own_threads_exactly_once() {
                 let mut c = Client::consumer(addr, 7, 0, 0, 64);
                 let (mut seen, mut guids) = (Vec::new(), Vec::new());
                 while delivered.load(Ordering::Relaxed) < TOTAL {
-                    if c.quiet_for(Duration::from_millis(20)) {
+                    if c.quiet_for(ms(20)) {
                         continue;
                     }
                     guids.clear();
@@ -628,7 +569,7 @@ fn many_producers_and_consumers_on_their_own_threads_exactly_once() {
                             other => panic!("message {}: {other:?}", id.0),
                         });
                         if !refused.is_empty() {
-                            std::thread::sleep(Duration::from_millis(1));
+                            std::thread::sleep(ms(1));
                         }
                         ids = refused;
                     }

@@ -110,6 +110,26 @@ pub fn open_named_producer_frame(producer: u32, queue: u32, max: u32, name: &str
     })
 }
 
+/// An `OpenConsumer` (the server echoes it).
+pub fn open_consumer_frame(consumer: u32, queue: u32, app: u16, credit: u32) -> Frame<'static> {
+    let (consumer, queue, app) = (ConsumerId(consumer), QueueId(queue), AppId(app));
+    Frame::OpenConsumer(OpenConsumer {
+        consumer,
+        queue,
+        app,
+        credit,
+    })
+}
+
+/// A `Deliver` to `consumer` of one message, `guid` with token 0 and payload `x`, encoded.
+pub fn deliver_frame(consumer: u32, guid: Guid) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut batch = DeliverBuilder::begin(&mut out, ConsumerId(consumer));
+    batch.push(guid, DeliveryToken(0), b"x").unwrap();
+    batch.finish().unwrap();
+    out
+}
+
 /// The `CloseConsumer` of `consumer` (the server echoes it).
 pub fn close_consumer_frame(consumer: u32) -> Frame<'static> {
     Frame::CloseConsumer(CloseConsumer {
@@ -122,6 +142,12 @@ pub fn close_producer_frame(producer: u32) -> Frame<'static> {
     Frame::CloseProducer(CloseProducer {
         producer: ProducerId(producer),
     })
+}
+
+/// A `Credit` of `credit` more messages for `consumer`.
+pub fn credit_frame(consumer: u32, credit: u32) -> Frame<'static> {
+    let consumer = ConsumerId(consumer);
+    Frame::Credit(Credit { consumer, credit })
 }
 
 /// An `Error` frame that refuses nothing, `code` with `message`.
@@ -232,10 +258,7 @@ impl Client {
 
     /// Gives consumer `consumer` `credit` more messages.
     pub fn credit(&mut self, consumer: u32, credit: u32) {
-        self.send(Frame::Credit(Credit {
-            consumer: ConsumerId(consumer),
-            credit,
-        }));
+        self.send(credit_frame(consumer, credit));
     }
 
     /// Closes consumer `consumer` and reads the echo.
@@ -302,15 +325,10 @@ impl Client {
         &mut self,
         producer: u32,
         queue: u32,
-        max_unconfirmed: u32,
+        max: u32,
         name: &str,
     ) -> Result<OwnedWindow, ErrorCode> {
-        self.send(open_named_producer_frame(
-            producer,
-            queue,
-            max_unconfirmed,
-            name,
-        ));
+        self.send(open_named_producer_frame(producer, queue, max, name));
         self.next(|frame| match frame {
             Frame::ProducerOpened(opened) => {
                 assert_eq!(opened.producer, ProducerId(producer));
@@ -329,15 +347,11 @@ impl Client {
         })
     }
 
+    /// Opens consumer `consumer` of `queue`'s `app` with `credit`, and reads the echo.
     pub fn open_consumer(&mut self, consumer: u32, queue: u32, app: u16, credit: u32) {
-        let open = OpenConsumer {
-            consumer: ConsumerId(consumer),
-            queue: QueueId(queue),
-            app: AppId(app),
-            credit,
-        };
-        self.send(Frame::OpenConsumer(open));
-        self.next(|frame| assert_eq!(frame, Frame::OpenConsumer(open)));
+        let open = open_consumer_frame(consumer, queue, app, credit);
+        self.send(open);
+        self.next(|frame| assert_eq!(frame, open));
     }
 
     /// Publishes messages `ids` with `payload(id)` in one frame.
@@ -365,12 +379,8 @@ impl Client {
         }
         batch.finish().unwrap();
         if credit {
-            Frame::Credit(Credit {
-                consumer: ConsumerId(consumer),
-                credit: deliveries.len() as u32,
-            })
-            .encode(&mut self.out)
-            .unwrap();
+            let more = credit_frame(consumer, deliveries.len() as u32);
+            more.encode(&mut self.out).unwrap();
         }
         self.flush();
     }
@@ -550,12 +560,18 @@ impl Client {
 
     /// Reads `n` publish confirms of `producer`, each `Stored`; returns their ids, sorted.
     pub fn stored_ids(&mut self, producer: u32, n: usize) -> Vec<u64> {
+        let mut ids = self.ids_all(producer, n, ConfirmStatus::Stored);
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Reads `n` publish confirms of `producer`, each of `status`; returns their ids in order.
+    pub fn ids_all(&mut self, producer: u32, n: usize, status: ConfirmStatus) -> Vec<u64> {
         let mut ids = Vec::new();
-        self.confirms(producer, n, |id, status| {
-            assert_eq!(status, ConfirmStatus::Stored, "message {}", id.0);
+        self.confirms(producer, n, |id, s| {
+            assert_eq!(s, status, "message {}", id.0);
             ids.push(id.0);
         });
-        ids.sort_unstable();
         ids
     }
 
