@@ -138,10 +138,7 @@ fn welcome_tells_the_deduplication_window() {
         let mut c = Client::connect(server.local_addr());
         let limits = c.shake_hands(0).limits;
         let kept = server.broker().dedup_window();
-        assert_eq!(
-            limits.dedup_window as usize, kept,
-            "the window the queues keep"
-        );
+        assert_eq!(limits.dedup_window as usize, kept, "the queues' window");
         assert_eq!(limits.dedup_window, 16_384);
         assert!(limits.dedup_window >= limits.max_unconfirmed_named);
     });
@@ -164,11 +161,8 @@ fn a_confirm_by_an_unknown_stale_or_foreign_token_confirms_nothing() {
         let refused = |c: &mut Client, consumer: u32, pairs: &[Delivered], what: &str| {
             c.confirm(consumer, pairs, false);
             let refusal = c.expect_error(ErrorCode::UNKNOWN_CONSUMER);
-            assert_eq!(
-                refusal,
-                (Some(FrameKind::ConsumerConfirm), consumer),
-                "{what}"
-            );
+            let expected = (Some(FrameKind::ConsumerConfirm), consumer);
+            assert_eq!(refusal, expected, "{what}");
             assert!(c.quiet_for(Duration::from_millis(100)), "{what}: one error");
         };
 
@@ -195,10 +189,7 @@ fn a_confirm_by_an_unknown_stale_or_foreign_token_confirms_nothing() {
         assert_eq!(d2.1, d0.1, "the freed entry is reused");
         assert_ne!(d2.0, d0.0);
         refused(&mut c, 7, &[d0], "stale: the right slot, another GUID");
-        assert!(
-            held(2)(),
-            "d1 and d2 still held: the stale confirm took neither"
-        );
+        assert!(held(2)(), "d1, d2 held: the stale confirm took neither");
 
         // (c) Another consumer's token. Round-robin whatever the credit: of 3 and 4, one is
         // kept for 7 (no credit), one goes to 8, whose token is the first of its table.

@@ -23,11 +23,8 @@ fn reopen(addr: std::net::SocketAddr, producer: u32, name: &str) -> (Client, Opt
             Ok(last) => return (c, last),
             Err(code) => assert_eq!(code, ErrorCode::NAME_IN_USE),
         }
-        assert!(
-            Instant::now() < until,
-            "the name is still in use after 10 s"
-        );
-        std::thread::sleep(Duration::from_millis(5));
+        assert!(Instant::now() < until, "still in use after 10 s");
+        std::thread::sleep(ms(5));
     }
 }
 
@@ -47,10 +44,7 @@ fn a_producer_reconnecting_under_its_name_resends_and_every_message_is_delivered
         drop(first);
         let (mut second, last) = reopen(addr, 3, &name);
         let last = last.expect("the first 20 are stored");
-        assert!(
-            (19..40).contains(&last),
-            "round {round}: last stored {last}"
-        );
+        assert!((19..40).contains(&last), "round {round}: last {last}");
         // What is not confirmed goes again with its id: the client need not know what was stored.
         second.publish(3, 20..40, payload_of);
         let confirmed = second.stored_ids(3, 20);
@@ -62,15 +56,11 @@ fn a_producer_reconnecting_under_its_name_resends_and_every_message_is_delivered
             *counts.entry(seq(guid.0)).or_insert(0) += 1;
             guids.push(guid);
         });
-        assert!(
-            consumer.quiet_for(Duration::from_millis(100)),
-            "round {round}: more than 40 delivered"
-        );
+        let quiet = consumer.quiet_for(ms(100));
+        assert!(quiet, "round {round}: more than 40 delivered");
         assert_eq!(counts.len(), 40, "round {round}: {counts:?}");
-        assert!(
-            counts.values().all(|&n| n == 1),
-            "round {round}: {counts:?}"
-        );
+        let once = counts.values().all(|&n| n == 1);
+        assert!(once, "round {round}: {counts:?}");
         consumer.confirm(7, &guids, true);
     }
     all_slots_free(&server);
@@ -103,10 +93,8 @@ fn producer_opened_carries_the_last_stored_id_and_a_name_is_open_once() {
     c.all_stored(4, 1);
     c.open_consumer(7, 0, 0, 64);
     let guids = c.delivered(7, 4);
-    assert!(
-        c.quiet_for(Duration::from_millis(100)),
-        "4 stored: 3, 5, 8 and the anonymous 8"
-    );
+    let quiet = c.quiet_for(ms(100));
+    assert!(quiet, "4 stored: 3, 5, 8 and the anonymous 8");
     c.confirm(7, &guids, false);
     all_slots_free(&server);
 }

@@ -52,11 +52,7 @@ fn a_client_trickling_a_frame_within_the_idle_limit_is_closed_at_the_frame_timeo
         reader.expect_fatal(ErrorCode::FRAME_TIMEOUT);
         let closed = started.elapsed();
         assert!(closed >= frame_timeout, "closed after {closed:?}");
-        let bound = 2 * frame_timeout;
-        assert!(
-            closed < bound,
-            "closed {closed:?} after its first byte, timeout {frame_timeout:?}"
-        );
+        assert!(closed < 2 * frame_timeout, "closed after {closed:?}");
         // Its place is another client's now.
         Client::connect(addr).shake_hands(0);
         trickle.join().unwrap();
@@ -93,11 +89,7 @@ fn one_connection_creates_at_most_max_new_names_and_known_names_still_open() {
             c.close_producer_echoed(n);
         }
         let fifth = c.open_named_producer(9, 0, 16, "one-too-many");
-        assert_eq!(
-            fifth,
-            Err(ErrorCode::LIMIT_OUT_OF_RANGE),
-            "a fifth new name"
-        );
+        assert_eq!(fifth, Err(ErrorCode::LIMIT_OUT_OF_RANGE), "a fifth name");
         // Known names open as ever, on this connection and another.
         assert_eq!(c.open_named_producer(10, 0, 16, "name-0"), Ok(None));
         let mut other = Client::hello(addr);

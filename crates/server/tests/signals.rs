@@ -12,6 +12,8 @@ use common::*;
 use zerodispatch_testkit::within;
 use zerodispatch_wire::*;
 
+const WATCHDOG: Duration = Duration::from_secs(60);
+
 /// Starts `zd-server` on a free loopback port with `args`; it and the address it prints.
 fn spawn_server(args: &[&str]) -> (Child, SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_zd-server"))
@@ -77,49 +79,40 @@ fn signal_drains_and_exits_zero(signal: &str) {
 
 #[test]
 fn sigterm_drains_tells_every_connection_shutting_down_and_exits_zero() {
-    within(Duration::from_secs(60), "SIGTERM", || {
-        signal_drains_and_exits_zero("-TERM");
+    within(WATCHDOG, "SIGTERM", || {
+        signal_drains_and_exits_zero("-TERM")
     });
 }
 
 #[test]
 fn sigint_drains_tells_every_connection_shutting_down_and_exits_zero() {
-    within(Duration::from_secs(60), "SIGINT", || {
-        signal_drains_and_exits_zero("-INT");
-    });
+    within(WATCHDOG, "SIGINT", || signal_drains_and_exits_zero("-INT"));
 }
 
 /// A client that does not read is abandoned 2.5 s after the signal; the exit follows soon.
 #[test]
 fn sigterm_with_a_client_that_does_not_read_exits_soon_after_the_drain_bound() {
-    within(
-        Duration::from_secs(60),
-        "SIGTERM, a client not reading",
-        || {
-            let (mut child, addr) = spawn_server(&["--fanout", "16"]);
-            // 16 fanout consumers with windows of 4 KiB payloads: 64 MiB owed, none read.
-            let mut c = Client::hello(addr);
-            for app in 0..16 {
-                c.open_consumer(u32::from(app), 0, app, 1024);
-            }
-            c.open_producer(100, 0, 1024);
-            let payload = [7_u8; 4000];
-            for round in 0..8_u64 {
-                let ids = round * 128..(round + 1) * 128;
-                c.send_raw(&publish_frame(100, ids, &payload));
-            }
-            std::thread::sleep(Duration::from_millis(500));
-            let signalled = Instant::now();
-            kill(&child, "-TERM");
-            let status = exit_within(&mut child, Duration::from_secs(10));
-            let exited = signalled.elapsed();
-            eprintln!("zd-server exited {exited:?} after SIGTERM, a client not reading");
-            assert!(status.success(), "zd-server exited with {status:?}");
-            assert!(
-                exited < Duration::from_millis(4000),
-                "zd-server exited {exited:?} after SIGTERM; the drain's bound is 2.5 s"
-            );
-            drop(c);
-        },
-    );
+    within(WATCHDOG, "SIGTERM, a client not reading", || {
+        let (mut child, addr) = spawn_server(&["--fanout", "16"]);
+        // 16 fanout consumers with windows of 4 KiB payloads: 64 MiB owed, none read.
+        let mut c = Client::hello(addr);
+        for app in 0..16 {
+            c.open_consumer(u32::from(app), 0, app, 1024);
+        }
+        c.open_producer(100, 0, 1024);
+        let payload = [7_u8; 4000];
+        for round in 0..8_u64 {
+            let ids = round * 128..(round + 1) * 128;
+            c.send_raw(&publish_frame(100, ids, &payload));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        let signalled = Instant::now();
+        kill(&child, "-TERM");
+        let status = exit_within(&mut child, Duration::from_secs(10));
+        let exited = signalled.elapsed();
+        eprintln!("zd-server exited {exited:?} after SIGTERM, a client not reading");
+        assert!(status.success(), "zd-server exited with {status:?}");
+        assert!(exited < ms(4000), "exited {exited:?} after; bound 2.5 s");
+        drop(c);
+    });
 }

@@ -118,10 +118,8 @@ fn a_frame_larger_than_the_store_is_confirmed_as_far_as_it_is_stored() {
         0..256 => ConfirmStatus::Stored,
         _ => ConfirmStatus::RejectedStoreFull,
     };
-    assert_eq!(
-        statuses,
-        (0..300).map(|id| (id, status(id))).collect::<Vec<_>>()
-    );
+    let expected: Vec<_> = (0..300).map(|id| (id, status(id))).collect();
+    assert_eq!(statuses, expected);
     assert_eq!(server.stats().free_slots, 0);
 }
 

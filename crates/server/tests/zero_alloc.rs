@@ -55,9 +55,6 @@ fn a_message_through_the_server_allocates_nothing_once_warm() {
         next += BATCH;
     }
     let allocated = CountingAllocator::allocations() - before;
-    assert_eq!(
-        allocated, 0,
-        "{allocated} allocations for {MESSAGES} messages through the server"
-    );
+    assert_eq!(allocated, 0, "{allocated} allocations for {MESSAGES}");
     assert_eq!(server.stats().stale_handles, 0);
 }

@@ -51,9 +51,8 @@ pub fn priority_server_with(tune: impl FnOnce(&mut Limits)) -> Server {
 
 /// Waits until every slot of the store is free (the store of [`limits`]).
 pub fn all_slots_free(server: &Server) {
-    eventually("every slot free", || {
-        server.stats().free_slots == limits().store_slots
-    });
+    let slots = limits().store_slots;
+    eventually("every slot free", || server.stats().free_slots == slots);
 }
 
 /// `n` milliseconds.
@@ -101,10 +100,9 @@ pub fn open_producer_frame(producer: u32, queue: u32, max_unconfirmed: u32) -> F
 
 /// An `OpenProducer` under `name` (anonymous if empty).
 pub fn open_named_producer_frame(producer: u32, queue: u32, max: u32, name: &str) -> Frame<'_> {
-    let (producer, queue) = (ProducerId(producer), QueueId(queue));
     Frame::OpenProducer(OpenProducer {
-        producer,
-        queue,
+        producer: ProducerId(producer),
+        queue: QueueId(queue),
         max_unconfirmed: max,
         name,
     })
@@ -112,11 +110,10 @@ pub fn open_named_producer_frame(producer: u32, queue: u32, max: u32, name: &str
 
 /// An `OpenConsumer` (the server echoes it).
 pub fn open_consumer_frame(consumer: u32, queue: u32, app: u16, credit: u32) -> Frame<'static> {
-    let (consumer, queue, app) = (ConsumerId(consumer), QueueId(queue), AppId(app));
     Frame::OpenConsumer(OpenConsumer {
-        consumer,
-        queue,
-        app,
+        consumer: ConsumerId(consumer),
+        queue: QueueId(queue),
+        app: AppId(app),
         credit,
     })
 }
@@ -132,16 +129,14 @@ pub fn deliver_frame(consumer: u32, guid: Guid) -> Vec<u8> {
 
 /// The `CloseConsumer` of `consumer` (the server echoes it).
 pub fn close_consumer_frame(consumer: u32) -> Frame<'static> {
-    Frame::CloseConsumer(CloseConsumer {
-        consumer: ConsumerId(consumer),
-    })
+    let consumer = ConsumerId(consumer);
+    Frame::CloseConsumer(CloseConsumer { consumer })
 }
 
 /// The `CloseProducer` of `producer` (the server echoes it).
 pub fn close_producer_frame(producer: u32) -> Frame<'static> {
-    Frame::CloseProducer(CloseProducer {
-        producer: ProducerId(producer),
-    })
+    let producer = ProducerId(producer);
+    Frame::CloseProducer(CloseProducer { producer })
 }
 
 /// A `Credit` of `credit` more messages for `consumer`.
@@ -300,11 +295,8 @@ impl Client {
     }
 
     pub fn open_producer(&mut self, producer: u32, queue: u32, max_unconfirmed: u32) {
-        assert_eq!(
-            self.open_named_producer(producer, queue, max_unconfirmed, ""),
-            Ok(None),
-            "an anonymous producer has nothing stored"
-        );
+        let opened = self.open_named_producer(producer, queue, max_unconfirmed, "");
+        assert_eq!(opened, Ok(None), "anonymous: nothing stored");
     }
 
     /// Opens a producer under `name` (anonymous if empty): the highest publish id stored
@@ -478,11 +470,7 @@ impl Client {
     /// The next frame is a fatal error of `code` (refused and subject 0), then the end.
     pub fn expect_fatal(&mut self, code: ErrorCode) {
         let carried = self.expect_error(code);
-        assert_eq!(
-            carried,
-            (None, 0),
-            "a fatal error carries refused 0 and subject 0"
-        );
+        assert_eq!(carried, (None, 0), "a fatal error refuses no frame");
         self.expect_closed();
     }
 
