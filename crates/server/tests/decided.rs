@@ -163,7 +163,7 @@ fn a_confirm_by_an_unknown_stale_or_foreign_token_confirms_nothing() {
             let refusal = c.expect_error(ErrorCode::UNKNOWN_CONSUMER);
             let expected = (Some(FrameKind::ConsumerConfirm), consumer);
             assert_eq!(refusal, expected, "{what}");
-            assert!(c.quiet_for(Duration::from_millis(100)), "{what}: one error");
+            assert!(c.quiet_for(ms(100)), "{what}: one error");
         };
 
         // (a) A token out of range.
@@ -176,7 +176,7 @@ fn a_confirm_by_an_unknown_stale_or_foreign_token_confirms_nothing() {
         // The right pair confirms.
         c.confirm(7, &[d0], false);
         eventually("d0 confirmed", held(1));
-        assert!(c.quiet_for(Duration::from_millis(100)), "no error");
+        assert!(c.quiet_for(ms(100)), "no error");
 
         // (b) A stale token: its delivery confirmed already (a free entry) ...
         refused(&mut c, 7, &[d0], "confirmed already");

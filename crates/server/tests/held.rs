@@ -34,10 +34,10 @@ fn trickle(c: Client, bytes: Vec<u8>, every: Duration) -> (Client, JoinHandle<()
 #[test]
 fn a_client_trickling_a_frame_within_the_idle_limit_is_closed_at_the_frame_timeout() {
     within(WATCHDOG, "trickle", || {
-        let frame_timeout = Duration::from_millis(500);
+        let frame_timeout = ms(500);
         let server = priority_server_with(|l| {
             (l.max_connections, l.heartbeat) = (1, Duration::ZERO);
-            (l.idle_timeout, l.frame_timeout) = (Duration::from_millis(400), frame_timeout);
+            (l.idle_timeout, l.frame_timeout) = (ms(400), frame_timeout);
         });
         let addr = server.local_addr();
         let mut c = Client::connect(addr);
@@ -48,7 +48,7 @@ fn a_client_trickling_a_frame_within_the_idle_limit_is_closed_at_the_frame_timeo
         frame.extend_from_slice(&1000_u32.to_le_bytes());
         frame.resize(10 + 1000, 1);
         let started = Instant::now();
-        let (mut reader, trickle) = trickle(c, frame, Duration::from_millis(150));
+        let (mut reader, trickle) = trickle(c, frame, ms(150));
         reader.expect_fatal(ErrorCode::FRAME_TIMEOUT);
         let closed = started.elapsed();
         assert!(closed >= frame_timeout, "closed after {closed:?}");
@@ -64,14 +64,14 @@ fn a_client_trickling_its_hello_is_closed_at_the_handshake_timeout() {
     within(WATCHDOG, "trickled hello", || {
         let server = priority_server_with(|l| {
             (l.heartbeat, l.idle_timeout) = (Duration::ZERO, Duration::from_secs(2));
-            l.handshake_timeout = Duration::from_millis(400);
+            l.handshake_timeout = ms(400);
         });
         let hello = encoded(hello_frame(0));
         let c = Client::connect(server.local_addr());
         let started = Instant::now();
-        let (mut reader, trickle) = trickle(c, hello, Duration::from_millis(100));
+        let (mut reader, trickle) = trickle(c, hello, ms(100));
         reader.expect_fatal(ErrorCode::HANDSHAKE_REQUIRED);
-        assert!(started.elapsed() < Duration::from_millis(800));
+        assert!(started.elapsed() < ms(800));
         trickle.join().unwrap();
     });
 }
@@ -129,7 +129,7 @@ fn connections_one_after_another_cannot_fill_the_table_of_names_and_an_open_name
                 let opened = loop {
                     match c.open_named_producer(p, 0, 16, &name) {
                         Err(ErrorCode::LIMIT_OUT_OF_RANGE) if Instant::now() < deadline => {
-                            std::thread::sleep(Duration::from_millis(5));
+                            std::thread::sleep(ms(5));
                         }
                         opened => break opened,
                     }
@@ -156,7 +156,7 @@ fn a_connection_the_server_closed_frees_its_place_before_the_client_sees_the_end
     within(WATCHDOG, "place freed", || {
         let server = priority_server_with(|l| {
             (l.max_connections, l.heartbeat) = (1, Duration::ZERO);
-            l.idle_timeout = Duration::from_millis(300);
+            l.idle_timeout = ms(300);
         });
         let addr = server.local_addr();
         for _ in 0..3 {

@@ -121,22 +121,16 @@ fn closing_a_producer_confirms_its_messages_then_echoes() {
     let (mut producer, mut consumer) = open_pair(server.local_addr(), 100, 64);
     round_trip(&mut producer, &mut consumer, 0, 5);
     producer.close_producer(1);
-    let mut confirmed = 0;
-    loop {
-        let done = producer.next(|frame| match frame {
-            Frame::PublishConfirm(batch) => {
-                confirmed += batch.count();
-                false
-            }
+    let (mut confirmed, mut echoed) = (0, false);
+    while !echoed {
+        producer.next(|frame| match frame {
+            Frame::PublishConfirm(batch) => confirmed += batch.count(),
             Frame::CloseProducer(close) => {
                 assert_eq!(close.producer, ProducerId(1));
-                true
+                echoed = true;
             }
             other => panic!("{other:?}"),
         });
-        if done {
-            break;
-        }
     }
     assert_eq!(confirmed, 5, "every confirm before the echo");
     // The id may be opened again, and a publish to the closed one is refused.
@@ -455,7 +449,6 @@ fn error_frames_from_the_client() {
 
 #[test]
 fn a_running_broker_is_served_and_outlives_the_server() {
-    use std::sync::Arc;
     use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig};
     use zerodispatch_server::{PayloadStore, Server};
 
@@ -512,7 +505,6 @@ fn a_queue_window_above_the_consumer_window_is_refused_at_start() {
 
 #[test]
 fn many_producers_and_consumers_on_their_own_threads_exactly_once() {
-    use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     const PRODUCERS: u64 = 4;

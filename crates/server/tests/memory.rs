@@ -56,7 +56,7 @@ fn read_frame(stream: &mut TcpStream, what: &str, check: impl FnOnce(Frame<'_>))
 
 /// Gives the server and the allocator a moment to settle before a measure.
 fn settle() {
-    std::thread::sleep(Duration::from_millis(200));
+    std::thread::sleep(ms(200));
 }
 
 #[test]
@@ -115,7 +115,7 @@ fn a_silent_connection_costs_at_most_64_kib_churn_does_not_grow_memory_and_a_bur
             });
         }
         let grown = rss_kib();
-        std::thread::sleep(Duration::from_millis(1500));
+        std::thread::sleep(ms(1500));
         let trimmed = rss_kib();
         let per = |kib: u64| kib.saturating_sub(quiet) as f64 / CONNECTIONS as f64;
         eprintln!(

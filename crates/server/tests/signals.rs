@@ -54,7 +54,7 @@ fn exit_within(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
             let _ = child.kill();
             panic!("zd-server still running {limit:?} after the signal");
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(ms(20));
     }
 }
 
@@ -66,7 +66,7 @@ fn signal_drains_and_exits_zero(signal: &str) {
     producer.all_stored(1, 100);
     // Published, not read back: the server owes these their confirms.
     producer.publish(1, 100..1100, payload_of);
-    std::thread::sleep(Duration::from_millis(200));
+    std::thread::sleep(ms(200));
     kill(&child, signal);
     producer.all_stored(1, 1000);
     producer.expect_fatal(ErrorCode::SHUTTING_DOWN);
@@ -105,7 +105,7 @@ fn sigterm_with_a_client_that_does_not_read_exits_soon_after_the_drain_bound() {
             let ids = round * 128..(round + 1) * 128;
             c.send_raw(&publish_frame(100, ids, &payload));
         }
-        std::thread::sleep(Duration::from_millis(500));
+        std::thread::sleep(ms(500));
         let signalled = Instant::now();
         kill(&child, "-TERM");
         let status = exit_within(&mut child, Duration::from_secs(10));

@@ -176,8 +176,8 @@ fn a_frame_that_names_an_id_twice_is_refused_whole() {
 fn a_client_that_stops_reading_is_dropped_at_the_idle_limit() {
     let server = priority_server_with(|l| {
         (l.slot_size, l.store_slots, l.consumer_window) = (64 << 10, 1024, 1024);
-        l.heartbeat = Duration::from_millis(100);
-        l.idle_timeout = Duration::from_millis(500);
+        l.heartbeat = ms(100);
+        l.idle_timeout = ms(500);
     });
     let addr = server.local_addr();
     // A consumer with room for everything, which never reads again.

@@ -628,20 +628,14 @@ pub struct Traffic {
 impl Traffic {
     /// The ids confirmed with `status`, in order.
     pub fn ids(&self, status: ConfirmStatus) -> Vec<u64> {
-        self.confirms
-            .iter()
-            .filter(|c| c.1 == status)
-            .map(|c| c.0)
-            .collect()
+        let confirmed = self.confirms.iter().filter(|c| c.1 == status);
+        confirmed.map(|c| c.0).collect()
     }
 
     /// The deliveries to `consumer` (GUID and token), in order.
     pub fn deliveries(&self, consumer: u32) -> Vec<Delivered> {
-        self.delivered
-            .iter()
-            .filter(|d| d.0 == consumer)
-            .map(|d| d.1)
-            .collect()
+        let delivered = self.delivered.iter().filter(|d| d.0 == consumer);
+        delivered.map(|d| d.1).collect()
     }
 }
 
