@@ -4,14 +4,9 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::*;
 use zerodispatch_broker::QueueMode;
-use zerodispatch_testkit::within;
 use zerodispatch_wire::*;
-
-const WATCHDOG: Duration = Duration::from_secs(30);
 
 /// Reads until two deliveries to consumer 7 and two publish confirms came; the deliveries.
 fn both_delivered_and_confirmed(c: &mut Client) -> Vec<Delivered> {
@@ -21,7 +16,7 @@ fn both_delivered_and_confirmed(c: &mut Client) -> Vec<Delivered> {
 
 #[test]
 fn a_kind_the_broker_never_receives_is_fatal_whatever_id_it_names() {
-    within(WATCHDOG, "unexpected kind", || {
+    watched("unexpected kind", || {
         let server = priority_server();
         for kind in [FrameKind::Deliver, FrameKind::PublishConfirm] {
             let mut c = Client::hello(server.local_addr());
@@ -43,7 +38,7 @@ fn a_kind_the_broker_never_receives_is_fatal_whatever_id_it_names() {
 
 #[test]
 fn an_error_frame_before_hello_is_answered_handshake_required() {
-    within(WATCHDOG, "error before hello", || {
+    watched("error before hello", || {
         let server = priority_server();
         for code in [ErrorCode::INTERNAL, ErrorCode::UNKNOWN_QUEUE] {
             let mut c = Client::connect(server.local_addr());
@@ -55,7 +50,7 @@ fn an_error_frame_before_hello_is_answered_handshake_required() {
 
 #[test]
 fn between_a_close_and_its_echo_the_id_is_in_use_and_unknown() {
-    within(WATCHDOG, "close then echo", || {
+    watched("close then echo", || {
         let server = priority_server();
         let mut c = Client::producer(server.local_addr(), 1, 0, 16);
         // The three in one write: the server reads them before the close is done.
@@ -72,7 +67,7 @@ fn between_a_close_and_its_echo_the_id_is_in_use_and_unknown() {
 
 #[test]
 fn a_confirm_of_several_unknown_guids_gets_one_error_and_the_others_are_confirmed() {
-    within(WATCHDOG, "unknown guids", || {
+    watched("unknown guids", || {
         let server = priority_server();
         let mut c = Client::producer(server.local_addr(), 1, 0, 16);
         c.open_consumer(7, 0, 0, 16);
@@ -99,7 +94,7 @@ fn a_confirm_of_several_unknown_guids_gets_one_error_and_the_others_are_confirme
 
 #[test]
 fn an_empty_payload_takes_a_slot_of_the_store() {
-    within(WATCHDOG, "empty payload", || {
+    watched("empty payload", || {
         let server = priority_server();
         let mut c = Client::producer(server.local_addr(), 1, 0, 16);
         let slots = server.stats().slots;
@@ -111,7 +106,7 @@ fn an_empty_payload_takes_a_slot_of_the_store() {
 
 #[test]
 fn a_fanout_message_holds_its_slot_until_every_app_confirms() {
-    within(WATCHDOG, "fanout slot", || {
+    watched("fanout slot", || {
         let server = server(&[QueueMode::Fanout { apps: 2 }], limits());
         let mut c = Client::producer(server.local_addr(), 1, 0, 16);
         c.open_consumer(10, 0, 0, 16);
@@ -133,7 +128,7 @@ fn a_fanout_message_holds_its_slot_until_every_app_confirms() {
 
 #[test]
 fn welcome_tells_the_deduplication_window() {
-    within(WATCHDOG, "dedup window", || {
+    watched("dedup window", || {
         let server = priority_server();
         let mut c = Client::connect(server.local_addr());
         let limits = c.shake_hands(0).limits;
@@ -146,7 +141,7 @@ fn welcome_tells_the_deduplication_window() {
 
 #[test]
 fn a_confirm_by_an_unknown_stale_or_foreign_token_confirms_nothing() {
-    within(WATCHDOG, "delivery tokens", || {
+    watched("delivery tokens", || {
         let server = priority_server();
         let slots = server.stats().slots;
         let server = &server;

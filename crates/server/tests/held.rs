@@ -10,10 +10,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use zerodispatch_broker::{BrokerConfig, QueueMode};
 use zerodispatch_server::Limits;
-use zerodispatch_testkit::within;
 use zerodispatch_wire::*;
-
-const WATCHDOG: Duration = Duration::from_secs(30);
 
 /// Writes `bytes` one at a time, `every` apart, on a thread (until the server closes);
 /// returns a client reading the same socket, and the thread.
@@ -33,7 +30,7 @@ fn trickle(c: Client, bytes: Vec<u8>, every: Duration) -> (Client, JoinHandle<()
 
 #[test]
 fn a_client_trickling_a_frame_within_the_idle_limit_is_closed_at_the_frame_timeout() {
-    within(WATCHDOG, "trickle", || {
+    watched("trickle", || {
         let frame_timeout = ms(500);
         let server = priority_server_with(|l| {
             (l.max_connections, l.heartbeat) = (1, Duration::ZERO);
@@ -61,7 +58,7 @@ fn a_client_trickling_a_frame_within_the_idle_limit_is_closed_at_the_frame_timeo
 
 #[test]
 fn a_client_trickling_its_hello_is_closed_at_the_handshake_timeout() {
-    within(WATCHDOG, "trickled hello", || {
+    watched("trickled hello", || {
         let server = priority_server_with(|l| {
             (l.heartbeat, l.idle_timeout) = (Duration::ZERO, Duration::from_secs(2));
             l.handshake_timeout = ms(400);
@@ -78,7 +75,7 @@ fn a_client_trickling_its_hello_is_closed_at_the_handshake_timeout() {
 
 #[test]
 fn one_connection_creates_at_most_max_new_names_and_known_names_still_open() {
-    within(WATCHDOG, "new names", || {
+    watched("new names", || {
         let server = priority_server_with(|l| l.max_new_names = 4);
         let addr = server.local_addr();
         let mut c = Client::connect(addr);
@@ -102,7 +99,7 @@ fn one_connection_creates_at_most_max_new_names_and_known_names_still_open() {
 
 #[test]
 fn connections_one_after_another_cannot_fill_the_table_of_names_and_an_open_name_is_kept() {
-    within(WATCHDOG, "names reclaimed", || {
+    watched("names reclaimed", || {
         let limits = Limits {
             max_new_names: 2,
             ..limits()
@@ -153,7 +150,7 @@ fn connections_one_after_another_cannot_fill_the_table_of_names_and_an_open_name
 
 #[test]
 fn a_connection_the_server_closed_frees_its_place_before_the_client_sees_the_end() {
-    within(WATCHDOG, "place freed", || {
+    watched("place freed", || {
         let server = priority_server_with(|l| {
             (l.max_connections, l.heartbeat) = (1, Duration::ZERO);
             l.idle_timeout = ms(300);

@@ -8,10 +8,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::*;
-use zerodispatch_testkit::within;
 use zerodispatch_wire::*;
 
-const WATCHDOG: Duration = Duration::from_secs(30);
 const IDLE: Duration = ms(600);
 
 /// A server with an idle limit of [`IDLE`], asking for heartbeats every third of it.
@@ -61,7 +59,7 @@ fn raw_hello(addr: std::net::SocketAddr, heartbeat_ms: u32) -> TcpStream {
 
 #[test]
 fn a_connection_silent_after_hello_with_heartbeat_zero_is_closed_at_the_idle_limit() {
-    within(WATCHDOG, "idle after Hello", || {
+    watched("idle after Hello", || {
         let server = idle_server();
         let start = Instant::now();
         let mut c = raw_hello(server.local_addr(), 0);
@@ -77,7 +75,7 @@ fn a_connection_silent_after_hello_with_heartbeat_zero_is_closed_at_the_idle_lim
 
 #[test]
 fn a_connection_that_announced_a_long_heartbeat_is_closed_at_the_idle_limit_all_the_same() {
-    within(WATCHDOG, "idle, long heartbeat", || {
+    watched("idle, long heartbeat", || {
         let server = idle_server();
         let start = Instant::now();
         // An hour: the client owes its own heartbeats at the server's interval, and sends none.
@@ -90,7 +88,7 @@ fn a_connection_that_announced_a_long_heartbeat_is_closed_at_the_idle_limit_all_
 
 #[test]
 fn a_connection_that_never_says_hello_is_closed_at_the_idle_limit() {
-    within(WATCHDOG, "idle before Hello", || {
+    watched("idle before Hello", || {
         let server = idle_server();
         let start = Instant::now();
         let mut c = TcpStream::connect(server.local_addr()).unwrap();
@@ -104,7 +102,7 @@ fn a_connection_that_never_says_hello_is_closed_at_the_idle_limit() {
 
 #[test]
 fn a_client_that_follows_the_servers_heartbeat_stays_open_past_the_idle_limit() {
-    within(WATCHDOG, "heartbeats keep it open", || {
+    watched("heartbeats keep it open", || {
         let server = idle_server();
         let mut c = Client::connect(server.local_addr());
         let welcome = c.shake_hands(0);
@@ -121,7 +119,7 @@ fn a_client_that_follows_the_servers_heartbeat_stays_open_past_the_idle_limit() 
 
 #[test]
 fn a_client_announcing_300_ms_receives_heartbeats_at_that_rate() {
-    within(WATCHDOG, "heartbeats at 300 ms", || {
+    watched("heartbeats at 300 ms", || {
         // The server's own interval (what it asks of clients) is another: 5 s.
         let server = priority_server();
         let start = Instant::now();
@@ -152,7 +150,7 @@ fn a_client_announcing_300_ms_receives_heartbeats_at_that_rate() {
 
 #[test]
 fn a_client_announcing_zero_receives_no_heartbeat_whatever_the_servers_interval() {
-    within(WATCHDOG, "no heartbeats", || {
+    watched("no heartbeats", || {
         let server = priority_server_with(|l| (l.heartbeat, l.idle_timeout) = (ms(100), ms(1500)));
         let start = Instant::now();
         let mut c = raw_hello(server.local_addr(), 0);
@@ -166,7 +164,7 @@ fn a_client_announcing_zero_receives_no_heartbeat_whatever_the_servers_interval(
 
 #[test]
 fn a_connection_past_the_cap_is_refused_with_its_own_code_and_a_freed_place_is_taken_again() {
-    within(WATCHDOG, "connection cap", || {
+    watched("connection cap", || {
         let server = priority_server_with(|l| l.max_connections = 2);
         let addr = server.local_addr();
         let a = Client::hello(addr);
@@ -190,7 +188,7 @@ fn a_connection_past_the_cap_is_refused_with_its_own_code_and_a_freed_place_is_t
 
 #[test]
 fn a_client_announcing_1_ms_gets_heartbeats_no_faster_than_every_10_ms() {
-    within(WATCHDOG, "heartbeat floor", || {
+    watched("heartbeat floor", || {
         let server = priority_server();
         let start = Instant::now();
         let mut c = raw_hello(server.local_addr(), 1);

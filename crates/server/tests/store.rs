@@ -5,12 +5,11 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::*;
 use zerodispatch_broker::QueueMode;
 use zerodispatch_server::Limits;
-use zerodispatch_testkit::within;
 use zerodispatch_wire::*;
 
 /// Issue: with 4 slots, 12 publishes to the connection's own consumer waited for a slot in
@@ -196,7 +195,7 @@ fn a_client_that_stops_reading_is_dropped_at_the_idle_limit() {
 /// only an id never stored `RejectedStoreFull`.
 #[test]
 fn a_full_store_checks_the_record_before_the_quota() {
-    within(Duration::from_secs(30), "record before quota", || {
+    watched("record before quota", || {
         let server = priority_server_with(|l| l.store_slots = 8);
         let mut c = Client::hello(server.local_addr());
         assert_eq!(c.open_named_producer(1, 0, 100, "orders"), Ok(None));

@@ -183,6 +183,11 @@ pub fn limits() -> Limits {
     }
 }
 
+/// Runs `f` under a 30 s watchdog: a hang fails the test instead of holding it.
+pub fn watched(what: &str, f: impl FnOnce() + Send + 'static) {
+    zerodispatch_testkit::within(Duration::from_secs(30), what, f);
+}
+
 /// Waits until `ready` holds, up to 10 s.
 pub fn eventually(what: &str, mut ready: impl FnMut() -> bool) {
     let until = Instant::now() + READ_TIMEOUT;
