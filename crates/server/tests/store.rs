@@ -29,10 +29,8 @@ fn a_connection_whose_own_consumer_frees_the_slots_never_stalls() {
             let stored = r.ids(ConfirmStatus::Stored).len();
             r.confirms.len() == want && r.delivered.len() == stored
         });
-        let (now_stored, refused) = (
-            read.ids(ConfirmStatus::Stored),
-            read.ids(ConfirmStatus::RejectedStoreFull),
-        );
+        let now_stored = read.ids(ConfirmStatus::Stored);
+        let refused = read.ids(ConfirmStatus::RejectedStoreFull);
         let outcomes = now_stored.len() + refused.len();
         assert_eq!(outcomes, want, "{:?}", read.confirms);
         if round == 0 {
@@ -129,11 +127,8 @@ fn a_payload_larger_than_the_slots_is_refused_alone_and_its_producer_stays_open(
     let server = priority_server_with(|l| l.slot_size = 64);
     let mut client = Client::hello(server.local_addr());
     assert_eq!(client.open_named_producer(1, 0, 16, "n"), Ok(None));
-    client.publish(
-        1,
-        0..3,
-        |id, buf| if id == 1 { 200 } else { payload_of(id, buf) },
-    );
+    let one_too_large = |id, buf: &mut [u8]| if id == 1 { 200 } else { payload_of(id, buf) };
+    client.publish(1, 0..3, one_too_large);
     assert_eq!(
         client.statuses(1, 3),
         [
@@ -150,11 +145,9 @@ fn a_payload_larger_than_the_slots_is_refused_alone_and_its_producer_stays_open(
         .open_producer_window(2, 0, 16, "n")
         .expect("the name is free once its producer closed");
     assert_eq!(window.last_stored, Some(3));
-    assert_eq!(
-        (0..4).map(|id| window.stored(id)).collect::<Vec<_>>(),
-        [Some(true), Some(false), Some(true), Some(true)],
-        "id by id: the refused one is not stored"
-    );
+    let stored: Vec<_> = (0..4).map(|id| window.stored(id)).collect();
+    let expected = [Some(true), Some(false), Some(true), Some(true)];
+    assert_eq!(stored, expected, "id by id: the refused one is not stored");
 }
 
 /// Issue: an id twice in a frame got unmatchable confirms; now the frame is refused whole.
