@@ -50,19 +50,19 @@ fn heartbeats_until_closed(c: &mut TcpStream, start: Instant) -> Heard {
     }
 }
 
-/// The socket of a connection that said `Hello` announcing `heartbeat_ms`.
-fn raw_hello(addr: std::net::SocketAddr, heartbeat_ms: u32) -> TcpStream {
+/// When it began, and the socket of a connection that said `Hello` announcing `heartbeat_ms`.
+fn raw_hello(addr: std::net::SocketAddr, heartbeat_ms: u32) -> (Instant, TcpStream) {
+    let start = Instant::now();
     let mut c = Client::connect(addr);
     c.shake_hands(heartbeat_ms);
-    c.into_stream()
+    (start, c.into_stream())
 }
 
 #[test]
 fn a_connection_silent_after_hello_with_heartbeat_zero_is_closed_at_the_idle_limit() {
     watched("idle after Hello", || {
         let server = idle_server();
-        let start = Instant::now();
-        let mut c = raw_hello(server.local_addr(), 0);
+        let (start, mut c) = raw_hello(server.local_addr(), 0);
         let (beats, code) = heartbeats_until_closed(&mut c, start);
         let elapsed = start.elapsed();
         assert!(beats.is_empty(), "heartbeats, none asked: {beats:?}");
@@ -77,9 +77,8 @@ fn a_connection_silent_after_hello_with_heartbeat_zero_is_closed_at_the_idle_lim
 fn a_connection_that_announced_a_long_heartbeat_is_closed_at_the_idle_limit_all_the_same() {
     watched("idle, long heartbeat", || {
         let server = idle_server();
-        let start = Instant::now();
         // An hour: the client owes its own heartbeats at the server's interval, and sends none.
-        let mut c = raw_hello(server.local_addr(), 3_600_000);
+        let (start, mut c) = raw_hello(server.local_addr(), 3_600_000);
         let (_, code) = heartbeats_until_closed(&mut c, start);
         assert_eq!(code, Some(ErrorCode::HEARTBEAT_TIMEOUT));
         assert!(start.elapsed() >= IDLE);
@@ -122,8 +121,7 @@ fn a_client_announcing_300_ms_receives_heartbeats_at_that_rate() {
     watched("heartbeats at 300 ms", || {
         // The server's own interval (what it asks of clients) is another: 5 s.
         let server = priority_server();
-        let start = Instant::now();
-        let mut c = raw_hello(server.local_addr(), 300);
+        let (start, mut c) = raw_hello(server.local_addr(), 300);
         // The client sends its own heartbeats meanwhile, on another handle of the socket.
         let mut beat = c.try_clone().unwrap();
         let sender = std::thread::spawn(move || {
@@ -152,8 +150,7 @@ fn a_client_announcing_300_ms_receives_heartbeats_at_that_rate() {
 fn a_client_announcing_zero_receives_no_heartbeat_whatever_the_servers_interval() {
     watched("no heartbeats", || {
         let server = priority_server_with(|l| (l.heartbeat, l.idle_timeout) = (ms(100), ms(1500)));
-        let start = Instant::now();
-        let mut c = raw_hello(server.local_addr(), 0);
+        let (start, mut c) = raw_hello(server.local_addr(), 0);
         let (beats, code) = heartbeats_until_closed(&mut c, start);
         assert!(beats.is_empty(), "heartbeats, 0 announced: {beats:?}");
         // Timed out by the server's idle limit only.
@@ -190,8 +187,7 @@ fn a_connection_past_the_cap_is_refused_with_its_own_code_and_a_freed_place_is_t
 fn a_client_announcing_1_ms_gets_heartbeats_no_faster_than_every_10_ms() {
     watched("heartbeat floor", || {
         let server = priority_server();
-        let start = Instant::now();
-        let mut c = raw_hello(server.local_addr(), 1);
+        let (start, mut c) = raw_hello(server.local_addr(), 1);
         let writer = c.try_clone().unwrap();
         let closer = std::thread::spawn(move || {
             std::thread::sleep(ms(500));
