@@ -1,40 +1,35 @@
-//! What the protocol document once left open, decided and held to: the order of checks
-//! for a frame of a kind the broker never receives, an `Error` before `Hello`, an id
-//! between its close and the echo, a confirm of several GUIDs the consumer does not hold,
-//! a confirm by a delivery token that is out of range, stale, another consumer's or
-//! another GUID's, what a fatal error carries, what takes a slot of the store and for how long, and the
-//! deduplication window told in `Welcome`.
-//!
-//! Every test runs on 127.0.0.1 under a watchdog.
+//! What the protocol document once left open, decided and held to (each test under a
+//! watchdog): order of checks, ids between close and echo, unknown GUIDs and tokens in a
+//! confirm, what takes a slot of the store and for how long, the deduplication window.
 
 mod common;
 
-use std::time::Duration;
-
 use common::*;
 use zerodispatch_broker::QueueMode;
-use zerodispatch_testkit::within;
 use zerodispatch_wire::*;
 
-const WATCHDOG: Duration = Duration::from_secs(30);
+/// Reads until two deliveries to consumer 7 and two publish confirms came; the deliveries.
+fn both_delivered_and_confirmed(c: &mut Client) -> Vec<Delivered> {
+    let read = c.read_until(|r| r.delivered.len() >= 2 && r.confirms.len() >= 2);
+    read.deliveries(7)
+}
 
 #[test]
 fn a_kind_the_broker_never_receives_is_fatal_whatever_id_it_names() {
-    within(WATCHDOG, "unexpected kind", || {
+    watched("unexpected kind", || {
         let server = priority_server();
         for kind in [FrameKind::Deliver, FrameKind::PublishConfirm] {
             let mut c = Client::hello(server.local_addr());
             // Consumer 99 and producer 99 are not open: the kind is checked first.
-            let mut out = Vec::new();
-            if kind == FrameKind::Deliver {
-                let mut batch = DeliverBuilder::begin(&mut out, ConsumerId(99));
-                batch.push(Guid([1; 16]), DeliveryToken(0), b"x").unwrap();
-                batch.finish().unwrap();
+            let out = if kind == FrameKind::Deliver {
+                deliver_frame(99, Guid([1; 16]))
             } else {
+                let mut out = Vec::new();
                 let mut batch = PublishConfirmBuilder::begin(&mut out, ProducerId(99));
                 batch.push(PublishId(0), ConfirmStatus::Stored).unwrap();
                 batch.finish().unwrap();
-            }
+                out
+            };
             c.send_raw(&out);
             c.expect_fatal(ErrorCode::UNEXPECTED_KIND);
         }
@@ -43,7 +38,7 @@ fn a_kind_the_broker_never_receives_is_fatal_whatever_id_it_names() {
 
 #[test]
 fn an_error_frame_before_hello_is_answered_handshake_required() {
-    within(WATCHDOG, "error before hello", || {
+    watched("error before hello", || {
         let server = priority_server();
         for code in [ErrorCode::INTERNAL, ErrorCode::UNKNOWN_QUEUE] {
             let mut c = Client::connect(server.local_addr());
@@ -55,22 +50,15 @@ fn an_error_frame_before_hello_is_answered_handshake_required() {
 
 #[test]
 fn between_a_close_and_its_echo_the_id_is_in_use_and_unknown() {
-    within(WATCHDOG, "close then echo", || {
+    watched("close then echo", || {
         let server = priority_server();
-        let mut c = Client::hello(server.local_addr());
-        c.open_producer(1, 0, 16);
+        let mut c = Client::producer(server.local_addr(), 1, 0, 16);
         // The three in one write: the server reads them before the close is done.
         let close = encoded(close_producer_frame(1));
         let open = encoded(open_producer_frame(1, 0, 16));
         c.send_raw(&[close.as_slice(), &open, &close].concat());
-        assert_eq!(
-            c.expect_error(ErrorCode::ID_IN_USE),
-            (Some(FrameKind::OpenProducer), 1)
-        );
-        assert_eq!(
-            c.expect_error(ErrorCode::UNKNOWN_PRODUCER),
-            (Some(FrameKind::CloseProducer), 1)
-        );
+        c.expect_refusal(ErrorCode::ID_IN_USE, FrameKind::OpenProducer, 1);
+        c.expect_refusal(ErrorCode::UNKNOWN_PRODUCER, FrameKind::CloseProducer, 1);
         c.next(|frame| assert_eq!(frame, close_producer_frame(1)));
         // After the echo the id opens again.
         c.open_producer(1, 0, 16);
@@ -79,15 +67,12 @@ fn between_a_close_and_its_echo_the_id_is_in_use_and_unknown() {
 
 #[test]
 fn a_confirm_of_several_unknown_guids_gets_one_error_and_the_others_are_confirmed() {
-    within(WATCHDOG, "unknown guids", || {
+    watched("unknown guids", || {
         let server = priority_server();
-        let mut c = Client::hello(server.local_addr());
-        c.open_producer(1, 0, 16);
+        let mut c = Client::producer(server.local_addr(), 1, 0, 16);
         c.open_consumer(7, 0, 0, 16);
-        c.publish(1, 0..2, common::payload_of);
-        let delivered = c
-            .read_until(|r| r.delivered.len() >= 2 && r.confirms.len() >= 2)
-            .deliveries(7);
+        c.publish(1, 0..2, payload_of);
+        let delivered = both_delivered_and_confirmed(&mut c);
         let slots = server.stats().slots;
         assert_eq!(server.stats().free_slots, slots - 2);
         let (t0, t1) = (delivered[0].1, delivered[1].1);
@@ -99,26 +84,19 @@ fn a_confirm_of_several_unknown_guids_gets_one_error_and_the_others_are_confirme
         ];
         assert_ne!(t0, t1);
         c.confirm(7, &confirm, false);
-        assert_eq!(
-            c.expect_error(ErrorCode::UNKNOWN_CONSUMER),
-            (Some(FrameKind::ConsumerConfirm), 7)
-        );
+        c.expect_refusal(ErrorCode::UNKNOWN_CONSUMER, FrameKind::ConsumerConfirm, 7);
         eventually("both known GUIDs confirmed", || {
             server.stats().free_slots == slots
         });
-        assert!(
-            c.quiet_for(Duration::from_millis(200)),
-            "a second error for the same frame"
-        );
+        assert!(c.quiet_for(QUIET), "a second error for the same frame");
     });
 }
 
 #[test]
 fn an_empty_payload_takes_a_slot_of_the_store() {
-    within(WATCHDOG, "empty payload", || {
+    watched("empty payload", || {
         let server = priority_server();
-        let mut c = Client::hello(server.local_addr());
-        c.open_producer(1, 0, 16);
+        let mut c = Client::producer(server.local_addr(), 1, 0, 16);
         let slots = server.stats().slots;
         c.publish(1, 0..3, |_, _| 0);
         c.all_stored(1, 3);
@@ -128,23 +106,19 @@ fn an_empty_payload_takes_a_slot_of_the_store() {
 
 #[test]
 fn a_fanout_message_holds_its_slot_until_every_app_confirms() {
-    within(WATCHDOG, "fanout slot", || {
+    watched("fanout slot", || {
         let server = server(&[QueueMode::Fanout { apps: 2 }], limits());
-        let mut c = Client::hello(server.local_addr());
-        c.open_producer(1, 0, 16);
+        let mut c = Client::producer(server.local_addr(), 1, 0, 16);
         c.open_consumer(10, 0, 0, 16);
         c.open_consumer(11, 0, 1, 16);
         let slots = server.stats().slots;
-        c.publish(1, 0..1, common::payload_of);
+        c.publish(1, 0..1, payload_of);
         let read = c.read_until(|r| r.delivered.len() >= 2);
         c.confirm(10, &read.deliveries(10), false);
         // Give the confirm time to reach the queue: the slot stays held all the same.
-        std::thread::sleep(Duration::from_millis(200));
-        assert_eq!(
-            server.stats().free_slots,
-            slots - 1,
-            "freed by one app's confirm"
-        );
+        std::thread::sleep(QUIET);
+        let free = server.stats().free_slots;
+        assert_eq!(free, slots - 1, "freed by one app's confirm");
         c.confirm(11, &read.deliveries(11), false);
         eventually("freed by the last app's confirm", || {
             server.stats().free_slots == slots
@@ -154,15 +128,12 @@ fn a_fanout_message_holds_its_slot_until_every_app_confirms() {
 
 #[test]
 fn welcome_tells_the_deduplication_window() {
-    within(WATCHDOG, "dedup window", || {
+    watched("dedup window", || {
         let server = priority_server();
         let mut c = Client::connect(server.local_addr());
         let limits = c.shake_hands(0).limits;
-        assert_eq!(
-            limits.dedup_window as usize,
-            server.broker().dedup_window(),
-            "the window the queues keep"
-        );
+        let kept = server.broker().dedup_window();
+        assert_eq!(limits.dedup_window as usize, kept, "the queues' window");
         assert_eq!(limits.dedup_window, 16_384);
         assert!(limits.dedup_window >= limits.max_unconfirmed_named);
     });
@@ -170,69 +141,55 @@ fn welcome_tells_the_deduplication_window() {
 
 #[test]
 fn a_confirm_by_an_unknown_stale_or_foreign_token_confirms_nothing() {
-    within(WATCHDOG, "delivery tokens", || {
+    watched("delivery tokens", || {
         let server = priority_server();
         let slots = server.stats().slots;
         let server = &server;
         let held = move |n| move || server.stats().free_slots == slots - n;
-        let mut c = Client::hello(server.local_addr());
-        c.open_producer(1, 0, 16);
+        let mut c = Client::producer(server.local_addr(), 1, 0, 16);
         c.open_consumer(7, 0, 0, 2);
-        c.publish(1, 0..2, common::payload_of);
-        let d = c
-            .read_until(|r| r.delivered.len() >= 2 && r.confirms.len() >= 2)
-            .deliveries(7);
+        c.publish(1, 0..2, payload_of);
+        let d = both_delivered_and_confirmed(&mut c);
         let (d0, d1) = (d[0], d[1]);
         assert_ne!(d0.1, d1.1, "one token per delivery held");
         // Each refused confirm: the frame's one error, and nothing confirmed by it.
         let refused = |c: &mut Client, consumer: u32, pairs: &[Delivered], what: &str| {
             c.confirm(consumer, pairs, false);
-            assert_eq!(
-                c.expect_error(ErrorCode::UNKNOWN_CONSUMER),
-                (Some(FrameKind::ConsumerConfirm), consumer),
-                "{what}"
-            );
-            assert!(c.quiet_for(Duration::from_millis(100)), "{what}: one error");
+            let refusal = c.expect_error(ErrorCode::UNKNOWN_CONSUMER);
+            let expected = (Some(FrameKind::ConsumerConfirm), consumer);
+            assert_eq!(refusal, expected, "{what}");
+            assert!(c.quiet_for(ms(100)), "{what}: one error");
         };
 
         // (a) A token out of range.
         refused(&mut c, 7, &[(d0.0, DeliveryToken(1 << 20))], "out of range");
         // (d) A right token with a wrong GUID: another held message's, or none at all.
-        refused(
-            &mut c,
-            7,
-            &[(d1.0, d0.1), (Guid([0xEE; 16]), d1.1)],
-            "wrong GUID",
-        );
+        let wrong = [(d1.0, d0.1), (Guid([0xEE; 16]), d1.1)];
+        refused(&mut c, 7, &wrong, "wrong GUID");
         assert!(held(2)(), "both still held");
 
         // The right pair confirms.
         c.confirm(7, &[d0], false);
         eventually("d0 confirmed", held(1));
-        assert!(c.quiet_for(Duration::from_millis(100)), "no error");
+        assert!(c.quiet_for(ms(100)), "no error");
 
         // (b) A stale token: its delivery confirmed already (a free entry) ...
         refused(&mut c, 7, &[d0], "confirmed already");
         // ... and then its entry reused by a later delivery of another message.
         c.credit(7, 1);
-        c.publish(1, [2], common::payload_of);
+        c.publish(1, [2], payload_of);
         let d2 = c
             .read_until(|r| !r.delivered.is_empty() && !r.confirms.is_empty())
             .deliveries(7)[0];
         assert_eq!(d2.1, d0.1, "the freed entry is reused");
         assert_ne!(d2.0, d0.0);
         refused(&mut c, 7, &[d0], "stale: the right slot, another GUID");
-        assert!(
-            held(2)(),
-            "d1 and d2 still held: the stale confirm took neither"
-        );
+        assert!(held(2)(), "d1, d2 held: the stale confirm took neither");
 
-        // (c) Another consumer's token, on the same connection. The queue hands out
-        // round-robin whatever the consumers' credit: of messages 3 and 4, one goes to 7
-        // (whose session keeps it until 7 has credit) and one to consumer 8, whose token
-        // is the first of its own table.
+        // (c) Another consumer's token. Round-robin whatever the credit: of 3 and 4, one is
+        // kept for 7 (no credit), one goes to 8, whose token is the first of its table.
         c.open_consumer(8, 0, 0, 1);
-        c.publish(1, [3, 4], common::payload_of);
+        c.publish(1, [3, 4], payload_of);
         let d3 = c
             .read_until(|r| !r.delivered.is_empty() && r.confirms.len() >= 2)
             .deliveries(8)[0];
@@ -246,16 +203,13 @@ fn a_confirm_by_an_unknown_stale_or_foreign_token_confirms_nothing() {
         c.confirm(7, &[d1, d2], false);
         c.confirm(8, &[d3], false);
         eventually("all but the one kept for 7 confirmed", held(1));
-        assert!(c.quiet_for(Duration::from_millis(200)), "no error");
+        assert!(c.quiet_for(QUIET), "no error");
         c.credit(7, 4);
         let d4 = c.delivered(7, 1)[0];
         assert_ne!(d4.0, d3.0);
         c.confirm(7, &[d4], false);
         eventually("every message confirmed", held(0));
         // And nothing is delivered again: every message was confirmed once.
-        assert!(
-            c.quiet_for(Duration::from_millis(200)),
-            "no error, no redelivery"
-        );
+        assert!(c.quiet_for(QUIET), "no error, no redelivery");
     });
 }

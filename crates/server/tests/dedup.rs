@@ -1,8 +1,5 @@
-//! Named producers over loopback: a producer that loses its connection reconnects under its
-//! name, learns from `ProducerOpened` what its queue has stored, publishes its unconfirmed
-//! messages again with their ids, and every message is delivered once and confirmed
-//! `Stored`; a name is open on one connection at a time; payload slots of duplicates are
-//! freed as the others'.
+//! Named producers: one that reconnects under its name resends what is unconfirmed and every
+//! message is delivered once; a name is open on one connection at a time.
 
 mod common;
 
@@ -17,23 +14,17 @@ fn seq(guid: Guid) -> u64 {
     u64::from_le_bytes(guid.0[4..12].try_into().unwrap())
 }
 
-/// Opens `name` as producer `producer`, trying again while the name is still held by a
-/// lost connection's producer (closing it takes the outcomes of its messages).
+/// Opens `name` as `producer`, again while a lost connection's producer still holds it.
 fn reopen(addr: std::net::SocketAddr, producer: u32, name: &str) -> (Client, Option<u64>) {
     let until = Instant::now() + Duration::from_secs(10);
     loop {
         let mut c = Client::hello(addr);
         match c.open_named_producer(producer, 0, 100, name) {
             Ok(last) => return (c, last),
-            Err(code) => {
-                assert_eq!(code, ErrorCode::NAME_IN_USE);
-                assert!(
-                    Instant::now() < until,
-                    "the name is still in use after 10 s"
-                );
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            Err(code) => assert_eq!(code, ErrorCode::NAME_IN_USE),
         }
+        assert!(Instant::now() < until, "still in use after 10 s");
+        std::thread::sleep(ms(5));
     }
 }
 
@@ -41,47 +32,35 @@ fn reopen(addr: std::net::SocketAddr, producer: u32, name: &str) -> (Client, Opt
 fn a_producer_reconnecting_under_its_name_resends_and_every_message_is_delivered_once() {
     let server = priority_server();
     let addr = server.local_addr();
-    let mut consumer = Client::hello(addr);
-    consumer.open_consumer(7, 0, 0, 64);
+    let mut consumer = Client::consumer(addr, 7, 0, 0, 64);
     for round in 0..10_u64 {
         let name = format!("orders-{round}");
         let mut first = Client::hello(addr);
         assert_eq!(first.open_named_producer(1, 0, 100, &name), Ok(None));
         first.publish(1, 0..20, payload_of);
         first.all_stored(1, 20);
-        // 20 more, and the connection is lost before their confirms: some, all or none
-        // of them are stored.
+        // 20 more, lost before their confirms: some, all or none are stored.
         first.publish(1, 20..40, payload_of);
         drop(first);
         let (mut second, last) = reopen(addr, 3, &name);
         let last = last.expect("the first 20 are stored");
-        assert!(
-            (19..40).contains(&last),
-            "round {round}: last stored {last}"
-        );
-        // What is not confirmed, published again with its id: the client cannot tell what
-        // the queue stored, and need not.
+        assert!((19..40).contains(&last), "round {round}: last {last}");
+        // What is not confirmed goes again with its id: the client need not know what was stored.
         second.publish(3, 20..40, payload_of);
         let confirmed = second.stored_ids(3, 20);
         assert_eq!(confirmed, (20..40).collect::<Vec<_>>(), "round {round}");
         let mut counts = BTreeMap::new();
         let mut guids = Vec::new();
         consumer.deliveries(7, 40, |guid, payload| {
-            let mut expected = [0; 256];
-            let len = payload_of(seq(guid.0), &mut expected);
-            assert_eq!(payload, &expected[..len]);
+            assert_payload_of(seq(guid.0), payload);
             *counts.entry(seq(guid.0)).or_insert(0) += 1;
             guids.push(guid);
         });
-        assert!(
-            consumer.quiet_for(Duration::from_millis(100)),
-            "round {round}: more than 40 delivered"
-        );
+        let quiet = consumer.quiet_for(ms(100));
+        assert!(quiet, "round {round}: more than 40 delivered");
         assert_eq!(counts.len(), 40, "round {round}: {counts:?}");
-        assert!(
-            counts.values().all(|&n| n == 1),
-            "round {round}: {counts:?}"
-        );
+        let once = counts.values().all(|&n| n == 1);
+        assert!(once, "round {round}: {counts:?}");
         consumer.confirm(7, &guids, true);
     }
     all_slots_free(&server);
@@ -97,15 +76,10 @@ fn producer_opened_carries_the_last_stored_id_and_a_name_is_open_once() {
     c.publish(1, [3, 5, 8], payload_of);
     c.all_stored(1, 3);
     // Open on this connection and on any other: refused, and the connection stays.
-    assert_eq!(
-        c.open_named_producer(2, 0, 10, "n"),
-        Err(ErrorCode::NAME_IN_USE)
-    );
+    let in_use = Err(ErrorCode::NAME_IN_USE);
+    assert_eq!(c.open_named_producer(2, 0, 10, "n"), in_use);
     let mut other = Client::hello(addr);
-    assert_eq!(
-        other.open_named_producer(1, 0, 10, "n"),
-        Err(ErrorCode::NAME_IN_USE)
-    );
+    assert_eq!(other.open_named_producer(1, 0, 10, "n"), in_use);
     // Closed, the name opens again, with what its queue has stored.
     c.close_producer_echoed(1);
     assert_eq!(other.open_named_producer(1, 0, 10, "n"), Ok(Some(8)));
@@ -119,10 +93,8 @@ fn producer_opened_carries_the_last_stored_id_and_a_name_is_open_once() {
     c.all_stored(4, 1);
     c.open_consumer(7, 0, 0, 64);
     let guids = c.delivered(7, 4);
-    assert!(
-        c.quiet_for(Duration::from_millis(100)),
-        "4 stored: 3, 5, 8 and the anonymous 8"
-    );
+    let quiet = c.quiet_for(ms(100));
+    assert!(quiet, "4 stored: 3, 5, 8 and the anonymous 8");
     c.confirm(7, &guids, false);
     all_slots_free(&server);
 }

@@ -1,35 +1,29 @@
-//! Connection hygiene, as a hostile or careless client meets it: the idle limit (a
-//! connection that sends nothing is closed whatever it announced), the connection cap and
-//! its own refusal code, and the heartbeat rule in both directions (the server sends at
-//! the interval the client announced, and closes a client silent for its idle limit).
-//!
-//! Every test runs on 127.0.0.1 under a watchdog.
+//! Connection hygiene (each test under a watchdog): the idle limit whatever a client
+//! announced, the connection cap's own code, and heartbeats at the client's interval.
 
 mod common;
 
-use std::io::Read;
+use std::io::{ErrorKind, Read};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::*;
-use zerodispatch_testkit::within;
 use zerodispatch_wire::*;
 
-const WATCHDOG: Duration = Duration::from_secs(30);
+const IDLE: Duration = ms(600);
 
-/// A server with an idle limit of `idle`, asking for heartbeats every third of it.
-fn idle_server(idle: Duration) -> zerodispatch_server::Server {
-    priority_server_with(|l| (l.heartbeat, l.idle_timeout) = (idle / 3, idle))
+/// A server with an idle limit of [`IDLE`], asking for heartbeats every third of it.
+fn idle_server() -> zerodispatch_server::Server {
+    priority_server_with(|l| (l.heartbeat, l.idle_timeout) = (IDLE / 3, IDLE))
 }
 
-/// Reads frames until the connection ends; returns when each heartbeat came (since
-/// `start`) and the fatal error's code, if one came before the end.
-fn heartbeats_until_closed(
-    c: &mut TcpStream,
-    start: Instant,
-    limit: Duration,
-) -> (Vec<Duration>, Option<ErrorCode>) {
-    c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+/// When each heartbeat came (since `start`), and the fatal error's code if one came.
+type Heard = (Vec<Duration>, Option<ErrorCode>);
+
+/// Reads frames until the connection ends, up to 5 s after `start`.
+fn heartbeats_until_closed(c: &mut TcpStream, start: Instant) -> Heard {
+    let limit = Duration::from_secs(5);
+    c.set_read_timeout(Some(ms(50))).unwrap();
     let mut buf = vec![0; 4096];
     let (mut filled, mut beats, mut code) = (0, Vec::new(), None);
     loop {
@@ -37,14 +31,7 @@ fn heartbeats_until_closed(
         match c.read(&mut buf[filled..]) {
             Ok(0) => return (beats, code),
             Ok(n) => filled += n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue;
-            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
             // A reset after the error frame is an end too.
             Err(_) => return (beats, code),
         }
@@ -63,78 +50,65 @@ fn heartbeats_until_closed(
     }
 }
 
-fn raw_hello(addr: std::net::SocketAddr, heartbeat_ms: u32) -> TcpStream {
+/// When it began, and the socket of a connection that said `Hello` announcing `heartbeat_ms`.
+fn raw_hello(addr: std::net::SocketAddr, heartbeat_ms: u32) -> (Instant, TcpStream) {
+    let start = Instant::now();
     let mut c = Client::connect(addr);
     c.shake_hands(heartbeat_ms);
-    c.into_stream()
+    (start, c.into_stream())
 }
 
 #[test]
 fn a_connection_silent_after_hello_with_heartbeat_zero_is_closed_at_the_idle_limit() {
-    within(WATCHDOG, "idle after Hello", || {
-        let idle = Duration::from_millis(600);
-        let server = idle_server(idle);
-        let start = Instant::now();
-        let mut c = raw_hello(server.local_addr(), 0);
-        let (beats, code) = heartbeats_until_closed(&mut c, start, Duration::from_secs(5));
+    watched("idle after Hello", || {
+        let server = idle_server();
+        let (start, mut c) = raw_hello(server.local_addr(), 0);
+        let (beats, code) = heartbeats_until_closed(&mut c, start);
         let elapsed = start.elapsed();
-        assert!(
-            beats.is_empty(),
-            "heartbeats to a client that asked none: {beats:?}"
-        );
+        assert!(beats.is_empty(), "heartbeats, none asked: {beats:?}");
         assert_eq!(code, Some(ErrorCode::HEARTBEAT_TIMEOUT));
-        assert!(
-            elapsed >= idle,
-            "closed after {elapsed:?}, before the idle limit"
-        );
-        assert!(elapsed < idle * 3, "closed after {elapsed:?}");
-        common::eventually("the connection is gone", || server.stats().connections == 0);
+        assert!(elapsed >= IDLE, "closed after {elapsed:?}, too soon");
+        assert!(elapsed < IDLE * 3, "closed after {elapsed:?}");
+        connections_become(&server, 0);
     });
 }
 
 #[test]
 fn a_connection_that_announced_a_long_heartbeat_is_closed_at_the_idle_limit_all_the_same() {
-    within(WATCHDOG, "idle, long heartbeat", || {
-        let idle = Duration::from_millis(600);
-        let server = idle_server(idle);
-        let start = Instant::now();
-        // An hour: the server sends heartbeats that rarely; the client owes its own at the
-        // server's interval, and sends none.
-        let mut c = raw_hello(server.local_addr(), 3_600_000);
-        let (_, code) = heartbeats_until_closed(&mut c, start, Duration::from_secs(5));
+    watched("idle, long heartbeat", || {
+        let server = idle_server();
+        // An hour: the client owes its own heartbeats at the server's interval, and sends none.
+        let (start, mut c) = raw_hello(server.local_addr(), 3_600_000);
+        let (_, code) = heartbeats_until_closed(&mut c, start);
         assert_eq!(code, Some(ErrorCode::HEARTBEAT_TIMEOUT));
-        assert!(start.elapsed() >= idle);
+        assert!(start.elapsed() >= IDLE);
     });
 }
 
 #[test]
 fn a_connection_that_never_says_hello_is_closed_at_the_idle_limit() {
-    within(WATCHDOG, "idle before Hello", || {
-        let idle = Duration::from_millis(600);
-        let server = idle_server(idle);
+    watched("idle before Hello", || {
+        let server = idle_server();
         let start = Instant::now();
         let mut c = TcpStream::connect(server.local_addr()).unwrap();
-        let (_, code) = heartbeats_until_closed(&mut c, start, Duration::from_secs(5));
+        let (_, code) = heartbeats_until_closed(&mut c, start);
         assert_eq!(code, Some(ErrorCode::HANDSHAKE_REQUIRED));
         let elapsed = start.elapsed();
-        assert!(
-            elapsed >= idle && elapsed < idle * 3,
-            "closed after {elapsed:?}"
-        );
+        let in_time = elapsed >= IDLE && elapsed < IDLE * 3;
+        assert!(in_time, "closed after {elapsed:?}");
     });
 }
 
 #[test]
 fn a_client_that_follows_the_servers_heartbeat_stays_open_past_the_idle_limit() {
-    within(WATCHDOG, "heartbeats keep it open", || {
-        let idle = Duration::from_millis(600);
-        let server = idle_server(idle);
+    watched("heartbeats keep it open", || {
+        let server = idle_server();
         let mut c = Client::connect(server.local_addr());
         let welcome = c.shake_hands(0);
         assert_eq!(welcome.heartbeat_ms, 200);
-        let until = Instant::now() + idle * 4;
+        let until = Instant::now() + IDLE * 4;
         while Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(u64::from(welcome.heartbeat_ms)));
+            std::thread::sleep(ms(u64::from(welcome.heartbeat_ms)));
             c.send(Frame::Heartbeat);
         }
         // Still open, and still served.
@@ -144,66 +118,50 @@ fn a_client_that_follows_the_servers_heartbeat_stays_open_past_the_idle_limit() 
 
 #[test]
 fn a_client_announcing_300_ms_receives_heartbeats_at_that_rate() {
-    within(WATCHDOG, "heartbeats at 300 ms", || {
+    watched("heartbeats at 300 ms", || {
         // The server's own interval (what it asks of clients) is another: 5 s.
         let server = priority_server();
-        let start = Instant::now();
-        let mut c = raw_hello(server.local_addr(), 300);
+        let (start, mut c) = raw_hello(server.local_addr(), 300);
         // The client sends its own heartbeats meanwhile, on another handle of the socket.
         let mut beat = c.try_clone().unwrap();
         let sender = std::thread::spawn(move || {
             let mut frame = Vec::new();
             Frame::Heartbeat.encode(&mut frame).unwrap();
-            let until = Instant::now() + Duration::from_millis(1700);
+            let until = Instant::now() + ms(1700);
             while Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(100));
+                std::thread::sleep(ms(100));
                 let _ = std::io::Write::write_all(&mut beat, &frame);
             }
             let _ = beat.shutdown(std::net::Shutdown::Write);
         });
-        let (beats, _) = heartbeats_until_closed(&mut c, start, Duration::from_secs(5));
+        let (beats, _) = heartbeats_until_closed(&mut c, start);
         sender.join().unwrap();
-        let first_1600: Vec<_> = beats
-            .iter()
-            .filter(|&&at| at <= Duration::from_millis(1600))
-            .collect();
-        assert!(
-            (4..=6).contains(&first_1600.len()),
-            "heartbeats in 1.6 s at 300 ms: {beats:?}"
-        );
+        let first_1600: Vec<_> = beats.iter().filter(|&&at| at <= ms(1600)).collect();
+        let n = first_1600.len();
+        assert!((4..=6).contains(&n), "in 1.6 s at 300 ms: {beats:?}");
         for pair in first_1600.windows(2) {
             let gap = *pair[1] - *pair[0];
-            assert!(
-                gap >= Duration::from_millis(250) && gap <= Duration::from_millis(600),
-                "heartbeats {beats:?}"
-            );
+            assert!(gap >= ms(250) && gap <= ms(600), "heartbeats {beats:?}");
         }
     });
 }
 
 #[test]
 fn a_client_announcing_zero_receives_no_heartbeat_whatever_the_servers_interval() {
-    within(WATCHDOG, "no heartbeats", || {
-        let server = priority_server_with(|l| {
-            (l.heartbeat, l.idle_timeout) =
-                (Duration::from_millis(100), Duration::from_millis(1500));
-        });
-        let start = Instant::now();
-        let mut c = raw_hello(server.local_addr(), 0);
-        let (beats, code) = heartbeats_until_closed(&mut c, start, Duration::from_secs(5));
-        assert!(
-            beats.is_empty(),
-            "heartbeats to a client that announced 0: {beats:?}"
-        );
+    watched("no heartbeats", || {
+        let server = priority_server_with(|l| (l.heartbeat, l.idle_timeout) = (ms(100), ms(1500)));
+        let (start, mut c) = raw_hello(server.local_addr(), 0);
+        let (beats, code) = heartbeats_until_closed(&mut c, start);
+        assert!(beats.is_empty(), "heartbeats, 0 announced: {beats:?}");
         // Timed out by the server's idle limit only.
         assert_eq!(code, Some(ErrorCode::HEARTBEAT_TIMEOUT));
-        assert!(start.elapsed() >= Duration::from_millis(1500));
+        assert!(start.elapsed() >= ms(1500));
     });
 }
 
 #[test]
 fn a_connection_past_the_cap_is_refused_with_its_own_code_and_a_freed_place_is_taken_again() {
-    within(WATCHDOG, "connection cap", || {
+    watched("connection cap", || {
         let server = priority_server_with(|l| l.max_connections = 2);
         let addr = server.local_addr();
         let a = Client::hello(addr);
@@ -220,30 +178,25 @@ fn a_connection_past_the_cap_is_refused_with_its_own_code_and_a_freed_place_is_t
         assert_eq!(stats.refused_connections, 20);
         assert_eq!((stats.internal_closes, stats.outbound_overflows), (0, 0));
         drop(a);
-        common::eventually("a place is freed", || server.stats().connections == 1);
-        let mut c = Client::hello(addr);
-        c.open_producer(1, 0, 16);
+        connections_become(&server, 1);
+        Client::producer(addr, 1, 0, 16);
     });
 }
 
 #[test]
 fn a_client_announcing_1_ms_gets_heartbeats_no_faster_than_every_10_ms() {
-    within(WATCHDOG, "heartbeat floor", || {
+    watched("heartbeat floor", || {
         let server = priority_server();
-        let start = Instant::now();
-        let mut c = raw_hello(server.local_addr(), 1);
+        let (start, mut c) = raw_hello(server.local_addr(), 1);
         let writer = c.try_clone().unwrap();
         let closer = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(500));
+            std::thread::sleep(ms(500));
             let _ = writer.shutdown(std::net::Shutdown::Write);
         });
-        let (beats, _) = heartbeats_until_closed(&mut c, start, Duration::from_secs(5));
+        let (beats, _) = heartbeats_until_closed(&mut c, start);
         closer.join().unwrap();
         // At 1 ms it would be about 500; at the floor of 10 ms about 50.
-        assert!(
-            (20..=60).contains(&beats.len()),
-            "{} heartbeats in 0.5 s",
-            beats.len()
-        );
+        let n = beats.len();
+        assert!((20..=60).contains(&n), "{n} heartbeats in 0.5 s");
     });
 }

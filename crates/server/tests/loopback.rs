@@ -1,33 +1,24 @@
-//! The server over loopback TCP, with a blocking client of the wire codec: publishes and
-//! their confirms, deliveries with the real bytes, credit, fanout, redelivery, every bad
-//! input of the protocol page, refusals, and the payload store all free again after.
+//! The server over loopback: publish, deliver, credit, fanout, redelivery, every bad input
+//! of the protocol page, refusals, and the payload store all free again after.
 
 mod common;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
-use std::time::Duration;
 
 use common::*;
 use zerodispatch_broker::{Callback, ClientType, QueueMode};
 use zerodispatch_server::Limits;
 use zerodispatch_wire::*;
 
-const QUIET: Duration = Duration::from_millis(200);
-
-/// Publishes `n` messages in one frame and has a consumer on another connection take,
-/// check and confirm them all; returns the producer's client with the confirms unread.
+/// Publishes `n` messages in one frame; consumer 7 takes, checks and confirms them all
+/// (the publish confirms are left unread).
 fn round_trip(producer: &mut Client, consumer: &mut Client, first: u64, n: u64) {
     producer.publish(1, first..first + n, payload_of);
-    let mut seen = Vec::new();
-    let mut guids = Vec::new();
+    let (mut seen, mut guids) = (Vec::new(), Vec::new());
     consumer.deliveries(7, n as usize, |guid, payload| {
-        // The id is in the payload's first eight bytes.
-        let id = u64::from_le_bytes(payload[..8].try_into().unwrap());
-        let mut expected = [0; 256];
-        let len = payload_of(id, &mut expected);
-        assert_eq!(payload, &expected[..len], "message {id}'s bytes");
-        seen.push(id);
+        assert_payload_of(id_in(payload), payload);
+        seen.push(id_in(payload));
         guids.push(guid);
     });
     seen.sort_unstable();
@@ -65,21 +56,15 @@ fn nothing_is_delivered_without_credit() {
 fn a_fanout_queue_delivers_every_message_to_every_app() {
     let server = server(&[QueueMode::Fanout { apps: 3 }], limits());
     let addr = server.local_addr();
-    let mut producer = Client::hello(addr);
-    producer.open_producer(1, 0, 100);
-    let mut apps: Vec<Client> = (0..3)
-        .map(|app| {
-            let mut c = Client::hello(addr);
-            c.open_consumer(7, 0, app, 64);
-            c
-        })
+    let mut producer = Client::producer(addr, 1, 0, 100);
+    let mut apps: Vec<_> = (0..3)
+        .map(|app| Client::consumer(addr, 7, 0, app, 64))
         .collect();
     producer.publish(1, 0..30, payload_of);
     for app in &mut apps {
-        let mut guids = Vec::new();
-        let mut ids = HashSet::new();
+        let (mut guids, mut ids) = (Vec::new(), HashSet::new());
         app.deliveries(7, 30, |guid, payload| {
-            ids.insert(u64::from_le_bytes(payload[..8].try_into().unwrap()));
+            ids.insert(id_in(payload));
             guids.push(guid);
         });
         assert_eq!(ids.len(), 30);
@@ -93,12 +78,8 @@ fn a_fanout_queue_delivers_every_message_to_every_app() {
 #[test]
 fn a_closed_consumers_unconfirmed_messages_go_to_another_consumer() {
     let server = priority_server();
-    let addr = server.local_addr();
-    let mut producer = Client::hello(addr);
-    let mut first = Client::hello(addr);
-    let mut second = Client::hello(addr);
-    producer.open_producer(1, 0, 100);
-    first.open_consumer(7, 0, 0, 64);
+    let (mut producer, mut first) = open_pair(server.local_addr(), 100, 64);
+    let mut second = Client::hello(server.local_addr());
     producer.publish(1, 0..10, payload_of);
     let delivered: HashSet<Guid> = first.delivered(7, 10).iter().map(|d| d.0).collect();
     first.close_consumer(7);
@@ -111,10 +92,8 @@ fn a_closed_consumers_unconfirmed_messages_go_to_another_consumer() {
     all_slots_free(&server);
 }
 
-/// The queue processor is held while the five are published, so that the first two
-/// cannot be stored (and free their places) before the session has seen the other three:
-/// the test does not depend on how fast the queue answers (it once saw message 2 stored,
-/// the ACKs of 0 and 1 back before it arrived).
+/// The queue processor is held while the five are published, so that 0 and 1 cannot be
+/// stored and free their places before the session saw 2 to 4.
 #[test]
 fn publishes_past_max_unconfirmed_are_rejected_producer_full() {
     let server = priority_server();
@@ -122,32 +101,18 @@ fn publishes_past_max_unconfirmed_are_rejected_producer_full() {
     let queue = broker.processors(ClientType::Queue)[0];
     let held = Arc::new(Barrier::new(2));
     let h = held.clone();
-    broker
-        .execute(
-            queue,
-            Callback::new(move || {
-                h.wait();
-                h.wait();
-            }),
-        )
-        .unwrap();
-    held.wait();
-    let mut producer = Client::hello(server.local_addr());
-    producer.open_producer(1, 0, 2);
-    producer.publish(1, 0..5, payload_of);
-    let mut rejected = Vec::new();
-    producer.confirms(1, 3, |id, status| {
-        assert_eq!(status, ConfirmStatus::RejectedProducerFull);
-        rejected.push(id.0);
+    let hold = Callback::new(move || {
+        h.wait();
+        h.wait();
     });
+    broker.execute(queue, hold).unwrap();
+    held.wait();
+    let mut producer = Client::producer(server.local_addr(), 1, 0, 2);
+    producer.publish(1, 0..5, payload_of);
+    let rejected = producer.ids_all(1, 3, ConfirmStatus::RejectedProducerFull);
     assert_eq!(rejected, [2, 3, 4]);
     held.wait();
-    let mut stored = Vec::new();
-    producer.confirms(1, 2, |id, status| {
-        assert_eq!(status, ConfirmStatus::Stored);
-        stored.push(id.0);
-    });
-    assert_eq!(stored, [0, 1]);
+    assert_eq!(producer.ids_all(1, 2, ConfirmStatus::Stored), [0, 1]);
 }
 
 #[test]
@@ -156,52 +121,37 @@ fn closing_a_producer_confirms_its_messages_then_echoes() {
     let (mut producer, mut consumer) = open_pair(server.local_addr(), 100, 64);
     round_trip(&mut producer, &mut consumer, 0, 5);
     producer.close_producer(1);
-    let mut confirmed = 0;
-    loop {
-        let done = producer.next(|frame| match frame {
-            Frame::PublishConfirm(batch) => {
-                confirmed += batch.count();
-                false
-            }
+    let (mut confirmed, mut echoed) = (0, false);
+    while !echoed {
+        producer.next(|frame| match frame {
+            Frame::PublishConfirm(batch) => confirmed += batch.count(),
             Frame::CloseProducer(close) => {
                 assert_eq!(close.producer, ProducerId(1));
-                true
+                echoed = true;
             }
             other => panic!("{other:?}"),
         });
-        if done {
-            break;
-        }
     }
     assert_eq!(confirmed, 5, "every confirm before the echo");
     // The id may be opened again, and a publish to the closed one is refused.
     producer.open_producer(1, 0, 100);
     producer.close_producer_echoed(1);
     producer.publish(1, 0..1, payload_of);
-    assert_eq!(
-        producer.expect_error(ErrorCode::UNKNOWN_PRODUCER),
-        (Some(FrameKind::Publish), 1)
-    );
+    producer.expect_refusal(ErrorCode::UNKNOWN_PRODUCER, FrameKind::Publish, 1);
 }
 
 #[test]
 fn refusals_name_the_frame_and_id_and_keep_the_connection() {
-    let server = server(
-        &[QueueMode::Priority, QueueMode::Fanout { apps: 2 }],
-        limits(),
-    );
+    let queues = [QueueMode::Priority, QueueMode::Fanout { apps: 2 }];
+    let server = server(&queues, limits());
     let addr = server.local_addr();
     let mut c = Client::hello(addr);
-    let mut other = Client::hello(addr);
-    other.open_producer(5, 0, 10);
+    let mut other = Client::producer(addr, 5, 0, 10);
     other.open_consumer(6, 1, 0, 10);
 
     let open = open_producer_frame;
     c.send(open(1, 9, 10));
-    assert_eq!(
-        c.expect_error(ErrorCode::UNKNOWN_QUEUE),
-        (Some(FrameKind::OpenProducer), 1)
-    );
+    c.expect_refusal(ErrorCode::UNKNOWN_QUEUE, FrameKind::OpenProducer, 1);
     c.send(open(1, 0, (1 << 24) + 1));
     c.expect_error(ErrorCode::LIMIT_OUT_OF_RANGE);
     c.send(open(1, 0, 5000));
@@ -210,59 +160,36 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
     c.send(open(1, 0, 10));
     c.expect_error(ErrorCode::ID_IN_USE);
 
-    let consumer = |consumer, queue, app| {
-        Frame::OpenConsumer(OpenConsumer {
-            consumer: ConsumerId(consumer),
-            queue: QueueId(queue),
-            app: AppId(app),
-            credit: 1,
-        })
-    };
+    let consumer = |consumer, queue, app| open_consumer_frame(consumer, queue, app, 1);
     c.send(consumer(2, 9, 0));
     c.expect_error(ErrorCode::UNKNOWN_QUEUE);
     c.send(consumer(2, 1, 2));
-    assert_eq!(
-        c.expect_error(ErrorCode::UNKNOWN_APP),
-        (Some(FrameKind::OpenConsumer), 2)
-    );
+    c.expect_refusal(ErrorCode::UNKNOWN_APP, FrameKind::OpenConsumer, 2);
     c.send(consumer(2, 0, 1));
     c.expect_error(ErrorCode::UNKNOWN_APP);
 
     // Ids of another connection are unknown here.
     c.publish(5, 0..1, payload_of);
-    assert_eq!(
-        c.expect_error(ErrorCode::UNKNOWN_PRODUCER),
-        (Some(FrameKind::Publish), 5)
-    );
+    c.expect_refusal(ErrorCode::UNKNOWN_PRODUCER, FrameKind::Publish, 5);
     c.close_producer(5);
     c.expect_error(ErrorCode::UNKNOWN_PRODUCER);
     c.credit(6, 1);
-    assert_eq!(
-        c.expect_error(ErrorCode::UNKNOWN_CONSUMER),
-        (Some(FrameKind::Credit), 6)
-    );
+    c.expect_refusal(ErrorCode::UNKNOWN_CONSUMER, FrameKind::Credit, 6);
     c.confirm(6, &[(Guid([1; 16]), DeliveryToken(0))], false);
     c.expect_error(ErrorCode::UNKNOWN_CONSUMER);
-    c.send(Frame::CloseConsumer(CloseConsumer {
-        consumer: ConsumerId(6),
-    }));
+    c.send(close_consumer_frame(6));
     c.expect_error(ErrorCode::UNKNOWN_CONSUMER);
 
     // A consumer confirming what it was never sent.
     c.open_consumer(2, 0, 0, 1);
     c.confirm(2, &[(Guid([9; 16]), DeliveryToken(0))], false);
-    assert_eq!(
-        c.expect_error(ErrorCode::UNKNOWN_CONSUMER),
-        (Some(FrameKind::ConsumerConfirm), 2)
-    );
+    c.expect_refusal(ErrorCode::UNKNOWN_CONSUMER, FrameKind::ConsumerConfirm, 2);
 
-    // A payload larger than the server's slots: that message refused (TooLarge), the
-    // other stored and delivered.
-    let big = vec![7_u8; 1025];
+    // A payload larger than the server's slots: that one refused TooLarge, the other stored.
     let mut frame = Vec::new();
     let mut batch = PublishBuilder::begin(&mut frame, ProducerId(1));
     batch.push(PublishId(100), b"small").unwrap();
-    batch.push(PublishId(101), &big).unwrap();
+    batch.push(PublishId(101), &[7; 1025]).unwrap();
     batch.finish().unwrap();
     c.send_raw(&frame);
     let mut read = c.read_until(|r| r.confirms.len() >= 2 && !r.delivered.is_empty());
@@ -277,8 +204,7 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
     c.deliveries_among(2, 1, true, |_, payload| assert_eq!(payload.len(), 8));
 }
 
-/// A raw frame: magic, version, kind, flags, length, then `body` (whatever the length
-/// says).
+/// A raw frame: magic, version, kind, flags, length, then `body` (whatever the length says).
 fn raw(version: u8, kind: u8, flags: u16, len: u32, body: &[u8]) -> Vec<u8> {
     let mut h = b"ZD".to_vec();
     h.push(version);
@@ -289,8 +215,13 @@ fn raw(version: u8, kind: u8, flags: u16, len: u32, body: &[u8]) -> Vec<u8> {
     h
 }
 
-/// Sends `bytes` after a handshake (or before, if `handshake` is false) and expects a fatal
-/// error of `code`, then the end of the connection.
+/// A raw frame of this version, no flags, whose length is its body's.
+fn body(kind: u8, body: &[u8]) -> Vec<u8> {
+    raw(VERSION, kind, 0, body.len() as u32, body)
+}
+
+/// Sends `bytes` after a handshake (or before, if `handshake` is false) and expects a
+/// fatal error of `code`, then the end.
 fn refused_fatally(handshake: bool, bytes: &[u8], code: ErrorCode) {
     let server = priority_server();
     let mut c = if handshake {
@@ -302,24 +233,19 @@ fn refused_fatally(handshake: bool, bytes: &[u8], code: ErrorCode) {
     c.expect_fatal(code);
 }
 
+/// As [`refused_fatally`], with `MALFORMED`.
+fn malformed(handshake: bool, bytes: &[u8]) {
+    refused_fatally(handshake, bytes, ErrorCode::MALFORMED);
+}
+
 #[test]
 fn every_bad_header_is_answered_with_its_code_then_closed() {
     refused_fatally(false, b"GET / HTTP/1.1\r\n", ErrorCode::BAD_MAGIC);
-    refused_fatally(
-        true,
-        &raw(1, 0x03, 0, 0, &[]),
-        ErrorCode::UNSUPPORTED_VERSION,
-    );
-    refused_fatally(
-        true,
-        &raw(VERSION, 0x7f, 0, 0, &[]),
-        ErrorCode::UNKNOWN_KIND,
-    );
-    refused_fatally(
-        true,
-        &raw(VERSION, 0x03, 1, 0, &[]),
-        ErrorCode::UNKNOWN_FLAGS,
-    );
+    let version = raw(1, 0x03, 0, 0, &[]);
+    refused_fatally(true, &version, ErrorCode::UNSUPPORTED_VERSION);
+    refused_fatally(true, &body(0x7f, &[]), ErrorCode::UNKNOWN_KIND);
+    let flags = raw(VERSION, 0x03, 1, 0, &[]);
+    refused_fatally(true, &flags, ErrorCode::UNKNOWN_FLAGS);
     let large = raw(VERSION, 0x12, 0, MAX_FRAME_LEN + 1, &[]);
     refused_fatally(true, &large, ErrorCode::FRAME_TOO_LARGE);
 }
@@ -328,104 +254,68 @@ fn every_bad_header_is_answered_with_its_code_then_closed() {
 fn every_bad_body_is_answered_malformed_then_closed() {
     let mut large = vec![1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
     large.extend_from_slice(&(MAX_PAYLOAD_LEN + 1).to_le_bytes());
-    let bodies: [(bool, Vec<u8>); 9] = [
-        // A heartbeat with a body.
-        (true, raw(VERSION, 0x03, 0, 1, &[0])),
-        // A publish of count 0.
-        (true, raw(VERSION, 0x12, 0, 8, &[1, 0, 0, 0, 0, 0, 0, 0])),
-        // A publish whose count announces more than its body holds.
-        (
-            true,
-            raw(
-                VERSION,
-                0x12,
-                0,
-                8 + 12,
-                &[[1, 0, 0, 0, 2, 0, 0, 0].as_slice(), &[0; 12]].concat(),
-            ),
-        ),
-        // A payload over MAX_PAYLOAD_LEN.
-        (true, raw(VERSION, 0x12, 0, 8 + 12, &large)),
-        // A credit of 0.
-        (true, raw(VERSION, 0x24, 0, 8, &[1, 0, 0, 0, 0, 0, 0, 0])),
-        // An OpenProducer of max_unconfirmed 0.
-        (true, raw(VERSION, 0x10, 0, 13, &[0; 13])),
-        // A Hello whose lowest version is above its highest.
-        (false, raw(VERSION, 0x01, 0, 6, &[2, 1, 0, 0, 0, 0])),
-        // An OpenProducer whose name is not UTF-8.
-        (
-            true,
-            raw(
-                VERSION,
-                0x10,
-                0,
-                15,
-                &[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0xff, 0xfe],
-            ),
-        ),
-        // An OpenProducer whose name_len announces more than its body holds.
-        (
-            true,
-            raw(
-                VERSION,
-                0x10,
-                0,
-                14,
-                &[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, b'a'],
-            ),
-        ),
-    ];
-    for (handshake, bytes) in bodies {
-        refused_fatally(handshake, &bytes, ErrorCode::MALFORMED);
-    }
+    // A heartbeat with a body.
+    malformed(true, &body(0x03, &[0]));
+    // A publish of count 0.
+    malformed(true, &body(0x12, &[1, 0, 0, 0, 0, 0, 0, 0]));
+    // A publish whose count announces more than its body holds.
+    let short = [[1, 0, 0, 0, 2, 0, 0, 0].as_slice(), &[0; 12]].concat();
+    malformed(true, &body(0x12, &short));
+    // A payload over MAX_PAYLOAD_LEN.
+    malformed(true, &body(0x12, &large));
+    // A credit of 0.
+    malformed(true, &body(0x24, &[1, 0, 0, 0, 0, 0, 0, 0]));
+    // An OpenProducer of max_unconfirmed 0.
+    malformed(true, &body(0x10, &[0; 13]));
+    // A Hello whose lowest version is above its highest.
+    malformed(false, &body(0x01, &[2, 1, 0, 0, 0, 0]));
+    // An OpenProducer whose name is not UTF-8.
+    malformed(
+        true,
+        &body(0x10, &[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0xff, 0xfe]),
+    );
+    // An OpenProducer whose name_len announces more than its body holds.
+    malformed(
+        true,
+        &body(0x10, &[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, b'a']),
+    );
 }
 
 #[test]
 fn the_handshake_is_enforced() {
     let open = encoded(open_producer_frame(1, 0, 1));
     refused_fatally(false, &open, ErrorCode::HANDSHAKE_REQUIRED);
-    refused_fatally(
-        true,
-        &encoded(hello_frame(0)),
-        ErrorCode::HANDSHAKE_REQUIRED,
-    );
+    let hello = encoded(hello_frame(0));
+    refused_fatally(true, &hello, ErrorCode::HANDSHAKE_REQUIRED);
     let newer = encoded(Frame::Hello(Hello {
         min_version: VERSION + 1,
         max_version: VERSION + 2,
         heartbeat_ms: 0,
     }));
     refused_fatally(false, &newer, ErrorCode::UNSUPPORTED_VERSION);
-    // A client of an older version (4 included: before delivery tokens): its Hello's
-    // header says its version, and its range does not reach 5; either way it is refused.
+    // Older clients (4 included: before delivery tokens), by header or by range: refused.
     assert_eq!(VERSION, 5);
     for old in 1..VERSION {
         let hello = raw(old, 0x01, 0, 6, &[old, old, 0, 0, 0, 0]);
         refused_fatally(false, &hello, ErrorCode::UNSUPPORTED_VERSION);
-        let range = raw(VERSION, 0x01, 0, 6, &[1, old, 0, 0, 0, 0]);
+        let range = body(0x01, &[1, old, 0, 0, 0, 0]);
         refused_fatally(false, &range, ErrorCode::UNSUPPORTED_VERSION);
-        let only = raw(VERSION, 0x01, 0, 6, &[old, old, 0, 0, 0, 0]);
+        let only = body(0x01, &[old, old, 0, 0, 0, 0]);
         refused_fatally(false, &only, ErrorCode::UNSUPPORTED_VERSION);
     }
 }
 
 #[test]
 fn a_frame_the_broker_never_receives_is_unexpected() {
-    let mut deliver = Vec::new();
-    let mut batch = DeliverBuilder::begin(&mut deliver, ConsumerId(1));
-    batch.push(Guid([0; 16]), DeliveryToken(0), b"x").unwrap();
-    batch.finish().unwrap();
+    let deliver = deliver_frame(1, Guid([0; 16]));
     refused_fatally(true, &deliver, ErrorCode::UNEXPECTED_KIND);
 }
 
 #[test]
 fn a_silent_client_is_closed_at_the_idle_limit_whatever_its_heartbeat() {
-    let server = priority_server_with(|l| {
-        l.heartbeat = Duration::from_millis(30);
-        l.idle_timeout = Duration::from_millis(90);
-    });
+    let server = priority_server_with(|l| (l.heartbeat, l.idle_timeout) = (ms(30), ms(90)));
     let mut c = Client::connect(server.local_addr());
-    c.send(hello_frame(30));
-    c.next(|frame| assert!(matches!(frame, Frame::Welcome(_))));
+    assert_eq!(c.shake_hands(30).version, VERSION);
     c.expect_fatal(ErrorCode::HEARTBEAT_TIMEOUT);
 }
 
@@ -434,16 +324,7 @@ fn the_server_sends_heartbeats_at_the_clients_interval_when_it_has_nothing_else_
     // The server asks for its own interval (5 s), and sends at the client's (20 ms).
     let server = priority_server();
     let mut c = Client::connect(server.local_addr());
-    c.send(hello_frame(20));
-    c.next(|frame| {
-        assert!(matches!(
-            frame,
-            Frame::Welcome(Welcome {
-                heartbeat_ms: 5000,
-                ..
-            })
-        ));
-    });
+    assert_eq!(c.shake_hands(20).heartbeat_ms, 5000);
     c.expect_heartbeat();
     c.expect_heartbeat();
 }
@@ -455,15 +336,13 @@ fn a_truncated_frame_then_the_end_closes_quietly() {
     c.send_raw(&raw(VERSION, 0x24, 0, 8, &[])[..7]);
     c.close_write();
     c.expect_closed();
-    eventually("the connection gone", || server.stats().connections == 0);
+    connections_become(&server, 0);
 }
 
 #[test]
 fn a_dropped_connection_frees_every_payload_slot() {
     let server = server(&[QueueMode::Fanout { apps: 1 }], limits());
-    let addr = server.local_addr();
-    let mut c = Client::hello(addr);
-    c.open_producer(1, 0, 100);
+    let mut c = Client::producer(server.local_addr(), 1, 0, 100);
     c.open_consumer(7, 0, 0, 64);
     c.publish(1, 0..40, payload_of);
     // Publish confirms may come first, as soon as the messages are stored.
@@ -471,32 +350,24 @@ fn a_dropped_connection_frees_every_payload_slot() {
     assert!(server.stats().free_slots < 256);
     drop(c);
     all_slots_free(&server);
-    eventually("the connection gone", || server.stats().connections == 0);
+    connections_become(&server, 0);
     assert_eq!(server.stats().stale_handles, 0);
 }
 
 #[test]
 fn a_dropped_consumer_connection_hands_its_messages_to_another() {
     let server = priority_server();
-    let addr = server.local_addr();
-    let mut producer = Client::hello(addr);
-    let mut first = Client::hello(addr);
-    producer.open_producer(1, 0, 100);
-    first.open_consumer(7, 0, 0, 64);
+    let (mut producer, mut first) = open_pair(server.local_addr(), 100, 64);
     producer.publish(1, 0..10, payload_of);
     first.delivered(7, 10);
     drop(first);
-    let mut second = Client::hello(addr);
-    second.open_consumer(7, 0, 0, 64);
+    let mut second = Client::consumer(server.local_addr(), 7, 0, 0, 64);
     let guids = second.delivered(7, 10);
     second.confirm(7, &guids, true);
     producer.all_stored(1, 10);
-    // A consumer that closes detaches at once: confirms still on their way are then
-    // late, and the queue keeps those messages for the next consumer. Closed once its
-    // confirms are in, it leaves nothing behind.
-    eventually("the confirms", || {
-        server.broker().queue_stats()[0].released == 10
-    });
+    // Closed before its confirms are in, a consumer leaves them late; after, nothing.
+    let released = || server.broker().queue_stats()[0].released;
+    eventually("the confirms", || released() == 10);
     drop(producer);
     drop(second);
     all_slots_free(&server);
@@ -505,8 +376,7 @@ fn a_dropped_consumer_connection_hands_its_messages_to_another() {
 #[test]
 fn shutdown_tells_every_client() {
     let server = priority_server();
-    let mut c = Client::hello(server.local_addr());
-    c.open_producer(1, 0, 10);
+    let mut c = Client::producer(server.local_addr(), 1, 0, 10);
     let stopping = std::thread::spawn(move || server.shutdown());
     c.expect_fatal(ErrorCode::SHUTTING_DOWN);
     stopping.join().unwrap();
@@ -542,36 +412,21 @@ fn closing_a_fanout_consumer_without_credit_frees_the_slots_of_what_it_held_back
     assert!(consumer.quiet_for(QUIET));
     consumer.close_consumer(7);
     all_slots_free(&server);
-    assert!(
-        consumer.quiet_for(QUIET),
-        "nothing delivered after the echo"
-    );
+    let quiet = consumer.quiet_for(QUIET);
+    assert!(quiet, "nothing delivered after the echo");
 }
 
 #[test]
 fn more_bad_bodies_are_answered_malformed_then_closed() {
     // A batch over MAX_MESSAGES_PER_FRAME.
-    let count = [
-        1_u32.to_le_bytes(),
-        (MAX_MESSAGES_PER_FRAME + 1).to_le_bytes(),
-    ]
-    .concat();
-    refused_fatally(
-        true,
-        &raw(VERSION, 0x23, 0, 8, &count),
-        ErrorCode::MALFORMED,
-    );
+    let count = [1, MAX_MESSAGES_PER_FRAME + 1].map(u32::to_le_bytes);
+    malformed(true, &body(0x23, &count.concat()));
     // A Hello of version 0.
-    let hello = raw(VERSION, 0x01, 0, 6, &[0, 1, 0, 0, 0, 0]);
-    refused_fatally(false, &hello, ErrorCode::MALFORMED);
-    // A publish confirm (never sent to the broker) with an unknown status: the body is
+    malformed(false, &body(0x01, &[0, 1, 0, 0, 0, 0]));
+    // A publish confirm (never sent to the broker) of an unknown status: the body is
     // refused before its kind is.
-    let body = [1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10];
-    refused_fatally(
-        true,
-        &raw(VERSION, 0x13, 0, 8 + 9, &body),
-        ErrorCode::MALFORMED,
-    );
+    let confirm = [1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10];
+    malformed(true, &body(0x13, &confirm));
 }
 
 #[test]
@@ -588,19 +443,12 @@ fn error_frames_from_the_client() {
     c.expect_closed();
     // A bad one (its message not UTF-8): closed without an answer too.
     let mut c = Client::hello(addr);
-    c.send_raw(&raw(
-        VERSION,
-        0x04,
-        0,
-        9 + 1,
-        &[11, 0, 0, 0, 0, 0, 0, 1, 0, 0xff],
-    ));
+    c.send_raw(&body(0x04, &[11, 0, 0, 0, 0, 0, 0, 1, 0, 0xff]));
     c.expect_closed();
 }
 
 #[test]
 fn a_running_broker_is_served_and_outlives_the_server() {
-    use std::sync::Arc;
     use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig};
     use zerodispatch_server::{PayloadStore, Server};
 
@@ -626,11 +474,8 @@ fn a_running_broker_is_served_and_outlives_the_server() {
     server.shutdown();
     assert!(broker.quiesce().is_ok(), "the broker still runs");
     assert_eq!(broker.queue_stats()[0].acked, 3);
-    assert_eq!(
-        store.free_slots(),
-        store.slots(),
-        "every slot freed by the release hook"
-    );
+    let free = store.free_slots();
+    assert_eq!(free, store.slots(), "every slot freed by the release hook");
 }
 
 #[test]
@@ -660,7 +505,6 @@ fn a_queue_window_above_the_consumer_window_is_refused_at_start() {
 
 #[test]
 fn many_producers_and_consumers_on_their_own_threads_exactly_once() {
-    use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     const PRODUCERS: u64 = 4;
@@ -674,19 +518,17 @@ fn many_producers_and_consumers_on_their_own_threads_exactly_once() {
         .map(|_| {
             let delivered = delivered.clone();
             std::thread::spawn(move || {
-                let mut c = Client::hello(addr);
-                c.open_consumer(7, 0, 0, 64);
-                let mut seen = Vec::new();
-                let mut guids = Vec::new();
+                let mut c = Client::consumer(addr, 7, 0, 0, 64);
+                let (mut seen, mut guids) = (Vec::new(), Vec::new());
                 while delivered.load(Ordering::Relaxed) < TOTAL {
-                    if c.quiet_for(Duration::from_millis(20)) {
+                    if c.quiet_for(ms(20)) {
                         continue;
                     }
                     guids.clear();
                     c.next(|frame| match frame {
                         Frame::Deliver(batch) => {
                             for (guid, token, payload) in batch.messages() {
-                                seen.push(u64::from_le_bytes(payload[..8].try_into().unwrap()));
+                                seen.push(id_in(payload));
                                 guids.push((guid, token));
                             }
                         }
@@ -702,12 +544,10 @@ fn many_producers_and_consumers_on_their_own_threads_exactly_once() {
     let producers: Vec<_> = (0..PRODUCERS)
         .map(|p| {
             std::thread::spawn(move || {
-                let mut c = Client::hello(addr);
-                c.open_producer(1, 0, 200);
+                let mut c = Client::producer(addr, 1, 0, 200);
                 let mut confirmed = vec![0_u8; PER_PRODUCER as usize];
                 for first in (0..PER_PRODUCER).step_by(BATCH as usize) {
-                    // What the store refuses (its queue's part full while the consumers
-                    // catch up) was not stored: it goes again until it is.
+                    // What the store refuses (full while the consumers catch up) goes again.
                     let mut ids: Vec<u64> = (first..first + BATCH).collect();
                     while !ids.is_empty() {
                         c.publish(1, ids.iter().copied(), |id, buf| {
@@ -721,7 +561,7 @@ fn many_producers_and_consumers_on_their_own_threads_exactly_once() {
                             other => panic!("message {}: {other:?}", id.0),
                         });
                         if !refused.is_empty() {
-                            std::thread::sleep(Duration::from_millis(1));
+                            std::thread::sleep(ms(1));
                         }
                         ids = refused;
                     }

@@ -1,13 +1,6 @@
-//! Memory per connection, measured: the resident memory (`VmRSS` of this process, which
-//! runs the server) that 200 connections cost once each has said `Hello` and nothing
-//! more, and the resident memory after each of 16 rounds of opening and closing 200
-//! connections, then what 200 connections cost while each holds the buffer a 192 KiB frame
-//! grew and once they have been quiet for the trim. Targets: at most 64 KiB per silent
-//! connection; the last round within 1.25x of the first; a burst's buffers given back (at
-//! most 64 KiB per connection again).
-//!
-//! Its own test binary with a single `#[test]`, so that no other test's memory is counted.
-//! `cargo test -p zerodispatch-server --test memory -- --nocapture` prints the figures.
+//! Resident memory (`VmRSS`) per connection: at most 64 KiB per silent one, 16 rounds of
+//! churn within 1.25x of the first, a 192 KiB burst's buffers given back once quiet.
+//! Its own binary with one test, so no other test's memory counts (`--nocapture` prints).
 
 mod common;
 
@@ -61,15 +54,15 @@ fn read_frame(stream: &mut TcpStream, what: &str, check: impl FnOnce(Frame<'_>))
     }
 }
 
+/// Gives the server and the allocator a moment to settle before a measure.
 fn settle() {
-    std::thread::sleep(Duration::from_millis(200));
+    std::thread::sleep(ms(200));
 }
 
 #[test]
 fn a_silent_connection_costs_at_most_64_kib_churn_does_not_grow_memory_and_a_burst_is_given_back() {
     within(Duration::from_secs(120), "memory per connection", || {
-        // The default limits (what each connection may hold), a small store (allocated
-        // once, before the first measure).
+        // The default limits, a small store (allocated once, before the first measure).
         let limits = Limits {
             store_slots: 1024,
             ..Limits::default()
@@ -78,10 +71,9 @@ fn a_silent_connection_costs_at_most_64_kib_churn_does_not_grow_memory_and_a_bur
         let addr = server.local_addr();
         let hello = encoded(hello_frame(0));
         let mut streams = Vec::with_capacity(CONNECTIONS);
-        // One connection first, so that the runtime's and the listener's own first
-        // allocations are not counted.
+        // One connection first, so that the runtime's own first allocations are not counted.
         drop(silent(addr, &hello));
-        common::eventually("closed", || server.stats().connections == 0);
+        connections_become(&server, 0);
         settle();
         let before = rss_kib();
         for _ in 0..CONNECTIONS {
@@ -101,16 +93,12 @@ fn a_silent_connection_costs_at_most_64_kib_churn_does_not_grow_memory_and_a_bur
                 }
             }
             streams.clear();
-            common::eventually("every connection closed", || {
-                server.stats().connections == 0
-            });
+            connections_become(&server, 0);
             settle();
             after.push(rss_kib());
         }
         eprintln!("RSS after each round of {CONNECTIONS} opened and closed (KiB): {after:?}");
-        // A burst: each connection sends one large frame (a publish for a producer it has
-        // not opened: refused, but read whole), which grows its read buffer; quiet, the
-        // buffer is given back.
+        // A burst: one large frame each (refused, but read whole) grows each read buffer.
         let burst = publish_frame(99, 0..48, &[7; 4096]);
         let quiet = rss_kib();
         for _ in 0..CONNECTIONS {
@@ -127,7 +115,7 @@ fn a_silent_connection_costs_at_most_64_kib_churn_does_not_grow_memory_and_a_bur
             });
         }
         let grown = rss_kib();
-        std::thread::sleep(Duration::from_millis(1500));
+        std::thread::sleep(ms(1500));
         let trimmed = rss_kib();
         let per = |kib: u64| kib.saturating_sub(quiet) as f64 / CONNECTIONS as f64;
         eprintln!(

@@ -1,5 +1,4 @@
-//! A small blocking client of the wire protocol over `std::net::TcpStream`, for the
-//! loopback tests: it reuses its buffers, so that it allocates nothing once warm either.
+//! Servers on loopback and a blocking wire client that allocates nothing once warm.
 
 #![allow(dead_code)]
 
@@ -11,20 +10,28 @@ use zerodispatch_broker::{BrokerConfig, QueueConfig, QueueMode};
 use zerodispatch_server::{Limits, Server};
 use zerodispatch_wire::*;
 
+/// How long a client waits for the server's next bytes.
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a connection must stay silent for a test to call it quiet.
+pub const QUIET: Duration = Duration::from_millis(200);
+
 /// A server on a free loopback port, serving a broker with these queues.
 pub fn server(queues: &[QueueMode], limits: Limits) -> Server {
+    server_of(queues, limits, BrokerConfig::default())
+}
+
+/// As [`server`], the broker's other settings from `broker`.
+pub fn server_of(queues: &[QueueMode], limits: Limits, broker: BrokerConfig) -> Server {
+    let window = limits.consumer_window;
+    let queue = |&mode| QueueConfig {
+        window,
+        ..QueueConfig::new(mode)
+    };
+    let queues = queues.iter().map(queue).collect();
     Server::builder()
         .listen("127.0.0.1:0".parse().unwrap())
-        .broker_config(BrokerConfig {
-            queues: queues
-                .iter()
-                .map(|&mode| QueueConfig {
-                    window: limits.consumer_window,
-                    ..QueueConfig::new(mode)
-                })
-                .collect(),
-            ..BrokerConfig::default()
-        })
+        .broker_config(BrokerConfig { queues, ..broker })
         .limits(limits)
         .start()
         .expect("the server starts")
@@ -44,9 +51,30 @@ pub fn priority_server_with(tune: impl FnOnce(&mut Limits)) -> Server {
 
 /// Waits until every slot of the store is free (the store of [`limits`]).
 pub fn all_slots_free(server: &Server) {
-    eventually("every slot free", || {
-        server.stats().free_slots == limits().store_slots
-    });
+    let slots = limits().store_slots;
+    eventually("every slot free", || server.stats().free_slots == slots);
+}
+
+/// `n` milliseconds.
+pub const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Waits until the server counts `n` connections.
+pub fn connections_become(server: &Server, n: usize) {
+    eventually("the connections", || server.stats().connections == n);
+}
+
+/// The id a payload of [`payload_of`] carries in its first eight bytes.
+pub fn id_in(payload: &[u8]) -> u64 {
+    u64::from_le_bytes(payload[..8].try_into().unwrap())
+}
+
+/// Asserts that `payload` is the [`payload_of`] message `id`.
+pub fn assert_payload_of(id: u64, payload: &[u8]) {
+    let mut expected = [0; 256];
+    let len = payload_of(id, &mut expected);
+    assert_eq!(payload, &expected[..len], "message {id}'s bytes");
 }
 
 /// `frame`'s bytes, to send raw or in a write with others.
@@ -67,19 +95,54 @@ pub fn hello_frame(heartbeat_ms: u32) -> Frame<'static> {
 
 /// An `OpenProducer` of an anonymous producer.
 pub fn open_producer_frame(producer: u32, queue: u32, max_unconfirmed: u32) -> Frame<'static> {
+    open_named_producer_frame(producer, queue, max_unconfirmed, "")
+}
+
+/// An `OpenProducer` under `name` (anonymous if empty).
+pub fn open_named_producer_frame(producer: u32, queue: u32, max: u32, name: &str) -> Frame<'_> {
     Frame::OpenProducer(OpenProducer {
         producer: ProducerId(producer),
         queue: QueueId(queue),
-        max_unconfirmed,
-        name: "",
+        max_unconfirmed: max,
+        name,
     })
+}
+
+/// An `OpenConsumer` (the server echoes it).
+pub fn open_consumer_frame(consumer: u32, queue: u32, app: u16, credit: u32) -> Frame<'static> {
+    Frame::OpenConsumer(OpenConsumer {
+        consumer: ConsumerId(consumer),
+        queue: QueueId(queue),
+        app: AppId(app),
+        credit,
+    })
+}
+
+/// A `Deliver` to `consumer` of one message, `guid` with token 0 and payload `x`, encoded.
+pub fn deliver_frame(consumer: u32, guid: Guid) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut batch = DeliverBuilder::begin(&mut out, ConsumerId(consumer));
+    batch.push(guid, DeliveryToken(0), b"x").unwrap();
+    batch.finish().unwrap();
+    out
+}
+
+/// The `CloseConsumer` of `consumer` (the server echoes it).
+pub fn close_consumer_frame(consumer: u32) -> Frame<'static> {
+    let consumer = ConsumerId(consumer);
+    Frame::CloseConsumer(CloseConsumer { consumer })
 }
 
 /// The `CloseProducer` of `producer` (the server echoes it).
 pub fn close_producer_frame(producer: u32) -> Frame<'static> {
-    Frame::CloseProducer(CloseProducer {
-        producer: ProducerId(producer),
-    })
+    let producer = ProducerId(producer);
+    Frame::CloseProducer(CloseProducer { producer })
+}
+
+/// A `Credit` of `credit` more messages for `consumer`.
+pub fn credit_frame(consumer: u32, credit: u32) -> Frame<'static> {
+    let consumer = ConsumerId(consumer);
+    Frame::Credit(Credit { consumer, credit })
 }
 
 /// An `Error` frame that refuses nothing, `code` with `message`.
@@ -103,14 +166,10 @@ pub fn publish_frame(producer: u32, ids: impl IntoIterator<Item = u64>, payload:
     out
 }
 
-/// A producer and a consumer, each on a connection of its own: producer 1, opened with
-/// `max_unconfirmed`, and consumer 7 with `credit`, both of queue 0 (app 0).
+/// Producer 1 (`max_unconfirmed`) and consumer 7 (`credit`) of queue 0, each on its own connection.
 pub fn open_pair(addr: SocketAddr, max_unconfirmed: u32, credit: u32) -> (Client, Client) {
-    let mut producer = Client::hello(addr);
-    let mut consumer = Client::hello(addr);
-    producer.open_producer(1, 0, max_unconfirmed);
-    consumer.open_consumer(7, 0, 0, credit);
-    (producer, consumer)
+    let producer = Client::producer(addr, 1, 0, max_unconfirmed);
+    (producer, Client::consumer(addr, 7, 0, 0, credit))
 }
 
 /// Small limits for tests: few slots, so that leaks show.
@@ -124,15 +183,21 @@ pub fn limits() -> Limits {
     }
 }
 
+/// Runs `f` under a 30 s watchdog: a hang fails the test instead of holding it.
+pub fn watched(what: &str, f: impl FnOnce() + Send + 'static) {
+    zerodispatch_testkit::within(Duration::from_secs(30), what, f);
+}
+
 /// Waits until `ready` holds, up to 10 s.
 pub fn eventually(what: &str, mut ready: impl FnMut() -> bool) {
-    let until = Instant::now() + Duration::from_secs(10);
+    let until = Instant::now() + READ_TIMEOUT;
     while !ready() {
         assert!(Instant::now() < until, "{what}: not after 10 s");
         std::thread::sleep(Duration::from_millis(5));
     }
 }
 
+/// A blocking client of one connection, with buffers it reuses.
 pub struct Client {
     stream: TcpStream,
     out: Vec<u8>,
@@ -151,9 +216,7 @@ impl Client {
 
     /// A client of a connected stream (a clone of another client's, say).
     pub fn from_stream(stream: TcpStream) -> Self {
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
+        stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
         Self {
             stream,
             out: Vec::with_capacity(1 << 20),
@@ -166,8 +229,21 @@ impl Client {
     /// Connects and shakes hands (no heartbeats from the client).
     pub fn hello(addr: SocketAddr) -> Self {
         let mut client = Self::connect(addr);
-        let welcome = client.shake_hands(0);
-        assert_eq!(welcome.version, VERSION);
+        assert_eq!(client.shake_hands(0).version, VERSION);
+        client
+    }
+
+    /// A connection with producer `producer` of `queue` open.
+    pub fn producer(addr: SocketAddr, producer: u32, queue: u32, max_unconfirmed: u32) -> Self {
+        let mut client = Self::hello(addr);
+        client.open_producer(producer, queue, max_unconfirmed);
+        client
+    }
+
+    /// A connection with consumer `consumer` of `queue`'s `app` open with `credit`.
+    pub fn consumer(addr: SocketAddr, consumer: u32, queue: u32, app: u16, credit: u32) -> Self {
+        let mut client = Self::hello(addr);
+        client.open_consumer(consumer, queue, app, credit);
         client
     }
 
@@ -182,17 +258,12 @@ impl Client {
 
     /// Gives consumer `consumer` `credit` more messages.
     pub fn credit(&mut self, consumer: u32, credit: u32) {
-        self.send(Frame::Credit(Credit {
-            consumer: ConsumerId(consumer),
-            credit,
-        }));
+        self.send(credit_frame(consumer, credit));
     }
 
     /// Closes consumer `consumer` and reads the echo.
     pub fn close_consumer(&mut self, consumer: u32) {
-        let close = Frame::CloseConsumer(CloseConsumer {
-            consumer: ConsumerId(consumer),
-        });
+        let close = close_consumer_frame(consumer);
         self.send(close);
         self.next(|frame| assert_eq!(frame, close));
     }
@@ -202,8 +273,7 @@ impl Client {
         self.send(close_producer_frame(producer));
     }
 
-    /// Closes producer `producer`, whose messages all have their outcomes, and reads the
-    /// echo.
+    /// Closes producer `producer`, whose messages all have their outcomes; reads the echo.
     pub fn close_producer_echoed(&mut self, producer: u32) {
         self.close_producer(producer);
         self.next(|frame| assert_eq!(frame, close_producer_frame(producer)));
@@ -211,9 +281,7 @@ impl Client {
 
     /// Reads `n` publish confirms of `producer`, each `Stored`.
     pub fn all_stored(&mut self, producer: u32, n: usize) {
-        self.confirms(producer, n, |_, status| {
-            assert_eq!(status, ConfirmStatus::Stored)
-        });
+        self.confirms(producer, n, |_, s| assert_eq!(s, ConfirmStatus::Stored));
     }
 
     pub fn send(&mut self, frame: Frame<'_>) {
@@ -232,11 +300,8 @@ impl Client {
     }
 
     pub fn open_producer(&mut self, producer: u32, queue: u32, max_unconfirmed: u32) {
-        assert_eq!(
-            self.open_named_producer(producer, queue, max_unconfirmed, ""),
-            Ok(None),
-            "an anonymous producer has nothing stored"
-        );
+        let opened = self.open_named_producer(producer, queue, max_unconfirmed, "");
+        assert_eq!(opened, Ok(None), "anonymous: nothing stored");
     }
 
     /// Opens a producer under `name` (anonymous if empty): the highest publish id stored
@@ -252,22 +317,15 @@ impl Client {
             .map(|window| window.last_stored)
     }
 
-    /// As [`open_named_producer`](Self::open_named_producer): the whole answer, what the
-    /// queue has stored of the name id by id.
+    /// As [`open_named_producer`](Self::open_named_producer), with the whole stored window.
     pub fn open_producer_window(
         &mut self,
         producer: u32,
         queue: u32,
-        max_unconfirmed: u32,
+        max: u32,
         name: &str,
     ) -> Result<OwnedWindow, ErrorCode> {
-        let open = OpenProducer {
-            producer: ProducerId(producer),
-            queue: QueueId(queue),
-            max_unconfirmed,
-            name,
-        };
-        self.send(Frame::OpenProducer(open));
+        self.send(open_named_producer_frame(producer, queue, max, name));
         self.next(|frame| match frame {
             Frame::ProducerOpened(opened) => {
                 assert_eq!(opened.producer, ProducerId(producer));
@@ -286,15 +344,11 @@ impl Client {
         })
     }
 
+    /// Opens consumer `consumer` of `queue`'s `app` with `credit`, and reads the echo.
     pub fn open_consumer(&mut self, consumer: u32, queue: u32, app: u16, credit: u32) {
-        let open = OpenConsumer {
-            consumer: ConsumerId(consumer),
-            queue: QueueId(queue),
-            app: AppId(app),
-            credit,
-        };
-        self.send(Frame::OpenConsumer(open));
-        self.next(|frame| assert_eq!(frame, Frame::OpenConsumer(open)));
+        let open = open_consumer_frame(consumer, queue, app, credit);
+        self.send(open);
+        self.next(|frame| assert_eq!(frame, open));
     }
 
     /// Publishes messages `ids` with `payload(id)` in one frame.
@@ -322,19 +376,15 @@ impl Client {
         }
         batch.finish().unwrap();
         if credit {
-            Frame::Credit(Credit {
-                consumer: ConsumerId(consumer),
-                credit: deliveries.len() as u32,
-            })
-            .encode(&mut self.out)
-            .unwrap();
+            let more = credit_frame(consumer, deliveries.len() as u32);
+            more.encode(&mut self.out).unwrap();
         }
         self.flush();
     }
 
     /// Hands the next frame (heartbeats skipped) to `f`.
     pub fn next<R>(&mut self, f: impl FnOnce(Frame<'_>) -> R) -> R {
-        let until = Instant::now() + Duration::from_secs(10);
+        let until = Instant::now() + READ_TIMEOUT;
         loop {
             assert!(Instant::now() < until, "no frame for 10 s");
             match decode(&self.input[self.start..self.end]).expect("the server's frames decode") {
@@ -345,31 +395,30 @@ impl Client {
                     let (frame, _) = decode(&self.input[at..at + len]).unwrap().unwrap();
                     return f(frame);
                 }
-                None => {
-                    assert!(self.fill(), "the server closed the connection");
-                }
+                None => assert!(self.fill(), "the server closed the connection"),
             }
         }
     }
 
     /// Reads more; false at the end of the stream.
     fn fill(&mut self) -> bool {
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-        } else if self.end == self.input.len() {
-            self.input.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-        }
-        match self.stream.read(&mut self.input[self.end..]) {
-            Ok(0) => false,
-            Ok(n) => {
-                self.end += n;
-                true
-            }
+        match self.read_more() {
+            Ok(n) => n > 0,
             Err(e) => panic!("reading: {e}"),
         }
+    }
+
+    /// Makes room in the buffer and reads into it once; the bytes read.
+    fn read_more(&mut self) -> std::io::Result<usize> {
+        if self.start == self.end {
+            (self.start, self.end) = (0, 0);
+        } else if self.end == self.input.len() {
+            self.input.copy_within(self.start..self.end, 0);
+            (self.start, self.end) = (0, self.end - self.start);
+        }
+        let n = self.stream.read(&mut self.input[self.end..])?;
+        self.end += n;
+        Ok(n)
     }
 
     /// The next frame is a heartbeat.
@@ -386,34 +435,24 @@ impl Client {
         }
     }
 
-    /// Whether a frame (other than a heartbeat) arrives within `wait`.
+    /// Whether no frame (other than a heartbeat) arrives within `wait`.
     pub fn quiet_for(&mut self, wait: Duration) -> bool {
         self.stream.set_read_timeout(Some(wait)).unwrap();
         let quiet = loop {
             match decode(&self.input[self.start..self.end]).unwrap() {
                 Some((Frame::Heartbeat, len)) => self.start += len,
                 Some(_) => break false,
-                None => {
-                    if self.start == self.end {
-                        self.start = 0;
-                        self.end = 0;
+                None => match self.read_more() {
+                    Ok(0) => break true,
+                    Ok(_) => {}
+                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                        break true;
                     }
-                    match self.stream.read(&mut self.input[self.end..]) {
-                        Ok(0) => break true,
-                        Ok(n) => self.end += n,
-                        Err(e)
-                            if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
-                        {
-                            break true;
-                        }
-                        Err(e) => panic!("reading: {e}"),
-                    }
-                }
+                    Err(e) => panic!("reading: {e}"),
+                },
             }
         };
-        self.stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
+        self.stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
         quiet
     }
 
@@ -428,14 +467,15 @@ impl Client {
         })
     }
 
-    /// The next frame is a fatal error of `code`, which refuses no frame (`refused` and
-    /// `subject` 0, as every fatal error), and the server closes after it.
+    /// The next frame is an error of `code` refusing the frame of `kind` about `subject`.
+    pub fn expect_refusal(&mut self, code: ErrorCode, kind: FrameKind, subject: u32) {
+        assert_eq!(self.expect_error(code), (Some(kind), subject));
+    }
+
+    /// The next frame is a fatal error of `code` (refused and subject 0), then the end.
     pub fn expect_fatal(&mut self, code: ErrorCode) {
-        assert_eq!(
-            self.expect_error(code),
-            (None, 0),
-            "a fatal error carries refused 0 and subject 0"
-        );
+        let carried = self.expect_error(code);
+        assert_eq!(carried, (None, 0), "a fatal error refuses no frame");
         self.expect_closed();
     }
 
@@ -496,8 +536,7 @@ impl Client {
         });
     }
 
-    /// Reads deliveries to `consumer` until `n` messages came; returns their GUIDs and
-    /// tokens.
+    /// Reads deliveries to `consumer` until `n` messages came; returns their GUIDs and tokens.
     pub fn delivered(&mut self, consumer: u32, n: usize) -> Vec<Delivered> {
         let mut delivered = Vec::new();
         self.deliveries(consumer, n, |d, _| delivered.push(d));
@@ -514,12 +553,18 @@ impl Client {
 
     /// Reads `n` publish confirms of `producer`, each `Stored`; returns their ids, sorted.
     pub fn stored_ids(&mut self, producer: u32, n: usize) -> Vec<u64> {
+        let mut ids = self.ids_all(producer, n, ConfirmStatus::Stored);
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Reads `n` publish confirms of `producer`, each of `status`; returns their ids in order.
+    pub fn ids_all(&mut self, producer: u32, n: usize, status: ConfirmStatus) -> Vec<u64> {
         let mut ids = Vec::new();
-        self.confirms(producer, n, |id, status| {
-            assert_eq!(status, ConfirmStatus::Stored, "message {}", id.0);
+        self.confirms(producer, n, |id, s| {
+            assert_eq!(s, status, "message {}", id.0);
             ids.push(id.0);
         });
-        ids.sort_unstable();
         ids
     }
 
@@ -544,8 +589,7 @@ impl Client {
         read
     }
 
-    /// Reads frames into `count` (which says how many of the `n` each holds) until `n`
-    /// came, and no more (`what` names them).
+    /// Reads frames into `count` (how many of the `n` each holds) until `n` came, and no more.
     fn counted(&mut self, n: usize, what: &str, mut count: impl FnMut(Frame<'_>) -> usize) {
         let mut got = 0;
         while got < n {
@@ -554,11 +598,7 @@ impl Client {
         assert_eq!(got, n, "more {what} than expected");
     }
 
-    /// The socket, for a test that reads it itself.
-    ///
-    /// # Panics
-    ///
-    /// If a frame read from it is still buffered here.
+    /// The socket, for a test that reads it itself (panics if a frame is still buffered).
     pub fn into_stream(self) -> TcpStream {
         assert_eq!(self.start, self.end, "frames left unread");
         self.stream
@@ -578,8 +618,7 @@ pub fn payload_of(id: u64, buf: &mut [u8]) -> usize {
     len
 }
 
-/// A delivery as a `Deliver` frame names it and a `ConsumerConfirm` echoes it: the
-/// message's GUID and the delivery's token.
+/// A delivery as `Deliver` names it and `ConsumerConfirm` echoes it: GUID and token.
 pub type Delivered = (Guid, DeliveryToken);
 
 /// What [`Client::read_until`] read: publish confirms and deliveries.
@@ -594,20 +633,14 @@ pub struct Traffic {
 impl Traffic {
     /// The ids confirmed with `status`, in order.
     pub fn ids(&self, status: ConfirmStatus) -> Vec<u64> {
-        self.confirms
-            .iter()
-            .filter(|c| c.1 == status)
-            .map(|c| c.0)
-            .collect()
+        let confirmed = self.confirms.iter().filter(|c| c.1 == status);
+        confirmed.map(|c| c.0).collect()
     }
 
     /// The deliveries to `consumer` (GUID and token), in order.
     pub fn deliveries(&self, consumer: u32) -> Vec<Delivered> {
-        self.delivered
-            .iter()
-            .filter(|d| d.0 == consumer)
-            .map(|d| d.1)
-            .collect()
+        let delivered = self.delivered.iter().filter(|d| d.0 == consumer);
+        delivered.map(|d| d.1).collect()
     }
 }
 
