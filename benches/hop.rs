@@ -15,6 +15,10 @@
 //!
 //! And the experiments that take our hop apart, one cost at a time, on the same queue:
 //!
+//! * `raw_packs16_plain`, `raw_packs16_callback`: our pack design alone (`peers::RawPacks`):
+//!   packs of 16 from a pool over a bare `ArrayQueue`, each item moved out and handled by a
+//!   spinning consumer, carrying `Confirm` data (what the disruptor carries) or our inline
+//!   `Callback`s (what `dispatch_batch16` carries): the floor under `dispatch_batch16`;
 //! * `raw_item_queue`: the bare queue carrying 56-byte items (our queued item's size: a
 //!   64-byte slot, which straddles two cache lines unless the buffer starts on one);
 //! * `raw_item_queue_gate1`: the same with the one read-modify-write of our gate before
@@ -57,8 +61,9 @@ use ours::{
 };
 use peers::{
     CrossbeamBoxed, DisruptorTyped, DisruptorTypedBatch, PINNED, PRODUCER_CORE, Plain40, Plain56,
-    RawArrayQueue, Slow40,
+    RawArrayQueue, RawPacks, Slow40,
 };
+use zerodispatch_bench_support::workload::Confirm;
 
 /// A thread started before the bench thread pins itself, which therefore keeps the
 /// process's full affinity mask (a thread inherits its creator's): our dispatchers are
@@ -158,6 +163,12 @@ fn subjects(c: &mut Criterion, prefix: &str) {
         "disruptor_batch16",
         DisruptorTypedBatch::new,
         DisruptorTypedBatch::run,
+    );
+    s.bench("raw_packs16_plain", RawPacks::<Confirm>::new, RawPacks::run);
+    s.bench(
+        "raw_packs16_callback",
+        RawPacks::<zerodispatch::Callback>::new,
+        RawPacks::run,
     );
     s.bench(
         "raw_item_queue",

@@ -792,3 +792,144 @@ impl<T, const RMWS: u8> Drop for RawArrayQueue<T, RMWS> {
         }
     }
 }
+
+/// What a [`RawPacks`] pack holds, one per event: made from a sequence number, handled by
+/// value (as a processor hands an event over).
+pub trait PackItem: Send + 'static {
+    /// The item for the confirm of message `seq`.
+    fn make(seq: u64) -> Self;
+    /// The consumer's work for it.
+    fn handle(self);
+}
+
+impl PackItem for Confirm {
+    #[inline]
+    fn make(seq: u64) -> Self {
+        Confirm::for_seq(seq)
+    }
+
+    #[inline]
+    fn handle(self) {
+        handle_confirm(self);
+    }
+}
+
+impl PackItem for zerodispatch::Callback {
+    #[inline]
+    fn make(seq: u64) -> Self {
+        zerodispatch::Callback::new(confirm_functor(seq))
+    }
+
+    #[inline]
+    fn handle(self) {
+        self.call();
+    }
+}
+
+/// The floor under `dispatch_batch(16)`: our pack design with nothing else around it. A
+/// pool of `CHANNEL_CAPACITY / 16` packs (`Vec<T>` of 16), an `ArrayQueue` of
+/// `CHANNEL_CAPACITY` carrying full packs to one consumer thread, which moves each item out
+/// of its pack, handles it, counts it, and gives the pack back to the pool. No gate, no
+/// client, no wake-up, no stats: what carrying `T` in packs costs at the least. With
+/// `T = Confirm`, the data the disruptor carries; with `T = Callback`, our inline callbacks.
+pub struct RawPacks<T> {
+    full: Arc<ArrayQueue<Vec<T>>>,
+    free: Arc<ArrayQueue<Vec<T>>>,
+    progress: Progress,
+    next_seq: AtomicU64,
+    stop: Arc<AtomicBool>,
+    consumer: Option<JoinHandle<()>>,
+}
+
+impl<T: PackItem> RawPacks<T> {
+    /// Makes the packs and starts the consumer thread.
+    ///
+    /// # Panics
+    ///
+    /// Never: the pool has room for every pack made.
+    #[must_use]
+    pub fn new() -> Self {
+        let packs = CHANNEL_CAPACITY / BATCH as usize;
+        let free = Arc::new(ArrayQueue::new(packs));
+        for _ in 0..packs {
+            assert!(free.push(Vec::with_capacity(BATCH as usize)).is_ok());
+        }
+        let full = Arc::new(ArrayQueue::<Vec<T>>::new(CHANNEL_CAPACITY));
+        let progress = new_progress();
+        let stop = Arc::new(AtomicBool::new(false));
+        let consumer = {
+            let (full, free) = (full.clone(), free.clone());
+            let (progress, stop) = (progress.clone(), stop.clone());
+            thread::spawn(move || {
+                pin_if_asked(CONSUMER_CORE);
+                let mut n = 0_u64;
+                let backoff = Backoff::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let Some(mut pack) = full.pop() else {
+                        backoff.snooze();
+                        continue;
+                    };
+                    for item in pack.drain(..) {
+                        item.handle();
+                        n += 1;
+                        progress.store(n, Ordering::Release);
+                    }
+                    // The pool holds every pack: a give-back always fits.
+                    let _ = free.push(pack);
+                    backoff.reset();
+                }
+            })
+        };
+        Self {
+            full,
+            free,
+            progress,
+            next_seq: AtomicU64::new(0),
+            stop,
+            consumer: Some(consumer),
+        }
+    }
+
+    /// Sends `count` items in packs of 16 (waiting for a free pack, then for room, by
+    /// spinning), waits until the consumer has handled them, and returns the time taken.
+    pub fn run(&self, count: u64) -> Duration {
+        let first = self.next_seq.fetch_add(count, Ordering::Relaxed);
+        let target = self.progress.load(Ordering::Acquire) + count;
+        let start = Instant::now();
+        let mut seq = first;
+        while seq < first + count {
+            let end = (seq + BATCH).min(first + count);
+            let mut pack = loop {
+                match self.free.pop() {
+                    Some(pack) => break pack,
+                    None => std::hint::spin_loop(),
+                }
+            };
+            pack.extend((seq..end).map(T::make));
+            while let Err(back) = self.full.push(pack) {
+                pack = back;
+                std::hint::spin_loop();
+            }
+            seq = end;
+        }
+        wait_until(&self.progress, target, || {
+            self.consumer.as_ref().is_none_or(JoinHandle::is_finished)
+        });
+        start.elapsed()
+    }
+}
+
+impl<T: PackItem> Default for RawPacks<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> Drop for RawPacks<T> {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(consumer) = self.consumer.take() {
+            let _ = consumer.join();
+        }
+    }
+}
