@@ -31,7 +31,9 @@
 //! index; the generation is there so that a reference dropped twice by mistake (a late
 //! outcome after the broker shut down, say) can never release the slot's next message:
 //! a drop whose generation is not the slot's current one is refused and counted
-//! ([`PayloadStore::stale_handles`]).
+//! ([`PayloadStore::stale_handles`]). Publishers drive the generations, so they do not
+//! wrap: a slot released at its last one (`u32::MAX`, after that many messages) is retired,
+//! and its part keeps one slot less.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -128,6 +130,9 @@ impl std::error::Error for StoreTooLarge {}
 
 const GENERATION_SHIFT: u32 = 32;
 const REFS: u64 = u32::MAX as u64;
+/// A slot's last generation: released at it, the slot is retired (publishers drive the
+/// count, so it must not wrap and make an old handle current again).
+const LAST_GENERATION: u64 = u32::MAX as u64;
 
 impl PayloadStore {
     /// A store of `slots` slots of `slot_size` bytes, all allocated now.
@@ -351,8 +356,9 @@ impl PayloadStore {
         meta.publish_id.store(publish_id, Ordering::Relaxed);
         // At most the parts' count, a few thousand: a u32.
         meta.part.store(part as u32, Ordering::Relaxed);
-        // The slot is ours alone (popped from the free list): no other writer.
-        let generation = (meta.state.load(Ordering::Relaxed) >> GENERATION_SHIFT).wrapping_add(1);
+        // The slot is ours alone (popped from the free list): no other writer. Below
+        // `u32::MAX`: a slot is retired at its last generation (`release`), never wrapped.
+        let generation = (meta.state.load(Ordering::Relaxed) >> GENERATION_SHIFT) + 1;
         meta.state.store(
             generation << GENERATION_SHIFT | u64::from(refs),
             Ordering::Release,
@@ -437,6 +443,11 @@ impl PayloadStore {
                 Err(now) => state = now,
             }
         }
+        if generation == LAST_GENERATION {
+            // Retired: a generation never repeats, so the slot is not taken again. It stays
+            // counted in its part, whose quota is one slot less from now on.
+            return true;
+        }
         // Read before the push: once in the free list, the slot may be taken again.
         let part = meta.part.load(Ordering::Relaxed) as usize;
         // As many places as slots, and this one is not in the list: cannot fail.
@@ -469,6 +480,49 @@ mod tests {
             assert!(store.release_all(h));
             assert_eq!(store.free_slots(), 1);
         }
+    }
+
+    #[test]
+    fn a_slot_at_its_last_generation_is_retired_instead_of_wrapping() {
+        let store = PayloadStore::new(2, 8);
+        let h = store.try_store(b"a", 1, 1).unwrap().unwrap();
+        let index = (h & REFS) as usize;
+        assert!(store.release(h, 1));
+        // As if the slot had been used u32::MAX - 1 times.
+        store.meta[index]
+            .state
+            .store((LAST_GENERATION - 1) << GENERATION_SHIFT, Ordering::Relaxed);
+        let (mut last, mut other) = (None, None);
+        for _ in 0..2 {
+            let h = store.try_store(b"b", 2, 1).unwrap().unwrap();
+            if (h & REFS) as usize == index {
+                last = Some(h);
+            } else {
+                other = Some(h);
+            }
+        }
+        let last = last.expect("both slots taken");
+        assert_eq!(last >> GENERATION_SHIFT, LAST_GENERATION);
+        assert!(store.release(last, 1));
+        assert!(store.release(other.unwrap(), 1));
+        // Only the other slot comes back; the retired one stays counted in its part.
+        assert_eq!(store.free_slots(), 1);
+        assert_eq!(store.used(0), 1);
+        let next = store.try_store(b"c", 3, 1).unwrap().unwrap();
+        assert_ne!(
+            (next & REFS) as usize,
+            index,
+            "a retired slot is not taken again"
+        );
+        assert_eq!(
+            store.try_store(b"d", 4, 1),
+            Ok(None),
+            "the part is one slot less"
+        );
+        assert!(
+            !store.release(last, 1),
+            "the last generation's handle is stale"
+        );
     }
 
     #[test]
