@@ -308,6 +308,11 @@ fn closing_a_fanout_consumer_drops_only_the_share_it_did_not_take() {
     let (c1, seen1) = blocking_consumer(&broker, 1, gate.clone());
     let guids = publish(&p, 0, 0..6);
     gate.wait();
+    // All six stored before the close: a PUT reaching the queue after c1's detach would
+    // leave its app-1 share waiting for a consumer, never released (it timed out under
+    // load). Counters, not a callback: c1's handler holds its session processor.
+    let stored = || broker.queue_stats()[0].stored == 6;
+    wait_for("the queue stores them", stored);
     broker.close_consumer(&c1).unwrap();
     gate.wait();
     wait_for("every release", || broker.queue_stats()[0].released >= 6);

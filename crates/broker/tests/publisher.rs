@@ -1,6 +1,6 @@
 //! The producer's sending side: flushes, the unconfirmed cap, confirm timeouts and close.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -232,19 +232,23 @@ fn close_sends_the_batch_reports_unsent_as_not_sent_and_gives_in_flight_its_time
     // In flight, held unconfirmed a moment by a consumer: confirmed within the wait.
     let broker = broker();
     let gate = Arc::new(std::sync::Barrier::new(2));
-    let g = gate.clone();
-    let mut first = true;
+    let (g, entered) = (gate.clone(), Arc::new(AtomicBool::new(false)));
+    let (mut first, inside) = (true, entered.clone());
     let _c = consumer_calling(&broker, move |_: &[Delivery]| {
         if std::mem::take(&mut first) {
+            inside.store(true, Ordering::SeqCst);
             g.wait();
         }
     });
     let (p, acks) = producer_with(&broker, ProducerConfig::default());
     let guids = send(&p, 50);
-    // Stored, not `sent_on`: the consumer's handler may already hold the session processor
-    // that a callback of `sent_on` would have to run on (regression: it hung under load).
+    // Stored, or the consumer's handler in: not `sent_on`, whose callback would wait behind
+    // the handler on the one session processor (regression: it hung under load); nor only
+    // stored, since the handler may hold the processor before the session has sent all 50
+    // (then the rest wait behind it, sent once it lets go, before the close).
     let stored = || broker.queue_stats()[0].stored == 50;
-    wait_for("the queue stores them", stored);
+    let ready = || stored() || entered.load(Ordering::SeqCst);
+    wait_for("stored, or held by the consumer", ready);
     let releaser = thread::spawn(move || {
         thread::sleep(Duration::from_millis(20));
         gate.wait();

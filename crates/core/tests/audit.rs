@@ -126,7 +126,9 @@ fn synchronize_on_a_processor_thread_is_refused_so_two_cannot_wait_for_each_othe
 #[test]
 fn a_processor_of_one_dispatcher_waits_on_a_full_processor_of_another() {
     let a = one_queue(PoolConfig::new(1));
-    let b = one_queue(PoolConfig::new(1).capacity(1));
+    // Unprobed: a monitor probe landing while B is held would take its one slot, and the
+    // dispatch of 1 below would wait forever for the processor this thread holds.
+    let b = one_queue_unprobed(PoolConfig::new(1).capacity(1));
     let (target, log) = recorder_on(&b);
     b.synchronize(target).unwrap();
     // Hold B's processor in a callback and fill its one slot.
