@@ -15,6 +15,9 @@
 //!
 //! And the experiments that take our hop apart, one cost at a time, on the same queue:
 //!
+//! * `disruptor_batch16_in_place_calls`: the disruptor's ring carrying 56-byte callbacks
+//!   (a confirm's captures and a pointer to their code), each called through its pointer
+//!   where it lies: what a ring filled and called in place would cost with callbacks;
 //! * `raw_packs16_plain`, `raw_packs16_callback`: our pack design alone (`peers::RawPacks`):
 //!   packs of 16 from a pool over a bare `ArrayQueue`, each item moved out and handled by a
 //!   spinning consumer, carrying `Confirm` data (what the disruptor carries) or our inline
@@ -60,8 +63,8 @@ use ours::{
     bench_runs, throughput_group,
 };
 use peers::{
-    CrossbeamBoxed, DisruptorTyped, DisruptorTypedBatch, PINNED, PRODUCER_CORE, Plain40, Plain56,
-    RawArrayQueue, RawPacks, Slow40,
+    CrossbeamBoxed, DisruptorInPlaceBatch, DisruptorTyped, DisruptorTypedBatch, PINNED,
+    PRODUCER_CORE, Plain40, Plain56, RawArrayQueue, RawPacks, Slow40,
 };
 use zerodispatch_bench_support::workload::Confirm;
 
@@ -163,6 +166,11 @@ fn subjects(c: &mut Criterion, prefix: &str) {
         "disruptor_batch16",
         DisruptorTypedBatch::new,
         DisruptorTypedBatch::run,
+    );
+    s.bench(
+        "disruptor_batch16_in_place_calls",
+        DisruptorInPlaceBatch::new,
+        DisruptorInPlaceBatch::run,
     );
     s.bench("raw_packs16_plain", RawPacks::<Confirm>::new, RawPacks::run);
     s.bench(
