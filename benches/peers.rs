@@ -518,49 +518,32 @@ impl Default for DisruptorTyped {
     }
 }
 
-/// [`DisruptorTyped`] publishing [`BATCH`] events at a time with `batch_publish`; a count
-/// that is not a multiple of [`BATCH`] ends with one smaller batch.
-pub struct DisruptorTypedBatch(DisruptorPeer);
+/// A disruptor peer publishing [`BATCH`] events `E` at a time with `batch_publish`; a
+/// count that is not a multiple of [`BATCH`] ends with one smaller batch.
+pub struct DisruptorBatch<E: RingEvent = Confirm>(DisruptorPeer<E>);
 
-impl DisruptorTypedBatch {
+/// [`DisruptorTyped`] publishing [`BATCH`] confirms at a time: what batching buys.
+pub type DisruptorTypedBatch = DisruptorBatch<Confirm>;
+
+/// [`InPlaceCall`]s [`BATCH`] at a time, each called through its pointer where it lies in
+/// the ring: the floor of a ring that holds callbacks and calls them in place.
+pub type DisruptorInPlaceBatch = DisruptorBatch<InPlaceCall>;
+
+impl<E: RingEvent> DisruptorBatch<E> {
     /// Builds the ring and starts the consumer thread.
     #[must_use]
     pub fn new() -> Self {
         Self(DisruptorPeer::start())
     }
 
-    /// Publishes `count` confirms [`BATCH`] at a time and returns the time from the first
+    /// Publishes `count` events [`BATCH`] at a time and returns the time from the first
     /// publication until the consumer has handled them all.
     pub fn run(&self, count: u64) -> Duration {
         self.0.run(count, BATCH)
     }
 }
 
-impl Default for DisruptorTypedBatch {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// [`DisruptorTypedBatch`] carrying [`InPlaceCall`]s, each called through its pointer where
-/// it lies in the ring: the floor of a ring that holds callbacks and calls them in place.
-pub struct DisruptorInPlaceBatch(DisruptorPeer<InPlaceCall>);
-
-impl DisruptorInPlaceBatch {
-    /// Builds the ring and starts the consumer thread.
-    #[must_use]
-    pub fn new() -> Self {
-        Self(DisruptorPeer::start())
-    }
-
-    /// Publishes `count` calls [`BATCH`] at a time and returns the time from the first
-    /// publication until the consumer has run them all.
-    pub fn run(&self, count: u64) -> Duration {
-        self.0.run(count, BATCH)
-    }
-}
-
-impl Default for DisruptorInPlaceBatch {
+impl<E: RingEvent> Default for DisruptorBatch<E> {
     fn default() -> Self {
         Self::new()
     }
