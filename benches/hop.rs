@@ -22,6 +22,10 @@
 //!   packs of 16 from a pool over a bare `ArrayQueue`, each item moved out and handled by a
 //!   spinning consumer, carrying `Confirm` data (what the disruptor carries) or our inline
 //!   `Callback`s (what `dispatch_batch16` carries): the floor under `dispatch_batch16`;
+//! * `raw_ring16_callback`, `raw_ring16_plain`, `raw_ring1_callback`: the ring the
+//!   processors are to sit on (`zerodispatch_ring`, `peers::RawRing`) alone: runs of 16
+//!   claimed with one compare-and-swap (or one item a push), each item moved out and
+//!   handled by a spinning consumer: what a batch would cost without the packs' two queues;
 //! * `raw_item_queue`: the bare queue carrying 56-byte items (our queued item's size: a
 //!   64-byte slot, which straddles two cache lines unless the buffer starts on one);
 //! * `raw_item_queue_gate1`: the same with the one read-modify-write of our gate before
@@ -64,7 +68,7 @@ use ours::{
 };
 use peers::{
     CrossbeamBoxed, DisruptorInPlaceBatch, DisruptorTyped, DisruptorTypedBatch, PINNED,
-    PRODUCER_CORE, Plain40, Plain56, RawArrayQueue, RawPacks, Slow40,
+    PRODUCER_CORE, Plain40, Plain56, RawArrayQueue, RawPacks, RawRing, Slow40,
 };
 use zerodispatch_bench_support::workload::Confirm;
 
@@ -177,6 +181,21 @@ fn subjects(c: &mut Criterion, prefix: &str) {
         "raw_packs16_callback",
         RawPacks::<zerodispatch::Callback>::new,
         RawPacks::run,
+    );
+    s.bench(
+        "raw_ring16_callback",
+        RawRing::<zerodispatch::Callback, 16>::new,
+        RawRing::run,
+    );
+    s.bench(
+        "raw_ring16_plain",
+        RawRing::<Confirm, 16>::new,
+        RawRing::run,
+    );
+    s.bench(
+        "raw_ring1_callback",
+        RawRing::<zerodispatch::Callback, 1>::new,
+        RawRing::run,
     );
     s.bench(
         "raw_item_queue",

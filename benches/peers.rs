@@ -882,6 +882,101 @@ impl PackItem for zerodispatch::Callback {
     }
 }
 
+/// The ring the processors are to sit on (`zerodispatch_ring`), with nothing else around
+/// it: one producer pushes `RUN` items at a time (a [`Run`](zerodispatch_ring::Run) of 16
+/// gathered on its stack and claimed with one compare-and-swap, or one item a push), one
+/// consumer thread spins on it, moves each item out and handles it, counting it (a release
+/// store of its progress, as every subject does). With `T = Callback`, what
+/// `dispatch_batch(16)` would cost on it before the dispatcher's own work; against
+/// [`RawPacks`], what the packs' two queues cost.
+pub struct RawRing<T, const RUN: usize> {
+    ring: Arc<zerodispatch_ring::Ring<T>>,
+    progress: Progress,
+    next_seq: AtomicU64,
+    stop: Arc<AtomicBool>,
+    consumer: Option<JoinHandle<()>>,
+}
+
+impl<T: PackItem, const RUN: usize> RawRing<T, RUN> {
+    /// Makes the ring (`CHANNEL_CAPACITY` slots) and starts the consumer thread.
+    #[must_use]
+    pub fn new() -> Self {
+        let ring = Arc::new(zerodispatch_ring::Ring::<T>::new(CHANNEL_CAPACITY));
+        let progress = new_progress();
+        let stop = Arc::new(AtomicBool::new(false));
+        let consumer = {
+            let ring = ring.clone();
+            let (progress, stop) = (progress.clone(), stop.clone());
+            thread::spawn(move || {
+                pin_if_asked(CONSUMER_CORE);
+                let mut consumer = ring.consumer().expect("the ring's one consumer");
+                let mut n = 0_u64;
+                let backoff = Backoff::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let Some(item) = consumer.pop() else {
+                        backoff.snooze();
+                        continue;
+                    };
+                    item.handle();
+                    n += 1;
+                    progress.store(n, Ordering::Release);
+                    backoff.reset();
+                }
+            })
+        };
+        Self {
+            ring,
+            progress,
+            next_seq: AtomicU64::new(0),
+            stop,
+            consumer: Some(consumer),
+        }
+    }
+
+    /// Sends `count` items, `RUN` a push (spinning while the ring is full), waits until the
+    /// consumer has handled them, and returns the time taken.
+    pub fn run(&self, count: u64) -> Duration {
+        let first = self.next_seq.fetch_add(count, Ordering::Relaxed);
+        let target = self.progress.load(Ordering::Acquire) + count;
+        let start = Instant::now();
+        let mut run = zerodispatch_ring::Run::<T, RUN>::new();
+        for seq in first..first + count {
+            if run.push(T::make(seq)).is_err() {
+                unreachable!("the run is pushed when full");
+            }
+            if run.is_full() || seq + 1 == first + count {
+                while self.ring.push_run(&mut run).is_err() {
+                    // Full: wait for room for a burst (a quarter of the ring), reading the
+                    // head's line, not the slot the consumer is at (as the core's wait for
+                    // room does, `room.rs`).
+                    while self.ring.len() > CHANNEL_CAPACITY - CHANNEL_CAPACITY / 4 {
+                        std::hint::spin_loop();
+                    }
+                }
+            }
+        }
+        wait_until(&self.progress, target, || {
+            self.consumer.as_ref().is_none_or(JoinHandle::is_finished)
+        });
+        start.elapsed()
+    }
+}
+
+impl<T: PackItem, const RUN: usize> Default for RawRing<T, RUN> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T, const RUN: usize> Drop for RawRing<T, RUN> {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(consumer) = self.consumer.take() {
+            let _ = consumer.join();
+        }
+    }
+}
+
 /// The floor under `dispatch_batch(16)`: our pack design with nothing else around it. A
 /// pool of `CHANNEL_CAPACITY / 16` packs (`Vec<T>` of 16), an `ArrayQueue` of
 /// `CHANNEL_CAPACITY` carrying full packs to one consumer thread, which moves each item out
