@@ -14,10 +14,13 @@
 //! broker; the percentiles printed are what that many wake-ups and two loopback
 //! deliveries cost on this machine before any work is done.
 //!
-//! Run: `cargo run --release --example tcp_ring [hops] [laps] [direct]` (defaults 3 and
+//! Run: `cargo run --release --example tcp_ring [hops] [laps] [direct] [app]` (defaults 3 and
 //! 500; `0` hops: the server's task echoes the frame itself). With `direct`, the last hop
 //! writes the frame to the socket itself instead of handing it to the server's writer
-//! task: the path with one wake-up fewer, as if the session processor wrote its ACKs.
+//! task: the path with one wake-up fewer, as if the session processor wrote its ACKs. With
+//! `app`, the application thread writes its frame to the socket itself instead of handing
+//! it to the client runtime's writer task: the other wake-up fewer, as if the publishing
+//! thread wrote its PUTs (flags in any order: `tcp_ring 1 500 direct app`).
 
 use std::io::Write;
 use std::sync::{Arc, mpsc};
@@ -140,7 +143,9 @@ fn main() {
     let laps: usize = args
         .next()
         .map_or(500, |a| a.parse().expect("laps: a number"));
-    let direct = args.next().is_some_and(|a| a == "direct");
+    let flags: Vec<String> = args.collect();
+    let direct = flags.iter().any(|a| a == "direct");
+    let app_writes = flags.iter().any(|a| a == "app");
 
     let server = runtime("ring-server-io");
     let listener = server
@@ -153,9 +158,19 @@ fn main() {
     let epoch = Instant::now();
     let (laps_tx, laps_rx) = mpsc::channel::<f64>();
     let (to_send, mut sending) = tokio_mpsc::unbounded_channel::<Frame>();
-    client.block_on(async {
+    let app_socket = client.block_on(async {
         let stream = TcpStream::connect(addr).await.expect("connect");
         stream.set_nodelay(true).expect("nodelay");
+        let (stream, duplicate) = if app_writes {
+            let std = stream.into_std().expect("the socket, as std's");
+            let duplicate = std.try_clone().expect("a duplicate of the socket");
+            (
+                TcpStream::from_std(std).expect("back to tokio"),
+                Some(duplicate),
+            )
+        } else {
+            (stream, None)
+        };
         let (mut read, mut write) = stream.into_split();
         tokio::spawn(async move {
             while let Some(frame) = sending.recv().await {
@@ -174,6 +189,7 @@ fn main() {
                 }
             }
         });
+        duplicate
     });
 
     let mut laps_us = Vec::with_capacity(laps);
@@ -182,7 +198,12 @@ fn main() {
         let mut frame = [0; 16];
         frame[..8].copy_from_slice(&lap.to_le_bytes());
         frame[8..].copy_from_slice(&(epoch.elapsed().as_nanos() as u64).to_le_bytes());
-        to_send.send(frame).expect("the client's writer runs");
+        match &app_socket {
+            Some(socket) => (&*socket)
+                .write_all(&frame)
+                .expect("the socket takes 16 bytes"),
+            None => to_send.send(frame).expect("the client's writer runs"),
+        }
         laps_us.push(laps_rx.recv().expect("the echo comes back"));
     }
 
