@@ -84,7 +84,8 @@ impl ReliableConsumerOptions {
 /// A reliable consumer's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReliableConsumerStats {
-    /// Connections lost and opened again.
+    /// Connections lost and opened again, counted once the reopen has returned (the new
+    /// session's first deliveries may be handed, or filtered, before).
     pub reconnects: u64,
     /// Redelivered messages not handed to the application again.
     pub duplicates_filtered: u64,
