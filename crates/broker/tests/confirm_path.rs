@@ -10,17 +10,12 @@ use zerodispatch_broker::*;
 mod support;
 
 use support::{
-    Log, assert_each, consumer, fanout, guids as delivered, priority, producer, publish, receipts,
-    replicated, sized, wait_for,
+    Log, assert_each, confirm_of, consumer, consumer_of, fanout, guids as delivered, priority,
+    producer, publish, receipts, replicated, sized, wait_for,
 };
 
 fn start(queue: QueueConfig, session_processors: usize) -> Broker {
     support::start_on(vec![queue], session_processors)
-}
-
-/// A consumer of queue 0's `app` with the default options, and the log of its deliveries.
-fn consumer_of(broker: &Broker, app: u16) -> (Consumer, Log<Delivery>) {
-    consumer(broker, 0, app, ConsumerOptions::default())
 }
 
 /// [`check_conservation`] of what `acks` holds, and a check that each of `guids` is `Stored`.
@@ -190,22 +185,16 @@ fn robustness_cases_are_counted_never_a_panic() {
     broker.quiesce().unwrap();
     let g = guids[0];
     let token = seen0.lock().unwrap()[0].token;
-    let confirm = |queue, guid, consumer: ConsumerId, app, mode| {
-        let confirm = Confirm {
-            queue: QueueId(queue),
-            guid,
-            token,
-            consumer,
-            app: AppId(app),
-        };
+    let confirm = |at, guid, consumer, mode| {
+        let confirm = confirm_of(at, guid, token, consumer);
         broker.replica_confirm(confirm, mode).unwrap();
     };
     let unknown = Guid::new(ProducerId(77), 1); // at the token of a held message
-    confirm(0, unknown, c0.id(), 0, ConfirmMode::Typed);
-    confirm(5, g, c0.id(), 0, ConfirmMode::Inline); // unknown queue
-    confirm(0, g, c0.id(), 0, ConfirmMode::Inline); // app 0 confirmed already: a duplicate
+    confirm((0, 0), unknown, c0.id(), ConfirmMode::Typed);
+    confirm((5, 0), g, c0.id(), ConfirmMode::Inline); // unknown queue
+    confirm((0, 0), g, c0.id(), ConfirmMode::Inline); // app 0 confirmed already: a duplicate
     // App 1 has no consumer: a confirm from a consumer the share was not pushed to.
-    confirm(0, g, ConsumerId(99), 1, ConfirmMode::Boxed);
+    confirm((0, 1), g, ConsumerId(99), ConfirmMode::Boxed);
     broker.quiesce().unwrap();
     let q = broker.queue_stats()[0];
     let counted = (q.unknown_guid, q.duplicate_confirms, q.gone_consumer);
@@ -221,7 +210,7 @@ fn robustness_cases_are_counted_never_a_panic() {
     // A confirm arriving twice after release: the second finds no message (unknown GUID).
     let (c1, _) = consumer_of(&broker, 1);
     broker.quiesce().unwrap();
-    confirm(0, g, c1.id(), 1, ConfirmMode::Typed);
+    confirm((0, 1), g, c1.id(), ConfirmMode::Typed);
     broker.quiesce().unwrap();
     assert_eq!(broker.queue_stats()[0].unknown_guid, 2);
     all_stored(&broker, &guids, &acks);
@@ -264,10 +253,8 @@ fn blocking_consumer(broker: &Broker, app: u16, gate: Arc<Barrier>) -> (Consumer
         }
     };
     let options = ConsumerOptions::default();
-    (
-        support::open_consumer(broker, (0, app), options, handler),
-        seen,
-    )
+    let c = support::open_consumer(broker, (0, app), options, handler);
+    (c, seen)
 }
 
 /// A close waits behind the batch the consumer holds (regression: the detach overtook its
@@ -451,13 +438,7 @@ fn a_dropped_consumer_is_closed_and_receives_nothing_more() {
 /// `consumer`'s typed confirm of `(guid, token)` through the cluster, as a replica sends it.
 fn confirmer(broker: &Broker, consumer: ConsumerId) -> impl Fn(Guid, DeliveryToken) + '_ {
     move |guid, token| {
-        let confirm = Confirm {
-            queue: QueueId(0),
-            guid,
-            token,
-            consumer,
-            app: AppId(0),
-        };
+        let confirm = confirm_of((0, 0), guid, token, consumer);
         broker.replica_confirm(confirm, ConfirmMode::Typed).unwrap();
     }
 }

@@ -10,7 +10,7 @@ use zerodispatch_broker::*;
 
 mod support;
 
-use support::{consumer_calling, payload};
+use support::{consumer_calling, payload, stats_of};
 
 /// Where the handler on the cluster processor leaves the consumer it opened.
 type Opened = Mutex<Option<Result<Consumer, BrokerError>>>;
@@ -167,17 +167,7 @@ impl Scene {
 
     /// The session processor's count of events dropped as stale.
     fn stale(&self) -> u64 {
-        let stats = self.broker.processor_stats();
-        stats
-            .iter()
-            .find(|s| s.processor == self.session)
-            .unwrap()
-            .stale
-    }
-
-    /// Whether `ready` holds within [`PATIENCE`], looked at every millisecond.
-    fn eventually(&self, ready: impl Fn(&Broker) -> bool) -> bool {
-        eventually(|| ready(&self.broker))
+        stats_of(&self.broker, self.session).unwrap().stale
     }
 
     /// Lets the cluster processor go and shuts the broker down.
@@ -210,7 +200,7 @@ fn a_credit_sent_from_another_thread_reaches_a_consumer_opened_on_a_processor() 
         producer
     });
     let stale = scene.stale();
-    let delivered = scene.eventually(|_| scene.delivered.load(Ordering::SeqCst) == 1);
+    let delivered = eventually(|| scene.delivered.load(Ordering::SeqCst) == 1);
     drop(producer);
     scene.end();
     assert_eq!(stale, 0, "the credit was dropped as stale");
@@ -235,12 +225,8 @@ fn a_close_sent_from_another_thread_reaches_a_consumer_opened_on_a_processor() {
     scene.act(|broker, consumer| broker.close_consumer(consumer).unwrap());
     let stale = scene.stale();
     // Closed, the session detaches and unregisters itself: its slot goes.
-    let session = scene.session;
-    let unregistered = scene.eventually(|b| {
-        b.processor_stats()
-            .iter()
-            .any(|s| s.processor == session && s.clients == 0)
-    });
+    let session = || stats_of(&scene.broker, scene.session);
+    let unregistered = eventually(|| session().is_some_and(|s| s.clients == 0));
     scene.end();
     assert_eq!(stale, 0, "the close was dropped as stale");
     assert!(unregistered, "the closed session never unregistered itself");
@@ -263,13 +249,7 @@ fn a_late_attach_never_attaches_a_consumer_closed_from_another_thread() {
     // The queue goes first (it takes what the session processor kept: the detach), then
     // the cluster processor (its outbox, if it kept anything).
     release_queue.open();
-    let drained = eventually(|| {
-        broker
-            .processor_stats()
-            .iter()
-            .find(|s| s.processor == queue)
-            .is_some_and(|s| s.depth == 0)
-    });
+    let drained = eventually(|| stats_of(&broker, queue).is_some_and(|s| s.depth == 0));
     assert!(drained, "the queue processor never drained");
     std::thread::sleep(Duration::from_millis(20));
     release_cluster.open();

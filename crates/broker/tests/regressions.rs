@@ -92,8 +92,9 @@ fn a_panicking_on_ack_reports_each_outcome_once() {
     let broker = start(vec![priority()], 1);
     let _c = drain(&broker, 0);
     let acks: Log<Ack> = Log::default();
-    let p = broker.open_producer(100, panicking_once(&acks, "on_ack"));
-    let p = p.unwrap();
+    let p = broker
+        .open_producer(100, panicking_once(&acks, "on_ack"))
+        .unwrap();
     let g1 = p.send(QueueId(0), payload(1)).unwrap();
     broker.quiesce().unwrap();
     let g2 = p.send(QueueId(0), payload(2)).unwrap();
@@ -200,9 +201,7 @@ fn close_waits_for_published_messages_too() {
     within(Duration::from_secs(20), "close after publish", || {
         let broker = start(vec![priority()], 1);
         let (p, acks) = producer(&broker, 1000);
-        let guids: Vec<Guid> = (0..50)
-            .map(|i| p.publish(QueueId(0), payload(i)).unwrap())
-            .collect();
+        let guids = support::publish(&p, 0, 0..50);
         // Stored in the queue, which has no consumer yet: in flight.
         broker.quiesce().unwrap();
         assert_eq!(broker.queue_stats()[0].held, 50);
@@ -333,26 +332,22 @@ fn send_at_the_cap_on_a_processor_thread_hands_the_message_back() {
 /// Defect 12: `cluster_state` on the cluster processor's thread waited for itself.
 #[test]
 fn cluster_state_on_a_processor_thread_is_an_error_not_a_hang() {
-    within(
-        Duration::from_secs(10),
-        "cluster_state on the cluster thread",
-        || {
-            let broker = Arc::new(start(vec![priority()], 1));
-            let slot: Slot<Result<ClusterState, BrokerError>> = Slot::default();
-            let (weak, sink) = (Arc::downgrade(&broker), slot.clone());
-            let cluster = broker.processors(ClientType::Cluster)[0];
-            on(&broker, cluster, move || {
-                if let Some(broker) = weak.upgrade() {
-                    *sink.lock().unwrap() = Some(broker.cluster_state());
-                }
-            });
-            let answer = answer(&slot, Duration::from_secs(5), "the answer");
-            assert_eq!(answer, Err(BrokerError::OnProcessorThread(cluster)));
-            assert!(answer.unwrap_err().to_string().contains("processor thread"));
-            // From an application thread it answers.
-            assert_eq!(broker.cluster_state().unwrap().queues, 1);
-        },
-    );
+    within(Duration::from_secs(10), "cluster_state on it", || {
+        let broker = Arc::new(start(vec![priority()], 1));
+        let slot: Slot<Result<ClusterState, BrokerError>> = Slot::default();
+        let (weak, sink) = (Arc::downgrade(&broker), slot.clone());
+        let cluster = broker.processors(ClientType::Cluster)[0];
+        on(&broker, cluster, move || {
+            if let Some(broker) = weak.upgrade() {
+                *sink.lock().unwrap() = Some(broker.cluster_state());
+            }
+        });
+        let answer = answer(&slot, Duration::from_secs(5), "the answer");
+        assert_eq!(answer, Err(BrokerError::OnProcessorThread(cluster)));
+        assert!(answer.unwrap_err().to_string().contains("processor thread"));
+        // From an application thread it answers.
+        assert_eq!(broker.cluster_state().unwrap().queues, 1);
+    });
 }
 
 /// Defect 20 (first half): `quiesce` in `on_ack` said `ShutDown`, not `OnProcessorThread`.
@@ -427,38 +422,33 @@ fn a_full_outbox_on_a_processor_thread_is_not_reported_as_closed() {
 /// `DispatchError::Full` as its source (it said `OnProcessorThread`, with no cause).
 #[test]
 fn a_full_outbox_is_its_own_error_with_the_core_refusal_as_source() {
-    within(
-        Duration::from_secs(20),
-        "close_consumer on the cluster thread",
-        || {
-            let broker = Arc::new(priority_broker(|c| c.event_capacity = 8));
-            let consumers: Arc<Vec<Consumer>> =
-                Arc::new((0..64).map(|_| drain(&broker, 0)).collect());
-            broker.quiesce().unwrap();
-            // The queue processor held: Detaches fill its queue, then the cluster's outbox.
-            let cluster = broker.processors(ClientType::Cluster)[0];
-            let gate = hold(&broker, broker.processors(ClientType::Queue)[0]);
-            let slot: Slot<Result<(), BrokerError>> = Slot::default();
-            let (weak, sink, all) = (Arc::downgrade(&broker), slot.clone(), consumers.clone());
-            on(&broker, cluster, move || {
-                if let Some(broker) = weak.upgrade() {
-                    let closes = all.iter().map(|c| broker.close_consumer(c));
-                    let first_error = closes.into_iter().find(Result::is_err);
-                    *sink.lock().unwrap() = Some(first_error.unwrap_or(Ok(())));
-                }
-            });
-            let answer = answer(&slot, Duration::from_secs(5), "the answer");
-            gate.wait();
-            let err = answer.unwrap_err();
-            assert_eq!(err, BrokerError::OutboxFull(cluster));
-            assert!(err.to_string().contains("outbox full"), "{err}");
-            let cause = std::error::Error::source(&err).expect("the core's refusal");
-            let full = cause
-                .downcast_ref::<DispatchError<()>>()
-                .is_some_and(DispatchError::is_full);
-            assert!(full, "{cause:?}");
-            // Nothing is stuck once the queue processor goes on.
-            broker.quiesce().unwrap();
-        },
-    );
+    within(Duration::from_secs(20), "close_consumer on it", || {
+        let broker = Arc::new(priority_broker(|c| c.event_capacity = 8));
+        let consumers: Arc<Vec<Consumer>> = Arc::new((0..64).map(|_| drain(&broker, 0)).collect());
+        broker.quiesce().unwrap();
+        // The queue processor held: Detaches fill its queue, then the cluster's outbox.
+        let cluster = broker.processors(ClientType::Cluster)[0];
+        let gate = hold(&broker, broker.processors(ClientType::Queue)[0]);
+        let slot: Slot<Result<(), BrokerError>> = Slot::default();
+        let (weak, sink, all) = (Arc::downgrade(&broker), slot.clone(), consumers.clone());
+        on(&broker, cluster, move || {
+            if let Some(broker) = weak.upgrade() {
+                let closes = all.iter().map(|c| broker.close_consumer(c));
+                let first_error = closes.into_iter().find(Result::is_err);
+                *sink.lock().unwrap() = Some(first_error.unwrap_or(Ok(())));
+            }
+        });
+        let answer = answer(&slot, Duration::from_secs(5), "the answer");
+        gate.wait();
+        let err = answer.unwrap_err();
+        assert_eq!(err, BrokerError::OutboxFull(cluster));
+        assert!(err.to_string().contains("outbox full"), "{err}");
+        let cause = std::error::Error::source(&err).expect("the core's refusal");
+        let full = cause
+            .downcast_ref::<DispatchError<()>>()
+            .is_some_and(DispatchError::is_full);
+        assert!(full, "{cause:?}");
+        // Nothing is stuck once the queue processor goes on.
+        broker.quiesce().unwrap();
+    });
 }

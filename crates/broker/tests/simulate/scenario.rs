@@ -338,16 +338,13 @@ impl Run {
     }
 
     fn open_instances(&self) -> Vec<usize> {
-        (0..self.producers.len())
-            .filter(|&i| self.producers[i].is_some())
-            .collect()
+        open(&self.producers)
     }
 
     fn live_timed(&self) -> usize {
         let w = self.w();
-        (0..self.producers.len())
-            .filter(|&i| self.producers[i].is_some() && w.instances[i].timed)
-            .count()
+        let open = self.open_instances();
+        open.into_iter().filter(|&i| w.instances[i].timed).count()
     }
 
     fn producer_config(&mut self) -> (ProducerConfig, bool) {
@@ -555,19 +552,14 @@ impl Run {
         let how = self.sim.rng().below(3);
         self.sim
             .note(format_args!("close producer {instance} ({how})"));
-        match how {
-            0 => drop(producer),
-            1 => {
-                producer.close(Duration::ZERO);
-            }
-            _ => {
-                producer.close(Duration::from_secs(1));
-            }
+        if how == 0 {
+            drop(producer);
+        } else {
+            producer.close([Duration::ZERO, Duration::from_secs(1)][how as usize - 1]);
         }
-        let mut w = self.w();
-        if let Some(n) = w.instances[instance].name {
-            w.name_closed(n);
-            drop(w);
+        let name = self.w().instances[instance].name;
+        if let Some(n) = name {
+            self.w().name_closed(n);
             self.check_names();
         }
     }
@@ -581,9 +573,7 @@ impl Run {
     }
 
     fn open_consumers(&self) -> Vec<usize> {
-        (0..self.consumers.len())
-            .filter(|&c| self.consumers[c].is_some())
-            .collect()
+        open(&self.consumers)
     }
 
     fn open_consumer(&mut self) {
@@ -667,8 +657,7 @@ impl Run {
             if held.is_empty() {
                 return;
             }
-            let at = 0;
-            held.remove(at)
+            held.remove(0)
         };
         let consumer = self.consumers[index].as_ref().expect("open");
         let queue = consumer.queue().0;
@@ -687,11 +676,7 @@ impl Run {
     }
 
     fn receipt(&mut self, queue: u32, guid: Guid, replica: u8) {
-        self.w()
-            .receipts
-            .entry((queue, guid))
-            .and_modify(|m| *m |= 1 << replica)
-            .or_insert(1 << replica);
+        *self.w().receipts.entry((queue, guid)).or_default() |= 1 << replica;
         let sent = self.broker.replica_receipt(Receipt {
             queue: QueueId(queue),
             guid,
@@ -741,6 +726,11 @@ impl Run {
             self.publish(instance, Some((queue, id)));
         }
     }
+}
+
+/// The indexes of the clients of `all` still open.
+fn open<T>(all: &[Option<T>]) -> Vec<usize> {
+    (0..all.len()).filter(|&i| all[i].is_some()).collect()
 }
 
 /// The broker's name for name `n`.
@@ -930,8 +920,7 @@ pub fn run(seed: u64) {
         run.check();
     }
 
-    let mid_stream = run.shutting_down();
-    if !mid_stream {
+    if !run.shutting_down() {
         finish(&mut run);
     }
     run.sim.note("shutdown");

@@ -39,9 +39,8 @@ pub fn replication(replicas: u8, quorum: u8) -> Option<Replication> {
 
 /// One priority queue whose ACKs wait for its one replica's [`receipt`].
 pub fn replicated() -> BrokerConfig {
-    with(one_queue(QueueMode::Priority), |c| {
-        c.replication = replication(1, 1)
-    })
+    let replicas = |c: &mut BrokerConfig| c.replication = replication(1, 1);
+    with(one_queue(QueueMode::Priority), replicas)
 }
 
 /// The payload of handle `handle`, 8 bytes long.
@@ -53,6 +52,16 @@ pub fn payload(handle: u64) -> Payload {
 pub fn with<T>(mut value: T, f: impl FnOnce(&mut T)) -> T {
     f(&mut value);
     value
+}
+
+/// The default producer configuration changed by `f`.
+pub fn producer_config(f: impl FnOnce(&mut ProducerConfig)) -> ProducerConfig {
+    with(ProducerConfig::default(), f)
+}
+
+/// The default consumer options changed by `f`.
+pub fn options(f: impl FnOnce(&mut ConsumerOptions)) -> ConsumerOptions {
+    with(ConsumerOptions::default(), f)
 }
 
 /// A broker of `queues` on `session_processors` session processors, the rest default.
@@ -113,6 +122,11 @@ pub fn consumer(
     let seen = Log::default();
     let c = open_consumer(broker, (queue, app), options, recording(&seen));
     (c, seen)
+}
+
+/// A consumer of queue 0's `app` with the default options, and the log of its deliveries.
+pub fn consumer_of(broker: &Broker, app: u16) -> (Consumer, Log<Delivery>) {
+    consumer(broker, 0, app, ConsumerOptions::default())
 }
 
 /// A consumer of queue 0's app 0, with the default options, that hands each batch to
@@ -210,23 +224,17 @@ pub fn assert_each(outcome: &HashMap<Guid, AckStatus>, guids: &[Guid], status: A
 
 /// The default producer configuration with `max_unconfirmed`.
 pub fn capped(max_unconfirmed: usize) -> ProducerConfig {
-    with(ProducerConfig::default(), |c| {
-        c.max_unconfirmed = max_unconfirmed
-    })
+    producer_config(|c| c.max_unconfirmed = max_unconfirmed)
 }
 
 /// The default producer configuration with timer aggregation every `interval`.
 pub fn timer(interval: Duration) -> ProducerConfig {
-    with(ProducerConfig::default(), |c| {
-        c.flush = FlushStrategy::Timer(interval)
-    })
+    producer_config(|c| c.flush = FlushStrategy::Timer(interval))
 }
 
 /// The default producer configuration with a confirm timeout of `timeout`.
 pub fn timeout(timeout: Duration) -> ProducerConfig {
-    with(ProducerConfig::default(), |c| {
-        c.confirm_timeout = Some(timeout)
-    })
+    producer_config(|c| c.confirm_timeout = Some(timeout))
 }
 
 /// A producer of the name `name` configured with `config`, and the log of its outcomes.
@@ -244,21 +252,17 @@ pub fn deaf_producer(broker: &Broker, max_unconfirmed: usize) -> Producer {
 
 /// Consumer options confirming explicitly (`Confirms::Explicit`), paced by `credit`.
 pub fn explicit(credit: Option<u32>) -> ConsumerOptions {
-    with(ConsumerOptions::default(), |o| {
-        (o.confirms, o.credit) = (Confirms::Explicit, credit)
-    })
+    options(|o| (o.confirms, o.credit) = (Confirms::Explicit, credit))
 }
 
 /// Consumer options confirming by `mode` along `route`.
 pub fn confirming(mode: ConfirmMode, route: ConfirmRoute) -> ConsumerOptions {
-    with(ConsumerOptions::default(), |o| {
-        (o.mode, o.route) = (mode, route)
-    })
+    options(|o| (o.mode, o.route) = (mode, route))
 }
 
 /// Consumer options paced by a credit of `credit`, confirming on return.
 pub fn paced(credit: u32) -> ConsumerOptions {
-    with(ConsumerOptions::default(), |o| o.credit = Some(credit))
+    options(|o| o.credit = Some(credit))
 }
 
 /// A queue of `mode` with a table of `capacity` messages.
@@ -273,20 +277,17 @@ pub fn receipts(broker: &Broker, guids: &[Guid], replica: u8) {
     }
 }
 
+/// `processor`'s statistics now.
+pub fn stats_of(broker: &Broker, processor: ProcessorId) -> Option<ProcessorSnapshot> {
+    let stats = broker.processor_stats();
+    stats.into_iter().find(|s| s.processor == processor)
+}
+
 /// Clients registered on each session processor, in the order of the processors.
 pub fn session_clients(broker: &Broker) -> Vec<usize> {
-    let stats = broker.processor_stats();
-    let clients = |p: &ProcessorId| {
-        stats
-            .iter()
-            .find(|s| s.processor == *p)
-            .map_or(0, |s| s.clients)
-    };
-    broker
-        .processors(ClientType::Session)
-        .iter()
-        .map(clients)
-        .collect()
+    let clients = |&p: &ProcessorId| stats_of(broker, p).map_or(0, |s| s.clients);
+    let sessions = broker.processors(ClientType::Session);
+    sessions.iter().map(clients).collect()
 }
 
 /// Clients registered on the session processors: the sessions still alive.
@@ -297,6 +298,23 @@ pub fn sessions_alive(broker: &Broker) -> usize {
 /// Events the processors dropped as stale, in all.
 pub fn stale(broker: &Broker) -> u64 {
     broker.processor_stats().iter().map(|s| s.stale).sum()
+}
+
+/// The confirm of `guid` delivered at `token` to `consumer` of queue `queue`'s app `app`.
+pub fn confirm_of(
+    (queue, app): (u32, u16),
+    guid: Guid,
+    token: DeliveryToken,
+    consumer: ConsumerId,
+) -> Confirm {
+    let (queue, app) = (QueueId(queue), AppId(app));
+    Confirm {
+        queue,
+        guid,
+        token,
+        consumer,
+        app,
+    }
 }
 
 /// Runs `f` on `processor`, as a dispatcher callback.
