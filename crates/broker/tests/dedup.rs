@@ -10,8 +10,8 @@ use zerodispatch_broker::*;
 mod support;
 
 use support::{
-    Log, capped, consumer, hold, named, payload, producer, receipt, replication, runtime,
-    session_clients, sessions_alive, sized, statuses, timeout, timer, wait_for, with,
+    Log, capped, consumer, hold, len, mapped, named, payload, producer, receipt, replication,
+    runtime, session_clients, sessions_alive, sized, statuses, timeout, timer, wait_for, with,
 };
 
 const Q: QueueId = QueueId(0);
@@ -57,7 +57,7 @@ fn a_message_published_again_is_acked_again_but_stored_and_delivered_once() {
     broker.quiesce().unwrap();
     // Its connection is lost (with the ACKs of 5..10, say): the next one publishes 5..15.
     assert!(first.close(Duration::from_secs(5)));
-    assert_eq!(first_acks.lock().unwrap().len(), 10);
+    assert_eq!(len(&first_acks), 10);
     let (second, second_acks) = named(&broker, "orders", capped(64));
     assert_eq!(second.id(), first.id(), "a name keeps its id");
     assert_eq!(broker.last_stored("orders", Q).unwrap(), Some(9));
@@ -108,7 +108,7 @@ fn anonymous_producers_are_never_deduplicated() {
     p.publish_with_id(Q, payload(2), 3).unwrap();
     p.publish(Q, payload(3)).unwrap();
     broker.quiesce().unwrap();
-    assert_eq!(seen.lock().unwrap().len(), 3);
+    assert_eq!(len(&seen), 3);
     let q = broker.queue_stats()[0];
     assert_eq!((q.stored, q.deduplicated), (3, 0));
 }
@@ -135,9 +135,8 @@ fn the_name_table_is_bounded_by_open_names_and_a_new_name_takes_the_least_recent
     let (b, _) = named(&broker, "b", capped(4));
     let open = |name| broker.open_named_producer(name, ProducerConfig::default(), |_: &[Ack]| {});
     assert!(matches!(open("a"), Err(BrokerError::NameInUse(ref n)) if &**n == "a"));
-    let full = Err(BrokerError::TooManyNames {
-        max_producer_names: 2,
-    });
+    let max_producer_names = 2;
+    let full = Err(BrokerError::TooManyNames { max_producer_names });
     assert!(open("c").map(|_| ()) == full);
     let old_guid = a.publish_with_id(Q, payload(0), 0).unwrap();
     let (a_id, b_id) = (a.id(), b.id());
@@ -164,10 +163,10 @@ fn the_name_table_is_bounded_by_open_names_and_a_new_name_takes_the_least_recent
     assert_ne!(new_guid, old_guid);
     assert_eq!(new_guid, a.guid(0));
     assert_eq!(new_guid.generation(), 2);
-    wait_for("the new `a`'s ACK", || acks.lock().unwrap().len() == 1);
+    wait_for("the new `a`'s ACK", || len(&acks) == 1);
     assert_eq!(acks.lock().unwrap()[0].status, AckStatus::Stored);
-    wait_for("both deliveries", || seen.lock().unwrap().len() == 2);
-    let guids: Vec<Guid> = seen.lock().unwrap().iter().map(|d| d.guid).collect();
+    wait_for("both deliveries", || len(&seen) == 2);
+    let guids = support::guids(&seen);
     assert_eq!(guids, [old_guid, new_guid]);
     // Anonymous producers are not bounded by the table: their ids start above it.
     assert_eq!(support::deaf_producer(&broker, 4).id(), ProducerId(2));
@@ -189,10 +188,7 @@ fn a_broker_without_names_refuses_named_producers_and_a_table_too_large_is_refus
 
 #[test]
 fn last_stored_answers_per_name_and_queue() {
-    let broker = support::start(BrokerConfig {
-        queues: vec![QueueConfig::new(QueueMode::Priority); 2],
-        ..BrokerConfig::default()
-    });
+    let broker = start(|c| c.queues = vec![QueueConfig::new(QueueMode::Priority); 2]);
     assert_eq!(broker.last_stored("never", Q).unwrap(), None);
     let (p, _) = named(&broker, "p", capped(16));
     assert_eq!(broker.last_stored("p", Q).unwrap(), None);
@@ -247,7 +243,7 @@ fn a_duplicate_payload_is_released_and_a_duplicate_awaiting_its_quorum_is_acked_
     assert_eq!(acks.len(), 1);
     let ack = (acks[0].status, acks[0].payload);
     assert_eq!(ack, (AckStatus::Stored, payload(200)));
-    assert_eq!(seen.lock().unwrap().len(), 1);
+    assert_eq!(len(&seen), 1);
     assert_eq!(*released.lock().unwrap(), [200, 100]);
     // The old PUT's ACK (`Closed`, counted late) lets its session go; two sessions stay.
     assert_eq!(broker.queue_stats()[0].superseded, 1);
@@ -260,10 +256,7 @@ fn a_duplicate_payload_is_released_and_a_duplicate_awaiting_its_quorum_is_acked_
 fn after_the_tick(broker: &Broker, acks: &Log<Ack>) -> Vec<(u64, AckStatus)> {
     std::thread::sleep(Duration::from_millis(200));
     broker.quiesce().unwrap();
-    let mut outcomes: Vec<_> = support::logged(acks)
-        .iter()
-        .map(|a| (a.payload.handle, a.status))
-        .collect();
+    let mut outcomes = mapped(acks, |a| (a.payload.handle, a.status));
     outcomes.sort_by_key(|&(h, _)| h);
     outcomes
 }
@@ -285,7 +278,7 @@ fn a_guid_in_flight_from_the_other_numbering_is_not_sent_and_both_get_one_outcom
     let (stored, unsent) = (AckStatus::Stored, AckStatus::NotSent);
     let each = [(1, stored), (2, unsent), (3, stored), (4, unsent)];
     assert_eq!(outcomes, each);
-    assert_eq!(seen.lock().unwrap().len(), 2);
+    assert_eq!(len(&seen), 2);
 }
 
 #[test]
@@ -298,7 +291,7 @@ fn a_publish_id_in_flight_on_the_producer_is_not_sent_and_both_get_one_outcome()
     let outcomes = after_the_tick(&broker, &acks);
     assert_eq!(outcomes, [(1, AckStatus::Stored), (2, AckStatus::NotSent)]);
     broker.quiesce().unwrap();
-    assert_eq!(seen.lock().unwrap().len(), 1);
+    assert_eq!(len(&seen), 1);
 }
 
 /// Regression: a queue remembering only the highest id took a lower unstored id for a
@@ -319,7 +312,7 @@ fn a_lower_id_never_stored_is_stored_when_published_after_a_higher_one() {
     assert_delivered_once(&seen, &[0, 1, 2, 3]);
     let q = broker.queue_stats()[0];
     assert_eq!((q.stored, q.deduplicated), (4, 1), "only 3 was a duplicate");
-    assert_eq!(acks.lock().unwrap().len(), 5);
+    assert_eq!(len(&acks), 5);
     assert!((0..=3).all(|id| broker.stored_window("orders", Q).unwrap().stored(id) == Some(true)));
 }
 
@@ -332,10 +325,7 @@ fn an_id_older_than_the_window_is_refused_not_acked() {
     broker.quiesce().unwrap();
     publish_ids(&producer, [36, 37]);
     broker.quiesce().unwrap();
-    let by_id: Vec<_> = support::logged(&acks)
-        .iter()
-        .map(|a| (a.guid.seq(), a.status))
-        .collect();
+    let by_id = mapped(&acks, |a| (a.guid.seq(), a.status));
     let expected = [
         (100, AckStatus::Stored),
         (36, AckStatus::RejectedOutOfWindow),
@@ -383,12 +373,13 @@ fn a_named_producer_may_not_have_more_in_flight_than_the_window_covers() {
     // Anonymous producers are not deduplicated: no such bound.
     let anonymous = broker.open_producer_with(capped(1024), |_: &[Ack]| {});
     assert!(anonymous.is_ok());
-    for window in [0, 63, 100, (MAX_DEDUP_WINDOW << 1)] {
-        let started = Broker::start(with(BrokerConfig::default(), |c| c.dedup_window = window));
-        let refused = Err(BrokerError::DedupWindowOutOfRange {
-            dedup_window: window,
-        });
-        assert!(started.map(|_| ()) == refused, "window {window}");
+    for dedup_window in [0, 63, 100, (MAX_DEDUP_WINDOW << 1)] {
+        let config = with(BrokerConfig::default(), |c| c.dedup_window = dedup_window);
+        let refused = Err(BrokerError::DedupWindowOutOfRange { dedup_window });
+        assert!(
+            Broker::start(config).map(|_| ()) == refused,
+            "window {dedup_window}"
+        );
     }
 }
 
@@ -432,17 +423,10 @@ fn a_closed_producers_put_arriving_after_the_new_producers_copy_leaves_it_the_qu
     let q = || broker.queue_stats()[0];
     wait_for("the new producer's copy stored", || q().stored == 1);
     held.wait();
-    wait_for("the old producer's PUT deduplicated", || {
-        q().deduplicated == 1
-    });
+    wait_for("the old PUT deduplicated", || q().deduplicated == 1);
     receipt(&broker, guid, 0).unwrap();
     broker.quiesce().unwrap();
-    let outcomes = |log: &Log<Ack>| -> Vec<(AckStatus, Payload)> {
-        support::logged(log)
-            .iter()
-            .map(|a| (a.status, a.payload))
-            .collect()
-    };
+    let outcomes = |log| mapped(log, |a: &Ack| (a.status, a.payload));
     let quorums = "the open producer's message is stored: the quorum's ACK is its";
     let stored = [(AckStatus::Stored, payload(2))];
     assert_eq!(outcomes(&new_acks), stored, "{quorums}");

@@ -196,11 +196,8 @@ impl World {
     fn on_ack(&mut self, instance: usize, batch: &[Ack]) {
         for ack in batch {
             self.outcomes[ack.status as usize] += 1;
-            let Some(index) = self.instances[instance]
-                .in_flight
-                .get_mut(&ack.guid)
-                .and_then(|v| (!v.is_empty()).then(|| v.remove(0)))
-            else {
+            let waiting = self.instances[instance].in_flight.get_mut(&ack.guid);
+            let Some(index) = waiting.and_then(|v| (!v.is_empty()).then(|| v.remove(0))) else {
                 self.breach(format!(
                     "producer {instance} was given an outcome {:?} for {:?}, which it has no message of without one",
                     ack.status, ack.guid
@@ -218,10 +215,8 @@ impl World {
                 }
                 AckStatus::Stored => {
                     if let Some(quorum) = self.quorum {
-                        let got = self
-                            .receipts
-                            .get(&(queue, ack.guid))
-                            .map_or(0, |m| m.count_ones());
+                        let mask = self.receipts.get(&(queue, ack.guid));
+                        let got = mask.map_or(0, |m| m.count_ones());
                         if got < u32::from(quorum) {
                             self.breach(format!(
                                 "{:?} reported Stored with {got} receipts sent, quorum {quorum}",
@@ -245,10 +240,8 @@ impl World {
         for d in batch {
             let queue = d.queue.0;
             let app = d.app.0;
-            let (want_queue, want_app, explicit) = {
-                let c = &self.consumers[consumer];
-                (c.queue, c.app, c.explicit)
-            };
+            let c = &self.consumers[consumer];
+            let (want_queue, want_app, explicit) = (c.queue, c.app, c.explicit);
             if (queue, app) != (want_queue, want_app) {
                 self.breach(format!(
                     "consumer {consumer} of queue {want_queue} app {want_app} got {d:?}"
@@ -258,22 +251,17 @@ impl World {
                 self.breach(format!("{d:?} delivered, never published to its queue"));
             }
             // Its payload is that of a message published under its GUID to its queue.
-            match self
-                .handles
-                .get(&d.payload.handle)
-                .map(|&a| &self.attempts[a])
-            {
+            let handle = d.payload.handle;
+            match self.handles.get(&handle).map(|&a| &self.attempts[a]) {
                 Some(a) if (a.guid, a.queue) == (d.guid, queue) => {
                     self.delivered.insert((queue, a.msg, app));
                 }
                 a => self.breach(format!("{d:?} delivered with the payload of {a:?}")),
             }
-            let holder_open = {
-                let share = self.shares.entry((queue, d.guid, app)).or_default();
-                share.holder
-            }
-            .filter(|&h| !self.consumers[h].closed);
-            let share = self.shares.get_mut(&(queue, d.guid, app)).expect("made");
+            let key = (queue, d.guid, app);
+            let holder = self.shares.entry(key).or_default().holder;
+            let holder_open = holder.filter(|&h| !self.consumers[h].closed);
+            let share = &self.shares[&key];
             if share.confirmed {
                 let n = share.deliveries;
                 self.breach(format!(
@@ -284,7 +272,7 @@ impl World {
                     "{d:?} delivered to consumer {consumer} while consumer {h}, open, holds it"
                 ));
             }
-            let share = self.shares.get_mut(&(queue, d.guid, app)).expect("made");
+            let share = self.shares.get_mut(&key).expect("made");
             share.deliveries += 1;
             if explicit {
                 share.holder = Some(consumer);
@@ -406,11 +394,9 @@ impl Run {
             }
             Err(BrokerError::TooManyNames { .. }) => {
                 let w = self.w();
-                let held = w.table.places.len() == PLACES
-                    && w.table
-                        .places
-                        .iter()
-                        .all(|&(n, _)| w.names[n].open.is_some());
+                let places = &w.table.places;
+                let held = places.len() == PLACES
+                    && places.iter().all(|&(n, _)| w.names[n].open.is_some());
                 assert!(
                     held && expected == Some(None),
                     "name {name:?} refused TooManyNames while a place is not held by an open producer: {:?}",
@@ -479,10 +465,7 @@ impl Run {
 
     /// Publishes through `instance`: a named one a new id or one without `Stored` again.
     fn publish(&mut self, instance: usize, resend: Option<(u32, u64)>) {
-        let (name, key) = {
-            let w = self.w();
-            (w.instances[instance].name, w.instances[instance].key)
-        };
+        let Instance { name, key, .. } = self.w().instances[instance];
         let handle = self.next_handle;
         self.next_handle += 1;
         let payload = Payload { handle, len: 8 };
@@ -529,11 +512,8 @@ impl Run {
                     msg,
                     outcomes: Vec::new(),
                 });
-                w.instances[instance]
-                    .in_flight
-                    .entry(guid)
-                    .or_default()
-                    .push(index);
+                let in_flight = &mut w.instances[instance].in_flight;
+                in_flight.entry(guid).or_default().push(index);
                 w.published.insert((queue, guid));
                 w.handles.insert(handle, index);
             }
@@ -651,24 +631,21 @@ impl Run {
     }
 
     fn confirm(&mut self, index: usize) {
-        let guid = {
+        let (guid, app) = {
             let mut w = self.w();
-            let held = &mut w.consumers[index].held;
-            if held.is_empty() {
+            let c = &mut w.consumers[index];
+            if c.held.is_empty() {
                 return;
             }
-            held.remove(0)
+            (c.held.remove(0), c.app)
         };
         let consumer = self.consumers[index].as_ref().expect("open");
         let queue = consumer.queue().0;
-        let app = self.w().consumers[index].app;
-        {
-            // Confirmed from the call on: the queue never hands it out again.
-            let mut w = self.w();
-            let share = w.shares.entry((queue, guid, app)).or_default();
-            share.confirmed = true;
-            share.holder = None;
-        }
+        // Confirmed from the call on: the queue never hands it out again.
+        let mut w = self.w();
+        let share = w.shares.entry((queue, guid, app)).or_default();
+        (share.confirmed, share.holder) = (true, None);
+        drop(w);
         let done = self.broker.confirm(consumer, guid);
         self.sim
             .note(format_args!("consumer {index} confirms {guid:?}: {done:?}"));
@@ -713,11 +690,8 @@ impl Run {
         let unresolved: Vec<(u32, u64)> = {
             let w = self.w();
             let n = &w.names[name];
-            n.published
-                .iter()
-                .filter(|p| !n.stored.contains(p))
-                .copied()
-                .collect()
+            let unstored = |p: &&(u32, u64)| !n.stored.contains(p);
+            n.published.iter().filter(unstored).copied().collect()
         };
         for (queue, id) in unresolved {
             if self.sim.rng().one_in(3) {
@@ -818,11 +792,8 @@ pub fn run(seed: u64) {
     }
 
     let actions = 40 + run.sim.rng().below(200);
-    let shutdown_at = run
-        .sim
-        .rng()
-        .one_in(3)
-        .then(|| run.sim.rng().below(actions));
+    let shutdown = run.sim.rng().one_in(3);
+    let shutdown_at = shutdown.then(|| run.sim.rng().below(actions));
     for action in 0..actions {
         if shutdown_at == Some(action) {
             run.sim.note("shutdown in mid-stream");
@@ -954,11 +925,8 @@ pub fn run(seed: u64) {
     }
     let stats = run.broker.queue_stats();
     for (q, s) in stats.iter().enumerate() {
-        let guids = w
-            .published
-            .iter()
-            .filter(|(queue, _)| *queue == q as u32)
-            .count() as u64;
+        let to_q = |(queue, _): &&(u32, Guid)| *queue == q as u32;
+        let guids = w.published.iter().filter(to_q).count() as u64;
         assert!(
             s.stored <= guids,
             "queue {q} stored {} messages of {guids} GUIDs published to it: one stored twice",
@@ -993,9 +961,8 @@ fn finish(run: &mut Run) {
     }
     for _ in 0..1_000 {
         run.sim.settle();
-        let holding: Vec<usize> = (0..run.consumers.len())
-            .filter(|&c| run.consumers[c].is_some() && !run.w().consumers[c].held.is_empty())
-            .collect();
+        let holds = |&c: &usize| !run.w().consumers[c].held.is_empty();
+        let holding: Vec<usize> = run.open_consumers().into_iter().filter(holds).collect();
         if holding.is_empty() {
             break;
         }
@@ -1019,10 +986,8 @@ fn finish(run: &mut Run) {
                 if w.lossy.contains(&(queue, app)) {
                     continue;
                 }
-                let delivered = w
-                    .shares
-                    .get(&(queue, guid, app))
-                    .map_or(0, |s| s.deliveries);
+                let share = w.shares.get(&(queue, guid, app));
+                let delivered = share.map_or(0, |s| s.deliveries);
                 assert!(
                     delivered > 0,
                     "{guid:?} was reported Stored to queue {queue}, never delivered to app {app}"

@@ -205,14 +205,19 @@ pub fn len<T>(log: &Log<T>) -> usize {
     log.lock().unwrap().len()
 }
 
+/// What `f` makes of each entry `log` holds, in order.
+pub fn mapped<T, U>(log: &Log<T>, f: impl FnMut(&T) -> U) -> Vec<U> {
+    log.lock().unwrap().iter().map(f).collect()
+}
+
 /// The statuses of the outcomes `acks` holds, in order.
 pub fn statuses(acks: &Log<Ack>) -> Vec<AckStatus> {
-    acks.lock().unwrap().iter().map(|a| a.status).collect()
+    mapped(acks, |a| a.status)
 }
 
 /// The GUIDs of the deliveries `seen` holds, in order.
 pub fn guids(seen: &Log<Delivery>) -> Vec<Guid> {
-    seen.lock().unwrap().iter().map(|d| d.guid).collect()
+    mapped(seen, |d| d.guid)
 }
 
 /// Checks that each of `guids` has the outcome `status` in `outcome`.
