@@ -10,8 +10,9 @@ use zerodispatch_broker::*;
 mod support;
 
 use support::{
-    Log, consumer, consumer_calling, explicit, one_queue, open_consumer, producer, producer_with,
-    publish, receipt, receipts, recording, replication, timeout, wait_for, with,
+    Log, consumer_calling, consumer_of, explicit, len, mapped, one_queue, open_consumer, producer,
+    producer_with, publish, published, receipt, receipts, recording, replication, timeout,
+    wait_for, with,
 };
 
 /// A broker of one queue of `mode` with `replication`, on `session_processors`.
@@ -22,13 +23,7 @@ fn start(replication: Option<Replication>, mode: QueueMode, session_processors: 
 
 /// Each outcome in `acks`, as (GUID, status).
 fn statuses(acks: &Log<Ack>) -> Vec<(Guid, AckStatus)> {
-    let acks = acks.lock().unwrap();
-    acks.iter().map(|a| (a.guid, a.status)).collect()
-}
-
-/// A consumer of queue 0's `app` with the default options, and the log of its deliveries.
-fn consumer_of(broker: &Broker, app: u16) -> (Consumer, Log<Delivery>) {
-    consumer(broker, 0, app, ConsumerOptions::default())
+    mapped(acks, |a| (a.guid, a.status))
 }
 
 /// `Stored` for each of `guids`.
@@ -45,9 +40,7 @@ fn assert_queue(broker: &Broker, read: fn(&QueueStats) -> u64, expected: (u64, u
 #[test]
 fn an_ack_arrives_with_no_consumer_attached_at_all() {
     let broker = start(None, QueueMode::Priority, 1);
-    let (p, acks) = producer(&broker, 100);
-    let guids = publish(&p, 0, 0..10);
-    broker.quiesce().unwrap();
+    let (_p, acks, guids) = published(&broker, 100, 10);
     assert_eq!(statuses(&acks), acked(&guids), "ACKed at store, in order");
     let q = broker.queue_stats()[0];
     let counts = (q.stored, q.acked, q.pushed, q.released, q.held);
@@ -57,7 +50,7 @@ fn an_ack_arrives_with_no_consumer_attached_at_all() {
     broker.quiesce().unwrap();
     assert_eq!(support::guids(&seen), guids);
     assert_queue(&broker, |q| q.confirms, (10, 10, 0));
-    assert_eq!(acks.lock().unwrap().len(), 10, "nothing more at release");
+    assert_eq!(len(&acks), 10, "nothing more at release");
     assert_eq!(broker.session_stats().acks, 10);
 }
 
@@ -100,7 +93,7 @@ fn an_ack_arrives_before_the_consumer_confirms_and_the_credits_come_back_at_stor
     drop(out_tx);
     broker.quiesce().unwrap();
     assert_queue(&broker, |q| q.confirms, (2, 2, 0));
-    assert_eq!(acks.lock().unwrap().len(), 2);
+    assert_eq!(len(&acks), 2);
 }
 
 #[test]
@@ -114,7 +107,7 @@ fn the_producers_credits_come_back_at_store_with_no_consumer() {
         }
         broker.quiesce().unwrap();
         assert_eq!(p.unconfirmed(), 0);
-        assert_eq!(acks.lock().unwrap().len(), 4 * round);
+        assert_eq!(len(&acks), 4 * round);
     }
     assert_eq!(broker.queue_stats()[0].held, 12, "none consumed");
 }
@@ -128,8 +121,8 @@ fn with_a_quorum_no_ack_until_the_receipts_then_exactly_one() {
     let guids = publish(&p, 0, 0..5);
     broker.quiesce().unwrap();
     // Confirmed by both apps, but neither ACKed nor released before the quorum.
-    assert_eq!(seen0.lock().unwrap().len(), 5);
-    assert_eq!(seen1.lock().unwrap().len(), 5);
+    assert_eq!(len(&seen0), 5);
+    assert_eq!(len(&seen1), 5);
     assert!(acks.lock().unwrap().is_empty());
     let q = broker.queue_stats()[0];
     assert_eq!((q.confirms, q.acked, q.released, q.held), (10, 0, 0, 5));
@@ -149,7 +142,7 @@ fn with_a_quorum_no_ack_until_the_receipts_then_exactly_one() {
     receipts(&broker, &guids, 1);
     receipt(&broker, Guid::new(ProducerId(99), 0), 1).unwrap();
     broker.quiesce().unwrap();
-    assert_eq!(acks.lock().unwrap().len(), 5, "exactly one ACK each");
+    assert_eq!(len(&acks), 5, "exactly one ACK each");
     let q = broker.queue_stats()[0];
     assert_eq!((q.receipts, q.unknown_receipts), (10, 6));
     assert_eq!(broker.cluster_state().unwrap().receipts_routed, 21);
@@ -158,18 +151,16 @@ fn with_a_quorum_no_ack_until_the_receipts_then_exactly_one() {
 #[test]
 fn a_quorum_reached_before_the_confirms_acks_at_once_and_the_confirms_release() {
     let broker = start(replication(1, 1), QueueMode::Priority, 1);
-    let (p, acks) = producer(&broker, 100);
-    let guids = publish(&p, 0, 0..3);
-    broker.quiesce().unwrap();
+    let (_p, acks, guids) = published(&broker, 100, 3);
     receipts(&broker, &guids, 0);
     broker.quiesce().unwrap();
     assert_eq!(statuses(&acks), acked(&guids), "ACKed with no consumer");
     assert_eq!(broker.queue_stats()[0].held, 3, "held for the consumers");
     let (_c, seen) = consumer_of(&broker, 0);
     broker.quiesce().unwrap();
-    assert_eq!(seen.lock().unwrap().len(), 3);
+    assert_eq!(len(&seen), 3);
     assert_queue(&broker, |q| q.acked, (3, 3, 0));
-    assert_eq!(acks.lock().unwrap().len(), 3);
+    assert_eq!(len(&acks), 3);
 }
 
 #[test]
@@ -189,7 +180,7 @@ fn a_quorum_that_never_comes_times_out_at_the_producer_and_is_closed_at_shutdown
     // Its second receipt: the ACK comes late, counted and not reported.
     receipt(&broker, late, 1).unwrap();
     broker.quiesce().unwrap();
-    assert_eq!(acks.lock().unwrap().len(), 1);
+    assert_eq!(len(&acks), 1);
     assert_eq!(broker.session_stats().late_acks, 1);
     let held = broker.queue_stats()[0].held;
     assert_eq!(held, 2, "no consumer: both still held");
@@ -253,7 +244,7 @@ fn a_fanout_share_dropped_by_a_closing_consumer_releases_only_after_the_quorum()
     broker.close_consumer(&c1).unwrap();
     wait_for("the drop", || broker.queue_stats()[0].dropped_shares > 0);
     broker.quiesce().unwrap();
-    assert_eq!(seen0.lock().unwrap().len(), 1);
+    assert_eq!(len(&seen0), 1);
     let q = broker.queue_stats()[0];
     let counts = (q.confirms, q.dropped_shares, q.acked, q.released, q.held);
     assert_eq!(counts, (1, 1, 0, 0, 1));
@@ -269,9 +260,7 @@ fn a_fanout_share_dropped_by_a_closing_consumer_releases_only_after_the_quorum()
 #[test]
 fn a_receipt_past_the_quorum_for_a_message_still_held_is_unknown() {
     let broker = start(replication(3, 1), QueueMode::Priority, 1);
-    let (p, acks) = producer(&broker, 100);
-    let guids = publish(&p, 0, 0..3);
-    broker.quiesce().unwrap();
+    let (_p, acks, guids) = published(&broker, 100, 3);
     receipts(&broker, &guids, 0);
     broker.quiesce().unwrap();
     assert_eq!(statuses(&acks), acked(&guids), "the quorum of one: ACKed");
@@ -283,10 +272,10 @@ fn a_receipt_past_the_quorum_for_a_message_still_held_is_unknown() {
     let counts = (q.receipts, q.unknown_receipts, q.duplicate_receipts);
     assert_eq!(counts, (3, 6, 0), "{q:?}");
     assert_eq!((q.acked, q.held, q.released), (3, 3, 0), "{q:?}");
-    assert_eq!(acks.lock().unwrap().len(), 3, "one ACK each");
+    assert_eq!(len(&acks), 3, "one ACK each");
     // A consumer still gets them, and its confirms release them.
     let (_c, seen) = consumer_of(&broker, 0);
     broker.quiesce().unwrap();
-    assert_eq!(seen.lock().unwrap().len(), 3);
+    assert_eq!(len(&seen), 3);
     assert_queue(&broker, |q| q.confirms, (3, 3, 0));
 }

@@ -11,7 +11,7 @@ mod support;
 
 use support::{
     Log, assert_each, confirm_of, consumer, consumer_of, fanout, guids as delivered, priority,
-    producer, publish, receipts, replicated, sized, wait_for,
+    producer, publish, published, receipts, replicated, sized, wait_for,
 };
 
 fn start(queue: QueueConfig, session_processors: usize) -> Broker {
@@ -141,9 +141,7 @@ fn fanout_delivers_every_message_to_every_app_acks_it_once_and_releases_it_after
 #[test]
 fn a_full_table_rejects_with_a_clear_status_and_overwrites_nothing() {
     let broker = start(sized(QueueMode::Priority, 4), 1);
-    let (p, acks) = producer(&broker, 100);
-    let guids = publish(&p, 0, 0..10);
-    broker.quiesce().unwrap();
+    let (_p, acks, guids) = published(&broker, 100, 10);
     let outcome = check_conservation(&broker, &guids, &acks);
     assert_eq!(support::count_of(&outcome, AckStatus::RejectedQueueFull), 6);
     assert_eq!(broker.queue_stats()[0].held, 4);
@@ -219,9 +217,7 @@ fn robustness_cases_are_counted_never_a_panic() {
 #[test]
 fn closing_a_producer_reports_every_pending_message_and_counts_later_acks_late() {
     let broker = support::start(replicated());
-    let (p, acks) = producer(&broker, 100);
-    let guids = publish(&p, 0, 0..5);
-    broker.quiesce().unwrap();
+    let (p, acks, guids) = published(&broker, 100, 5);
     // No wait: stored, waiting for receipts, each is reported `Closed`.
     assert!(!p.close(Duration::ZERO));
     broker.quiesce().unwrap();
@@ -344,16 +340,12 @@ fn the_three_confirm_modes_and_both_routes_give_identical_results() {
 fn shutdown_reports_unacknowledged_messages_closed() {
     // Stored and unconsumed: ACKed already, so shutdown has nothing to report.
     let broker = start(priority(), 1);
-    let (p, acks) = producer(&broker, 100);
-    publish(&p, 0, 0..3);
-    broker.quiesce().unwrap();
+    let (_p, acks, _) = published(&broker, 100, 3);
     broker.shutdown();
     assert_eq!(support::statuses(&acks), [AckStatus::Stored; 3]);
     // Stored and waiting for the replicas' receipts: reported `Closed` at shutdown, once.
     let broker = support::start(replicated());
-    let (p, acks) = producer(&broker, 100);
-    let guids = publish(&p, 0, 0..3);
-    broker.quiesce().unwrap();
+    let (p, acks, guids) = published(&broker, 100, 3);
     assert!(acks.lock().unwrap().is_empty());
     broker.shutdown();
     let acks = acks.lock().unwrap();

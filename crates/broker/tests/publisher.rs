@@ -10,8 +10,9 @@ use zerodispatch_broker::*;
 mod support;
 
 use support::{
-    assert_each, capped, consumer_calling, drain, hold, len, one_queue, outcomes, producer_with,
-    replicated, session, start, statuses, timeout, timer, wait_for, wait_up_to, with,
+    assert_each, capped, consumer_calling, drain, hold, len, one_queue, outcomes, producer_config,
+    producer_with, replicated, session, start, statuses, timeout, timer, wait_for, wait_up_to,
+    with,
 };
 
 fn broker() -> Broker {
@@ -77,17 +78,17 @@ fn held_burst(config: ProducerConfig, n: usize, len: u32) -> (u64, u64) {
 #[test]
 fn a_batch_is_sent_when_it_reaches_batch_size_or_fills_a_frame() {
     // 10 messages, batches of at most 4 cut by the cap: 4 + 4 + 2 (the last at the drain).
-    let config = with(ProducerConfig::default(), |c| c.batch_size = 4);
+    let config = producer_config(|c| c.batch_size = 4);
     assert_eq!(held_burst(config, 10, 8), (3, 10));
     // Frame size: 3 messages of 100 bytes fit (3 x 132 = 396 <= 400), a fourth does not.
-    let config = with(ProducerConfig::default(), |c| c.max_frame_bytes = 400);
+    let config = producer_config(|c| c.max_frame_bytes = 400);
     assert_eq!(held_burst(config, 7, 100), (3, 7), "frames of 3, 3 and 1");
 }
 
 #[test]
 fn a_message_larger_than_a_frame_is_refused_and_handed_back() {
     let broker = broker();
-    let config = with(ProducerConfig::default(), |c| c.max_frame_bytes = 1000);
+    let config = producer_config(|c| c.max_frame_bytes = 1000);
     let (p, _acks) = producer_with(&broker, config);
     let refused = Err(SendError::TooLarge {
         payload: payload(1000),
@@ -165,11 +166,9 @@ fn many_senders_at_a_tiny_cap_never_exceed_it_and_never_hang() {
             })
         })
         .collect();
-    wait_up_to(
-        Duration::from_secs(60),
-        "a stuck sender: a lost wake-up",
-        || senders.iter().all(|s| s.is_finished()),
-    );
+    let finished = || senders.iter().all(|s| s.is_finished());
+    let limit = Duration::from_secs(60);
+    wait_up_to(limit, "a stuck sender: a lost wake-up", finished);
     senders.into_iter().for_each(|s| s.join().unwrap());
     broker.quiesce().unwrap();
     let peak = peak.load(Ordering::Relaxed);
@@ -194,7 +193,7 @@ fn an_unconfirmed_message_times_out_once_and_a_late_ack_is_counted() {
     // The receipts come now: the ACKs come late, are counted, not reported again.
     receipts(&broker, &guids);
     broker.quiesce().unwrap();
-    assert_eq!(acks.lock().unwrap().len(), 5);
+    assert_eq!(len(&acks), 5);
     let s = broker.session_stats();
     assert_eq!((s.timed_out, s.late_acks), (5, 5));
 }
@@ -299,16 +298,11 @@ fn every_message_gets_exactly_one_outcome_under_a_random_close() {
     for seed in 1..=6_u64 {
         let broker = broker();
         let _c = drain(&broker, 0);
-        let config = ProducerConfig {
-            max_unconfirmed: 64,
-            ..timeout(Duration::from_millis(5 + seed))
-        };
-        let config = match seed % 2 {
-            0 => config,
-            _ => with(config, |c| {
-                c.flush = FlushStrategy::Timer(Duration::from_millis(2))
-            }),
-        };
+        let mut config = capped(64);
+        config.confirm_timeout = Some(Duration::from_millis(5 + seed));
+        if seed % 2 == 1 {
+            config.flush = FlushStrategy::Timer(Duration::from_millis(2));
+        }
         let (p, acks) = producer_with(&broker, config);
         let p = Arc::new(p);
         let sent: Arc<Mutex<Vec<Guid>>> = Arc::default();
@@ -401,6 +395,7 @@ fn after_shutdown_every_call_says_shut_down_and_hands_the_payload_back() {
 fn invalid_producer_configurations_are_errors_that_name_the_setting() {
     let broker = broker();
     let err = |c: ProducerConfig| broker.open_producer_with(c, |_: &[Ack]| {}).unwrap_err();
+    let max_frame_bytes = FRAME_OVERHEAD;
     let cases = [
         (
             capped(0),
@@ -408,17 +403,13 @@ fn invalid_producer_configurations_are_errors_that_name_the_setting() {
             "max_unconfirmed",
         ),
         (
-            with(ProducerConfig::default(), |c| c.batch_size = 0),
+            producer_config(|c| c.batch_size = 0),
             BrokerError::ZeroBatchSize,
             "batch_size",
         ),
         (
-            with(ProducerConfig::default(), |c| {
-                c.max_frame_bytes = FRAME_OVERHEAD
-            }),
-            BrokerError::FrameTooSmall {
-                max_frame_bytes: FRAME_OVERHEAD,
-            },
+            producer_config(|c| c.max_frame_bytes = max_frame_bytes),
+            BrokerError::FrameTooSmall { max_frame_bytes },
             "max_frame_bytes",
         ),
         (

@@ -200,10 +200,8 @@ fn closed_sessions_free_their_slots() {
 fn close_waits_for_published_messages_too() {
     within(Duration::from_secs(20), "close after publish", || {
         let broker = start(vec![priority()], 1);
-        let (p, acks) = producer(&broker, 1000);
-        let guids = support::publish(&p, 0, 0..50);
         // Stored in the queue, which has no consumer yet: in flight.
-        broker.quiesce().unwrap();
+        let (p, acks, guids) = support::published(&broker, 1000, 50);
         assert_eq!(broker.queue_stats()[0].held, 50);
         let closed = thread::scope(|s| {
             s.spawn(|| {

@@ -155,6 +155,19 @@ pub fn publish(p: &Producer, queue: u32, handles: Range<u64>) -> Vec<Guid> {
     handles.map(publish).collect()
 }
 
+/// A producer of `max_unconfirmed` that published `n` messages to queue 0, once the broker
+/// is quiet: the producer, the log of its outcomes and the messages' GUIDs.
+pub fn published(
+    broker: &Broker,
+    max_unconfirmed: usize,
+    n: u64,
+) -> (Producer, Log<Ack>, Vec<Guid>) {
+    let (p, acks) = producer(broker, max_unconfirmed);
+    let guids = publish(&p, 0, 0..n);
+    broker.quiesce().unwrap();
+    (p, acks, guids)
+}
+
 /// Replica `replica`'s receipt of `guid`, stored by queue 0.
 pub fn receipt(broker: &Broker, guid: Guid, replica: u8) -> Result<(), BrokerError> {
     broker.replica_receipt(Receipt {
