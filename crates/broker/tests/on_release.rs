@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use zerodispatch_broker::*;
@@ -49,13 +48,10 @@ fn counts(log: &Log) -> HashMap<u64, usize> {
 fn a_payload_is_released_once_its_message_is_consumed_not_when_it_is_acked() {
     within(LIMIT, "release after consumption", || {
         let (broker, released) = start(QueueConfig::new(QueueMode::Priority), false);
-        let acks = Arc::new(Mutex::new(0_usize));
-        let sink = acks.clone();
-        let on_ack = move |b: &[Ack]| *sink.lock().unwrap() += b.len();
-        let producer = broker.open_producer(1024, on_ack).unwrap();
+        let (producer, acks) = support::producer(&broker, 1024);
         let consumer = open_consumer(&broker, (0, 0), paced(0), |_: &[Delivery]| {});
         support::publish(&producer, 0, 0..10);
-        wait_for("10 ACKs", || *acks.lock().unwrap() == 10);
+        wait_for("10 ACKs", || len(&acks) == 10);
         broker.quiesce().unwrap();
         assert!(len(&released) == 0, "acked, not consumed: not released");
 
@@ -98,12 +94,10 @@ fn a_message_never_stored_is_never_released() {
         let (producer, outcomes) = support::producer(&broker, 1024);
         support::publish(&producer, 0, 0..6);
         wait_for("6 outcomes", || len(&outcomes) == 6);
-        let full = |a: &&Ack| a.status == AckStatus::RejectedQueueFull;
-        let outcomes = support::logged(&outcomes);
-        let refused: Vec<u64> = outcomes
-            .iter()
-            .filter(full)
-            .map(|a| a.payload.handle)
+        let full = |a: &Ack| (a.status == AckStatus::RejectedQueueFull).then_some(a.payload.handle);
+        let refused: Vec<u64> = support::mapped(&outcomes, full)
+            .into_iter()
+            .flatten()
             .collect();
         assert_eq!(refused.len(), 2, "a queue of 4 stores 4");
 

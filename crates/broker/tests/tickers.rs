@@ -1,7 +1,7 @@
 //! Producers' tickers run on their session processor's timers: no thread per producer, a
 //! bound per processor (a clear error past it), and a place freed when a producer closes.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use zerodispatch_broker::*;
 
 mod support;
 
-use support::{payload, priority_broker, timer};
+use support::{Log, len, payload, priority_broker, recording, timer};
 
 /// A broker of one priority queue with `timed_producers` tickers per session processor.
 fn broker(timed_producers: usize) -> Broker {
@@ -35,14 +35,13 @@ fn threads() -> usize {
 fn two_hundred_timer_producers_start_no_thread_and_all_tick() {
     let broker = broker(256);
     let before = threads();
-    let acks = Arc::new(Mutex::new(0_usize));
-    let producers: Vec<_> = (0..200)
-        .map(|_| {
-            let acks = acks.clone();
-            let on_ack = move |batch: &[Ack]| *acks.lock().unwrap() += batch.len();
-            broker.open_producer_with(timed(), on_ack).unwrap()
-        })
-        .collect();
+    let acks: Log<Ack> = Log::default();
+    let open = |_| {
+        broker
+            .open_producer_with(timed(), recording(&acks))
+            .unwrap()
+    };
+    let producers: Vec<_> = (0..200).map(open).collect();
     // A margin for the other tests' processor threads, far below 200 tickers' threads.
     if before > 0 {
         let after = threads();
@@ -52,7 +51,7 @@ fn two_hundred_timer_producers_start_no_thread_and_all_tick() {
     for p in &producers {
         p.send(QueueId(0), payload(0)).unwrap();
     }
-    let ticked = || *acks.lock().unwrap() >= 200;
+    let ticked = || len(&acks) >= 200;
     support::wait_up_to(Duration::from_secs(10), "a ticker never ticked", ticked);
 }
 
@@ -78,17 +77,15 @@ fn a_processor_full_of_tickers_refuses_the_next_timed_producer_until_one_closes(
 #[test]
 fn an_interval_too_long_for_the_clock_never_ticks_and_panics_nothing() {
     let broker = broker(2);
-    let acks = Arc::new(Mutex::new(0_usize));
-    let seen = acks.clone();
-    let on_ack = move |batch: &[Ack]| *seen.lock().unwrap() += batch.len();
-    let p = broker.open_producer_with(timer(Duration::MAX), on_ack);
+    let acks: Log<Ack> = Log::default();
+    let p = broker.open_producer_with(timer(Duration::MAX), recording(&acks));
     let p = p.unwrap();
     p.send(QueueId(0), payload(2)).unwrap();
     thread::sleep(Duration::from_millis(30));
-    assert_eq!(*acks.lock().unwrap(), 0, "no tick came: nothing was sent");
+    assert_eq!(len(&acks), 0, "no tick came: nothing was sent");
     // The close sends the batch.
     assert!(p.close(Duration::from_secs(5)));
-    assert_eq!(*acks.lock().unwrap(), 1);
+    assert_eq!(len(&acks), 1);
 }
 
 #[test]
