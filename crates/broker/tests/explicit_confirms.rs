@@ -22,11 +22,14 @@ fn consumer(broker: &Broker, options: ConsumerOptions) -> (Consumer, Log<Deliver
     support::consumer(broker, 0, 0, options)
 }
 
-/// A producer that has published `n` messages to queue 0.
-fn publish(broker: &Broker, n: u64) -> Producer {
-    let producer = deaf_producer(broker, 1024);
+/// A broker of [`start`], a consumer of it with `options`, and its log of deliveries, once
+/// a producer (returned last) has published `n` messages to queue 0.
+fn started(options: ConsumerOptions, n: u64) -> (Broker, Consumer, Log<Delivery>, Producer) {
+    let broker = start();
+    let (consumer, seen) = consumer(&broker, options);
+    let producer = deaf_producer(&broker, 1024);
     support::publish(&producer, 0, 0..n);
-    producer
+    (broker, consumer, seen, producer)
 }
 
 /// Messages queue 0 holds.
@@ -37,9 +40,7 @@ fn held(broker: &Broker) -> u64 {
 #[test]
 fn explicit_confirms_release_only_what_the_application_confirms() {
     within(LIMIT, "explicit confirms", || {
-        let broker = start();
-        let (consumer, seen) = consumer(&broker, explicit(None));
-        let _producer = publish(&broker, 10);
+        let (broker, consumer, seen, _producer) = started(explicit(None), 10);
         wait_for("10 deliveries", || len(&seen) == 10);
         broker.quiesce().unwrap();
         // Handed over, not confirmed: the queue still holds every message.
@@ -71,9 +72,7 @@ fn explicit_confirms_release_only_what_the_application_confirms() {
 #[test]
 fn on_return_confirms_are_unchanged_and_count_no_unknown_confirm() {
     within(LIMIT, "on-return confirms", || {
-        let broker = start();
-        let (consumer, seen) = consumer(&broker, ConsumerOptions::default());
-        let _producer = publish(&broker, 10);
+        let (broker, consumer, seen, _producer) = started(ConsumerOptions::default(), 10);
         wait_for("every release", || len(&seen) == 10 && held(&broker) == 0);
         // A confirm for a consumer that confirms on return: nothing to confirm.
         broker.confirm(&consumer, Guid([1; 16])).unwrap();
@@ -85,9 +84,7 @@ fn on_return_confirms_are_unchanged_and_count_no_unknown_confirm() {
 #[test]
 fn credit_paces_deliveries() {
     within(LIMIT, "credit pacing", || {
-        let broker = start();
-        let (consumer, seen) = consumer(&broker, paced(0));
-        let _producer = publish(&broker, 10);
+        let (broker, consumer, seen, _producer) = started(paced(0), 10);
         // Started paused: the session holds what the queue pushed.
         wait_for("the pushes", || held(&broker) == 10);
         broker.quiesce().unwrap();
@@ -112,9 +109,7 @@ fn credit_paces_deliveries() {
 #[test]
 fn credit_and_explicit_confirms_together_keep_a_fixed_number_in_flight() {
     within(LIMIT, "credit and explicit confirms", || {
-        let broker = start();
-        let (consumer, seen) = consumer(&broker, explicit(Some(4)));
-        let _producer = publish(&broker, 100);
+        let (broker, consumer, seen, _producer) = started(explicit(Some(4)), 100);
         let mut confirmed = 0;
         while confirmed < 100 {
             wait_for("a delivery", || len(&seen) > confirmed);
@@ -135,17 +130,14 @@ fn credit_and_explicit_confirms_together_keep_a_fixed_number_in_flight() {
 #[test]
 fn what_a_closed_consumer_held_is_redelivered_and_confirmed_by_the_next() {
     within(LIMIT, "redelivery to an explicit consumer", || {
-        let broker = start();
         let options = explicit(Some(64));
-        let (first, seen_first) = consumer(&broker, options);
-        let _producer = publish(&broker, 10);
+        let (broker, first, seen_first, _producer) = started(options, 10);
         wait_for("10 deliveries", || len(&seen_first) == 10);
         let (second, seen) = consumer(&broker, options);
         broker.quiesce().unwrap();
         broker.close_consumer(&first).unwrap();
         wait_for("10 redeliveries", || len(&seen) == 10);
-        let redelivered = seen.lock().unwrap().clone();
-        for d in &redelivered {
+        for d in &support::logged(&seen) {
             broker.confirm(&second, d.guid).unwrap();
         }
         wait_for("every release", || held(&broker) == 0);

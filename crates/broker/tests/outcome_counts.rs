@@ -18,15 +18,7 @@ use support::{
     sessions_alive, sized, stale, start, timer, with,
 };
 
-/// How many outcomes of each status `log` holds, by the status's name.
-fn by_status(log: &[Ack]) -> Outcomes {
-    let mut n = Outcomes::new();
-    for a in log {
-        *n.entry(format!("{:?}", a.status)).or_insert(0) += 1;
-    }
-    n
-}
-
+/// How many outcomes of each status, by the status's name.
 type Outcomes = BTreeMap<String, u64>;
 
 /// `outcomes`' count of `status`.
@@ -46,10 +38,8 @@ fn acks_sent(broker: &Broker) -> u64 {
 /// The outcomes of every log of `logs`, by status.
 fn merged<'a>(logs: impl IntoIterator<Item = &'a Log<Ack>>) -> Outcomes {
     let mut all = Outcomes::new();
-    for log in logs {
-        for (status, n) in by_status(&log.lock().unwrap()) {
-            *all.entry(status).or_insert(0) += n;
-        }
+    for a in logs.into_iter().flat_map(support::logged) {
+        *all.entry(format!("{:?}", a.status)).or_insert(0) += 1;
     }
     all
 }
@@ -83,14 +73,12 @@ fn check_conservation(broker: &Broker, outcomes: &Outcomes) {
 fn acks_arriving_after_a_producers_close_are_counted_late() {
     let broker = start(replicated());
     let (p, log) = producer_with(&broker, ProducerConfig::default());
-    let guids: Vec<Guid> = (0..5)
-        .map(|i| p.publish(QueueId(0), payload(i)).unwrap())
-        .collect();
+    let guids = support::publish(&p, 0, 0..5);
     broker.quiesce().unwrap();
     // Stored, waiting for their receipts, and no wait: each is reported `Closed`.
     assert!(!p.close(Duration::ZERO));
     broker.quiesce().unwrap();
-    let closed = count(&by_status(&log.lock().unwrap()), AckStatus::Closed);
+    let closed = count(&merged([&log]), AckStatus::Closed);
     assert_eq!(closed, 5);
     assert_eq!(sessions_alive(&broker), 1, "waiting for its ACKs");
     let stale_before = stale(&broker);
@@ -103,7 +91,7 @@ fn acks_arriving_after_a_producers_close_are_counted_late() {
     assert_eq!(log.lock().unwrap().len(), 5, "late ACKs are not reported");
     let alive = sessions_alive(&broker);
     assert_eq!(alive, 0, "its last ACK in, the session is gone");
-    check_conservation(&broker, &by_status(&log.lock().unwrap()));
+    check_conservation(&broker, &merged([&log]));
     broker.shutdown();
 }
 
@@ -205,8 +193,8 @@ fn closed_reported_counts_closed_outcomes_and_not_sent_counts_not_sent() {
     assert!(!closed, "three messages without an outcome at the close");
     assert!(!in_flight.close(Duration::ZERO));
     broker.quiesce().unwrap();
-    let batch = by_status(&batch_log.lock().unwrap());
-    let flight = by_status(&flight_log.lock().unwrap());
+    let batch = merged([&batch_log]);
+    let flight = merged([&flight_log]);
     assert_eq!((count(&batch, AckStatus::NotSent), batch.len()), (3, 1));
     let closed = count(&flight, AckStatus::Closed);
     let not_sent = count(&flight, AckStatus::NotSent);
@@ -232,7 +220,7 @@ fn a_close_with_a_wait_sends_what_the_batch_held() {
         }
         let closed = p.close(Duration::from_secs(10));
         assert!(closed, "{flush:?}: every outcome in");
-        let outcomes = by_status(&log.lock().unwrap());
+        let outcomes = merged([&log]);
         let stored = count(&outcomes, AckStatus::Stored);
         assert_eq!((stored, outcomes.len()), (3, 1), "{flush:?}: {outcomes:?}");
     }
