@@ -12,7 +12,10 @@ use zerodispatch_broker::*;
 
 mod support;
 
-use support::{Outcomes, TWO_QUEUES_APPS, count_of, open_consumer, payload, start, two_queues};
+use support::{
+    Outcomes, TWO_QUEUES_APPS, confirm_of, count_of, open_consumer, payload, start, two_queues,
+    with,
+};
 
 const PRODUCERS: u64 = 3;
 /// Messages per producer: about a second in a debug build.
@@ -25,10 +28,7 @@ const STALL: Duration = Duration::from_secs(3);
 
 #[test]
 fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
-    let broker = Arc::new(start(BrokerConfig {
-        max_batch: 8,
-        ..two_queues(16, 8, 16)
-    }));
+    let broker = Arc::new(start(with(two_queues(16, 8, 16), |c| c.max_batch = 8)));
     // Each app: one consumer direct, one (sleeping now and then) through the cluster.
     let delivered = Arc::new(AtomicU64::new(0));
     let mut consumers = Vec::new();
@@ -83,14 +83,11 @@ fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
         thread::spawn(move || {
             let mut sent = 0_u64;
             while !stop.load(Ordering::Relaxed) {
-                let confirm = Confirm {
-                    queue: QueueId((sent % 2) as u32),
-                    guid: Guid::new(ProducerId(u32::MAX), sent),
-                    // Whatever slot it names, it holds no message of that GUID.
-                    token: DeliveryToken(sent as u32),
-                    consumer: ConsumerId(u32::MAX),
-                    app: AppId(0),
-                };
+                let guid = Guid::new(ProducerId(u32::MAX), sent);
+                // Whatever slot it names, it holds no message of that GUID.
+                let token = DeliveryToken(sent as u32);
+                let at = ((sent % 2) as u32, 0);
+                let confirm = confirm_of(at, guid, token, ConsumerId(u32::MAX));
                 broker.replica_confirm(confirm, ConfirmMode::Typed).unwrap();
                 sent += 1;
             }

@@ -82,28 +82,18 @@ fn allocations(case: Case) -> u64 {
         mode,
         messages,
         sending,
-        confirm_timeout,
-        event_capacity,
         replication,
+        ..
     } = case;
-    let mode_for = if apps == 1 {
-        QueueMode::Priority
-    } else {
-        QueueMode::Fanout { apps }
-    };
-    let config = one_queue_of(mode_for, 4 * IN_FLIGHT as usize);
-    let broker = Broker::start(BrokerConfig {
-        event_capacity,
-        replication,
-        ..config
-    })
-    .unwrap();
+    let (priority, fanout) = (QueueMode::Priority, QueueMode::Fanout { apps });
+    let queue = if apps == 1 { priority } else { fanout };
+    let mut config = one_queue_of(queue, 4 * IN_FLIGHT as usize);
+    (config.event_capacity, config.replication) = (case.event_capacity, replication);
+    let broker = Broker::start(config).unwrap();
     let acks = AckCounts::of(AckStatus::Stored);
-    let config = ProducerConfig {
-        max_unconfirmed: 2 * IN_FLIGHT as usize,
-        confirm_timeout,
-        ..ProducerConfig::default()
-    };
+    let mut config = ProducerConfig::default();
+    config.max_unconfirmed = 2 * IN_FLIGHT as usize;
+    config.confirm_timeout = case.confirm_timeout;
     let on_ack = acks.on_ack();
     let producer = if sending == Sending::Named {
         broker.open_named_producer("zero-alloc", config, on_ack)
@@ -153,13 +143,12 @@ fn allocations(case: Case) -> u64 {
             let guid = Guid::new(producer.id(), seq);
             for replica in (0..REPLICATION.replicas).map(ReplicaId) {
                 let queue = QueueId(0);
-                broker
-                    .replica_receipt(Receipt {
-                        queue,
-                        guid,
-                        replica,
-                    })
-                    .unwrap();
+                let receipt = Receipt {
+                    queue,
+                    guid,
+                    replica,
+                };
+                broker.replica_receipt(receipt).unwrap();
             }
             receipted.set(seq + 1);
         }
@@ -239,12 +228,9 @@ const BURST_CAP: usize = 4;
 /// behind a callback held on [`GATE_OPEN`]), after bursts within the cap.
 fn rejected_burst() -> u64 {
     let max_batch = BrokerConfig::default().max_batch;
-    let broker = Broker::start(BrokerConfig {
-        queues: vec![QueueConfig::new(QueueMode::Priority)],
-        session_processors: 1,
-        ..BrokerConfig::default()
-    })
-    .unwrap();
+    let mut config = BrokerConfig::default();
+    (config.queues, config.session_processors) = (vec![QueueConfig::new(QueueMode::Priority)], 1);
+    let broker = Broker::start(config).unwrap();
     let session = broker.processors(ClientType::Session)[0];
     let acks = AckCounts::of(AckStatus::RejectedProducerFull);
     let producer = broker.open_producer(BURST_CAP, acks.on_ack()).unwrap();
