@@ -2,8 +2,9 @@
 //! stalled and full) is reached by every event sent to it after `open_consumer` returns,
 //! from any thread; before the core's fix such events overtook its registration (stale).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
 
 use zerodispatch_broker::*;
@@ -12,46 +13,29 @@ mod support;
 
 use support::{consumer_calling, payload, stats_of};
 
-/// Where the handler on the cluster processor leaves the consumer it opened.
-type Opened = Mutex<Option<Result<Consumer, BrokerError>>>;
-
 /// How long any step may wait before the test fails instead of hanging.
 const PATIENCE: Duration = Duration::from_secs(20);
 /// The processors' event capacity: small, so that the session processor's queue fills.
 const EVENT_CAPACITY: usize = 8;
 
-/// A one-shot signal with a bounded wait.
-#[derive(Default)]
-struct Latch {
-    open: Mutex<bool>,
-    changed: Condvar,
+/// Whether a signal came on `signal` within [`PATIENCE`].
+fn arrived<T>(signal: &Receiver<T>) -> bool {
+    signal.recv_timeout(PATIENCE).is_ok()
 }
 
-impl Latch {
-    fn open(&self) {
-        *self.open.lock().unwrap() = true;
-        self.changed.notify_all();
-    }
-
-    /// Whether it opened within [`PATIENCE`].
-    fn wait(&self) -> bool {
-        let open = self.open.lock().unwrap();
-        let (open, _) = self
-            .changed
-            .wait_timeout_while(open, PATIENCE, |open| !*open)
-            .unwrap();
-        *open
-    }
+/// Signals on `signal`, which a handler may have stopped waiting on.
+fn open(signal: &Sender<()>) {
+    let _ = signal.send(());
 }
 
-/// The broker of the scene, its processors, and the latches that hold them.
+/// The broker of the scene, its processors, and the signals that hold them.
 struct Scene {
     broker: Arc<Broker>,
     session: ProcessorId,
-    /// Opened by the test to let the stalled session processor go.
-    release_session: Arc<Latch>,
-    /// Opened by the test to let the cluster processor's handler return.
-    release_cluster: Arc<Latch>,
+    /// Sent by the test to let the stalled session processor go.
+    release_session: Sender<()>,
+    /// Sent by the test to let the cluster processor's handler return.
+    release_cluster: Sender<()>,
     consumer: Consumer,
     delivered: Arc<AtomicU64>,
 }
@@ -68,64 +52,65 @@ fn small_broker() -> (Arc<Broker>, [ProcessorId; 3]) {
     (broker, processors)
 }
 
-/// Stalls `stalled` until the latch returned is opened, then fills its queue from `filler`
+/// Stalls `stalled` until the signal returned is sent, then fills its queue from `filler`
 /// (the rest waits in `filler`'s outbox; a monitor probe may hold one slot).
-fn stall_and_fill(broker: &Arc<Broker>, stalled: ProcessorId, filler: ProcessorId) -> Arc<Latch> {
-    let (running, release) = (Arc::new(Latch::default()), Arc::new(Latch::default()));
-    let (s, r) = (running.clone(), release.clone());
+fn stall_and_fill(broker: &Arc<Broker>, stalled: ProcessorId, filler: ProcessorId) -> Sender<()> {
+    let ((running, ran), (release, released)) = (channel(), channel());
     support::on(broker, stalled, move || {
-        s.open();
-        assert!(r.wait(), "the test never let the stalled processor go");
+        open(&running);
+        assert!(
+            arrived(&released),
+            "the test never let the stalled processor go"
+        );
     });
-    assert!(running.wait(), "the processor never ran the stall");
-    let filled = Arc::new(Latch::default());
-    let (b, f) = (broker.clone(), filled.clone());
+    assert!(arrived(&ran), "the processor never ran the stall");
+    let ((fill, filled), b) = (channel(), broker.clone());
     support::on(broker, filler, move || {
         for _ in 0..EVENT_CAPACITY {
             b.execute(stalled, Callback::new(|| ())).unwrap();
         }
-        f.open();
+        open(&fill);
     });
-    let filled = filled.wait();
+    let filled = arrived(&filled);
     assert!(filled, "the stalled processor's queue was never filled");
     release
 }
 
 /// Opens, from a handler on `cluster`, a consumer of queue 0 with `options` counting its
-/// deliveries in `delivered`; the handler stays until the latch returned is opened.
+/// deliveries in `delivered`; the handler stays until the signal returned is sent.
 fn open_on(
     broker: &Arc<Broker>,
     cluster: ProcessorId,
     options: ConsumerOptions,
     delivered: Arc<AtomicU64>,
-) -> (Consumer, Arc<Latch>) {
-    let opened: Arc<(Opened, Latch)> = Arc::default();
-    let release_cluster = Arc::new(Latch::default());
-    let hand = {
-        let (b, o, r) = (broker.clone(), opened.clone(), release_cluster.clone());
-        move || {
-            let consumer = b.open_consumer(QueueId(0), AppId(0), options, move |batch| {
-                delivered.fetch_add(batch.len() as u64, Ordering::SeqCst);
-            });
-            *o.0.lock().unwrap() = Some(consumer);
-            o.1.open();
-            assert!(r.wait(), "the test never let the cluster processor go");
-        }
+) -> (Consumer, Sender<()>) {
+    let ((hand_over, opened), (release_cluster, released)) = (channel(), channel());
+    let b = broker.clone();
+    let hand = move || {
+        let consumer = b.open_consumer(QueueId(0), AppId(0), options, move |batch| {
+            delivered.fetch_add(batch.len() as u64, Ordering::SeqCst);
+        });
+        let _ = hand_over.send(consumer);
+        assert!(
+            arrived(&released),
+            "the test never let the cluster processor go"
+        );
     };
-    // Four `Arc`s: more than the default space holds, so it is spilled (counted, visible).
+    // Its captures pass the default space (32 bytes), so it is spilled (counted, visible).
     broker.execute(cluster, Callback::spill(hand)).unwrap();
-    let opened_it = opened.1.wait();
-    assert!(opened_it, "the cluster processor never opened the consumer");
-    let consumer = opened.0.lock().unwrap().take().unwrap().unwrap();
-    (consumer, release_cluster)
+    let consumer = opened.recv_timeout(PATIENCE);
+    assert!(
+        consumer.is_ok(),
+        "the cluster processor never opened the consumer"
+    );
+    (consumer.unwrap().unwrap(), release_cluster)
 }
 
 /// Waits until `processor` has handled what was sent to it (a callback queued behind ran).
 fn marker(broker: &Broker, processor: ProcessorId) {
-    let handled = Arc::new(Latch::default());
-    let h = handled.clone();
-    support::on(broker, processor, move || h.open());
-    let handled = handled.wait();
+    let (handle, handled) = channel();
+    support::on(broker, processor, move || open(&handle));
+    let handled = arrived(&handled);
     assert!(handled, "the session processor never got to the marker");
 }
 
@@ -159,7 +144,7 @@ fn open_on_a_processor(options: ConsumerOptions) -> Scene {
 impl Scene {
     /// Lets the session processor go, runs `op`, and waits until the session handled it.
     fn act<T>(&self, op: impl FnOnce(&Broker, &Consumer) -> T) -> T {
-        self.release_session.open();
+        open(&self.release_session);
         let made = op(&self.broker, &self.consumer);
         marker(&self.broker, self.session);
         made
@@ -172,7 +157,7 @@ impl Scene {
 
     /// Lets the cluster processor go and shuts the broker down.
     fn end(self) {
-        self.release_cluster.open();
+        open(&self.release_cluster);
         shut_down(self.broker);
     }
 }
@@ -248,11 +233,11 @@ fn a_late_attach_never_attaches_a_consumer_closed_from_another_thread() {
 
     // The queue goes first (it takes what the session processor kept: the detach), then
     // the cluster processor (its outbox, if it kept anything).
-    release_queue.open();
+    open(&release_queue);
     let drained = eventually(|| stats_of(&broker, queue).is_some_and(|s| s.depth == 0));
     assert!(drained, "the queue processor never drained");
     std::thread::sleep(Duration::from_millis(20));
-    release_cluster.open();
+    open(&release_cluster);
 
     // Consumer B, and 16 messages: every one reaches B (none went to the closed A).
     let got = Arc::new(AtomicU64::new(0));
