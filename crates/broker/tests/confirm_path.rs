@@ -1,7 +1,7 @@
 //! The confirm path end to end (delivery, ACKs, back-pressure, closes, confirm modes); each
 //! test ends with a conservation check.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
@@ -10,8 +10,8 @@ use zerodispatch_broker::*;
 mod support;
 
 use support::{
-    Log, assert_each, confirm_of, consumer, consumer_of, fanout, guids as delivered, priority,
-    producer, publish, published, receipts, replicated, sized, wait_for,
+    Log, Outcome, assert_each, confirm_of, consumer, consumer_of, fanout, guids as delivered,
+    priority, producer, publish, published, receipts, replicated, sized, wait_for,
 };
 
 fn start(queue: QueueConfig, session_processors: usize) -> Broker {
@@ -19,7 +19,7 @@ fn start(queue: QueueConfig, session_processors: usize) -> Broker {
 }
 
 /// [`check_conservation`] of what `acks` holds, and a check that each of `guids` is `Stored`.
-fn all_stored(broker: &Broker, guids: &[Guid], acks: &Log<Ack>) -> HashMap<Guid, AckStatus> {
+fn all_stored(broker: &Broker, guids: &[Guid], acks: &Log<Ack>) -> Outcome {
     let outcome = check_conservation(broker, guids, acks);
     assert_each(&outcome, guids, AckStatus::Stored);
     outcome
@@ -27,30 +27,23 @@ fn all_stored(broker: &Broker, guids: &[Guid], acks: &Log<Ack>) -> HashMap<Guid,
 
 /// At most one outcome per GUID; a message without one is held; `Stored` only as sent by a
 /// queue; every stored message is released or held.
-fn check_conservation(
-    broker: &Broker,
-    published: &[Guid],
-    acks: &Log<Ack>,
-) -> HashMap<Guid, AckStatus> {
+fn check_conservation(broker: &Broker, guids: &[Guid], acks: &Log<Ack>) -> Outcome {
     let outcome = support::outcomes(acks);
     let queues = broker.queue_stats();
     let sessions = broker.session_stats();
-    let held: u64 = queues.iter().map(|q| q.held).sum();
+    let total = |read: fn(&QueueStats) -> u64| queues.iter().map(read).sum::<u64>();
+    let (held, stored) = (total(|q| q.held), total(|q| q.stored));
+    let (acked, released) = (total(|q| q.acked), total(|q| q.released));
     let count = |status| support::count_of(&outcome, status);
     let closed = count(AckStatus::Closed);
-    let no_outcome = published
-        .iter()
-        .filter(|g| !outcome.contains_key(g))
-        .count() as u64;
-    assert_eq!(sessions.published, published.len() as u64);
+    let without = |g: &&Guid| !outcome.contains_key(g);
+    let no_outcome = guids.iter().filter(without).count() as u64;
+    assert_eq!(sessions.published, guids.len() as u64);
     let accounted = outcome.len() as u64 + no_outcome;
     let not_published = "no outcome for a GUID not published";
-    assert_eq!(accounted, published.len() as u64, "{not_published}");
+    assert_eq!(accounted, guids.len() as u64, "{not_published}");
     let only = format!("{no_outcome} messages without outcome but only {held} held");
     assert!(no_outcome <= held, "{only}");
-    let stored: u64 = queues.iter().map(|q| q.stored).sum();
-    let acked: u64 = queues.iter().map(|q| q.acked).sum();
-    let released: u64 = queues.iter().map(|q| q.released).sum();
     let acked_outcomes = count(AckStatus::Stored);
     let sent = format!("{acked_outcomes} Stored outcomes but the queues sent {acked}");
     assert!(acked_outcomes <= acked, "{sent}");

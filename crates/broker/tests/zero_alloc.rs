@@ -91,9 +91,11 @@ fn allocations(case: Case) -> u64 {
     (config.event_capacity, config.replication) = (case.event_capacity, replication);
     let broker = Broker::start(config).unwrap();
     let acks = AckCounts::of(AckStatus::Stored);
-    let mut config = ProducerConfig::default();
-    config.max_unconfirmed = 2 * IN_FLIGHT as usize;
-    config.confirm_timeout = case.confirm_timeout;
+    let config = ProducerConfig {
+        max_unconfirmed: 2 * IN_FLIGHT as usize,
+        confirm_timeout: case.confirm_timeout,
+        ..ProducerConfig::default()
+    };
     let on_ack = acks.on_ack();
     let producer = if sending == Sending::Named {
         broker.open_named_producer("zero-alloc", config, on_ack)

@@ -14,6 +14,9 @@ use zerodispatch_broker::*;
 /// What a handler was handed, in order.
 pub type Log<T> = Arc<Mutex<Vec<T>>>;
 
+/// Each message's one outcome.
+pub type Outcome = HashMap<Guid, AckStatus>;
+
 /// A broker started from `config`, which the test means to be valid.
 pub fn start(config: BrokerConfig) -> Broker {
     Broker::start(config).expect("valid config")
@@ -178,7 +181,7 @@ pub fn receipt(broker: &Broker, guid: Guid, replica: u8) -> Result<(), BrokerErr
 }
 
 /// Each GUID's single outcome in `acks`; panics on a second one.
-pub fn outcomes(acks: &Log<Ack>) -> HashMap<Guid, AckStatus> {
+pub fn outcomes(acks: &Log<Ack>) -> Outcome {
     let acks = acks.lock().unwrap();
     let mut map = HashMap::new();
     for a in acks.iter() {
@@ -234,7 +237,7 @@ pub fn guids(seen: &Log<Delivery>) -> Vec<Guid> {
 }
 
 /// Checks that each of `guids` has the outcome `status` in `outcome`.
-pub fn assert_each(outcome: &HashMap<Guid, AckStatus>, guids: &[Guid], status: AckStatus) {
+pub fn assert_each(outcome: &Outcome, guids: &[Guid], status: AckStatus) {
     for g in guids {
         assert_eq!(outcome.get(g), Some(&status), "{g:?}: {outcome:?}");
     }
@@ -424,7 +427,7 @@ pub const TWO_QUEUES_APPS: [(u32, u16); 3] = [(0, 0), (1, 0), (1, 1)];
 /// Every outcome reported, by message, and how many there were (a watchdog's progress).
 #[derive(Default)]
 pub struct Outcomes {
-    by_guid: Mutex<HashMap<Guid, AckStatus>>,
+    by_guid: Mutex<Outcome>,
     duplicates: Mutex<Vec<Guid>>,
     count: AtomicU64,
 }
@@ -448,7 +451,7 @@ impl Outcomes {
     }
 
     /// Each message's outcome, checked to be exactly one for each of `published`, none else.
-    pub fn one_each(&self, published: &[Guid]) -> HashMap<Guid, AckStatus> {
+    pub fn one_each(&self, published: &[Guid]) -> Outcome {
         let outcome = self.by_guid.lock().unwrap().clone();
         let duplicates = self.duplicates.lock().unwrap();
         let two = format!("messages with two outcomes: {duplicates:?}");
@@ -463,6 +466,6 @@ impl Outcomes {
 }
 
 /// How many of the outcomes in `outcome` are `status`.
-pub fn count_of(outcome: &HashMap<Guid, AckStatus>, status: AckStatus) -> u64 {
+pub fn count_of(outcome: &Outcome, status: AckStatus) -> u64 {
     outcome.values().filter(|s| **s == status).count() as u64
 }
