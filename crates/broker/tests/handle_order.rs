@@ -123,9 +123,8 @@ fn shut_down(broker: Arc<Broker>) {
     broker.shutdown();
 }
 
-/// The scene: a consumer of queue 0 with `options` opened on the cluster processor while
-/// the session processor is stalled, full from the queue processor (the cluster's outbox
-/// stays empty).
+/// A consumer of queue 0 with `options` opened on the cluster processor while the session
+/// processor is stalled, full from the queue processor (the cluster's outbox stays empty).
 fn open_on_a_processor(options: ConsumerOptions) -> Scene {
     let (broker, [session, queue, cluster]) = small_broker();
     let release_session = stall_and_fill(&broker, session, queue);

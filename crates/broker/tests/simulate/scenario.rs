@@ -1,10 +1,6 @@
 //! One scenario of the broker's confirm path under the seeded simulator
-//! ([`Broker::start_stepped`], [`BrokerSimulator`]): anonymous, named and timed producers on
-//! tiny priority and fanout queues; consumers with credit, explicit or on-return confirms,
-//! direct or through the cluster; replication with late or missing receipts; closes, a
-//! named producer's reconnection (resending what had no `Stored`), more names than the
-//! table holds, tiny processor queues and a shutdown in mid-stream. Shared by
-//! `tests/simulate.rs` and `examples/simulate_broker.rs`.
+//! ([`Broker::start_stepped`], [`BrokerSimulator`]), shared by `tests/simulate.rs` and
+//! `examples/simulate_broker.rs` (whose doc lists what it drives).
 //!
 //! Invariants (a handler records a breach; the test's thread fails on it after the step):
 //! * each message published (`Ok`) has exactly one outcome; none for one not published;

@@ -103,8 +103,7 @@ pub fn producer_with(broker: &Broker, config: ProducerConfig) -> (Producer, Log<
     (p, acks)
 }
 
-/// A consumer of `queue`'s app `app` with `options`, that hands each batch to
-/// `on_delivery`.
+/// A consumer of `queue`'s app `app` with `options` that hands each batch to `on_delivery`.
 pub fn open_consumer(
     broker: &Broker,
     (queue, app): (u32, u16),
@@ -132,8 +131,7 @@ pub fn consumer_of(broker: &Broker, app: u16) -> (Consumer, Log<Delivery>) {
     consumer(broker, 0, app, ConsumerOptions::default())
 }
 
-/// A consumer of queue 0's app 0, with the default options, that hands each batch to
-/// `on_delivery`.
+/// A consumer of queue 0's app 0 (default options) that hands each batch to `on_delivery`.
 pub fn consumer_calling(
     broker: &Broker,
     on_delivery: impl FnMut(&[Delivery]) + Send + 'static,
@@ -158,8 +156,7 @@ pub fn publish(p: &Producer, queue: u32, handles: Range<u64>) -> Vec<Guid> {
     handles.map(publish).collect()
 }
 
-/// A producer of `max_unconfirmed` that published `n` messages to queue 0, once the broker
-/// is quiet: the producer, the log of its outcomes and the messages' GUIDs.
+/// A producer of `max_unconfirmed`, its log and the GUIDs of `n` messages it published.
 pub fn published(
     broker: &Broker,
     max_unconfirmed: usize,
