@@ -315,10 +315,7 @@ impl Run {
 
     /// Checks that a `ShutDown` refusal of `what` came during the shutdown.
     fn refused_shut_down(&self, what: &str) {
-        assert!(
-            self.shutting_down(),
-            "{what} refused ShutDown while running"
-        );
+        assert!(self.shutting_down(), "{what}: ShutDown while running");
     }
 
     fn open_instances(&self) -> Vec<usize> {
