@@ -358,33 +358,26 @@ fn invalid_queue_configurations_are_errors_that_name_the_setting() {
         })
         .unwrap_err()
     };
-    let q1 = QueueId(1);
-    let too_many = MAX_APPS + 1;
+    let (queue, apps) = (QueueId(1), MAX_APPS + 1);
     let cases = [
         (
             sized(QueueMode::Priority, 0),
-            BrokerError::QueueCapacityOutOfRange {
-                queue: q1,
-                capacity: 0,
-            },
+            BrokerError::QueueCapacityOutOfRange { queue, capacity: 0 },
             "capacity 0",
         ),
         (
-            fanout(too_many),
-            BrokerError::AppsOutOfRange {
-                queue: q1,
-                apps: too_many,
-            },
+            fanout(apps),
+            BrokerError::AppsOutOfRange { queue, apps },
             "give 1 to MAX_APPS (64)",
         ),
         (
             fanout(0),
-            BrokerError::AppsOutOfRange { queue: q1, apps: 0 },
+            BrokerError::AppsOutOfRange { queue, apps: 0 },
             "0 fanout apps",
         ),
         (
             support::with(priority(), |q| q.window = 0),
-            BrokerError::ZeroWindow { queue: q1 },
+            BrokerError::ZeroWindow { queue },
             "window",
         ),
     ];

@@ -10,7 +10,7 @@ use zerodispatch_testkit::within;
 
 mod support;
 
-use support::{deaf_producer, drain, explicit, len, open_consumer, paced, wait_for};
+use support::{deaf_producer, drain, explicit, len, open_consumer, paced, wait_for, with};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -28,10 +28,8 @@ fn start(queue: QueueConfig, panic_once: bool) -> (Broker, Log) {
         }
         sink.lock().unwrap().extend(batch.iter().map(|p| p.handle));
     });
-    let broker = support::start(BrokerConfig {
-        on_release: Some(hook),
-        ..support::one_queue_config(queue)
-    });
+    let config = support::one_queue_config(queue);
+    let broker = support::start(with(config, |c| c.on_release = Some(hook)));
     (broker, released)
 }
 

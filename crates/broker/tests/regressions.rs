@@ -229,10 +229,8 @@ fn a_huge_queue_capacity_is_an_error_not_an_abort() {
         let queues = vec![sized(QueueMode::Priority, capacity)];
         let config = with(BrokerConfig::default(), |c| c.queues = queues);
         let err = Broker::start(config).unwrap_err();
-        let expected = BrokerError::QueueCapacityOutOfRange {
-            queue: QueueId(0),
-            capacity,
-        };
+        let queue = QueueId(0);
+        let expected = BrokerError::QueueCapacityOutOfRange { queue, capacity };
         assert!(err == expected, "{capacity}: {err:?}");
         let limit = err.to_string().contains(&MAX_QUEUE_CAPACITY.to_string());
         assert!(limit, "the message says the limit: {err}");

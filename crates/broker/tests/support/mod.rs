@@ -29,10 +29,7 @@ pub fn one_queue(mode: QueueMode) -> BrokerConfig {
 
 /// A configuration with the one queue `queue`, the rest default.
 pub fn one_queue_config(queue: QueueConfig) -> BrokerConfig {
-    BrokerConfig {
-        queues: vec![queue],
-        ..BrokerConfig::default()
-    }
+    with(BrokerConfig::default(), |c| c.queues = vec![queue])
 }
 
 /// Replication by `replicas` nodes, ACKs at `quorum` receipts.
@@ -69,11 +66,8 @@ pub fn options(f: impl FnOnce(&mut ConsumerOptions)) -> ConsumerOptions {
 
 /// A broker of `queues` on `session_processors` session processors, the rest default.
 pub fn start_on(queues: Vec<QueueConfig>, session_processors: usize) -> Broker {
-    start(BrokerConfig {
-        queues,
-        session_processors,
-        ..BrokerConfig::default()
-    })
+    let config = with(BrokerConfig::default(), |c| c.queues = queues);
+    start(with(config, |c| c.session_processors = session_processors))
 }
 
 /// A broker of one priority queue, configured further by `f`.
