@@ -290,10 +290,8 @@ struct Run {
     shared: Shared,
     producers: Vec<Option<Producer>>,
     consumers: Vec<Option<Consumer>>,
-    queues: Vec<QueueConfig>,
-    replication: Option<Replication>,
-    session_processors: usize,
-    timed_limit: usize,
+    /// The broker's configuration, as started.
+    config: BrokerConfig,
     next_handle: u64,
 }
 
@@ -400,7 +398,7 @@ impl Run {
             Err(e) => {
                 match e {
                     BrokerError::TooManyTimedProducers { .. } => {
-                        let room = self.timed_limit * self.session_processors;
+                        let room = self.config.timed_producers * self.config.session_processors;
                         assert!(
                             self.shutting_down() || live_timed >= room,
                             "a timed producer was refused TooManyTimedProducers with {live_timed} timed producers open, room for {room}"
@@ -442,7 +440,7 @@ impl Run {
             if known {
                 continue;
             }
-            for q in 0..self.queues.len() as u32 {
+            for q in 0..self.config.queues.len() as u32 {
                 let window = self.broker.stored_window(&name, QueueId(q));
                 let never = self.broker.stored_window("never opened", QueueId(q));
                 let forgotten = format!("the window of {name}, forgotten, in queue {q}");
@@ -462,18 +460,19 @@ impl Run {
         let handle = self.next_handle;
         self.next_handle += 1;
         let payload = Payload { handle, len: 8 };
+        let queues = self.config.queues.len() as u64;
         let how = self.sim.rng().below(3);
         let (queue, id) = match (name, resend) {
             (_, Some(again)) => (again.0, Some(again.1)),
             (Some(n), None) => {
-                let queue = self.sim.rng().below(self.queues.len() as u64) as u32;
+                let queue = self.sim.rng().below(queues) as u32;
                 let mut w = self.w();
                 let id = w.names[n].next_id;
                 w.names[n].next_id += 1;
                 w.names[n].published.push((queue, id));
                 (queue, Some(id))
             }
-            (None, None) => (self.sim.rng().below(self.queues.len() as u64) as u32, None),
+            (None, None) => (self.sim.rng().below(queues) as u32, None),
         };
         let producer = self.producers[instance].as_ref().expect("open");
         let sent = match (id, how) {
@@ -539,7 +538,7 @@ impl Run {
 
     /// The apps of `queue`: 1 for a priority queue.
     fn apps(&self, queue: u32) -> u16 {
-        match self.queues[queue as usize].mode {
+        match self.config.queues[queue as usize].mode {
             QueueMode::Priority => 1,
             QueueMode::Fanout { apps } => apps,
         }
@@ -550,7 +549,7 @@ impl Run {
     }
 
     fn open_consumer(&mut self) {
-        let queue = self.sim.rng().below(self.queues.len() as u64) as u32;
+        let queue = self.sim.rng().below(self.config.queues.len() as u64) as u32;
         let apps = self.apps(queue);
         let app = self.sim.rng().below(u64::from(apps)) as u16;
         let rng = self.sim.rng();
@@ -607,7 +606,8 @@ impl Run {
             let mut w = self.w();
             let (queue, app) = (w.consumers[index].queue, w.consumers[index].app);
             w.consumers[index].closed = true;
-            if matches!(self.queues[queue as usize].mode, QueueMode::Fanout { .. }) {
+            let mode = self.config.queues[queue as usize].mode;
+            if matches!(mode, QueueMode::Fanout { .. }) {
                 w.lossy.insert((queue, app));
             }
         }
@@ -763,19 +763,17 @@ pub fn run(seed: u64) {
         w.quorum = config.replication.map(|r| r.quorum);
         w.names = (0..NAMES).map(|_| Name::default()).collect();
     }
+    sim.note(format_args!("{config:?}"));
+    let (producers, consumers) = (Vec::new(), Vec::new());
     let mut run = Run {
         broker,
         sim,
         shared,
-        producers: Vec::new(),
-        consumers: Vec::new(),
-        queues: config.queues.clone(),
-        replication: config.replication,
-        session_processors: config.session_processors,
-        timed_limit: config.timed_producers,
+        producers,
+        consumers,
+        config,
         next_handle: 0,
     };
-    run.sim.note(format_args!("{config:?}"));
 
     for _ in 0..1 + run.sim.rng().below(3) {
         run.open_producer(None);
@@ -856,7 +854,7 @@ pub fn run(seed: u64) {
                 }
             }
             14 | 15 => {
-                if let Some(r) = run.replication {
+                if let Some(r) = run.config.replication {
                     let n = run.w().attempts.len() as u64;
                     let pick = (n > 0).then(|| {
                         // Mostly the latest messages.
@@ -934,7 +932,7 @@ pub fn run(seed: u64) {
 fn finish(run: &mut Run) {
     run.sim.note("finish: settle");
     run.sim.settle();
-    if let Some(r) = run.replication {
+    if let Some(r) = run.config.replication {
         let all: Vec<(u32, Guid)> = run.w().published.iter().copied().collect();
         for (queue, guid) in all {
             for replica in 0..r.quorum {
@@ -965,7 +963,7 @@ fn finish(run: &mut Run) {
             }
         }
     }
-    for q in 0..run.queues.len() as u32 {
+    for q in 0..run.config.queues.len() as u32 {
         for app in 0..run.apps(q) {
             run.open_consumer_with(q, app, ConsumerOptions::default());
         }
