@@ -803,11 +803,8 @@ pub fn run(seed: u64) {
                     let w = run.w();
                     (0..NAMES).filter(|&n| w.names[n].open.is_none()).collect()
                 };
-                let name = if !run.sim.rng().one_in(4) {
-                    run.sim.rng().pick(&free).copied()
-                } else {
-                    None
-                };
+                let named = !run.sim.rng().one_in(4);
+                let name = named.then(|| run.sim.rng().pick(&free).copied()).flatten();
                 let opened = run.open_producer(name);
                 if let Some(i) = opened.filter(|_| name.is_some() && run.sim.rng().one_in(2)) {
                     run.resend(i);
@@ -822,10 +819,8 @@ pub fn run(seed: u64) {
             9 | 10 => {
                 let named: Vec<usize> = {
                     let w = run.w();
-                    run.open_instances()
-                        .into_iter()
-                        .filter(|&i| w.instances[i].name.is_some())
-                        .collect()
+                    let named = |&i: &usize| w.instances[i].name.is_some();
+                    run.open_instances().into_iter().filter(named).collect()
                 };
                 if let Some(&i) = run.sim.rng().pick(&named) {
                     run.reconnect(i);
