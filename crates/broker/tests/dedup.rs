@@ -166,8 +166,7 @@ fn the_name_table_is_bounded_by_open_names_and_a_new_name_takes_the_least_recent
     wait_for("the new `a`'s ACK", || len(&acks) == 1);
     assert_eq!(acks.lock().unwrap()[0].status, AckStatus::Stored);
     wait_for("both deliveries", || len(&seen) == 2);
-    let guids = support::guids(&seen);
-    assert_eq!(guids, [old_guid, new_guid]);
+    assert_eq!(support::guids(&seen), [old_guid, new_guid]);
     // Anonymous producers are not bounded by the table: their ids start above it.
     assert_eq!(support::deaf_producer(&broker, 4).id(), ProducerId(2));
 }

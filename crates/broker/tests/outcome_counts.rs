@@ -78,8 +78,7 @@ fn acks_arriving_after_a_producers_close_are_counted_late() {
     // Stored, waiting for their receipts, and no wait: each is reported `Closed`.
     assert!(!p.close(Duration::ZERO));
     broker.quiesce().unwrap();
-    let closed = count(&merged([&log]), AckStatus::Closed);
-    assert_eq!(closed, 5);
+    assert_eq!(count(&merged([&log]), AckStatus::Closed), 5);
     assert_eq!(sessions_alive(&broker), 1, "waiting for its ACKs");
     let stale_before = stale(&broker);
     receipts(&broker, &guids, 0);

@@ -1008,8 +1008,7 @@ fn finish(run: &mut Run) {
             sessions.rejected_producer_full,
         ),
     ] {
-        let given = w.outcomes[status as usize];
-        assert_eq!(given, counted, "{status:?} outcomes");
+        assert_eq!(w.outcomes[status as usize], counted, "{status:?} outcomes");
     }
     let counted = "messages published, as the sessions count them";
     assert_eq!(w.attempts.len() as u64, sessions.published, "{counted}");
