@@ -11,12 +11,8 @@ mod support;
 
 use support::{
     Log, Outcome, assert_each, confirm_of, consumer, consumer_of, fanout, guids as delivered,
-    priority, producer, publish, published, receipts, replicated, sized, wait_for,
+    priority, producer, publish, published, receipts, replicated, sized, start_on, wait_for,
 };
-
-fn start(queue: QueueConfig, session_processors: usize) -> Broker {
-    support::start_on(vec![queue], session_processors)
-}
 
 /// [`check_conservation`] of what `acks` holds, and a check that each of `guids` is `Stored`.
 fn all_stored(broker: &Broker, guids: &[Guid], acks: &Log<Ack>) -> Outcome {
@@ -59,7 +55,7 @@ fn check_conservation(broker: &Broker, guids: &[Guid], acks: &Log<Ack>) -> Outco
 
 #[test]
 fn priority_delivers_each_message_to_one_consumer_and_acks_it_once() {
-    let broker = start(priority(), 2);
+    let broker = start_on(vec![priority()], 2);
     let (p, acks) = producer(&broker, 4096);
     let (_a, seen_a) = consumer_of(&broker, 0);
     let (_b, seen_b) = consumer_of(&broker, 0);
@@ -112,7 +108,7 @@ fn queues_on_the_session_processors_deliver_ack_and_shut_down_as_on_their_own() 
 fn fanout_delivers_every_message_to_every_app_acks_it_once_and_releases_it_after_the_last() {
     // 30: BlazingMQ's fanout figure; MAX_APPS: every bit of the share mask.
     for apps in [3, 30, MAX_APPS] {
-        let broker = start(fanout(apps), 2);
+        let broker = start_on(vec![fanout(apps)], 2);
         let (p, acks) = producer(&broker, 4096);
         let seen: Vec<_> = (0..apps).map(|app| consumer_of(&broker, app)).collect();
         let guids = publish(&p, 0, 0..300);
@@ -133,7 +129,7 @@ fn fanout_delivers_every_message_to_every_app_acks_it_once_and_releases_it_after
 
 #[test]
 fn a_full_table_rejects_with_a_clear_status_and_overwrites_nothing() {
-    let broker = start(sized(QueueMode::Priority, 4), 1);
+    let broker = start_on(vec![sized(QueueMode::Priority, 4)], 1);
     let (_p, acks, guids) = published(&broker, 100, 10);
     let outcome = check_conservation(&broker, &guids, &acks);
     assert_eq!(support::count_of(&outcome, AckStatus::RejectedQueueFull), 6);
@@ -154,7 +150,7 @@ fn a_full_table_rejects_with_a_clear_status_and_overwrites_nothing() {
 
 #[test]
 fn a_producer_past_its_unacked_cap_gets_rejections_and_unknown_queues_are_rejected() {
-    let broker = start(priority(), 1);
+    let broker = start_on(vec![priority()], 1);
     let (p, acks) = producer(&broker, 3);
     let mut guids = publish(&p, 0, 0..5);
     guids.push(p.publish(QueueId(9), Payload::default()).unwrap());
@@ -169,7 +165,7 @@ fn a_producer_past_its_unacked_cap_gets_rejections_and_unknown_queues_are_reject
 
 #[test]
 fn robustness_cases_are_counted_never_a_panic() {
-    let broker = start(fanout(2), 1);
+    let broker = start_on(vec![fanout(2)], 1);
     let (p, acks) = producer(&broker, 100);
     let guids = publish(&p, 0, 0..1);
     let (c0, seen0) = consumer_of(&broker, 0);
@@ -250,7 +246,7 @@ fn blocking_consumer(broker: &Broker, app: u16, gate: Arc<Barrier>) -> (Consumer
 /// confirms and `b` was handed `a`'s batch again); what `a` had not taken goes to `b`.
 #[test]
 fn closing_a_priority_consumer_redelivers_only_what_it_did_not_take() {
-    let broker = start(priority(), 3);
+    let broker = start_on(vec![priority()], 3);
     let (p, acks) = producer(&broker, 100);
     let gate = Arc::new(Barrier::new(2));
     let (a, seen_a) = blocking_consumer(&broker, 0, gate.clone());
@@ -277,7 +273,7 @@ fn closing_a_priority_consumer_redelivers_only_what_it_did_not_take() {
 /// The fanout mirror: the closed consumer's handled shares are confirmed, the rest dropped.
 #[test]
 fn closing_a_fanout_consumer_drops_only_the_share_it_did_not_take() {
-    let broker = start(fanout(2), 3);
+    let broker = start_on(vec![fanout(2)], 3);
     let (p, acks) = producer(&broker, 100);
     let (_c0, seen0) = consumer_of(&broker, 0);
     let gate = Arc::new(Barrier::new(2));
@@ -308,7 +304,7 @@ fn the_three_confirm_modes_and_both_routes_give_identical_results() {
     let mut results = Vec::new();
     for mode in [ConfirmMode::Inline, ConfirmMode::Typed, ConfirmMode::Boxed] {
         for route in [ConfirmRoute::Direct, ConfirmRoute::ViaCluster] {
-            let broker = start(fanout(2), 2);
+            let broker = start_on(vec![fanout(2)], 2);
             let (p, acks) = producer(&broker, 1000);
             let options = support::confirming(mode, route);
             let _consumers: Vec<_> = (0..2)
@@ -332,7 +328,7 @@ fn the_three_confirm_modes_and_both_routes_give_identical_results() {
 #[test]
 fn shutdown_reports_unacknowledged_messages_closed() {
     // Stored and unconsumed: ACKed already, so shutdown has nothing to report.
-    let broker = start(priority(), 1);
+    let broker = start_on(vec![priority()], 1);
     let (_p, acks, _) = published(&broker, 100, 3);
     broker.shutdown();
     assert_eq!(support::statuses(&acks), [AckStatus::Stored; 3]);
@@ -388,7 +384,7 @@ fn invalid_queue_configurations_are_errors_that_name_the_setting() {
         let names = text.starts_with("queue 1:") && text.contains(says);
         assert!(names, "{text}");
     }
-    let broker = start(fanout(2), 1);
+    let broker = start_on(vec![fanout(2)], 1);
     let options = ConsumerOptions::default();
     let open = |q, a| {
         let c = broker.open_consumer(QueueId(q), AppId(a), options, |_: &[Delivery]| {});
@@ -400,7 +396,7 @@ fn invalid_queue_configurations_are_errors_that_name_the_setting() {
 
 #[test]
 fn a_dropped_consumer_is_closed_and_receives_nothing_more() {
-    let broker = start(priority(), 1);
+    let broker = start_on(vec![priority()], 1);
     let (p, acks) = producer(&broker, 64);
     let (dropped, seen_dropped) = consumer_of(&broker, 0);
     drop(dropped);
@@ -426,7 +422,7 @@ fn confirmer(broker: &Broker, consumer: ConsumerId) -> impl Fn(Guid, DeliveryTok
 #[test]
 fn a_confirm_with_a_forged_out_of_range_or_stale_token_is_unknown_and_releases_nothing() {
     let capacity = 4;
-    let broker = start(sized(QueueMode::Priority, capacity), 1);
+    let broker = start_on(vec![sized(QueueMode::Priority, capacity)], 1);
     let (p, acks) = producer(&broker, 100);
     let (c, seen) = consumer(&broker, 0, 0, support::explicit(None));
     let first = publish(&p, 0, 0..1)[0];
