@@ -1,13 +1,11 @@
 //! The async door on tokio and polled by hand: room, waiting, order, cancellation, shutdown.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::time::Duration;
@@ -18,25 +16,16 @@ use zerodispatch_testkit::within;
 
 const LIMIT: Duration = Duration::from_secs(20);
 
-/// A waker that counts its wakes.
-struct Count(AtomicUsize);
-
-impl Count {
-    /// The wakes so far.
-    fn wakes(&self) -> usize {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
-impl Wake for Count {
+impl Wake for Counter {
     fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
+        self.incr();
     }
 }
 
-fn counting_waker() -> (Arc<Count>, Waker) {
-    let count = Arc::new(Count(AtomicUsize::new(0)));
-    (count.clone(), Waker::from(count))
+/// A waker that counts its wakes, and its count.
+fn counting_waker() -> (Counter, Waker) {
+    let count = Counter::default();
+    (count.clone(), Waker::from(Arc::new(count)))
 }
 
 fn poll_once<F: Future + Unpin>(future: &mut F, waker: &Waker) -> Poll<F::Output> {
@@ -56,6 +45,7 @@ fn pause(rt: &tokio::runtime::Runtime, ms: u64) {
     rt.block_on(async { tokio::time::sleep(Duration::from_millis(ms)).await });
 }
 
+/// A runtime of four workers, with time.
 fn runtime() -> tokio::runtime::Runtime {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.worker_threads(4).enable_time().build().unwrap()
@@ -76,7 +66,7 @@ fn a_dispatch_with_room_resolves_at_its_first_poll() {
         });
         d.synchronize(c.processor()).unwrap();
         assert_eq!(messages(&log), [1, 2, 3, 4, 5]);
-        assert_eq!(count.wakes(), 0, "never waited");
+        assert_eq!(count.get(), 0, "never waited");
     });
 }
 
@@ -90,16 +80,14 @@ fn a_dispatch_to_a_full_queue_waits_for_room_and_keeps_order() {
         let mut future = d.dispatch_async(c, Event::Message(4));
         assert!(poll_once(&mut future, &waker).is_pending());
         assert!(poll_once(&mut future, &waker).is_pending(), "polled again");
-        assert_eq!(count.wakes(), 0);
+        assert_eq!(count.get(), 0);
         held.wait();
-        while count.wakes() == 0 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        eventually("the drain wakes the future", || count.get() > 0);
         assert!(ready_ok(&mut future, &waker));
         drop(future);
         d.synchronize(c.processor()).unwrap();
         assert_eq!(messages(&log), [0, 1, 2, 3, 4]);
-        assert_eq!(count.wakes(), 1, "woken once, not per pop");
+        assert_eq!(count.get(), 1, "woken once, not per pop");
 
         // The same on tokio: a batch larger than the queue waits until the processor is released.
         let held = block_processor(&d.handle(), c);
@@ -178,7 +166,7 @@ fn a_pending_future_given_up_loses_nothing_and_enqueues_nothing_later() {
         // A batch: two of its events went in before the queue filled.
         held.wait();
         d.synchronize(c.processor()).unwrap();
-        assert_eq!(count.wakes(), 0, "withdrawn: not woken");
+        assert_eq!(count.get(), 0, "withdrawn: not woken");
         let held = block_processor(&d.handle(), c);
         let mut events = (10..20).map(Event::Message);
         let mut batch = d.dispatch_batch_async(c, &mut events);

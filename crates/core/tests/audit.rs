@@ -1,11 +1,10 @@
 //! Regressions from the outside audit, each failing before its fix; former hangs run watched.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -16,25 +15,19 @@ use zerodispatch_testkit::within;
 
 // 1. A processor never waits for another processor ------------------------------------
 
-/// Bounces each message to its peer with one hop less; counts those that end.
-struct Bouncer {
-    peer: Arc<Mutex<Option<ClientHandle>>>,
-    finished: Arc<AtomicU64>,
-    refused: Arc<AtomicU64>,
-}
+/// Bounces each message to its peer (`.0`) with one hop less; counts those that end (`.1`).
+struct Bouncer(Arc<Mutex<Option<ClientHandle>>>, Counter);
 
 impl Client<u64> for Bouncer {
     fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<u64>) {
         match event {
-            ClientEvent::Message(0) => {
-                self.finished.fetch_add(1, Ordering::Relaxed);
-            }
+            ClientEvent::Message(0) => self.1.incr(),
             ClientEvent::Message(hops) => {
-                let peer = self.peer.lock().unwrap().expect("peer set before traffic");
+                let peer = self.0.lock().unwrap().expect("peer set before traffic");
                 let sent = ctx.dispatcher().dispatch(peer, Event::Message(hops - 1));
+                // Outbox full: counted too, so that conservation still holds.
                 if sent.is_err() {
-                    // Outbox full: counted, so that conservation still holds.
-                    self.refused.fetch_add(1, Ordering::Relaxed);
+                    self.1.incr();
                 }
             }
             ClientEvent::Callback(cb) => cb.call(),
@@ -51,25 +44,12 @@ fn two_processors_dispatching_to_each_other_on_tiny_queues_never_deadlock() {
     let d = Arc::new(one_queue(
         PoolConfig::new(2).capacity(8).outbox_capacity(64),
     ));
-    let (finished, refused) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let peers = [Arc::new(Mutex::new(None)), Arc::new(Mutex::new(None))];
-    let handles: Vec<_> = (0..2)
-        .map(|i| {
-            let (peer, finished, refused) = (peers[i].clone(), finished.clone(), refused.clone());
-            let bouncer = Bouncer {
-                peer,
-                finished,
-                refused,
-            };
-            on_queue_processor(&d, i as u16, bouncer)
-        })
-        .collect();
+    let ended = Counter::default();
+    let peers: [Arc<Mutex<_>>; 2] = Default::default();
+    let bouncer = |i: usize| Bouncer(peers[i].clone(), ended.clone());
+    let handles = [0, 1].map(|i| on_queue_processor(&d, i as u16, bouncer(i)));
     *peers[0].lock().unwrap() = Some(handles[1].erase());
     *peers[1].lock().unwrap() = Some(handles[0].erase());
-    let ended = {
-        let (f, r) = (finished.clone(), refused.clone());
-        move || f.load(Ordering::Relaxed) + r.load(Ordering::Relaxed)
-    };
     let (total, ended_in_time, dd) = (PRODUCERS * PER_PRODUCER, ended.clone(), d.clone());
     let what = "a cycle of two processors on queues of 8";
     within(Duration::from_secs(60), what, move || {
@@ -85,12 +65,12 @@ fn two_processors_dispatching_to_each_other_on_tiny_queues_never_deadlock() {
             }
         });
         eventually("every message finishes or is refused", || {
-            ended_in_time() == total
+            ended_in_time.get() as u64 == total
         });
     });
     let outboxed: u64 = d.stats().iter().map(|s| s.outboxed).sum();
     assert!(outboxed > 0, "the test never filled a queue");
-    assert_eq!(ended(), total);
+    assert_eq!(ended.get() as u64, total);
 }
 
 /// 15: two clients that `synchronize` on each other are refused, not deadlocked.
@@ -180,15 +160,17 @@ fn a_handle_of_another_dispatcher_is_refused() {
 
 // 3. User code that could end a processor ------------------------------------------------
 
-/// An event whose drop panics.
-struct PanicsOnDrop(Arc<AtomicUsize>);
+/// An event whose drop counts, then panics.
+struct PanicsOnDrop(Counter);
 
 impl Drop for PanicsOnDrop {
     fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
+        self.0.incr();
         panic!("a capture's drop panics");
     }
 }
+
+impl Client<u64> for PanicsOnDrop {}
 
 /// 6: a stale event whose drop panics no longer kills the processor.
 #[test]
@@ -196,7 +178,7 @@ fn a_stale_event_whose_drop_panics_is_contained() {
     let d = one_queue(PoolConfig::new(1));
     let h = recorder_on(&d).0;
     d.unregister(h).unwrap();
-    let drops = Arc::new(AtomicUsize::new(0));
+    let drops = Counter::default();
     let bomb = PanicsOnDrop(drops.clone());
     d.dispatch(h, Event::Callback(Callback::new(move || drop(bomb))))
         .unwrap();
@@ -205,7 +187,7 @@ fn a_stale_event_whose_drop_panics_is_contained() {
     within(Duration::from_secs(10), what, move || {
         handle.synchronize(h).unwrap()
     });
-    assert_eq!(drops.load(Ordering::Relaxed), 1);
+    assert_eq!(drops.get(), 1);
     let stats = &d.stats()[0];
     assert_eq!((stats.stale, stats.panics), (1, 1));
     // The processor is alive: a new client gets its events.
@@ -218,24 +200,14 @@ fn a_stale_event_whose_drop_panics_is_contained() {
 /// 17: clients whose drop panics at shutdown no longer abort the process.
 #[test]
 fn clients_whose_drop_panics_at_shutdown_are_contained() {
-    struct Grenade(Arc<AtomicUsize>);
-    impl Client<u64> for Grenade {
-        fn on_event(&mut self, _: ClientEvent<u64>, _: &mut Context<u64>) {}
-    }
-    impl Drop for Grenade {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Ordering::Relaxed);
-            panic!("a client's drop panics");
-        }
-    }
     let mut d = one_queue(PoolConfig::new(2));
-    let drops = Arc::new(AtomicUsize::new(0));
+    let drops = Counter::default();
     for _ in 0..4 {
-        on_queue(&d, Grenade(drops.clone()));
+        on_queue(&d, PanicsOnDrop(drops.clone()));
     }
     let handle = d.handle();
     d.shutdown();
-    assert_eq!(drops.load(Ordering::Relaxed), 4);
+    assert_eq!(drops.get(), 4);
     let panics: u64 = handle.stats().iter().map(|s| s.panics).sum();
     assert_eq!(panics, 4);
 }
@@ -266,10 +238,8 @@ fn execute_on_all_runs_done_once_even_when_f_panics() {
     let (ran, done) = (Counter::default(), Counter::default());
     let (r, dn) = (ran.clone(), done.clone());
     let f = move || assert!(r.add(1) != 1, "f panics on one processor");
-    let done_once = move || {
-        dn.add(1);
-    };
-    d.execute_on_all(ClientType::Queue, f, done_once).unwrap();
+    d.execute_on_all(ClientType::Queue, f, move || dn.incr())
+        .unwrap();
     eventually("done ran", || done.get() == 1);
     for p in d.processors(ClientType::Queue) {
         d.synchronize(p).unwrap();
@@ -282,36 +252,26 @@ fn execute_on_all_runs_done_once_even_when_f_panics() {
 #[test]
 fn dropping_the_dispatcher_on_its_own_processor_shuts_everything_down() {
     let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(2));
-    let dropped = Arc::new(AtomicUsize::new(0));
-    let handles: Vec<_> = [ClientType::Session, ClientType::Queue, ClientType::Queue]
-        .map(|t| {
-            d.register(t, DropCounted(dropped.clone()), Placement::LeastLoaded)
-                .unwrap()
-        })
-        .into();
-    let owner = Arc::new(Mutex::new(Some(d)));
-    let in_handler = owner.clone();
-    let returned = Arc::new(AtomicBool::new(false));
-    let r = returned.clone();
-    let dispatcher = owner.lock().unwrap().as_ref().unwrap().handle();
+    let dropped = Counter::default();
+    let on = |t| d.register(t, DropCounted(dropped.clone()), Placement::LeastLoaded);
+    let handles = [ClientType::Session, ClientType::Queue].map(|t| on(t).unwrap());
+    on(ClientType::Queue).unwrap();
+    let dispatcher = d.handle();
+    let (owner, returned) = (Arc::new(Mutex::new(Some(d))), Counter::default());
+    let (in_handler, r) = (owner.clone(), returned.clone());
     let drop_it = Callback::new(move || {
         drop(in_handler.lock().unwrap().take());
-        r.store(true, Ordering::Relaxed);
+        r.incr();
     });
     dispatcher
         .dispatch(handles[1], Event::Callback(drop_it))
         .unwrap();
-    within(
-        Duration::from_secs(10),
-        "every processor stopped and dropped its clients",
-        move || {
-            eventually("all three clients dropped", || {
-                dropped.load(Ordering::SeqCst) == 3
-            });
-        },
-    );
+    let what = "every processor stopped and dropped its clients";
+    within(Duration::from_secs(10), what, move || {
+        eventually("all three clients dropped", || dropped.get() == 3);
+    });
     let why = "the drop returned in the handler";
-    assert!(returned.load(Ordering::Relaxed), "{why}");
+    assert!(returned.get() == 1, "{why}");
     let refused = dispatcher.dispatch(handles[0], Event::Message(1));
     assert!(matches!(refused, Err(DispatchError::ShutDown(_))));
 }
@@ -378,7 +338,7 @@ fn the_enqueued_figure_never_exceeds_what_was_dispatched() {
 #[test]
 fn shutdown_timeout_names_a_stuck_processor_and_returns() {
     let mut d = one_queue(PoolConfig::new(2));
-    let dropped = Arc::new(AtomicUsize::new(0));
+    let dropped = Counter::default();
     let stuck = on_queue_processor(&d, 0, DropCounted(dropped.clone()));
     on_queue_processor(&d, 1, DropCounted(dropped.clone()));
     let (entered, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
@@ -396,11 +356,10 @@ fn shutdown_timeout_names_a_stuck_processor_and_returns() {
     let unfinished = vec![stuck.processor()];
     assert_eq!(outcome, Err(ShutdownTimedOut { unfinished }));
     // The other processor finished; the stuck one finishes once its handler returns.
-    let dropped_now = || dropped.load(Ordering::SeqCst);
-    eventually("the free processor's client dropped", || dropped_now() == 1);
+    eventually("the free processor's client dropped", || dropped.get() == 1);
     release.wait();
     eventually("the stuck processor's client dropped", || {
-        dropped_now() == 2
+        dropped.get() == 2
     });
     let again = d.shutdown_timeout(Duration::from_millis(1));
     assert_eq!(again, Ok(()), "idempotent");

@@ -41,7 +41,7 @@ fn a_callback_for_another_client_type_is_dropped_unrun_and_counted() {
     let (recorder, log) = recorder_on(&dispatcher);
     let other = on_queue(&dispatcher, Sink);
     let (drops, ran) = (Counter::default(), Counter::default());
-    let (guard, r) = (DropCounted(drops.0.clone()), ran.clone());
+    let (guard, r) = (DropCounted(drops.clone()), ran.clone());
     let wrong = Event::to_client(move |_: &mut Recorder, _| {
         let _keep = &guard;
         r.incr();

@@ -1,6 +1,5 @@
 //! Configuration: invalid settings are errors with messages; pinning; named threads.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;

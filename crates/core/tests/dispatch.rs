@@ -1,6 +1,5 @@
 //! Dispatching: order, sizes, back-pressure, batches, and handles of another dispatcher.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;

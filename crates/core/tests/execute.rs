@@ -1,6 +1,5 @@
 //! The executor and `execute_on_all`: closures run on processors.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;

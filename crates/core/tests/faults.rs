@@ -1,6 +1,5 @@
 //! Faults: a panicking handler, flush or callback is contained; a stuck one is reported.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;

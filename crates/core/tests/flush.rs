@@ -1,6 +1,5 @@
 //! The flush contract: after a batch, before a callback, every `max_batch`, never if gated.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;

@@ -1,6 +1,5 @@
 //! An idle dispatcher's monitor wakes about once a second (own binary: it counts switches).
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;

@@ -1,6 +1,5 @@
 //! Packs (`src/pack.rs`): up to 16 batched events in a slot, each still counted as one.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;

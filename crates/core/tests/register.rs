@@ -1,6 +1,5 @@
 //! Clients: placement, ownership by one processor thread, unregistering.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;

@@ -1,6 +1,5 @@
 //! Shutdown: every queue drained and flushed in order, every later dispatch handed back.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;

@@ -1,7 +1,6 @@
 //! Fault soak (`ZD_SOAK_SECS`, default 20): tokens pass on tiny queues under random faults.
 //! Every token ends exactly once, no 3 s pass without progress, every client drops once.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};

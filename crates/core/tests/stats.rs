@@ -1,6 +1,5 @@
 //! Stats read while processors run, and the watermark alarms.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;

@@ -1,6 +1,5 @@
 //! Stress: 4 producers, mixed events, rare panics, every event accounted for, and a cut.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 use std::sync::Arc;

@@ -1,11 +1,9 @@
 //! Waiting for a processor from an application thread: `synchronize` and `call`.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::*;
@@ -17,7 +15,7 @@ fn synchronize_waits_for_earlier_events_and_refuses_its_own_thread() {
     let (h, log) = recorder_on(&d);
     dispatch_all(&d, h, 0..1000);
     d.synchronize(h).unwrap();
-    assert_eq!(message_count(&log), 1000);
+    assert_eq!(messages(&log).len(), 1000);
     let result = Arc::new(Mutex::new(None));
     let (handle, r) = (d.handle(), result.clone());
     let own = Callback::new(move || *r.lock().unwrap() = Some(handle.synchronize(h)));
@@ -79,11 +77,10 @@ fn call_refuses_processor_threads_bad_ids_and_shutdown() {
 
     let handle = d.handle();
     d.shutdown();
-    let ran = Arc::new(AtomicBool::new(false));
-    let r = ran.clone();
-    let refused = handle.call(queue, move || r.store(true, Ordering::Relaxed));
+    let ran = Counter::default();
+    let refused = handle.call(queue, ran.adder());
     assert_eq!(refused, Err(SyncError::ShutDown));
-    assert!(!ran.load(Ordering::Relaxed));
+    assert!(ran.get() == 0);
     // The thread's slot is left ready: a call to a live dispatcher still works.
     let live = one_queue(PoolConfig::new(1));
     assert_eq!(live.call(first_queue(&live), || 9_i64), Ok(9));

@@ -8,6 +8,17 @@ use zerodispatch_core::*;
 
 type Log = Arc<Mutex<Vec<String>>>;
 
+/// Adds `line` to `log`.
+fn note(log: &Log, line: String) {
+    log.lock().unwrap().push(line);
+}
+
+/// A callback that notes "timer {ms}" in `log`.
+fn timer(log: &Log, ms: u64) -> Callback {
+    let log = log.clone();
+    Callback::new(move || note(&log, format!("timer {ms}")))
+}
+
 /// Logs its events and flushes; forwards messages above 100 to `next`, minus 100.
 struct Logger {
     name: &'static str,
@@ -17,10 +28,7 @@ struct Logger {
 
 impl Client<u64> for Logger {
     fn on_message(&mut self, n: u64, ctx: &mut Context<u64>) {
-        self.log
-            .lock()
-            .unwrap()
-            .push(format!("{} got {n}", self.name));
+        note(&self.log, format!("{} got {n}", self.name));
         if let (Some(next), true) = (self.next, n > 100) {
             ctx.dispatcher()
                 .dispatch(next, Event::Message(n - 100))
@@ -28,10 +36,7 @@ impl Client<u64> for Logger {
         }
     }
     fn flush(&mut self, _ctx: &mut Context<u64>) {
-        self.log
-            .lock()
-            .unwrap()
-            .push(format!("{} flush", self.name));
+        note(&self.log, format!("{} flush", self.name));
     }
 }
 
@@ -94,12 +99,10 @@ fn nothing_runs_until_stepped_then_a_drain_flushes_and_max_batch_flushes_a_queue
     }
     assert!(taken(&log).is_empty(), "no thread ran anything");
     assert_eq!(test.run_until_idle(), 5);
-    assert_eq!(
-        taken(&log),
-        [
-            "q got 1", "q got 2", "q flush", "q got 3", "q got 4", "q flush", "q got 5", "q flush"
-        ]
-    );
+    let expected = [
+        "q got 1", "q got 2", "q flush", "q got 3", "q got 4", "q flush", "q got 5", "q flush",
+    ];
+    assert_eq!(taken(&log), expected);
     assert_eq!(test.run_until_idle(), 0, "idle");
 }
 
@@ -113,16 +116,11 @@ fn a_client_dispatching_to_another_processor_goes_through_its_outbox_when_the_qu
     test.run_until_idle();
     let log = taken(&log);
     let q_got: Vec<_> = log.iter().filter(|l| l.starts_with("q got")).collect();
-    assert_eq!(
-        q_got,
-        ["q got 1", "q got 2", "q got 3", "q got 4"],
-        "{log:?}"
-    );
+    let expected = ["q got 1", "q got 2", "q got 3", "q got 4"];
+    assert_eq!(q_got, expected, "{log:?}");
     let outboxed: u64 = test.stats().iter().map(|p| p.outboxed).sum();
-    assert!(
-        outboxed >= 2,
-        "a queue of 2 took four from one drain: {outboxed} outboxed"
-    );
+    let why = "a queue of 2 took four from one drain";
+    assert!(outboxed >= 2, "{why}: {outboxed} outboxed");
 }
 
 #[test]
@@ -200,10 +198,8 @@ fn timers_run_when_the_test_moves_the_clock_in_deadline_order_after_a_flush() {
     let (test, log, q) = logged_queue(PoolConfig::new(1));
     let start = test.now();
     for ms in [30_u64, 10, 20] {
-        let log = log.clone();
-        let timer = Callback::new(move || log.lock().unwrap().push(format!("timer {ms}")));
-        test.schedule(q, start + Duration::from_millis(ms), timer)
-            .unwrap();
+        let at = start + Duration::from_millis(ms);
+        test.schedule(q, at, timer(&log, ms)).unwrap();
     }
     let never = Callback::new(|| panic!("cancelled"));
     let cancelled = test
@@ -339,19 +335,13 @@ fn an_event_a_client_dispatches_from_its_drop_at_shutdown_is_run_though_the_targ
 
 #[test]
 fn advance_runs_the_timers_of_every_processor_in_deadline_order() {
-    let test = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(2))
-        .build_stepped()
-        .unwrap();
-    let log = Log::default();
-    let first = test.processors(ClientType::Queue)[0];
-    let second = test.processors(ClientType::Queue)[1];
+    let queues = Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(2));
+    let (test, log) = (queues.build_stepped().unwrap(), Log::default());
+    let queues = test.processors(ClientType::Queue);
     // The later deadline on the processor stepped first.
-    for (processor, ms) in [(first, 2_u64), (second, 1)] {
-        let log = log.clone();
-        let timer = Callback::new(move || log.lock().unwrap().push(format!("timer {ms}")));
-        test.schedule_in(processor, Duration::from_millis(ms), timer)
-            .unwrap();
+    for (processor, ms) in [(queues[0], 2_u64), (queues[1], 1)] {
+        let after = Duration::from_millis(ms);
+        test.schedule_in(processor, after, timer(&log, ms)).unwrap();
     }
     test.run_until_idle();
     test.advance(Duration::from_millis(3));

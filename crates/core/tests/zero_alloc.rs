@@ -1,7 +1,6 @@
 //! Proof that a running dispatcher allocates nothing per event, `synchronize` or `call`:
 //! 1,000,000 events with flushes and an outboxed relay, counted over all threads (own binary).
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;

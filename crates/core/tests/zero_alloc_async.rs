@@ -1,7 +1,6 @@
 //! Proof that the async door allocates nothing per event once warm: 100,000 events into a
 //! small queue, polled by a hand-written `block_on` (a runtime may allocate), own binary.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;

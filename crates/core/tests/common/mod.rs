@@ -1,11 +1,9 @@
-//! Test clients shared by the core's integration tests.
+//! Test clients shared by the core's integration tests. A test file is `#![cfg(not(loom))]`
+//! where it must be: under `--cfg loom` only the loom models (`--lib`) run.
 #![allow(dead_code)] // each test binary uses a different part
 
-use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-
-use std::sync::Barrier;
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use zerodispatch_core::{
@@ -19,13 +17,13 @@ pub struct Sink;
 impl Client<u64> for Sink {}
 
 /// A client with the defaults of [`Client`] that counts its drops (a capture, too).
-pub struct DropCounted(pub Arc<AtomicUsize>);
+pub struct DropCounted(pub Counter);
 
 impl Client<u64> for DropCounted {}
 
 impl Drop for DropCounted {
     fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
+        self.0.incr();
     }
 }
 
@@ -48,12 +46,14 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    pub fn new() -> (Self, Arc<Mutex<Vec<Seen>>>) {
-        let log = Arc::new(Mutex::new(Vec::new()));
+    /// A recorder that never panics, and its log.
+    pub fn new() -> (Self, Log) {
+        let log = Log::default();
+        let panic_on = None;
         (
             Self {
                 log: log.clone(),
-                panic_on: None,
+                panic_on,
             },
             log,
         )
@@ -134,21 +134,12 @@ pub fn without_flushes(log: &Mutex<Vec<Seen>>) -> Vec<Seen> {
     log.iter().filter(|s| **s != Seen::Flush).cloned().collect()
 }
 
-/// How many messages a [`Recorder`] saw.
-pub fn message_count(log: &Mutex<Vec<Seen>>) -> usize {
-    let log = log.lock().unwrap();
-    log.iter().filter(|s| matches!(s, Seen::Message(_))).count()
-}
-
 /// The messages a [`Recorder`] saw, in order.
 pub fn messages(log: &Mutex<Vec<Seen>>) -> Vec<u64> {
     let log = log.lock().unwrap();
-    let message = |s: &Seen| {
-        if let Seen::Message(m) = s {
-            Some(*m)
-        } else {
-            None
-        }
+    let message = |s: &Seen| match s {
+        Seen::Message(m) => Some(*m),
+        _ => None,
     };
     log.iter().filter_map(message).collect()
 }
@@ -235,14 +226,6 @@ pub fn first_queue(d: &DispatcherHandle<u64>) -> ProcessorId {
 pub fn of_producer(seen: &[u64], t: u64) -> Vec<u64> {
     let mine = seen.iter().filter(|m| *m >> 32 == t);
     mine.map(|m| m & 0xffff_ffff).collect()
-}
-
-/// A callback that adds one to `count` when it runs.
-pub fn counting_callback(count: &Arc<AtomicUsize>) -> Callback {
-    let count = count.clone();
-    Callback::new(move || {
-        count.fetch_add(1, Ordering::SeqCst);
-    })
 }
 
 /// Blocks `handle`'s processor until the barrier is waited on again (it returns blocked).
