@@ -175,8 +175,7 @@ impl Client<u64> for PanicsOnDrop {}
 /// 6: a stale event whose drop panics no longer kills the processor.
 #[test]
 fn a_stale_event_whose_drop_panics_is_contained() {
-    let d = one_queue(PoolConfig::new(1));
-    let h = recorder_on(&d).0;
+    let (d, h, _log) = recorded(PoolConfig::new(1));
     d.unregister(h).unwrap();
     let drops = Counter::default();
     let bomb = PanicsOnDrop(drops.clone());
@@ -215,8 +214,7 @@ fn clients_whose_drop_panics_at_shutdown_are_contained() {
 /// 5: a panicking batch iterator no longer leaves the producer inside the gate.
 #[test]
 fn a_panicking_batch_iterator_leaves_the_gate() {
-    let mut d = one_queue(PoolConfig::new(1));
-    let h = recorder_on(&d).0;
+    let (mut d, h, _log) = recorded(PoolConfig::new(1));
     let handle = d.handle();
     let panicked = thread::spawn(move || {
         let mut events = (0..10_u64).map(|i| {

@@ -63,8 +63,7 @@ fn invalid_configurations_are_errors_with_messages() {
 #[test]
 fn pinning_to_a_usable_core_is_reported_in_stats() {
     let cores: Vec<usize> = core_affinity_ids();
-    let d = one_queue(PoolConfig::new(1).pin_to([cores[0]]));
-    let (h, _log) = recorder_on(&d);
+    let (d, h, _log) = recorded(PoolConfig::new(1).pin_to([cores[0]]));
     d.synchronize(h).unwrap();
     let pinning = d.stats()[0].pinning;
     let reported = matches!(pinning, Pinning::Pinned(c) | Pinning::Refused(c) if c == cores[0]);

@@ -9,8 +9,7 @@ use zerodispatch_core::*;
 
 #[test]
 fn events_reach_the_client_in_order_and_one_flush_follows_a_drained_batch() {
-    let d = one_queue(PoolConfig::new(1));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded(PoolConfig::new(1));
     let gate = block_processor(&d.handle(), h);
     let ran = Counter::default();
     for i in 0..5 {
@@ -31,8 +30,7 @@ fn events_reach_the_client_in_order_and_one_flush_follows_a_drained_batch() {
 
 #[test]
 fn a_dispatcher_callback_flushes_first_and_bypasses_the_client() {
-    let d = one_queue(PoolConfig::new(1));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded(PoolConfig::new(1));
     let gate = block_processor(&d.handle(), h);
     d.dispatch(h, Event::Message(1)).unwrap();
     let l = log.clone();
@@ -48,8 +46,7 @@ fn a_dispatcher_callback_flushes_first_and_bypasses_the_client() {
 
 #[test]
 fn a_queue_that_never_drains_still_flushes_every_max_batch_events() {
-    let d = one_queue(PoolConfig::new(1).max_batch(4));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded(PoolConfig::new(1).max_batch(4));
     let gate = block_processor(&d.handle(), h);
     dispatch_all(&d, h, 0..10);
     gate.wait();

@@ -58,8 +58,7 @@ fn in_dispatcher_thread_is_true_only_on_the_owning_processor() {
 
 #[test]
 fn unregister_flushes_then_drops_and_later_events_are_stale() {
-    let d = one_queue(PoolConfig::new(1));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded(PoolConfig::new(1));
     let gate = block_processor(&d.handle(), h);
     d.dispatch(h, Event::Message(1)).unwrap();
     d.unregister(h).unwrap();

@@ -16,8 +16,7 @@ fn shut_down() -> (
     DispatcherHandle<u64>,
     ClientHandle<Recorder>,
 ) {
-    let mut d = one_queue(PoolConfig::new(1));
-    let h = recorder_on(&d).0;
+    let (mut d, h, _log) = recorded(PoolConfig::new(1));
     let handle = d.handle();
     d.shutdown();
     (d, handle, h)
@@ -91,8 +90,7 @@ fn shutdown_drains_every_queue_and_flushes_in_order() {
 fn dropping_the_dispatcher_shuts_it_down() {
     let ran = Counter::default();
     {
-        let d = one_queue(PoolConfig::new(1));
-        let h = recorder_on(&d).0;
+        let (d, h, _log) = recorded(PoolConfig::new(1));
         for _ in 0..100 {
             d.dispatch(h, Event::Callback(ran.callback())).unwrap();
         }

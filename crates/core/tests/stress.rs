@@ -16,23 +16,15 @@ const PER_PRODUCER: u64 = if cfg!(debug_assertions) {
 };
 
 /// Runs callbacks; counts messages; panics on every message whose value is 999 mod 1000.
-struct Counting {
-    messages: Arc<AtomicU64>,
-}
+struct Counting(Arc<AtomicU64>);
 
 impl Client<u64> for Counting {
-    fn on_event(&mut self, event: ClientEvent<u64>, _ctx: &mut Context<u64>) {
-        match event {
-            ClientEvent::Callback(cb) => cb.call(),
-            ClientEvent::Message(m) => {
-                add(&self.messages);
-                if m % 1000 == 999 {
-                    panic!("planned panic on message {m}");
-                }
-            }
+    fn on_message(&mut self, m: u64, _ctx: &mut Context<u64>) {
+        add(&self.0);
+        if m % 1000 == 999 {
+            panic!("planned panic on message {m}");
         }
     }
-    fn flush(&mut self, _ctx: &mut Context<u64>) {}
 }
 
 #[derive(Default)]
@@ -81,13 +73,11 @@ fn run_producers(
                     };
                     let t = tally.clone();
                     let ran = Callback::new(move || add(&t.callbacks_run));
+                    if i % 3 == 0 && i % 1000 == 999 {
+                        add(&tally.panicking_sent);
+                    }
                     let result = match i % 3 {
-                        0 => {
-                            if i % 1000 == 999 {
-                                add(&tally.panicking_sent);
-                            }
-                            send(Event::Message(i))
-                        }
+                        0 => send(Event::Message(i)),
                         1 => send(Event::Callback(ran)),
                         // A dispatcher callback, to the client's processor.
                         _ => handle
@@ -125,9 +115,7 @@ fn register_all(d: &Dispatcher<u64>, messages: &Arc<AtomicU64>) -> Vec<ClientHan
     for t in ClientType::ALL {
         for p in d.processors(t) {
             for _ in 0..2 {
-                let client = Counting {
-                    messages: messages.clone(),
-                };
+                let client = Counting(messages.clone());
                 let h = d.register(t, client, Placement::Processor(p.index));
                 clients.push(h.unwrap().erase());
             }

@@ -11,8 +11,7 @@ use zerodispatch_core::*;
 
 #[test]
 fn synchronize_waits_for_earlier_events_and_refuses_its_own_thread() {
-    let d = one_queue(PoolConfig::new(1));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded(PoolConfig::new(1));
     dispatch_all(&d, h, 0..1000);
     d.synchronize(h).unwrap();
     assert_eq!(messages(&log).len(), 1000);
@@ -28,8 +27,7 @@ fn synchronize_waits_for_earlier_events_and_refuses_its_own_thread() {
 /// `call` runs after earlier events and their flush, and brings back any result type.
 #[test]
 fn call_runs_on_the_processor_after_earlier_events_and_returns_the_result() {
-    let d = one_queue(PoolConfig::new(1));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded(PoolConfig::new(1));
     dispatch_all(&d, h, 0..100);
     let seen = log.clone();
     let answer = d.call(h, move || {

@@ -8,11 +8,11 @@ mod common;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 
-use common::assert_none_allocated;
+use common::{Tally, assert_none_allocated};
 use zerodispatch_core::*;
 use zerodispatch_testkit::CountingAllocator;
 
@@ -46,20 +46,12 @@ fn block_on<F: Future>(future: F, waker: &Waker, waits: &mut u64) -> F::Output {
     }
 }
 
-/// Sums the messages it handles; single writer, so plain loads and stores.
-struct Sum {
-    handled: Arc<AtomicU64>,
-    sum: Arc<AtomicU64>,
-}
+/// Tallies the messages it handles.
+struct Sum(Tally);
 
 impl Client<u64> for Sum {
-    fn on_event(&mut self, event: ClientEvent<u64>, _ctx: &mut Context<u64>) {
-        if let ClientEvent::Message(m) = event {
-            self.sum
-                .store(self.sum.load(Ordering::Relaxed) + m, Ordering::Relaxed);
-        }
-        self.handled
-            .store(self.handled.load(Ordering::Relaxed) + 1, Ordering::Release);
+    fn on_message(&mut self, m: u64, _ctx: &mut Context<u64>) {
+        self.0.count(m);
     }
 }
 
@@ -75,12 +67,12 @@ fn the_async_door_allocates_nothing_per_event() {
     let builder =
         Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(1).capacity(64));
     let dispatcher = builder.build().unwrap();
-    let (handled, sum) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let client = Sum {
-        handled: handled.clone(),
-        sum: sum.clone(),
-    };
-    let sink = dispatcher.register(ClientType::Queue, client, Placement::LeastLoaded);
+    let tally = Tally::default();
+    let sink = dispatcher.register(
+        ClientType::Queue,
+        Sum(tally.clone()),
+        Placement::LeastLoaded,
+    );
     let sink = sink.unwrap();
     let handle = dispatcher.handle();
     let waker = Waker::from(Arc::new(Unpark(thread::current())));
@@ -113,24 +105,19 @@ fn the_async_door_allocates_nothing_per_event() {
             waits,
         );
     };
-    let wait_for = |n: u64| {
-        while handled.load(Ordering::Acquire) < n {
-            thread::yield_now();
-        }
-    };
 
     send(0..WARM_UP, &mut waits);
-    wait_for(WARM_UP);
+    tally.wait_for(WARM_UP);
     let warm_waits = waits;
     let before = CountingAllocator::allocations();
     send(WARM_UP..WARM_UP + EVENTS, &mut waits);
-    wait_for(WARM_UP + EVENTS);
+    tally.wait_for(WARM_UP + EVENTS);
     let after = CountingAllocator::allocations();
 
     let total = WARM_UP + EVENTS;
     let handled_once = total * (total - 1) / 2;
     let why = "every event handled once";
-    assert_eq!(sum.load(Ordering::Relaxed), handled_once, "{why}");
+    assert_eq!(tally.sum.load(Ordering::Relaxed), handled_once, "{why}");
     let measured_waits = waits - warm_waits;
     let waited = "the futures waited for room while measured";
     assert!(waits > warm_waits, "{waited} ({measured_waits} waits)");

@@ -2,7 +2,7 @@
 //! where it must be: under `--cfg loom` only the loom models (`--lib`) run.
 #![allow(dead_code)] // each test binary uses a different part
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
@@ -178,6 +178,13 @@ pub fn one_queue_unprobed(config: PoolConfig) -> Dispatcher<u64> {
     queues_monitored(config, Some(Duration::from_secs(3600)))
 }
 
+/// A dispatcher of one queue pool with a [`Recorder`] on it, and its log.
+pub fn recorded(config: PoolConfig) -> (Dispatcher<u64>, ClientHandle<Recorder>, Log) {
+    let d = one_queue(config);
+    let (handle, log) = recorder_on(&d);
+    (d, handle, log)
+}
+
 /// An unprobed queue processor of `capacity` with a [`Recorder`] on it, and its log.
 pub fn recorded_queue(capacity: usize) -> (Dispatcher<u64>, ClientHandle<Recorder>, Log) {
     let d = one_queue_unprobed(PoolConfig::new(1).capacity(capacity));
@@ -289,6 +296,31 @@ pub fn dispatch_all<C>(
 /// The messages `ms` as a [`Recorder`] logs them.
 pub fn seen_messages(ms: impl IntoIterator<Item = u64>) -> Vec<Seen> {
     ms.into_iter().map(Seen::Message).collect()
+}
+
+/// What a client of a zero-allocation proof handled: its events, and the sum of their values.
+/// One client writes it, so plain loads and stores (no read-modify-write) where it counts.
+#[derive(Clone, Default)]
+pub struct Tally {
+    pub handled: Arc<AtomicU64>,
+    pub sum: Arc<AtomicU64>,
+}
+
+impl Tally {
+    /// Counts one more event, adding `value` to the sum.
+    pub fn count(&self, value: u64) {
+        let sum = self.sum.load(Ordering::Relaxed);
+        self.sum.store(sum + value, Ordering::Relaxed);
+        let handled = self.handled.load(Ordering::Relaxed);
+        self.handled.store(handled + 1, Ordering::Release);
+    }
+
+    /// Waits, spinning, until `n` events were handled.
+    pub fn wait_for(&self, n: u64) {
+        while self.handled.load(Ordering::Acquire) < n {
+            std::thread::yield_now();
+        }
+    }
 }
 
 /// Fails a zero-allocation proof whose measured window (`what`) allocated.
