@@ -34,14 +34,10 @@ fn event_sizes() {
 fn a_client_dispatches_to_another_processor_through_its_context() {
     struct Forwarder(ClientHandle);
     impl Client<u64> for Forwarder {
-        fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<u64>) {
-            if let ClientEvent::Message(m) = event {
-                ctx.dispatcher()
-                    .dispatch(self.0, Event::Message(m * 10))
-                    .unwrap();
-            }
+        fn on_message(&mut self, m: u64, ctx: &mut Context<u64>) {
+            let sent = ctx.dispatcher().dispatch(self.0, Event::Message(m * 10));
+            sent.unwrap();
         }
-        fn flush(&mut self, _ctx: &mut Context<u64>) {}
     }
     let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(1));
     let (sink, log) = recorder_on(&d);
@@ -192,11 +188,8 @@ fn ids_of_another_dispatcher_are_errors_that_hand_the_event_back() {
     assert!(matches!(waited, Err(NoSuchProcessor(Event::Message(2)))));
     let executed = small.execute(far.processor(), Callback::new(|| ()));
     assert!(matches!(executed, Err(NoSuchProcessor(_))));
-    let synchronized = small.synchronize(far);
-    assert_eq!(
-        synchronized,
-        Err(SyncError::NoSuchProcessor(far.processor()))
-    );
+    let nowhere = Err(SyncError::NoSuchProcessor(far.processor()));
+    assert_eq!(small.synchronize(far), nowhere);
     assert!(matches!(small.unregister(far), Err(NoSuchProcessor(h)) if h == far));
 }
 
@@ -213,12 +206,9 @@ fn a_batch_goes_in_order_and_a_full_queue_hands_back_the_event_that_did_not_fit(
         other => panic!("expected 8 enqueued and Message(8) handed back, got {other:?}"),
     }
     // The events after the one handed back are still in the caller's iterator.
-    let rest = events.map(|e| {
-        if let Event::Message(m) = e {
-            m
-        } else {
-            unreachable!()
-        }
+    let rest = events.map(|e| match e {
+        Event::Message(m) => m,
+        _ => unreachable!(),
     });
     assert_eq!(rest.collect::<Vec<_>>(), [9, 10, 11]);
     // The blocking batch waits for room and enqueues everything.

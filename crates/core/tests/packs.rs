@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -167,17 +166,7 @@ fn a_queue_too_small_for_packs_takes_batches_one_event_to_a_slot() {
 #[test]
 fn shutdown_during_packed_batches_delivers_what_was_accepted_and_hands_back_the_rest() {
     const THREADS: u64 = 3;
-    let mut d = one_queue(PoolConfig::new(1).capacity(64));
-    let delivered = Arc::new(Mutex::new(Vec::new()));
-    struct Count(Arc<Mutex<Vec<u64>>>);
-    impl Client<u64> for Count {
-        fn on_event(&mut self, event: ClientEvent<u64>, _ctx: &mut Context<u64>) {
-            if let ClientEvent::Message(m) = event {
-                self.0.lock().unwrap().push(m);
-            }
-        }
-    }
-    let h = on_queue(&d, Count(delivered.clone()));
+    let (mut d, h, log) = recorded(PoolConfig::new(1).capacity(64));
     let senders: Vec<_> = (0..THREADS)
         .map(|t| {
             let dispatcher = d.handle();
@@ -203,7 +192,7 @@ fn shutdown_during_packed_batches_delivers_what_was_accepted_and_hands_back_the_
     thread::sleep(Duration::from_millis(50));
     d.shutdown();
     let accepted: Vec<u64> = senders.into_iter().map(|s| s.join().unwrap()).collect();
-    let delivered = delivered.lock().unwrap();
+    let delivered = messages(&log);
     for (t, &n) in accepted.iter().enumerate() {
         let mine = of_producer(&delivered, t as u64);
         assert_eq!(mine, (0..n).collect::<Vec<_>>(), "thread {t}: accepted {n}");

@@ -102,17 +102,9 @@ fn dropping_the_dispatcher_shuts_it_down() {
 /// Only the first shutdown shuts down: a drop during it does not close the pools at once.
 #[test]
 fn a_second_shutdown_while_the_first_drains_does_not_close_the_later_pools_early() {
-    struct Runs;
-    impl Client<u64> for Runs {
-        fn on_event(&mut self, event: ClientEvent<u64>, _: &mut Context<u64>) {
-            if let ClientEvent::Callback(cb) = event {
-                cb.call();
-            }
-        }
-    }
     let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(1));
-    let session = on_session(&d, Runs).erase();
-    let queue = on_queue(&d, Runs);
+    let session = on_session(&d, Sink).erase();
+    let queue = on_queue(&d, Sink);
     let handle = d.handle();
     let (sent, outcome) = std::sync::mpsc::channel();
     // Everything the handler needs behind one `Arc`: a callback holds 32 bytes inline.
@@ -139,7 +131,8 @@ fn a_second_shutdown_while_the_first_drains_does_not_close_the_later_pools_early
 struct SaysGoodbye {
     to: ClientHandle<Recorder>,
     handle: DispatcherHandle<u64>,
-    dispatched: Arc<Barrier>,
+    /// Waited on once the goodbye is dispatched.
+    sent: Arc<Barrier>,
 }
 
 impl Client<u64> for SaysGoodbye {}
@@ -147,7 +140,7 @@ impl Client<u64> for SaysGoodbye {}
 impl Drop for SaysGoodbye {
     fn drop(&mut self) {
         let accepted = self.handle.dispatch(self.to, Event::Message(99));
-        self.dispatched.wait();
+        self.sent.wait();
         accepted.expect("accepted: the session pool shuts down after the queues");
     }
 }
@@ -169,16 +162,9 @@ fn an_event_a_client_dispatches_from_its_drop_at_shutdown_is_run_and_the_shutdow
     let release = block_processor(&d, session);
     d.dispatch(session, Event::Message(1)).unwrap();
     d.dispatch(session, Event::Message(2)).unwrap();
-    let dispatched = Arc::new(Barrier::new(2));
-    let (to, handle) = (session, d.handle());
-    on_queue(
-        &d,
-        SaysGoodbye {
-            to,
-            handle,
-            dispatched: dispatched.clone(),
-        },
-    );
+    let (to, handle, sent) = (session, d.handle(), Arc::new(Barrier::new(2)));
+    let dispatched = sent.clone();
+    on_queue(&d, SaysGoodbye { to, handle, sent });
     let releaser = std::thread::spawn(move || {
         // The goodbye found the session's queue full; now let the session drain.
         dispatched.wait();

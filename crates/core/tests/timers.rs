@@ -56,19 +56,12 @@ fn a_timer_runs_after_the_clients_are_flushed() {
     let (pending, seen) = (Vec::new(), out.clone());
     let client = on_queue(&d, Buffering { pending, out: seen });
     // Hold the processor so that the message and the due timer are handled in one turn.
-    let (held_tx, held_rx) = mpsc::channel::<()>();
-    let (blocked_tx, blocked_rx) = mpsc::channel();
-    let hold = move || {
-        blocked_tx.send(()).unwrap();
-        held_rx.recv().unwrap();
-    };
-    d.execute(client, Callback::new(hold)).unwrap();
-    blocked_rx.recv().unwrap();
+    let held = block_processor(&d, client);
     let seen = out.clone();
     let timer = Callback::new(move || seen.lock().unwrap().push("timer".into()));
     d.schedule(client, d.now(), timer).unwrap();
     d.dispatch(client, Event::Message(1)).unwrap();
-    held_tx.send(()).unwrap();
+    held.wait();
     d.synchronize(client).unwrap();
     eventually("the message sent and the timer run", || {
         out.lock().unwrap().len() >= 2
