@@ -6,9 +6,7 @@ mod common;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
-use std::time::Duration;
 
 use common::*;
 use zerodispatch_core::*;

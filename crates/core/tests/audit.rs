@@ -4,11 +4,6 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
-use std::thread;
-use std::time::{Duration, Instant};
-
 use common::*;
 use zerodispatch_core::*;
 use zerodispatch_testkit::within;

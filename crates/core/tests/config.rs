@@ -4,10 +4,6 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::Duration;
-
 use common::*;
 use zerodispatch_core::*;
 

@@ -4,9 +4,6 @@
 
 mod common;
 
-use std::thread;
-use std::time::Duration;
-
 use common::*;
 use zerodispatch_core::*;
 

@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
-
 use common::*;
 use zerodispatch_core::*;
 

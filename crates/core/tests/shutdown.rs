@@ -4,9 +4,6 @@
 
 mod common;
 
-use std::sync::{Arc, Barrier, Mutex};
-use std::time::Duration;
-
 use common::*;
 use zerodispatch_core::*;
 

@@ -4,11 +4,6 @@
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread;
-use std::time::{Duration, Instant};
-
 use common::*;
 use zerodispatch_core::*;
 

@@ -2,9 +2,6 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex, mpsc};
-use std::time::Duration;
-
 use common::*;
 use zerodispatch_core::*;
 

@@ -1,10 +1,12 @@
 //! Test clients shared by the core's integration tests. A test file is `#![cfg(not(loom))]`
 //! where it must be: under `--cfg loom` only the loom models (`--lib`) run.
-#![allow(dead_code)] // each test binary uses a different part
+#![allow(dead_code, unused_imports)] // each test binary uses a different part
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
-use std::time::{Duration, Instant};
+// The standard items most tests use, for `use common::*`.
+pub use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+pub use std::sync::{Arc, Barrier, Mutex, mpsc};
+pub use std::thread;
+pub use std::time::{Duration, Instant};
 
 use zerodispatch_core::{
     Callback, Client, ClientEvent, ClientHandle, ClientType, Context, Dispatcher, DispatcherHandle,
