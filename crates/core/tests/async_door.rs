@@ -224,12 +224,10 @@ fn on_a_processor_thread_the_door_goes_through_the_outbox() {
         polled: Arc<Mutex<Vec<bool>>>,
     }
     impl Client<u64> for Forward {
-        fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<u64>) {
-            if let ClientEvent::Message(m) = event {
-                let mut future = ctx.dispatcher().dispatch_async(self.to, Event::Message(m));
-                let ready = ready_ok(&mut future, Waker::noop());
-                self.polled.lock().unwrap().push(ready);
-            }
+        fn on_message(&mut self, m: u64, ctx: &mut Context<u64>) {
+            let mut future = ctx.dispatcher().dispatch_async(self.to, Event::Message(m));
+            let ready = ready_ok(&mut future, Waker::noop());
+            self.polled.lock().unwrap().push(ready);
         }
     }
     within(LIMIT, "dispatch_async on a processor thread", || {

@@ -11,7 +11,6 @@ use zerodispatch_core::*;
 fn a_panicking_handler_flush_or_callback_is_counted_and_the_processor_goes_on() {
     struct PanickyFlush;
     impl Client<u64> for PanickyFlush {
-        fn on_event(&mut self, _e: ClientEvent<u64>, _c: &mut Context<u64>) {}
         fn flush(&mut self, _c: &mut Context<u64>) {
             panic!("flush fails");
         }

@@ -66,10 +66,8 @@ fn a_queue_that_never_drains_still_flushes_every_max_batch_events() {
 fn the_flush_gate_keeps_a_client_off_the_flush_list() {
     struct Gated(Counter);
     impl Client<u64> for Gated {
-        fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<u64>) {
-            if let ClientEvent::Message(m) = event {
-                ctx.set_flush_enabled(m != 0);
-            }
+        fn on_message(&mut self, m: u64, ctx: &mut Context<u64>) {
+            ctx.set_flush_enabled(m != 0);
         }
         fn flush(&mut self, _ctx: &mut Context<u64>) {
             self.0.incr();

@@ -53,10 +53,9 @@ fn shutdown_drains_every_queue_and_flushes_in_order() {
     let order = Arc::new(Mutex::new(Vec::new()));
     struct Last(Arc<Mutex<Vec<&'static str>>>, &'static str, u64);
     impl Client<u64> for Last {
-        fn on_event(&mut self, _event: ClientEvent<u64>, _ctx: &mut Context<u64>) {
+        fn on_message(&mut self, _: u64, _ctx: &mut Context<u64>) {
             self.2 += 1;
         }
-        fn flush(&mut self, _ctx: &mut Context<u64>) {}
     }
     impl Drop for Last {
         fn drop(&mut self) {

@@ -97,22 +97,17 @@ struct Worker {
 }
 
 impl Client<Token> for Worker {
-    fn on_event(&mut self, event: ClientEvent<Token>, ctx: &mut Context<Token>) {
-        match event {
-            ClientEvent::Callback(cb) => cb.call(),
-            ClientEvent::Message(mut token) => {
-                if self.rng.below(500) == 0 {
-                    panic!("planned panic in a handler"); // drops the token: it ends
-                }
-                if token.hops == 0 {
-                    return token.finish();
-                }
-                token.hops -= 1;
-                let next = *self.rng.pick(&self.registry.lock().unwrap()).unwrap();
-                // On a processor thread: never waits; the token comes back or drops, and ends.
-                let _ = ctx.dispatcher().dispatch(next, Event::Message(token));
-            }
+    fn on_message(&mut self, mut token: Token, ctx: &mut Context<Token>) {
+        if self.rng.below(500) == 0 {
+            panic!("planned panic in a handler"); // drops the token: it ends
         }
+        if token.hops == 0 {
+            return token.finish();
+        }
+        token.hops -= 1;
+        let next = *self.rng.pick(&self.registry.lock().unwrap()).unwrap();
+        // On a processor thread: never waits; the token comes back or drops, and ends.
+        let _ = ctx.dispatcher().dispatch(next, Event::Message(token));
     }
 
     fn flush(&mut self, _ctx: &mut Context<Token>) {

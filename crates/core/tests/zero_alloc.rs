@@ -57,11 +57,9 @@ impl Client<Confirm> for Queue {
 struct Relay(ClientHandle);
 
 impl Client<Confirm> for Relay {
-    fn on_event(&mut self, event: ClientEvent<Confirm>, ctx: &mut Context<Confirm>) {
-        if let ClientEvent::Message(c) = event {
-            let sent = ctx.dispatcher().dispatch(self.0, Event::Message(c));
-            assert!(sent.is_ok(), "the relay's outbox is sized for the test");
-        }
+    fn on_message(&mut self, c: Confirm, ctx: &mut Context<Confirm>) {
+        let sent = ctx.dispatcher().dispatch(self.0, Event::Message(c));
+        assert!(sent.is_ok(), "the relay's outbox is sized for the test");
     }
 }
 
