@@ -14,12 +14,6 @@ const LONG: Duration = Duration::from_secs(30);
 fn event_sizes() {
     assert_eq!(std::mem::size_of::<Callback>(), 48);
     // A confirm-sized message: queue id, 16-byte GUID, sub-queue id.
-    #[allow(dead_code)]
-    struct Confirm {
-        queue: u32,
-        guid: [u8; 16],
-        sub_queue: u32,
-    }
     assert_eq!(__private::item_size::<Confirm>(), 56);
     assert_eq!(__private::item_size::<u64>(), 56);
     // A tag beside the 48-byte callback, as in the queued item.

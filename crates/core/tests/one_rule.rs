@@ -3,11 +3,8 @@
 mod common;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::mpsc;
-use std::time::Duration;
 
-use common::{Counter, Sink, eventually, on_queue, one_queue};
-use zerodispatch_core::testing::TestDispatcher;
+use common::*;
 use zerodispatch_core::{
     Callback, Client, ClientHandle, ClientType, Context, Dispatcher, Event, IntoCallback,
     PoolConfig, ProcessorId,
@@ -112,17 +109,9 @@ impl Client<u64> for Countdown {
     }
 }
 
-/// A stepped dispatcher of one queue processor.
-fn stepped_queue() -> TestDispatcher<u64> {
-    Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .build_stepped()
-        .unwrap()
-}
-
 #[test]
 fn a_client_gets_its_own_typed_handle_from_its_context() {
-    let test = stepped_queue();
+    let test = one_queue_stepped(PoolConfig::new(1));
     // A client before it, so that the countdown is not in the table's first slot.
     let _sink = on_queue(&test, Sink);
     let (handles, seen) = mpsc::channel();
@@ -165,7 +154,7 @@ impl Client<u64> for Outer {
 
 #[test]
 fn asking_for_another_type_than_the_clients_panics_naming_both() {
-    let test = stepped_queue();
+    let test = one_queue_stepped(PoolConfig::new(1));
     let (answers, answered) = mpsc::channel();
     let outer = on_queue(&test, Outer(Inner, answers));
     test.dispatch(outer, Event::Message(0)).unwrap();

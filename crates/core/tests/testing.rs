@@ -1,11 +1,12 @@
 //! The stepped dispatcher of `zerodispatch_core::testing`: the client contract, stepped.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+mod common;
 
+use common::*;
 use zerodispatch_core::testing::TestDispatcher;
 use zerodispatch_core::*;
 
+/// What the clients here saw, each line naming the client.
 type Log = Arc<Mutex<Vec<String>>>;
 
 /// Adds `line` to `log`.
@@ -156,11 +157,7 @@ fn call_and_synchronize_step_the_processors_and_answer() {
 #[test]
 fn a_call_to_a_queue_another_thread_fills_meanwhile_is_answered_not_reported_shut_down() {
     use std::future::Future;
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::task::{Context as TaskContext, Poll, Waker};
-    use std::time::Instant;
-    struct Sink;
-    impl Client<u64> for Sink {}
     let test = stepped(PoolConfig::new(1).capacity(1));
     let q = on(&test, ClientType::Queue, Sink);
     let stop = Arc::new(AtomicBool::new(false));

@@ -171,11 +171,8 @@ fn timers_not_due_at_shutdown_are_dropped_unrun_and_later_schedules_refused() {
 
 #[test]
 fn a_timer_counts_in_processed_and_spilled_when_it_runs_and_a_cancelled_one_never_does() {
-    let test = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1).timers(4))
-        .build_stepped()
-        .unwrap();
-    let queue = test.processors(ClientType::Queue)[0];
+    let test = one_queue_stepped(PoolConfig::new(1).timers(4));
+    let queue = first_queue(&test);
     let big = [7_u64; 8]; // 64 bytes: too big for the inline space
     let spilled = || Callback::spill(move || assert_eq!(std::hint::black_box(big)[0], 7));
     let ms = Duration::from_millis(1);

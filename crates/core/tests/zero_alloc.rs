@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 
-use common::{Tally, assert_none_allocated};
+use common::{Confirm, Tally, assert_none_allocated};
 use zerodispatch_core::*;
 
 use zerodispatch_testkit::CountingAllocator;
@@ -20,14 +20,6 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 const EVENTS: u64 = 1_000_000;
 const WARM_UP: u64 = 20_000;
 const CALLS: u64 = 10_000;
-
-/// A confirm: queue id, message GUID, sub-queue id.
-#[derive(Clone, Copy)]
-struct Confirm {
-    queue: u32,
-    guid: [u8; 16],
-    sub_queue: u32,
-}
 
 /// Tallies what it handles (the sum of the confirms' seqs) and counts its flushes.
 struct Queue(Tally, Arc<AtomicU64>);

@@ -8,6 +8,7 @@ pub use std::sync::{Arc, Barrier, Mutex, mpsc};
 pub use std::thread;
 pub use std::time::{Duration, Instant};
 
+use zerodispatch_core::testing::TestDispatcher;
 use zerodispatch_core::{
     Callback, Client, ClientEvent, ClientHandle, ClientType, Context, Dispatcher, DispatcherHandle,
     Event, Placement, PoolConfig, ProcessorId, ProcessorSnapshot,
@@ -159,6 +160,12 @@ fn queues_monitored(config: PoolConfig, monitor: Option<Duration>) -> Dispatcher
 /// A dispatcher of one queue pool.
 pub fn one_queue(config: PoolConfig) -> Dispatcher<u64> {
     queues_monitored(config, None)
+}
+
+/// A stepped dispatcher (`zerodispatch_core::testing`) of one queue pool.
+pub fn one_queue_stepped(config: PoolConfig) -> TestDispatcher<u64> {
+    let queues = Dispatcher::builder().pool(ClientType::Queue, config);
+    queues.build_stepped().expect("valid config")
 }
 
 /// A dispatcher of a session pool and a queue pool.
@@ -323,6 +330,14 @@ impl Tally {
             std::thread::yield_now();
         }
     }
+}
+
+/// A confirm, the broker's typical message: queue id, message GUID, sub-queue id.
+#[derive(Clone, Copy)]
+pub struct Confirm {
+    pub queue: u32,
+    pub guid: [u8; 16],
+    pub sub_queue: u32,
 }
 
 /// Fails a zero-allocation proof whose measured window (`what`) allocated.
