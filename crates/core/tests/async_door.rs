@@ -26,15 +26,13 @@ fn counting_waker() -> (Counter, Waker) {
     (count.clone(), Waker::from(Arc::new(count)))
 }
 
+/// `future` polled once, with `waker`.
 fn poll_once<F: Future + Unpin>(future: &mut F, waker: &Waker) -> Poll<F::Output> {
     Pin::new(future).poll(&mut TaskContext::from_waker(waker))
 }
 
 /// Whether `future` resolves to `Ok(())` at this poll.
-fn ready_ok<F, E>(future: &mut F, waker: &Waker) -> bool
-where
-    F: Future<Output = Result<(), E>> + Unpin,
-{
+fn ready_ok<F: Future<Output = Result<(), E>> + Unpin, E>(future: &mut F, waker: &Waker) -> bool {
     matches!(poll_once(future, waker), Poll::Ready(Ok(())))
 }
 
