@@ -137,10 +137,8 @@ fn a_handle_of_another_dispatcher_is_refused() {
     let batch = b
         .dispatch_batch(from_a, &mut (0..3).map(Event::Message))
         .unwrap_err();
-    assert!(matches!(
-        (batch.enqueued, batch.error),
-        (0, NoSuchProcessor(_))
-    ));
+    let outcome = (batch.enqueued, batch.error);
+    assert!(matches!(outcome, (0, NoSuchProcessor(_))));
     assert!(matches!(b.unregister(from_a), Err(NoSuchProcessor(_))));
     assert!(!b.in_dispatcher_thread(from_a));
     b.synchronize(in_b).unwrap();

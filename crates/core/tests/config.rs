@@ -43,10 +43,8 @@ fn invalid_configurations_are_errors_with_messages() {
     assert_eq!(no_pools.problem, Problem::NoPools);
     let queue = || Dispatcher::<u64>::builder().pool(ClientType::Queue, one());
     let zero = queue().stuck_warning(Duration::ZERO).build().unwrap_err();
-    assert!(
-        zero.to_string()
-            .contains("stuck_warning must be greater than zero")
-    );
+    let says = "stuck_warning must be greater than zero";
+    assert!(zero.to_string().contains(says), "{zero}");
     let twice = [ClientType::Queue, ClientType::Queue, ClientType::Cluster];
     let order = queue()
         .shutdown_order(twice)

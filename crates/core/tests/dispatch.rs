@@ -41,6 +41,7 @@ fn a_client_dispatches_to_another_processor_through_its_context() {
 /// On a queue full until the deadline the event comes back in `Timeout`; nothing is lost.
 #[test]
 fn a_dispatch_with_a_deadline_hands_the_event_back_when_the_queue_stays_full() {
+    use DispatchError::Timeout;
     let (d, h, log) = recorded_queue(4);
     let gate = block_processor(&d.handle(), h);
     let past = Instant::now();
@@ -51,7 +52,7 @@ fn a_dispatch_with_a_deadline_hands_the_event_back_when_the_queue_stays_full() {
     }
     let start = Instant::now();
     match d.dispatch_timeout(h, Event::Message(4), Duration::from_millis(30)) {
-        Err(e @ DispatchError::Timeout(_)) => {
+        Err(e @ Timeout(_)) => {
             assert!(e.is_timeout() && !e.is_full());
             assert!(e.to_string().contains("until the deadline"), "{e}");
             assert!(matches!(e.into_inner(), Event::Message(4)));
@@ -62,19 +63,13 @@ fn a_dispatch_with_a_deadline_hands_the_event_back_when_the_queue_stays_full() {
     assert!(took >= Duration::from_millis(30), "gave up early: {took:?}");
     assert!(took < Duration::from_secs(2), "gave up late: {took:?}");
     let passed = d.dispatch_deadline(h, Event::Message(4), past);
-    assert!(matches!(
-        passed,
-        Err(DispatchError::Timeout(Event::Message(4)))
-    ));
+    assert!(matches!(passed, Err(Timeout(Event::Message(4)))));
     // A batch: the event that did not fit comes back, the rest stay in the iterator.
     let mut events = (4..7).map(Event::Message);
     let err = d.dispatch_batch_timeout(h, &mut events, Duration::from_millis(5));
     let err = err.unwrap_err();
     assert_eq!(err.enqueued, 0);
-    assert!(matches!(
-        err.error,
-        DispatchError::Timeout(Event::Message(4))
-    ));
+    assert!(matches!(err.error, Timeout(Event::Message(4))));
     let next = events.next().map(|e| matches!(e, Event::Message(5)));
     assert_eq!(next, Some(true));
 

@@ -120,10 +120,8 @@ fn a_client_gets_its_own_typed_handle_from_its_context() {
     test.run_until_idle();
     let seen: Vec<ClientHandle<Countdown>> = seen.try_iter().collect();
     assert_eq!(seen.len(), 4, "the message and three callbacks on itself");
-    assert!(
-        seen.iter().all(|&h| h == countdown),
-        "{seen:?} vs {countdown:?}"
-    );
+    let all_its_own = seen.iter().all(|&h| h == countdown);
+    assert!(all_its_own, "{seen:?} vs {countdown:?}");
     let stats = &test.stats()[0];
     assert_eq!((stats.wrong_client_type, stats.panics), (0, 0));
 }
@@ -160,14 +158,10 @@ fn asking_for_another_type_than_the_clients_panics_naming_both() {
     test.dispatch(outer, Event::Message(0)).unwrap();
     test.run_until_idle();
     let message = answered.try_recv().unwrap();
-    assert!(
-        message.starts_with("zerodispatch: `Context::own_handle::<one_rule::Inner>()`"),
-        "{message}"
-    );
-    assert!(
-        message.contains("which is a `one_rule::Outer`, not a `one_rule::Inner`"),
-        "{message}"
-    );
+    let asked = "zerodispatch: `Context::own_handle::<one_rule::Inner>()`";
+    assert!(message.starts_with(asked), "{message}");
+    let is = "which is a `one_rule::Outer`, not a `one_rule::Inner`";
+    assert!(message.contains(is), "{message}");
     assert!(message.contains("Context::handle()"), "{message}");
     assert!(message.contains(&outer.to_string()), "{message}");
     assert_eq!(test.stats()[0].panics, 0, "caught in the client");

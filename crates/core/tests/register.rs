@@ -26,11 +26,8 @@ fn least_loaded_placement_spreads_clients_and_explicit_placement_pins_them() {
     let (client_type, index) = (ClientType::Queue, 3);
     let fourth = RegisterRefusal::NoSuchProcessor(ProcessorId { client_type, index });
     assert_eq!(refusal(client_type, Placement::Processor(3)), fourth);
-    let sessions = RegisterRefusal::NoProcessors(ClientType::Session);
-    assert_eq!(
-        refusal(ClientType::Session, Placement::LeastLoaded),
-        sessions
-    );
+    let refused = refusal(ClientType::Session, Placement::LeastLoaded);
+    assert_eq!(refused, RegisterRefusal::NoProcessors(ClientType::Session));
 }
 
 #[test]

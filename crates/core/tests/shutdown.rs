@@ -36,13 +36,11 @@ fn dispatch_after_shutdown_hands_the_event_back() {
 #[test]
 fn a_batch_after_shutdown_hands_back_its_first_event() {
     let (_d, handle, h) = shut_down();
+    use DispatchError::ShutDown;
     let mut events = (0..3).map(Event::Message);
     let err = handle.dispatch_batch(h, &mut events).unwrap_err();
     assert_eq!(err.enqueued, 0);
-    assert!(matches!(
-        err.error,
-        DispatchError::ShutDown(Event::Message(0))
-    ));
+    assert!(matches!(err.error, ShutDown(Event::Message(0))));
     assert_eq!(events.count(), 2);
     let empty = handle.try_dispatch_batch(h, &mut std::iter::empty::<Event<u64>>());
     assert!(matches!(empty, Ok(0)));

@@ -66,10 +66,8 @@ fn call_refuses_processor_threads_bad_ids_and_shutdown() {
     assert_eq!(inner, Err(SyncError::OnProcessorThread(session)));
     let (client_type, index) = (ClientType::Cluster, 0);
     let missing = ProcessorId { client_type, index };
-    assert_eq!(
-        d.call(missing, || 1_u8),
-        Err(SyncError::NoSuchProcessor(missing))
-    );
+    let refused = d.call(missing, || 1_u8);
+    assert_eq!(refused, Err(SyncError::NoSuchProcessor(missing)));
 
     let handle = d.handle();
     d.shutdown();

@@ -200,10 +200,8 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
     assert_none_allocated(after - before, what);
 
     drop(dispatcher);
-    assert_eq!(
-        session_ran.load(Ordering::Relaxed),
-        (WARM_UP + EVENTS) / 1000
-    );
+    let every_thousandth = (WARM_UP + EVENTS) / 1000;
+    assert_eq!(session_ran.load(Ordering::Relaxed), every_thousandth);
 }
 
 /// Batches per thread: the first `BATCH_WARM_UP` warm up.

@@ -56,7 +56,7 @@ struct ClientState {
     goodbye: Option<usize>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Timer {
     deadline_ns: u64,
     ran_at_ns: Option<u64>,
@@ -310,11 +310,10 @@ pub fn run(seed: u64) {
             .rng()
             .one_in(2)
             .then(|| sim.rng().below(clients as u64) as usize);
-        let (world_, handle) = (shared.clone(), sim.handle());
         let node = Node {
             me,
-            world: world_,
-            handle,
+            world: shared.clone(),
+            handle: sim.handle(),
         };
         let handle = sim
             .register(client_type, node, Placement::LeastLoaded)
@@ -367,12 +366,9 @@ pub fn run(seed: u64) {
                 let mut w = world(&shared);
                 let index = w.timers.len();
                 let deadline_ns = w.now_ns() + delay.as_nanos() as u64;
-                let (ran_at_ns, dropped_unrun, cancelled) = (None, false, false);
                 w.timers.push(Timer {
                     deadline_ns,
-                    ran_at_ns,
-                    dropped_unrun,
-                    cancelled,
+                    ..Timer::default()
                 });
                 drop(w);
                 let probe = TimerProbe {
