@@ -265,12 +265,7 @@ fn dropping_the_dispatcher_on_its_own_processor_shuts_everything_down() {
 /// 18: huge capacities panicked ("capacity overflow") or aborted on the allocation.
 #[test]
 fn huge_capacities_are_configuration_errors() {
-    let refused = |c| {
-        Dispatcher::<u64>::builder()
-            .pool(ClientType::Queue, c)
-            .build()
-            .unwrap_err()
-    };
+    let refused = |c| queue_pool::<u64>(c).build().unwrap_err();
     for capacity in [usize::MAX, 1 << 40, MAX_CAPACITY + 1] {
         let err = refused(PoolConfig::new(1).capacity(capacity));
         assert_eq!(err.problem, Problem::CapacityTooLarge(capacity));

@@ -32,8 +32,7 @@ fn a_panicking_handler_flush_or_callback_is_counted_and_the_processor_goes_on() 
 
 #[test]
 fn a_stuck_processor_is_reported() {
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1))
+    let d = queue_pool::<u64>(PoolConfig::new(1))
         .stuck_warning(Duration::from_millis(50))
         .monitor_interval(Duration::from_millis(5))
         .build()

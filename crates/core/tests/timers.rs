@@ -126,8 +126,7 @@ fn a_full_set_of_timers_hands_the_callback_back_and_frees_as_they_run() {
     let refused = none.schedule(q, none.now(), Callback::new(|| ()));
     assert!(matches!(refused, Err(DispatchError::TimersFull(_))));
     let too_many = PoolConfig::new(1).timers(MAX_CAPACITY + 1);
-    let built = Dispatcher::<u64>::builder().pool(ClientType::Queue, too_many);
-    assert!(built.build().is_err());
+    assert!(queue_pool::<u64>(too_many).build().is_err());
 }
 
 #[test]

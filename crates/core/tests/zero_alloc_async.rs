@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 
-use common::{Tally, assert_none_allocated};
+use common::{Tally, assert_none_allocated, queue_pool};
 use zerodispatch_core::*;
 use zerodispatch_testkit::CountingAllocator;
 
@@ -64,9 +64,8 @@ fn main() {
 }
 
 fn the_async_door_allocates_nothing_per_event() {
-    let builder =
-        Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(1).capacity(64));
-    let dispatcher = builder.build().unwrap();
+    let dispatcher = queue_pool::<u64>(PoolConfig::new(1).capacity(64)).build();
+    let dispatcher = dispatcher.unwrap();
     let tally = Tally::default();
     let sink = dispatcher.register(
         ClientType::Queue,

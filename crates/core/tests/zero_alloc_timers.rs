@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::assert_none_allocated;
+use common::{assert_none_allocated, queue_pool};
 use zerodispatch_core::*;
 use zerodispatch_testkit::CountingAllocator;
 
@@ -75,10 +75,7 @@ fn schedule(d: &Dispatcher<NoMessage>, queue: ProcessorId, fired: &Arc<AtomicU64
 
 fn timers_allocate_nothing() {
     let queues = PoolConfig::new(2).timers(256);
-    let d = Dispatcher::<NoMessage>::builder()
-        .pool(ClientType::Queue, queues)
-        .build()
-        .unwrap();
+    let d = queue_pool::<NoMessage>(queues).build().unwrap();
     // The application's timers on one processor, the ticker alone on the other.
     let [queue, ticker] = d.processors(ClientType::Queue)[..] else {
         unreachable!("two queue processors")

@@ -10,8 +10,9 @@ pub use std::time::{Duration, Instant};
 
 use zerodispatch_core::testing::TestDispatcher;
 use zerodispatch_core::{
-    Callback, Client, ClientEvent, ClientHandle, ClientType, Context, Dispatcher, DispatcherHandle,
-    Event, Placement, PoolConfig, ProcessorId, ProcessorSnapshot,
+    Callback, Client, ClientEvent, ClientHandle, ClientType, Context, Dispatcher,
+    DispatcherBuilder, DispatcherHandle, Event, Placement, PoolConfig, ProcessorId,
+    ProcessorSnapshot,
 };
 
 /// A client that keeps the defaults of [`Client`]: it runs callbacks and drops messages.
@@ -147,9 +148,14 @@ pub fn messages(log: &Mutex<Vec<Seen>>) -> Vec<u64> {
     log.iter().filter_map(message).collect()
 }
 
+/// A builder of one queue pool, for a dispatcher of messages `M`.
+pub fn queue_pool<M: Send + 'static>(config: PoolConfig) -> DispatcherBuilder<M> {
+    Dispatcher::builder().pool(ClientType::Queue, config)
+}
+
 /// A dispatcher of one queue pool, its monitor probing at `monitor` (the default if none).
 fn queues_monitored(config: PoolConfig, monitor: Option<Duration>) -> Dispatcher<u64> {
-    let builder = Dispatcher::builder().pool(ClientType::Queue, config);
+    let builder = queue_pool(config);
     let builder = match monitor {
         Some(interval) => builder.monitor_interval(interval),
         None => builder,
@@ -164,8 +170,7 @@ pub fn one_queue(config: PoolConfig) -> Dispatcher<u64> {
 
 /// A stepped dispatcher (`zerodispatch_core::testing`) of one queue pool.
 pub fn one_queue_stepped(config: PoolConfig) -> TestDispatcher<u64> {
-    let queues = Dispatcher::builder().pool(ClientType::Queue, config);
-    queues.build_stepped().expect("valid config")
+    queue_pool(config).build_stepped().expect("valid config")
 }
 
 /// A dispatcher of a session pool and a queue pool.
