@@ -229,12 +229,7 @@ fn on_a_processor_thread_the_door_goes_through_the_outbox() {
         }
     }
     within(LIMIT, "dispatch_async on a processor thread", || {
-        let d = Dispatcher::<u64>::builder()
-            .pool(ClientType::Queue, PoolConfig::new(1).capacity(2))
-            .pool(ClientType::Session, PoolConfig::new(1))
-            .monitor_interval(Duration::from_secs(3600))
-            .build()
-            .unwrap();
+        let d = sessions_and_queues_unprobed(PoolConfig::new(1), PoolConfig::new(1).capacity(2));
         let (sink, log) = recorder_on(&d);
         let polled = Arc::new(Mutex::new(Vec::new()));
         let (to, seen) = (sink.erase(), polled.clone());

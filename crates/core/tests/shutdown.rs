@@ -144,12 +144,7 @@ fn an_event_a_client_dispatches_from_its_drop_at_shutdown_is_run_and_the_shutdow
     // Unprobed: a monitor probe landing while the session processor is held would take one
     // of its two slots, and the dispatch of 2 below would wait forever for the processor
     // this thread holds.
-    let mut d = Dispatcher::builder()
-        .pool(ClientType::Session, PoolConfig::new(1).capacity(2))
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .monitor_interval(Duration::from_secs(3600))
-        .build()
-        .expect("valid config");
+    let mut d = sessions_and_queues_unprobed(PoolConfig::new(1).capacity(2), PoolConfig::new(1));
     let (session, seen) = Recorder::new();
     let session = on_session(&d, session);
     // The session processor is held in a handler while its queue is full.

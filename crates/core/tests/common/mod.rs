@@ -175,11 +175,15 @@ pub fn one_queue_stepped(config: PoolConfig) -> TestDispatcher<u64> {
 
 /// A dispatcher of a session pool and a queue pool.
 pub fn sessions_and_queues(sessions: PoolConfig, queues: PoolConfig) -> Dispatcher<u64> {
-    let builder = Dispatcher::builder().pool(ClientType::Session, sessions);
-    builder
-        .pool(ClientType::Queue, queues)
-        .build()
-        .expect("valid config")
+    let builder = queue_pool(queues).pool(ClientType::Session, sessions);
+    builder.build().expect("valid config")
+}
+
+/// A session pool and a queue pool never probed in a test's lifetime (a probe takes a slot).
+pub fn sessions_and_queues_unprobed(sessions: PoolConfig, queues: PoolConfig) -> Dispatcher<u64> {
+    let builder = queue_pool(queues).pool(ClientType::Session, sessions);
+    let unprobed = builder.monitor_interval(Duration::from_secs(3600));
+    unprobed.build().expect("valid config")
 }
 
 /// One queue processor and a monitor that probes it every millisecond while it is awake.
