@@ -134,9 +134,8 @@ fn a_handle_of_another_dispatcher_is_refused() {
     assert!(matches!(sent, Err(NoSuchProcessor(Event::Message(7)))));
     let tried = b.try_dispatch(from_a, Event::Message(7));
     assert!(matches!(tried, Err(NoSuchProcessor(_))));
-    let batch = b
-        .dispatch_batch(from_a, &mut (0..3).map(Event::Message))
-        .unwrap_err();
+    let mut events = (0..3).map(Event::Message);
+    let batch = b.dispatch_batch(from_a, &mut events).unwrap_err();
     let outcome = (batch.enqueued, batch.error);
     assert!(matches!(outcome, (0, NoSuchProcessor(_))));
     assert!(matches!(b.unregister(from_a), Err(NoSuchProcessor(_))));
@@ -244,13 +243,11 @@ fn dropping_the_dispatcher_on_its_own_processor_shuts_everything_down() {
     let dispatcher = d.handle();
     let (owner, returned) = (Arc::new(Mutex::new(Some(d))), Counter::default());
     let (in_handler, r) = (owner.clone(), returned.clone());
-    let drop_it = Callback::new(move || {
+    let drop_it = Event::Callback(Callback::new(move || {
         drop(in_handler.lock().unwrap().take());
         r.incr();
-    });
-    dispatcher
-        .dispatch(handles[1], Event::Callback(drop_it))
-        .unwrap();
+    }));
+    dispatcher.dispatch(handles[1], drop_it).unwrap();
     let what = "every processor stopped and dropped its clients";
     within(Duration::from_secs(10), what, move || {
         eventually("all three clients dropped", || dropped.get() == 3);

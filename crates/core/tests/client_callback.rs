@@ -33,14 +33,12 @@ fn a_callback_for_another_client_type_is_dropped_unrun_and_counted() {
     let other = on_queue(&dispatcher, Sink);
     let (drops, ran) = (Counter::default(), Counter::default());
     let (guard, r) = (DropCounted(drops.clone()), ran.clone());
-    let wrong = Event::to_client(move |_: &mut Recorder, _| {
+    let wrong = Event::from(Event::to_client(move |_: &mut Recorder, _| {
         let _keep = &guard;
         r.incr();
-    });
+    }));
     // Erased, the handle takes a callback of any client type (typed, this does not compile).
-    dispatcher
-        .dispatch(other.erase(), Event::from(wrong))
-        .unwrap();
+    dispatcher.dispatch(other.erase(), wrong).unwrap();
     // The processor goes on: a later event to the right client arrives.
     dispatcher.dispatch(recorder, Event::Message(9)).unwrap();
     dispatcher.synchronize(other).unwrap();

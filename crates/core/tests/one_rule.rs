@@ -47,9 +47,8 @@ fn a_refused_work_comes_back_as_a_callback_that_the_same_call_takes_again() {
     let nowhere = ProcessorId { client_type, index };
     let (tx, rx) = mpsc::channel();
 
-    let refused = d
-        .execute(nowhere, move || tx.send("ran").unwrap())
-        .unwrap_err();
+    let ran = move || tx.send("ran").unwrap();
+    let refused = d.execute(nowhere, ran).unwrap_err();
     assert!(refused.is_no_such_processor());
     let callback: Callback = refused.into_inner();
     assert!(callback.is_inline());

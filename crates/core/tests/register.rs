@@ -18,15 +18,11 @@ fn least_loaded_placement_spreads_clients_and_explicit_placement_pins_them() {
     assert_eq!(per_processor, [2, 2, 2]);
     let pinned = recorder_at(&d, Placement::Processor(1)).0;
     assert_eq!(pinned.processor().index, 1);
-    let refusal = |t, placement| {
-        d.register(t, Recorder::new().0, placement)
-            .unwrap_err()
-            .reason
-    };
+    let refusal = |t, placement| d.register(t, Recorder::new().0, placement).unwrap_err();
     let (client_type, index) = (ClientType::Queue, 3);
     let fourth = RegisterRefusal::NoSuchProcessor(ProcessorId { client_type, index });
-    assert_eq!(refusal(client_type, Placement::Processor(3)), fourth);
-    let refused = refusal(ClientType::Session, Placement::LeastLoaded);
+    assert_eq!(refusal(client_type, Placement::Processor(3)).reason, fourth);
+    let refused = refusal(ClientType::Session, Placement::LeastLoaded).reason;
     assert_eq!(refused, RegisterRefusal::NoProcessors(ClientType::Session));
 }
 

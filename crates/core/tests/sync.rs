@@ -60,9 +60,8 @@ fn call_refuses_processor_threads_bad_ids_and_shutdown() {
     let mut d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(1));
     let (queue, session) = (first_queue(&d), d.processors(ClientType::Session)[0]);
     let handle = d.handle();
-    let inner = d
-        .call(session, move || handle.call(queue, || 1_u8))
-        .unwrap();
+    let call_inside = move || handle.call(queue, || 1_u8);
+    let inner = d.call(session, call_inside).unwrap();
     assert_eq!(inner, Err(SyncError::OnProcessorThread(session)));
     let (client_type, index) = (ClientType::Cluster, 0);
     let missing = ProcessorId { client_type, index };

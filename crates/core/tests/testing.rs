@@ -199,9 +199,8 @@ fn timers_run_when_the_test_moves_the_clock_in_deadline_order_after_a_flush() {
         test.schedule(q, at, timer(&log, ms)).unwrap();
     }
     let never = Callback::new(|| panic!("cancelled"));
-    let cancelled = test
-        .schedule_in(q, Duration::from_millis(15), never)
-        .unwrap();
+    let in_15_ms = Duration::from_millis(15);
+    let cancelled = test.schedule_in(q, in_15_ms, never).unwrap();
     test.run_until_idle();
     assert!(taken(&log).is_empty(), "the clock has not moved");
     assert!(test.cancel(cancelled));

@@ -76,9 +76,8 @@ fn a_cancelled_timer_never_runs_and_its_captures_are_dropped() {
         let _keep = &keep;
         r.incr();
     });
-    let token = d
-        .schedule_in(queue, Duration::from_millis(20), timer)
-        .unwrap();
+    let in_20_ms = Duration::from_millis(20);
+    let token = d.schedule_in(queue, in_20_ms, timer).unwrap();
     assert_eq!(token.processor(), queue);
     assert!(d.cancel(token));
     assert!(!d.cancel(token), "cancelled once only");

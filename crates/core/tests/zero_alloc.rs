@@ -153,9 +153,8 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
     for i in 0..CALLS {
         dispatcher.synchronize(queue_processor).unwrap();
         let h = handled.clone();
-        let (seq, seen) = dispatcher
-            .call(session, move || (i, h.load(Ordering::Acquire)))
-            .unwrap();
+        let answer = move || (i, h.load(Ordering::Acquire));
+        let (seq, seen) = dispatcher.call(session, answer).unwrap();
         assert_eq!(seq, i);
         assert!(seen >= WARM_UP + EVENTS);
     }
