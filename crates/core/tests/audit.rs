@@ -81,9 +81,8 @@ fn synchronize_on_a_processor_thread_is_refused_so_two_cannot_wait_for_each_othe
     }
     let what = "dropping the dispatcher after a mutual synchronize";
     within(Duration::from_secs(10), what, move || {
-        eventually("both synchronize calls returned", || {
-            results.lock().unwrap().len() == 2
-        });
+        let both = "both synchronize calls returned";
+        eventually(both, || results.lock().unwrap().len() == 2);
         for (me, r) in results.lock().unwrap().iter() {
             assert_eq!(*r, Err(SyncError::OnProcessorThread(*me)));
         }
@@ -111,9 +110,8 @@ fn a_processor_of_one_dispatcher_waits_on_a_full_processor_of_another() {
     let early = *result.lock().unwrap();
     hold.wait(); // release B's processor before asserting, so that a failure cannot hang
     assert_eq!(early, None, "it must wait, not hand back");
-    eventually("the waiting dispatch went through", || {
-        *result.lock().unwrap() == Some(true)
-    });
+    let through = "the waiting dispatch went through";
+    eventually(through, || *result.lock().unwrap() == Some(true));
     b.synchronize(target).unwrap();
     assert_eq!(messages(&log), [1, 2]);
 }
@@ -334,9 +332,8 @@ fn shutdown_timeout_names_a_stuck_processor_and_returns() {
     // The other processor finished; the stuck one finishes once its handler returns.
     eventually("the free processor's client dropped", || dropped.get() == 1);
     release.wait();
-    eventually("the stuck processor's client dropped", || {
-        dropped.get() == 2
-    });
+    let stuck_dropped = "the stuck processor's client dropped";
+    eventually(stuck_dropped, || dropped.get() == 2);
     let again = d.shutdown_timeout(Duration::from_millis(1));
     assert_eq!(again, Ok(()), "idempotent");
 }

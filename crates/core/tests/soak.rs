@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use zerodispatch_core::testing::SimRng as Rng;
 use zerodispatch_core::*;
+use zerodispatch_testkit::within;
 
 /// Tokens the soak can issue, at most (the ledger is preallocated).
 const MAX_TOKENS: usize = 1 << 25;
@@ -268,15 +269,11 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
     }
     // Shutdown in mid-stream: producers are still dispatching.
     let stats = dispatcher.stats();
-    let (shutdown_tx, shutdown_rx) = std::sync::mpsc::channel();
-    let shutting = thread::spawn(move || {
+    let what = "shutdown in mid-stream";
+    let dispatcher = within(Duration::from_secs(10), what, move || {
         dispatcher.shutdown();
-        let _ = shutdown_tx.send(());
         dispatcher
     });
-    let finished = shutdown_rx.recv_timeout(Duration::from_secs(10));
-    finished.expect("shutdown in mid-stream finished within 10 s");
-    let dispatcher = shutting.join().unwrap();
     stop.store(true, Ordering::Relaxed);
     for t in threads {
         t.join().unwrap();

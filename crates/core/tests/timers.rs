@@ -60,9 +60,8 @@ fn a_timer_runs_after_the_clients_are_flushed() {
     d.dispatch(client, Event::Message(1)).unwrap();
     held.wait();
     d.synchronize(client).unwrap();
-    eventually("the message sent and the timer run", || {
-        out.lock().unwrap().len() >= 2
-    });
+    let both = "the message sent and the timer run";
+    eventually(both, || out.lock().unwrap().len() >= 2);
     assert_eq!(*out.lock().unwrap(), ["sent 1", "timer"]);
 }
 
@@ -82,9 +81,8 @@ fn a_cancelled_timer_never_runs_and_its_captures_are_dropped() {
     assert!(d.cancel(token));
     assert!(!d.cancel(token), "cancelled once only");
     // At its deadline the processor drops it unrun and frees its slot.
-    eventually("the cancelled timer dropped", || {
-        Arc::strong_count(&captured) <= 1
-    });
+    let dropped = "the cancelled timer dropped";
+    eventually(dropped, || Arc::strong_count(&captured) <= 1);
     assert_eq!(ran.get(), 0);
     assert_eq!(d.stats()[0].timers_fired, 0);
     // A token of another dispatcher cancels nothing.
