@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 
 use common::*;
+use tokio::runtime::{Builder, Runtime};
 use zerodispatch_core::*;
 use zerodispatch_testkit::within;
 
@@ -37,13 +38,13 @@ fn ready_ok<F: Future<Output = Result<(), E>> + Unpin, E>(future: &mut F, waker:
 }
 
 /// Lets the runtime's threads run for `ms` milliseconds.
-fn pause(rt: &tokio::runtime::Runtime, ms: u64) {
+fn pause(rt: &Runtime, ms: u64) {
     rt.block_on(async { tokio::time::sleep(Duration::from_millis(ms)).await });
 }
 
 /// A runtime of four workers, with time.
-fn runtime() -> tokio::runtime::Runtime {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
+fn runtime() -> Runtime {
+    let mut builder = Builder::new_multi_thread();
     builder.worker_threads(4).enable_time().build().unwrap()
 }
 
@@ -326,9 +327,7 @@ fn call_async_is_cancel_safe() {
         assert_eq!(ran.get(), 10, "only the enqueued call ran");
 
         // The thread's next calls get their own answers.
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
+        let rt = Builder::new_current_thread().build().unwrap();
         for i in 0..3_u64 {
             let answer = rt.block_on(d.call_async(queue, move || i + 100));
             assert_eq!(answer, Ok(i + 100));
