@@ -3,7 +3,7 @@
 #![cfg(not(loom))]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 
 use zerodispatch_core::*;
@@ -52,17 +52,12 @@ fn run_producers(
     handle: &DispatcherHandle<u64>,
     clients: &[ClientHandle],
     tally: &Arc<Tally>,
-    stop: &Arc<AtomicBool>,
 ) -> Vec<thread::JoinHandle<()>> {
     (0..PRODUCERS)
         .map(|p| {
-            let (handle, clients) = (handle.clone(), clients.to_vec());
-            let (tally, stop) = (tally.clone(), stop.clone());
+            let (handle, clients, tally) = (handle.clone(), clients.to_vec(), tally.clone());
             thread::spawn(move || {
                 for i in 0..PER_PRODUCER {
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
                     let to = clients[((p + i) % clients.len() as u64) as usize];
                     let send = |event| {
                         if i % 2 == 0 {
@@ -129,25 +124,18 @@ fn ran(tally: &Tally, messages: &AtomicU64) -> u64 {
     tally.callbacks_run.load(Ordering::Relaxed) + messages.load(Ordering::Relaxed)
 }
 
-/// The messages handled, the clients (two per processor), an empty tally, a stop flag.
-type Stream = (
-    Arc<AtomicU64>,
-    Vec<ClientHandle>,
-    Arc<Tally>,
-    Arc<AtomicBool>,
-);
-
-fn stream(d: &Dispatcher<u64>) -> Stream {
+/// The messages handled, the clients (two per processor), an empty tally.
+fn stream(d: &Dispatcher<u64>) -> (Arc<AtomicU64>, Vec<ClientHandle>, Arc<Tally>) {
     let messages = Arc::new(AtomicU64::new(0));
     let clients = register_all(d, &messages);
-    (messages, clients, Arc::default(), Arc::default())
+    (messages, clients, Arc::default())
 }
 
 #[test]
 fn every_event_runs_once_or_is_handed_back() {
     let mut d = dispatcher();
-    let (messages, clients, tally, stop) = stream(&d);
-    for t in run_producers(&d.handle(), &clients, &tally, &stop) {
+    let (messages, clients, tally) = stream(&d);
+    for t in run_producers(&d.handle(), &clients, &tally) {
         t.join().unwrap();
     }
     d.shutdown();
@@ -169,8 +157,8 @@ fn every_event_runs_once_or_is_handed_back() {
 #[test]
 fn shutdown_in_the_middle_of_a_stream_loses_nothing() {
     let mut d = dispatcher();
-    let (messages, clients, tally, stop) = stream(&d); // `stop` never set: producers stop at ShutDown
-    let producers = run_producers(&d.handle(), &clients, &tally, &stop);
+    let (messages, clients, tally) = stream(&d);
+    let producers = run_producers(&d.handle(), &clients, &tally);
     while tally.accepted.load(Ordering::Relaxed) < PER_PRODUCER {
         thread::yield_now();
     }
