@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 
-use common::{Tally, assert_none_allocated, queue_pool};
+use common::{Tally, assert_none_allocated, on_queue, one_queue};
 use zerodispatch_core::*;
 use zerodispatch_testkit::CountingAllocator;
 
@@ -46,15 +46,6 @@ fn block_on<F: Future>(future: F, waker: &Waker, waits: &mut u64) -> F::Output {
     }
 }
 
-/// Tallies the messages it handles.
-struct Sum(Tally);
-
-impl Client<u64> for Sum {
-    fn on_message(&mut self, m: u64, _ctx: &mut Context<u64>) {
-        self.0.count(m);
-    }
-}
-
 /// Runs the proof without libtest (`zerodispatch_testkit::proof_main`).
 fn main() {
     zerodispatch_testkit::proof_main(
@@ -64,15 +55,9 @@ fn main() {
 }
 
 fn the_async_door_allocates_nothing_per_event() {
-    let dispatcher = queue_pool::<u64>(PoolConfig::new(1).capacity(64)).build();
-    let dispatcher = dispatcher.unwrap();
+    let dispatcher = one_queue(PoolConfig::new(1).capacity(64));
     let tally = Tally::default();
-    let sink = dispatcher.register(
-        ClientType::Queue,
-        Sum(tally.clone()),
-        Placement::LeastLoaded,
-    );
-    let sink = sink.unwrap();
+    let sink = on_queue(&dispatcher, tally.clone());
     let handle = dispatcher.handle();
     let waker = Waker::from(Arc::new(Unpark(thread::current())));
     let mut waits = 0;

@@ -341,6 +341,13 @@ impl Tally {
     }
 }
 
+/// A client that tallies the messages it handles.
+impl Client<u64> for Tally {
+    fn on_message(&mut self, m: u64, _ctx: &mut Context<u64>) {
+        self.count(m);
+    }
+}
+
 /// A confirm, the broker's typical message: queue id, message GUID, sub-queue id.
 #[derive(Clone, Copy)]
 pub struct Confirm {
