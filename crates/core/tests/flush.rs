@@ -19,12 +19,9 @@ fn events_reach_the_client_in_order_and_one_flush_follows_a_drained_batch() {
     gate.wait();
     d.synchronize(h).unwrap();
     let log = log.lock().unwrap().clone();
-    let mut expected = Vec::new();
-    for i in 0..5 {
-        expected.extend([Seen::Message(i), Seen::Callback]);
-    }
-    expected.push(Seen::Flush); // one flush for the whole drained batch (the dedup flag)
-    assert_eq!(log, expected);
+    let each = (0..5).flat_map(|i| [Seen::Message(i), Seen::Callback]);
+    // One flush for the whole drained batch (the dedup flag).
+    assert_eq!(log, each.chain([Seen::Flush]).collect::<Vec<_>>());
     assert_eq!(ran.get(), 5);
 }
 

@@ -82,9 +82,8 @@ fn a_pack_is_split_at_the_flush_points_of_max_batch() {
 /// Other types' callbacks, spilled callbacks and a stale key in packs: each counted once.
 #[test]
 fn a_packs_events_are_counted_one_by_one_wrong_type_spilled_and_stale() {
-    let d = one_queue(PoolConfig::new(1));
-    let (recorder, log) = Recorder::new();
-    let h = on_queue(&d, recorder).erase();
+    let (d, h, log) = recorded(PoolConfig::new(1));
+    let h = h.erase();
     let ran = Counter::default();
     let wrong_type = |_: &mut Sink, _: &mut _| unreachable!("not run on a client of another type");
     let mut events = (0..12_u64).map(|i| match i % 3 {
@@ -102,13 +101,8 @@ fn a_packs_events_are_counted_one_by_one_wrong_type_spilled_and_stale() {
 
     // A stale key: every event of the pack is stale; a spilled one among them counted too.
     d.unregister(h).unwrap();
-    let mut stale = (0..16_u64).map(|i| {
-        if i == 0 {
-            Event::Callback(Callback::spill(|| unreachable!("stale: not run")))
-        } else {
-            Event::Message(i)
-        }
-    });
+    let never = Event::Callback(Callback::spill(|| unreachable!("stale: not run")));
+    let mut stale = std::iter::once(never).chain((1..16).map(Event::Message));
     d.dispatch_batch(h, &mut stale).unwrap();
     d.synchronize(h.processor()).unwrap();
     let stats = d.stats()[0].clone();

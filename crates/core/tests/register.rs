@@ -33,14 +33,9 @@ fn in_dispatcher_thread_is_true_only_on_the_owning_processor() {
     let b = recorder_at(&d, Placement::Processor(1)).0;
     assert!(!d.in_dispatcher_thread(a));
     let answers = Arc::new(Mutex::new(None));
-    let (handle, out) = (d.handle(), answers.clone());
+    let (h, out) = (d.handle(), answers.clone());
     // Two 16-byte handles and two pointers: more than the default space holds.
-    let ask = move || {
-        (
-            handle.in_dispatcher_thread(a),
-            handle.in_dispatcher_thread(b),
-        )
-    };
+    let ask = move || (h.in_dispatcher_thread(a), h.in_dispatcher_thread(b));
     let ask = Callback::spill(move || *out.lock().unwrap() = Some(ask()));
     d.execute(a.processor(), ask).unwrap();
     d.synchronize(a).unwrap();
