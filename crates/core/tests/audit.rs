@@ -30,9 +30,8 @@ fn two_processors_dispatching_to_each_other_on_tiny_queues_never_deadlock() {
     const PRODUCERS: u64 = 4;
     const PER_PRODUCER: u64 = 2_000;
     const HOPS: u64 = 6;
-    let d = Arc::new(one_queue(
-        PoolConfig::new(2).capacity(8).outbox_capacity(64),
-    ));
+    let tiny = PoolConfig::new(2).capacity(8).outbox_capacity(64);
+    let d = Arc::new(one_queue(tiny));
     let ended = Counter::default();
     let peers: [Arc<Mutex<_>>; 2] = Default::default();
     let bouncer = |i: usize| Bouncer(peers[i].clone(), ended.clone());
@@ -53,9 +52,8 @@ fn two_processors_dispatching_to_each_other_on_tiny_queues_never_deadlock() {
                 });
             }
         });
-        eventually("every message finishes or is refused", || {
-            ended_in_time.get() as u64 == total
-        });
+        let all_ended = "every message finishes or is refused";
+        eventually(all_ended, || ended_in_time.get() as u64 == total);
     });
     let outboxed: u64 = d.stats().iter().map(|s| s.outboxed).sum();
     assert!(outboxed > 0, "the test never filled a queue");
