@@ -31,9 +31,8 @@ impl Client<u64> for Logger {
     fn on_message(&mut self, n: u64, ctx: &mut Context<u64>) {
         note(&self.log, format!("{} got {n}", self.name));
         if let (Some(next), true) = (self.next, n > 100) {
-            ctx.dispatcher()
-                .dispatch(next, Event::Message(n - 100))
-                .unwrap();
+            let forwarded = ctx.dispatcher().dispatch(next, Event::Message(n - 100));
+            forwarded.unwrap();
         }
     }
     fn flush(&mut self, _ctx: &mut Context<u64>) {
@@ -41,17 +40,15 @@ impl Client<u64> for Logger {
     }
 }
 
+/// A stepped dispatcher of one session processor and a queue pool.
 fn stepped(queue: PoolConfig) -> TestDispatcher<u64> {
     stepped_with(PoolConfig::new(1), queue)
 }
 
 /// A stepped dispatcher of a session pool and a queue pool.
 fn stepped_with(sessions: PoolConfig, queues: PoolConfig) -> TestDispatcher<u64> {
-    let builder = Dispatcher::<u64>::builder().pool(ClientType::Session, sessions);
-    builder
-        .pool(ClientType::Queue, queues)
-        .build_stepped()
-        .unwrap()
+    let builder = queue_pool(queues).pool(ClientType::Session, sessions);
+    builder.build_stepped().unwrap()
 }
 
 /// `client` registered on the least loaded processor of type `t`.
@@ -263,10 +260,9 @@ impl Client<u64> for Forwarding {
         self.pending.push(n);
     }
     fn flush(&mut self, ctx: &mut Context<u64>) {
+        let dispatcher = ctx.dispatcher();
         for n in self.pending.drain(..) {
-            ctx.dispatcher()
-                .dispatch(self.to, Event::Message(n))
-                .unwrap();
+            dispatcher.dispatch(self.to, Event::Message(n)).unwrap();
         }
     }
 }
@@ -331,8 +327,7 @@ fn an_event_a_client_dispatches_from_its_drop_at_shutdown_is_run_though_the_targ
 
 #[test]
 fn advance_runs_the_timers_of_every_processor_in_deadline_order() {
-    let queues = Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(2));
-    let (test, log) = (queues.build_stepped().unwrap(), Log::default());
+    let (test, log) = (one_queue_stepped(PoolConfig::new(2)), Log::default());
     let queues = test.processors(ClientType::Queue);
     // The later deadline on the processor stepped first.
     for (processor, ms) in [(queues[0], 2_u64), (queues[1], 1)] {

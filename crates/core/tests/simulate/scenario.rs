@@ -234,11 +234,8 @@ impl TimerProbe {
         let now = w.now_ns();
         let index = self.index;
         let timer = &mut w.timers[index];
-        let (cancelled, ran_before, deadline) = (
-            timer.cancelled,
-            timer.ran_at_ns.replace(now),
-            timer.deadline_ns,
-        );
+        let ran_before = timer.ran_at_ns.replace(now);
+        let (cancelled, deadline) = (timer.cancelled, timer.deadline_ns);
         w.check(!cancelled, || {
             format!("timer {index} ran after it was cancelled")
         });
