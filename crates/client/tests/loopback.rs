@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use support::{
     Action, Config, FakeBroker, Received, UNKNOWN_QUEUE, all_settled, answer_hello_and_open,
     capped, connected, consuming, credit, dynamic, error_bytes, exactly_once, frame_bytes, ids,
-    listen, named_producer_of, producer_of, producing, quiet, send_n, timer, wait_exactly_once,
-    wait_outcomes, wait_until,
+    invalid_option, listen, named_producer_of, producer_of, producing, quiet, send_n, timer,
+    wait_count, wait_exactly_once, wait_outcomes, wait_until,
 };
 use zerodispatch_client::ConfirmStatus::{Closed, NotSent};
 use zerodispatch_client::{
@@ -26,6 +26,20 @@ fn protocol_code(error: &ClientError) -> Option<ErrorCode> {
         ClientError::Protocol { code, .. } => Some(*code),
         _ => None,
     }
+}
+
+/// The code of a refusal, and the kind of frame refused.
+fn refusal(error: &ClientError) -> Option<(ErrorCode, Option<FrameKind>)> {
+    match error {
+        ClientError::Refused { code, refused, .. } => Some((*code, *refused)),
+        _ => None,
+    }
+}
+
+/// The error of a broker's fatal `Error` frame saying `message`.
+fn broker_error(code: ErrorCode, message: &str) -> ClientError {
+    let message = message.into();
+    ClientError::Broker { code, message }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -48,15 +62,9 @@ async fn dynamic_send_forms_batches_under_load_cut_at_batch_size() {
     let (broker, _client, producer, outcomes) = producing(Config::default(), dynamic(64)).await;
     const N: u64 = 20_000;
     // From a plain thread, as fast as the cap allows: messages pile up behind writes.
-    let producer = Arc::new(producer);
-    let sender = Arc::clone(&producer);
-    std::thread::spawn(move || {
-        for i in 0..N {
-            sender.send_blocking(&i.to_le_bytes()).unwrap();
-        }
-    })
-    .join()
-    .unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| (0..N).for_each(|i| _ = producer.send_blocking(&i.to_le_bytes()).unwrap()));
+    });
     wait_exactly_once(&outcomes, N).await;
     let counts = broker.publish_counts();
     assert_eq!(counts.iter().sum::<usize>(), N as usize);
@@ -106,9 +114,7 @@ async fn timer_sends_on_its_ticks() {
 async fn the_cap_makes_send_wait_then_resume_and_try_send_hand_back() {
     let (broker, _client, producer, outcomes) = producing(Config::holding(), capped(4)).await;
     let producer = Arc::new(producer);
-    for i in 0..4_u8 {
-        producer.send(&[i]).await.unwrap();
-    }
+    send_n(&producer, 4).await;
     let full = producer.try_send(b"x");
     assert_eq!(full, Err(TrySendError::Full), "handed back at the cap");
     let dropped = tokio::time::timeout(Duration::from_millis(20), producer.send(b"dropped")).await;
@@ -120,16 +126,11 @@ async fn the_cap_makes_send_wait_then_resume_and_try_send_hand_back() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!fifth.is_finished(), "send waits at the cap");
     assert_eq!(producer.unconfirmed(), 4);
-    broker
-        .wait_for("4 messages", |log| log.messages_published() == 4)
-        .await;
+    wait_until("4 messages", || broker.published() == 4).await;
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
-    let id = tokio::time::timeout(Duration::from_secs(5), fifth)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    assert_eq!(id.0, 4, "resumes once confirms free room");
+    let id = tokio::time::timeout(Duration::from_secs(5), fifth).await;
+    let id = id.unwrap().unwrap().unwrap().0;
+    assert_eq!(id, 4, "resumes once confirms free room");
     wait_outcomes(&outcomes, 4).await;
     assert!(producer.try_send(b"sixth").is_ok());
 }
@@ -192,13 +193,10 @@ async fn close_gives_every_message_in_flight_one_outcome() {
         producer.close().await.unwrap();
         // Every outcome is in when close returns.
         all_settled(&outcomes, 10, ConfirmStatus::Closed);
-        let frames = broker.frames();
-        let sent: usize = broker.publish_counts().iter().sum();
+        let sent = broker.published();
         assert_eq!(sent, 10, "what was pending went before the close");
-        assert!(matches!(
-            frames.last(),
-            Some(Received::CloseProducer { .. })
-        ));
+        let last = broker.frames().pop();
+        assert!(matches!(last, Some(Received::CloseProducer { .. })));
         client.close().await;
     }
 }
@@ -254,15 +252,9 @@ async fn a_refusal_is_typed_and_the_connection_stays_open() {
     assert!(!refused.is_fatal());
     let options = ConsumerOptions::default();
     let consumer = client.open_consumer(QueueId(UNKNOWN_QUEUE), AppId(0), options, |_| {});
-    let consumer = consumer.await.unwrap_err();
-    assert!(matches!(
-        consumer,
-        ClientError::Refused {
-            code: ErrorCode::UNKNOWN_QUEUE,
-            refused: Some(FrameKind::OpenConsumer),
-            ..
-        }
-    ));
+    let refused = refusal(&consumer.await.unwrap_err());
+    let expected = (ErrorCode::UNKNOWN_QUEUE, Some(FrameKind::OpenConsumer));
+    assert_eq!(refused, Some(expected));
     let (producer, outcomes) = producer_of(&client, ProducerOptions::default()).await;
     producer.send(b"still open").await.unwrap();
     wait_outcomes(&outcomes, 1).await;
@@ -276,13 +268,8 @@ async fn a_fatal_error_frame_ends_the_connection_with_a_typed_error() {
     producer.send(b"in flight").await.unwrap();
     let bye = error_bytes(ErrorCode::SHUTTING_DOWN, None, 0, "bye");
     broker.act(Action::Raw(bye));
-    assert_eq!(
-        client.closed().await,
-        ClientError::Broker {
-            code: ErrorCode::SHUTTING_DOWN,
-            message: "bye".into()
-        }
-    );
+    let bye = broker_error(ErrorCode::SHUTTING_DOWN, "bye");
+    assert_eq!(client.closed().await, bye);
     let all = exactly_once(&outcomes, 1);
     assert!(matches!(all[0].status, Closed | NotSent));
 }
@@ -364,9 +351,7 @@ async fn a_consumer_gets_no_more_than_its_credit() {
     assert_eq!(got.len(), 5, "three and two");
     let token = support::token_of(1, consumer.id().0, 4);
     assert_eq!(got[4], (support::guid(4), token, vec![4; 3]));
-    broker
-        .wait_for("5 confirms", |log| log.guids_confirmed() == 5)
-        .await;
+    wait_until("5 confirms", || broker.confirmed() == 5).await;
     assert_eq!(broker.log().bad_tokens, 0, "each its own token");
     assert_eq!(broker.credits(), vec![2], "no automatic credit");
 }
@@ -378,9 +363,7 @@ async fn auto_credit_keeps_messages_flowing_and_confirms_are_batched() {
     let (consumer, received) = consuming(&client, options, |batch| batch.confirm_all()).await;
     let payloads: Vec<Vec<u8>> = (0..2_000_u32).map(|i| i.to_le_bytes().to_vec()).collect();
     broker.deliver(consumer.id().0, payloads);
-    broker
-        .wait_for("2000 confirms", |log| log.guids_confirmed() == 2_000)
-        .await;
+    wait_until("2000 confirms", || broker.confirmed() == 2_000).await;
     assert_eq!(received.lock().unwrap().len(), 2_000);
     let frames = broker.confirm_counts().len();
     assert!(
@@ -409,21 +392,10 @@ async fn confirms_from_outside_the_handler_go_one_by_one_at_a_low_rate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_refused_without_losing_anything() {
     let (_broker, client) = connected(Config::default()).await;
-    assert!(matches!(
-        client.open_producer(QueueId(0), capped(0), |_| {}).await,
-        Err(ClientError::InvalidOption {
-            option: "max_unconfirmed",
-            ..
-        })
-    ));
-    let bad = dynamic(0);
-    assert!(matches!(
-        client.open_producer(QueueId(0), bad, |_| {}).await,
-        Err(ClientError::InvalidOption {
-            option: "batch_size",
-            ..
-        })
-    ));
+    let error = client.open_producer(QueueId(0), capped(0), |_| {}).await;
+    assert_eq!(invalid_option(&error.unwrap_err()), Some("max_unconfirmed"));
+    let error = client.open_producer(QueueId(0), dynamic(0), |_| {}).await;
+    assert_eq!(invalid_option(&error.unwrap_err()), Some("batch_size"));
     let (producer, outcomes) = producer_of(&client, ProducerOptions::default()).await;
     let big = vec![0; MAX_PAYLOAD_LEN as usize + 1];
     assert!(matches!(
@@ -509,13 +481,7 @@ async fn the_handshake_fails_with_a_typed_error() {
         stream.write_all(&no).await.unwrap();
     });
     let error = Client::connect(addr, quiet()).await.unwrap_err();
-    assert_eq!(
-        error,
-        ClientError::Broker {
-            code: ErrorCode::UNSUPPORTED_VERSION,
-            message: "no".into()
-        }
-    );
+    assert_eq!(error, broker_error(ErrorCode::UNSUPPORTED_VERSION, "no"));
 
     // A broker that never answers.
     let (listener, addr) = listen().await;
@@ -577,23 +543,17 @@ async fn writes_go_out_while_the_broker_keeps_sending() {
         while writer.write_all(&beats).await.is_ok() {}
     });
     let client = Client::connect(addr, quiet()).await.unwrap();
-    let producer = client
-        .open_producer(QueueId(0), dynamic(64), |_| {})
-        .await
-        .unwrap();
+    let (producer, _) = producer_of(&client, dynamic(64)).await;
     let start = Instant::now();
     for i in 0..100_u8 {
         producer.send(&[i]).await.unwrap();
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    while published.load(Ordering::SeqCst) < 100 {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "{} of 100 published",
-            published.load(Ordering::SeqCst)
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    wait_count("published", 100, || published.load(Ordering::SeqCst)).await;
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "5 s for 100 published"
+    );
     assert_eq!(client.error(), None);
 }
 
@@ -601,20 +561,15 @@ async fn writes_go_out_while_the_broker_keeps_sending() {
 async fn a_named_producer_numbers_on_from_the_names_last_stored() {
     let (broker, client) = connected(Config::default().with(|c| c.dedup = true)).await;
     for bad in ["", &"n".repeat(256)] {
-        let error = client
-            .open_named_producer(QueueId(0), bad, dynamic(8), |_| {})
-            .await
-            .unwrap_err();
-        let refused = matches!(error, ClientError::InvalidOption { option: "name", .. });
-        assert!(refused, "{error}");
+        let (opened, _) = named_producer_of(&client, bad, dynamic(8)).await;
+        let error = opened.unwrap_err();
+        assert_eq!(invalid_option(&error), Some("name"), "{error}");
     }
     let (producer, outcomes) = named_producer_of(&client, "orders", dynamic(8)).await;
     let producer = producer.unwrap();
     let last = producer.last_stored();
     assert_eq!(last, None, "nothing stored for the name yet");
-    for _ in 0..3 {
-        producer.send(b"m").await.unwrap();
-    }
+    send_n(&producer, 3).await;
     wait_outcomes(&outcomes, 3).await;
     producer.close().await.unwrap();
     let (again, outcomes) = named_producer_of(&client, "orders", dynamic(8)).await;
@@ -624,10 +579,7 @@ async fn a_named_producer_numbers_on_from_the_names_last_stored() {
     assert_eq!(id, 3, "on from the last stored");
     wait_outcomes(&outcomes, 1).await;
     assert_eq!(broker.stored(), vec![0, 1, 2, 3]);
-    let anonymous = client
-        .open_producer(QueueId(0), dynamic(8), |_| {})
-        .await
-        .unwrap();
+    let (anonymous, _) = producer_of(&client, dynamic(8)).await;
     assert_eq!(anonymous.last_stored(), None);
 }
 
@@ -638,21 +590,13 @@ async fn a_frame_refused_with_the_producer_left_open_closes_it_on_both_sides() {
     let (broker, client, producer, outcomes) =
         producing(Config::holding(), ProducerOptions::default()).await;
     producer.send(b"one").await.unwrap();
-    wait_until("one published", || {
-        broker.publish_counts().iter().sum::<usize>() >= 1
-    })
-    .await;
+    wait_until("one published", || broker.published() >= 1).await;
     let publish = Some(FrameKind::Publish);
     let twice = error_bytes(ErrorCode::DUPLICATE_ID, publish, producer.id().0, "twice");
     broker.act(Action::Raw(twice));
     wait_outcomes(&outcomes, 1).await;
-    assert!(matches!(
-        producer.send(b"two").await,
-        Err(ClientError::Refused {
-            code: ErrorCode::DUPLICATE_ID,
-            ..
-        })
-    ));
+    let refused = refusal(&producer.send(b"two").await.unwrap_err());
+    assert_eq!(refused.map(|(code, _)| code), Some(ErrorCode::DUPLICATE_ID));
     wait_until("a CloseProducer sent", || {
         matches!(broker.frames().last(), Some(Received::CloseProducer { .. }))
     })

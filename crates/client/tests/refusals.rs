@@ -142,17 +142,15 @@ fn a_cap_over_the_brokers_told_limits_is_refused_before_anything_is_sent() {
         let cap = capped;
         let (_, on_confirm) = collector();
         let anonymous = client.open_producer(QueueId(0), cap(101), on_confirm).await;
-        assert!(
-            matches!(
-                anonymous,
-                Err(ClientError::OverLimit {
-                    value: 101,
-                    max: 100,
-                    ..
-                })
-            ),
-            "{anonymous:?}"
+        let over = matches!(
+            anonymous,
+            Err(ClientError::OverLimit {
+                value: 101,
+                max: 100,
+                ..
+            })
         );
+        assert!(over, "{anonymous:?}");
         let (named, _) = named_producer_of(&client, "n", cap(65)).await;
         let Err(error @ ClientError::OverLimit { max: 64, .. }) = named else {
             panic!("{named:?}");

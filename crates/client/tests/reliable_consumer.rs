@@ -6,8 +6,8 @@ mod support;
 use std::time::Duration;
 
 use support::{
-    Action, Config, FakeBroker, Received, backoff, consuming_reliably, handed_tokens, quiet,
-    wait_until,
+    Action, Config, FakeBroker, Received, backoff, consuming_reliably, handed_tokens,
+    invalid_option, quiet, wait_until,
 };
 use zerodispatch_client::{
     AppId, ClientError, DeliveryToken, QueueId, ReliableConsumer, ReliableConsumerOptions,
@@ -86,11 +86,8 @@ async fn a_redelivered_message_waits_for_the_applications_own_confirm() {
             .filter(|f| matches!(f, Received::ConsumerConfirm { .. }))
             .count()
     };
-    assert_eq!(
-        confirms_since_reopen(),
-        0,
-        "not confirmed for the application"
-    );
+    let confirms = confirms_since_reopen();
+    assert_eq!(confirms, 0, "not confirmed for the application");
     // With the tokens of before the reconnect: the consumer confirms with the redelivery's.
     let handed = handed_tokens(&handed);
     for &(guid, token) in &handed[3..] {
@@ -131,14 +128,7 @@ async fn a_window_below_the_credit_is_refused() {
     bad.window = 99;
     let error = ReliableConsumer::connect(broker.addr, QueueId(0), AppId(0), bad, |_| {});
     let error = error.await.unwrap_err();
-    let window = matches!(
-        error,
-        ClientError::InvalidOption {
-            option: "window",
-            ..
-        }
-    );
-    assert!(window, "{error}");
+    assert_eq!(invalid_option(&error), Some("window"), "{error}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -151,11 +141,8 @@ async fn a_refused_reopen_closes_the_consumer_with_why() {
     let error = confirm().unwrap_err();
     assert!(matches!(error, ClientError::Refused { .. }), "{error}");
     assert!(!consumer.is_connected());
-    assert_eq!(
-        broker.log().consumer_opens,
-        2,
-        "no attempt after the refusal"
-    );
+    let opens = broker.log().consumer_opens;
+    assert_eq!(opens, 2, "no attempt after the refusal");
     tokio::time::timeout(Duration::from_secs(5), consumer.close())
         .await
         .expect("close returns");

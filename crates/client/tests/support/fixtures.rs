@@ -338,6 +338,14 @@ pub async fn consuming_reliably_at(
     (consumer.await.unwrap(), handed)
 }
 
+/// The option an `InvalidOption` error names.
+pub fn invalid_option(error: &ClientError) -> Option<&'static str> {
+    match error {
+        ClientError::InvalidOption { option, .. } => Some(option),
+        _ => None,
+    }
+}
+
 /// Waits (up to 5 s) until `cond` holds; `what` names it in the failure.
 pub async fn wait_until(what: &str, cond: impl Fn() -> bool) {
     let start = Instant::now();

@@ -188,30 +188,6 @@ pub struct Log {
     pub bad_tokens: u64,
 }
 
-impl Log {
-    /// Messages received in `Publish` frames, on every connection.
-    pub fn messages_published(&self) -> usize {
-        self.frames
-            .iter()
-            .filter_map(|(_, f)| match f {
-                Received::Publish { ids, .. } => Some(ids.len()),
-                _ => None,
-            })
-            .sum()
-    }
-
-    /// GUIDs received in `ConsumerConfirm` frames, on every connection.
-    pub fn guids_confirmed(&self) -> usize {
-        self.frames
-            .iter()
-            .filter_map(|(_, f)| match f {
-                Received::ConsumerConfirm { guids, .. } => Some(guids.len()),
-                _ => None,
-            })
-            .sum()
-    }
-}
-
 /// The fake broker: its address, and the log shared with its connections.
 pub struct FakeBroker {
     pub addr: std::net::SocketAddr,
@@ -277,14 +253,9 @@ impl FakeBroker {
         self.log().frames.iter().map(|(_, f)| f.clone()).collect()
     }
 
-    /// The frames received so far, with when.
-    pub fn timed_frames(&self) -> Vec<(Instant, Received)> {
-        self.log().frames.clone()
-    }
-
     /// When each frame `pick` accepts came, in order.
     pub fn times_of(&self, pick: impl Fn(&Received) -> bool) -> Vec<Instant> {
-        let frames = self.timed_frames().into_iter();
+        let frames = self.log().frames.clone().into_iter();
         frames.filter(|(_, f)| pick(f)).map(|(at, _)| at).collect()
     }
 
@@ -307,6 +278,11 @@ impl FakeBroker {
             Received::ConsumerConfirm { guids, .. } => Some(guids.len()),
             _ => None,
         })
+    }
+
+    /// GUIDs received in `ConsumerConfirm` frames, on every connection.
+    pub fn confirmed(&self) -> usize {
+        self.confirm_counts().iter().sum()
     }
 
     /// The publish ids stored (with `dedup`), in order.
@@ -337,6 +313,11 @@ impl FakeBroker {
             Received::Publish { ids, .. } => Some(ids.len()),
             _ => None,
         })
+    }
+
+    /// Messages received in `Publish` frames, on every connection.
+    pub fn published(&self) -> usize {
+        self.publish_counts().iter().sum()
     }
 
     /// Whether every message of the shared queue (`Config::shared_queue`) is confirmed.
@@ -720,12 +701,17 @@ pub fn collector() -> (
 
 /// Waits (up to 5 s) until `outcomes` holds `n` outcomes.
 pub async fn wait_outcomes(outcomes: &Outcomes, n: usize) {
+    wait_count("outcomes", n, || outcomes.lock().unwrap().len()).await;
+}
+
+/// Waits (up to 5 s) until `count` reaches `n`; the failure says how far it got.
+pub async fn wait_count(what: &str, n: usize, count: impl Fn() -> usize) {
     let start = Instant::now();
-    while outcomes.lock().unwrap().len() < n {
+    while count() < n {
+        let have = count();
         assert!(
             start.elapsed() < Duration::from_secs(5),
-            "5 s for {n} outcomes; have {}",
-            outcomes.lock().unwrap().len()
+            "5 s for {n} {what}; have {have}"
         );
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
