@@ -34,7 +34,7 @@ async fn drops_mid_delivery_hand_each_message_once() {
     const N: usize = 200;
     broker.enqueue((0..N).map(|i| format!("m{i}").into_bytes()));
     let (consumer, handed) =
-        consuming_reliably(&broker, options(16, true), |b| b.confirm_all()).await;
+        consuming_reliably(broker.addr, options(16, true), |b| b.confirm_all()).await;
     // The reconnects are counted once each reopen has returned, maybe after its first
     // deliveries: wait for the three as well.
     let done = || broker.all_confirmed() && consumer.stats().reconnects >= 3;
@@ -55,7 +55,7 @@ async fn drops_mid_delivery_hand_each_message_once() {
 async fn a_redelivered_message_waits_for_the_applications_own_confirm() {
     let broker = shared_queue(|_| {}).await;
     broker.enqueue((0..10_u8).map(|i| vec![i]));
-    let (consumer, handed) = consuming_reliably(&broker, options(10, false), |batch| {
+    let (consumer, handed) = consuming_reliably(broker.addr, options(10, false), |batch| {
         // Confirmed later, below; the first three right away.
         for message in batch.iter().filter(|m| m.payload[0] < 3) {
             batch.confirm(message.guid, message.token);
@@ -107,7 +107,7 @@ async fn a_confirm_lost_with_the_connection_is_made_again() {
         backoff: backoff(300, 600),
         ..options(10, false)
     };
-    let (consumer, handed) = consuming_reliably(&broker, slow, |_| {}).await;
+    let (consumer, handed) = consuming_reliably(broker.addr, slow, |_| {}).await;
     wait_until("5 handed", || handed.lock().unwrap().len() == 5).await;
     broker.act(Action::Drop);
     wait_until("the loss", || !consumer.is_connected()).await;
@@ -134,7 +134,7 @@ async fn a_window_below_the_credit_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_reopen_closes_the_consumer_with_why() {
     let broker = shared_queue(|c| c.refuse_consumer_reopens = true).await;
-    let (consumer, _) = consuming_reliably(&broker, options(10, true), |_| {}).await;
+    let (consumer, _) = consuming_reliably(broker.addr, options(10, true), |_| {}).await;
     broker.act(Action::Drop);
     let confirm = || consumer.confirm(support::guid(0), DeliveryToken(0));
     wait_until("the refusal", || confirm().is_err()).await;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use support::proxy::KillProxy;
 use support::{
-    Handed, all_settled, backoff, consuming_reliably_at, credit, current_thread, exactly_once,
+    Handed, all_settled, backoff, consuming_reliably, credit, current_thread, exactly_once,
     one_queue, quiet, real_server, reliable, reliable_producer, runtime,
 };
 use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig, QueueMode};
@@ -53,7 +53,7 @@ where
             backoff: backoff(2, 20),
             window: 4096,
         };
-        let (consumer, handed) = consuming_reliably_at(addr, options, |b| b.confirm_all()).await;
+        let (consumer, handed) = consuming_reliably(addr, options, |b| b.confirm_all()).await;
         let options = reliable("kill-test", 512, backoff(2, 20));
         let (producer, outcomes) = reliable_producer(addr, options).await;
         const N: u64 = 5_000;

@@ -109,24 +109,6 @@ pub fn error_bytes(
     frame_bytes(Frame::Error(error))
 }
 
-/// The bytes of a `Welcome` of this version asking for `heartbeat_ms`, with the protocol's
-/// limits.
-pub fn welcome_bytes(heartbeat_ms: u32) -> Vec<u8> {
-    frame_bytes(Frame::Welcome(zerodispatch_wire::Welcome {
-        version: zerodispatch_wire::VERSION,
-        heartbeat_ms,
-        limits: zerodispatch_wire::ServerLimits::PROTOCOL,
-    }))
-}
-
-/// The bytes of a `ProducerOpened` of `producer` with nothing stored.
-pub fn producer_opened_bytes(producer: zerodispatch_wire::ProducerId) -> Vec<u8> {
-    frame_bytes(Frame::ProducerOpened(zerodispatch_wire::ProducerOpened {
-        producer,
-        stored: zerodispatch_wire::StoredWindow::NOTHING,
-    }))
-}
-
 /// A consumer of app 0 on queue 0 of `client` with `options`, whose handler records each
 /// message it is handed, then calls `then` with the batch (to confirm).
 pub async fn consuming(
@@ -214,17 +196,16 @@ pub async fn answer_hello_and_open(stream: &mut tokio::net::TcpStream, heartbeat
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut hello = [0; 16];
     stream.read_exact(&mut hello).await.unwrap();
-    stream
-        .write_all(&welcome_bytes(heartbeat_ms))
-        .await
-        .unwrap();
+    let welcome = frame_bytes(super::welcome(heartbeat_ms));
+    stream.write_all(&welcome).await.unwrap();
     let mut open = [0; 23];
     stream.read_exact(&mut open).await.unwrap();
     let Some((Frame::OpenProducer(open), _)) = zerodispatch_wire::decode(&open).unwrap() else {
         panic!("not an OpenProducer");
     };
-    let opened = producer_opened_bytes(open.producer);
-    stream.write_all(&opened).await.unwrap();
+    let (producer, stored) = (open.producer, zerodispatch_wire::StoredWindow::NOTHING);
+    let opened = Frame::ProducerOpened(zerodispatch_wire::ProducerOpened { producer, stored });
+    stream.write_all(&frame_bytes(opened)).await.unwrap();
 }
 
 /// Sends `n` one-byte messages `[0]`, `[1]`, ... in order.
@@ -317,18 +298,9 @@ pub async fn reliable_producer(
 /// and payload.
 pub type Handed = Arc<Mutex<Vec<(Guid, DeliveryToken, Vec<u8>)>>>;
 
-/// A reliable consumer of app 0 on queue 0 of `broker` with `options`, whose handler
-/// records each message it is handed, then calls `then` with the batch (to confirm).
+/// A reliable consumer of app 0 on queue 0 of the broker at `addr` with `options`, whose
+/// handler records each message it is handed, then calls `then` with the batch (to confirm).
 pub async fn consuming_reliably(
-    broker: &FakeBroker,
-    options: ReliableConsumerOptions,
-    then: impl Fn(&Deliveries<'_>) + Send + 'static,
-) -> (ReliableConsumer, Handed) {
-    consuming_reliably_at(broker.addr, options, then).await
-}
-
-/// As [`consuming_reliably`], of the broker at `addr`.
-pub async fn consuming_reliably_at(
     addr: std::net::SocketAddr,
     options: ReliableConsumerOptions,
     then: impl Fn(&Deliveries<'_>) + Send + 'static,

@@ -15,12 +15,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use zerodispatch_wire::{
-    ConfirmStatus, ConsumerId, DeliverBuilder, DeliveryToken, ErrorCode, ErrorFrame, Frame,
-    FrameKind, Guid, HEADER_LEN, MAX_FRAME_LEN, ProducerId, PublishConfirmBuilder, PublishId,
-    Welcome, decode,
+    ConfirmStatus, ConsumerId, DeliverBuilder, DeliveryToken, ErrorCode, Frame, FrameKind, Guid,
+    HEADER_LEN, MAX_FRAME_LEN, ProducerId, PublishConfirmBuilder, PublishId, Welcome, decode,
 };
 
 /// The queue the fake broker does not have.
@@ -198,8 +197,7 @@ pub struct FakeBroker {
 impl FakeBroker {
     /// Starts a fake broker on a free loopback port, on the current runtime.
     pub async fn start(config: Config) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
+        let (listener, addr) = listen().await;
         let log = Arc::new(Mutex::new(Log::default()));
         let actions = Arc::new(Mutex::new(None));
         let (log2, actions2) = (Arc::clone(&log), Arc::clone(&actions));
@@ -397,9 +395,7 @@ async fn serve(
                             record(Received::Hello { heartbeat_ms: hello.heartbeat_ms });
                             client_heartbeat = (hello.heartbeat_ms != 0)
                                 .then(|| Duration::from_millis(u64::from(hello.heartbeat_ms)));
-                            Frame::Welcome(Welcome { version: zerodispatch_wire::VERSION, heartbeat_ms: config.heartbeat_ms, limits: zerodispatch_wire::ServerLimits::PROTOCOL })
-                                .encode(&mut out)
-                                .unwrap();
+                            welcome(config.heartbeat_ms).encode(&mut out).unwrap();
                         }
                         Frame::Heartbeat => record(Received::Heartbeat),
                         Frame::Error(error) => {
@@ -615,15 +611,14 @@ async fn serve(
     log.lock().unwrap().ended = true;
 }
 
+/// Appends an `Error` frame refusing a frame of kind `refused` about `subject`.
 fn refuse(out: &mut Vec<u8>, code: ErrorCode, refused: FrameKind, subject: u32) {
-    Frame::Error(ErrorFrame {
+    out.extend(error_bytes(
         code,
-        refused: Some(refused),
+        Some(refused),
         subject,
-        message: "refused by the fake broker",
-    })
-    .encode(out)
-    .unwrap();
+        "refused by the fake broker",
+    ));
 }
 
 /// Appends `PublishConfirm` frames confirming `ids` with `status`.
@@ -675,6 +670,15 @@ pub fn token_of(connection: u32, consumer: u32, n: u64) -> DeliveryToken {
     DeliveryToken(
         (n as u32).wrapping_mul(0x9E37_79B1) ^ connection.wrapping_mul(0x85EB_CA6B) ^ consumer,
     )
+}
+
+/// A `Welcome` of this version asking for `heartbeat_ms`, with the protocol's limits.
+pub fn welcome(heartbeat_ms: u32) -> Frame<'static> {
+    Frame::Welcome(Welcome {
+        version: zerodispatch_wire::VERSION,
+        heartbeat_ms,
+        limits: zerodispatch_wire::ServerLimits::PROTOCOL,
+    })
 }
 
 /// The GUID the fake broker gives the `n`th message delivered to a consumer.
