@@ -7,12 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use support::{
-    Action, Config, FakeBroker, Received, UNKNOWN_QUEUE, all_settled, answer_hello_and_open,
-    capped, connected, consuming, credit, dynamic, error_bytes, exactly_once, frame_bytes, ids,
-    invalid_option, listen, named_producer_of, producer_of, producing, quiet, send_n, timer,
-    wait_count, wait_exactly_once, wait_outcomes, wait_until,
-};
+use support::*;
 use zerodispatch_client::ConfirmStatus::{Closed, NotSent};
 use zerodispatch_client::{
     AppId, Client, ClientError, ClientOptions, ConfirmStatus, ConsumerOptions, ProducerOptions,

@@ -8,11 +8,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::{
-    backoff, capped, collector, named_producer_of, one_queue, quiet, real_server, reliable,
-    reliable_producer, runtime, wait_outcomes, wait_settled,
-};
-use zerodispatch_broker::{Broker, BrokerConfig};
+use support::*;
+use zerodispatch_broker::{Ack, Broker, BrokerConfig, Payload, ProducerConfig};
 use zerodispatch_client::{
     Client, ClientError, ConfirmStatus, ProducerOptions, PublishId, QueueId,
 };
@@ -89,20 +86,10 @@ fn a_name_stored_up_to_u64_max_has_no_next_id() {
         let client = Client::connect(addr, quiet()).await.unwrap();
         // The name's last message, u64::MAX, published by a broker-side producer of the name.
         {
-            let named = broker
-                .open_named_producer(
-                    "exhausted",
-                    zerodispatch_broker::ProducerConfig::default(),
-                    |_: &[zerodispatch_broker::Ack]| {},
-                )
-                .unwrap();
-            named
-                .publish_with_id(
-                    zerodispatch_broker::QueueId(0),
-                    zerodispatch_broker::Payload { handle: 0, len: 0 },
-                    u64::MAX,
-                )
-                .unwrap();
+            let (config, payload) = (ProducerConfig::default(), Payload { handle: 0, len: 0 });
+            let named = broker.open_named_producer("exhausted", config, |_: &[Ack]| {});
+            let (named, queue) = (named.unwrap(), zerodispatch_broker::QueueId(0));
+            named.publish_with_id(queue, payload, u64::MAX).unwrap();
             broker.quiesce().unwrap();
             assert!(named.close(Duration::from_secs(5)));
         }
@@ -139,9 +126,7 @@ fn a_cap_over_the_brokers_told_limits_is_refused_before_anything_is_sent() {
             told.max_unconfirmed_named,
         );
         assert_eq!(caps, (100, 64));
-        let cap = capped;
-        let (_, on_confirm) = collector();
-        let anonymous = client.open_producer(QueueId(0), cap(101), on_confirm).await;
+        let anonymous = client.open_producer(QueueId(0), capped(101), |_| {}).await;
         let over = matches!(
             anonymous,
             Err(ClientError::OverLimit {
@@ -151,13 +136,13 @@ fn a_cap_over_the_brokers_told_limits_is_refused_before_anything_is_sent() {
             })
         );
         assert!(over, "{anonymous:?}");
-        let (named, _) = named_producer_of(&client, "n", cap(65)).await;
+        let (named, _) = named_producer_of(&client, "n", capped(65)).await;
         let Err(error @ ClientError::OverLimit { max: 64, .. }) = named else {
             panic!("{named:?}");
         };
         let named_limit = error.to_string().contains("max_unconfirmed_named");
         assert!(named_limit, "{error}");
-        let (fits, _) = named_producer_of(&client, "n", cap(64)).await;
+        let (fits, _) = named_producer_of(&client, "n", capped(64)).await;
         let fits = fits.expect("at the limit: opened");
         fits.close().await.unwrap();
         client.close().await;
@@ -171,11 +156,7 @@ fn a_close_right_after_a_send_gives_the_message_its_real_outcome() {
     on_small_slots(|addr, broker| async move {
         let client = Client::connect(addr, quiet()).await.unwrap();
         for round in 0..20 {
-            let (outcomes, on_confirm) = collector();
-            let producer = client
-                .open_producer(QueueId(0), ProducerOptions::default(), on_confirm)
-                .await
-                .unwrap();
+            let (producer, outcomes) = producer_of(&client, ProducerOptions::default()).await;
             producer.send(b"last words").await.unwrap();
             producer.close().await.unwrap();
             let statuses: Vec<_> = outcomes.lock().unwrap().iter().map(|o| o.status).collect();

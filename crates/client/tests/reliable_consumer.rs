@@ -5,10 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{
-    Action, Config, FakeBroker, Received, backoff, consuming_reliably, handed_tokens,
-    invalid_option, quiet, wait_until,
-};
+use support::*;
 use zerodispatch_client::{
     AppId, ClientError, DeliveryToken, QueueId, ReliableConsumer, ReliableConsumerOptions,
 };

@@ -6,11 +6,7 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use support::{
-    Action, Config, FakeBroker, Policy, Received, all_settled, backoff, exactly_once, ids,
-    producing_reliably, reliable, reliable_producer, wait_exactly_once, wait_outcomes,
-    wait_settled, wait_until,
-};
+use support::*;
 use zerodispatch_client::{
     Backoff, ClientError, ConfirmStatus, QueueId, Recovery, ReliableProducer,
     ReliableProducerOptions, TrySendError,

@@ -11,10 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use support::proxy::KillProxy;
-use support::{
-    Handed, all_settled, backoff, consuming_reliably, credit, current_thread, exactly_once,
-    one_queue, quiet, real_server, reliable, reliable_producer, runtime,
-};
+use support::*;
 use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig, QueueMode};
 use zerodispatch_client::{
     ConfirmStatus, DeliveryToken, Guid, ReliableConsumerOptions, ReliableProducerOptions,
@@ -65,13 +62,13 @@ where
         tokio::join!(disrupt(), sending);
         let start = Instant::now();
         while outcomes.lock().unwrap().len() < N as usize
-            || handed_payloads(&handed).len() < N as usize
+            || handed_payloads(&handed.lock().unwrap()).len() < N as usize
         {
             assert!(
                 start.elapsed() < Duration::from_secs(20),
                 "{} outcomes, {} payloads handed",
                 outcomes.lock().unwrap().len(),
-                handed_payloads(&handed).len()
+                handed_payloads(&handed.lock().unwrap()).len()
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -84,7 +81,7 @@ where
         assert_eq!(queue.stored, N, "each message stored once: {queue:?}");
         let guids: HashSet<Guid> = handed.iter().map(|(g, _, _)| *g).collect();
         assert_eq!(guids.len(), handed.len(), "no GUID handed out twice");
-        let payloads = handed_payloads_of(&handed);
+        let payloads = handed_payloads(&handed);
         assert_eq!(
             payloads.len(),
             N as usize,
@@ -131,22 +128,14 @@ fn connections_killed_while_producing_and_consuming_lose_nothing() {
 fn a_server_restarted_in_front_of_a_running_broker_loses_nothing() {
     let limits = limits();
     let store = Arc::new(PayloadStore::try_new(limits.store_slots, limits.slot_size).unwrap());
-    let broker = Arc::new(
-        Broker::start(BrokerConfig {
-            on_release: Some(store.on_release()),
-            ..broker_config(&limits)
-        })
-        .unwrap(),
-    );
+    let mut config = broker_config(&limits);
+    config.on_release = Some(store.on_release());
+    let broker = Arc::new(Broker::start(config).unwrap());
     let start = move |addr: SocketAddr| {
-        Server::builder()
-            .listen(addr)
-            .broker(
-                Arc::clone(&broker),
-                vec![QueueMode::Priority],
-                Arc::clone(&store),
-            )
-            .limits(limits)
+        let (broker, store) = (Arc::clone(&broker), Arc::clone(&store));
+        let server = Server::builder().listen(addr).limits(limits);
+        server
+            .broker(broker, vec![QueueMode::Priority], store)
             .start()
     };
     let server = start("127.0.0.1:0".parse().unwrap()).expect("the server starts");
@@ -181,13 +170,8 @@ fn a_server_restarted_in_front_of_a_running_broker_loses_nothing() {
     server.shutdown();
 }
 
-/// The distinct payloads handed out.
-fn handed_payloads(handed: &Handed) -> HashSet<Vec<u8>> {
-    handed_payloads_of(&handed.lock().unwrap())
-}
-
 /// The distinct payloads of `handed`.
-fn handed_payloads_of(handed: &[(Guid, DeliveryToken, Vec<u8>)]) -> HashSet<Vec<u8>> {
+fn handed_payloads(handed: &[(Guid, DeliveryToken, Vec<u8>)]) -> HashSet<Vec<u8>> {
     handed.iter().map(|(_, _, p)| p.clone()).collect()
 }
 

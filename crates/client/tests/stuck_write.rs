@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{answer_hello_and_open, listen, quiet};
+use support::*;
 use zerodispatch_client::{Client, Flush, ProducerOptions, QueueId, TrySendError};
 use zerodispatch_wire::MAX_PAYLOAD_LEN;
 

@@ -7,7 +7,7 @@ mod support;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use support::{Config, FakeBroker, counting, credit, current_thread, proof_options, quiet};
+use support::*;
 use zerodispatch_client::{AppId, Client, QueueId};
 use zerodispatch_testkit::CountingAllocator;
 

@@ -6,7 +6,7 @@ mod support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use support::{Config, FakeBroker, counting, current_thread, proof_options, quiet};
+use support::*;
 use zerodispatch_client::{QueueId, ReliableProducer, ReliableProducerOptions};
 use zerodispatch_testkit::CountingAllocator;
 
