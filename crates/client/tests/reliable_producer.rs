@@ -177,10 +177,8 @@ async fn close_during_a_reconnect_gives_each_message_one_outcome() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_waits_while_reconnecting_at_the_cap() {
-    let backoff = Backoff {
-        jitter: 0.0,
-        ..backoff(200, 200)
-    };
+    let mut backoff = backoff(200, 200);
+    backoff.jitter = 0.0;
     let (broker, producer, outcomes) =
         producing_reliably(Config::holding(), options(4, backoff)).await;
     send_ids(&producer, 0..4).await;
@@ -221,11 +219,8 @@ async fn a_drop_during_close_gives_each_message_one_outcome() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn name_in_use_is_retried_by_the_backoff_bounded() {
     let config = Config::default().with(|c| c.refuse_reopens = 3);
-    let backoff = Backoff {
-        factor: 2.0,
-        jitter: 0.0,
-        ..backoff(20, 50)
-    };
+    let mut backoff = backoff(20, 50);
+    (backoff.factor, backoff.jitter) = (2.0, 0.0);
     let (broker, producer, outcomes) = producing_reliably(config, options(100, backoff)).await;
     broker.act(Action::Drop);
     let dropped = Instant::now();
@@ -271,27 +266,18 @@ async fn confirm_timeouts_run_while_reconnecting() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_options_are_refused() {
     let broker = FakeBroker::start(Config::default()).await;
+    // Producer "a"'s default options as `tune` changes them.
+    let a = |tune: fn(&mut ReliableProducerOptions)| {
+        let mut options = ReliableProducerOptions::new("a");
+        tune(&mut options);
+        options
+    };
     for bad in [
         ReliableProducerOptions::new(""),
         ReliableProducerOptions::new("x".repeat(256)),
-        ReliableProducerOptions {
-            buffer_bytes: 1024,
-            ..ReliableProducerOptions::new("a")
-        },
-        ReliableProducerOptions {
-            backoff: Backoff {
-                factor: 0.5,
-                ..Backoff::default()
-            },
-            ..ReliableProducerOptions::new("a")
-        },
-        ReliableProducerOptions {
-            backoff: Backoff {
-                max: Duration::from_millis(1),
-                ..Backoff::default()
-            },
-            ..ReliableProducerOptions::new("a")
-        },
+        a(|o| o.buffer_bytes = 1024),
+        a(|o| o.backoff.factor = 0.5),
+        a(|o| o.backoff.max = Duration::from_millis(1)),
     ] {
         let error = ReliableProducer::connect(broker.addr, QueueId(0), bad, |_| {});
         let error = error.await.unwrap_err();
@@ -410,8 +396,7 @@ async fn each_outage_is_reported_once_at_the_first_confirm_after_it() {
         let all = recovered();
         assert_eq!(all.len(), round, "one recovery per outage");
         let r = all[round - 1];
-        let confirm = outcomes.lock().unwrap()[round];
-        let first_confirm = confirm.settled_at;
+        let first_confirm = outcomes.lock().unwrap()[round].settled_at;
         assert_eq!(r.confirmed_at, first_confirm, "the first confirm after it");
         assert!(dropped_at <= r.lost_at && r.lost_at <= r.reconnected_at);
         assert!(r.reconnected_at <= r.confirmed_at);
