@@ -182,7 +182,7 @@ async fn a_confirm_timeout_fires_once_and_a_late_confirm_is_ignored() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_gives_every_message_in_flight_one_outcome() {
     for close_confirms in [true, false] {
-        let config = Config::holding().with(|c| c.close_confirms = close_confirms);
+        let config = Config::holding().with(|c| c.close_echo_only = !close_confirms);
         let (broker, client, producer, outcomes) = producing(config, dynamic(4)).await;
         send_n(&producer, 10).await;
         producer.close().await.unwrap();

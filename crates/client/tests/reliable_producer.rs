@@ -11,6 +11,7 @@ use zerodispatch_client::{
     Backoff, ClientError, ConfirmStatus, QueueId, Recovery, ReliableProducer,
     ReliableProducerOptions, TrySendError,
 };
+use zerodispatch_wire::ErrorCode;
 
 /// The options of producer "orders", capped at `max_unconfirmed`.
 fn options(max_unconfirmed: u32, backoff: Backoff) -> ReliableProducerOptions {
@@ -341,7 +342,7 @@ async fn send_blocking_waits_at_the_cap_across_a_reconnect() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_reopen_closes_the_producer_and_wakes_its_senders() {
     let config = Config::holding().with(|c| {
-        (c.refuse_reopens, c.reopen_refusal) = (1, zerodispatch_wire::ErrorCode::UNKNOWN_QUEUE);
+        (c.refuse_reopens, c.reopen_refusal) = (1, Some(ErrorCode::UNKNOWN_QUEUE));
     });
     let (broker, producer, outcomes) = producing_reliably(config, options(2, quick())).await;
     let producer = Arc::new(producer);
@@ -370,7 +371,7 @@ async fn a_refused_reopen_closes_the_producer_and_wakes_its_senders() {
 async fn each_outage_is_reported_once_at_the_first_confirm_after_it() {
     let config = Config::default().with(|c| {
         (c.dedup, c.refuse_reopens) = (true, 1);
-        c.reopen_refusal = zerodispatch_wire::ErrorCode::NAME_IN_USE;
+        c.reopen_refusal = Some(ErrorCode::NAME_IN_USE);
     });
     let (broker, producer, outcomes) = producing_reliably(config, options(8, quick())).await;
     let recoveries = recoveries(&producer);

@@ -48,7 +48,7 @@ fn steady_state_sends_and_confirms_allocate_nothing() {
     // One thread for all, so the runtime's per-thread lists are warm where they are used.
     current_thread().block_on(async {
         let config = Config {
-            record: false,
+            no_log: true,
             echo_to: Some(1),
             ..Config::default()
         };

@@ -36,7 +36,7 @@ fn main() {
 
 fn steady_state_reliable_sends_allocate_nothing() {
     current_thread().block_on(async {
-        let broker = FakeBroker::start(Config::default().with(|c| c.record = false)).await;
+        let broker = FakeBroker::start(Config::default().with(|c| c.no_log = true)).await;
         let options = ReliableProducerOptions {
             producer: proof_options(),
             client: quiet(),

@@ -1,6 +1,6 @@
 //! A fake broker for the client's loopback tests, on the wire codec: it answers, confirms by
 //! its [`Policy`], delivers within credit, does what a test asks ([`Action`]) and logs frames.
-//! Once warm with `record` off it allocates nothing per frame (for the zero-allocation proofs).
+//! Once warm with `no_log` on it allocates nothing per frame (for the zero-allocation proofs).
 
 #![allow(dead_code)]
 
@@ -34,16 +34,22 @@ pub enum Policy {
     Hold,
 }
 
+impl Default for Policy {
+    fn default() -> Self {
+        Self::Confirm(ConfirmStatus::Stored)
+    }
+}
+
 /// The fake broker's settings.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Config {
     pub policy: Policy,
     /// The heartbeat interval announced in `Welcome`.
     pub heartbeat_ms: u32,
-    /// Log every frame received.
-    pub record: bool,
-    /// On `CloseProducer`, confirm the held messages `Closed` before the echo; off, echo only.
-    pub close_confirms: bool,
+    /// Log no frame received (for the zero-allocation proofs).
+    pub no_log: bool,
+    /// On `CloseProducer`, echo only; off, confirm the held messages `Closed` before the echo.
+    pub close_echo_only: bool,
     /// Deliver every published message to this consumer too, at once (it must have credit).
     pub echo_to: Option<u32>,
     /// Deduplicate a named producer's messages by publish id across connections, as the broker
@@ -61,9 +67,10 @@ pub struct Config {
     pub lose_id: Option<u64>,
     /// On `CloseProducer`, drop the connection instead of answering.
     pub drop_on_close: bool,
-    /// Refuse this many `OpenProducer` after the first with `reopen_refusal`.
+    /// Refuse this many `OpenProducer` after the first with `reopen_refusal` (if none,
+    /// `NAME_IN_USE`).
     pub refuse_reopens: u32,
-    pub reopen_refusal: ErrorCode,
+    pub reopen_refusal: Option<ErrorCode>,
     /// Consumers are served from the log's shared queue (`FakeBroker::enqueue`): each open
     /// delivers every message not confirmed yet, by its GUID (its index).
     pub shared_queue: bool,
@@ -75,37 +82,10 @@ pub struct Config {
     pub silent_heartbeats: bool,
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            policy: Policy::Confirm(ConfirmStatus::Stored),
-            heartbeat_ms: 0,
-            record: true,
-            close_confirms: true,
-            echo_to: None,
-            dedup: false,
-            drop_after_messages: None,
-            drops: 0,
-            drop_on_close: false,
-            store_limit: None,
-            lose_id: None,
-            refuse_reopens: 0,
-            reopen_refusal: ErrorCode(106),
-            shared_queue: false,
-            refuse_consumer_reopens: false,
-            silent_reconnects: false,
-            silent_heartbeats: false,
-        }
-    }
-}
-
 impl Config {
     /// The default settings, but confirming nothing until the test says ([`Policy::Hold`]).
     pub fn holding() -> Self {
-        Self {
-            policy: Policy::Hold,
-            ..Self::default()
-        }
+        Self::default().with(|c| c.policy = Policy::Hold)
     }
 
     /// These settings as `tune` changes them.
@@ -174,9 +154,8 @@ pub struct Log {
     pub connections: u32,
     /// `OpenProducer` frames received, on every connection.
     pub opens: u32,
-    /// With `dedup`: the publish ids stored, in order, and the duplicates not stored.
+    /// With `dedup`: the publish ids stored, in order.
     pub stored: Vec<u64>,
-    pub duplicates: u64,
     /// Per name, every publish id stored.
     stored_ids: std::collections::HashMap<String, std::collections::BTreeSet<u64>>,
     drops_done: u32,
@@ -369,8 +348,9 @@ async fn serve(
     let mut producer_names: Vec<(u32, String)> = Vec::new();
     let mut seen: u64 = 0;
     let mut client_heartbeat: Option<Duration> = None;
+    let reopen_refusal = config.reopen_refusal.unwrap_or(ErrorCode::NAME_IN_USE);
     let record = |frame: Received| {
-        if config.record {
+        if !config.no_log {
             log.lock().unwrap().frames.push((Instant::now(), frame));
         }
     };
@@ -419,7 +399,7 @@ async fn serve(
                                 refuse
                             };
                             if refuse_name {
-                                refuse(&mut out, config.reopen_refusal, FrameKind::OpenProducer, open.producer.0);
+                                refuse(&mut out, reopen_refusal, FrameKind::OpenProducer, open.producer.0);
                             } else if open.queue.0 == UNKNOWN_QUEUE {
                                 refuse(&mut out, ErrorCode::UNKNOWN_QUEUE, FrameKind::OpenProducer, open.producer.0);
                             } else {
@@ -438,7 +418,7 @@ async fn serve(
                             if config.drop_on_close {
                                 break 'conn;
                             }
-                            if config.close_confirms {
+                            if !config.close_echo_only {
                                 let mine: Vec<u64> = held.iter().filter(|h| h.0 == close.producer.0).map(|h| h.1).collect();
                                 held.retain(|h| h.0 != close.producer.0);
                                 confirm(&mut out, close.producer, mine.into_iter(), ConfirmStatus::Closed);
@@ -446,7 +426,7 @@ async fn serve(
                             Frame::CloseProducer(close).encode(&mut out).unwrap();
                         }
                         Frame::Publish(publish) => {
-                            if config.record {
+                            if !config.no_log {
                                 record(Received::Publish {
                                     producer: publish.producer().0,
                                     ids: publish.messages().map(|(id, _)| id.0).collect(),
@@ -472,8 +452,6 @@ async fn serve(
                                         }
                                         if log.stored_ids.entry(name.to_owned()).or_default().insert(id.0) {
                                             log.stored.push(id.0);
-                                        } else {
-                                            log.duplicates += 1;
                                         }
                                     }
                                 }
@@ -531,7 +509,7 @@ async fn serve(
                             Frame::CloseConsumer(close).encode(&mut out).unwrap();
                         }
                         Frame::ConsumerConfirm(confirms) => {
-                            if config.record {
+                            if !config.no_log {
                                 record(Received::ConsumerConfirm {
                                     consumer: confirms.consumer().0,
                                     guids: confirms.deliveries().map(|(guid, _)| guid).collect(),
