@@ -23,7 +23,7 @@ fn size_of_callback_is_48_bytes() {
 
 #[test]
 fn call_runs_exactly_once_and_drops_captures_once() {
-    let counts = Counts::new();
+    let counts = Counts::default();
     let cb = Callback::new(counts.closure());
     assert!(cb.is_inline());
     counts.assert(0, 0);
@@ -33,14 +33,14 @@ fn call_runs_exactly_once_and_drops_captures_once() {
 
 #[test]
 fn drop_without_call_drops_captures_once_and_never_runs() {
-    let counts = Counts::new();
+    let counts = Counts::default();
     drop(Callback::new(counts.closure()));
     counts.assert(0, 1);
 }
 
 #[test]
 fn panic_during_call_drops_captures_once_and_runs_once() {
-    let counts = Counts::new();
+    let counts = Counts::default();
     let cb = Callback::new(counts.closure_then(|| panic!("confirm handler failed")));
     let outcome = catch_unwind(AssertUnwindSafe(move || cb.call()));
     let message = outcome.expect_err("the panic must reach the caller");
@@ -103,7 +103,7 @@ fn over_aligned_capture_fits_an_align16_space() {
 
 #[test]
 fn moves_across_threads() {
-    let counts = Counts::new();
+    let counts = Counts::default();
     let threads: Vec<_> = (0..4)
         .map(|i| {
             let r = counts.runs.clone();
@@ -120,7 +120,7 @@ fn moves_across_threads() {
 
 #[test]
 fn spill_stores_a_large_closure_on_the_heap_and_says_so() {
-    let counts = Counts::new();
+    let counts = Counts::default();
     let big = [3_u64; 16];
     let f = counts.closure_then(move || assert_eq!(big.iter().sum::<u64>(), 48));
     assert!(!Callback::fits_closure(&f));
@@ -137,7 +137,7 @@ fn spill_stores_a_large_closure_on_the_heap_and_says_so() {
 
 #[test]
 fn spilled_closure_that_panics_drops_once() {
-    let counts = Counts::new();
+    let counts = Counts::default();
     let big = [0_u8; 100];
     let cb = Callback::spill(counts.closure_then(move || panic!("boom {}", big.len())));
     assert!(catch_unwind(AssertUnwindSafe(move || cb.call())).is_err());
@@ -158,7 +158,7 @@ fn new_or_spill_picks_inline_when_it_fits() {
 
 #[test]
 fn boxed_callback_runs_once_and_drops_once() {
-    let counts = Counts::new();
+    let counts = Counts::default();
     let cb = BoxedCallback::new(counts.closure());
     assert!(!cb.is_inline());
     cb.call();

@@ -15,7 +15,8 @@ impl Drop for DropCount {
 }
 
 /// How many times the closures made by [`Counts::closure`] ran, and how many of their
-/// captures ([`Counts::guard`]s) were dropped.
+/// captures ([`Counts::guard`]s) were dropped; by default, none.
+#[derive(Default)]
 pub struct Counts {
     /// Added to by each run.
     pub runs: Arc<AtomicUsize>,
@@ -24,14 +25,6 @@ pub struct Counts {
 }
 
 impl Counts {
-    /// Nothing run, nothing dropped.
-    pub fn new() -> Self {
-        Self {
-            runs: Arc::new(AtomicUsize::new(0)),
-            drops: Arc::new(AtomicUsize::new(0)),
-        }
-    }
-
     /// A capture whose drop is counted.
     pub fn guard(&self) -> DropCount {
         DropCount(self.drops.clone())
