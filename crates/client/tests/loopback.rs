@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use support::*;
 use zerodispatch_client::ConfirmStatus::{Closed, NotSent};
 use zerodispatch_client::{
-    AppId, Client, ClientError, ClientOptions, ConfirmStatus, ConsumerOptions, ProducerOptions,
-    QueueId, TrySendError,
+    AppId, Client, ClientError, ConfirmStatus, ConsumerOptions, ProducerOptions, QueueId,
+    TrySendError,
 };
 use zerodispatch_wire::{ErrorCode, Frame, FrameKind, MAX_PAYLOAD_LEN};
 
@@ -296,10 +296,8 @@ async fn a_silent_broker_is_detected_after_three_of_the_clients_heartbeat_interv
     let config = Config::default().with(|c| (c.heartbeat_ms, c.silent_heartbeats) = (5_000, true));
     let broker = FakeBroker::start(config).await;
     let start = Instant::now();
-    let options = ClientOptions {
-        heartbeat: Duration::from_millis(30),
-        ..quiet()
-    };
+    let mut options = quiet();
+    options.heartbeat = Duration::from_millis(30);
     let client = Client::connect(broker.addr, options).await.unwrap();
     assert_eq!(client.broker_heartbeat(), Duration::from_secs(5));
     assert_eq!(client.closed().await, ClientError::HeartbeatTimeout);
@@ -467,12 +465,8 @@ async fn the_handshake_fails_with_a_typed_error() {
         let (mut stream, _) = listener.accept().await.unwrap();
         let mut hello = [0; 16];
         stream.read_exact(&mut hello).await.unwrap();
-        let no = error_bytes(
-            ErrorCode::UNSUPPORTED_VERSION,
-            Some(FrameKind::Hello),
-            0,
-            "no",
-        );
+        let refused = Some(FrameKind::Hello);
+        let no = error_bytes(ErrorCode::UNSUPPORTED_VERSION, refused, 0, "no");
         stream.write_all(&no).await.unwrap();
     });
     let error = Client::connect(addr, quiet()).await.unwrap_err();
@@ -480,10 +474,8 @@ async fn the_handshake_fails_with_a_typed_error() {
 
     // A broker that never answers.
     let (listener, addr) = listen().await;
-    let options = ClientOptions {
-        handshake_timeout: Duration::from_millis(50),
-        ..quiet()
-    };
+    let mut options = quiet();
+    options.handshake_timeout = Duration::from_millis(50);
     let error = Client::connect(addr, options).await.unwrap_err();
     assert_eq!(error, ClientError::HandshakeTimeout);
     drop(listener);
@@ -531,10 +523,7 @@ async fn writes_go_out_while_the_broker_keeps_sending() {
                 filled -= at;
             }
         });
-        let mut beats = Vec::new();
-        for _ in 0..10_000 {
-            Frame::Heartbeat.encode(&mut beats).unwrap();
-        }
+        let beats = frame_bytes(Frame::Heartbeat).repeat(10_000);
         while writer.write_all(&beats).await.is_ok() {}
     });
     let client = Client::connect(addr, quiet()).await.unwrap();
@@ -545,10 +534,8 @@ async fn writes_go_out_while_the_broker_keeps_sending() {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     wait_count("published", 100, || published.load(Ordering::SeqCst)).await;
-    assert!(
-        start.elapsed() < Duration::from_secs(5),
-        "5 s for 100 published"
-    );
+    let waited = start.elapsed();
+    assert!(waited < Duration::from_secs(5), "5 s for 100 published");
     assert_eq!(client.error(), None);
 }
 

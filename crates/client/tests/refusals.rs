@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::*;
-use zerodispatch_broker::{Ack, Broker, BrokerConfig, Payload, ProducerConfig};
+use zerodispatch_broker::{Ack, Broker, Payload, ProducerConfig};
 use zerodispatch_client::{
     Client, ClientError, ConfirmStatus, ProducerOptions, PublishId, QueueId,
 };
@@ -109,10 +109,8 @@ fn a_name_stored_up_to_u64_max_has_no_next_id() {
 /// A cap over the limits told at the handshake is refused by the client, naming the limit.
 #[test]
 fn a_cap_over_the_brokers_told_limits_is_refused_before_anything_is_sent() {
-    let config = BrokerConfig {
-        dedup_window: 64,
-        ..one_queue()
-    };
+    let mut config = one_queue();
+    config.dedup_window = 64;
     let limits = Limits {
         max_unconfirmed_per_connection: 100,
         ..Limits::default()

@@ -100,10 +100,8 @@ async fn a_confirm_lost_with_the_connection_is_made_again() {
     let broker = shared_queue(|_| {}).await;
     broker.enqueue((0..5_u8).map(|i| vec![i]));
     // Reconnecting 240-300 ms after the loss, so the poll below sees it even under load.
-    let slow = ReliableConsumerOptions {
-        backoff: backoff(300, 600),
-        ..options(10, false)
-    };
+    let mut slow = options(10, false);
+    slow.backoff = backoff(300, 600);
     let (consumer, handed) = consuming_reliably(broker.addr, slow, |_| {}).await;
     wait_until("5 handed", || handed.lock().unwrap().len() == 5).await;
     broker.act(Action::Drop);

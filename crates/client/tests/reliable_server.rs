@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use support::proxy::KillProxy;
 use support::*;
-use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig, QueueMode};
+use zerodispatch_broker::{Broker, BrokerConfig, QueueMode};
 use zerodispatch_client::{
     ConfirmStatus, DeliveryToken, Guid, ReliableConsumerOptions, ReliableProducerOptions,
 };
@@ -28,13 +28,9 @@ fn limits() -> Limits {
 
 /// A broker of one priority queue with the window of `limits`.
 fn broker_config(limits: &Limits) -> BrokerConfig {
-    BrokerConfig {
-        queues: vec![QueueConfig {
-            window: limits.consumer_window,
-            ..QueueConfig::new(QueueMode::Priority)
-        }],
-        ..BrokerConfig::default()
-    }
+    let mut config = one_queue();
+    config.queues[0].window = limits.consumer_window;
+    config
 }
 
 /// Runs a reliable consumer and producer of `N` messages at `addr` beside `disrupt`, then

@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use support::*;
-use zerodispatch_client::{Client, Flush, ProducerOptions, QueueId, TrySendError};
+use zerodispatch_client::{Client, QueueId, TrySendError};
 use zerodispatch_wire::MAX_PAYLOAD_LEN;
 
 /// The process's user and system CPU time, in clock ticks (1/100 s on Linux).
@@ -40,11 +40,8 @@ fn run() {
             let _ = opened.send(stream);
         });
         let client = Client::connect(addr, quiet()).await.unwrap();
-        let options = ProducerOptions {
-            max_unconfirmed: 256,
-            flush: Flush::Timer(Duration::from_millis(2)),
-            confirm_timeout: None,
-        };
+        let mut options = timer(Duration::from_millis(2));
+        (options.max_unconfirmed, options.confirm_timeout) = (256, None);
         let producer = client.open_producer(QueueId(0), options, |_| {});
         let producer = producer.await.unwrap();
         let _stream = held.await.unwrap();

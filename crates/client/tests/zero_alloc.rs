@@ -47,11 +47,7 @@ fn main() {
 fn steady_state_sends_and_confirms_allocate_nothing() {
     // One thread for all, so the runtime's per-thread lists are warm where they are used.
     current_thread().block_on(async {
-        let config = Config {
-            no_log: true,
-            echo_to: Some(1),
-            ..Config::default()
-        };
+        let config = Config::default().with(|c| (c.no_log, c.echo_to) = (true, Some(1)));
         let broker = FakeBroker::start(config).await;
         let client = Client::connect(broker.addr, quiet()).await.unwrap();
         // Consumer 1 gets every message published, its credit over the producer's cap.
