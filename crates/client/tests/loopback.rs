@@ -81,27 +81,23 @@ async fn dynamic_send_forms_batches_under_load_cut_at_batch_size() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timer_sends_on_its_ticks() {
-    let options = timer(Duration::from_millis(100));
+    let options = timer(ms(100));
     let (broker, _client, producer, outcomes) = producing(Config::default(), options).await;
     for round in 0..2_u64 {
         let start = Instant::now();
         for i in 0..5_u64 {
             producer.send(&(round * 5 + i).to_le_bytes()).await.unwrap();
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(ms(20)).await;
         let settled = outcomes.lock().unwrap().len() as u64;
         assert_eq!(settled, round * 5, "nothing before the tick");
         wait_outcomes(&outcomes, (round as usize + 1) * 5).await;
-        let waited = start.elapsed();
-        assert!(waited <= Duration::from_millis(400), "sent at the tick");
+        assert!(start.elapsed() <= ms(400), "sent at the tick");
     }
     assert_eq!(broker.publish_counts(), vec![5, 5], "one frame per tick");
     let times = broker.times_of(|f| matches!(f, Received::Publish { .. }));
     let gap = times[1] - times[0];
-    assert!(
-        gap >= Duration::from_millis(80),
-        "ticks 100 ms apart: {gap:?}"
-    );
+    assert!(gap >= ms(80), "ticks 100 ms apart: {gap:?}");
     exactly_once(&outcomes, 10);
 }
 
@@ -112,13 +108,13 @@ async fn the_cap_makes_send_wait_then_resume_and_try_send_hand_back() {
     send_n(&producer, 4).await;
     let full = producer.try_send(b"x");
     assert_eq!(full, Err(TrySendError::Full), "handed back at the cap");
-    let dropped = tokio::time::timeout(Duration::from_millis(20), producer.send(b"dropped")).await;
+    let dropped = tokio::time::timeout(ms(20), producer.send(b"dropped")).await;
     assert!(dropped.is_err(), "send waits at the cap");
     let unconfirmed = producer.unconfirmed();
     assert_eq!(unconfirmed, 4, "a send dropped while waiting took nothing");
     let waiting = Arc::clone(&producer);
     let fifth = tokio::spawn(async move { waiting.send(b"fifth").await });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    tokio::time::sleep(ms(50)).await;
     assert!(!fifth.is_finished(), "send waits at the cap");
     assert_eq!(producer.unconfirmed(), 4);
     wait_until("4 messages", || broker.published() == 4).await;
@@ -142,7 +138,7 @@ async fn the_cap_blocks_send_blocking_then_resumes() {
             sent.fetch_add(1, Ordering::SeqCst);
         }
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(ms(100)).await;
     let sent = done.load(Ordering::SeqCst);
     assert_eq!(sent, 2, "the third blocks at the cap");
     broker.wait_published(1).await;
@@ -157,19 +153,19 @@ async fn the_cap_blocks_send_blocking_then_resumes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confirm_timeout_fires_once_and_a_late_confirm_is_ignored() {
     let options = ProducerOptions {
-        confirm_timeout: Some(Duration::from_millis(50)),
+        confirm_timeout: Some(ms(50)),
         ..ProducerOptions::default()
     };
     let (broker, _client, producer, outcomes) = producing(Config::holding(), options).await;
     let start = Instant::now();
     send_n(&producer, 3).await;
     wait_outcomes(&outcomes, 3).await;
-    assert!(start.elapsed() >= Duration::from_millis(50));
+    assert!(start.elapsed() >= ms(50));
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(ms(100)).await;
     for outcome in exactly_once(&outcomes, 3) {
         assert_eq!(outcome.status, ConfirmStatus::TimedOut);
-        assert!(outcome.settled_at - outcome.taken_at >= Duration::from_millis(50));
+        assert!(outcome.settled_at - outcome.taken_at >= ms(50));
     }
     assert_eq!(producer.unconfirmed(), 0);
     producer.send(b"after").await.unwrap();
@@ -297,15 +293,12 @@ async fn a_silent_broker_is_detected_after_three_of_the_clients_heartbeat_interv
     let broker = FakeBroker::start(config).await;
     let start = Instant::now();
     let mut options = quiet();
-    options.heartbeat = Duration::from_millis(30);
+    options.heartbeat = ms(30);
     let client = Client::connect(broker.addr, options).await.unwrap();
     assert_eq!(client.broker_heartbeat(), Duration::from_secs(5));
     assert_eq!(client.closed().await, ClientError::HeartbeatTimeout);
     let elapsed = start.elapsed();
-    assert!(
-        elapsed >= Duration::from_millis(90),
-        "three intervals: {elapsed:?}"
-    );
+    assert!(elapsed >= ms(90), "three intervals: {elapsed:?}");
     assert!(
         elapsed < Duration::from_secs(2),
         "not the broker's 15 s: {elapsed:?}"
@@ -319,7 +312,7 @@ async fn an_idle_client_sends_heartbeats() {
     // The broker asks for 20 ms; the client announces none, so never times the broker out.
     let broker = FakeBroker::start(Config::default().with(|c| c.heartbeat_ms = 20)).await;
     let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    tokio::time::sleep(ms(150)).await;
     let frames = broker.frames();
     assert_eq!(frames[0], Received::Hello { heartbeat_ms: 0 });
     let beats = frames.iter().filter(|f| **f == Received::Heartbeat).count();
@@ -336,10 +329,10 @@ async fn a_consumer_gets_no_more_than_its_credit() {
     let (consumer, got) = consuming(&client, credit(3, false), |batch| batch.confirm_all()).await;
     let payloads: Vec<Vec<u8>> = (0..10_u8).map(|i| vec![i; 3]).collect();
     broker.deliver(consumer.id().0, payloads);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(ms(100)).await;
     assert_eq!(got.lock().unwrap().len(), 3, "the initial credit");
     consumer.add_credit(2).unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(ms(100)).await;
     let got = got.lock().unwrap().clone();
     assert_eq!(got.len(), 5, "three and two");
     let token = support::token_of(1, consumer.id().0, 4);
@@ -475,7 +468,7 @@ async fn the_handshake_fails_with_a_typed_error() {
     // A broker that never answers.
     let (listener, addr) = listen().await;
     let mut options = quiet();
-    options.handshake_timeout = Duration::from_millis(50);
+    options.handshake_timeout = ms(50);
     let error = Client::connect(addr, options).await.unwrap_err();
     assert_eq!(error, ClientError::HandshakeTimeout);
     drop(listener);
@@ -531,7 +524,7 @@ async fn writes_go_out_while_the_broker_keeps_sending() {
     let start = Instant::now();
     for i in 0..100_u8 {
         producer.send(&[i]).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        tokio::time::sleep(ms(1)).await;
     }
     wait_count("published", 100, || published.load(Ordering::SeqCst)).await;
     let waited = start.elapsed();

@@ -41,7 +41,7 @@ fn a_payload_too_large_for_the_server_is_refused_by_send_and_the_producer_goes_o
         );
         producer.send(b"small after").await.unwrap();
         wait_settled(&outcomes, 2, ConfirmStatus::Stored).await;
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(ms(100)).await;
         assert_eq!(outcomes.lock().unwrap().len(), 2);
         let stats = producer.stats();
         assert_eq!((stats.reconnects, stats.resent), (0, 0), "{stats:?}");

@@ -190,11 +190,10 @@ async fn send_waits_while_reconnecting_at_the_cap() {
         let waiting = producer.send(b"fifth");
         tokio::pin!(waiting);
         // At the cap while the new session comes (200 ms) and the broker confirms.
-        let wait = tokio::time::timeout(Duration::from_millis(100), waiting.as_mut());
+        let wait = tokio::time::timeout(ms(100), waiting.as_mut());
         assert!(wait.await.is_err(), "send waits at the cap");
         wait_session(&broker, 1, 4).await;
-        let waited = start.elapsed();
-        assert!(waited >= Duration::from_millis(190), "the backoff's delay");
+        assert!(start.elapsed() >= ms(190), "the backoff's delay");
         broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
         assert_eq!(waiting.await.unwrap().0, 4);
     }
@@ -234,10 +233,8 @@ async fn name_in_use_is_retried_by_the_backoff_bounded() {
         .chain(opens.windows(2).skip(1).map(|w| w[1] - w[0]))
         .collect();
     for (gap, delay) in gaps.iter().zip([20, 40, 50, 50]) {
-        let delay = Duration::from_millis(delay);
-        assert!(*gap + Duration::from_millis(2) >= delay, "{gaps:?}");
-        let bound = delay + Duration::from_millis(500);
-        assert!(*gap < bound, "bounded: {gaps:?}");
+        assert!(*gap + ms(2) >= ms(delay), "{gaps:?}");
+        assert!(*gap < ms(delay + 500), "bounded: {gaps:?}");
     }
     producer.send(b"after").await.unwrap();
     wait_settled(&outcomes, 1, ConfirmStatus::Stored).await;
@@ -247,7 +244,7 @@ async fn name_in_use_is_retried_by_the_backoff_bounded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confirm_timeouts_run_while_reconnecting() {
     let mut options = options(100, slow());
-    options.producer.confirm_timeout = Some(Duration::from_millis(100));
+    options.producer.confirm_timeout = Some(ms(100));
     let (broker, producer, outcomes) = producing_reliably(Config::holding(), options).await;
     let start = Instant::now();
     send_ids(&producer, 0..5).await;
@@ -257,7 +254,7 @@ async fn confirm_timeouts_run_while_reconnecting() {
     producer.send(b"while reconnecting").await.unwrap();
     for outcome in wait_exactly_once(&outcomes, 6).await {
         assert_eq!(outcome.status, ConfirmStatus::TimedOut);
-        assert!(outcome.settled_at.duration_since(outcome.taken_at) >= Duration::from_millis(100));
+        assert!(outcome.settled_at.duration_since(outcome.taken_at) >= ms(100));
     }
     assert!(start.elapsed() < Duration::from_secs(2));
     producer.close().await;
@@ -278,7 +275,7 @@ async fn bad_options_are_refused() {
         ReliableProducerOptions::new("x".repeat(256)),
         a(|o| o.buffer_bytes = 1024),
         a(|o| o.backoff.factor = 0.5),
-        a(|o| o.backoff.max = Duration::from_millis(1)),
+        a(|o| o.backoff.max = ms(1)),
     ] {
         let error = ReliableProducer::connect(broker.addr, QueueId(0), bad, |_| {});
         let error = error.await.unwrap_err();
@@ -292,7 +289,7 @@ async fn timeouts_and_close_do_not_wait_for_a_hanging_connect() {
     let config = Config::holding().with(|c| c.silent_reconnects = true);
     let mut options = options(100, quick());
     options.client.handshake_timeout = Duration::from_secs(30);
-    options.producer.confirm_timeout = Some(Duration::from_millis(100));
+    options.producer.confirm_timeout = Some(ms(100));
     let (broker, producer, outcomes) = producing_reliably(config, options).await;
     send_ids(&producer, 0..3).await;
     wait_session(&broker, 0, 3).await;
@@ -443,7 +440,7 @@ async fn a_message_refused_too_large_is_reported_once_and_never_resent() {
     let (broker, producer, outcomes) = producing_reliably(config, options(64, quick())).await;
     send_ids(&producer, 0..5).await;
     wait_outcomes(&outcomes, 5).await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    tokio::time::sleep(ms(50)).await;
     all_settled(&outcomes, 5, ConfirmStatus::TooLarge);
     assert_eq!(producer.stats().reconnects, 0);
     assert_eq!(sessions(&broker).len(), 1, "one session: nothing resent");

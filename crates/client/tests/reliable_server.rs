@@ -66,11 +66,11 @@ where
                 outcomes.lock().unwrap().len(),
                 handed_payloads(&handed.lock().unwrap()).len()
             );
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep(ms(5)).await;
         }
         all_settled(&outcomes, N, ConfirmStatus::Stored);
         // Whatever would come late comes now.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(ms(50)).await;
         let handed = handed.lock().unwrap().clone();
         assert_eq!(handed.len(), N as usize, "each message handed out once");
         let queue = &broker.queue_stats()[0];
@@ -108,7 +108,7 @@ fn connections_killed_while_producing_and_consuming_lose_nothing() {
         let (proxy, kills) = (Arc::clone(&proxy), Arc::clone(&kills));
         async move {
             for _ in 0..20 {
-                tokio::time::sleep(Duration::from_millis(15)).await;
+                tokio::time::sleep(ms(15)).await;
                 kills.fetch_add(proxy.kill_all() as u64, Ordering::Relaxed);
             }
         }
@@ -145,7 +145,7 @@ fn a_server_restarted_in_front_of_a_running_broker_loses_nothing() {
         let mut server = server;
         let _ = begin.recv();
         for _ in 0..3 {
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(ms(20));
             server.shutdown();
             server = start(addr).expect("the port is free again");
             restarted.fetch_add(1, Ordering::Relaxed);
@@ -157,7 +157,7 @@ fn a_server_restarted_in_front_of_a_running_broker_loses_nothing() {
         go.send(()).unwrap();
         async {
             while restarts.load(Ordering::Relaxed) < 3 {
-                tokio::time::sleep(Duration::from_millis(2)).await;
+                tokio::time::sleep(ms(2)).await;
             }
         }
     };

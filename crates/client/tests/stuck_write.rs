@@ -40,7 +40,7 @@ fn run() {
             let _ = opened.send(stream);
         });
         let client = Client::connect(addr, quiet()).await.unwrap();
-        let mut options = timer(Duration::from_millis(2));
+        let mut options = timer(ms(2));
         (options.max_unconfirmed, options.confirm_timeout) = (256, None);
         let producer = client.open_producer(QueueId(0), options, |_| {});
         let producer = producer.await.unwrap();
@@ -49,16 +49,16 @@ fn run() {
         let payload = vec![0; MAX_PAYLOAD_LEN as usize];
         for _ in 0..256 {
             match producer.try_send(&payload) {
-                Ok(_) => tokio::time::sleep(Duration::from_millis(1)).await,
+                Ok(_) => tokio::time::sleep(ms(1)).await,
                 Err(TrySendError::Full) => break,
                 Err(other) => panic!("{other}"),
             }
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(ms(100)).await;
         let Some(before) = cpu_ticks() else {
             return;
         };
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(ms(250)).await;
         let used = cpu_ticks().unwrap() - before;
         assert!(
             used < 8,

@@ -69,8 +69,8 @@ pub fn timer(period: Duration) -> ProducerOptions {
 /// A backoff from `initial` to `max` (milliseconds), with the default factor and jitter.
 pub fn backoff(initial: u64, max: u64) -> Backoff {
     Backoff {
-        initial: Duration::from_millis(initial),
-        max: Duration::from_millis(max),
+        initial: ms(initial),
+        max: ms(max),
         ..Backoff::default()
     }
 }
@@ -318,6 +318,11 @@ pub fn invalid_option(error: &ClientError) -> Option<&'static str> {
     }
 }
 
+/// A duration of `n` milliseconds.
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
 /// Waits (up to 5 s) until `cond` holds; `what` names it in the failure.
 pub async fn wait_until(what: &str, cond: impl Fn() -> bool) {
     let start = Instant::now();
@@ -326,6 +331,6 @@ pub async fn wait_until(what: &str, cond: impl Fn() -> bool) {
             start.elapsed() < Duration::from_secs(5),
             "5 s waiting for {what}"
         );
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        tokio::time::sleep(ms(1)).await;
     }
 }
