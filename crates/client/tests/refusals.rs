@@ -27,8 +27,7 @@ fn on_small_slots<F: Future<Output = ()>>(test: impl FnOnce(SocketAddr, Arc<Brok
     server.shutdown();
 }
 
-/// Too large for the server's `Welcome` limits: refused by `send`, the messages around stored
-/// (once it made a reliable producer reconnect in a loop).
+/// Too large for the server's `Welcome` limits: refused by `send`, the messages around stored.
 #[test]
 fn a_payload_too_large_for_the_server_is_refused_by_send_and_the_producer_goes_on() {
     on_small_slots(|addr, broker| async move {
@@ -50,8 +49,7 @@ fn a_payload_too_large_for_the_server_is_refused_by_send_and_the_producer_goes_o
     });
 }
 
-/// The refusal stays the message's outcome: the named producer stays open on both sides, and
-/// its name opens again after close (once closed on the client only: `NAME_IN_USE`).
+/// A refused message leaves its named producer open on both sides; the name reopens after close.
 #[test]
 fn a_named_producer_refused_one_message_stays_open_and_its_name_reopens_after_close() {
     on_small_slots(|addr, broker| async move {
@@ -148,7 +146,7 @@ fn a_cap_over_the_brokers_told_limits_is_refused_before_anything_is_sent() {
     server.shutdown();
 }
 
-/// A close right after a send sends the message on (once it was dropped: `NotSent`).
+/// A close right after a send sends the message on: its outcome is `Stored`.
 #[test]
 fn a_close_right_after_a_send_gives_the_message_its_real_outcome() {
     on_small_slots(|addr, broker| async move {

@@ -406,8 +406,7 @@ async fn each_outage_is_reported_once_at_the_first_confirm_after_it() {
     exactly_once(&outcomes, 3);
 }
 
-/// Stored 0, 1, 3 (not 2), then a drop before the confirms: the re-open's answer, id by id,
-/// settles 0, 1, 3 and 2 goes again (once it was reported stored up to `last_stored`).
+/// Stored 0, 1, 3, not 2, then a drop: the re-open's answer settles 0, 1, 3 id by id; 2 goes again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_refused_below_the_highest_stored_is_resent_not_reported_stored() {
     let config = Config::holding().with(|c| (c.dedup, c.lose_id) = (true, Some(2)));

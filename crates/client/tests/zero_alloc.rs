@@ -17,8 +17,7 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 const MESSAGES: u64 = if cfg!(miri) { 100 } else { 100_000 };
 const WARM_UP: u64 = 20_000;
 
-/// Sends `n` messages from `first` on, and waits until `settled` and `consumed` have
-/// counted them all.
+/// Sends `n` messages from `first` on; waits until `settled` and `consumed` count them all.
 async fn round(
     producer: &zerodispatch_client::Producer,
     settled: &AtomicU64,

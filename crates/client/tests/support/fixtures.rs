@@ -75,8 +75,7 @@ pub fn backoff(initial: u64, max: u64) -> Backoff {
     }
 }
 
-/// Options of a reliable producer named `name` with a [`quiet`] client, capped at
-/// `max_unconfirmed`, reconnecting with `backoff`.
+/// A reliable producer's options: named `name`, a [`quiet`] client, capped, with `backoff`.
 pub fn reliable(name: &str, max_unconfirmed: u32, backoff: Backoff) -> ReliableProducerOptions {
     ReliableProducerOptions {
         producer: capped(max_unconfirmed),
@@ -109,8 +108,7 @@ pub fn error_bytes(
     frame_bytes(Frame::Error(error))
 }
 
-/// A consumer of app 0 on queue 0 of `client` with `options`, whose handler records each
-/// message it is handed, then calls `then` with the batch (to confirm).
+/// A consumer on queue 0 of `client` recording what it is handed, then calling `then` with it.
 pub async fn consuming(
     client: &Client,
     options: ConsumerOptions,
@@ -121,8 +119,7 @@ pub async fn consuming(
     (consumer.await.unwrap(), handed)
 }
 
-/// A consumer's handler that records each message it is handed, then calls `then` with the
-/// batch; and what it records into.
+/// A handler recording each message it is handed, then calling `then` with the batch; its record.
 fn recording(
     then: impl Fn(&Deliveries<'_>) + Send + 'static,
 ) -> (Handed, impl FnMut(&Deliveries<'_>) + Send + 'static) {
@@ -138,8 +135,7 @@ fn recording(
     })
 }
 
-/// Counters of outcomes for the zero-allocation proofs, and the confirm handler that counts
-/// into them: how many settled, and how many of those `Stored`.
+/// Counters of the outcomes settled and of those `Stored`, and a confirm handler counting them.
 pub fn counting() -> (
     Arc<AtomicU64>,
     Arc<AtomicU64>,
@@ -158,8 +154,7 @@ pub fn counting() -> (
     })
 }
 
-/// The producer options of the zero-allocation proofs: a cap of 1,024, dynamic send cut at
-/// 256, and a confirm timeout that never fires.
+/// The proofs' producer options: a cap of 1,024, batches cut at 256, a timeout never reached.
 pub fn proof_options() -> ProducerOptions {
     ProducerOptions {
         max_unconfirmed: 1024,
@@ -190,8 +185,7 @@ pub async fn listen() -> (tokio::net::TcpListener, std::net::SocketAddr) {
     (listener, addr)
 }
 
-/// A hand-written broker's side of the handshake and one `OpenProducer`: reads `Hello`,
-/// answers `Welcome` asking for `heartbeat_ms`, reads the open and answers it opened.
+/// A hand-written broker's handshake (its `Welcome` asks for `heartbeat_ms`) and one open.
 pub async fn answer_hello_and_open(stream: &mut tokio::net::TcpStream, heartbeat_ms: u32) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut hello = [0; 16];
@@ -240,8 +234,7 @@ pub async fn connected(config: Config) -> (FakeBroker, Client) {
     (broker, client)
 }
 
-/// A fake broker started with `config`, a [`quiet`] client of it, and a producer on queue
-/// 0 with `options` whose outcomes are collected.
+/// [`connected`], and a producer on queue 0 with `options` whose outcomes are collected.
 pub async fn producing(
     config: Config,
     options: ProducerOptions,
@@ -258,8 +251,7 @@ pub async fn producer_of(client: &Client, options: ProducerOptions) -> (Producer
     (producer.await.unwrap(), outcomes)
 }
 
-/// A producer named `name` on queue 0 of `client` with `options`, whose outcomes are
-/// collected (`Err` as the open answered).
+/// As [`producer_of`], named `name` (`Err` as the open answered).
 pub async fn named_producer_of(
     client: &Client,
     name: &str,
@@ -270,8 +262,7 @@ pub async fn named_producer_of(
     (open.await, outcomes)
 }
 
-/// A fake broker started with `config`, and a reliable producer of it on queue 0 with
-/// `options` whose outcomes are collected.
+/// A fake broker started with `config`, and a [`reliable_producer`] of it with `options`.
 pub async fn producing_reliably(
     config: Config,
     options: ReliableProducerOptions,
@@ -281,8 +272,7 @@ pub async fn producing_reliably(
     (broker, producer, outcomes)
 }
 
-/// A reliable producer on queue 0 of the broker at `addr` with `options`, whose outcomes
-/// are collected.
+/// A reliable producer on queue 0 of the broker at `addr` with `options`, outcomes collected.
 pub async fn reliable_producer(
     addr: std::net::SocketAddr,
     options: ReliableProducerOptions,
@@ -294,12 +284,10 @@ pub async fn reliable_producer(
     (producer, outcomes)
 }
 
-/// What a consumer handed the application, in order: each message's GUID, delivery token
-/// and payload.
+/// What a consumer handed the application, in order: each message's GUID, token and payload.
 pub type Handed = Arc<Mutex<Vec<(Guid, DeliveryToken, Vec<u8>)>>>;
 
-/// A reliable consumer of app 0 on queue 0 of the broker at `addr` with `options`, whose
-/// handler records each message it is handed, then calls `then` with the batch (to confirm).
+/// A reliable consumer on queue 0 at `addr`, recording what it is handed, then calling `then`.
 pub async fn consuming_reliably(
     addr: std::net::SocketAddr,
     options: ReliableConsumerOptions,

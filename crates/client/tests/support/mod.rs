@@ -67,8 +67,7 @@ pub struct Config {
     pub lose_id: Option<u64>,
     /// On `CloseProducer`, drop the connection instead of answering.
     pub drop_on_close: bool,
-    /// Refuse this many `OpenProducer` after the first with `reopen_refusal` (if none,
-    /// `NAME_IN_USE`).
+    /// Refuse this many `OpenProducer` after the first, with `reopen_refusal` or `NAME_IN_USE`.
     pub refuse_reopens: u32,
     pub reopen_refusal: Option<ErrorCode>,
     /// Consumers are served from the log's shared queue (`FakeBroker::enqueue`): each open
