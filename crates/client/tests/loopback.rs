@@ -3,6 +3,7 @@
 
 mod support;
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -143,9 +144,8 @@ async fn the_cap_blocks_send_blocking_then_resumes() {
     assert_eq!(sent, 2, "the third blocks at the cap");
     broker.wait_published(1).await;
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
-    tokio::task::spawn_blocking(move || thread.join().unwrap())
-        .await
-        .unwrap();
+    let joined = tokio::task::spawn_blocking(move || thread.join()).await;
+    joined.unwrap().unwrap();
     assert_eq!(done.load(Ordering::SeqCst), 3);
     wait_outcomes(&outcomes, 2).await;
 }
@@ -588,26 +588,18 @@ async fn send_blocking_on_a_runtime_thread_panics_naming_send_and_sends_nothing(
     // On a worker thread: refused even with room to spare (it would not have waited).
     let on_worker = Arc::clone(&producer);
     let message = tokio::spawn(async move {
-        let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            on_worker.send_blocking(b"x")
-        }));
-        let payload = refused.unwrap_err();
-        payload
-            .downcast_ref::<String>()
-            .cloned()
-            .unwrap_or_default()
-    })
-    .await
-    .unwrap();
+        let refused = catch_unwind(AssertUnwindSafe(|| on_worker.send_blocking(b"x")));
+        let message = refused.unwrap_err().downcast::<String>();
+        message.map(|text| *text).unwrap_or_default()
+    });
+    let message = message.await.unwrap();
     assert!(message.contains("`send_blocking` blocks"), "{message}");
     assert!(message.contains("use `send` instead"), "{message}");
     // `send` on the runtime and `send_blocking` on a blocking thread both send.
     let first = producer.send(b"a").await.unwrap();
     let sender = Arc::clone(&producer);
-    let second = tokio::task::spawn_blocking(move || sender.send_blocking(b"b"))
-        .await
-        .unwrap()
-        .unwrap();
+    let second = tokio::task::spawn_blocking(move || sender.send_blocking(b"b")).await;
+    let second = second.unwrap().unwrap();
     assert_eq!((first.0, second.0), (0, 1), "the refused call took no id");
     wait_outcomes(&outcomes, 2).await;
 }

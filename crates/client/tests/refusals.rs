@@ -23,7 +23,7 @@ fn on_small_slots<F: Future<Output = ()>>(test: impl FnOnce(SocketAddr, Arc<Brok
     };
     let server = real_server(one_queue(), limits);
     let broker = Arc::clone(server.broker());
-    runtime().block_on(test(server.local_addr(), broker));
+    runtime(2).block_on(test(server.local_addr(), broker));
     server.shutdown();
 }
 
@@ -114,7 +114,7 @@ fn a_cap_over_the_brokers_told_limits_is_refused_before_anything_is_sent() {
         ..Limits::default()
     };
     let server = real_server(config, limits);
-    runtime().block_on(async {
+    runtime(2).block_on(async {
         let client = Client::connect(server.local_addr(), quiet()).await.unwrap();
         let told = client.limits();
         let caps = (

@@ -39,7 +39,7 @@ fn exactly_once_through<D>(addr: SocketAddr, broker: &Broker, disrupt: impl FnOn
 where
     D: Future<Output = ()>,
 {
-    runtime().block_on(async move {
+    runtime(2).block_on(async move {
         let options = ReliableConsumerOptions {
             consumer: credit(64, true),
             client: quiet(),

@@ -24,12 +24,7 @@ fn a_write_stuck_in_flight_does_not_spin_the_io_task() {
 }
 
 fn run() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    runtime(1).block_on(async {
         // A broker that answers the open, asking for heartbeats every 5 ms (the client
         // announces none, so is never timed out), then never reads again.
         let (listener, addr) = listen().await;

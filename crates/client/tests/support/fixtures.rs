@@ -34,12 +34,8 @@ pub fn credit(credit: u32, auto_credit: bool) -> ConsumerOptions {
 
 /// The GUIDs and tokens of what a consumer handed the application, in order.
 pub fn handed_tokens(handed: &Handed) -> Vec<(Guid, DeliveryToken)> {
-    handed
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(g, t, _)| (*g, *t))
-        .collect()
+    let handed = handed.lock().unwrap();
+    handed.iter().map(|(g, t, _)| (*g, *t)).collect()
 }
 
 /// Producer options with dynamic send, cut at `batch_size`.
@@ -141,8 +137,7 @@ pub fn counting() -> (
     Arc<AtomicU64>,
     impl FnMut(&[Outcome]) + Send + 'static,
 ) {
-    let settled = Arc::new(AtomicU64::new(0));
-    let stored = Arc::new(AtomicU64::new(0));
+    let (settled, stored): (Arc<AtomicU64>, Arc<AtomicU64>) = Default::default();
     let (count, ok) = (Arc::clone(&settled), Arc::clone(&stored));
     (settled, stored, move |outcomes: &[Outcome]| {
         let stored_here = outcomes
@@ -163,13 +158,11 @@ pub fn proof_options() -> ProducerOptions {
     }
 }
 
-/// A runtime of two worker threads, for a test against the real server.
-pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+/// A runtime of `workers` worker threads.
+pub fn runtime(workers: usize) -> tokio::runtime::Runtime {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(workers).enable_all();
+    builder.build().unwrap()
 }
 
 /// A runtime on the current thread only.
