@@ -223,23 +223,13 @@ async fn client_close_reports_what_has_no_outcome() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_is_typed_and_the_connection_stays_open() {
     let (_broker, client) = connected(Config::default()).await;
-    let refused = client
-        .open_producer(QueueId(UNKNOWN_QUEUE), ProducerOptions::default(), |_| {})
-        .await
-        .unwrap_err();
-    let ClientError::Refused {
-        code,
-        refused: kind,
-        subject,
-        ..
-    } = &refused
-    else {
+    let open = client.open_producer(QueueId(UNKNOWN_QUEUE), ProducerOptions::default(), |_| {});
+    let refused = open.await.unwrap_err();
+    let ClientError::Refused { subject, .. } = &refused else {
         panic!("not a refusal: {refused:?}");
     };
-    assert_eq!(
-        (*code, *kind, *subject),
-        (ErrorCode::UNKNOWN_QUEUE, Some(FrameKind::OpenProducer), 1)
-    );
+    let expected = (ErrorCode::UNKNOWN_QUEUE, Some(FrameKind::OpenProducer));
+    assert_eq!((refusal(&refused), *subject), (Some(expected), 1));
     assert!(!refused.is_fatal());
     let options = ConsumerOptions::default();
     let consumer = client.open_consumer(QueueId(UNKNOWN_QUEUE), AppId(0), options, |_| {});

@@ -123,15 +123,10 @@ fn a_cap_over_the_brokers_told_limits_is_refused_before_anything_is_sent() {
         );
         assert_eq!(caps, (100, 64));
         let anonymous = client.open_producer(QueueId(0), capped(101), |_| {}).await;
-        let over = matches!(
-            anonymous,
-            Err(ClientError::OverLimit {
-                value: 101,
-                max: 100,
-                ..
-            })
-        );
-        assert!(over, "{anonymous:?}");
+        let Err(ClientError::OverLimit { value, max, .. }) = &anonymous else {
+            panic!("{anonymous:?}");
+        };
+        assert_eq!((*value, *max), (101, 100), "{anonymous:?}");
         let (named, _) = named_producer_of(&client, "n", capped(65)).await;
         let Err(error @ ClientError::OverLimit { max: 64, .. }) = named else {
             panic!("{named:?}");
