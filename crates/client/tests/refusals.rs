@@ -34,10 +34,8 @@ fn a_payload_too_large_for_the_server_is_refused_by_send_and_the_producer_goes_o
         let options = reliable("too-large", 16, backoff(1, 5));
         let (producer, outcomes) = reliable_producer(addr, options).await;
         producer.send(b"small before").await.unwrap();
-        assert_eq!(
-            producer.send(&[7; 200]).await,
-            Err(ClientError::PayloadTooLarge { len: 200, max: 64 })
-        );
+        let too_large = Err(ClientError::PayloadTooLarge { len: 200, max: 64 });
+        assert_eq!(producer.send(&[7; 200]).await, too_large);
         producer.send(b"small after").await.unwrap();
         wait_settled(&outcomes, 2, ConfirmStatus::Stored).await;
         tokio::time::sleep(ms(100)).await;
@@ -57,10 +55,8 @@ fn a_named_producer_refused_one_message_stays_open_and_its_name_reopens_after_cl
         let (producer, outcomes) = named_producer_of(&client, "plain", Default::default()).await;
         let producer = producer.unwrap();
         assert_eq!(client.limits().max_payload, 64, "told at the handshake");
-        assert_eq!(
-            producer.send(&[1; 65]).await,
-            Err(ClientError::PayloadTooLarge { len: 65, max: 64 })
-        );
+        let too_large = Err(ClientError::PayloadTooLarge { len: 65, max: 64 });
+        assert_eq!(producer.send(&[1; 65]).await, too_large);
         producer.send(b"fits").await.unwrap();
         wait_outcomes(&outcomes, 1).await;
         assert_eq!(outcomes.lock().unwrap()[0].status, ConfirmStatus::Stored);

@@ -306,12 +306,9 @@ pub fn ms(n: u64) -> Duration {
 
 /// Waits (up to 5 s) until `cond` holds; `what` names it in the failure.
 pub async fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let start = Instant::now();
+    let (start, limit) = (Instant::now(), Duration::from_secs(5));
     while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "5 s waiting for {what}"
-        );
+        assert!(start.elapsed() < limit, "5 s waiting for {what}");
         tokio::time::sleep(ms(1)).await;
     }
 }

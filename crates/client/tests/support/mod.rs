@@ -687,13 +687,10 @@ pub async fn wait_outcomes(outcomes: &Outcomes, n: usize) {
 
 /// Waits (up to 5 s) until `count` reaches `n`; the failure says how far it got.
 pub async fn wait_count(what: &str, n: usize, count: impl Fn() -> usize) {
-    let start = Instant::now();
+    let (start, limit) = (Instant::now(), Duration::from_secs(5));
     while count() < n {
         let have = count();
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "5 s for {n} {what}; have {have}"
-        );
+        assert!(start.elapsed() < limit, "5 s for {n} {what}; have {have}");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
