@@ -441,11 +441,9 @@ async fn serve(
                                     }
                                     if config.dedup && !name.is_empty() {
                                         let mut log = log.lock().unwrap();
-                                        if config.store_limit.is_some_and(|limit| log.connections == 1 && seen > limit) {
-                                            vanished += 1;
-                                            continue;
-                                        }
-                                        if config.lose_id == Some(id.0) && log.connections == 1 {
+                                        let first = log.connections == 1;
+                                        let past_limit = config.store_limit.is_some_and(|limit| seen > limit);
+                                        if first && (past_limit || config.lose_id == Some(id.0)) {
                                             vanished += 1;
                                             continue;
                                         }
