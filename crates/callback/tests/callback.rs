@@ -104,17 +104,15 @@ fn over_aligned_capture_fits_an_align16_space() {
 #[test]
 fn moves_across_threads() {
     let counts = Counts::default();
-    let threads: Vec<_> = (0..4)
-        .map(|i| {
+    std::thread::scope(|s| {
+        for i in 0..4 {
             let r = counts.runs.clone();
             // Counts its run, and `i` more.
-            let cb = Callback::new(counts.closure_then(move || {
-                r.fetch_add(i, Ordering::SeqCst);
-            }));
-            std::thread::spawn(move || cb.call())
-        })
-        .collect();
-    threads.into_iter().for_each(|t| t.join().unwrap());
+            let then = move || _ = r.fetch_add(i, Ordering::SeqCst);
+            let cb = Callback::new(counts.closure_then(then));
+            s.spawn(move || cb.call());
+        }
+    });
     counts.assert(1 + 2 + 3 + 4, 4);
 }
 

@@ -7,6 +7,7 @@ mod common;
 use std::any::Any;
 use std::mem::size_of;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::Ordering::SeqCst;
 
 use common::Counts;
 use zerodispatch_callback::{Align8, Callback, DefaultSpace, InlineCallbackWith};
@@ -48,7 +49,7 @@ fn runs_once_on_the_target_and_context_it_is_handed() {
     cb.call(&mut queue, &mut calls);
     assert_eq!(queue.confirmed, [42]);
     assert_eq!(calls, 1);
-    assert_eq!(counts.drops(), 1);
+    assert_eq!(counts.drops.load(SeqCst), 1);
 }
 
 #[test]
@@ -65,7 +66,7 @@ fn panic_drops_captures_once_and_leaves_the_target_usable() {
     let (mut queue, mut calls) = (Queue::default(), 0);
     let result = catch_unwind(AssertUnwindSafe(|| cb.call(&mut queue, &mut calls)));
     assert!(result.is_err());
-    assert_eq!(counts.drops(), 1);
+    assert_eq!(counts.drops.load(SeqCst), 1);
     assert_eq!(queue.confirmed, [7]);
 }
 

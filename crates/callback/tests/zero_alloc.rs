@@ -52,16 +52,13 @@ fn allocations_per_hop<T: Send>(make: fn(u64) -> T, call: fn(T)) -> u64 {
     };
     thread::scope(|s| {
         s.spawn(|| {
-            let mut n = 0;
-            while n < total {
-                match queue.pop() {
-                    Some(cb) => {
-                        call(cb);
-                        n += 1;
-                        consumed.store(n, Ordering::Release);
-                    }
-                    None => thread::yield_now(),
+            // The only consumer: once the queue is not empty, its pop succeeds.
+            for n in 1..=total {
+                while queue.is_empty() {
+                    thread::yield_now();
                 }
+                call(queue.pop().unwrap());
+                consumed.store(n, Ordering::Release);
             }
         });
         produce(0..WARM_UP);

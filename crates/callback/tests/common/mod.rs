@@ -14,8 +14,7 @@ impl Drop for DropCount {
     }
 }
 
-/// How many times the closures made by [`Counts::closure`] ran, and how many of their
-/// captures ([`Counts::guard`]s) were dropped; by default, none.
+/// Runs of the closures made by [`Counts::closure`], drops of their [`Counts::guard`]s: none yet.
 #[derive(Default)]
 pub struct Counts {
     /// Added to by each run.
@@ -35,8 +34,7 @@ impl Counts {
         self.closure_then(|| ())
     }
 
-    /// A closure that captures a [`guard`](Self::guard), counts its run, then runs `then`
-    /// (whose captures are the closure's too).
+    /// A closure that captures a [`guard`](Self::guard), counts its run, then runs `then`.
     pub fn closure_then(
         &self,
         then: impl FnOnce() + Send + 'static,
@@ -52,16 +50,10 @@ impl Counts {
     /// Checks the runs and the drops so far.
     #[track_caller]
     pub fn assert(&self, runs: usize, drops: usize) {
-        assert_eq!((self.runs(), self.drops()), (runs, drops), "(runs, drops)");
-    }
-
-    /// The runs so far.
-    pub fn runs(&self) -> usize {
-        self.runs.load(Ordering::SeqCst)
-    }
-
-    /// The drops so far.
-    pub fn drops(&self) -> usize {
-        self.drops.load(Ordering::SeqCst)
+        let counted = (
+            self.runs.load(Ordering::SeqCst),
+            self.drops.load(Ordering::SeqCst),
+        );
+        assert_eq!(counted, (runs, drops), "(runs, drops)");
     }
 }
