@@ -120,10 +120,8 @@ fn a_server_restarted_in_front_of_a_running_broker_loses_nothing() {
     let broker = Arc::new(Broker::start(config).unwrap());
     let start = move |addr: SocketAddr| {
         let (broker, store) = (Arc::clone(&broker), Arc::clone(&store));
-        let server = Server::builder().listen(addr).limits(limits);
-        server
-            .broker(broker, vec![QueueMode::Priority], store)
-            .start()
+        let (server, queues) = (Server::builder().listen(addr), vec![QueueMode::Priority]);
+        server.limits(limits).broker(broker, queues, store).start()
     };
     let server = start("127.0.0.1:0".parse().unwrap()).expect("the server starts");
     let addr = server.local_addr();
@@ -153,8 +151,7 @@ fn a_server_restarted_in_front_of_a_running_broker_loses_nothing() {
         }
     };
     exactly_once_through(addr, &broker, all_restarted);
-    let server = restarter.join().unwrap();
-    server.shutdown();
+    restarter.join().unwrap().shutdown();
 }
 
 /// The distinct payloads of `handed`.
