@@ -71,9 +71,7 @@ fn captures_are_moved_in_and_out_intact() {
 #[test]
 fn zero_sized_closure_fits_a_zero_byte_space() {
     static RUNS: AtomicUsize = AtomicUsize::new(0);
-    let f = || {
-        RUNS.fetch_add(1, Ordering::SeqCst);
-    };
+    let f = || _ = RUNS.fetch_add(1, Ordering::SeqCst);
     assert_eq!(size_of_val(&f), 0);
     let cb = InlineCallback::<Align8<0>>::new(f);
     assert!(cb.is_inline());
@@ -144,8 +142,7 @@ fn spilled_closure_that_panics_drops_once() {
 
 #[test]
 fn new_or_spill_picks_inline_when_it_fits() {
-    let small = [1_u8; 8];
-    let big = [1_u8; 64];
+    let (small, big) = ([1_u8; 8], [1_u8; 64]);
     let a = Callback::new_or_spill(move || assert_eq!(small[0], 1));
     let b = Callback::new_or_spill(move || assert_eq!(big[63], 1));
     assert!(a.is_inline());
