@@ -1,6 +1,5 @@
-//! What the protocol document once left open, decided and held to (each test under a
-//! watchdog): order of checks, ids between close and echo, unknown GUIDs and tokens in a
-//! confirm, what takes a slot of the store and for how long, the deduplication window.
+//! What the protocol document once left open, as decided (each test under a watchdog): order
+//! of checks, ids between close and echo, unknown GUIDs and tokens, slots, the dedup window.
 
 mod common;
 
@@ -18,19 +17,14 @@ fn both_delivered_and_confirmed(c: &mut Client) -> Vec<Delivered> {
 fn a_kind_the_broker_never_receives_is_fatal_whatever_id_it_names() {
     watched("unexpected kind", || {
         let server = priority_server();
-        for kind in [FrameKind::Deliver, FrameKind::PublishConfirm] {
+        let mut confirm = Vec::new();
+        let mut batch = PublishConfirmBuilder::begin(&mut confirm, ProducerId(99));
+        batch.push(PublishId(0), ConfirmStatus::Stored).unwrap();
+        batch.finish().unwrap();
+        // Consumer 99 and producer 99 are not open: the kind is checked first.
+        for frame in [deliver_frame(99, Guid([1; 16])), confirm] {
             let mut c = Client::hello(server.local_addr());
-            // Consumer 99 and producer 99 are not open: the kind is checked first.
-            let out = if kind == FrameKind::Deliver {
-                deliver_frame(99, Guid([1; 16]))
-            } else {
-                let mut out = Vec::new();
-                let mut batch = PublishConfirmBuilder::begin(&mut out, ProducerId(99));
-                batch.push(PublishId(0), ConfirmStatus::Stored).unwrap();
-                batch.finish().unwrap();
-                out
-            };
-            c.send_raw(&out);
+            c.send_raw(&frame);
             c.expect_fatal(ErrorCode::UNEXPECTED_KIND);
         }
     });
@@ -55,7 +49,7 @@ fn between_a_close_and_its_echo_the_id_is_in_use_and_unknown() {
         let mut c = Client::producer(server.local_addr(), 1, 0, 16);
         // The three in one write: the server reads them before the close is done.
         let close = encoded(close_producer_frame(1));
-        let open = encoded(open_producer_frame(1, 0, 16));
+        let open = encoded(open_producer_frame(1, 0, 16, ""));
         c.send_raw(&[close.as_slice(), &open, &close].concat());
         c.expect_refusal(ErrorCode::ID_IN_USE, FrameKind::OpenProducer, 1);
         c.expect_refusal(ErrorCode::UNKNOWN_PRODUCER, FrameKind::CloseProducer, 1);
@@ -85,9 +79,7 @@ fn a_confirm_of_several_unknown_guids_gets_one_error_and_the_others_are_confirme
         assert_ne!(t0, t1);
         c.confirm(7, &confirm, false);
         c.expect_refusal(ErrorCode::UNKNOWN_CONSUMER, FrameKind::ConsumerConfirm, 7);
-        eventually("both known GUIDs confirmed", || {
-            server.stats().free_slots == slots
-        });
+        free_slots_become(&server, slots);
         assert!(c.quiet_for(QUIET), "a second error for the same frame");
     });
 }
@@ -120,9 +112,7 @@ fn a_fanout_message_holds_its_slot_until_every_app_confirms() {
         let free = server.stats().free_slots;
         assert_eq!(free, slots - 1, "freed by one app's confirm");
         c.confirm(11, &read.deliveries(11), false);
-        eventually("freed by the last app's confirm", || {
-            server.stats().free_slots == slots
-        });
+        free_slots_become(&server, slots);
     });
 }
 

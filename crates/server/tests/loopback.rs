@@ -149,7 +149,7 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
     let mut other = Client::producer(addr, 5, 0, 10);
     other.open_consumer(6, 1, 0, 10);
 
-    let open = open_producer_frame;
+    let open = |producer, queue, max| open_producer_frame(producer, queue, max, "");
     c.send(open(1, 9, 10));
     c.expect_refusal(ErrorCode::UNKNOWN_QUEUE, FrameKind::OpenProducer, 1);
     c.send(open(1, 0, (1 << 24) + 1));
@@ -186,12 +186,7 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
     c.expect_refusal(ErrorCode::UNKNOWN_CONSUMER, FrameKind::ConsumerConfirm, 2);
 
     // A payload larger than the server's slots: that one refused TooLarge, the other stored.
-    let mut frame = Vec::new();
-    let mut batch = PublishBuilder::begin(&mut frame, ProducerId(1));
-    batch.push(PublishId(100), b"small").unwrap();
-    batch.push(PublishId(101), &[7; 1025]).unwrap();
-    batch.finish().unwrap();
-    c.send_raw(&frame);
+    c.publish(1, [100, 101], |id, _| if id == 100 { 5 } else { 1025 });
     let mut read = c.read_until(|r| r.confirms.len() >= 2 && !r.delivered.is_empty());
     assert_eq!(read.delivered.len(), 1, "only the small one");
     c.confirm(2, &read.deliveries(2), true);
@@ -254,6 +249,8 @@ fn every_bad_header_is_answered_with_its_code_then_closed() {
 fn every_bad_body_is_answered_malformed_then_closed() {
     let mut large = vec![1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
     large.extend_from_slice(&(MAX_PAYLOAD_LEN + 1).to_le_bytes());
+    let not_utf8 = [1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0xff, 0xfe];
+    let name_cut = [1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, b'a'];
     // A heartbeat with a body.
     malformed(true, &body(0x03, &[0]));
     // A publish of count 0.
@@ -270,28 +267,18 @@ fn every_bad_body_is_answered_malformed_then_closed() {
     // A Hello whose lowest version is above its highest.
     malformed(false, &body(0x01, &[2, 1, 0, 0, 0, 0]));
     // An OpenProducer whose name is not UTF-8.
-    malformed(
-        true,
-        &body(0x10, &[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0xff, 0xfe]),
-    );
+    malformed(true, &body(0x10, &not_utf8));
     // An OpenProducer whose name_len announces more than its body holds.
-    malformed(
-        true,
-        &body(0x10, &[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, b'a']),
-    );
+    malformed(true, &body(0x10, &name_cut));
 }
 
 #[test]
 fn the_handshake_is_enforced() {
-    let open = encoded(open_producer_frame(1, 0, 1));
+    let open = encoded(open_producer_frame(1, 0, 1, ""));
     refused_fatally(false, &open, ErrorCode::HANDSHAKE_REQUIRED);
     let hello = encoded(hello_frame(0));
     refused_fatally(true, &hello, ErrorCode::HANDSHAKE_REQUIRED);
-    let newer = encoded(Frame::Hello(Hello {
-        min_version: VERSION + 1,
-        max_version: VERSION + 2,
-        heartbeat_ms: 0,
-    }));
+    let newer = body(0x01, &[VERSION + 1, VERSION + 2, 0, 0, 0, 0]);
     refused_fatally(false, &newer, ErrorCode::UNSUPPORTED_VERSION);
     // Older clients (4 included: before delivery tokens), by header or by range: refused.
     assert_eq!(VERSION, 5);
