@@ -4,11 +4,12 @@
 mod common;
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 
 use common::*;
-use zerodispatch_broker::{Callback, ClientType, QueueMode};
-use zerodispatch_server::Limits;
+use zerodispatch_broker::{Broker, BrokerConfig, Callback, ClientType, QueueConfig, QueueMode};
+use zerodispatch_server::{Limits, PayloadStore, Server, ServerError};
 use zerodispatch_wire::*;
 
 /// Publishes `n` messages in one frame; consumer 7 takes, checks and confirms them all
@@ -436,9 +437,6 @@ fn error_frames_from_the_client() {
 
 #[test]
 fn a_running_broker_is_served_and_outlives_the_server() {
-    use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig};
-    use zerodispatch_server::{PayloadStore, Server};
-
     let store = Arc::new(PayloadStore::try_new(limits().store_slots, limits().slot_size).unwrap());
     let broker = Arc::new(
         Broker::start(BrokerConfig {
@@ -467,9 +465,6 @@ fn a_running_broker_is_served_and_outlives_the_server() {
 
 #[test]
 fn a_queue_window_above_the_consumer_window_is_refused_at_start() {
-    use zerodispatch_broker::{BrokerConfig, QueueConfig};
-    use zerodispatch_server::{Server, ServerError};
-
     let refused = Server::builder()
         .listen("127.0.0.1:0".parse().unwrap())
         .broker_config(BrokerConfig {
@@ -492,8 +487,6 @@ fn a_queue_window_above_the_consumer_window_is_refused_at_start() {
 
 #[test]
 fn many_producers_and_consumers_on_their_own_threads_exactly_once() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
     const PRODUCERS: u64 = 4;
     const PER_PRODUCER: u64 = 1500;
     const BATCH: u64 = 50;
