@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use zerodispatch_broker::{BrokerConfig, QueueMode};
-use zerodispatch_server::Limits;
 use zerodispatch_wire::*;
 
 /// Writes `bytes` one at a time, `every` apart, on a thread (until the server closes);
@@ -100,10 +99,8 @@ fn one_connection_creates_at_most_max_new_names_and_known_names_still_open() {
 #[test]
 fn connections_one_after_another_cannot_fill_the_table_of_names_and_an_open_name_is_kept() {
     watched("names reclaimed", || {
-        let limits = Limits {
-            max_new_names: 2,
-            ..limits()
-        };
+        let mut limits = limits();
+        limits.max_new_names = 2;
         let broker = BrokerConfig {
             max_producer_names: 4,
             ..BrokerConfig::default()
