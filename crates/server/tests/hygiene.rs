@@ -125,8 +125,7 @@ fn a_client_announcing_300_ms_receives_heartbeats_at_that_rate() {
         // The client sends its own heartbeats meanwhile, on another handle of the socket.
         let mut beat = c.try_clone().unwrap();
         let sender = std::thread::spawn(move || {
-            let mut frame = Vec::new();
-            Frame::Heartbeat.encode(&mut frame).unwrap();
+            let frame = encoded(Frame::Heartbeat);
             let until = Instant::now() + ms(1700);
             while Instant::now() < until {
                 std::thread::sleep(ms(100));
