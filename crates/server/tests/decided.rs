@@ -4,8 +4,6 @@
 mod common;
 
 use common::*;
-use zerodispatch_broker::QueueMode;
-use zerodispatch_wire::*;
 
 /// Reads until two deliveries to consumer 7 and two publish confirms came; the deliveries.
 fn both_delivered_and_confirmed(c: &mut Client) -> Vec<Delivered> {

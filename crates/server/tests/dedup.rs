@@ -4,10 +4,8 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
 use common::*;
-use zerodispatch_wire::*;
 
 /// The publish id a GUID of a named producer carries (its bytes 4 to 12).
 fn seq(guid: Guid) -> u64 {

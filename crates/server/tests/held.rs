@@ -5,11 +5,8 @@ mod common;
 
 use std::io::Write;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
 use common::*;
-use zerodispatch_broker::{BrokerConfig, QueueMode};
-use zerodispatch_wire::*;
 
 /// Writes `bytes` one at a time, `every` apart, on a thread (until the server closes);
 /// returns a client reading the same socket, and the thread.

@@ -5,15 +5,13 @@ mod common;
 
 use std::io::{ErrorKind, Read};
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
 
 use common::*;
-use zerodispatch_wire::*;
 
 const IDLE: Duration = ms(600);
 
 /// A server with an idle limit of [`IDLE`], asking for heartbeats every third of it.
-fn idle_server() -> zerodispatch_server::Server {
+fn idle_server() -> Server {
     priority_server_with(|l| (l.heartbeat, l.idle_timeout) = (IDLE / 3, IDLE))
 }
 

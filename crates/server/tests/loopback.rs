@@ -8,9 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 
 use common::*;
-use zerodispatch_broker::{Broker, BrokerConfig, Callback, ClientType, QueueConfig, QueueMode};
-use zerodispatch_server::{Limits, PayloadStore, Server, ServerError};
-use zerodispatch_wire::*;
+use zerodispatch_broker::{Broker, Callback, ClientType, QueueConfig};
+use zerodispatch_server::{PayloadStore, ServerError};
 
 /// Publishes `n` messages in one frame; consumer 7 takes, checks and confirms them all
 /// (the publish confirms are left unread).

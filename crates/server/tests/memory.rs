@@ -6,13 +6,8 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
 
 use common::*;
-use zerodispatch_broker::QueueMode;
-use zerodispatch_server::Limits;
-use zerodispatch_testkit::within;
-use zerodispatch_wire::*;
 
 const CONNECTIONS: usize = 200;
 const ROUNDS: usize = 16;

@@ -6,11 +6,8 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use common::*;
-use zerodispatch_testkit::within;
-use zerodispatch_wire::*;
 
 const WATCHDOG: Duration = Duration::from_secs(60);
 

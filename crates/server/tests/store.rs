@@ -5,11 +5,8 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 use common::*;
-use zerodispatch_broker::QueueMode;
-use zerodispatch_wire::*;
 
 /// With 4 slots, 12 publishes to the connection's own consumer: refused ones go again, none waits.
 #[test]

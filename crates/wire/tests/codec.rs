@@ -4,7 +4,6 @@
 mod support;
 
 use support::*;
-use zerodispatch_wire::*;
 
 #[test]
 fn fixed_frames_round_trip_in_their_documented_layout() {

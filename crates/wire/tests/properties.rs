@@ -6,7 +6,6 @@ use proptest::prelude::*;
 mod support;
 
 use support::*;
-use zerodispatch_wire::*;
 
 /// A frame with owned contents (a fixed frame's borrowed contents leaked for the test).
 #[derive(Clone, Debug, PartialEq)]

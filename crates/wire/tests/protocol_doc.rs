@@ -4,7 +4,6 @@
 mod support;
 
 use support::*;
-use zerodispatch_wire::*;
 
 const DOC: &str = include_str!("../../../docs/protocol.md");
 

@@ -5,7 +5,6 @@ use zerodispatch_testkit::{CountingAllocator, allocations_during};
 mod support;
 
 use support::*;
-use zerodispatch_wire::*;
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;

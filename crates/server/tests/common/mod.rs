@@ -1,14 +1,16 @@
 //! Servers on loopback and a blocking wire client that allocates nothing once warm.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+pub use std::time::{Duration, Instant};
 
-use zerodispatch_broker::{BrokerConfig, QueueConfig, QueueMode};
-use zerodispatch_server::{Limits, Server};
-use zerodispatch_wire::*;
+use zerodispatch_broker::QueueConfig;
+pub use zerodispatch_broker::{BrokerConfig, QueueMode};
+pub use zerodispatch_server::{Limits, Server};
+pub use zerodispatch_testkit::within;
+pub use zerodispatch_wire::*;
 
 /// How long a client waits for the server's next bytes.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);

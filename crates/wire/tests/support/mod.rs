@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use zerodispatch_wire::*;
+pub use zerodispatch_wire::*;
 
 /// `Hello` offering `min_version` to `max_version`.
 pub fn hello(min_version: u8, max_version: u8, heartbeat_ms: u32) -> Hello {
