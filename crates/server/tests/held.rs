@@ -37,9 +37,7 @@ fn a_client_trickling_a_frame_within_the_idle_limit_is_closed_at_the_frame_timeo
         let told = c.shake_hands(0);
         assert_eq!(told.limits.frame_timeout_ms, 500);
         // A publish of 1,000 bytes, one byte every 150 ms: never idle for 400 ms.
-        let mut frame = vec![0x5A, 0x44, VERSION, 0x12, 0, 0];
-        frame.extend_from_slice(&1000_u32.to_le_bytes());
-        frame.resize(10 + 1000, 1);
+        let frame = body(0x12, &[1; 1000]);
         let started = Instant::now();
         let (mut reader, trickle) = trickle(c, frame, ms(150));
         reader.expect_fatal(ErrorCode::FRAME_TIMEOUT);

@@ -199,22 +199,6 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
     c.deliveries_among(2, 1, true, |_, payload| assert_eq!(payload.len(), 8));
 }
 
-/// A raw frame: magic, version, kind, flags, length, then `body` (whatever the length says).
-fn raw(version: u8, kind: u8, flags: u16, len: u32, body: &[u8]) -> Vec<u8> {
-    let mut h = b"ZD".to_vec();
-    h.push(version);
-    h.push(kind);
-    h.extend_from_slice(&flags.to_le_bytes());
-    h.extend_from_slice(&len.to_le_bytes());
-    h.extend_from_slice(body);
-    h
-}
-
-/// A raw frame of this version, no flags, whose length is its body's.
-fn body(kind: u8, body: &[u8]) -> Vec<u8> {
-    raw(VERSION, kind, 0, body.len() as u32, body)
-}
-
 /// Sends `bytes` after a handshake (or before, if `handshake` is false) and expects a
 /// fatal error of `code`, then the end.
 fn refused_fatally(handshake: bool, bytes: &[u8], code: ErrorCode) {

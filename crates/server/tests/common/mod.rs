@@ -99,6 +99,22 @@ pub fn hello_frame(heartbeat_ms: u32) -> Frame<'static> {
     })
 }
 
+/// A raw frame: magic, version, kind, flags, length, then `body` (whatever the length says).
+pub fn raw(version: u8, kind: u8, flags: u16, len: u32, body: &[u8]) -> Vec<u8> {
+    let mut h = b"ZD".to_vec();
+    h.push(version);
+    h.push(kind);
+    h.extend_from_slice(&flags.to_le_bytes());
+    h.extend_from_slice(&len.to_le_bytes());
+    h.extend_from_slice(body);
+    h
+}
+
+/// A raw frame of this version, no flags, whose length is its body's.
+pub fn body(kind: u8, body: &[u8]) -> Vec<u8> {
+    raw(VERSION, kind, 0, body.len() as u32, body)
+}
+
 /// An `OpenProducer` under `name` (anonymous if empty).
 pub fn open_producer_frame(producer: u32, queue: u32, max: u32, name: &str) -> Frame<'_> {
     Frame::OpenProducer(OpenProducer {
