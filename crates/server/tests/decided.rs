@@ -74,7 +74,7 @@ fn a_confirm_of_several_unknown_guids_gets_one_error_and_the_others_are_confirme
         assert_ne!(t0, t1);
         c.confirm(7, &confirm, false);
         c.expect_refusal(ErrorCode::UNKNOWN_CONSUMER, FrameKind::ConsumerConfirm, 7);
-        free_slots_become(&server, slots);
+        free_slots_become(&server, slots, "both known GUIDs confirmed");
         assert!(c.quiet_for(QUIET), "a second error for the same frame");
     });
 }
@@ -107,7 +107,7 @@ fn a_fanout_message_holds_its_slot_until_every_app_confirms() {
         let free = server.stats().free_slots;
         assert_eq!(free, slots - 1, "freed by one app's confirm");
         c.confirm(11, &read.deliveries(11), false);
-        free_slots_become(&server, slots);
+        free_slots_become(&server, slots, "freed by the last app's confirm");
     });
 }
 

@@ -34,7 +34,7 @@ fn a_connection_whose_own_consumer_frees_the_slots_never_stalls() {
         assert!(!now_stored.is_empty(), "round {round} stored nothing");
         // The consumer on the same connection frees the slots; the refused go again.
         client.confirm(7, &read.deliveries(7), true);
-        free_slots_become(&server, 4);
+        free_slots_become(&server, 4, "the slots freed");
         stored.extend(now_stored);
         pending = refused;
         if pending.is_empty() {

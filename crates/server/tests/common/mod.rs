@@ -53,12 +53,12 @@ pub fn priority_server_with(tune: impl FnOnce(&mut Limits)) -> Server {
 
 /// Waits until every slot of the store is free (the store of [`limits`]).
 pub fn all_slots_free(server: &Server) {
-    free_slots_become(server, limits().store_slots);
+    free_slots_become(server, limits().store_slots, "every slot free");
 }
 
-/// Waits until the server counts `n` free slots.
-pub fn free_slots_become(server: &Server, n: usize) {
-    eventually("the free slots", || server.stats().free_slots == n);
+/// Waits until the server counts `n` free slots (`what` names the wait).
+pub fn free_slots_become(server: &Server, n: usize, what: &str) {
+    eventually(what, || server.stats().free_slots == n);
 }
 
 /// `n` milliseconds.
