@@ -5,10 +5,10 @@ mod common;
 
 use common::*;
 
-/// Reads until two deliveries to consumer 7 and two publish confirms came; the deliveries.
-fn both_delivered_and_confirmed(c: &mut Client) -> Vec<Delivered> {
-    let read = c.read_until(|r| r.delivered.len() >= 2 && r.confirms.len() >= 2);
-    read.deliveries(7)
+/// Reads until `delivered` deliveries and `confirms` publish confirms came; those to `to`.
+fn deliveries_to(c: &mut Client, to: u32, delivered: usize, confirms: usize) -> Vec<Delivered> {
+    let read = c.read_until(|r| r.delivered.len() >= delivered && r.confirms.len() >= confirms);
+    read.deliveries(to)
 }
 
 #[test]
@@ -61,7 +61,7 @@ fn a_confirm_of_several_unknown_guids_gets_one_error_and_the_others_are_confirme
         let mut c = Client::producer(server.local_addr(), 1, 0, 16);
         c.open_consumer(7, 0, 0, 16);
         c.publish(1, 0..2, payload_of);
-        let delivered = both_delivered_and_confirmed(&mut c);
+        let delivered = deliveries_to(&mut c, 7, 2, 2);
         let slots = server.stats().slots;
         assert_eq!(server.stats().free_slots, slots - 2);
         let (t0, t1) = (delivered[0].1, delivered[1].1);
@@ -134,7 +134,7 @@ fn a_confirm_by_an_unknown_stale_or_foreign_token_confirms_nothing() {
         let mut c = Client::producer(server.local_addr(), 1, 0, 16);
         c.open_consumer(7, 0, 0, 2);
         c.publish(1, 0..2, payload_of);
-        let d = both_delivered_and_confirmed(&mut c);
+        let d = deliveries_to(&mut c, 7, 2, 2);
         let (d0, d1) = (d[0], d[1]);
         assert_ne!(d0.1, d1.1, "one token per delivery held");
         // Each refused confirm: the frame's one error, and nothing confirmed by it.
@@ -163,9 +163,7 @@ fn a_confirm_by_an_unknown_stale_or_foreign_token_confirms_nothing() {
         // ... and then its entry reused by a later delivery of another message.
         c.credit(7, 1);
         c.publish(1, [2], payload_of);
-        let d2 = c
-            .read_until(|r| !r.delivered.is_empty() && !r.confirms.is_empty())
-            .deliveries(7)[0];
+        let d2 = deliveries_to(&mut c, 7, 1, 1)[0];
         assert_eq!(d2.1, d0.1, "the freed entry is reused");
         assert_ne!(d2.0, d0.0);
         refused(&mut c, 7, &[d0], "stale: the right slot, another GUID");
@@ -175,9 +173,7 @@ fn a_confirm_by_an_unknown_stale_or_foreign_token_confirms_nothing() {
         // kept for 7 (no credit), one goes to 8, whose token is the first of its table.
         c.open_consumer(8, 0, 0, 1);
         c.publish(1, [3, 4], payload_of);
-        let d3 = c
-            .read_until(|r| !r.delivered.is_empty() && r.confirms.len() >= 2)
-            .deliveries(8)[0];
+        let d3 = deliveries_to(&mut c, 8, 1, 2)[0];
         assert_eq!(d3.1, d2.1, "8's token names 7's held entry too");
         refused(&mut c, 7, &[d3], "8's delivery confirmed by 7");
         refused(&mut c, 8, &[d2], "7's delivery confirmed by 8");
