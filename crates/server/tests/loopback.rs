@@ -97,15 +97,14 @@ fn a_closed_consumers_unconfirmed_messages_go_to_another_consumer() {
 #[test]
 fn publishes_past_max_unconfirmed_are_rejected_producer_full() {
     let server = priority_server();
-    let broker = server.broker().clone();
-    let queue = broker.processors(ClientType::Queue)[0];
+    let queue = server.broker().processors(ClientType::Queue)[0];
     let held = Arc::new(Barrier::new(2));
     let h = held.clone();
     let hold = Callback::new(move || {
         h.wait();
         h.wait();
     });
-    broker.execute(queue, hold).unwrap();
+    server.broker().execute(queue, hold).unwrap();
     held.wait();
     let mut producer = Client::producer(server.local_addr(), 1, 0, 2);
     producer.publish(1, 0..5, payload_of);
