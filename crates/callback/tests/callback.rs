@@ -23,7 +23,7 @@ fn size_of_callback_is_48_bytes() {
 
 #[test]
 fn call_runs_exactly_once_and_drops_captures_once() {
-    let counts = Counts::new();
+    let counts = Counts::default();
     let cb = Callback::new(counts.closure());
     assert!(cb.is_inline());
     counts.assert(0, 0);
@@ -33,14 +33,14 @@ fn call_runs_exactly_once_and_drops_captures_once() {
 
 #[test]
 fn drop_without_call_drops_captures_once_and_never_runs() {
-    let counts = Counts::new();
+    let counts = Counts::default();
     drop(Callback::new(counts.closure()));
     counts.assert(0, 1);
 }
 
 #[test]
 fn panic_during_call_drops_captures_once_and_runs_once() {
-    let counts = Counts::new();
+    let counts = Counts::default();
     let cb = Callback::new(counts.closure_then(|| panic!("confirm handler failed")));
     let outcome = catch_unwind(AssertUnwindSafe(move || cb.call()));
     let message = outcome.expect_err("the panic must reach the caller");
@@ -71,9 +71,7 @@ fn captures_are_moved_in_and_out_intact() {
 #[test]
 fn zero_sized_closure_fits_a_zero_byte_space() {
     static RUNS: AtomicUsize = AtomicUsize::new(0);
-    let f = || {
-        RUNS.fetch_add(1, Ordering::SeqCst);
-    };
+    let f = || _ = RUNS.fetch_add(1, Ordering::SeqCst);
     assert_eq!(size_of_val(&f), 0);
     let cb = InlineCallback::<Align8<0>>::new(f);
     assert!(cb.is_inline());
@@ -103,24 +101,22 @@ fn over_aligned_capture_fits_an_align16_space() {
 
 #[test]
 fn moves_across_threads() {
-    let counts = Counts::new();
-    let threads: Vec<_> = (0..4)
-        .map(|i| {
+    let counts = Counts::default();
+    std::thread::scope(|s| {
+        for i in 0..4 {
             let r = counts.runs.clone();
             // Counts its run, and `i` more.
-            let cb = Callback::new(counts.closure_then(move || {
-                r.fetch_add(i, Ordering::SeqCst);
-            }));
-            std::thread::spawn(move || cb.call())
-        })
-        .collect();
-    threads.into_iter().for_each(|t| t.join().unwrap());
+            let then = move || _ = r.fetch_add(i, Ordering::SeqCst);
+            let cb = Callback::new(counts.closure_then(then));
+            s.spawn(move || cb.call());
+        }
+    });
     counts.assert(1 + 2 + 3 + 4, 4);
 }
 
 #[test]
 fn spill_stores_a_large_closure_on_the_heap_and_says_so() {
-    let counts = Counts::new();
+    let counts = Counts::default();
     let big = [3_u64; 16];
     let f = counts.closure_then(move || assert_eq!(big.iter().sum::<u64>(), 48));
     assert!(!Callback::fits_closure(&f));
@@ -137,7 +133,7 @@ fn spill_stores_a_large_closure_on_the_heap_and_says_so() {
 
 #[test]
 fn spilled_closure_that_panics_drops_once() {
-    let counts = Counts::new();
+    let counts = Counts::default();
     let big = [0_u8; 100];
     let cb = Callback::spill(counts.closure_then(move || panic!("boom {}", big.len())));
     assert!(catch_unwind(AssertUnwindSafe(move || cb.call())).is_err());
@@ -146,8 +142,7 @@ fn spilled_closure_that_panics_drops_once() {
 
 #[test]
 fn new_or_spill_picks_inline_when_it_fits() {
-    let small = [1_u8; 8];
-    let big = [1_u8; 64];
+    let (small, big) = ([1_u8; 8], [1_u8; 64]);
     let a = Callback::new_or_spill(move || assert_eq!(small[0], 1));
     let b = Callback::new_or_spill(move || assert_eq!(big[63], 1));
     assert!(a.is_inline());
@@ -158,7 +153,7 @@ fn new_or_spill_picks_inline_when_it_fits() {
 
 #[test]
 fn boxed_callback_runs_once_and_drops_once() {
-    let counts = Counts::new();
+    let counts = Counts::default();
     let cb = BoxedCallback::new(counts.closure());
     assert!(!cb.is_inline());
     cb.call();

@@ -7,6 +7,7 @@ mod common;
 use std::any::Any;
 use std::mem::size_of;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::Ordering::SeqCst;
 
 use common::Counts;
 use zerodispatch_callback::{Align8, Callback, DefaultSpace, InlineCallbackWith};
@@ -41,31 +42,31 @@ fn same_size_as_the_plain_callback() {
 
 #[test]
 fn runs_once_on_the_target_and_context_it_is_handed() {
-    let counts = Counts::new();
+    let counts = Counts::default();
     let cb = confirming(&counts, 42, false);
     assert!(cb.is_inline());
     let (mut queue, mut calls) = (Queue::default(), 0);
     cb.call(&mut queue, &mut calls);
     assert_eq!(queue.confirmed, [42]);
     assert_eq!(calls, 1);
-    assert_eq!(counts.drops(), 1);
+    assert_eq!(counts.drops.load(SeqCst), 1);
 }
 
 #[test]
 fn dropped_uncalled_drops_captures_once_and_never_touches_a_target() {
-    let counts = Counts::new();
+    let counts = Counts::default();
     drop(confirming(&counts, 1, false));
     counts.assert(0, 1);
 }
 
 #[test]
 fn panic_drops_captures_once_and_leaves_the_target_usable() {
-    let counts = Counts::new();
+    let counts = Counts::default();
     let cb = confirming(&counts, 7, true);
     let (mut queue, mut calls) = (Queue::default(), 0);
     let result = catch_unwind(AssertUnwindSafe(|| cb.call(&mut queue, &mut calls)));
     assert!(result.is_err());
-    assert_eq!(counts.drops(), 1);
+    assert_eq!(counts.drops.load(SeqCst), 1);
     assert_eq!(queue.confirmed, [7]);
 }
 
@@ -85,7 +86,7 @@ fn an_unsized_target_is_reached_through_its_trait_object() {
 #[test]
 fn spill_holds_a_large_closure_and_frees_it_once() {
     type To32 = InlineCallbackWith<Queue, u64, Align8<32>>;
-    let counts = Counts::new();
+    let counts = Counts::default();
     let guard = counts.guard();
     let big = [5_u64; 16];
     let cb = To32::spill(move |queue: &mut Queue, _: &mut u64| {

@@ -1,7 +1,6 @@
 //! An inline `Callback` allocates nothing on a cross-thread hop; a `BoxedCallback` is seen
 //! allocating (its own binary with one test: the counting allocator counts every thread).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 
@@ -35,26 +34,9 @@ fn confirm(seq: u64) -> impl FnOnce() + Send + 'static {
 /// Runs `WARM_UP` then `EVENTS` callbacks made by `make` on this thread through an
 /// `ArrayQueue` to a consumer thread that calls them; returns the allocations counted
 /// during the `EVENTS`, on all threads.
-fn allocations_per_hop<T: Send + 'static>(make: fn(u64) -> T, call: fn(T)) -> u64 {
-    let queue = Arc::new(ArrayQueue::<T>::new(1024));
-    let consumed = Arc::new(AtomicU64::new(0));
+fn allocations_per_hop<T: Send>(make: fn(u64) -> T, call: fn(T)) -> u64 {
+    let (queue, consumed) = (ArrayQueue::<T>::new(1024), AtomicU64::new(0));
     let total = WARM_UP + EVENTS;
-    let consumer = {
-        let (queue, consumed) = (queue.clone(), consumed.clone());
-        thread::spawn(move || {
-            let mut n = 0;
-            while n < total {
-                match queue.pop() {
-                    Some(cb) => {
-                        call(cb);
-                        n += 1;
-                        consumed.store(n, Ordering::Release);
-                    }
-                    None => thread::yield_now(),
-                }
-            }
-        })
-    };
     let produce = |range: std::ops::Range<u64>| {
         for mut item in range.map(make) {
             while let Err(back) = queue.push(item) {
@@ -68,19 +50,28 @@ fn allocations_per_hop<T: Send + 'static>(make: fn(u64) -> T, call: fn(T)) -> u6
             thread::yield_now();
         }
     };
-
-    produce(0..WARM_UP);
-    wait_consumed(WARM_UP);
-    let before = CountingAllocator::allocations();
-    produce(WARM_UP..total);
-    wait_consumed(total);
-    let after = CountingAllocator::allocations();
-    consumer.join().unwrap();
-    after - before
+    thread::scope(|s| {
+        s.spawn(|| {
+            // The only consumer: once the queue is not empty, its pop succeeds.
+            for n in 1..=total {
+                while queue.is_empty() {
+                    thread::yield_now();
+                }
+                call(queue.pop().unwrap());
+                consumed.store(n, Ordering::Release);
+            }
+        });
+        produce(0..WARM_UP);
+        wait_consumed(WARM_UP);
+        let before = CountingAllocator::allocations();
+        produce(WARM_UP..total);
+        wait_consumed(total);
+        CountingAllocator::allocations() - before
+    })
 }
 
 /// [`allocations_per_hop`], checking that every callback ran once.
-fn every_one_run<T: Send + 'static>(make: fn(u64) -> T, call: fn(T)) -> u64 {
+fn every_one_run<T: Send>(make: fn(u64) -> T, call: fn(T)) -> u64 {
     CONFIRMED_SUM.store(0, Ordering::SeqCst);
     let allocations = allocations_per_hop(make, call);
     let once = (0..WARM_UP + EVENTS).map(|seq| seq + 1).sum::<u64>();

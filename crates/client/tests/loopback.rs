@@ -3,20 +3,16 @@
 
 mod support;
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use support::{
-    Action, Config, FakeBroker, Received, UNKNOWN_QUEUE, all_settled, answer_hello_and_open,
-    capped, connected, consuming, credit, dynamic, error_bytes, exactly_once, frame_bytes, ids,
-    listen, named_producer_of, producer_of, producing, quiet, send_n, timer, wait_exactly_once,
-    wait_outcomes, wait_until,
-};
+use support::*;
 use zerodispatch_client::ConfirmStatus::{Closed, NotSent};
 use zerodispatch_client::{
-    AppId, Client, ClientError, ClientOptions, ConfirmStatus, ConsumerOptions, ProducerOptions,
-    QueueId, TrySendError,
+    AppId, Client, ClientError, ConfirmStatus, ConsumerOptions, ProducerOptions, QueueId,
+    TrySendError,
 };
 use zerodispatch_wire::{ErrorCode, Frame, FrameKind, MAX_PAYLOAD_LEN};
 
@@ -26,6 +22,20 @@ fn protocol_code(error: &ClientError) -> Option<ErrorCode> {
         ClientError::Protocol { code, .. } => Some(*code),
         _ => None,
     }
+}
+
+/// The code of a refusal, and the kind of frame refused.
+fn refusal(error: &ClientError) -> Option<(ErrorCode, Option<FrameKind>)> {
+    match error {
+        ClientError::Refused { code, refused, .. } => Some((*code, *refused)),
+        _ => None,
+    }
+}
+
+/// The error of a broker's fatal `Error` frame saying `message`.
+fn broker_error(code: ErrorCode, message: &str) -> ClientError {
+    let message = message.into();
+    ClientError::Broker { code, message }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -48,15 +58,9 @@ async fn dynamic_send_forms_batches_under_load_cut_at_batch_size() {
     let (broker, _client, producer, outcomes) = producing(Config::default(), dynamic(64)).await;
     const N: u64 = 20_000;
     // From a plain thread, as fast as the cap allows: messages pile up behind writes.
-    let producer = Arc::new(producer);
-    let sender = Arc::clone(&producer);
-    std::thread::spawn(move || {
-        for i in 0..N {
-            sender.send_blocking(&i.to_le_bytes()).unwrap();
-        }
-    })
-    .join()
-    .unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| (0..N).for_each(|i| _ = producer.send_blocking(&i.to_le_bytes()).unwrap()));
+    });
     wait_exactly_once(&outcomes, N).await;
     let counts = broker.publish_counts();
     assert_eq!(counts.iter().sum::<usize>(), N as usize);
@@ -78,27 +82,23 @@ async fn dynamic_send_forms_batches_under_load_cut_at_batch_size() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timer_sends_on_its_ticks() {
-    let options = timer(Duration::from_millis(100));
+    let options = timer(ms(100));
     let (broker, _client, producer, outcomes) = producing(Config::default(), options).await;
     for round in 0..2_u64 {
         let start = Instant::now();
         for i in 0..5_u64 {
             producer.send(&(round * 5 + i).to_le_bytes()).await.unwrap();
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(ms(20)).await;
         let settled = outcomes.lock().unwrap().len() as u64;
         assert_eq!(settled, round * 5, "nothing before the tick");
         wait_outcomes(&outcomes, (round as usize + 1) * 5).await;
-        let waited = start.elapsed();
-        assert!(waited <= Duration::from_millis(400), "sent at the tick");
+        assert!(start.elapsed() <= ms(400), "sent at the tick");
     }
     assert_eq!(broker.publish_counts(), vec![5, 5], "one frame per tick");
     let times = broker.times_of(|f| matches!(f, Received::Publish { .. }));
     let gap = times[1] - times[0];
-    assert!(
-        gap >= Duration::from_millis(80),
-        "ticks 100 ms apart: {gap:?}"
-    );
+    assert!(gap >= ms(80), "ticks 100 ms apart: {gap:?}");
     exactly_once(&outcomes, 10);
 }
 
@@ -106,30 +106,23 @@ async fn timer_sends_on_its_ticks() {
 async fn the_cap_makes_send_wait_then_resume_and_try_send_hand_back() {
     let (broker, _client, producer, outcomes) = producing(Config::holding(), capped(4)).await;
     let producer = Arc::new(producer);
-    for i in 0..4_u8 {
-        producer.send(&[i]).await.unwrap();
-    }
+    send_n(&producer, 4).await;
     let full = producer.try_send(b"x");
     assert_eq!(full, Err(TrySendError::Full), "handed back at the cap");
-    let dropped = tokio::time::timeout(Duration::from_millis(20), producer.send(b"dropped")).await;
+    let dropped = tokio::time::timeout(ms(20), producer.send(b"dropped")).await;
     assert!(dropped.is_err(), "send waits at the cap");
     let unconfirmed = producer.unconfirmed();
     assert_eq!(unconfirmed, 4, "a send dropped while waiting took nothing");
     let waiting = Arc::clone(&producer);
     let fifth = tokio::spawn(async move { waiting.send(b"fifth").await });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    tokio::time::sleep(ms(50)).await;
     assert!(!fifth.is_finished(), "send waits at the cap");
     assert_eq!(producer.unconfirmed(), 4);
-    broker
-        .wait_for("4 messages", |log| log.messages_published() == 4)
-        .await;
+    wait_until("4 messages", || broker.published() == 4).await;
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
-    let id = tokio::time::timeout(Duration::from_secs(5), fifth)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    assert_eq!(id.0, 4, "resumes once confirms free room");
+    let id = tokio::time::timeout(Duration::from_secs(5), fifth).await;
+    let id = id.unwrap().unwrap().unwrap().0;
+    assert_eq!(id, 4, "resumes once confirms free room");
     wait_outcomes(&outcomes, 4).await;
     assert!(producer.try_send(b"sixth").is_ok());
 }
@@ -146,14 +139,13 @@ async fn the_cap_blocks_send_blocking_then_resumes() {
             sent.fetch_add(1, Ordering::SeqCst);
         }
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(ms(100)).await;
     let sent = done.load(Ordering::SeqCst);
     assert_eq!(sent, 2, "the third blocks at the cap");
     broker.wait_published(1).await;
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
-    tokio::task::spawn_blocking(move || thread.join().unwrap())
-        .await
-        .unwrap();
+    let joined = tokio::task::spawn_blocking(move || thread.join()).await;
+    joined.unwrap().unwrap();
     assert_eq!(done.load(Ordering::SeqCst), 3);
     wait_outcomes(&outcomes, 2).await;
 }
@@ -161,19 +153,19 @@ async fn the_cap_blocks_send_blocking_then_resumes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confirm_timeout_fires_once_and_a_late_confirm_is_ignored() {
     let options = ProducerOptions {
-        confirm_timeout: Some(Duration::from_millis(50)),
+        confirm_timeout: Some(ms(50)),
         ..ProducerOptions::default()
     };
     let (broker, _client, producer, outcomes) = producing(Config::holding(), options).await;
     let start = Instant::now();
     send_n(&producer, 3).await;
     wait_outcomes(&outcomes, 3).await;
-    assert!(start.elapsed() >= Duration::from_millis(50));
+    assert!(start.elapsed() >= ms(50));
     broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(ms(100)).await;
     for outcome in exactly_once(&outcomes, 3) {
         assert_eq!(outcome.status, ConfirmStatus::TimedOut);
-        assert!(outcome.settled_at - outcome.taken_at >= Duration::from_millis(50));
+        assert!(outcome.settled_at - outcome.taken_at >= ms(50));
     }
     assert_eq!(producer.unconfirmed(), 0);
     producer.send(b"after").await.unwrap();
@@ -186,19 +178,16 @@ async fn a_confirm_timeout_fires_once_and_a_late_confirm_is_ignored() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_gives_every_message_in_flight_one_outcome() {
     for close_confirms in [true, false] {
-        let config = Config::holding().with(|c| c.close_confirms = close_confirms);
+        let config = Config::holding().with(|c| c.close_echo_only = !close_confirms);
         let (broker, client, producer, outcomes) = producing(config, dynamic(4)).await;
         send_n(&producer, 10).await;
         producer.close().await.unwrap();
         // Every outcome is in when close returns.
         all_settled(&outcomes, 10, ConfirmStatus::Closed);
-        let frames = broker.frames();
-        let sent: usize = broker.publish_counts().iter().sum();
+        let sent = broker.published();
         assert_eq!(sent, 10, "what was pending went before the close");
-        assert!(matches!(
-            frames.last(),
-            Some(Received::CloseProducer { .. })
-        ));
+        let last = broker.frames().pop();
+        assert!(matches!(last, Some(Received::CloseProducer { .. })));
         client.close().await;
     }
 }
@@ -213,10 +202,8 @@ async fn connection_loss_closes_every_message_in_flight_once() {
     all_settled(&outcomes, 10, ConfirmStatus::Closed);
     let closed = ClientError::ConnectionClosed;
     assert_eq!(producer.send(b"late").await, Err(closed.clone()));
-    assert_eq!(
-        producer.try_send(b"late"),
-        Err(TrySendError::Failed(closed))
-    );
+    let failed = Err(TrySendError::Failed(closed));
+    assert_eq!(producer.try_send(b"late"), failed);
     assert_eq!(producer.close().await, Err(ClientError::ConnectionClosed));
 }
 
@@ -234,35 +221,19 @@ async fn client_close_reports_what_has_no_outcome() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_is_typed_and_the_connection_stays_open() {
     let (_broker, client) = connected(Config::default()).await;
-    let refused = client
-        .open_producer(QueueId(UNKNOWN_QUEUE), ProducerOptions::default(), |_| {})
-        .await
-        .unwrap_err();
-    let ClientError::Refused {
-        code,
-        refused: kind,
-        subject,
-        ..
-    } = &refused
-    else {
+    let open = client.open_producer(QueueId(UNKNOWN_QUEUE), ProducerOptions::default(), |_| {});
+    let refused = open.await.unwrap_err();
+    let ClientError::Refused { subject, .. } = &refused else {
         panic!("not a refusal: {refused:?}");
     };
-    assert_eq!(
-        (*code, *kind, *subject),
-        (ErrorCode::UNKNOWN_QUEUE, Some(FrameKind::OpenProducer), 1)
-    );
+    let expected = (ErrorCode::UNKNOWN_QUEUE, Some(FrameKind::OpenProducer));
+    assert_eq!((refusal(&refused), *subject), (Some(expected), 1));
     assert!(!refused.is_fatal());
     let options = ConsumerOptions::default();
     let consumer = client.open_consumer(QueueId(UNKNOWN_QUEUE), AppId(0), options, |_| {});
-    let consumer = consumer.await.unwrap_err();
-    assert!(matches!(
-        consumer,
-        ClientError::Refused {
-            code: ErrorCode::UNKNOWN_QUEUE,
-            refused: Some(FrameKind::OpenConsumer),
-            ..
-        }
-    ));
+    let refused = refusal(&consumer.await.unwrap_err());
+    let expected = (ErrorCode::UNKNOWN_QUEUE, Some(FrameKind::OpenConsumer));
+    assert_eq!(refused, Some(expected));
     let (producer, outcomes) = producer_of(&client, ProducerOptions::default()).await;
     producer.send(b"still open").await.unwrap();
     wait_outcomes(&outcomes, 1).await;
@@ -276,13 +247,8 @@ async fn a_fatal_error_frame_ends_the_connection_with_a_typed_error() {
     producer.send(b"in flight").await.unwrap();
     let bye = error_bytes(ErrorCode::SHUTTING_DOWN, None, 0, "bye");
     broker.act(Action::Raw(bye));
-    assert_eq!(
-        client.closed().await,
-        ClientError::Broker {
-            code: ErrorCode::SHUTTING_DOWN,
-            message: "bye".into()
-        }
-    );
+    let bye = broker_error(ErrorCode::SHUTTING_DOWN, "bye");
+    assert_eq!(client.closed().await, bye);
     let all = exactly_once(&outcomes, 1);
     assert!(matches!(all[0].status, Closed | NotSent));
 }
@@ -314,22 +280,14 @@ async fn a_silent_broker_is_detected_after_three_of_the_clients_heartbeat_interv
     let config = Config::default().with(|c| (c.heartbeat_ms, c.silent_heartbeats) = (5_000, true));
     let broker = FakeBroker::start(config).await;
     let start = Instant::now();
-    let options = ClientOptions {
-        heartbeat: Duration::from_millis(30),
-        ..quiet()
-    };
+    let mut options = quiet();
+    options.heartbeat = ms(30);
     let client = Client::connect(broker.addr, options).await.unwrap();
     assert_eq!(client.broker_heartbeat(), Duration::from_secs(5));
     assert_eq!(client.closed().await, ClientError::HeartbeatTimeout);
     let elapsed = start.elapsed();
-    assert!(
-        elapsed >= Duration::from_millis(90),
-        "three intervals: {elapsed:?}"
-    );
-    assert!(
-        elapsed < Duration::from_secs(2),
-        "not the broker's 15 s: {elapsed:?}"
-    );
+    assert!(elapsed >= ms(90), "three intervals: {elapsed:?}");
+    assert!(elapsed < ms(2_000), "not the broker's 15 s: {elapsed:?}");
     let code = ErrorCode::HEARTBEAT_TIMEOUT;
     broker.wait_received(Received::Error { code }).await;
 }
@@ -339,7 +297,7 @@ async fn an_idle_client_sends_heartbeats() {
     // The broker asks for 20 ms; the client announces none, so never times the broker out.
     let broker = FakeBroker::start(Config::default().with(|c| c.heartbeat_ms = 20)).await;
     let client = Client::connect(broker.addr, quiet()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    tokio::time::sleep(ms(150)).await;
     let frames = broker.frames();
     assert_eq!(frames[0], Received::Hello { heartbeat_ms: 0 });
     let beats = frames.iter().filter(|f| **f == Received::Heartbeat).count();
@@ -356,17 +314,15 @@ async fn a_consumer_gets_no_more_than_its_credit() {
     let (consumer, got) = consuming(&client, credit(3, false), |batch| batch.confirm_all()).await;
     let payloads: Vec<Vec<u8>> = (0..10_u8).map(|i| vec![i; 3]).collect();
     broker.deliver(consumer.id().0, payloads);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(ms(100)).await;
     assert_eq!(got.lock().unwrap().len(), 3, "the initial credit");
     consumer.add_credit(2).unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(ms(100)).await;
     let got = got.lock().unwrap().clone();
     assert_eq!(got.len(), 5, "three and two");
     let token = support::token_of(1, consumer.id().0, 4);
     assert_eq!(got[4], (support::guid(4), token, vec![4; 3]));
-    broker
-        .wait_for("5 confirms", |log| log.guids_confirmed() == 5)
-        .await;
+    wait_until("5 confirms", || broker.confirmed() == 5).await;
     assert_eq!(broker.log().bad_tokens, 0, "each its own token");
     assert_eq!(broker.credits(), vec![2], "no automatic credit");
 }
@@ -378,9 +334,7 @@ async fn auto_credit_keeps_messages_flowing_and_confirms_are_batched() {
     let (consumer, received) = consuming(&client, options, |batch| batch.confirm_all()).await;
     let payloads: Vec<Vec<u8>> = (0..2_000_u32).map(|i| i.to_le_bytes().to_vec()).collect();
     broker.deliver(consumer.id().0, payloads);
-    broker
-        .wait_for("2000 confirms", |log| log.guids_confirmed() == 2_000)
-        .await;
+    wait_until("2000 confirms", || broker.confirmed() == 2_000).await;
     assert_eq!(received.lock().unwrap().len(), 2_000);
     let frames = broker.confirm_counts().len();
     assert!(
@@ -409,21 +363,10 @@ async fn confirms_from_outside_the_handler_go_one_by_one_at_a_low_rate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_refused_without_losing_anything() {
     let (_broker, client) = connected(Config::default()).await;
-    assert!(matches!(
-        client.open_producer(QueueId(0), capped(0), |_| {}).await,
-        Err(ClientError::InvalidOption {
-            option: "max_unconfirmed",
-            ..
-        })
-    ));
-    let bad = dynamic(0);
-    assert!(matches!(
-        client.open_producer(QueueId(0), bad, |_| {}).await,
-        Err(ClientError::InvalidOption {
-            option: "batch_size",
-            ..
-        })
-    ));
+    let error = client.open_producer(QueueId(0), capped(0), |_| {}).await;
+    assert_eq!(invalid_option(&error.unwrap_err()), Some("max_unconfirmed"));
+    let error = client.open_producer(QueueId(0), dynamic(0), |_| {}).await;
+    assert_eq!(invalid_option(&error.unwrap_err()), Some("batch_size"));
     let (producer, outcomes) = producer_of(&client, ProducerOptions::default()).await;
     let big = vec![0; MAX_PAYLOAD_LEN as usize + 1];
     assert!(matches!(
@@ -500,29 +443,17 @@ async fn the_handshake_fails_with_a_typed_error() {
         let (mut stream, _) = listener.accept().await.unwrap();
         let mut hello = [0; 16];
         stream.read_exact(&mut hello).await.unwrap();
-        let no = error_bytes(
-            ErrorCode::UNSUPPORTED_VERSION,
-            Some(FrameKind::Hello),
-            0,
-            "no",
-        );
+        let refused = Some(FrameKind::Hello);
+        let no = error_bytes(ErrorCode::UNSUPPORTED_VERSION, refused, 0, "no");
         stream.write_all(&no).await.unwrap();
     });
     let error = Client::connect(addr, quiet()).await.unwrap_err();
-    assert_eq!(
-        error,
-        ClientError::Broker {
-            code: ErrorCode::UNSUPPORTED_VERSION,
-            message: "no".into()
-        }
-    );
+    assert_eq!(error, broker_error(ErrorCode::UNSUPPORTED_VERSION, "no"));
 
     // A broker that never answers.
     let (listener, addr) = listen().await;
-    let options = ClientOptions {
-        handshake_timeout: Duration::from_millis(50),
-        ..quiet()
-    };
+    let mut options = quiet();
+    options.handshake_timeout = ms(50);
     let error = Client::connect(addr, options).await.unwrap_err();
     assert_eq!(error, ClientError::HandshakeTimeout);
     drop(listener);
@@ -570,30 +501,19 @@ async fn writes_go_out_while_the_broker_keeps_sending() {
                 filled -= at;
             }
         });
-        let mut beats = Vec::new();
-        for _ in 0..10_000 {
-            Frame::Heartbeat.encode(&mut beats).unwrap();
-        }
+        let beats = frame_bytes(Frame::Heartbeat).repeat(10_000);
         while writer.write_all(&beats).await.is_ok() {}
     });
     let client = Client::connect(addr, quiet()).await.unwrap();
-    let producer = client
-        .open_producer(QueueId(0), dynamic(64), |_| {})
-        .await
-        .unwrap();
+    let (producer, _) = producer_of(&client, dynamic(64)).await;
     let start = Instant::now();
     for i in 0..100_u8 {
         producer.send(&[i]).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        tokio::time::sleep(ms(1)).await;
     }
-    while published.load(Ordering::SeqCst) < 100 {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "{} of 100 published",
-            published.load(Ordering::SeqCst)
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    wait_count("published", 100, || published.load(Ordering::SeqCst)).await;
+    let waited = start.elapsed();
+    assert!(waited < Duration::from_secs(5), "5 s for 100 published");
     assert_eq!(client.error(), None);
 }
 
@@ -601,20 +521,15 @@ async fn writes_go_out_while_the_broker_keeps_sending() {
 async fn a_named_producer_numbers_on_from_the_names_last_stored() {
     let (broker, client) = connected(Config::default().with(|c| c.dedup = true)).await;
     for bad in ["", &"n".repeat(256)] {
-        let error = client
-            .open_named_producer(QueueId(0), bad, dynamic(8), |_| {})
-            .await
-            .unwrap_err();
-        let refused = matches!(error, ClientError::InvalidOption { option: "name", .. });
-        assert!(refused, "{error}");
+        let (opened, _) = named_producer_of(&client, bad, dynamic(8)).await;
+        let error = opened.unwrap_err();
+        assert_eq!(invalid_option(&error), Some("name"), "{error}");
     }
     let (producer, outcomes) = named_producer_of(&client, "orders", dynamic(8)).await;
     let producer = producer.unwrap();
     let last = producer.last_stored();
     assert_eq!(last, None, "nothing stored for the name yet");
-    for _ in 0..3 {
-        producer.send(b"m").await.unwrap();
-    }
+    send_n(&producer, 3).await;
     wait_outcomes(&outcomes, 3).await;
     producer.close().await.unwrap();
     let (again, outcomes) = named_producer_of(&client, "orders", dynamic(8)).await;
@@ -624,10 +539,7 @@ async fn a_named_producer_numbers_on_from_the_names_last_stored() {
     assert_eq!(id, 3, "on from the last stored");
     wait_outcomes(&outcomes, 1).await;
     assert_eq!(broker.stored(), vec![0, 1, 2, 3]);
-    let anonymous = client
-        .open_producer(QueueId(0), dynamic(8), |_| {})
-        .await
-        .unwrap();
+    let (anonymous, _) = producer_of(&client, dynamic(8)).await;
     assert_eq!(anonymous.last_stored(), None);
 }
 
@@ -638,21 +550,13 @@ async fn a_frame_refused_with_the_producer_left_open_closes_it_on_both_sides() {
     let (broker, client, producer, outcomes) =
         producing(Config::holding(), ProducerOptions::default()).await;
     producer.send(b"one").await.unwrap();
-    wait_until("one published", || {
-        broker.publish_counts().iter().sum::<usize>() >= 1
-    })
-    .await;
+    wait_until("one published", || broker.published() >= 1).await;
     let publish = Some(FrameKind::Publish);
     let twice = error_bytes(ErrorCode::DUPLICATE_ID, publish, producer.id().0, "twice");
     broker.act(Action::Raw(twice));
     wait_outcomes(&outcomes, 1).await;
-    assert!(matches!(
-        producer.send(b"two").await,
-        Err(ClientError::Refused {
-            code: ErrorCode::DUPLICATE_ID,
-            ..
-        })
-    ));
+    let refused = refusal(&producer.send(b"two").await.unwrap_err());
+    assert_eq!(refused.map(|(code, _)| code), Some(ErrorCode::DUPLICATE_ID));
     wait_until("a CloseProducer sent", || {
         matches!(broker.frames().last(), Some(Received::CloseProducer { .. }))
     })
@@ -669,26 +573,18 @@ async fn send_blocking_on_a_runtime_thread_panics_naming_send_and_sends_nothing(
     // On a worker thread: refused even with room to spare (it would not have waited).
     let on_worker = Arc::clone(&producer);
     let message = tokio::spawn(async move {
-        let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            on_worker.send_blocking(b"x")
-        }));
-        let payload = refused.unwrap_err();
-        payload
-            .downcast_ref::<String>()
-            .cloned()
-            .unwrap_or_default()
-    })
-    .await
-    .unwrap();
+        let refused = catch_unwind(AssertUnwindSafe(|| on_worker.send_blocking(b"x")));
+        let message = refused.unwrap_err().downcast::<String>();
+        message.map(|text| *text).unwrap_or_default()
+    });
+    let message = message.await.unwrap();
     assert!(message.contains("`send_blocking` blocks"), "{message}");
     assert!(message.contains("use `send` instead"), "{message}");
     // `send` on the runtime and `send_blocking` on a blocking thread both send.
     let first = producer.send(b"a").await.unwrap();
     let sender = Arc::clone(&producer);
-    let second = tokio::task::spawn_blocking(move || sender.send_blocking(b"b"))
-        .await
-        .unwrap()
-        .unwrap();
+    let second = tokio::task::spawn_blocking(move || sender.send_blocking(b"b")).await;
+    let second = second.unwrap().unwrap();
     assert_eq!((first.0, second.0), (0, 1), "the refused call took no id");
     wait_outcomes(&outcomes, 2).await;
 }

@@ -8,11 +8,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::{
-    backoff, capped, collector, named_producer_of, one_queue, quiet, real_server, reliable,
-    reliable_producer, runtime, wait_outcomes, wait_settled,
-};
-use zerodispatch_broker::{Broker, BrokerConfig};
+use support::*;
+use zerodispatch_broker::{Ack, Broker, Payload, ProducerConfig};
 use zerodispatch_client::{
     Client, ClientError, ConfirmStatus, ProducerOptions, PublishId, QueueId,
 };
@@ -26,25 +23,22 @@ fn on_small_slots<F: Future<Output = ()>>(test: impl FnOnce(SocketAddr, Arc<Brok
     };
     let server = real_server(one_queue(), limits);
     let broker = Arc::clone(server.broker());
-    runtime().block_on(test(server.local_addr(), broker));
+    runtime(2).block_on(test(server.local_addr(), broker));
     server.shutdown();
 }
 
-/// Too large for the server's `Welcome` limits: refused by `send`, the messages around stored
-/// (once it made a reliable producer reconnect in a loop).
+/// Too large for the server's `Welcome` limits: refused by `send`, the messages around stored.
 #[test]
 fn a_payload_too_large_for_the_server_is_refused_by_send_and_the_producer_goes_on() {
     on_small_slots(|addr, broker| async move {
         let options = reliable("too-large", 16, backoff(1, 5));
         let (producer, outcomes) = reliable_producer(addr, options).await;
         producer.send(b"small before").await.unwrap();
-        assert_eq!(
-            producer.send(&[7; 200]).await,
-            Err(ClientError::PayloadTooLarge { len: 200, max: 64 })
-        );
+        let too_large = Err(ClientError::PayloadTooLarge { len: 200, max: 64 });
+        assert_eq!(producer.send(&[7; 200]).await, too_large);
         producer.send(b"small after").await.unwrap();
         wait_settled(&outcomes, 2, ConfirmStatus::Stored).await;
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(ms(100)).await;
         assert_eq!(outcomes.lock().unwrap().len(), 2);
         let stats = producer.stats();
         assert_eq!((stats.reconnects, stats.resent), (0, 0), "{stats:?}");
@@ -53,8 +47,7 @@ fn a_payload_too_large_for_the_server_is_refused_by_send_and_the_producer_goes_o
     });
 }
 
-/// The refusal stays the message's outcome: the named producer stays open on both sides, and
-/// its name opens again after close (once closed on the client only: `NAME_IN_USE`).
+/// A refused message leaves its named producer open on both sides; the name reopens after close.
 #[test]
 fn a_named_producer_refused_one_message_stays_open_and_its_name_reopens_after_close() {
     on_small_slots(|addr, broker| async move {
@@ -62,10 +55,8 @@ fn a_named_producer_refused_one_message_stays_open_and_its_name_reopens_after_cl
         let (producer, outcomes) = named_producer_of(&client, "plain", Default::default()).await;
         let producer = producer.unwrap();
         assert_eq!(client.limits().max_payload, 64, "told at the handshake");
-        assert_eq!(
-            producer.send(&[1; 65]).await,
-            Err(ClientError::PayloadTooLarge { len: 65, max: 64 })
-        );
+        let too_large = Err(ClientError::PayloadTooLarge { len: 65, max: 64 });
+        assert_eq!(producer.send(&[1; 65]).await, too_large);
         producer.send(b"fits").await.unwrap();
         wait_outcomes(&outcomes, 1).await;
         assert_eq!(outcomes.lock().unwrap()[0].status, ConfirmStatus::Stored);
@@ -89,20 +80,10 @@ fn a_name_stored_up_to_u64_max_has_no_next_id() {
         let client = Client::connect(addr, quiet()).await.unwrap();
         // The name's last message, u64::MAX, published by a broker-side producer of the name.
         {
-            let named = broker
-                .open_named_producer(
-                    "exhausted",
-                    zerodispatch_broker::ProducerConfig::default(),
-                    |_: &[zerodispatch_broker::Ack]| {},
-                )
-                .unwrap();
-            named
-                .publish_with_id(
-                    zerodispatch_broker::QueueId(0),
-                    zerodispatch_broker::Payload { handle: 0, len: 0 },
-                    u64::MAX,
-                )
-                .unwrap();
+            let (config, payload) = (ProducerConfig::default(), Payload { handle: 0, len: 0 });
+            let named = broker.open_named_producer("exhausted", config, |_: &[Ack]| {});
+            let (named, queue) = (named.unwrap(), zerodispatch_broker::QueueId(0));
+            named.publish_with_id(queue, payload, u64::MAX).unwrap();
             broker.quiesce().unwrap();
             assert!(named.close(Duration::from_secs(5)));
         }
@@ -122,16 +103,14 @@ fn a_name_stored_up_to_u64_max_has_no_next_id() {
 /// A cap over the limits told at the handshake is refused by the client, naming the limit.
 #[test]
 fn a_cap_over_the_brokers_told_limits_is_refused_before_anything_is_sent() {
-    let config = BrokerConfig {
-        dedup_window: 64,
-        ..one_queue()
-    };
+    let mut config = one_queue();
+    config.dedup_window = 64;
     let limits = Limits {
         max_unconfirmed_per_connection: 100,
         ..Limits::default()
     };
     let server = real_server(config, limits);
-    runtime().block_on(async {
+    runtime(2).block_on(async {
         let client = Client::connect(server.local_addr(), quiet()).await.unwrap();
         let told = client.limits();
         let caps = (
@@ -139,27 +118,18 @@ fn a_cap_over_the_brokers_told_limits_is_refused_before_anything_is_sent() {
             told.max_unconfirmed_named,
         );
         assert_eq!(caps, (100, 64));
-        let cap = capped;
-        let (_, on_confirm) = collector();
-        let anonymous = client.open_producer(QueueId(0), cap(101), on_confirm).await;
-        assert!(
-            matches!(
-                anonymous,
-                Err(ClientError::OverLimit {
-                    value: 101,
-                    max: 100,
-                    ..
-                })
-            ),
-            "{anonymous:?}"
-        );
-        let (named, _) = named_producer_of(&client, "n", cap(65)).await;
+        let anonymous = client.open_producer(QueueId(0), capped(101), |_| {}).await;
+        let Err(ClientError::OverLimit { value, max, .. }) = &anonymous else {
+            panic!("{anonymous:?}");
+        };
+        assert_eq!((*value, *max), (101, 100), "{anonymous:?}");
+        let (named, _) = named_producer_of(&client, "n", capped(65)).await;
         let Err(error @ ClientError::OverLimit { max: 64, .. }) = named else {
             panic!("{named:?}");
         };
         let named_limit = error.to_string().contains("max_unconfirmed_named");
         assert!(named_limit, "{error}");
-        let (fits, _) = named_producer_of(&client, "n", cap(64)).await;
+        let (fits, _) = named_producer_of(&client, "n", capped(64)).await;
         let fits = fits.expect("at the limit: opened");
         fits.close().await.unwrap();
         client.close().await;
@@ -167,17 +137,13 @@ fn a_cap_over_the_brokers_told_limits_is_refused_before_anything_is_sent() {
     server.shutdown();
 }
 
-/// A close right after a send sends the message on (once it was dropped: `NotSent`).
+/// A close right after a send sends the message on: its outcome is `Stored`.
 #[test]
 fn a_close_right_after_a_send_gives_the_message_its_real_outcome() {
     on_small_slots(|addr, broker| async move {
         let client = Client::connect(addr, quiet()).await.unwrap();
         for round in 0..20 {
-            let (outcomes, on_confirm) = collector();
-            let producer = client
-                .open_producer(QueueId(0), ProducerOptions::default(), on_confirm)
-                .await
-                .unwrap();
+            let (producer, outcomes) = producer_of(&client, ProducerOptions::default()).await;
             producer.send(b"last words").await.unwrap();
             producer.close().await.unwrap();
             let statuses: Vec<_> = outcomes.lock().unwrap().iter().map(|o| o.status).collect();

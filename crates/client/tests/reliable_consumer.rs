@@ -5,10 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{
-    Action, Config, FakeBroker, Received, backoff, consuming_reliably, handed_tokens, quiet,
-    wait_until,
-};
+use support::*;
 use zerodispatch_client::{
     AppId, ClientError, DeliveryToken, QueueId, ReliableConsumer, ReliableConsumerOptions,
 };
@@ -34,7 +31,7 @@ async fn drops_mid_delivery_hand_each_message_once() {
     const N: usize = 200;
     broker.enqueue((0..N).map(|i| format!("m{i}").into_bytes()));
     let (consumer, handed) =
-        consuming_reliably(&broker, options(16, true), |b| b.confirm_all()).await;
+        consuming_reliably(broker.addr, options(16, true), |b| b.confirm_all()).await;
     // The reconnects are counted once each reopen has returned, maybe after its first
     // deliveries: wait for the three as well.
     let done = || broker.all_confirmed() && consumer.stats().reconnects >= 3;
@@ -55,7 +52,7 @@ async fn drops_mid_delivery_hand_each_message_once() {
 async fn a_redelivered_message_waits_for_the_applications_own_confirm() {
     let broker = shared_queue(|_| {}).await;
     broker.enqueue((0..10_u8).map(|i| vec![i]));
-    let (consumer, handed) = consuming_reliably(&broker, options(10, false), |batch| {
+    let (consumer, handed) = consuming_reliably(broker.addr, options(10, false), |batch| {
         // Confirmed later, below; the first three right away.
         for message in batch.iter().filter(|m| m.payload[0] < 3) {
             batch.confirm(message.guid, message.token);
@@ -86,11 +83,8 @@ async fn a_redelivered_message_waits_for_the_applications_own_confirm() {
             .filter(|f| matches!(f, Received::ConsumerConfirm { .. }))
             .count()
     };
-    assert_eq!(
-        confirms_since_reopen(),
-        0,
-        "not confirmed for the application"
-    );
+    let confirms = confirms_since_reopen();
+    assert_eq!(confirms, 0, "not confirmed for the application");
     // With the tokens of before the reconnect: the consumer confirms with the redelivery's.
     let handed = handed_tokens(&handed);
     for &(guid, token) in &handed[3..] {
@@ -106,11 +100,9 @@ async fn a_confirm_lost_with_the_connection_is_made_again() {
     let broker = shared_queue(|_| {}).await;
     broker.enqueue((0..5_u8).map(|i| vec![i]));
     // Reconnecting 240-300 ms after the loss, so the poll below sees it even under load.
-    let slow = ReliableConsumerOptions {
-        backoff: backoff(300, 600),
-        ..options(10, false)
-    };
-    let (consumer, handed) = consuming_reliably(&broker, slow, |_| {}).await;
+    let mut slow = options(10, false);
+    slow.backoff = backoff(300, 600);
+    let (consumer, handed) = consuming_reliably(broker.addr, slow, |_| {}).await;
     wait_until("5 handed", || handed.lock().unwrap().len() == 5).await;
     broker.act(Action::Drop);
     wait_until("the loss", || !consumer.is_connected()).await;
@@ -131,31 +123,21 @@ async fn a_window_below_the_credit_is_refused() {
     bad.window = 99;
     let error = ReliableConsumer::connect(broker.addr, QueueId(0), AppId(0), bad, |_| {});
     let error = error.await.unwrap_err();
-    let window = matches!(
-        error,
-        ClientError::InvalidOption {
-            option: "window",
-            ..
-        }
-    );
-    assert!(window, "{error}");
+    assert_eq!(invalid_option(&error), Some("window"), "{error}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_reopen_closes_the_consumer_with_why() {
     let broker = shared_queue(|c| c.refuse_consumer_reopens = true).await;
-    let (consumer, _) = consuming_reliably(&broker, options(10, true), |_| {}).await;
+    let (consumer, _) = consuming_reliably(broker.addr, options(10, true), |_| {}).await;
     broker.act(Action::Drop);
     let confirm = || consumer.confirm(support::guid(0), DeliveryToken(0));
     wait_until("the refusal", || confirm().is_err()).await;
     let error = confirm().unwrap_err();
     assert!(matches!(error, ClientError::Refused { .. }), "{error}");
     assert!(!consumer.is_connected());
-    assert_eq!(
-        broker.log().consumer_opens,
-        2,
-        "no attempt after the refusal"
-    );
+    let opens = broker.log().consumer_opens;
+    assert_eq!(opens, 2, "no attempt after the refusal");
     tokio::time::timeout(Duration::from_secs(5), consumer.close())
         .await
         .expect("close returns");

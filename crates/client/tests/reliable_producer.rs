@@ -6,15 +6,12 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use support::{
-    Action, Config, FakeBroker, Policy, Received, all_settled, backoff, exactly_once, ids,
-    producing_reliably, reliable, reliable_producer, wait_exactly_once, wait_outcomes,
-    wait_settled, wait_until,
-};
+use support::*;
 use zerodispatch_client::{
     Backoff, ClientError, ConfirmStatus, QueueId, Recovery, ReliableProducer,
     ReliableProducerOptions, TrySendError,
 };
+use zerodispatch_wire::ErrorCode;
 
 /// The options of producer "orders", capped at `max_unconfirmed`.
 fn options(max_unconfirmed: u32, backoff: Backoff) -> ReliableProducerOptions {
@@ -181,10 +178,8 @@ async fn close_during_a_reconnect_gives_each_message_one_outcome() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_waits_while_reconnecting_at_the_cap() {
-    let backoff = Backoff {
-        jitter: 0.0,
-        ..backoff(200, 200)
-    };
+    let mut backoff = backoff(200, 200);
+    backoff.jitter = 0.0;
     let (broker, producer, outcomes) =
         producing_reliably(Config::holding(), options(4, backoff)).await;
     send_ids(&producer, 0..4).await;
@@ -195,11 +190,10 @@ async fn send_waits_while_reconnecting_at_the_cap() {
         let waiting = producer.send(b"fifth");
         tokio::pin!(waiting);
         // At the cap while the new session comes (200 ms) and the broker confirms.
-        let wait = tokio::time::timeout(Duration::from_millis(100), waiting.as_mut());
+        let wait = tokio::time::timeout(ms(100), waiting.as_mut());
         assert!(wait.await.is_err(), "send waits at the cap");
         wait_session(&broker, 1, 4).await;
-        let waited = start.elapsed();
-        assert!(waited >= Duration::from_millis(190), "the backoff's delay");
+        assert!(start.elapsed() >= ms(190), "the backoff's delay");
         broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
         assert_eq!(waiting.await.unwrap().0, 4);
     }
@@ -225,11 +219,8 @@ async fn a_drop_during_close_gives_each_message_one_outcome() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn name_in_use_is_retried_by_the_backoff_bounded() {
     let config = Config::default().with(|c| c.refuse_reopens = 3);
-    let backoff = Backoff {
-        factor: 2.0,
-        jitter: 0.0,
-        ..backoff(20, 50)
-    };
+    let mut backoff = backoff(20, 50);
+    (backoff.factor, backoff.jitter) = (2.0, 0.0);
     let (broker, producer, outcomes) = producing_reliably(config, options(100, backoff)).await;
     broker.act(Action::Drop);
     let dropped = Instant::now();
@@ -242,10 +233,8 @@ async fn name_in_use_is_retried_by_the_backoff_bounded() {
         .chain(opens.windows(2).skip(1).map(|w| w[1] - w[0]))
         .collect();
     for (gap, delay) in gaps.iter().zip([20, 40, 50, 50]) {
-        let delay = Duration::from_millis(delay);
-        assert!(*gap + Duration::from_millis(2) >= delay, "{gaps:?}");
-        let bound = delay + Duration::from_millis(500);
-        assert!(*gap < bound, "bounded: {gaps:?}");
+        assert!(*gap + ms(2) >= ms(delay), "{gaps:?}");
+        assert!(*gap < ms(delay + 500), "bounded: {gaps:?}");
     }
     producer.send(b"after").await.unwrap();
     wait_settled(&outcomes, 1, ConfirmStatus::Stored).await;
@@ -255,7 +244,7 @@ async fn name_in_use_is_retried_by_the_backoff_bounded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confirm_timeouts_run_while_reconnecting() {
     let mut options = options(100, slow());
-    options.producer.confirm_timeout = Some(Duration::from_millis(100));
+    options.producer.confirm_timeout = Some(ms(100));
     let (broker, producer, outcomes) = producing_reliably(Config::holding(), options).await;
     let start = Instant::now();
     send_ids(&producer, 0..5).await;
@@ -265,7 +254,7 @@ async fn confirm_timeouts_run_while_reconnecting() {
     producer.send(b"while reconnecting").await.unwrap();
     for outcome in wait_exactly_once(&outcomes, 6).await {
         assert_eq!(outcome.status, ConfirmStatus::TimedOut);
-        assert!(outcome.settled_at.duration_since(outcome.taken_at) >= Duration::from_millis(100));
+        assert!(outcome.settled_at.duration_since(outcome.taken_at) >= ms(100));
     }
     assert!(start.elapsed() < Duration::from_secs(2));
     producer.close().await;
@@ -275,27 +264,18 @@ async fn confirm_timeouts_run_while_reconnecting() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_options_are_refused() {
     let broker = FakeBroker::start(Config::default()).await;
+    // Producer "a"'s default options as `tune` changes them.
+    let a = |tune: fn(&mut ReliableProducerOptions)| {
+        let mut options = ReliableProducerOptions::new("a");
+        tune(&mut options);
+        options
+    };
     for bad in [
         ReliableProducerOptions::new(""),
         ReliableProducerOptions::new("x".repeat(256)),
-        ReliableProducerOptions {
-            buffer_bytes: 1024,
-            ..ReliableProducerOptions::new("a")
-        },
-        ReliableProducerOptions {
-            backoff: Backoff {
-                factor: 0.5,
-                ..Backoff::default()
-            },
-            ..ReliableProducerOptions::new("a")
-        },
-        ReliableProducerOptions {
-            backoff: Backoff {
-                max: Duration::from_millis(1),
-                ..Backoff::default()
-            },
-            ..ReliableProducerOptions::new("a")
-        },
+        a(|o| o.buffer_bytes = 1024),
+        a(|o| o.backoff.factor = 0.5),
+        a(|o| o.backoff.max = ms(1)),
     ] {
         let error = ReliableProducer::connect(broker.addr, QueueId(0), bad, |_| {});
         let error = error.await.unwrap_err();
@@ -309,7 +289,7 @@ async fn timeouts_and_close_do_not_wait_for_a_hanging_connect() {
     let config = Config::holding().with(|c| c.silent_reconnects = true);
     let mut options = options(100, quick());
     options.client.handshake_timeout = Duration::from_secs(30);
-    options.producer.confirm_timeout = Some(Duration::from_millis(100));
+    options.producer.confirm_timeout = Some(ms(100));
     let (broker, producer, outcomes) = producing_reliably(config, options).await;
     send_ids(&producer, 0..3).await;
     wait_session(&broker, 0, 3).await;
@@ -359,7 +339,7 @@ async fn send_blocking_waits_at_the_cap_across_a_reconnect() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_reopen_closes_the_producer_and_wakes_its_senders() {
     let config = Config::holding().with(|c| {
-        (c.refuse_reopens, c.reopen_refusal) = (1, zerodispatch_wire::ErrorCode::UNKNOWN_QUEUE);
+        (c.refuse_reopens, c.reopen_refusal) = (1, Some(ErrorCode::UNKNOWN_QUEUE));
     });
     let (broker, producer, outcomes) = producing_reliably(config, options(2, quick())).await;
     let producer = Arc::new(producer);
@@ -388,7 +368,7 @@ async fn a_refused_reopen_closes_the_producer_and_wakes_its_senders() {
 async fn each_outage_is_reported_once_at_the_first_confirm_after_it() {
     let config = Config::default().with(|c| {
         (c.dedup, c.refuse_reopens) = (true, 1);
-        c.reopen_refusal = zerodispatch_wire::ErrorCode::NAME_IN_USE;
+        c.reopen_refusal = Some(ErrorCode::NAME_IN_USE);
     });
     let (broker, producer, outcomes) = producing_reliably(config, options(8, quick())).await;
     let recoveries = recoveries(&producer);
@@ -414,8 +394,7 @@ async fn each_outage_is_reported_once_at_the_first_confirm_after_it() {
         let all = recovered();
         assert_eq!(all.len(), round, "one recovery per outage");
         let r = all[round - 1];
-        let confirm = outcomes.lock().unwrap()[round];
-        let first_confirm = confirm.settled_at;
+        let first_confirm = outcomes.lock().unwrap()[round].settled_at;
         assert_eq!(r.confirmed_at, first_confirm, "the first confirm after it");
         assert!(dropped_at <= r.lost_at && r.lost_at <= r.reconnected_at);
         assert!(r.reconnected_at <= r.confirmed_at);
@@ -427,8 +406,7 @@ async fn each_outage_is_reported_once_at_the_first_confirm_after_it() {
     exactly_once(&outcomes, 3);
 }
 
-/// Stored 0, 1, 3 (not 2), then a drop before the confirms: the re-open's answer, id by id,
-/// settles 0, 1, 3 and 2 goes again (once it was reported stored up to `last_stored`).
+/// Stored 0, 1, 3, not 2, then a drop: the re-open's answer settles 0, 1, 3 id by id; 2 goes again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_refused_below_the_highest_stored_is_resent_not_reported_stored() {
     let config = Config::holding().with(|c| (c.dedup, c.lose_id) = (true, Some(2)));
@@ -461,7 +439,7 @@ async fn a_message_refused_too_large_is_reported_once_and_never_resent() {
     let (broker, producer, outcomes) = producing_reliably(config, options(64, quick())).await;
     send_ids(&producer, 0..5).await;
     wait_outcomes(&outcomes, 5).await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    tokio::time::sleep(ms(50)).await;
     all_settled(&outcomes, 5, ConfirmStatus::TooLarge);
     assert_eq!(producer.stats().reconnects, 0);
     assert_eq!(sessions(&broker).len(), 1, "one session: nothing resent");

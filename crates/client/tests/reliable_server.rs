@@ -11,11 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use support::proxy::KillProxy;
-use support::{
-    Handed, all_settled, backoff, consuming_reliably_at, credit, current_thread, exactly_once,
-    one_queue, quiet, real_server, reliable, reliable_producer, runtime,
-};
-use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig, QueueMode};
+use support::*;
+use zerodispatch_broker::{Broker, BrokerConfig, QueueMode};
 use zerodispatch_client::{
     ConfirmStatus, DeliveryToken, Guid, ReliableConsumerOptions, ReliableProducerOptions,
 };
@@ -31,13 +28,9 @@ fn limits() -> Limits {
 
 /// A broker of one priority queue with the window of `limits`.
 fn broker_config(limits: &Limits) -> BrokerConfig {
-    BrokerConfig {
-        queues: vec![QueueConfig {
-            window: limits.consumer_window,
-            ..QueueConfig::new(QueueMode::Priority)
-        }],
-        ..BrokerConfig::default()
-    }
+    let mut config = one_queue();
+    config.queues[0].window = limits.consumer_window;
+    config
 }
 
 /// Runs a reliable consumer and producer of `N` messages at `addr` beside `disrupt`, then
@@ -46,14 +39,14 @@ fn exactly_once_through<D>(addr: SocketAddr, broker: &Broker, disrupt: impl FnOn
 where
     D: Future<Output = ()>,
 {
-    runtime().block_on(async move {
+    runtime(2).block_on(async move {
         let options = ReliableConsumerOptions {
             consumer: credit(64, true),
             client: quiet(),
             backoff: backoff(2, 20),
             window: 4096,
         };
-        let (consumer, handed) = consuming_reliably_at(addr, options, |b| b.confirm_all()).await;
+        let (consumer, handed) = consuming_reliably(addr, options, |b| b.confirm_all()).await;
         let options = reliable("kill-test", 512, backoff(2, 20));
         let (producer, outcomes) = reliable_producer(addr, options).await;
         const N: u64 = 5_000;
@@ -65,29 +58,28 @@ where
         tokio::join!(disrupt(), sending);
         let start = Instant::now();
         while outcomes.lock().unwrap().len() < N as usize
-            || handed_payloads(&handed).len() < N as usize
+            || handed_payloads(&handed.lock().unwrap()).len() < N as usize
         {
             assert!(
                 start.elapsed() < Duration::from_secs(20),
                 "{} outcomes, {} payloads handed",
                 outcomes.lock().unwrap().len(),
-                handed_payloads(&handed).len()
+                handed_payloads(&handed.lock().unwrap()).len()
             );
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep(ms(5)).await;
         }
         all_settled(&outcomes, N, ConfirmStatus::Stored);
         // Whatever would come late comes now.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(ms(50)).await;
         let handed = handed.lock().unwrap().clone();
         assert_eq!(handed.len(), N as usize, "each message handed out once");
         let queue = &broker.queue_stats()[0];
         assert_eq!(queue.stored, N, "each message stored once: {queue:?}");
         let guids: HashSet<Guid> = handed.iter().map(|(g, _, _)| *g).collect();
         assert_eq!(guids.len(), handed.len(), "no GUID handed out twice");
-        let payloads = handed_payloads_of(&handed);
+        let distinct = handed_payloads(&handed).len();
         assert_eq!(
-            payloads.len(),
-            N as usize,
+            distinct, N as usize,
             "every message reached the application"
         );
         let (ps, cs) = (producer.stats(), consumer.stats());
@@ -101,23 +93,15 @@ where
 fn connections_killed_while_producing_and_consuming_lose_nothing() {
     let limits = limits();
     let server = real_server(broker_config(&limits), limits);
-    let server_addr = server.local_addr();
     let broker = Arc::clone(server.broker());
     // The proxy runs on a runtime of its own, beside the clients'.
     let proxy_runtime = tokio::runtime::Runtime::new().unwrap();
-    let proxy = Arc::new(
-        proxy_runtime
-            .block_on(KillProxy::start(server_addr))
-            .expect("the proxy starts"),
-    );
-    let kills = Arc::new(AtomicU64::new(0));
-    let killer = {
-        let (proxy, kills) = (Arc::clone(&proxy), Arc::clone(&kills));
-        async move {
-            for _ in 0..20 {
-                tokio::time::sleep(Duration::from_millis(15)).await;
-                kills.fetch_add(proxy.kill_all() as u64, Ordering::Relaxed);
-            }
+    let proxy = proxy_runtime.block_on(KillProxy::start(server.local_addr()));
+    let (proxy, kills) = (proxy.expect("the proxy starts"), AtomicU64::new(0));
+    let killer = async {
+        for _ in 0..20 {
+            tokio::time::sleep(ms(15)).await;
+            kills.fetch_add(proxy.kill_all() as u64, Ordering::Relaxed);
         }
     };
     exactly_once_through(proxy.addr(), &broker, || killer);
@@ -131,23 +115,13 @@ fn connections_killed_while_producing_and_consuming_lose_nothing() {
 fn a_server_restarted_in_front_of_a_running_broker_loses_nothing() {
     let limits = limits();
     let store = Arc::new(PayloadStore::try_new(limits.store_slots, limits.slot_size).unwrap());
-    let broker = Arc::new(
-        Broker::start(BrokerConfig {
-            on_release: Some(store.on_release()),
-            ..broker_config(&limits)
-        })
-        .unwrap(),
-    );
+    let mut config = broker_config(&limits);
+    config.on_release = Some(store.on_release());
+    let broker = Arc::new(Broker::start(config).unwrap());
     let start = move |addr: SocketAddr| {
-        Server::builder()
-            .listen(addr)
-            .broker(
-                Arc::clone(&broker),
-                vec![QueueMode::Priority],
-                Arc::clone(&store),
-            )
-            .limits(limits)
-            .start()
+        let (broker, store) = (Arc::clone(&broker), Arc::clone(&store));
+        let (server, queues) = (Server::builder().listen(addr), vec![QueueMode::Priority]);
+        server.limits(limits).broker(broker, queues, store).start()
     };
     let server = start("127.0.0.1:0".parse().unwrap()).expect("the server starts");
     let addr = server.local_addr();
@@ -160,7 +134,7 @@ fn a_server_restarted_in_front_of_a_running_broker_loses_nothing() {
         let mut server = server;
         let _ = begin.recv();
         for _ in 0..3 {
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(ms(20));
             server.shutdown();
             server = start(addr).expect("the port is free again");
             restarted.fetch_add(1, Ordering::Relaxed);
@@ -172,22 +146,16 @@ fn a_server_restarted_in_front_of_a_running_broker_loses_nothing() {
         go.send(()).unwrap();
         async {
             while restarts.load(Ordering::Relaxed) < 3 {
-                tokio::time::sleep(Duration::from_millis(2)).await;
+                tokio::time::sleep(ms(2)).await;
             }
         }
     };
     exactly_once_through(addr, &broker, all_restarted);
-    let server = restarter.join().unwrap();
-    server.shutdown();
-}
-
-/// The distinct payloads handed out.
-fn handed_payloads(handed: &Handed) -> HashSet<Vec<u8>> {
-    handed_payloads_of(&handed.lock().unwrap())
+    restarter.join().unwrap().shutdown();
 }
 
 /// The distinct payloads of `handed`.
-fn handed_payloads_of(handed: &[(Guid, DeliveryToken, Vec<u8>)]) -> HashSet<Vec<u8>> {
+fn handed_payloads(handed: &[(Guid, DeliveryToken, Vec<u8>)]) -> HashSet<Vec<u8>> {
     handed.iter().map(|(_, _, p)| p.clone()).collect()
 }
 

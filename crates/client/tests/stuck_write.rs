@@ -6,8 +6,8 @@ mod support;
 
 use std::time::Duration;
 
-use support::{answer_hello_and_open, listen, quiet};
-use zerodispatch_client::{Client, Flush, ProducerOptions, QueueId, TrySendError};
+use support::*;
+use zerodispatch_client::{Client, QueueId, TrySendError};
 use zerodispatch_wire::MAX_PAYLOAD_LEN;
 
 /// The process's user and system CPU time, in clock ticks (1/100 s on Linux).
@@ -24,12 +24,7 @@ fn a_write_stuck_in_flight_does_not_spin_the_io_task() {
 }
 
 fn run() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    runtime(1).block_on(async {
         // A broker that answers the open, asking for heartbeats every 5 ms (the client
         // announces none, so is never timed out), then never reads again.
         let (listener, addr) = listen().await;
@@ -40,11 +35,8 @@ fn run() {
             let _ = opened.send(stream);
         });
         let client = Client::connect(addr, quiet()).await.unwrap();
-        let options = ProducerOptions {
-            max_unconfirmed: 256,
-            flush: Flush::Timer(Duration::from_millis(2)),
-            confirm_timeout: None,
-        };
+        let mut options = timer(ms(2));
+        (options.max_unconfirmed, options.confirm_timeout) = (256, None);
         let producer = client.open_producer(QueueId(0), options, |_| {});
         let producer = producer.await.unwrap();
         let _stream = held.await.unwrap();
@@ -52,16 +44,16 @@ fn run() {
         let payload = vec![0; MAX_PAYLOAD_LEN as usize];
         for _ in 0..256 {
             match producer.try_send(&payload) {
-                Ok(_) => tokio::time::sleep(Duration::from_millis(1)).await,
+                Ok(_) => tokio::time::sleep(ms(1)).await,
                 Err(TrySendError::Full) => break,
                 Err(other) => panic!("{other}"),
             }
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(ms(100)).await;
         let Some(before) = cpu_ticks() else {
             return;
         };
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(ms(250)).await;
         let used = cpu_ticks().unwrap() - before;
         assert!(
             used < 8,

@@ -7,8 +7,8 @@ mod support;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use support::{Config, FakeBroker, counting, credit, current_thread, proof_options, quiet};
-use zerodispatch_client::{AppId, Client, QueueId};
+use support::*;
+use zerodispatch_client::{AppId, Client, Producer, QueueId};
 use zerodispatch_testkit::CountingAllocator;
 
 #[global_allocator]
@@ -17,20 +17,14 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 const MESSAGES: u64 = if cfg!(miri) { 100 } else { 100_000 };
 const WARM_UP: u64 = 20_000;
 
-/// Sends `n` messages from `first` on, and waits until `settled` and `consumed` have
-/// counted them all.
-async fn round(
-    producer: &zerodispatch_client::Producer,
-    settled: &AtomicU64,
-    consumed: &AtomicU64,
-    first: u64,
-    n: u64,
-) {
+/// Sends `n` messages from `first` on; waits until each of `counters` counts them all.
+async fn round(producer: &Producer, counters: [&AtomicU64; 2], first: u64, n: u64) {
     for i in first..first + n {
         producer.send(&i.to_le_bytes()).await.unwrap();
     }
-    while settled.load(Ordering::Acquire) < first + n
-        || consumed.load(Ordering::Acquire) < first + n
+    while counters
+        .iter()
+        .any(|c| c.load(Ordering::Acquire) < first + n)
     {
         tokio::task::yield_now().await;
     }
@@ -47,11 +41,7 @@ fn main() {
 fn steady_state_sends_and_confirms_allocate_nothing() {
     // One thread for all, so the runtime's per-thread lists are warm where they are used.
     current_thread().block_on(async {
-        let config = Config {
-            record: false,
-            echo_to: Some(1),
-            ..Config::default()
-        };
+        let config = Config::default().with(|c| (c.no_log, c.echo_to) = (true, Some(1)));
         let broker = FakeBroker::start(config).await;
         let client = Client::connect(broker.addr, quiet()).await.unwrap();
         // Consumer 1 gets every message published, its credit over the producer's cap.
@@ -69,9 +59,9 @@ fn steady_state_sends_and_confirms_allocate_nothing() {
         let producer = client.open_producer(QueueId(0), proof_options(), on_confirm);
         let producer = producer.await.unwrap();
 
-        round(&producer, &settled, &consumed, 0, WARM_UP).await;
+        round(&producer, [&settled, &consumed], 0, WARM_UP).await;
         let before = CountingAllocator::allocations();
-        round(&producer, &settled, &consumed, WARM_UP, MESSAGES).await;
+        round(&producer, [&settled, &consumed], WARM_UP, MESSAGES).await;
         let allocated = CountingAllocator::allocations() - before;
 
         assert_eq!(stored.load(Ordering::Relaxed), WARM_UP + MESSAGES);

@@ -6,7 +6,7 @@ mod support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use support::{Config, FakeBroker, counting, current_thread, proof_options, quiet};
+use support::*;
 use zerodispatch_client::{QueueId, ReliableProducer, ReliableProducerOptions};
 use zerodispatch_testkit::CountingAllocator;
 
@@ -36,13 +36,10 @@ fn main() {
 
 fn steady_state_reliable_sends_allocate_nothing() {
     current_thread().block_on(async {
-        let broker = FakeBroker::start(Config::default().with(|c| c.record = false)).await;
-        let options = ReliableProducerOptions {
-            producer: proof_options(),
-            client: quiet(),
-            buffer_bytes: 1 << 20,
-            ..ReliableProducerOptions::new("zero-alloc")
-        };
+        let broker = FakeBroker::start(Config::default().with(|c| c.no_log = true)).await;
+        let mut options = ReliableProducerOptions::new("zero-alloc");
+        (options.producer, options.client) = (proof_options(), quiet());
+        options.buffer_bytes = 1 << 20;
         let (settled, stored, on_confirm) = counting();
         let producer = ReliableProducer::connect(broker.addr, QueueId(0), options, on_confirm)
             .await

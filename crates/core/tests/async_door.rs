@@ -1,63 +1,50 @@
 //! The async door on tokio and polled by hand: room, waiting, order, cancellation, shutdown.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
-use std::time::Duration;
 
 use common::*;
+use tokio::runtime::{Builder, Runtime};
 use zerodispatch_core::*;
 use zerodispatch_testkit::within;
 
 const LIMIT: Duration = Duration::from_secs(20);
 
-/// A waker that counts its wakes.
-struct Count(AtomicUsize);
-
-impl Count {
-    /// The wakes so far.
-    fn wakes(&self) -> usize {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
-impl Wake for Count {
+impl Wake for Counter {
     fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
+        self.incr();
     }
 }
 
-fn counting_waker() -> (Arc<Count>, Waker) {
-    let count = Arc::new(Count(AtomicUsize::new(0)));
-    (count.clone(), Waker::from(count))
+/// A waker that counts its wakes, and its count.
+fn counting_waker() -> (Counter, Waker) {
+    let count = Counter::default();
+    (count.clone(), Waker::from(Arc::new(count)))
 }
 
+/// `future` polled once, with `waker`.
 fn poll_once<F: Future + Unpin>(future: &mut F, waker: &Waker) -> Poll<F::Output> {
     Pin::new(future).poll(&mut TaskContext::from_waker(waker))
 }
 
 /// Whether `future` resolves to `Ok(())` at this poll.
-fn ready_ok<F, E>(future: &mut F, waker: &Waker) -> bool
-where
-    F: Future<Output = Result<(), E>> + Unpin,
-{
+fn ready_ok<F: Future<Output = Result<(), E>> + Unpin, E>(future: &mut F, waker: &Waker) -> bool {
     matches!(poll_once(future, waker), Poll::Ready(Ok(())))
 }
 
 /// Lets the runtime's threads run for `ms` milliseconds.
-fn pause(rt: &tokio::runtime::Runtime, ms: u64) {
+fn pause(rt: &Runtime, ms: u64) {
     rt.block_on(async { tokio::time::sleep(Duration::from_millis(ms)).await });
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
+/// A runtime of four workers, with time.
+fn runtime() -> Runtime {
+    let mut builder = Builder::new_multi_thread();
     builder.worker_threads(4).enable_time().build().unwrap()
 }
 
@@ -76,7 +63,7 @@ fn a_dispatch_with_room_resolves_at_its_first_poll() {
         });
         d.synchronize(c.processor()).unwrap();
         assert_eq!(messages(&log), [1, 2, 3, 4, 5]);
-        assert_eq!(count.wakes(), 0, "never waited");
+        assert_eq!(count.get(), 0, "never waited");
     });
 }
 
@@ -90,16 +77,14 @@ fn a_dispatch_to_a_full_queue_waits_for_room_and_keeps_order() {
         let mut future = d.dispatch_async(c, Event::Message(4));
         assert!(poll_once(&mut future, &waker).is_pending());
         assert!(poll_once(&mut future, &waker).is_pending(), "polled again");
-        assert_eq!(count.wakes(), 0);
+        assert_eq!(count.get(), 0);
         held.wait();
-        while count.wakes() == 0 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        eventually("the drain wakes the future", || count.get() > 0);
         assert!(ready_ok(&mut future, &waker));
         drop(future);
         d.synchronize(c.processor()).unwrap();
         assert_eq!(messages(&log), [0, 1, 2, 3, 4]);
-        assert_eq!(count.wakes(), 1, "woken once, not per pop");
+        assert_eq!(count.get(), 1, "woken once, not per pop");
 
         // The same on tokio: a batch larger than the queue waits until the processor is released.
         let held = block_processor(&d.handle(), c);
@@ -178,7 +163,7 @@ fn a_pending_future_given_up_loses_nothing_and_enqueues_nothing_later() {
         // A batch: two of its events went in before the queue filled.
         held.wait();
         d.synchronize(c.processor()).unwrap();
-        assert_eq!(count.wakes(), 0, "withdrawn: not woken");
+        assert_eq!(count.get(), 0, "withdrawn: not woken");
         let held = block_processor(&d.handle(), c);
         let mut events = (10..20).map(Event::Message);
         let mut batch = d.dispatch_batch_async(c, &mut events);
@@ -238,21 +223,14 @@ fn on_a_processor_thread_the_door_goes_through_the_outbox() {
         polled: Arc<Mutex<Vec<bool>>>,
     }
     impl Client<u64> for Forward {
-        fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<u64>) {
-            if let ClientEvent::Message(m) = event {
-                let mut future = ctx.dispatcher().dispatch_async(self.to, Event::Message(m));
-                let ready = ready_ok(&mut future, Waker::noop());
-                self.polled.lock().unwrap().push(ready);
-            }
+        fn on_message(&mut self, m: u64, ctx: &mut Context<u64>) {
+            let mut future = ctx.dispatcher().dispatch_async(self.to, Event::Message(m));
+            let ready = ready_ok(&mut future, Waker::noop());
+            self.polled.lock().unwrap().push(ready);
         }
     }
     within(LIMIT, "dispatch_async on a processor thread", || {
-        let d = Dispatcher::<u64>::builder()
-            .pool(ClientType::Queue, PoolConfig::new(1).capacity(2))
-            .pool(ClientType::Session, PoolConfig::new(1))
-            .monitor_interval(Duration::from_secs(3600))
-            .build()
-            .unwrap();
+        let d = sessions_and_queues_unprobed(PoolConfig::new(1), PoolConfig::new(1).capacity(2));
         let (sink, log) = recorder_on(&d);
         let polled = Arc::new(Mutex::new(Vec::new()));
         let (to, seen) = (sink.erase(), polled.clone());
@@ -313,10 +291,8 @@ fn call_async_brings_back_each_result() {
             let (_, waker) = counting_waker();
             poll_once(&mut future, &waker)
         });
-        assert!(matches!(
-            on_processor,
-            Ok(Poll::Ready(Err(SyncError::OnProcessorThread(p)))) if p == queue
-        ));
+        let refused = Ok(Poll::Ready(Err(SyncError::OnProcessorThread(queue))));
+        assert_eq!(on_processor, refused);
         // The calls are the dispatcher's callbacks, not the client's events.
         assert_eq!(messages(&log), (0..10).collect::<Vec<_>>());
     });
@@ -351,14 +327,10 @@ fn call_async_is_cancel_safe() {
         assert_eq!(ran.get(), 10, "only the enqueued call ran");
 
         // The thread's next calls get their own answers.
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
+        let rt = Builder::new_current_thread().build().unwrap();
         for i in 0..3_u64 {
-            assert_eq!(
-                rt.block_on(d.call_async(queue, move || i + 100)),
-                Ok(i + 100)
-            );
+            let answer = rt.block_on(d.call_async(queue, move || i + 100));
+            assert_eq!(answer, Ok(i + 100));
         }
     });
 }

@@ -1,14 +1,8 @@
 //! Regressions from the outside audit, each failing before its fix; former hangs run watched.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
-
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
-use std::thread;
-use std::time::{Duration, Instant};
 
 use common::*;
 use zerodispatch_core::*;
@@ -16,28 +10,16 @@ use zerodispatch_testkit::within;
 
 // 1. A processor never waits for another processor ------------------------------------
 
-/// Bounces each message to its peer with one hop less; counts those that end.
-struct Bouncer {
-    peer: Arc<Mutex<Option<ClientHandle>>>,
-    finished: Arc<AtomicU64>,
-    refused: Arc<AtomicU64>,
-}
+/// Bounces each message to its peer (`.0`) with one hop less; counts those that end (`.1`).
+struct Bouncer(Arc<Mutex<Option<ClientHandle>>>, Counter);
 
 impl Client<u64> for Bouncer {
-    fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<u64>) {
-        match event {
-            ClientEvent::Message(0) => {
-                self.finished.fetch_add(1, Ordering::Relaxed);
-            }
-            ClientEvent::Message(hops) => {
-                let peer = self.peer.lock().unwrap().expect("peer set before traffic");
-                let sent = ctx.dispatcher().dispatch(peer, Event::Message(hops - 1));
-                if sent.is_err() {
-                    // Outbox full: counted, so that conservation still holds.
-                    self.refused.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            ClientEvent::Callback(cb) => cb.call(),
+    fn on_message(&mut self, hops: u64, ctx: &mut Context<u64>) {
+        let peer = self.0.lock().unwrap().expect("peer set before traffic");
+        let dispatcher = ctx.dispatcher();
+        // Ended here, or refused (outbox full): counted either way, so that conservation holds.
+        if hops == 0 || dispatcher.dispatch(peer, Event::Message(hops - 1)).is_err() {
+            self.1.incr();
         }
     }
 }
@@ -48,28 +30,14 @@ fn two_processors_dispatching_to_each_other_on_tiny_queues_never_deadlock() {
     const PRODUCERS: u64 = 4;
     const PER_PRODUCER: u64 = 2_000;
     const HOPS: u64 = 6;
-    let d = Arc::new(one_queue(
-        PoolConfig::new(2).capacity(8).outbox_capacity(64),
-    ));
-    let (finished, refused) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let peers = [Arc::new(Mutex::new(None)), Arc::new(Mutex::new(None))];
-    let handles: Vec<_> = (0..2)
-        .map(|i| {
-            let (peer, finished, refused) = (peers[i].clone(), finished.clone(), refused.clone());
-            let bouncer = Bouncer {
-                peer,
-                finished,
-                refused,
-            };
-            on_queue_processor(&d, i as u16, bouncer)
-        })
-        .collect();
+    let tiny = PoolConfig::new(2).capacity(8).outbox_capacity(64);
+    let d = Arc::new(one_queue(tiny));
+    let ended = Counter::default();
+    let peers: [Arc<Mutex<_>>; 2] = Default::default();
+    let bouncer = |i: usize| Bouncer(peers[i].clone(), ended.clone());
+    let handles = [0, 1].map(|i| on_queue_processor(&d, i as u16, bouncer(i)));
     *peers[0].lock().unwrap() = Some(handles[1].erase());
     *peers[1].lock().unwrap() = Some(handles[0].erase());
-    let ended = {
-        let (f, r) = (finished.clone(), refused.clone());
-        move || f.load(Ordering::Relaxed) + r.load(Ordering::Relaxed)
-    };
     let (total, ended_in_time, dd) = (PRODUCERS * PER_PRODUCER, ended.clone(), d.clone());
     let what = "a cycle of two processors on queues of 8";
     within(Duration::from_secs(60), what, move || {
@@ -84,13 +52,12 @@ fn two_processors_dispatching_to_each_other_on_tiny_queues_never_deadlock() {
                 });
             }
         });
-        eventually("every message finishes or is refused", || {
-            ended_in_time() == total
-        });
+        let all_ended = "every message finishes or is refused";
+        eventually(all_ended, || ended_in_time.get() as u64 == total);
     });
     let outboxed: u64 = d.stats().iter().map(|s| s.outboxed).sum();
     assert!(outboxed > 0, "the test never filled a queue");
-    assert_eq!(ended(), total);
+    assert_eq!(ended.get() as u64, total);
 }
 
 /// 15: two clients that `synchronize` on each other are refused, not deadlocked.
@@ -112,9 +79,8 @@ fn synchronize_on_a_processor_thread_is_refused_so_two_cannot_wait_for_each_othe
     }
     let what = "dropping the dispatcher after a mutual synchronize";
     within(Duration::from_secs(10), what, move || {
-        eventually("both synchronize calls returned", || {
-            results.lock().unwrap().len() == 2
-        });
+        let both = "both synchronize calls returned";
+        eventually(both, || results.lock().unwrap().len() == 2);
         for (me, r) in results.lock().unwrap().iter() {
             assert_eq!(*r, Err(SyncError::OnProcessorThread(*me)));
         }
@@ -142,9 +108,8 @@ fn a_processor_of_one_dispatcher_waits_on_a_full_processor_of_another() {
     let early = *result.lock().unwrap();
     hold.wait(); // release B's processor before asserting, so that a failure cannot hang
     assert_eq!(early, None, "it must wait, not hand back");
-    eventually("the waiting dispatch went through", || {
-        *result.lock().unwrap() == Some(true)
-    });
+    let through = "the waiting dispatch went through";
+    eventually(through, || *result.lock().unwrap() == Some(true));
     b.synchronize(target).unwrap();
     assert_eq!(messages(&log), [1, 2]);
 }
@@ -165,13 +130,10 @@ fn a_handle_of_another_dispatcher_is_refused() {
     assert!(matches!(sent, Err(NoSuchProcessor(Event::Message(7)))));
     let tried = b.try_dispatch(from_a, Event::Message(7));
     assert!(matches!(tried, Err(NoSuchProcessor(_))));
-    let batch = b
-        .dispatch_batch(from_a, &mut (0..3).map(Event::Message))
-        .unwrap_err();
-    assert!(matches!(
-        (batch.enqueued, batch.error),
-        (0, NoSuchProcessor(_))
-    ));
+    let mut events = (0..3).map(Event::Message);
+    let batch = b.dispatch_batch(from_a, &mut events).unwrap_err();
+    let outcome = (batch.enqueued, batch.error);
+    assert!(matches!(outcome, (0, NoSuchProcessor(_))));
     assert!(matches!(b.unregister(from_a), Err(NoSuchProcessor(_))));
     assert!(!b.in_dispatcher_thread(from_a));
     b.synchronize(in_b).unwrap();
@@ -180,23 +142,24 @@ fn a_handle_of_another_dispatcher_is_refused() {
 
 // 3. User code that could end a processor ------------------------------------------------
 
-/// An event whose drop panics.
-struct PanicsOnDrop(Arc<AtomicUsize>);
+/// An event whose drop counts, then panics.
+struct PanicsOnDrop(Counter);
 
 impl Drop for PanicsOnDrop {
     fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
+        self.0.incr();
         panic!("a capture's drop panics");
     }
 }
 
+impl Client<u64> for PanicsOnDrop {}
+
 /// 6: a stale event whose drop panics no longer kills the processor.
 #[test]
 fn a_stale_event_whose_drop_panics_is_contained() {
-    let d = one_queue(PoolConfig::new(1));
-    let h = recorder_on(&d).0;
+    let (d, h, _log) = recorded(PoolConfig::new(1));
     d.unregister(h).unwrap();
-    let drops = Arc::new(AtomicUsize::new(0));
+    let drops = Counter::default();
     let bomb = PanicsOnDrop(drops.clone());
     d.dispatch(h, Event::Callback(Callback::new(move || drop(bomb))))
         .unwrap();
@@ -205,7 +168,7 @@ fn a_stale_event_whose_drop_panics_is_contained() {
     within(Duration::from_secs(10), what, move || {
         handle.synchronize(h).unwrap()
     });
-    assert_eq!(drops.load(Ordering::Relaxed), 1);
+    assert_eq!(drops.get(), 1);
     let stats = &d.stats()[0];
     assert_eq!((stats.stale, stats.panics), (1, 1));
     // The processor is alive: a new client gets its events.
@@ -218,24 +181,14 @@ fn a_stale_event_whose_drop_panics_is_contained() {
 /// 17: clients whose drop panics at shutdown no longer abort the process.
 #[test]
 fn clients_whose_drop_panics_at_shutdown_are_contained() {
-    struct Grenade(Arc<AtomicUsize>);
-    impl Client<u64> for Grenade {
-        fn on_event(&mut self, _: ClientEvent<u64>, _: &mut Context<u64>) {}
-    }
-    impl Drop for Grenade {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Ordering::Relaxed);
-            panic!("a client's drop panics");
-        }
-    }
     let mut d = one_queue(PoolConfig::new(2));
-    let drops = Arc::new(AtomicUsize::new(0));
+    let drops = Counter::default();
     for _ in 0..4 {
-        on_queue(&d, Grenade(drops.clone()));
+        on_queue(&d, PanicsOnDrop(drops.clone()));
     }
     let handle = d.handle();
     d.shutdown();
-    assert_eq!(drops.load(Ordering::Relaxed), 4);
+    assert_eq!(drops.get(), 4);
     let panics: u64 = handle.stats().iter().map(|s| s.panics).sum();
     assert_eq!(panics, 4);
 }
@@ -243,8 +196,7 @@ fn clients_whose_drop_panics_at_shutdown_are_contained() {
 /// 5: a panicking batch iterator no longer leaves the producer inside the gate.
 #[test]
 fn a_panicking_batch_iterator_leaves_the_gate() {
-    let mut d = one_queue(PoolConfig::new(1));
-    let h = recorder_on(&d).0;
+    let (mut d, h, _log) = recorded(PoolConfig::new(1));
     let handle = d.handle();
     let panicked = thread::spawn(move || {
         let mut events = (0..10_u64).map(|i| {
@@ -266,10 +218,8 @@ fn execute_on_all_runs_done_once_even_when_f_panics() {
     let (ran, done) = (Counter::default(), Counter::default());
     let (r, dn) = (ran.clone(), done.clone());
     let f = move || assert!(r.add(1) != 1, "f panics on one processor");
-    let done_once = move || {
-        dn.add(1);
-    };
-    d.execute_on_all(ClientType::Queue, f, done_once).unwrap();
+    d.execute_on_all(ClientType::Queue, f, move || dn.incr())
+        .unwrap();
     eventually("done ran", || done.get() == 1);
     for p in d.processors(ClientType::Queue) {
         d.synchronize(p).unwrap();
@@ -282,36 +232,23 @@ fn execute_on_all_runs_done_once_even_when_f_panics() {
 #[test]
 fn dropping_the_dispatcher_on_its_own_processor_shuts_everything_down() {
     let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(2));
-    let dropped = Arc::new(AtomicUsize::new(0));
-    let handles: Vec<_> = [ClientType::Session, ClientType::Queue, ClientType::Queue]
-        .map(|t| {
-            d.register(t, DropCounted(dropped.clone()), Placement::LeastLoaded)
-                .unwrap()
-        })
-        .into();
-    let owner = Arc::new(Mutex::new(Some(d)));
-    let in_handler = owner.clone();
-    let returned = Arc::new(AtomicBool::new(false));
-    let r = returned.clone();
-    let dispatcher = owner.lock().unwrap().as_ref().unwrap().handle();
-    let drop_it = Callback::new(move || {
+    let dropped = Counter::default();
+    let on = |t| d.register(t, DropCounted(dropped.clone()), Placement::LeastLoaded);
+    let handles = [ClientType::Session, ClientType::Queue].map(|t| on(t).unwrap());
+    on(ClientType::Queue).unwrap();
+    let dispatcher = d.handle();
+    let (owner, returned) = (Arc::new(Mutex::new(Some(d))), Counter::default());
+    let (in_handler, r) = (owner.clone(), returned.clone());
+    let drop_it = Event::Callback(Callback::new(move || {
         drop(in_handler.lock().unwrap().take());
-        r.store(true, Ordering::Relaxed);
+        r.incr();
+    }));
+    dispatcher.dispatch(handles[1], drop_it).unwrap();
+    let what = "every processor stopped and dropped its clients";
+    within(Duration::from_secs(10), what, move || {
+        eventually("all three clients dropped", || dropped.get() == 3);
     });
-    dispatcher
-        .dispatch(handles[1], Event::Callback(drop_it))
-        .unwrap();
-    within(
-        Duration::from_secs(10),
-        "every processor stopped and dropped its clients",
-        move || {
-            eventually("all three clients dropped", || {
-                dropped.load(Ordering::SeqCst) == 3
-            });
-        },
-    );
-    let why = "the drop returned in the handler";
-    assert!(returned.load(Ordering::Relaxed), "{why}");
+    assert!(returned.get() == 1, "the drop returned in the handler");
     let refused = dispatcher.dispatch(handles[0], Event::Message(1));
     assert!(matches!(refused, Err(DispatchError::ShutDown(_))));
 }
@@ -321,12 +258,7 @@ fn dropping_the_dispatcher_on_its_own_processor_shuts_everything_down() {
 /// 18: huge capacities panicked ("capacity overflow") or aborted on the allocation.
 #[test]
 fn huge_capacities_are_configuration_errors() {
-    let refused = |c| {
-        Dispatcher::<u64>::builder()
-            .pool(ClientType::Queue, c)
-            .build()
-            .unwrap_err()
-    };
+    let refused = |c| queue_pool::<u64>(c).build().unwrap_err();
     for capacity in [usize::MAX, 1 << 40, MAX_CAPACITY + 1] {
         let err = refused(PoolConfig::new(1).capacity(capacity));
         assert_eq!(err.problem, Problem::CapacityTooLarge(capacity));
@@ -378,7 +310,7 @@ fn the_enqueued_figure_never_exceeds_what_was_dispatched() {
 #[test]
 fn shutdown_timeout_names_a_stuck_processor_and_returns() {
     let mut d = one_queue(PoolConfig::new(2));
-    let dropped = Arc::new(AtomicUsize::new(0));
+    let dropped = Counter::default();
     let stuck = on_queue_processor(&d, 0, DropCounted(dropped.clone()));
     on_queue_processor(&d, 1, DropCounted(dropped.clone()));
     let (entered, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
@@ -396,12 +328,10 @@ fn shutdown_timeout_names_a_stuck_processor_and_returns() {
     let unfinished = vec![stuck.processor()];
     assert_eq!(outcome, Err(ShutdownTimedOut { unfinished }));
     // The other processor finished; the stuck one finishes once its handler returns.
-    let dropped_now = || dropped.load(Ordering::SeqCst);
-    eventually("the free processor's client dropped", || dropped_now() == 1);
+    eventually("the free processor's client dropped", || dropped.get() == 1);
     release.wait();
-    eventually("the stuck processor's client dropped", || {
-        dropped_now() == 2
-    });
+    let stuck_dropped = "the stuck processor's client dropped";
+    eventually(stuck_dropped, || dropped.get() == 2);
     let again = d.shutdown_timeout(Duration::from_millis(1));
     assert_eq!(again, Ok(()), "idempotent");
 }

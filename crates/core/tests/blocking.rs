@@ -5,6 +5,7 @@ mod common;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use common::*;
+use tokio::runtime::{Builder, Runtime};
 use zerodispatch_core::*;
 
 fn dispatcher() -> (Dispatcher<u64>, ClientHandle<Sink>) {
@@ -14,18 +15,14 @@ fn dispatcher() -> (Dispatcher<u64>, ClientHandle<Sink>) {
 }
 
 /// A runtime whose one worker is the thread that calls `block_on`.
-fn current_thread() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap()
+fn current_thread() -> Runtime {
+    Builder::new_current_thread().build().unwrap()
 }
 
 /// A runtime of one worker thread of its own.
-fn one_worker() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .build()
-        .unwrap()
+fn one_worker() -> Runtime {
+    let mut builder = Builder::new_multi_thread();
+    builder.worker_threads(1).build().unwrap()
 }
 
 /// The message of the panic `f` makes (it must panic).

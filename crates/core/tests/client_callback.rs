@@ -4,16 +4,11 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::{Context, Dispatcher, Event, PoolConfig};
-
-fn dispatcher() -> Dispatcher<u64> {
-    one_queue(PoolConfig::new(1))
-}
+use zerodispatch_core::{Context, Event, PoolConfig};
 
 #[test]
 fn reaches_its_client_in_order_with_its_other_events_and_flushes_it() {
-    let mut dispatcher = dispatcher();
-    let (h, log) = recorder_on(&dispatcher);
+    let (mut dispatcher, h, log) = recorded(PoolConfig::new(1));
     // The processor is held until the three events are queued: they arrive in one drain.
     let gate = block_processor(&dispatcher.handle(), h);
     dispatcher.dispatch(h, Event::Message(1)).unwrap();
@@ -26,30 +21,24 @@ fn reaches_its_client_in_order_with_its_other_events_and_flushes_it() {
     gate.wait();
     dispatcher.synchronize(h).unwrap();
     let log = log.lock().unwrap().clone();
-    let expected = [1, 2, 3]
-        .map(Seen::Message)
-        .into_iter()
-        .chain([Seen::Flush]);
-    let why = "in order, then one flush";
-    assert_eq!(log, expected.collect::<Vec<_>>(), "{why}");
+    use Seen::{Flush, Message};
+    let expected = [Message(1), Message(2), Message(3), Flush];
+    assert_eq!(log, expected, "in order, then one flush");
     dispatcher.shutdown();
 }
 
 #[test]
 fn a_callback_for_another_client_type_is_dropped_unrun_and_counted() {
-    let mut dispatcher = dispatcher();
-    let (recorder, log) = recorder_on(&dispatcher);
+    let (mut dispatcher, recorder, log) = recorded(PoolConfig::new(1));
     let other = on_queue(&dispatcher, Sink);
     let (drops, ran) = (Counter::default(), Counter::default());
-    let (guard, r) = (DropCounted(drops.0.clone()), ran.clone());
-    let wrong = Event::to_client(move |_: &mut Recorder, _| {
+    let (guard, r) = (DropCounted(drops.clone()), ran.clone());
+    let wrong = Event::from(Event::to_client(move |_: &mut Recorder, _| {
         let _keep = &guard;
         r.incr();
-    });
+    }));
     // Erased, the handle takes a callback of any client type (typed, this does not compile).
-    dispatcher
-        .dispatch(other.erase(), Event::from(wrong))
-        .unwrap();
+    dispatcher.dispatch(other.erase(), wrong).unwrap();
     // The processor goes on: a later event to the right client arrives.
     dispatcher.dispatch(recorder, Event::Message(9)).unwrap();
     dispatcher.synchronize(other).unwrap();
@@ -65,8 +54,7 @@ fn a_callback_for_another_client_type_is_dropped_unrun_and_counted() {
 #[test]
 fn a_panicking_callback_is_contained_and_the_client_lives_on() {
     zerodispatch_testkit::quiet_planned_panics();
-    let mut dispatcher = dispatcher();
-    let (h, log) = recorder_on(&dispatcher);
+    let (mut dispatcher, h, log) = recorded(PoolConfig::new(1));
     let panics = |_: &mut Recorder, _: &mut _| panic!("planned panic in a client callback");
     dispatcher.dispatch(h, Event::to_client(panics)).unwrap();
     dispatcher.dispatch(h, Event::Message(5)).unwrap();
@@ -78,8 +66,7 @@ fn a_panicking_callback_is_contained_and_the_client_lives_on() {
 
 #[test]
 fn handed_back_whole_when_refused() {
-    let mut dispatcher = dispatcher();
-    let (h, _log) = recorder_on(&dispatcher);
+    let (mut dispatcher, h, _log) = recorded(PoolConfig::new(1));
     dispatcher.shutdown();
     let ran = Counter::default();
     let r = ran.clone();

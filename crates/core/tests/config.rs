@@ -1,25 +1,15 @@
 //! Configuration: invalid settings are errors with messages; pinning; named threads.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
-
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::Duration;
 
 use common::*;
 use zerodispatch_core::*;
 
 #[test]
 fn invalid_configurations_are_errors_with_messages() {
-    let msg = |c: PoolConfig| {
-        let built = Dispatcher::<u64>::builder()
-            .pool(ClientType::Queue, c)
-            .build();
-        built.unwrap_err().to_string()
-    };
+    let msg = |c| queue_pool::<u64>(c).build().unwrap_err().to_string();
     let none = "queue pool: 0 processors; a pool needs at least 1 (omit the pool to have none)";
     assert_eq!(msg(PoolConfig::new(0)), none);
     let one = || PoolConfig::new(1);
@@ -46,12 +36,10 @@ fn invalid_configurations_are_errors_with_messages() {
     }
     let no_pools = Dispatcher::<u64>::builder().build().unwrap_err();
     assert_eq!(no_pools.problem, Problem::NoPools);
-    let queue = || Dispatcher::<u64>::builder().pool(ClientType::Queue, one());
+    let queue = || queue_pool::<u64>(one());
     let zero = queue().stuck_warning(Duration::ZERO).build().unwrap_err();
-    assert!(
-        zero.to_string()
-            .contains("stuck_warning must be greater than zero")
-    );
+    let says = "stuck_warning must be greater than zero";
+    assert!(zero.to_string().contains(says), "{zero}");
     let twice = [ClientType::Queue, ClientType::Queue, ClientType::Cluster];
     let order = queue()
         .shutdown_order(twice)
@@ -64,8 +52,7 @@ fn invalid_configurations_are_errors_with_messages() {
 #[test]
 fn pinning_to_a_usable_core_is_reported_in_stats() {
     let cores: Vec<usize> = core_affinity_ids();
-    let d = one_queue(PoolConfig::new(1).pin_to([cores[0]]));
-    let (h, _log) = recorder_on(&d);
+    let (d, h, _log) = recorded(PoolConfig::new(1).pin_to([cores[0]]));
     d.synchronize(h).unwrap();
     let pinning = d.stats()[0].pinning;
     let reported = matches!(pinning, Pinning::Pinned(c) | Pinning::Refused(c) if c == cores[0]);
@@ -78,10 +65,7 @@ fn pinning_to_a_usable_core_is_reported_in_stats() {
 fn core_affinity_ids() -> Vec<usize> {
     // The usable cores are exactly those a pool may be pinned to: probe by building.
     let pinned = |c| PoolConfig::new(1).pin_to([c]);
-    let usable = |&c: &usize| {
-        let built = Dispatcher::<u64>::builder().pool(ClientType::Queue, pinned(c));
-        built.build().is_ok()
-    };
+    let usable = |&c: &usize| queue_pool::<u64>(pinned(c)).build().is_ok();
     (0..MAX_CORE_ID).filter(usable).take(1).collect()
 }
 
@@ -109,11 +93,8 @@ fn processors_are_named_threads_per_client_type() {
 /// An impossible stack size is an error from `build`, not a panic; a reasonable one runs.
 #[test]
 fn a_stack_size_the_system_cannot_provide_is_an_error() {
-    let err = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(2))
-        .stack_size(1 << 50)
-        .build()
-        .unwrap_err();
+    let queues = |n| queue_pool::<u64>(PoolConfig::new(n));
+    let err = queues(2).stack_size(1 << 50).build().unwrap_err();
     assert_eq!(err.client_type, Some(ClientType::Queue));
     let problem = &err.problem;
     let cannot = matches!(problem, Problem::CannotSpawn { thread, .. } if thread == "zd-queue-0");
@@ -121,11 +102,7 @@ fn a_stack_size_the_system_cannot_provide_is_an_error() {
     let says = "queue pool: cannot start thread zd-queue-0: ";
     assert!(err.to_string().starts_with(says), "{err}");
 
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .stack_size(256 << 10)
-        .build()
-        .unwrap();
+    let d = queues(1).stack_size(256 << 10).build().unwrap();
     let (h, log) = recorder_on(&d);
     d.dispatch(h, Event::Message(7)).unwrap();
     d.synchronize(h).unwrap();

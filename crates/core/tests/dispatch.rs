@@ -1,13 +1,8 @@
 //! Dispatching: order, sizes, back-pressure, batches, and handles of another dispatcher.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
-
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::{Duration, Instant};
 
 use common::*;
 use zerodispatch_core::*;
@@ -19,12 +14,6 @@ const LONG: Duration = Duration::from_secs(30);
 fn event_sizes() {
     assert_eq!(std::mem::size_of::<Callback>(), 48);
     // A confirm-sized message: queue id, 16-byte GUID, sub-queue id.
-    #[allow(dead_code)]
-    struct Confirm {
-        queue: u32,
-        guid: [u8; 16],
-        sub_queue: u32,
-    }
     assert_eq!(__private::item_size::<Confirm>(), 56);
     assert_eq!(__private::item_size::<u64>(), 56);
     // A tag beside the 48-byte callback, as in the queued item.
@@ -35,14 +24,10 @@ fn event_sizes() {
 fn a_client_dispatches_to_another_processor_through_its_context() {
     struct Forwarder(ClientHandle);
     impl Client<u64> for Forwarder {
-        fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<u64>) {
-            if let ClientEvent::Message(m) = event {
-                ctx.dispatcher()
-                    .dispatch(self.0, Event::Message(m * 10))
-                    .unwrap();
-            }
+        fn on_message(&mut self, m: u64, ctx: &mut Context<u64>) {
+            let sent = ctx.dispatcher().dispatch(self.0, Event::Message(m * 10));
+            sent.unwrap();
         }
-        fn flush(&mut self, _ctx: &mut Context<u64>) {}
     }
     let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(1));
     let (sink, log) = recorder_on(&d);
@@ -56,6 +41,7 @@ fn a_client_dispatches_to_another_processor_through_its_context() {
 /// On a queue full until the deadline the event comes back in `Timeout`; nothing is lost.
 #[test]
 fn a_dispatch_with_a_deadline_hands_the_event_back_when_the_queue_stays_full() {
+    use DispatchError::Timeout;
     let (d, h, log) = recorded_queue(4);
     let gate = block_processor(&d.handle(), h);
     let past = Instant::now();
@@ -66,7 +52,7 @@ fn a_dispatch_with_a_deadline_hands_the_event_back_when_the_queue_stays_full() {
     }
     let start = Instant::now();
     match d.dispatch_timeout(h, Event::Message(4), Duration::from_millis(30)) {
-        Err(e @ DispatchError::Timeout(_)) => {
+        Err(e @ Timeout(_)) => {
             assert!(e.is_timeout() && !e.is_full());
             assert!(e.to_string().contains("until the deadline"), "{e}");
             assert!(matches!(e.into_inner(), Event::Message(4)));
@@ -77,19 +63,13 @@ fn a_dispatch_with_a_deadline_hands_the_event_back_when_the_queue_stays_full() {
     assert!(took >= Duration::from_millis(30), "gave up early: {took:?}");
     assert!(took < Duration::from_secs(2), "gave up late: {took:?}");
     let passed = d.dispatch_deadline(h, Event::Message(4), past);
-    assert!(matches!(
-        passed,
-        Err(DispatchError::Timeout(Event::Message(4)))
-    ));
+    assert!(matches!(passed, Err(Timeout(Event::Message(4)))));
     // A batch: the event that did not fit comes back, the rest stay in the iterator.
     let mut events = (4..7).map(Event::Message);
     let err = d.dispatch_batch_timeout(h, &mut events, Duration::from_millis(5));
     let err = err.unwrap_err();
     assert_eq!(err.enqueued, 0);
-    assert!(matches!(
-        err.error,
-        DispatchError::Timeout(Event::Message(4))
-    ));
+    assert!(matches!(err.error, Timeout(Event::Message(4))));
     let next = events.next().map(|e| matches!(e, Event::Message(5)));
     assert_eq!(next, Some(true));
 
@@ -193,11 +173,8 @@ fn ids_of_another_dispatcher_are_errors_that_hand_the_event_back() {
     assert!(matches!(waited, Err(NoSuchProcessor(Event::Message(2)))));
     let executed = small.execute(far.processor(), Callback::new(|| ()));
     assert!(matches!(executed, Err(NoSuchProcessor(_))));
-    let synchronized = small.synchronize(far);
-    assert_eq!(
-        synchronized,
-        Err(SyncError::NoSuchProcessor(far.processor()))
-    );
+    let nowhere = Err(SyncError::NoSuchProcessor(far.processor()));
+    assert_eq!(small.synchronize(far), nowhere);
     assert!(matches!(small.unregister(far), Err(NoSuchProcessor(h)) if h == far));
 }
 
@@ -214,12 +191,9 @@ fn a_batch_goes_in_order_and_a_full_queue_hands_back_the_event_that_did_not_fit(
         other => panic!("expected 8 enqueued and Message(8) handed back, got {other:?}"),
     }
     // The events after the one handed back are still in the caller's iterator.
-    let rest = events.map(|e| {
-        if let Event::Message(m) = e {
-            m
-        } else {
-            unreachable!()
-        }
+    let rest = events.map(|e| match e {
+        Event::Message(m) => m,
+        _ => unreachable!(),
     });
     assert_eq!(rest.collect::<Vec<_>>(), [9, 10, 11]);
     // The blocking batch waits for room and enqueues everything.

@@ -1,13 +1,8 @@
 //! The executor and `execute_on_all`: closures run on processors.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
-
-use std::sync::{Arc, Mutex, mpsc};
-use std::thread;
-use std::time::Duration;
 
 use common::*;
 use zerodispatch_core::*;
@@ -44,7 +39,7 @@ fn execute_on_all_runs_f_on_every_processor_then_done_once() {
     let f = move || t.lock().unwrap().push(name());
     let then = move || {
         assert_eq!(t2.lock().unwrap().len(), 3, "done runs after every f");
-        dn.add(1);
+        dn.incr();
     };
     d.execute_on_all(ClientType::Queue, f, then).unwrap();
     for p in d.processors(ClientType::Queue) {
@@ -86,19 +81,15 @@ fn execute_on_all_on_a_processor_runs_everywhere_or_is_refused() {
     );
     assert_eq!(counts(), (0, 0), "refused, yet f or done ran");
     let refused = refused.unwrap();
-    let (processor, room, needed) = (own.processor(), 1, 2);
     let outbox_full = ExecuteOnAllRefusal::OutboxFull {
-        processor,
-        room,
-        needed,
+        processor: own.processor(),
+        room: 1,
+        needed: 2,
     };
     assert_eq!(refused.reason, outbox_full);
     assert_eq!(refused.not_reached, d.processors(ClientType::Queue));
-    let says = refused.to_string();
-    assert!(
-        says.contains("reached none of the 2 processors"),
-        "{refused}"
-    );
+    let says = "reached none of the 2 processors";
+    assert!(refused.to_string().contains(says), "{refused}");
     // Nothing lost: what came back runs everywhere once the outbox has room.
     let (f, done_again) = refused.into_inner();
     let (finished, waited) = mpsc::channel();

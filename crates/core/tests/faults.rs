@@ -1,12 +1,8 @@
 //! Faults: a panicking handler, flush or callback is contained; a stuck one is reported.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
-
-use std::thread;
-use std::time::{Duration, Instant};
 
 use common::*;
 use zerodispatch_core::*;
@@ -15,7 +11,6 @@ use zerodispatch_core::*;
 fn a_panicking_handler_flush_or_callback_is_counted_and_the_processor_goes_on() {
     struct PanickyFlush;
     impl Client<u64> for PanickyFlush {
-        fn on_event(&mut self, _e: ClientEvent<u64>, _c: &mut Context<u64>) {}
         fn flush(&mut self, _c: &mut Context<u64>) {
             panic!("flush fails");
         }
@@ -37,8 +32,7 @@ fn a_panicking_handler_flush_or_callback_is_counted_and_the_processor_goes_on() 
 
 #[test]
 fn a_stuck_processor_is_reported() {
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1))
+    let d = queue_pool::<u64>(PoolConfig::new(1))
         .stuck_warning(Duration::from_millis(50))
         .monitor_interval(Duration::from_millis(5))
         .build()

@@ -1,6 +1,5 @@
 //! The flush contract: after a batch, before a callback, every `max_batch`, never if gated.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
@@ -10,8 +9,7 @@ use zerodispatch_core::*;
 
 #[test]
 fn events_reach_the_client_in_order_and_one_flush_follows_a_drained_batch() {
-    let d = one_queue(PoolConfig::new(1));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded(PoolConfig::new(1));
     let gate = block_processor(&d.handle(), h);
     let ran = Counter::default();
     for i in 0..5 {
@@ -21,19 +19,15 @@ fn events_reach_the_client_in_order_and_one_flush_follows_a_drained_batch() {
     gate.wait();
     d.synchronize(h).unwrap();
     let log = log.lock().unwrap().clone();
-    let mut expected = Vec::new();
-    for i in 0..5 {
-        expected.extend([Seen::Message(i), Seen::Callback]);
-    }
-    expected.push(Seen::Flush); // one flush for the whole drained batch (the dedup flag)
-    assert_eq!(log, expected);
+    let each = (0..5).flat_map(|i| [Seen::Message(i), Seen::Callback]);
+    // One flush for the whole drained batch (the dedup flag).
+    assert_eq!(log, each.chain([Seen::Flush]).collect::<Vec<_>>());
     assert_eq!(ran.get(), 5);
 }
 
 #[test]
 fn a_dispatcher_callback_flushes_first_and_bypasses_the_client() {
-    let d = one_queue(PoolConfig::new(1));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded(PoolConfig::new(1));
     let gate = block_processor(&d.handle(), h);
     d.dispatch(h, Event::Message(1)).unwrap();
     let l = log.clone();
@@ -49,8 +43,7 @@ fn a_dispatcher_callback_flushes_first_and_bypasses_the_client() {
 
 #[test]
 fn a_queue_that_never_drains_still_flushes_every_max_batch_events() {
-    let d = one_queue(PoolConfig::new(1).max_batch(4));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded(PoolConfig::new(1).max_batch(4));
     let gate = block_processor(&d.handle(), h);
     dispatch_all(&d, h, 0..10);
     gate.wait();
@@ -70,10 +63,8 @@ fn a_queue_that_never_drains_still_flushes_every_max_batch_events() {
 fn the_flush_gate_keeps_a_client_off_the_flush_list() {
     struct Gated(Counter);
     impl Client<u64> for Gated {
-        fn on_event(&mut self, event: ClientEvent<u64>, ctx: &mut Context<u64>) {
-            if let ClientEvent::Message(m) = event {
-                ctx.set_flush_enabled(m != 0);
-            }
+        fn on_message(&mut self, m: u64, ctx: &mut Context<u64>) {
+            ctx.set_flush_enabled(m != 0);
         }
         fn flush(&mut self, _ctx: &mut Context<u64>) {
             self.0.incr();

@@ -1,24 +1,16 @@
 //! The `metrics` export: every figure reaches the recorder under the documented names.
 
+mod common;
+
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use common::{Sink, dispatch_all, first_queue, on_queue_processor, sessions_and_queues};
 use metrics::{Label, Unit};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::{CompositeKey, MetricKind};
 use zerodispatch_core::metrics::{Kind, METRICS, export};
-use zerodispatch_core::{
-    Client, ClientEvent, ClientType, Context, Dispatcher, Event, Placement, PoolConfig,
-    ProcessorSnapshot,
-};
-
-/// A client that does nothing with its events.
-struct Sink;
-
-impl Client<u64> for Sink {
-    fn on_event(&mut self, _: ClientEvent<u64>, _: &mut Context<u64>) {}
-    fn flush(&mut self, _: &mut Context<u64>) {}
-}
+use zerodispatch_core::{Dispatcher, PoolConfig, ProcessorSnapshot};
 
 /// A metric as the recorder keys it: kind, name, and labels sorted.
 type Key = (MetricKind, String, Vec<(String, String)>);
@@ -82,17 +74,10 @@ impl Exported {
 
 /// Two queue processors and a session one, 1000 events to the first, histograms published.
 fn loaded() -> (Dispatcher<u64>, Vec<ProcessorSnapshot>) {
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(2))
-        .pool(ClientType::Session, PoolConfig::new(1))
-        .build()
-        .unwrap();
-    let queue = d.processors(ClientType::Queue)[0];
-    let client = d.register(ClientType::Queue, Sink, Placement::Processor(queue.index));
-    let client = client.unwrap();
-    for i in 0..1000 {
-        d.dispatch(client, Event::Message(i)).unwrap();
-    }
+    let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(2));
+    let queue = first_queue(&d);
+    let client = on_queue_processor(&d, queue.index, Sink);
+    dispatch_all(&d, client, 0..1000);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         d.synchronize(queue).unwrap();

@@ -3,13 +3,8 @@
 mod common;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
-use std::time::Duration;
 
-use common::{Sink, counting_callback, on_queue, one_queue};
-use zerodispatch_core::testing::TestDispatcher;
+use common::*;
 use zerodispatch_core::{
     Callback, Client, ClientHandle, ClientType, Context, Dispatcher, Event, IntoCallback,
     PoolConfig, ProcessorId,
@@ -22,31 +17,25 @@ fn every_call_that_takes_work_takes_a_closure_and_a_callback() {
     let queue = d.processors(ClientType::Queue)[0];
     let sink = on_queue(&d, Sink);
     let executor = d.executor(queue);
-    let count = Arc::new(AtomicUsize::new(0));
-    let closure = || {
-        let count = count.clone();
-        move || _ = count.fetch_add(1, Ordering::SeqCst)
-    };
+    let count = Counter::default();
+    let (closure, callback) = (|| count.adder(), || count.callback());
 
     d.execute(queue, closure()).unwrap();
-    d.execute(queue, counting_callback(&count)).unwrap();
+    d.execute(queue, callback()).unwrap();
     d.schedule(queue, d.now(), closure()).unwrap();
-    d.schedule(queue, d.now(), counting_callback(&count))
-        .unwrap();
+    d.schedule(queue, d.now(), callback()).unwrap();
     d.schedule_in(queue, Duration::ZERO, closure()).unwrap();
-    d.schedule_in(queue, Duration::ZERO, counting_callback(&count))
-        .unwrap();
+    d.schedule_in(queue, Duration::ZERO, callback()).unwrap();
     executor.post(closure()).unwrap();
-    executor.post(counting_callback(&count)).unwrap();
+    executor.post(callback()).unwrap();
     executor.dispatch(closure()).unwrap();
-    executor.dispatch(counting_callback(&count)).unwrap();
+    executor.dispatch(callback()).unwrap();
     d.dispatch_callback(sink, closure()).unwrap();
-    d.dispatch_callback(sink, counting_callback(&count))
-        .unwrap();
+    d.dispatch_callback(sink, callback()).unwrap();
 
-    common::eventually("every work ran", || count.load(Ordering::SeqCst) == 12);
+    eventually("every work ran", || count.get() == 12);
     d.synchronize(queue).unwrap();
-    assert_eq!(count.load(Ordering::SeqCst), 12, "each ran once");
+    assert_eq!(count.get(), 12, "each ran once");
 }
 
 /// A refused closure comes back as a `Callback`; a refused callback comes back as given.
@@ -54,15 +43,12 @@ fn every_call_that_takes_work_takes_a_closure_and_a_callback() {
 fn a_refused_work_comes_back_as_a_callback_that_the_same_call_takes_again() {
     let d = one_queue(PoolConfig::new(1));
     let queue = d.processors(ClientType::Queue)[0];
-    let nowhere = ProcessorId {
-        client_type: ClientType::Cluster,
-        index: 0,
-    };
+    let (client_type, index) = (ClientType::Cluster, 0);
+    let nowhere = ProcessorId { client_type, index };
     let (tx, rx) = mpsc::channel();
 
-    let refused = d
-        .execute(nowhere, move || tx.send("ran").unwrap())
-        .unwrap_err();
+    let ran = move || tx.send("ran").unwrap();
+    let refused = d.execute(nowhere, ran).unwrap_err();
     assert!(refused.is_no_such_processor());
     let callback: Callback = refused.into_inner();
     assert!(callback.is_inline());
@@ -122,17 +108,9 @@ impl Client<u64> for Countdown {
     }
 }
 
-/// A stepped dispatcher of one queue processor.
-fn stepped_queue() -> TestDispatcher<u64> {
-    Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .build_stepped()
-        .unwrap()
-}
-
 #[test]
 fn a_client_gets_its_own_typed_handle_from_its_context() {
-    let test = stepped_queue();
+    let test = one_queue_stepped(PoolConfig::new(1));
     // A client before it, so that the countdown is not in the table's first slot.
     let _sink = on_queue(&test, Sink);
     let (handles, seen) = mpsc::channel();
@@ -141,19 +119,14 @@ fn a_client_gets_its_own_typed_handle_from_its_context() {
     test.run_until_idle();
     let seen: Vec<ClientHandle<Countdown>> = seen.try_iter().collect();
     assert_eq!(seen.len(), 4, "the message and three callbacks on itself");
-    assert!(
-        seen.iter().all(|&h| h == countdown),
-        "{seen:?} vs {countdown:?}"
-    );
+    let all_its_own = seen.iter().all(|&h| h == countdown);
+    assert!(all_its_own, "{seen:?} vs {countdown:?}");
     let stats = &test.stats()[0];
     assert_eq!((stats.wrong_client_type, stats.panics), (0, 0));
 }
 
-/// A context lent to another client object panics on `own`, naming both types.
-struct Outer {
-    inner: Inner,
-    answers: mpsc::Sender<String>,
-}
+/// A context lent to another client object (`.0`) panics on `own`, naming both types.
+struct Outer(Inner, mpsc::Sender<String>);
 
 struct Inner;
 
@@ -161,7 +134,7 @@ impl Client<u64> for Inner {}
 
 impl Client<u64> for Outer {
     fn on_message(&mut self, _: u64, ctx: &mut Context<u64>) {
-        let _ = &self.inner;
+        let _ = &self.0;
         let asked = catch_unwind(AssertUnwindSafe(|| ctx.own_handle::<Inner>()));
         let message = match asked {
             Ok(handle) => format!("no panic: {handle}"),
@@ -170,7 +143,7 @@ impl Client<u64> for Outer {
                 .cloned()
                 .unwrap_or_else(|| "a panic without a message".into()),
         };
-        self.answers.send(message).unwrap();
+        self.1.send(message).unwrap();
         // Its own type is still right.
         let _ = ctx.own_handle::<Outer>();
     }
@@ -178,26 +151,16 @@ impl Client<u64> for Outer {
 
 #[test]
 fn asking_for_another_type_than_the_clients_panics_naming_both() {
-    let test = stepped_queue();
+    let test = one_queue_stepped(PoolConfig::new(1));
     let (answers, answered) = mpsc::channel();
-    let outer = on_queue(
-        &test,
-        Outer {
-            inner: Inner,
-            answers,
-        },
-    );
+    let outer = on_queue(&test, Outer(Inner, answers));
     test.dispatch(outer, Event::Message(0)).unwrap();
     test.run_until_idle();
     let message = answered.try_recv().unwrap();
-    assert!(
-        message.starts_with("zerodispatch: `Context::own_handle::<one_rule::Inner>()`"),
-        "{message}"
-    );
-    assert!(
-        message.contains("which is a `one_rule::Outer`, not a `one_rule::Inner`"),
-        "{message}"
-    );
+    let asked = "zerodispatch: `Context::own_handle::<one_rule::Inner>()`";
+    assert!(message.starts_with(asked), "{message}");
+    let is = "which is a `one_rule::Outer`, not a `one_rule::Inner`";
+    assert!(message.contains(is), "{message}");
     assert!(message.contains("Context::handle()"), "{message}");
     assert!(message.contains(&outer.to_string()), "{message}");
     assert_eq!(test.stats()[0].panics, 0, "caught in the client");

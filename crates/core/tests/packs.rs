@@ -1,13 +1,8 @@
 //! Packs (`src/pack.rs`): up to 16 batched events in a slot, each still counted as one.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
-
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::{Duration, Instant};
 
 use common::*;
 use zerodispatch_core::*;
@@ -15,8 +10,7 @@ use zerodispatch_core::*;
 /// Batches of 1 to 40 between single dispatches: each event once, in order, by packs.
 #[test]
 fn packed_batches_keep_their_order_among_single_dispatches() {
-    let d = one_queue(PoolConfig::new(1).capacity(256));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded(PoolConfig::new(1).capacity(256));
     let mut next = 0_u64;
     for len in 1..=40_u64 {
         d.dispatch(h, Event::Message(next)).unwrap();
@@ -49,8 +43,7 @@ fn a_panic_inside_a_pack_is_contained_and_the_rest_of_the_pack_is_delivered() {
 /// `max_batch` splits a pack at its flush points too.
 #[test]
 fn a_pack_is_split_at_the_flush_points_of_max_batch() {
-    let d = one_queue(PoolConfig::new(1).max_batch(5));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded(PoolConfig::new(1).max_batch(5));
     // Held, so that the three batches queue up: 48 events drained without emptying.
     let held = block_processor(&d, h);
     thread::scope(|s| {
@@ -89,9 +82,8 @@ fn a_pack_is_split_at_the_flush_points_of_max_batch() {
 /// Other types' callbacks, spilled callbacks and a stale key in packs: each counted once.
 #[test]
 fn a_packs_events_are_counted_one_by_one_wrong_type_spilled_and_stale() {
-    let d = one_queue(PoolConfig::new(1));
-    let (recorder, log) = Recorder::new();
-    let h = on_queue(&d, recorder).erase();
+    let (d, h, log) = recorded(PoolConfig::new(1));
+    let h = h.erase();
     let ran = Counter::default();
     let wrong_type = |_: &mut Sink, _: &mut _| unreachable!("not run on a client of another type");
     let mut events = (0..12_u64).map(|i| match i % 3 {
@@ -109,13 +101,8 @@ fn a_packs_events_are_counted_one_by_one_wrong_type_spilled_and_stale() {
 
     // A stale key: every event of the pack is stale; a spilled one among them counted too.
     d.unregister(h).unwrap();
-    let mut stale = (0..16_u64).map(|i| {
-        if i == 0 {
-            Event::Callback(Callback::spill(|| unreachable!("stale: not run")))
-        } else {
-            Event::Message(i)
-        }
-    });
+    let never = Event::Callback(Callback::spill(|| unreachable!("stale: not run")));
+    let mut stale = std::iter::once(never).chain((1..16).map(Event::Message));
     d.dispatch_batch(h, &mut stale).unwrap();
     d.synchronize(h.processor()).unwrap();
     let stats = d.stats()[0].clone();
@@ -129,8 +116,7 @@ fn a_packs_events_are_counted_one_by_one_wrong_type_spilled_and_stale() {
 fn threads_sharing_a_short_pool_of_packs_lose_nothing_and_keep_their_order() {
     const THREADS: u64 = 4;
     const EVENTS: u64 = 20_000;
-    let d = one_queue(PoolConfig::new(1).capacity(32));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded(PoolConfig::new(1).capacity(32));
     thread::scope(|s| {
         for t in 0..THREADS {
             let d = &d;
@@ -159,8 +145,7 @@ fn threads_sharing_a_short_pool_of_packs_lose_nothing_and_keep_their_order() {
 /// A queue too small for two packs takes a batch one event to a slot.
 #[test]
 fn a_queue_too_small_for_packs_takes_batches_one_event_to_a_slot() {
-    let d = one_queue(PoolConfig::new(1).capacity(16));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded(PoolConfig::new(1).capacity(16));
     d.dispatch_batch(h, &mut (0..100).map(Event::Message))
         .unwrap();
     d.synchronize(h.processor()).unwrap();
@@ -172,17 +157,7 @@ fn a_queue_too_small_for_packs_takes_batches_one_event_to_a_slot() {
 #[test]
 fn shutdown_during_packed_batches_delivers_what_was_accepted_and_hands_back_the_rest() {
     const THREADS: u64 = 3;
-    let mut d = one_queue(PoolConfig::new(1).capacity(64));
-    let delivered = Arc::new(Mutex::new(Vec::new()));
-    struct Count(Arc<Mutex<Vec<u64>>>);
-    impl Client<u64> for Count {
-        fn on_event(&mut self, event: ClientEvent<u64>, _ctx: &mut Context<u64>) {
-            if let ClientEvent::Message(m) = event {
-                self.0.lock().unwrap().push(m);
-            }
-        }
-    }
-    let h = on_queue(&d, Count(delivered.clone()));
+    let (mut d, h, log) = recorded(PoolConfig::new(1).capacity(64));
     let senders: Vec<_> = (0..THREADS)
         .map(|t| {
             let dispatcher = d.handle();
@@ -208,7 +183,7 @@ fn shutdown_during_packed_batches_delivers_what_was_accepted_and_hands_back_the_
     thread::sleep(Duration::from_millis(50));
     d.shutdown();
     let accepted: Vec<u64> = senders.into_iter().map(|s| s.join().unwrap()).collect();
-    let delivered = delivered.lock().unwrap();
+    let delivered = messages(&log);
     for (t, &n) in accepted.iter().enumerate() {
         let mine = of_producer(&delivered, t as u64);
         assert_eq!(mine, (0..n).collect::<Vec<_>>(), "thread {t}: accepted {n}");
@@ -218,8 +193,7 @@ fn shutdown_during_packed_batches_delivers_what_was_accepted_and_hands_back_the_
 /// A batch that fills every pack returns at its last event, not waiting for a free pack.
 #[test]
 fn a_batch_that_fills_the_last_free_pack_returns_without_waiting_for_another() {
-    let d = one_queue(PoolConfig::new(1).capacity(32));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded(PoolConfig::new(1).capacity(32));
     let held = block_processor(&d, h);
     let dispatcher = d.handle();
     let sender = thread::spawn(move || {
@@ -241,8 +215,7 @@ fn a_batch_that_fills_the_last_free_pack_returns_without_waiting_for_another() {
 /// An iterator without a `size_hint` of two is not read ahead of the queue.
 #[test]
 fn an_iterator_that_promises_nothing_is_not_read_ahead() {
-    let d = one_queue(PoolConfig::new(1));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded(PoolConfig::new(1));
     let base = d.stats()[0].enqueued;
     let handle = d.handle();
     let mut next = 0_u64;
@@ -268,8 +241,7 @@ fn an_iterator_that_promises_nothing_is_not_read_ahead() {
 /// An iterator panicking mid-pack: what it yielded is delivered, the panic reaches the caller.
 #[test]
 fn the_events_yielded_before_an_iterator_panics_are_delivered() {
-    let d = one_queue(PoolConfig::new(1));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded(PoolConfig::new(1));
     let dispatched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut events = (0..16_u64).map(|i| {
             assert!(i != 9, "the iterator panics at 9");

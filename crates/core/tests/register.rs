@@ -1,11 +1,8 @@
 //! Clients: placement, ownership by one processor thread, unregistering.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
-
-use std::sync::{Arc, Mutex};
 
 use common::*;
 use zerodispatch_core::*;
@@ -21,19 +18,12 @@ fn least_loaded_placement_spreads_clients_and_explicit_placement_pins_them() {
     assert_eq!(per_processor, [2, 2, 2]);
     let pinned = recorder_at(&d, Placement::Processor(1)).0;
     assert_eq!(pinned.processor().index, 1);
-    let refusal = |t, placement| {
-        d.register(t, Recorder::new().0, placement)
-            .unwrap_err()
-            .reason
-    };
+    let refusal = |t, placement| d.register(t, Recorder::new().0, placement).unwrap_err();
     let (client_type, index) = (ClientType::Queue, 3);
     let fourth = RegisterRefusal::NoSuchProcessor(ProcessorId { client_type, index });
-    assert_eq!(refusal(client_type, Placement::Processor(3)), fourth);
-    let sessions = RegisterRefusal::NoProcessors(ClientType::Session);
-    assert_eq!(
-        refusal(ClientType::Session, Placement::LeastLoaded),
-        sessions
-    );
+    assert_eq!(refusal(client_type, Placement::Processor(3)).reason, fourth);
+    let refused = refusal(ClientType::Session, Placement::LeastLoaded).reason;
+    assert_eq!(refused, RegisterRefusal::NoProcessors(ClientType::Session));
 }
 
 #[test]
@@ -43,14 +33,9 @@ fn in_dispatcher_thread_is_true_only_on_the_owning_processor() {
     let b = recorder_at(&d, Placement::Processor(1)).0;
     assert!(!d.in_dispatcher_thread(a));
     let answers = Arc::new(Mutex::new(None));
-    let (handle, out) = (d.handle(), answers.clone());
+    let (h, out) = (d.handle(), answers.clone());
     // Two 16-byte handles and two pointers: more than the default space holds.
-    let ask = move || {
-        (
-            handle.in_dispatcher_thread(a),
-            handle.in_dispatcher_thread(b),
-        )
-    };
+    let ask = move || (h.in_dispatcher_thread(a), h.in_dispatcher_thread(b));
     let ask = Callback::spill(move || *out.lock().unwrap() = Some(ask()));
     d.execute(a.processor(), ask).unwrap();
     d.synchronize(a).unwrap();
@@ -59,8 +44,7 @@ fn in_dispatcher_thread_is_true_only_on_the_owning_processor() {
 
 #[test]
 fn unregister_flushes_then_drops_and_later_events_are_stale() {
-    let d = one_queue(PoolConfig::new(1));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded(PoolConfig::new(1));
     let gate = block_processor(&d.handle(), h);
     d.dispatch(h, Event::Message(1)).unwrap();
     d.unregister(h).unwrap();

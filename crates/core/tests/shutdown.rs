@@ -1,12 +1,8 @@
 //! Shutdown: every queue drained and flushed in order, every later dispatch handed back.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
-
-use std::sync::{Arc, Barrier, Mutex};
-use std::time::Duration;
 
 use common::*;
 use zerodispatch_core::*;
@@ -17,8 +13,7 @@ fn shut_down() -> (
     DispatcherHandle<u64>,
     ClientHandle<Recorder>,
 ) {
-    let mut d = one_queue(PoolConfig::new(1));
-    let h = recorder_on(&d).0;
+    let (mut d, h, _log) = recorded(PoolConfig::new(1));
     let handle = d.handle();
     d.shutdown();
     (d, handle, h)
@@ -41,13 +36,11 @@ fn dispatch_after_shutdown_hands_the_event_back() {
 #[test]
 fn a_batch_after_shutdown_hands_back_its_first_event() {
     let (_d, handle, h) = shut_down();
+    use DispatchError::ShutDown;
     let mut events = (0..3).map(Event::Message);
     let err = handle.dispatch_batch(h, &mut events).unwrap_err();
     assert_eq!(err.enqueued, 0);
-    assert!(matches!(
-        err.error,
-        DispatchError::ShutDown(Event::Message(0))
-    ));
+    assert!(matches!(err.error, ShutDown(Event::Message(0))));
     assert_eq!(events.count(), 2);
     let empty = handle.try_dispatch_batch(h, &mut std::iter::empty::<Event<u64>>());
     assert!(matches!(empty, Ok(0)));
@@ -58,10 +51,9 @@ fn shutdown_drains_every_queue_and_flushes_in_order() {
     let order = Arc::new(Mutex::new(Vec::new()));
     struct Last(Arc<Mutex<Vec<&'static str>>>, &'static str, u64);
     impl Client<u64> for Last {
-        fn on_event(&mut self, _event: ClientEvent<u64>, _ctx: &mut Context<u64>) {
+        fn on_message(&mut self, _: u64, _ctx: &mut Context<u64>) {
             self.2 += 1;
         }
-        fn flush(&mut self, _ctx: &mut Context<u64>) {}
     }
     impl Drop for Last {
         fn drop(&mut self) {
@@ -92,8 +84,7 @@ fn shutdown_drains_every_queue_and_flushes_in_order() {
 fn dropping_the_dispatcher_shuts_it_down() {
     let ran = Counter::default();
     {
-        let d = one_queue(PoolConfig::new(1));
-        let h = recorder_on(&d).0;
+        let (d, h, _log) = recorded(PoolConfig::new(1));
         for _ in 0..100 {
             d.dispatch(h, Event::Callback(ran.callback())).unwrap();
         }
@@ -105,17 +96,9 @@ fn dropping_the_dispatcher_shuts_it_down() {
 /// Only the first shutdown shuts down: a drop during it does not close the pools at once.
 #[test]
 fn a_second_shutdown_while_the_first_drains_does_not_close_the_later_pools_early() {
-    struct Runs;
-    impl Client<u64> for Runs {
-        fn on_event(&mut self, event: ClientEvent<u64>, _: &mut Context<u64>) {
-            if let ClientEvent::Callback(cb) = event {
-                cb.call();
-            }
-        }
-    }
     let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(1));
-    let session = on_session(&d, Runs).erase();
-    let queue = on_queue(&d, Runs);
+    let session = on_session(&d, Sink).erase();
+    let queue = on_queue(&d, Sink);
     let handle = d.handle();
     let (sent, outcome) = std::sync::mpsc::channel();
     // Everything the handler needs behind one `Arc`: a callback holds 32 bytes inline.
@@ -142,7 +125,8 @@ fn a_second_shutdown_while_the_first_drains_does_not_close_the_later_pools_early
 struct SaysGoodbye {
     to: ClientHandle<Recorder>,
     handle: DispatcherHandle<u64>,
-    dispatched: Arc<Barrier>,
+    /// Waited on once the goodbye is dispatched.
+    sent: Arc<Barrier>,
 }
 
 impl Client<u64> for SaysGoodbye {}
@@ -150,7 +134,7 @@ impl Client<u64> for SaysGoodbye {}
 impl Drop for SaysGoodbye {
     fn drop(&mut self) {
         let accepted = self.handle.dispatch(self.to, Event::Message(99));
-        self.dispatched.wait();
+        self.sent.wait();
         accepted.expect("accepted: the session pool shuts down after the queues");
     }
 }
@@ -160,28 +144,16 @@ fn an_event_a_client_dispatches_from_its_drop_at_shutdown_is_run_and_the_shutdow
     // Unprobed: a monitor probe landing while the session processor is held would take one
     // of its two slots, and the dispatch of 2 below would wait forever for the processor
     // this thread holds.
-    let mut d = Dispatcher::builder()
-        .pool(ClientType::Session, PoolConfig::new(1).capacity(2))
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .monitor_interval(Duration::from_secs(3600))
-        .build()
-        .expect("valid config");
+    let mut d = sessions_and_queues_unprobed(PoolConfig::new(1).capacity(2), PoolConfig::new(1));
     let (session, seen) = Recorder::new();
     let session = on_session(&d, session);
     // The session processor is held in a handler while its queue is full.
     let release = block_processor(&d, session);
     d.dispatch(session, Event::Message(1)).unwrap();
     d.dispatch(session, Event::Message(2)).unwrap();
-    let dispatched = Arc::new(Barrier::new(2));
-    let (to, handle) = (session, d.handle());
-    on_queue(
-        &d,
-        SaysGoodbye {
-            to,
-            handle,
-            dispatched: dispatched.clone(),
-        },
-    );
+    let (to, handle, sent) = (session, d.handle(), Arc::new(Barrier::new(2)));
+    let dispatched = sent.clone();
+    on_queue(&d, SaysGoodbye { to, handle, sent });
     let releaser = std::thread::spawn(move || {
         // The goodbye found the session's queue full; now let the session drain.
         dispatched.wait();

@@ -1,7 +1,6 @@
 //! Fault soak (`ZD_SOAK_SECS`, default 20): tokens pass on tiny queues under random faults.
 //! Every token ends exactly once, no 3 s pass without progress, every client drops once.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
@@ -11,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use zerodispatch_core::testing::SimRng as Rng;
 use zerodispatch_core::*;
+use zerodispatch_testkit::within;
 
 /// Tokens the soak can issue, at most (the ledger is preallocated).
 const MAX_TOKENS: usize = 1 << 25;
@@ -98,22 +98,17 @@ struct Worker {
 }
 
 impl Client<Token> for Worker {
-    fn on_event(&mut self, event: ClientEvent<Token>, ctx: &mut Context<Token>) {
-        match event {
-            ClientEvent::Callback(cb) => cb.call(),
-            ClientEvent::Message(mut token) => {
-                if self.rng.below(500) == 0 {
-                    panic!("planned panic in a handler"); // drops the token: it ends
-                }
-                if token.hops == 0 {
-                    return token.finish();
-                }
-                token.hops -= 1;
-                let next = *self.rng.pick(&self.registry.lock().unwrap()).unwrap();
-                // On a processor thread: never waits; the token comes back or drops, and ends.
-                let _ = ctx.dispatcher().dispatch(next, Event::Message(token));
-            }
+    fn on_message(&mut self, mut token: Token, ctx: &mut Context<Token>) {
+        if self.rng.below(500) == 0 {
+            panic!("planned panic in a handler"); // drops the token: it ends
         }
+        if token.hops == 0 {
+            return token.finish();
+        }
+        token.hops -= 1;
+        let next = *self.rng.pick(&self.registry.lock().unwrap()).unwrap();
+        // On a processor thread: never waits; the token comes back or drops, and ends.
+        let _ = ctx.dispatcher().dispatch(next, Event::Message(token));
     }
 
     fn flush(&mut self, _ctx: &mut Context<Token>) {
@@ -274,15 +269,11 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
     }
     // Shutdown in mid-stream: producers are still dispatching.
     let stats = dispatcher.stats();
-    let (shutdown_tx, shutdown_rx) = std::sync::mpsc::channel();
-    let shutting = thread::spawn(move || {
+    let what = "shutdown in mid-stream";
+    let dispatcher = within(Duration::from_secs(10), what, move || {
         dispatcher.shutdown();
-        let _ = shutdown_tx.send(());
         dispatcher
     });
-    let finished = shutdown_rx.recv_timeout(Duration::from_secs(10));
-    finished.expect("shutdown in mid-stream finished within 10 s");
-    let dispatcher = shutting.join().unwrap();
     stop.store(true, Ordering::Relaxed);
     for t in threads {
         t.join().unwrap();

@@ -1,14 +1,8 @@
 //! Stats read while processors run, and the watermark alarms.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
-
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread;
-use std::time::{Duration, Instant};
 
 use common::*;
 use zerodispatch_core::*;

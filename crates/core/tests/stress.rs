@@ -1,10 +1,9 @@
 //! Stress: 4 producers, mixed events, rare panics, every event accounted for, and a cut.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 
 use zerodispatch_core::*;
@@ -17,23 +16,15 @@ const PER_PRODUCER: u64 = if cfg!(debug_assertions) {
 };
 
 /// Runs callbacks; counts messages; panics on every message whose value is 999 mod 1000.
-struct Counting {
-    messages: Arc<AtomicU64>,
-}
+struct Counting(Arc<AtomicU64>);
 
 impl Client<u64> for Counting {
-    fn on_event(&mut self, event: ClientEvent<u64>, _ctx: &mut Context<u64>) {
-        match event {
-            ClientEvent::Callback(cb) => cb.call(),
-            ClientEvent::Message(m) => {
-                add(&self.messages);
-                if m % 1000 == 999 {
-                    panic!("planned panic on message {m}");
-                }
-            }
+    fn on_message(&mut self, m: u64, _ctx: &mut Context<u64>) {
+        add(&self.0);
+        if m % 1000 == 999 {
+            panic!("planned panic on message {m}");
         }
     }
-    fn flush(&mut self, _ctx: &mut Context<u64>) {}
 }
 
 #[derive(Default)]
@@ -61,17 +52,12 @@ fn run_producers(
     handle: &DispatcherHandle<u64>,
     clients: &[ClientHandle],
     tally: &Arc<Tally>,
-    stop: &Arc<AtomicBool>,
 ) -> Vec<thread::JoinHandle<()>> {
     (0..PRODUCERS)
         .map(|p| {
-            let (handle, clients) = (handle.clone(), clients.to_vec());
-            let (tally, stop) = (tally.clone(), stop.clone());
+            let (handle, clients, tally) = (handle.clone(), clients.to_vec(), tally.clone());
             thread::spawn(move || {
                 for i in 0..PER_PRODUCER {
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
                     let to = clients[((p + i) % clients.len() as u64) as usize];
                     let send = |event| {
                         if i % 2 == 0 {
@@ -82,13 +68,11 @@ fn run_producers(
                     };
                     let t = tally.clone();
                     let ran = Callback::new(move || add(&t.callbacks_run));
+                    if i % 3 == 0 && i % 1000 == 999 {
+                        add(&tally.panicking_sent);
+                    }
                     let result = match i % 3 {
-                        0 => {
-                            if i % 1000 == 999 {
-                                add(&tally.panicking_sent);
-                            }
-                            send(Event::Message(i))
-                        }
+                        0 => send(Event::Message(i)),
                         1 => send(Event::Callback(ran)),
                         // A dispatcher callback, to the client's processor.
                         _ => handle
@@ -126,9 +110,7 @@ fn register_all(d: &Dispatcher<u64>, messages: &Arc<AtomicU64>) -> Vec<ClientHan
     for t in ClientType::ALL {
         for p in d.processors(t) {
             for _ in 0..2 {
-                let client = Counting {
-                    messages: messages.clone(),
-                };
+                let client = Counting(messages.clone());
                 let h = d.register(t, client, Placement::Processor(p.index));
                 clients.push(h.unwrap().erase());
             }
@@ -142,25 +124,18 @@ fn ran(tally: &Tally, messages: &AtomicU64) -> u64 {
     tally.callbacks_run.load(Ordering::Relaxed) + messages.load(Ordering::Relaxed)
 }
 
-/// The messages handled, the clients (two per processor), an empty tally, a stop flag.
-type Stream = (
-    Arc<AtomicU64>,
-    Vec<ClientHandle>,
-    Arc<Tally>,
-    Arc<AtomicBool>,
-);
-
-fn stream(d: &Dispatcher<u64>) -> Stream {
+/// The messages handled, the clients (two per processor), an empty tally.
+fn stream(d: &Dispatcher<u64>) -> (Arc<AtomicU64>, Vec<ClientHandle>, Arc<Tally>) {
     let messages = Arc::new(AtomicU64::new(0));
     let clients = register_all(d, &messages);
-    (messages, clients, Arc::default(), Arc::default())
+    (messages, clients, Arc::default())
 }
 
 #[test]
 fn every_event_runs_once_or_is_handed_back() {
     let mut d = dispatcher();
-    let (messages, clients, tally, stop) = stream(&d);
-    for t in run_producers(&d.handle(), &clients, &tally, &stop) {
+    let (messages, clients, tally) = stream(&d);
+    for t in run_producers(&d.handle(), &clients, &tally) {
         t.join().unwrap();
     }
     d.shutdown();
@@ -182,8 +157,8 @@ fn every_event_runs_once_or_is_handed_back() {
 #[test]
 fn shutdown_in_the_middle_of_a_stream_loses_nothing() {
     let mut d = dispatcher();
-    let (messages, clients, tally, stop) = stream(&d); // `stop` never set: producers stop at ShutDown
-    let producers = run_producers(&d.handle(), &clients, &tally, &stop);
+    let (messages, clients, tally) = stream(&d);
+    let producers = run_producers(&d.handle(), &clients, &tally);
     while tally.accepted.load(Ordering::Relaxed) < PER_PRODUCER {
         thread::yield_now();
     }

@@ -1,23 +1,18 @@
 //! Waiting for a processor from an application thread: `synchronize` and `call`.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
-
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 use common::*;
 use zerodispatch_core::*;
 
 #[test]
 fn synchronize_waits_for_earlier_events_and_refuses_its_own_thread() {
-    let d = one_queue(PoolConfig::new(1));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded(PoolConfig::new(1));
     dispatch_all(&d, h, 0..1000);
     d.synchronize(h).unwrap();
-    assert_eq!(message_count(&log), 1000);
+    assert_eq!(messages(&log).len(), 1000);
     let result = Arc::new(Mutex::new(None));
     let (handle, r) = (d.handle(), result.clone());
     let own = Callback::new(move || *r.lock().unwrap() = Some(handle.synchronize(h)));
@@ -30,8 +25,7 @@ fn synchronize_waits_for_earlier_events_and_refuses_its_own_thread() {
 /// `call` runs after earlier events and their flush, and brings back any result type.
 #[test]
 fn call_runs_on_the_processor_after_earlier_events_and_returns_the_result() {
-    let d = one_queue(PoolConfig::new(1));
-    let (h, log) = recorder_on(&d);
+    let (d, h, log) = recorded(PoolConfig::new(1));
     dispatch_all(&d, h, 0..100);
     let seen = log.clone();
     let answer = d.call(h, move || {
@@ -66,24 +60,20 @@ fn call_refuses_processor_threads_bad_ids_and_shutdown() {
     let mut d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(1));
     let (queue, session) = (first_queue(&d), d.processors(ClientType::Session)[0]);
     let handle = d.handle();
-    let inner = d
-        .call(session, move || handle.call(queue, || 1_u8))
-        .unwrap();
+    let call_inside = move || handle.call(queue, || 1_u8);
+    let inner = d.call(session, call_inside).unwrap();
     assert_eq!(inner, Err(SyncError::OnProcessorThread(session)));
     let (client_type, index) = (ClientType::Cluster, 0);
     let missing = ProcessorId { client_type, index };
-    assert_eq!(
-        d.call(missing, || 1_u8),
-        Err(SyncError::NoSuchProcessor(missing))
-    );
+    let refused = d.call(missing, || 1_u8);
+    assert_eq!(refused, Err(SyncError::NoSuchProcessor(missing)));
 
     let handle = d.handle();
     d.shutdown();
-    let ran = Arc::new(AtomicBool::new(false));
-    let r = ran.clone();
-    let refused = handle.call(queue, move || r.store(true, Ordering::Relaxed));
+    let ran = Counter::default();
+    let refused = handle.call(queue, ran.adder());
     assert_eq!(refused, Err(SyncError::ShutDown));
-    assert!(!ran.load(Ordering::Relaxed));
+    assert!(ran.get() == 0);
     // The thread's slot is left ready: a call to a live dispatcher still works.
     let live = one_queue(PoolConfig::new(1));
     assert_eq!(live.call(first_queue(&live), || 9_i64), Ok(9));

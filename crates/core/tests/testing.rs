@@ -1,12 +1,24 @@
 //! The stepped dispatcher of `zerodispatch_core::testing`: the client contract, stepped.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+mod common;
 
+use common::*;
 use zerodispatch_core::testing::TestDispatcher;
 use zerodispatch_core::*;
 
+/// What the clients here saw, each line naming the client.
 type Log = Arc<Mutex<Vec<String>>>;
+
+/// Adds `line` to `log`.
+fn note(log: &Log, line: String) {
+    log.lock().unwrap().push(line);
+}
+
+/// A callback that notes "timer {ms}" in `log`.
+fn timer(log: &Log, ms: u64) -> Callback {
+    let log = log.clone();
+    Callback::new(move || note(&log, format!("timer {ms}")))
+}
 
 /// Logs its events and flushes; forwards messages above 100 to `next`, minus 100.
 struct Logger {
@@ -17,35 +29,26 @@ struct Logger {
 
 impl Client<u64> for Logger {
     fn on_message(&mut self, n: u64, ctx: &mut Context<u64>) {
-        self.log
-            .lock()
-            .unwrap()
-            .push(format!("{} got {n}", self.name));
+        note(&self.log, format!("{} got {n}", self.name));
         if let (Some(next), true) = (self.next, n > 100) {
-            ctx.dispatcher()
-                .dispatch(next, Event::Message(n - 100))
-                .unwrap();
+            let forwarded = ctx.dispatcher().dispatch(next, Event::Message(n - 100));
+            forwarded.unwrap();
         }
     }
     fn flush(&mut self, _ctx: &mut Context<u64>) {
-        self.log
-            .lock()
-            .unwrap()
-            .push(format!("{} flush", self.name));
+        note(&self.log, format!("{} flush", self.name));
     }
 }
 
+/// A stepped dispatcher of one session processor and a queue pool.
 fn stepped(queue: PoolConfig) -> TestDispatcher<u64> {
     stepped_with(PoolConfig::new(1), queue)
 }
 
 /// A stepped dispatcher of a session pool and a queue pool.
 fn stepped_with(sessions: PoolConfig, queues: PoolConfig) -> TestDispatcher<u64> {
-    let builder = Dispatcher::<u64>::builder().pool(ClientType::Session, sessions);
-    builder
-        .pool(ClientType::Queue, queues)
-        .build_stepped()
-        .unwrap()
+    let builder = queue_pool(queues).pool(ClientType::Session, sessions);
+    builder.build_stepped().unwrap()
 }
 
 /// `client` registered on the least loaded processor of type `t`.
@@ -94,12 +97,10 @@ fn nothing_runs_until_stepped_then_a_drain_flushes_and_max_batch_flushes_a_queue
     }
     assert!(taken(&log).is_empty(), "no thread ran anything");
     assert_eq!(test.run_until_idle(), 5);
-    assert_eq!(
-        taken(&log),
-        [
-            "q got 1", "q got 2", "q flush", "q got 3", "q got 4", "q flush", "q got 5", "q flush"
-        ]
-    );
+    let expected = [
+        "q got 1", "q got 2", "q flush", "q got 3", "q got 4", "q flush", "q got 5", "q flush",
+    ];
+    assert_eq!(taken(&log), expected);
     assert_eq!(test.run_until_idle(), 0, "idle");
 }
 
@@ -113,16 +114,11 @@ fn a_client_dispatching_to_another_processor_goes_through_its_outbox_when_the_qu
     test.run_until_idle();
     let log = taken(&log);
     let q_got: Vec<_> = log.iter().filter(|l| l.starts_with("q got")).collect();
-    assert_eq!(
-        q_got,
-        ["q got 1", "q got 2", "q got 3", "q got 4"],
-        "{log:?}"
-    );
+    let expected = ["q got 1", "q got 2", "q got 3", "q got 4"];
+    assert_eq!(q_got, expected, "{log:?}");
     let outboxed: u64 = test.stats().iter().map(|p| p.outboxed).sum();
-    assert!(
-        outboxed >= 2,
-        "a queue of 2 took four from one drain: {outboxed} outboxed"
-    );
+    let why = "a queue of 2 took four from one drain";
+    assert!(outboxed >= 2, "{why}: {outboxed} outboxed");
 }
 
 #[test]
@@ -158,11 +154,7 @@ fn call_and_synchronize_step_the_processors_and_answer() {
 #[test]
 fn a_call_to_a_queue_another_thread_fills_meanwhile_is_answered_not_reported_shut_down() {
     use std::future::Future;
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::task::{Context as TaskContext, Poll, Waker};
-    use std::time::Instant;
-    struct Sink;
-    impl Client<u64> for Sink {}
     let test = stepped(PoolConfig::new(1).capacity(1));
     let q = on(&test, ClientType::Queue, Sink);
     let stop = Arc::new(AtomicBool::new(false));
@@ -200,15 +192,12 @@ fn timers_run_when_the_test_moves_the_clock_in_deadline_order_after_a_flush() {
     let (test, log, q) = logged_queue(PoolConfig::new(1));
     let start = test.now();
     for ms in [30_u64, 10, 20] {
-        let log = log.clone();
-        let timer = Callback::new(move || log.lock().unwrap().push(format!("timer {ms}")));
-        test.schedule(q, start + Duration::from_millis(ms), timer)
-            .unwrap();
+        let at = start + Duration::from_millis(ms);
+        test.schedule(q, at, timer(&log, ms)).unwrap();
     }
     let never = Callback::new(|| panic!("cancelled"));
-    let cancelled = test
-        .schedule_in(q, Duration::from_millis(15), never)
-        .unwrap();
+    let in_15_ms = Duration::from_millis(15);
+    let cancelled = test.schedule_in(q, in_15_ms, never).unwrap();
     test.run_until_idle();
     assert!(taken(&log).is_empty(), "the clock has not moved");
     assert!(test.cancel(cancelled));
@@ -271,10 +260,9 @@ impl Client<u64> for Forwarding {
         self.pending.push(n);
     }
     fn flush(&mut self, ctx: &mut Context<u64>) {
+        let dispatcher = ctx.dispatcher();
         for n in self.pending.drain(..) {
-            ctx.dispatcher()
-                .dispatch(self.to, Event::Message(n))
-                .unwrap();
+            dispatcher.dispatch(self.to, Event::Message(n)).unwrap();
         }
     }
 }
@@ -339,19 +327,12 @@ fn an_event_a_client_dispatches_from_its_drop_at_shutdown_is_run_though_the_targ
 
 #[test]
 fn advance_runs_the_timers_of_every_processor_in_deadline_order() {
-    let test = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(2))
-        .build_stepped()
-        .unwrap();
-    let log = Log::default();
-    let first = test.processors(ClientType::Queue)[0];
-    let second = test.processors(ClientType::Queue)[1];
+    let (test, log) = (one_queue_stepped(PoolConfig::new(2)), Log::default());
+    let queues = test.processors(ClientType::Queue);
     // The later deadline on the processor stepped first.
-    for (processor, ms) in [(first, 2_u64), (second, 1)] {
-        let log = log.clone();
-        let timer = Callback::new(move || log.lock().unwrap().push(format!("timer {ms}")));
-        test.schedule_in(processor, Duration::from_millis(ms), timer)
-            .unwrap();
+    for (processor, ms) in [(queues[0], 2_u64), (queues[1], 1)] {
+        let after = Duration::from_millis(ms);
+        test.schedule_in(processor, after, timer(&log, ms)).unwrap();
     }
     test.run_until_idle();
     test.advance(Duration::from_millis(3));

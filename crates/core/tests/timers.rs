@@ -2,9 +2,6 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex, mpsc};
-use std::time::Duration;
-
 use common::*;
 use zerodispatch_core::*;
 
@@ -56,23 +53,15 @@ fn a_timer_runs_after_the_clients_are_flushed() {
     let (pending, seen) = (Vec::new(), out.clone());
     let client = on_queue(&d, Buffering { pending, out: seen });
     // Hold the processor so that the message and the due timer are handled in one turn.
-    let (held_tx, held_rx) = mpsc::channel::<()>();
-    let (blocked_tx, blocked_rx) = mpsc::channel();
-    let hold = move || {
-        blocked_tx.send(()).unwrap();
-        held_rx.recv().unwrap();
-    };
-    d.execute(client, Callback::new(hold)).unwrap();
-    blocked_rx.recv().unwrap();
+    let held = block_processor(&d, client);
     let seen = out.clone();
     let timer = Callback::new(move || seen.lock().unwrap().push("timer".into()));
     d.schedule(client, d.now(), timer).unwrap();
     d.dispatch(client, Event::Message(1)).unwrap();
-    held_tx.send(()).unwrap();
+    held.wait();
     d.synchronize(client).unwrap();
-    eventually("the message sent and the timer run", || {
-        out.lock().unwrap().len() >= 2
-    });
+    let both = "the message sent and the timer run";
+    eventually(both, || out.lock().unwrap().len() >= 2);
     assert_eq!(*out.lock().unwrap(), ["sent 1", "timer"]);
 }
 
@@ -86,16 +75,14 @@ fn a_cancelled_timer_never_runs_and_its_captures_are_dropped() {
         let _keep = &keep;
         r.incr();
     });
-    let token = d
-        .schedule_in(queue, Duration::from_millis(20), timer)
-        .unwrap();
+    let in_20_ms = Duration::from_millis(20);
+    let token = d.schedule_in(queue, in_20_ms, timer).unwrap();
     assert_eq!(token.processor(), queue);
     assert!(d.cancel(token));
     assert!(!d.cancel(token), "cancelled once only");
     // At its deadline the processor drops it unrun and frees its slot.
-    eventually("the cancelled timer dropped", || {
-        Arc::strong_count(&captured) <= 1
-    });
+    let dropped = "the cancelled timer dropped";
+    eventually(dropped, || Arc::strong_count(&captured) <= 1);
     assert_eq!(ran.get(), 0);
     assert_eq!(d.stats()[0].timers_fired, 0);
     // A token of another dispatcher cancels nothing.
@@ -136,8 +123,7 @@ fn a_full_set_of_timers_hands_the_callback_back_and_frees_as_they_run() {
     let refused = none.schedule(q, none.now(), Callback::new(|| ()));
     assert!(matches!(refused, Err(DispatchError::TimersFull(_))));
     let too_many = PoolConfig::new(1).timers(MAX_CAPACITY + 1);
-    let built = Dispatcher::<u64>::builder().pool(ClientType::Queue, too_many);
-    assert!(built.build().is_err());
+    assert!(queue_pool::<u64>(too_many).build().is_err());
 }
 
 #[test]
@@ -181,11 +167,8 @@ fn timers_not_due_at_shutdown_are_dropped_unrun_and_later_schedules_refused() {
 
 #[test]
 fn a_timer_counts_in_processed_and_spilled_when_it_runs_and_a_cancelled_one_never_does() {
-    let test = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1).timers(4))
-        .build_stepped()
-        .unwrap();
-    let queue = test.processors(ClientType::Queue)[0];
+    let test = one_queue_stepped(PoolConfig::new(1).timers(4));
+    let queue = first_queue(&test);
     let big = [7_u64; 8]; // 64 bytes: too big for the inline space
     let spilled = || Callback::spill(move || assert_eq!(std::hint::black_box(big)[0], 7));
     let ms = Duration::from_millis(1);

@@ -8,9 +8,7 @@ use std::sync::{Arc, Mutex};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event as LogEvent, Metadata, Subscriber};
-use zerodispatch_core::{
-    Client, ClientEvent, ClientType, Context, Dispatcher, Event, Placement, PoolConfig,
-};
+use zerodispatch_core::{Client, ClientType, Context, Dispatcher, Event, Placement, PoolConfig};
 
 /// Each event's message and the spans it was in, in order.
 type Logged = Arc<Mutex<Vec<(String, Vec<String>)>>>;
@@ -94,12 +92,9 @@ impl Subscriber for Spans {
 struct Logs;
 
 impl Client<u64> for Logs {
-    fn on_event(&mut self, event: ClientEvent<u64>, _: &mut Context<u64>) {
-        if let ClientEvent::Message(n) = event {
-            tracing::info!("handled message {n}");
-        }
+    fn on_message(&mut self, n: u64, _: &mut Context<u64>) {
+        tracing::info!("handled message {n}");
     }
-    fn flush(&mut self, _: &mut Context<u64>) {}
 }
 
 #[test]

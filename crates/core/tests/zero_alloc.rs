@@ -1,7 +1,6 @@
 //! Proof that a running dispatcher allocates nothing per event, `synchronize` or `call`:
 //! 1,000,000 events with flushes and an outboxed relay, counted over all threads (own binary).
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
@@ -10,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 
-use common::assert_none_allocated;
+use common::{Confirm, Tally, assert_none_allocated};
 use zerodispatch_core::*;
 
 use zerodispatch_testkit::CountingAllocator;
@@ -22,52 +21,37 @@ const EVENTS: u64 = 1_000_000;
 const WARM_UP: u64 = 20_000;
 const CALLS: u64 = 10_000;
 
-/// A confirm: queue id, message GUID, sub-queue id.
-#[derive(Clone, Copy)]
-struct Confirm {
-    queue: u32,
-    guid: [u8; 16],
-    sub_queue: u32,
-}
-
-/// Counts what it handles and flushes; single writer, so plain loads and stores.
-struct Queue {
-    handled: Arc<AtomicU64>,
-    sum: Arc<AtomicU64>,
-    flushes: Arc<AtomicU64>,
-}
+/// Tallies what it handles (the sum of the confirms' seqs) and counts its flushes.
+struct Queue(Tally, Arc<AtomicU64>);
 
 impl Client<Confirm> for Queue {
     fn on_event(&mut self, event: ClientEvent<Confirm>, _ctx: &mut Context<Confirm>) {
-        match event {
-            ClientEvent::Callback(cb) => cb.call(),
+        let seq = match event {
+            ClientEvent::Callback(cb) => {
+                cb.call();
+                0 // a callback adds nothing to the sum of the confirms
+            }
             ClientEvent::Message(c) => {
                 let seq = seq_of(&c);
                 assert_eq!((c.queue, c.sub_queue), ((seq % 8) as u32, 1));
-                self.sum
-                    .store(self.sum.load(Ordering::Relaxed) + seq, Ordering::Relaxed);
+                seq
             }
-        }
-        self.handled
-            .store(self.handled.load(Ordering::Relaxed) + 1, Ordering::Release);
+        };
+        self.0.count(seq);
     }
 
     fn flush(&mut self, _ctx: &mut Context<Confirm>) {
-        self.flushes.fetch_add(1, Ordering::Relaxed);
+        self.1.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 /// On the session processor: forwards every message to the queue client via its outbox.
-struct Relay {
-    queue: ClientHandle,
-}
+struct Relay(ClientHandle);
 
 impl Client<Confirm> for Relay {
-    fn on_event(&mut self, event: ClientEvent<Confirm>, ctx: &mut Context<Confirm>) {
-        if let ClientEvent::Message(c) = event {
-            let sent = ctx.dispatcher().dispatch(self.queue, Event::Message(c));
-            assert!(sent.is_ok(), "the relay's outbox is sized for the test");
-        }
+    fn on_message(&mut self, c: Confirm, ctx: &mut Context<Confirm>) {
+        let sent = ctx.dispatcher().dispatch(self.0, Event::Message(c));
+        assert!(sent.is_ok(), "the relay's outbox is sized for the test");
     }
 }
 
@@ -99,23 +83,18 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
     let sessions = PoolConfig::new(1).capacity(256).outbox_capacity(1 << 16);
     let builder = Dispatcher::<Confirm>::builder().pool(ClientType::Queue, queues);
     let dispatcher = builder.pool(ClientType::Session, sessions).build().unwrap();
-    let [handled, sum, flushes] = std::array::from_fn(|_| Arc::new(AtomicU64::new(0)));
-    let (h, s, f) = (handled.clone(), sum.clone(), flushes.clone());
-    let client = Queue {
-        handled: h,
-        sum: s,
-        flushes: f,
-    };
+    let (tally, flushes) = (Tally::default(), Arc::new(AtomicU64::new(0)));
+    let Tally { handled, sum } = tally.clone();
+    let client = Queue(tally.clone(), flushes.clone());
     let queue = dispatcher.register(ClientType::Queue, client, Placement::LeastLoaded);
     let queue = queue.unwrap();
-    let relay = Relay {
-        queue: queue.erase(),
-    };
+    let relay = Relay(queue.erase());
     let relay = dispatcher.register(ClientType::Session, relay, Placement::LeastLoaded);
     let relay = relay.unwrap();
     let callback_sum = Arc::new(AtomicU64::new(0));
     let session = dispatcher.processors(ClientType::Session)[0];
     let session_ran = Arc::new(AtomicU64::new(0));
+    let (queue_to, relay_to) = (queue.erase(), relay.erase());
 
     // Confirms, callbacks, client callbacks, and every 1000th a session callback.
     let send = |range: std::ops::Range<u64>| {
@@ -123,47 +102,33 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
             let c = confirm(seq);
             // Cloning an Arc is no allocation; the closures are inline.
             let s = callback_sum.clone();
-            let add_seq = move || {
-                s.fetch_add(seq_of(&c), Ordering::Relaxed);
-            };
+            let add_seq = move || _ = s.fetch_add(seq_of(&c), Ordering::Relaxed);
             let event = if seq % 2 == 0 {
                 Event::Message(c)
             } else if seq % 4 == 3 {
                 // A callback handed the client itself: inline too.
                 Event::from(Event::to_client(move |q: &mut Queue, _ctx| {
                     add_seq();
-                    q.handled
-                        .store(q.handled.load(Ordering::Relaxed) + 1, Ordering::Release);
+                    q.0.count(0);
                 }))
             } else {
                 Event::Callback(Callback::new(add_seq))
             };
-            let to = if seq % 4 == 2 {
-                relay.erase()
-            } else {
-                queue.erase()
-            };
+            let to = if seq % 4 == 2 { relay_to } else { queue_to };
             dispatcher.dispatch(to, event).unwrap();
             if seq % 1000 == 0 {
                 let r = session_ran.clone();
-                let ran = Callback::new(move || {
-                    r.fetch_add(1, Ordering::Relaxed);
-                });
+                let ran = Callback::new(move || _ = r.fetch_add(1, Ordering::Relaxed));
                 dispatcher.execute(session, ran).unwrap();
             }
         }
     };
-    let wait_for = |n: u64| {
-        while handled.load(Ordering::Acquire) < n {
-            thread::yield_now();
-        }
-    };
 
     send(0..WARM_UP);
-    wait_for(WARM_UP);
+    tally.wait_for(WARM_UP);
     let before = CountingAllocator::allocations();
     send(WARM_UP..WARM_UP + EVENTS);
-    wait_for(WARM_UP + EVENTS);
+    tally.wait_for(WARM_UP + EVENTS);
     let after = CountingAllocator::allocations();
 
     let total = WARM_UP + EVENTS;
@@ -188,9 +153,8 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
     for i in 0..CALLS {
         dispatcher.synchronize(queue_processor).unwrap();
         let h = handled.clone();
-        let (seq, seen) = dispatcher
-            .call(session, move || (i, h.load(Ordering::Acquire)))
-            .unwrap();
+        let answer = move || (i, h.load(Ordering::Acquire));
+        let (seq, seen) = dispatcher.call(session, answer).unwrap();
         assert_eq!(seq, i);
         assert!(seen >= WARM_UP + EVENTS);
     }
@@ -218,10 +182,10 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
     let hold = Callback::new(|| thread::sleep(std::time::Duration::from_millis(50)));
     dispatcher.execute(queue_processor, hold).unwrap();
     phases.wait();
-    wait_for(base + batch_totals(0..BATCH_WARM_UP).0);
+    tally.wait_for(base + batch_totals(0..BATCH_WARM_UP).0);
     let before = CountingAllocator::allocations();
     phases.wait();
-    wait_for(base + batch_totals(0..BATCHES).0);
+    tally.wait_for(base + batch_totals(0..BATCHES).0);
     let after = CountingAllocator::allocations();
     producers.into_iter().for_each(|p| p.join().unwrap());
     let (events, messages, callbacks) = batch_totals(0..BATCHES);
@@ -235,10 +199,8 @@ fn a_running_dispatcher_allocates_nothing_per_event() {
     assert_none_allocated(after - before, what);
 
     drop(dispatcher);
-    assert_eq!(
-        session_ran.load(Ordering::Relaxed),
-        (WARM_UP + EVENTS) / 1000
-    );
+    let every_thousandth = (WARM_UP + EVENTS) / 1000;
+    assert_eq!(session_ran.load(Ordering::Relaxed), every_thousandth);
 }
 
 /// Batches per thread: the first `BATCH_WARM_UP` warm up.
@@ -270,7 +232,7 @@ fn send_batches(
             if i % 3 == 0 {
                 let c = callbacks.clone();
                 Event::Callback(Callback::new(move || {
-                    c.fetch_add(seq, Ordering::Relaxed);
+                    _ = c.fetch_add(seq, Ordering::Relaxed)
                 }))
             } else {
                 // `Queue` checks a confirm's queue against `seq % 8`.

@@ -1,7 +1,6 @@
 //! Proof that the async door allocates nothing per event once warm: 100,000 events into a
 //! small queue, polled by a hand-written `block_on` (a runtime may allocate), own binary.
 
-// Under `--cfg loom` only the loom models (`--lib`) run.
 #![cfg(not(loom))]
 
 mod common;
@@ -9,11 +8,11 @@ mod common;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 
-use common::assert_none_allocated;
+use common::{Tally, assert_none_allocated, on_queue, one_queue};
 use zerodispatch_core::*;
 use zerodispatch_testkit::CountingAllocator;
 
@@ -47,23 +46,6 @@ fn block_on<F: Future>(future: F, waker: &Waker, waits: &mut u64) -> F::Output {
     }
 }
 
-/// Sums the messages it handles; single writer, so plain loads and stores.
-struct Sum {
-    handled: Arc<AtomicU64>,
-    sum: Arc<AtomicU64>,
-}
-
-impl Client<u64> for Sum {
-    fn on_event(&mut self, event: ClientEvent<u64>, _ctx: &mut Context<u64>) {
-        if let ClientEvent::Message(m) = event {
-            self.sum
-                .store(self.sum.load(Ordering::Relaxed) + m, Ordering::Relaxed);
-        }
-        self.handled
-            .store(self.handled.load(Ordering::Relaxed) + 1, Ordering::Release);
-    }
-}
-
 /// Runs the proof without libtest (`zerodispatch_testkit::proof_main`).
 fn main() {
     zerodispatch_testkit::proof_main(
@@ -73,16 +55,9 @@ fn main() {
 }
 
 fn the_async_door_allocates_nothing_per_event() {
-    let builder =
-        Dispatcher::<u64>::builder().pool(ClientType::Queue, PoolConfig::new(1).capacity(64));
-    let dispatcher = builder.build().unwrap();
-    let (handled, sum) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let client = Sum {
-        handled: handled.clone(),
-        sum: sum.clone(),
-    };
-    let sink = dispatcher.register(ClientType::Queue, client, Placement::LeastLoaded);
-    let sink = sink.unwrap();
+    let dispatcher = one_queue(PoolConfig::new(1).capacity(64));
+    let tally = Tally::default();
+    let sink = on_queue(&dispatcher, tally.clone());
     let handle = dispatcher.handle();
     let waker = Waker::from(Arc::new(Unpark(thread::current())));
     let mut waits = 0;
@@ -114,24 +89,19 @@ fn the_async_door_allocates_nothing_per_event() {
             waits,
         );
     };
-    let wait_for = |n: u64| {
-        while handled.load(Ordering::Acquire) < n {
-            thread::yield_now();
-        }
-    };
 
     send(0..WARM_UP, &mut waits);
-    wait_for(WARM_UP);
+    tally.wait_for(WARM_UP);
     let warm_waits = waits;
     let before = CountingAllocator::allocations();
     send(WARM_UP..WARM_UP + EVENTS, &mut waits);
-    wait_for(WARM_UP + EVENTS);
+    tally.wait_for(WARM_UP + EVENTS);
     let after = CountingAllocator::allocations();
 
     let total = WARM_UP + EVENTS;
     let handled_once = total * (total - 1) / 2;
     let why = "every event handled once";
-    assert_eq!(sum.load(Ordering::Relaxed), handled_once, "{why}");
+    assert_eq!(tally.sum.load(Ordering::Relaxed), handled_once, "{why}");
     let measured_waits = waits - warm_waits;
     let waited = "the futures waited for room while measured";
     assert!(waits > warm_waits, "{waited} ({measured_waits} waits)");

@@ -3,11 +3,14 @@
 
 #![cfg(not(loom))]
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::{Tally, on_queue, one_queue_unprobed};
 use zerodispatch_core::*;
 use zerodispatch_testkit::CountingAllocator;
 
@@ -51,15 +54,6 @@ unsafe impl std::alloc::GlobalAlloc for OnThisThread {
 #[global_allocator]
 static GLOBAL: OnThisThread = OnThisThread;
 
-/// Counts the messages it gets.
-struct Counter(Arc<AtomicU64>);
-
-impl Client<u64> for Counter {
-    fn on_message(&mut self, _n: u64, _ctx: &mut Context<u64>) {
-        self.0.fetch_add(1, Ordering::Release);
-    }
-}
-
 fn main() {
     zerodispatch_testkit::proof_main(
         "a_threads_first_wait_allocates_nothing_after_its_first_blocking_call",
@@ -79,19 +73,10 @@ fn until(flag: &AtomicBool) {
 
 fn a_threads_first_wait_allocates_nothing_after_its_first_blocking_call() {
     const CAPACITY: u64 = 4;
-    let queue = PoolConfig::new(1).capacity(CAPACITY as usize);
-    let builder = Dispatcher::<u64>::builder().pool(ClientType::Queue, queue);
-    let d = builder
-        .monitor_interval(Duration::from_secs(3600))
-        .build()
-        .unwrap();
-    let got = Arc::new(AtomicU64::new(0));
-    let client = d.register(
-        ClientType::Queue,
-        Counter(got.clone()),
-        Placement::LeastLoaded,
-    );
-    let client = client.unwrap();
+    let d = one_queue_unprobed(PoolConfig::new(1).capacity(CAPACITY as usize));
+    let tally = Tally::default();
+    let client = on_queue(&d, tally.clone());
+    let got = tally.handled;
     let [warmed, measuring, blocked, release, done] =
         std::array::from_fn(|_| Arc::new(AtomicBool::new(false)));
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::assert_none_allocated;
+use common::{assert_none_allocated, queue_pool};
 use zerodispatch_core::*;
 use zerodispatch_testkit::CountingAllocator;
 
@@ -34,15 +34,10 @@ fn tick(d: DispatcherHandle<NoMessage>, queue: ProcessorId, ticks: Arc<AtomicU64
     }
 }
 
-/// Starts a ticker on `ticker` now: its first turn and `turns` more.
-fn start_ticker(
-    d: &Dispatcher<NoMessage>,
-    ticker: ProcessorId,
-    ticks: &Arc<AtomicU64>,
-    turns: u32,
-) {
+/// Starts a ticker on `ticker` now: its first turn and `n` more.
+fn start_ticker(d: &Dispatcher<NoMessage>, ticker: ProcessorId, ticks: &Arc<AtomicU64>, n: u32) {
     let (h, t) = (d.handle(), ticks.clone());
-    let first = Callback::new(move || tick(h, ticker, t, turns));
+    let first = Callback::new(move || tick(h, ticker, t, n));
     d.schedule_in(ticker, Duration::ZERO, first).unwrap();
 }
 
@@ -51,9 +46,7 @@ fn schedule(d: &Dispatcher<NoMessage>, queue: ProcessorId, fired: &Arc<AtomicU64
     let mut cancelled = 0;
     for i in 0..n {
         let fired = fired.clone();
-        let mut callback = Callback::new(move || {
-            fired.fetch_add(1, Ordering::Relaxed);
-        });
+        let mut callback = Callback::new(move || _ = fired.fetch_add(1, Ordering::Relaxed));
         let cancel = i % 4 == 3;
         let at = d.now() + Duration::from_millis(u64::from(cancel));
         let token = loop {
@@ -75,10 +68,7 @@ fn schedule(d: &Dispatcher<NoMessage>, queue: ProcessorId, fired: &Arc<AtomicU64
 
 fn timers_allocate_nothing() {
     let queues = PoolConfig::new(2).timers(256);
-    let d = Dispatcher::<NoMessage>::builder()
-        .pool(ClientType::Queue, queues)
-        .build()
-        .unwrap();
+    let d = queue_pool::<NoMessage>(queues).build().unwrap();
     // The application's timers on one processor, the ticker alone on the other.
     let [queue, ticker] = d.processors(ClientType::Queue)[..] else {
         unreachable!("two queue processors")

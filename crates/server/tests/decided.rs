@@ -1,36 +1,25 @@
-//! What the protocol document once left open, decided and held to (each test under a
-//! watchdog): order of checks, ids between close and echo, unknown GUIDs and tokens in a
-//! confirm, what takes a slot of the store and for how long, the deduplication window.
+//! What the protocol document once left open, as decided (each test under a watchdog): order
+//! of checks, ids between close and echo, unknown GUIDs and tokens, slots, the dedup window.
 
 mod common;
 
 use common::*;
-use zerodispatch_broker::QueueMode;
-use zerodispatch_wire::*;
 
-/// Reads until two deliveries to consumer 7 and two publish confirms came; the deliveries.
-fn both_delivered_and_confirmed(c: &mut Client) -> Vec<Delivered> {
-    let read = c.read_until(|r| r.delivered.len() >= 2 && r.confirms.len() >= 2);
-    read.deliveries(7)
+/// Reads until `delivered` deliveries and `confirms` publish confirms came; those to `to`.
+fn deliveries_to(c: &mut Client, to: u32, delivered: usize, confirms: usize) -> Vec<Delivered> {
+    let read = c.read_until(|r| r.delivered.len() >= delivered && r.confirms.len() >= confirms);
+    read.deliveries(to)
 }
 
 #[test]
 fn a_kind_the_broker_never_receives_is_fatal_whatever_id_it_names() {
     watched("unexpected kind", || {
         let server = priority_server();
-        for kind in [FrameKind::Deliver, FrameKind::PublishConfirm] {
+        // Consumer 99 and producer 99 (its message 0 `Stored`) are not open: the kind first.
+        let confirm = body(0x13, &[99, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        for frame in [deliver_frame(99, Guid([1; 16])), confirm] {
             let mut c = Client::hello(server.local_addr());
-            // Consumer 99 and producer 99 are not open: the kind is checked first.
-            let out = if kind == FrameKind::Deliver {
-                deliver_frame(99, Guid([1; 16]))
-            } else {
-                let mut out = Vec::new();
-                let mut batch = PublishConfirmBuilder::begin(&mut out, ProducerId(99));
-                batch.push(PublishId(0), ConfirmStatus::Stored).unwrap();
-                batch.finish().unwrap();
-                out
-            };
-            c.send_raw(&out);
+            c.send_raw(&frame);
             c.expect_fatal(ErrorCode::UNEXPECTED_KIND);
         }
     });
@@ -55,7 +44,7 @@ fn between_a_close_and_its_echo_the_id_is_in_use_and_unknown() {
         let mut c = Client::producer(server.local_addr(), 1, 0, 16);
         // The three in one write: the server reads them before the close is done.
         let close = encoded(close_producer_frame(1));
-        let open = encoded(open_producer_frame(1, 0, 16));
+        let open = encoded(open_producer_frame(1, 0, 16, ""));
         c.send_raw(&[close.as_slice(), &open, &close].concat());
         c.expect_refusal(ErrorCode::ID_IN_USE, FrameKind::OpenProducer, 1);
         c.expect_refusal(ErrorCode::UNKNOWN_PRODUCER, FrameKind::CloseProducer, 1);
@@ -72,7 +61,7 @@ fn a_confirm_of_several_unknown_guids_gets_one_error_and_the_others_are_confirme
         let mut c = Client::producer(server.local_addr(), 1, 0, 16);
         c.open_consumer(7, 0, 0, 16);
         c.publish(1, 0..2, payload_of);
-        let delivered = both_delivered_and_confirmed(&mut c);
+        let delivered = deliveries_to(&mut c, 7, 2, 2);
         let slots = server.stats().slots;
         assert_eq!(server.stats().free_slots, slots - 2);
         let (t0, t1) = (delivered[0].1, delivered[1].1);
@@ -85,9 +74,7 @@ fn a_confirm_of_several_unknown_guids_gets_one_error_and_the_others_are_confirme
         assert_ne!(t0, t1);
         c.confirm(7, &confirm, false);
         c.expect_refusal(ErrorCode::UNKNOWN_CONSUMER, FrameKind::ConsumerConfirm, 7);
-        eventually("both known GUIDs confirmed", || {
-            server.stats().free_slots == slots
-        });
+        free_slots_become(&server, slots, "both known GUIDs confirmed");
         assert!(c.quiet_for(QUIET), "a second error for the same frame");
     });
 }
@@ -120,9 +107,7 @@ fn a_fanout_message_holds_its_slot_until_every_app_confirms() {
         let free = server.stats().free_slots;
         assert_eq!(free, slots - 1, "freed by one app's confirm");
         c.confirm(11, &read.deliveries(11), false);
-        eventually("freed by the last app's confirm", || {
-            server.stats().free_slots == slots
-        });
+        free_slots_become(&server, slots, "freed by the last app's confirm");
     });
 }
 
@@ -149,7 +134,7 @@ fn a_confirm_by_an_unknown_stale_or_foreign_token_confirms_nothing() {
         let mut c = Client::producer(server.local_addr(), 1, 0, 16);
         c.open_consumer(7, 0, 0, 2);
         c.publish(1, 0..2, payload_of);
-        let d = both_delivered_and_confirmed(&mut c);
+        let d = deliveries_to(&mut c, 7, 2, 2);
         let (d0, d1) = (d[0], d[1]);
         assert_ne!(d0.1, d1.1, "one token per delivery held");
         // Each refused confirm: the frame's one error, and nothing confirmed by it.
@@ -178,9 +163,7 @@ fn a_confirm_by_an_unknown_stale_or_foreign_token_confirms_nothing() {
         // ... and then its entry reused by a later delivery of another message.
         c.credit(7, 1);
         c.publish(1, [2], payload_of);
-        let d2 = c
-            .read_until(|r| !r.delivered.is_empty() && !r.confirms.is_empty())
-            .deliveries(7)[0];
+        let d2 = deliveries_to(&mut c, 7, 1, 1)[0];
         assert_eq!(d2.1, d0.1, "the freed entry is reused");
         assert_ne!(d2.0, d0.0);
         refused(&mut c, 7, &[d0], "stale: the right slot, another GUID");
@@ -190,9 +173,7 @@ fn a_confirm_by_an_unknown_stale_or_foreign_token_confirms_nothing() {
         // kept for 7 (no credit), one goes to 8, whose token is the first of its table.
         c.open_consumer(8, 0, 0, 1);
         c.publish(1, [3, 4], payload_of);
-        let d3 = c
-            .read_until(|r| !r.delivered.is_empty() && r.confirms.len() >= 2)
-            .deliveries(8)[0];
+        let d3 = deliveries_to(&mut c, 8, 1, 2)[0];
         assert_eq!(d3.1, d2.1, "8's token names 7's held entry too");
         refused(&mut c, 7, &[d3], "8's delivery confirmed by 7");
         refused(&mut c, 8, &[d2], "7's delivery confirmed by 8");

@@ -4,10 +4,8 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
 use common::*;
-use zerodispatch_wire::*;
 
 /// The publish id a GUID of a named producer carries (its bytes 4 to 12).
 fn seq(guid: Guid) -> u64 {
@@ -49,8 +47,7 @@ fn a_producer_reconnecting_under_its_name_resends_and_every_message_is_delivered
         second.publish(3, 20..40, payload_of);
         let confirmed = second.stored_ids(3, 20);
         assert_eq!(confirmed, (20..40).collect::<Vec<_>>(), "round {round}");
-        let mut counts = BTreeMap::new();
-        let mut guids = Vec::new();
+        let (mut counts, mut guids) = (BTreeMap::new(), Vec::new());
         consumer.deliveries(7, 40, |guid, payload| {
             assert_payload_of(seq(guid.0), payload);
             *counts.entry(seq(guid.0)).or_insert(0) += 1;

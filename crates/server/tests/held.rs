@@ -5,12 +5,8 @@ mod common;
 
 use std::io::Write;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
 use common::*;
-use zerodispatch_broker::{BrokerConfig, QueueMode};
-use zerodispatch_server::Limits;
-use zerodispatch_wire::*;
 
 /// Writes `bytes` one at a time, `every` apart, on a thread (until the server closes);
 /// returns a client reading the same socket, and the thread.
@@ -41,9 +37,7 @@ fn a_client_trickling_a_frame_within_the_idle_limit_is_closed_at_the_frame_timeo
         let told = c.shake_hands(0);
         assert_eq!(told.limits.frame_timeout_ms, 500);
         // A publish of 1,000 bytes, one byte every 150 ms: never idle for 400 ms.
-        let mut frame = vec![0x5A, 0x44, VERSION, 0x12, 0, 0];
-        frame.extend_from_slice(&1000_u32.to_le_bytes());
-        frame.resize(10 + 1000, 1);
+        let frame = body(0x12, &[1; 1000]);
         let started = Instant::now();
         let (mut reader, trickle) = trickle(c, frame, ms(150));
         reader.expect_fatal(ErrorCode::FRAME_TIMEOUT);
@@ -100,10 +94,8 @@ fn one_connection_creates_at_most_max_new_names_and_known_names_still_open() {
 #[test]
 fn connections_one_after_another_cannot_fill_the_table_of_names_and_an_open_name_is_kept() {
     watched("names reclaimed", || {
-        let limits = Limits {
-            max_new_names: 2,
-            ..limits()
-        };
+        let mut limits = limits();
+        limits.max_new_names = 2;
         let broker = BrokerConfig {
             max_producer_names: 4,
             ..BrokerConfig::default()

@@ -5,15 +5,13 @@ mod common;
 
 use std::io::{ErrorKind, Read};
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
 
 use common::*;
-use zerodispatch_wire::*;
 
 const IDLE: Duration = ms(600);
 
 /// A server with an idle limit of [`IDLE`], asking for heartbeats every third of it.
-fn idle_server() -> zerodispatch_server::Server {
+fn idle_server() -> Server {
     priority_server_with(|l| (l.heartbeat, l.idle_timeout) = (IDLE / 3, IDLE))
 }
 
@@ -125,8 +123,7 @@ fn a_client_announcing_300_ms_receives_heartbeats_at_that_rate() {
         // The client sends its own heartbeats meanwhile, on another handle of the socket.
         let mut beat = c.try_clone().unwrap();
         let sender = std::thread::spawn(move || {
-            let mut frame = Vec::new();
-            Frame::Heartbeat.encode(&mut frame).unwrap();
+            let frame = encoded(Frame::Heartbeat);
             let until = Instant::now() + ms(1700);
             while Instant::now() < until {
                 std::thread::sleep(ms(100));

@@ -4,12 +4,12 @@
 mod common;
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 
 use common::*;
-use zerodispatch_broker::{Callback, ClientType, QueueMode};
-use zerodispatch_server::Limits;
-use zerodispatch_wire::*;
+use zerodispatch_broker::{Broker, Callback, ClientType, QueueConfig};
+use zerodispatch_server::{PayloadStore, ServerError};
 
 /// Publishes `n` messages in one frame; consumer 7 takes, checks and confirms them all
 /// (the publish confirms are left unread).
@@ -97,15 +97,14 @@ fn a_closed_consumers_unconfirmed_messages_go_to_another_consumer() {
 #[test]
 fn publishes_past_max_unconfirmed_are_rejected_producer_full() {
     let server = priority_server();
-    let broker = server.broker().clone();
-    let queue = broker.processors(ClientType::Queue)[0];
+    let queue = server.broker().processors(ClientType::Queue)[0];
     let held = Arc::new(Barrier::new(2));
     let h = held.clone();
     let hold = Callback::new(move || {
         h.wait();
         h.wait();
     });
-    broker.execute(queue, hold).unwrap();
+    server.broker().execute(queue, hold).unwrap();
     held.wait();
     let mut producer = Client::producer(server.local_addr(), 1, 0, 2);
     producer.publish(1, 0..5, payload_of);
@@ -149,7 +148,7 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
     let mut other = Client::producer(addr, 5, 0, 10);
     other.open_consumer(6, 1, 0, 10);
 
-    let open = open_producer_frame;
+    let open = |producer, queue, max| open_producer_frame(producer, queue, max, "");
     c.send(open(1, 9, 10));
     c.expect_refusal(ErrorCode::UNKNOWN_QUEUE, FrameKind::OpenProducer, 1);
     c.send(open(1, 0, (1 << 24) + 1));
@@ -186,12 +185,7 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
     c.expect_refusal(ErrorCode::UNKNOWN_CONSUMER, FrameKind::ConsumerConfirm, 2);
 
     // A payload larger than the server's slots: that one refused TooLarge, the other stored.
-    let mut frame = Vec::new();
-    let mut batch = PublishBuilder::begin(&mut frame, ProducerId(1));
-    batch.push(PublishId(100), b"small").unwrap();
-    batch.push(PublishId(101), &[7; 1025]).unwrap();
-    batch.finish().unwrap();
-    c.send_raw(&frame);
+    c.publish(1, [100, 101], |id, _| if id == 100 { 5 } else { 1025 });
     let mut read = c.read_until(|r| r.confirms.len() >= 2 && !r.delivered.is_empty());
     assert_eq!(read.delivered.len(), 1, "only the small one");
     c.confirm(2, &read.deliveries(2), true);
@@ -202,22 +196,6 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
     // Still open: the producer publishes and its consumer gets it.
     c.publish(1, 0..1, payload_of);
     c.deliveries_among(2, 1, true, |_, payload| assert_eq!(payload.len(), 8));
-}
-
-/// A raw frame: magic, version, kind, flags, length, then `body` (whatever the length says).
-fn raw(version: u8, kind: u8, flags: u16, len: u32, body: &[u8]) -> Vec<u8> {
-    let mut h = b"ZD".to_vec();
-    h.push(version);
-    h.push(kind);
-    h.extend_from_slice(&flags.to_le_bytes());
-    h.extend_from_slice(&len.to_le_bytes());
-    h.extend_from_slice(body);
-    h
-}
-
-/// A raw frame of this version, no flags, whose length is its body's.
-fn body(kind: u8, body: &[u8]) -> Vec<u8> {
-    raw(VERSION, kind, 0, body.len() as u32, body)
 }
 
 /// Sends `bytes` after a handshake (or before, if `handshake` is false) and expects a
@@ -254,6 +232,8 @@ fn every_bad_header_is_answered_with_its_code_then_closed() {
 fn every_bad_body_is_answered_malformed_then_closed() {
     let mut large = vec![1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
     large.extend_from_slice(&(MAX_PAYLOAD_LEN + 1).to_le_bytes());
+    let not_utf8 = [1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0xff, 0xfe];
+    let name_cut = [1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, b'a'];
     // A heartbeat with a body.
     malformed(true, &body(0x03, &[0]));
     // A publish of count 0.
@@ -270,28 +250,18 @@ fn every_bad_body_is_answered_malformed_then_closed() {
     // A Hello whose lowest version is above its highest.
     malformed(false, &body(0x01, &[2, 1, 0, 0, 0, 0]));
     // An OpenProducer whose name is not UTF-8.
-    malformed(
-        true,
-        &body(0x10, &[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0xff, 0xfe]),
-    );
+    malformed(true, &body(0x10, &not_utf8));
     // An OpenProducer whose name_len announces more than its body holds.
-    malformed(
-        true,
-        &body(0x10, &[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, b'a']),
-    );
+    malformed(true, &body(0x10, &name_cut));
 }
 
 #[test]
 fn the_handshake_is_enforced() {
-    let open = encoded(open_producer_frame(1, 0, 1));
+    let open = encoded(open_producer_frame(1, 0, 1, ""));
     refused_fatally(false, &open, ErrorCode::HANDSHAKE_REQUIRED);
     let hello = encoded(hello_frame(0));
     refused_fatally(true, &hello, ErrorCode::HANDSHAKE_REQUIRED);
-    let newer = encoded(Frame::Hello(Hello {
-        min_version: VERSION + 1,
-        max_version: VERSION + 2,
-        heartbeat_ms: 0,
-    }));
+    let newer = body(0x01, &[VERSION + 1, VERSION + 2, 0, 0, 0, 0]);
     refused_fatally(false, &newer, ErrorCode::UNSUPPORTED_VERSION);
     // Older clients (4 included: before delivery tokens), by header or by range: refused.
     assert_eq!(VERSION, 5);
@@ -449,9 +419,6 @@ fn error_frames_from_the_client() {
 
 #[test]
 fn a_running_broker_is_served_and_outlives_the_server() {
-    use zerodispatch_broker::{Broker, BrokerConfig, QueueConfig};
-    use zerodispatch_server::{PayloadStore, Server};
-
     let store = Arc::new(PayloadStore::try_new(limits().store_slots, limits().slot_size).unwrap());
     let broker = Arc::new(
         Broker::start(BrokerConfig {
@@ -480,9 +447,6 @@ fn a_running_broker_is_served_and_outlives_the_server() {
 
 #[test]
 fn a_queue_window_above_the_consumer_window_is_refused_at_start() {
-    use zerodispatch_broker::{BrokerConfig, QueueConfig};
-    use zerodispatch_server::{Server, ServerError};
-
     let refused = Server::builder()
         .listen("127.0.0.1:0".parse().unwrap())
         .broker_config(BrokerConfig {
@@ -505,8 +469,6 @@ fn a_queue_window_above_the_consumer_window_is_refused_at_start() {
 
 #[test]
 fn many_producers_and_consumers_on_their_own_threads_exactly_once() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
     const PRODUCERS: u64 = 4;
     const PER_PRODUCER: u64 = 1500;
     const BATCH: u64 = 50;

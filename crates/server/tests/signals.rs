@@ -6,11 +6,8 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use common::*;
-use zerodispatch_testkit::within;
-use zerodispatch_wire::*;
 
 const WATCHDOG: Duration = Duration::from_secs(60);
 
@@ -59,7 +56,7 @@ fn exit_within(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
 }
 
 /// Publishes, signals with `signal`, and checks the drain and the exit.
-fn signal_drains_and_exits_zero(signal: &str) {
+fn drains_and_exits_zero(signal: &str) {
     let (mut child, addr) = spawn_server(&["--slots", "4096"]);
     let (mut producer, mut consumer) = open_pair(addr, 1024, 0);
     producer.publish(1, 0..100, payload_of);
@@ -79,14 +76,12 @@ fn signal_drains_and_exits_zero(signal: &str) {
 
 #[test]
 fn sigterm_drains_tells_every_connection_shutting_down_and_exits_zero() {
-    within(WATCHDOG, "SIGTERM", || {
-        signal_drains_and_exits_zero("-TERM")
-    });
+    within(WATCHDOG, "SIGTERM", || drains_and_exits_zero("-TERM"));
 }
 
 #[test]
 fn sigint_drains_tells_every_connection_shutting_down_and_exits_zero() {
-    within(WATCHDOG, "SIGINT", || signal_drains_and_exits_zero("-INT"));
+    within(WATCHDOG, "SIGINT", || drains_and_exits_zero("-INT"));
 }
 
 /// A client that does not read is abandoned 2.5 s after the signal; the exit follows soon.

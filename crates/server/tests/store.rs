@@ -5,15 +5,10 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 use common::*;
-use zerodispatch_broker::QueueMode;
-use zerodispatch_server::Limits;
-use zerodispatch_wire::*;
 
-/// Issue: with 4 slots, 12 publishes to the connection's own consumer waited for a slot in
-/// its task and never freed one; now refusals are outcomes and the connection goes on.
+/// With 4 slots, 12 publishes to the connection's own consumer: refused ones go again, none waits.
 #[test]
 fn a_connection_whose_own_consumer_frees_the_slots_never_stalls() {
     let server = priority_server_with(|l| l.store_slots = 4);
@@ -39,7 +34,7 @@ fn a_connection_whose_own_consumer_frees_the_slots_never_stalls() {
         assert!(!now_stored.is_empty(), "round {round} stored nothing");
         // The consumer on the same connection frees the slots; the refused go again.
         client.confirm(7, &read.deliveries(7), true);
-        eventually("the slots freed", || server.stats().free_slots == 4);
+        free_slots_become(&server, 4, "the slots freed");
         stored.extend(now_stored);
         pending = refused;
         if pending.is_empty() {
@@ -50,14 +45,11 @@ fn a_connection_whose_own_consumer_frees_the_slots_never_stalls() {
     assert_eq!(stored, (0..12).collect::<Vec<_>>());
 }
 
-/// Issue: a queue without a consumer filled the shared store and stalled every producer;
-/// now a canary on another queue goes on (its latencies printed: progress is asserted).
+/// A queue without a consumer does not stall a canary on another (latencies printed only).
 #[test]
 fn a_queue_that_fills_its_part_of_the_store_does_not_stall_another_queue() {
-    let limits = Limits {
-        store_slots: 64,
-        ..limits()
-    };
+    let mut limits = limits();
+    limits.store_slots = 64;
     let server = server(&[QueueMode::Priority, QueueMode::Priority], limits);
     let addr = server.local_addr();
     let stop = Arc::new(AtomicBool::new(false));
@@ -104,7 +96,7 @@ fn a_queue_that_fills_its_part_of_the_store_does_not_stall_another_queue() {
     );
 }
 
-/// Issue: one `Publish` of 300 into 256 slots got no confirm; now 256 are stored, 44 refused.
+/// One `Publish` of 300 into 256 slots: 256 are stored, 44 refused.
 #[test]
 fn a_frame_larger_than_the_store_is_confirmed_as_far_as_it_is_stored() {
     let server = priority_server();
@@ -120,8 +112,7 @@ fn a_frame_larger_than_the_store_is_confirmed_as_far_as_it_is_stored() {
     assert_eq!(server.stats().free_slots, 0);
 }
 
-/// Issue: a payload over the slot size refused its whole frame and left the name held;
-/// now it alone is `TooLarge`, and the producer stays open (closed, its name opens again).
+/// A payload over the slot size alone is `TooLarge`; its producer stays open, its name free after.
 #[test]
 fn a_payload_larger_than_the_slots_is_refused_alone_and_its_producer_stays_open() {
     let server = priority_server_with(|l| l.slot_size = 64);
@@ -141,16 +132,15 @@ fn a_payload_larger_than_the_slots_is_refused_alone_and_its_producer_stays_open(
     client.publish(1, [3], payload_of);
     client.all_stored(1, 1);
     client.close_producer_echoed(1);
-    let window = client
-        .open_producer_window(2, 0, 16, "n")
-        .expect("the name is free once its producer closed");
-    assert_eq!(window.last_stored, Some(3));
-    let stored: Vec<_> = (0..4).map(|id| window.stored(id)).collect();
+    let window = |w: StoredWindow| (w.last_stored, [0, 1, 2, 3].map(|id| w.stored(id)));
+    let opened = client.open_producer_window(2, 0, 16, "n", window);
+    let (last, stored) = opened.expect("the name is free once its producer closed");
+    assert_eq!(last, Some(3));
     let expected = [Some(true), Some(false), Some(true), Some(true)];
     assert_eq!(stored, expected, "id by id: the refused one is not stored");
 }
 
-/// Issue: an id twice in a frame got unmatchable confirms; now the frame is refused whole.
+/// A frame that names an id twice is refused whole.
 #[test]
 fn a_frame_that_names_an_id_twice_is_refused_whole() {
     let server = priority_server();

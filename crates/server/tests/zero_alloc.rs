@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use zerodispatch_testkit::CountingAllocator;
+use zerodispatch_testkit::{CountingAllocator, allocations_during};
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
@@ -45,16 +45,14 @@ fn a_message_through_the_server_allocates_nothing_once_warm() {
     assert_eq!(opened, Ok(None));
     let mut guids = Vec::with_capacity(BATCH as usize);
     let mut next = 0;
-    while next < WARM_UP {
-        round(&mut producer, &mut consumer, &mut guids, next);
-        next += BATCH;
-    }
-    let before = CountingAllocator::allocations();
-    while next < WARM_UP + MESSAGES {
-        round(&mut producer, &mut consumer, &mut guids, next);
-        next += BATCH;
-    }
-    let allocated = CountingAllocator::allocations() - before;
+    let mut rounds_until = |end| {
+        while next < end {
+            round(&mut producer, &mut consumer, &mut guids, next);
+            next += BATCH;
+        }
+    };
+    rounds_until(WARM_UP);
+    let ((), allocated) = allocations_during(|| rounds_until(WARM_UP + MESSAGES));
     assert_eq!(allocated, 0, "{allocated} allocations for {MESSAGES}");
     assert_eq!(server.stats().stale_handles, 0);
 }

@@ -4,7 +4,6 @@
 mod support;
 
 use support::*;
-use zerodispatch_wire::*;
 
 #[test]
 fn fixed_frames_round_trip_in_their_documented_layout() {
@@ -118,8 +117,7 @@ fn publish_confirm_batches_round_trip_every_status() {
         assert_eq!(ConfirmStatus::from_u8(status.as_u8()), Some(status));
         assert_eq!(status.as_u8() as usize, i);
     }
-    let mut buf = Vec::new();
-    publish_confirm(&mut buf, 1, (0..).zip(statuses));
+    let buf = built(|out| publish_confirm(out, 1, (0..).zip(statuses)));
     assert_eq!(buf.len(), HEADER_LEN + 8 + 9 * statuses.len());
     let (frame @ Frame::PublishConfirm(batch), _) = decoded(&buf) else {
         panic!()
@@ -131,13 +129,9 @@ fn publish_confirm_batches_round_trip_every_status() {
 
 #[test]
 fn deliver_and_consumer_confirm_batches_round_trip() {
-    let mut buf = Vec::new();
     let big = vec![7; MAX_PAYLOAD_LEN as usize];
-    deliver(
-        &mut buf,
-        2,
-        [([1; 16], 0, &big[..]), ([2; 16], u32::MAX, b"x")],
-    );
+    let sent = [([1; 16], 0, &big[..]), ([2; 16], u32::MAX, &b"x"[..])];
+    let buf = built(|out| deliver(out, 2, sent));
     let (frame @ Frame::Deliver(batch), _) = decoded(&buf) else {
         panic!()
     };
@@ -157,10 +151,8 @@ fn deliver_and_consumer_confirm_batches_round_trip() {
     let refused = confirm.push(Guid([0; 16]), DeliveryToken(0));
     assert_eq!(refused, Err(EncodeError::BatchFull));
     confirm.finish().unwrap();
-    assert_eq!(
-        buf.len(),
-        HEADER_LEN + 8 + 20 * MAX_MESSAGES_PER_FRAME as usize
-    );
+    let len = HEADER_LEN + 8 + 20 * MAX_MESSAGES_PER_FRAME as usize;
+    assert_eq!(buf.len(), len);
     let (frame @ Frame::ConsumerConfirm(batch), _) = decoded(&buf) else {
         panic!()
     };
@@ -176,16 +168,14 @@ fn deliver_and_consumer_confirm_entries_are_the_documented_bytes() {
     // Deliver: guid(16), token(4), payload_len(4), payload.
     let mut guid = [0; 16];
     guid[0] = 0xAB;
-    let mut buf = Vec::new();
-    deliver(&mut buf, 3, [(guid, 0x0102_0304, &b"hi"[..])]);
+    let buf = built(|out| deliver(out, 3, [(guid, 0x0102_0304, &b"hi"[..])]));
     let mut body = vec![3, 0, 0, 0, 1, 0, 0, 0];
     body.extend_from_slice(&guid);
     body.extend_from_slice(&[4, 3, 2, 1, 2, 0, 0, 0, b'h', b'i']);
     assert_eq!(buf, frame_of(FrameKind::Deliver, &body));
 
     // ConsumerConfirm: guid(16), token(4); the body exactly 8 + 20 x count.
-    let mut buf = Vec::new();
-    consumer_confirm(&mut buf, 3, [(guid, 0x0102_0304)]);
+    let buf = built(|out| consumer_confirm(out, 3, [(guid, 0x0102_0304)]));
     let mut body = vec![3, 0, 0, 0, 1, 0, 0, 0];
     body.extend_from_slice(&guid);
     body.extend_from_slice(&[4, 3, 2, 1]);
@@ -258,11 +248,8 @@ fn encode_refuses_the_values_decode_would_and_writes_nothing() {
     let range = EncodeError::BadVersionRange { min: 2, max: 1 };
     refuses(Frame::Hello(hello(2, 1, 0)), range);
     refuses(Frame::Welcome(welcome), zero(K::Welcome, "version"));
-    let open = open_producer(1, 1, 0, "");
-    refuses(
-        Frame::OpenProducer(open),
-        zero(K::OpenProducer, "max_unconfirmed"),
-    );
+    let open = Frame::OpenProducer(open_producer(1, 1, 0, ""));
+    refuses(open, zero(K::OpenProducer, "max_unconfirmed"));
     refuses(Frame::Credit(credit(1, 0)), zero(K::Credit, "credit"));
     let long = "x".repeat(usize::from(MAX_ERROR_MESSAGE_LEN) + 1);
     let error = fatal(ErrorCode::INTERNAL, &long);
@@ -290,20 +277,16 @@ fn a_bad_header_is_refused_from_its_first_bad_byte() {
     }
     assert_eq!(decode(b"ZD\x05\x00"), Err(E::UnknownKind { kind: 0 }));
     assert_eq!(decode(b"ZD\x05\x03\x01"), Ok(None), "flags are read whole");
-    assert_eq!(
-        decode(b"ZD\x05\x03\x00\x80"),
-        Err(E::UnknownFlags { flags: 0x8000 })
-    );
+    let flags = E::UnknownFlags { flags: 0x8000 };
+    assert_eq!(decode(b"ZD\x05\x03\x00\x80"), Err(flags));
     let mut huge = header(FrameKind::Publish, u32::MAX);
     assert_eq!(decode(&huge), Err(too_large));
     huge[6..].copy_from_slice(&MAX_FRAME_LEN.to_le_bytes());
     assert_eq!(decode(&huge), Ok(None), "the largest body is waited for");
+    let version = E::UnsupportedVersion { version: 2 };
     for (kind, code) in [
         (E::BadMagic, ErrorCode::BAD_MAGIC),
-        (
-            E::UnsupportedVersion { version: 2 },
-            ErrorCode::UNSUPPORTED_VERSION,
-        ),
+        (version, ErrorCode::UNSUPPORTED_VERSION),
         (E::UnknownKind { kind: 0 }, ErrorCode::UNKNOWN_KIND),
         (E::UnknownFlags { flags: 1 }, ErrorCode::UNKNOWN_FLAGS),
         (too_large, ErrorCode::FRAME_TOO_LARGE),
@@ -361,14 +344,11 @@ fn a_fixed_body_of_the_wrong_length_is_refused() {
 #[test]
 fn forbidden_zeros_are_refused() {
     use FrameKind as K;
+    let open = [1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0];
     let cases: [(FrameKind, &[u8], &str); 4] = [
         (K::Hello, &[0, 1, 0, 0, 0, 0], "min_version"),
         (K::Welcome, &[0; 53], "version"),
-        (
-            K::OpenProducer,
-            &[1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
-            "max_unconfirmed",
-        ),
+        (K::OpenProducer, &open, "max_unconfirmed"),
         (K::Credit, &[1, 0, 0, 0, 0, 0, 0, 0], "credit"),
     ];
     for (kind, body, field) in cases {
@@ -444,16 +424,14 @@ fn a_bad_error_frame_is_refused() {
     let (len, max) = (long.len() as u16, MAX_ERROR_MESSAGE_LEN);
     use DecodeError as E;
     let short = |len| Err(E::BadLength { kind, len });
+    let unknown = E::UnknownRefusedKind { kind: 0x7f };
     for (body, answer) in [
         (body(0, 2, b"ok"), Ok(())),
         (body(0, 3, b"ok"), short(11)),
         (body(0, 1, b"ok"), short(11)),
         (vec![6, 0, 0], short(3)),
         (body(0, 2, b"\xff\xfe"), Err(E::BadUtf8)),
-        (
-            body(0x7f, 0, b""),
-            Err(E::UnknownRefusedKind { kind: 0x7f }),
-        ),
+        (body(0x7f, 0, b""), Err(unknown)),
         (body(0, len, &long), Err(E::MessageTooLong { len, max })),
     ] {
         assert_eq!(decode_body(kind, &body), answer, "{body:?}");

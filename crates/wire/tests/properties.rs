@@ -6,7 +6,6 @@ use proptest::prelude::*;
 mod support;
 
 use support::*;
-use zerodispatch_wire::*;
 
 /// A frame with owned contents (a fixed frame's borrowed contents leaked for the test).
 #[derive(Clone, Debug, PartialEq)]
@@ -103,12 +102,7 @@ fn payload() -> impl Strategy<Value = Vec<u8>> {
 
 fn fixed() -> impl Strategy<Value = Frame<'static>> {
     let hellos = (1_u8..=255, any::<u8>(), any::<u32>());
-    let welcomes = (
-        1_u8..=255,
-        any::<u32>(),
-        any::<[u32; 11]>(),
-        any::<(u16, u16)>(),
-    );
+    let welcomes = (1_u8..=255, any::<(u32, [u32; 11], u16, u16)>());
     let openeds = (any::<u32>(), any::<u64>(), 0_u32..=40, any::<u64>());
     let open_consumers = (any::<u32>(), any::<u32>(), any::<u16>(), any::<u32>());
     prop_oneof![
@@ -116,7 +110,7 @@ fn fixed() -> impl Strategy<Value = Frame<'static>> {
             let max_version = min.saturating_add(extra % 4);
             Frame::Hello(hello(min, max_version, heartbeat_ms))
         }),
-        welcomes.prop_map(|(v, ms, w, (p, c))| Frame::Welcome(welcome(v, ms, w, p, c))),
+        welcomes.prop_map(|(v, (ms, w, p, c))| Frame::Welcome(welcome(v, ms, w, p, c))),
         Just(Frame::Heartbeat),
         openeds.prop_map(|(p, last, known, bits)| {
             // A valid window: `known` <= `last + 1`, the highest's bit set, none past `known`.
@@ -155,14 +149,12 @@ fn model() -> impl Strategy<Value = Model> {
             Model::Fixed(Frame::OpenProducer(open_producer(p, q, max, name.leak())))
         }),
         errors.prop_map(|(code, refused, subject, message)| {
-            let (code, message) = (ErrorCode(code), message.leak());
-            let error = ErrorFrame {
-                code,
+            let error = fatal(ErrorCode(code), message.leak());
+            Model::Fixed(Frame::Error(ErrorFrame {
                 refused,
                 subject,
-                message,
-            };
-            Model::Fixed(Frame::Error(error))
+                ..error
+            }))
         }),
         publishes.prop_map(|(p, messages)| Model::Publish(p, messages)),
         publish_confirms.prop_map(|(p, confirms)| Model::PublishConfirm(p, confirms)),

@@ -1,11 +1,10 @@
 //! The codec allocates nothing per frame, nor on hostile headers (a counting allocator; its
 //! own binary with one test, so that nothing else allocates while it counts).
 
-use zerodispatch_testkit::CountingAllocator;
+use zerodispatch_testkit::{CountingAllocator, allocations_during};
 mod support;
 
 use support::*;
-use zerodispatch_wire::*;
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
@@ -42,9 +41,7 @@ fn round(buf: &mut Vec<u8>, batch: u64, payload: &[u8]) -> u64 {
                     .map(|(id, p)| id.0 + p.len() as u64)
                     .sum::<u64>();
             }
-            Frame::PublishConfirm(batch) => {
-                sum += batch.confirms().map(|(id, _)| id.0).sum::<u64>()
-            }
+            Frame::PublishConfirm(b) => sum += b.confirms().map(|(id, _)| id.0).sum::<u64>(),
             Frame::Deliver(batch) => {
                 sum += batch
                     .messages()
@@ -82,18 +79,17 @@ fn encoding_and_decoding_batches_into_a_reused_buffer_allocates_nothing() {
     let huge = header(FrameKind::Publish, MAX_FRAME_LEN);
     let oversize = header(FrameKind::Publish, u32::MAX);
 
-    let before = CountingAllocator::allocations();
-    let mut sum = 0;
-    for batch in WARM_UP..WARM_UP + BATCHES {
-        sum += round(&mut buf, batch, &payload);
-        assert_eq!(decode(&huge), Ok(None));
-        assert!(decode(&oversize).is_err());
-    }
-    let allocations = CountingAllocator::allocations() - before;
-    assert_eq!(
-        allocations, 0,
-        "allocations while encoding and decoding {BATCHES} rounds"
-    );
+    let (sum, allocations) = allocations_during(|| {
+        let mut sum = 0;
+        for batch in WARM_UP..WARM_UP + BATCHES {
+            sum += round(&mut buf, batch, &payload);
+            assert_eq!(decode(&huge), Ok(None));
+            assert!(decode(&oversize).is_err());
+        }
+        sum
+    });
+    let what = format!("encoding and decoding {BATCHES} rounds");
+    assert_eq!(allocations, 0, "allocations while {what}");
 
     // Every round decoded what it encoded.
     let ids: u64 = (WARM_UP * PER_BATCH..(WARM_UP + BATCHES) * PER_BATCH).sum();

@@ -14,8 +14,8 @@ impl Drop for DropCount {
     }
 }
 
-/// How many times the closures made by [`Counts::closure`] ran, and how many of their
-/// captures ([`Counts::guard`]s) were dropped.
+/// Runs of the closures made by [`Counts::closure`], drops of their [`Counts::guard`]s: none yet.
+#[derive(Default)]
 pub struct Counts {
     /// Added to by each run.
     pub runs: Arc<AtomicUsize>,
@@ -24,14 +24,6 @@ pub struct Counts {
 }
 
 impl Counts {
-    /// Nothing run, nothing dropped.
-    pub fn new() -> Self {
-        Self {
-            runs: Arc::new(AtomicUsize::new(0)),
-            drops: Arc::new(AtomicUsize::new(0)),
-        }
-    }
-
     /// A capture whose drop is counted.
     pub fn guard(&self) -> DropCount {
         DropCount(self.drops.clone())
@@ -42,8 +34,7 @@ impl Counts {
         self.closure_then(|| ())
     }
 
-    /// A closure that captures a [`guard`](Self::guard), counts its run, then runs `then`
-    /// (whose captures are the closure's too).
+    /// A closure that captures a [`guard`](Self::guard), counts its run, then runs `then`.
     pub fn closure_then(
         &self,
         then: impl FnOnce() + Send + 'static,
@@ -59,16 +50,10 @@ impl Counts {
     /// Checks the runs and the drops so far.
     #[track_caller]
     pub fn assert(&self, runs: usize, drops: usize) {
-        assert_eq!((self.runs(), self.drops()), (runs, drops), "(runs, drops)");
-    }
-
-    /// The runs so far.
-    pub fn runs(&self) -> usize {
-        self.runs.load(Ordering::SeqCst)
-    }
-
-    /// The drops so far.
-    pub fn drops(&self) -> usize {
-        self.drops.load(Ordering::SeqCst)
+        let counted = (
+            self.runs.load(Ordering::SeqCst),
+            self.drops.load(Ordering::SeqCst),
+        );
+        assert_eq!(counted, (runs, drops), "(runs, drops)");
     }
 }

@@ -34,12 +34,8 @@ pub fn credit(credit: u32, auto_credit: bool) -> ConsumerOptions {
 
 /// The GUIDs and tokens of what a consumer handed the application, in order.
 pub fn handed_tokens(handed: &Handed) -> Vec<(Guid, DeliveryToken)> {
-    handed
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(g, t, _)| (*g, *t))
-        .collect()
+    let handed = handed.lock().unwrap();
+    handed.iter().map(|(g, t, _)| (*g, *t)).collect()
 }
 
 /// Producer options with dynamic send, cut at `batch_size`.
@@ -69,14 +65,13 @@ pub fn timer(period: Duration) -> ProducerOptions {
 /// A backoff from `initial` to `max` (milliseconds), with the default factor and jitter.
 pub fn backoff(initial: u64, max: u64) -> Backoff {
     Backoff {
-        initial: Duration::from_millis(initial),
-        max: Duration::from_millis(max),
+        initial: ms(initial),
+        max: ms(max),
         ..Backoff::default()
     }
 }
 
-/// Options of a reliable producer named `name` with a [`quiet`] client, capped at
-/// `max_unconfirmed`, reconnecting with `backoff`.
+/// A reliable producer's options: named `name`, a [`quiet`] client, capped, with `backoff`.
 pub fn reliable(name: &str, max_unconfirmed: u32, backoff: Backoff) -> ReliableProducerOptions {
     ReliableProducerOptions {
         producer: capped(max_unconfirmed),
@@ -109,26 +104,7 @@ pub fn error_bytes(
     frame_bytes(Frame::Error(error))
 }
 
-/// The bytes of a `Welcome` of this version asking for `heartbeat_ms`, with the protocol's
-/// limits.
-pub fn welcome_bytes(heartbeat_ms: u32) -> Vec<u8> {
-    frame_bytes(Frame::Welcome(zerodispatch_wire::Welcome {
-        version: zerodispatch_wire::VERSION,
-        heartbeat_ms,
-        limits: zerodispatch_wire::ServerLimits::PROTOCOL,
-    }))
-}
-
-/// The bytes of a `ProducerOpened` of `producer` with nothing stored.
-pub fn producer_opened_bytes(producer: zerodispatch_wire::ProducerId) -> Vec<u8> {
-    frame_bytes(Frame::ProducerOpened(zerodispatch_wire::ProducerOpened {
-        producer,
-        stored: zerodispatch_wire::StoredWindow::NOTHING,
-    }))
-}
-
-/// A consumer of app 0 on queue 0 of `client` with `options`, whose handler records each
-/// message it is handed, then calls `then` with the batch (to confirm).
+/// A consumer on queue 0 of `client` recording what it is handed, then calling `then` with it.
 pub async fn consuming(
     client: &Client,
     options: ConsumerOptions,
@@ -139,8 +115,7 @@ pub async fn consuming(
     (consumer.await.unwrap(), handed)
 }
 
-/// A consumer's handler that records each message it is handed, then calls `then` with the
-/// batch; and what it records into.
+/// A handler recording each message it is handed, then calling `then` with the batch; its record.
 fn recording(
     then: impl Fn(&Deliveries<'_>) + Send + 'static,
 ) -> (Handed, impl FnMut(&Deliveries<'_>) + Send + 'static) {
@@ -156,15 +131,13 @@ fn recording(
     })
 }
 
-/// Counters of outcomes for the zero-allocation proofs, and the confirm handler that counts
-/// into them: how many settled, and how many of those `Stored`.
+/// Counters of the outcomes settled and of those `Stored`, and a confirm handler counting them.
 pub fn counting() -> (
     Arc<AtomicU64>,
     Arc<AtomicU64>,
     impl FnMut(&[Outcome]) + Send + 'static,
 ) {
-    let settled = Arc::new(AtomicU64::new(0));
-    let stored = Arc::new(AtomicU64::new(0));
+    let (settled, stored): (Arc<AtomicU64>, Arc<AtomicU64>) = Default::default();
     let (count, ok) = (Arc::clone(&settled), Arc::clone(&stored));
     (settled, stored, move |outcomes: &[Outcome]| {
         let stored_here = outcomes
@@ -176,8 +149,7 @@ pub fn counting() -> (
     })
 }
 
-/// The producer options of the zero-allocation proofs: a cap of 1,024, dynamic send cut at
-/// 256, and a confirm timeout that never fires.
+/// The proofs' producer options: a cap of 1,024, batches cut at 256, a timeout never reached.
 pub fn proof_options() -> ProducerOptions {
     ProducerOptions {
         max_unconfirmed: 1024,
@@ -186,13 +158,11 @@ pub fn proof_options() -> ProducerOptions {
     }
 }
 
-/// A runtime of two worker threads, for a test against the real server.
-pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+/// A runtime of `workers` worker threads.
+pub fn runtime(workers: usize) -> tokio::runtime::Runtime {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(workers).enable_all();
+    builder.build().unwrap()
 }
 
 /// A runtime on the current thread only.
@@ -208,23 +178,21 @@ pub async fn listen() -> (tokio::net::TcpListener, std::net::SocketAddr) {
     (listener, addr)
 }
 
-/// A hand-written broker's side of the handshake and one `OpenProducer`: reads `Hello`,
-/// answers `Welcome` asking for `heartbeat_ms`, reads the open and answers it opened.
+/// A hand-written broker's handshake (its `Welcome` asks for `heartbeat_ms`) and one open.
 pub async fn answer_hello_and_open(stream: &mut tokio::net::TcpStream, heartbeat_ms: u32) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut hello = [0; 16];
     stream.read_exact(&mut hello).await.unwrap();
-    stream
-        .write_all(&welcome_bytes(heartbeat_ms))
-        .await
-        .unwrap();
+    let welcome = frame_bytes(super::welcome(heartbeat_ms));
+    stream.write_all(&welcome).await.unwrap();
     let mut open = [0; 23];
     stream.read_exact(&mut open).await.unwrap();
     let Some((Frame::OpenProducer(open), _)) = zerodispatch_wire::decode(&open).unwrap() else {
         panic!("not an OpenProducer");
     };
-    let opened = producer_opened_bytes(open.producer);
-    stream.write_all(&opened).await.unwrap();
+    let (producer, stored) = (open.producer, zerodispatch_wire::StoredWindow::NOTHING);
+    let opened = Frame::ProducerOpened(zerodispatch_wire::ProducerOpened { producer, stored });
+    stream.write_all(&frame_bytes(opened)).await.unwrap();
 }
 
 /// Sends `n` one-byte messages `[0]`, `[1]`, ... in order.
@@ -259,8 +227,7 @@ pub async fn connected(config: Config) -> (FakeBroker, Client) {
     (broker, client)
 }
 
-/// A fake broker started with `config`, a [`quiet`] client of it, and a producer on queue
-/// 0 with `options` whose outcomes are collected.
+/// [`connected`], and a producer on queue 0 with `options` whose outcomes are collected.
 pub async fn producing(
     config: Config,
     options: ProducerOptions,
@@ -277,8 +244,7 @@ pub async fn producer_of(client: &Client, options: ProducerOptions) -> (Producer
     (producer.await.unwrap(), outcomes)
 }
 
-/// A producer named `name` on queue 0 of `client` with `options`, whose outcomes are
-/// collected (`Err` as the open answered).
+/// As [`producer_of`], named `name` (`Err` as the open answered).
 pub async fn named_producer_of(
     client: &Client,
     name: &str,
@@ -289,8 +255,7 @@ pub async fn named_producer_of(
     (open.await, outcomes)
 }
 
-/// A fake broker started with `config`, and a reliable producer of it on queue 0 with
-/// `options` whose outcomes are collected.
+/// A fake broker started with `config`, and a [`reliable_producer`] of it with `options`.
 pub async fn producing_reliably(
     config: Config,
     options: ReliableProducerOptions,
@@ -300,8 +265,7 @@ pub async fn producing_reliably(
     (broker, producer, outcomes)
 }
 
-/// A reliable producer on queue 0 of the broker at `addr` with `options`, whose outcomes
-/// are collected.
+/// A reliable producer on queue 0 of the broker at `addr` with `options`, outcomes collected.
 pub async fn reliable_producer(
     addr: std::net::SocketAddr,
     options: ReliableProducerOptions,
@@ -313,22 +277,11 @@ pub async fn reliable_producer(
     (producer, outcomes)
 }
 
-/// What a consumer handed the application, in order: each message's GUID, delivery token
-/// and payload.
+/// What a consumer handed the application, in order: each message's GUID, token and payload.
 pub type Handed = Arc<Mutex<Vec<(Guid, DeliveryToken, Vec<u8>)>>>;
 
-/// A reliable consumer of app 0 on queue 0 of `broker` with `options`, whose handler
-/// records each message it is handed, then calls `then` with the batch (to confirm).
+/// A reliable consumer on queue 0 at `addr`, recording what it is handed, then calling `then`.
 pub async fn consuming_reliably(
-    broker: &FakeBroker,
-    options: ReliableConsumerOptions,
-    then: impl Fn(&Deliveries<'_>) + Send + 'static,
-) -> (ReliableConsumer, Handed) {
-    consuming_reliably_at(broker.addr, options, then).await
-}
-
-/// As [`consuming_reliably`], of the broker at `addr`.
-pub async fn consuming_reliably_at(
     addr: std::net::SocketAddr,
     options: ReliableConsumerOptions,
     then: impl Fn(&Deliveries<'_>) + Send + 'static,
@@ -338,14 +291,24 @@ pub async fn consuming_reliably_at(
     (consumer.await.unwrap(), handed)
 }
 
+/// The option an `InvalidOption` error names.
+pub fn invalid_option(error: &ClientError) -> Option<&'static str> {
+    match error {
+        ClientError::InvalidOption { option, .. } => Some(option),
+        _ => None,
+    }
+}
+
+/// A duration of `n` milliseconds.
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
 /// Waits (up to 5 s) until `cond` holds; `what` names it in the failure.
 pub async fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let start = Instant::now();
+    let (start, limit) = (Instant::now(), Duration::from_secs(5));
     while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "5 s waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(start.elapsed() < limit, "5 s waiting for {what}");
+        tokio::time::sleep(ms(1)).await;
     }
 }

@@ -1,6 +1,6 @@
 //! A fake broker for the client's loopback tests, on the wire codec: it answers, confirms by
 //! its [`Policy`], delivers within credit, does what a test asks ([`Action`]) and logs frames.
-//! Once warm with `record` off it allocates nothing per frame (for the zero-allocation proofs).
+//! Once warm with `no_log` on it allocates nothing per frame (for the zero-allocation proofs).
 
 #![allow(dead_code)]
 
@@ -15,12 +15,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use zerodispatch_wire::{
-    ConfirmStatus, ConsumerId, DeliverBuilder, DeliveryToken, ErrorCode, ErrorFrame, Frame,
-    FrameKind, Guid, HEADER_LEN, MAX_FRAME_LEN, ProducerId, PublishConfirmBuilder, PublishId,
-    Welcome, decode,
+    ConfirmStatus, ConsumerId, DeliverBuilder, DeliveryToken, ErrorCode, Frame, FrameKind, Guid,
+    HEADER_LEN, MAX_FRAME_LEN, ProducerId, PublishConfirmBuilder, PublishId, Welcome, decode,
 };
 
 /// The queue the fake broker does not have.
@@ -35,16 +34,22 @@ pub enum Policy {
     Hold,
 }
 
+impl Default for Policy {
+    fn default() -> Self {
+        Self::Confirm(ConfirmStatus::Stored)
+    }
+}
+
 /// The fake broker's settings.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Config {
     pub policy: Policy,
     /// The heartbeat interval announced in `Welcome`.
     pub heartbeat_ms: u32,
-    /// Log every frame received.
-    pub record: bool,
-    /// On `CloseProducer`, confirm the held messages `Closed` before the echo; off, echo only.
-    pub close_confirms: bool,
+    /// Log no frame received (for the zero-allocation proofs).
+    pub no_log: bool,
+    /// On `CloseProducer`, echo only; off, confirm the held messages `Closed` before the echo.
+    pub close_echo_only: bool,
     /// Deliver every published message to this consumer too, at once (it must have credit).
     pub echo_to: Option<u32>,
     /// Deduplicate a named producer's messages by publish id across connections, as the broker
@@ -62,9 +67,9 @@ pub struct Config {
     pub lose_id: Option<u64>,
     /// On `CloseProducer`, drop the connection instead of answering.
     pub drop_on_close: bool,
-    /// Refuse this many `OpenProducer` after the first with `reopen_refusal`.
+    /// Refuse this many `OpenProducer` after the first, with `reopen_refusal` or `NAME_IN_USE`.
     pub refuse_reopens: u32,
-    pub reopen_refusal: ErrorCode,
+    pub reopen_refusal: Option<ErrorCode>,
     /// Consumers are served from the log's shared queue (`FakeBroker::enqueue`): each open
     /// delivers every message not confirmed yet, by its GUID (its index).
     pub shared_queue: bool,
@@ -76,37 +81,10 @@ pub struct Config {
     pub silent_heartbeats: bool,
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            policy: Policy::Confirm(ConfirmStatus::Stored),
-            heartbeat_ms: 0,
-            record: true,
-            close_confirms: true,
-            echo_to: None,
-            dedup: false,
-            drop_after_messages: None,
-            drops: 0,
-            drop_on_close: false,
-            store_limit: None,
-            lose_id: None,
-            refuse_reopens: 0,
-            reopen_refusal: ErrorCode(106),
-            shared_queue: false,
-            refuse_consumer_reopens: false,
-            silent_reconnects: false,
-            silent_heartbeats: false,
-        }
-    }
-}
-
 impl Config {
     /// The default settings, but confirming nothing until the test says ([`Policy::Hold`]).
     pub fn holding() -> Self {
-        Self {
-            policy: Policy::Hold,
-            ..Self::default()
-        }
+        Self::default().with(|c| c.policy = Policy::Hold)
     }
 
     /// These settings as `tune` changes them.
@@ -175,9 +153,8 @@ pub struct Log {
     pub connections: u32,
     /// `OpenProducer` frames received, on every connection.
     pub opens: u32,
-    /// With `dedup`: the publish ids stored, in order, and the duplicates not stored.
+    /// With `dedup`: the publish ids stored, in order.
     pub stored: Vec<u64>,
-    pub duplicates: u64,
     /// Per name, every publish id stored.
     stored_ids: std::collections::HashMap<String, std::collections::BTreeSet<u64>>,
     drops_done: u32,
@@ -186,30 +163,6 @@ pub struct Log {
     pub queue: Vec<(Vec<u8>, bool)>,
     /// Confirm entries whose token is not the one delivered ([`token_of`]): counted, not applied.
     pub bad_tokens: u64,
-}
-
-impl Log {
-    /// Messages received in `Publish` frames, on every connection.
-    pub fn messages_published(&self) -> usize {
-        self.frames
-            .iter()
-            .filter_map(|(_, f)| match f {
-                Received::Publish { ids, .. } => Some(ids.len()),
-                _ => None,
-            })
-            .sum()
-    }
-
-    /// GUIDs received in `ConsumerConfirm` frames, on every connection.
-    pub fn guids_confirmed(&self) -> usize {
-        self.frames
-            .iter()
-            .filter_map(|(_, f)| match f {
-                Received::ConsumerConfirm { guids, .. } => Some(guids.len()),
-                _ => None,
-            })
-            .sum()
-    }
 }
 
 /// The fake broker: its address, and the log shared with its connections.
@@ -222,8 +175,7 @@ pub struct FakeBroker {
 impl FakeBroker {
     /// Starts a fake broker on a free loopback port, on the current runtime.
     pub async fn start(config: Config) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
+        let (listener, addr) = listen().await;
         let log = Arc::new(Mutex::new(Log::default()));
         let actions = Arc::new(Mutex::new(None));
         let (log2, actions2) = (Arc::clone(&log), Arc::clone(&actions));
@@ -277,14 +229,9 @@ impl FakeBroker {
         self.log().frames.iter().map(|(_, f)| f.clone()).collect()
     }
 
-    /// The frames received so far, with when.
-    pub fn timed_frames(&self) -> Vec<(Instant, Received)> {
-        self.log().frames.clone()
-    }
-
     /// When each frame `pick` accepts came, in order.
     pub fn times_of(&self, pick: impl Fn(&Received) -> bool) -> Vec<Instant> {
-        let frames = self.timed_frames().into_iter();
+        let frames = self.log().frames.clone().into_iter();
         frames.filter(|(_, f)| pick(f)).map(|(at, _)| at).collect()
     }
 
@@ -307,6 +254,11 @@ impl FakeBroker {
             Received::ConsumerConfirm { guids, .. } => Some(guids.len()),
             _ => None,
         })
+    }
+
+    /// GUIDs received in `ConsumerConfirm` frames, on every connection.
+    pub fn confirmed(&self) -> usize {
+        self.confirm_counts().iter().sum()
     }
 
     /// The publish ids stored (with `dedup`), in order.
@@ -337,6 +289,11 @@ impl FakeBroker {
             Received::Publish { ids, .. } => Some(ids.len()),
             _ => None,
         })
+    }
+
+    /// Messages received in `Publish` frames, on every connection.
+    pub fn published(&self) -> usize {
+        self.publish_counts().iter().sum()
     }
 
     /// Whether every message of the shared queue (`Config::shared_queue`) is confirmed.
@@ -390,8 +347,9 @@ async fn serve(
     let mut producer_names: Vec<(u32, String)> = Vec::new();
     let mut seen: u64 = 0;
     let mut client_heartbeat: Option<Duration> = None;
+    let reopen_refusal = config.reopen_refusal.unwrap_or(ErrorCode::NAME_IN_USE);
     let record = |frame: Received| {
-        if config.record {
+        if !config.no_log {
             log.lock().unwrap().frames.push((Instant::now(), frame));
         }
     };
@@ -416,9 +374,7 @@ async fn serve(
                             record(Received::Hello { heartbeat_ms: hello.heartbeat_ms });
                             client_heartbeat = (hello.heartbeat_ms != 0)
                                 .then(|| Duration::from_millis(u64::from(hello.heartbeat_ms)));
-                            Frame::Welcome(Welcome { version: zerodispatch_wire::VERSION, heartbeat_ms: config.heartbeat_ms, limits: zerodispatch_wire::ServerLimits::PROTOCOL })
-                                .encode(&mut out)
-                                .unwrap();
+                            welcome(config.heartbeat_ms).encode(&mut out).unwrap();
                         }
                         Frame::Heartbeat => record(Received::Heartbeat),
                         Frame::Error(error) => {
@@ -442,7 +398,7 @@ async fn serve(
                                 refuse
                             };
                             if refuse_name {
-                                refuse(&mut out, config.reopen_refusal, FrameKind::OpenProducer, open.producer.0);
+                                refuse(&mut out, reopen_refusal, FrameKind::OpenProducer, open.producer.0);
                             } else if open.queue.0 == UNKNOWN_QUEUE {
                                 refuse(&mut out, ErrorCode::UNKNOWN_QUEUE, FrameKind::OpenProducer, open.producer.0);
                             } else {
@@ -461,7 +417,7 @@ async fn serve(
                             if config.drop_on_close {
                                 break 'conn;
                             }
-                            if config.close_confirms {
+                            if !config.close_echo_only {
                                 let mine: Vec<u64> = held.iter().filter(|h| h.0 == close.producer.0).map(|h| h.1).collect();
                                 held.retain(|h| h.0 != close.producer.0);
                                 confirm(&mut out, close.producer, mine.into_iter(), ConfirmStatus::Closed);
@@ -469,7 +425,7 @@ async fn serve(
                             Frame::CloseProducer(close).encode(&mut out).unwrap();
                         }
                         Frame::Publish(publish) => {
-                            if config.record {
+                            if !config.no_log {
                                 record(Received::Publish {
                                     producer: publish.producer().0,
                                     ids: publish.messages().map(|(id, _)| id.0).collect(),
@@ -485,18 +441,14 @@ async fn serve(
                                     }
                                     if config.dedup && !name.is_empty() {
                                         let mut log = log.lock().unwrap();
-                                        if config.store_limit.is_some_and(|limit| log.connections == 1 && seen > limit) {
-                                            vanished += 1;
-                                            continue;
-                                        }
-                                        if config.lose_id == Some(id.0) && log.connections == 1 {
+                                        let first = log.connections == 1;
+                                        let past_limit = config.store_limit.is_some_and(|limit| seen > limit);
+                                        if first && (past_limit || config.lose_id == Some(id.0)) {
                                             vanished += 1;
                                             continue;
                                         }
                                         if log.stored_ids.entry(name.to_owned()).or_default().insert(id.0) {
                                             log.stored.push(id.0);
-                                        } else {
-                                            log.duplicates += 1;
                                         }
                                     }
                                 }
@@ -554,7 +506,7 @@ async fn serve(
                             Frame::CloseConsumer(close).encode(&mut out).unwrap();
                         }
                         Frame::ConsumerConfirm(confirms) => {
-                            if config.record {
+                            if !config.no_log {
                                 record(Received::ConsumerConfirm {
                                     consumer: confirms.consumer().0,
                                     guids: confirms.deliveries().map(|(guid, _)| guid).collect(),
@@ -634,15 +586,14 @@ async fn serve(
     log.lock().unwrap().ended = true;
 }
 
+/// Appends an `Error` frame refusing a frame of kind `refused` about `subject`.
 fn refuse(out: &mut Vec<u8>, code: ErrorCode, refused: FrameKind, subject: u32) {
-    Frame::Error(ErrorFrame {
+    out.extend(error_bytes(
         code,
-        refused: Some(refused),
+        Some(refused),
         subject,
-        message: "refused by the fake broker",
-    })
-    .encode(out)
-    .unwrap();
+        "refused by the fake broker",
+    ));
 }
 
 /// Appends `PublishConfirm` frames confirming `ids` with `status`.
@@ -696,6 +647,15 @@ pub fn token_of(connection: u32, consumer: u32, n: u64) -> DeliveryToken {
     )
 }
 
+/// A `Welcome` of this version asking for `heartbeat_ms`, with the protocol's limits.
+pub fn welcome(heartbeat_ms: u32) -> Frame<'static> {
+    Frame::Welcome(Welcome {
+        version: zerodispatch_wire::VERSION,
+        heartbeat_ms,
+        limits: zerodispatch_wire::ServerLimits::PROTOCOL,
+    })
+}
+
 /// The GUID the fake broker gives the `n`th message delivered to a consumer.
 pub fn guid(n: u64) -> Guid {
     let mut guid = [0; 16];
@@ -720,13 +680,15 @@ pub fn collector() -> (
 
 /// Waits (up to 5 s) until `outcomes` holds `n` outcomes.
 pub async fn wait_outcomes(outcomes: &Outcomes, n: usize) {
-    let start = Instant::now();
-    while outcomes.lock().unwrap().len() < n {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "5 s for {n} outcomes; have {}",
-            outcomes.lock().unwrap().len()
-        );
+    wait_count("outcomes", n, || outcomes.lock().unwrap().len()).await;
+}
+
+/// Waits (up to 5 s) until `count` reaches `n`; the failure says how far it got.
+pub async fn wait_count(what: &str, n: usize, count: impl Fn() -> usize) {
+    let (start, limit) = (Instant::now(), Duration::from_secs(5));
+    while count() < n {
+        let have = count();
+        assert!(start.elapsed() < limit, "5 s for {n} {what}; have {have}");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }

@@ -1,16 +1,18 @@
-//! Test clients shared by the core's integration tests.
-#![allow(dead_code)] // each test binary uses a different part
+//! Test clients shared by the core's integration tests. A test file is `#![cfg(not(loom))]`
+//! where it must be: under `--cfg loom` only the loom models (`--lib`) run.
+#![allow(dead_code, unused_imports)] // each test binary uses a different part
 
-use std::sync::Arc;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+// The standard items most tests use, for `use common::*`.
+pub use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+pub use std::sync::{Arc, Barrier, Mutex, mpsc};
+pub use std::thread;
+pub use std::time::{Duration, Instant};
 
-use std::sync::Barrier;
-use std::time::{Duration, Instant};
-
+use zerodispatch_core::testing::TestDispatcher;
 use zerodispatch_core::{
-    Callback, Client, ClientEvent, ClientHandle, ClientType, Context, Dispatcher, DispatcherHandle,
-    Event, Placement, PoolConfig, ProcessorId, ProcessorSnapshot,
+    Callback, Client, ClientEvent, ClientHandle, ClientType, Context, Dispatcher,
+    DispatcherBuilder, DispatcherHandle, Event, Placement, PoolConfig, ProcessorId,
+    ProcessorSnapshot,
 };
 
 /// A client that keeps the defaults of [`Client`]: it runs callbacks and drops messages.
@@ -19,13 +21,13 @@ pub struct Sink;
 impl Client<u64> for Sink {}
 
 /// A client with the defaults of [`Client`] that counts its drops (a capture, too).
-pub struct DropCounted(pub Arc<AtomicUsize>);
+pub struct DropCounted(pub Counter);
 
 impl Client<u64> for DropCounted {}
 
 impl Drop for DropCounted {
     fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
+        self.0.incr();
     }
 }
 
@@ -48,12 +50,14 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    pub fn new() -> (Self, Arc<Mutex<Vec<Seen>>>) {
-        let log = Arc::new(Mutex::new(Vec::new()));
+    /// A recorder that never panics, and its log.
+    pub fn new() -> (Self, Log) {
+        let log = Log::default();
+        let panic_on = None;
         (
             Self {
                 log: log.clone(),
-                panic_on: None,
+                panic_on,
             },
             log,
         )
@@ -134,28 +138,24 @@ pub fn without_flushes(log: &Mutex<Vec<Seen>>) -> Vec<Seen> {
     log.iter().filter(|s| **s != Seen::Flush).cloned().collect()
 }
 
-/// How many messages a [`Recorder`] saw.
-pub fn message_count(log: &Mutex<Vec<Seen>>) -> usize {
-    let log = log.lock().unwrap();
-    log.iter().filter(|s| matches!(s, Seen::Message(_))).count()
-}
-
 /// The messages a [`Recorder`] saw, in order.
 pub fn messages(log: &Mutex<Vec<Seen>>) -> Vec<u64> {
     let log = log.lock().unwrap();
-    let message = |s: &Seen| {
-        if let Seen::Message(m) = s {
-            Some(*m)
-        } else {
-            None
-        }
+    let message = |s: &Seen| match s {
+        Seen::Message(m) => Some(*m),
+        _ => None,
     };
     log.iter().filter_map(message).collect()
 }
 
+/// A builder of one queue pool, for a dispatcher of messages `M`.
+pub fn queue_pool<M: Send + 'static>(config: PoolConfig) -> DispatcherBuilder<M> {
+    Dispatcher::builder().pool(ClientType::Queue, config)
+}
+
 /// A dispatcher of one queue pool, its monitor probing at `monitor` (the default if none).
 fn queues_monitored(config: PoolConfig, monitor: Option<Duration>) -> Dispatcher<u64> {
-    let builder = Dispatcher::builder().pool(ClientType::Queue, config);
+    let builder = queue_pool(config);
     let builder = match monitor {
         Some(interval) => builder.monitor_interval(interval),
         None => builder,
@@ -168,13 +168,22 @@ pub fn one_queue(config: PoolConfig) -> Dispatcher<u64> {
     queues_monitored(config, None)
 }
 
+/// A stepped dispatcher (`zerodispatch_core::testing`) of one queue pool.
+pub fn one_queue_stepped(config: PoolConfig) -> TestDispatcher<u64> {
+    queue_pool(config).build_stepped().expect("valid config")
+}
+
 /// A dispatcher of a session pool and a queue pool.
 pub fn sessions_and_queues(sessions: PoolConfig, queues: PoolConfig) -> Dispatcher<u64> {
-    let builder = Dispatcher::builder().pool(ClientType::Session, sessions);
-    builder
-        .pool(ClientType::Queue, queues)
-        .build()
-        .expect("valid config")
+    let builder = queue_pool(queues).pool(ClientType::Session, sessions);
+    builder.build().expect("valid config")
+}
+
+/// A session pool and a queue pool never probed in a test's lifetime (a probe takes a slot).
+pub fn sessions_and_queues_unprobed(sessions: PoolConfig, queues: PoolConfig) -> Dispatcher<u64> {
+    let builder = queue_pool(queues).pool(ClientType::Session, sessions);
+    let unprobed = builder.monitor_interval(Duration::from_secs(3600));
+    unprobed.build().expect("valid config")
 }
 
 /// One queue processor and a monitor that probes it every millisecond while it is awake.
@@ -185,6 +194,13 @@ pub fn one_queue_probed(config: PoolConfig) -> Dispatcher<u64> {
 /// One queue processor never probed in a test's lifetime (a probe takes a queue slot).
 pub fn one_queue_unprobed(config: PoolConfig) -> Dispatcher<u64> {
     queues_monitored(config, Some(Duration::from_secs(3600)))
+}
+
+/// A dispatcher of one queue pool with a [`Recorder`] on it, and its log.
+pub fn recorded(config: PoolConfig) -> (Dispatcher<u64>, ClientHandle<Recorder>, Log) {
+    let d = one_queue(config);
+    let (handle, log) = recorder_on(&d);
+    (d, handle, log)
 }
 
 /// An unprobed queue processor of `capacity` with a [`Recorder`] on it, and its log.
@@ -235,14 +251,6 @@ pub fn first_queue(d: &DispatcherHandle<u64>) -> ProcessorId {
 pub fn of_producer(seen: &[u64], t: u64) -> Vec<u64> {
     let mine = seen.iter().filter(|m| *m >> 32 == t);
     mine.map(|m| m & 0xffff_ffff).collect()
-}
-
-/// A callback that adds one to `count` when it runs.
-pub fn counting_callback(count: &Arc<AtomicUsize>) -> Callback {
-    let count = count.clone();
-    Callback::new(move || {
-        count.fetch_add(1, Ordering::SeqCst);
-    })
 }
 
 /// Blocks `handle`'s processor until the barrier is waited on again (it returns blocked).
@@ -306,6 +314,46 @@ pub fn dispatch_all<C>(
 /// The messages `ms` as a [`Recorder`] logs them.
 pub fn seen_messages(ms: impl IntoIterator<Item = u64>) -> Vec<Seen> {
     ms.into_iter().map(Seen::Message).collect()
+}
+
+/// What a client of a zero-allocation proof handled: its events, and the sum of their values.
+/// One client writes it, so plain loads and stores (no read-modify-write) where it counts.
+#[derive(Clone, Default)]
+pub struct Tally {
+    pub handled: Arc<AtomicU64>,
+    pub sum: Arc<AtomicU64>,
+}
+
+impl Tally {
+    /// Counts one more event, adding `value` to the sum.
+    pub fn count(&self, value: u64) {
+        let sum = self.sum.load(Ordering::Relaxed);
+        self.sum.store(sum + value, Ordering::Relaxed);
+        let handled = self.handled.load(Ordering::Relaxed);
+        self.handled.store(handled + 1, Ordering::Release);
+    }
+
+    /// Waits, spinning, until `n` events were handled.
+    pub fn wait_for(&self, n: u64) {
+        while self.handled.load(Ordering::Acquire) < n {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// A client that tallies the messages it handles.
+impl Client<u64> for Tally {
+    fn on_message(&mut self, m: u64, _ctx: &mut Context<u64>) {
+        self.count(m);
+    }
+}
+
+/// A confirm, the broker's typical message: queue id, message GUID, sub-queue id.
+#[derive(Clone, Copy)]
+pub struct Confirm {
+    pub queue: u32,
+    pub guid: [u8; 16],
+    pub sub_queue: u32,
 }
 
 /// Fails a zero-allocation proof whose measured window (`what`) allocated.

@@ -19,6 +19,16 @@ enum Sender {
     Client(usize),
 }
 
+impl Sender {
+    /// Its row in the per-sender tables: 0 for the test, i + 1 for client i.
+    fn row(self) -> usize {
+        match self {
+            Sender::Test => 0,
+            Sender::Client(i) => i + 1,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Sent {
     from: Sender,
@@ -46,7 +56,7 @@ struct ClientState {
     goodbye: Option<usize>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Timer {
     deadline_ns: u64,
     ran_at_ns: Option<u64>,
@@ -89,25 +99,47 @@ impl World {
         }
     }
 
-    /// Records an event about to be dispatched; returns its id.
+    /// Records an event about to be dispatched (accepted unless told otherwise); its id.
     fn send(&mut self, from: Sender, to: usize, forward: Option<usize>, panics: bool) -> u64 {
-        let row = match from {
-            Sender::Test => 0,
-            Sender::Client(i) => i + 1,
-        };
-        let seq = self.next_seq[row][to];
-        self.next_seq[row][to] += 1;
+        let seq = self.next_seq[from.row()][to];
+        self.next_seq[from.row()][to] += 1;
         self.sent.push(Sent {
             from,
             to,
             seq,
-            accepted: false,
+            accepted: true,
             runs: 0,
             forward,
             panics,
         });
         (self.sent.len() - 1) as u64
     }
+
+    /// The time on the simulated clock, in ns since the scenario began.
+    fn now_ns(&self) -> u64 {
+        (self.now_ns.as_ref().expect("clock set"))()
+    }
+}
+
+/// Client `from` sends a new event to client `to`, if registered, through `dispatcher`.
+fn send_from(shared: &Shared, from: usize, to: usize, dispatcher: &DispatcherHandle<u64>) {
+    let mut w = world(shared);
+    let Some(handle) = w.clients[to].handle else {
+        return;
+    };
+    // Accepted before the handle is used: the target may run it before this returns.
+    let id = w.send(Sender::Client(from), to, None, false);
+    drop(w);
+    let accepted = dispatcher.dispatch(handle, Event::Message(id)).is_ok();
+    world(shared).sent[id as usize].accepted = accepted;
+}
+
+/// Every processor of the dispatcher `live`.
+fn processors(live: &DispatcherHandle<u64>) -> Vec<ProcessorId> {
+    ClientType::ALL
+        .iter()
+        .flat_map(|t| live.processors(*t))
+        .collect()
 }
 
 /// A client of the scenario: checks and records what it is handed.
@@ -133,12 +165,8 @@ impl Client<u64> for Node {
             format!("event {id} ran though its dispatch was refused")
         });
         w.check(runs == 1, || format!("event {id} ran {runs} times"));
-        let row = match from {
-            Sender::Test => 0,
-            Sender::Client(i) => i + 1,
-        };
         let state = &mut w.clients[me];
-        let last = state.last_seq[row].replace(seq);
+        let last = state.last_seq[from.row()].replace(seq);
         state.since_flush += 1;
         let since_flush = state.since_flush;
         if let Some(last) = last {
@@ -151,18 +179,9 @@ impl Client<u64> for Node {
                 "client {me} got {since_flush} events since its last flush (max_batch {max_batch})"
             )
         });
-        if let Some(to) = forward
-            && let Some(handle) = w.clients[to].handle
-        {
-            let id = w.send(Sender::Client(me), to, None, false);
-            drop(w);
-            let accepted = ctx
-                .dispatcher()
-                .dispatch(handle, Event::Message(id))
-                .is_ok();
-            world(&self.world).sent[id as usize].accepted = accepted;
-        } else {
-            drop(w);
+        drop(w);
+        if let Some(to) = forward {
+            send_from(&self.world, me, to, ctx.dispatcher());
         }
         if panics {
             std::panic::panic_any(SimulatedPanic);
@@ -177,21 +196,14 @@ impl Client<u64> for Node {
 impl Drop for Node {
     fn drop(&mut self) {
         let mut w = world(&self.world);
-        let me = self.me;
-        let on = self.handle.current_processor();
-        let state = &mut w.clients[me];
+        let state = &mut w.clients[self.me];
         state.drops += 1;
-        state.dropped_on = Some(on);
-        let Some(to) = state.goodbye else { return };
-        let Some(handle) = w.clients[to].handle else {
-            return;
-        };
-        let id = w.send(Sender::Client(me), to, None, false);
-        // Accepted before the handle is used: the target may run it before this returns.
-        w.sent[id as usize].accepted = true;
+        state.dropped_on = Some(self.handle.current_processor());
+        let goodbye = state.goodbye;
         drop(w);
-        let accepted = self.handle.dispatch(handle, Event::Message(id)).is_ok();
-        world(&self.world).sent[id as usize].accepted = accepted;
+        if let Some(to) = goodbye {
+            send_from(&self.world, self.me, to, &self.handle);
+        }
     }
 }
 
@@ -219,14 +231,11 @@ impl TimerProbe {
     fn run(mut self) {
         self.ran = true;
         let mut w = world(&self.world);
-        let now = (w.now_ns.as_ref().expect("clock set"))();
+        let now = w.now_ns();
         let index = self.index;
         let timer = &mut w.timers[index];
-        let (cancelled, ran_before, deadline) = (
-            timer.cancelled,
-            timer.ran_at_ns.replace(now),
-            timer.deadline_ns,
-        );
+        let ran_before = timer.ran_at_ns.replace(now);
+        let (cancelled, deadline) = (timer.cancelled, timer.deadline_ns);
         w.check(!cancelled, || {
             format!("timer {index} ran after it was cancelled")
         });
@@ -293,10 +302,7 @@ pub fn run(seed: u64) {
         }
     }
     for me in 0..clients {
-        let client_type = *sim
-            .rng()
-            .pick(&[ClientType::Session, ClientType::Queue, ClientType::Cluster])
-            .unwrap();
+        let client_type = *sim.rng().pick(&ClientType::ALL).unwrap();
         let goodbye = sim
             .rng()
             .one_in(2)
@@ -339,7 +345,6 @@ pub fn run(seed: u64) {
                 let mut w = world(&shared);
                 let handle = w.clients[to].handle.unwrap();
                 let id = w.send(Sender::Test, to, forward, panics);
-                w.sent[id as usize].accepted = true;
                 drop(w);
                 let accepted = if sim.rng().one_in(2) {
                     sim.try_dispatch(handle, Event::Message(id)).is_ok()
@@ -352,21 +357,15 @@ pub fn run(seed: u64) {
                 ));
             }
             4 => {
-                let live = sim.handle();
-                let processors: Vec<ProcessorId> = ClientType::ALL
-                    .iter()
-                    .flat_map(|t| live.processors(*t))
-                    .collect();
+                let processors = processors(&sim.handle());
                 let on = *sim.rng().pick(&processors).unwrap();
                 let delay = Duration::from_nanos(sim.rng().below(20_000));
                 let mut w = world(&shared);
                 let index = w.timers.len();
-                let now = (w.now_ns.as_ref().unwrap())();
+                let deadline_ns = w.now_ns() + delay.as_nanos() as u64;
                 w.timers.push(Timer {
-                    deadline_ns: now + delay.as_nanos() as u64,
-                    ran_at_ns: None,
-                    dropped_unrun: false,
-                    cancelled: false,
+                    deadline_ns,
+                    ..Timer::default()
                 });
                 drop(w);
                 let probe = TimerProbe {
@@ -400,11 +399,9 @@ pub fn run(seed: u64) {
                 // The double's own clock move: timers in deadline order across processors.
                 let by = Duration::from_nanos(sim.rng().below(30_000));
                 sim.note(format_args!("advance {by:?}"));
-                {
-                    let mut w = world(&shared);
-                    let now = (w.now_ns.as_ref().unwrap())();
-                    w.advancing = Some((now, Vec::new()));
-                }
+                let mut w = world(&shared);
+                w.advancing = Some((w.now_ns(), Vec::new()));
+                drop(w);
                 sim.advance(by);
                 let (_, ran) = world(&shared).advancing.take().unwrap();
                 assert!(
@@ -414,11 +411,7 @@ pub fn run(seed: u64) {
             }
             7 if sim.rng().one_in(3) => {
                 // A dispatcher callback: its processor's clients are flushed before it runs.
-                let live = sim.handle();
-                let processors: Vec<ProcessorId> = ClientType::ALL
-                    .iter()
-                    .flat_map(|t| live.processors(*t))
-                    .collect();
+                let processors = processors(&sim.handle());
                 let on = *sim.rng().pick(&processors).unwrap();
                 let w = shared.clone();
                 let check = Callback::new(move || {

@@ -1,14 +1,16 @@
 //! Servers on loopback and a blocking wire client that allocates nothing once warm.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+pub use std::time::{Duration, Instant};
 
-use zerodispatch_broker::{BrokerConfig, QueueConfig, QueueMode};
-use zerodispatch_server::{Limits, Server};
-use zerodispatch_wire::*;
+use zerodispatch_broker::QueueConfig;
+pub use zerodispatch_broker::{BrokerConfig, QueueMode};
+pub use zerodispatch_server::{Limits, Server};
+pub use zerodispatch_testkit::within;
+pub use zerodispatch_wire::*;
 
 /// How long a client waits for the server's next bytes.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -51,8 +53,12 @@ pub fn priority_server_with(tune: impl FnOnce(&mut Limits)) -> Server {
 
 /// Waits until every slot of the store is free (the store of [`limits`]).
 pub fn all_slots_free(server: &Server) {
-    let slots = limits().store_slots;
-    eventually("every slot free", || server.stats().free_slots == slots);
+    free_slots_become(server, limits().store_slots, "every slot free");
+}
+
+/// Waits until the server counts `n` free slots (`what` names the wait).
+pub fn free_slots_become(server: &Server, n: usize, what: &str) {
+    eventually(what, || server.stats().free_slots == n);
 }
 
 /// `n` milliseconds.
@@ -93,13 +99,24 @@ pub fn hello_frame(heartbeat_ms: u32) -> Frame<'static> {
     })
 }
 
-/// An `OpenProducer` of an anonymous producer.
-pub fn open_producer_frame(producer: u32, queue: u32, max_unconfirmed: u32) -> Frame<'static> {
-    open_named_producer_frame(producer, queue, max_unconfirmed, "")
+/// A raw frame: magic, version, kind, flags, length, then `body` (whatever the length says).
+pub fn raw(version: u8, kind: u8, flags: u16, len: u32, body: &[u8]) -> Vec<u8> {
+    let mut h = b"ZD".to_vec();
+    h.push(version);
+    h.push(kind);
+    h.extend_from_slice(&flags.to_le_bytes());
+    h.extend_from_slice(&len.to_le_bytes());
+    h.extend_from_slice(body);
+    h
+}
+
+/// A raw frame of this version, no flags, whose length is its body's.
+pub fn body(kind: u8, body: &[u8]) -> Vec<u8> {
+    raw(VERSION, kind, 0, body.len() as u32, body)
 }
 
 /// An `OpenProducer` under `name` (anonymous if empty).
-pub fn open_named_producer_frame(producer: u32, queue: u32, max: u32, name: &str) -> Frame<'_> {
+pub fn open_producer_frame(producer: u32, queue: u32, max: u32, name: &str) -> Frame<'_> {
     Frame::OpenProducer(OpenProducer {
         producer: ProducerId(producer),
         queue: QueueId(queue),
@@ -313,27 +330,24 @@ impl Client {
         max_unconfirmed: u32,
         name: &str,
     ) -> Result<Option<u64>, ErrorCode> {
-        self.open_producer_window(producer, queue, max_unconfirmed, name)
-            .map(|window| window.last_stored)
+        self.open_producer_window(producer, queue, max_unconfirmed, name, |w| w.last_stored)
     }
 
-    /// As [`open_named_producer`](Self::open_named_producer), with the whole stored window.
-    pub fn open_producer_window(
+    /// As [`open_named_producer`](Self::open_named_producer): what `window` makes of the
+    /// stored window.
+    pub fn open_producer_window<R>(
         &mut self,
         producer: u32,
         queue: u32,
         max: u32,
         name: &str,
-    ) -> Result<OwnedWindow, ErrorCode> {
-        self.send(open_named_producer_frame(producer, queue, max, name));
+        window: impl FnOnce(StoredWindow<'_>) -> R,
+    ) -> Result<R, ErrorCode> {
+        self.send(open_producer_frame(producer, queue, max, name));
         self.next(|frame| match frame {
             Frame::ProducerOpened(opened) => {
                 assert_eq!(opened.producer, ProducerId(producer));
-                Ok(OwnedWindow {
-                    last_stored: opened.stored.last_stored,
-                    known: opened.stored.known,
-                    bits: opened.stored.bits.to_vec(),
-                })
+                Ok(window(opened.stored))
             }
             Frame::Error(error) => {
                 assert_eq!(error.refused, Some(FrameKind::OpenProducer));
@@ -351,14 +365,14 @@ impl Client {
         self.next(|frame| assert_eq!(frame, open));
     }
 
-    /// Publishes messages `ids` with `payload(id)` in one frame.
+    /// Publishes messages `ids` with `payload(id)` (up to 2 KiB) in one frame.
     pub fn publish(
         &mut self,
         producer: u32,
         ids: impl IntoIterator<Item = u64>,
         mut payload: impl FnMut(u64, &mut [u8]) -> usize,
     ) {
-        let mut bytes = [0_u8; 256];
+        let mut bytes = [0_u8; 2048];
         let mut batch = PublishBuilder::begin(&mut self.out, ProducerId(producer));
         for id in ids {
             let len = payload(id, &mut bytes);
@@ -641,25 +655,5 @@ impl Traffic {
     pub fn deliveries(&self, consumer: u32) -> Vec<Delivered> {
         let delivered = self.delivered.iter().filter(|d| d.0 == consumer);
         delivered.map(|d| d.1).collect()
-    }
-}
-
-/// A `ProducerOpened`'s stored window, owned.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OwnedWindow {
-    pub last_stored: Option<u64>,
-    pub known: u32,
-    pub bits: Vec<u8>,
-}
-
-impl OwnedWindow {
-    /// As `StoredWindow::stored`.
-    pub fn stored(&self, id: u64) -> Option<bool> {
-        zerodispatch_wire::StoredWindow {
-            last_stored: self.last_stored,
-            known: self.known,
-            bits: &self.bits,
-        }
-        .stored(id)
     }
 }

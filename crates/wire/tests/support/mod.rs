@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use zerodispatch_wire::*;
+pub use zerodispatch_wire::*;
 
 /// `Hello` offering `min_version` to `max_version`.
 pub fn hello(min_version: u8, max_version: u8, heartbeat_ms: u32) -> Hello {
@@ -46,32 +46,22 @@ pub fn welcome(
     }
 }
 
-/// `OpenProducer` of `producer` on `queue` (anonymous if `name` is empty).
-pub fn open_producer(
-    producer: u32,
-    queue: u32,
-    max_unconfirmed: u32,
-    name: &str,
-) -> OpenProducer<'_> {
+/// `OpenProducer` of `producer` on `queue`, `max` unconfirmed (anonymous if `name` is empty).
+pub fn open_producer(producer: u32, queue: u32, max: u32, name: &str) -> OpenProducer<'_> {
     OpenProducer {
         producer: ProducerId(producer),
         queue: QueueId(queue),
-        max_unconfirmed,
+        max_unconfirmed: max,
         name,
     }
 }
 
-/// `ProducerOpened` of `producer`, with a window stored from `last_stored` down.
-pub fn producer_opened(
-    producer: u32,
-    last_stored: u64,
-    known: u32,
-    bits: &[u8],
-) -> ProducerOpened<'_> {
+/// `ProducerOpened` of `producer`, with a window stored from `last` down.
+pub fn producer_opened(producer: u32, last: u64, known: u32, bits: &[u8]) -> ProducerOpened<'_> {
     ProducerOpened {
         producer: ProducerId(producer),
         stored: StoredWindow {
-            last_stored: Some(last_stored),
+            last_stored: Some(last),
             known,
             bits,
         },
@@ -102,10 +92,8 @@ pub fn close_consumer(consumer: u32) -> CloseConsumer {
 
 /// `Credit` of `credit` more messages for `consumer`.
 pub fn credit(consumer: u32, credit: u32) -> Credit {
-    Credit {
-        consumer: ConsumerId(consumer),
-        credit,
-    }
+    let consumer = ConsumerId(consumer);
+    Credit { consumer, credit }
 }
 
 /// An error frame that refuses no frame.
@@ -122,6 +110,13 @@ pub fn fatal(code: ErrorCode, message: &str) -> ErrorFrame<'_> {
 pub fn encoded(frame: Frame<'_>) -> Vec<u8> {
     let mut out = Vec::new();
     frame.encode(&mut out).expect("a valid frame encodes");
+    out
+}
+
+/// What `build` writes into an empty buffer.
+pub fn built<R>(build: impl FnOnce(&mut Vec<u8>) -> R) -> Vec<u8> {
+    let mut out = Vec::new();
+    build(&mut out);
     out
 }
 
