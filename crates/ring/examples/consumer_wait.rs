@@ -78,7 +78,10 @@ fn main() {
         let start = Instant::now();
         let mut run = Run::<Event, 16>::new();
         for seq in 0..EVENTS {
-            assert!(run.push(Event([seq; 6])).is_ok(), "pushed when full");
+            assert!(
+                run.push(Event([seq; 6])).is_ok(),
+                "a run is pushed as soon as it fills"
+            );
             if run.is_full() || seq + 1 == EVENTS {
                 while ring.push_run(&mut run).is_err() {
                     fulls += 1;
