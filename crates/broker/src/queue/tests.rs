@@ -169,3 +169,32 @@ fn on_the_stepped_dispatcher_a_queue_acks_at_its_flush_refuses_when_full_and_fre
         "the confirm freed its slot"
     );
 }
+
+#[test]
+fn a_flush_sends_its_acks_before_its_pushes() {
+    // The consumer and the producer share the session, which keeps what it gets in order.
+    let (test, queue, session, seen) = stepped_queue(4);
+    let attach = BrokerMsg::Attach {
+        consumer: ConsumerId(1),
+        app: AppId(0),
+        session,
+    };
+    test.dispatch(queue, Event::Message(attach)).unwrap();
+    let guid = put(&test, queue, session, 0);
+    test.run_until_idle();
+    let order: Vec<(&str, Guid)> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|m| match m {
+            BrokerMsg::Ack { guid, .. } => Some(("ack", *guid)),
+            BrokerMsg::Push { guid, .. } => Some(("push", *guid)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [("ack", guid), ("push", guid)],
+        "a producer's confirm does not wait behind the flush's deliveries"
+    );
+}

@@ -1,5 +1,5 @@
-//! A queue's flush: it pushes the shares its consumers have room for, oldest message
-//! first, and sends the ACKs queued since the last flush.
+//! A queue's flush: it sends the ACKs queued since the last flush, then pushes the shares
+//! its consumers have room for, oldest message first.
 
 use zerodispatch_core::{DispatchError, DispatcherHandle, Event};
 
@@ -10,12 +10,50 @@ use crate::protocol::BrokerMsg;
 use super::{AppMask, QueueEngine};
 
 impl QueueEngine {
-    /// Pushes what can be pushed and sends the ACKs. Returns `true` if a full outbox
-    /// (`DispatchError::Full`) refused something: the shares not pushed stay undelivered
-    /// and the ACKs not sent stay in `acks`, and the caller asks for another flush.
+    /// Sends the ACKs, then pushes what can be pushed. Returns `true` if a full outbox
+    /// (`DispatchError::Full`) refused something: the ACKs not sent stay in `acks`, the
+    /// shares not pushed stay undelivered, and the caller asks for another flush.
+    ///
+    /// ACKs first: a producer's confirm is the latency a broker is judged by, and it must
+    /// not wait behind the deliveries of the same flush (at low rates each is a wake-up of
+    /// another thread). A message is stored before its ACK is queued, so nothing a
+    /// consumer can see depends on this order.
     pub(crate) fn flush(&mut self, dispatcher: &DispatcherHandle<BrokerMsg>) -> bool {
-        // Walk the backlog oldest first, but only while some app has a consumer with room:
-        // a backlog waiting for confirms (or for a consumer) costs nothing per flush.
+        // Once one dispatch found the outbox full, every one would until the processor has
+        // handed some on: the rest waits for the next flush.
+        let blocked = self.send_acks(dispatcher) || self.push_backlog(dispatcher);
+        if let Some(released) = &mut self.released {
+            released.report();
+        }
+        blocked
+    }
+
+    /// Sends the queued ACKs in order; `true` if a full outbox stopped it.
+    fn send_acks(&mut self, dispatcher: &DispatcherHandle<BrokerMsg>) -> bool {
+        let mut sent = 0;
+        let mut blocked = false;
+        while sent < self.acks.len() && !blocked {
+            let (producer, guid, slot, status) = self.acks[sent];
+            let ack = BrokerMsg::Ack { guid, slot, status };
+            match dispatcher.dispatch(producer, Event::Message(ack)) {
+                Err(DispatchError::Full(_)) => blocked = true,
+                Err(_) => {
+                    tracing::debug!(guid = ?guid, "ACK refused: the producer's session is gone or shutting down");
+                    sent += 1;
+                }
+                Ok(()) => sent += 1,
+            }
+        }
+        // Slides what is left down: no allocation.
+        self.acks.drain(..sent);
+        blocked
+    }
+
+    /// Pushes the backlog, oldest message first, to consumers with room; `true` if a full
+    /// outbox stopped it.
+    fn push_backlog(&mut self, dispatcher: &DispatcherHandle<BrokerMsg>) -> bool {
+        // Walk the backlog only while some app has a consumer with room: a backlog waiting
+        // for confirms (or for a consumer) costs nothing per flush.
         let mut ready = self.apps_with_room();
         let (mut keep, mut i) = (0, 0);
         let mut blocked = false;
@@ -44,26 +82,6 @@ impl QueueEngine {
         let rest = self.to_push.len() - i;
         self.to_push.copy_within(i.., keep);
         self.to_push.truncate(keep + rest);
-        // Once one dispatch found the outbox full, every one would until the processor has
-        // handed some on: the ACKs wait for the next flush.
-        let mut sent = 0;
-        while sent < self.acks.len() && !blocked {
-            let (producer, guid, slot, status) = self.acks[sent];
-            let ack = BrokerMsg::Ack { guid, slot, status };
-            match dispatcher.dispatch(producer, Event::Message(ack)) {
-                Err(DispatchError::Full(_)) => blocked = true,
-                Err(_) => {
-                    tracing::debug!(guid = ?guid, "ACK refused: the producer's session is gone or shutting down");
-                    sent += 1;
-                }
-                Ok(()) => sent += 1,
-            }
-        }
-        // Slides what is left down: no allocation.
-        self.acks.drain(..sent);
-        if let Some(released) = &mut self.released {
-            released.report();
-        }
         blocked
     }
 
