@@ -247,8 +247,6 @@ impl<M: Send + 'static> DispatcherBuilder<M> {
             stepped: clock.is_manual(),
             clock,
             runners: std::sync::OnceLock::new(),
-            monitor_resting: AtomicBool::new(false),
-            monitor_thread: std::sync::OnceLock::new(),
         }))
     }
 }

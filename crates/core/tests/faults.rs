@@ -48,3 +48,23 @@ fn a_stuck_processor_is_reported() {
     d.synchronize(p).unwrap();
     assert_eq!(d.stats()[0].stuck_reports, 1, "one report per episode");
 }
+
+#[test]
+fn a_processor_stuck_in_its_first_event_after_idleness_is_reported_from_the_monitors_next_tick() {
+    let d = queue_pool::<u64>(PoolConfig::new(1))
+        .stuck_warning(Duration::from_millis(50))
+        .monitor_interval(Duration::from_millis(5))
+        .build()
+        .unwrap();
+    let p = first_queue(&d);
+    // Long enough for the resting monitor's interval to reach its longest, 1 s.
+    thread::sleep(Duration::from_secs(3));
+    let stuck = Callback::new(|| thread::sleep(Duration::from_millis(1500)));
+    d.execute(p, stuck).unwrap();
+    // Its next tick (at most 1 s away) finds the processor awake, then 50 ms more.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while d.stats()[0].stuck_reports == 0 && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(d.stats()[0].stuck_reports, 1);
+}

@@ -1,4 +1,5 @@
-//! An idle dispatcher's monitor wakes about once a second (own binary: it counts switches).
+//! An idle dispatcher's monitor wakes about once a second, and one woken for one event at a
+//! time wakes it no more (own binary: it counts switches).
 
 #![cfg(not(loom))]
 
@@ -6,6 +7,9 @@ mod common;
 
 use common::*;
 use zerodispatch_core::*;
+
+/// The tests of this binary one at a time: each counts every monitor of the process.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Context switches of this process's threads named `name` (`/proc/self/task/*/status`).
 #[cfg(target_os = "linux")]
@@ -29,6 +33,7 @@ fn context_switches_of(name: &str) -> u64 {
 #[test]
 #[cfg(target_os = "linux")]
 fn an_idle_dispatchers_monitor_wakes_about_once_a_second_not_at_its_interval() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let d = Dispatcher::<u64>::builder()
         .pool(ClientType::Queue, PoolConfig::new(2))
         .pool(ClientType::Session, PoolConfig::new(1))
@@ -45,4 +50,33 @@ fn an_idle_dispatchers_monitor_wakes_about_once_a_second_not_at_its_interval() {
     // And it still watches: a processor that wakes is probed again.
     let (queue, _seen) = recorder_on(&d);
     d.synchronize(queue).unwrap();
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn a_processor_woken_for_one_event_at_a_time_wakes_no_monitor() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let d = Dispatcher::<u64>::builder()
+        .pool(ClientType::Queue, PoolConfig::new(1))
+        .monitor_interval(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let (queue, log) = recorder_on(&d);
+    // Long enough for the monitor to rest.
+    thread::sleep(Duration::from_secs(2));
+    let before = context_switches_of("zd-monitor");
+    // A broker at 50 msg/s: the processor parks between events.
+    for m in 0..50 {
+        d.dispatch(queue, Event::Message(m)).unwrap();
+        thread::sleep(Duration::from_millis(20));
+    }
+    let woke = context_switches_of("zd-monitor") - before;
+    d.synchronize(queue).unwrap();
+    assert_eq!(messages(&log).len(), 50);
+    // When each wake of the processor woke it: 2 an event (100). Resting: a few ticks a
+    // second, back at 10 ms for a while when one finds the processor awake.
+    assert!(
+        woke <= 40,
+        "the monitor woke {woke} times for 50 events in 1 s"
+    );
 }

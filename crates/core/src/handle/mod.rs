@@ -42,11 +42,6 @@ pub(crate) struct Shared<M> {
     /// A stepped dispatcher's processors, run by its test's thread; taken at its shutdown
     /// (they hold handles to this state: taking them ends the cycle).
     pub(crate) runners: std::sync::OnceLock<Box<dyn Steps>>,
-    /// Set by the monitor while it rests (every processor asleep: `monitor.rs`), cleared by
-    /// the first processor that wakes from a park, which then unparks it.
-    pub(crate) monitor_resting: AtomicBool,
-    /// The monitor's thread, for that unpark; set when it starts.
-    pub(crate) monitor_thread: std::sync::OnceLock<std::thread::Thread>,
 }
 
 impl<M> Shared<M> {
@@ -56,18 +51,6 @@ impl<M> Shared<M> {
 
     pub(crate) fn is_shutting_down(&self) -> bool {
         self.shutting_down.load(Ordering::Acquire)
-    }
-
-    /// Called by a processor woken from a park: a resting monitor goes back to its
-    /// interval at once (`monitor.rs`). One relaxed load while the monitor is not resting.
-    pub(crate) fn wake_monitor(&self) {
-        // Relaxed: a hint that shortens a sleep; the monitor's own timeout bounds a miss.
-        if self.monitor_resting.load(Ordering::Relaxed)
-            && self.monitor_resting.swap(false, Ordering::Relaxed)
-            && let Some(monitor) = self.monitor_thread.get()
-        {
-            monitor.unpark();
-        }
     }
 }
 

@@ -34,8 +34,6 @@ impl<M: Send + 'static> Runner<M> {
         };
         if self.shared.sleep(self.popped, park, true) {
             self.shared.stats.counters.parks.add(1);
-            // Awake after a park: a resting monitor comes back to its interval.
-            self.ctx.dispatcher.shared.wake_monitor();
         }
     }
 
