@@ -10,7 +10,7 @@ use metrics::{Label, Unit};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::{CompositeKey, MetricKind};
 use zerodispatch_core::metrics::{Kind, METRICS, export};
-use zerodispatch_core::{Dispatcher, PoolConfig, ProcessorSnapshot};
+use zerodispatch_core::{Callback, Dispatcher, PoolConfig, ProcessorSnapshot};
 
 /// A metric as the recorder keys it: kind, name, and labels sorted.
 type Key = (MetricKind, String, Vec<(String, String)>);
@@ -72,7 +72,8 @@ impl Exported {
     }
 }
 
-/// Two queue processors and a session one, 1000 events to the first, histograms published.
+/// Two queue processors and a session one, 1000 events to the first, histograms published
+/// and the first probed.
 fn loaded() -> (Dispatcher<u64>, Vec<ProcessorSnapshot>) {
     let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(2));
     let queue = first_queue(&d);
@@ -80,6 +81,10 @@ fn loaded() -> (Dispatcher<u64>, Vec<ProcessorSnapshot>) {
     dispatch_all(&d, client, 0..1000);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
+        // Awake for a while, as under a load: the monitor probes a processor it finds awake
+        // at a tick (resting, it ticks at most 1 s apart; `monitor.rs`).
+        let busy = Callback::new(|| std::thread::sleep(Duration::from_millis(20)));
+        d.execute(queue, busy).unwrap();
         d.synchronize(queue).unwrap();
         let stats = d.stats();
         let first = stats.iter().find(|s| s.processor == queue).unwrap();

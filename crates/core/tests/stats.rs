@@ -95,7 +95,8 @@ fn enqueued_never_exceeds_what_callers_enqueued_with_the_monitor_probing() {
             break;
         }
     }
-    // Until a probe has been handled (each `synchronize` wakes the processor to be probed).
+    // Until a probe has been handled (synchronizing in a loop keeps the processor awake,
+    // which a tick of the monitor finds).
     loop {
         d.synchronize(processor).unwrap();
         enqueued += 1;
