@@ -93,6 +93,12 @@ pub struct Args {
     #[arg(long, default_value_t = WaitStrategy::default())]
     pub wait: WaitStrategy,
 
+    /// Drive the broker's processors from the threads that publish and confirm: one that
+    /// finds its processor parked runs the processor's turn itself instead of waking it
+    /// (`BrokerConfig::driven`).
+    #[arg(long)]
+    pub driven: bool,
+
     /// Pin the broker's processors: `--pin` to cores 0..N (N: the cores available), or
     /// `--pin=2,3` to those. Each pool (sessions, queues, cluster) pins its processor `i`
     /// to the `i`-th core of the list, round-robin: the pools' first processors share the

@@ -50,6 +50,8 @@ pub struct Scenario {
     pub queue_processors: u32,
     /// How the processors wait for work.
     pub wait: WaitStrategy,
+    /// Processors driven by the threads that publish and confirm.
+    pub driven: bool,
     /// Cores to pin the processors to, if any.
     pub pin: Option<Vec<usize>>,
     /// How long to publish.
@@ -115,6 +117,7 @@ impl Scenario {
             session_processors: args.session_processors,
             queue_processors: args.queue_processors,
             wait: args.wait,
+            driven: args.driven,
             pin: args.pin.as_ref().map(Cores::ids),
             duration: args.duration(),
             transport: match (args.connect, args.transport.as_str()) {
@@ -177,6 +180,7 @@ impl Scenario {
             queue_processors: self.queue_processors as usize,
             event_capacity,
             wait: self.wait,
+            driven: self.driven,
             cores: self.pin.clone().unwrap_or_default(),
             ..BrokerConfig::default()
         }

@@ -65,6 +65,13 @@ pub struct BrokerConfig {
     pub max_batch: usize,
     /// How every processor waits for work.
     pub wait: WaitStrategy,
+    /// Whether the processors are driven by the threads that publish and confirm
+    /// ([`PoolConfig::driven`](zerodispatch_core::PoolConfig::driven)): a publish or a
+    /// confirm from an application thread (a server's I/O thread) that finds its processor
+    /// parked runs the processor's turn itself instead of waking it, which saves a thread
+    /// wake-up on each message's path at low rates. Those threads must then hold no lock
+    /// the broker's callbacks take. `false` by default.
+    pub driven: bool,
     /// Cores to pin the processors to, dealt out in turn across all pools (sessions first,
     /// then queues, then the cluster), wrapping around; empty for none.
     pub cores: Vec<usize>,
@@ -110,6 +117,7 @@ impl Default for BrokerConfig {
             event_capacity: 1 << 16,
             max_batch: 256,
             wait: WaitStrategy::default(),
+            driven: false,
             cores: Vec::new(),
             replication: None,
             on_release: None,

@@ -99,6 +99,7 @@ impl Broker {
                 .capacity(config.event_capacity)
                 .max_batch(config.max_batch)
                 .wait(config.wait)
+                .driven(config.driven)
                 .pin_to(cores_from(first_core))
                 // Only the session processors run timers: the producers' tickers.
                 .timers(0)

@@ -58,6 +58,9 @@ pub struct PoolConfig {
     pub(crate) cores: Vec<usize>,
     /// Timers each processor holds at once (0 to [`MAX_CAPACITY`]), preallocated.
     pub(crate) timers: usize,
+    /// An application thread whose event finds the processor parked runs its turn
+    /// (`drive.rs`).
+    pub(crate) driven: bool,
     /// The watermarks were set explicitly: they no longer follow the capacity.
     watermarks_set: bool,
     /// The outbox capacity was set explicitly: it no longer follows the capacity.
@@ -97,6 +100,7 @@ impl PoolConfig {
             wait: WaitStrategy::default(),
             cores: Vec::new(),
             timers: Self::DEFAULT_TIMERS,
+            driven: false,
             watermarks_set: false,
             outbox_set: false,
         }
@@ -178,6 +182,23 @@ impl PoolConfig {
         self
     }
 
+    /// Sets whether the processors are driven by their producers: an application thread
+    /// whose dispatch finds the processor parked runs the processor's turn itself (its
+    /// events, timers due and flushes, at most `max_batch` events) before the dispatch
+    /// returns, instead of waking the processor's thread. At low rates that saves the
+    /// wake-up of a parked thread on every event's path (tens of microseconds on a VM); under
+    /// load the processor never parks, and nothing changes. Default `false`.
+    ///
+    /// Precondition: the application threads that dispatch to this pool hold no lock its
+    /// clients take, since their code may then run inside the dispatch; a client may run on
+    /// a thread other than its processor's, one at a time, in the order of its events, as
+    /// on the processor (see `docs/architecture.md`, "Driven processors").
+    #[must_use]
+    pub fn driven(mut self, driven: bool) -> Self {
+        self.driven = driven;
+        self
+    }
+
     /// Pins the processors to these core ids, assigned in order and round-robin
     /// (processor `i` gets `cores[i % cores.len()]`); empty (the default) means no
     /// pinning. Each must be one this process may run on, checked by `build`.
@@ -185,6 +206,12 @@ impl PoolConfig {
     pub fn pin_to(mut self, cores: impl IntoIterator<Item = usize>) -> Self {
         self.cores = cores.into_iter().collect();
         self
+    }
+
+    /// Whether the processors are driven by their producers ([`driven`](Self::driven)).
+    #[must_use]
+    pub fn get_driven(&self) -> bool {
+        self.driven
     }
 
     /// Processor threads in the pool.

@@ -18,6 +18,14 @@ pub(super) fn processor(index: u16, capacity: usize) -> Arc<ProcessorShared<u64>
     processor_of(index, PoolConfig::new(1).capacity(capacity).timers(0))
 }
 
+/// Processor 0 of a driven pool (`drive.rs`), with a queue of `capacity` and no timers.
+pub(super) fn driven(capacity: usize) -> Arc<ProcessorShared<u64>> {
+    processor_of(
+        0,
+        PoolConfig::new(1).capacity(capacity).timers(0).driven(true),
+    )
+}
+
 /// A processor of queue capacity 2 with one timer.
 pub(super) fn with_one_timer() -> Arc<ProcessorShared<u64>> {
     processor_of(0, PoolConfig::new(1).capacity(2).timers(1))

@@ -23,6 +23,10 @@ mod mock;
 // parked for ever.
 mod wake;
 
+// Driven processors (`processor/drive.rs`): a producer that runs the parked processor's
+// turn and the processor's thread never turn at once, and lose no event.
+mod drive;
+
 // Shutdown (`gate.rs`): an event racing it is handed back or handled; `execute_on_all`
 // reaches every processor or none.
 mod shutdown;

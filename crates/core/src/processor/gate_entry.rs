@@ -6,7 +6,8 @@ use super::shared::ProcessorShared;
 /// A producer's entry in a processor's gate (see `gate.rs`), for the events it pushes
 /// while holding it. Dropping it settles the count on every path, a panic included: no
 /// event pushed, the entry is undone; `k` events pushed, the `k - 1` others are added. Then
-/// it wakes the processor if the gate said it was going to sleep (the wake protocol).
+/// it wakes the processor if the gate said it was going to sleep (the wake protocol; a
+/// driven one's turn may run here, `drive.rs`).
 #[must_use = "dropping it undoes the entry at once"]
 pub(crate) struct GateEntry<'a, M> {
     pub(super) target: &'a ProcessorShared<M>,
@@ -25,7 +26,7 @@ impl<M> Drop for GateEntry<'_, M> {
             k => self.wake |= self.target.gate.add(k - 1),
         }
         if self.wake {
-            self.target.unpark();
+            self.target.wake();
         }
     }
 }

@@ -37,6 +37,7 @@
 //! * `delivery.rs`: handling an event: the client table, deliveries and flushes.
 //! * `timers.rs`: the processor's side of its timers.
 //! * `wait.rs`: waiting for work between two turns.
+//! * `drive.rs`: a producer that runs a parked processor's turn (driven pools).
 //! * `end_of_life.rs`: dropping the clients at the end, and handing on what they dispatch.
 //! * `tuning.rs`: the loop's tuned constants, with how to retune them.
 //! * `contain.rs`: every call into user code, with its panic contained.
@@ -44,6 +45,7 @@
 mod contain;
 mod current;
 mod delivery;
+mod drive;
 mod end_of_life;
 mod gate_entry;
 mod push;
@@ -56,6 +58,8 @@ mod wait;
 pub(crate) use current::current_processor;
 #[cfg(all(loom, test))]
 pub(crate) use current::{current_outbox_len, set_current};
+#[cfg(all(loom, test))]
+pub(crate) use drive::Parked;
 pub(crate) use push::Door;
 pub(crate) use runner::Runner;
 pub(crate) use shared::ProcessorShared;

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use super::contain::contain;
 use super::current::Playing;
 use super::current::{outbox_len, set_current};
+use super::drive::Parked;
 use super::shared::ProcessorShared;
 use super::tuning::{DEPTH_CHECK_INTERVAL, LINGER, LINGER_GROWTH, RETRY_PARK_MIN};
 use crate::client::Registered;
@@ -80,6 +81,9 @@ pub(crate) struct Runner<M: Send + 'static> {
     /// Its clients and timers dropped: the loop has reached its end of life and only hands
     /// on what those drops dispatched (`end_of_life`).
     pub(super) released: bool,
+    /// When the thread's current park ends by itself (clock ns), `None` for never: a
+    /// driver that leaves a timer due before it wakes the thread (`drive.rs`).
+    pub(super) parked_until: Option<u64>,
 }
 
 /// Armed for the whole life of a processor thread; if the thread unwinds anyway (a
@@ -158,6 +162,7 @@ impl<M: Send + 'static> Runner<M> {
             high_alarm: false,
             waking: Vec::with_capacity(crate::waiters::PLACES),
             released: false,
+            parked_until: None,
         }
     }
 
@@ -183,12 +188,13 @@ impl<M: Send + 'static> Runner<M> {
         self.linger_spins = linger_spins();
         tracing::debug!(processor = %id, ?pinning, "processor started");
 
-        self.run_loop();
-        self.exit();
+        let runner = *Box::new(self).run_loop();
+        runner.exit();
     }
 
-    /// The loop of the module docs, until its life has ended (`end_of_life`).
-    pub(super) fn run_loop(&mut self) {
+    /// The loop of the module docs, until its life has ended (`end_of_life`). Boxed: while
+    /// the thread is parked, its state lies where a driver finds it (`drive.rs`).
+    fn run_loop(mut self: Box<Self>) -> Box<Self> {
         let _watch = DeathWatch {
             shared: self.shared.clone(),
             dispatcher: self.ctx.dispatcher.clone(),
@@ -196,9 +202,11 @@ impl<M: Send + 'static> Runner<M> {
         loop {
             self.turn(u64::MAX);
             if self.end_of_life() {
-                return;
+                return self;
             }
-            self.wait_for_work();
+            if let Some(rest) = self.wait_for_work() {
+                self = self.rest(rest);
+            }
         }
     }
 
@@ -395,5 +403,35 @@ impl<M: Send + 'static> Runner<M> {
             requested.store(false, Ordering::Relaxed);
             self.histograms.drain_into(&mut shared);
         }
+    }
+}
+
+impl<M: Send + 'static> Parked for Runner<M> {
+    fn drive(&mut self) -> bool {
+        let _playing = self.play();
+        let budget = self.shared.config.max_batch as u64;
+        let start = self.popped;
+        // Turns while events are queued: a turn's flushes may dispatch to this processor.
+        loop {
+            let spent = self.popped.wrapping_sub(start) as u64;
+            if spent >= budget {
+                break;
+            }
+            self.turn(budget - spent);
+            if self.shared.queue.is_empty() {
+                break;
+            }
+        }
+        let timer_first = self
+            .next_deadline()
+            .is_some_and(|next| self.parked_until.is_none_or(|until| next < until));
+        outbox_len() > 0
+            || !self.flush_list.is_empty()
+            || self.shared.has_work(self.popped)
+            || timer_first
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
     }
 }

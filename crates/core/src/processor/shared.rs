@@ -10,6 +10,7 @@ use crossbeam_utils::CachePadded;
 use zerodispatch_callback::Callback;
 
 use super::current::current_processor;
+use super::drive::Parked;
 use super::tuning::BRIEF_PARK;
 use crate::client::Client;
 use crate::config::PoolConfig;
@@ -57,6 +58,8 @@ pub(crate) struct ProcessorShared<M> {
     /// The packs that blocking batches from application threads fill (`pack.rs`), made
     /// at the first such batch.
     pub(super) packs: OnceLock<PackPool<M>>,
+    /// The processor's state while its thread is parked, for a driver (`drive.rs`).
+    pub(super) parked: sync::Mutex<Option<Box<dyn Parked>>>,
 }
 
 impl<M> ProcessorShared<M> {
@@ -90,6 +93,7 @@ impl<M: Send + 'static> ProcessorShared<M> {
             slots: sync::Mutex::new(ClientSlots::default()),
             waiters: Waiters::new(),
             packs: OnceLock::new(),
+            parked: sync::Mutex::new(None),
         }
     }
 

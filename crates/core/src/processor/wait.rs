@@ -2,56 +2,80 @@
 //! growing timed park while retries are pending, otherwise polling by its
 //! [`WaitStrategy`], then parking by the wake protocol of `wake.rs`.
 
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::Backoff;
 
-use super::current::outbox_len;
+use super::current::{OUTBOX_LEN, outbox_len};
 use super::runner::Runner;
 use super::tuning::{RETRY_PARK_MAX, RETRY_PARK_MIN, SPIN_WINDOW};
 use crate::config::WaitStrategy;
 use crate::sync::{self, thread};
 
+/// How the thread rests once a wait found no work.
+pub(super) enum Rest {
+    /// A timed park, after which the retries (outbox, flush again) are made; a stop does
+    /// not end it.
+    Retry(Duration),
+    /// A park until an event, a stop, or the next timer (`Some`) comes.
+    Park(Option<Duration>),
+}
+
 impl<M: Send + 'static> Runner<M> {
-    pub(super) fn wait_for_work(&mut self) {
+    /// Waits for work by the pool's [`WaitStrategy`]: `None` once work came, or how to rest.
+    pub(super) fn wait_for_work(&mut self) -> Option<Rest> {
         // Stopping but not settled (an accepted event still on its way in): wait briefly,
         // like a retry, rather than spin on the stop.
         if outbox_len() > 0 || !self.flush_list.is_empty() || self.shared.stop_requested() {
-            self.wait_to_retry();
-            return;
+            // A short, growing while (or until an event comes) before the retries.
+            let park = self.retry_park;
+            let park = self
+                .until_next_timer()
+                .map_or(park, |until| park.min(until));
+            self.retry_park = (park * 2).min(RETRY_PARK_MAX);
+            return Some(Rest::Retry(park));
         }
         self.retry_park = RETRY_PARK_MIN;
         if self.spin_for_work() {
-            return;
+            return None;
         }
         // Going to sleep: a requested histogram merge costs the event path nothing now.
         self.publish_histograms(false);
         // With timers waiting, no longer than until the next is due.
-        let until_timer = self.until_next_timer();
-        let park = || match until_timer {
+        Some(Rest::Park(self.until_next_timer()))
+    }
+
+    /// Rests by the wake protocol, the state lent to drivers meanwhile (`drive.rs`), and
+    /// returns it taken back.
+    pub(super) fn rest(mut self: Box<Self>, rest: Rest) -> Box<Self> {
+        let shared = Arc::clone(&self.shared);
+        let (timeout, stop_wakes) = match rest {
+            Rest::Retry(park) => (Some(park), false),
+            Rest::Park(until_timer) => (until_timer, true),
+        };
+        let clock = &self.ctx.dispatcher.shared.clock;
+        self.parked_until = timeout.map(|t| {
+            let t = u64::try_from(t.as_nanos()).unwrap_or(u64::MAX);
+            clock.now_ns().saturating_add(t)
+        });
+        let popped = self.popped;
+        shared.lend(self);
+        let park = || match timeout {
             Some(timeout) => sync::park_timeout(timeout),
             None => thread::park(),
         };
-        if self.shared.sleep(self.popped, park, true) {
-            self.shared.stats.counters.parks.add(1);
+        let parked = shared.sleep(popped, park, stop_wakes);
+        let runner = shared
+            .take_back()
+            .downcast::<Self>()
+            .expect("a processor takes back its own state");
+        // A driver may have changed the outbox: this thread's count follows.
+        OUTBOX_LEN.with(|len| len.set(shared.outbox_len_locked()));
+        if parked {
+            shared.stats.counters.parks.add(1);
         }
-    }
-
-    /// Waits a short, growing while (or until an event comes) before retrying the outbox
-    /// and the clients that asked to be flushed again.
-    pub(super) fn wait_to_retry(&mut self) {
-        let park = self.retry_park;
-        let park = self
-            .until_next_timer()
-            .map_or(park, |until| park.min(until));
-        // Not woken by a stop: at a stop the retries still have to be made.
-        if self
-            .shared
-            .sleep(self.popped, || sync::park_timeout(park), false)
-        {
-            self.shared.stats.counters.parks.add(1);
-        }
-        self.retry_park = (park * 2).min(RETRY_PARK_MAX);
+        runner
     }
 
     /// Polls for work by the wait strategy; `true` if work (or a stop) came, `false` if

@@ -27,6 +27,7 @@ fn result(flush: FlushStrategy, p50: u64) -> RunResult {
             session_processors: 1,
             queue_processors: 1,
             wait: WaitStrategy::default(),
+            driven: false,
             pin: Some(vec![0, 1]),
             duration: Duration::from_secs(3),
             transport: Transport::InProcess,

@@ -51,6 +51,11 @@ struct Args {
     /// Threads of the I/O runtime.
     #[arg(long, default_value_t = 2)]
     io_threads: usize,
+    /// Drive the processors from the I/O threads: a publish or a confirm that finds its
+    /// processor parked runs the processor's turn on the I/O thread instead of waking it
+    /// (one thread wake-up fewer on each message's path at low rates; the same under load).
+    #[arg(long)]
+    driven: bool,
     /// Payload slots: messages held at once, all connections together, shared out in equal
     /// parts to the queues (a queue whose part is full has its publishes refused
     /// RejectedStoreFull; the others go on).
@@ -138,6 +143,7 @@ fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             queues: vec![queue; args.queues as usize],
             session_processors: args.session_processors,
             queue_processors: args.queue_processors,
+            driven: args.driven,
             dedup_window: args.dedup_window,
             max_producer_names: args.max_producer_names,
             ..BrokerConfig::default()

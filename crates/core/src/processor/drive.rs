@@ -1,0 +1,117 @@
+//! Driven processors ([`PoolConfig::driven`](crate::PoolConfig::driven)): an application
+//! thread whose event finds the processor parked runs the processor's turn itself, instead
+//! of waking the processor's thread.
+//!
+//! # Protocol
+//!
+//! The processor's state (its [`Runner`](super::Runner): clients, flush list, timers) is
+//! the processor thread's, except while the thread is parked: then it lies in the
+//! `parked` slot of [`ProcessorShared`], behind a mutex.
+//!
+//! Processor thread, going to sleep (`Runner::rest`):
+//!
+//! 1. put its state in the slot;
+//! 2. sleep by the wake protocol (`wake.rs`): announce `SLEEPING`, re-check, park;
+//! 3. take its state back (waiting, on the mutex, for a driver that holds it).
+//!
+//! Producer on an application thread, whose gate entry read `SLEEPING` (it would unpark the
+//! thread): `try_lock` the slot; if it holds the state, run one turn of at most `max_batch`
+//! events on the calling thread, playing the processor (`current.rs`); unpark the thread
+//! only if the turn leaves it something to do: events still queued, retries (an outbox, a
+//! flush again), a timer due before the thread's park ends, or a stop. If the slot is
+//! locked or empty, unpark, as without driving.
+//!
+//! # Why nothing is lost or run twice
+//!
+//! * One turn at a time: the state is in exactly one place, the thread's stack or the slot,
+//!   and a driver uses it only under the slot's lock.
+//! * No event is left unseen. A driver's turn pops until the queue is empty or its budget is
+//!   spent; it then unparks the thread if the queue is not empty. A producer whose entry
+//!   comes while a driver holds the slot fails its `try_lock` and unparks the thread, which
+//!   takes its state back once the driver is done and turns. A producer whose entry comes
+//!   before the thread's `SLEEPING` is counted by the wake protocol as without driving.
+//! * The thread's park ends in time: a driver that leaves a timer due earlier than the
+//!   thread's park would end (`parked_until`), or retries, unparks it.
+//! * The count of events popped moves on in the state, wherever it is turned; the thread's
+//!   sleep compares the count it had before its park (never ahead of the true one), so at
+//!   worst it parks briefly and looks again (`wake.rs`).
+//!
+//! A push a driven turn makes to its own processor (a client dispatching to a client of
+//! the same processor) wakes nothing: the driver turns again while events are queued.
+//!
+//! A driver is never a processor thread (nor a thread playing one): a processor's dispatches
+//! go through its outbox and never run another processor's turn, so no turn nests in
+//! another and no processor waits for another.
+//!
+//! Model-checked with `loom` (`loom/drive.rs`).
+
+use std::any::Any;
+use std::cell::Cell;
+
+use super::current::current_processor;
+use super::shared::ProcessorShared;
+use crate::sync::thread;
+
+#[cfg(not(loom))]
+std::thread_local! {
+    /// The processor this thread drives now (its `ProcessorShared`), null if none.
+    static DRIVING: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
+}
+
+#[cfg(loom)]
+loom::thread_local! {
+    static DRIVING: Cell<*const ()> = Cell::new(std::ptr::null());
+}
+
+/// A processor's state while its thread is parked, as a driver turns it.
+pub(crate) trait Parked: Send {
+    /// Runs one turn on the calling thread, playing the processor. Returns whether the
+    /// processor's thread must wake: the turn left work, retries, an earlier timer or a
+    /// stop.
+    fn drive(&mut self) -> bool;
+
+    /// The state, for its thread to take back.
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+}
+
+impl<M> ProcessorShared<M> {
+    /// Wakes the processor after a push that read `SLEEPING`: on an application thread of
+    /// a driven pool, by running its turn if its thread is parked; otherwise (or if the
+    /// turn leaves it work) by unparking its thread.
+    pub(super) fn wake(&self) {
+        let me = std::ptr::from_ref(self).cast::<()>();
+        if DRIVING.with(Cell::get) == me {
+            // Its own push, from a turn this thread drives: the driver turns again.
+            return;
+        }
+        if self.config.driven && current_processor().is_none() && !thread::panicking() {
+            let Ok(mut slot) = self.parked.try_lock() else {
+                return self.unpark();
+            };
+            if let Some(state) = slot.as_mut() {
+                DRIVING.with(|d| d.set(me));
+                let wake = state.drive();
+                DRIVING.with(|d| d.set(std::ptr::null()));
+                if !wake {
+                    return;
+                }
+            }
+        }
+        self.unpark();
+    }
+
+    /// Processor thread, going to sleep: puts its state where a driver finds it.
+    pub(crate) fn lend(&self, state: Box<dyn Parked>) {
+        let mut slot = self.parked.lock().unwrap_or_else(|e| e.into_inner());
+        debug_assert!(slot.is_none(), "{}: state lent twice", self.id);
+        *slot = Some(state);
+    }
+
+    /// Processor thread, awake: takes its state back, once no driver holds it.
+    pub(crate) fn take_back(&self) -> Box<dyn Any> {
+        let mut slot = self.parked.lock().unwrap_or_else(|e| e.into_inner());
+        slot.take()
+            .expect("a processor's state is lent before it is taken back")
+            .into_any()
+    }
+}
