@@ -78,6 +78,8 @@ impl Monitor {
 }
 
 fn run<M: Send + 'static>(shared: &Shared<M>, stop: &AtomicBool) {
+    // Its probes wake a driven processor's thread, never run its turn here.
+    crate::processor::never_drive();
     let start = Instant::now();
     let mut watches: Vec<Watch> = shared
         .processors()

@@ -39,9 +39,10 @@
 //! A push a driven turn makes to its own processor (a client dispatching to a client of
 //! the same processor) wakes nothing: the driver turns again while events are queued.
 //!
-//! A driver is never a processor thread (nor a thread playing one): a processor's dispatches
-//! go through its outbox and never run another processor's turn, so no turn nests in
-//! another and no processor waits for another.
+//! A driver is never a processor thread (nor a thread playing one): a processor's
+//! dispatches go through its outbox and never run another processor's turn, so no turn
+//! nests in another and no processor waits for another. Nor is it the monitor, whose
+//! watchdog a client stuck in a driven turn would stall (`never_drive`).
 //!
 //! Model-checked with `loom` (`loom/drive.rs`).
 
@@ -54,13 +55,20 @@ use crate::sync::thread;
 
 #[cfg(not(loom))]
 std::thread_local! {
-    /// The processor this thread drives now (its `ProcessorShared`), null if none.
+    /// The processor this thread drives now (its `ProcessorShared`), null if none, dangling
+    /// on a thread that never drives.
     static DRIVING: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
 }
 
 #[cfg(loom)]
 loom::thread_local! {
     static DRIVING: Cell<*const ()> = Cell::new(std::ptr::null());
+}
+
+/// Marks the calling thread as one that never drives (the monitor: a client stuck in a
+/// turn it drove would stall the watchdog that reports it).
+pub(crate) fn never_drive() {
+    DRIVING.with(|d| d.set(std::ptr::dangling()));
 }
 
 /// A processor's state while its thread is parked, as a driver turns it.
@@ -84,7 +92,8 @@ impl<M> ProcessorShared<M> {
             // Its own push, from a turn this thread drives: the driver turns again.
             return;
         }
-        if self.config.driven && current_processor().is_none() && !thread::panicking() {
+        let may_drive = DRIVING.with(Cell::get).is_null() && current_processor().is_none();
+        if self.config.driven && may_drive && !thread::panicking() {
             let Ok(mut slot) = self.parked.try_lock() else {
                 return self.unpark();
             };
@@ -113,5 +122,39 @@ impl<M> ProcessorShared<M> {
         slot.take()
             .expect("a processor's state is lent before it is taken back")
             .into_any()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::mpsc;
+    use std::thread;
+    use std::time::Duration;
+
+    use crate::{ClientType, Dispatcher, PoolConfig, WaitStrategy};
+
+    /// The monitor's thread (and any marked so) wakes a parked driven processor: its
+    /// callbacks run on the processor's thread, never on the marked one.
+    #[test]
+    fn a_thread_that_never_drives_wakes_the_processor_instead() {
+        let queues = PoolConfig::new(1).wait(WaitStrategy::Park).driven(true);
+        let builder = Dispatcher::<u64>::builder().pool(ClientType::Queue, queues);
+        let dispatcher = builder.build().unwrap();
+        let handle = dispatcher.handle();
+        let marked = thread::spawn(move || {
+            super::never_drive();
+            let queue = handle.processors(ClientType::Queue)[0];
+            let me = thread::current().id();
+            (0..10)
+                .filter(|_| {
+                    thread::sleep(Duration::from_millis(5));
+                    let (tx, rx) = mpsc::channel();
+                    let report = move || tx.send(thread::current().id()).unwrap();
+                    handle.execute(queue, report).unwrap();
+                    rx.recv().unwrap() == me
+                })
+                .count()
+        });
+        assert_eq!(marked.join().unwrap(), 0, "turns driven by a marked thread");
     }
 }

@@ -60,6 +60,7 @@ pub(crate) use current::current_processor;
 pub(crate) use current::{current_outbox_len, set_current};
 #[cfg(all(loom, test))]
 pub(crate) use drive::Parked;
+pub(crate) use drive::never_drive;
 pub(crate) use push::Door;
 pub(crate) use runner::Runner;
 pub(crate) use shared::ProcessorShared;
