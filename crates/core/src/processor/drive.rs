@@ -15,9 +15,9 @@
 //! 3. take its state back (waiting, on the mutex, for a driver that holds it).
 //!
 //! Producer on an application thread, whose gate entry read `SLEEPING` (it would unpark the
-//! thread): `try_lock` the slot; if it holds the state, run one turn of at most `max_batch`
-//! events on the calling thread, playing the processor (`current.rs`); unpark the thread
-//! only if the turn leaves it something to do: events still queued, retries (an outbox, a
+//! thread): `try_lock` the slot; if it holds the state, run turns while events are queued, at
+//! most `max_batch` events, on the calling thread, playing the processor (`current.rs`); unpark the thread
+//! only if the turns leave it something to do: events still queued, retries (an outbox, a
 //! flush again), a timer due before the thread's park ends, or a stop. If the slot is
 //! locked or empty, unpark, as without driving.
 //!
@@ -25,7 +25,7 @@
 //!
 //! * One turn at a time: the state is in exactly one place, the thread's stack or the slot,
 //!   and a driver uses it only under the slot's lock.
-//! * No event is left unseen. A driver's turn pops until the queue is empty or its budget is
+//! * No event is left unseen. A driver's turns pop until the queue is empty or its budget is
 //!   spent; it then unparks the thread if the queue is not empty. A producer whose entry
 //!   comes while a driver holds the slot fails its `try_lock` and unparks the thread, which
 //!   takes its state back once the driver is done and turns. A producer whose entry comes
@@ -71,11 +71,28 @@ pub(crate) fn never_drive() {
     DRIVING.with(|d| d.set(std::ptr::dangling()));
 }
 
+/// This thread driving the processor at `me` until dropped, an unwind included: a mark
+/// left behind would make this thread's later pushes to it wake nothing.
+struct Driving;
+
+impl Driving {
+    fn start(me: *const ()) -> Self {
+        DRIVING.with(|d| d.set(me));
+        Self
+    }
+}
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        DRIVING.with(|d| d.set(std::ptr::null()));
+    }
+}
+
 /// A processor's state while its thread is parked, as a driver turns it.
 pub(crate) trait Parked: Send {
-    /// Runs one turn on the calling thread, playing the processor. Returns whether the
-    /// processor's thread must wake: the turn left work, retries, an earlier timer or a
-    /// stop.
+    /// Runs turns on the calling thread, playing the processor, while events are queued
+    /// and at most `max_batch` of them. Returns whether the processor's thread must wake:
+    /// the turns left work, retries, an earlier timer or a stop.
     fn drive(&mut self) -> bool;
 
     /// The state, for its thread to take back.
@@ -88,20 +105,19 @@ impl<M> ProcessorShared<M> {
     /// turn leaves it work) by unparking its thread.
     pub(super) fn wake(&self) {
         let me = std::ptr::from_ref(self).cast::<()>();
-        if DRIVING.with(Cell::get) == me {
+        let driving = DRIVING.with(Cell::get);
+        if driving == me {
             // Its own push, from a turn this thread drives: the driver turns again.
             return;
         }
-        let may_drive = DRIVING.with(Cell::get).is_null() && current_processor().is_none();
+        let may_drive = driving.is_null() && current_processor().is_none();
         if self.config.driven && may_drive && !thread::panicking() {
             let Ok(mut slot) = self.parked.try_lock() else {
                 return self.unpark();
             };
             if let Some(state) = slot.as_mut() {
-                DRIVING.with(|d| d.set(me));
-                let wake = state.drive();
-                DRIVING.with(|d| d.set(std::ptr::null()));
-                if !wake {
+                let _driving = Driving::start(me);
+                if !state.drive() {
                     return;
                 }
             }
