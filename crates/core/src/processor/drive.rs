@@ -15,11 +15,11 @@
 //! 3. take its state back (waiting, on the mutex, for a driver that holds it).
 //!
 //! Producer on an application thread, whose gate entry read `SLEEPING` (it would unpark the
-//! thread): `try_lock` the slot; if it holds the state, run turns while events are queued, at
-//! most `max_batch` events, on the calling thread, playing the processor (`current.rs`); unpark the thread
-//! only if the turns leave it something to do: events still queued, retries (an outbox, a
-//! flush again), a timer due before the thread's park ends, or a stop. If the slot is
-//! locked or empty, unpark, as without driving.
+//! thread): `try_lock` the slot; if it holds the state, run turns while events are queued,
+//! at most `max_batch` events, on the calling thread, playing the processor
+//! (`current.rs`); unpark the thread only if the turns leave it something to do: events
+//! still queued, retries (an outbox, a flush again), a timer due before the thread's park
+//! ends, or a stop. If the slot is locked or empty, unpark, as without driving.
 //!
 //! # Why nothing is lost or run twice
 //!
