@@ -17,7 +17,10 @@ fn a_kind_the_broker_never_receives_is_fatal_whatever_id_it_names() {
         let server = priority_server();
         // Consumer 99 and producer 99 (its message 0 `Stored`) are not open: the kind first.
         let confirm = body(0x13, &[99, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-        for frame in [deliver_frame(99, Guid([1; 16])), confirm] {
+        for frame in [
+            built(|out| deliver(out, 99, [([1; 16], 0, &b"x"[..])])),
+            confirm,
+        ] {
             let mut c = Client::hello(server.local_addr());
             c.send_raw(&frame);
             c.expect_fatal(ErrorCode::UNEXPECTED_KIND);
@@ -31,7 +34,7 @@ fn an_error_frame_before_hello_is_answered_handshake_required() {
         let server = priority_server();
         for code in [ErrorCode::INTERNAL, ErrorCode::UNKNOWN_QUEUE] {
             let mut c = Client::connect(server.local_addr());
-            c.send(error_frame(code, ""));
+            c.send(Frame::Error(fatal(code, "")));
             c.expect_fatal(ErrorCode::HANDSHAKE_REQUIRED);
         }
     });
@@ -43,12 +46,12 @@ fn between_a_close_and_its_echo_the_id_is_in_use_and_unknown() {
         let server = priority_server();
         let mut c = Client::producer(server.local_addr(), 1, 0, 16);
         // The three in one write: the server reads them before the close is done.
-        let close = encoded(close_producer_frame(1));
-        let open = encoded(open_producer_frame(1, 0, 16, ""));
+        let close = encoded(Frame::CloseProducer(close_producer(1)));
+        let open = encoded(Frame::OpenProducer(open_producer(1, 0, 16, "")));
         c.send_raw(&[close.as_slice(), &open, &close].concat());
         c.expect_refusal(ErrorCode::ID_IN_USE, FrameKind::OpenProducer, 1);
         c.expect_refusal(ErrorCode::UNKNOWN_PRODUCER, FrameKind::CloseProducer, 1);
-        c.next(|frame| assert_eq!(frame, close_producer_frame(1)));
+        c.next(|frame| assert_eq!(frame, Frame::CloseProducer(close_producer(1))));
         // After the echo the id opens again.
         c.open_producer(1, 0, 16);
     });

@@ -148,7 +148,7 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
     let mut other = Client::producer(addr, 5, 0, 10);
     other.open_consumer(6, 1, 0, 10);
 
-    let open = |producer, queue, max| open_producer_frame(producer, queue, max, "");
+    let open = |producer, queue, max| Frame::OpenProducer(open_producer(producer, queue, max, ""));
     c.send(open(1, 9, 10));
     c.expect_refusal(ErrorCode::UNKNOWN_QUEUE, FrameKind::OpenProducer, 1);
     c.send(open(1, 0, (1 << 24) + 1));
@@ -159,7 +159,8 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
     c.send(open(1, 0, 10));
     c.expect_error(ErrorCode::ID_IN_USE);
 
-    let consumer = |consumer, queue, app| open_consumer_frame(consumer, queue, app, 1);
+    let consumer =
+        |consumer, queue, app| Frame::OpenConsumer(open_consumer(consumer, queue, app, 1));
     c.send(consumer(2, 9, 0));
     c.expect_error(ErrorCode::UNKNOWN_QUEUE);
     c.send(consumer(2, 1, 2));
@@ -176,7 +177,7 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
     c.expect_refusal(ErrorCode::UNKNOWN_CONSUMER, FrameKind::Credit, 6);
     c.confirm(6, &[(Guid([1; 16]), DeliveryToken(0))], false);
     c.expect_error(ErrorCode::UNKNOWN_CONSUMER);
-    c.send(close_consumer_frame(6));
+    c.send(Frame::CloseConsumer(close_consumer(6)));
     c.expect_error(ErrorCode::UNKNOWN_CONSUMER);
 
     // A consumer confirming what it was never sent.
@@ -257,7 +258,7 @@ fn every_bad_body_is_answered_malformed_then_closed() {
 
 #[test]
 fn the_handshake_is_enforced() {
-    let open = encoded(open_producer_frame(1, 0, 1, ""));
+    let open = encoded(Frame::OpenProducer(open_producer(1, 0, 1, "")));
     refused_fatally(false, &open, ErrorCode::HANDSHAKE_REQUIRED);
     let hello = encoded(hello_frame(0));
     refused_fatally(true, &hello, ErrorCode::HANDSHAKE_REQUIRED);
@@ -277,7 +278,7 @@ fn the_handshake_is_enforced() {
 
 #[test]
 fn a_frame_the_broker_never_receives_is_unexpected() {
-    let deliver = deliver_frame(1, Guid([0; 16]));
+    let deliver = built(|out| deliver(out, 1, [([0; 16], 0, &b"x"[..])]));
     refused_fatally(true, &deliver, ErrorCode::UNEXPECTED_KIND);
 }
 
@@ -403,7 +404,7 @@ fn more_bad_bodies_are_answered_malformed_then_closed() {
 fn error_frames_from_the_client() {
     let server = priority_server();
     let addr = server.local_addr();
-    let error = |code, message| encoded(error_frame(code, message));
+    let error = |code, message| encoded(Frame::Error(fatal(code, message)));
     // A refusal: nothing to answer, the connection stays.
     let mut c = Client::hello(addr);
     c.send_raw(&error(ErrorCode::UNKNOWN_QUEUE, "hm"));

@@ -94,7 +94,7 @@ fn a_silent_connection_costs_at_most_64_kib_churn_does_not_grow_memory_and_a_bur
         }
         eprintln!("RSS after each round of {CONNECTIONS} opened and closed (KiB): {after:?}");
         // A burst: one large frame each (refused, but read whole) grows each read buffer.
-        let burst = publish_frame(99, 0..48, &[7; 4096]);
+        let burst = built(|out| publish(out, 99, (0..48).map(|id| (id, &[7; 4096][..]))));
         let quiet = rss_kib();
         for _ in 0..CONNECTIONS {
             let mut stream = silent(addr, &hello);

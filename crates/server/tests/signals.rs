@@ -98,7 +98,9 @@ fn sigterm_with_a_client_that_does_not_read_exits_soon_after_the_drain_bound() {
         let payload = [7_u8; 4000];
         for round in 0..8_u64 {
             let ids = round * 128..(round + 1) * 128;
-            c.send_raw(&publish_frame(100, ids, &payload));
+            c.send_raw(&built(|out| {
+                publish(out, 100, ids.map(|id| (id, &payload[..])))
+            }));
         }
         std::thread::sleep(ms(500));
         let signalled = Instant::now();

@@ -169,7 +169,8 @@ fn a_client_that_stops_reading_is_dropped_at_the_idle_limit() {
     // 512 messages of 64 KiB: 32 MiB of deliveries, far more than the socket buffers take.
     let payload = vec![7_u8; 64 << 10];
     for first in (0..512_u64).step_by(8) {
-        producer.send_raw(&publish_frame(1, first..first + 8, &payload));
+        let ids = (first..first + 8).map(|id| (id, &payload[..]));
+        producer.send_raw(&built(|out| publish(out, 1, ids)));
         producer.all_stored(1, 8);
     }
     connections_become(&server, 1);
