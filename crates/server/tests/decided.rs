@@ -1,5 +1,4 @@
-//! What the protocol document once left open, as decided (each test under a watchdog): order
-//! of checks, ids between close and echo, unknown GUIDs and tokens, slots, the dedup window.
+//! What the protocol document once left open, as decided (each test under a watchdog).
 
 mod common;
 
@@ -17,10 +16,8 @@ fn a_kind_the_broker_never_receives_is_fatal_whatever_id_it_names() {
         let server = priority_server();
         // Consumer 99 and producer 99 (its message 0 `Stored`) are not open: the kind first.
         let confirm = body(0x13, &[99, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-        for frame in [
-            built(|out| deliver(out, 99, [([1; 16], 0, &b"x"[..])])),
-            confirm,
-        ] {
+        let deliver = built(|out| deliver(out, 99, [([1; 16], 0, &b"x"[..])]));
+        for frame in [deliver, confirm] {
             let mut c = Client::hello(server.local_addr());
             c.send_raw(&frame);
             c.expect_fatal(ErrorCode::UNEXPECTED_KIND);
@@ -172,8 +169,7 @@ fn a_confirm_by_an_unknown_stale_or_foreign_token_confirms_nothing() {
         refused(&mut c, 7, &[d0], "stale: the right slot, another GUID");
         assert!(held(2)(), "d1, d2 held: the stale confirm took neither");
 
-        // (c) Another consumer's token. Round-robin whatever the credit: of 3 and 4, one is
-        // kept for 7 (no credit), one goes to 8, whose token is the first of its table.
+        // (c) Another consumer's token: of 3 and 4, one is kept for 7, one goes to 8 (round-robin).
         c.open_consumer(8, 0, 0, 1);
         c.publish(1, [3, 4], payload_of);
         let d3 = deliveries_to(&mut c, 8, 1, 2)[0];

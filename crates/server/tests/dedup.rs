@@ -1,5 +1,4 @@
-//! Named producers: one that reconnects under its name resends what is unconfirmed and every
-//! message is delivered once; a name is open on one connection at a time.
+//! Named producers: a reconnecting one resends, each message delivered once; one name, one open.
 
 mod common;
 

@@ -1,18 +1,15 @@
-//! The server over loopback: publish, deliver, credit, fanout, redelivery, every bad input
-//! of the protocol page, refusals, and the payload store all free again after.
+//! The server over loopback: delivery, credit, fanout, redelivery, bad input, refusals, slots.
 
 mod common;
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, atomic::AtomicUsize, atomic::Ordering};
 
 use common::*;
 use zerodispatch_broker::{Broker, Callback, ClientType, QueueConfig};
 use zerodispatch_server::{PayloadStore, ServerError};
 
-/// Publishes `n` messages in one frame; consumer 7 takes, checks and confirms them all
-/// (the publish confirms are left unread).
+/// Publishes `n` messages in one frame; consumer 7 takes, checks and confirms them all.
 fn round_trip(producer: &mut Client, consumer: &mut Client, first: u64, n: u64) {
     producer.publish(1, first..first + n, payload_of);
     let (mut seen, mut guids) = (Vec::new(), Vec::new());
@@ -92,8 +89,7 @@ fn a_closed_consumers_unconfirmed_messages_go_to_another_consumer() {
     all_slots_free(&server);
 }
 
-/// The queue processor is held while the five are published, so that 0 and 1 cannot be
-/// stored and free their places before the session saw 2 to 4.
+/// The queue processor is held so that 0 and 1 free no place before the session saw 2 to 4.
 #[test]
 fn publishes_past_max_unconfirmed_are_rejected_producer_full() {
     let server = priority_server();
@@ -199,8 +195,7 @@ fn refusals_name_the_frame_and_id_and_keep_the_connection() {
     c.deliveries_among(2, 1, true, |_, payload| assert_eq!(payload.len(), 8));
 }
 
-/// Sends `bytes` after a handshake (or before, if `handshake` is false) and expects a
-/// fatal error of `code`, then the end.
+/// Sends `bytes` (after a handshake if `handshake`): a fatal error of `code`, then the end.
 fn refused_fatally(handshake: bool, bytes: &[u8], code: ErrorCode) {
     let server = priority_server();
     let mut c = if handshake {
@@ -533,9 +528,7 @@ fn many_producers_and_consumers_on_their_own_threads_exactly_once() {
             })
         })
         .collect();
-    for p in producers {
-        p.join().unwrap();
-    }
+    producers.into_iter().for_each(|p| p.join().unwrap());
     let mut all: Vec<u64> = consumers
         .into_iter()
         .flat_map(|c| c.join().unwrap())

@@ -1,6 +1,4 @@
-//! Resident memory (`VmRSS`) per connection: at most 64 KiB per silent one, 16 rounds of
-//! churn within 1.25x of the first, a 192 KiB burst's buffers given back once quiet.
-//! Its own binary with one test, so no other test's memory counts (`--nocapture` prints).
+//! Resident memory per connection, in its own binary so that no other test's counts.
 
 mod common;
 
@@ -25,9 +23,8 @@ fn rss_kib() -> u64 {
 /// A connection that has said `Hello` (no heartbeats) and read its `Welcome`.
 fn silent(addr: SocketAddr, hello: &[u8]) -> TcpStream {
     let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    let timeout = Some(Duration::from_secs(10));
+    stream.set_read_timeout(timeout).unwrap();
     stream.write_all(hello).unwrap();
     read_frame(&mut stream, "Welcome", |frame| {
         assert!(matches!(frame, Frame::Welcome(_)), "{frame:?}");
