@@ -1,5 +1,4 @@
-//! The codec frame by frame: each kind encodes and decodes back to itself, its bytes are
-//! the documented layout, and each kind of bad input is refused with its own error.
+//! The codec frame by frame: round trips, the documented layouts, each bad input's own error.
 
 mod support;
 
