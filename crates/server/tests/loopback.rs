@@ -30,7 +30,6 @@ fn publishes_are_delivered_with_their_bytes_and_confirmed_stored_by_id() {
     round_trip(&mut producer, &mut consumer, 0, 20);
     assert_eq!(producer.stored_ids(1, 20), (0..20).collect::<Vec<_>>());
     all_slots_free(&server);
-    assert_eq!(server.stats().stale_handles, 0);
 }
 
 #[test]
@@ -69,7 +68,6 @@ fn a_fanout_queue_delivers_every_message_to_every_app() {
     }
     producer.all_stored(1, 30);
     all_slots_free(&server);
-    assert_eq!(server.stats().stale_handles, 0);
 }
 
 #[test]
@@ -539,5 +537,4 @@ fn many_producers_and_consumers_on_their_own_threads_exactly_once() {
         .collect();
     assert_eq!(all, expected, "each delivered once");
     all_slots_free(&server);
-    assert_eq!(server.stats().stale_handles, 0);
 }

@@ -42,10 +42,9 @@ fn fixed_frames_round_trip_in_their_documented_layout() {
     assert_layout(Frame::OpenConsumer(open_consumer(1, 2, 3, 0)), &body);
     assert_layout(Frame::CloseConsumer(close_consumer(9)), &[9, 0, 0, 0]);
     assert_layout(Frame::Credit(credit(9, 256)), &[9, 0, 0, 0, 0, 1, 0, 0]);
-    assert_eq!(opened.stored.stored(0x0102), Some(true));
-    assert_eq!(opened.stored.stored(0x0101), Some(false));
-    assert_eq!(opened.stored.stored(0x0100), Some(true));
-    assert_eq!(opened.stored.stored(0x00ff), None, "older than the window");
+    let stored = [0x0102, 0x0101, 0x0100, 0x00ff].map(|id| opened.stored.stored(id));
+    let expected = [Some(true), Some(false), Some(true), None];
+    assert_eq!(stored, expected, "0x00ff: older than the window");
     assert_eq!(none.stored.stored(0), Some(false));
     // u64::MAX is an id like any other: "nothing stored" is the flag, not a value.
     let max = producer_opened(1, u64::MAX, 1, &[1]);

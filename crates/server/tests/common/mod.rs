@@ -53,9 +53,10 @@ pub fn priority_server_with(tune: impl FnOnce(&mut Limits)) -> Server {
     server(&[QueueMode::Priority], limits)
 }
 
-/// Waits until every slot of the store is free (the store of [`limits`]).
+/// Waits until every slot of the store (of [`limits`]) is free; no handle was ever stale.
 pub fn all_slots_free(server: &Server) {
     free_slots_become(server, limits().store_slots, "every slot free");
+    assert_eq!(server.stats().stale_handles, 0);
 }
 
 /// Waits until the server counts `n` free slots (`what` names the wait).
