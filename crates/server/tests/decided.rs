@@ -153,7 +153,6 @@ fn a_confirm_by_an_unknown_stale_or_foreign_token_confirms_nothing() {
         refused(&mut c, 7, &wrong, "wrong GUID");
         assert!(held(2)(), "both still held");
 
-        // The right pair confirms.
         c.confirm(7, &[d0], false);
         eventually("d0 confirmed", held(1));
         assert!(c.quiet_for(ms(100)), "no error");

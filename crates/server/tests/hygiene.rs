@@ -111,7 +111,6 @@ fn a_client_that_follows_the_servers_heartbeat_stays_open_past_the_idle_limit() 
             std::thread::sleep(ms(u64::from(welcome.heartbeat_ms)));
             c.send(Frame::Heartbeat);
         }
-        // Still open, and still served.
         c.open_producer(1, 0, 16);
     });
 }

@@ -124,7 +124,6 @@ fn a_payload_larger_than_the_slots_is_refused_alone_and_its_producer_stays_open(
             (2, ConfirmStatus::Stored)
         ]
     );
-    // Still open: it publishes on.
     client.publish(1, [3], payload_of);
     client.all_stored(1, 1);
     client.close_producer_echoed(1);

@@ -402,7 +402,6 @@ fn counts_that_do_not_fit_the_body_are_refused() {
     let (len, max) = (MAX_PAYLOAD_LEN + 1, MAX_PAYLOAD_LEN);
     let got = decode_body(FrameKind::Deliver, &batch(1, &entry));
     assert_eq!(got, Err(DecodeError::PayloadTooLarge { len, max }));
-    // An unknown status.
     let mut entry = [0; 9];
     entry[8] = 10;
     let got = decode_body(FrameKind::PublishConfirm, &batch(1, &entry));
