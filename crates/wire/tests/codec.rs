@@ -260,10 +260,8 @@ fn encode_refuses_the_values_decode_would_and_writes_nothing() {
 #[test]
 fn a_bad_header_is_refused_from_its_first_bad_byte() {
     use DecodeError as E;
-    let too_large = E::FrameTooLarge {
-        len: u32::MAX,
-        max: MAX_FRAME_LEN,
-    };
+    let (len, max) = (u32::MAX, MAX_FRAME_LEN);
+    let too_large = E::FrameTooLarge { len, max };
     assert_eq!(decode(b""), Ok(None));
     assert_eq!(decode(b"Z"), Ok(None));
     assert_eq!(decode(b"X"), Err(E::BadMagic));
@@ -492,10 +490,8 @@ fn every_kind_byte_names_its_kind_and_codes_their_range() {
     // Every error says what it is.
     let (kind, count) = (FrameKind::Deliver, 3);
     let mismatch = DecodeError::CountMismatch { kind, count }.to_string();
-    assert_eq!(
-        mismatch,
-        "a Deliver body does not hold exactly its 3 messages"
-    );
+    let said = "a Deliver body does not hold exactly its 3 messages";
+    assert_eq!(mismatch, said);
     let full = EncodeError::BatchFull.to_string();
     assert_eq!(full, "the batch holds the most messages a frame may");
 }
