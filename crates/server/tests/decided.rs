@@ -1,5 +1,4 @@
-//! What the protocol document once left open, as decided (each test under a watchdog): order
-//! of checks, ids between close and echo, unknown GUIDs and tokens, slots, the dedup window.
+//! What the protocol document once left open, as decided (each test under a watchdog).
 
 mod common;
 
@@ -17,7 +16,8 @@ fn a_kind_the_broker_never_receives_is_fatal_whatever_id_it_names() {
         let server = priority_server();
         // Consumer 99 and producer 99 (its message 0 `Stored`) are not open: the kind first.
         let confirm = body(0x13, &[99, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-        for frame in [deliver_frame(99, Guid([1; 16])), confirm] {
+        let deliver = built(|out| deliver(out, 99, [([1; 16], 0, &b"x"[..])]));
+        for frame in [deliver, confirm] {
             let mut c = Client::hello(server.local_addr());
             c.send_raw(&frame);
             c.expect_fatal(ErrorCode::UNEXPECTED_KIND);
@@ -31,7 +31,7 @@ fn an_error_frame_before_hello_is_answered_handshake_required() {
         let server = priority_server();
         for code in [ErrorCode::INTERNAL, ErrorCode::UNKNOWN_QUEUE] {
             let mut c = Client::connect(server.local_addr());
-            c.send(error_frame(code, ""));
+            c.send(Frame::Error(fatal(code, "")));
             c.expect_fatal(ErrorCode::HANDSHAKE_REQUIRED);
         }
     });
@@ -43,12 +43,12 @@ fn between_a_close_and_its_echo_the_id_is_in_use_and_unknown() {
         let server = priority_server();
         let mut c = Client::producer(server.local_addr(), 1, 0, 16);
         // The three in one write: the server reads them before the close is done.
-        let close = encoded(close_producer_frame(1));
-        let open = encoded(open_producer_frame(1, 0, 16, ""));
+        let close = encoded(Frame::CloseProducer(close_producer(1)));
+        let open = encoded(Frame::OpenProducer(open_producer(1, 0, 16, "")));
         c.send_raw(&[close.as_slice(), &open, &close].concat());
         c.expect_refusal(ErrorCode::ID_IN_USE, FrameKind::OpenProducer, 1);
         c.expect_refusal(ErrorCode::UNKNOWN_PRODUCER, FrameKind::CloseProducer, 1);
-        c.next(|frame| assert_eq!(frame, close_producer_frame(1)));
+        c.next(|frame| assert_eq!(frame, Frame::CloseProducer(close_producer(1))));
         // After the echo the id opens again.
         c.open_producer(1, 0, 16);
     });
@@ -153,7 +153,6 @@ fn a_confirm_by_an_unknown_stale_or_foreign_token_confirms_nothing() {
         refused(&mut c, 7, &wrong, "wrong GUID");
         assert!(held(2)(), "both still held");
 
-        // The right pair confirms.
         c.confirm(7, &[d0], false);
         eventually("d0 confirmed", held(1));
         assert!(c.quiet_for(ms(100)), "no error");
@@ -169,8 +168,7 @@ fn a_confirm_by_an_unknown_stale_or_foreign_token_confirms_nothing() {
         refused(&mut c, 7, &[d0], "stale: the right slot, another GUID");
         assert!(held(2)(), "d1, d2 held: the stale confirm took neither");
 
-        // (c) Another consumer's token. Round-robin whatever the credit: of 3 and 4, one is
-        // kept for 7 (no credit), one goes to 8, whose token is the first of its table.
+        // (c) Another consumer's token: of 3 and 4, one is kept for 7, one goes to 8 (round-robin).
         c.open_consumer(8, 0, 0, 1);
         c.publish(1, [3, 4], payload_of);
         let d3 = deliveries_to(&mut c, 8, 1, 2)[0];

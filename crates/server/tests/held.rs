@@ -1,5 +1,4 @@
-//! A server no client can hold (each test under a watchdog): a trickled frame meets the
-//! frame timeout, no row of connections fills the table of names, a closed one frees its place.
+//! A server no client can hold (each test under a watchdog): frame timeout, names, places.
 
 mod common;
 
@@ -8,8 +7,7 @@ use std::thread::JoinHandle;
 
 use common::*;
 
-/// Writes `bytes` one at a time, `every` apart, on a thread (until the server closes);
-/// returns a client reading the same socket, and the thread.
+/// Writes `bytes` one at a time, `every` apart, on a thread: a client reading it, and the thread.
 fn trickle(c: Client, bytes: Vec<u8>, every: Duration) -> (Client, JoinHandle<()>) {
     let mut writer = c.into_stream();
     let reader = Client::from_stream(writer.try_clone().unwrap());

@@ -1,10 +1,9 @@
-//! Connection hygiene (each test under a watchdog): the idle limit whatever a client
-//! announced, the connection cap's own code, and heartbeats at the client's interval.
+//! Connection hygiene (under a watchdog): the idle limit, the connection cap, heartbeats.
 
 mod common;
 
 use std::io::{ErrorKind, Read};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 
 use common::*;
 
@@ -49,22 +48,31 @@ fn heartbeats_until_closed(c: &mut TcpStream, start: Instant) -> Heard {
 }
 
 /// When it began, and the socket of a connection that said `Hello` announcing `heartbeat_ms`.
-fn raw_hello(addr: std::net::SocketAddr, heartbeat_ms: u32) -> (Instant, TcpStream) {
+fn raw_hello(addr: SocketAddr, heartbeat_ms: u32) -> (Instant, TcpStream) {
     let start = Instant::now();
     let mut c = Client::connect(addr);
     c.shake_hands(heartbeat_ms);
     (start, c.into_stream())
 }
 
+/// Connects (a `Hello` announcing `hello` ms, if any) until closed with `code`: beats, and when.
+fn closed(server: &Server, hello: Option<u32>, code: ErrorCode) -> (Vec<Duration>, Duration) {
+    let addr = server.local_addr();
+    let (start, mut c) = match hello {
+        Some(heartbeat_ms) => raw_hello(addr, heartbeat_ms),
+        None => (Instant::now(), TcpStream::connect(addr).unwrap()),
+    };
+    let (beats, got) = heartbeats_until_closed(&mut c, start);
+    assert_eq!(got, Some(code));
+    (beats, start.elapsed())
+}
+
 #[test]
 fn a_connection_silent_after_hello_with_heartbeat_zero_is_closed_at_the_idle_limit() {
     watched("idle after Hello", || {
         let server = idle_server();
-        let (start, mut c) = raw_hello(server.local_addr(), 0);
-        let (beats, code) = heartbeats_until_closed(&mut c, start);
-        let elapsed = start.elapsed();
+        let (beats, elapsed) = closed(&server, Some(0), ErrorCode::HEARTBEAT_TIMEOUT);
         assert!(beats.is_empty(), "heartbeats, none asked: {beats:?}");
-        assert_eq!(code, Some(ErrorCode::HEARTBEAT_TIMEOUT));
         assert!(elapsed >= IDLE, "closed after {elapsed:?}, too soon");
         assert!(elapsed < IDLE * 3, "closed after {elapsed:?}");
         connections_become(&server, 0);
@@ -76,10 +84,8 @@ fn a_connection_that_announced_a_long_heartbeat_is_closed_at_the_idle_limit_all_
     watched("idle, long heartbeat", || {
         let server = idle_server();
         // An hour: the client owes its own heartbeats at the server's interval, and sends none.
-        let (start, mut c) = raw_hello(server.local_addr(), 3_600_000);
-        let (_, code) = heartbeats_until_closed(&mut c, start);
-        assert_eq!(code, Some(ErrorCode::HEARTBEAT_TIMEOUT));
-        assert!(start.elapsed() >= IDLE);
+        let (_, elapsed) = closed(&server, Some(3_600_000), ErrorCode::HEARTBEAT_TIMEOUT);
+        assert!(elapsed >= IDLE);
     });
 }
 
@@ -87,11 +93,7 @@ fn a_connection_that_announced_a_long_heartbeat_is_closed_at_the_idle_limit_all_
 fn a_connection_that_never_says_hello_is_closed_at_the_idle_limit() {
     watched("idle before Hello", || {
         let server = idle_server();
-        let start = Instant::now();
-        let mut c = TcpStream::connect(server.local_addr()).unwrap();
-        let (_, code) = heartbeats_until_closed(&mut c, start);
-        assert_eq!(code, Some(ErrorCode::HANDSHAKE_REQUIRED));
-        let elapsed = start.elapsed();
+        let (_, elapsed) = closed(&server, None, ErrorCode::HANDSHAKE_REQUIRED);
         let in_time = elapsed >= IDLE && elapsed < IDLE * 3;
         assert!(in_time, "closed after {elapsed:?}");
     });
@@ -109,7 +111,6 @@ fn a_client_that_follows_the_servers_heartbeat_stays_open_past_the_idle_limit() 
             std::thread::sleep(ms(u64::from(welcome.heartbeat_ms)));
             c.send(Frame::Heartbeat);
         }
-        // Still open, and still served.
         c.open_producer(1, 0, 16);
     });
 }
@@ -147,12 +148,10 @@ fn a_client_announcing_300_ms_receives_heartbeats_at_that_rate() {
 fn a_client_announcing_zero_receives_no_heartbeat_whatever_the_servers_interval() {
     watched("no heartbeats", || {
         let server = priority_server_with(|l| (l.heartbeat, l.idle_timeout) = (ms(100), ms(1500)));
-        let (start, mut c) = raw_hello(server.local_addr(), 0);
-        let (beats, code) = heartbeats_until_closed(&mut c, start);
-        assert!(beats.is_empty(), "heartbeats, 0 announced: {beats:?}");
         // Timed out by the server's idle limit only.
-        assert_eq!(code, Some(ErrorCode::HEARTBEAT_TIMEOUT));
-        assert!(start.elapsed() >= ms(1500));
+        let (beats, elapsed) = closed(&server, Some(0), ErrorCode::HEARTBEAT_TIMEOUT);
+        assert!(beats.is_empty(), "heartbeats, 0 announced: {beats:?}");
+        assert!(elapsed >= ms(1500));
     });
 }
 

@@ -1,6 +1,4 @@
-//! Resident memory (`VmRSS`) per connection: at most 64 KiB per silent one, 16 rounds of
-//! churn within 1.25x of the first, a 192 KiB burst's buffers given back once quiet.
-//! Its own binary with one test, so no other test's memory counts (`--nocapture` prints).
+//! Resident memory per connection, in its own binary so that no other test's counts.
 
 mod common;
 
@@ -25,9 +23,8 @@ fn rss_kib() -> u64 {
 /// A connection that has said `Hello` (no heartbeats) and read its `Welcome`.
 fn silent(addr: SocketAddr, hello: &[u8]) -> TcpStream {
     let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    let timeout = Some(Duration::from_secs(10));
+    stream.set_read_timeout(timeout).unwrap();
     stream.write_all(hello).unwrap();
     read_frame(&mut stream, "Welcome", |frame| {
         assert!(matches!(frame, Frame::Welcome(_)), "{frame:?}");
@@ -94,7 +91,7 @@ fn a_silent_connection_costs_at_most_64_kib_churn_does_not_grow_memory_and_a_bur
         }
         eprintln!("RSS after each round of {CONNECTIONS} opened and closed (KiB): {after:?}");
         // A burst: one large frame each (refused, but read whole) grows each read buffer.
-        let burst = publish_frame(99, 0..48, &[7; 4096]);
+        let burst = built(|out| publish(out, 99, (0..48).map(|id| (id, &[7; 4096][..]))));
         let quiet = rss_kib();
         for _ in 0..CONNECTIONS {
             let mut stream = silent(addr, &hello);

@@ -1,10 +1,8 @@
-//! The payload store under pressure: refusals per message, never a wait in the connection's
-//! task; each queue owns a part of the store; a frame is confirmed as far as it is stored.
+//! The payload store under pressure: refusals per message, never a wait, a part per queue.
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, atomic::AtomicBool, atomic::Ordering};
 
 use common::*;
 
@@ -45,8 +43,7 @@ fn a_connection_whose_own_consumer_frees_the_slots_never_stalls() {
     assert_eq!(stored, (0..12).collect::<Vec<_>>());
 }
 
-/// A queue without a consumer does not stall a canary on another: the canary's 400 round
-/// trips complete (their latencies are printed, not asserted).
+/// A queue without a consumer does not stall 400 round trips on another (latencies printed).
 #[test]
 fn a_queue_that_fills_its_part_of_the_store_does_not_stall_another_queue() {
     let mut limits = limits();
@@ -62,11 +59,9 @@ fn a_queue_that_fills_its_part_of_the_store_does_not_stall_another_queue() {
             let (mut next, mut refused) = (0_u64, 0_u64);
             while !stop.load(Ordering::Relaxed) {
                 flood.publish(1, next..next + 64, payload_of);
-                flood.confirms(1, 64, |_, status| {
-                    if status == ConfirmStatus::RejectedStoreFull {
-                        refused += 1;
-                    }
-                });
+                let full =
+                    |_, status| refused += u64::from(status == ConfirmStatus::RejectedStoreFull);
+                flood.confirms(1, 64, full);
                 next += 64;
             }
             refused
@@ -129,7 +124,6 @@ fn a_payload_larger_than_the_slots_is_refused_alone_and_its_producer_stays_open(
             (2, ConfirmStatus::Stored)
         ]
     );
-    // Still open: it publishes on.
     client.publish(1, [3], payload_of);
     client.all_stored(1, 1);
     client.close_producer_echoed(1);
@@ -169,14 +163,14 @@ fn a_client_that_stops_reading_is_dropped_at_the_idle_limit() {
     // 512 messages of 64 KiB: 32 MiB of deliveries, far more than the socket buffers take.
     let payload = vec![7_u8; 64 << 10];
     for first in (0..512_u64).step_by(8) {
-        producer.send_raw(&publish_frame(1, first..first + 8, &payload));
+        let ids = (first..first + 8).map(|id| (id, &payload[..]));
+        producer.send_raw(&built(|out| publish(out, 1, ids)));
         producer.all_stored(1, 8);
     }
     connections_become(&server, 1);
 }
 
-/// With the store full, a duplicate is still `Stored`, an old id `RejectedOutOfWindow`, and
-/// only an id never stored `RejectedStoreFull`.
+/// With the store full, a duplicate is `Stored`, an old id out of window, a new one store-full.
 #[test]
 fn a_full_store_checks_the_record_before_the_quota() {
     watched("record before quota", || {

@@ -1,5 +1,4 @@
-//! The codec frame by frame: each kind encodes and decodes back to itself, its bytes are
-//! the documented layout, and each kind of bad input is refused with its own error.
+//! The codec frame by frame: round trips, the documented layouts, each bad input's own error.
 
 mod support;
 
@@ -43,10 +42,9 @@ fn fixed_frames_round_trip_in_their_documented_layout() {
     assert_layout(Frame::OpenConsumer(open_consumer(1, 2, 3, 0)), &body);
     assert_layout(Frame::CloseConsumer(close_consumer(9)), &[9, 0, 0, 0]);
     assert_layout(Frame::Credit(credit(9, 256)), &[9, 0, 0, 0, 0, 1, 0, 0]);
-    assert_eq!(opened.stored.stored(0x0102), Some(true));
-    assert_eq!(opened.stored.stored(0x0101), Some(false));
-    assert_eq!(opened.stored.stored(0x0100), Some(true));
-    assert_eq!(opened.stored.stored(0x00ff), None, "older than the window");
+    let stored = [0x0102, 0x0101, 0x0100, 0x00ff].map(|id| opened.stored.stored(id));
+    let expected = [Some(true), Some(false), Some(true), None];
+    assert_eq!(stored, expected, "0x00ff: older than the window");
     assert_eq!(none.stored.stored(0), Some(false));
     // u64::MAX is an id like any other: "nothing stored" is the flag, not a value.
     let max = producer_opened(1, u64::MAX, 1, &[1]);
@@ -262,10 +260,8 @@ fn encode_refuses_the_values_decode_would_and_writes_nothing() {
 #[test]
 fn a_bad_header_is_refused_from_its_first_bad_byte() {
     use DecodeError as E;
-    let too_large = E::FrameTooLarge {
-        len: u32::MAX,
-        max: MAX_FRAME_LEN,
-    };
+    let (len, max) = (u32::MAX, MAX_FRAME_LEN);
+    let too_large = E::FrameTooLarge { len, max };
     assert_eq!(decode(b""), Ok(None));
     assert_eq!(decode(b"Z"), Ok(None));
     assert_eq!(decode(b"X"), Err(E::BadMagic));
@@ -404,7 +400,6 @@ fn counts_that_do_not_fit_the_body_are_refused() {
     let (len, max) = (MAX_PAYLOAD_LEN + 1, MAX_PAYLOAD_LEN);
     let got = decode_body(FrameKind::Deliver, &batch(1, &entry));
     assert_eq!(got, Err(DecodeError::PayloadTooLarge { len, max }));
-    // An unknown status.
     let mut entry = [0; 9];
     entry[8] = 10;
     let got = decode_body(FrameKind::PublishConfirm, &batch(1, &entry));
@@ -495,10 +490,8 @@ fn every_kind_byte_names_its_kind_and_codes_their_range() {
     // Every error says what it is.
     let (kind, count) = (FrameKind::Deliver, 3);
     let mismatch = DecodeError::CountMismatch { kind, count }.to_string();
-    assert_eq!(
-        mismatch,
-        "a Deliver body does not hold exactly its 3 messages"
-    );
+    let said = "a Deliver body does not hold exactly its 3 messages";
+    assert_eq!(mismatch, said);
     let full = EncodeError::BatchFull.to_string();
     assert_eq!(full, "the batch holds the most messages a frame may");
 }

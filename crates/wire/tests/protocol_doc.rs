@@ -1,5 +1,4 @@
-//! `docs/protocol.md` against the codec: each `frame` block decodes to the frame it names
-//! and encodes back, and each window written in words is one of those frames' windows.
+//! `docs/protocol.md` against the codec: its `frame` blocks, and its windows written in words.
 
 mod support;
 
@@ -11,7 +10,7 @@ const DOC: &str = include_str!("../../../docs/protocol.md");
 fn examples() -> Vec<Vec<u8>> {
     let mut blocks = Vec::new();
     let mut current: Option<Vec<u8>> = None;
-    for (n, line) in DOC.lines().enumerate() {
+    for (at, line) in (1..).zip(DOC.lines()) {
         match (&mut current, line.trim_end()) {
             (None, "```frame") => current = Some(Vec::new()),
             (None, _) => {}
@@ -19,14 +18,10 @@ fn examples() -> Vec<Vec<u8>> {
             (Some(bytes), line) => {
                 let hex = line.split("  ").next().unwrap_or("");
                 for token in hex.split(' ').filter(|t| !t.is_empty()) {
-                    assert!(
-                        token.len() == 2,
-                        "docs/protocol.md:{}: `{token}` is not one byte",
-                        n + 1
-                    );
-                    let byte = u8::from_str_radix(token, 16).unwrap_or_else(|_| {
-                        panic!("docs/protocol.md:{}: `{token}` is not hex", n + 1)
-                    });
+                    let place = format!("docs/protocol.md:{at}: `{token}`");
+                    assert!(token.len() == 2, "{place} is not one byte");
+                    let hex = u8::from_str_radix(token, 16);
+                    let byte = hex.unwrap_or_else(|_| panic!("{place} is not hex"));
                     bytes.push(byte);
                 }
             }
@@ -61,15 +56,10 @@ fn expected() -> Vec<Vec<u8>> {
 
 #[test]
 fn every_frame_in_the_document_decodes_to_what_it_says_and_encodes_back() {
-    let examples = examples();
-    let expected = expected();
-    assert_eq!(
-        examples.len(),
-        expected.len(),
-        "docs/protocol.md has {} `frame` blocks; this test knows {}",
-        examples.len(),
-        expected.len()
-    );
+    let (examples, expected) = (examples(), expected());
+    let (found, known) = (examples.len(), expected.len());
+    let blocks = format!("docs/protocol.md has {found} `frame` blocks; this test knows {known}");
+    assert_eq!(found, known, "{blocks}");
     for (bytes, codec) in examples.iter().zip(&expected) {
         let kind = decoded(codec).0.kind();
         let doc = format!("the document's {kind:?}");
@@ -78,8 +68,7 @@ fn every_frame_in_the_document_decodes_to_what_it_says_and_encodes_back() {
             .unwrap_or_else(|| panic!("{doc} is cut short"));
         assert_eq!(len, bytes.len(), "{doc} has bytes past its frame");
         assert_eq!(frame.kind(), kind, "{doc} block");
-        let mut again = Vec::new();
-        frame.encode(&mut again).unwrap();
+        let again = built(|out| frame.encode(out).unwrap());
         assert_eq!(&again, bytes, "{doc} does not encode back");
         let named = "the codec's encoding of the frame it names";
         assert_eq!(bytes, codec, "{doc} is not {named}");

@@ -1,5 +1,4 @@
-//! The codec allocates nothing per frame, nor on hostile headers (a counting allocator; its
-//! own binary with one test, so that nothing else allocates while it counts).
+//! The codec allocates nothing per frame, nor on hostile headers (its own binary: one test).
 
 use zerodispatch_testkit::{CountingAllocator, allocations_during};
 mod support;
@@ -13,8 +12,7 @@ const BATCHES: u64 = if cfg!(miri) { 100 } else { 100_000 };
 const WARM_UP: u64 = 100;
 const PER_BATCH: u64 = 16;
 
-/// Encodes and decodes one round of every batched kind and a fixed frame into `buf`;
-/// returns a checksum of what was decoded.
+/// Encodes and decodes a round of every batched kind and fixed frames: a checksum of what was read.
 fn round(buf: &mut Vec<u8>, batch: u64, payload: &[u8]) -> u64 {
     buf.clear();
     let ids = (0..PER_BATCH).map(|i| batch * PER_BATCH + i);

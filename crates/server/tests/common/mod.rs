@@ -2,19 +2,21 @@
 
 #![allow(dead_code, unused_imports)]
 
+#[path = "../../../wire/tests/support/mod.rs"]
+mod frames;
+
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 pub use std::time::{Duration, Instant};
 
+pub use frames::*;
 use zerodispatch_broker::QueueConfig;
 pub use zerodispatch_broker::{BrokerConfig, QueueMode};
 pub use zerodispatch_server::{Limits, Server};
 pub use zerodispatch_testkit::within;
-pub use zerodispatch_wire::*;
 
 /// How long a client waits for the server's next bytes.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// How long a connection must stay silent for a test to call it quiet.
 pub const QUIET: Duration = Duration::from_millis(200);
 
@@ -51,9 +53,10 @@ pub fn priority_server_with(tune: impl FnOnce(&mut Limits)) -> Server {
     server(&[QueueMode::Priority], limits)
 }
 
-/// Waits until every slot of the store is free (the store of [`limits`]).
+/// Waits until every slot of the store (of [`limits`]) is free; no handle was ever stale.
 pub fn all_slots_free(server: &Server) {
     free_slots_become(server, limits().store_slots, "every slot free");
+    assert_eq!(server.stats().stale_handles, 0);
 }
 
 /// Waits until the server counts `n` free slots (`what` names the wait).
@@ -83,104 +86,20 @@ pub fn assert_payload_of(id: u64, payload: &[u8]) {
     assert_eq!(payload, &expected[..len], "message {id}'s bytes");
 }
 
-/// `frame`'s bytes, to send raw or in a write with others.
-pub fn encoded(frame: Frame<'_>) -> Vec<u8> {
-    let mut out = Vec::new();
-    frame.encode(&mut out).expect("a valid frame encodes");
-    out
-}
-
 /// The `Hello` of this version, announcing `heartbeat_ms`.
 pub fn hello_frame(heartbeat_ms: u32) -> Frame<'static> {
-    Frame::Hello(Hello {
-        min_version: VERSION,
-        max_version: VERSION,
-        heartbeat_ms,
-    })
+    Frame::Hello(hello(VERSION, VERSION, heartbeat_ms))
 }
 
 /// A raw frame: magic, version, kind, flags, length, then `body` (whatever the length says).
 pub fn raw(version: u8, kind: u8, flags: u16, len: u32, body: &[u8]) -> Vec<u8> {
-    let mut h = b"ZD".to_vec();
-    h.push(version);
-    h.push(kind);
-    h.extend_from_slice(&flags.to_le_bytes());
-    h.extend_from_slice(&len.to_le_bytes());
-    h.extend_from_slice(body);
-    h
+    let fields = [&flags.to_le_bytes()[..], &len.to_le_bytes(), body];
+    [&[b'Z', b'D', version, kind][..], &fields.concat()].concat()
 }
 
 /// A raw frame of this version, no flags, whose length is its body's.
 pub fn body(kind: u8, body: &[u8]) -> Vec<u8> {
     raw(VERSION, kind, 0, body.len() as u32, body)
-}
-
-/// An `OpenProducer` under `name` (anonymous if empty).
-pub fn open_producer_frame(producer: u32, queue: u32, max: u32, name: &str) -> Frame<'_> {
-    Frame::OpenProducer(OpenProducer {
-        producer: ProducerId(producer),
-        queue: QueueId(queue),
-        max_unconfirmed: max,
-        name,
-    })
-}
-
-/// An `OpenConsumer` (the server echoes it).
-pub fn open_consumer_frame(consumer: u32, queue: u32, app: u16, credit: u32) -> Frame<'static> {
-    Frame::OpenConsumer(OpenConsumer {
-        consumer: ConsumerId(consumer),
-        queue: QueueId(queue),
-        app: AppId(app),
-        credit,
-    })
-}
-
-/// A `Deliver` to `consumer` of one message, `guid` with token 0 and payload `x`, encoded.
-pub fn deliver_frame(consumer: u32, guid: Guid) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut batch = DeliverBuilder::begin(&mut out, ConsumerId(consumer));
-    batch.push(guid, DeliveryToken(0), b"x").unwrap();
-    batch.finish().unwrap();
-    out
-}
-
-/// The `CloseConsumer` of `consumer` (the server echoes it).
-pub fn close_consumer_frame(consumer: u32) -> Frame<'static> {
-    let consumer = ConsumerId(consumer);
-    Frame::CloseConsumer(CloseConsumer { consumer })
-}
-
-/// The `CloseProducer` of `producer` (the server echoes it).
-pub fn close_producer_frame(producer: u32) -> Frame<'static> {
-    let producer = ProducerId(producer);
-    Frame::CloseProducer(CloseProducer { producer })
-}
-
-/// A `Credit` of `credit` more messages for `consumer`.
-pub fn credit_frame(consumer: u32, credit: u32) -> Frame<'static> {
-    let consumer = ConsumerId(consumer);
-    Frame::Credit(Credit { consumer, credit })
-}
-
-/// An `Error` frame that refuses nothing, `code` with `message`.
-pub fn error_frame(code: ErrorCode, message: &str) -> Frame<'_> {
-    Frame::Error(ErrorFrame {
-        code,
-        refused: None,
-        subject: 0,
-        message,
-    })
-}
-
-/// A `Publish` of `producer`'s messages `ids`, each with `payload`, encoded.
-pub fn publish_frame(producer: u32, ids: impl IntoIterator<Item = u64>, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut batch = PublishBuilder::begin(&mut out, ProducerId(producer));
-    for id in ids {
-        batch.push(PublishId(id), payload).unwrap();
-    }
-    batch.finish().unwrap();
-    out
 }
 
 /// Producer 1 (`max_unconfirmed`) and consumer 7 (`credit`) of queue 0, each on its own connection.
@@ -275,25 +194,25 @@ impl Client {
 
     /// Gives consumer `consumer` `credit` more messages.
     pub fn credit(&mut self, consumer: u32, credit: u32) {
-        self.send(credit_frame(consumer, credit));
+        self.send(Frame::Credit(frames::credit(consumer, credit)));
     }
 
     /// Closes consumer `consumer` and reads the echo.
     pub fn close_consumer(&mut self, consumer: u32) {
-        let close = close_consumer_frame(consumer);
+        let close = Frame::CloseConsumer(close_consumer(consumer));
         self.send(close);
         self.next(|frame| assert_eq!(frame, close));
     }
 
     /// Asks to close producer `producer` (the echo comes after its outcomes).
     pub fn close_producer(&mut self, producer: u32) {
-        self.send(close_producer_frame(producer));
+        self.send(Frame::CloseProducer(close_producer(producer)));
     }
 
     /// Closes producer `producer`, whose messages all have their outcomes; reads the echo.
     pub fn close_producer_echoed(&mut self, producer: u32) {
         self.close_producer(producer);
-        self.next(|frame| assert_eq!(frame, close_producer_frame(producer)));
+        self.next(|frame| assert_eq!(frame, Frame::CloseProducer(close_producer(producer))));
     }
 
     /// Reads `n` publish confirms of `producer`, each `Stored`.
@@ -321,8 +240,7 @@ impl Client {
         assert_eq!(opened, Ok(None), "anonymous: nothing stored");
     }
 
-    /// Opens a producer under `name` (anonymous if empty): the highest publish id stored
-    /// for the name, or the refusal's code.
+    /// Opens a producer under `name` (anonymous if empty): its last stored id, or the refusal.
     pub fn open_named_producer(
         &mut self,
         producer: u32,
@@ -333,8 +251,7 @@ impl Client {
         self.open_producer_window(producer, queue, max_unconfirmed, name, |w| w.last_stored)
     }
 
-    /// As [`open_named_producer`](Self::open_named_producer): what `window` makes of the
-    /// stored window.
+    /// As [`Self::open_named_producer`]: what `window` makes of the stored window.
     pub fn open_producer_window<R>(
         &mut self,
         producer: u32,
@@ -343,7 +260,8 @@ impl Client {
         name: &str,
         window: impl FnOnce(StoredWindow<'_>) -> R,
     ) -> Result<R, ErrorCode> {
-        self.send(open_producer_frame(producer, queue, max, name));
+        let open = open_producer(producer, queue, max, name);
+        self.send(Frame::OpenProducer(open));
         self.next(|frame| match frame {
             Frame::ProducerOpened(opened) => {
                 assert_eq!(opened.producer, ProducerId(producer));
@@ -360,7 +278,7 @@ impl Client {
 
     /// Opens consumer `consumer` of `queue`'s `app` with `credit`, and reads the echo.
     pub fn open_consumer(&mut self, consumer: u32, queue: u32, app: u16, credit: u32) {
-        let open = open_consumer_frame(consumer, queue, app, credit);
+        let open = Frame::OpenConsumer(open_consumer(consumer, queue, app, credit));
         self.send(open);
         self.next(|frame| assert_eq!(frame, open));
     }
@@ -390,19 +308,29 @@ impl Client {
         }
         batch.finish().unwrap();
         if credit {
-            let more = credit_frame(consumer, deliveries.len() as u32);
-            more.encode(&mut self.out).unwrap();
+            let more = frames::credit(consumer, deliveries.len() as u32);
+            Frame::Credit(more).encode(&mut self.out).unwrap();
         }
         self.flush();
     }
 
     /// Hands the next frame (heartbeats skipped) to `f`.
     pub fn next<R>(&mut self, f: impl FnOnce(Frame<'_>) -> R) -> R {
+        self.next_frame(true, f)
+    }
+
+    /// The next frame is a heartbeat.
+    pub fn expect_heartbeat(&mut self) {
+        self.next_frame(false, |frame| assert_eq!(frame, Frame::Heartbeat));
+    }
+
+    /// Hands the next frame to `f`, heartbeats skipped if `skip`.
+    fn next_frame<R>(&mut self, skip: bool, f: impl FnOnce(Frame<'_>) -> R) -> R {
         let until = Instant::now() + READ_TIMEOUT;
         loop {
             assert!(Instant::now() < until, "no frame for 10 s");
             match decode(&self.input[self.start..self.end]).expect("the server's frames decode") {
-                Some((Frame::Heartbeat, len)) => self.start += len,
+                Some((Frame::Heartbeat, len)) if skip => self.start += len,
                 Some((_, len)) => {
                     let at = self.start;
                     self.start += len;
@@ -433,20 +361,6 @@ impl Client {
         let n = self.stream.read(&mut self.input[self.end..])?;
         self.end += n;
         Ok(n)
-    }
-
-    /// The next frame is a heartbeat.
-    pub fn expect_heartbeat(&mut self) {
-        loop {
-            match decode(&self.input[self.start..self.end]).unwrap() {
-                Some((frame, len)) => {
-                    assert_eq!(frame, Frame::Heartbeat);
-                    self.start += len;
-                    return;
-                }
-                None => assert!(self.fill(), "the server closed the connection"),
-            }
-        }
     }
 
     /// Whether no frame (other than a heartbeat) arrives within `wait`.
@@ -541,9 +455,7 @@ impl Client {
         self.counted(n, "confirms", |frame| match frame {
             Frame::PublishConfirm(batch) => {
                 assert_eq!(batch.producer(), ProducerId(producer));
-                for (id, status) in batch.confirms() {
-                    f(id, status);
-                }
+                batch.confirms().for_each(|(id, status)| f(id, status));
                 batch.count() as usize
             }
             other => panic!("expected publish confirms, got {other:?}"),
@@ -582,8 +494,7 @@ impl Client {
         ids
     }
 
-    /// Reads publish confirms and deliveries, in whatever order and grouping they come,
-    /// until `done` holds of what was read (checked before each frame).
+    /// Reads confirms and deliveries, in any order, until `done` holds (checked before each frame).
     pub fn read_until(&mut self, done: impl Fn(&Traffic) -> bool) -> Traffic {
         let mut read = Traffic::default();
         while !done(&read) {

@@ -1,6 +1,4 @@
-//! What the codec's tests share: the fixed frames built from their fields in one line, raw
-//! headers and bodies for the bytes a hostile peer sends, and the round trip every valid
-//! frame must make.
+//! The codec tests' fixtures: frames from their fields, raw headers and bodies, the round trip.
 
 #![allow(dead_code)]
 
@@ -15,8 +13,7 @@ pub fn hello(min_version: u8, max_version: u8, heartbeat_ms: u32) -> Hello {
     }
 }
 
-/// `Welcome` at `version`: the `u32` limits in the order of their fields, then the
-/// producers and the consumers.
+/// `Welcome` at `version`: the `u32` limits in their fields' order, producers and consumers.
 pub fn welcome(
     version: u8,
     heartbeat_ms: u32,
@@ -122,18 +119,12 @@ pub fn built<R>(build: impl FnOnce(&mut Vec<u8>) -> R) -> Vec<u8> {
 
 /// A valid header of `kind` announcing a body of `len` bytes.
 pub fn header(kind: FrameKind, len: u32) -> Vec<u8> {
-    let mut bytes = b"ZD\x05".to_vec();
-    bytes.push(kind.as_u8());
-    bytes.extend_from_slice(&0_u16.to_le_bytes());
-    bytes.extend_from_slice(&len.to_le_bytes());
-    bytes
+    [&b"ZD\x05"[..], &[kind.as_u8(), 0, 0], &len.to_le_bytes()].concat()
 }
 
 /// A frame of `kind` with `body` behind a valid header, whatever the body holds.
 pub fn frame_of(kind: FrameKind, body: &[u8]) -> Vec<u8> {
-    let mut bytes = header(kind, body.len() as u32);
-    bytes.extend_from_slice(body);
-    bytes
+    [&header(kind, body.len() as u32)[..], body].concat()
 }
 
 /// Appends a `Publish` of `producer` holding `messages` to `out`; returns its length.
@@ -149,43 +140,43 @@ pub fn publish<'a>(
     b.finish().unwrap()
 }
 
-/// Appends a `PublishConfirm` of `producer` holding `confirms` to `out`.
+/// Appends a `PublishConfirm` of `producer` holding `confirms` to `out`; returns its length.
 pub fn publish_confirm(
     out: &mut Vec<u8>,
     producer: u32,
     confirms: impl IntoIterator<Item = (u64, ConfirmStatus)>,
-) {
+) -> usize {
     let mut b = PublishConfirmBuilder::begin(out, ProducerId(producer));
     for (id, status) in confirms {
         b.push(PublishId(id), status).unwrap();
     }
-    b.finish().unwrap();
+    b.finish().unwrap()
 }
 
-/// Appends a `Deliver` to `consumer` holding `messages` (GUID, token, payload) to `out`.
+/// Appends a `Deliver` to `consumer` of `messages` (GUID, token, payload); returns its length.
 pub fn deliver<'a>(
     out: &mut Vec<u8>,
     consumer: u32,
     messages: impl IntoIterator<Item = ([u8; 16], u32, &'a [u8])>,
-) {
+) -> usize {
     let mut b = DeliverBuilder::begin(out, ConsumerId(consumer));
     for (guid, token, payload) in messages {
         b.push(Guid(guid), DeliveryToken(token), payload).unwrap();
     }
-    b.finish().unwrap();
+    b.finish().unwrap()
 }
 
-/// Appends a `ConsumerConfirm` of `consumer` holding `confirms` (GUID, token) to `out`.
+/// Appends a `ConsumerConfirm` of `consumer` of `confirms` (GUID, token); returns its length.
 pub fn consumer_confirm(
     out: &mut Vec<u8>,
     consumer: u32,
     confirms: impl IntoIterator<Item = ([u8; 16], u32)>,
-) {
+) -> usize {
     let mut b = ConsumerConfirmBuilder::begin(out, ConsumerId(consumer));
     for (guid, token) in confirms {
         b.push(Guid(guid), DeliveryToken(token)).unwrap();
     }
-    b.finish().unwrap();
+    b.finish().unwrap()
 }
 
 /// The one frame `bytes` hold whole, and the bytes it took.
@@ -198,8 +189,7 @@ pub fn decode_body(kind: FrameKind, body: &[u8]) -> Result<(), DecodeError> {
     decode(&frame_of(kind, body)).map(|frame| assert!(frame.is_some(), "{kind:?} whole"))
 }
 
-/// Checks that `frame` round-trips (as [`round_trip`]) as the documented `body` behind
-/// its header.
+/// Checks that `frame` round-trips (as [`round_trip`]) as the documented `body` behind its header.
 pub fn assert_layout(frame: Frame<'_>, body: &[u8]) {
     assert_eq!(round_trip(frame), frame_of(frame.kind(), body), "{frame:?}");
 }
