@@ -1,6 +1,5 @@
-//! A fake broker for the client's loopback tests, on the wire codec: it answers, confirms by
-//! its [`Policy`], delivers within credit, does what a test asks ([`Action`]) and logs frames.
-//! Once warm with `no_log` on it allocates nothing per frame (for the zero-allocation proofs).
+//! A fake broker on the wire codec: it answers, confirms by its [`Policy`], delivers within
+//! credit, does what a test asks ([`Action`]), logs frames; with `no_log`, allocates nothing.
 
 #![allow(dead_code)]
 
@@ -52,26 +51,21 @@ pub struct Config {
     pub close_echo_only: bool,
     /// Deliver every published message to this consumer too, at once (it must have credit).
     pub echo_to: Option<u32>,
-    /// Deduplicate a named producer's messages by publish id across connections, as the broker
-    /// does (confirmed, not stored again); `ProducerOpened` says, id by id, what is stored.
+    /// Deduplicate a named producer's publish ids across connections; `ProducerOpened` says them.
     pub dedup: bool,
-    /// Drop a connection past this many messages received or delivered (those of a `Publish`
-    /// before the limit stored, none confirmed); `drops` times in all, over every connection.
+    /// Drop a connection past this many messages in or out (unconfirmed), `drops` times in all.
     pub drop_after_messages: Option<u64>,
     pub drops: u32,
-    /// With `dedup` and `Hold`, on the first connection: store only the first this many
-    /// messages; the others vanish unconfirmed.
+    /// With `dedup` and `Hold`, on the first connection: store only this many, lose the rest.
     pub store_limit: Option<u64>,
-    /// With `dedup`, on the first connection: this publish id is not stored (its refusal lost
-    /// with the connection), the others are.
+    /// With `dedup`, on the first connection: this publish id is not stored, the others are.
     pub lose_id: Option<u64>,
     /// On `CloseProducer`, drop the connection instead of answering.
     pub drop_on_close: bool,
     /// Refuse this many `OpenProducer` after the first, with `reopen_refusal` or `NAME_IN_USE`.
     pub refuse_reopens: u32,
     pub reopen_refusal: Option<ErrorCode>,
-    /// Consumers are served from the log's shared queue (`FakeBroker::enqueue`): each open
-    /// delivers every message not confirmed yet, by its GUID (its index).
+    /// Each consumer open delivers the shared queue's unconfirmed messages (GUID: the index).
     pub shared_queue: bool,
     /// Refuse every `OpenConsumer` after the first with `UNKNOWN_QUEUE`.
     pub refuse_consumer_reopens: bool,
@@ -188,11 +182,8 @@ impl FakeBroker {
                     log.connections
                 };
                 if config.silent_reconnects && connections > 1 {
-                    tokio::spawn(async move {
-                        let mut stream = stream;
-                        let mut sink = [0; 1024];
-                        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
-                    });
+                    let (mut stream, mut sink) = (stream, tokio::io::sink());
+                    tokio::spawn(async move { tokio::io::copy(&mut stream, &mut sink).await });
                     continue;
                 }
                 *actions2.lock().unwrap() = Some(tx);
@@ -283,12 +274,17 @@ impl FakeBroker {
         .await;
     }
 
-    /// The message counts of the `Publish` frames received, in order.
-    pub fn publish_counts(&self) -> Vec<usize> {
+    /// The publish ids of each `Publish` frame received, in order.
+    pub fn publish_ids(&self) -> Vec<Vec<u64>> {
         self.picked(|f| match f {
-            Received::Publish { ids, .. } => Some(ids.len()),
+            Received::Publish { ids, .. } => Some(ids),
             _ => None,
         })
+    }
+
+    /// The message counts of the `Publish` frames received, in order.
+    pub fn publish_counts(&self) -> Vec<usize> {
+        self.publish_ids().iter().map(Vec::len).collect()
     }
 
     /// Messages received in `Publish` frames, on every connection.
@@ -356,18 +352,11 @@ async fn serve(
     'conn: loop {
         tokio::select! {
             read = stream.read(&mut rbuf[filled..]) => {
-                let n = match read {
-                    Ok(0) | Err(_) => break 'conn,
-                    Ok(n) => n,
-                };
+                let Ok(n @ 1..) = read else { break 'conn };
                 filled += n;
                 let mut at = 0;
-                loop {
-                    let (frame, consumed) = match decode(&rbuf[at..filled]) {
-                        Ok(Some(whole)) => whole,
-                        Ok(None) => break,
-                        Err(error) => panic!("the client sent a bad frame: {error}"),
-                    };
+                let bad = |error| panic!("the client sent a bad frame: {error}");
+                while let Some((frame, consumed)) = decode(&rbuf[at..filled]).unwrap_or_else(bad) {
                     at += consumed;
                     match frame {
                         Frame::Hello(hello) => {
@@ -392,9 +381,7 @@ async fn serve(
                                 let mut log = log.lock().unwrap();
                                 log.opens += 1;
                                 let refuse = log.opens > 1 && log.refusals_done < config.refuse_reopens;
-                                if refuse {
-                                    log.refusals_done += 1;
-                                }
+                                log.refusals_done += u32::from(refuse);
                                 refuse
                             };
                             if refuse_name {
@@ -488,15 +475,13 @@ async fn serve(
                                 refuse(&mut out, ErrorCode::UNKNOWN_QUEUE, FrameKind::OpenConsumer, open.consumer.0);
                             } else {
                                 Frame::OpenConsumer(open).encode(&mut out).unwrap();
-                                let mut queued = VecDeque::new();
-                                if config.shared_queue {
-                                    let log = log.lock().unwrap();
-                                    for (n, (payload, confirmed)) in log.queue.iter().enumerate() {
-                                        if !confirmed {
-                                            queued.push_back((Some(n as u64), payload.clone()));
-                                        }
-                                    }
-                                }
+                                let queued = match config.shared_queue {
+                                    true => log.lock().unwrap().queue.iter().enumerate()
+                                        .filter(|(_, (_, confirmed))| !confirmed)
+                                        .map(|(n, (payload, _))| (Some(n as u64), payload.clone()))
+                                        .collect(),
+                                    false => VecDeque::new(),
+                                };
                                 consumers.push(ConsumerQueue { connection, id: open.consumer.0, credit: open.credit, queued, next_guid: 0 });
                             }
                         }
@@ -540,8 +525,7 @@ async fn serve(
             action = actions.recv() => match action {
                 None | Some(Action::Drop) => break 'conn,
                 Some(Action::ConfirmHeld(status)) => {
-                    let all: Vec<(u32, u64)> = std::mem::take(&mut held);
-                    for (producer, id) in all {
+                    for (producer, id) in std::mem::take(&mut held) {
                         confirm(&mut out, ProducerId(producer), std::iter::once(id), status);
                     }
                 }
@@ -551,9 +535,7 @@ async fn serve(
                     }
                 }
                 Some(Action::ConfirmThenDrop(n)) => {
-                    let n = n.min(held.len());
-                    let first: Vec<(u32, u64)> = held.drain(..n).collect();
-                    for (producer, id) in first {
+                    for (producer, id) in held.drain(..n.min(held.len())) {
                         confirm(&mut out, ProducerId(producer), std::iter::once(id), ConfirmStatus::Stored);
                     }
                     let _ = stream.write_all(&out).await;
@@ -566,21 +548,16 @@ async fn serve(
                 Frame::Heartbeat.encode(&mut out).unwrap();
             }
         }
-        let mut delivered = 0;
-        for c in &mut consumers {
-            delivered += deliver(&mut out, c);
-        }
+        let delivered: u64 = consumers.iter_mut().map(|c| deliver(&mut out, c)).sum();
         if !out.is_empty() {
             if stream.write_all(&out).await.is_err() {
                 break;
             }
             out.clear();
         }
-        if delivered > 0 {
-            seen += delivered;
-            if may_drop(&config, &log, seen) {
-                break;
-            }
+        seen += delivered;
+        if delivered > 0 && may_drop(&config, &log, seen) {
+            break;
         }
     }
     log.lock().unwrap().ended = true;
@@ -704,9 +681,15 @@ pub fn exactly_once(outcomes: &Outcomes, n: u64) -> Vec<zerodispatch_client::Out
 
 /// Asserts [`exactly_once`] for `0..n`, each outcome with `status`.
 pub fn all_settled(outcomes: &Outcomes, n: u64, status: ConfirmStatus) {
-    for outcome in exactly_once(outcomes, n) {
-        assert_eq!(outcome.status, status);
-    }
+    assert_eq!(
+        statuses(&exactly_once(outcomes, n)),
+        vec![status; n as usize]
+    );
+}
+
+/// The statuses of `outcomes`, in order.
+pub fn statuses(outcomes: &[zerodispatch_client::Outcome]) -> Vec<ConfirmStatus> {
+    outcomes.iter().map(|o| o.status).collect()
 }
 
 /// Waits for `n` outcomes, then asserts [`all_settled`].
