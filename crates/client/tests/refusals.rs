@@ -113,11 +113,8 @@ fn a_cap_over_the_brokers_told_limits_is_refused_before_anything_is_sent() {
     runtime(2).block_on(async {
         let client = Client::connect(server.local_addr(), quiet()).await.unwrap();
         let told = client.limits();
-        let caps = (
-            told.max_unconfirmed_per_connection,
-            told.max_unconfirmed_named,
-        );
-        assert_eq!(caps, (100, 64));
+        assert_eq!(told.max_unconfirmed_per_connection, 100);
+        assert_eq!(told.max_unconfirmed_named, 64);
         let anonymous = client.open_producer(QueueId(0), capped(101), |_| {}).await;
         let Err(ClientError::OverLimit { value, max, .. }) = &anonymous else {
             panic!("{anonymous:?}");
