@@ -1,5 +1,5 @@
-//! The client against a fake broker over loopback TCP: sending, the cap, timeouts, close and
-//! loss (one outcome per message), error frames, heartbeats, the consumer's credit and confirms.
+//! The client against a fake broker over loopback: sends, cap, timeouts, close, loss, errors,
+//! heartbeats, credit and confirms; one outcome per message.
 
 mod support;
 
@@ -532,8 +532,7 @@ async fn a_named_producer_numbers_on_from_the_names_last_stored() {
     assert_eq!(anonymous.last_stored(), None);
 }
 
-/// A whole `Publish` refused with the producer left open (`DUPLICATE_ID`): the client, not
-/// knowing which messages it held, closes the producer on both sides and settles each once.
+/// A `Publish` refused with its producer left open: the client closes it on both sides.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frame_refused_with_the_producer_left_open_closes_it_on_both_sides() {
     let (broker, client, producer, outcomes) =

@@ -1,5 +1,4 @@
-//! Refusals against the real server: one message's problem is its outcome, once, and its
-//! producer goes on, never closed on one side and open on the other.
+//! Refusals by the real server: a message's problem is its outcome, once; its producer goes on.
 
 mod support;
 
@@ -72,8 +71,7 @@ fn a_named_producer_refused_one_message_stays_open_and_its_name_reopens_after_cl
     });
 }
 
-/// A name stored up to `u64::MAX` has no next id: said, not reused (a duplicate, confirmed
-/// `Stored` without storing).
+/// A name stored up to `u64::MAX` has no next id: said, not reused as a duplicate would be.
 #[test]
 fn a_name_stored_up_to_u64_max_has_no_next_id() {
     on_small_slots(|addr, broker| async move {

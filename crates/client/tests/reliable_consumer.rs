@@ -1,5 +1,4 @@
-//! The reliable consumer against a fake broker that drops connections mid-delivery and
-//! redelivers: no duplicate reaches the application, no message is missed.
+//! The reliable consumer through drops and redeliveries: no duplicate handed, no message missed.
 
 mod support;
 
@@ -32,8 +31,7 @@ async fn drops_mid_delivery_hand_each_message_once() {
     broker.enqueue((0..N).map(|i| format!("m{i}").into_bytes()));
     let (consumer, handed) =
         consuming_reliably(broker.addr, options(16, true), |b| b.confirm_all()).await;
-    // The reconnects are counted once each reopen has returned, maybe after its first
-    // deliveries: wait for the three as well.
+    // A reconnect is counted once its reopen returned, maybe after deliveries: wait for all three.
     let done = || broker.all_confirmed() && consumer.stats().reconnects >= 3;
     wait_until("every message confirmed, three reconnects", done).await;
     let handed = handed.lock().unwrap().clone();
@@ -60,8 +58,7 @@ async fn a_redelivered_message_waits_for_the_applications_own_confirm() {
     let confirmed = || broker.log().queue.iter().filter(|(_, c)| *c).count();
     wait_until("3 confirms sent", || confirmed() == 3).await;
     broker.act(Action::Drop);
-    // The reopened session's deliveries can be filtered before the supervisor counts the
-    // reconnect (it does once the open has returned): wait for both.
+    // Redeliveries can be filtered before the reconnect is counted (once reopened): wait for both.
     let redelivered = || {
         let stats = consumer.stats();
         stats.duplicates_filtered == 7 && stats.reconnects >= 1

@@ -1,5 +1,4 @@
-//! The reliable producer against a fake broker that drops connections and deduplicates:
-//! one outcome per message, nothing stored twice, resends in order, backoff bounded.
+//! The reliable producer through drops, with dedup: one outcome each, stored once, resent in order.
 
 mod support;
 

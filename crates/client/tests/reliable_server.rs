@@ -1,5 +1,4 @@
-//! The reliable producer and consumer against the real server, its connections killed or the
-//! server restarted while they run: each message has one outcome, is stored once and handed once.
+//! Reliable clients against the real server, killed or restarted: each message once, end to end.
 
 mod support;
 
@@ -31,8 +30,7 @@ fn broker_config(limits: &Limits) -> BrokerConfig {
     config
 }
 
-/// Runs a reliable consumer and producer of `N` messages at `addr` beside `disrupt`, then
-/// checks each message had one outcome (`Stored`), was stored once and handed exactly once.
+/// Runs reliable clients of `N` messages beside `disrupt`: each `Stored`, stored and handed once.
 fn exactly_once_through<D>(addr: SocketAddr, broker: &Broker, disrupt: impl FnOnce() -> D)
 where
     D: Future<Output = ()>,
@@ -100,8 +98,7 @@ fn connections_killed_while_producing_and_consuming_lose_nothing() {
     server.shutdown();
 }
 
-/// The server's network layer restarted on its port three times in front of a running broker:
-/// the clients, told `SHUTTING_DOWN`, reconnect and resend or filter as after a kill.
+/// The server restarted thrice before a running broker: told `SHUTTING_DOWN`, the clients recover.
 #[test]
 fn a_server_restarted_in_front_of_a_running_broker_loses_nothing() {
     let limits = limits();
