@@ -127,10 +127,8 @@ fn stored_window(log: &Log, name: &str) -> (Option<u64>, u32, Vec<u8>) {
     };
     let known = last.saturating_add(1).min(4096);
     let mut bits = vec![0_u8; known.div_ceil(8) as usize];
-    for i in 0..known {
-        if log.stored_ids[name].contains(&(last - i)) {
-            bits[(i / 8) as usize] |= 1 << (i % 8);
-        }
+    for i in (0..known).filter(|i| log.stored_ids[name].contains(&(last - i))) {
+        bits[(i / 8) as usize] |= 1 << (i % 8);
     }
     (Some(last), known as u32, bits)
 }
@@ -259,19 +257,14 @@ impl FakeBroker {
 
     /// Waits (up to 5 s) until `frame` has come.
     pub async fn wait_received(&self, frame: Received) {
-        let what = format!("{frame:?}");
-        self.wait_for(&what, |log| log.frames.iter().any(|(_, f)| *f == frame))
-            .await;
+        let came = || self.frames().contains(&frame);
+        wait_until(&format!("{frame:?}"), came).await;
     }
 
     /// Waits (up to 5 s) until a `Publish` frame with message `id` has come.
     pub async fn wait_published(&self, id: u64) {
-        self.wait_for(&format!("message {id}"), |log| {
-            log.frames
-                .iter()
-                .any(|(_, f)| matches!(f, Received::Publish { ids, .. } if ids.contains(&id)))
-        })
-        .await;
+        let published = || self.publish_ids().iter().any(|ids| ids.contains(&id));
+        wait_until(&format!("message {id}"), published).await;
     }
 
     /// The publish ids of each `Publish` frame received, in order.
@@ -315,15 +308,13 @@ struct ConsumerQueue {
 
 /// Whether `seen` messages pass `drop_after_messages` with drops left (counted if so).
 fn may_drop(config: &Config, log: &Mutex<Log>, seen: u64) -> bool {
-    let Some(limit) = config.drop_after_messages else {
+    if config.drop_after_messages.is_none_or(|limit| seen <= limit) {
         return false;
-    };
-    let mut log = log.lock().unwrap();
-    if seen > limit && log.drops_done < config.drops {
-        log.drops_done += 1;
-        return true;
     }
-    false
+    let mut log = log.lock().unwrap();
+    let dropping = log.drops_done < config.drops;
+    log.drops_done += u32::from(dropping);
+    dropping
 }
 
 /// Serves one connection.
@@ -549,12 +540,10 @@ async fn serve(
             }
         }
         let delivered: u64 = consumers.iter_mut().map(|c| deliver(&mut out, c)).sum();
-        if !out.is_empty() {
-            if stream.write_all(&out).await.is_err() {
-                break;
-            }
-            out.clear();
+        if !out.is_empty() && stream.write_all(&out).await.is_err() {
+            break;
         }
+        out.clear();
         seen += delivered;
         if delivered > 0 && may_drop(&config, &log, seen) {
             break;
@@ -565,12 +554,8 @@ async fn serve(
 
 /// Appends an `Error` frame refusing a frame of kind `refused` about `subject`.
 fn refuse(out: &mut Vec<u8>, code: ErrorCode, refused: FrameKind, subject: u32) {
-    out.extend(error_bytes(
-        code,
-        Some(refused),
-        subject,
-        "refused by the fake broker",
-    ));
+    let why = "refused by the fake broker";
+    out.extend(error_bytes(code, Some(refused), subject, why));
 }
 
 /// Appends `PublishConfirm` frames confirming `ids` with `status`.
@@ -606,9 +591,8 @@ fn deliver(out: &mut Vec<u8>, c: &mut ConsumerQueue) -> u64 {
             c.next_guid += 1;
             c.next_guid - 1
         });
-        frame
-            .push(guid(n), token_of(c.connection, c.id, n), &payload)
-            .unwrap();
+        let token = token_of(c.connection, c.id, n);
+        frame.push(guid(n), token, &payload).unwrap();
         c.credit -= 1;
         count += 1;
     }
@@ -635,9 +619,7 @@ pub fn welcome(heartbeat_ms: u32) -> Frame<'static> {
 
 /// The GUID the fake broker gives the `n`th message delivered to a consumer.
 pub fn guid(n: u64) -> Guid {
-    let mut guid = [0; 16];
-    guid[..8].copy_from_slice(&n.to_le_bytes());
-    Guid(guid)
+    Guid(u128::from(n).to_le_bytes())
 }
 
 /// Outcomes as a test collects them.
@@ -681,10 +663,8 @@ pub fn exactly_once(outcomes: &Outcomes, n: u64) -> Vec<zerodispatch_client::Out
 
 /// Asserts [`exactly_once`] for `0..n`, each outcome with `status`.
 pub fn all_settled(outcomes: &Outcomes, n: u64, status: ConfirmStatus) {
-    assert_eq!(
-        statuses(&exactly_once(outcomes, n)),
-        vec![status; n as usize]
-    );
+    let all = statuses(&exactly_once(outcomes, n));
+    assert_eq!(all, vec![status; n as usize]);
 }
 
 /// The statuses of `outcomes`, in order.
