@@ -1,10 +1,9 @@
 //! Fixtures that build the fake peer and the client side of a test in one call.
 
-use std::time::{Duration, Instant};
-
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use zerodispatch_broker::{BrokerConfig, QueueConfig, QueueMode};
 use zerodispatch_client::{

@@ -382,12 +382,9 @@ async fn serve(
                             } else {
                                 let (last_stored, known, bits) = stored_window(&log.lock().unwrap(), open.name);
                                 producer_names.push((open.producer.0, open.name.to_owned()));
-                                Frame::ProducerOpened(zerodispatch_wire::ProducerOpened {
-                                    producer: open.producer,
-                                    stored: zerodispatch_wire::StoredWindow { last_stored, known, bits: &bits },
-                                })
-                                .encode(&mut out)
-                                .unwrap();
+                                let stored = zerodispatch_wire::StoredWindow { last_stored, known, bits: &bits };
+                                let opened = zerodispatch_wire::ProducerOpened { producer: open.producer, stored };
+                                Frame::ProducerOpened(opened).encode(&mut out).unwrap();
                             }
                         }
                         Frame::CloseProducer(close) => {
@@ -432,12 +429,10 @@ async fn serve(
                                 }
                             }
                             match config.policy {
-                                Policy::Confirm(status) => confirm(
-                                    &mut out,
-                                    publish.producer(),
-                                    publish.messages().map(|(id, _)| id.0),
-                                    status,
-                                ),
+                                Policy::Confirm(status) => {
+                                    let ids = publish.messages().map(|(id, _)| id.0);
+                                    confirm(&mut out, publish.producer(), ids, status);
+                                }
                                 Policy::Hold => {
                                     let kept = publish.count() as usize - vanished;
                                     held.extend(publish.messages().take(kept).map(|(id, _)| (publish.producer().0, id.0)));
