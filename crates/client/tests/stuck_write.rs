@@ -48,9 +48,7 @@ fn run() {
             }
         }
         tokio::time::sleep(ms(100)).await;
-        let Some(before) = cpu_ticks() else {
-            return;
-        };
+        let Some(before) = cpu_ticks() else { return };
         tokio::time::sleep(ms(250)).await;
         let used = cpu_ticks().unwrap() - before;
         assert!(
