@@ -1,5 +1,4 @@
-//! Refusals against the real server: one message's problem is its outcome, once, and its
-//! producer goes on, never closed on one side and open on the other.
+//! Refusals by the real server: a message's problem is its outcome, once; its producer goes on.
 
 mod support;
 
@@ -72,8 +71,7 @@ fn a_named_producer_refused_one_message_stays_open_and_its_name_reopens_after_cl
     });
 }
 
-/// A name stored up to `u64::MAX` has no next id: said, not reused (a duplicate, confirmed
-/// `Stored` without storing).
+/// A name stored up to `u64::MAX` has no next id: said, not reused as a duplicate would be.
 #[test]
 fn a_name_stored_up_to_u64_max_has_no_next_id() {
     on_small_slots(|addr, broker| async move {
@@ -113,11 +111,8 @@ fn a_cap_over_the_brokers_told_limits_is_refused_before_anything_is_sent() {
     runtime(2).block_on(async {
         let client = Client::connect(server.local_addr(), quiet()).await.unwrap();
         let told = client.limits();
-        let caps = (
-            told.max_unconfirmed_per_connection,
-            told.max_unconfirmed_named,
-        );
-        assert_eq!(caps, (100, 64));
+        assert_eq!(told.max_unconfirmed_per_connection, 100);
+        assert_eq!(told.max_unconfirmed_named, 64);
         let anonymous = client.open_producer(QueueId(0), capped(101), |_| {}).await;
         let Err(ClientError::OverLimit { value, max, .. }) = &anonymous else {
             panic!("{anonymous:?}");

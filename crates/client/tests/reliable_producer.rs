@@ -1,5 +1,4 @@
-//! The reliable producer against a fake broker that drops connections and deduplicates:
-//! one outcome per message, nothing stored twice, resends in order, backoff bounded.
+//! The reliable producer through drops, with dedup: one outcome each, stored once, resent in order.
 
 mod support;
 
@@ -7,9 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::*;
+use zerodispatch_client::ConfirmStatus::{self, Closed, NotSent, Stored, TimedOut};
 use zerodispatch_client::{
-    Backoff, ClientError, ConfirmStatus, QueueId, Recovery, ReliableProducer,
-    ReliableProducerOptions, TrySendError,
+    Backoff, ClientError, QueueId, Recovery, ReliableProducer, ReliableProducerOptions,
+    TrySendError,
 };
 use zerodispatch_wire::ErrorCode;
 
@@ -18,6 +18,7 @@ fn options(max_unconfirmed: u32, backoff: Backoff) -> ReliableProducerOptions {
     reliable("orders", max_unconfirmed, backoff)
 }
 
+/// Reconnecting within 20 ms.
 fn quick() -> Backoff {
     backoff(5, 20)
 }
@@ -30,10 +31,8 @@ fn slow() -> Backoff {
 /// Waits until session `n` has received `len` messages.
 async fn wait_session(broker: &FakeBroker, n: usize, len: usize) {
     let what = format!("{len} published in session {n}");
-    wait_until(&what, || {
-        sessions(broker).get(n).is_some_and(|s| s.len() == len)
-    })
-    .await;
+    let done = || sessions(broker).get(n).is_some_and(|s| s.len() == len);
+    wait_until(&what, done).await;
 }
 
 /// The publish ids each session received, split at each `OpenProducer`.
@@ -64,6 +63,13 @@ async fn send_ids(producer: &ReliableProducer, ids: std::ops::Range<u64>) {
     }
 }
 
+/// Sends `0..n`, waits until the first session has them all, then drops its connection.
+async fn lose_first_session(broker: &FakeBroker, producer: &ReliableProducer, n: u64) {
+    send_ids(producer, 0..n).await;
+    wait_session(broker, 0, n as usize).await;
+    broker.act(Action::Drop);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drops_mid_batch_lose_nothing_and_store_nothing_twice() {
     let config = Config::default().with(|c| {
@@ -72,7 +78,7 @@ async fn drops_mid_batch_lose_nothing_and_store_nothing_twice() {
     let (broker, producer, outcomes) = producing_reliably(config, options(500, quick())).await;
     const N: u64 = 3_000;
     send_ids(&producer, 0..N).await;
-    wait_settled(&outcomes, N, ConfirmStatus::Stored).await;
+    wait_settled(&outcomes, N, Stored).await;
     assert_eq!(broker.stored(), ids(N), "each stored once, in order");
     let stats = producer.stats();
     assert_eq!(stats.reconnects, 3);
@@ -108,11 +114,10 @@ async fn a_drop_mid_confirm_settles_the_stored_and_resends_the_rest_with_their_i
     // Something new goes after the resend.
     producer.send(b"new").await.unwrap();
     wait_session(&broker, 1, 61).await;
-    let resent: Vec<u64> = (40..101).collect();
-    let second = &sessions(&broker)[1];
-    assert_eq!(*second, resent, "the not stored, in order, then the new");
-    broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
-    wait_settled(&outcomes, 101, ConfirmStatus::Stored).await;
+    let (second, resent) = (sessions(&broker).remove(1), ids(101).split_off(40));
+    assert_eq!(second, resent, "the not stored, in order, then the new");
+    broker.act(Action::ConfirmHeld(Stored));
+    wait_settled(&outcomes, 101, Stored).await;
     assert_eq!(broker.stored(), ids(101));
     let stats = producer.stats();
     assert_eq!(stats.stored_before, 30, "10..40 settled by last_stored");
@@ -129,7 +134,7 @@ async fn a_resent_message_stored_already_is_confirmed_not_stored_again() {
     });
     let (broker, producer, outcomes) = producing_reliably(config, options(1000, quick())).await;
     send_ids(&producer, 0..200).await;
-    wait_settled(&outcomes, 200, ConfirmStatus::Stored).await;
+    wait_settled(&outcomes, 200, Stored).await;
     assert_eq!(broker.stored(), ids(200), "each stored once");
     assert_eq!(producer.stats().reconnects, 2);
     producer.close().await;
@@ -146,7 +151,7 @@ async fn a_new_producer_of_a_name_numbers_on_from_what_was_stored() {
     let sixth = second.send(b"sixth").await.unwrap();
     assert_eq!(sixth.0, 5, "after the name's last stored");
     wait_outcomes(&outcomes, 1).await;
-    assert_eq!(outcomes.lock().unwrap()[0].status, ConfirmStatus::Stored);
+    assert_eq!(outcomes.lock().unwrap()[0].status, Stored);
     assert_eq!(broker.stored(), ids(6), "stored, not taken for a duplicate");
     second.close().await;
 }
@@ -155,9 +160,7 @@ async fn a_new_producer_of_a_name_numbers_on_from_what_was_stored() {
 async fn close_during_a_reconnect_gives_each_message_one_outcome() {
     let (broker, producer, outcomes) =
         producing_reliably(Config::holding(), options(15, slow())).await;
-    send_ids(&producer, 0..10).await;
-    wait_session(&broker, 0, 10).await;
-    broker.act(Action::Drop);
+    lose_first_session(&broker, &producer, 10).await;
     wait_until("the loss", || !producer.is_connected()).await;
     // Taken while reconnecting, within the cap.
     for i in 10..15_u64 {
@@ -166,14 +169,9 @@ async fn close_during_a_reconnect_gives_each_message_one_outcome() {
     assert_eq!(producer.try_send(b"over"), Err(TrySendError::Full));
     assert_eq!(producer.unconfirmed(), 15);
     producer.close().await;
-    let all = exactly_once(&outcomes, 15);
-    for outcome in &all[..10] {
-        let status = outcome.status;
-        assert_eq!(status, ConfirmStatus::Closed, "written on the lost one");
-    }
-    for outcome in &all[10..] {
-        assert_eq!(outcome.status, ConfirmStatus::NotSent, "never written");
-    }
+    let all = statuses(&exactly_once(&outcomes, 15));
+    assert_eq!(all[..10], [Closed; 10], "written on the lost one");
+    assert_eq!(all[10..], [NotSent; 5], "never written");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -182,9 +180,7 @@ async fn send_waits_while_reconnecting_at_the_cap() {
     backoff.jitter = 0.0;
     let (broker, producer, outcomes) =
         producing_reliably(Config::holding(), options(4, backoff)).await;
-    send_ids(&producer, 0..4).await;
-    wait_session(&broker, 0, 4).await;
-    broker.act(Action::Drop);
+    lose_first_session(&broker, &producer, 4).await;
     {
         let start = Instant::now();
         let waiting = producer.send(b"fifth");
@@ -194,11 +190,11 @@ async fn send_waits_while_reconnecting_at_the_cap() {
         assert!(wait.await.is_err(), "send waits at the cap");
         wait_session(&broker, 1, 4).await;
         assert!(start.elapsed() >= ms(190), "the backoff's delay");
-        broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
+        broker.act(Action::ConfirmHeld(Stored));
         assert_eq!(waiting.await.unwrap().0, 4);
     }
     wait_session(&broker, 1, 5).await;
-    broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
+    broker.act(Action::ConfirmHeld(Stored));
     wait_exactly_once(&outcomes, 5).await;
     producer.close().await;
 }
@@ -212,7 +208,7 @@ async fn a_drop_during_close_gives_each_message_one_outcome() {
     tokio::time::timeout(Duration::from_secs(5), producer.close())
         .await
         .expect("close returns");
-    all_settled(&outcomes, 10, ConfirmStatus::Closed);
+    all_settled(&outcomes, 10, Closed);
     assert_eq!(broker.log().opens, 1, "no reconnect once closing");
 }
 
@@ -237,7 +233,7 @@ async fn name_in_use_is_retried_by_the_backoff_bounded() {
         assert!(*gap < ms(delay + 500), "bounded: {gaps:?}");
     }
     producer.send(b"after").await.unwrap();
-    wait_settled(&outcomes, 1, ConfirmStatus::Stored).await;
+    wait_settled(&outcomes, 1, Stored).await;
     producer.close().await;
 }
 
@@ -247,13 +243,11 @@ async fn confirm_timeouts_run_while_reconnecting() {
     options.producer.confirm_timeout = Some(ms(100));
     let (broker, producer, outcomes) = producing_reliably(Config::holding(), options).await;
     let start = Instant::now();
-    send_ids(&producer, 0..5).await;
-    wait_session(&broker, 0, 5).await;
-    broker.act(Action::Drop);
+    lose_first_session(&broker, &producer, 5).await;
     wait_until("the loss", || !producer.is_connected()).await;
     producer.send(b"while reconnecting").await.unwrap();
     for outcome in wait_exactly_once(&outcomes, 6).await {
-        assert_eq!(outcome.status, ConfirmStatus::TimedOut);
+        assert_eq!(outcome.status, TimedOut);
         assert!(outcome.settled_at.duration_since(outcome.taken_at) >= ms(100));
     }
     assert!(start.elapsed() < Duration::from_secs(2));
@@ -291,9 +285,7 @@ async fn timeouts_and_close_do_not_wait_for_a_hanging_connect() {
     options.client.handshake_timeout = Duration::from_secs(30);
     options.producer.confirm_timeout = Some(ms(100));
     let (broker, producer, outcomes) = producing_reliably(config, options).await;
-    send_ids(&producer, 0..3).await;
-    wait_session(&broker, 0, 3).await;
-    broker.act(Action::Drop);
+    lose_first_session(&broker, &producer, 3).await;
     wait_until("a hanging attempt", || broker.log().connections >= 2).await;
     // Timed out while the handshake hangs.
     wait_outcomes(&outcomes, 3).await;
@@ -303,11 +295,8 @@ async fn timeouts_and_close_do_not_wait_for_a_hanging_connect() {
         .await
         .expect("close does not wait for the handshake");
     assert!(start.elapsed() < Duration::from_secs(2));
-    let all = exactly_once(&outcomes, 4);
-    for outcome in &all[..3] {
-        assert_eq!(outcome.status, ConfirmStatus::TimedOut);
-    }
-    assert_eq!(all[3].status, ConfirmStatus::NotSent);
+    let all = statuses(&exactly_once(&outcomes, 4));
+    assert_eq!(all, [TimedOut, TimedOut, TimedOut, NotSent]);
 }
 
 #[test]
@@ -322,17 +311,15 @@ async fn send_blocking_waits_at_the_cap_across_a_reconnect() {
     let (broker, producer, outcomes) =
         producing_reliably(Config::holding(), options(4, quick())).await;
     let producer = Arc::new(producer);
-    send_ids(&producer, 0..4).await;
-    wait_session(&broker, 0, 4).await;
-    broker.act(Action::Drop);
+    lose_first_session(&broker, &producer, 4).await;
     let sender = Arc::clone(&producer);
     let blocked = std::thread::spawn(move || sender.send_blocking(b"fifth"));
     wait_session(&broker, 1, 4).await;
     assert!(!blocked.is_finished(), "at the cap until a confirm");
-    broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
+    broker.act(Action::ConfirmHeld(Stored));
     assert_eq!(blocked.join().unwrap().unwrap().0, 4);
     wait_session(&broker, 1, 5).await;
-    broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
+    broker.act(Action::ConfirmHeld(Stored));
     wait_exactly_once(&outcomes, 5).await;
 }
 
@@ -355,7 +342,7 @@ async fn a_refused_reopen_closes_the_producer_and_wakes_its_senders() {
     assert!(refused(blocked), "the blocked sender learns why");
     assert!(refused(waiting.await.unwrap()), "the waiting sender too");
     let all = exactly_once(&outcomes, 2);
-    let closed = all.iter().all(|o| o.status == ConfirmStatus::Closed);
+    let closed = all.iter().all(|o| o.status == Closed);
     assert!(closed, "{all:?}");
     assert!(refused(producer.try_send(b"more").map_err(|e| match e {
         TrySendError::Failed(e) => e,
@@ -418,15 +405,11 @@ async fn a_message_refused_below_the_highest_stored_is_resent_not_reported_store
     wait_session(&broker, 1, 1).await;
     let again = &sessions(&broker)[1];
     assert_eq!(*again, [2], "only the message not stored goes again");
-    let settled: Vec<_> = outcomes
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|o| o.publish_id.0)
-        .collect();
+    let all = outcomes.lock().unwrap().clone();
+    let settled: Vec<_> = all.iter().map(|o| o.publish_id.0).collect();
     assert_eq!(settled, [0, 1, 3], "settled by the re-open's answer: not 2");
-    broker.act(Action::ConfirmHeld(ConfirmStatus::Stored));
-    wait_settled(&outcomes, 4, ConfirmStatus::Stored).await;
+    broker.act(Action::ConfirmHeld(Stored));
+    wait_settled(&outcomes, 4, Stored).await;
     assert_eq!(broker.stored(), [0, 1, 3, 2]);
     assert_eq!(producer.stats().stored_before, 3);
     producer.close().await;

@@ -1,9 +1,9 @@
 //! Fixtures that build the fake peer and the client side of a test in one call.
 
-use std::time::{Duration, Instant};
-
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use zerodispatch_broker::{BrokerConfig, QueueConfig, QueueMode};
 use zerodispatch_client::{
@@ -279,6 +279,11 @@ pub async fn reliable_producer(
 
 /// What a consumer handed the application, in order: each message's GUID, token and payload.
 pub type Handed = Arc<Mutex<Vec<(Guid, DeliveryToken, Vec<u8>)>>>;
+
+/// The distinct payloads of `handed`.
+pub fn handed_payloads(handed: &[(Guid, DeliveryToken, Vec<u8>)]) -> HashSet<Vec<u8>> {
+    handed.iter().map(|(_, _, p)| p.clone()).collect()
+}
 
 /// A reliable consumer on queue 0 at `addr`, recording what it is handed, then calling `then`.
 pub async fn consuming_reliably(

@@ -1,6 +1,5 @@
-//! A fake broker for the client's loopback tests, on the wire codec: it answers, confirms by
-//! its [`Policy`], delivers within credit, does what a test asks ([`Action`]) and logs frames.
-//! Once warm with `no_log` on it allocates nothing per frame (for the zero-allocation proofs).
+//! A fake broker on the wire codec: it answers, confirms by its [`Policy`], delivers within
+//! credit, does what a test asks ([`Action`]), logs frames; with `no_log`, allocates nothing.
 
 #![allow(dead_code)]
 
@@ -52,26 +51,21 @@ pub struct Config {
     pub close_echo_only: bool,
     /// Deliver every published message to this consumer too, at once (it must have credit).
     pub echo_to: Option<u32>,
-    /// Deduplicate a named producer's messages by publish id across connections, as the broker
-    /// does (confirmed, not stored again); `ProducerOpened` says, id by id, what is stored.
+    /// Deduplicate a named producer's publish ids across connections; `ProducerOpened` says them.
     pub dedup: bool,
-    /// Drop a connection past this many messages received or delivered (those of a `Publish`
-    /// before the limit stored, none confirmed); `drops` times in all, over every connection.
+    /// Drop a connection past this many messages in or out (unconfirmed), `drops` times in all.
     pub drop_after_messages: Option<u64>,
     pub drops: u32,
-    /// With `dedup` and `Hold`, on the first connection: store only the first this many
-    /// messages; the others vanish unconfirmed.
+    /// With `dedup` and `Hold`, on the first connection: store only this many, lose the rest.
     pub store_limit: Option<u64>,
-    /// With `dedup`, on the first connection: this publish id is not stored (its refusal lost
-    /// with the connection), the others are.
+    /// With `dedup`, on the first connection: this publish id is not stored, the others are.
     pub lose_id: Option<u64>,
     /// On `CloseProducer`, drop the connection instead of answering.
     pub drop_on_close: bool,
     /// Refuse this many `OpenProducer` after the first, with `reopen_refusal` or `NAME_IN_USE`.
     pub refuse_reopens: u32,
     pub reopen_refusal: Option<ErrorCode>,
-    /// Consumers are served from the log's shared queue (`FakeBroker::enqueue`): each open
-    /// delivers every message not confirmed yet, by its GUID (its index).
+    /// Each consumer open delivers the shared queue's unconfirmed messages (GUID: the index).
     pub shared_queue: bool,
     /// Refuse every `OpenConsumer` after the first with `UNKNOWN_QUEUE`.
     pub refuse_consumer_reopens: bool,
@@ -133,10 +127,8 @@ fn stored_window(log: &Log, name: &str) -> (Option<u64>, u32, Vec<u8>) {
     };
     let known = last.saturating_add(1).min(4096);
     let mut bits = vec![0_u8; known.div_ceil(8) as usize];
-    for i in 0..known {
-        if log.stored_ids[name].contains(&(last - i)) {
-            bits[(i / 8) as usize] |= 1 << (i % 8);
-        }
+    for i in (0..known).filter(|i| log.stored_ids[name].contains(&(last - i))) {
+        bits[(i / 8) as usize] |= 1 << (i % 8);
     }
     (Some(last), known as u32, bits)
 }
@@ -188,11 +180,8 @@ impl FakeBroker {
                     log.connections
                 };
                 if config.silent_reconnects && connections > 1 {
-                    tokio::spawn(async move {
-                        let mut stream = stream;
-                        let mut sink = [0; 1024];
-                        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
-                    });
+                    let (mut stream, mut sink) = (stream, tokio::io::sink());
+                    tokio::spawn(async move { tokio::io::copy(&mut stream, &mut sink).await });
                     continue;
                 }
                 *actions2.lock().unwrap() = Some(tx);
@@ -268,27 +257,27 @@ impl FakeBroker {
 
     /// Waits (up to 5 s) until `frame` has come.
     pub async fn wait_received(&self, frame: Received) {
-        let what = format!("{frame:?}");
-        self.wait_for(&what, |log| log.frames.iter().any(|(_, f)| *f == frame))
-            .await;
+        let came = || self.frames().contains(&frame);
+        wait_until(&format!("{frame:?}"), came).await;
     }
 
     /// Waits (up to 5 s) until a `Publish` frame with message `id` has come.
     pub async fn wait_published(&self, id: u64) {
-        self.wait_for(&format!("message {id}"), |log| {
-            log.frames
-                .iter()
-                .any(|(_, f)| matches!(f, Received::Publish { ids, .. } if ids.contains(&id)))
+        let published = || self.publish_ids().iter().any(|ids| ids.contains(&id));
+        wait_until(&format!("message {id}"), published).await;
+    }
+
+    /// The publish ids of each `Publish` frame received, in order.
+    pub fn publish_ids(&self) -> Vec<Vec<u64>> {
+        self.picked(|f| match f {
+            Received::Publish { ids, .. } => Some(ids),
+            _ => None,
         })
-        .await;
     }
 
     /// The message counts of the `Publish` frames received, in order.
     pub fn publish_counts(&self) -> Vec<usize> {
-        self.picked(|f| match f {
-            Received::Publish { ids, .. } => Some(ids.len()),
-            _ => None,
-        })
+        self.publish_ids().iter().map(Vec::len).collect()
     }
 
     /// Messages received in `Publish` frames, on every connection.
@@ -319,15 +308,13 @@ struct ConsumerQueue {
 
 /// Whether `seen` messages pass `drop_after_messages` with drops left (counted if so).
 fn may_drop(config: &Config, log: &Mutex<Log>, seen: u64) -> bool {
-    let Some(limit) = config.drop_after_messages else {
+    if config.drop_after_messages.is_none_or(|limit| seen <= limit) {
         return false;
-    };
-    let mut log = log.lock().unwrap();
-    if seen > limit && log.drops_done < config.drops {
-        log.drops_done += 1;
-        return true;
     }
-    false
+    let mut log = log.lock().unwrap();
+    let dropping = log.drops_done < config.drops;
+    log.drops_done += u32::from(dropping);
+    dropping
 }
 
 /// Serves one connection.
@@ -356,18 +343,11 @@ async fn serve(
     'conn: loop {
         tokio::select! {
             read = stream.read(&mut rbuf[filled..]) => {
-                let n = match read {
-                    Ok(0) | Err(_) => break 'conn,
-                    Ok(n) => n,
-                };
+                let Ok(n @ 1..) = read else { break 'conn };
                 filled += n;
                 let mut at = 0;
-                loop {
-                    let (frame, consumed) = match decode(&rbuf[at..filled]) {
-                        Ok(Some(whole)) => whole,
-                        Ok(None) => break,
-                        Err(error) => panic!("the client sent a bad frame: {error}"),
-                    };
+                let bad = |error| panic!("the client sent a bad frame: {error}");
+                while let Some((frame, consumed)) = decode(&rbuf[at..filled]).unwrap_or_else(bad) {
                     at += consumed;
                     match frame {
                         Frame::Hello(hello) => {
@@ -392,9 +372,7 @@ async fn serve(
                                 let mut log = log.lock().unwrap();
                                 log.opens += 1;
                                 let refuse = log.opens > 1 && log.refusals_done < config.refuse_reopens;
-                                if refuse {
-                                    log.refusals_done += 1;
-                                }
+                                log.refusals_done += u32::from(refuse);
                                 refuse
                             };
                             if refuse_name {
@@ -404,12 +382,9 @@ async fn serve(
                             } else {
                                 let (last_stored, known, bits) = stored_window(&log.lock().unwrap(), open.name);
                                 producer_names.push((open.producer.0, open.name.to_owned()));
-                                Frame::ProducerOpened(zerodispatch_wire::ProducerOpened {
-                                    producer: open.producer,
-                                    stored: zerodispatch_wire::StoredWindow { last_stored, known, bits: &bits },
-                                })
-                                .encode(&mut out)
-                                .unwrap();
+                                let stored = zerodispatch_wire::StoredWindow { last_stored, known, bits: &bits };
+                                let opened = zerodispatch_wire::ProducerOpened { producer: open.producer, stored };
+                                Frame::ProducerOpened(opened).encode(&mut out).unwrap();
                             }
                         }
                         Frame::CloseProducer(close) => {
@@ -454,12 +429,10 @@ async fn serve(
                                 }
                             }
                             match config.policy {
-                                Policy::Confirm(status) => confirm(
-                                    &mut out,
-                                    publish.producer(),
-                                    publish.messages().map(|(id, _)| id.0),
-                                    status,
-                                ),
+                                Policy::Confirm(status) => {
+                                    let ids = publish.messages().map(|(id, _)| id.0);
+                                    confirm(&mut out, publish.producer(), ids, status);
+                                }
                                 Policy::Hold => {
                                     let kept = publish.count() as usize - vanished;
                                     held.extend(publish.messages().take(kept).map(|(id, _)| (publish.producer().0, id.0)));
@@ -488,15 +461,13 @@ async fn serve(
                                 refuse(&mut out, ErrorCode::UNKNOWN_QUEUE, FrameKind::OpenConsumer, open.consumer.0);
                             } else {
                                 Frame::OpenConsumer(open).encode(&mut out).unwrap();
-                                let mut queued = VecDeque::new();
-                                if config.shared_queue {
-                                    let log = log.lock().unwrap();
-                                    for (n, (payload, confirmed)) in log.queue.iter().enumerate() {
-                                        if !confirmed {
-                                            queued.push_back((Some(n as u64), payload.clone()));
-                                        }
-                                    }
-                                }
+                                let queued = match config.shared_queue {
+                                    true => log.lock().unwrap().queue.iter().enumerate()
+                                        .filter(|(_, (_, confirmed))| !confirmed)
+                                        .map(|(n, (payload, _))| (Some(n as u64), payload.clone()))
+                                        .collect(),
+                                    false => VecDeque::new(),
+                                };
                                 consumers.push(ConsumerQueue { connection, id: open.consumer.0, credit: open.credit, queued, next_guid: 0 });
                             }
                         }
@@ -540,8 +511,7 @@ async fn serve(
             action = actions.recv() => match action {
                 None | Some(Action::Drop) => break 'conn,
                 Some(Action::ConfirmHeld(status)) => {
-                    let all: Vec<(u32, u64)> = std::mem::take(&mut held);
-                    for (producer, id) in all {
+                    for (producer, id) in std::mem::take(&mut held) {
                         confirm(&mut out, ProducerId(producer), std::iter::once(id), status);
                     }
                 }
@@ -551,9 +521,7 @@ async fn serve(
                     }
                 }
                 Some(Action::ConfirmThenDrop(n)) => {
-                    let n = n.min(held.len());
-                    let first: Vec<(u32, u64)> = held.drain(..n).collect();
-                    for (producer, id) in first {
+                    for (producer, id) in held.drain(..n.min(held.len())) {
                         confirm(&mut out, ProducerId(producer), std::iter::once(id), ConfirmStatus::Stored);
                     }
                     let _ = stream.write_all(&out).await;
@@ -566,21 +534,14 @@ async fn serve(
                 Frame::Heartbeat.encode(&mut out).unwrap();
             }
         }
-        let mut delivered = 0;
-        for c in &mut consumers {
-            delivered += deliver(&mut out, c);
+        let delivered: u64 = consumers.iter_mut().map(|c| deliver(&mut out, c)).sum();
+        if !out.is_empty() && stream.write_all(&out).await.is_err() {
+            break;
         }
-        if !out.is_empty() {
-            if stream.write_all(&out).await.is_err() {
-                break;
-            }
-            out.clear();
-        }
-        if delivered > 0 {
-            seen += delivered;
-            if may_drop(&config, &log, seen) {
-                break;
-            }
+        out.clear();
+        seen += delivered;
+        if delivered > 0 && may_drop(&config, &log, seen) {
+            break;
         }
     }
     log.lock().unwrap().ended = true;
@@ -588,12 +549,8 @@ async fn serve(
 
 /// Appends an `Error` frame refusing a frame of kind `refused` about `subject`.
 fn refuse(out: &mut Vec<u8>, code: ErrorCode, refused: FrameKind, subject: u32) {
-    out.extend(error_bytes(
-        code,
-        Some(refused),
-        subject,
-        "refused by the fake broker",
-    ));
+    let why = "refused by the fake broker";
+    out.extend(error_bytes(code, Some(refused), subject, why));
 }
 
 /// Appends `PublishConfirm` frames confirming `ids` with `status`.
@@ -629,9 +586,8 @@ fn deliver(out: &mut Vec<u8>, c: &mut ConsumerQueue) -> u64 {
             c.next_guid += 1;
             c.next_guid - 1
         });
-        frame
-            .push(guid(n), token_of(c.connection, c.id, n), &payload)
-            .unwrap();
+        let token = token_of(c.connection, c.id, n);
+        frame.push(guid(n), token, &payload).unwrap();
         c.credit -= 1;
         count += 1;
     }
@@ -658,9 +614,7 @@ pub fn welcome(heartbeat_ms: u32) -> Frame<'static> {
 
 /// The GUID the fake broker gives the `n`th message delivered to a consumer.
 pub fn guid(n: u64) -> Guid {
-    let mut guid = [0; 16];
-    guid[..8].copy_from_slice(&n.to_le_bytes());
-    Guid(guid)
+    Guid(u128::from(n).to_le_bytes())
 }
 
 /// Outcomes as a test collects them.
@@ -704,9 +658,13 @@ pub fn exactly_once(outcomes: &Outcomes, n: u64) -> Vec<zerodispatch_client::Out
 
 /// Asserts [`exactly_once`] for `0..n`, each outcome with `status`.
 pub fn all_settled(outcomes: &Outcomes, n: u64, status: ConfirmStatus) {
-    for outcome in exactly_once(outcomes, n) {
-        assert_eq!(outcome.status, status);
-    }
+    let all = statuses(&exactly_once(outcomes, n));
+    assert_eq!(all, vec![status; n as usize]);
+}
+
+/// The statuses of `outcomes`, in order.
+pub fn statuses(outcomes: &[zerodispatch_client::Outcome]) -> Vec<ConfirmStatus> {
+    outcomes.iter().map(|o| o.status).collect()
 }
 
 /// Waits for `n` outcomes, then asserts [`all_settled`].
