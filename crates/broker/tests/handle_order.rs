@@ -18,9 +18,11 @@ const PATIENCE: Duration = Duration::from_secs(20);
 /// The processors' event capacity: small, so that the session processor's queue fills.
 const EVENT_CAPACITY: usize = 8;
 
-/// Whether a signal came on `signal` within [`PATIENCE`].
-fn arrived<T>(signal: &Receiver<T>) -> bool {
-    signal.recv_timeout(PATIENCE).is_ok()
+/// What came on `signal` within [`PATIENCE`]; fails the test with `never` if nothing did.
+fn arrived<T>(signal: &Receiver<T>, never: &str) -> T {
+    let got = signal.recv_timeout(PATIENCE);
+    assert!(got.is_ok(), "{never}");
+    got.unwrap()
 }
 
 /// Signals on `signal`, which a handler may have stopped waiting on.
@@ -58,12 +60,9 @@ fn stall_and_fill(broker: &Arc<Broker>, stalled: ProcessorId, filler: ProcessorI
     let ((running, ran), (release, released)) = (channel(), channel());
     support::on(broker, stalled, move || {
         open(&running);
-        assert!(
-            arrived(&released),
-            "the test never let the stalled processor go"
-        );
+        arrived(&released, "the test never let the stalled processor go");
     });
-    assert!(arrived(&ran), "the processor never ran the stall");
+    arrived(&ran, "the processor never ran the stall");
     let ((fill, filled), b) = (channel(), broker.clone());
     support::on(broker, filler, move || {
         for _ in 0..EVENT_CAPACITY {
@@ -71,8 +70,7 @@ fn stall_and_fill(broker: &Arc<Broker>, stalled: ProcessorId, filler: ProcessorI
         }
         open(&fill);
     });
-    let filled = arrived(&filled);
-    assert!(filled, "the stalled processor's queue was never filled");
+    arrived(&filled, "the stalled processor's queue was never filled");
     release
 }
 
@@ -91,27 +89,19 @@ fn open_on(
             delivered.fetch_add(batch.len() as u64, Ordering::SeqCst);
         });
         let _ = hand_over.send(consumer);
-        assert!(
-            arrived(&released),
-            "the test never let the cluster processor go"
-        );
+        arrived(&released, "the test never let the cluster processor go");
     };
     // Its captures pass the default space (32 bytes), so it is spilled (counted, visible).
     broker.execute(cluster, Callback::spill(hand)).unwrap();
-    let consumer = opened.recv_timeout(PATIENCE);
-    assert!(
-        consumer.is_ok(),
-        "the cluster processor never opened the consumer"
-    );
-    (consumer.unwrap().unwrap(), release_cluster)
+    let consumer = arrived(&opened, "the cluster processor never opened the consumer");
+    (consumer.unwrap(), release_cluster)
 }
 
 /// Waits until `processor` has handled what was sent to it (a callback queued behind ran).
 fn marker(broker: &Broker, processor: ProcessorId) {
     let (handle, handled) = channel();
     support::on(broker, processor, move || open(&handle));
-    let handled = arrived(&handled);
-    assert!(handled, "the session processor never got to the marker");
+    arrived(&handled, "the session processor never got to the marker");
 }
 
 /// Shuts `broker` down once the handlers have dropped their clones of it.

@@ -29,7 +29,12 @@ pub fn one_queue(mode: QueueMode) -> BrokerConfig {
 
 /// A configuration with the one queue `queue`, the rest default.
 pub fn one_queue_config(queue: QueueConfig) -> BrokerConfig {
-    with(BrokerConfig::default(), |c| c.queues = vec![queue])
+    queues(vec![queue])
+}
+
+/// A configuration of `queues`, the rest default.
+pub fn queues(queues: Vec<QueueConfig>) -> BrokerConfig {
+    with(BrokerConfig::default(), |c| c.queues = queues)
 }
 
 /// Replication by `replicas` nodes, ACKs at `quorum` receipts.
@@ -66,8 +71,9 @@ pub fn options(f: impl FnOnce(&mut ConsumerOptions)) -> ConsumerOptions {
 
 /// A broker of `queues` on `session_processors` session processors, the rest default.
 pub fn start_on(queues: Vec<QueueConfig>, session_processors: usize) -> Broker {
-    let config = with(BrokerConfig::default(), |c| c.queues = queues);
-    start(with(config, |c| c.session_processors = session_processors))
+    start(with(self::queues(queues), |c| {
+        c.session_processors = session_processors
+    }))
 }
 
 /// A broker of one priority queue, configured further by `f`.
@@ -287,6 +293,12 @@ pub fn receipts(broker: &Broker, guids: &[Guid], replica: u8) {
     for &guid in guids {
         receipt(broker, guid, replica).unwrap();
     }
+}
+
+/// [`receipts`], then a wait until the broker has handled them.
+pub fn receipted(broker: &Broker, guids: &[Guid], replica: u8) {
+    receipts(broker, guids, replica);
+    broker.quiesce().unwrap();
 }
 
 /// `processor`'s statistics now.
