@@ -140,10 +140,9 @@ fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
     assert_eq!(sessions.published, published.len() as u64);
     assert!(acked > 0, "some messages went through");
     // Every confirm reached its queue once: the consumers' and the replica's.
-    let arrived: u64 = stats
-        .iter()
-        .map(|q| q.confirms + q.duplicate_confirms + q.unknown_guid + q.gone_consumer)
-        .sum();
+    let reached =
+        |q: &QueueStats| q.confirms + q.duplicate_confirms + q.unknown_guid + q.gone_consumer;
+    let arrived: u64 = stats.iter().map(reached).sum();
     assert_eq!(arrived, sessions.confirms_sent + replica_confirms);
     let cluster = broker.cluster_state().unwrap();
     assert!(cluster.routed >= replica_confirms && cluster.unknown_queue == 0);
@@ -156,7 +155,6 @@ fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
         delivered.load(Ordering::Relaxed)
     );
     drop(consumers);
-    Arc::try_unwrap(broker)
-        .expect("producers finished")
-        .shutdown();
+    let broker = Arc::try_unwrap(broker).expect("producers finished");
+    broker.shutdown();
 }

@@ -92,9 +92,8 @@ fn a_panicking_on_ack_reports_each_outcome_once() {
     let broker = start(vec![priority()], 1);
     let _c = drain(&broker, 0);
     let acks: Log<Ack> = Log::default();
-    let p = broker
-        .open_producer(100, panicking_once(&acks, "on_ack"))
-        .unwrap();
+    let p = broker.open_producer(100, panicking_once(&acks, "on_ack"));
+    let p = p.unwrap();
     let g1 = p.send(QueueId(0), payload(1)).unwrap();
     broker.quiesce().unwrap();
     let g2 = p.send(QueueId(0), payload(2)).unwrap();
@@ -163,12 +162,10 @@ fn closed_sessions_free_their_slots() {
         let acks: Log<Ack> = Log::default();
         let options = ConsumerOptions::default();
         for i in 0..ROUNDS {
-            let p = broker
-                .open_producer(1, recording(&acks))
-                .unwrap_or_else(|e| panic!("round {i}: {e}"));
-            let c = broker
-                .open_consumer(QueueId(0), AppId(0), options, |_: &[Delivery]| {})
-                .unwrap_or_else(|e| panic!("round {i}: {e}"));
+            let p = broker.open_producer(1, recording(&acks));
+            let p = p.unwrap_or_else(|e| panic!("round {i}: {e}"));
+            let c = broker.open_consumer(QueueId(0), AppId(0), options, |_: &[Delivery]| {});
+            let c = c.unwrap_or_else(|e| panic!("round {i}: {e}"));
             if i % 1000 == 0 {
                 p.publish(QueueId(0), payload(i)).unwrap();
                 broker.quiesce().unwrap();
@@ -226,8 +223,7 @@ fn a_huge_queue_capacity_is_an_error_not_an_abort() {
         MAX_QUEUE_CAPACITY + 1,
         1 << 40,
     ] {
-        let queues = vec![sized(QueueMode::Priority, capacity)];
-        let config = with(BrokerConfig::default(), |c| c.queues = queues);
+        let config = support::queues(vec![sized(QueueMode::Priority, capacity)]);
         let err = Broker::start(config).unwrap_err();
         let queue = QueueId(0);
         let expected = BrokerError::QueueCapacityOutOfRange { queue, capacity };
@@ -440,10 +436,8 @@ fn a_full_outbox_is_its_own_error_with_the_core_refusal_as_source() {
         assert_eq!(err, BrokerError::OutboxFull(cluster));
         assert!(err.to_string().contains("outbox full"), "{err}");
         let cause = std::error::Error::source(&err).expect("the core's refusal");
-        let full = cause
-            .downcast_ref::<DispatchError<()>>()
-            .is_some_and(DispatchError::is_full);
-        assert!(full, "{cause:?}");
+        let full = cause.downcast_ref::<DispatchError<()>>();
+        assert!(full.is_some_and(DispatchError::is_full), "{cause:?}");
         // Nothing is stuck once the queue processor goes on.
         broker.quiesce().unwrap();
     });

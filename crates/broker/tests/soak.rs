@@ -38,10 +38,7 @@ fn faults_churn_and_tiny_queues_lose_no_outcome_and_stall_nothing() {
     let outcomes = Arc::new(Outcomes::default());
     let stop = Arc::new(AtomicBool::new(false));
     // One consumer per app for the whole run, so that every message can be confirmed.
-    let resident: Vec<Consumer> = TWO_QUEUES_APPS
-        .into_iter()
-        .map(|app| drain_app(&broker, app))
-        .collect();
+    let resident = TWO_QUEUES_APPS.map(|app| drain_app(&broker, app));
 
     let producers: Vec<_> = (0..3_u64)
         .map(|n| {

@@ -203,10 +203,8 @@ fn allocations(case: Case) -> u64 {
     let q = broker.queue_stats()[0];
     assert_eq!(q.acked, acks_for(WARM_UP + messages));
     assert_eq!(q.stored, WARM_UP + messages, "duplicates are not stored");
-    let all = delivered
-        .iter()
-        .all(|d| d.load(Ordering::Relaxed) == WARM_UP + messages);
-    assert!(all);
+    let all = |d: &AtomicU64| d.load(Ordering::Relaxed) == WARM_UP + messages;
+    assert!(delivered.iter().all(all));
     if replication.is_some() {
         broker.quiesce().unwrap();
         let q = broker.queue_stats()[0];
