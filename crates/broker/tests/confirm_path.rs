@@ -21,8 +21,7 @@ fn all_stored(broker: &Broker, guids: &[Guid], acks: &Log<Ack>) -> Outcome {
     outcome
 }
 
-/// At most one outcome per GUID; a message without one is held; `Stored` only as sent by a
-/// queue; every stored message is released or held.
+/// One outcome per GUID at most, none without a held message, stored = released + held.
 fn check_conservation(broker: &Broker, guids: &[Guid], acks: &Log<Ack>) -> Outcome {
     let outcome = support::outcomes(acks);
     let queues = broker.queue_stats();
@@ -241,8 +240,7 @@ fn blocking_consumer(broker: &Broker, app: u16, gate: Arc<Barrier>) -> (Consumer
     (c, seen)
 }
 
-/// A close waits behind the batch the consumer holds (regression: the detach overtook its
-/// confirms and `b` was handed `a`'s batch again); what `a` had not taken goes to `b`.
+/// A close waits behind the batch `a` holds (its detach overtook its confirms); the rest goes to b.
 #[test]
 fn closing_a_priority_consumer_redelivers_only_what_it_did_not_take() {
     let broker = start_on(vec![priority()], 3);
@@ -408,8 +406,7 @@ fn confirmer(broker: &Broker, consumer: ConsumerId) -> impl Fn(Guid, DeliveryTok
     }
 }
 
-/// A token is checked, never trusted: out of range, free or reused, its confirm is unknown,
-/// releases nothing, and the message it meant stays confirmable by its own token.
+/// A token out of range, free or reused makes an unknown confirm that releases nothing.
 #[test]
 fn a_confirm_with_a_forged_out_of_range_or_stale_token_is_unknown_and_releases_nothing() {
     let capacity = 4;

@@ -291,8 +291,7 @@ fn a_publish_id_in_flight_on_the_producer_is_not_sent_and_both_get_one_outcome()
     assert_eq!(len(&seen), 1);
 }
 
-/// Regression: a queue remembering only the highest id took a lower unstored id for a
-/// duplicate.
+/// Regression: a queue remembering only the highest id took a lower unstored id for a duplicate.
 #[test]
 fn a_lower_id_never_stored_is_stored_when_published_after_a_higher_one() {
     let (broker, _c, seen) = start_consumed(|_| {});
@@ -373,8 +372,7 @@ fn a_named_producer_may_not_have_more_in_flight_than_the_window_covers() {
     }
 }
 
-/// A resend after a timeout while the first copy awaits its quorum: both PUTs are answered
-/// (the first counted late), so a close lets the session go.
+/// A resend while the first copy awaits its quorum: both PUTs answered, the first counted late.
 #[test]
 fn a_message_resent_by_its_own_producer_while_awaiting_its_quorum_has_an_ack_per_put() {
     let (broker, _c, _seen) = start_consumed(|c| c.replication = replication(1, 1));

@@ -22,8 +22,7 @@ fn consumer(broker: &Broker, options: ConsumerOptions) -> (Consumer, Log<Deliver
     support::consumer(broker, 0, 0, options)
 }
 
-/// A broker of [`start`], a consumer of it with `options`, and its log of deliveries, once
-/// a producer (returned last) has published `n` messages to queue 0.
+/// A broker of [`start`], a logging consumer with `options`, and a producer that published `n`.
 fn started(options: ConsumerOptions, n: u64) -> (Broker, Consumer, Log<Delivery>, Producer) {
     let broker = start();
     let (consumer, seen) = consumer(&broker, options);
@@ -37,6 +36,13 @@ fn held(broker: &Broker) -> u64 {
     broker.queue_stats()[0].held
 }
 
+/// Confirms each of `deliveries` to `consumer`.
+fn confirm(broker: &Broker, consumer: &Consumer, deliveries: &[Delivery]) {
+    for d in deliveries {
+        broker.confirm(consumer, d.guid).unwrap();
+    }
+}
+
 #[test]
 fn explicit_confirms_release_only_what_the_application_confirms() {
     within(LIMIT, "explicit confirms", || {
@@ -46,10 +52,8 @@ fn explicit_confirms_release_only_what_the_application_confirms() {
         // Handed over, not confirmed: the queue still holds every message.
         assert_eq!(held(&broker), 10);
 
-        let delivered = seen.lock().unwrap().clone();
-        for d in &delivered[..4] {
-            broker.confirm(&consumer, d.guid).unwrap();
-        }
+        let delivered = support::logged(&seen);
+        confirm(&broker, &consumer, &delivered[..4]);
         wait_for("4 releases", || held(&broker) == 6);
 
         // A GUID never delivered, and one confirmed already: counted, nothing released.
@@ -100,8 +104,7 @@ fn credit_paces_deliveries() {
         wait_for("every delivery", || len(&seen) == 10);
         wait_for("every release", || held(&broker) == 0);
         // In publish order, each once.
-        let seen = support::logged(&seen);
-        let handles: Vec<u64> = seen.iter().map(|d| d.payload.handle).collect();
+        let handles = support::mapped(&seen, |d| d.payload.handle);
         assert_eq!(handles, (0..10).collect::<Vec<_>>());
     });
 }
@@ -137,17 +140,14 @@ fn what_a_closed_consumer_held_is_redelivered_and_confirmed_by_the_next() {
         broker.quiesce().unwrap();
         broker.close_consumer(&first).unwrap();
         wait_for("10 redeliveries", || len(&seen) == 10);
-        for d in &support::logged(&seen) {
-            broker.confirm(&second, d.guid).unwrap();
-        }
+        confirm(&broker, &second, &support::logged(&seen));
         wait_for("every release", || held(&broker) == 0);
         let q = broker.queue_stats()[0];
         assert_eq!((q.confirms, q.gone_consumer), (10, 0), "{q:?}");
     });
 }
 
-/// The session's table of what it handed over churns far past its size through a small
-/// window (regression: its check read `capacity()`, which tombstones lower, and panicked).
+/// The session's table of handed messages churns through a small window (its check panicked).
 #[test]
 fn explicit_confirms_churn_through_a_small_window() {
     within(LIMIT, "explicit confirms through a small window", || {
@@ -162,9 +162,7 @@ fn explicit_confirms_churn_through_a_small_window() {
             if handle % 16 == 15 {
                 wait_for("sixteen deliveries", || len(&seen) as u64 == handle + 1);
                 let batch: Vec<Delivery> = seen.lock().unwrap()[confirmed..].to_vec();
-                for d in &batch {
-                    broker.confirm(&consumer, d.guid).unwrap();
-                }
+                confirm(&broker, &consumer, &batch);
                 confirmed += batch.len();
             }
         }
@@ -174,8 +172,7 @@ fn explicit_confirms_churn_through_a_small_window() {
     });
 }
 
-/// Confirms made before `close_consumer` release their messages: the close (its detach)
-/// does not overtake them, which redelivered confirmed messages before the fix.
+/// Confirms made before `close_consumer` release their messages: its detach never overtakes them.
 #[test]
 fn confirms_made_before_a_close_are_not_overtaken_by_it() {
     within(LIMIT, "confirm then close", || {
@@ -190,9 +187,7 @@ fn confirms_made_before_a_close_are_not_overtaken_by_it() {
                 producer.publish(QueueId(0), payload(handle)).unwrap();
             }
             wait_for("10 deliveries", || len(&seen) == 10);
-            for d in seen.lock().unwrap().iter() {
-                broker.confirm(&consumer, d.guid).unwrap();
-            }
+            confirm(&broker, &consumer, &seen.lock().unwrap());
             broker.close_consumer(&consumer).unwrap();
             broker.quiesce().unwrap();
             let queue = &broker.queue_stats()[0];

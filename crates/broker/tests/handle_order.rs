@@ -42,8 +42,7 @@ struct Scene {
     delivered: Arc<AtomicU64>,
 }
 
-/// A broker of one queue on processors of [`EVENT_CAPACITY`] events; its session, queue
-/// and cluster processors.
+/// A broker of one queue on processors of [`EVENT_CAPACITY`] events, and those processors.
 fn small_broker() -> (Arc<Broker>, [ProcessorId; 3]) {
     let broker = Arc::new(support::priority_broker(|c| {
         (c.session_processors, c.queue_processors) = (1, 1);
@@ -54,8 +53,7 @@ fn small_broker() -> (Arc<Broker>, [ProcessorId; 3]) {
     (broker, processors)
 }
 
-/// Stalls `stalled` until the signal returned is sent, then fills its queue from `filler`
-/// (the rest waits in `filler`'s outbox; a monitor probe may hold one slot).
+/// Stalls `stalled` until the signal returned is sent, and fills its queue from `filler`.
 fn stall_and_fill(broker: &Arc<Broker>, stalled: ProcessorId, filler: ProcessorId) -> Sender<()> {
     let ((running, ran), (release, released)) = (channel(), channel());
     support::on(broker, stalled, move || {
@@ -74,8 +72,7 @@ fn stall_and_fill(broker: &Arc<Broker>, stalled: ProcessorId, filler: ProcessorI
     release
 }
 
-/// Opens, from a handler on `cluster`, a consumer of queue 0 with `options` counting its
-/// deliveries in `delivered`; the handler stays until the signal returned is sent.
+/// A consumer counting into `delivered`, opened on `cluster`, held there until the signal.
 fn open_on(
     broker: &Arc<Broker>,
     cluster: ProcessorId,
@@ -113,8 +110,7 @@ fn shut_down(broker: Arc<Broker>) {
     broker.shutdown();
 }
 
-/// A consumer of queue 0 with `options` opened on the cluster processor while the session
-/// processor is stalled, full from the queue processor (the cluster's outbox stays empty).
+/// A consumer opened on the cluster processor while the session processor is stalled, full.
 fn open_on_a_processor(options: ConsumerOptions) -> Scene {
     let (broker, [session, queue, cluster]) = small_broker();
     let release_session = stall_and_fill(&broker, session, queue);
@@ -206,8 +202,7 @@ fn a_close_sent_from_another_thread_reaches_a_consumer_opened_on_a_processor() {
     assert!(unregistered, "the closed session never unregistered itself");
 }
 
-/// Regression: an `Attach` sent through a processor's outbox was overtaken by the `Detach`
-/// of a close from another thread, attaching a closed consumer; a second one gets all.
+/// Regression: an outboxed `Attach` overtaken by a close's `Detach` attached a closed consumer.
 #[test]
 fn a_late_attach_never_attaches_a_consumer_closed_from_another_thread() {
     let (broker, [session, queue, cluster]) = small_broker();

@@ -85,8 +85,7 @@ fn acks_arriving_after_a_producers_close_are_counted_late() {
     broker.shutdown();
 }
 
-/// Producers opened, used and closed at random from two threads (receipts before or after
-/// the close, refusals, unsent batches, timeouts, unknown queues): the counts conserve.
+/// Producers opened, used and closed at random from two threads: the counts conserve.
 #[test]
 fn acks_and_outcomes_conserve_under_producer_churn() {
     within(Duration::from_secs(120), "churn", || {

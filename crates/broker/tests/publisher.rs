@@ -61,8 +61,7 @@ fn dynamic_send_flushes_each_message_at_once_when_the_queue_drains() {
     assert!(outcomes(&acks).values().all(|s| *s == AckStatus::Stored));
 }
 
-/// The (frames, messages) put for `n` messages of `len` bytes sent by a producer of
-/// `config` while its session is held, so that they reach it at once.
+/// The (frames, messages) put for `n` messages of `len` bytes sent while the session is held.
 fn held_burst(config: ProducerConfig, n: usize, len: u32) -> (u64, u64) {
     let broker = broker();
     let (p, _acks) = producer_with(&broker, config);

@@ -365,8 +365,7 @@ fn quiesce_in_on_ack_says_it_is_on_a_processor_thread() {
     });
 }
 
-/// Defect 12 (second half): a publish into a full outbox on a processor thread said
-/// `ShutDown`; it is `WouldBlock`, handing the payload back.
+/// Defect 12 (second half): a full outbox on a processor thread said `ShutDown`, not `WouldBlock`.
 #[test]
 fn a_full_outbox_on_a_processor_thread_is_not_reported_as_closed() {
     within(Duration::from_secs(20), "publishes from on_ack", || {
@@ -410,8 +409,7 @@ fn a_full_outbox_on_a_processor_thread_is_not_reported_as_closed() {
     });
 }
 
-/// A call on a processor thread whose outbox fills is `OutboxFull`, with the core's
-/// `DispatchError::Full` as its source (it said `OnProcessorThread`, with no cause).
+/// A full outbox on a processor thread is `OutboxFull`, with the core's `DispatchError` as source.
 #[test]
 fn a_full_outbox_is_its_own_error_with_the_core_refusal_as_source() {
     within(Duration::from_secs(20), "close_consumer on it", || {

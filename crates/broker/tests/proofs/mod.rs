@@ -10,8 +10,7 @@ use std::thread;
 
 use zerodispatch_broker::*;
 
-/// A producer's outcomes of one status and the others, counted without allocating (a
-/// proof asserts on the count: a panic in `on_ack` would be caught).
+/// A producer's outcomes of one status and the others, counted without allocating.
 pub struct AckCounts {
     status: AckStatus,
     /// Outcomes of `status`, added after the others (so an acquire read sees them).

@@ -31,15 +31,13 @@ use crate::zdb::{
 };
 use crate::zdt::SimRng;
 
-/// Producer names the scenario uses: more than the broker's table of names holds, so that
-/// a new name finds it full and takes the place of the name closed least recently.
+/// Producer names the scenario uses: more than the broker's table of names holds.
 const NAMES: usize = 5;
 
 /// Places in the broker's table of names (`BrokerConfig::max_producer_names`).
 const PLACES: usize = 3;
 
-/// What a message is to its application: a named producer's publish id under its name,
-/// or an anonymous producer's payload handle.
+/// A message: a named producer's publish id under its name, or an anonymous payload handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Msg {
     Named(usize, u64),
@@ -99,9 +97,7 @@ struct Share {
     deliveries: u32,
 }
 
-/// The scenario's copy of the broker's table of names (`names.rs`), by its rule: a new
-/// name takes a free place, else the place of the name closed least recently at the
-/// place's next generation (that name is forgotten), else it is refused `TooManyNames`.
+/// The scenario's copy of the broker's table of names (`names.rs`), by its rule (`place_for`).
 #[derive(Debug, Default)]
 struct Table {
     /// Per place: the name holding it and the place's generation.
@@ -282,8 +278,7 @@ impl World {
     }
 }
 
-/// What the test's thread holds: the broker's objects (never inside the world's lock,
-/// since their calls may run the processors, whose handlers take it).
+/// The broker's objects, outside the world's lock (their calls may run handlers that take it).
 struct Run {
     broker: Broker,
     sim: BrokerSimulator,
@@ -921,9 +916,7 @@ pub fn run(seed: u64) {
     }
 }
 
-/// The end of a run without a shutdown in mid-stream: every receipt sent, every consumer
-/// that could hold shares back closed, a fresh consumer for each app, every stored message
-/// delivered; every producer closed; the counters conserved.
+/// The end of a run without a shutdown: every stored message delivered, the counters conserved.
 fn finish(run: &mut Run) {
     run.sim.note("finish: settle");
     run.sim.settle();

@@ -404,8 +404,7 @@ impl Rng {
     }
 }
 
-/// A priority and a two-app fanout queue of `capacity` and `window`, on two session and two
-/// queue processors of `events` events.
+/// A priority and a two-app fanout queue, on two session and two queue processors.
 pub fn two_queues(capacity: usize, window: u32, events: usize) -> BrokerConfig {
     let queue = |mode| QueueConfig {
         capacity,
