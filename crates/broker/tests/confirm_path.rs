@@ -235,8 +235,7 @@ fn blocking_consumer(broker: &Broker, app: u16, gate: Arc<Barrier>) -> (Consumer
             gate.wait();
         }
     };
-    let options = ConsumerOptions::default();
-    let c = support::open_consumer(broker, (0, app), options, handler);
+    let c = support::open_consumer(broker, (0, app), ConsumerOptions::default(), handler);
     (c, seen)
 }
 
@@ -342,37 +341,22 @@ fn shutdown_reports_unacknowledged_messages_closed() {
 
 #[test]
 fn invalid_queue_configurations_are_errors_that_name_the_setting() {
-    let err = |q| Broker::start(support::queues(vec![priority(), q])).unwrap_err();
-    let (queue, apps) = (QueueId(1), MAX_APPS + 1);
-    let cases = [
-        (
-            sized(QueueMode::Priority, 0),
-            BrokerError::QueueCapacityOutOfRange { queue, capacity: 0 },
-            "capacity 0",
-        ),
-        (
-            fanout(apps),
-            BrokerError::AppsOutOfRange { queue, apps },
-            "give 1 to MAX_APPS (64)",
-        ),
-        (
-            fanout(0),
-            BrokerError::AppsOutOfRange { queue, apps: 0 },
-            "0 fanout apps",
-        ),
-        (
-            support::with(priority(), |q| q.window = 0),
-            BrokerError::ZeroWindow { queue },
-            "window",
-        ),
-    ];
-    for (queue, expected, says) in cases {
-        let e = err(queue);
+    let check = |q, expected: BrokerError, says: &str| {
+        let e = Broker::start(support::queues(vec![priority(), q])).unwrap_err();
         assert_eq!(e, expected);
         let text = e.to_string();
         let names = text.starts_with("queue 1:") && text.contains(says);
         assert!(names, "{text}");
-    }
+    };
+    let (queue, apps) = (QueueId(1), MAX_APPS + 1);
+    let no_capacity = BrokerError::QueueCapacityOutOfRange { queue, capacity: 0 };
+    check(sized(QueueMode::Priority, 0), no_capacity, "capacity 0");
+    let too_many = BrokerError::AppsOutOfRange { queue, apps };
+    check(fanout(apps), too_many, "give 1 to MAX_APPS (64)");
+    let none = BrokerError::AppsOutOfRange { queue, apps: 0 };
+    check(fanout(0), none, "0 fanout apps");
+    let no_window = support::with(priority(), |q| q.window = 0);
+    check(no_window, BrokerError::ZeroWindow { queue }, "window");
     let broker = start_on(vec![fanout(2)], 1);
     let options = ConsumerOptions::default();
     let open = |q, a| {

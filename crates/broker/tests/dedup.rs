@@ -136,8 +136,7 @@ fn the_name_table_is_bounded_by_open_names_and_a_new_name_takes_the_least_recent
     let open = |name| broker.open_named_producer(name, ProducerConfig::default(), |_: &[Ack]| {});
     assert!(matches!(open("a"), Err(BrokerError::NameInUse(ref n)) if &**n == "a"));
     let max_producer_names = 2;
-    let full = Err(BrokerError::TooManyNames { max_producer_names });
-    assert!(open("c").map(|_| ()) == full);
+    assert!(open("c").map(|_| ()) == Err(BrokerError::TooManyNames { max_producer_names }));
     let old_guid = a.publish_with_id(Q, payload(0), 0).unwrap();
     let (a_id, b_id) = (a.id(), b.id());
     a.close(Duration::from_secs(1));

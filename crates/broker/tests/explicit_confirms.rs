@@ -181,8 +181,7 @@ fn confirms_made_before_a_close_are_not_overtaken_by_it() {
         for round in 0..200_u64 {
             // Both paths a confirm can take: straight to the queue, or through the cluster.
             let route = [ConfirmRoute::Direct, ConfirmRoute::ViaCluster][round as usize % 2];
-            let options = with(explicit(None), |o| o.route = route);
-            let (consumer, seen) = consumer(&broker, options);
+            let (consumer, seen) = consumer(&broker, with(explicit(None), |o| o.route = route));
             for handle in 0..10 {
                 producer.publish(QueueId(0), payload(handle)).unwrap();
             }

@@ -86,8 +86,7 @@ fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
                 let guid = Guid::new(ProducerId(u32::MAX), sent);
                 // Whatever slot it names, it holds no message of that GUID.
                 let token = DeliveryToken(sent as u32);
-                let at = ((sent % 2) as u32, 0);
-                let confirm = confirm_of(at, guid, token, ConsumerId(u32::MAX));
+                let confirm = confirm_of(((sent % 2) as u32, 0), guid, token, ConsumerId(u32::MAX));
                 broker.replica_confirm(confirm, ConfirmMode::Typed).unwrap();
                 sent += 1;
             }
@@ -129,8 +128,7 @@ fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
     let replica_confirms = replica.join().unwrap();
 
     broker.quiesce().unwrap();
-    let outcome = outcomes.one_each(&published);
-    let acked = count_of(&outcome, AckStatus::Stored);
+    let acked = count_of(&outcomes.one_each(&published), AckStatus::Stored);
     let stats = broker.queue_stats();
     assert_eq!(stats.iter().map(|q| q.acked).sum::<u64>(), acked);
     assert_eq!(stats.iter().map(|q| q.held).sum::<u64>(), 0);

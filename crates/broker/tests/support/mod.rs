@@ -406,21 +406,11 @@ impl Rng {
 
 /// A priority and a two-app fanout queue, on two session and two queue processors.
 pub fn two_queues(capacity: usize, window: u32, events: usize) -> BrokerConfig {
-    let queue = |mode| QueueConfig {
-        capacity,
-        window,
-        ..QueueConfig::new(mode)
-    };
-    BrokerConfig {
-        queues: vec![
-            queue(QueueMode::Priority),
-            queue(QueueMode::Fanout { apps: 2 }),
-        ],
-        session_processors: 2,
-        queue_processors: 2,
-        event_capacity: events,
-        ..BrokerConfig::default()
-    }
+    let of = |mode| with(sized(mode, capacity), |q| q.window = window);
+    let modes = [QueueMode::Priority, QueueMode::Fanout { apps: 2 }];
+    with(queues(modes.map(of).to_vec()), |c| {
+        (c.session_processors, c.queue_processors, c.event_capacity) = (2, 2, events);
+    })
 }
 
 /// Each app of [`two_queues`], as (queue, app).
