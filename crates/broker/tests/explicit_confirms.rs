@@ -64,7 +64,6 @@ fn explicit_confirms_release_only_what_the_application_confirms() {
         broker.quiesce().unwrap();
         assert_eq!(held(&broker), 6);
 
-        // The rest in one batch, from async code.
         let rest = delivered[4..].iter().map(|d| d.guid);
         let confirmed = runtime().block_on(broker.confirm_batch_async(&consumer, rest));
         confirmed.unwrap();

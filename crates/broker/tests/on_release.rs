@@ -28,7 +28,7 @@ fn start(queue: QueueConfig, panic_once: bool) -> (Broker, Log) {
         }
         sink.lock().unwrap().extend(batch.iter().map(|p| p.handle));
     });
-    let config = support::one_queue_config(queue);
+    let config = support::queues(vec![queue]);
     let broker = support::start(with(config, |c| c.on_release = Some(hook)));
     (broker, released)
 }

@@ -82,7 +82,6 @@ fn a_dropped_publish_async_publishes_nothing_and_owes_no_outcome() {
                     result.unwrap();
                     published += 1;
                 }
-                // The queue is full: drop the waiting future.
                 Poll::Pending => break,
             }
             let filled = Instant::now() < deadline;

@@ -111,7 +111,6 @@ fn allocations(case: Case) -> u64 {
             n
         }
     };
-    // Deliveries, per app.
     let delivered: Arc<[AtomicU64]> = (0..apps).map(|_| AtomicU64::new(0)).collect();
     let slowest = || delivered.iter().map(|d| d.load(Ordering::Acquire)).min();
     let slowest = || slowest().unwrap_or(0);

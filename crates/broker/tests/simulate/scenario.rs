@@ -27,7 +27,7 @@ use crate::zdb::{
     Ack, AckStatus, AppId, Broker, BrokerConfig, BrokerError, BrokerSimulator, ConfirmMode,
     ConfirmRoute, Confirms, Consumer, ConsumerOptions, Delivery, FlushStrategy, Guid,
     MIN_DEDUP_WINDOW, OnRelease, Payload, Producer, ProducerConfig, ProducerId, QueueConfig,
-    QueueId, QueueMode, Receipt, ReplicaId, Replication, SendError,
+    QueueId, QueueMode, QueueStats, Receipt, ReplicaId, Replication, SendError,
 };
 use crate::zdt::SimRng;
 
@@ -230,8 +230,7 @@ impl World {
     /// A consumer's batch of deliveries.
     fn on_delivery(&mut self, consumer: usize, batch: &[Delivery]) {
         for d in batch {
-            let queue = d.queue.0;
-            let app = d.app.0;
+            let (queue, app) = (d.queue.0, d.app.0);
             let c = &self.consumers[consumer];
             let (want_queue, want_app, explicit) = (c.queue, c.app, c.explicit);
             if (queue, app) != (want_queue, want_app) {
@@ -759,13 +758,12 @@ pub fn run(seed: u64) {
         w.names = (0..NAMES).map(|_| Name::default()).collect();
     }
     sim.note(format_args!("{config:?}"));
-    let (producers, consumers) = (Vec::new(), Vec::new());
     let mut run = Run {
         broker,
         sim,
         shared,
-        producers,
-        consumers,
+        producers: Vec::new(),
+        consumers: Vec::new(),
         config,
         next_handle: 0,
     };
@@ -985,21 +983,16 @@ fn finish(run: &mut Run) {
     run.check();
     let queues = run.broker.queue_stats();
     let sessions = run.broker.session_stats();
-    let sent: u64 = queues
-        .iter()
-        .map(|q| q.acked + q.rejected_full + q.out_of_window + q.superseded)
-        .sum();
+    let sent = |q: &QueueStats| q.acked + q.rejected_full + q.out_of_window + q.superseded;
+    let sent: u64 = queues.iter().map(sent).sum();
     let counted = format!("ACKs the queues sent, counted by the sessions: {queues:?} {sessions:?}");
     assert_eq!(sent, sessions.acks + sessions.late_acks, "{counted}");
-    let w = run.w();
+    let (w, s) = (run.w(), &sessions);
     for (status, counted) in [
-        (AckStatus::Closed, sessions.closed_reported),
-        (AckStatus::NotSent, sessions.not_sent),
-        (AckStatus::TimedOut, sessions.timed_out),
-        (
-            AckStatus::RejectedProducerFull,
-            sessions.rejected_producer_full,
-        ),
+        (AckStatus::Closed, s.closed_reported),
+        (AckStatus::NotSent, s.not_sent),
+        (AckStatus::TimedOut, s.timed_out),
+        (AckStatus::RejectedProducerFull, s.rejected_producer_full),
     ] {
         assert_eq!(w.outcomes[status as usize], counted, "{status:?} outcomes");
     }

@@ -24,12 +24,7 @@ pub fn start(config: BrokerConfig) -> Broker {
 
 /// A configuration with one queue of `mode`, the rest default.
 pub fn one_queue(mode: QueueMode) -> BrokerConfig {
-    one_queue_config(QueueConfig::new(mode))
-}
-
-/// A configuration with the one queue `queue`, the rest default.
-pub fn one_queue_config(queue: QueueConfig) -> BrokerConfig {
-    queues(vec![queue])
+    queues(vec![QueueConfig::new(mode)])
 }
 
 /// A configuration of `queues`, the rest default.
