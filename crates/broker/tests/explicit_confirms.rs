@@ -47,8 +47,7 @@ fn confirm(broker: &Broker, consumer: &Consumer, deliveries: &[Delivery]) {
 fn explicit_confirms_release_only_what_the_application_confirms() {
     within(LIMIT, "explicit confirms", || {
         let (broker, consumer, seen, _producer) = started(explicit(None), 10);
-        wait_for("10 deliveries", || len(&seen) == 10);
-        broker.quiesce().unwrap();
+        support::settled(&broker, "10 deliveries", || len(&seen) == 10);
         // Handed over, not confirmed: the queue still holds every message.
         assert_eq!(held(&broker), 10);
 
@@ -60,8 +59,7 @@ fn explicit_confirms_release_only_what_the_application_confirms() {
         broker.confirm(&consumer, Guid([0xEE; 16])).unwrap();
         broker.confirm(&consumer, delivered[0].guid).unwrap();
         let unknown = || broker.session_stats().unknown_confirms;
-        wait_for("2 unknown confirms", || unknown() == 2);
-        broker.quiesce().unwrap();
+        support::settled(&broker, "2 unknown confirms", || unknown() == 2);
         assert_eq!(held(&broker), 6);
 
         let rest = delivered[4..].iter().map(|d| d.guid);
@@ -89,13 +87,11 @@ fn credit_paces_deliveries() {
     within(LIMIT, "credit pacing", || {
         let (broker, consumer, seen, _producer) = started(paced(0), 10);
         // Started paused: the session holds what the queue pushed.
-        wait_for("the pushes", || held(&broker) == 10);
-        broker.quiesce().unwrap();
+        support::settled(&broker, "the pushes", || held(&broker) == 10);
         assert_eq!(len(&seen), 0);
 
         broker.add_credit(&consumer, 3).unwrap();
-        wait_for("3 deliveries", || len(&seen) == 3);
-        broker.quiesce().unwrap();
+        support::settled(&broker, "3 deliveries", || len(&seen) == 3);
         assert_eq!(len(&seen), 3, "more than the credit");
 
         let all = broker.add_credit_async(&consumer, u32::MAX);

@@ -188,6 +188,12 @@ pub fn wait_for(what: &str, done: impl FnMut() -> bool) {
     wait_up_to(Duration::from_secs(10), what, done);
 }
 
+/// Waits until `done` holds (as [`wait_for`]), then until the broker is quiet.
+pub fn settled(broker: &Broker, what: &str, done: impl FnMut() -> bool) {
+    wait_for(what, done);
+    broker.quiesce().unwrap();
+}
+
 /// Waits until `done` holds, failing the test after `limit`.
 pub fn wait_up_to(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
