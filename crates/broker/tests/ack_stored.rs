@@ -9,11 +9,7 @@ use zerodispatch_broker::*;
 
 mod support;
 
-use support::{
-    Log, consumer_calling, consumer_of, explicit, len, mapped, one_queue, open_consumer, producer,
-    producer_with, publish, published, receipt, receipted, receipts, recording, replication,
-    timeout, wait_for, with,
-};
+use support::*;
 
 /// A broker of one queue of `mode` with `replication`, on `session_processors`.
 fn start(replication: Option<Replication>, mode: QueueMode, session_processors: usize) -> Broker {

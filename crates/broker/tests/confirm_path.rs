@@ -9,10 +9,8 @@ use zerodispatch_broker::*;
 
 mod support;
 
-use support::{
-    Log, Outcome, assert_each, confirm_of, consumer, consumer_of, fanout, guids as delivered,
-    priority, producer, publish, published, receipts, replicated, sized, start_on, wait_for,
-};
+use support::guids as delivered;
+use support::*;
 
 /// [`check_conservation`] of what `acks` holds, and a check that each of `guids` is `Stored`.
 fn all_stored(broker: &Broker, guids: &[Guid], acks: &Log<Ack>) -> Outcome {

@@ -9,10 +9,7 @@ use zerodispatch_broker::*;
 
 mod support;
 
-use support::{
-    Log, capped, consumer, hold, len, mapped, named, payload, producer, receipted, replication,
-    runtime, session_clients, sessions_alive, sized, statuses, timeout, timer, wait_for, with,
-};
+use support::*;
 
 const Q: QueueId = QueueId(0);
 

@@ -12,10 +12,7 @@ use zerodispatch_broker::*;
 
 mod support;
 
-use support::{
-    Outcomes, TWO_QUEUES_APPS, confirm_of, count_of, open_consumer, payload, start, two_queues,
-    with,
-};
+use support::*;
 
 const PRODUCERS: u64 = 3;
 /// Messages per producer: about a second in a debug build.

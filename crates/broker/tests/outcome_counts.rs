@@ -13,10 +13,7 @@ use zerodispatch_testkit::within;
 
 mod support;
 
-use support::{
-    Log, Rng, drain, one_queue, payload, producer_with, receipts, replicated, replication,
-    sessions_alive, sized, stale, start, timer, with,
-};
+use support::*;
 
 /// How many outcomes of each status, by the status's name.
 type Outcomes = BTreeMap<String, u64>;

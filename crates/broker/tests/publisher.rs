@@ -9,11 +9,7 @@ use zerodispatch_broker::*;
 
 mod support;
 
-use support::{
-    assert_each, capped, consumer_calling, drain, hold, len, one_queue, outcomes, producer_config,
-    producer_with, replicated, session, start, statuses, timeout, timer, wait_for, wait_up_to,
-    with,
-};
+use support::*;
 
 fn broker() -> Broker {
     start(one_queue(QueueMode::Priority))

@@ -11,11 +11,8 @@ use zerodispatch_testkit::within;
 
 mod support;
 
-use support::{
-    Log, Slot, answer, consumer_calling, drain, hold, on, outcomes, payload, priority,
-    priority_broker, producer, receipt, recording, replication, sized, start_on as start,
-    wait_up_to, with,
-};
+use support::start_on as start;
+use support::*;
 
 /// The producer itself, as a handler of its own sees it: set once it is opened.
 type Me = OnceLock<Weak<Producer>>;

@@ -12,9 +12,7 @@ use zerodispatch_testkit::quiet_planned_panics;
 
 mod support;
 
-use support::{
-    Outcomes, Rng, TWO_QUEUES_APPS, count_of, drain_app, open_consumer, start, two_queues,
-};
+use support::*;
 
 /// How long the soak runs.
 fn soak() -> Duration {
