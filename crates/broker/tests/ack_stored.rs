@@ -57,12 +57,11 @@ fn an_ack_arrives_before_the_consumer_confirms_and_the_credits_come_back_at_stor
     let (ack_tx, ack_rx) = mpsc::channel();
     let acks: Log<Ack> = Log::default();
     let mut record = recording(&acks);
-    let p = broker
-        .open_producer(1, move |b: &[Ack]| {
-            record(b);
-            let _ = ack_tx.send(());
-        })
-        .unwrap();
+    let p = broker.open_producer(1, move |b: &[Ack]| {
+        record(b);
+        let _ = ack_tx.send(());
+    });
+    let p = p.unwrap();
     let (in_tx, in_rx) = mpsc::channel();
     let (out_tx, out_rx) = mpsc::channel::<()>();
     let out_rx = Mutex::new(out_rx);

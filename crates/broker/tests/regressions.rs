@@ -254,17 +254,16 @@ fn dropping_a_producer_in_its_own_on_ack_does_not_stall_its_processor() {
         let took: Slot<Duration> = Slot::default();
         let acks: Log<Ack> = Log::default();
         let (mine, time, mut record) = (holder.clone(), took.clone(), recording(&acks));
-        let p = broker
-            .open_producer(100, move |b: &[Ack]| {
-                record(b);
-                let p = mine.lock().unwrap().take();
-                if let Some(p) = p {
-                    let t = Instant::now();
-                    drop(p);
-                    *time.lock().unwrap() = Some(t.elapsed());
-                }
-            })
-            .unwrap();
+        let p = broker.open_producer(100, move |b: &[Ack]| {
+            record(b);
+            let p = mine.lock().unwrap().take();
+            if let Some(p) = p {
+                let t = Instant::now();
+                drop(p);
+                *time.lock().unwrap() = Some(t.elapsed());
+            }
+        });
+        let p = p.unwrap();
         let stays = p.send(QueueId(0), payload(1)).unwrap();
         broker.quiesce().unwrap();
         let mut slot = holder.lock().unwrap();
@@ -347,13 +346,12 @@ fn quiesce_in_on_ack_says_it_is_on_a_processor_thread() {
         let _c = drain(&broker, 0);
         let slot: Slot<Result<(), BrokerError>> = Slot::default();
         let (weak, sink) = (Arc::downgrade(&broker), slot.clone());
-        let p = broker
-            .open_producer(10, move |_: &[Ack]| {
-                if let Some(broker) = weak.upgrade() {
-                    sink.lock().unwrap().get_or_insert(broker.quiesce());
-                }
-            })
-            .unwrap();
+        let p = broker.open_producer(10, move |_: &[Ack]| {
+            if let Some(broker) = weak.upgrade() {
+                sink.lock().unwrap().get_or_insert(broker.quiesce());
+            }
+        });
+        let p = p.unwrap();
         p.send(QueueId(0), payload(0)).unwrap();
         let answer = answer(&slot, Duration::from_secs(5), "the answer");
         let session = support::session(&broker);
