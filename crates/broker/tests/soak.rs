@@ -16,10 +16,8 @@ use support::*;
 
 /// How long the soak runs.
 fn soak() -> Duration {
-    let secs = std::env::var("ZD_SOAK_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20);
+    let var = std::env::var("ZD_SOAK_SECS");
+    let secs = var.map_or(20, |s| s.parse().unwrap_or(20));
     Duration::from_secs(secs)
 }
 

@@ -546,14 +546,12 @@ impl Run {
         let queue = self.sim.rng().below(self.config.queues.len() as u64) as u32;
         let apps = self.apps(queue);
         let app = self.sim.rng().below(u64::from(apps)) as u16;
+        let modes = [ConfirmMode::Inline, ConfirmMode::Typed, ConfirmMode::Boxed];
+        let routes = [ConfirmRoute::Direct, ConfirmRoute::ViaCluster];
         let rng = self.sim.rng();
         let options = ConsumerOptions {
-            mode: *rng
-                .pick(&[ConfirmMode::Inline, ConfirmMode::Typed, ConfirmMode::Boxed])
-                .unwrap(),
-            route: *rng
-                .pick(&[ConfirmRoute::Direct, ConfirmRoute::ViaCluster])
-                .unwrap(),
+            mode: *rng.pick(&modes).unwrap(),
+            route: *rng.pick(&routes).unwrap(),
             confirms: *rng.pick(&[Confirms::OnReturn, Confirms::Explicit]).unwrap(),
             credit: rng.one_in(3).then(|| rng.below(4) as u32),
         };
