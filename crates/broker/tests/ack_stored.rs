@@ -9,11 +9,7 @@ use zerodispatch_broker::*;
 
 mod support;
 
-use support::{
-    Log, consumer_calling, consumer_of, explicit, len, mapped, one_queue, open_consumer, producer,
-    producer_with, publish, published, receipt, receipts, recording, replication, timeout,
-    wait_for, with,
-};
+use support::*;
 
 /// A broker of one queue of `mode` with `replication`, on `session_processors`.
 fn start(replication: Option<Replication>, mode: QueueMode, session_processors: usize) -> Broker {
@@ -61,12 +57,11 @@ fn an_ack_arrives_before_the_consumer_confirms_and_the_credits_come_back_at_stor
     let (ack_tx, ack_rx) = mpsc::channel();
     let acks: Log<Ack> = Log::default();
     let mut record = recording(&acks);
-    let p = broker
-        .open_producer(1, move |b: &[Ack]| {
-            record(b);
-            let _ = ack_tx.send(());
-        })
-        .unwrap();
+    let p = broker.open_producer(1, move |b: &[Ack]| {
+        record(b);
+        let _ = ack_tx.send(());
+    });
+    let p = p.unwrap();
     let (in_tx, in_rx) = mpsc::channel();
     let (out_tx, out_rx) = mpsc::channel::<()>();
     let out_rx = Mutex::new(out_rx);
@@ -121,27 +116,22 @@ fn with_a_quorum_no_ack_until_the_receipts_then_exactly_one() {
     let guids = publish(&p, 0, 0..5);
     broker.quiesce().unwrap();
     // Confirmed by both apps, but neither ACKed nor released before the quorum.
-    assert_eq!(len(&seen0), 5);
-    assert_eq!(len(&seen1), 5);
-    assert!(acks.lock().unwrap().is_empty());
+    assert_eq!((len(&seen0), len(&seen1), len(&acks)), (5, 5, 0));
     let q = broker.queue_stats()[0];
     assert_eq!((q.confirms, q.acked, q.released, q.held), (10, 0, 0, 5));
     // One replica: below the quorum. The same replica again: a duplicate, not a second.
     receipts(&broker, &guids, 0);
-    receipts(&broker, &guids, 0);
-    broker.quiesce().unwrap();
-    assert!(acks.lock().unwrap().is_empty(), "one distinct receipt of 2");
+    receipted(&broker, &guids, 0);
+    assert_eq!(len(&acks), 0, "one distinct receipt of 2");
     let q = broker.queue_stats()[0];
     assert_eq!((q.receipts, q.duplicate_receipts), (5, 5));
     // A second replica: the quorum. Each is ACKed once and released (shares confirmed).
-    receipts(&broker, &guids, 2);
-    broker.quiesce().unwrap();
+    receipted(&broker, &guids, 2);
     assert_eq!(statuses(&acks), acked(&guids));
     assert_queue(&broker, |q| q.acked, (5, 5, 0));
     // The third replica's receipts come after the release: counted, ignored, no ACK.
     receipts(&broker, &guids, 1);
-    receipt(&broker, Guid::new(ProducerId(99), 0), 1).unwrap();
-    broker.quiesce().unwrap();
+    receipted(&broker, &[Guid::new(ProducerId(99), 0)], 1);
     assert_eq!(len(&acks), 5, "exactly one ACK each");
     let q = broker.queue_stats()[0];
     assert_eq!((q.receipts, q.unknown_receipts), (10, 6));
@@ -152,15 +142,13 @@ fn with_a_quorum_no_ack_until_the_receipts_then_exactly_one() {
 fn a_quorum_reached_before_the_confirms_acks_at_once_and_the_confirms_release() {
     let broker = start(replication(1, 1), QueueMode::Priority, 1);
     let (_p, acks, guids) = published(&broker, 100, 3);
-    receipts(&broker, &guids, 0);
-    broker.quiesce().unwrap();
+    receipted(&broker, &guids, 0);
     assert_eq!(statuses(&acks), acked(&guids), "ACKed with no consumer");
     assert_eq!(broker.queue_stats()[0].held, 3, "held for the consumers");
     let (_c, seen) = consumer_of(&broker, 0);
     broker.quiesce().unwrap();
-    assert_eq!(len(&seen), 3);
     assert_queue(&broker, |q| q.acked, (3, 3, 0));
-    assert_eq!(len(&acks), 3);
+    assert_eq!((len(&seen), len(&acks)), (3, 3));
 }
 
 #[test]
@@ -178,14 +166,12 @@ fn a_quorum_that_never_comes_times_out_at_the_producer_and_is_closed_at_shutdown
     assert_eq!(statuses(&acks), vec![(late, AckStatus::TimedOut)]);
     assert_eq!(timed.unconfirmed(), 0);
     // Its second receipt: the ACK comes late, counted and not reported.
-    receipt(&broker, late, 1).unwrap();
-    broker.quiesce().unwrap();
-    assert_eq!(len(&acks), 1);
-    assert_eq!(broker.session_stats().late_acks, 1);
+    receipted(&broker, &[late], 1);
+    assert_eq!((len(&acks), broker.session_stats().late_acks), (1, 1));
     let held = broker.queue_stats()[0].held;
     assert_eq!(held, 2, "no consumer: both still held");
     // The other never reaches its quorum: shutdown reports it `Closed`, once.
-    assert!(open_acks.lock().unwrap().is_empty());
+    assert_eq!(len(&open_acks), 0);
     broker.shutdown();
     assert_eq!(statuses(&open_acks), vec![(pending, AckStatus::Closed)]);
     let refused = open.send(QueueId(0), Payload::default());
@@ -222,8 +208,7 @@ fn bad_replication_settings_and_receipts_are_errors_that_say_what_to_change() {
     let refused = broker.replica_receipt(elsewhere).unwrap_err();
     assert_eq!(refused, BrokerError::UnknownQueue(QueueId(4)));
     // Well formed, for a message never stored: counted, ignored.
-    receipt(&broker, guid, 1).unwrap();
-    broker.quiesce().unwrap();
+    receipted(&broker, &[guid], 1);
     assert_eq!(broker.queue_stats()[0].unknown_receipts, 1);
 }
 
@@ -244,14 +229,12 @@ fn a_fanout_share_dropped_by_a_closing_consumer_releases_only_after_the_quorum()
     broker.close_consumer(&c1).unwrap();
     wait_for("the drop", || broker.queue_stats()[0].dropped_shares > 0);
     broker.quiesce().unwrap();
-    assert_eq!(len(&seen0), 1);
     let q = broker.queue_stats()[0];
     let counts = (q.confirms, q.dropped_shares, q.acked, q.released, q.held);
     assert_eq!(counts, (1, 1, 0, 0, 1));
-    assert!(acks.lock().unwrap().is_empty());
+    assert_eq!((len(&seen0), len(&acks)), (1, 0));
     // The receipt: ACKed once, and released at once (no share is left).
-    receipt(&broker, guid, 0).unwrap();
-    broker.quiesce().unwrap();
+    receipted(&broker, &[guid], 0);
     assert_eq!(statuses(&acks), acked(&[guid]));
     assert_queue(&broker, |q| q.acked, (1, 1, 0));
 }
@@ -261,13 +244,11 @@ fn a_fanout_share_dropped_by_a_closing_consumer_releases_only_after_the_quorum()
 fn a_receipt_past_the_quorum_for_a_message_still_held_is_unknown() {
     let broker = start(replication(3, 1), QueueMode::Priority, 1);
     let (_p, acks, guids) = published(&broker, 100, 3);
-    receipts(&broker, &guids, 0);
-    broker.quiesce().unwrap();
+    receipted(&broker, &guids, 0);
     assert_eq!(statuses(&acks), acked(&guids), "the quorum of one: ACKed");
     // No consumer: the messages are held, past their quorum.
     receipts(&broker, &guids, 1);
-    receipts(&broker, &guids, 0);
-    broker.quiesce().unwrap();
+    receipted(&broker, &guids, 0);
     let q = broker.queue_stats()[0];
     let counts = (q.receipts, q.unknown_receipts, q.duplicate_receipts);
     assert_eq!(counts, (3, 6, 0), "{q:?}");

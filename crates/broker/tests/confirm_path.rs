@@ -9,10 +9,8 @@ use zerodispatch_broker::*;
 
 mod support;
 
-use support::{
-    Log, Outcome, assert_each, confirm_of, consumer, consumer_of, fanout, guids as delivered,
-    priority, producer, publish, published, receipts, replicated, sized, start_on, wait_for,
-};
+use support::guids as delivered;
+use support::*;
 
 /// [`check_conservation`] of what `acks` holds, and a check that each of `guids` is `Stored`.
 fn all_stored(broker: &Broker, guids: &[Guid], acks: &Log<Ack>) -> Outcome {
@@ -21,8 +19,7 @@ fn all_stored(broker: &Broker, guids: &[Guid], acks: &Log<Ack>) -> Outcome {
     outcome
 }
 
-/// At most one outcome per GUID; a message without one is held; `Stored` only as sent by a
-/// queue; every stored message is released or held.
+/// One outcome per GUID at most, none without a held message, stored = released + held.
 fn check_conservation(broker: &Broker, guids: &[Guid], acks: &Log<Ack>) -> Outcome {
     let outcome = support::outcomes(acks);
     let queues = broker.queue_stats();
@@ -31,7 +28,6 @@ fn check_conservation(broker: &Broker, guids: &[Guid], acks: &Log<Ack>) -> Outco
     let (held, stored) = (total(|q| q.held), total(|q| q.stored));
     let (acked, released) = (total(|q| q.acked), total(|q| q.released));
     let count = |status| support::count_of(&outcome, status);
-    let closed = count(AckStatus::Closed);
     let without = |g: &&Guid| !outcome.contains_key(g);
     let no_outcome = guids.iter().filter(without).count() as u64;
     assert_eq!(sessions.published, guids.len() as u64);
@@ -47,7 +43,10 @@ fn check_conservation(broker: &Broker, guids: &[Guid], acks: &Log<Ack>) -> Outco
     // Held and not acked-unreleased: waiting for the quorum, pending or reported closed.
     let waiting = held - (acked - released).min(held);
     let pending = "held messages are acked, pending or reported closed";
-    assert!(waiting <= no_outcome + closed, "{pending}");
+    assert!(
+        waiting <= no_outcome + count(AckStatus::Closed),
+        "{pending}"
+    );
     let every = "every stored message is released or held";
     assert_eq!(stored, released + held, "{every}");
     outcome
@@ -138,10 +137,7 @@ fn a_full_table_rejects_with_a_clear_status_and_overwrites_nothing() {
     // The four held are the first four, intact: a consumer now gets exactly them.
     let (_c, seen) = consumer_of(&broker, 0);
     broker.quiesce().unwrap();
-    let got: Vec<(Guid, u64)> = support::logged(&seen)
-        .iter()
-        .map(|d| (d.guid, d.payload.handle))
-        .collect();
+    let got = support::mapped(&seen, |d| (d.guid, d.payload.handle));
     let first_four: Vec<(Guid, u64)> = guids[..4].iter().copied().zip(0..4).collect();
     assert_eq!(got, first_four);
     check_conservation(&broker, &guids, &acks);
@@ -237,13 +233,11 @@ fn blocking_consumer(broker: &Broker, app: u16, gate: Arc<Barrier>) -> (Consumer
             gate.wait();
         }
     };
-    let options = ConsumerOptions::default();
-    let c = support::open_consumer(broker, (0, app), options, handler);
+    let c = support::open_consumer(broker, (0, app), ConsumerOptions::default(), handler);
     (c, seen)
 }
 
-/// A close waits behind the batch the consumer holds (regression: the detach overtook its
-/// confirms and `b` was handed `a`'s batch again); what `a` had not taken goes to `b`.
+/// A close waits behind the batch `a` holds (its detach overtook its confirms); the rest goes to b.
 #[test]
 fn closing_a_priority_consumer_redelivers_only_what_it_did_not_take() {
     let broker = start_on(vec![priority()], 3);
@@ -307,9 +301,7 @@ fn the_three_confirm_modes_and_both_routes_give_identical_results() {
             let broker = start_on(vec![fanout(2)], 2);
             let (p, acks) = producer(&broker, 1000);
             let options = support::confirming(mode, route);
-            let _consumers: Vec<_> = (0..2)
-                .map(|app| consumer(&broker, 0, app, options))
-                .collect();
+            let _consumers = [0, 1].map(|app| consumer(&broker, 0, app, options));
             let guids = publish(&p, 0, 0..500);
             broker.quiesce().unwrap();
             let outcome = check_conservation(&broker, &guids, &acks);
@@ -335,7 +327,7 @@ fn shutdown_reports_unacknowledged_messages_closed() {
     // Stored and waiting for the replicas' receipts: reported `Closed` at shutdown, once.
     let broker = support::start(replicated());
     let (p, acks, guids) = published(&broker, 100, 3);
-    assert!(acks.lock().unwrap().is_empty());
+    assert_eq!(support::len(&acks), 0);
     broker.shutdown();
     let acks = acks.lock().unwrap();
     assert_eq!(acks.len(), 3);
@@ -347,43 +339,22 @@ fn shutdown_reports_unacknowledged_messages_closed() {
 
 #[test]
 fn invalid_queue_configurations_are_errors_that_name_the_setting() {
-    let err = |q: QueueConfig| {
-        Broker::start(BrokerConfig {
-            queues: vec![priority(), q],
-            ..BrokerConfig::default()
-        })
-        .unwrap_err()
-    };
-    let (queue, apps) = (QueueId(1), MAX_APPS + 1);
-    let cases = [
-        (
-            sized(QueueMode::Priority, 0),
-            BrokerError::QueueCapacityOutOfRange { queue, capacity: 0 },
-            "capacity 0",
-        ),
-        (
-            fanout(apps),
-            BrokerError::AppsOutOfRange { queue, apps },
-            "give 1 to MAX_APPS (64)",
-        ),
-        (
-            fanout(0),
-            BrokerError::AppsOutOfRange { queue, apps: 0 },
-            "0 fanout apps",
-        ),
-        (
-            support::with(priority(), |q| q.window = 0),
-            BrokerError::ZeroWindow { queue },
-            "window",
-        ),
-    ];
-    for (queue, expected, says) in cases {
-        let e = err(queue);
+    let check = |q, expected: BrokerError, says: &str| {
+        let e = Broker::start(support::queues(vec![priority(), q])).unwrap_err();
         assert_eq!(e, expected);
         let text = e.to_string();
         let names = text.starts_with("queue 1:") && text.contains(says);
         assert!(names, "{text}");
-    }
+    };
+    let (queue, apps) = (QueueId(1), MAX_APPS + 1);
+    let no_capacity = BrokerError::QueueCapacityOutOfRange { queue, capacity: 0 };
+    check(sized(QueueMode::Priority, 0), no_capacity, "capacity 0");
+    let too_many = BrokerError::AppsOutOfRange { queue, apps };
+    check(fanout(apps), too_many, "give 1 to MAX_APPS (64)");
+    let none = BrokerError::AppsOutOfRange { queue, apps: 0 };
+    check(fanout(0), none, "0 fanout apps");
+    let no_window = support::with(priority(), |q| q.window = 0);
+    check(no_window, BrokerError::ZeroWindow { queue }, "window");
     let broker = start_on(vec![fanout(2)], 1);
     let options = ConsumerOptions::default();
     let open = |q, a| {
@@ -417,8 +388,7 @@ fn confirmer(broker: &Broker, consumer: ConsumerId) -> impl Fn(Guid, DeliveryTok
     }
 }
 
-/// A token is checked, never trusted: out of range, free or reused, its confirm is unknown,
-/// releases nothing, and the message it meant stays confirmable by its own token.
+/// A token out of range, free or reused makes an unknown confirm that releases nothing.
 #[test]
 fn a_confirm_with_a_forged_out_of_range_or_stale_token_is_unknown_and_releases_nothing() {
     let capacity = 4;

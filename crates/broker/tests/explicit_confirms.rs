@@ -22,8 +22,7 @@ fn consumer(broker: &Broker, options: ConsumerOptions) -> (Consumer, Log<Deliver
     support::consumer(broker, 0, 0, options)
 }
 
-/// A broker of [`start`], a consumer of it with `options`, and its log of deliveries, once
-/// a producer (returned last) has published `n` messages to queue 0.
+/// A broker of [`start`], a logging consumer with `options`, and a producer that published `n`.
 fn started(options: ConsumerOptions, n: u64) -> (Broker, Consumer, Log<Delivery>, Producer) {
     let broker = start();
     let (consumer, seen) = consumer(&broker, options);
@@ -37,30 +36,32 @@ fn held(broker: &Broker) -> u64 {
     broker.queue_stats()[0].held
 }
 
+/// Confirms each of `deliveries` to `consumer`.
+fn confirm(broker: &Broker, consumer: &Consumer, deliveries: &[Delivery]) {
+    for d in deliveries {
+        broker.confirm(consumer, d.guid).unwrap();
+    }
+}
+
 #[test]
 fn explicit_confirms_release_only_what_the_application_confirms() {
     within(LIMIT, "explicit confirms", || {
         let (broker, consumer, seen, _producer) = started(explicit(None), 10);
-        wait_for("10 deliveries", || len(&seen) == 10);
-        broker.quiesce().unwrap();
+        support::settled(&broker, "10 deliveries", || len(&seen) == 10);
         // Handed over, not confirmed: the queue still holds every message.
         assert_eq!(held(&broker), 10);
 
-        let delivered = seen.lock().unwrap().clone();
-        for d in &delivered[..4] {
-            broker.confirm(&consumer, d.guid).unwrap();
-        }
+        let delivered = support::logged(&seen);
+        confirm(&broker, &consumer, &delivered[..4]);
         wait_for("4 releases", || held(&broker) == 6);
 
         // A GUID never delivered, and one confirmed already: counted, nothing released.
         broker.confirm(&consumer, Guid([0xEE; 16])).unwrap();
         broker.confirm(&consumer, delivered[0].guid).unwrap();
         let unknown = || broker.session_stats().unknown_confirms;
-        wait_for("2 unknown confirms", || unknown() == 2);
-        broker.quiesce().unwrap();
+        support::settled(&broker, "2 unknown confirms", || unknown() == 2);
         assert_eq!(held(&broker), 6);
 
-        // The rest in one batch, from async code.
         let rest = delivered[4..].iter().map(|d| d.guid);
         let confirmed = runtime().block_on(broker.confirm_batch_async(&consumer, rest));
         confirmed.unwrap();
@@ -86,13 +87,11 @@ fn credit_paces_deliveries() {
     within(LIMIT, "credit pacing", || {
         let (broker, consumer, seen, _producer) = started(paced(0), 10);
         // Started paused: the session holds what the queue pushed.
-        wait_for("the pushes", || held(&broker) == 10);
-        broker.quiesce().unwrap();
+        support::settled(&broker, "the pushes", || held(&broker) == 10);
         assert_eq!(len(&seen), 0);
 
         broker.add_credit(&consumer, 3).unwrap();
-        wait_for("3 deliveries", || len(&seen) == 3);
-        broker.quiesce().unwrap();
+        support::settled(&broker, "3 deliveries", || len(&seen) == 3);
         assert_eq!(len(&seen), 3, "more than the credit");
 
         let all = broker.add_credit_async(&consumer, u32::MAX);
@@ -100,8 +99,7 @@ fn credit_paces_deliveries() {
         wait_for("every delivery", || len(&seen) == 10);
         wait_for("every release", || held(&broker) == 0);
         // In publish order, each once.
-        let seen = support::logged(&seen);
-        let handles: Vec<u64> = seen.iter().map(|d| d.payload.handle).collect();
+        let handles = support::mapped(&seen, |d| d.payload.handle);
         assert_eq!(handles, (0..10).collect::<Vec<_>>());
     });
 }
@@ -137,17 +135,14 @@ fn what_a_closed_consumer_held_is_redelivered_and_confirmed_by_the_next() {
         broker.quiesce().unwrap();
         broker.close_consumer(&first).unwrap();
         wait_for("10 redeliveries", || len(&seen) == 10);
-        for d in &support::logged(&seen) {
-            broker.confirm(&second, d.guid).unwrap();
-        }
+        confirm(&broker, &second, &support::logged(&seen));
         wait_for("every release", || held(&broker) == 0);
         let q = broker.queue_stats()[0];
         assert_eq!((q.confirms, q.gone_consumer), (10, 0), "{q:?}");
     });
 }
 
-/// The session's table of what it handed over churns far past its size through a small
-/// window (regression: its check read `capacity()`, which tombstones lower, and panicked).
+/// The session's table of handed messages churns through a small window (its check panicked).
 #[test]
 fn explicit_confirms_churn_through_a_small_window() {
     within(LIMIT, "explicit confirms through a small window", || {
@@ -162,9 +157,7 @@ fn explicit_confirms_churn_through_a_small_window() {
             if handle % 16 == 15 {
                 wait_for("sixteen deliveries", || len(&seen) as u64 == handle + 1);
                 let batch: Vec<Delivery> = seen.lock().unwrap()[confirmed..].to_vec();
-                for d in &batch {
-                    broker.confirm(&consumer, d.guid).unwrap();
-                }
+                confirm(&broker, &consumer, &batch);
                 confirmed += batch.len();
             }
         }
@@ -174,8 +167,7 @@ fn explicit_confirms_churn_through_a_small_window() {
     });
 }
 
-/// Confirms made before `close_consumer` release their messages: the close (its detach)
-/// does not overtake them, which redelivered confirmed messages before the fix.
+/// Confirms made before `close_consumer` release their messages: its detach never overtakes them.
 #[test]
 fn confirms_made_before_a_close_are_not_overtaken_by_it() {
     within(LIMIT, "confirm then close", || {
@@ -184,15 +176,12 @@ fn confirms_made_before_a_close_are_not_overtaken_by_it() {
         for round in 0..200_u64 {
             // Both paths a confirm can take: straight to the queue, or through the cluster.
             let route = [ConfirmRoute::Direct, ConfirmRoute::ViaCluster][round as usize % 2];
-            let options = with(explicit(None), |o| o.route = route);
-            let (consumer, seen) = consumer(&broker, options);
+            let (consumer, seen) = consumer(&broker, with(explicit(None), |o| o.route = route));
             for handle in 0..10 {
                 producer.publish(QueueId(0), payload(handle)).unwrap();
             }
             wait_for("10 deliveries", || len(&seen) == 10);
-            for d in seen.lock().unwrap().iter() {
-                broker.confirm(&consumer, d.guid).unwrap();
-            }
+            confirm(&broker, &consumer, &seen.lock().unwrap());
             broker.close_consumer(&consumer).unwrap();
             broker.quiesce().unwrap();
             let queue = &broker.queue_stats()[0];

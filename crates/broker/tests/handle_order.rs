@@ -18,9 +18,11 @@ const PATIENCE: Duration = Duration::from_secs(20);
 /// The processors' event capacity: small, so that the session processor's queue fills.
 const EVENT_CAPACITY: usize = 8;
 
-/// Whether a signal came on `signal` within [`PATIENCE`].
-fn arrived<T>(signal: &Receiver<T>) -> bool {
-    signal.recv_timeout(PATIENCE).is_ok()
+/// What came on `signal` within [`PATIENCE`]; fails the test with `never` if nothing did.
+fn arrived<T>(signal: &Receiver<T>, never: &str) -> T {
+    let got = signal.recv_timeout(PATIENCE);
+    assert!(got.is_ok(), "{never}");
+    got.unwrap()
 }
 
 /// Signals on `signal`, which a handler may have stopped waiting on.
@@ -40,8 +42,7 @@ struct Scene {
     delivered: Arc<AtomicU64>,
 }
 
-/// A broker of one queue on processors of [`EVENT_CAPACITY`] events; its session, queue
-/// and cluster processors.
+/// A broker of one queue on processors of [`EVENT_CAPACITY`] events, and those processors.
 fn small_broker() -> (Arc<Broker>, [ProcessorId; 3]) {
     let broker = Arc::new(support::priority_broker(|c| {
         (c.session_processors, c.queue_processors) = (1, 1);
@@ -52,18 +53,14 @@ fn small_broker() -> (Arc<Broker>, [ProcessorId; 3]) {
     (broker, processors)
 }
 
-/// Stalls `stalled` until the signal returned is sent, then fills its queue from `filler`
-/// (the rest waits in `filler`'s outbox; a monitor probe may hold one slot).
+/// Stalls `stalled` until the signal returned is sent, and fills its queue from `filler`.
 fn stall_and_fill(broker: &Arc<Broker>, stalled: ProcessorId, filler: ProcessorId) -> Sender<()> {
     let ((running, ran), (release, released)) = (channel(), channel());
     support::on(broker, stalled, move || {
         open(&running);
-        assert!(
-            arrived(&released),
-            "the test never let the stalled processor go"
-        );
+        arrived(&released, "the test never let the stalled processor go");
     });
-    assert!(arrived(&ran), "the processor never ran the stall");
+    arrived(&ran, "the processor never ran the stall");
     let ((fill, filled), b) = (channel(), broker.clone());
     support::on(broker, filler, move || {
         for _ in 0..EVENT_CAPACITY {
@@ -71,13 +68,11 @@ fn stall_and_fill(broker: &Arc<Broker>, stalled: ProcessorId, filler: ProcessorI
         }
         open(&fill);
     });
-    let filled = arrived(&filled);
-    assert!(filled, "the stalled processor's queue was never filled");
+    arrived(&filled, "the stalled processor's queue was never filled");
     release
 }
 
-/// Opens, from a handler on `cluster`, a consumer of queue 0 with `options` counting its
-/// deliveries in `delivered`; the handler stays until the signal returned is sent.
+/// A consumer counting into `delivered`, opened on `cluster`, held there until the signal.
 fn open_on(
     broker: &Arc<Broker>,
     cluster: ProcessorId,
@@ -91,27 +86,19 @@ fn open_on(
             delivered.fetch_add(batch.len() as u64, Ordering::SeqCst);
         });
         let _ = hand_over.send(consumer);
-        assert!(
-            arrived(&released),
-            "the test never let the cluster processor go"
-        );
+        arrived(&released, "the test never let the cluster processor go");
     };
     // Its captures pass the default space (32 bytes), so it is spilled (counted, visible).
     broker.execute(cluster, Callback::spill(hand)).unwrap();
-    let consumer = opened.recv_timeout(PATIENCE);
-    assert!(
-        consumer.is_ok(),
-        "the cluster processor never opened the consumer"
-    );
-    (consumer.unwrap().unwrap(), release_cluster)
+    let consumer = arrived(&opened, "the cluster processor never opened the consumer");
+    (consumer.unwrap(), release_cluster)
 }
 
 /// Waits until `processor` has handled what was sent to it (a callback queued behind ran).
 fn marker(broker: &Broker, processor: ProcessorId) {
     let (handle, handled) = channel();
     support::on(broker, processor, move || open(&handle));
-    let handled = arrived(&handled);
-    assert!(handled, "the session processor never got to the marker");
+    arrived(&handled, "the session processor never got to the marker");
 }
 
 /// Shuts `broker` down once the handlers have dropped their clones of it.
@@ -123,8 +110,7 @@ fn shut_down(broker: Arc<Broker>) {
     broker.shutdown();
 }
 
-/// A consumer of queue 0 with `options` opened on the cluster processor while the session
-/// processor is stalled, full from the queue processor (the cluster's outbox stays empty).
+/// A consumer opened on the cluster processor while the session processor is stalled, full.
 fn open_on_a_processor(options: ConsumerOptions) -> Scene {
     let (broker, [session, queue, cluster]) = small_broker();
     let release_session = stall_and_fill(&broker, session, queue);
@@ -216,8 +202,7 @@ fn a_close_sent_from_another_thread_reaches_a_consumer_opened_on_a_processor() {
     assert!(unregistered, "the closed session never unregistered itself");
 }
 
-/// Regression: an `Attach` sent through a processor's outbox was overtaken by the `Detach`
-/// of a close from another thread, attaching a closed consumer; a second one gets all.
+/// Regression: an outboxed `Attach` overtaken by a close's `Detach` attached a closed consumer.
 #[test]
 fn a_late_attach_never_attaches_a_consumer_closed_from_another_thread() {
     let (broker, [session, queue, cluster]) = small_broker();

@@ -70,12 +70,8 @@ fn sessions_queues_and_processors_reach_the_recorder() {
             assert_eq!(counter(name, Some(&id)), read(queue), "{name} {id}");
             assert_eq!(described[name], help);
         }
-        let key = (
-            MetricKind::Gauge,
-            QUEUE_HELD.to_owned(),
-            queue_label(Some(&id)),
-        );
-        let held = &values[&key];
+        let label = queue_label(Some(&id));
+        let held = &values[&(MetricKind::Gauge, QUEUE_HELD.to_owned(), label)];
         assert_eq!(*held, DebugValue::Gauge((queue.held as f64).into()));
     }
     // The processors' processed events add up to what the dispatcher reports.

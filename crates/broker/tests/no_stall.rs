@@ -12,10 +12,7 @@ use zerodispatch_broker::*;
 
 mod support;
 
-use support::{
-    Outcomes, TWO_QUEUES_APPS, confirm_of, count_of, open_consumer, payload, start, two_queues,
-    with,
-};
+use support::*;
 
 const PRODUCERS: u64 = 3;
 /// Messages per producer: about a second in a debug build.
@@ -86,8 +83,7 @@ fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
                 let guid = Guid::new(ProducerId(u32::MAX), sent);
                 // Whatever slot it names, it holds no message of that GUID.
                 let token = DeliveryToken(sent as u32);
-                let at = ((sent % 2) as u32, 0);
-                let confirm = confirm_of(at, guid, token, ConsumerId(u32::MAX));
+                let confirm = confirm_of(((sent % 2) as u32, 0), guid, token, ConsumerId(u32::MAX));
                 broker.replica_confirm(confirm, ConfirmMode::Typed).unwrap();
                 sent += 1;
             }
@@ -129,8 +125,7 @@ fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
     let replica_confirms = replica.join().unwrap();
 
     broker.quiesce().unwrap();
-    let outcome = outcomes.one_each(&published);
-    let acked = count_of(&outcome, AckStatus::Stored);
+    let acked = count_of(&outcomes.one_each(&published), AckStatus::Stored);
     let stats = broker.queue_stats();
     assert_eq!(stats.iter().map(|q| q.acked).sum::<u64>(), acked);
     assert_eq!(stats.iter().map(|q| q.held).sum::<u64>(), 0);
@@ -140,10 +135,9 @@ fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
     assert_eq!(sessions.published, published.len() as u64);
     assert!(acked > 0, "some messages went through");
     // Every confirm reached its queue once: the consumers' and the replica's.
-    let arrived: u64 = stats
-        .iter()
-        .map(|q| q.confirms + q.duplicate_confirms + q.unknown_guid + q.gone_consumer)
-        .sum();
+    let reached =
+        |q: &QueueStats| q.confirms + q.duplicate_confirms + q.unknown_guid + q.gone_consumer;
+    let arrived: u64 = stats.iter().map(reached).sum();
     assert_eq!(arrived, sessions.confirms_sent + replica_confirms);
     let cluster = broker.cluster_state().unwrap();
     assert!(cluster.routed >= replica_confirms && cluster.unknown_queue == 0);
@@ -156,7 +150,6 @@ fn tiny_queues_under_heavy_load_never_stall_and_lose_nothing() {
         delivered.load(Ordering::Relaxed)
     );
     drop(consumers);
-    Arc::try_unwrap(broker)
-        .expect("producers finished")
-        .shutdown();
+    let broker = Arc::try_unwrap(broker).expect("producers finished");
+    broker.shutdown();
 }

@@ -28,7 +28,7 @@ fn start(queue: QueueConfig, panic_once: bool) -> (Broker, Log) {
         }
         sink.lock().unwrap().extend(batch.iter().map(|p| p.handle));
     });
-    let config = support::one_queue_config(queue);
+    let config = support::queues(vec![queue]);
     let broker = support::start(with(config, |c| c.on_release = Some(hook)));
     (broker, released)
 }
@@ -49,13 +49,11 @@ fn a_payload_is_released_once_its_message_is_consumed_not_when_it_is_acked() {
         let (producer, acks) = support::producer(&broker, 1024);
         let consumer = open_consumer(&broker, (0, 0), paced(0), |_: &[Delivery]| {});
         support::publish(&producer, 0, 0..10);
-        wait_for("10 ACKs", || len(&acks) == 10);
-        broker.quiesce().unwrap();
+        support::settled(&broker, "10 ACKs", || len(&acks) == 10);
         assert!(len(&released) == 0, "acked, not consumed: not released");
 
         broker.add_credit(&consumer, 10).unwrap();
-        wait_for("10 releases", || len(&released) == 10);
-        broker.quiesce().unwrap();
+        support::settled(&broker, "10 releases", || len(&released) == 10);
         let counts = counts(&released);
         assert_eq!(counts.len(), 10);
         assert!(counts.iter().all(|(&h, &n)| h < 10 && n == 1), "{counts:?}");
@@ -73,15 +71,14 @@ fn a_fanout_share_dropped_by_a_closing_consumer_still_releases_its_payload() {
         let holder = open_consumer(&broker, (0, 1), explicit(None), |_: &[Delivery]| {});
         support::publish(&producer, 0, 0..20);
         let confirms = || broker.queue_stats()[0].confirms;
-        wait_for("app 0's confirms", || confirms() == 20);
-        broker.quiesce().unwrap();
+        support::settled(&broker, "app 0's confirms", || confirms() == 20);
         assert!(len(&released) == 0, "app 1 holds every message");
 
         broker.close_consumer(&holder).unwrap();
-        wait_for("20 releases", || len(&released) == 20);
-        broker.quiesce().unwrap();
-        assert!(counts(&released).values().all(|&n| n == 1));
-        assert_eq!(counts(&released).len(), 20);
+        support::settled(&broker, "20 releases", || len(&released) == 20);
+        let counts = counts(&released);
+        assert!(counts.values().all(|&n| n == 1));
+        assert_eq!(counts.len(), 20);
     });
 }
 
@@ -93,15 +90,11 @@ fn a_message_never_stored_is_never_released() {
         support::publish(&producer, 0, 0..6);
         wait_for("6 outcomes", || len(&outcomes) == 6);
         let full = |a: &Ack| (a.status == AckStatus::RejectedQueueFull).then_some(a.payload.handle);
-        let refused: Vec<u64> = support::mapped(&outcomes, full)
-            .into_iter()
-            .flatten()
-            .collect();
+        let refused: Vec<u64> = support::logged(&outcomes).iter().filter_map(full).collect();
         assert_eq!(refused.len(), 2, "a queue of 4 stores 4");
 
         let _consumer = drain(&broker, 0);
-        wait_for("4 releases", || len(&released) == 4);
-        broker.quiesce().unwrap();
+        support::settled(&broker, "4 releases", || len(&released) == 4);
         let counts = counts(&released);
         assert_eq!(counts.len(), 4);
         let none = refused.iter().all(|h| !counts.contains_key(h));
@@ -119,9 +112,8 @@ fn a_panicking_release_hook_is_counted_and_the_queue_goes_on() {
         support::publish(&producer, 0, 0..1);
         wait_for("the panic", || broker.queue_stats()[0].release_panics == 1);
         support::publish(&producer, 0, 1..11);
-        wait_for("the later releases", || len(&released) == 10);
-        broker.quiesce().unwrap();
-        assert_eq!(broker.queue_stats()[0].release_panics, 1);
-        assert_eq!(broker.queue_stats()[0].released, 11);
+        support::settled(&broker, "the later releases", || len(&released) == 10);
+        let q = broker.queue_stats()[0];
+        assert_eq!((q.release_panics, q.released), (1, 11));
     });
 }

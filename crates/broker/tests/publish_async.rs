@@ -71,8 +71,7 @@ fn a_dropped_publish_async_publishes_nothing_and_owes_no_outcome() {
         // Hold the session processor, so that its queue fills.
         let gate = hold(&broker, session(&broker));
 
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let waker = Waker::from(count.clone());
+        let waker = Waker::from(Arc::new(Count(AtomicUsize::new(0))));
         let mut cx = Context::from_waker(&waker);
         let mut published = 0_u64;
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -83,7 +82,6 @@ fn a_dropped_publish_async_publishes_nothing_and_owes_no_outcome() {
                     result.unwrap();
                     published += 1;
                 }
-                // The queue is full: drop the waiting future.
                 Poll::Pending => break,
             }
             let filled = Instant::now() < deadline;

@@ -9,11 +9,7 @@ use zerodispatch_broker::*;
 
 mod support;
 
-use support::{
-    assert_each, capped, consumer_calling, drain, hold, len, one_queue, outcomes, producer_config,
-    producer_with, replicated, session, start, statuses, timeout, timer, wait_for, wait_up_to,
-    with,
-};
+use support::*;
 
 fn broker() -> Broker {
     start(one_queue(QueueMode::Priority))
@@ -61,8 +57,7 @@ fn dynamic_send_flushes_each_message_at_once_when_the_queue_drains() {
     assert!(outcomes(&acks).values().all(|s| *s == AckStatus::Stored));
 }
 
-/// The (frames, messages) put for `n` messages of `len` bytes sent by a producer of
-/// `config` while its session is held, so that they reach it at once.
+/// The (frames, messages) put for `n` messages of `len` bytes sent while the session is held.
 fn held_burst(config: ProducerConfig, n: usize, len: u32) -> (u64, u64) {
     let broker = broker();
     let (p, _acks) = producer_with(&broker, config);
@@ -88,8 +83,7 @@ fn a_batch_is_sent_when_it_reaches_batch_size_or_fills_a_frame() {
 #[test]
 fn a_message_larger_than_a_frame_is_refused_and_handed_back() {
     let broker = broker();
-    let config = producer_config(|c| c.max_frame_bytes = 1000);
-    let (p, _acks) = producer_with(&broker, config);
+    let (p, _acks) = producer_with(&broker, producer_config(|c| c.max_frame_bytes = 1000));
     let refused = Err(SendError::TooLarge {
         payload: payload(1000),
         needs: 1000 + FRAME_OVERHEAD,
@@ -394,42 +388,26 @@ fn after_shutdown_every_call_says_shut_down_and_hands_the_payload_back() {
 #[test]
 fn invalid_producer_configurations_are_errors_that_name_the_setting() {
     let broker = broker();
-    let err = |c: ProducerConfig| broker.open_producer_with(c, |_: &[Ack]| {}).unwrap_err();
-    let max_frame_bytes = FRAME_OVERHEAD;
-    let cases = [
-        (
-            capped(0),
-            BrokerError::MaxUnconfirmedOutOfRange { max_unconfirmed: 0 },
-            "max_unconfirmed",
-        ),
-        (
-            producer_config(|c| c.batch_size = 0),
-            BrokerError::ZeroBatchSize,
-            "batch_size",
-        ),
-        (
-            producer_config(|c| c.max_frame_bytes = max_frame_bytes),
-            BrokerError::FrameTooSmall { max_frame_bytes },
-            "max_frame_bytes",
-        ),
-        (
-            timer(Duration::ZERO),
-            BrokerError::ZeroTimerInterval,
-            "interval",
-        ),
-        (
-            timeout(Duration::ZERO),
-            BrokerError::ZeroConfirmTimeout,
-            "timeout",
-        ),
-    ];
-    for (config, expected, names) in cases {
-        let e = err(config);
+    let check = |config, expected: BrokerError, names: &str| {
+        let e = broker.open_producer_with(config, |_: &[Ack]| {});
+        let e = e.unwrap_err();
         assert_eq!(e, expected);
         assert!(e.to_string().contains(names), "{e}");
         let source = std::error::Error::source(&e);
         assert!(source.is_none(), "{e:?}: no core error behind it");
-    }
+    };
+    let zero = BrokerError::MaxUnconfirmedOutOfRange { max_unconfirmed: 0 };
+    check(capped(0), zero, "max_unconfirmed");
+    let no_batch = producer_config(|c| c.batch_size = 0);
+    check(no_batch, BrokerError::ZeroBatchSize, "batch_size");
+    let max_frame_bytes = FRAME_OVERHEAD;
+    let frame = producer_config(|c| c.max_frame_bytes = max_frame_bytes);
+    let too_small = BrokerError::FrameTooSmall { max_frame_bytes };
+    check(frame, too_small, "max_frame_bytes");
+    let no_tick = timer(Duration::ZERO);
+    check(no_tick, BrokerError::ZeroTimerInterval, "interval");
+    let no_wait = timeout(Duration::ZERO);
+    check(no_wait, BrokerError::ZeroConfirmTimeout, "timeout");
     // `open_producer` takes the same cap, and refuses 0 the same way.
     let refused = broker.open_producer(0, |_: &[Ack]| {}).unwrap_err();
     let max_unconfirmed = 0;

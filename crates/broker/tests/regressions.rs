@@ -11,11 +11,8 @@ use zerodispatch_testkit::within;
 
 mod support;
 
-use support::{
-    Log, Slot, answer, consumer_calling, drain, hold, on, outcomes, payload, priority,
-    priority_broker, producer, receipt, recording, replication, sized, start_on as start,
-    wait_up_to, with,
-};
+use support::start_on as start;
+use support::*;
 
 /// The producer itself, as a handler of its own sees it: set once it is opened.
 type Me = OnceLock<Weak<Producer>>;
@@ -92,9 +89,8 @@ fn a_panicking_on_ack_reports_each_outcome_once() {
     let broker = start(vec![priority()], 1);
     let _c = drain(&broker, 0);
     let acks: Log<Ack> = Log::default();
-    let p = broker
-        .open_producer(100, panicking_once(&acks, "on_ack"))
-        .unwrap();
+    let p = broker.open_producer(100, panicking_once(&acks, "on_ack"));
+    let p = p.unwrap();
     let g1 = p.send(QueueId(0), payload(1)).unwrap();
     broker.quiesce().unwrap();
     let g2 = p.send(QueueId(0), payload(2)).unwrap();
@@ -163,12 +159,10 @@ fn closed_sessions_free_their_slots() {
         let acks: Log<Ack> = Log::default();
         let options = ConsumerOptions::default();
         for i in 0..ROUNDS {
-            let p = broker
-                .open_producer(1, recording(&acks))
-                .unwrap_or_else(|e| panic!("round {i}: {e}"));
-            let c = broker
-                .open_consumer(QueueId(0), AppId(0), options, |_: &[Delivery]| {})
-                .unwrap_or_else(|e| panic!("round {i}: {e}"));
+            let p = broker.open_producer(1, recording(&acks));
+            let p = p.unwrap_or_else(|e| panic!("round {i}: {e}"));
+            let c = broker.open_consumer(QueueId(0), AppId(0), options, |_: &[Delivery]| {});
+            let c = c.unwrap_or_else(|e| panic!("round {i}: {e}"));
             if i % 1000 == 0 {
                 p.publish(QueueId(0), payload(i)).unwrap();
                 broker.quiesce().unwrap();
@@ -226,8 +220,7 @@ fn a_huge_queue_capacity_is_an_error_not_an_abort() {
         MAX_QUEUE_CAPACITY + 1,
         1 << 40,
     ] {
-        let queues = vec![sized(QueueMode::Priority, capacity)];
-        let config = with(BrokerConfig::default(), |c| c.queues = queues);
+        let config = support::queues(vec![sized(QueueMode::Priority, capacity)]);
         let err = Broker::start(config).unwrap_err();
         let queue = QueueId(0);
         let expected = BrokerError::QueueCapacityOutOfRange { queue, capacity };
@@ -261,17 +254,16 @@ fn dropping_a_producer_in_its_own_on_ack_does_not_stall_its_processor() {
         let took: Slot<Duration> = Slot::default();
         let acks: Log<Ack> = Log::default();
         let (mine, time, mut record) = (holder.clone(), took.clone(), recording(&acks));
-        let p = broker
-            .open_producer(100, move |b: &[Ack]| {
-                record(b);
-                let p = mine.lock().unwrap().take();
-                if let Some(p) = p {
-                    let t = Instant::now();
-                    drop(p);
-                    *time.lock().unwrap() = Some(t.elapsed());
-                }
-            })
-            .unwrap();
+        let p = broker.open_producer(100, move |b: &[Ack]| {
+            record(b);
+            let p = mine.lock().unwrap().take();
+            if let Some(p) = p {
+                let t = Instant::now();
+                drop(p);
+                *time.lock().unwrap() = Some(t.elapsed());
+            }
+        });
+        let p = p.unwrap();
         let stays = p.send(QueueId(0), payload(1)).unwrap();
         broker.quiesce().unwrap();
         let mut slot = holder.lock().unwrap();
@@ -354,13 +346,12 @@ fn quiesce_in_on_ack_says_it_is_on_a_processor_thread() {
         let _c = drain(&broker, 0);
         let slot: Slot<Result<(), BrokerError>> = Slot::default();
         let (weak, sink) = (Arc::downgrade(&broker), slot.clone());
-        let p = broker
-            .open_producer(10, move |_: &[Ack]| {
-                if let Some(broker) = weak.upgrade() {
-                    sink.lock().unwrap().get_or_insert(broker.quiesce());
-                }
-            })
-            .unwrap();
+        let p = broker.open_producer(10, move |_: &[Ack]| {
+            if let Some(broker) = weak.upgrade() {
+                sink.lock().unwrap().get_or_insert(broker.quiesce());
+            }
+        });
+        let p = p.unwrap();
         p.send(QueueId(0), payload(0)).unwrap();
         let answer = answer(&slot, Duration::from_secs(5), "the answer");
         let session = support::session(&broker);
@@ -369,8 +360,7 @@ fn quiesce_in_on_ack_says_it_is_on_a_processor_thread() {
     });
 }
 
-/// Defect 12 (second half): a publish into a full outbox on a processor thread said
-/// `ShutDown`; it is `WouldBlock`, handing the payload back.
+/// Defect 12 (second half): a full outbox on a processor thread said `ShutDown`, not `WouldBlock`.
 #[test]
 fn a_full_outbox_on_a_processor_thread_is_not_reported_as_closed() {
     within(Duration::from_secs(20), "publishes from on_ack", || {
@@ -414,8 +404,7 @@ fn a_full_outbox_on_a_processor_thread_is_not_reported_as_closed() {
     });
 }
 
-/// A call on a processor thread whose outbox fills is `OutboxFull`, with the core's
-/// `DispatchError::Full` as its source (it said `OnProcessorThread`, with no cause).
+/// A full outbox on a processor thread is `OutboxFull`, with the core's `DispatchError` as source.
 #[test]
 fn a_full_outbox_is_its_own_error_with_the_core_refusal_as_source() {
     within(Duration::from_secs(20), "close_consumer on it", || {
@@ -440,10 +429,8 @@ fn a_full_outbox_is_its_own_error_with_the_core_refusal_as_source() {
         assert_eq!(err, BrokerError::OutboxFull(cluster));
         assert!(err.to_string().contains("outbox full"), "{err}");
         let cause = std::error::Error::source(&err).expect("the core's refusal");
-        let full = cause
-            .downcast_ref::<DispatchError<()>>()
-            .is_some_and(DispatchError::is_full);
-        assert!(full, "{cause:?}");
+        let full = cause.downcast_ref::<DispatchError<()>>();
+        assert!(full.is_some_and(DispatchError::is_full), "{cause:?}");
         // Nothing is stuck once the queue processor goes on.
         broker.quiesce().unwrap();
     });

@@ -12,16 +12,12 @@ use zerodispatch_testkit::quiet_planned_panics;
 
 mod support;
 
-use support::{
-    Outcomes, Rng, TWO_QUEUES_APPS, count_of, drain_app, open_consumer, start, two_queues,
-};
+use support::*;
 
 /// How long the soak runs.
 fn soak() -> Duration {
-    let secs = std::env::var("ZD_SOAK_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20);
+    let var = std::env::var("ZD_SOAK_SECS");
+    let secs = var.map_or(20, |s| s.parse().unwrap_or(20));
     Duration::from_secs(secs)
 }
 
@@ -38,10 +34,7 @@ fn faults_churn_and_tiny_queues_lose_no_outcome_and_stall_nothing() {
     let outcomes = Arc::new(Outcomes::default());
     let stop = Arc::new(AtomicBool::new(false));
     // One consumer per app for the whole run, so that every message can be confirmed.
-    let resident: Vec<Consumer> = TWO_QUEUES_APPS
-        .into_iter()
-        .map(|app| drain_app(&broker, app))
-        .collect();
+    let resident = TWO_QUEUES_APPS.map(|app| drain_app(&broker, app));
 
     let producers: Vec<_> = (0..3_u64)
         .map(|n| {

@@ -36,12 +36,8 @@ fn two_hundred_timer_producers_start_no_thread_and_all_tick() {
     let broker = broker(256);
     let before = threads();
     let acks: Log<Ack> = Log::default();
-    let open = |_| {
-        broker
-            .open_producer_with(timed(), recording(&acks))
-            .unwrap()
-    };
-    let producers: Vec<_> = (0..200).map(open).collect();
+    let open = |_| broker.open_producer_with(timed(), recording(&acks));
+    let producers: Vec<_> = (0..200).map(open).map(Result::unwrap).collect();
     // A margin for the other tests' processor threads, far below 200 tickers' threads.
     if before > 0 {
         let after = threads();

@@ -42,8 +42,7 @@ enum Sending {
     Named,
 }
 
-/// A named producer follows every message whose id is a multiple of this (from
-/// [`DUPLICATE_LAG`] on) with a duplicate.
+/// A named producer follows each multiple of this id (from [`DUPLICATE_LAG`]) with a duplicate.
 const DUPLICATE_EVERY: u64 = 8;
 /// How far behind a duplicate's id is: twice the in-flight bound, so stored and ACKed.
 const DUPLICATE_LAG: u64 = 2 * IN_FLIGHT;
@@ -60,8 +59,7 @@ struct Case {
     replication: Option<Replication>,
 }
 
-/// `messages` sent with `sending` to `apps` apps confirming by `mode`, on processors of
-/// [`EVENTS`] events, without a confirm timeout or replication.
+/// `messages` sent with `sending` to `apps` apps confirming by `mode`, on [`EVENTS`] events.
 fn case(apps: u16, mode: ConfirmMode, messages: u64, sending: Sending) -> Case {
     Case {
         apps,
@@ -74,8 +72,7 @@ fn case(apps: u16, mode: ConfirmMode, messages: u64, sending: Sending) -> Case {
     }
 }
 
-/// The allocations while `case` runs after a warm-up: one queue of `apps` apps, two
-/// consumers per app (one confirming through the cluster), one producer.
+/// The allocations while `case` runs after a warm-up: one producer, two consumers per app.
 fn allocations(case: Case) -> u64 {
     let Case {
         apps,
@@ -114,7 +111,6 @@ fn allocations(case: Case) -> u64 {
             n
         }
     };
-    // Deliveries, per app.
     let delivered: Arc<[AtomicU64]> = (0..apps).map(|_| AtomicU64::new(0)).collect();
     let slowest = || delivered.iter().map(|d| d.load(Ordering::Acquire)).min();
     let slowest = || slowest().unwrap_or(0);
@@ -203,10 +199,8 @@ fn allocations(case: Case) -> u64 {
     let q = broker.queue_stats()[0];
     assert_eq!(q.acked, acks_for(WARM_UP + messages));
     assert_eq!(q.stored, WARM_UP + messages, "duplicates are not stored");
-    let all = delivered
-        .iter()
-        .all(|d| d.load(Ordering::Relaxed) == WARM_UP + messages);
-    assert!(all);
+    let all = |d: &AtomicU64| d.load(Ordering::Relaxed) == WARM_UP + messages;
+    assert!(delivered.iter().all(all));
     if replication.is_some() {
         broker.quiesce().unwrap();
         let q = broker.queue_stats()[0];
@@ -226,8 +220,7 @@ static GATE_OPEN: AtomicBool = AtomicBool::new(true);
 /// The producer's cap in [`rejected_burst`].
 const BURST_CAP: usize = 4;
 
-/// The allocations of bursts of `publish`es far past the cap between two flushes (queued
-/// behind a callback held on [`GATE_OPEN`]), after bursts within the cap.
+/// The allocations of bursts of `publish`es far past the cap, held behind [`GATE_OPEN`].
 fn rejected_burst() -> u64 {
     let max_batch = BrokerConfig::default().max_batch;
     let mut config = BrokerConfig::default();

@@ -27,19 +27,17 @@ use crate::zdb::{
     Ack, AckStatus, AppId, Broker, BrokerConfig, BrokerError, BrokerSimulator, ConfirmMode,
     ConfirmRoute, Confirms, Consumer, ConsumerOptions, Delivery, FlushStrategy, Guid,
     MIN_DEDUP_WINDOW, OnRelease, Payload, Producer, ProducerConfig, ProducerId, QueueConfig,
-    QueueId, QueueMode, Receipt, ReplicaId, Replication, SendError,
+    QueueId, QueueMode, QueueStats, Receipt, ReplicaId, Replication, SendError,
 };
 use crate::zdt::SimRng;
 
-/// Producer names the scenario uses: more than the broker's table of names holds, so that
-/// a new name finds it full and takes the place of the name closed least recently.
+/// Producer names the scenario uses: more than the broker's table of names holds.
 const NAMES: usize = 5;
 
 /// Places in the broker's table of names (`BrokerConfig::max_producer_names`).
 const PLACES: usize = 3;
 
-/// What a message is to its application: a named producer's publish id under its name,
-/// or an anonymous producer's payload handle.
+/// A message: a named producer's publish id under its name, or an anonymous payload handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Msg {
     Named(usize, u64),
@@ -99,9 +97,7 @@ struct Share {
     deliveries: u32,
 }
 
-/// The scenario's copy of the broker's table of names (`names.rs`), by its rule: a new
-/// name takes a free place, else the place of the name closed least recently at the
-/// place's next generation (that name is forgotten), else it is refused `TooManyNames`.
+/// The scenario's copy of the broker's table of names (`names.rs`), by its rule (`place_for`).
 #[derive(Debug, Default)]
 struct Table {
     /// Per place: the name holding it and the place's generation.
@@ -234,8 +230,7 @@ impl World {
     /// A consumer's batch of deliveries.
     fn on_delivery(&mut self, consumer: usize, batch: &[Delivery]) {
         for d in batch {
-            let queue = d.queue.0;
-            let app = d.app.0;
+            let (queue, app) = (d.queue.0, d.app.0);
             let c = &self.consumers[consumer];
             let (want_queue, want_app, explicit) = (c.queue, c.app, c.explicit);
             if (queue, app) != (want_queue, want_app) {
@@ -282,8 +277,7 @@ impl World {
     }
 }
 
-/// What the test's thread holds: the broker's objects (never inside the world's lock,
-/// since their calls may run the processors, whose handlers take it).
+/// The broker's objects, outside the world's lock (their calls may run handlers that take it).
 struct Run {
     broker: Broker,
     sim: BrokerSimulator,
@@ -552,14 +546,12 @@ impl Run {
         let queue = self.sim.rng().below(self.config.queues.len() as u64) as u32;
         let apps = self.apps(queue);
         let app = self.sim.rng().below(u64::from(apps)) as u16;
+        let modes = [ConfirmMode::Inline, ConfirmMode::Typed, ConfirmMode::Boxed];
+        let routes = [ConfirmRoute::Direct, ConfirmRoute::ViaCluster];
         let rng = self.sim.rng();
         let options = ConsumerOptions {
-            mode: *rng
-                .pick(&[ConfirmMode::Inline, ConfirmMode::Typed, ConfirmMode::Boxed])
-                .unwrap(),
-            route: *rng
-                .pick(&[ConfirmRoute::Direct, ConfirmRoute::ViaCluster])
-                .unwrap(),
+            mode: *rng.pick(&modes).unwrap(),
+            route: *rng.pick(&routes).unwrap(),
             confirms: *rng.pick(&[Confirms::OnReturn, Confirms::Explicit]).unwrap(),
             credit: rng.one_in(3).then(|| rng.below(4) as u32),
         };
@@ -764,13 +756,12 @@ pub fn run(seed: u64) {
         w.names = (0..NAMES).map(|_| Name::default()).collect();
     }
     sim.note(format_args!("{config:?}"));
-    let (producers, consumers) = (Vec::new(), Vec::new());
     let mut run = Run {
         broker,
         sim,
         shared,
-        producers,
-        consumers,
+        producers: Vec::new(),
+        consumers: Vec::new(),
         config,
         next_handle: 0,
     };
@@ -921,9 +912,7 @@ pub fn run(seed: u64) {
     }
 }
 
-/// The end of a run without a shutdown in mid-stream: every receipt sent, every consumer
-/// that could hold shares back closed, a fresh consumer for each app, every stored message
-/// delivered; every producer closed; the counters conserved.
+/// The end of a run without a shutdown: every stored message delivered, the counters conserved.
 fn finish(run: &mut Run) {
     run.sim.note("finish: settle");
     run.sim.settle();
@@ -992,21 +981,16 @@ fn finish(run: &mut Run) {
     run.check();
     let queues = run.broker.queue_stats();
     let sessions = run.broker.session_stats();
-    let sent: u64 = queues
-        .iter()
-        .map(|q| q.acked + q.rejected_full + q.out_of_window + q.superseded)
-        .sum();
+    let sent = |q: &QueueStats| q.acked + q.rejected_full + q.out_of_window + q.superseded;
+    let sent: u64 = queues.iter().map(sent).sum();
     let counted = format!("ACKs the queues sent, counted by the sessions: {queues:?} {sessions:?}");
     assert_eq!(sent, sessions.acks + sessions.late_acks, "{counted}");
-    let w = run.w();
+    let (w, s) = (run.w(), &sessions);
     for (status, counted) in [
-        (AckStatus::Closed, sessions.closed_reported),
-        (AckStatus::NotSent, sessions.not_sent),
-        (AckStatus::TimedOut, sessions.timed_out),
-        (
-            AckStatus::RejectedProducerFull,
-            sessions.rejected_producer_full,
-        ),
+        (AckStatus::Closed, s.closed_reported),
+        (AckStatus::NotSent, s.not_sent),
+        (AckStatus::TimedOut, s.timed_out),
+        (AckStatus::RejectedProducerFull, s.rejected_producer_full),
     ] {
         assert_eq!(w.outcomes[status as usize], counted, "{status:?} outcomes");
     }

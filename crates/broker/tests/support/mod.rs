@@ -24,12 +24,12 @@ pub fn start(config: BrokerConfig) -> Broker {
 
 /// A configuration with one queue of `mode`, the rest default.
 pub fn one_queue(mode: QueueMode) -> BrokerConfig {
-    one_queue_config(QueueConfig::new(mode))
+    queues(vec![QueueConfig::new(mode)])
 }
 
-/// A configuration with the one queue `queue`, the rest default.
-pub fn one_queue_config(queue: QueueConfig) -> BrokerConfig {
-    with(BrokerConfig::default(), |c| c.queues = vec![queue])
+/// A configuration of `queues`, the rest default.
+pub fn queues(queues: Vec<QueueConfig>) -> BrokerConfig {
+    with(BrokerConfig::default(), |c| c.queues = queues)
 }
 
 /// Replication by `replicas` nodes, ACKs at `quorum` receipts.
@@ -66,8 +66,9 @@ pub fn options(f: impl FnOnce(&mut ConsumerOptions)) -> ConsumerOptions {
 
 /// A broker of `queues` on `session_processors` session processors, the rest default.
 pub fn start_on(queues: Vec<QueueConfig>, session_processors: usize) -> Broker {
-    let config = with(BrokerConfig::default(), |c| c.queues = queues);
-    start(with(config, |c| c.session_processors = session_processors))
+    start(with(self::queues(queues), |c| {
+        c.session_processors = session_processors
+    }))
 }
 
 /// A broker of one priority queue, configured further by `f`.
@@ -187,6 +188,12 @@ pub fn wait_for(what: &str, done: impl FnMut() -> bool) {
     wait_up_to(Duration::from_secs(10), what, done);
 }
 
+/// Waits until `done` holds (as [`wait_for`]), then until the broker is quiet.
+pub fn settled(broker: &Broker, what: &str, done: impl FnMut() -> bool) {
+    wait_for(what, done);
+    broker.quiesce().unwrap();
+}
+
 /// Waits until `done` holds, failing the test after `limit`.
 pub fn wait_up_to(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
@@ -287,6 +294,12 @@ pub fn receipts(broker: &Broker, guids: &[Guid], replica: u8) {
     for &guid in guids {
         receipt(broker, guid, replica).unwrap();
     }
+}
+
+/// [`receipts`], then a wait until the broker has handled them.
+pub fn receipted(broker: &Broker, guids: &[Guid], replica: u8) {
+    receipts(broker, guids, replica);
+    broker.quiesce().unwrap();
 }
 
 /// `processor`'s statistics now.
@@ -392,24 +405,13 @@ impl Rng {
     }
 }
 
-/// A priority and a two-app fanout queue of `capacity` and `window`, on two session and two
-/// queue processors of `events` events.
+/// A priority and a two-app fanout queue, on two session and two queue processors.
 pub fn two_queues(capacity: usize, window: u32, events: usize) -> BrokerConfig {
-    let queue = |mode| QueueConfig {
-        capacity,
-        window,
-        ..QueueConfig::new(mode)
-    };
-    BrokerConfig {
-        queues: vec![
-            queue(QueueMode::Priority),
-            queue(QueueMode::Fanout { apps: 2 }),
-        ],
-        session_processors: 2,
-        queue_processors: 2,
-        event_capacity: events,
-        ..BrokerConfig::default()
-    }
+    let of = |mode| with(sized(mode, capacity), |q| q.window = window);
+    let modes = [QueueMode::Priority, QueueMode::Fanout { apps: 2 }];
+    with(queues(modes.map(of).to_vec()), |c| {
+        (c.session_processors, c.queue_processors, c.event_capacity) = (2, 2, events);
+    })
 }
 
 /// Each app of [`two_queues`], as (queue, app).
