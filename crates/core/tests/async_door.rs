@@ -99,8 +99,7 @@ fn a_dispatch_to_a_full_queue_waits_for_room_and_keeps_order() {
         held.wait();
         assert_eq!(rt.block_on(task).unwrap(), 20);
         d.synchronize(c.processor()).unwrap();
-        let seen = messages(&log);
-        assert_eq!(seen[5..], (10..30).collect::<Vec<_>>());
+        assert_eq!(messages(&log)[5..], (10..30).collect::<Vec<_>>());
     });
 }
 
@@ -129,17 +128,12 @@ fn many_async_producers_lose_nothing() {
                 })
             })
             .collect();
-        rt.block_on(async {
-            for task in tasks {
-                task.await.unwrap();
-            }
-        });
+        tasks.into_iter().for_each(|t| rt.block_on(t).unwrap());
         d.synchronize(c.processor()).unwrap();
         let seen = messages(&log);
         assert_eq!(seen.len() as u64, TASKS * EACH, "every event once");
         for t in 0..TASKS {
-            let expected: Vec<u64> = (0..EACH).collect();
-            assert_eq!(of_producer(&seen, t), expected, "task {t}: in order");
+            assert_eq!(of_producer(&seen, t), upto(EACH), "task {t}: in order");
         }
     });
 }
@@ -194,24 +188,18 @@ fn shutdown_wakes_a_pending_future_with_its_event() {
         assert!(!task.is_finished());
         // The processor is held: shutdown closes the gate (waking the task) and waits.
         let shutdown = std::thread::spawn(move || d.shutdown());
-        match rt.block_on(task).unwrap() {
-            Err(DispatchError::ShutDown(Event::Message(99))) => {}
-            other => panic!(
-                "ShutDown with the event, got {:?}",
-                other.map_err(|e| e.is_full())
-            ),
-        }
+        let outcome = rt.block_on(task).unwrap();
+        let ok = matches!(outcome, Err(DispatchError::ShutDown(Event::Message(99))));
+        let got = outcome.map_err(|e| e.is_full());
+        assert!(ok, "ShutDown with the event, got {got:?}");
         held.wait();
         shutdown.join().unwrap();
         assert_eq!(messages(&log), [0, 1, 2, 3], "the accepted events are run");
         // After shutdown, a new future resolves at once with its event.
         let (_, waker) = counting_waker();
         let late = poll_once(&mut handle.dispatch_async(c, Event::Message(7)), &waker);
-        let with_event = matches!(
-            late,
-            Poll::Ready(Err(DispatchError::ShutDown(Event::Message(7))))
-        );
-        assert!(with_event);
+        use {DispatchError::ShutDown, Poll::Ready};
+        assert!(matches!(late, Ready(Err(ShutDown(Event::Message(7))))));
     });
 }
 
@@ -354,10 +342,8 @@ fn call_async_resolves_at_shutdown() {
         drop(d);
         releaser.join().unwrap();
         let outcome = rt.block_on(task).unwrap();
-        let resolved = matches!(
-            outcome,
-            Ok(5) | Err(SyncError::ShutDown | SyncError::Dropped(_))
-        );
+        use SyncError::{Dropped, ShutDown};
+        let resolved = matches!(outcome, Ok(5) | Err(ShutDown | Dropped(_)));
         assert!(resolved, "{outcome:?}");
     });
 }

@@ -46,10 +46,8 @@ fn a_dispatch_with_a_deadline_hands_the_event_back_when_the_queue_stays_full() {
     let gate = block_processor(&d.handle(), h);
     let past = Instant::now();
     d.dispatch_deadline(h, Event::Message(0), past).unwrap();
-    for i in 1..4 {
-        d.dispatch_timeout(h, Event::Message(i), Duration::ZERO)
-            .unwrap();
-    }
+    let zero = Duration::ZERO;
+    (1..4).for_each(|i| d.dispatch_timeout(h, Event::Message(i), zero).unwrap());
     let start = Instant::now();
     match d.dispatch_timeout(h, Event::Message(4), Duration::from_millis(30)) {
         Err(e @ Timeout(_)) => {
@@ -110,10 +108,8 @@ fn a_producer_waiting_for_room_does_not_burn_its_core() {
     gate.wait();
     let (cpu, blocked) = producer.join().unwrap();
     assert!(blocked >= Duration::from_millis(250), "{blocked:?}");
-    assert!(
-        cpu < blocked / 4,
-        "a producer blocked for {blocked:?} used {cpu:?} of CPU"
-    );
+    let why = format!("a producer blocked for {blocked:?} used {cpu:?} of CPU");
+    assert!(cpu < blocked / 4, "{why}");
 }
 
 #[test]
@@ -157,7 +153,7 @@ fn dispatch_on_its_own_full_queue_waits_in_the_outbox_and_hands_back_only_when_t
     // The outboxed events are handed on at the processor's next loop turns.
     let delivered = || messages(&log).len() as u64;
     eventually("the accepted events delivered", || delivered() >= accepted);
-    assert_eq!(messages(&log), (0..accepted).collect::<Vec<_>>());
+    assert_eq!(messages(&log), upto(accepted));
     assert!(d.stats()[0].outboxed >= 1);
 }
 

@@ -135,12 +135,8 @@ fn soak_secs() -> u64 {
 fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
     // The planned panics are counted by the processors, not printed; any other is.
     zerodispatch_testkit::quiet_planned_panics();
-    let tiny = |n| {
-        PoolConfig::new(n)
-            .capacity(8)
-            .outbox_capacity(16)
-            .max_batch(4)
-    };
+    let small = |n| PoolConfig::new(n).capacity(8).outbox_capacity(16);
+    let tiny = |n| small(n).max_batch(4);
     let mut dispatcher = Dispatcher::<Token>::builder()
         .pool(ClientType::Session, tiny(2))
         .pool(ClientType::Queue, tiny(2))
@@ -275,19 +271,15 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
         dispatcher
     });
     stop.store(true, Ordering::Relaxed);
-    for t in threads {
-        t.join().unwrap();
-    }
+    threads.into_iter().for_each(|t| t.join().unwrap());
     drop(dispatcher);
     drop(foreign_dispatcher);
 
     let issued = ledger.issued.load(Ordering::Relaxed).min(MAX_TOKENS);
     let unended = (0..issued).filter(|&i| ledger.ends[i].load(Ordering::Relaxed) != 1);
     let unended: Vec<usize> = unended.take(10).collect();
-    assert!(
-        unended.is_empty(),
-        "tokens that did not end exactly once: {unended:?}"
-    );
+    let why = format!("tokens that did not end exactly once: {unended:?}");
+    assert!(unended.is_empty(), "{why}");
     let drops = worker_drops.load(Ordering::Relaxed);
     let once = "every client dropped exactly once";
     assert_eq!(drops, registered.load(Ordering::Relaxed), "{once}");

@@ -11,7 +11,6 @@ use std::thread;
 
 use common::{Confirm, Tally, assert_none_allocated};
 use zerodispatch_core::*;
-
 use zerodispatch_testkit::CountingAllocator;
 
 #[global_allocator]
@@ -70,13 +69,7 @@ fn confirm(seq: u64) -> Confirm {
     }
 }
 
-/// Runs the proof without libtest (`zerodispatch_testkit::proof_main`).
-fn main() {
-    zerodispatch_testkit::proof_main(
-        "a_running_dispatcher_allocates_nothing_per_event",
-        a_running_dispatcher_allocates_nothing_per_event,
-    );
-}
+common::proof_main!(a_running_dispatcher_allocates_nothing_per_event);
 
 fn a_running_dispatcher_allocates_nothing_per_event() {
     let queues = PoolConfig::new(1).max_batch(64).capacity(64);

@@ -46,13 +46,7 @@ fn block_on<F: Future>(future: F, waker: &Waker, waits: &mut u64) -> F::Output {
     }
 }
 
-/// Runs the proof without libtest (`zerodispatch_testkit::proof_main`).
-fn main() {
-    zerodispatch_testkit::proof_main(
-        "the_async_door_allocates_nothing_per_event",
-        the_async_door_allocates_nothing_per_event,
-    );
-}
+common::proof_main!(the_async_door_allocates_nothing_per_event);
 
 fn the_async_door_allocates_nothing_per_event() {
     let dispatcher = one_queue(PoolConfig::new(1).capacity(64));

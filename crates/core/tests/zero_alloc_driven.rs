@@ -21,12 +21,7 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 const WARM_UP: u64 = 50;
 const EVENTS: u64 = 200;
 
-fn main() {
-    zerodispatch_testkit::proof_main(
-        "a_driven_turn_allocates_nothing",
-        a_driven_turn_allocates_nothing,
-    );
-}
+common::proof_main!(a_driven_turn_allocates_nothing);
 
 fn a_driven_turn_allocates_nothing() {
     let queues = PoolConfig::new(1).wait(WaitStrategy::Park).driven(true);

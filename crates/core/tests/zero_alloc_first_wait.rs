@@ -54,12 +54,7 @@ unsafe impl std::alloc::GlobalAlloc for OnThisThread {
 #[global_allocator]
 static GLOBAL: OnThisThread = OnThisThread;
 
-fn main() {
-    zerodispatch_testkit::proof_main(
-        "a_threads_first_wait_allocates_nothing_after_its_first_blocking_call",
-        a_threads_first_wait_allocates_nothing_after_its_first_blocking_call,
-    );
-}
+common::proof_main!(a_threads_first_wait_allocates_nothing_after_its_first_blocking_call);
 
 /// Spins until `flag` is set (no allocation, unlike a channel's first use).
 fn until(flag: &AtomicBool) {

@@ -19,9 +19,7 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 const TIMERS: u64 = 50_000;
 const WARM_UP: u64 = 2_000;
 
-fn main() {
-    zerodispatch_testkit::proof_main("timers_allocate_nothing_per_timer", timers_allocate_nothing);
-}
+common::proof_main!(timers_allocate_nothing_per_timer);
 
 /// One turn of a ticker: counts, then schedules the next, `left` more times.
 fn tick(d: DispatcherHandle<NoMessage>, queue: ProcessorId, ticks: Arc<AtomicU64>, left: u32) {
@@ -66,7 +64,7 @@ fn schedule(d: &Dispatcher<NoMessage>, queue: ProcessorId, fired: &Arc<AtomicU64
     cancelled
 }
 
-fn timers_allocate_nothing() {
+fn timers_allocate_nothing_per_timer() {
     let queues = PoolConfig::new(2).timers(256);
     let d = queue_pool::<NoMessage>(queues).build().unwrap();
     // The application's timers on one processor, the ticker alone on the other.
