@@ -8,6 +8,7 @@ use common::*;
 use tokio::runtime::{Builder, Runtime};
 use zerodispatch_core::*;
 
+/// One queue processor and a client on it.
 fn dispatcher() -> (Dispatcher<u64>, ClientHandle<Sink>) {
     let d = one_queue(PoolConfig::new(1));
     let sink = on_queue(&d, Sink);
@@ -28,10 +29,9 @@ fn one_worker() -> Runtime {
 /// The message of the panic `f` makes (it must panic).
 fn panic_message<T: std::fmt::Debug>(f: impl FnOnce() -> T) -> String {
     let payload = catch_unwind(AssertUnwindSafe(f)).unwrap_err();
+    let text = payload.downcast_ref::<&str>().map(|s| (*s).to_owned());
     let owned = payload.downcast_ref::<String>().cloned();
-    owned
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-        .unwrap_or_default()
+    owned.or(text).unwrap_or_default()
 }
 
 #[test]

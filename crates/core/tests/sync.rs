@@ -72,8 +72,7 @@ fn call_refuses_processor_threads_bad_ids_and_shutdown() {
     d.shutdown();
     let ran = Counter::default();
     let refused = handle.call(queue, ran.adder());
-    assert_eq!(refused, Err(SyncError::ShutDown));
-    assert!(ran.get() == 0);
+    assert_eq!((refused, ran.get()), (Err(SyncError::ShutDown), 0));
     // The thread's slot is left ready: a call to a live dispatcher still works.
     let live = one_queue(PoolConfig::new(1));
     assert_eq!(live.call(first_queue(&live), || 9_i64), Ok(9));
