@@ -22,16 +22,9 @@ fn event_sizes() {
 
 #[test]
 fn a_client_dispatches_to_another_processor_through_its_context() {
-    struct Forwarder(ClientHandle);
-    impl Client<u64> for Forwarder {
-        fn on_message(&mut self, m: u64, ctx: &mut Context<u64>) {
-            let sent = ctx.dispatcher().dispatch(self.0, Event::Message(m * 10));
-            sent.unwrap();
-        }
-    }
     let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(1));
     let (sink, log) = recorder_on(&d);
-    let fwd = on_session(&d, Forwarder(sink.erase()));
+    let fwd = on_session(&d, Forwarder(sink.erase(), |m| m * 10));
     d.dispatch(fwd, Event::Message(7)).unwrap();
     d.synchronize(fwd).unwrap();
     d.synchronize(sink).unwrap();

@@ -110,16 +110,9 @@ fn a_timer_armed_in_a_driven_turn_fires_on_time() {
 /// A driven turn's clients dispatch as their processor's: through its outbox, to another.
 #[test]
 fn a_client_in_a_driven_turn_dispatches_as_its_processor() {
-    struct Forwarder(ClientHandle);
-    impl Client<u64> for Forwarder {
-        fn on_message(&mut self, m: u64, ctx: &mut Context<u64>) {
-            let sent = ctx.dispatcher().dispatch(self.0, Event::Message(m + 1));
-            sent.unwrap();
-        }
-    }
     let d = sessions_and_queues(parking(true), parking(true));
     let (sink, log) = recorder_on(&d);
-    let forwarder = on_session(&d, Forwarder(sink.erase()));
+    let forwarder = on_session(&d, Forwarder(sink.erase(), |m| m + 1));
     for i in 0..50 {
         if i % 10 == 0 {
             thread::sleep(Duration::from_millis(5));

@@ -1,5 +1,4 @@
-//! Proof that a running dispatcher allocates nothing per event, `synchronize` or `call`:
-//! 1,000,000 events with flushes and an outboxed relay, counted over all threads (own binary).
+//! Proof that a running dispatcher allocates nothing per event, `synchronize` or `call`.
 
 #![cfg(not(loom))]
 

@@ -1,5 +1,4 @@
-//! Proof that the async door allocates nothing per event once warm: 100,000 events into a
-//! small queue, polled by a hand-written `block_on` (a runtime may allocate), own binary.
+//! Proof that the async door allocates nothing per event once warm (a hand-made `block_on`).
 
 #![cfg(not(loom))]
 

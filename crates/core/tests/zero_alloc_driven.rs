@@ -1,6 +1,4 @@
-//! A driven turn allocates nothing: an application thread whose dispatch finds the
-//! processor parked runs its turn (`PoolConfig::driven`), and the processor's thread lends
-//! and takes back its state at each park, all without an allocation after warm-up.
+//! Proof that a turn an application thread drives (`PoolConfig::driven`) allocates nothing.
 
 #![cfg(not(loom))]
 
@@ -46,19 +44,15 @@ fn a_driven_turn_allocates_nothing() {
     };
     send(0..WARM_UP);
     dispatcher.synchronize(queue).unwrap();
-    let (before, inline_before) = (
-        CountingAllocator::allocations(),
-        inline.load(Ordering::Relaxed),
-    );
+    let before = CountingAllocator::allocations();
+    let inline_before = inline.load(Ordering::Relaxed);
     send(WARM_UP..WARM_UP + EVENTS);
     dispatcher.synchronize(queue).unwrap();
     let after = CountingAllocator::allocations();
     assert_eq!(ran.load(Ordering::Relaxed), WARM_UP + EVENTS);
     // Most dispatches found the processor parked and ran the turn here.
     let driven = inline.load(Ordering::Relaxed) - inline_before;
-    assert!(
-        driven >= EVENTS / 4,
-        "only {driven} of {EVENTS} turns driven"
-    );
+    let turns = "turns driven";
+    assert!(driven >= EVENTS / 4, "only {driven} of {EVENTS} {turns}");
     assert_none_allocated(after - before, "a driven turn");
 }

@@ -1,5 +1,4 @@
-//! Proof that a thread's first wait for room allocates nothing after one blocking call:
-//! its waker is made at its first call that may wait (own binary).
+//! Proof that a thread's first wait for room allocates nothing after its first blocking call.
 
 #![cfg(not(loom))]
 

@@ -1,5 +1,4 @@
-//! Proof that timers allocate nothing once running: 50,000 from a thread and a self-rescheduling
-//! ticker, counted over all threads (own binary).
+//! Proof that timers, a thread's and a self-rescheduling ticker's, allocate nothing once warm.
 
 #![cfg(not(loom))]
 

@@ -75,6 +75,16 @@ impl Client<u64> for Recorder {
     }
 }
 
+/// Forwards each message `m` to `.0` as `.1(m)`.
+pub struct Forwarder(pub ClientHandle, pub fn(u64) -> u64);
+
+impl Client<u64> for Forwarder {
+    fn on_message(&mut self, m: u64, ctx: &mut Context<u64>) {
+        let sent = ctx.dispatcher().dispatch(self.0, Event::Message(self.1(m)));
+        sent.unwrap();
+    }
+}
+
 /// What a [`Recorder`] saw, shared with the test.
 pub type Log = Arc<Mutex<Vec<Seen>>>;
 
