@@ -61,8 +61,7 @@ fn a_dispatch_with_room_resolves_at_its_first_poll() {
             let mut batch = (3..6).map(Event::Message);
             assert_eq!(d.dispatch_batch_async(c, &mut batch).await.unwrap(), 3);
         });
-        d.synchronize(c.processor()).unwrap();
-        assert_eq!(messages(&log), [1, 2, 3, 4, 5]);
+        assert_eq!(handled(&d, c, &log), [1, 2, 3, 4, 5]);
         assert_eq!(count.get(), 0, "never waited");
     });
 }
@@ -82,8 +81,7 @@ fn a_dispatch_to_a_full_queue_waits_for_room_and_keeps_order() {
         eventually("the drain wakes the future", || count.get() > 0);
         assert!(ready_ok(&mut future, &waker));
         drop(future);
-        d.synchronize(c.processor()).unwrap();
-        assert_eq!(messages(&log), [0, 1, 2, 3, 4]);
+        assert_eq!(handled(&d, c, &log), [0, 1, 2, 3, 4]);
         assert_eq!(count.get(), 1, "woken once, not per pop");
 
         // The same on tokio: a batch larger than the queue waits until the processor is released.
@@ -98,8 +96,7 @@ fn a_dispatch_to_a_full_queue_waits_for_room_and_keeps_order() {
         assert!(!task.is_finished(), "a full queue: the batch waits");
         held.wait();
         assert_eq!(rt.block_on(task).unwrap(), 20);
-        d.synchronize(c.processor()).unwrap();
-        assert_eq!(messages(&log)[5..], (10..30).collect::<Vec<_>>());
+        assert_eq!(handled(&d, c, &log)[5..], (10..30).collect::<Vec<_>>());
     });
 }
 
@@ -129,8 +126,7 @@ fn many_async_producers_lose_nothing() {
             })
             .collect();
         tasks.into_iter().for_each(|t| rt.block_on(t).unwrap());
-        d.synchronize(c.processor()).unwrap();
-        let seen = messages(&log);
+        let seen = handled(&d, c, &log);
         assert_eq!(seen.len() as u64, TASKS * EACH, "every event once");
         for t in 0..TASKS {
             assert_eq!(of_producer(&seen, t), upto(EACH), "task {t}: in order");
@@ -167,8 +163,7 @@ fn a_pending_future_given_up_loses_nothing_and_enqueues_nothing_later() {
         assert_eq!(enqueued, 4);
         assert!(matches!(back, Some(Event::Message(14))));
         held.wait();
-        d.synchronize(c.processor()).unwrap();
-        assert_eq!(messages(&log), [0, 1, 2, 3, 10, 11, 12, 13]);
+        assert_eq!(handled(&d, c, &log), [0, 1, 2, 3, 10, 11, 12, 13]);
         let rest = events.next().map(|e| e.kind());
         assert_eq!(rest, Some("message"), "the rest stay");
     });

@@ -68,8 +68,7 @@ fn driven_and_threaded_turns_lose_nothing_and_keep_each_producers_order() {
         })
         .collect();
     producers.into_iter().for_each(|p| p.join().unwrap());
-    d.synchronize(h).unwrap();
-    let seen = messages(&log);
+    let seen = handled(&d, h, &log);
     assert_eq!(seen.len(), 2_000);
     (0..4).for_each(|t| assert_eq!(of_producer(&seen, t), upto(500)));
 }

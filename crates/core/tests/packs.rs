@@ -19,8 +19,7 @@ fn packed_batches_keep_their_order_among_single_dispatches() {
         assert_eq!(d.dispatch_batch(h, &mut batch).unwrap() as u64, len);
         next += len;
     }
-    d.synchronize(h.processor()).unwrap();
-    assert_eq!(messages(&log), upto(next));
+    assert_eq!(handled(&d, h, &log), upto(next));
     let stats = &d.stats()[0];
     assert!(stats.packs >= 40, "{} packs", stats.packs);
     assert!(stats.processed >= next, "{} processed", stats.processed);
@@ -33,8 +32,7 @@ fn a_panic_inside_a_pack_is_contained_and_the_rest_of_the_pack_is_delivered() {
     let (h, log) = panicking_recorder_on(&d, 5);
     d.dispatch_batch(h, &mut (0..16).map(Event::Message))
         .unwrap();
-    d.synchronize(h.processor()).unwrap();
-    assert_eq!(messages(&log), upto(16));
+    assert_eq!(handled(&d, h, &log), upto(16));
     let stats = &d.stats()[0];
     assert_eq!((stats.panics, stats.packs), (1, 1));
 }
@@ -123,8 +121,7 @@ fn threads_sharing_a_short_pool_of_packs_lose_nothing_and_keep_their_order() {
             });
         }
     });
-    d.synchronize(h.processor()).unwrap();
-    let seen = messages(&log);
+    let seen = handled(&d, h, &log);
     assert_eq!(seen.len() as u64, THREADS * EVENTS);
     for t in 0..THREADS {
         assert_eq!(of_producer(&seen, t), upto(EVENTS), "thread {t}");
@@ -138,8 +135,7 @@ fn a_queue_too_small_for_packs_takes_batches_one_event_to_a_slot() {
     let (d, h, log) = recorded(PoolConfig::new(1).capacity(16));
     d.dispatch_batch(h, &mut (0..100).map(Event::Message))
         .unwrap();
-    d.synchronize(h.processor()).unwrap();
-    assert_eq!(messages(&log), upto(100));
+    assert_eq!(handled(&d, h, &log), upto(100));
     assert_eq!(d.stats()[0].packs, 0);
 }
 
@@ -195,8 +191,7 @@ fn a_batch_that_fills_the_last_free_pack_returns_without_waiting_for_another() {
     held.wait();
     assert_eq!(sender.join().unwrap().unwrap(), 32);
     assert!(returned, "the batch waited for a pack after its last event");
-    d.synchronize(h.processor()).unwrap();
-    assert_eq!(messages(&log), upto(32));
+    assert_eq!(handled(&d, h, &log), upto(32));
 }
 
 /// An iterator without a `size_hint` of two is not read ahead of the queue.
@@ -220,8 +215,7 @@ fn an_iterator_that_promises_nothing_is_not_read_ahead() {
         })
     });
     assert_eq!(d.dispatch_batch(h, &mut events).unwrap(), 20);
-    d.synchronize(h.processor()).unwrap();
-    assert_eq!(messages(&log), upto(20));
+    assert_eq!(handled(&d, h, &log), upto(20));
     assert_eq!(d.stats()[0].packs, 0);
 }
 
@@ -237,8 +231,7 @@ fn the_events_yielded_before_an_iterator_panics_are_delivered() {
         d.dispatch_batch(h, &mut events)
     }));
     assert!(dispatched.is_err(), "the panic reaches the caller");
-    d.synchronize(h.processor()).unwrap();
-    assert_eq!(messages(&log), upto(9));
+    assert_eq!(handled(&d, h, &log), upto(9));
 }
 
 /// A slow pack counts each event as handled, so the monitor sees it progress.

@@ -148,6 +148,12 @@ pub fn messages(log: &Mutex<Vec<Seen>>) -> Vec<u64> {
     log.iter().filter_map(message).collect()
 }
 
+/// The messages `log` saw once `target` handled everything enqueued before.
+pub fn handled(d: &DispatcherHandle<u64>, target: impl Into<ProcessorId>, log: &Log) -> Vec<u64> {
+    d.synchronize(target).unwrap();
+    messages(log)
+}
+
 /// A builder of one queue pool, for a dispatcher of messages `M`.
 pub fn queue_pool<M: Send + 'static>(config: PoolConfig) -> DispatcherBuilder<M> {
     Dispatcher::builder().pool(ClientType::Queue, config)
