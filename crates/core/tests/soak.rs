@@ -136,12 +136,9 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
     zerodispatch_testkit::quiet_planned_panics();
     let small = |n| PoolConfig::new(n).capacity(8).outbox_capacity(16);
     let tiny = |n| small(n).max_batch(4);
-    let mut dispatcher = Dispatcher::<Token>::builder()
-        .pool(ClientType::Session, tiny(2))
-        .pool(ClientType::Queue, tiny(2))
-        .pool(ClientType::Cluster, tiny(1))
-        .build()
-        .unwrap();
+    let builder = Dispatcher::<Token>::builder().pool(ClientType::Session, tiny(2));
+    let builder = builder.pool(ClientType::Queue, tiny(2));
+    let mut dispatcher = builder.pool(ClientType::Cluster, tiny(1)).build().unwrap();
     // A foreign dispatcher: its handles must be refused by ours.
     let foreign_dispatcher =
         Dispatcher::<Token>::builder().pool(ClientType::Queue, PoolConfig::new(1));

@@ -41,7 +41,7 @@ struct Sent {
     panics: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct ClientState {
     handle: Option<ClientHandle>,
     processor: Option<ProcessorId>,
@@ -299,16 +299,13 @@ pub fn run(seed: u64) {
     }));
 
     let clients = 3 + sim.rng().below(4) as usize;
-    {
-        let mut w = world(&shared);
-        w.next_seq = vec![vec![0; clients]; clients + 1];
-        for _ in 0..clients {
-            w.clients.push(ClientState {
-                last_seq: vec![None; clients + 1],
-                ..ClientState::default()
-            });
-        }
-    }
+    let last_seq = vec![None; clients + 1];
+    let fresh = ClientState {
+        last_seq,
+        ..ClientState::default()
+    };
+    world(&shared).next_seq = vec![vec![0; clients]; clients + 1];
+    world(&shared).clients = vec![fresh; clients];
     for me in 0..clients {
         let client_type = *sim.rng().pick(&ClientType::ALL).unwrap();
         let goodbye = maybe_client(sim.rng(), clients);
