@@ -10,7 +10,6 @@ use std::task::{Context as TaskContext, Poll, Wake, Waker};
 
 use common::*;
 use tokio::runtime::{Builder, Runtime};
-use zerodispatch_core::*;
 use zerodispatch_testkit::within;
 
 const LIMIT: Duration = Duration::from_secs(20);

@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::*;
 use zerodispatch_testkit::within;
 
 const TEN_S: Duration = Duration::from_secs(10);

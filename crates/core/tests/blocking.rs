@@ -6,7 +6,6 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use common::*;
 use tokio::runtime::{Builder, Runtime};
-use zerodispatch_core::*;
 
 /// One queue processor and a client on it.
 fn dispatcher() -> (Dispatcher<u64>, ClientHandle<Sink>) {

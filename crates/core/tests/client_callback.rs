@@ -4,7 +4,6 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::{Context, Event, PoolConfig};
 
 #[test]
 fn reaches_its_client_in_order_with_its_other_events_and_flushes_it() {

@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::*;
 
 /// How long a dispatch that must go through may wait.
 const LONG: Duration = Duration::from_secs(30);

@@ -4,11 +4,9 @@
 
 mod common;
 
-use std::sync::mpsc;
-use std::thread::{self, ThreadId};
+use std::thread::ThreadId;
 
 use common::*;
-use zerodispatch_core::*;
 
 /// A processor that parks as soon as its queue is empty.
 fn parking(driven: bool) -> PoolConfig {

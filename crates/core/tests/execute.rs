@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::*;
 
 #[test]
 fn executor_posts_always_and_dispatches_in_place_on_its_own_thread() {

@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::*;
 
 #[test]
 fn a_panicking_handler_flush_or_callback_is_counted_and_the_processor_goes_on() {

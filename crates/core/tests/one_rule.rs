@@ -5,10 +5,6 @@ mod common;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use common::*;
-use zerodispatch_core::{
-    Callback, Client, ClientHandle, ClientType, Context, Dispatcher, Event, IntoCallback,
-    PoolConfig, ProcessorId,
-};
 
 /// Every call that takes work, each given a closure and then a callback: each runs once.
 #[test]

@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::*;
 
 /// Batches of 1 to 40 between single dispatches: each event once, in order, by packs.
 #[test]

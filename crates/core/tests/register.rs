@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::*;
 
 #[test]
 fn least_loaded_placement_spreads_clients_and_explicit_placement_pins_them() {

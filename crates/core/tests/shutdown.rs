@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::*;
 
 /// A dispatcher shut down, a handle of it, and a recorder registered before.
 fn shut_down() -> (Dispatcher<u64>, DispatcherHandle<u64>, ClientHandle) {

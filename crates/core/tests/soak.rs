@@ -2,13 +2,12 @@
 
 #![cfg(not(loom))]
 
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::{Duration, Instant};
+mod common;
 
+use std::sync::atomic::AtomicU8;
+
+use common::*;
 use zerodispatch_core::testing::SimRng as Rng;
-use zerodispatch_core::*;
 use zerodispatch_testkit::within;
 
 /// Tokens the soak can issue, at most (the ledger is preallocated).

@@ -2,11 +2,9 @@
 
 #![cfg(not(loom))]
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread;
+mod common;
 
-use zerodispatch_core::*;
+use common::*;
 
 const PRODUCERS: u64 = 4;
 const PER_PRODUCER: u64 = if cfg!(debug_assertions) {

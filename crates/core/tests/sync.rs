@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::*;
 
 #[test]
 fn synchronize_waits_for_earlier_events_and_refuses_its_own_thread() {

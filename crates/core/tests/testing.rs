@@ -4,7 +4,6 @@ mod common;
 
 use common::*;
 use zerodispatch_core::testing::TestDispatcher;
-use zerodispatch_core::*;
 
 /// What the clients here saw, each line naming the client.
 type Log = Arc<Mutex<Vec<String>>>;

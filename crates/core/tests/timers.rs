@@ -3,7 +3,6 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::*;
 
 /// One queue processor with room for `timers` timers, and its id.
 fn dispatcher(timers: usize) -> (Dispatcher<u64>, ProcessorId) {

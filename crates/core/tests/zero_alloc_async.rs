@@ -6,13 +6,10 @@ mod common;
 
 use std::future::Future;
 use std::pin::pin;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
-use std::thread::{self, Thread};
+use std::thread::Thread;
 
-use common::{Tally, assert_none_allocated, on_queue, one_queue};
-use zerodispatch_core::*;
+use common::*;
 use zerodispatch_testkit::CountingAllocator;
 
 #[global_allocator]

@@ -4,13 +4,7 @@
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread;
-use std::time::{Duration, Instant};
-
-use common::{Tally, on_queue, one_queue_unprobed};
-use zerodispatch_core::*;
+use common::*;
 use zerodispatch_testkit::CountingAllocator;
 
 /// The counting allocator, also counting the measured thread's allocations apart.

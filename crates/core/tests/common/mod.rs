@@ -1,18 +1,14 @@
 //! Test clients and set-ups shared by the core's integration tests (`--cfg loom`: none run).
 #![allow(dead_code, unused_imports, unused_macros)] // each test binary uses a different part
 
-// The standard items most tests use, for `use common::*`.
+// The standard items and the core's that most tests use, for `use common::*`.
 pub use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 pub use std::sync::{Arc, Barrier, Mutex, mpsc};
 pub use std::thread;
 pub use std::time::{Duration, Instant};
+pub use zerodispatch_core::*;
 
 use zerodispatch_core::testing::TestDispatcher;
-use zerodispatch_core::{
-    Callback, Client, ClientEvent, ClientHandle, ClientType, Context, Dispatcher,
-    DispatcherBuilder, DispatcherHandle, Event, Placement, PoolConfig, ProcessorId,
-    ProcessorSnapshot,
-};
 
 /// A client that keeps the defaults of [`Client`]: it runs callbacks and drops messages.
 pub struct Sink;
