@@ -10,7 +10,6 @@ use std::task::{Context as TaskContext, Poll, Wake, Waker};
 
 use common::*;
 use tokio::runtime::{Builder, Runtime};
-use zerodispatch_core::*;
 use zerodispatch_testkit::within;
 
 const LIMIT: Duration = Duration::from_secs(20);
@@ -61,8 +60,7 @@ fn a_dispatch_with_room_resolves_at_its_first_poll() {
             let mut batch = (3..6).map(Event::Message);
             assert_eq!(d.dispatch_batch_async(c, &mut batch).await.unwrap(), 3);
         });
-        d.synchronize(c.processor()).unwrap();
-        assert_eq!(messages(&log), [1, 2, 3, 4, 5]);
+        assert_eq!(handled(&d, c, &log), [1, 2, 3, 4, 5]);
         assert_eq!(count.get(), 0, "never waited");
     });
 }
@@ -82,8 +80,7 @@ fn a_dispatch_to_a_full_queue_waits_for_room_and_keeps_order() {
         eventually("the drain wakes the future", || count.get() > 0);
         assert!(ready_ok(&mut future, &waker));
         drop(future);
-        d.synchronize(c.processor()).unwrap();
-        assert_eq!(messages(&log), [0, 1, 2, 3, 4]);
+        assert_eq!(handled(&d, c, &log), [0, 1, 2, 3, 4]);
         assert_eq!(count.get(), 1, "woken once, not per pop");
 
         // The same on tokio: a batch larger than the queue waits until the processor is released.
@@ -98,9 +95,7 @@ fn a_dispatch_to_a_full_queue_waits_for_room_and_keeps_order() {
         assert!(!task.is_finished(), "a full queue: the batch waits");
         held.wait();
         assert_eq!(rt.block_on(task).unwrap(), 20);
-        d.synchronize(c.processor()).unwrap();
-        let seen = messages(&log);
-        assert_eq!(seen[5..], (10..30).collect::<Vec<_>>());
+        assert_eq!(handled(&d, c, &log)[5..], (10..30).collect::<Vec<_>>());
     });
 }
 
@@ -129,17 +124,11 @@ fn many_async_producers_lose_nothing() {
                 })
             })
             .collect();
-        rt.block_on(async {
-            for task in tasks {
-                task.await.unwrap();
-            }
-        });
-        d.synchronize(c.processor()).unwrap();
-        let seen = messages(&log);
+        tasks.into_iter().for_each(|t| rt.block_on(t).unwrap());
+        let seen = handled(&d, c, &log);
         assert_eq!(seen.len() as u64, TASKS * EACH, "every event once");
         for t in 0..TASKS {
-            let expected: Vec<u64> = (0..EACH).collect();
-            assert_eq!(of_producer(&seen, t), expected, "task {t}: in order");
+            assert_eq!(of_producer(&seen, t), upto(EACH), "task {t}: in order");
         }
     });
 }
@@ -173,8 +162,7 @@ fn a_pending_future_given_up_loses_nothing_and_enqueues_nothing_later() {
         assert_eq!(enqueued, 4);
         assert!(matches!(back, Some(Event::Message(14))));
         held.wait();
-        d.synchronize(c.processor()).unwrap();
-        assert_eq!(messages(&log), [0, 1, 2, 3, 10, 11, 12, 13]);
+        assert_eq!(handled(&d, c, &log), [0, 1, 2, 3, 10, 11, 12, 13]);
         let rest = events.next().map(|e| e.kind());
         assert_eq!(rest, Some("message"), "the rest stay");
     });
@@ -194,24 +182,18 @@ fn shutdown_wakes_a_pending_future_with_its_event() {
         assert!(!task.is_finished());
         // The processor is held: shutdown closes the gate (waking the task) and waits.
         let shutdown = std::thread::spawn(move || d.shutdown());
-        match rt.block_on(task).unwrap() {
-            Err(DispatchError::ShutDown(Event::Message(99))) => {}
-            other => panic!(
-                "ShutDown with the event, got {:?}",
-                other.map_err(|e| e.is_full())
-            ),
-        }
+        let outcome = rt.block_on(task).unwrap();
+        let ok = matches!(outcome, Err(DispatchError::ShutDown(Event::Message(99))));
+        let got = outcome.map_err(|e| e.is_full());
+        assert!(ok, "ShutDown with the event, got {got:?}");
         held.wait();
         shutdown.join().unwrap();
         assert_eq!(messages(&log), [0, 1, 2, 3], "the accepted events are run");
         // After shutdown, a new future resolves at once with its event.
         let (_, waker) = counting_waker();
         let late = poll_once(&mut handle.dispatch_async(c, Event::Message(7)), &waker);
-        let with_event = matches!(
-            late,
-            Poll::Ready(Err(DispatchError::ShutDown(Event::Message(7))))
-        );
-        assert!(with_event);
+        use {DispatchError::ShutDown, Poll::Ready};
+        assert!(matches!(late, Ready(Err(ShutDown(Event::Message(7))))));
     });
 }
 
@@ -354,10 +336,8 @@ fn call_async_resolves_at_shutdown() {
         drop(d);
         releaser.join().unwrap();
         let outcome = rt.block_on(task).unwrap();
-        let resolved = matches!(
-            outcome,
-            Ok(5) | Err(SyncError::ShutDown | SyncError::Dropped(_))
-        );
+        use SyncError::{Dropped, ShutDown};
+        let resolved = matches!(outcome, Ok(5) | Err(ShutDown | Dropped(_)));
         assert!(resolved, "{outcome:?}");
     });
 }

@@ -5,8 +5,9 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::*;
 use zerodispatch_testkit::within;
+
+const TEN_S: Duration = Duration::from_secs(10);
 
 // 1. A processor never waits for another processor ------------------------------------
 
@@ -78,7 +79,7 @@ fn synchronize_on_a_processor_thread_is_refused_so_two_cannot_wait_for_each_othe
         d.execute(me.processor(), wait_for_other).unwrap();
     }
     let what = "dropping the dispatcher after a mutual synchronize";
-    within(Duration::from_secs(10), what, move || {
+    within(TEN_S, what, move || {
         let both = "both synchronize calls returned";
         eventually(both, || results.lock().unwrap().len() == 2);
         for (me, r) in results.lock().unwrap().iter() {
@@ -92,8 +93,7 @@ fn synchronize_on_a_processor_thread_is_refused_so_two_cannot_wait_for_each_othe
 #[test]
 fn a_processor_of_one_dispatcher_waits_on_a_full_processor_of_another() {
     let a = one_queue(PoolConfig::new(1));
-    // Unprobed: a monitor probe landing while B is held would take its one slot, and the
-    // dispatch of 1 below would wait forever for the processor this thread holds.
+    // Unprobed: a probe landing while B is held would take the slot the dispatch of 1 waits for.
     let b = one_queue_unprobed(PoolConfig::new(1).capacity(1));
     let (target, log) = recorder_on(&b);
     b.synchronize(target).unwrap();
@@ -110,8 +110,7 @@ fn a_processor_of_one_dispatcher_waits_on_a_full_processor_of_another() {
     assert_eq!(early, None, "it must wait, not hand back");
     let through = "the waiting dispatch went through";
     eventually(through, || *result.lock().unwrap() == Some(true));
-    b.synchronize(target).unwrap();
-    assert_eq!(messages(&log), [1, 2]);
+    assert_eq!(handled(&b, target, &log), [1, 2]);
 }
 
 // 2. Handles ----------------------------------------------------------------------------
@@ -161,13 +160,10 @@ fn a_stale_event_whose_drop_panics_is_contained() {
     d.unregister(h).unwrap();
     let drops = Counter::default();
     let bomb = PanicsOnDrop(drops.clone());
-    d.dispatch(h, Event::Callback(Callback::new(move || drop(bomb))))
-        .unwrap();
+    d.dispatch_callback(h, move || drop(bomb)).unwrap();
     let handle = d.handle();
     let what = "synchronize after a panicking stale drop";
-    within(Duration::from_secs(10), what, move || {
-        handle.synchronize(h).unwrap()
-    });
+    within(TEN_S, what, move || handle.synchronize(h).unwrap());
     assert_eq!(drops.get(), 1);
     let stats = &d.stats()[0];
     assert_eq!((stats.stale, stats.panics), (1, 1));
@@ -188,9 +184,7 @@ fn clients_whose_drop_panics_at_shutdown_are_contained() {
     }
     let handle = d.handle();
     d.shutdown();
-    assert_eq!(drops.get(), 4);
-    let panics: u64 = handle.stats().iter().map(|s| s.panics).sum();
-    assert_eq!(panics, 4);
+    assert_eq!((drops.get(), total(&handle, |s| s.panics)), (4, 4));
 }
 
 /// 5: a panicking batch iterator no longer leaves the producer inside the gate.
@@ -208,7 +202,7 @@ fn a_panicking_batch_iterator_leaves_the_gate() {
     .join();
     assert!(panicked.is_err());
     let what = "shutdown after a panicking batch iterator";
-    within(Duration::from_secs(10), what, move || d.shutdown());
+    within(TEN_S, what, move || d.shutdown());
 }
 
 /// 14: if `f` panicked on one processor, `done` never ran.
@@ -218,14 +212,13 @@ fn execute_on_all_runs_done_once_even_when_f_panics() {
     let (ran, done) = (Counter::default(), Counter::default());
     let (r, dn) = (ran.clone(), done.clone());
     let f = move || assert!(r.add(1) != 1, "f panics on one processor");
-    d.execute_on_all(ClientType::Queue, f, move || dn.incr())
-        .unwrap();
+    let done_once = move || dn.incr();
+    d.execute_on_all(ClientType::Queue, f, done_once).unwrap();
     eventually("done ran", || done.get() == 1);
-    for p in d.processors(ClientType::Queue) {
-        d.synchronize(p).unwrap();
-    }
+    let queues = d.processors(ClientType::Queue);
+    queues.into_iter().for_each(|p| d.synchronize(p).unwrap());
     assert_eq!((ran.get(), done.get()), (3, 1));
-    assert_eq!(d.stats().iter().map(|s| s.panics).sum::<u64>(), 1);
+    assert_eq!(total(&d, |s| s.panics), 1);
 }
 
 /// 16: dropping the dispatcher on its own processor shuts every processor down.
@@ -245,8 +238,8 @@ fn dropping_the_dispatcher_on_its_own_processor_shuts_everything_down() {
     }));
     dispatcher.dispatch(handles[1], drop_it).unwrap();
     let what = "every processor stopped and dropped its clients";
-    within(Duration::from_secs(10), what, move || {
-        eventually("all three clients dropped", || dropped.get() == 3);
+    within(TEN_S, what, move || {
+        eventually("all three clients dropped", || dropped.get() == 3)
     });
     assert!(returned.get() == 1, "the drop returned in the handler");
     let refused = dispatcher.dispatch(handles[0], Event::Message(1));
@@ -280,8 +273,7 @@ fn the_enqueued_figure_never_exceeds_what_was_dispatched() {
         let (d, dispatched, stop) = (d.handle(), dispatched.clone(), stop.clone());
         thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                d.dispatch(h, Event::Callback(Callback::new(|| ())))
-                    .unwrap();
+                d.dispatch_callback(h, || ()).unwrap();
                 dispatched.fetch_add(1, Ordering::SeqCst);
             }
         })
@@ -298,10 +290,8 @@ fn the_enqueued_figure_never_exceeds_what_was_dispatched() {
     }
     stop.store(true, Ordering::Relaxed);
     producer.join().unwrap();
-    assert!(
-        worst <= 0,
-        "enqueued exceeded what was dispatched by {worst}"
-    );
+    let why = format!("enqueued exceeded what was dispatched by {worst}");
+    assert!(worst <= 0, "{why}");
 }
 
 // 5. Shutdown with a deadline --------------------------------------------------------------

@@ -6,17 +6,18 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use common::*;
 use tokio::runtime::{Builder, Runtime};
-use zerodispatch_core::*;
 
+/// One queue processor and a client on it.
 fn dispatcher() -> (Dispatcher<u64>, ClientHandle<Sink>) {
     let d = one_queue(PoolConfig::new(1));
     let sink = on_queue(&d, Sink);
     (d, sink)
 }
 
-/// A runtime whose one worker is the thread that calls `block_on`.
-fn current_thread() -> Runtime {
-    Builder::new_current_thread().build().unwrap()
+/// The message of the panic `f` makes on a runtime's worker (the thread's own runtime).
+fn panic_on_a_worker<T: std::fmt::Debug>(f: impl FnOnce() -> T) -> String {
+    let rt = Builder::new_current_thread().build().unwrap();
+    rt.block_on(async { panic_message(f) })
 }
 
 /// A runtime of one worker thread of its own.
@@ -28,18 +29,16 @@ fn one_worker() -> Runtime {
 /// The message of the panic `f` makes (it must panic).
 fn panic_message<T: std::fmt::Debug>(f: impl FnOnce() -> T) -> String {
     let payload = catch_unwind(AssertUnwindSafe(f)).unwrap_err();
+    let text = payload.downcast_ref::<&str>().map(|s| (*s).to_owned());
     let owned = payload.downcast_ref::<String>().cloned();
-    owned
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-        .unwrap_or_default()
+    owned.or(text).unwrap_or_default()
 }
 
 #[test]
 fn a_blocking_dispatch_on_a_runtime_thread_panics_naming_the_async_form() {
     let (d, sink) = dispatcher();
     let handle = d.handle();
-    let rt = current_thread();
-    let message = rt.block_on(async { panic_message(|| handle.dispatch(sink, Event::Message(1))) });
+    let message = panic_on_a_worker(|| handle.dispatch(sink, Event::Message(1)));
     assert!(message.contains("`dispatch` blocks"), "{message}");
     assert!(message.contains("`dispatch_async`"), "{message}");
     // The queue's room never mattered: the event was not sent, the processor is fine.
@@ -87,7 +86,6 @@ fn blocking_calls_in_spawn_blocking_and_the_async_forms_on_the_runtime_work() {
 fn an_executors_dispatch_on_a_runtime_thread_panics_naming_itself() {
     let (d, sink) = dispatcher();
     let executor = d.executor(sink.processor());
-    let rt = current_thread();
-    let message = rt.block_on(async { panic_message(|| executor.dispatch(Callback::new(|| ()))) });
+    let message = panic_on_a_worker(|| executor.dispatch(Callback::new(|| ())));
     assert!(message.contains("`Executor::dispatch` blocks"), "{message}");
 }

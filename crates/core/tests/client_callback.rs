@@ -4,33 +4,32 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::{Context, Event, PoolConfig};
 
 #[test]
 fn reaches_its_client_in_order_with_its_other_events_and_flushes_it() {
-    let (mut dispatcher, h, log) = recorded(PoolConfig::new(1));
+    let (mut d, h, log) = recorded(PoolConfig::new(1));
     // The processor is held until the three events are queued: they arrive in one drain.
-    let gate = block_processor(&dispatcher.handle(), h);
-    dispatcher.dispatch(h, Event::Message(1)).unwrap();
+    let gate = block_processor(&d.handle(), h);
+    d.dispatch(h, Event::Message(1)).unwrap();
     let two = move |r: &mut Recorder, ctx: &mut Context<u64>| {
         assert_eq!(ctx.handle(), h, "the context names the client");
         r.log.lock().unwrap().push(Seen::Message(2));
     };
-    dispatcher.dispatch(h, Event::to_client(two)).unwrap();
-    dispatcher.dispatch(h, Event::Message(3)).unwrap();
+    d.dispatch(h, Event::to_client(two)).unwrap();
+    d.dispatch(h, Event::Message(3)).unwrap();
     gate.wait();
-    dispatcher.synchronize(h).unwrap();
+    d.synchronize(h).unwrap();
     let log = log.lock().unwrap().clone();
     use Seen::{Flush, Message};
     let expected = [Message(1), Message(2), Message(3), Flush];
     assert_eq!(log, expected, "in order, then one flush");
-    dispatcher.shutdown();
+    d.shutdown();
 }
 
 #[test]
 fn a_callback_for_another_client_type_is_dropped_unrun_and_counted() {
-    let (mut dispatcher, recorder, log) = recorded(PoolConfig::new(1));
-    let other = on_queue(&dispatcher, Sink);
+    let (mut d, recorder, log) = recorded(PoolConfig::new(1));
+    let other = on_queue(&d, Sink);
     let (drops, ran) = (Counter::default(), Counter::default());
     let (guard, r) = (DropCounted(drops.clone()), ran.clone());
     let wrong = Event::from(Event::to_client(move |_: &mut Recorder, _| {
@@ -38,30 +37,29 @@ fn a_callback_for_another_client_type_is_dropped_unrun_and_counted() {
         r.incr();
     }));
     // Erased, the handle takes a callback of any client type (typed, this does not compile).
-    dispatcher.dispatch(other.erase(), wrong).unwrap();
+    d.dispatch(other.erase(), wrong).unwrap();
     // The processor goes on: a later event to the right client arrives.
-    dispatcher.dispatch(recorder, Event::Message(9)).unwrap();
-    dispatcher.synchronize(other).unwrap();
+    d.dispatch(recorder, Event::Message(9)).unwrap();
+    d.synchronize(other).unwrap();
     assert_eq!(ran.get(), 0, "never run on the wrong client");
     assert_eq!(drops.get(), 1, "captures dropped once");
-    let stats = dispatcher.stats();
-    assert_eq!(stats.iter().map(|s| s.wrong_client_type).sum::<u64>(), 1);
-    assert_eq!(stats.iter().map(|s| s.panics).sum::<u64>(), 0);
+    let counts = (total(&d, |s| s.wrong_client_type), total(&d, |s| s.panics));
+    assert_eq!(counts, (1, 0));
     assert!(log.lock().unwrap().contains(&Seen::Message(9)));
-    dispatcher.shutdown();
+    d.shutdown();
 }
 
 #[test]
 fn a_panicking_callback_is_contained_and_the_client_lives_on() {
     zerodispatch_testkit::quiet_planned_panics();
-    let (mut dispatcher, h, log) = recorded(PoolConfig::new(1));
+    let (mut d, h, log) = recorded(PoolConfig::new(1));
     let panics = |_: &mut Recorder, _: &mut _| panic!("planned panic in a client callback");
-    dispatcher.dispatch(h, Event::to_client(panics)).unwrap();
-    dispatcher.dispatch(h, Event::Message(5)).unwrap();
-    dispatcher.synchronize(h).unwrap();
-    assert_eq!(dispatcher.stats().iter().map(|s| s.panics).sum::<u64>(), 1);
+    d.dispatch(h, Event::to_client(panics)).unwrap();
+    d.dispatch(h, Event::Message(5)).unwrap();
+    d.synchronize(h).unwrap();
+    assert_eq!(total(&d, |s| s.panics), 1);
     assert!(log.lock().unwrap().contains(&Seen::Message(5)));
-    dispatcher.shutdown();
+    d.shutdown();
 }
 
 #[test]

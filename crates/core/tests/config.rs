@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::*;
 
 #[test]
 fn invalid_configurations_are_errors_with_messages() {
@@ -41,17 +40,14 @@ fn invalid_configurations_are_errors_with_messages() {
     let says = "stuck_warning must be greater than zero";
     assert!(zero.to_string().contains(says), "{zero}");
     let twice = [ClientType::Queue, ClientType::Queue, ClientType::Cluster];
-    let order = queue()
-        .shutdown_order(twice)
-        .build()
-        .unwrap_err()
-        .to_string();
+    let order = queue().shutdown_order(twice).build();
+    let order = order.unwrap_err().to_string();
     assert!(order.contains("must name session, queue and cluster once each"));
 }
 
 #[test]
 fn pinning_to_a_usable_core_is_reported_in_stats() {
-    let cores: Vec<usize> = core_affinity_ids();
+    let cores = core_affinity_ids();
     let (d, h, _log) = recorded(PoolConfig::new(1).pin_to([cores[0]]));
     d.synchronize(h).unwrap();
     let pinning = d.stats()[0].pinning;
@@ -62,8 +58,8 @@ fn pinning_to_a_usable_core_is_reported_in_stats() {
     assert_eq!(unpinned.stats()[0].pinning, Pinning::NotRequested);
 }
 
+/// The usable cores, exactly those a pool may be pinned to: probed by building.
 fn core_affinity_ids() -> Vec<usize> {
-    // The usable cores are exactly those a pool may be pinned to: probe by building.
     let pinned = |c| PoolConfig::new(1).pin_to([c]);
     let usable = |&c: &usize| queue_pool::<u64>(pinned(c)).build().is_ok();
     (0..MAX_CORE_ID).filter(usable).take(1).collect()
@@ -71,18 +67,16 @@ fn core_affinity_ids() -> Vec<usize> {
 
 #[test]
 fn processors_are_named_threads_per_client_type() {
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Session, PoolConfig::new(2))
-        .pool(ClientType::Cluster, PoolConfig::new(1))
-        .build()
-        .unwrap();
+    let builder = Dispatcher::<u64>::builder().pool(ClientType::Session, PoolConfig::new(2));
+    let d = builder.pool(ClientType::Cluster, PoolConfig::new(1));
+    let d = d.build().unwrap();
     let names = Arc::new(Mutex::new(Vec::new()));
     let sessions = d.processors(ClientType::Session).into_iter();
     for p in sessions.chain(d.processors(ClientType::Cluster)) {
         let names = names.clone();
         let name = move || thread::current().name().unwrap().to_owned();
-        d.execute(p, Callback::new(move || names.lock().unwrap().push(name())))
-            .unwrap();
+        let push = move || names.lock().unwrap().push(name());
+        d.execute(p, push).unwrap();
         d.synchronize(p).unwrap();
     }
     let names = names.lock().unwrap().clone();

@@ -1,25 +1,19 @@
-//! Driven processors (`PoolConfig::driven`): a dispatch from an application thread that
-//! finds the processor parked runs its turn on the calling thread; nothing is lost, run
-//! twice or run out of order, and the processor's thread wakes for what the turn leaves.
+//! Driven processors (`PoolConfig::driven`): a dispatch finding one parked runs its turn itself.
 
 #![cfg(not(loom))]
 
 mod common;
 
-use std::sync::mpsc;
-use std::thread::{self, ThreadId};
+use std::thread::ThreadId;
 
 use common::*;
-use zerodispatch_core::*;
 
 /// A processor that parks as soon as its queue is empty.
 fn parking(driven: bool) -> PoolConfig {
     PoolConfig::new(1).wait(WaitStrategy::Park).driven(driven)
 }
 
-/// Executes, `tries` times after a pause that lets the processor park, a callback that
-/// reports the thread it runs on; returns how many ran inside the `execute` call, on the
-/// calling thread (the others ran on the processor's thread).
+/// Of `tries` callbacks executed after a pause to park, how many ran inside `execute`, here.
 fn inline_runs(d: &DispatcherHandle<u64>, tries: usize) -> usize {
     let queue = first_queue(d);
     let me = thread::current().id();
@@ -27,8 +21,8 @@ fn inline_runs(d: &DispatcherHandle<u64>, tries: usize) -> usize {
     for _ in 0..tries {
         thread::sleep(Duration::from_millis(5));
         let (tx, rx) = mpsc::channel::<ThreadId>();
-        d.execute(queue, move || tx.send(thread::current().id()).unwrap())
-            .unwrap();
+        let report = move || tx.send(thread::current().id()).unwrap();
+        d.execute(queue, report).unwrap();
         // Ran inside the call if its report is there already, on this thread.
         match rx.try_recv() {
             Ok(id) => {
@@ -54,8 +48,7 @@ fn a_processor_not_driven_runs_every_callback_on_its_own_thread() {
     assert_eq!(inline_runs(&d.handle(), 10), 0);
 }
 
-/// Producers on four threads, some events driven, some handled by the thread: each
-/// producer's events arrive once each, in order.
+/// Four producers, some events driven, some threaded: each's events arrive once, in order.
 #[test]
 fn driven_and_threaded_turns_lose_nothing_and_keep_each_producers_order() {
     let (d, h, log) = recorded(parking(true));
@@ -72,19 +65,13 @@ fn driven_and_threaded_turns_lose_nothing_and_keep_each_producers_order() {
             })
         })
         .collect();
-    for p in producers {
-        p.join().unwrap();
-    }
-    d.synchronize(h).unwrap();
-    let seen = messages(&log);
+    producers.into_iter().for_each(|p| p.join().unwrap());
+    let seen = handled(&d, h, &log);
     assert_eq!(seen.len(), 2_000);
-    for t in 0..4 {
-        assert_eq!(of_producer(&seen, t), (0..500).collect::<Vec<_>>());
-    }
+    (0..4).for_each(|t| assert_eq!(of_producer(&seen, t), upto(500)));
 }
 
-/// A timer armed inside a driven turn is due long before the parked thread's park would
-/// end (it parks without a timeout): the driver wakes the thread, which fires it.
+/// A timer armed in a driven turn wakes the parked thread (no park timeout), which fires it.
 #[test]
 fn a_timer_armed_in_a_driven_turn_fires_on_time() {
     let d = one_queue(parking(true));
@@ -100,9 +87,8 @@ fn a_timer_armed_in_a_driven_turn_fires_on_time() {
             let (handle, tx, ran_tx) = &*held;
             let tx = tx.clone();
             let fire = move || tx.send(thread::current().id()).unwrap();
-            handle
-                .schedule_in(queue, Duration::from_millis(20), fire)
-                .unwrap();
+            let in_20_ms = Duration::from_millis(20);
+            handle.schedule_in(queue, in_20_ms, fire).unwrap();
             ran_tx.send(()).unwrap();
         })
         .unwrap();
@@ -118,21 +104,12 @@ fn a_timer_armed_in_a_driven_turn_fires_on_time() {
     panic!("no execute found the processor parked in 20 tries");
 }
 
-/// A driven turn's clients dispatch as a processor does: through its outbox, to another
-/// processor whose thread handles them.
+/// A driven turn's clients dispatch as their processor's: through its outbox, to another.
 #[test]
 fn a_client_in_a_driven_turn_dispatches_as_its_processor() {
-    struct Forwarder(ClientHandle);
-    impl Client<u64> for Forwarder {
-        fn on_message(&mut self, m: u64, ctx: &mut Context<u64>) {
-            ctx.dispatcher()
-                .dispatch(self.0, Event::Message(m + 1))
-                .unwrap();
-        }
-    }
     let d = sessions_and_queues(parking(true), parking(true));
     let (sink, log) = recorder_on(&d);
-    let forwarder = on_session(&d, Forwarder(sink.erase()));
+    let forwarder = on_session(&d, Forwarder(sink.erase(), |m| m + 1));
     for i in 0..50 {
         if i % 10 == 0 {
             thread::sleep(Duration::from_millis(5));
@@ -141,18 +118,14 @@ fn a_client_in_a_driven_turn_dispatches_as_its_processor() {
     }
     d.synchronize(forwarder).unwrap();
     d.synchronize(sink).unwrap();
-    assert_eq!(
-        messages(&log),
-        (0..50).map(|i| i * 10 + 1).collect::<Vec<_>>()
-    );
+    let expected: Vec<u64> = (0..50).map(|i| i * 10 + 1).collect();
+    assert_eq!(messages(&log), expected);
 }
 
 #[test]
 fn a_driven_dispatcher_shuts_down_with_every_event_handled() {
     let (mut d, h, log) = recorded(parking(true));
-    for i in 0..100 {
-        d.dispatch(h, Event::Message(i)).unwrap();
-    }
+    dispatch_all(&d, h, 0..100);
     d.shutdown();
-    assert_eq!(messages(&log), (0..100).collect::<Vec<_>>());
+    assert_eq!(messages(&log), upto(100));
 }

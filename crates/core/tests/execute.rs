@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::*;
 
 #[test]
 fn executor_posts_always_and_dispatches_in_place_on_its_own_thread() {
@@ -14,7 +13,7 @@ fn executor_posts_always_and_dispatches_in_place_on_its_own_thread() {
     let exec = d.executor(p);
     let order = Arc::new(Mutex::new(Vec::new()));
     let (o, e) = (order.clone(), exec.clone());
-    exec.post(Callback::new(move || {
+    let outer = Callback::new(move || {
         let push = |what| {
             let o = o.clone();
             Callback::new(move || o.lock().unwrap().push(what))
@@ -22,10 +21,9 @@ fn executor_posts_always_and_dispatches_in_place_on_its_own_thread() {
         e.post(push("posted")).unwrap();
         e.dispatch(push("in place")).unwrap();
         o.lock().unwrap().push("outer done");
-    }))
-    .unwrap();
-    d.synchronize(p).unwrap();
-    d.synchronize(p).unwrap();
+    });
+    exec.post(outer).unwrap();
+    (0..2).for_each(|_| d.synchronize(p).unwrap());
     assert_eq!(*order.lock().unwrap(), ["in place", "outer done", "posted"]);
 }
 
@@ -42,9 +40,8 @@ fn execute_on_all_runs_f_on_every_processor_then_done_once() {
         dn.incr();
     };
     d.execute_on_all(ClientType::Queue, f, then).unwrap();
-    for p in d.processors(ClientType::Queue) {
-        d.synchronize(p).unwrap();
-    }
+    let queues = d.processors(ClientType::Queue);
+    queues.into_iter().for_each(|p| d.synchronize(p).unwrap());
     let mut names = threads.lock().unwrap().clone();
     names.sort();
     assert_eq!(names, ["zd-queue-0", "zd-queue-1", "zd-queue-2"]);

@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::*;
 
 #[test]
 fn events_reach_the_client_in_order_and_one_flush_follows_a_drained_batch() {

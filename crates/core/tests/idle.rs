@@ -1,12 +1,10 @@
-//! An idle dispatcher's monitor wakes about once a second, and one woken for one event at a
-//! time wakes it no more (own binary: it counts switches).
+//! An idle monitor wakes about once a second, however often its processors wake (counts switches).
 
 #![cfg(not(loom))]
 
 mod common;
 
 use common::*;
-use zerodispatch_core::*;
 
 /// The tests of this binary one at a time: each counts every monitor of the process.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -30,16 +28,22 @@ fn context_switches_of(name: &str) -> u64 {
     total
 }
 
+/// A dispatcher of `queues` and `sessions` processors, its monitor probing every 10 ms.
+fn monitored(queues: usize, sessions: Option<usize>) -> Dispatcher<u64> {
+    let builder = queue_pool(PoolConfig::new(queues));
+    let builder = match sessions {
+        Some(n) => builder.pool(ClientType::Session, PoolConfig::new(n)),
+        None => builder,
+    };
+    let builder = builder.monitor_interval(Duration::from_millis(10));
+    builder.build().unwrap()
+}
+
 #[test]
 #[cfg(target_os = "linux")]
 fn an_idle_dispatchers_monitor_wakes_about_once_a_second_not_at_its_interval() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(2))
-        .pool(ClientType::Session, PoolConfig::new(1))
-        .monitor_interval(Duration::from_millis(10))
-        .build()
-        .unwrap();
+    let d = monitored(2, Some(1));
     // Long enough for the processors to park and the monitor's interval to grow to 1 s.
     thread::sleep(Duration::from_secs(3));
     let before = context_switches_of("zd-monitor");
@@ -56,11 +60,7 @@ fn an_idle_dispatchers_monitor_wakes_about_once_a_second_not_at_its_interval() {
 #[cfg(target_os = "linux")]
 fn a_processor_woken_for_one_event_at_a_time_wakes_no_monitor() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .monitor_interval(Duration::from_millis(10))
-        .build()
-        .unwrap();
+    let d = monitored(1, None);
     let (queue, log) = recorder_on(&d);
     // Long enough for the monitor to rest.
     thread::sleep(Duration::from_secs(2));
@@ -71,12 +71,8 @@ fn a_processor_woken_for_one_event_at_a_time_wakes_no_monitor() {
         thread::sleep(Duration::from_millis(20));
     }
     let woke = context_switches_of("zd-monitor") - before;
-    d.synchronize(queue).unwrap();
-    assert_eq!(messages(&log).len(), 50);
-    // When each wake of the processor woke it: 2 an event (100). Resting: a few ticks a
-    // second, back at 10 ms for a while when one finds the processor awake.
-    assert!(
-        woke <= 40,
-        "the monitor woke {woke} times for 50 events in 1 s"
-    );
+    assert_eq!(handled(&d, queue, &log).len(), 50);
+    // Woken at each wake of the processor: 100. Resting: a few ticks a second, 10 ms a while.
+    let why = format!("the monitor woke {woke} times for 50 events in 1 s");
+    assert!(woke <= 40, "{why}");
 }

@@ -15,6 +15,13 @@ use zerodispatch_core::{Callback, Dispatcher, PoolConfig, ProcessorSnapshot};
 /// A metric as the recorder keys it: kind, name, and labels sorted.
 type Key = (MetricKind, String, Vec<(String, String)>);
 
+/// `labels` owned and sorted, as a [`Key`] holds them.
+fn sorted<'a>(labels: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<(String, String)> {
+    let mut labels: Vec<_> = labels.map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
+    labels.sort();
+    labels
+}
+
 /// What a recorder holds after `export`: each metric by name and sorted labels, and units.
 struct Exported {
     values: HashMap<Key, DebugValue>,
@@ -34,11 +41,7 @@ impl Exported {
         let mut described = HashMap::new();
         for (key, unit, description, value) in snapshotter.snapshot().into_vec() {
             let (kind, key) = CompositeKey::into_parts(key);
-            let labels = key
-                .labels()
-                .map(|l: &Label| (l.key().to_owned(), l.value().to_owned()));
-            let mut labels: Vec<(String, String)> = labels.collect();
-            labels.sort();
+            let labels = sorted(key.labels().map(|l: &Label| (l.key(), l.value())));
             if let Some(description) = description {
                 described.insert(key.name().to_owned(), (unit, description.to_string()));
             }
@@ -48,11 +51,7 @@ impl Exported {
     }
 
     fn get(&self, kind: MetricKind, name: &str, labels: &[(&str, &str)]) -> &DebugValue {
-        let labels = labels
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
-        let mut labels: Vec<(String, String)> = labels.collect();
-        labels.sort();
+        let labels = sorted(labels.iter().copied());
         let value = self.values.get(&(kind, name.to_owned(), labels.clone()));
         value.unwrap_or_else(|| panic!("{name} {labels:?} not exported"))
     }
@@ -72,8 +71,7 @@ impl Exported {
     }
 }
 
-/// Two queue processors and a session one, 1000 events to the first, histograms published
-/// and the first probed.
+/// Two queue processors and a session one, 1000 events to the first, published and probed.
 fn loaded() -> (Dispatcher<u64>, Vec<ProcessorSnapshot>) {
     let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(2));
     let queue = first_queue(&d);

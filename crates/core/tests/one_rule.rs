@@ -5,16 +5,12 @@ mod common;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use common::*;
-use zerodispatch_core::{
-    Callback, Client, ClientHandle, ClientType, Context, Dispatcher, Event, IntoCallback,
-    PoolConfig, ProcessorId,
-};
 
 /// Every call that takes work, each given a closure and then a callback: each runs once.
 #[test]
 fn every_call_that_takes_work_takes_a_closure_and_a_callback() {
     let d = one_queue(PoolConfig::new(1));
-    let queue = d.processors(ClientType::Queue)[0];
+    let queue = first_queue(&d);
     let sink = on_queue(&d, Sink);
     let executor = d.executor(queue);
     let count = Counter::default();
@@ -42,7 +38,7 @@ fn every_call_that_takes_work_takes_a_closure_and_a_callback() {
 #[test]
 fn a_refused_work_comes_back_as_a_callback_that_the_same_call_takes_again() {
     let d = one_queue(PoolConfig::new(1));
-    let queue = d.processors(ClientType::Queue)[0];
+    let queue = first_queue(&d);
     let (client_type, index) = (ClientType::Cluster, 0);
     let nowhere = ProcessorId { client_type, index };
     let (tx, rx) = mpsc::channel();
@@ -62,9 +58,8 @@ fn a_refused_work_comes_back_as_a_callback_that_the_same_call_takes_again() {
     let spilled = refused.into_inner();
     let why = "handed back as it was given, still spilled";
     assert!(!spilled.is_inline(), "{why}");
-    let refused = d.executor(nowhere).post(spilled).unwrap_err();
-    d.schedule_in(queue, Duration::ZERO, refused.into_inner())
-        .unwrap();
+    let refused = d.executor(nowhere).post(spilled).unwrap_err().into_inner();
+    d.schedule_in(queue, Duration::ZERO, refused).unwrap();
     assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), 48);
     assert_eq!(d.stats()[0].spilled, 1, "one spilled callback, run once");
 }
@@ -73,12 +68,10 @@ fn a_refused_work_comes_back_as_a_callback_that_the_same_call_takes_again() {
 #[test]
 fn generic_code_passes_work_on() {
     fn post_it<W: IntoCallback>(d: &Dispatcher<u64>, queue: ProcessorId, work: W) {
-        let executor = d.executor(queue);
-        let refused = executor.post(work).err();
-        assert!(refused.is_none());
+        assert!(d.executor(queue).post(work).err().is_none());
     }
     let d = one_queue(PoolConfig::new(1));
-    let queue = d.processors(ClientType::Queue)[0];
+    let queue = first_queue(&d);
     let (tx, rx) = mpsc::channel();
     let again = tx.clone();
     post_it(&d, queue, move || tx.send(1).unwrap());

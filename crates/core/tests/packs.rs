@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::*;
 
 /// Batches of 1 to 40 between single dispatches: each event once, in order, by packs.
 #[test]
@@ -19,8 +18,7 @@ fn packed_batches_keep_their_order_among_single_dispatches() {
         assert_eq!(d.dispatch_batch(h, &mut batch).unwrap() as u64, len);
         next += len;
     }
-    d.synchronize(h.processor()).unwrap();
-    assert_eq!(messages(&log), (0..next).collect::<Vec<_>>());
+    assert_eq!(handled(&d, h, &log), upto(next));
     let stats = &d.stats()[0];
     assert!(stats.packs >= 40, "{} packs", stats.packs);
     assert!(stats.processed >= next, "{} processed", stats.processed);
@@ -33,11 +31,9 @@ fn a_panic_inside_a_pack_is_contained_and_the_rest_of_the_pack_is_delivered() {
     let (h, log) = panicking_recorder_on(&d, 5);
     d.dispatch_batch(h, &mut (0..16).map(Event::Message))
         .unwrap();
-    d.synchronize(h.processor()).unwrap();
-    assert_eq!(messages(&log), (0..16).collect::<Vec<_>>());
+    assert_eq!(handled(&d, h, &log), upto(16));
     let stats = &d.stats()[0];
-    assert_eq!(stats.panics, 1);
-    assert_eq!(stats.packs, 1);
+    assert_eq!((stats.panics, stats.packs), (1, 1));
 }
 
 /// `max_batch` splits a pack at its flush points too.
@@ -49,8 +45,8 @@ fn a_pack_is_split_at_the_flush_points_of_max_batch() {
     thread::scope(|s| {
         s.spawn(|| {
             for b in 0..3_u64 {
-                d.dispatch_batch(h, &mut (b * 16..b * 16 + 16).map(Event::Message))
-                    .unwrap();
+                let mut batch = (b * 16..b * 16 + 16).map(Event::Message);
+                d.dispatch_batch(h, &mut batch).unwrap();
             }
         });
         while d.stats()[0].depth < 3 {
@@ -63,16 +59,12 @@ fn a_pack_is_split_at_the_flush_points_of_max_batch() {
     let mut run = 0;
     for seen in &log {
         match seen {
-            Seen::Message(_) => {
-                run += 1;
-                assert!(
-                    run <= 5,
-                    "more than max_batch events between flushes: {log:?}"
-                );
-            }
+            Seen::Message(_) => run += 1,
             Seen::Flush => run = 0,
             Seen::Callback => {}
         }
+        let why = "more than max_batch events between flushes";
+        assert!(run <= 5, "{why}: {log:?}");
     }
     let messages = log.iter().filter(|s| matches!(s, Seen::Message(_)));
     assert_eq!(messages.count(), 48);
@@ -93,10 +85,8 @@ fn a_packs_events_are_counted_one_by_one_wrong_type_spilled_and_stale() {
     });
     assert_eq!(d.dispatch_batch(h, &mut events).unwrap(), 12);
     d.synchronize(h.processor()).unwrap();
-    let stats = d.stats()[0].clone();
-    assert_eq!(stats.wrong_client_type, 4);
-    assert_eq!(stats.spilled, 4);
-    assert_eq!(ran.get(), 4);
+    let s = d.stats()[0].clone();
+    assert_eq!((s.wrong_client_type, s.spilled, ran.get()), (4, 4, 4));
     assert_eq!(messages(&log), vec![2, 5, 8, 11]);
 
     // A stale key: every event of the pack is stale; a spilled one among them counted too.
@@ -106,9 +96,7 @@ fn a_packs_events_are_counted_one_by_one_wrong_type_spilled_and_stale() {
     d.dispatch_batch(h, &mut stale).unwrap();
     d.synchronize(h.processor()).unwrap();
     let stats = d.stats()[0].clone();
-    assert_eq!(stats.stale, 16);
-    assert_eq!(stats.spilled, 5);
-    assert_eq!(stats.packs, 2);
+    assert_eq!((stats.stale, stats.spilled, stats.packs), (16, 5, 2));
 }
 
 /// Four threads batching into 32 slots and two packs: each event once, each thread in order.
@@ -132,12 +120,10 @@ fn threads_sharing_a_short_pool_of_packs_lose_nothing_and_keep_their_order() {
             });
         }
     });
-    d.synchronize(h.processor()).unwrap();
-    let seen = messages(&log);
+    let seen = handled(&d, h, &log);
     assert_eq!(seen.len() as u64, THREADS * EVENTS);
     for t in 0..THREADS {
-        let mine = of_producer(&seen, t);
-        assert_eq!(mine, (0..EVENTS).collect::<Vec<_>>(), "thread {t}");
+        assert_eq!(of_producer(&seen, t), upto(EVENTS), "thread {t}");
     }
     assert!(d.stats()[0].packs > 0);
 }
@@ -148,8 +134,7 @@ fn a_queue_too_small_for_packs_takes_batches_one_event_to_a_slot() {
     let (d, h, log) = recorded(PoolConfig::new(1).capacity(16));
     d.dispatch_batch(h, &mut (0..100).map(Event::Message))
         .unwrap();
-    d.synchronize(h.processor()).unwrap();
-    assert_eq!(messages(&log), (0..100).collect::<Vec<_>>());
+    assert_eq!(handled(&d, h, &log), upto(100));
     assert_eq!(d.stats()[0].packs, 0);
 }
 
@@ -186,7 +171,7 @@ fn shutdown_during_packed_batches_delivers_what_was_accepted_and_hands_back_the_
     let delivered = messages(&log);
     for (t, &n) in accepted.iter().enumerate() {
         let mine = of_producer(&delivered, t as u64);
-        assert_eq!(mine, (0..n).collect::<Vec<_>>(), "thread {t}: accepted {n}");
+        assert_eq!(mine, upto(n), "thread {t}: accepted {n}");
     }
 }
 
@@ -200,16 +185,12 @@ fn a_batch_that_fills_the_last_free_pack_returns_without_waiting_for_another() {
         // The pool of a 32-slot queue has two packs: this batch takes both.
         dispatcher.dispatch_batch(h, &mut (0..32).map(Event::Message))
     });
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !sender.is_finished() && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(1));
-    }
-    let returned = sender.is_finished();
+    let ms = Duration::from_millis(1);
+    let returned = wait_until(Duration::from_secs(5), ms, || sender.is_finished());
     held.wait();
     assert_eq!(sender.join().unwrap().unwrap(), 32);
     assert!(returned, "the batch waited for a pack after its last event");
-    d.synchronize(h.processor()).unwrap();
-    assert_eq!(messages(&log), (0..32).collect::<Vec<_>>());
+    assert_eq!(handled(&d, h, &log), upto(32));
 }
 
 /// An iterator without a `size_hint` of two is not read ahead of the queue.
@@ -233,8 +214,7 @@ fn an_iterator_that_promises_nothing_is_not_read_ahead() {
         })
     });
     assert_eq!(d.dispatch_batch(h, &mut events).unwrap(), 20);
-    d.synchronize(h.processor()).unwrap();
-    assert_eq!(messages(&log), (0..20).collect::<Vec<_>>());
+    assert_eq!(handled(&d, h, &log), upto(20));
     assert_eq!(d.stats()[0].packs, 0);
 }
 
@@ -250,8 +230,7 @@ fn the_events_yielded_before_an_iterator_panics_are_delivered() {
         d.dispatch_batch(h, &mut events)
     }));
     assert!(dispatched.is_err(), "the panic reaches the caller");
-    d.synchronize(h.processor()).unwrap();
-    assert_eq!(messages(&log), (0..9).collect::<Vec<_>>());
+    assert_eq!(handled(&d, h, &log), upto(9));
 }
 
 /// A slow pack counts each event as handled, so the monitor sees it progress.

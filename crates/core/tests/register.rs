@@ -5,16 +5,12 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::*;
 
 #[test]
 fn least_loaded_placement_spreads_clients_and_explicit_placement_pins_them() {
     let d = one_queue(PoolConfig::new(3));
-    let handles: Vec<_> = (0..6).map(|_| recorder_on(&d).0).collect();
     let mut per_processor = [0; 3];
-    for h in &handles {
-        per_processor[usize::from(h.processor().index)] += 1;
-    }
+    (0..6).for_each(|_| per_processor[usize::from(recorder_on(&d).0.processor().index)] += 1);
     assert_eq!(per_processor, [2, 2, 2]);
     let pinned = recorder_at(&d, Placement::Processor(1)).0;
     assert_eq!(pinned.processor().index, 1);

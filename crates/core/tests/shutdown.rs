@@ -5,18 +5,13 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::*;
 
 /// A dispatcher shut down, a handle of it, and a recorder registered before.
-fn shut_down() -> (
-    Dispatcher<u64>,
-    DispatcherHandle<u64>,
-    ClientHandle<Recorder>,
-) {
+fn shut_down() -> (Dispatcher<u64>, DispatcherHandle<u64>, ClientHandle) {
     let (mut d, h, _log) = recorded(PoolConfig::new(1));
     let handle = d.handle();
     d.shutdown();
-    (d, handle, h)
+    (d, handle, h.erase())
 }
 
 #[test]
@@ -61,20 +56,13 @@ fn shutdown_drains_every_queue_and_flushes_in_order() {
             assert_eq!(self.2, 1000, "{} dropped before its events ran", self.1);
         }
     }
-    let mut d = Dispatcher::<u64>::builder()
-        .pool(ClientType::Session, PoolConfig::new(1))
-        .pool(ClientType::Queue, PoolConfig::new(1))
-        .pool(ClientType::Cluster, PoolConfig::new(1))
-        .build()
-        .unwrap();
-    for (t, name) in [
-        (ClientType::Cluster, "cluster"),
-        (ClientType::Session, "session"),
-        (ClientType::Queue, "queue"),
-    ] {
-        let h = d.register(t, Last(order.clone(), name, 0), Placement::LeastLoaded);
-        let h = h.unwrap();
-        dispatch_all(&d, h, 0..1000);
+    let builder = Dispatcher::<u64>::builder().pool(ClientType::Session, PoolConfig::new(1));
+    let builder = builder.pool(ClientType::Queue, PoolConfig::new(1));
+    let builder = builder.pool(ClientType::Cluster, PoolConfig::new(1));
+    let mut d = builder.build().unwrap();
+    for t in [ClientType::Cluster, ClientType::Session, ClientType::Queue] {
+        let h = d.register(t, Last(order.clone(), t.name(), 0), Placement::LeastLoaded);
+        dispatch_all(&d, h.unwrap(), 0..1000);
     }
     d.shutdown();
     assert_eq!(*order.lock().unwrap(), ["queue", "session", "cluster"]);
@@ -83,12 +71,9 @@ fn shutdown_drains_every_queue_and_flushes_in_order() {
 #[test]
 fn dropping_the_dispatcher_shuts_it_down() {
     let ran = Counter::default();
-    {
-        let (d, h, _log) = recorded(PoolConfig::new(1));
-        for _ in 0..100 {
-            d.dispatch(h, Event::Callback(ran.callback())).unwrap();
-        }
-    }
+    let (d, h, _log) = recorded(PoolConfig::new(1));
+    (0..100).for_each(|_| d.dispatch(h, Event::Callback(ran.callback())).unwrap());
+    drop(d);
     let why = "every accepted event ran before the drop returned";
     assert_eq!(ran.get(), 100, "{why}");
 }
@@ -141,16 +126,13 @@ impl Drop for SaysGoodbye {
 
 #[test]
 fn an_event_a_client_dispatches_from_its_drop_at_shutdown_is_run_and_the_shutdown_ends() {
-    // Unprobed: a monitor probe landing while the session processor is held would take one
-    // of its two slots, and the dispatch of 2 below would wait forever for the processor
-    // this thread holds.
+    // Unprobed: a probe landing while the session is held would take the slot 2 waits for.
     let mut d = sessions_and_queues_unprobed(PoolConfig::new(1).capacity(2), PoolConfig::new(1));
     let (session, seen) = Recorder::new();
     let session = on_session(&d, session);
     // The session processor is held in a handler while its queue is full.
     let release = block_processor(&d, session);
-    d.dispatch(session, Event::Message(1)).unwrap();
-    d.dispatch(session, Event::Message(2)).unwrap();
+    dispatch_all(&d, session, [1, 2]);
     let (to, handle, sent) = (session, d.handle(), Arc::new(Barrier::new(2)));
     let dispatched = sent.clone();
     on_queue(&d, SaysGoodbye { to, handle, sent });

@@ -1,15 +1,13 @@
-//! Fault soak (`ZD_SOAK_SECS`, default 20): tokens pass on tiny queues under random faults.
-//! Every token ends exactly once, no 3 s pass without progress, every client drops once.
+//! Fault soak (`ZD_SOAK_SECS`, 20 s): every token ends once, none stalls 3 s, clients drop once.
 
 #![cfg(not(loom))]
 
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::{Duration, Instant};
+mod common;
 
+use std::sync::atomic::AtomicU8;
+
+use common::*;
 use zerodispatch_core::testing::SimRng as Rng;
-use zerodispatch_core::*;
 use zerodispatch_testkit::within;
 
 /// Tokens the soak can issue, at most (the ledger is preallocated).
@@ -135,18 +133,11 @@ fn soak_secs() -> u64 {
 fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
     // The planned panics are counted by the processors, not printed; any other is.
     zerodispatch_testkit::quiet_planned_panics();
-    let tiny = |n| {
-        PoolConfig::new(n)
-            .capacity(8)
-            .outbox_capacity(16)
-            .max_batch(4)
-    };
-    let mut dispatcher = Dispatcher::<Token>::builder()
-        .pool(ClientType::Session, tiny(2))
-        .pool(ClientType::Queue, tiny(2))
-        .pool(ClientType::Cluster, tiny(1))
-        .build()
-        .unwrap();
+    let small = |n| PoolConfig::new(n).capacity(8).outbox_capacity(16);
+    let tiny = |n| small(n).max_batch(4);
+    let builder = Dispatcher::<Token>::builder().pool(ClientType::Session, tiny(2));
+    let builder = builder.pool(ClientType::Queue, tiny(2));
+    let mut dispatcher = builder.pool(ClientType::Cluster, tiny(1)).build().unwrap();
     // A foreign dispatcher: its handles must be refused by ours.
     let foreign_dispatcher =
         Dispatcher::<Token>::builder().pool(ClientType::Queue, PoolConfig::new(1));
@@ -275,19 +266,15 @@ fn faults_injected_at_random_lose_nothing_and_stall_nothing() {
         dispatcher
     });
     stop.store(true, Ordering::Relaxed);
-    for t in threads {
-        t.join().unwrap();
-    }
+    threads.into_iter().for_each(|t| t.join().unwrap());
     drop(dispatcher);
     drop(foreign_dispatcher);
 
     let issued = ledger.issued.load(Ordering::Relaxed).min(MAX_TOKENS);
     let unended = (0..issued).filter(|&i| ledger.ends[i].load(Ordering::Relaxed) != 1);
     let unended: Vec<usize> = unended.take(10).collect();
-    assert!(
-        unended.is_empty(),
-        "tokens that did not end exactly once: {unended:?}"
-    );
+    let why = format!("tokens that did not end exactly once: {unended:?}");
+    assert!(unended.is_empty(), "{why}");
     let drops = worker_drops.load(Ordering::Relaxed);
     let once = "every client dropped exactly once";
     assert_eq!(drops, registered.load(Ordering::Relaxed), "{once}");

@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::*;
 
 #[test]
 fn stats_count_while_the_processor_runs() {
@@ -37,9 +36,8 @@ fn stats_count_while_the_processor_runs() {
     assert!(s.processed > sent.load(Ordering::Relaxed));
     assert_eq!(s.enqueued, s.processed + s.depth as u64);
     assert!(s.flushes > 0);
-    let s = stats_once_published(&d, |s| {
-        s.batch_size.count > 0 && s.time_in_queue_ns.count > 0
-    });
+    let published = |s: &ProcessorSnapshot| s.batch_size.count > 0 && s.time_in_queue_ns.count > 0;
+    let s = stats_once_published(&d, published);
     assert!(s.batch_size.count > 0);
     let sampled = s.time_in_queue_ns.count > 0 && s.time_in_queue_ns.max > 0;
     assert!(sampled, "probes sampled the time in queue: {s:?}");
@@ -57,8 +55,8 @@ fn watermark_alarms_are_edge_triggered_and_clear_at_the_low_mark() {
         d.synchronize(h).unwrap();
     }
     let s = &d.stats()[0];
-    let alarms = s.high_watermark_alarms;
-    assert_eq!(alarms, 2, "raised once per fill, cleared in between: {s:?}");
+    let why = "raised once per fill, cleared in between";
+    assert_eq!(s.high_watermark_alarms, 2, "{why}: {s:?}");
     assert!(s.max_depth >= 128);
 }
 

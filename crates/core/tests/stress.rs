@@ -2,11 +2,9 @@
 
 #![cfg(not(loom))]
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread;
+mod common;
 
-use zerodispatch_core::*;
+use common::*;
 
 const PRODUCERS: u64 = 4;
 const PER_PRODUCER: u64 = if cfg!(debug_assertions) {
@@ -106,17 +104,11 @@ fn add(count: &AtomicU64) {
 
 /// Two [`Counting`] clients on every processor of `d`.
 fn register_all(d: &Dispatcher<u64>, messages: &Arc<AtomicU64>) -> Vec<ClientHandle> {
-    let mut clients = Vec::new();
-    for t in ClientType::ALL {
-        for p in d.processors(t) {
-            for _ in 0..2 {
-                let client = Counting(messages.clone());
-                let h = d.register(t, client, Placement::Processor(p.index));
-                clients.push(h.unwrap().erase());
-            }
-        }
-    }
-    clients
+    let processors = ClientType::ALL.into_iter().flat_map(|t| d.processors(t));
+    let twice = processors.flat_map(|p| [p, p]);
+    let on = |p: ProcessorId| Placement::Processor(p.index);
+    let register = |p: ProcessorId| d.register(p.client_type, Counting(messages.clone()), on(p));
+    twice.map(|p| register(p).unwrap().erase()).collect()
 }
 
 /// The callbacks run and the messages handled.
@@ -135,9 +127,8 @@ fn stream(d: &Dispatcher<u64>) -> (Arc<AtomicU64>, Vec<ClientHandle>, Arc<Tally>
 fn every_event_runs_once_or_is_handed_back() {
     let mut d = dispatcher();
     let (messages, clients, tally) = stream(&d);
-    for t in run_producers(&d.handle(), &clients, &tally) {
-        t.join().unwrap();
-    }
+    let producers = run_producers(&d.handle(), &clients, &tally);
+    producers.into_iter().for_each(|t| t.join().unwrap());
     d.shutdown();
     let stats = d.stats();
     let sent = PRODUCERS * PER_PRODUCER;
@@ -163,9 +154,7 @@ fn shutdown_in_the_middle_of_a_stream_loses_nothing() {
         thread::yield_now();
     }
     d.shutdown();
-    for t in producers {
-        t.join().unwrap();
-    }
+    producers.into_iter().for_each(|t| t.join().unwrap());
     let accepted = tally.accepted.load(Ordering::Relaxed);
     let ran = ran(&tally, &messages);
     let refused = tally.refused_at_shutdown.load(Ordering::Relaxed);

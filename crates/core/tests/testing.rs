@@ -4,7 +4,6 @@ mod common;
 
 use common::*;
 use zerodispatch_core::testing::TestDispatcher;
-use zerodispatch_core::*;
 
 /// What the clients here saw, each line naming the client.
 type Log = Arc<Mutex<Vec<String>>>;
@@ -56,6 +55,7 @@ fn on<C: Client<u64>>(test: &TestDispatcher<u64>, t: ClientType, client: C) -> C
     test.register(t, client, Placement::LeastLoaded).unwrap()
 }
 
+/// A [`Logger`] named `name` on a processor of type `t`.
 fn logger(
     test: &TestDispatcher<u64>,
     t: ClientType,
@@ -92,9 +92,7 @@ fn taken(log: &Log) -> Vec<String> {
 fn nothing_runs_until_stepped_then_a_drain_flushes_and_max_batch_flushes_a_queue_that_never_drains()
 {
     let (test, log, q) = logged_queue(PoolConfig::new(1).max_batch(2));
-    for n in 1..=5 {
-        test.dispatch(q, Event::Message(n)).unwrap();
-    }
+    dispatch_all(&test, q, 1..=5);
     assert!(taken(&log).is_empty(), "no thread ran anything");
     assert_eq!(test.run_until_idle(), 5);
     let expected = [
@@ -108,15 +106,13 @@ fn nothing_runs_until_stepped_then_a_drain_flushes_and_max_batch_flushes_a_queue
 fn a_client_dispatching_to_another_processor_goes_through_its_outbox_when_the_queue_is_full() {
     let (test, log, q) = logged_queue(PoolConfig::new(1).capacity(2));
     let s = logger(&test, ClientType::Session, "s", &log, Some(q.erase()));
-    for n in [101, 102, 103, 104] {
-        test.dispatch(s, Event::Message(n)).unwrap();
-    }
+    dispatch_all(&test, s, [101, 102, 103, 104]);
     test.run_until_idle();
     let log = taken(&log);
     let q_got: Vec<_> = log.iter().filter(|l| l.starts_with("q got")).collect();
     let expected = ["q got 1", "q got 2", "q got 3", "q got 4"];
     assert_eq!(q_got, expected, "{log:?}");
-    let outboxed: u64 = test.stats().iter().map(|p| p.outboxed).sum();
+    let outboxed = total(&test, |p| p.outboxed);
     let why = "a queue of 2 took four from one drain";
     assert!(outboxed >= 2, "{why}: {outboxed} outboxed");
 }
@@ -124,8 +120,7 @@ fn a_client_dispatching_to_another_processor_goes_through_its_outbox_when_the_qu
 #[test]
 fn a_dispatch_to_a_full_queue_hands_the_event_back_instead_of_waiting() {
     let (test, _log, q) = logged_queue(PoolConfig::new(1).capacity(2));
-    test.dispatch(q, Event::Message(1)).unwrap();
-    test.dispatch(q, Event::Message(2)).unwrap();
+    dispatch_all(&test, q, [1, 2]);
     let back = test.dispatch(q, Event::Message(3)).unwrap_err();
     assert!(back.is_full());
     assert!(matches!(back.into_inner(), Event::Message(3)));
@@ -222,7 +217,7 @@ fn unregister_flushes_first_and_shutdown_drains_flushes_and_drops() {
     let why = "accepted, then stale";
     assert!(test.dispatch(q, Event::Message(2)).is_ok(), "{why}");
     test.run_until_idle();
-    assert_eq!(test.stats().iter().map(|s| s.stale).sum::<u64>(), 1);
+    assert_eq!(total(&test, |s| s.stale), 1);
     let dropped = Arc::new(());
     let keep = dropped.clone();
     test.dispatch(r, Event::Message(3)).unwrap();
@@ -318,8 +313,7 @@ fn an_event_a_client_dispatches_from_its_drop_at_shutdown_is_run_though_the_targ
     let (to, handle, n) = (session, test.handle(), 99);
     on(&test, ClientType::Queue, SaysGoodbye { to, handle, n });
     // The session's queue is full at the drop: the goodbye waits in the outbox, handed on.
-    test.dispatch(session, Event::Message(1)).unwrap();
-    test.dispatch(session, Event::Message(2)).unwrap();
+    dispatch_all(&test, session, [1, 2]);
     test.shutdown();
     let expected = ["s got 1", "s got 2", "s flush", "s got 99", "s flush"];
     assert_eq!(taken(&log), expected);

@@ -3,23 +3,23 @@
 mod common;
 
 use common::*;
-use zerodispatch_core::*;
 
-fn dispatcher(timers: usize) -> Dispatcher<u64> {
-    one_queue(PoolConfig::new(1).timers(timers))
+/// One queue processor with room for `timers` timers, and its id.
+fn dispatcher(timers: usize) -> (Dispatcher<u64>, ProcessorId) {
+    let d = one_queue(PoolConfig::new(1).timers(timers));
+    let queue = first_queue(&d);
+    (d, queue)
 }
 
 #[test]
 fn timers_run_in_deadline_order_whatever_the_order_they_were_scheduled_in() {
-    let d = dispatcher(16);
-    let queue = first_queue(&d);
+    let (d, queue) = dispatcher(16);
     let (tx, rx) = mpsc::channel();
     let start = d.now();
     for ms in [30_u64, 10, 20, 10, 0] {
         let tx = tx.clone();
         let at = start + Duration::from_millis(ms);
-        d.schedule(queue, at, Callback::new(move || tx.send(ms).unwrap()))
-            .unwrap();
+        d.schedule(queue, at, move || tx.send(ms).unwrap()).unwrap();
     }
     let order: Vec<u64> = (0..5).map(|_| rx.recv().unwrap()).collect();
     assert_eq!(order, [0, 10, 10, 20, 30]);
@@ -48,7 +48,7 @@ impl Client<u64> for Buffering {
 
 #[test]
 fn a_timer_runs_after_the_clients_are_flushed() {
-    let d = dispatcher(4);
+    let (d, _) = dispatcher(4);
     let out = Arc::new(Mutex::new(Vec::new()));
     let (pending, seen) = (Vec::new(), out.clone());
     let client = on_queue(&d, Buffering { pending, out: seen });
@@ -67,8 +67,7 @@ fn a_timer_runs_after_the_clients_are_flushed() {
 
 #[test]
 fn a_cancelled_timer_never_runs_and_its_captures_are_dropped() {
-    let d = dispatcher(4);
-    let queue = first_queue(&d);
+    let (d, queue) = dispatcher(4);
     let (ran, captured) = (Counter::default(), Arc::new(()));
     let (r, keep) = (ran.clone(), captured.clone());
     let timer = Callback::new(move || {
@@ -86,7 +85,7 @@ fn a_cancelled_timer_never_runs_and_its_captures_are_dropped() {
     assert_eq!(ran.get(), 0);
     assert_eq!(d.stats()[0].timers_fired, 0);
     // A token of another dispatcher cancels nothing.
-    let other = dispatcher(4);
+    let (other, _) = dispatcher(4);
     let mine = d.schedule_in(queue, Duration::from_secs(60), Callback::new(|| ()));
     let mine = mine.unwrap();
     assert!(!other.cancel(mine));
@@ -95,8 +94,7 @@ fn a_cancelled_timer_never_runs_and_its_captures_are_dropped() {
 
 #[test]
 fn a_full_set_of_timers_hands_the_callback_back_and_frees_as_they_run() {
-    let d = dispatcher(2);
-    let queue = first_queue(&d);
+    let (d, queue) = dispatcher(2);
     let later = d.now() + Duration::from_secs(60);
     let a = d.schedule(queue, later, Callback::new(|| ())).unwrap();
     d.schedule(queue, later, Callback::new(|| ())).unwrap();
@@ -110,16 +108,12 @@ fn a_full_set_of_timers_hands_the_callback_back_and_frees_as_they_run() {
     assert_eq!(rx.recv().unwrap(), 3);
     // A cancelled timer's slot comes back at the next turn, not at its deadline.
     assert!(d.cancel(a));
-    let start = std::time::Instant::now();
-    while d.stats()[0].timers_pending > 1 {
-        let why = "the cancelled timer's slot never came back";
-        assert!(start.elapsed() < Duration::from_secs(5), "{why}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    let freed = || d.stats()[0].timers_pending <= 1;
+    let why = "the cancelled timer's slot never came back";
+    eventually_within(Duration::from_secs(5), why, freed);
     d.schedule(queue, later, Callback::new(|| ())).unwrap();
     // No timers at all: every schedule is refused, and an impossible count is an error.
-    let none = dispatcher(0);
-    let q = first_queue(&none);
+    let (none, q) = dispatcher(0);
     let refused = none.schedule(q, none.now(), Callback::new(|| ()));
     assert!(matches!(refused, Err(DispatchError::TimersFull(_))));
     let too_many = PoolConfig::new(1).timers(MAX_CAPACITY + 1);
@@ -128,8 +122,7 @@ fn a_full_set_of_timers_hands_the_callback_back_and_frees_as_they_run() {
 
 #[test]
 fn a_timer_that_reschedules_itself_from_its_processor_repeats() {
-    let d = dispatcher(2);
-    let queue = first_queue(&d);
+    let (d, queue) = dispatcher(2);
     let ticks = Counter::default();
     fn tick(d: DispatcherHandle<u64>, queue: ProcessorId, ticks: Counter) {
         if ticks.add(1) + 1 < 5 {
@@ -149,13 +142,12 @@ fn a_timer_that_reschedules_itself_from_its_processor_repeats() {
 
 #[test]
 fn timers_not_due_at_shutdown_are_dropped_unrun_and_later_schedules_refused() {
-    let mut d = dispatcher(4);
-    let queue = first_queue(&d);
+    let (mut d, queue) = dispatcher(4);
     let captured = Arc::new(());
     let keep = captured.clone();
     let timer = Callback::new(move || drop(keep));
-    d.schedule_in(queue, Duration::from_secs(3600), timer)
-        .unwrap();
+    let in_an_hour = Duration::from_secs(3600);
+    d.schedule_in(queue, in_an_hour, timer).unwrap();
     let handle = d.handle();
     d.shutdown();
     let why = "dropped at the exit, unrun";

@@ -108,8 +108,7 @@ fn a_client_log_line_names_its_processor() {
     for index in 0..2 {
         let client = d.register(ClientType::Queue, Logs, Placement::Processor(index));
         let client = client.unwrap();
-        d.dispatch(client, Event::Message(u64::from(index)))
-            .unwrap();
+        d.dispatch(client, Event::Message(index.into())).unwrap();
         d.synchronize(client).unwrap();
     }
     d.shutdown();

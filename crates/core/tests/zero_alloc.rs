@@ -1,17 +1,10 @@
-//! Proof that a running dispatcher allocates nothing per event, `synchronize` or `call`:
-//! 1,000,000 events with flushes and an outboxed relay, counted over all threads (own binary).
+//! Proof that a running dispatcher allocates nothing per event, `synchronize` or `call`.
 
 #![cfg(not(loom))]
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread;
-
-use common::{Confirm, Tally, assert_none_allocated};
-use zerodispatch_core::*;
-
+use common::*;
 use zerodispatch_testkit::CountingAllocator;
 
 #[global_allocator]
@@ -70,13 +63,7 @@ fn confirm(seq: u64) -> Confirm {
     }
 }
 
-/// Runs the proof without libtest (`zerodispatch_testkit::proof_main`).
-fn main() {
-    zerodispatch_testkit::proof_main(
-        "a_running_dispatcher_allocates_nothing_per_event",
-        a_running_dispatcher_allocates_nothing_per_event,
-    );
-}
+common::proof_main!(a_running_dispatcher_allocates_nothing_per_event);
 
 fn a_running_dispatcher_allocates_nothing_per_event() {
     let queues = PoolConfig::new(1).max_batch(64).capacity(64);

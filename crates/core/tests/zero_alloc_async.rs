@@ -1,5 +1,4 @@
-//! Proof that the async door allocates nothing per event once warm: 100,000 events into a
-//! small queue, polled by a hand-written `block_on` (a runtime may allocate), own binary.
+//! Proof that the async door allocates nothing per event once warm (a hand-made `block_on`).
 
 #![cfg(not(loom))]
 
@@ -7,13 +6,10 @@ mod common;
 
 use std::future::Future;
 use std::pin::pin;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
-use std::thread::{self, Thread};
+use std::thread::Thread;
 
-use common::{Tally, assert_none_allocated, on_queue, one_queue};
-use zerodispatch_core::*;
+use common::*;
 use zerodispatch_testkit::CountingAllocator;
 
 #[global_allocator]
@@ -46,13 +42,7 @@ fn block_on<F: Future>(future: F, waker: &Waker, waits: &mut u64) -> F::Output {
     }
 }
 
-/// Runs the proof without libtest (`zerodispatch_testkit::proof_main`).
-fn main() {
-    zerodispatch_testkit::proof_main(
-        "the_async_door_allocates_nothing_per_event",
-        the_async_door_allocates_nothing_per_event,
-    );
-}
+common::proof_main!(the_async_door_allocates_nothing_per_event);
 
 fn the_async_door_allocates_nothing_per_event() {
     let dispatcher = one_queue(PoolConfig::new(1).capacity(64));

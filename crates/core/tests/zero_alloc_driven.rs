@@ -1,18 +1,10 @@
-//! A driven turn allocates nothing: an application thread whose dispatch finds the
-//! processor parked runs its turn (`PoolConfig::driven`), and the processor's thread lends
-//! and takes back its state at each park, all without an allocation after warm-up.
+//! Proof that a turn an application thread drives (`PoolConfig::driven`) allocates nothing.
 
 #![cfg(not(loom))]
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread;
-use std::time::Duration;
-
-use common::assert_none_allocated;
-use zerodispatch_core::*;
+use common::*;
 use zerodispatch_testkit::CountingAllocator;
 
 #[global_allocator]
@@ -21,12 +13,7 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 const WARM_UP: u64 = 50;
 const EVENTS: u64 = 200;
 
-fn main() {
-    zerodispatch_testkit::proof_main(
-        "a_driven_turn_allocates_nothing",
-        a_driven_turn_allocates_nothing,
-    );
-}
+common::proof_main!(a_driven_turn_allocates_nothing);
 
 fn a_driven_turn_allocates_nothing() {
     let queues = PoolConfig::new(1).wait(WaitStrategy::Park).driven(true);
@@ -51,19 +38,15 @@ fn a_driven_turn_allocates_nothing() {
     };
     send(0..WARM_UP);
     dispatcher.synchronize(queue).unwrap();
-    let (before, inline_before) = (
-        CountingAllocator::allocations(),
-        inline.load(Ordering::Relaxed),
-    );
+    let before = CountingAllocator::allocations();
+    let inline_before = inline.load(Ordering::Relaxed);
     send(WARM_UP..WARM_UP + EVENTS);
     dispatcher.synchronize(queue).unwrap();
     let after = CountingAllocator::allocations();
     assert_eq!(ran.load(Ordering::Relaxed), WARM_UP + EVENTS);
     // Most dispatches found the processor parked and ran the turn here.
     let driven = inline.load(Ordering::Relaxed) - inline_before;
-    assert!(
-        driven >= EVENTS / 4,
-        "only {driven} of {EVENTS} turns driven"
-    );
+    let turns = "turns driven";
+    assert!(driven >= EVENTS / 4, "only {driven} of {EVENTS} {turns}");
     assert_none_allocated(after - before, "a driven turn");
 }

@@ -1,17 +1,10 @@
-//! Proof that a thread's first wait for room allocates nothing after one blocking call:
-//! its waker is made at its first call that may wait (own binary).
+//! Proof that a thread's first wait for room allocates nothing after its first blocking call.
 
 #![cfg(not(loom))]
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread;
-use std::time::{Duration, Instant};
-
-use common::{Tally, on_queue, one_queue_unprobed};
-use zerodispatch_core::*;
+use common::*;
 use zerodispatch_testkit::CountingAllocator;
 
 /// The counting allocator, also counting the measured thread's allocations apart.
@@ -54,12 +47,7 @@ unsafe impl std::alloc::GlobalAlloc for OnThisThread {
 #[global_allocator]
 static GLOBAL: OnThisThread = OnThisThread;
 
-fn main() {
-    zerodispatch_testkit::proof_main(
-        "a_threads_first_wait_allocates_nothing_after_its_first_blocking_call",
-        a_threads_first_wait_allocates_nothing_after_its_first_blocking_call,
-    );
-}
+common::proof_main!(a_threads_first_wait_allocates_nothing_after_its_first_blocking_call);
 
 /// Spins until `flag` is set (no allocation, unlike a channel's first use).
 fn until(flag: &AtomicBool) {

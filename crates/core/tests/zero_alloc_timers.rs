@@ -1,16 +1,10 @@
-//! Proof that timers allocate nothing once running: 50,000 from a thread and a self-rescheduling
-//! ticker, counted over all threads (own binary).
+//! Proof that timers, a thread's and a self-rescheduling ticker's, allocate nothing once warm.
 
 #![cfg(not(loom))]
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
-
-use common::{assert_none_allocated, queue_pool};
-use zerodispatch_core::*;
+use common::*;
 use zerodispatch_testkit::CountingAllocator;
 
 #[global_allocator]
@@ -19,9 +13,7 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 const TIMERS: u64 = 50_000;
 const WARM_UP: u64 = 2_000;
 
-fn main() {
-    zerodispatch_testkit::proof_main("timers_allocate_nothing_per_timer", timers_allocate_nothing);
-}
+common::proof_main!(timers_allocate_nothing_per_timer);
 
 /// One turn of a ticker: counts, then schedules the next, `left` more times.
 fn tick(d: DispatcherHandle<NoMessage>, queue: ProcessorId, ticks: Arc<AtomicU64>, left: u32) {
@@ -66,7 +58,7 @@ fn schedule(d: &Dispatcher<NoMessage>, queue: ProcessorId, fired: &Arc<AtomicU64
     cancelled
 }
 
-fn timers_allocate_nothing() {
+fn timers_allocate_nothing_per_timer() {
     let queues = PoolConfig::new(2).timers(256);
     let d = queue_pool::<NoMessage>(queues).build().unwrap();
     // The application's timers on one processor, the ticker alone on the other.

@@ -1,19 +1,14 @@
-//! Test clients shared by the core's integration tests. A test file is `#![cfg(not(loom))]`
-//! where it must be: under `--cfg loom` only the loom models (`--lib`) run.
-#![allow(dead_code, unused_imports)] // each test binary uses a different part
+//! Test clients and set-ups shared by the core's integration tests (`--cfg loom`: none run).
+#![allow(dead_code, unused_imports, unused_macros)] // each test binary uses a different part
 
-// The standard items most tests use, for `use common::*`.
+// The standard items and the core's that most tests use, for `use common::*`.
 pub use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 pub use std::sync::{Arc, Barrier, Mutex, mpsc};
 pub use std::thread;
 pub use std::time::{Duration, Instant};
+pub use zerodispatch_core::*;
 
 use zerodispatch_core::testing::TestDispatcher;
-use zerodispatch_core::{
-    Callback, Client, ClientEvent, ClientHandle, ClientType, Context, Dispatcher,
-    DispatcherBuilder, DispatcherHandle, Event, Placement, PoolConfig, ProcessorId,
-    ProcessorSnapshot,
-};
 
 /// A client that keeps the defaults of [`Client`]: it runs callbacks and drops messages.
 pub struct Sink;
@@ -34,33 +29,24 @@ impl Drop for DropCounted {
 /// What a [`Recorder`] saw, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Seen {
-    /// A message.
     Message(u64),
-    /// A callback (run by the client).
     Callback,
-    /// A flush.
     Flush,
 }
 
 /// A client that runs callbacks and records every event and flush.
 pub struct Recorder {
     pub log: Arc<Mutex<Vec<Seen>>>,
-    /// Panic on the message with this value.
     pub panic_on: Option<u64>,
 }
 
 impl Recorder {
     /// A recorder that never panics, and its log.
     pub fn new() -> (Self, Log) {
-        let log = Log::default();
-        let panic_on = None;
-        (
-            Self {
-                log: log.clone(),
-                panic_on,
-            },
-            log,
-        )
+        let (log, panic_on) = (Log::default(), None);
+        let recorder = Self { log, panic_on };
+        let log = recorder.log.clone();
+        (recorder, log)
     }
 }
 
@@ -82,6 +68,16 @@ impl Client<u64> for Recorder {
 
     fn flush(&mut self, _ctx: &mut Context<u64>) {
         self.log.lock().unwrap().push(Seen::Flush);
+    }
+}
+
+/// Forwards each message `m` to `.0` as `.1(m)`.
+pub struct Forwarder(pub ClientHandle, pub fn(u64) -> u64);
+
+impl Client<u64> for Forwarder {
+    fn on_message(&mut self, m: u64, ctx: &mut Context<u64>) {
+        let sent = ctx.dispatcher().dispatch(self.0, Event::Message(self.1(m)));
+        sent.unwrap();
     }
 }
 
@@ -146,6 +142,12 @@ pub fn messages(log: &Mutex<Vec<Seen>>) -> Vec<u64> {
         _ => None,
     };
     log.iter().filter_map(message).collect()
+}
+
+/// The messages `log` saw once `target` handled everything enqueued before.
+pub fn handled(d: &DispatcherHandle<u64>, target: impl Into<ProcessorId>, log: &Log) -> Vec<u64> {
+    d.synchronize(target).unwrap();
+    messages(log)
 }
 
 /// A builder of one queue pool, for a dispatcher of messages `M`.
@@ -276,12 +278,36 @@ pub fn hold_full<C>(d: &DispatcherHandle<u64>, handle: ClientHandle<C>, n: u64) 
 }
 
 /// Waits until `ready` holds, failing with `what` after 10 s.
-pub fn eventually(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+pub fn eventually(what: &str, ready: impl FnMut() -> bool) {
+    eventually_within(Duration::from_secs(10), what, ready);
+}
+
+/// Waits until `ready` holds, failing with `what` after `limit`.
+pub fn eventually_within(limit: Duration, what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
     while !ready() {
         assert!(Instant::now() < deadline, "never happened: {what}");
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// Polls `done` every `step` until it holds or `limit` passed; whether it held.
+pub fn wait_until(limit: Duration, step: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while !done() && Instant::now() < deadline {
+        std::thread::sleep(step);
+    }
+    done()
+}
+
+/// The sum of figure `of` over the processors of `d`.
+pub fn total(d: &DispatcherHandle<u64>, of: impl Fn(&ProcessorSnapshot) -> u64) -> u64 {
+    d.stats().iter().map(of).sum()
+}
+
+/// `0..n` as a vector, the messages a test expects.
+pub fn upto(n: u64) -> Vec<u64> {
+    (0..n).collect()
 }
 
 /// The first processor's stats once `ready` holds (`synchronize` wakes it to publish).
@@ -316,8 +342,7 @@ pub fn seen_messages(ms: impl IntoIterator<Item = u64>) -> Vec<Seen> {
     ms.into_iter().map(Seen::Message).collect()
 }
 
-/// What a client of a zero-allocation proof handled: its events, and the sum of their values.
-/// One client writes it, so plain loads and stores (no read-modify-write) where it counts.
+/// What a proof's client handled and the sum of the values (one writer: plain loads, stores).
 #[derive(Clone, Default)]
 pub struct Tally {
     pub handled: Arc<AtomicU64>,
@@ -360,3 +385,13 @@ pub struct Confirm {
 pub fn assert_none_allocated(allocations: u64, what: impl std::fmt::Display) {
     assert_eq!(allocations, 0, "{what} allocated {allocations} times");
 }
+
+/// A proof's `main`: runs the function `$proof` under its name without libtest.
+macro_rules! proof_main {
+    ($proof:ident) => {
+        fn main() {
+            zerodispatch_testkit::proof_main(stringify!($proof), $proof);
+        }
+    };
+}
+pub(crate) use proof_main;

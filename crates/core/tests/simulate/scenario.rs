@@ -1,12 +1,10 @@
-//! One scenario of the core under the seeded simulator (`tests/simulate.rs`, the example).
-//! Invariants: every accepted event runs once, a refused one never; per-sender order; at most
-//! `max_batch` events between flushes, and a flush before idle; every timer one fate (run not
-//! early nor cancelled, or dropped unrun); shutdown ends, every client dropped once, at home.
+//! One seeded scenario of the core (`tests/simulate.rs`, the example): events run once if accepted,
+//! in order, flushed; timers run on time or dropped; every client dropped once, on its processor.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::zd::testing::Simulator;
+use crate::zd::testing::{SimRng, Simulator};
 use crate::zd::{
     Callback, Client, ClientHandle, ClientType, Context, Dispatcher, DispatcherHandle, Event,
     Placement, PoolConfig, ProcessorId,
@@ -43,7 +41,7 @@ struct Sent {
     panics: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct ClientState {
     handle: Option<ClientHandle>,
     processor: Option<ProcessorId>,
@@ -132,6 +130,16 @@ fn send_from(shared: &Shared, from: usize, to: usize, dispatcher: &DispatcherHan
     drop(w);
     let accepted = dispatcher.dispatch(handle, Event::Message(id)).is_ok();
     world(shared).sent[id as usize].accepted = accepted;
+}
+
+/// One of `n` clients, at random.
+fn any_client(rng: &mut SimRng, n: usize) -> usize {
+    rng.below(n as u64) as usize
+}
+
+/// One of `n` clients one time in two, else none.
+fn maybe_client(rng: &mut SimRng, n: usize) -> Option<usize> {
+    rng.one_in(2).then(|| any_client(rng, n))
 }
 
 /// Every processor of the dispatcher `live`.
@@ -264,10 +272,10 @@ impl Drop for TimerProbe {
 
 /// The scenario for `seed`. Panics (with the failing invariant) where one breaks.
 pub fn run(seed: u64) {
-    let mut rng = crate::zd::testing::SimRng::new(seed ^ 0x5EED);
+    let mut rng = SimRng::new(seed ^ 0x5EED);
     let capacity = *rng.pick(&[2, 4, 8]).unwrap();
     let max_batch = *rng.pick(&[1, 2, 64]).unwrap();
-    let pool = |rng: &mut crate::zd::testing::SimRng| {
+    let pool = |rng: &mut SimRng| {
         PoolConfig::new(1 + rng.below(2) as usize)
             .capacity(capacity)
             .max_batch(max_batch)
@@ -291,22 +299,16 @@ pub fn run(seed: u64) {
     }));
 
     let clients = 3 + sim.rng().below(4) as usize;
-    {
-        let mut w = world(&shared);
-        w.next_seq = vec![vec![0; clients]; clients + 1];
-        for _ in 0..clients {
-            w.clients.push(ClientState {
-                last_seq: vec![None; clients + 1],
-                ..ClientState::default()
-            });
-        }
-    }
+    let last_seq = vec![None; clients + 1];
+    let fresh = ClientState {
+        last_seq,
+        ..ClientState::default()
+    };
+    world(&shared).next_seq = vec![vec![0; clients]; clients + 1];
+    world(&shared).clients = vec![fresh; clients];
     for me in 0..clients {
         let client_type = *sim.rng().pick(&ClientType::ALL).unwrap();
-        let goodbye = sim
-            .rng()
-            .one_in(2)
-            .then(|| sim.rng().below(clients as u64) as usize);
+        let goodbye = maybe_client(sim.rng(), clients);
         let node = Node {
             me,
             world: shared.clone(),
@@ -316,10 +318,9 @@ pub fn run(seed: u64) {
             .register(client_type, node, Placement::LeastLoaded)
             .expect("room for every client")
             .erase();
-        let mut w = world(&shared);
-        w.clients[me].handle = Some(handle);
-        w.clients[me].processor = Some(handle.processor());
-        w.clients[me].goodbye = goodbye;
+        let state = &mut world(&shared).clients[me];
+        (state.handle, state.processor) = (Some(handle), Some(handle.processor()));
+        state.goodbye = goodbye;
         sim.note(format_args!(
             "client {me} on {} (goodbye to {goodbye:?})",
             handle.processor()
@@ -336,11 +337,8 @@ pub fn run(seed: u64) {
         }
         match sim.rng().below(10) {
             0..=3 => {
-                let to = sim.rng().below(clients as u64) as usize;
-                let forward = sim
-                    .rng()
-                    .one_in(2)
-                    .then(|| sim.rng().below(clients as u64) as usize);
+                let to = any_client(sim.rng(), clients);
+                let forward = maybe_client(sim.rng(), clients);
                 let panics = sim.rng().one_in(20);
                 let mut w = world(&shared);
                 let handle = w.clients[to].handle.unwrap();
@@ -387,10 +385,8 @@ pub fn run(seed: u64) {
                 if cancelled {
                     let mut w = world(&shared);
                     let timer = &mut w.timers[index];
-                    assert!(
-                        timer.ran_at_ns.is_none(),
-                        "timer {index} cancelled after it ran"
-                    );
+                    let why = "cancelled after it ran";
+                    assert!(timer.ran_at_ns.is_none(), "timer {index} {why}");
                     timer.cancelled = true;
                 }
                 sim.note(format_args!("cancel timer {index}: {cancelled}"));
@@ -455,10 +451,8 @@ pub fn run(seed: u64) {
         );
     }
     for (index, timer) in w.timers.iter().enumerate() {
-        assert!(
-            timer.ran_at_ns.is_some() != timer.dropped_unrun,
-            "timer {index} has no single fate: {timer:?}"
-        );
+        let one_fate = timer.ran_at_ns.is_some() != timer.dropped_unrun;
+        assert!(one_fate, "timer {index} has no single fate: {timer:?}");
     }
     for (me, state) in w.clients.iter().enumerate() {
         assert_eq!(state.drops, 1, "client {me} dropped {} times", state.drops);
