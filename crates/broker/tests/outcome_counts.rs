@@ -1,5 +1,5 @@
 //! The producers' counts conserve (issue 18, items 8 and 11), once the broker is quiet:
-//! * ACKs sent = received: `Σ queues (acked + rejected_full) == acks + late_acks`;
+//! * ACKs sent = received: `Σ queues (acked + rejected_full + out_of_window + superseded) == acks + late_acks`;
 //! * `published == acks + rejected_producer_full + rejected_unknown_queue + timed_out +
 //!   closed_reported + not_sent`, each counter equal to the outcomes of its status.
 

@@ -84,7 +84,7 @@ impl Model {
 }
 
 fn status() -> impl Strategy<Value = ConfirmStatus> {
-    (0_u8..7).prop_map(|b| ConfirmStatus::from_u8(b).unwrap())
+    proptest::sample::select(&ConfirmStatus::ALL[..])
 }
 
 fn payload() -> impl Strategy<Value = Vec<u8>> {

@@ -93,8 +93,11 @@ pub fn hello_frame(heartbeat_ms: u32) -> Frame<'static> {
 
 /// A raw frame: magic, version, kind, flags, length, then `body` (whatever the length says).
 pub fn raw(version: u8, kind: u8, flags: u16, len: u32, body: &[u8]) -> Vec<u8> {
-    let fields = [&flags.to_le_bytes()[..], &len.to_le_bytes(), body];
-    [&[b'Z', b'D', version, kind][..], &fields.concat()].concat()
+    let mut frame = vec![b'Z', b'D', version, kind];
+    frame.extend_from_slice(&flags.to_le_bytes());
+    frame.extend_from_slice(&len.to_le_bytes());
+    frame.extend_from_slice(body);
+    frame
 }
 
 /// A raw frame of this version, no flags, whose length is its body's.

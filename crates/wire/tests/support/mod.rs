@@ -119,7 +119,11 @@ pub fn built<R>(build: impl FnOnce(&mut Vec<u8>) -> R) -> Vec<u8> {
 
 /// A valid header of `kind` announcing a body of `len` bytes.
 pub fn header(kind: FrameKind, len: u32) -> Vec<u8> {
-    [&b"ZD\x05"[..], &[kind.as_u8(), 0, 0], &len.to_le_bytes()].concat()
+    [
+        &[b'Z', b'D', VERSION, kind.as_u8(), 0, 0][..],
+        &len.to_le_bytes(),
+    ]
+    .concat()
 }
 
 /// A frame of `kind` with `body` behind a valid header, whatever the body holds.
