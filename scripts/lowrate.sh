@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The low-rate path over TCP: `examples/tcp_ring 0` (loopback and two tokio tasks, no
 # broker) beside `perftest --transport tcp --rate 50` with the queues on their own
-# processor (`--queue-processors 1`) and on the session processors (`0`), ROUNDS rounds
+# processor (`--queue-processors 1`) and on the session processors (`0`, and `0` driven:
+# `--driven`), ROUNDS rounds
 # of 10 s each, in turn. Prints the percentiles, the context switches a message (the
 # perftest's threads, `voluntary_ctxt_switches`) and the CPU the perftest reports.
 #
@@ -15,9 +16,10 @@ rounds=${ROUNDS:-3}
 
 run_perftest() {
     local queue_processors=$1 out
+    shift
     out=$(mktemp)
     "$perftest" --transport tcp --rate 50 --duration 10s \
-        --queue-processors "$queue_processors" --json >"$out" 2>/dev/null &
+        --queue-processors "$queue_processors" "$@" --json >"$out" 2>/dev/null &
     local pid=$! switches=0 now
     while kill -0 "$pid" 2>/dev/null; do
         now=$(cat /proc/"$pid"/task/*/status 2>/dev/null |
@@ -26,9 +28,9 @@ run_perftest() {
         sleep 0.5
     done
     wait "$pid"
-    python3 - "$queue_processors" "$switches" "$out" <<'PY'
+    python3 - "$queue_processors $*" "$switches" "$out" <<'PY'
 import json, sys
-queue_processors, switches, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+queue_processors, switches, path = sys.argv[1].strip(), int(sys.argv[2]), sys.argv[3]
 run = json.load(open(path))
 c, n = run["confirm_latency_us"], run["published"]
 print(f"perftest --queue-processors {queue_processors}: p50 {c['p50']} p90 {c['p90']} "
@@ -43,4 +45,5 @@ for round in $(seq 1 "$rounds"); do
     "$ring" 0 500 | tail -1
     run_perftest 1
     run_perftest 0
+    run_perftest 0 --driven
 done
