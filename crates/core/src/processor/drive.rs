@@ -50,6 +50,7 @@ use std::any::Any;
 use std::cell::Cell;
 
 use super::current::current_processor;
+use super::parked::Parked;
 use super::shared::ProcessorShared;
 use crate::sync::thread;
 
@@ -86,17 +87,6 @@ impl Drop for Driving {
     fn drop(&mut self) {
         DRIVING.with(|d| d.set(std::ptr::null()));
     }
-}
-
-/// A processor's state while its thread is parked, as a driver turns it.
-pub(crate) trait Parked: Send {
-    /// Runs turns on the calling thread, playing the processor, while events are queued
-    /// and at most `max_batch` of them. Returns whether the processor's thread must wake:
-    /// the turns left work, retries, an earlier timer or a stop.
-    fn drive(&mut self) -> bool;
-
-    /// The state, for its thread to take back.
-    fn into_any(self: Box<Self>) -> Box<dyn Any>;
 }
 
 impl<M> ProcessorShared<M> {

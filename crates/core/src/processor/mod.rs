@@ -37,7 +37,8 @@
 //! * `delivery.rs`: handling an event: the client table, deliveries and flushes.
 //! * `timers.rs`: the processor's side of its timers.
 //! * `wait.rs`: waiting for work between two turns.
-//! * `drive.rs`: a producer that runs a parked processor's turn (driven pools).
+//! * `drive.rs`: a producer that runs a parked processor's turn (driven pools); `parked.rs`:
+//!   the state a parked processor lends it.
 //! * `end_of_life.rs`: dropping the clients at the end, and handing on what they dispatch.
 //! * `tuning.rs`: the loop's tuned constants, with how to retune them.
 //! * `contain.rs`: every call into user code, with its panic contained.
@@ -48,6 +49,7 @@ mod delivery;
 mod drive;
 mod end_of_life;
 mod gate_entry;
+mod parked;
 mod push;
 mod runner;
 mod shared;
@@ -58,9 +60,9 @@ mod wait;
 pub(crate) use current::current_processor;
 #[cfg(all(loom, test))]
 pub(crate) use current::{current_outbox_len, set_current};
-#[cfg(all(loom, test))]
-pub(crate) use drive::Parked;
 pub(crate) use drive::never_drive;
+#[cfg(all(loom, test))]
+pub(crate) use parked::Parked;
 pub(crate) use push::Door;
 pub(crate) use runner::Runner;
 pub(crate) use shared::ProcessorShared;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::contain::contain;
 use super::current::Playing;
 use super::current::{outbox_len, set_current};
-use super::drive::Parked;
+use super::parked::Parked;
 use super::shared::ProcessorShared;
 use super::tuning::{DEPTH_CHECK_INTERVAL, LINGER, LINGER_GROWTH, RETRY_PARK_MIN};
 use crate::client::Registered;

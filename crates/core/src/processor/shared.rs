@@ -10,7 +10,7 @@ use crossbeam_utils::CachePadded;
 use zerodispatch_callback::Callback;
 
 use super::current::current_processor;
-use super::drive::Parked;
+use super::parked::Parked;
 use super::tuning::BRIEF_PARK;
 use crate::client::Client;
 use crate::config::PoolConfig;
