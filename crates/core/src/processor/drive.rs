@@ -94,6 +94,9 @@ impl<M> ProcessorShared<M> {
     /// a driven pool, by running its turn if its thread is parked; otherwise (or if the
     /// turn leaves it work) by unparking its thread.
     pub(super) fn wake(&self) {
+        if !self.config.driven {
+            return self.unpark();
+        }
         let me = std::ptr::from_ref(self).cast::<()>();
         let driving = DRIVING.with(Cell::get);
         if driving == me {
@@ -101,7 +104,7 @@ impl<M> ProcessorShared<M> {
             return;
         }
         let may_drive = driving.is_null() && current_processor().is_none();
-        if self.config.driven && may_drive && !thread::panicking() {
+        if may_drive && !thread::panicking() {
             let Ok(mut slot) = self.parked.try_lock() else {
                 return self.unpark();
             };

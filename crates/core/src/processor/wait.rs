@@ -46,14 +46,25 @@ impl<M: Send + 'static> Runner<M> {
         Some(Rest::Park(self.until_next_timer()))
     }
 
-    /// Rests by the wake protocol, the state lent to drivers meanwhile (`drive.rs`), and
-    /// returns it taken back.
+    /// Rests by the wake protocol and returns the state; in a driven pool the state is lent
+    /// to drivers meanwhile (`drive.rs`) and taken back.
     pub(super) fn rest(mut self: Box<Self>, rest: Rest) -> Box<Self> {
-        let shared = Arc::clone(&self.shared);
         let (timeout, stop_wakes) = match rest {
             Rest::Retry(park) => (Some(park), false),
             Rest::Park(until_timer) => (until_timer, true),
         };
+        let park = || match timeout {
+            Some(timeout) => sync::park_timeout(timeout),
+            None => thread::park(),
+        };
+        if !self.shared.config.driven {
+            // No driver comes: the thread keeps its state (no lend, no locks).
+            if self.shared.sleep(self.popped, park, stop_wakes) {
+                self.shared.stats.counters.parks.add(1);
+            }
+            return self;
+        }
+        let shared = Arc::clone(&self.shared);
         let clock = &self.ctx.dispatcher.shared.clock;
         self.parked_until = timeout.map(|t| {
             let t = u64::try_from(t.as_nanos()).unwrap_or(u64::MAX);
@@ -61,10 +72,6 @@ impl<M: Send + 'static> Runner<M> {
         });
         let popped = self.popped;
         shared.lend(self);
-        let park = || match timeout {
-            Some(timeout) => sync::park_timeout(timeout),
-            None => thread::park(),
-        };
         let parked = shared.sleep(popped, park, stop_wakes);
         let runner = shared
             .take_back()
