@@ -185,7 +185,15 @@ impl<C> fmt::Display for ClientHandle<C> {
 /// A `(slot, generation)` pair is never issued twice by a processor: a slot whose
 /// generation would wrap is retired instead of reused (see `SlotAllocator::release`), so
 /// a stale handle can never reach a later client of its slot.
+///
+/// Aligned to 4, so that in a queued item the key lies at offset 4, right before the event
+/// at 8: a copy of an item that takes the tag and the key out as scalars then moves the
+/// event in 16-byte pieces that start where the event does. At 2-byte alignment the key
+/// sat at 2, the rest was copied from offset 6, and every 16-byte read of the callback
+/// afterwards straddled two of those stores (a store-forwarding stall, a fifth of the
+/// processor's time in the inline hop: `docs/benchmarks.md`, "The inline hop's copies").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(align(4))]
 pub(crate) struct ClientKey {
     /// Index in the processor's client table.
     pub(crate) slot: u16,

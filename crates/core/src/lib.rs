@@ -130,4 +130,24 @@ pub mod __private {
     pub const fn item_size<M>() -> usize {
         std::mem::size_of::<crate::event::Item<M>>()
     }
+
+    /// Where a queued callback event's key and callback lie, in bytes from the start of
+    /// its item: `(key, callback)`.
+    #[must_use]
+    pub fn callback_item_offsets() -> (usize, usize) {
+        use crate::event::Item;
+        let key = crate::ids::ClientKey {
+            slot: 0,
+            generation: 0,
+        };
+        let item = Item::<()>::new(key, crate::Event::Callback(crate::Callback::new(|| {})));
+        let Item::Callback { key, callback } = &item else {
+            unreachable!("`Item::new` keeps a callback event a callback")
+        };
+        let start = std::ptr::from_ref(&item).addr();
+        (
+            std::ptr::from_ref(key).addr() - start,
+            std::ptr::from_ref(callback).addr() - start,
+        )
+    }
 }

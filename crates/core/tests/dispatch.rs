@@ -19,6 +19,13 @@ fn event_sizes() {
     assert_eq!(std::mem::size_of::<Event<Confirm>>(), 56);
 }
 
+/// The key ends where the callback starts, 8 bytes in (`ClientKey`'s alignment): a copy of
+/// an item then moves the callback in pieces aligned to it (no store-forwarding stall).
+#[test]
+fn a_queued_callback_follows_its_key_with_no_gap() {
+    assert_eq!(__private::callback_item_offsets(), (4, 8));
+}
+
 #[test]
 fn a_client_dispatches_to_another_processor_through_its_context() {
     let d = sessions_and_queues(PoolConfig::new(1), PoolConfig::new(1));
