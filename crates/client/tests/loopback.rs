@@ -400,11 +400,14 @@ async fn a_panicking_handler_is_counted_and_the_connection_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_that_is_not_there_is_an_io_error() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
+    // A port bound and held but not listening: a connection is refused, and no other
+    // process can take the port meanwhile (as it could a port bound and released).
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = socket.local_addr().unwrap();
     let error = Client::connect(addr, quiet()).await.unwrap_err();
     assert!(matches!(error, ClientError::Io { .. }), "{error:?}");
+    drop(socket);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
