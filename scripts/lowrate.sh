@@ -4,7 +4,10 @@
 # processor (`--queue-processors 1`) and on the session processors (`0`, and `0` driven:
 # `--driven`), ROUNDS rounds
 # of 10 s each, in turn. Prints the percentiles, the context switches a message (the
-# perftest's threads, `voluntary_ctxt_switches`) and the CPU the perftest reports.
+# perftest's threads, `voluntary_ctxt_switches`) and the CPU the perftest reports. With
+# ONE_CORE=1 each round also runs the ring and the driven perftest with the whole process on
+# core 0 (`taskset -c 0`): what the path costs without the wake-ups across cores
+# (`docs/benchmarks.md`, "Target 6 again").
 #
 #   cargo build --release -p zerodispatch-perftest && cargo build --release --example tcp_ring
 #   ROUNDS=3 scripts/lowrate.sh
@@ -13,12 +16,14 @@ cd "$(git rev-parse --show-toplevel)"
 perftest=./target/release/perftest
 ring=./target/release/examples/tcp_ring
 rounds=${ROUNDS:-3}
+one_core=${ONE_CORE:-0}
+pin=()
 
 run_perftest() {
     local queue_processors=$1 out
     shift
     out=$(mktemp)
-    "$perftest" --transport tcp --rate 50 --duration 10s \
+    "${pin[@]}" "$perftest" --transport tcp --rate 50 --duration 10s \
         --queue-processors "$queue_processors" "$@" --json >"$out" 2>/dev/null &
     local pid=$! switches=0 now
     while kill -0 "$pid" 2>/dev/null; do
@@ -46,4 +51,11 @@ for round in $(seq 1 "$rounds"); do
     run_perftest 1
     run_perftest 0
     run_perftest 0 --driven
+    if [ "$one_core" = 1 ]; then
+        echo "one core (taskset -c 0):"
+        pin=(taskset -c 0)
+        "${pin[@]}" "$ring" 0 500 | tail -1
+        run_perftest 0 --driven
+        pin=()
+    fi
 done
