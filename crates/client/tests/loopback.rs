@@ -132,6 +132,8 @@ async fn the_cap_blocks_send_blocking_then_resumes() {
             sent.fetch_add(1, Ordering::SeqCst);
         }
     });
+    // Waits for the two the cap allows, then gives the third time to go (it must not).
+    wait_until("two sent", || done.load(Ordering::SeqCst) >= 2).await;
     tokio::time::sleep(ms(100)).await;
     let sent = done.load(Ordering::SeqCst);
     assert_eq!(sent, 2, "the third blocks at the cap");
@@ -305,9 +307,12 @@ async fn a_consumer_gets_no_more_than_its_credit() {
     let (consumer, got) = consuming(&client, credit(3, false), |batch| batch.confirm_all()).await;
     let payloads: Vec<Vec<u8>> = (0..10_u8).map(|i| vec![i; 3]).collect();
     broker.deliver(consumer.id().0, payloads);
+    // Waits for what the credit allows, then gives a fourth time to arrive (it must not).
+    wait_until("the initial credit's 3", || got.lock().unwrap().len() >= 3).await;
     tokio::time::sleep(ms(100)).await;
     assert_eq!(got.lock().unwrap().len(), 3, "the initial credit");
     consumer.add_credit(2).unwrap();
+    wait_until("two more", || got.lock().unwrap().len() >= 5).await;
     tokio::time::sleep(ms(100)).await;
     let got = got.lock().unwrap().clone();
     assert_eq!(got.len(), 5, "three and two");
