@@ -411,6 +411,10 @@ impl<M: Send + 'static> Parked for Runner<M> {
         let _playing = self.play();
         let budget = self.shared.config.max_batch as u64;
         let start = self.popped;
+        // No lingers: the driver is the producer a linger would wait for (its dispatch
+        // brought it here), and nothing it pushes can come while it spins; each linger
+        // only held back the flush, and with it the driver's own thread (an I/O thread).
+        let linger_spins = std::mem::replace(&mut self.linger_spins, 0);
         // Turns while events are queued: a turn's flushes may dispatch to this processor.
         loop {
             let spent = self.popped.wrapping_sub(start) as u64;
@@ -422,6 +426,7 @@ impl<M: Send + 'static> Parked for Runner<M> {
                 break;
             }
         }
+        self.linger_spins = linger_spins;
         let timer_first = self
             .next_deadline()
             .is_some_and(|next| self.parked_until.is_none_or(|until| next < until));

@@ -27,7 +27,8 @@ pub(super) const DEPTH_CHECK_INTERVAL: u64 = 64;
 /// confirm): 37 ns per event without, 25 ns with a 0.7 us linger, 23.5 ns with 1.4 us, no
 /// gain beyond. The price is the linger itself, paid once per drained run before the
 /// flush that ends it: a microsecond against the tens of microseconds of a confirm's
-/// round trip at low rates.
+/// round trip at low rates. Not in a driven turn (`Runner::drive`): its driver is the
+/// producer a linger would wait for.
 pub(super) const LINGER: Duration = Duration::from_micros(1);
 
 /// How long the lingers of one drain grow: each lasts twice the one before, up to this many
